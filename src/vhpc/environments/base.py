@@ -1,0 +1,102 @@
+"""The environment interface shared by ``native`` and ``vm``.
+
+An :class:`Environment` is used as a context manager by the campaign::
+
+    with env:                      # start(): nothing for native, boots a VM for vm
+        r = env.run(argv, env={}, timeout=60.0)
+        env.pause(); env.resume()  # a paused VM neither perturbs others nor loses warm state
+        env.new_session()          # cold protocol: a fresh boot
+    # close(): always stops every process the environment started
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class EnvError(RuntimeError):
+    """An environment cannot be started or used; the message says what to change."""
+
+
+@dataclass
+class RunResult:
+    """Outcome of one command in an environment.
+
+    returncode: exit status (None when the command never completed: timeout or guest failure);
+    stdout/stderr: decoded output; started: epoch seconds; elapsed: wall seconds;
+    timed_out: the per-trial timeout fired; error: environment-level failure text (guest hung or
+    died, with the console tail), None when the environment itself was fine;
+    session_index: trial position in the current session (VM: 0 = first after boot);
+    applied: placement as applied and read back (vCPU affinity, ...).
+    """
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    started: float
+    elapsed: float
+    timed_out: bool = False
+    error: str | None = None
+    session_index: int | None = None
+    applied: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the command ran to completion with exit status 0."""
+        return self.returncode == 0 and not self.timed_out and self.error is None
+
+
+class Environment(ABC):
+    """Where a benchmark runs.  ``name`` is unique in a campaign; ``kind`` is ``native``/``vm``."""
+
+    kind: str = ""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @property
+    def accel(self) -> str | None:
+        """``kvm``/``tcg`` for VMs, None for native."""
+        return None
+
+    @abstractmethod
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies this environment's results: CPU model, kernels, QEMU version,
+        accelerator, placement as configured, host knobs.  JSON-serialisable."""
+
+    def start(self) -> None:
+        """Prepare the environment (boot a VM); idempotent."""
+
+    def close(self) -> None:
+        """Stop everything this environment started; safe to call twice."""
+
+    def pause(self) -> None:
+        """Stop consuming CPU while other environments run (VM: QMP ``stop``)."""
+
+    def resume(self) -> None:
+        """Undo :meth:`pause`."""
+
+    def new_session(self) -> None:
+        """Begin a fresh session (VM: reboot) so the next trial is cold."""
+
+    @abstractmethod
+    def run(self, argv: list[str], env: dict[str, str] | None = None,
+            timeout: float = 600.0) -> RunResult:
+        """Run ``argv`` (a list, never a shell string) with extra ``env`` vars, killing it after
+        ``timeout`` seconds.  Never raises for a failing command: failures are in the result."""
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def now() -> float:
+    """Epoch seconds (for trial start/end times)."""
+    return time.time()

@@ -1,0 +1,35 @@
+#!/bin/busybox sh
+# vhpc guest init (runs from vhpc's initramfs; see vhpc/environments/guestimage.py).
+# Loads the virtio/9p modules, mounts the host's root read-only over virtio-9p, gives the guest
+# writable /tmp, /run, /var/tmp, /dev/shm, then switch_root's into the host root and runs the
+# vhpc guest agent named on the kernel command line (vhpc.python=... vhpc.agent=...).
+/bin/busybox mkdir -p /proc /sys /dev
+/bin/busybox mount -t devtmpfs dev /dev
+exec </dev/console >/dev/console 2>&1
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+for m in /modules/*.ko; do insmod "$m" || echo "vhpc-init: insmod $m failed"; done
+cmdline=$(cat /proc/cmdline)
+arg() { for w in $cmdline; do case "$w" in "$1"=*) echo "${w#*=}";; esac; done; }
+if [ "$(arg vhpc.probe)" = 1 ]; then
+    echo "VHPC-PROBE-OK"
+    poweroff -f
+fi
+ifconfig lo 127.0.0.1 up
+hostname vhpc-guest
+mkdir -p /newroot
+if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose hostroot /newroot; then
+    echo "VHPC-INIT-FAILED: cannot mount the host root over virtio-9p"
+    poweroff -f
+fi
+for d in tmp run var/tmp; do mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d"; done
+mount -t proc proc /newroot/proc
+mount -t sysfs sys /newroot/sys
+mount -t devtmpfs dev /newroot/dev
+mkdir -p /newroot/dev/shm /newroot/dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
+mount -t devpts devpts /newroot/dev/pts
+echo "VHPC-INIT-DONE"
+exec switch_root /newroot "$(arg vhpc.python)" -S -I "$(arg vhpc.agent)"
