@@ -1,0 +1,176 @@
+/*
+ * vhpc-stream - STREAM-style sustainable memory bandwidth (OpenMP).
+ *
+ * Follows McCalpin's rules: Copy c=a, Scale b=s*c, Add c=a+b, Triad a=b+s*c
+ * (s = 3); each kernel is timed separately in every iteration, the first
+ * iteration is not counted, and the reported rate is bytes / minimum time.
+ * The arrays are first touched by the same threads, with the same static
+ * schedule, as the timed loops (NUMA placement). The final arrays are
+ * validated against a scalar replay: the mean absolute error of each array,
+ * relative to the expected value, must be <= 1e-13.
+ */
+#include "common.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define MAX_NTIMES 250 /* a grows as 15^ntimes: 15^262 overflows a double */
+#define EPSILON 1e-13
+
+static const char usage[] =
+    "usage: vhpc-stream [-n ELEMENTS] [-t NTIMES] [-X] [-h]\n"
+    "STREAM Copy/Scale/Add/Triad memory bandwidth (OpenMP; threads from OMP_NUM_THREADS).\n"
+    "  -n ELEMENTS  doubles per array (default 2000000; use >= 4x the total cache size)\n"
+    "  -t NTIMES    iterations, the first is not counted (default 10, 2..250)\n"
+    "  -X           testing only: corrupt one element after the timed loop,\n"
+    "               so that validation must fail (valid=0, exit 3)\n"
+    "  -h           this help\n"
+    "Result keys: copy_bw scale_bw add_bw triad_bw (GB/s, 1e9 bytes/s), n, ntimes,\n"
+    "threads, max_rel_err, llc_bytes (last-level cache size, 0 if unknown), valid.\n";
+
+enum { COPY, SCALE, ADD, TRIAD, NKERNELS };
+static const char *const names[NKERNELS] = {"copy_bw", "scale_bw", "add_bw", "triad_bw"};
+static const double words[NKERNELS] = {2, 2, 3, 3}; /* doubles moved per element */
+
+/* Mean |x[j] - expect| / |expect| over the array. */
+static double rel_error(const double *x, long n, double expect)
+{
+    double sum = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : sum)
+    for (long j = 0; j < n; j++)
+        sum += fabs(x[j] - expect);
+    return fabs(sum / (double)n / expect);
+}
+
+int main(int argc, char **argv)
+{
+    long n = 2000000;
+    int ntimes = 10;
+    int corrupt = 0;
+    int c;
+
+    while ((c = vhpc_getopt(argc, argv, "n:t:X", usage)) != -1) {
+        switch (c) {
+        case 'n': n = vhpc_parse_long(optarg, 'n', 1, 1L << 36); break;
+        case 't': ntimes = (int)vhpc_parse_long(optarg, 't', 2, MAX_NTIMES); break;
+        case 'X': corrupt = 1; break;
+        }
+    }
+
+    double *a = vhpc_alloc((size_t)n * sizeof(double));
+    double *b = vhpc_alloc((size_t)n * sizeof(double));
+    double *cc = vhpc_alloc((size_t)n * sizeof(double));
+    double *times = vhpc_alloc((size_t)NKERNELS * (size_t)ntimes * sizeof(double));
+
+    int threads = 1;
+#pragma omp parallel
+    {
+#pragma omp master
+        threads = omp_get_num_threads();
+    }
+
+    /* First touch: same threads, same static schedule as the kernels. */
+#pragma omp parallel for schedule(static)
+    for (long j = 0; j < n; j++) {
+        a[j] = 1.0;
+        b[j] = 2.0;
+        cc[j] = 0.0;
+    }
+
+    volatile double scalar_v = 3.0; /* keep the scalar opaque to the compiler */
+    const double scalar = scalar_v;
+
+    for (int k = 0; k < ntimes; k++) {
+        double t;
+        t = vhpc_now();
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < n; j++)
+            cc[j] = a[j];
+        times[COPY * ntimes + k] = vhpc_now() - t;
+
+        t = vhpc_now();
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < n; j++)
+            b[j] = scalar * cc[j];
+        times[SCALE * ntimes + k] = vhpc_now() - t;
+
+        t = vhpc_now();
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < n; j++)
+            cc[j] = a[j] + b[j];
+        times[ADD * ntimes + k] = vhpc_now() - t;
+
+        t = vhpc_now();
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < n; j++)
+            a[j] = b[j] + scalar * cc[j];
+        times[TRIAD * ntimes + k] = vhpc_now() - t;
+    }
+
+    if (corrupt)
+        a[n / 2] = 2.0 * a[n / 2] + 1.0;
+
+    /* Expected values: replay the four kernels on scalars. */
+    double aj = 1.0, bj = 2.0, cj = 0.0;
+    for (int k = 0; k < ntimes; k++) {
+        cj = aj;
+        bj = scalar * cj;
+        cj = aj + bj;
+        aj = bj + scalar * cj;
+    }
+    double err_a = rel_error(a, n, aj);
+    double err_b = rel_error(b, n, bj);
+    double err_c = rel_error(cc, n, cj);
+    double max_err = fmax(err_a, fmax(err_b, err_c));
+    int valid = err_a <= EPSILON && err_b <= EPSILON && err_c <= EPSILON;
+
+    /* STREAM wants arrays >= 4x the caches; the small default (sized for
+     * emulated guests) may not be, so say so (and report the LLC size). */
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0)
+        llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (llc < 0)
+        llc = 0;
+    if (llc > 0 && 3.0 * (double)n * sizeof(double) < 4.0 * (double)llc)
+        printf("note: arrays (%.1f MiB) are smaller than 4x the last-level cache (%.1f MiB):"
+               " rates include cache bandwidth; raise -n for memory bandwidth\n",
+               3.0 * (double)n * sizeof(double) / 1048576.0, (double)llc / 1048576.0);
+
+    double bw[NKERNELS];
+    printf("%-9s %12s %12s %12s %12s\n", "Function", "Best GB/s", "Avg time s", "Min time s",
+           "Max time s");
+    for (int f = 0; f < NKERNELS; f++) {
+        double tmin = INFINITY, tmax = 0.0, tsum = 0.0;
+        for (int k = 1; k < ntimes; k++) { /* first iteration not counted */
+            double t = times[f * ntimes + k];
+            tmin = fmin(tmin, t);
+            tmax = fmax(tmax, t);
+            tsum += t;
+        }
+        double bytes = words[f] * (double)sizeof(double) * (double)n;
+        bw[f] = tmin > 0 ? bytes / tmin * 1e-9 : 0.0;
+        printf("%-9s %12.3f %12.6f %12.6f %12.6f\n", names[f], bw[f], tsum / (ntimes - 1), tmin,
+               tmax);
+    }
+    printf("validation: relative errors a=%.3g b=%.3g c=%.3g (limit %.0e): %s\n", err_a, err_b,
+           err_c, EPSILON, valid ? "passed" : "FAILED");
+
+    vhpc_result_begin();
+    for (int f = 0; f < NKERNELS; f++)
+        vhpc_result_num(names[f], bw[f]);
+    vhpc_result_int("n", n);
+    vhpc_result_int("ntimes", ntimes);
+    vhpc_result_int("threads", threads);
+    vhpc_result_num("max_rel_err", max_err);
+    vhpc_result_int("llc_bytes", llc);
+    vhpc_result_int("valid", valid);
+    vhpc_result_end();
+
+    free(a);
+    free(b);
+    free(cc);
+    free(times);
+    return valid ? VHPC_EXIT_OK : VHPC_EXIT_INVALID;
+}
