@@ -1,0 +1,27 @@
+"""Benchmarks: a named program + parameters + parser → metrics.
+
+``REGISTRY`` maps names to :class:`~vhpc.benchmarks.base.Benchmark` objects; :func:`get` looks
+one up with a helpful error.  The quick suite (own C kernels under ``kernels/``) is in
+:mod:`vhpc.benchmarks.quick`.
+"""
+
+from __future__ import annotations
+
+from vhpc.benchmarks.base import Benchmark, BenchmarkError, ParseError, RunContext
+from vhpc.benchmarks.quick import QUICK_SUITE
+
+REGISTRY: dict[str, Benchmark] = {b.name: b for b in QUICK_SUITE}
+
+
+def get(name: str) -> Benchmark:
+    """The benchmark called ``name``; raises BenchmarkError listing the known names."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise BenchmarkError(
+            f"unknown benchmark {name!r}: choose one of {', '.join(sorted(REGISTRY))} "
+            "(see 'vhpc list benchmarks')") from None
+
+
+__all__ = ["Benchmark", "BenchmarkError", "ParseError", "RunContext", "REGISTRY", "get",
+           "QUICK_SUITE"]

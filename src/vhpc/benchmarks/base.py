@@ -1,0 +1,223 @@
+"""The benchmark interface and the shared machinery for vhpc's own C kernels.
+
+A :class:`Benchmark` declares its parameters (:class:`Param`), metrics
+(:class:`vhpc.model.Metric`), how to build its command line for an environment
+(:meth:`Benchmark.command`) and how to parse raw output into samples (:meth:`Benchmark.parse`).
+Parsing is pure, so stored raw output can be re-parsed later without re-running.
+
+vhpc's kernels print exactly one line ``VHPC-RESULT key=value ...`` with ``valid=1|0`` and
+exit 3 when their verification fails (kernels/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from vhpc.model import Metric, Sample
+
+
+class BenchmarkError(ValueError):
+    """Bad benchmark name or parameter; the message says what to change."""
+
+
+class ParseError(ValueError):
+    """Raw output does not contain what the parser needs (the trial is recorded as failed)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A benchmark parameter: name, default, type (int/float/str), help text, and optional
+    choices or an inclusive minimum.  ``default=None`` means "derived from the environment"
+    (e.g. threads = the environment's CPU count)."""
+
+    name: str
+    default: Any
+    type: Callable[[str], Any] = int
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+
+    def convert(self, bench: str, raw: Any) -> Any:
+        """Convert and validate ``raw``; raises BenchmarkError with what is allowed."""
+        try:
+            value = self.type(raw)
+        except (TypeError, ValueError):
+            raise BenchmarkError(
+                f"{bench}: {self.name}={raw!r} is not a valid {self.type.__name__}") from None
+        if self.choices is not None and value not in self.choices:
+            raise BenchmarkError(f"{bench}: {self.name}={value!r}: choose one of "
+                                 f"{', '.join(map(str, self.choices))}")
+        if self.minimum is not None and value < self.minimum:
+            raise BenchmarkError(f"{bench}: {self.name}={value} is below the minimum {self.minimum:g}")
+        return value
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a command line may depend on: ``bindir`` (vhpc's kernel binaries), ``ncpus`` (CPUs
+    the environment offers: vCPUs in a VM, allowed host CPUs natively)."""
+
+    bindir: Path
+    ncpus: int
+
+
+def mpirun(nprocs: int) -> list[str]:
+    """Open MPI launcher prefix for ``nprocs`` ranks on the local machine (native or guest).
+
+    ``--allow-run-as-root`` because vhpc typically runs as root in VMs and on test hosts;
+    ``--oversubscribe`` so a 2-rank benchmark also runs on a 1-CPU guest (mpirun(1)).
+    """
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs)]
+
+
+class Benchmark:
+    """Base class.  Subclasses set ``name``, ``summary``, ``provenance`` (seed figure),
+    ``params``, ``metrics``, ``verification`` and implement :meth:`command` and :meth:`parse`.
+    """
+
+    name: str = ""
+    summary: str = ""
+    provenance: str = ""
+    verification: str = "none"
+    params: tuple[Param, ...] = ()
+    metrics: tuple[Metric, ...] = ()
+    timeout: float = 600.0
+
+    def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Parameters with defaults filled in and overrides converted and validated.
+
+        Returns {name: value}; a None value is derived from the environment at run time.
+        Raises BenchmarkError for unknown names or bad values, listing what is allowed.
+        """
+        known = {p.name: p for p in self.params}
+        values = {p.name: p.default for p in self.params}
+        for key, raw in (overrides or {}).items():
+            if key not in known:
+                allowed = ", ".join(known) or "none"
+                raise BenchmarkError(f"{self.name}: unknown parameter {key!r} (parameters: {allowed})")
+            values[key] = known[key].convert(self.name, raw)
+        return values
+
+    def metric(self, name: str) -> Metric:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def command(self, params: Mapping[str, Any], ctx: RunContext) -> list[str]:
+        """argv for one trial (a list, never a shell string)."""
+        raise NotImplementedError
+
+    def environ(self, params: Mapping[str, Any], ctx: RunContext) -> dict[str, str]:
+        """Extra environment variables for one trial."""
+        return {}
+
+    def parse(self, params: Mapping[str, Any], stdout: str, stderr: str,
+              returncode: int | None) -> list[Sample]:
+        """Samples from raw output.  Raises ParseError when the output has no result."""
+        raise NotImplementedError
+
+
+RESULT_RE = re.compile(r"^VHPC-RESULT\s+(.*)$", re.M)
+
+
+def parse_result_line(stdout: str) -> dict[str, str]:
+    """The ``key=value`` pairs of the last ``VHPC-RESULT`` line in ``stdout``.
+    Raises ParseError when there is none."""
+    found = RESULT_RE.findall(stdout)
+    if not found:
+        raise ParseError("no VHPC-RESULT line in the output")
+    pairs = {}
+    for token in found[-1].split():
+        key, sep, value = token.partition("=")
+        if sep:
+            pairs[key] = value
+    return pairs
+
+
+def kernel_dir() -> Path:
+    """Directory of vhpc's compiled kernels: ``$VHPC_KERNELS`` or ``<repo>/kernels/build``."""
+    env = os.environ.get("VHPC_KERNELS")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3] / "kernels" / "build"
+
+
+def ensure_kernels(binaries: list[str]) -> Path:
+    """Return the kernel directory, building the kernels with make if a binary is missing.
+
+    Raises BenchmarkError when they cannot be built (says which packages to install).
+    """
+    bindir = kernel_dir()
+    if all((bindir / b).exists() for b in binaries):
+        return bindir
+    src = bindir.parent
+    if not (src / "Makefile").exists() or shutil.which("make") is None:
+        raise BenchmarkError(f"kernel binaries missing in {bindir}: run 'make kernels' in the vhpc "
+                             "source tree (or set VHPC_KERNELS)")
+    out = subprocess.run(["make", "-C", str(src), f"BUILD={bindir}"], capture_output=True, text=True)
+    if out.returncode != 0:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-1:]
+        raise BenchmarkError(f"building the kernels failed ({' '.join(tail)}): install "
+                             "build-essential, libopenmpi-dev and openmpi-bin")
+    return bindir
+
+
+@dataclass(frozen=True)
+class KernelBenchmark(Benchmark):
+    """A benchmark backed by one of vhpc's C kernels.
+
+    binary: file name under kernels/build; flags: param name → command-line flag;
+    mpi_ranks: param holding the rank count (None: not MPI); threads_param: param holding the
+    OpenMP thread count (None: not OpenMP); metrics: result key → Metric via ``Metric.name``.
+    """
+
+    name: str = ""
+    summary: str = ""
+    provenance: str = ""
+    verification: str = "none"
+    binary: str = ""
+    params: tuple[Param, ...] = ()
+    metrics: tuple[Metric, ...] = ()
+    flags: Mapping[str, str] = field(default_factory=dict)
+    mpi_ranks: str | None = None
+    threads_param: str | None = None
+    timeout: float = 600.0
+
+    def value(self, params: Mapping[str, Any], key: str, ctx: RunContext) -> Any:
+        v = params.get(key)
+        return ctx.ncpus if v is None else v
+
+    def command(self, params, ctx):
+        argv = [str(ctx.bindir / self.binary)]
+        for pname, flag in self.flags.items():
+            argv += [flag, str(self.value(params, pname, ctx))]
+        if self.mpi_ranks:
+            argv = mpirun(self.value(params, self.mpi_ranks, ctx)) + argv
+        return argv
+
+    def environ(self, params, ctx):
+        if self.threads_param:
+            return {"OMP_NUM_THREADS": str(self.value(params, self.threads_param, ctx)),
+                    "OMP_PROC_BIND": "spread"}
+        return {}
+
+    def parse(self, params, stdout, stderr, returncode):
+        pairs = parse_result_line(stdout)
+        valid = pairs.get("valid") == "1" and returncode == 0
+        samples = []
+        for m in self.metrics:
+            if m.name not in pairs:
+                raise ParseError(f"{self.name}: result line lacks {m.name}")
+            try:
+                value = float(pairs[m.name])
+            except ValueError:
+                raise ParseError(f"{self.name}: {m.name}={pairs[m.name]!r} is not a number") from None
+            samples.append(Sample(m.name, value, m.unit, m.higher_is_better, valid))
+        return samples

@@ -1,0 +1,103 @@
+"""The quick suite: vhpc's own C kernels (kernels/*.c), small defaults that keep a TCG demo short.
+
+| benchmark | serves | metrics |
+|---|---|---|
+| stream | seed 004 Fig. 13 (HPCC STREAM), seed 003 memory intensity | copy/scale/add/triad GB/s |
+| randomaccess | seed 004 Fig. 12-13 (HPCC RandomAccess) | GUP/s |
+| pingpong | seed 001 Fig. 1-2, seed 004 Fig. 1 | latency µs, bandwidth MB/s |
+| noise | seed 004 Sec. 6 (selfish detour) | detour %, detours/s, max detour µs |
+| pagefault | seed 000 Fig. 13 | µs per first-touch fault, private and shared anonymous |
+"""
+
+from __future__ import annotations
+
+from vhpc.benchmarks.base import KernelBenchmark, Param
+from vhpc.model import Metric
+
+THREADS = Param("threads", None, int, "OpenMP threads (default: all CPUs of the environment)", minimum=1)
+
+STREAM = KernelBenchmark(
+    name="stream",
+    summary="STREAM copy/scale/add/triad memory bandwidth (McCalpin rules), OpenMP",
+    provenance="seed 004 Fig. 13 (HPCC STREAM); seed 003 Fig. 3 memory intensity",
+    verification="final arrays checked against the analytically expected values (rel. error <= 1e-13)",
+    binary="vhpc-stream",
+    params=(
+        Param("n", 2_000_000, int, "elements per array (3 arrays of doubles)", minimum=1000),
+        Param("ntimes", 10, int, "repetitions; the first is not counted, best rate reported", minimum=2),
+        THREADS,
+    ),
+    flags={"n": "-n", "ntimes": "-t"},
+    threads_param="threads",
+    metrics=(
+        Metric("copy_bw", "GB/s", True, "Copy c=a, 16 B/element"),
+        Metric("scale_bw", "GB/s", True, "Scale b=s*c, 16 B/element"),
+        Metric("add_bw", "GB/s", True, "Add c=a+b, 24 B/element"),
+        Metric("triad_bw", "GB/s", True, "Triad a=b+s*c, 24 B/element"),
+    ),
+)
+
+RANDOMACCESS = KernelBenchmark(
+    name="randomaccess",
+    summary="HPCC RandomAccess (GUPS): XOR updates at random table locations",
+    provenance="seed 004 Fig. 12-13 (HPCC RandomAccess, nested vs shadow paging)",
+    verification="updates replayed serially; at most 1 % of table entries may differ",
+    binary="vhpc-randomaccess",
+    params=(Param("table_log2", 20, int, "log2 of the table size in 8-byte words", minimum=10),),
+    flags={"table_log2": "-l"},
+    metrics=(Metric("gups", "GUP/s", True, "giga-updates per second, 1e-9 * 4 * TableSize / t"),),
+)
+
+PINGPONG = KernelBenchmark(
+    name="pingpong",
+    summary="MPI ping-pong between 2 ranks: one-way latency and windowed bandwidth (OSU method)",
+    provenance="seed 001 Fig. 1-2; seed 004 Fig. 1",
+    verification="the payload pattern of a received message is checked",
+    binary="vhpc-pingpong",
+    params=(
+        Param("lat_size", 8, int, "latency message size in bytes", minimum=0),
+        Param("bw_size", 1 << 20, int, "bandwidth message size in bytes", minimum=1),
+        Param("iters", 1000, int, "latency iterations", minimum=1),
+        Param("ranks", 2, int, "MPI ranks (must be 2)", choices=(2,)),
+    ),
+    flags={"lat_size": "-s", "bw_size": "-S", "iters": "-i"},
+    mpi_ranks="ranks",
+    metrics=(
+        Metric("latency_us", "us", False, "one-way latency at lat_size bytes"),
+        Metric("bandwidth_MBps", "MB/s", True, "unidirectional bandwidth at bw_size bytes"),
+    ),
+)
+
+NOISE = KernelBenchmark(
+    name="noise",
+    summary="Selfish-detour OS noise: time stolen from a spinning thread",
+    provenance="seed 004 Sec. 6 (selfish detour, native vs guest)",
+    verification="none (a measurement of interruptions)",
+    binary="vhpc-noise",
+    params=(Param("duration", 1.0, float, "seconds to spin", minimum=0.05),),
+    flags={"duration": "-d"},
+    metrics=(
+        Metric("detour_pct", "%", False, "share of elapsed time spent in detours"),
+        Metric("detours_per_s", "1/s", False, "detours per second"),
+        Metric("max_detour_us", "us", False, "longest detour"),
+    ),
+)
+
+PAGEFAULT = KernelBenchmark(
+    name="pagefault",
+    summary="First-touch page-fault latency for private and shared anonymous memory",
+    provenance="seed 000 Fig. 13 (fault latency per memory type and configuration)",
+    verification="minor-fault count (getrusage) must cover >= 90 % of the touched pages",
+    binary="vhpc-pagefault",
+    params=(
+        Param("mib", 64, int, "region size in MiB", minimum=1),
+        Param("reps", 3, int, "repetitions per mapping kind", minimum=1),
+    ),
+    flags={"mib": "-m", "reps": "-r"},
+    metrics=(
+        Metric("private_us", "us", False, "µs per fault, private anonymous (malloc) memory"),
+        Metric("shared_us", "us", False, "µs per fault, MAP_SHARED anonymous memory"),
+    ),
+)
+
+QUICK_SUITE = (STREAM, RANDOMACCESS, PINGPONG, NOISE, PAGEFAULT)

@@ -1,0 +1,210 @@
+"""Campaigns: plan trials from a spec, execute them in environments, store every outcome.
+
+Protocol (docs/protocol.md):
+
+* ``warmup`` rounds then ``repeats`` measured rounds; in each round every environment runs every
+  benchmark once.  Warm-up trials are stored and flagged, never analysed.
+* Order ``alternate`` (default): the environment order reverses every round (A B, B A, A B, …)
+  so slow drift of the host (thermal, background load) affects all environments alike;
+  ``fixed`` keeps the spec order.
+* A VM is paused (QMP ``stop``) while other environments run, so it neither perturbs them nor
+  loses its warm state; all its trials share one session unless the guest fails.
+* Each trial has a timeout; a trial that fails (timeout, guest failure, no parseable result) is
+  stored ``failed`` with its raw output and the campaign continues.
+* Every planned trial is stored ``pending`` at creation; ``resume`` runs only the trials not
+  yet ``done``/``failed``, so a killed campaign loses and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from vhpc import benchmarks
+from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels
+from vhpc.environments.base import Environment, EnvError, RunResult
+from vhpc.environments.native import NativeEnvironment
+from vhpc.environments.vm import VmEnvironment, parse_cpu_list
+from vhpc.spec import CampaignSpec, EnvSpec, SpecError
+from vhpc.store import DONE, FAILED, Store, TrialRow
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One trial of the plan: seq (execution order), round (0-based; warm-up rounds first),
+    warmup flag, environment name, benchmark name, canonical parameter string."""
+
+    seq: int
+    round: int
+    warmup: bool
+    environment: str
+    benchmark: str
+    params: str
+
+
+def plan(spec: CampaignSpec) -> list[PlannedTrial]:
+    """Ordered trials for ``spec``: (warmup + repeats) rounds × environments × benchmarks.
+
+    With ``order="alternate"`` odd rounds run the environments in reverse order.
+    """
+    names = [e.name for e in spec.environments]
+    out: list[PlannedTrial] = []
+    for r in range(spec.warmup + spec.repeats):
+        order = names[::-1] if spec.order == "alternate" and r % 2 else names
+        for env in order:
+            for b in spec.benchmarks:
+                out.append(PlannedTrial(len(out), r, r < spec.warmup, env, b.name, b.key))
+    return out
+
+
+def new_campaign_id() -> str:
+    """``YYYYmmdd-HHMMSS-xxxx`` (UTC time plus 4 random hex digits)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+def make_environment(es: EnvSpec) -> Environment:
+    """Instantiate the environment ``es`` describes.  Raises SpecError for bad options."""
+    o = dict(es.options)
+    try:
+        if es.kind == "native":
+            cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
+            return NativeEnvironment(es.name, cpus=cpus)
+        return VmEnvironment(
+            es.name, vcpus=int(o.get("vcpus", 2)), memory=int(o.get("memory", 1024)),
+            pin=str(o.get("pin", "auto")), accel=str(o.get("accel", "auto")),
+            kernel=o.get("kernel"), boot_timeout=float(o.get("boot_timeout", 90)))
+    except ValueError as exc:
+        raise SpecError(f"environment {es.name}: {exc}") from None
+
+
+def env_cpus(env: Environment) -> int:
+    """CPUs a benchmark may use in ``env`` (vCPUs in a VM, allowed host CPUs natively)."""
+    if isinstance(env, VmEnvironment):
+        return env.vcpus
+    if isinstance(env, NativeEnvironment) and env.cpus:
+        return len(env.cpus)
+    return len(os.sched_getaffinity(0))
+
+
+class Progress(Protocol):
+    """Callbacks the executor reports to (the CLI draws a progress bar with them)."""
+
+    def start(self, total: int, done: int) -> None: ...
+    def trial(self, row: TrialRow) -> None: ...
+    def finished(self, row: TrialRow, status: str, note: str) -> None: ...
+
+
+def create(store: Store, spec: CampaignSpec, command: str = "") -> str:
+    """Store a new campaign with its planned trials; returns the campaign id."""
+    cid = new_campaign_id()
+    trials = [t.__dict__ for t in plan(spec)]
+    store.create_campaign(cid, spec.model_dump_json(), command, trials,
+                          [{"name": e.name, "kind": e.kind} for e in spec.environments])
+    return cid
+
+
+def outcome(bench: benchmarks.Benchmark, params: dict[str, Any],
+            result: RunResult) -> tuple[str, list, str | None]:
+    """(status, samples, error) for a finished command: ``failed`` without samples when the
+    environment failed, the trial timed out or the output has no parseable result; else
+    ``done`` (samples carry their own validity)."""
+    if result.error:
+        return FAILED, [], result.error
+    if result.timed_out:
+        return FAILED, [], "trial timed out (raise --timeout or use a smaller size)"
+    try:
+        samples = bench.parse(params, result.stdout, result.stderr, result.returncode)
+    except ParseError as exc:
+        tail = (result.stderr.strip().splitlines() or [""])[-1][:300]
+        return FAILED, [], f"{exc} (exit status {result.returncode}{': ' + tail if tail else ''})"
+    return DONE, samples, None
+
+
+def execute(store: Store, cid: str, progress: Progress | None = None,
+            envs: dict[str, Environment] | None = None) -> dict[str, int]:
+    """Run every unfinished trial of campaign ``cid``; returns counts by status.
+
+    Environments are started lazily and always closed (QEMU killed) on return, error or
+    KeyboardInterrupt.  A trial interrupted by a kill stays ``running`` and is re-run by the
+    next ``execute`` (resume).  Raises SpecError/BenchmarkError before any trial runs when the
+    stored spec cannot be executed.
+    """
+    spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
+    envs = envs or {e.name: make_environment(e) for e in spec.environments}
+    bspecs = {(b.name, b.key): b for b in spec.benchmarks}
+    todo = store.unfinished(cid)
+    all_trials = len(store.trials(cid))
+    binaries = sorted({getattr(benchmarks.get(b.name), "binary", "") for b in spec.benchmarks} - {""})
+    bindir = ensure_kernels(binaries) if binaries and todo else None
+    counts = {DONE: 0, FAILED: 0}
+    fingerprinted: set[str] = set()
+    if progress:
+        progress.start(all_trials, all_trials - len(todo))
+    current: Environment | None = None
+    try:
+        for row in todo:
+            env = envs[row.environment]
+            if current is not None and current is not env:
+                current.pause()
+            current = env
+            bench = benchmarks.get(row.benchmark)
+            params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
+            ctx = RunContext(bindir, env_cpus(env))
+            if progress:
+                progress.trial(row)
+            store.mark_running(row.id)
+            result = env.run(bench.command(params, ctx), bench.environ(params, ctx),
+                             timeout=spec.timeout)
+            if env.name not in fingerprinted:
+                try:
+                    store.set_fingerprint(cid, env.name, env.accel, env.fingerprint())
+                    fingerprinted.add(env.name)
+                except EnvError:
+                    pass
+            status, samples, error = outcome(bench, params, result)
+            store.finish_trial(
+                row.id, status, returncode=result.returncode, timed_out=result.timed_out,
+                error=error, stdout=result.stdout, stderr=result.stderr, started=result.started,
+                ended=result.started + result.elapsed, session_index=result.session_index,
+                applied=result.applied, samples=samples)
+            counts[status] += 1
+            if progress:
+                note = error or ("invalid: verification failed" if samples and not all(
+                    s.valid for s in samples) else "")
+                progress.finished(row, status, note)
+    finally:
+        for env in envs.values():
+            env.close()
+    if not store.unfinished(cid):
+        store.set_campaign_status(cid, "finished")
+    return counts
+
+
+def reparse(store: Store, cid: str) -> int:
+    """Re-derive samples of every completed trial from its stored raw output (after a parser
+    fix), without re-running.  Returns the number of trials re-parsed."""
+    spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
+    bspecs = {(b.name, b.key): b for b in spec.benchmarks}
+    n = 0
+    for row in store.trials(cid):
+        if row.stdout is None or row.status not in (DONE, FAILED):
+            continue
+        bench = benchmarks.get(row.benchmark)
+        params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
+        result = RunResult(row.returncode, row.stdout or "", row.stderr or "", row.started or 0,
+                           0.0, error=row.error if row.returncode is None else None)
+        status, samples, error = outcome(bench, params, result)
+        store.replace_samples(row.id, status, samples, error)
+        n += 1
+    return n
+
+
+def spec_json(spec: CampaignSpec) -> str:
+    return json.dumps(spec.model_dump(), indent=2)
+
+
+ProgressFactory = Callable[[], Progress]
