@@ -31,7 +31,7 @@ static const char usage[] =
     "usage: vhpc-randomaccess [-l LOG2_TABLE] [-a] [-X] [-h]\n"
     "HPCC RandomAccess (GUPS) on a table of 2^LOG2_TABLE 64-bit words, 4*TableSize\n"
     "updates. OpenMP: threads from OMP_NUM_THREADS (the 128 HPCC update streams are\n"
-    "split among threads; racing updates may be lost, up to 1%% of entries may differ).\n"
+    "split among threads; racing updates may be lost, up to 1% of entries may differ).\n"
     "  -l LOG2_TABLE  log2 of the table size in words (default 20 = 8 MiB, 5..34)\n"
     "  -a             atomic updates (lock xor): no update is lost with several\n"
     "                 threads, but GUPS drops (each update serializes memory accesses)\n"
@@ -40,8 +40,8 @@ static const char usage[] =
     "  -h             this help\n"
     "Result keys: gups (1e9 updates/s), errors, error_fraction, table_log2, nupdate,\n"
     "threads, atomic, time_s, valid.\n"
-    "Small tables with several threads lose more racing updates (2 threads: ~1.5%% at -l 14,\n"
-    "up to >1%% at -l 16, <0.1%% at -l 18): use -a or OMP_NUM_THREADS=1 there.\n";
+    "Small tables with several threads lose more racing updates (2 threads: ~1.5% at -l 14,\n"
+    "up to >1% at -l 16, <0.1% at -l 18): use -a or OMP_NUM_THREADS=1 there.\n";
 
 static inline uint64_t next_ran(uint64_t r) { return (r << 1) ^ ((int64_t)r < 0 ? POLY : 0); }
 

@@ -235,3 +235,4 @@ def test_help(build: Path, name: str) -> None:
     proc = run([str(build / name), "-h"])
     assert proc.returncode == 0
     assert proc.stdout.startswith("usage: ") and "VHPC-RESULT" not in proc.stdout
+    assert "%%" not in proc.stdout  # usage is printed verbatim, not via printf
