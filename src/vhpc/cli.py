@@ -1,0 +1,290 @@
+"""The ``vhpc`` command.  Thin: parses arguments, calls the rooms, prints.
+
+Exit status: 0 success, 1 campaign finished with failed trials, 2 bad input (one-line error
+saying what to change), 130 interrupted (everything measured so far is stored; resume with
+``vhpc compare --resume ID``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from vhpc import __version__
+
+DEFAULT_OUT = "vhpc-results"
+QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class RichProgress:
+    """Campaign progress: a bar with done/total, elapsed time and ETA; failures are printed."""
+
+    def __init__(self, con: Console):
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                            TimeRemainingColumn(), console=con, transient=False)
+        self.task = None
+
+    def start(self, total, done):
+        self.bar.start()
+        self.task = self.bar.add_task("trials", total=total, completed=done)
+
+    def trial(self, row):
+        kind = "warm-up" if row.warmup else f"round {row.round}"
+        self.bar.update(self.task, description=f"{row.environment} {row.benchmark} ({kind})")
+
+    def finished(self, row, status, note):
+        self.bar.advance(self.task)
+        if note:
+            first = note.splitlines()[0][:160]
+            self.bar.console.print(f"[yellow]{row.environment} {row.benchmark}: {status}: {first}")
+
+    def stop(self):
+        self.bar.stop()
+
+
+def _store(out: str):
+    from vhpc.store import Store
+
+    return Store(Path(out) / "vhpc.db")
+
+
+def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=False) -> Path:
+    """Analyse a stored campaign; print the table; write HTML, CSV and JSON; return the HTML path."""
+    from vhpc import analysis
+    from vhpc.report import export, html as html_report, terminal
+
+    camp = store.campaign(cid)
+    envs = store.environments(cid)
+    obs = store.observations(cid)
+    result = analysis.analyse(obs, envs, camp["spec"]["baseline"])
+    folder = Path(out) / cid
+    folder.mkdir(parents=True, exist_ok=True)
+    html_path = Path(html) if html else folder / "report.html"
+    trials = store.trials(cid)
+    meta = {"id": cid, "created": camp["created"], "command": camp["command"],
+            "status": camp["status"], "spec": camp["spec"],
+            "trials": len(trials), "failed": sum(t.status == "failed" for t in trials),
+            "failures": [{"environment": t.environment, "benchmark": t.benchmark,
+                          "round": t.round, "error": (t.error or "")[-2000:]}
+                         for t in trials if t.status == "failed"]}
+    html_report.write_html(result, obs, html_path, meta)
+    export.write_csv(result, obs, Path(csv) if csv else folder / "samples.csv",
+                     folder / "comparisons.csv")
+    export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json")
+    if not quiet:
+        terminal.render_table(result, console, title=f"vhpc campaign {cid}")
+        if meta["failed"]:
+            console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "
+                          "their errors are in the report.")
+        console.print(f"Report: [bold]{html_path}[/]  (CSV and JSON beside it)")
+    return html_path
+
+
+def cmd_compare(args, spec=None) -> int:
+    from vhpc import campaign, spec as specmod
+
+    store = _store(args.out)
+    if args.resume:
+        cid = args.resume
+        store.campaign(cid)  # raises StoreError for an unknown id
+        console.print(f"Resuming campaign [bold]{cid}[/]")
+    else:
+        if spec is None:
+            spec = specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
+                                    repeats=args.repeats, warmup=args.warmup,
+                                    baseline=args.baseline, timeout=args.timeout, order=args.order)
+        for e in spec.environments:
+            campaign.make_environment(e)  # validate options before anything is stored
+        cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
+        console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
+                      f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
+                      f"rounds → {args.out}/")
+    progress = RichProgress(console)
+    try:
+        counts = campaign.execute(store, cid, progress)
+    except KeyboardInterrupt:
+        progress.stop()
+        done = len(store.trials(cid, "done")) + len(store.trials(cid, "failed"))
+        err_console.print(f"vhpc: interrupted; {done} trials are stored. Resume with: "
+                          f"vhpc compare --resume {cid} --out {args.out}")
+        return 130
+    finally:
+        progress.stop()
+    _report(store, cid, args.out)
+    return 1 if counts.get("failed") else 0
+
+
+def cmd_run(args) -> int:
+    from vhpc import spec as specmod
+
+    return cmd_compare(args, spec=specmod.from_file(args.spec))
+
+
+def cmd_report(args) -> int:
+    from vhpc import campaign
+
+    store = _store(args.out)
+    store.campaign(args.id)
+    if args.reparse:
+        n = campaign.reparse(store, args.id)
+        console.print(f"Re-parsed {n} trials from their stored raw output")
+    _report(store, args.id, args.out, args.html, args.csv, args.json)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from rich.table import Table
+
+    if args.what == "benchmarks":
+        from vhpc.benchmarks import REGISTRY
+
+        table = Table(title="benchmarks", show_lines=True)
+        for col in ("name", "parameters (default)", "metrics", "verification", "serves"):
+            table.add_column(col)
+        for b in REGISTRY.values():
+            params = "\n".join(f"{p.name}={'auto' if p.default is None else p.default}" for p in b.params)
+            metrics = "\n".join(f"{m.name} [{m.unit}] {'↑' if m.higher_is_better else '↓'}" for m in b.metrics)
+            table.add_row(f"[bold]{b.name}[/]\n{b.summary}", params, metrics, b.verification, b.provenance)
+        console.print(table)
+        console.print("↑ higher is better, ↓ lower is better.  Override with -b NAME:param=value,...")
+        return 0
+    store = _store(args.out)
+    table = Table(title=f"campaigns in {args.out}/vhpc.db")
+    for col in ("id", "status", "done", "failed", "total", "command"):
+        table.add_column(col)
+    for c in store.campaigns():
+        table.add_row(c["id"], c["status"], str(c["done"] or 0), str(c["failed"] or 0),
+                      str(c["total"]), (c["command"] or "")[:80])
+    console.print(table)
+    return 0
+
+
+def cmd_host(args) -> int:
+    from vhpc.environments import guestimage, hostinfo, qemu
+
+    if args.topology is not None or True:
+        from vhpc import topology
+
+        topo = topology.load(args.topology)
+        console.print(topology.render_text(topo), highlight=False)
+    fp = hostinfo.fingerprint()
+    console.print(f"CPU model     {fp['cpu_model']}  ({fp['host_cpus']} CPUs)")
+    console.print(f"host kernel   {fp['host_kernel']}")
+    console.print(f"QEMU          {hostinfo.qemu_version() or 'not installed (apt-get install qemu-system-x86)'}")
+    try:
+        kernel = guestimage.find_kernel()
+        console.print(f"guest kernel  {kernel.image} ({kernel.release})")
+    except guestimage.GuestImageError as exc:
+        kernel = None
+        console.print(f"guest kernel  none: {exc}")
+    if args.no_probe or kernel is None or hostinfo.qemu_version() is None:
+        console.print("accelerator   not probed")
+    else:
+        probe = qemu.probe_kvm(kernel, use_cache=not args.reprobe)
+        style = "green" if probe.accel == "kvm" else "yellow"
+        console.print(f"accelerator   [{style}]{probe.accel}[/]: {probe.reason}")
+        if probe.accel == "tcg":
+            console.print("              VM results on this host are TCG emulation, not hardware "
+                          "virtualization overheads.")
+    console.print("host knobs    " + json.dumps(fp["knobs"]))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vhpc", description="What does virtualization cost your HPC "
+                                "workload on this host, and which VM placement is cheapest?")
+    p.add_argument("--version", action="version", version=f"vhpc {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def campaign_flags(sp):
+        sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
+
+    h = sub.add_parser("host", help="host topology, accelerator probe, QEMU, guest kernel, knobs")
+    h.add_argument("--topology", help="hwloc XML file or synthetic description instead of this host")
+    h.add_argument("--no-probe", action="store_true", help="skip the KVM probe")
+    h.add_argument("--reprobe", action="store_true", help="probe KVM again instead of using the cached result")
+    h.set_defaults(func=cmd_host)
+
+    c = sub.add_parser("compare", help="run benchmarks natively and in VMs and compare (the main job)")
+    c.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
+                   help=f"benchmark (repeatable; default: the quick suite {', '.join(QUICK)})")
+    c.add_argument("-e", "--env", action="append", metavar="ENV[:k=v,...]",
+                   help="environment: native[:cpus=LIST] or vm[:vcpus=N,memory=MiB,pin=auto|none|LIST,"
+                        "accel=auto|kvm|tcg,name=NAME] (repeatable; default: -e native -e vm)")
+    c.add_argument("--repeats", type=int, help="measured rounds (default 5)")
+    c.add_argument("--warmup", type=int, help="warm-up rounds, stored but not analysed (default 1)")
+    c.add_argument("--baseline", help="environment the others are compared to (default native)")
+    c.add_argument("--timeout", type=float, help="seconds per trial before it is killed (default 600)")
+    c.add_argument("--order", choices=("alternate", "fixed"), help="environment order across rounds")
+    c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
+    campaign_flags(c)
+    c.set_defaults(func=cmd_compare)
+
+    r = sub.add_parser("run", help="run a campaign described in a YAML file")
+    r.add_argument("spec", help="campaign file (YAML)")
+    r.add_argument("--resume", metavar="ID", help=argparse.SUPPRESS)
+    campaign_flags(r)
+    r.set_defaults(func=cmd_run, resume=None)
+
+    rep = sub.add_parser("report", help="re-analyse a stored campaign (no re-run)")
+    rep.add_argument("id")
+    rep.add_argument("--html", help="HTML report path")
+    rep.add_argument("--csv", help="samples CSV path")
+    rep.add_argument("--json", help="JSON export path")
+    rep.add_argument("--reparse", action="store_true", help="re-derive samples from stored raw output first")
+    campaign_flags(rep)
+    rep.set_defaults(func=cmd_report)
+
+    ls = sub.add_parser("list", help="list benchmarks or stored campaigns")
+    ls.add_argument("what", choices=("benchmarks", "campaigns"))
+    campaign_flags(ls)
+    ls.set_defaults(func=cmd_list)
+    return p
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``vhpc`` command; returns the exit status."""
+    from vhpc.benchmarks import BenchmarkError
+    from vhpc.environments.base import EnvError
+    from vhpc.environments.guestimage import GuestImageError
+    from vhpc.spec import SpecError
+    from vhpc.store import StoreError
+
+    errors: tuple[type[BaseException], ...] = (SpecError, BenchmarkError, StoreError, EnvError,
+                                               GuestImageError)
+    try:
+        from vhpc.placement import PlacementError
+        from vhpc.topology import TopologyError
+
+        errors += (PlacementError, TopologyError)
+    except ImportError:
+        pass
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        return args.func(args)
+    except errors as exc:
+        err_console.print(f"vhpc: error: {exc}", highlight=False, markup=False)
+        return 2
+    except KeyboardInterrupt:
+        err_console.print("vhpc: interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
