@@ -1,0 +1,57 @@
+# vhpc: two commands do all set-up on a fresh Debian 12 host (as root):
+#   make demo   installs everything, builds the kernels, runs a native-vs-VM comparison
+#   make test   installs the same and runs the whole test suite
+# Both are idempotent: installed packages, the virtualenv and the kernels are reused.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+OUT    ?= vhpc-results
+
+# Debian packages vhpc needs (QEMU, topology and NUMA tools, MPI and compilers for the kernels,
+# perf for counters, busybox+cpio for the guest initramfs, chromium for the report browser test).
+APT_PACKAGES := qemu-system-x86 hwloc numactl libnuma-dev openmpi-bin libopenmpi-dev \
+	build-essential linux-perf python3-venv busybox-static cpio chromium
+
+.PHONY: all deps venv kernels demo test clean help
+
+all: help
+
+help:
+	@echo "make demo   install everything and compare native vs VM on this host"
+	@echo "make test   install everything and run the test suite"
+
+deps:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	ls /boot/vmlinuz-* >/dev/null 2>&1 || missing="$$missing linux-image-amd64"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "vhpc: run as root (or install:$$missing)"; exit 1; fi; \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+kernels:
+	$(MAKE) -s -C kernels
+
+demo: deps venv kernels
+	$(BIN)/vhpc compare --out $(OUT)
+
+test: deps venv kernels
+	$(BIN)/python -m pytest -q -ra
+
+clean:
+	$(MAKE) -C kernels clean
+	rm -rf $(VENV) src/*.egg-info .pytest_cache
