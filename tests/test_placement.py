@@ -517,3 +517,9 @@ def test_libvirt_mixed_preferred_top_level(nehalem):
     dom = ET.fromstring(to_libvirt_xml(p))
     assert dom.find("numatune/memory").attrib == {"mode": "restrictive", "nodeset": "0-1"}
     assert [e.get("mode") for e in dom.findall("numatune/memnode")] == ["preferred", "preferred"]
+
+
+def test_pin_map(nehalem):
+    p = place(nehalem, R(vcpus=3, memory_mib=512, policy="spread"))
+    assert p.pin_map() == {0: {0}, 1: {8}, 2: {2}}
+    assert place(nehalem, R(vcpus=3, memory_mib=512)).pin_map() == {}

@@ -59,8 +59,8 @@ from __future__ import annotations
 import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 
 from vhpc.topology import Topology, TopologyError, format_list, parse_list, _runs
 
@@ -321,6 +321,11 @@ class Placement:
     def hugepage_kib(self) -> int | None:
         """Hugepage size in KiB, or None for 4k backing."""
         return None if self.backing == "4k" else BACKINGS[self.backing]
+
+    def pin_map(self) -> dict[int, set[int]]:
+        """``{vCPU: allowed pCPUs}`` for sched_setaffinity on the vCPU threads (QMP
+        ``query-cpus-fast`` cpu-index → thread-id); ``{}`` for ``float``."""
+        return {v: set(s) for v, s in enumerate(self.vcpu_pins)}
 
     def to_dict(self) -> dict:
         """Plain JSON-able dict (for environment fingerprints and the store)."""
@@ -608,6 +613,13 @@ def place(topo: Topology, req: PlacementRequest) -> Placement:
     if req.vms < 1 or req.vm_index < 0 or req.vm_index >= max(req.vms, 1):
         raise PlacementError(f"vm_index={req.vm_index} with vms={req.vms}: vm_index must be 0..vms-1")
     pol = parse_policy(req.policy)
+    try:
+        return _place(topo, req, pol)
+    except TopologyError as exc:  # a lookup the checks above did not foresee
+        raise PlacementError(f"policy {pol.text!r}: {exc}") from None
+
+
+def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
     notes: list[str] = []
     pins = _pins(topo, pol, req) if pol.pinned else None
     if pins is not None and pol.kind != "map" and pol.pin == "pu" and topo.smt > 1:
