@@ -18,8 +18,16 @@ def kernels_built() -> Path:
 
 
 def qemu_pids() -> set[int]:
-    out = subprocess.run(["pgrep", "-f", "qemu-system"], capture_output=True, text=True).stdout
-    return {int(p) for p in out.split()}
+    """Live (non-zombie) QEMU system-emulator processes on this host."""
+    pids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            comm, rest = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        if "qemu-system" in comm and rest.split()[0] != "Z":
+            pids.add(int(stat.parent.name))
+    return pids
 
 
 @pytest.fixture

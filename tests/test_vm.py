@@ -1,0 +1,136 @@
+"""The vm environment on this host: a real QEMU guest (TCG here, KVM where usable).
+
+Boots are slow under TCG (~5 s), so one module-scoped session serves most tests.
+"""
+
+import os
+import time
+
+import pytest
+
+from vhpc.benchmarks import get
+from vhpc.benchmarks.base import RunContext
+from vhpc.campaign import outcome
+from vhpc.environments import guestimage, qemu
+from vhpc.environments.vm import VmEnvironment, resolve_pinning
+
+from conftest import qemu_pids
+
+pytestmark = pytest.mark.vm
+
+
+def test_pinning_option_resolution():
+    assert resolve_pinning("auto", 2, [0, 1]) == {0: {0}, 1: {1}}
+    assert resolve_pinning("1,0", 2, [0, 1]) == {0: {1}, 1: {0}}
+    assert resolve_pinning("none", 4, [0, 1]) is None
+    with pytest.raises(ValueError, match="use fewer vcpus or pin=none"):
+        resolve_pinning("auto", 3, [0, 1])
+    with pytest.raises(ValueError, match="lists 1 host CPUs for 2 vCPUs"):
+        resolve_pinning("0", 2, [0, 1])
+    with pytest.raises(ValueError, match=r"not available"):
+        resolve_pinning("0,7", 2, [0, 1])
+
+
+def test_vmlinux_is_unpacked_elf_and_initramfs_holds_modules():
+    kernel = guestimage.find_kernel()
+    vmlinux = guestimage.unpack_vmlinux(kernel)
+    assert vmlinux.read_bytes()[:4] == b"\x7fELF"
+    mods = guestimage._module_closure(kernel, guestimage.GUEST_MODULES)
+    names = [m.name.split(".ko")[0] for m in mods]
+    assert names.index("virtio") < names.index("virtio_pci")
+    assert names.index("9pnet") < names.index("9pnet_virtio") < names.index("9p")
+    assert guestimage.build_initramfs(kernel).stat().st_size > 100_000
+
+
+def test_kvm_probe_decides_and_explains():
+    probe = qemu.probe_kvm()
+    assert probe.accel in ("kvm", "tcg") and probe.reason
+    if not os.path.exists("/dev/kvm"):
+        assert probe.accel == "tcg" and "/dev/kvm" in probe.reason
+
+
+@pytest.fixture(scope="module")
+def vm():
+    before = qemu_pids()
+    env = VmEnvironment("vm", vcpus=2, memory=512, pin="auto")
+    env.start()
+    yield env
+    env.close()
+    left = qemu_pids() - before
+    assert not left, f"QEMU left running: {left}"
+
+
+def test_guest_runs_host_binaries_with_its_own_cpus(vm):
+    r = vm.run(["sh", "-c", "nproc; uname -r; test -w /tmp && echo tmp-writable"], timeout=60)
+    assert r.ok, r
+    lines = r.stdout.split()
+    assert lines[0] == "2"
+    assert lines[1] == guestimage.find_kernel().release
+    assert "tmp-writable" in lines
+
+
+def test_vcpu_pinning_is_applied_and_read_back(vm):
+    r = vm.run(["true"], timeout=60)
+    vcpus = r.applied["vcpus"]
+    assert [v["allowed"] for v in vcpus] == [[0], [1]]
+    for v in vcpus:  # the kernel reports where the vCPU thread really ran
+        assert v["last_cpu"] in v["allowed"]
+    for v in vcpus:
+        with open(f"/proc/{vm.guest.pid}/task/{v['thread']}/status") as f:
+            allowed = [l for l in f if l.startswith("Cpus_allowed_list")][0].split()[1]
+        assert allowed == str(v["vcpu"])
+
+
+def test_session_index_counts_trials_in_a_boot(vm):
+    a = vm.run(["true"], timeout=60).session_index
+    b = vm.run(["true"], timeout=60).session_index
+    assert b == a + 1
+
+
+def test_paused_guest_uses_no_cpu(vm):
+    vm.pause()
+    try:
+        ticks = lambda: sum(int(x) for x in open(f"/proc/{vm.guest.pid}/stat").read().rsplit(")", 1)[1].split()[11:13])
+        t0 = ticks()
+        time.sleep(1.0)
+        used = ticks() - t0
+        status = vm.guest.qmp.cmd("query-status")
+        assert status["status"] == "paused"
+        assert used < 30  # clock ticks (1/100 s): under 0.3 s of CPU in 1 s; a running TCG guest idles higher
+    finally:
+        vm.resume()
+    assert vm.guest.qmp.cmd("query-status")["status"] == "running"
+
+
+def test_trial_timeout_kills_the_command_not_the_guest(vm):
+    r = vm.run(["sleep", "30"], timeout=1)
+    assert r.timed_out and r.returncode is None and r.error is None
+    assert vm.run(["true"], timeout=60).ok
+
+
+def test_two_benchmarks_run_in_the_guest_and_parse(vm, kernels_built):
+    ctx = RunContext(kernels_built, vm.vcpus)
+    for name, overrides in (("stream", {"n": 100000, "ntimes": 3}), ("pingpong", {"iters": 50})):
+        bench = get(name)
+        params = bench.resolve(overrides)
+        r = vm.run(bench.command(params, ctx), bench.environ(params, ctx), timeout=300)
+        status, samples, error = outcome(bench, params, r)
+        assert status == "done", (error, r.stderr[-500:])
+        assert all(s.valid and s.value > 0 for s in samples)
+
+
+def test_hung_guest_is_killed_and_reported_with_console(vm, monkeypatch):
+    import vhpc.environments.vm as vmmod
+
+    monkeypatch.setattr(vmmod, "HANG_GRACE", 2.0)
+    old_pid = vm.guest.pid
+    vm.guest.qmp.cmd("stop")  # the guest stops answering: as a hung guest would
+    vm.guest.resume = lambda: None  # keep it stopped for this trial
+    r = vm.run(["true"], timeout=1)
+    assert r.error and "guest failed during the trial" in r.error
+    assert r.returncode is None
+    assert vm.guest is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(old_pid, 0)
+    r = vm.run(["true"], timeout=60)  # the next trial boots a fresh session
+    assert r.ok and r.session_index == 0
