@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except errors as exc:
-        err_console.print(f"vhpc: error: {exc}", highlight=False, markup=False)
+        err_console.print(f"vhpc: error: {exc}", highlight=False, markup=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err_console.print("vhpc: interrupted")

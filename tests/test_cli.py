@@ -1,0 +1,118 @@
+"""The vhpc command end to end on this host (native + a real VM, tiny sizes)."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import qemu_pids
+
+VHPC = [sys.executable, "-m", "vhpc.cli"]
+
+
+def vhpc(*args, **kw):
+    return subprocess.run(VHPC + list(args), capture_output=True, text=True, **kw)
+
+
+def test_bad_flags_give_one_line_errors(tmp_path):
+    r = vhpc("compare", "-b", "nosuch", "-e", "native", "--out", str(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr.strip().startswith("vhpc: error:") and "unknown benchmark 'nosuch'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = vhpc("compare", "-b", "stream", "-e", "native", "-e", "vm:vcpus=64", "--out", str(tmp_path))
+    assert r.returncode == 2 and "use fewer vcpus or pin=none" in r.stderr
+    r = vhpc("report", "nope", "--out", str(tmp_path))
+    assert r.returncode == 2 and "no campaign 'nope'" in r.stderr
+    assert not list(tmp_path.glob("*/report.html"))
+
+
+def test_list_benchmarks_shows_the_quick_suite():
+    r = vhpc("list", "benchmarks")
+    assert r.returncode == 0
+    for name in ("stream", "randomaccess", "pingpong", "noise", "pagefault", "triad_bw", "GUP/s"):
+        assert name in r.stdout
+
+
+@pytest.mark.vm
+def test_compare_native_and_vm_end_to_end(tmp_path, kernels_built, no_qemu_leak):
+    r = vhpc("compare", "-b", "stream:n=50000,ntimes=3", "-b", "pagefault:mib=4,reps=1",
+             "-e", "native", "-e", "vm:memory=512", "--repeats", "2", "--warmup", "1",
+             "--out", str(tmp_path), env={**os.environ, "COLUMNS": "200"}, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "triad_bw" in r.stdout and "private_us" in r.stdout
+    assert "TCG" in r.stdout or "kvm" in r.stdout.lower()
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert (folder / "report.html").stat().st_size > 10_000
+    doc = json.loads((folder / "results.json").read_text())
+    envs = {s["environment"] for s in doc["samples"]}
+    assert envs == {"native", "vm"}
+    measured = [s for s in doc["samples"] if not s["warmup"]]
+    assert len(measured) == 2 * 2 * (4 + 2)  # rounds × envs × metrics
+    for s in doc["samples"]:
+        if s["environment"] == "vm":
+            assert s["accel"] in ("kvm", "tcg") and s["emulated"] == (s["accel"] == "tcg")
+    db = sqlite3.connect(tmp_path / "vhpc.db")
+    applied = [json.loads(a) for (a,) in db.execute(
+        "SELECT applied_json FROM trials WHERE environment='vm'")]
+    assert all([v["allowed"] for v in a["vcpus"]] == [[0], [1]] for a in applied)
+    fp = json.loads(db.execute("SELECT fingerprint_json FROM environments WHERE name='vm'").fetchone()[0])
+    assert fp["qemu_version"] and fp["guest_kernel"] and fp["accel"] in ("kvm", "tcg")
+    r2 = vhpc("report", folder.name, "--out", str(tmp_path), "--json", str(tmp_path / "again.json"))
+    assert r2.returncode == 0
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["comparisons"] == doc["comparisons"]
+
+
+def _done(db_path):
+    try:
+        db = sqlite3.connect(db_path, timeout=5)
+        rows = db.execute("SELECT id, environment, status, started FROM trials ORDER BY seq").fetchall()
+        db.close()
+        return rows
+    except sqlite3.Error:
+        return []
+
+
+@pytest.mark.vm
+def test_sigkill_midway_then_resume_loses_and_repeats_nothing(tmp_path, kernels_built):
+    before = qemu_pids()
+    proc = subprocess.Popen(VHPC + ["compare", "-b", "stream:n=50000,ntimes=3", "-e", "native",
+                                    "-e", "vm:memory=512", "--repeats", "3", "--warmup", "0",
+                                    "--out", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    db_path = tmp_path / "vhpc.db"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        rows = _done(db_path)
+        if sum(1 for r in rows if r[1] == "vm" and r[2] == "done") >= 1 and proc.poll() is None:
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the campaign did not complete a VM trial in time")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    for _ in range(50):  # QEMU dies with vhpc (PR_SET_PDEATHSIG)
+        if not qemu_pids() - before:
+            break
+        time.sleep(0.1)
+    assert not qemu_pids() - before, "QEMU outlived a SIGKILLed vhpc"
+    rows = _done(db_path)
+    finished_before = {r[0]: r[3] for r in rows if r[2] == "done"}
+    assert 0 < len(finished_before) < 6
+    cid = sqlite3.connect(db_path).execute("SELECT id FROM campaigns").fetchone()[0]
+    r = vhpc("compare", "--resume", cid, "--out", str(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = _done(db_path)
+    assert len(rows) == 6 and all(r[2] == "done" for r in rows)
+    for tid, started in finished_before.items():
+        assert dict((r[0], r[3]) for r in rows)[tid] == started  # not re-run
+    db = sqlite3.connect(db_path)
+    assert db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 6 * 4
+    assert not qemu_pids() - before
