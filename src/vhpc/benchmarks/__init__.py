@@ -10,7 +10,10 @@ from __future__ import annotations
 from vhpc.benchmarks.base import Benchmark, BenchmarkError, ParseError, RunContext
 from vhpc.benchmarks.quick import QUICK_SUITE
 
-REGISTRY: dict[str, Benchmark] = {b.name: b for b in QUICK_SUITE}
+#: Every suite vhpc ships; each module exports a tuple of Benchmark objects.
+SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE]
+
+REGISTRY: dict[str, Benchmark] = {b.name: b for suite in SUITES for b in suite}
 
 
 def get(name: str) -> Benchmark:
