@@ -22,7 +22,11 @@ from vhpc import __version__
 DEFAULT_OUT = "vhpc-results"
 QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
 
-console = Console()
+import os
+
+# Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+console = Console(width=_WIDTH)
 err_console = Console(stderr=True)
 
 
