@@ -134,3 +134,21 @@ def test_hung_guest_is_killed_and_reported_with_console(vm, monkeypatch):
         os.kill(old_pid, 0)
     r = vm.run(["true"], timeout=60)  # the next trial boots a fresh session
     assert r.ok and r.session_index == 0
+
+
+@pytest.mark.parametrize("policy,numa,vcpus", [("spread", 2, 2), ("float", 4, 4)])
+def test_guest_numa_nodes_match_the_plan_and_memory_is_read_back(policy, numa, vcpus, no_qemu_leak):
+    with VmEnvironment("vm", vcpus=vcpus, memory=512, policy=policy, numa=numa) as env:
+        r = env.run(["numactl", "-H"], timeout=120)
+        assert r.ok, r
+        assert f"available: {numa} nodes (0-{numa - 1})" in r.stdout
+        for i in range(numa):
+            assert f"node {i} cpus: {i}\n" in r.stdout
+        applied = r.applied
+        assert [g["cpus"] for g in applied["guest_numa"]] == [str(i) for i in range(numa)]
+        assert applied["mismatches"] == []
+        mem = applied["memory"]
+        assert sum(mem["node_mib"].values()) > 50  # the guest's RAM is resident somewhere
+        policies = {m["policy"] for m in mem["mappings"]}
+        if policy == "spread":  # guest RAM backends are bound to host node 0
+            assert "bind:0" in policies

@@ -72,11 +72,14 @@ def make_environment(es: EnvSpec) -> Environment:
     try:
         if es.kind == "native":
             cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
-            return NativeEnvironment(es.name, cpus=cpus)
+            return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
+                                     membind=o.get("membind"))
+        text = {k: str(o[k]) for k in ("pin", "policy", "kernel") if k in o}
         return VmEnvironment(
             es.name, vcpus=int(o.get("vcpus", 2)), memory=int(o.get("memory", 1024)),
-            pin=str(o.get("pin", "auto")), accel=str(o.get("accel", "auto")),
-            kernel=o.get("kernel"), boot_timeout=float(o.get("boot_timeout", 90)))
+            numa=o.get("numa", "hidden"), backing=str(o.get("backing", "4k")),
+            accel=str(o.get("accel", "auto")), boot_timeout=float(o.get("boot_timeout", 90)),
+            strict=bool(o.get("strict", False)), **text)
     except ValueError as exc:
         raise SpecError(f"environment {es.name}: {exc}") from None
 
@@ -158,7 +161,7 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
                 progress.trial(row)
             store.mark_running(row.id)
             result = env.run(bench.command(params, ctx), bench.environ(params, ctx),
-                             timeout=spec.timeout)
+                             timeout=spec.timeout, key=f"{row.benchmark}[{row.params}]")
             if env.name not in fingerprinted:
                 try:
                     store.set_fingerprint(cid, env.name, env.accel, env.fingerprint())

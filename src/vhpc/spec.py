@@ -30,9 +30,12 @@ from vhpc import benchmarks
 
 ENV_KINDS = ("native", "vm")
 ENV_OPTIONS = {
-    "native": {"name", "cpus"},
-    "vm": {"name", "vcpus", "memory", "pin", "accel", "kernel", "boot_timeout"},
+    "native": {"name", "cpus", "nodes", "membind"},
+    "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
+           "boot_timeout", "strict"},
 }
+#: options whose values stay strings (they may contain commas, colons or look numeric)
+STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind"}
 
 
 class SpecError(ValueError):
@@ -135,8 +138,7 @@ def parse_item(text: str) -> tuple[str, dict[str, Any]]:
                 raise SpecError(f"{text!r}: expected NAME:key=value,... ")
     if not name.strip():
         raise SpecError(f"{text!r}: missing a name before ':'")
-    return name.strip(), {k: v if k in ("pin", "cpus", "name", "kernel") else _scalar(v)
-                          for k, v in opts.items()}
+    return name.strip(), {k: v if k in STRING_OPTIONS else _scalar(v) for k, v in opts.items()}
 
 
 def _env(kind: str, opts: dict[str, Any], taken: list[str]) -> dict[str, Any]:

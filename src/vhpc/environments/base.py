@@ -84,9 +84,11 @@ class Environment(ABC):
 
     @abstractmethod
     def run(self, argv: list[str], env: dict[str, str] | None = None,
-            timeout: float = 600.0) -> RunResult:
+            timeout: float = 600.0, key: str = "") -> RunResult:
         """Run ``argv`` (a list, never a shell string) with extra ``env`` vars, killing it after
-        ``timeout`` seconds.  Never raises for a failing command: failures are in the result."""
+        ``timeout`` seconds.  ``key`` names the kind of trial (benchmark + parameters) so an
+        environment with sessions can number repeated trials.  Never raises for a failing
+        command: failures are in the result."""
 
     def __enter__(self):
         self.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -47,21 +48,37 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
 
 
 class NativeEnvironment(Environment):
-    """Runs commands on the host.  ``cpus`` optionally restricts them to host CPUs (applied with
-    sched_setaffinity inherited by the child, read back from the process's allowed CPUs)."""
+    """Runs commands on the host.
+
+    ``cpus`` restricts them to host CPUs (sched_setaffinity, inherited by the child);
+    ``nodes`` binds them to host NUMA nodes, CPUs and memory, with ``numactl --cpunodebind
+    --membind`` (numactl(8)) so native and VM placements are comparable; ``membind`` binds
+    memory only (e.g. remote memory for a NUMA-penalty measurement).
+    """
 
     kind = "native"
 
-    def __init__(self, name: str = "native", cpus: list[int] | None = None):
+    def __init__(self, name: str = "native", cpus: list[int] | None = None,
+                 nodes: str | None = None, membind: str | None = None):
         super().__init__(name)
         self.cpus = cpus
+        self.numactl: list[str] = []
+        if nodes is not None or membind is not None:
+            if shutil.which("numactl") is None:
+                raise ValueError("nodes=/membind= need numactl: apt-get install numactl")
+            self.numactl = ["numactl"]
+            if nodes is not None:
+                self.numactl.append(f"--cpunodebind={nodes}")
+            if nodes is not None or membind is not None:
+                self.numactl.append(f"--membind={membind if membind is not None else nodes}")
 
     def fingerprint(self) -> dict[str, Any]:
         fp = hostinfo.fingerprint()
-        fp.update(kind="native", accel=None, cpus=self.cpus)
+        fp.update(kind="native", accel=None, cpus=self.cpus, numactl=self.numactl or None)
         return fp
 
-    def run(self, argv, env=None, timeout=600.0) -> RunResult:
+    def run(self, argv, env=None, timeout=600.0, key="") -> RunResult:
+        argv = self.numactl + list(argv)
         if self.cpus:
             saved = os.sched_getaffinity(0)
             os.sched_setaffinity(0, self.cpus)
@@ -73,4 +90,6 @@ class NativeEnvironment(Environment):
         else:
             result = run_process(argv, env, timeout)
             result.applied = {"cpus": sorted(os.sched_getaffinity(0))}
+        if self.numactl:
+            result.applied["numactl"] = self.numactl
         return result

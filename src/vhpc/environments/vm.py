@@ -2,8 +2,18 @@
 
 Options (``-e vm:k=v,...``): ``vcpus`` (default 2), ``memory`` (MiB, default 1024), ``pin``
 (``auto`` = vCPU i on host CPU i; ``none`` = float; or a list ``0,1`` / range ``0-1`` giving
-vCPU i's host CPU), ``accel`` (``auto`` probes KVM and falls back to TCG; ``kvm``; ``tcg``),
-``kernel`` (a /boot/vmlinuz path).
+vCPU i's host CPU) or ``policy`` (a placement policy: ``compact``, ``spread``, ``span:K``,
+``confine:N``, ``nodes:LIST``, ``map:...``, ``float``; docs/placement.md), ``numa`` (guest NUMA
+nodes: ``hidden`` = 1, ``mirror``, or a count), ``backing`` (``4k``, ``2m``, ``1g``),
+``accel`` (``auto`` probes KVM and falls back to TCG; ``kvm``; ``tcg``), ``kernel`` (a
+/boot/vmlinuz path), ``strict`` (1: a placement that does not read back as planned fails the
+trial instead of being a warning).
+
+Every placement goes through :mod:`vhpc.placement` (the ``pin`` forms are ``map:`` policies),
+so QEMU gets per-guest-node memory backends bound to host nodes and vCPU threads are pinned
+from the same plan.  After boot the guest's own view of its NUMA nodes is read; after every
+trial the vCPU threads' affinity and the QEMU process's memory per host node
+(``/proc/PID/numa_maps``) are read back and compared with the plan.
 
 A *session* is one boot.  Trials in a session are warm except the first (``session_index`` 0);
 :meth:`VmEnvironment.new_session` reboots for a cold trial.  When a trial hangs or the guest
@@ -17,8 +27,11 @@ import os
 import time
 from typing import Any
 
+from vhpc import placement as placement_room
+from vhpc import topology as topology_room
 from vhpc.environments import guestimage, hostinfo
 from vhpc.environments.base import EnvError, Environment, RunResult, now
+from vhpc.environments.numa import guest_nodes_script, parse_guest_nodes, read_numa_maps
 from vhpc.environments.qemu import Guest, GuestConfig, probe_kvm
 
 #: Seconds the host waits beyond a trial's own timeout before declaring the guest hung.
@@ -69,18 +82,73 @@ def resolve_pinning(pin: str, vcpus: int, host_cpus: list[int]) -> dict[int, set
     return {i: {c} for i, c in enumerate(cpus)}
 
 
+def policy_for_pin(pin: str, vcpus: int, host_cpus: list[int]) -> str:
+    """The placement policy equivalent to a ``pin`` option (``auto``, ``none``, a CPU list).
+    Raises ValueError as :func:`resolve_pinning` does."""
+    pins = resolve_pinning(pin, vcpus, host_cpus)
+    if pins is None:
+        return "float"
+    return f"map:0-{vcpus - 1}=" + ",".join(str(min(pins[i])) for i in range(vcpus))
+
+
+def parse_guest_numa(text) -> str | int:
+    """``hidden``/``mirror``/a positive count (the ``numa`` option).  Raises ValueError."""
+    if text in ("hidden", "mirror"):
+        return text
+    try:
+        n = int(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"numa={text!r}: use hidden, mirror or a number of guest nodes") from None
+    if n < 1:
+        raise ValueError(f"numa={n}: need at least 1 guest node")
+    return "hidden" if n == 1 else n
+
+
+def placement_mismatches(plan, vcpus: list[dict], memory: dict | None,
+                         guest_numa: list[dict] | None) -> list[str]:
+    """Differences between a Placement and what was read back; [] when all agree.
+
+    vcpus: ``[{"vcpu", "allowed", ...}]`` (Guest.read_affinity); memory: parse_numa_maps
+    output of the QEMU process; guest_numa: parse_guest_nodes output from inside the guest.
+    """
+    out = []
+    for v in vcpus:
+        want = sorted(plan.vcpu_pins[v["vcpu"]]) if plan.vcpu_pins else None
+        if want is not None and v["allowed"] != want:
+            out.append(f"vCPU {v['vcpu']} may run on {v['allowed']}, planned {want}")
+    bound = plan.host_nodes
+    if memory and bound:
+        for m in memory["mappings"]:
+            for n, mib in m["node_mib"].items():
+                if n not in bound and mib >= 1:
+                    out.append(f"{mib:.0f} MiB of guest memory on host node {n}, planned "
+                               f"{topology_room.format_list(bound)}")
+    if guest_numa is not None:
+        if len(guest_numa) != len(plan.guest_nodes):
+            out.append(f"guest sees {len(guest_numa)} NUMA nodes, planned {len(plan.guest_nodes)}")
+        else:
+            for seen, gn in zip(guest_numa, plan.guest_nodes):
+                want = topology_room.format_list(gn.vcpus)
+                if seen["cpus"] != want:
+                    out.append(f"guest node {gn.id} has vCPUs {seen['cpus'] or 'none'}, planned {want}")
+    return out
+
+
 class VmEnvironment(Environment):
     """A QEMU guest environment (see module docstring for options).
 
-    Raises EnvError from :meth:`start` when the guest cannot boot, naming what to install or
-    change.  ``accel`` is resolved on first use (``auto`` → probe).
+    Raises ValueError/PlacementError from the constructor for an impossible placement, and
+    the next trial records EnvError text when the guest cannot boot.  ``accel`` is resolved
+    on first use (``auto`` → probe).
     """
 
     kind = "vm"
 
     def __init__(self, name: str = "vm", vcpus: int = 2, memory: int = 1024,
-                 pin: str = "auto", accel: str = "auto", kernel: str | None = None,
-                 boot_timeout: float = 90.0):
+                 pin: str | None = None, policy: str | None = None, numa="hidden",
+                 backing: str = "4k", accel: str = "auto", kernel: str | None = None,
+                 boot_timeout: float = 90.0, strict: bool = False,
+                 topo: topology_room.Topology | None = None):
         super().__init__(name)
         if vcpus < 1:
             raise ValueError(f"vcpus={vcpus}: need at least 1")
@@ -88,16 +156,29 @@ class VmEnvironment(Environment):
             raise ValueError(f"memory={memory} MiB is too small for the guest: use at least 256")
         if accel not in ("auto", "kvm", "tcg"):
             raise ValueError(f"accel={accel!r}: use auto, kvm or tcg")
-        self.vcpus, self.memory, self.pin_spec = vcpus, memory, pin
-        self.pins = resolve_pinning(pin, vcpus, sorted(os.sched_getaffinity(0)))
+        if pin is not None and policy is not None:
+            raise ValueError("give either pin= or policy=, not both")
+        host_cpus = sorted(os.sched_getaffinity(0))
+        policy = policy or policy_for_pin(pin or "auto", vcpus, host_cpus)
+        topo = topo or topology_room.load(None)
+        self.placement = placement_room.place(topo, placement_room.PlacementRequest(
+            vcpus=vcpus, memory_mib=memory, policy=policy, guest_numa=parse_guest_numa(numa),
+            backing=backing))
+        if self.placement.hugepage_kib:
+            placement_room.check_hugepages(self.placement, placement_room.read_hugepages())
+        self.vcpus, self.memory = vcpus, memory
+        self.pins = self.placement.pin_map() or None
+        self.strict = strict
         self.requested_accel = accel
         self.kernel_path = kernel
         self.boot_timeout = boot_timeout
         self._accel: str | None = None if accel == "auto" else accel
         self.accel_reason = "requested" if self._accel else ""
         self.guest: Guest | None = None
+        self.guest_numa: list[dict] | None = None
         self.sessions = 0
         self.boot_times: list[float] = []
+        self._trials_in_session: dict[str, int] = {}
 
     @property
     def accel(self) -> str:
@@ -113,25 +194,29 @@ class VmEnvironment(Environment):
             kind="vm", accel=self.accel, accel_reason=self.accel_reason,
             emulated=self.accel == "tcg", qemu_version=hostinfo.qemu_version(),
             guest_kernel=kernel.release, machine="pc", vcpus=self.vcpus,
-            memory_mib=self.memory,
-            pinning={str(k): sorted(v) for k, v in self.pins.items()} if self.pins else "float",
+            memory_mib=self.memory, placement=placement_room.describe(self.placement),
+            plan=self.placement.to_dict(),
         )
         return fp
 
     def _boot(self) -> None:
         cfg = GuestConfig(vcpus=self.vcpus, memory_mib=self.memory, accel=self.accel,
                           kernel=guestimage.find_kernel(self.kernel_path),
+                          extra_args=placement_room.qemu_numa_args(self.placement),
                           boot_timeout=self.boot_timeout)
         guest = Guest(cfg)
         self.boot_times.append(guest.boot())
-        if self.pins:
-            try:
+        try:
+            if self.pins:
                 guest.pin(self.pins)
-            except EnvError:
-                guest.kill()
-                raise
+            reply = guest.request("run", 60.0, argv=guest_nodes_script(), timeout=30.0)
+        except (EnvError, OSError) as exc:
+            guest.kill()
+            raise EnvError(str(exc)) from None
+        self.guest_numa = parse_guest_nodes(reply.get("stdout", ""))
         self.guest = guest
         self.sessions += 1
+        self._trials_in_session = {}
 
     def start(self) -> None:
         if self.guest is None or not self.guest.alive():
@@ -155,14 +240,22 @@ class VmEnvironment(Environment):
             self.guest.resume()
 
     def applied(self) -> dict[str, Any]:
-        """Placement as applied, read back from the host: per vCPU thread the allowed host
-        CPUs and the CPU it last ran on; the QEMU pid; the accelerator."""
+        """Placement as applied, read back from the host and the guest: per vCPU thread the
+        allowed host CPUs and the CPU it last ran on; QEMU's resident memory per host node
+        (numa_maps); the guest's NUMA nodes; and the mismatches with the plan."""
         if self.guest is None:
             return {}
-        return {"accel": self.accel, "qemu_pid": self.guest.pid,
-                "vcpus": self.guest.read_affinity()}
+        vcpus = self.guest.read_affinity()
+        memory = read_numa_maps(self.guest.pid)
+        return {"accel": self.accel, "qemu_pid": self.guest.pid, "session": self.sessions,
+                "vcpus": vcpus, "memory": memory, "guest_numa": self.guest_numa,
+                "mismatches": placement_mismatches(self.placement, vcpus, memory,
+                                                   self.guest_numa)}
 
-    def run(self, argv, env=None, timeout=600.0) -> RunResult:
+    def run(self, argv, env=None, timeout=600.0, key: str = "") -> RunResult:
+        """Run ``argv`` in the guest (booting it if needed).  ``key`` names the trial kind
+        (benchmark + parameters): ``session_index`` counts earlier trials of the same key in
+        this session, so 0 means the first (cold) run after boot."""
         started = now()
         t0 = time.monotonic()
         try:
@@ -170,8 +263,8 @@ class VmEnvironment(Environment):
             self.guest.resume()
         except EnvError as exc:
             return RunResult(None, "", "", started, time.monotonic() - t0, error=str(exc))
-        index = self.guest.trials
-        self.guest.trials += 1
+        index = self._trials_in_session.get(key, 0)
+        self._trials_in_session[key] = index + 1
         try:
             reply = self.guest.request("run", timeout + HANG_GRACE, argv=list(argv),
                                        env=dict(env or {}), timeout=timeout, cwd="/tmp")
@@ -184,8 +277,11 @@ class VmEnvironment(Environment):
                              session_index=index, applied=applied)
         timed_out = bool(reply.get("timed_out"))
         applied = self.applied()  # after the trial: where the vCPUs really ran
+        error = None
+        if self.strict and applied.get("mismatches"):
+            error = "placement mismatch (strict): " + "; ".join(applied["mismatches"])
         return RunResult(
             None if timed_out else reply.get("rc"), reply.get("stdout", ""),
             reply.get("stderr", ""), started, float(reply.get("elapsed", 0.0)),
-            timed_out=timed_out, session_index=index, applied=applied,
+            timed_out=timed_out, error=error, session_index=index, applied=applied,
         )
