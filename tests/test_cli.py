@@ -116,3 +116,30 @@ def test_sigkill_midway_then_resume_loses_and_repeats_nothing(tmp_path, kernels_
     db = sqlite3.connect(db_path)
     assert db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 6 * 4
     assert not qemu_pids() - before
+
+
+def test_plan_on_the_seed_opteron_prints_placement_and_libvirt_xml():
+    r = vhpc("plan", "--topology", "pack:4 numa:1 l3:1 core:4 pu:1", "--vcpus", "16",
+             "--policy", "span:4", "--numa", "mirror", "--memory", "4096")
+    assert r.returncode == 0, r.stderr
+    import re
+    import xml.etree.ElementTree as ET
+
+    xml = r.stdout[r.stdout.index("<domain>"):r.stdout.index("</domain>") + len("</domain>")]
+    dom = ET.fromstring(xml)
+    pins = {int(e.get("vcpu")): e.get("cpuset") for e in dom.iter("vcpupin")}
+    assert pins == {v: str(v) for v in range(16)}  # socket k holds vCPUs 4k..4k+3
+    cells = {int(c.get("id")): (c.get("cpus"), c.get("memory")) for c in dom.iter("cell")}
+    assert cells == {0: ("0-3", "1024"), 1: ("4-7", "1024"), 2: ("8-11", "1024"), 3: ("12-15", "1024")}
+    memnodes = {int(m.get("cellid")): m.get("nodeset") for m in dom.iter("memnode")}
+    assert memnodes == {0: "0", 1: "1", 2: "2", 3: "3"}
+    assert re.search(r"memory-backend-ram,id=m3,size=1024M,host-nodes=3,policy=bind", r.stdout)
+
+
+def test_plan_errors_are_one_line():
+    r = vhpc("plan", "--topology", "pack:2 numa:1 l3:1 core:4 pu:1", "--vcpus", "4",
+             "--policy", "span:3")
+    assert r.returncode == 2 and r.stderr.startswith("vhpc: error:")
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = vhpc("plan", "--topology", "pack:x", "--vcpus", "1")
+    assert r.returncode == 2 and "vhpc: error:" in r.stderr

@@ -177,11 +177,12 @@ def cmd_list(args) -> int:
 def cmd_host(args) -> int:
     from vhpc.environments import guestimage, hostinfo, qemu
 
-    if args.topology is not None or True:
-        from vhpc import topology
+    from vhpc import topology
 
-        topo = topology.load(args.topology)
-        console.print(topology.render_text(topo), highlight=False)
+    topo = topology.load(args.topology)
+    console.print(topology.render_text(topo), highlight=False, markup=False)
+    if args.topology:
+        return 0
     fp = hostinfo.fingerprint()
     console.print(f"CPU model     {fp['cpu_model']}  ({fp['host_cpus']} CPUs)")
     console.print(f"host kernel   {fp['host_kernel']}")
@@ -202,6 +203,51 @@ def cmd_host(args) -> int:
             console.print("              VM results on this host are TCG emulation, not hardware "
                           "virtualization overheads.")
     console.print("host knobs    " + json.dumps(fp["knobs"]))
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from rich.table import Table
+
+    from vhpc import placement, topology
+    from vhpc.environments.vm import parse_guest_numa
+
+    topo = topology.load(args.topology)
+    numa = parse_guest_numa(args.numa)
+    if args.partition:
+        plans = placement.plan_partition(topo, args.partition, args.vcpus, args.memory,
+                                         backing=args.backing, guest_numa=numa)
+    else:
+        if args.vcpus is None:
+            raise placement.PlacementError("give --vcpus N (or --partition VMS_PER_SOCKET)")
+        reqs = [placement.PlacementRequest(vcpus=args.vcpus, memory_mib=args.memory,
+                                           policy=args.policy, guest_numa=numa,
+                                           backing=args.backing, vm_index=i, vms=args.vms)
+                for i in range(args.vms)]
+        plans = placement.plan_vms(topo, reqs)
+    console.print(f"topology: {topo.summary()} ({topo.source})", highlight=False)
+    for i, p in enumerate(plans):
+        name = f"vm{i}" if len(plans) > 1 else "vm"
+        console.rule(f"{name}: {placement.describe(p)}", style="dim")
+        table = Table("vCPU", "pCPUs", "host node", "package", "guest node")
+        guest_of = {v: g.id for g in p.guest_nodes for v in g.vcpus}
+        for v in range(p.vcpus):
+            pins = p.vcpu_pins[v] if p.vcpu_pins else ()
+            nodes = sorted({topo.node_of_pu(c) for c in pins}) if pins else []
+            pkgs = sorted({topo.pu(c).package for c in pins}) if pins else []
+            table.add_row(str(v), topology.format_list(pins) if pins else "any",
+                          topology.format_list(nodes) if nodes else "any",
+                          topology.format_list(pkgs) if pkgs else "any", str(guest_of.get(v, 0)))
+        console.print(table)
+        for note in p.notes:
+            console.print(f"note: {note}", highlight=False)
+        console.print("[bold]libvirt XML[/]")
+        console.print(placement.to_libvirt_xml(p, name=name), highlight=False, markup=False)
+        qargs = placement.qemu_numa_args(p)
+        console.print("[bold]QEMU arguments[/] (plus -smp/-m; vCPU threads pinned via QMP "
+                      "query-cpus-fast + sched_setaffinity)")
+        console.print(" ".join(qargs) if qargs else f"-m {p.memory_mib}M (no NUMA backends)",
+                      highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
@@ -249,6 +295,20 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--reparse", action="store_true", help="re-derive samples from stored raw output first")
     campaign_flags(rep)
     rep.set_defaults(func=cmd_report)
+
+    pl = sub.add_parser("plan", help="plan a VM placement on this host or another topology")
+    pl.add_argument("--topology", help="hwloc XML file, synthetic description (e.g. "
+                    "'pack:4 numa:1 l3:1 core:4 pu:1') or seed machine name; default: this host")
+    pl.add_argument("--vcpus", type=int, help="vCPUs per VM")
+    pl.add_argument("--memory", type=int, default=1024, help="MiB per VM (default %(default)s)")
+    pl.add_argument("--policy", default="compact", help="float, compact, spread, span:K, confine:N, "
+                    "nodes:LIST, map:... (docs/placement.md; default %(default)s)")
+    pl.add_argument("--numa", default="hidden", help="guest NUMA nodes: hidden, mirror or a count")
+    pl.add_argument("--backing", default="4k", choices=("4k", "2m", "1g"), help="page backing")
+    pl.add_argument("--vms", type=int, default=1, help="identical VMs sharing the policy's CPUs")
+    pl.add_argument("--partition", type=int, metavar="VMS_PER_SOCKET",
+                    help="partition the host: this many VMs on each socket (seed 000 Fig. 8)")
+    pl.set_defaults(func=cmd_plan)
 
     ls = sub.add_parser("list", help="list benchmarks or stored campaigns")
     ls.add_argument("what", choices=("benchmarks", "campaigns"))
