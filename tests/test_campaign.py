@@ -127,3 +127,18 @@ def test_unknown_campaign_id_is_a_clear_error(tmp_path):
     store = Store(tmp_path / "vhpc.db")
     with pytest.raises(StoreError, match="no campaign 'nope'.*no campaigns"):
         store.campaign("nope")
+
+
+def test_cold_warm_plan_boots_per_benchmark_block():
+    s = spec.from_cli(["noise", "pagefault"], ["native", "vm"], repeats=2, warmup=0,
+                      protocol="cold-warm", session_trials=3)
+    trials = campaign.plan(s)
+    assert len(trials) == 2 * 2 * 2 * 3
+    first_round = [(t.environment, t.benchmark, t.fresh) for t in trials if t.round == 0]
+    assert first_round[:6] == [("native", "noise", True), ("native", "noise", False),
+                               ("native", "noise", False), ("native", "pagefault", True),
+                               ("native", "pagefault", False), ("native", "pagefault", False)]
+    cold = spec.from_cli(["noise"], ["native", "vm"], repeats=2, warmup=0, protocol="cold")
+    assert all(t.fresh for t in campaign.plan(cold))
+    warm = spec.from_cli(["noise"], ["native", "vm"], repeats=2, warmup=0)
+    assert not any(t.fresh for t in campaign.plan(warm))

@@ -8,7 +8,11 @@ Protocol (docs/protocol.md):
   so slow drift of the host (thermal, background load) affects all environments alike;
   ``fixed`` keeps the spec order.
 * A VM is paused (QMP ``stop``) while other environments run, so it neither perturbs them nor
-  loses its warm state; all its trials share one session unless the guest fails.
+  loses its warm state.
+* Sessions (seed 000 Sec. VI): ``warm`` (default) keeps one boot for all trials, the warm-up
+  round absorbing the cold start; ``cold`` boots a fresh VM before every VM trial;
+  ``cold-warm`` runs each benchmark ``session_trials`` times in a row in a fresh boot, so
+  session index 0 is the cold trial and later ones are warm (analysed as separate groups).
 * Each trial has a timeout; a trial that fails (timeout, guest failure, no parseable result) is
   stored ``failed`` with its raw output and the campaign continues.
 * Every planned trial is stored ``pending`` at creation; ``resume`` runs only the trials not
@@ -36,7 +40,8 @@ from vhpc.store import DONE, FAILED, Store, TrialRow
 @dataclass(frozen=True)
 class PlannedTrial:
     """One trial of the plan: seq (execution order), round (0-based; warm-up rounds first),
-    warmup flag, environment name, benchmark name, canonical parameter string."""
+    warmup flag, environment name, benchmark name, canonical parameter string, and ``fresh``:
+    the environment starts a new session (VM reboot) before this trial."""
 
     seq: int
     round: int
@@ -44,6 +49,7 @@ class PlannedTrial:
     environment: str
     benchmark: str
     params: str
+    fresh: bool = False
 
 
 def plan(spec: CampaignSpec) -> list[PlannedTrial]:
@@ -52,12 +58,16 @@ def plan(spec: CampaignSpec) -> list[PlannedTrial]:
     With ``order="alternate"`` odd rounds run the environments in reverse order.
     """
     names = [e.name for e in spec.environments]
+    per_block = spec.session_trials if spec.protocol == "cold-warm" else 1
     out: list[PlannedTrial] = []
     for r in range(spec.warmup + spec.repeats):
         order = names[::-1] if spec.order == "alternate" and r % 2 else names
         for env in order:
             for b in spec.benchmarks:
-                out.append(PlannedTrial(len(out), r, r < spec.warmup, env, b.name, b.key))
+                for k in range(per_block):
+                    fresh = spec.protocol == "cold" or (spec.protocol == "cold-warm" and k == 0)
+                    out.append(PlannedTrial(len(out), r, r < spec.warmup, env, b.name, b.key,
+                                            fresh))
     return out
 
 
@@ -104,7 +114,7 @@ class Progress(Protocol):
 def create(store: Store, spec: CampaignSpec, command: str = "") -> str:
     """Store a new campaign with its planned trials; returns the campaign id."""
     cid = new_campaign_id()
-    trials = [t.__dict__ for t in plan(spec)]
+    trials = [{k: v for k, v in t.__dict__.items() if k != "fresh"} for t in plan(spec)]
     store.create_campaign(cid, spec.model_dump_json(), command, trials,
                           [{"name": e.name, "kind": e.kind} for e in spec.environments])
     return cid
@@ -139,6 +149,7 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
     envs = envs or {e.name: make_environment(e) for e in spec.environments}
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
+    planned = {t.seq: t for t in plan(spec)}
     todo = store.unfinished(cid)
     all_trials = len(store.trials(cid))
     binaries = sorted({getattr(benchmarks.get(b.name), "binary", "") for b in spec.benchmarks} - {""})
@@ -154,6 +165,8 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
             if current is not None and current is not env:
                 current.pause()
             current = env
+            if planned[row.seq].fresh:
+                env.new_session()
             bench = benchmarks.get(row.benchmark)
             params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
             ctx = RunContext(bindir, env_cpus(env))

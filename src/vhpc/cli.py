@@ -107,7 +107,8 @@ def cmd_compare(args, spec=None) -> int:
         if spec is None:
             spec = specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
                                     repeats=args.repeats, warmup=args.warmup,
-                                    baseline=args.baseline, timeout=args.timeout, order=args.order)
+                                    baseline=args.baseline, timeout=args.timeout, order=args.order,
+                                    protocol=args.protocol, session_trials=args.session_trials)
         for e in spec.environments:
             campaign.make_environment(e)  # validate options before anything is stored
         cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
@@ -277,6 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--baseline", help="environment the others are compared to (default native)")
     c.add_argument("--timeout", type=float, help="seconds per trial before it is killed (default 600)")
     c.add_argument("--order", choices=("alternate", "fixed"), help="environment order across rounds")
+    c.add_argument("--protocol", choices=("warm", "cold", "cold-warm"),
+                   help="VM sessions: warm = one boot (default), cold = a boot per trial, "
+                        "cold-warm = a boot per benchmark block, first trial cold, later warm")
+    c.add_argument("--session-trials", type=int, metavar="N",
+                   help="cold-warm: trials per benchmark in each session (default 3)")
     c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
     campaign_flags(c)
     c.set_defaults(func=cmd_compare)

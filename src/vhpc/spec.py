@@ -7,6 +7,8 @@ YAML (``vhpc run FILE``)::
     warmup: 1           # warm-up rounds: stored, not analysed
     baseline: native
     timeout: 600        # seconds per trial
+    protocol: warm      # warm | cold | cold-warm (docs/protocol.md)
+    session_trials: 3   # cold-warm: trials per benchmark in each fresh session
     benchmarks:
       - stream: {n: 1000000}
       - randomaccess
@@ -97,6 +99,8 @@ class CampaignSpec(BaseModel):
     baseline: str = "native"
     timeout: float = Field(600.0, gt=0)
     order: str = Field("alternate", pattern="^(alternate|fixed)$")
+    protocol: str = Field("warm", pattern="^(warm|cold|cold-warm)$")
+    session_trials: int = Field(3, ge=2, le=1000)
 
     @model_validator(mode="after")
     def _check(self):

@@ -80,7 +80,7 @@ class Environment(ABC):
         """Undo :meth:`pause`."""
 
     def new_session(self) -> None:
-        """Begin a fresh session (VM: reboot) so the next trial is cold."""
+        """End the session so the next trial starts a fresh one (VM: reboot) and is cold."""
 
     @abstractmethod
     def run(self, argv: list[str], env: dict[str, str] | None = None,

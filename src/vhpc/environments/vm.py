@@ -228,8 +228,8 @@ class VmEnvironment(Environment):
             self.guest = None
 
     def new_session(self) -> None:
+        """End the current session; the next trial boots a fresh guest (a cold trial)."""
         self.close()
-        self._boot()
 
     def pause(self) -> None:
         if self.guest is not None:

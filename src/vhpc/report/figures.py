@@ -1,0 +1,259 @@
+"""Figures of an :class:`~vhpc.analysis.Analysis` with matplotlib (Agg canvas, no pyplot state).
+
+Every function returns the rendered figure — SVG text (``fmt="svg"``, text drawn as paths so no
+font is needed to display it) or PNG bytes (``fmt="png"``) — or None when there is nothing to
+draw.  Nothing is written to disk and no global matplotlib state is changed.
+
+* :func:`relative_bars` — each metric relative to the baseline (1.0 = same), grouped per
+  benchmark, one bar per non-baseline environment, Fieller CI as error bars (the seeds' "time
+  relative to native" figure).
+* :func:`distributions` — individual samples and a box per environment for each metric; invalid
+  samples drawn hollow and red.
+* :func:`cold_warm_bars` — mean of cold (first after boot) vs warm trials per environment.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Iterable
+
+import matplotlib
+import numpy as np  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis  # noqa: E402
+from vhpc.model import Observation  # noqa: E402
+from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
+
+__all__ = ["relative_bars", "distributions", "cold_warm_bars", "render"]
+
+_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+_RC = {"svg.fonttype": "path", "font.size": 9, "axes.titlesize": 10}
+
+
+def render(fig: Figure, fmt: str = "svg") -> str | bytes:
+    """Render ``fig`` to SVG text (``fmt="svg"``) or PNG bytes (``fmt="png"``, 110 dpi).
+
+    SVG carries no date metadata, so identical input gives identical output apart from
+    matplotlib's random clip-path ids.  Raises ValueError for another format.
+    """
+    if fmt not in ("svg", "png"):
+        raise ValueError(f"figure format must be 'svg' or 'png', got {fmt!r}")
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    with matplotlib.rc_context(_RC):
+        if fmt == "svg":
+            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
+            return buf.getvalue().decode("utf-8")
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        return buf.getvalue()
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    with matplotlib.rc_context(_RC):
+        return Figure(figsize=(width, height), layout="constrained")
+
+
+def _env_colors(analysis: Analysis) -> dict[str, str]:
+    return {e: _COLORS[i % len(_COLORS)] for i, e in enumerate(analysis.environment_order())}
+
+
+def relative_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
+    """Bar chart of every metric's mean relative to the baseline (baseline = 1.0).
+
+    One panel per benchmark (with its parameters), one group of bars per metric, one bar per
+    non-baseline environment with value = ratio of means (dimensionless) and error bars = its
+    Fieller confidence interval (absent when unbounded or n < 2).  Tick labels carry ↑ (higher
+    is better) or ↓ (lower is better); a star marks a significant verdict (Holm-adjusted
+    p < alpha); TCG environments are hatched and labelled "(TCG emulation)".
+    Returns SVG text / PNG bytes, or None when there is no comparison with a ratio.
+    """
+    comps = [c for c in analysis.comparisons if c.ratio is not None]
+    if not comps:
+        return None
+    others = [e for e in analysis.others() if any(c.environment == e for c in comps)]
+    colors = _env_colors(analysis)
+    panels: dict[str, list[tuple[str, str]]] = {}
+    for bench, params, metric in analysis.keys():
+        if any(c.key == (bench, params, metric) for c in comps):
+            panels.setdefault(bench, []).append((params, metric))
+    nmax = max(len(v) for v in panels.values())
+    width = min(18.0, max(6.0, 0.35 * nmax * max(1, len(others)) + 2.0))
+    fig = _new_figure(width, 2.9 * len(panels) + 0.6)
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    bar_w = 0.8 / max(1, len(others))
+    with matplotlib.rc_context(_RC):
+        for ax, (bench, cats) in zip(axes, panels.items()):
+            multi_params = len({p for p, _ in cats}) > 1
+            x = np.arange(len(cats))
+            for j, env in enumerate(others):
+                emulated = analysis.environments[env].emulated
+                xs, ys, lo_err, hi_err, stars = [], [], [], [], []
+                for i, (params, metric) in enumerate(cats):
+                    c = analysis.comparison(bench, params, metric, env)
+                    if c is None or c.ratio is None:
+                        continue
+                    xs.append(x[i] - 0.4 + bar_w * (j + 0.5))
+                    ys.append(c.ratio)
+                    lo, hi = c.ratio_ci
+                    lo_err.append(c.ratio - lo if lo is not None else 0.0)
+                    hi_err.append(hi - c.ratio if hi is not None else 0.0)
+                    stars.append(c.verdict in (SLOWER, FASTER))
+                if not xs:
+                    continue
+                ax.bar(
+                    xs,
+                    ys,
+                    width=bar_w * 0.95,
+                    color=colors[env],
+                    hatch="//" if emulated else None,
+                    edgecolor="black" if emulated else colors[env],
+                    linewidth=0.5,
+                    yerr=[lo_err, hi_err],
+                    capsize=2,
+                    error_kw={"elinewidth": 0.8},
+                    label=env_header(analysis, env),
+                )
+                for xx, yy, he, st in zip(xs, ys, hi_err, stars):
+                    if st:
+                        ax.text(xx, yy + he, "*", ha="center", va="bottom", fontsize=9)
+            ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+            labels = []
+            for params, metric in cats:
+                s = next(
+                    (analysis.summary(bench, params, metric, e) for e in analysis.environment_order()
+                     if analysis.summary(bench, params, metric, e)),
+                    None,
+                )
+                mark = direction_mark(s.higher_is_better) if s else ""
+                lab = f"{metric} {mark}"
+                if multi_params:
+                    lab += f"\n{params}"
+                labels.append(lab)
+            ax.set_xticks(x)
+            ax.set_xticklabels(labels, rotation=30 if len(cats) > 6 else 0, ha="right" if len(cats) > 6 else "center")
+            title = bench if multi_params else params_label(bench, cats[0][0])
+            ax.set_title(title)
+            ax.set_ylabel(f"relative to {analysis.baseline}\n(1.0 = same; direction per metric)")
+            ax.legend(fontsize=8, loc="best", title="↑ higher is better, ↓ lower is better; * significant",
+                      title_fontsize=7)
+    return render(fig, fmt)
+
+
+def distributions(
+    analysis: Analysis,
+    observations: Iterable[Observation],
+    fmt: str = "svg",
+    max_points: int = 400,
+) -> list[tuple[str, str | bytes]]:
+    """One figure per (benchmark, params, metric): individual samples per environment.
+
+    Each environment gets a box plot of its valid samples (median, quartiles, 1.5 IQR whiskers)
+    and a jittered strip of individual samples: valid ones filled, invalid ones hollow red
+    circles.  Warm-up samples are not drawn.  At most ``max_points`` points per environment are
+    drawn (a seeded random subset; the box always uses every valid sample).  Y axis in the
+    metric's unit.  Returns a list of (title, SVG text / PNG bytes) in report order.
+    """
+    data: dict[tuple[str, str, str], dict[str, tuple[list[float], list[float]]]] = {}
+    for o in observations:
+        if o.warmup:
+            continue
+        d = data.setdefault((o.benchmark, o.params, o.metric), {})
+        valid, invalid = d.setdefault(o.environment, ([], []))
+        if o.valid and o.value is not None and np.isfinite(o.value):
+            valid.append(o.value)
+        elif o.value is not None and np.isfinite(o.value):
+            invalid.append(o.value)
+        else:
+            invalid.append(np.nan)
+    colors = _env_colors(analysis)
+    order = analysis.environment_order()
+    keys = [k for k in analysis.keys() if k in data] + [k for k in data if k not in set(analysis.keys())]
+    out: list[tuple[str, str | bytes]] = []
+    rng = np.random.default_rng(12345)
+    for key in keys:
+        bench, params, metric = key
+        per_env = data[key]
+        envs = [e for e in order if e in per_env] + sorted(e for e in per_env if e not in order)
+        s0 = next((analysis.summary(bench, params, metric, e) for e in envs if analysis.summary(bench, params, metric, e)), None)
+        unit = s0.unit if s0 else ""
+        hib = s0.higher_is_better if s0 else False
+        fig = _new_figure(max(3.2, 1.2 * len(envs) + 1.5), 3.0)
+        ax = fig.subplots()
+        invalid_labelled = False
+        with matplotlib.rc_context(_RC):
+            for i, env in enumerate(envs):
+                valid, invalid = per_env[env]
+                v = np.asarray(valid, dtype=float)
+                if v.size:
+                    ax.boxplot([v], positions=[i], widths=0.5, showfliers=False,
+                               medianprops={"color": "black"}, boxprops={"color": "grey"})
+                    shown = v if v.size <= max_points else rng.choice(v, max_points, replace=False)
+                    jitter = rng.uniform(-0.15, 0.15, shown.size)
+                    ax.scatter(i + jitter, shown, s=10, color=colors.get(env, "grey"), alpha=0.7,
+                               zorder=3, label=None)
+                inv = np.asarray([x for x in invalid if np.isfinite(x)], dtype=float)
+                if inv.size:
+                    shown = inv if inv.size <= max_points else rng.choice(inv, max_points, replace=False)
+                    ax.scatter(i + rng.uniform(-0.15, 0.15, shown.size), shown, s=16,
+                               facecolors="none", edgecolors="red", zorder=4,
+                               label=None if invalid_labelled else "invalid (excluded)")
+                    invalid_labelled = True
+            ax.set_xticks(range(len(envs)))
+            ax.set_xticklabels([env_header(analysis, e).replace(f" {TCG_MARK}", "\n(TCG)") for e in envs])
+            ax.set_xlim(-0.6, len(envs) - 0.4)
+            ax.set_ylabel(f"{metric} [{unit}] {direction_mark(hib)}")
+            title = f"{params_label(bench, params)}: {metric}"
+            ax.set_title(title)
+            if ax.get_legend_handles_labels()[1]:
+                ax.legend(fontsize=7, loc="best")
+        out.append((title, render(fig, fmt)))
+    return out
+
+
+def cold_warm_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
+    """Cold vs warm mean per environment, one panel per (benchmark, params, metric).
+
+    Cold = first trial after a VM boot (``session_index == 0``), warm = later trials.  Bars show
+    means in the metric's unit with Student-t CI error bars; the baseline's overall mean is a
+    dashed line when it exists.  Returns None when the analysis has no cold/warm summaries.
+    """
+    keys = [k for k in analysis.keys()
+            if any(analysis.summary(*k, e, g) for e in analysis.environment_order() for g in (GROUP_COLD, GROUP_WARM))]
+    if not keys:
+        return None
+    ncols = min(3, len(keys))
+    nrows = -(-len(keys) // ncols)
+    fig = _new_figure(4.2 * ncols, 3.0 * nrows + 0.3)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[len(keys):]:
+        ax.set_visible(False)
+    with matplotlib.rc_context(_RC):
+        for ax, (bench, params, metric) in zip(axes, keys):
+            envs = [e for e in analysis.environment_order()
+                    if analysis.summary(bench, params, metric, e, GROUP_COLD)
+                    or analysis.summary(bench, params, metric, e, GROUP_WARM)]
+            unit, hib = "", False
+            for gi, (group, color, hatch) in enumerate(((GROUP_COLD, "#4c72b0", None), (GROUP_WARM, "#dd8452", ".."))):
+                xs, ys, errs = [], [], []
+                for i, env in enumerate(envs):
+                    s = analysis.summary(bench, params, metric, env, group)
+                    if s is None or s.mean is None:
+                        continue
+                    unit, hib = s.unit, s.higher_is_better
+                    xs.append(i - 0.2 + 0.4 * gi)
+                    ys.append(s.mean)
+                    errs.append(s.ci_halfwidth or 0.0)
+                if xs:
+                    ax.bar(xs, ys, width=0.38, yerr=errs, capsize=2, color=color, hatch=hatch,
+                           edgecolor="black", linewidth=0.4, label=f"{group} (session index {'0' if group == GROUP_COLD else '> 0'})")
+            sb = analysis.summary(bench, params, metric, analysis.baseline)
+            if sb is not None and sb.mean is not None:
+                ax.axhline(sb.mean, color="black", linestyle="--", linewidth=0.8, label=f"{analysis.baseline} (all)")
+            ax.set_xticks(range(len(envs)))
+            ax.set_xticklabels([env_header(analysis, e).replace(f" {TCG_MARK}", "\n(TCG)") for e in envs])
+            ax.set_ylabel(f"{metric} [{unit}] {direction_mark(hib)}")
+            ax.set_title(f"{params_label(bench, params)}: {metric}")
+            ax.legend(fontsize=7, loc="best")
+    return render(fig, fmt)

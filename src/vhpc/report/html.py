@@ -1,0 +1,227 @@
+"""Self-contained HTML report of an :class:`~vhpc.analysis.Analysis` (Jinja2 template).
+
+The file works offline: CSS inline, figures inline (SVG elements or PNG ``data:`` URIs), no
+external URL, no web font, no CDN.  A tiny inline script counts the figures that rendered and
+stores the result in ``<body data-figures-ok=N data-figures-total=M>`` for automated checks.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import jinja2
+from markupsafe import Markup
+
+from vhpc import __version__
+from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
+from vhpc.model import Observation
+from vhpc.report import (
+    direction_mark,
+    env_header,
+    fmt_mean_ci,
+    fmt_overhead,
+    fmt_p,
+    fmt_ratio,
+    params_label,
+)
+from vhpc.report import figures
+
+__all__ = ["write_html", "render_html", "inline_svg"]
+
+_VERDICT_CLASS = {
+    SLOWER: "v-slower",
+    FASTER: "v-faster",
+    NO_DIFFERENCE: "v-nodiff",
+    INSUFFICIENT: "v-insufficient",
+}
+
+
+def inline_svg(svg: str, prefix: str) -> str:
+    """Turn matplotlib's SVG document into an element safe to inline in HTML.
+
+    Removes the XML declaration, DOCTYPE, metadata and namespace URLs (HTML5 parsing needs
+    none of them), rewrites ``xlink:href`` to ``href`` (SVG 2), prefixes every ``id`` and its
+    references with ``prefix`` so several figures can share one page, and adds
+    ``class="figure"`` to the root element.  svg: SVG text; prefix: e.g. ``"f3-"``.
+    """
+    s = re.sub(r"<\?xml[^>]*\?>", "", svg)
+    s = re.sub(r"<!DOCTYPE[^>]*>", "", s, flags=re.S)
+    s = re.sub(r"<metadata>.*?</metadata>", "", s, flags=re.S)
+    s = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", s)
+    s = s.replace("xlink:href=", "href=")
+    s = s.replace('id="', f'id="{prefix}')
+    s = s.replace('href="#', f'href="#{prefix}')
+    s = s.replace("url(#", f"url(#{prefix}")
+    s = s.replace("<svg ", '<svg class="figure" role="img" ', 1)
+    return s.strip()
+
+
+def _embed(fig: str | bytes | None, prefix: str, alt: str) -> Markup | None:
+    if fig is None:
+        return None
+    if isinstance(fig, bytes):
+        data = base64.b64encode(fig).decode("ascii")
+        return Markup(f'<img class="figure" alt="{Markup.escape(alt)}" src="data:image/png;base64,{data}">')
+    return Markup(inline_svg(fig, prefix))
+
+
+def _jsonish(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v, sort_keys=True, default=str)
+    return json.dumps(v, default=str) if isinstance(v, bool) else str(v)
+
+
+def _rows(analysis: Analysis) -> list[dict[str, Any]]:
+    base, others = analysis.baseline, analysis.others()
+    multi = len(others) > 1
+    rows = []
+    for bench, params, metric in analysis.keys():
+        sums = [analysis.summary(bench, params, metric, e) for e in [base, *others]]
+        s0 = next((s for s in sums if s is not None), None)
+        unit = s0.unit if s0 else ""
+        hib = s0.higher_is_better if s0 else False
+        row: dict[str, Any] = {
+            "bench": params_label(bench, params),
+            "metric": f"{metric} [{unit}] {direction_mark(hib)}",
+            "base": fmt_mean_ci(sums[0]),
+            "means": [fmt_mean_ci(s) for s in sums[1:]],
+            "ratios": [],
+            "overheads": [],
+            "ps": [],
+            "verdicts": [],
+        }
+        for env, s in zip(others, sums[1:]):
+            c = analysis.comparison(bench, params, metric, env)
+            if c is None and s is None:
+                continue
+            prefix = f"{env}: " if multi else ""
+            row["ratios"].append(prefix + fmt_ratio(c))
+            row["overheads"].append(prefix + fmt_overhead(c))
+            row["ps"].append(prefix + fmt_p(c))
+            if c is None:
+                row["verdicts"].append((prefix + "no baseline", "v-insufficient"))
+            else:
+                row["verdicts"].append((prefix + c.verdict, _VERDICT_CLASS.get(c.verdict, "")))
+        rows.append(row)
+    return rows
+
+
+def _fingerprints(analysis: Analysis) -> tuple[list[dict[str, Any]], list[tuple[str, list[str], bool]]]:
+    envs = analysis.environment_order()
+    headers = [{"label": env_header(analysis, e), "emulated": analysis.environments[e].emulated} for e in envs]
+    rows: list[tuple[str, list[str], bool]] = []
+    kinds = [analysis.environments[e].kind for e in envs]
+    accels = [_jsonish(analysis.environments[e].accel) for e in envs]
+    rows.append(("kind", kinds, len(set(kinds)) > 1))
+    rows.append(("accel", accels, len(set(accels)) > 1))
+    keys: dict[str, None] = {}
+    for e in envs:
+        for k in analysis.environments[e].fingerprint:
+            keys.setdefault(str(k), None)
+    for k in keys:
+        cells = [_jsonish(analysis.environments[e].fingerprint.get(k)) for e in envs]
+        rows.append((k, cells, len(set(cells)) > 1))
+    return headers, rows
+
+
+def render_html(
+    analysis: Analysis,
+    observations: Iterable[Observation],
+    campaign: Mapping[str, Any],
+    fmt: str = "svg",
+    max_points: int = 400,
+) -> str:
+    """The report as one HTML string (see :func:`write_html`)."""
+    observations = list(observations)
+    counter = itertools.count()
+
+    def pfx() -> str:
+        return f"f{next(counter)}-"
+
+    relative = _embed(figures.relative_bars(analysis, fmt), pfx(), f"relative to {analysis.baseline}")
+    cold_warm = _embed(figures.cold_warm_bars(analysis, fmt), pfx(), "cold vs warm")
+    dists = [
+        (title, _embed(fig, pfx(), title))
+        for title, fig in figures.distributions(analysis, observations, fmt, max_points=max_points)
+    ]
+    fp_headers, fp_rows = _fingerprints(analysis)
+    camp = dict(campaign)
+    cid = camp.pop("id", None) or camp.pop("campaign_id", None) or "(unnamed)"
+    date = camp.pop("date", None) or camp.pop("created", None) or camp.pop("started", None)
+    command = camp.pop("command", None)
+    if isinstance(command, (list, tuple)):
+        command = " ".join(str(c) for c in command)
+    extra = [(k, _jsonish(v)) for k, v in camp.items() if v is not None]
+    others = analysis.others()
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_load_template),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+    )
+    tpl = env.get_template("report.html.j2")
+    return tpl.render(
+        version=__version__,
+        campaign_id=cid,
+        campaign_date=date,
+        campaign_command=command,
+        campaign_extra=extra,
+        baseline=analysis.baseline,
+        alpha=f"{analysis.alpha:g}",
+        confidence_pct=f"{analysis.confidence * 100:g}",
+        emulated=analysis.emulated(),
+        rows=_rows(analysis),
+        base_header=env_header(analysis, analysis.baseline),
+        base_emulated=analysis.environments.get(analysis.baseline) is not None
+        and analysis.environments[analysis.baseline].emulated,
+        other_headers=[
+            {"label": env_header(analysis, e), "emulated": analysis.environments[e].emulated} for e in others
+        ],
+        relative_figure=relative,
+        cold_warm_figure=cold_warm,
+        distribution_figures=dists,
+        max_points=max_points,
+        findings=analysis.findings,
+        fp_headers=fp_headers,
+        fp_rows=fp_rows,
+    )
+
+
+def _load_template(name: str) -> str:
+    return resources.files("vhpc.report").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def write_html(
+    analysis: Analysis,
+    observations: Iterable[Observation],
+    path: str | Path,
+    campaign: Mapping[str, Any],
+    fmt: str = "svg",
+    max_points: int = 400,
+) -> Path:
+    """Write the self-contained HTML report to ``path`` and return the path.
+
+    analysis: result of :func:`vhpc.analysis.analyse`; observations: the same observations
+    (for the distribution figures; warm-up ones are not drawn); campaign: metadata shown in the
+    header — ``id``, ``date`` (or ``created``), ``command`` (str or argv list); other keys are
+    listed as they are.  fmt: ``"svg"`` (inline SVG, default) or ``"png"`` (``data:`` URIs);
+    max_points: samples drawn per environment in each distribution figure.
+    Sections: header, TCG banner (when an environment is emulated), summary table,
+    relative-to-baseline figure, cold/warm figure (when sessions exist), distributions,
+    findings, environment fingerprints (key rows × environment columns; nested values as JSON).
+    Raises OSError when the file cannot be written, ValueError for an unknown fmt.
+    """
+    text = render_html(analysis, observations, campaign, fmt=fmt, max_points=max_points)
+    path = Path(path)
+    path.write_text(text, encoding="utf-8")
+    return path
