@@ -169,3 +169,15 @@ def test_cold_warm_campaign_records_session_indices(tmp_path, kernels_built, no_
     assert [r[1] for r in vm_rows] == [0, 1, 0, 1]          # cold, warm per boot
     assert [r[2] for r in vm_rows] == [1, 1, 2, 2]          # a fresh boot per block
     assert all(r[1] is None for r in rows if r[0] == "native")
+
+
+def test_vm_trial_diagnostics_are_measured_or_explained(vm, kernels_built):
+    r = vm.run([str(kernels_built / "vhpc-pagefault"), "-m", "4", "-r", "1"], timeout=120)
+    assert r.ok, r
+    d = r.diagnostics
+    assert d["guest_vmstat"]["pgfault"] >= 1024       # the guest kernel saw the faults
+    assert d["rusage"]["minflt"] >= 1024 and d["rusage"]["sys_s"] >= 0
+    assert d["qemu_faults"]["minflt"] >= 0
+    assert sum(d["memory_node_mib_after"].values()) > 0
+    if vm.accel == "tcg":
+        assert "TCG guest has no PMU" in d["perf"]["unavailable"]

@@ -186,7 +186,7 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
                 row.id, status, returncode=result.returncode, timed_out=result.timed_out,
                 error=error, stdout=result.stdout, stderr=result.stderr, started=result.started,
                 ended=result.started + result.elapsed, session_index=result.session_index,
-                applied=result.applied, samples=samples)
+                applied=result.applied, samples=samples, diagnostics=result.diagnostics)
             counts[status] += 1
             if progress:
                 note = error or ("invalid: verification failed" if samples and not all(

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS trials (
     status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
     session INTEGER, session_index INTEGER, returncode INTEGER, timed_out INTEGER,
     error TEXT, stdout TEXT, stderr TEXT, started REAL, ended REAL, applied_json TEXT,
+    diagnostics_json TEXT,
     UNIQUE (campaign_id, seq));
 CREATE TABLE IF NOT EXISTS samples (
     id INTEGER PRIMARY KEY, trial_id INTEGER NOT NULL REFERENCES trials(id),
@@ -73,6 +74,7 @@ class TrialRow:
     started: float | None
     ended: float | None
     applied: dict[str, Any] | None
+    diagnostics: dict[str, Any] | None = None
 
 
 class Store:
@@ -168,7 +170,8 @@ class Store:
         return TrialRow(r["id"], r["seq"], r["round"], bool(r["warmup"]), r["environment"],
                         r["benchmark"], r["params"], r["status"], r["session_index"],
                         r["returncode"], r["error"], r["stdout"], r["stderr"], r["started"],
-                        r["ended"], json.loads(r["applied_json"]) if r["applied_json"] else None)
+                        r["ended"], json.loads(r["applied_json"]) if r["applied_json"] else None,
+                        json.loads(r["diagnostics_json"]) if r["diagnostics_json"] else None)
 
     def trials(self, cid: str, status: str | None = None) -> list[TrialRow]:
         """Trials of a campaign in plan order, optionally only those with ``status``."""
@@ -192,15 +195,18 @@ class Store:
     def finish_trial(self, trial_id: int, status: str, *, returncode: int | None,
                      timed_out: bool, error: str | None, stdout: str, stderr: str,
                      started: float, ended: float, session_index: int | None,
-                     applied: dict[str, Any] | None, samples: list[Sample]) -> None:
-        """Write one trial's outcome and samples in a single transaction."""
+                     applied: dict[str, Any] | None, samples: list[Sample],
+                     diagnostics: dict[str, Any] | None = None) -> None:
+        """Write one trial's outcome, diagnostics and samples in a single transaction."""
         with self.transaction() as db:
             db.execute("DELETE FROM samples WHERE trial_id=?", (trial_id,))
             db.execute(
                 "UPDATE trials SET status=?, returncode=?, timed_out=?, error=?, stdout=?, "
-                "stderr=?, started=?, ended=?, session_index=?, applied_json=? WHERE id=?",
+                "stderr=?, started=?, ended=?, session_index=?, applied_json=?, diagnostics_json=? "
+                "WHERE id=?",
                 (status, returncode, int(timed_out), error, stdout, stderr, started, ended,
-                 session_index, json.dumps(applied) if applied is not None else None, trial_id))
+                 session_index, json.dumps(applied) if applied is not None else None,
+                 json.dumps(diagnostics) if diagnostics else None, trial_id))
             db.executemany(
                 "INSERT INTO samples (trial_id, metric, value, unit, higher_is_better, valid) "
                 "VALUES (?, ?, ?, ?, ?, ?)",

@@ -30,7 +30,9 @@ class RunResult:
     timed_out: the per-trial timeout fired; error: environment-level failure text (guest hung or
     died, with the console tail), None when the environment itself was fine;
     session_index: trial position in the current session (VM: 0 = first after boot);
-    applied: placement as applied and read back (vCPU affinity, ...).
+    applied: placement as applied and read back (vCPU affinity, ...);
+    diagnostics: per-trial counters (resource usage, faults, vmstat deltas, perf counts),
+    each either a value or ``{"unavailable": reason}`` (environments/counters.py).
     """
 
     returncode: int | None
@@ -42,6 +44,7 @@ class RunResult:
     error: str | None = None
     session_index: int | None = None
     applied: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -6,10 +6,11 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from typing import Any
 
-from vhpc.environments import hostinfo
+from vhpc.environments import counters, hostinfo
 from vhpc.environments.base import Environment, RunResult, now
 
 
@@ -59,9 +60,10 @@ class NativeEnvironment(Environment):
     kind = "native"
 
     def __init__(self, name: str = "native", cpus: list[int] | None = None,
-                 nodes: str | None = None, membind: str | None = None):
+                 nodes: str | None = None, membind: str | None = None, counters: bool = True):
         super().__init__(name)
         self.cpus = cpus
+        self.counters = counters
         self.numactl: list[str] = []
         if nodes is not None or membind is not None:
             if shutil.which("numactl") is None:
@@ -79,6 +81,24 @@ class NativeEnvironment(Environment):
 
     def run(self, argv, env=None, timeout=600.0, key="") -> RunResult:
         argv = self.numactl + list(argv)
+        perf_ok, perf_why = counters.perf_status() if self.counters else (False, "counters=0")
+        perf_file = None
+        if perf_ok:
+            fd, perf_file = tempfile.mkstemp(prefix="vhpc-perf-", suffix=".csv")
+            os.close(fd)
+            argv = counters.perf_wrap(argv, perf_file)
+        usage0 = counters.children_usage()
+        try:
+            result = self._run(argv, env, timeout)
+        finally:
+            perf = counters.perf_result(perf_file) if perf_file else {"unavailable": perf_why}
+            if perf_file:
+                os.unlink(perf_file)
+        result.diagnostics = {"rusage": counters.delta(usage0, counters.children_usage()),
+                              "perf": perf}
+        return result
+
+    def _run(self, argv, env, timeout) -> RunResult:
         if self.cpus:
             saved = os.sched_getaffinity(0)
             os.sched_setaffinity(0, self.cpus)

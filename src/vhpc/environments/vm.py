@@ -24,12 +24,15 @@ the next trial boots a fresh session.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import tempfile
 import time
 from typing import Any
 
 from vhpc import placement as placement_room
 from vhpc import topology as topology_room
-from vhpc.environments import guestimage, hostinfo
+from vhpc.environments import counters, guestimage, hostinfo
 from vhpc.environments.base import EnvError, Environment, RunResult, now
 from vhpc.environments.numa import guest_nodes_script, parse_guest_nodes, read_numa_maps
 from vhpc.environments.qemu import Guest, GuestConfig, probe_kvm
@@ -265,6 +268,8 @@ class VmEnvironment(Environment):
             return RunResult(None, "", "", started, time.monotonic() - t0, error=str(exc))
         index = self._trials_in_session.get(key, 0)
         self._trials_in_session[key] = index + 1
+        before = self._probe_state()
+        perf = self._start_guest_perf()
         try:
             reply = self.guest.request("run", timeout + HANG_GRACE, argv=list(argv),
                                        env=dict(env or {}), timeout=timeout, cwd="/tmp")
@@ -275,7 +280,10 @@ class VmEnvironment(Environment):
             return RunResult(None, "", "", started, time.monotonic() - t0,
                              error=f"guest failed during the trial: {exc}{detail}",
                              session_index=index, applied=applied)
+        finally:
+            perf_counts = self._stop_guest_perf(perf)
         timed_out = bool(reply.get("timed_out"))
+        after = self._probe_state()
         applied = self.applied()  # after the trial: where the vCPUs really ran
         error = None
         if self.strict and applied.get("mismatches"):
@@ -284,4 +292,59 @@ class VmEnvironment(Environment):
             None if timed_out else reply.get("rc"), reply.get("stdout", ""),
             reply.get("stderr", ""), started, float(reply.get("elapsed", 0.0)),
             timed_out=timed_out, error=error, session_index=index, applied=applied,
+            diagnostics={
+                "rusage": reply.get("rusage"),
+                "guest_vmstat": counters.delta(before["vmstat"], after["vmstat"]),
+                "qemu_faults": counters.delta(before["qemu_faults"], after["qemu_faults"]),
+                "memory_node_mib_before": before["node_mib"],
+                "memory_node_mib_after": after["node_mib"],
+                "perf": perf_counts,
+                "kvm_exits": {"unavailable": "KVM exit counters need debugfs "
+                              "(/sys/kernel/debug/kvm) and a KVM guest"},
+            },
         )
+
+    def _start_guest_perf(self):
+        """Host-side guest-mode counting (``perf stat -e cycles:G,...  -p QEMU``) for KVM
+        guests; returns (process, file) or the reason it is unavailable."""
+        if self.accel != "kvm":
+            return ("a TCG guest has no PMU, and host-side counting of QEMU would measure the "
+                    "emulator, not the guest")
+        ok, why = counters.perf_status()
+        if not ok:
+            return why
+        fd, path = tempfile.mkstemp(prefix="vhpc-perf-", suffix=".csv")
+        os.close(fd)
+        events = ",".join(f"{e}:G" for e in counters.PERF_EVENTS)
+        proc = subprocess.Popen(["perf", "stat", "-x,", "-o", path, "-e", events, "-p",
+                                 str(self.guest.pid)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        return proc, path
+
+    @staticmethod
+    def _stop_guest_perf(perf) -> dict:
+        if isinstance(perf, str):
+            return {"unavailable": perf}
+        proc, path = perf
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        result = counters.perf_result(path)
+        os.unlink(path)
+        return result
+
+    def _probe_state(self) -> dict[str, Any]:
+        """Guest /proc/vmstat, QEMU's fault counts and memory per host node, right now."""
+        vmstat = None
+        try:
+            reply = self.guest.request("read", 30.0, path="/proc/vmstat")
+            if "data" in reply:
+                vmstat = counters.parse_vmstat(reply["data"])
+        except (EnvError, OSError):
+            pass
+        maps = read_numa_maps(self.guest.pid)
+        return {"vmstat": vmstat, "qemu_faults": counters.process_faults(self.guest.pid),
+                "node_mib": maps["node_mib"] if maps else None}

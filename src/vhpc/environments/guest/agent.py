@@ -13,6 +13,7 @@ The host stops the VM with QMP ``quit``; the agent never needs to power off.
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -39,6 +40,7 @@ def find_port(name="vhpc.agent"):
 def run(req):
     env = dict(os.environ)
     env.update(req.get("env") or {})
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -55,7 +57,11 @@ def run(req):
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
+        "rusage": {"user_s": ru1.ru_utime - ru0.ru_utime, "sys_s": ru1.ru_stime - ru0.ru_stime,
+                   "minflt": ru1.ru_minflt - ru0.ru_minflt, "majflt": ru1.ru_majflt - ru0.ru_majflt,
+                   "nvcsw": ru1.ru_nvcsw - ru0.ru_nvcsw, "nivcsw": ru1.ru_nivcsw - ru0.ru_nivcsw},
         "rc": proc.returncode,
         "stdout": out[-OUTPUT_LIMIT:].decode("utf-8", "replace"),
         "stderr": err[-OUTPUT_LIMIT:].decode("utf-8", "replace"),
