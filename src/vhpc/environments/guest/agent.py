@@ -88,7 +88,10 @@ def main():
     def send(obj):
         port.write((json.dumps(obj) + "\n").encode())
 
-    send({"event": "ready", "uname": os.uname().release, "ncpus": os.cpu_count()})
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    send({"event": "ready", "uname": os.uname().release, "ncpus": os.cpu_count(),
+          "uptime": uptime})
     buf = b""
     while True:
         chunk = port.read(65536)

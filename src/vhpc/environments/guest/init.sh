@@ -10,7 +10,9 @@ exec </dev/console >/dev/console 2>&1
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
+echo "vhpc-init: start $(cut -d" " -f1 /proc/uptime)"
 for m in /modules/*.ko; do insmod "$m" || echo "vhpc-init: insmod $m failed"; done
+echo "vhpc-init: modules $(cut -d" " -f1 /proc/uptime)"
 cmdline=$(cat /proc/cmdline)
 arg() { for w in $cmdline; do case "$w" in "$1"=*) echo "${w#*=}";; esac; done; }
 if [ "$(arg vhpc.probe)" = 1 ]; then
@@ -31,5 +33,5 @@ mount -t devtmpfs dev /newroot/dev
 mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
-echo "VHPC-INIT-DONE"
+echo "VHPC-INIT-DONE uptime $(cut -d" " -f1 /proc/uptime)"
 exec switch_root /newroot "$(arg vhpc.python)" -S -I "$(arg vhpc.agent)"

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""VM cycle time: a cold vhpc trial (boot, run `true`, stop) vs a bare QEMU boot.
+
+The reference is the cheapest boot QEMU can do with the same accelerator: ``-M microvm``,
+``-kernel vmlinux`` (PVH) and vhpc's initramfs in probe mode (prints a marker and powers
+off), with no devices.  The goal (issue 2) is a cold trial within 1.5x of it.
+
+Usage: .venv/bin/python bench/bench_vm_cycle.py [--runs 5]
+"""
+
+import argparse
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from vhpc.environments import guestimage, qemu
+from vhpc.environments.vm import VmEnvironment
+
+
+def bare_boot(accel: str) -> float:
+    kernel = guestimage.find_kernel()
+    argv = [qemu.QEMU, "-M", "microvm", "-accel", accel, "-cpu", "max" if accel == "tcg" else "host",
+            "-smp", "1", "-m", "256M", "-nodefaults", "-no-user-config", "-display", "none",
+            "-no-reboot", "-kernel", str(guestimage.unpack_vmlinux(kernel)),
+            "-initrd", str(guestimage.build_initramfs(kernel)),
+            "-append", qemu.kernel_cmdline(probe=True), "-serial", "stdio"]
+    t0 = time.monotonic()
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    dt = time.monotonic() - t0
+    assert "VHPC-PROBE-OK" in out.stdout, out.stdout[-500:]
+    return dt
+
+
+def cold_trial(accel: str) -> tuple[float, float]:
+    t0 = time.monotonic()
+    env = VmEnvironment("vm", vcpus=1, memory=256, accel=accel)
+    try:
+        r = env.run(["true"], timeout=60)
+        assert r.ok, r
+        boot = env.boot_times[-1]
+    finally:
+        env.close()
+    return time.monotonic() - t0, boot
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    accel = qemu.probe_kvm().accel
+    bare = [bare_boot(accel) for _ in range(args.runs)]
+    cold = [cold_trial(accel) for _ in range(args.runs)]
+    b = statistics.median(bare)
+    c = statistics.median(x[0] for x in cold)
+    boot = statistics.median(x[1] for x in cold)
+    print(f"accelerator: {accel}")
+    print(f"bare microvm boot to marker:  median {b:.2f} s  ({', '.join(f'{x:.2f}' for x in bare)})")
+    print(f"vhpc cold trial (boot+run+stop): median {c:.2f} s  (boot to agent ready {boot:.2f} s)")
+    print(f"ratio cold trial / bare boot: {c / b:.2f}x (goal <= 1.5x)")
+
+
+if __name__ == "__main__":
+    main()
