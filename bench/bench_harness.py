@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Harness overhead: a native trial through vhpc vs the same kernel run by hand.
+
+"By hand" is subprocess.run of the kernel binary.  "Through vhpc" is a whole campaign of N
+trials (plan, environment run with rusage and perf probing, parse, one SQLite transaction per
+trial), divided by N.  Prints the medians and the per-trial overhead in milliseconds.
+
+Usage: .venv/bin/python bench/bench_harness.py [--trials 30]
+"""
+
+import argparse
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from vhpc import campaign, spec
+from vhpc.benchmarks.base import ensure_kernels
+from vhpc.store import Store
+
+BENCH = "pagefault:mib=1,reps=1"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=30)
+    args = ap.parse_args()
+    bindir = ensure_kernels(["vhpc-pagefault"])
+    argv = [str(bindir / "vhpc-pagefault"), "-m", "1", "-r", "1"]
+    by_hand = []
+    for _ in range(args.trials):
+        t0 = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True)
+        by_hand.append(time.perf_counter() - t0)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(Path(tmp) / "vhpc.db")
+        s = spec.from_cli([BENCH], ["native"], repeats=args.trials, warmup=0)
+        cid = campaign.create(store, s)
+        t0 = time.perf_counter()
+        campaign.execute(store, cid)
+        total = time.perf_counter() - t0
+        per_trial = [t.ended - t.started for t in store.trials(cid)]
+    hand = statistics.median(by_hand)
+    print(f"kernel by hand:          median {hand * 1e3:.1f} ms per run ({args.trials} runs)")
+    print(f"command inside vhpc:     median {statistics.median(per_trial) * 1e3:.1f} ms per trial")
+    print(f"whole vhpc trial cycle:  {total / args.trials * 1e3:.1f} ms per trial "
+          f"(plan, run, parse, store)")
+    print(f"harness overhead:        {(total / args.trials - hand) * 1e3:.1f} ms per trial")
+
+
+if __name__ == "__main__":
+    main()
