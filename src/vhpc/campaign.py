@@ -31,6 +31,7 @@ from typing import Any, Callable, Protocol
 from vhpc import benchmarks
 from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels
 from vhpc.environments.base import Environment, EnvError, RunResult
+from vhpc.environments.knobs import HostKnobs, journal_path
 from vhpc.environments.native import NativeEnvironment
 from vhpc.environments.vm import VmEnvironment, parse_cpu_list
 from vhpc.spec import CampaignSpec, EnvSpec, SpecError
@@ -159,7 +160,9 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     if progress:
         progress.start(all_trials, all_trials - len(todo))
     current: Environment | None = None
+    knobs = HostKnobs(spec.host_knobs, journal_path())
     try:
+        knobs.__enter__()
         for row in todo:
             env = envs[row.environment]
             if current is not None and current is not env:
@@ -195,6 +198,7 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     finally:
         for env in envs.values():
             env.close()
+        knobs.restore()
     if not store.unfinished(cid):
         store.set_campaign_status(cid, "finished")
     return counts

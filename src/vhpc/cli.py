@@ -108,7 +108,8 @@ def cmd_compare(args, spec=None) -> int:
             spec = specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
                                     repeats=args.repeats, warmup=args.warmup,
                                     baseline=args.baseline, timeout=args.timeout, order=args.order,
-                                    protocol=args.protocol, session_trials=args.session_trials)
+                                    protocol=args.protocol, session_trials=args.session_trials,
+                                    host_knobs=args.host_knob)
         for e in spec.environments:
             campaign.make_environment(e)  # validate options before anything is stored
         cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
@@ -283,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "cold-warm = a boot per benchmark block, first trial cold, later warm")
     c.add_argument("--session-trials", type=int, metavar="N",
                    help="cold-warm: trials per benchmark in each session (default 3)")
+    c.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
+                   help="change a host setting for this campaign only, restored afterwards "
+                        "(thp, thp_defrag, numa_balancing, hugepages_2m, hugepages_1g, governor)")
     c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
     campaign_flags(c)
     c.set_defaults(func=cmd_compare)
@@ -335,8 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     from vhpc.spec import SpecError
     from vhpc.store import StoreError
 
+    from vhpc.environments.knobs import KnobError
+
     errors: tuple[type[BaseException], ...] = (SpecError, BenchmarkError, StoreError, EnvError,
-                                               GuestImageError)
+                                               GuestImageError, KnobError)
     try:
         from vhpc.placement import PlacementError
         from vhpc.topology import TopologyError
@@ -346,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
         pass
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
+    from vhpc.environments.knobs import journal_path, recover
+
+    restored = recover(journal_path())
+    if restored:
+        err_console.print(f"vhpc: restored host settings left changed by an interrupted run: "
+                          f"{', '.join(restored)}", soft_wrap=True)
     try:
         return args.func(args)
     except errors as exc:

@@ -9,6 +9,7 @@ YAML (``vhpc run FILE``)::
     timeout: 600        # seconds per trial
     protocol: warm      # warm | cold | cold-warm (docs/protocol.md)
     session_trials: 3   # cold-warm: trials per benchmark in each fresh session
+    host_knobs: {hugepages_2m: 1024}   # changed only because asked; restored afterwards
     benchmarks:
       - stream: {n: 1000000}
       - randomaccess
@@ -101,6 +102,14 @@ class CampaignSpec(BaseModel):
     order: str = Field("alternate", pattern="^(alternate|fixed)$")
     protocol: str = Field("warm", pattern="^(warm|cold|cold-warm)$")
     session_trials: int = Field(3, ge=2, le=1000)
+    host_knobs: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("host_knobs")
+    @classmethod
+    def _knobs(cls, v):
+        from vhpc.environments.knobs import parse_knob
+
+        return dict(parse_knob(f"{k}={val}") for k, val in v.items())
 
     @model_validator(mode="after")
     def _check(self):
@@ -165,11 +174,17 @@ def _errors(exc: ValidationError, where: str) -> SpecError:
     return SpecError(f"{where}{': ' + loc if loc else ''}: {msg}")
 
 
-def from_cli(bench_items: list[str], env_items: list[str], **protocol: Any) -> CampaignSpec:
-    """Build a spec from ``-b``/``-e`` strings and protocol flags (repeats, warmup, baseline,
-    timeout, order; None values are left at their defaults).  Raises SpecError."""
+def from_cli(bench_items: list[str], env_items: list[str], host_knobs: list[str] | None = None,
+             **protocol: Any) -> CampaignSpec:
+    """Build a spec from ``-b``/``-e`` strings, ``--host-knob NAME=VALUE`` strings and
+    protocol flags (repeats, warmup, baseline, timeout, order, protocol, session_trials; None
+    values are left at their defaults).  Raises SpecError."""
+    from vhpc.environments.knobs import KnobError, parse_knob
+
     taken: list[str] = []
     try:
+        if host_knobs:
+            protocol["host_knobs"] = dict(parse_knob(k) for k in host_knobs)
         data = {
             "benchmarks": [dict(zip(("name", "params"), parse_item(b))) for b in bench_items],
             "environments": [_env(*parse_item(e), taken) for e in env_items],
@@ -178,7 +193,7 @@ def from_cli(bench_items: list[str], env_items: list[str], **protocol: Any) -> C
         return CampaignSpec.model_validate(data)
     except ValidationError as exc:
         raise _errors(exc, "command line") from None
-    except benchmarks.BenchmarkError as exc:
+    except (benchmarks.BenchmarkError, KnobError) as exc:
         raise SpecError(f"command line: {exc}") from None
 
 

@@ -167,8 +167,6 @@ class VmEnvironment(Environment):
         self.placement = placement_room.place(topo, placement_room.PlacementRequest(
             vcpus=vcpus, memory_mib=memory, policy=policy, guest_numa=parse_guest_numa(numa),
             backing=backing))
-        if self.placement.hugepage_kib:
-            placement_room.check_hugepages(self.placement, placement_room.read_hugepages())
         self.vcpus, self.memory = vcpus, memory
         self.pins = self.placement.pin_map() or None
         self.strict = strict
@@ -203,6 +201,11 @@ class VmEnvironment(Environment):
         return fp
 
     def _boot(self) -> None:
+        if self.placement.hugepage_kib:  # checked at boot: --host-knob may reserve them first
+            try:
+                placement_room.check_hugepages(self.placement, placement_room.read_hugepages())
+            except placement_room.PlacementError as exc:
+                raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
         cfg = GuestConfig(vcpus=self.vcpus, memory_mib=self.memory, accel=self.accel,
                           kernel=guestimage.find_kernel(self.kernel_path),
                           extra_args=placement_room.qemu_numa_args(self.placement),
