@@ -13,6 +13,7 @@ from vhpc.benchmarks.quick import QUICK_SUITE
 #: Every suite vhpc ships; each module exports a tuple of Benchmark objects.
 SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE]
 from vhpc.benchmarks.suites import STANDARD_SUITE; SUITES.append(STANDARD_SUITE)  # noqa: E402,E702
+from vhpc.benchmarks.npb import NPB_SUITE; SUITES.append(NPB_SUITE)  # noqa: E402,E702
 
 REGISTRY: dict[str, Benchmark] = {b.name: b for suite in SUITES for b in suite}
 
