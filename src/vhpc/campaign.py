@@ -85,7 +85,7 @@ def make_environment(es: EnvSpec) -> Environment:
             cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
             return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
                                      membind=o.get("membind"))
-        text = {k: str(o[k]) for k in ("pin", "policy", "kernel") if k in o}
+        text = {k: str(o[k]) for k in ("pin", "policy", "kernel", "guest_bind") if k in o}
         return VmEnvironment(
             es.name, vcpus=int(o.get("vcpus", 2)), memory=int(o.get("memory", 1024)),
             numa=o.get("numa", "hidden"), backing=str(o.get("backing", "4k")),

@@ -137,6 +137,46 @@ def cmd_run(args) -> int:
     return cmd_compare(args, spec=specmod.from_file(args.spec))
 
 
+def cmd_study(args) -> int:
+    from vhpc import studies, topology
+
+    if args.name == "list":
+        for name, what in studies.STUDIES.items():
+            console.print(f"[bold]{name:16}[/] {what}")
+        return 0
+    spec = studies.build(args.name, topology.load(None), args.bench or [], in_vm=args.in_vm,
+                         **{k: v for k, v in (("repeats", args.repeats), ("warmup", args.warmup),
+                                              ("timeout", args.timeout)) if v is not None})
+    args.resume = None
+    rc = cmd_compare(args, spec=spec)
+    if args.name == "memory-profile":
+        print_memory_profile(_store(args.out), _store(args.out).campaigns()[0]["id"])
+    return rc
+
+
+def print_memory_profile(store, cid: str) -> None:
+    """The memory-profile table (seed 003 Fig. 3): penalty, MPKI, class; the fit if any."""
+    from rich.table import Table
+
+    from vhpc import memprofile
+
+    rows = memprofile.profile(memprofile.from_trials(store.trials(cid)))
+    table = Table(title="memory profile: NUMA penalty vs memory intensity")
+    for col in ("benchmark", "NUMA penalty", "basis", "MPKI", "class"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.benchmark, f"{r.penalty:.3f}" if r.penalty else "n/a", r.basis,
+                      f"{r.mpki:.2f}" if r.mpki is not None else "unavailable", r.intensity or "-")
+    console.print(table)
+    if any(r.basis == "time" for r in rows):
+        console.print("CPI is unavailable (no hardware counters): the penalty shown is the ratio "
+                      "of trial wall times remote/local, and MPKI classes cannot be given.")
+    f = memprofile.fit(rows)
+    if f:
+        console.print(f"fit: penalty = {f.intercept:.3f} + {f.slope:.3f}·MPKI (r² = {f.r2:.2f}, "
+                      f"{f.n} benchmarks)")
+
+
 def cmd_report(args) -> int:
     from vhpc import campaign
 
@@ -306,6 +346,18 @@ def build_parser() -> argparse.ArgumentParser:
     campaign_flags(rep)
     rep.set_defaults(func=cmd_report)
 
+    st = sub.add_parser("study", help="run a seed paper's experiment as a campaign "
+                        "('vhpc study list' lists them)")
+    st.add_argument("name", help="socket-span, cold-warm, vcpu-mapping, memory-profile, or list")
+    st.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]")
+    st.add_argument("--repeats", type=int)
+    st.add_argument("--warmup", type=int)
+    st.add_argument("--timeout", type=float)
+    st.add_argument("--in-vm", action="store_true",
+                    help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
+    campaign_flags(st)
+    st.set_defaults(func=cmd_study)
+
     pl = sub.add_parser("plan", help="plan a VM placement on this host or another topology")
     pl.add_argument("--topology", help="hwloc XML file, synthetic description (e.g. "
                     "'pack:4 numa:1 l3:1 core:4 pu:1') or seed machine name; default: this host")
@@ -347,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         from vhpc.placement import PlacementError
         from vhpc.topology import TopologyError
 
-        errors += (PlacementError, TopologyError)
+        from vhpc.studies import StudyError
+
+        errors += (PlacementError, TopologyError, StudyError)
     except ImportError:
         pass
     args = build_parser().parse_args(argv)

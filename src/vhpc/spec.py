@@ -23,6 +23,7 @@ allowed.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,10 @@ ENV_KINDS = ("native", "vm")
 ENV_OPTIONS = {
     "native": {"name", "cpus", "nodes", "membind"},
     "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
-           "boot_timeout", "strict"},
+           "boot_timeout", "strict", "guest_bind"},
 }
 #: options whose values stay strings (they may contain commas, colons or look numeric)
-STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind"}
+STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind", "guest_bind"}
 
 
 class SpecError(ValueError):
@@ -138,10 +139,11 @@ def parse_item(text: str) -> tuple[str, dict[str, Any]]:
     name, _, rest = text.partition(":")
     opts: dict[str, Any] = {}
     if rest:
-        # values may contain commas (pin=0,1): a token without '=' continues the previous value
+        # values may contain commas (pin=0,1; policy=nodes:0,1;mem=local): a token that does
+        # not start with ``identifier=`` continues the previous value
         last = None
         for token in rest.split(","):
-            if "=" in token:
+            if re.match(r"\s*[A-Za-z_]\w*=", token):
                 k, v = token.split("=", 1)
                 last = k.strip()
                 opts[last] = v.strip()

@@ -6,7 +6,8 @@ vCPU i's host CPU) or ``policy`` (a placement policy: ``compact``, ``spread``, `
 ``confine:N``, ``nodes:LIST``, ``map:...``, ``float``; docs/placement.md), ``numa`` (guest NUMA
 nodes: ``hidden`` = 1, ``mirror``, or a count), ``backing`` (``4k``, ``2m``, ``1g``),
 ``accel`` (``auto`` probes KVM and falls back to TCG; ``kvm``; ``tcg``), ``kernel`` (a
-/boot/vmlinuz path), ``strict`` (1: a placement that does not read back as planned fails the
+/boot/vmlinuz path), ``guest_bind`` (``CPUNODES:MEMNODES``: run benchmarks under numactl
+inside the guest, e.g. ``0:1`` for remote memory), ``strict`` (1: a placement that does not read back as planned fails the
 trial instead of being a warning).
 
 Every placement goes through :mod:`vhpc.placement` (the ``pin`` forms are ``map:`` policies),
@@ -151,6 +152,7 @@ class VmEnvironment(Environment):
                  pin: str | None = None, policy: str | None = None, numa="hidden",
                  backing: str = "4k", accel: str = "auto", kernel: str | None = None,
                  boot_timeout: float = 90.0, strict: bool = False,
+                 guest_bind: str | None = None,
                  topo: topology_room.Topology | None = None):
         super().__init__(name)
         if vcpus < 1:
@@ -170,6 +172,13 @@ class VmEnvironment(Environment):
         self.vcpus, self.memory = vcpus, memory
         self.pins = self.placement.pin_map() or None
         self.strict = strict
+        self.guest_numactl: list[str] = []
+        if guest_bind is not None:
+            cpu_nodes, sep, mem_nodes = str(guest_bind).partition(":")
+            if not sep or not cpu_nodes or not mem_nodes:
+                raise ValueError(f"guest_bind={guest_bind!r}: use CPUNODES:MEMNODES, e.g. 0:1 "
+                                 "(numactl --cpunodebind=0 --membind=1 inside the guest)")
+            self.guest_numactl = ["numactl", f"--cpunodebind={cpu_nodes}", f"--membind={mem_nodes}"]
         self.requested_accel = accel
         self.kernel_path = kernel
         self.boot_timeout = boot_timeout
@@ -274,7 +283,8 @@ class VmEnvironment(Environment):
         before = self._probe_state()
         perf = self._start_guest_perf()
         try:
-            reply = self.guest.request("run", timeout + HANG_GRACE, argv=list(argv),
+            reply = self.guest.request("run", timeout + HANG_GRACE,
+                                       argv=self.guest_numactl + list(argv),
                                        env=dict(env or {}), timeout=timeout, cwd="/tmp")
         except (EnvError, OSError) as exc:
             applied = self.applied()

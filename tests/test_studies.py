@@ -1,0 +1,48 @@
+"""Study templates build the seed experiments' campaigns for a topology, or say why not."""
+
+import pytest
+
+from vhpc import studies, topology
+
+OPTERON = "pack:4 numa:1 l3:1 core:4 pu:1"
+
+
+def envs(spec):
+    return [(e.name, e.options) for e in spec.environments]
+
+
+def test_socket_span_on_the_seed_opteron():
+    s = studies.build("socket-span", topology.load(OPTERON), [])
+    assert envs(s) == [
+        ("native-1s", {"cpus": "0-3"}), ("vm-span1", {"vcpus": 4, "policy": "span:1", "numa": "mirror"}),
+        ("native-2s", {"cpus": "0-7"}), ("vm-span2", {"vcpus": 8, "policy": "span:2", "numa": "mirror"}),
+        ("native-3s", {"cpus": "0-11"}), ("vm-span3", {"vcpus": 12, "policy": "span:3", "numa": "mirror"}),
+        ("native-4s", {"cpus": "0-15"}), ("vm-span4", {"vcpus": 16, "policy": "span:4", "numa": "mirror"}),
+    ]
+    assert s.baseline == "native-1s"
+
+
+def test_vcpu_mapping_uses_1_2_4_nodes():
+    s = studies.build("vcpu-mapping", topology.load(OPTERON), ["stream"])
+    assert [e.options.get("policy") for e in s.environments] == [
+        None, "nodes:0", "nodes:0,1;mem=local", "nodes:0,1,2,3;mem=local"]
+
+
+def test_memory_profile_binds_memory_remote_natively_or_in_a_guest():
+    s = studies.build("memory-profile", topology.load("pack:2 numa:1 l3:1 core:2 pu:1"), ["stream"])
+    assert envs(s) == [("local", {"nodes": "0"}), ("remote", {"nodes": "0", "membind": "1"})]
+    g = studies.build("memory-profile", topology.load("pack:1 numa:1 core:2 pu:1"), ["stream"], in_vm=True)
+    assert [e.options["guest_bind"] for e in g.environments] == ["0:0", "0:1"]
+
+
+def test_single_node_hosts_get_a_clear_message():
+    one = topology.load("pack:1 numa:1 core:2 pu:1")
+    with pytest.raises(studies.StudyError, match="needs at least 2 NUMA nodes.*--in-vm"):
+        studies.build("memory-profile", one, [])
+    with pytest.raises(studies.StudyError, match="unknown study"):
+        studies.build("nope", one, [])
+
+
+def test_cold_warm_study_uses_the_cold_warm_protocol():
+    s = studies.build("cold-warm", topology.load(OPTERON), [])
+    assert s.protocol == "cold-warm" and s.warmup == 0
