@@ -376,7 +376,7 @@ OSU_BW = OsuBenchmark(
     test="bw",
     min_size=1,
     prefixes=BW,
-    params=_osu_params(1 << 22, 50, 10) + (
+    params=_osu_params(1 << 22, 50, 5) + (
         Param("window", 64, int, "non-blocking sends in flight per window", minimum=1),
         Param("tests", 3, int, "repeated tests per size (average / maximum over them)", minimum=1),
     ),
