@@ -11,7 +11,8 @@ OUT    ?= vhpc-results
 # Debian packages vhpc needs (QEMU, topology and NUMA tools, MPI and compilers for the kernels,
 # perf for counters, busybox+cpio for the guest initramfs, chromium for the report browser test).
 APT_PACKAGES := qemu-system-x86 hwloc numactl libnuma-dev openmpi-bin libopenmpi-dev \
-	build-essential linux-perf python3-venv busybox-static cpio chromium
+	build-essential linux-perf python3-venv busybox-static cpio chromium \
+	hpcc libopenblas-dev liblapacke-dev
 
 .PHONY: all deps venv kernels demo test clean help
 

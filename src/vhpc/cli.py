@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from vhpc import __version__
@@ -76,13 +77,19 @@ def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=Fals
     folder.mkdir(parents=True, exist_ok=True)
     html_path = Path(html) if html else folder / "report.html"
     trials = store.trials(cid)
-    meta = {"id": cid, "created": camp["created"], "command": camp["command"],
+    import time as _time
+
+    meta = {"id": cid, "date": _time.strftime("%Y-%m-%d %H:%M:%S UTC", _time.gmtime(camp["created"])),
+            "command": camp["command"],
             "status": camp["status"], "spec": camp["spec"],
             "trials": len(trials), "failed": sum(t.status == "failed" for t in trials),
-            "failures": [{"environment": t.environment, "benchmark": t.benchmark,
+            "failures": None if not any(t.status == "failed" for t in trials) else [{"environment": t.environment, "benchmark": t.benchmark,
                           "round": t.round, "error": (t.error or "")[-2000:]}
                          for t in trials if t.status == "failed"]}
-    html_report.write_html(result, obs, html_path, meta)
+    from vhpc.report import diagnostics
+
+    html_report.write_html(result, obs, html_path, meta,
+                           sections=diagnostics.sections(trials, envs))
     export.write_csv(result, obs, Path(csv) if csv else folder / "samples.csv",
                      folder / "comparisons.csv")
     export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json")
@@ -201,7 +208,8 @@ def cmd_list(args) -> int:
         for b in REGISTRY.values():
             params = "\n".join(f"{p.name}={'auto' if p.default is None else p.default}" for p in b.params)
             metrics = "\n".join(f"{m.name} [{m.unit}] {'↑' if m.higher_is_better else '↓'}" for m in b.metrics)
-            table.add_row(f"[bold]{b.name}[/]\n{b.summary}", params, metrics, b.verification, b.provenance)
+            table.add_row(f"[bold]{escape(b.name)}[/]\n{escape(b.summary)}", escape(params),
+                          escape(metrics), escape(b.verification), escape(b.provenance))
         console.print(table)
         console.print("↑ higher is better, ↓ lower is better.  Override with -b NAME:param=value,...")
         return 0

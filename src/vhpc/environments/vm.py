@@ -166,6 +166,7 @@ class VmEnvironment(Environment):
         host_cpus = sorted(os.sched_getaffinity(0))
         policy = policy or policy_for_pin(pin or "auto", vcpus, host_cpus)
         topo = topo or topology_room.load(None)
+        self.topo = topo
         self.placement = placement_room.place(topo, placement_room.PlacementRequest(
             vcpus=vcpus, memory_mib=memory, policy=policy, guest_numa=parse_guest_numa(numa),
             backing=backing))
@@ -261,6 +262,9 @@ class VmEnvironment(Environment):
         if self.guest is None:
             return {}
         vcpus = self.guest.read_affinity()
+        for v in vcpus:
+            last = v.get("last_cpu")
+            v["last_node"] = self.topo.node_of_pu(last) if last in self.topo.pu_ids else None
         memory = read_numa_maps(self.guest.pid)
         return {"accel": self.accel, "qemu_pid": self.guest.pid, "session": self.sessions,
                 "vcpus": vcpus, "memory": memory, "guest_numa": self.guest_numa,

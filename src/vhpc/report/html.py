@@ -71,6 +71,11 @@ def _embed(fig: str | bytes | None, prefix: str, alt: str) -> Markup | None:
     return Markup(inline_svg(fig, prefix))
 
 
+def embed_figure(fig: str | bytes | None, prefix: str, alt: str) -> Markup | None:
+    """A figure (SVG text or PNG bytes) as inline HTML with class ``figure`` (see _embed)."""
+    return _embed(fig, prefix, alt)
+
+
 def _jsonish(v: Any) -> str:
     if v is None:
         return "—"
@@ -140,6 +145,7 @@ def render_html(
     campaign: Mapping[str, Any],
     fmt: str = "svg",
     max_points: int = 400,
+    sections: Iterable[tuple[str, str, Markup]] = (),
 ) -> str:
     """The report as one HTML string (see :func:`write_html`)."""
     observations = list(observations)
@@ -194,6 +200,7 @@ def render_html(
         findings=analysis.findings,
         fp_headers=fp_headers,
         fp_rows=fp_rows,
+        sections=list(sections),
     )
 
 
@@ -208,6 +215,7 @@ def write_html(
     campaign: Mapping[str, Any],
     fmt: str = "svg",
     max_points: int = 400,
+    sections: Iterable[tuple[str, str, Markup]] = (),
 ) -> Path:
     """Write the self-contained HTML report to ``path`` and return the path.
 
@@ -218,10 +226,13 @@ def write_html(
     max_points: samples drawn per environment in each distribution figure.
     Sections: header, TCG banner (when an environment is emulated), summary table,
     relative-to-baseline figure, cold/warm figure (when sessions exist), distributions,
-    findings, environment fingerprints (key rows × environment columns; nested values as JSON).
+    extra ``sections`` ((anchor id, title, HTML Markup) built by :mod:`vhpc.report.diagnostics`:
+    placement as applied, diagnostics, memory profile), findings, environment fingerprints
+    (key rows × environment columns; nested values as JSON).
     Raises OSError when the file cannot be written, ValueError for an unknown fmt.
     """
-    text = render_html(analysis, observations, campaign, fmt=fmt, max_points=max_points)
+    text = render_html(analysis, observations, campaign, fmt=fmt, max_points=max_points,
+                       sections=sections)
     path = Path(path)
     path.write_text(text, encoding="utf-8")
     return path
