@@ -64,3 +64,32 @@ def test_file_errors_name_the_file_and_key(tmp_path):
         spec.from_file(f)
     with pytest.raises(SpecError, match="cannot read"):
         spec.from_file(tmp_path / "missing.yaml")
+
+
+def test_custom_benchmark_from_a_campaign_file_runs_like_a_builtin(tmp_path):
+    from vhpc import campaign
+    from vhpc.store import Store
+
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "custom:\n"
+        "  - name: echo-bench\n"
+        "    command: [sh, -c, 'echo took 0.25 s; echo PASSED']\n"
+        "    metrics: [{name: time, regex: 'took (\\S+) s', unit: s, higher_is_better: false}]\n"
+        "    success: PASSED\n"
+        "repeats: 2\nwarmup: 0\nbenchmarks: [echo-bench]\nenvironments: [native]\n")
+    s = spec.from_file(f)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, s)
+    assert campaign.execute(store, cid) == {"done": 2, "failed": 0}
+    obs = store.observations(cid)
+    assert [(o.metric, o.value, o.unit, o.valid) for o in obs] == [("time", 0.25, "s", True)] * 2
+
+
+def test_custom_benchmark_may_not_shadow_a_builtin(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("custom:\n  - name: stream\n    command: 'true'\n"
+                 "    metrics: [{name: t, regex: '(x)', unit: s, higher_is_better: false}]\n"
+                 "benchmarks: [stream]\nenvironments: [native]\n")
+    with pytest.raises(SpecError, match="clashes with a built-in"):
+        spec.from_file(f)

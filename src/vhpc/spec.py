@@ -10,9 +10,15 @@ YAML (``vhpc run FILE``)::
     protocol: warm      # warm | cold | cold-warm (docs/protocol.md)
     session_trials: 3   # cold-warm: trials per benchmark in each fresh session
     host_knobs: {hugepages_2m: 1024}   # changed only because asked; restored afterwards
+    custom:             # bring your own benchmark (docs/benchmarks.md)
+      - name: mybench
+        command: ./mybench --size 100
+        metrics: [{name: time, regex: 'took (\S+) s', unit: s, higher_is_better: false}]
+        success: PASSED
     benchmarks:
       - stream: {n: 1000000}
       - randomaccess
+      - mybench
     environments:
       - native
       - vm: {vcpus: 2, pin: auto}
@@ -90,10 +96,27 @@ class EnvSpec(BaseModel):
         return self
 
 
+def register_custom(definitions: list[dict[str, Any]]) -> None:
+    """Register bring-your-own benchmarks (``custom:`` in a campaign file) so the campaign's
+    benchmark list can name them.  Raises ValueError for a bad definition or a name that a
+    built-in benchmark already uses."""
+    from vhpc.benchmarks.custom import CommandBenchmark, from_mapping
+
+    for d in definitions:
+        bench = from_mapping(d)
+        known = benchmarks.REGISTRY.get(bench.name)
+        if known is not None and not isinstance(known, CommandBenchmark):
+            raise ValueError(f"custom benchmark {bench.name!r} clashes with a built-in "
+                             "benchmark: choose another name")
+        benchmarks.REGISTRY[bench.name] = bench
+
+
 class CampaignSpec(BaseModel):
-    """The whole plan: environments × benchmarks × rounds, and the protocol."""
+    """The whole plan: environments × benchmarks × rounds, and the protocol.  ``custom``
+    holds bring-your-own benchmark definitions (vhpc.benchmarks.custom.from_mapping)."""
 
     model_config = ConfigDict(extra="forbid")
+    custom: list[dict[str, Any]] = Field(default_factory=list)
     benchmarks: list[BenchSpec] = Field(min_length=1)
     environments: list[EnvSpec] = Field(min_length=1)
     repeats: int = Field(5, ge=1, le=10000)
@@ -104,6 +127,15 @@ class CampaignSpec(BaseModel):
     protocol: str = Field("warm", pattern="^(warm|cold|cold-warm)$")
     session_trials: int = Field(3, ge=2, le=1000)
     host_knobs: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _custom_first(cls, data):
+        if isinstance(data, dict) and data.get("custom"):
+            if not isinstance(data["custom"], list):
+                raise ValueError("custom must be a list of benchmark definitions")
+            register_custom(data["custom"])
+        return data
 
     @field_validator("host_knobs")
     @classmethod
