@@ -13,7 +13,7 @@ YAML (``vhpc run FILE``)::
     custom:             # bring your own benchmark (docs/benchmarks.md)
       - name: mybench
         command: ./mybench --size 100
-        metrics: [{name: time, regex: 'took (\S+) s', unit: s, higher_is_better: false}]
+        metrics: [{name: time, regex: 'took (\\S+) s', unit: s, higher_is_better: false}]
         success: PASSED
     benchmarks:
       - stream: {n: 1000000}
