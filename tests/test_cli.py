@@ -143,3 +143,12 @@ def test_plan_errors_are_one_line():
     assert len(r.stderr.strip().splitlines()) == 1
     r = vhpc("plan", "--topology", "pack:x", "--vcpus", "1")
     assert r.returncode == 2 and "vhpc: error:" in r.stderr
+
+
+def test_docs_benchmarks_md_matches_the_code():
+    from vhpc.benchmarks import REGISTRY
+    from vhpc.benchmarks.catalog import render_markdown
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+    assert doc.read_text() == render_markdown(list(REGISTRY.values())), \
+        "docs/benchmarks.md is stale: run 'vhpc list benchmarks --markdown > docs/benchmarks.md'"

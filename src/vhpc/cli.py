@@ -202,6 +202,12 @@ def cmd_list(args) -> int:
     if args.what == "benchmarks":
         from vhpc.benchmarks import REGISTRY
 
+        if args.markdown:
+            from vhpc.benchmarks.catalog import render_markdown
+
+            sys.stdout.write(render_markdown(list(REGISTRY.values())))
+            return 0
+
         table = Table(title="benchmarks", show_lines=True)
         for col in ("name", "parameters (default)", "metrics", "verification", "serves"):
             table.add_column(col)
@@ -382,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list benchmarks or stored campaigns")
     ls.add_argument("what", choices=("benchmarks", "campaigns"))
+    ls.add_argument("--markdown", action="store_true", help="benchmarks as Markdown (docs/benchmarks.md)")
     campaign_flags(ls)
     ls.set_defaults(func=cmd_list)
     return p
