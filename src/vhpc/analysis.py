@@ -58,6 +58,7 @@ __all__ = [
     "welch_test",
     "fieller_interval",
     "overhead_pct",
+    "holm_adjust",
     "GROUP_ALL",
     "GROUP_COLD",
     "GROUP_WARM",
@@ -487,6 +488,21 @@ def fieller_interval(
     return (min(lo, hi), max(lo, hi), df)
 
 
+def holm_adjust(p_values: Iterable[float], alpha: float = 0.05) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (Holm 1979), same order as the input.
+
+    Sort ascending p_(1) ≤ … ≤ p_(m); adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)).
+    Rejecting where adjusted p < alpha controls the family-wise error rate at alpha.
+    Computed with ``statsmodels.stats.multitest.multipletests(method="holm")``; an empty input
+    gives an empty list.
+    """
+    ps = [float(p) for p in p_values]
+    if not ps:
+        return []
+    _, padj, _, _ = multipletests(ps, alpha=alpha, method="holm")
+    return [float(x) for x in padj]
+
+
 def overhead_pct(ratio: float | None, higher_is_better: bool) -> float | None:
     """Overhead in percent from ratio = env/baseline, positive = environment worse.
 
@@ -731,8 +747,8 @@ def analyse(
     idx = [i for i, r in enumerate(raw) if r["p_value"] is not None]
     adjusted: dict[int, float] = {}
     if idx:
-        _, padj, _, _ = multipletests([raw[i]["p_value"] for i in idx], alpha=alpha, method="holm")
-        adjusted = {i: float(pa) for i, pa in zip(idx, padj)}
+        padj = holm_adjust([raw[i]["p_value"] for i in idx], alpha)
+        adjusted = dict(zip(idx, padj))
 
     comparisons: list[Comparison] = []
     for i, r in enumerate(raw):

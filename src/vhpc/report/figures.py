@@ -136,8 +136,8 @@ def relative_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
             title = bench if multi_params else params_label(bench, cats[0][0])
             ax.set_title(title)
             ax.set_ylabel(f"relative to {analysis.baseline}\n(1.0 = same; direction per metric)")
-            ax.legend(fontsize=8, loc="best", title="↑ higher is better, ↓ lower is better; * significant",
-                      title_fontsize=7)
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                      title="↑ higher is better\n↓ lower is better\n* significant (Holm)", title_fontsize=7)
     return render(fig, fmt)
 
 
