@@ -1,9 +1,10 @@
 """QEMU guests: argv builder, process lifecycle, QMP, the guest agent channel, KVM probe.
 
 A guest boots the host's kernel directly (``-kernel vmlinux`` via PVH, vhpc's initramfs), mounts
-the host's root read-only over virtio-9p and runs vhpc's guest agent (guest/agent.py) as init.
-Commands reach the agent over a virtio-serial port (newline-delimited JSON); QMP controls the VM
-(``query-cpus-fast`` for vCPU thread ids, ``stop``/``cont``, ``quit``).
+the host's root read-only over virtio-9p and runs vhpc's guest agent (guest/agent.c) as init.
+Commands reach the agent over a virtio-serial port (text headers with binary payloads, see
+agent.c); QMP controls the VM (``query-cpus-fast`` for vCPU thread ids, ``stop``/``cont``,
+``quit``).
 
 Facts used here were measured on this kind of host (shared/reference/vm-mechanics.md): PVH boot
 of an unpacked vmlinux is ~2 s under TCG; ``/dev/kvm`` may exist yet be unusable (nested PVM),
@@ -32,7 +33,6 @@ from vhpc.environments import guestimage
 from vhpc.environments.base import EnvError
 
 QEMU = "qemu-system-x86_64"
-AGENT = Path(__file__).with_name("guest") / "agent.py"
 PR_SET_PDEATHSIG = 1
 
 
@@ -70,17 +70,7 @@ def kernel_cmdline(probe: bool = False) -> str:
         words.append(f"tsc_early_khz={khz}")
     if probe:
         words.append("vhpc.probe=1")
-    else:
-        words += [f"vhpc.python={_guest_python()}", f"vhpc.agent={AGENT}"]
     return " ".join(words)
-
-
-def _guest_python() -> str:
-    """A Python interpreter path valid inside the guest (the guest shares the host's root)."""
-    for cand in ("/usr/bin/python3", shutil.which("python3")):
-        if cand and os.path.exists(cand):
-            return cand
-    raise EnvError("python3 is needed on the host (the guest agent runs with the host's python3)")
 
 
 def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str]:
@@ -224,36 +214,82 @@ class Guest:
                     raise EnvError("QEMU did not open its agent socket in time")
                 time.sleep(0.05)
 
-    def _recv(self, deadline: float) -> dict[str, Any]:
+    def _fill(self, deadline: float) -> None:
+        """Read more bytes from the agent channel into the buffer (EnvError on timeout/exit)."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise EnvError("guest agent did not answer in time (guest hung?)")
+        if self.proc.poll() is not None:
+            raise EnvError(f"QEMU exited with status {self.proc.returncode}")
+        self.sock.settimeout(min(remaining, 1.0))
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except socket.timeout:
+            return
+        if not chunk:
+            raise EnvError("guest agent channel closed")
+        self._buf += chunk
+
+    def _line(self, deadline: float) -> list[str]:
         while b"\n" not in self._buf:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise EnvError("guest agent did not answer in time (guest hung?)")
-            if self.proc.poll() is not None:
-                raise EnvError(f"QEMU exited with status {self.proc.returncode}")
-            self.sock.settimeout(min(remaining, 1.0))
-            try:
-                chunk = self.sock.recv(1 << 20)
-            except socket.timeout:
-                continue
-            if not chunk:
-                raise EnvError("guest agent channel closed")
-            self._buf += chunk
+            self._fill(deadline)
         line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
+        return line.decode("utf-8", "replace").split()
+
+    def _bytes(self, n: int, deadline: float) -> bytes:
+        while len(self._buf) < n:
+            self._fill(deadline)
+        data, self._buf = self._buf[:n], self._buf[n:]
+        return data
+
+    def _recv(self, deadline: float) -> dict[str, Any]:
+        """One message from the agent as a dict (protocol in guest/agent.c)."""
+        words = self._line(deadline)
+        if not words:
+            return {}
+        kind = words[0]
+        if kind == "READY":
+            return {"event": "ready", "uptime": float(words[1]), "ncpus": int(words[2]),
+                    "uname": words[3] if len(words) > 3 else ""}
+        if kind == "DONE":
+            (rid, rc, to, elapsed, user, sys_, minflt, majflt, nvcsw, nivcsw,
+             nout, nerr) = words[1:13]
+            out = self._bytes(int(nout), deadline).decode("utf-8", "replace")
+            err = self._bytes(int(nerr), deadline).decode("utf-8", "replace")
+            return {"id": int(rid), "rc": int(rc), "timed_out": to == "1", "elapsed": float(elapsed),
+                    "stdout": out, "stderr": err,
+                    "rusage": {"user_s": float(user), "sys_s": float(sys_), "minflt": int(minflt),
+                               "majflt": int(majflt), "nvcsw": int(nvcsw), "nivcsw": int(nivcsw)}}
+        if kind == "DATA":
+            data = self._bytes(int(words[3]), deadline).decode("utf-8", "replace")
+            return {"id": int(words[1]), ("data" if words[2] == "1" else "error"): data}
+        raise EnvError(f"unexpected message from the guest agent: {' '.join(words)[:200]}")
 
     def request(self, op: str, wait: float, **payload) -> dict[str, Any]:
         """Send one request to the agent and wait ``wait`` seconds for its reply.
 
-        Raises EnvError when the guest does not answer (the caller kills the session).
+        op ``run``: payload argv (list), env (dict), timeout (s), cwd → dict with rc, stdout,
+        stderr, elapsed, timed_out, rusage.  op ``read``: payload path → dict with data or
+        error.  Raises EnvError when the guest does not answer (the caller kills the session).
         """
         self._next_id += 1
-        req = {"id": self._next_id, "op": op, **payload}
-        self.sock.sendall((json.dumps(req) + "\n").encode())
+        rid = self._next_id
+        if op == "run":
+            argv, env = list(payload["argv"]), dict(payload.get("env") or {})
+            strings = argv + [f"{k}={v}" for k, v in env.items()] + [payload.get("cwd") or "/tmp"]
+            body = b"".join(x.encode() + b"\0" for x in strings)
+            timeout_ms = max(1, int(float(payload.get("timeout") or 0) * 1000))
+            head = f"RUN {rid} {timeout_ms} {len(argv)} {len(env)} {len(body)}\n"
+        elif op == "read":
+            body = str(payload["path"]).encode()
+            head = f"READ {rid} {len(body)}\n"
+        else:
+            raise ValueError(f"unknown agent request {op!r}")
+        self.sock.sendall(head.encode() + body)
         deadline = time.monotonic() + wait
         while True:
             reply = self._recv(deadline)
-            if reply.get("id") == self._next_id:
+            if reply.get("id") == rid:
                 return reply
 
     def pin(self, pins: dict[int, set[int]]) -> None:

@@ -2,7 +2,7 @@
 # vhpc guest init (runs from vhpc's initramfs; see vhpc/environments/guestimage.py).
 # Loads the virtio/9p modules, mounts the host's root read-only over virtio-9p, gives the guest
 # writable /tmp, /run, /var/tmp, /dev/shm, then switch_root's into the host root and runs the
-# vhpc guest agent named on the kernel command line (vhpc.python=... vhpc.agent=...).
+# vhpc guest agent (/vhpc-agent, copied to the new root's /run tmpfs).
 /bin/busybox mkdir -p /proc /sys /dev
 /bin/busybox mount -t devtmpfs dev /dev
 exec </dev/console >/dev/console 2>&1
@@ -34,4 +34,5 @@ mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
 echo "VHPC-INIT-DONE uptime $(cut -d" " -f1 /proc/uptime)"
-exec switch_root /newroot "$(arg vhpc.python)" -S -I "$(arg vhpc.agent)"
+cp /vhpc-agent /newroot/run/vhpc-agent
+exec switch_root /newroot /run/vhpc-agent
