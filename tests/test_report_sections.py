@@ -1,0 +1,48 @@
+"""Report sections from stored trials: placement as applied, diagnostics, memory profile."""
+
+from vhpc.model import EnvInfo
+from vhpc.report import diagnostics
+from vhpc.store import TrialRow
+
+
+def trial(env, applied=None, diag=None, warmup=False, bench="stream", started=0.0, ended=1.0):
+    return TrialRow(1, 0, 0, warmup, env, bench, "", "done", 0, 0, None, "", "", started, ended,
+                    applied, diag)
+
+
+PLAN = {"vcpu_pins": [[2], [3]], "guest_nodes": [{"host_nodes": [1]}]}
+ENVS = {"vm": EnvInfo("vm", "vm", "tcg", {"placement": "confine:1: vCPU 0-1→PU 2-3", "plan": PLAN}),
+        "native": EnvInfo("native", "native")}
+
+
+def test_placement_section_shows_plan_readback_locality_and_mismatches():
+    good = {"vcpus": [{"vcpu": 0, "allowed": [2], "last_cpu": 2, "last_node": 1},
+                      {"vcpu": 1, "allowed": [3], "last_cpu": 3, "last_node": 1}],
+            "memory": {"node_mib": {"0": 10.0, "1": 300.0},
+                       "mappings": [{"policy": "bind:1", "node_mib": {"1": 270.0, "0": 30.0}}]},
+            "guest_numa": [{"node": 0, "cpus": "0-1", "mem_mib": 500}], "mismatches": []}
+    bad = dict(good, mismatches=["vCPU 1 may run on [0, 1, 2, 3], planned [3]"])
+    html = str(diagnostics.placement_section([trial("vm", bad), trial("vm", good),
+                                              trial("native", {"cpus": [0, 1]})], ENVS))
+    assert "confine:1: vCPU 0-1→PU 2-3" in html
+    assert "page locality</b> (on the planned nodes): 90.0 %" in html   # 270 of 300 MiB
+    assert "in 1 trial(s)" in html and "vCPU 1 may run on [0, 1, 2, 3], planned [3]" in html
+    assert "node 0: vCPUs 0-1, 500 MiB" in html
+    assert "CPUs allowed:</b> [0, 1]" in html
+
+
+def test_diagnostics_section_averages_and_explains_unavailable_counters():
+    d1 = {"rusage": {"user_s": 1.0, "sys_s": 0.5}, "perf": {"unavailable": "no PMU here"}}
+    d2 = {"rusage": {"user_s": 3.0, "sys_s": 0.5}, "perf": {"unavailable": "no PMU here"}}
+    html = str(diagnostics.diagnostics_section([trial("vm", diag=d1), trial("vm", diag=d2),
+                                                trial("vm", diag={"rusage": {"user_s": 99}}, warmup=True)]))
+    assert '<td class="num">2</td>' in html          # two measured trials, warm-up left out
+    assert '<td class="num">2</td><td class="num">0.5</td>' in html   # user 2.0 s, sys 0.5 s
+    assert "perf (vm): no PMU here" in html and "unavailable" in html
+
+
+def test_memory_profile_section_only_for_local_remote_campaigns():
+    assert diagnostics.memory_profile_section([trial("vm")]) is None
+    html = str(diagnostics.memory_profile_section([
+        trial("local", started=0, ended=2.0), trial("remote", started=0, ended=3.0)]))
+    assert "1.500" in html and "CPI was unavailable" in html
