@@ -175,7 +175,8 @@ class KernelBenchmark(Benchmark):
 
     binary: file name under kernels/build; flags: param name → command-line flag;
     mpi_ranks: param holding the rank count (None: not MPI); threads_param: param holding the
-    OpenMP thread count (None: not OpenMP); metrics: result key → Metric via ``Metric.name``.
+    OpenMP thread count (None: not OpenMP); metrics: result key → Metric via ``Metric.name``;
+    optional: metrics that are only reported for some parameters (e.g. ``file_us``).
     """
 
     name: str = ""
@@ -189,6 +190,7 @@ class KernelBenchmark(Benchmark):
     mpi_ranks: str | None = None
     threads_param: str | None = None
     timeout: float = 600.0
+    optional: frozenset[str] = frozenset()
 
     def value(self, params: Mapping[str, Any], key: str, ctx: RunContext) -> Any:
         v = params.get(key)
@@ -197,7 +199,9 @@ class KernelBenchmark(Benchmark):
     def command(self, params, ctx):
         argv = [str(ctx.bindir / self.binary)]
         for pname, flag in self.flags.items():
-            argv += [flag, str(self.value(params, pname, ctx))]
+            value = self.value(params, pname, ctx)
+            if value != "":  # an empty string parameter means "option not given"
+                argv += [flag, str(value)]
         if self.mpi_ranks:
             argv = mpirun(self.value(params, self.mpi_ranks, ctx)) + argv
         return argv
@@ -214,6 +218,8 @@ class KernelBenchmark(Benchmark):
         samples = []
         for m in self.metrics:
             if m.name not in pairs:
+                if m.name in self.optional:
+                    continue
                 raise ParseError(f"{self.name}: result line lacks {m.name}")
             try:
                 value = float(pairs[m.name])

@@ -85,19 +85,24 @@ NOISE = KernelBenchmark(
 
 PAGEFAULT = KernelBenchmark(
     name="pagefault",
-    summary="First-touch page-fault latency for private and shared anonymous memory",
+    summary="First-touch page-fault latency for private and shared anonymous memory, and "
+            "optionally a shared file or device mapping (file=PATH)",
     provenance="seed 000 Fig. 13 (fault latency per memory type and configuration)",
     verification="minor-fault count (getrusage) must cover >= 90 % of the touched pages",
     binary="vhpc-pagefault",
     params=(
         Param("mib", 64, int, "region size in MiB", minimum=1),
         Param("reps", 3, int, "repetitions per mapping kind", minimum=1),
+        Param("file", "", str, "existing file or device to map MAP_SHARED as well, e.g. a "
+              "tmpfs file in /dev/shm or an ivshmem BAR (resource2); empty: none"),
     ),
-    flags={"mib": "-m", "reps": "-r"},
+    flags={"mib": "-m", "reps": "-r", "file": "-f"},
     metrics=(
         Metric("private_us", "us", False, "µs per fault, private anonymous (malloc) memory"),
         Metric("shared_us", "us", False, "µs per fault, MAP_SHARED anonymous memory"),
+        Metric("file_us", "us", False, "µs per fault, MAP_SHARED file/device (only with file=)"),
     ),
+    optional=frozenset({"file_us"}),
 )
 
 QUICK_SUITE = (STREAM, RANDOMACCESS, PINGPONG, NOISE, PAGEFAULT)

@@ -1,0 +1,36 @@
+"""The quick suite's Python side on the real kernels: command lines and parsing."""
+
+from vhpc.benchmarks import get
+from vhpc.benchmarks.base import RunContext
+from vhpc.environments.native import NativeEnvironment
+
+
+def run(name, overrides, bindir):
+    b = get(name)
+    p = b.resolve(overrides)
+    r = NativeEnvironment(counters=False).run(b.command(p, RunContext(bindir, 2)),
+                                              b.environ(p, RunContext(bindir, 2)), timeout=120)
+    return b.parse(p, r.stdout, r.stderr, r.returncode)
+
+
+def test_pagefault_maps_a_shared_file_only_when_asked(kernels_built, tmp_path):
+    plain = {s.metric for s in run("pagefault", {"mib": 4, "reps": 1}, kernels_built)}
+    assert plain == {"private_us", "shared_us"}
+    shm = "/dev/shm/vhpc-test-pagefault"
+    with open(shm, "wb") as f:
+        f.truncate(4 << 20)
+    try:
+        samples = {s.metric: s for s in run("pagefault", {"mib": 4, "reps": 1, "file": shm}, kernels_built)}
+    finally:
+        import os
+        os.unlink(shm)
+    assert samples["file_us"].valid and samples["file_us"].value > 0
+
+
+def test_every_quick_benchmark_parses_its_own_kernel(kernels_built):
+    sizes = {"stream": {"n": 20000, "ntimes": 3}, "randomaccess": {"table_log2": 16},
+             "pingpong": {"iters": 20}, "noise": {"duration": 0.1}, "pagefault": {"mib": 2, "reps": 1}}
+    for name, overrides in sizes.items():
+        samples = run(name, overrides, kernels_built)
+        assert {s.metric for s in samples} == {m.name for m in get(name).metrics} - {"file_us"}
+        assert all(s.valid for s in samples), name
