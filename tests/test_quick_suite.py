@@ -28,7 +28,7 @@ def test_pagefault_maps_a_shared_file_only_when_asked(kernels_built, tmp_path):
 
 
 def test_every_quick_benchmark_parses_its_own_kernel(kernels_built):
-    sizes = {"stream": {"n": 20000, "ntimes": 3}, "randomaccess": {"table_log2": 16},
+    sizes = {"stream": {"n": 20000, "ntimes": 3}, "randomaccess": {"table_log2": 18},
              "pingpong": {"iters": 20}, "noise": {"duration": 0.1}, "pagefault": {"mib": 2, "reps": 1}}
     for name, overrides in sizes.items():
         samples = run(name, overrides, kernels_built)
