@@ -12,7 +12,6 @@ import argparse
 import statistics
 import subprocess
 import time
-from pathlib import Path
 
 from vhpc.environments import guestimage, qemu
 from vhpc.environments.vm import VmEnvironment

@@ -23,7 +23,6 @@ import math
 import os
 import statistics
 import subprocess
-from pathlib import Path
 
 from vhpc.benchmarks.base import RunContext, ensure_kernels, parse_result_line
 from vhpc.benchmarks.quick import RANDOMACCESS, STREAM

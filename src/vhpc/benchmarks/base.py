@@ -141,6 +141,17 @@ def parse_result_line(stdout: str) -> dict[str, str]:
     return pairs
 
 
+def result_value(bench: str, pairs: Mapping[str, str], key: str) -> float:
+    """``pairs[key]`` as a float.  Raises ParseError naming the benchmark and key when the
+    result line lacks the key or its value is not a number."""
+    if key not in pairs:
+        raise ParseError(f"{bench}: result line lacks {key}")
+    try:
+        return float(pairs[key])
+    except ValueError:
+        raise ParseError(f"{bench}: {key}={pairs[key]!r} is not a number") from None
+
+
 def kernel_dir() -> Path:
     """Directory of vhpc's compiled kernels: ``$VHPC_KERNELS`` or ``<repo>/kernels/build``."""
     env = os.environ.get("VHPC_KERNELS")
@@ -217,13 +228,8 @@ class KernelBenchmark(Benchmark):
         valid = pairs.get("valid") == "1" and returncode == 0
         samples = []
         for m in self.metrics:
-            if m.name not in pairs:
-                if m.name in self.optional:
-                    continue
-                raise ParseError(f"{self.name}: result line lacks {m.name}")
-            try:
-                value = float(pairs[m.name])
-            except ValueError:
-                raise ParseError(f"{self.name}: {m.name}={pairs[m.name]!r} is not a number") from None
+            if m.name not in pairs and m.name in self.optional:
+                continue
+            value = result_value(self.name, pairs, m.name)
             samples.append(Sample(m.name, value, m.unit, m.higher_is_better, valid))
         return samples

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from vhpc.benchmarks.base import Benchmark, BenchmarkError, Param, ParseError, mpirun, \
-    parse_result_line
+    parse_result_line, result_value
 from vhpc.model import Metric, Sample
 
 #: NPB problem classes the kernels implement (S smallest ... C largest).
@@ -141,12 +141,7 @@ class NpbBenchmark(Benchmark):
         samples = []
         for metric, key in (("time", "time_s"), ("mops", "mops")):
             m = self.metric(metric)
-            if key not in pairs:
-                raise ParseError(f"{self.name}: result line lacks {key}")
-            try:
-                value = float(pairs[key])
-            except ValueError:
-                raise ParseError(f"{self.name}: {key}={pairs[key]!r} is not a number") from None
+            value = result_value(self.name, pairs, key)
             samples.append(Sample(m.name, value, m.unit, m.higher_is_better, valid))
         return samples
 

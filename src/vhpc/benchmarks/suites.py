@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from vhpc.benchmarks.base import (Benchmark, BenchmarkError, KernelBenchmark, Param, ParseError,
-                                  mpirun, parse_result_line)
+                                  mpirun, parse_result_line, result_value)
 from vhpc.model import Metric, Sample
 
 #: The helper script run as the hpcc trial command (stdlib only; see its docstring).
@@ -323,12 +323,7 @@ class OsuBenchmark(Benchmark):
         for suffix in keys:
             for prefix, (unit, higher) in self.prefixes.items():
                 key = prefix + suffix
-                if key not in pairs:
-                    raise ParseError(f"{self.name}: result line lacks {key}")
-                try:
-                    value = float(pairs[key])
-                except ValueError:
-                    raise ParseError(f"{self.name}: {key}={pairs[key]!r} is not a number") from None
+                value = result_value(self.name, pairs, key)
                 samples.append(Sample(key, value, unit, higher, valid))
         return samples
 
