@@ -1,7 +1,7 @@
 """Parsing what the kernel reports about placement, and comparing it with the plan."""
 
 from vhpc import placement, topology
-from vhpc.environments.numa import parse_guest_nodes, parse_numa_maps
+from vhpc.environments.numa import guest_nodes, parse_numa_maps
 from vhpc.environments.vm import placement_mismatches, policy_for_pin
 
 NUMA_MAPS = """\
@@ -19,12 +19,20 @@ def test_numa_maps_sum_pages_per_node_with_page_sizes():
     assert info["mappings"][1]["huge"] is True
 
 
-def test_guest_nodes_parse_including_memory_only_nodes():
-    assert parse_guest_nodes("1 2-3 262144\n0 0-1 131072\n2 65536\n") == [
+def test_guest_nodes_from_sysfs_including_memory_only_nodes():
+    sysfs = {"/sys/devices/system/node/online": "0-2\n",
+             "/sys/devices/system/node/node0/cpulist": "0-1\n",
+             "/sys/devices/system/node/node0/meminfo": "Node 0 MemTotal:  131072 kB\n",
+             "/sys/devices/system/node/node1/cpulist": "2-3\n",
+             "/sys/devices/system/node/node1/meminfo": "Node 1 MemTotal:  262144 kB\n",
+             "/sys/devices/system/node/node2/cpulist": "\n",
+             "/sys/devices/system/node/node2/meminfo": "Node 2 MemTotal:   65536 kB\n"}
+    assert guest_nodes(sysfs.get) == [
         {"node": 0, "cpus": "0-1", "mem_mib": 128},
         {"node": 1, "cpus": "2-3", "mem_mib": 256},
         {"node": 2, "cpus": "", "mem_mib": 64},
     ]
+    assert guest_nodes({}.get) == []
 
 
 def test_mismatches_name_vcpus_memory_and_guest_nodes():

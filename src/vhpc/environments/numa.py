@@ -48,22 +48,24 @@ def read_numa_maps(pid: int) -> dict | None:
         return None
 
 
-def guest_nodes_script() -> list[str]:
-    """argv printing one line per guest NUMA node: ``node cpulist MemTotal_kB`` (sysfs)."""
-    return ["sh", "-c",
-            "for n in /sys/devices/system/node/node[0-9]*; do "
-            "echo ${n##*/node} $(cat $n/cpulist) "
-            "$(awk '/MemTotal/{print $4}' $n/meminfo); done"]
+def guest_nodes(read) -> list[dict]:
+    """The guest's NUMA nodes from its sysfs, read with ``read(path) -> str | None`` (the guest
+    agent's file read: no process is started in the guest).
 
+    Returns ``[{"node": n, "cpus": "0-1", "mem_mib": MiB}]`` sorted by node; ``cpus`` is ""
+    for a memory-only node.  Sources: /sys/devices/system/node/online, nodeN/cpulist and
+    nodeN/meminfo (``Node N MemTotal: X kB``).
+    """
+    from vhpc.topology import parse_list
 
-def parse_guest_nodes(text: str) -> list[dict]:
-    """Lines from :func:`guest_nodes_script` → ``[{"node": n, "cpus": "0-1", "mem_mib": MiB}]``
-    sorted by node."""
+    online = read("/sys/devices/system/node/online")
+    if not online:
+        return []
     out = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[0].isdigit():
-            out.append({"node": int(parts[0]), "cpus": parts[1], "mem_mib": int(parts[2]) // 1024})
-        elif len(parts) == 2 and parts[0].isdigit():  # a memory-only node has no cpulist
-            out.append({"node": int(parts[0]), "cpus": "", "mem_mib": int(parts[1]) // 1024})
-    return sorted(out, key=lambda d: d["node"])
+    for n in parse_list(online.strip()):
+        base = f"/sys/devices/system/node/node{n}"
+        cpus = (read(f"{base}/cpulist") or "").strip()
+        meminfo = read(f"{base}/meminfo") or ""
+        m = re.search(r"MemTotal:\s+(\d+) kB", meminfo)
+        out.append({"node": n, "cpus": cpus, "mem_mib": int(m.group(1)) // 1024 if m else 0})
+    return out

@@ -35,7 +35,7 @@ from vhpc import placement as placement_room
 from vhpc import topology as topology_room
 from vhpc.environments import counters, guestimage, hostinfo
 from vhpc.environments.base import EnvError, Environment, RunResult, now
-from vhpc.environments.numa import guest_nodes_script, parse_guest_nodes, read_numa_maps
+from vhpc.environments.numa import guest_nodes, read_numa_maps
 from vhpc.environments.qemu import Guest, GuestConfig, probe_kvm
 
 #: Seconds the host waits beyond a trial's own timeout before declaring the guest hung.
@@ -113,7 +113,7 @@ def placement_mismatches(plan, vcpus: list[dict], memory: dict | None,
     """Differences between a Placement and what was read back; [] when all agree.
 
     vcpus: ``[{"vcpu", "allowed", ...}]`` (Guest.read_affinity); memory: parse_numa_maps
-    output of the QEMU process; guest_numa: parse_guest_nodes output from inside the guest.
+    output of the QEMU process; guest_numa: numa.guest_nodes output from inside the guest.
     """
     out = []
     for v in vcpus:
@@ -225,11 +225,10 @@ class VmEnvironment(Environment):
         try:
             if self.pins:
                 guest.pin(self.pins)
-            reply = guest.request("run", 60.0, argv=guest_nodes_script(), timeout=30.0)
+            self.guest_numa = guest_nodes(lambda path: guest.request("read", 30.0, path=path).get("data"))
         except (EnvError, OSError) as exc:
             guest.kill()
             raise EnvError(str(exc)) from None
-        self.guest_numa = parse_guest_nodes(reply.get("stdout", ""))
         self.guest = guest
         self.sessions += 1
         self._trials_in_session = {}
