@@ -123,12 +123,21 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
             )
         )
     if analysis.findings:
-        console.print(Text("Findings", style="bold"))
+        console.print(Text("Findings (details in the HTML report)", style="bold"))
+        # one line per kind of finding, its scopes listed, the advice once
+        kinds: dict[tuple[str, str], list] = {}
         for f in analysis.findings:
+            kinds.setdefault((f.level, f.kind or f.message), []).append(f)
+        for (level, _), group in kinds.items():
             line = Text("  ")
-            line.append(f"{f.level:<4} ", style="bold yellow" if f.level == "warn" else "cyan")
-            line.append(f"{f.scope}: ", style="bold")
-            line.append(f.message)
-            line.append(f" → {f.advice}", style="dim")
+            line.append(f"{level:<4} ", style="bold yellow" if level == "warn" else "cyan")
+            if len(group) == 1:
+                line.append(f"{group[0].scope}: ", style="bold")
+                line.append(group[0].message)
+            else:
+                head = group[0].message.split(":")[0]
+                line.append(f"{head}: ", style="bold")
+                line.append(", ".join(f.scope for f in group))
+            line.append(f" → {group[0].advice}", style="dim")
             console.print(line)
     return table
