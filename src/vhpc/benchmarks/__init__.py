@@ -8,12 +8,13 @@ one up with a helpful error.  The quick suite (own C kernels under ``kernels/``)
 from __future__ import annotations
 
 from vhpc.benchmarks.base import Benchmark, BenchmarkError, ParseError, RunContext
+from vhpc.benchmarks.npb import NPB_SUITE
+from vhpc.benchmarks.npb_external import NPB_EXTERNAL_SUITE
 from vhpc.benchmarks.quick import QUICK_SUITE
+from vhpc.benchmarks.suites import STANDARD_SUITE
 
 #: Every suite vhpc ships; each module exports a tuple of Benchmark objects.
-SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE]
-from vhpc.benchmarks.suites import STANDARD_SUITE; SUITES.append(STANDARD_SUITE)  # noqa: E402,E702
-from vhpc.benchmarks.npb import NPB_SUITE; SUITES.append(NPB_SUITE)  # noqa: E402,E702
+SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE, STANDARD_SUITE, NPB_SUITE, NPB_EXTERNAL_SUITE]
 
 REGISTRY: dict[str, Benchmark] = {b.name: b for suite in SUITES for b in suite}
 

@@ -1,0 +1,128 @@
+"""``npb-external``: run the user's own NAS Parallel Benchmarks build (any of BT, SP, LU, CG, EP,
+FT, IS, MG, UA, DT; MPI, OpenMP or serial) and parse NPB's standard report.
+
+Parameters: ``binary`` (path of an NPB executable, e.g. ``~/NPB3.4-OMP/bin/cg.C.x``) or
+``dir`` + ``kernel`` + ``class`` (NPB's naming convention ``<dir>/<kernel>.<CLASS>.x``);
+``launcher`` ``omp`` (OMP_NUM_THREADS), ``mpi`` (``mpirun -np ranks``) or ``serial``.
+
+The report block NPB prints at the end (NPB 3.x ``print_results``)::
+
+     CG Benchmark Completed.
+     Class           =                        A
+     Size            =                    14000      (grid kernels: "  64x  64x  64")
+     Iterations      =                       15
+     Time in seconds =                     0.33
+     Total threads   =                        6      (MPI builds: Total processes)
+     Mop/s total     =                  4521.19
+     Verification    =               SUCCESSFUL      (or UNSUCCESSFUL)
+
+Metrics: ``time`` (s, lower is better) and ``mops`` (Mop/s total, higher is better).  A report
+saying UNSUCCESSFUL, or a non-zero exit, gives invalid samples; a report for another class
+than the one asked for, or no report at all, is a ParseError.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Mapping
+
+from vhpc.benchmarks.base import Benchmark, BenchmarkError, Param, ParseError, mpirun
+from vhpc.model import Metric, Sample
+
+KERNELS = ("bt", "sp", "lu", "cg", "ep", "ft", "is", "mg", "ua", "dt")
+
+_FIELDS = {
+    "benchmark": r"^\s*(\w+) Benchmark Completed\.",
+    "class": r"^\s*Class\s*=\s*(\S+)",
+    "size": r"^\s*Size\s*=\s*(.+?)\s*$",
+    "iterations": r"^\s*Iterations\s*=\s*(\d+)",
+    "time": r"^\s*Time in seconds\s*=\s*(\S+)",
+    "threads": r"^\s*Total threads\s*=\s*(\d+)",
+    "processes": r"^\s*Total processes\s*=\s*(\d+)",
+    "mops": r"^\s*Mop/s total\s*=\s*(\S+)",
+    "verification": r"^\s*Verification\s*=\s*(\S+)",
+}
+
+
+def parse_npb_report(text: str) -> dict[str, str]:
+    """The fields of the last NPB report block in ``text`` (keys as in ``_FIELDS``: benchmark,
+    class, size, iterations, time, threads or processes, mops, verification).  Raises
+    ParseError when there is no ``Benchmark Completed`` block."""
+    starts = [m.start() for m in re.finditer(_FIELDS["benchmark"], text, re.M)]
+    if not starts:
+        raise ParseError("no NPB report ('... Benchmark Completed.') in the output")
+    block = text[starts[-1]:]
+    out = {}
+    for key, pattern in _FIELDS.items():
+        m = re.search(pattern, block, re.M)
+        if m:
+            out[key] = m.group(1)
+    return out
+
+
+class NpbExternal(Benchmark):
+    """See the module docstring."""
+
+    name = "npb-external"
+    summary = "your own NPB build (BT, SP, LU, CG, EP, FT, IS, MG, UA, DT): NPB's report parsed"
+    provenance = "seed 000 Fig. 2/4-6, seed 003 Fig. 3-5 (NPB on VMs)"
+    verification = "NPB's own: 'Verification = SUCCESSFUL' in the report"
+    params = (
+        Param("binary", "", str, "path of the NPB executable (or give dir, kernel and class)"),
+        Param("dir", "", str, "NPB bin directory holding <kernel>.<CLASS>.x"),
+        Param("kernel", "", str, "NPB benchmark", choices=("",) + KERNELS),
+        Param("class", "", str, "NPB class; checked against the report when given"),
+        Param("launcher", "omp", str, "how to start it", choices=("omp", "mpi", "serial")),
+        Param("ranks", None, int, "MPI ranks (launcher=mpi; default: all CPUs)", minimum=1),
+        Param("threads", None, int, "OpenMP threads (launcher=omp; default: all CPUs)", minimum=1),
+    )
+    metrics = (
+        Metric("time", "s", False, "NPB's timed section"),
+        Metric("mops", "Mop/s", True, "Mop/s total as NPB reports it"),
+    )
+
+    def resolve(self, overrides=None):
+        p = super().resolve(overrides)
+        p["class"] = p["class"].upper()
+        if not p["binary"] and not (p["dir"] and p["kernel"] and p["class"]):
+            raise BenchmarkError("npb-external: give binary=PATH, or dir=, kernel= and class=")
+        return p
+
+    def path(self, params: Mapping[str, Any]) -> str:
+        """The executable: ``binary`` or ``<dir>/<kernel>.<CLASS>.x``."""
+        if params["binary"]:
+            return os.path.expanduser(params["binary"])
+        return os.path.join(os.path.expanduser(params["dir"]),
+                            f"{params['kernel']}.{params['class']}.x")
+
+    def command(self, params, ctx):
+        argv = [self.path(params)]
+        if params["launcher"] == "mpi":
+            return mpirun(params["ranks"] or ctx.ncpus) + argv
+        return argv
+
+    def environ(self, params, ctx):
+        if params["launcher"] == "omp":
+            return {"OMP_NUM_THREADS": str(params["threads"] or ctx.ncpus)}
+        return {}
+
+    def parse(self, params, stdout, stderr, returncode):
+        report = parse_npb_report(stdout)
+        want = params.get("class")
+        if want and report.get("class", "").upper() != want:
+            raise ParseError(f"npb-external: the report is for class {report.get('class')!r}, "
+                             f"not {want!r}: check binary=")
+        for key in ("time", "mops", "verification"):
+            if key not in report:
+                raise ParseError(f"npb-external: the NPB report has no {key} line")
+        valid = report["verification"] == "SUCCESSFUL" and returncode == 0
+        try:
+            values = {"time": float(report["time"]), "mops": float(report["mops"])}
+        except ValueError:
+            raise ParseError("npb-external: time or Mop/s in the report is not a number") from None
+        return [Sample(m.name, values[m.name], m.unit, m.higher_is_better, valid)
+                for m in self.metrics]
+
+
+NPB_EXTERNAL_SUITE = (NpbExternal(),)
