@@ -9,10 +9,11 @@ BIN    := $(VENV)/bin
 OUT    ?= vhpc-results
 
 # Debian packages vhpc needs (QEMU, topology and NUMA tools, MPI and compilers for the kernels,
-# perf for counters, busybox+cpio for the guest initramfs, chromium for the report browser test).
+# perf for counters, busybox+cpio for the guest initramfs, chromium for the report browser test,
+# hpcc + OpenBLAS/LAPACKE for the standard suite, libvirt-clients to validate generated XML).
 APT_PACKAGES := qemu-system-x86 hwloc numactl libnuma-dev openmpi-bin libopenmpi-dev \
 	build-essential linux-perf python3-venv busybox-static cpio chromium \
-	hpcc libopenblas-dev liblapacke-dev
+	hpcc libopenblas-dev liblapacke-dev libvirt-clients libxml2-utils
 
 .PHONY: all deps venv kernels demo test clean help
 

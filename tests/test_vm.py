@@ -181,3 +181,14 @@ def test_vm_trial_diagnostics_are_measured_or_explained(vm, kernels_built):
     assert sum(d["memory_node_mib_after"].values()) > 0
     if vm.accel == "tcg":
         assert "TCG guest has no PMU" in d["perf"]["unavailable"]
+
+
+def test_emulator_threads_leave_the_vcpu_pcpus_when_a_cpu_is_free(no_qemu_leak):
+    with VmEnvironment("vm", vcpus=1, memory=256, pin="1") as env:
+        r = env.run(["true"], timeout=60)
+        assert r.ok
+        assert r.applied["vcpus"][0]["allowed"] == [1]
+        assert r.applied["emulator_cpus"] == [0]
+        vcpu_tid = r.applied["vcpus"][0]["thread"]
+        others = [int(t) for t in os.listdir(f"/proc/{env.guest.pid}/task") if int(t) != vcpu_tid]
+        assert others and all(os.sched_getaffinity(t) == {0} for t in others)

@@ -304,6 +304,23 @@ class Guest:
             except OSError as exc:
                 raise EnvError(f"cannot pin vCPU {vcpu} to host CPUs {sorted(cpus)}: {exc}") from None
 
+    def pin_emulator(self, cpus: set[int]) -> int:
+        """Move QEMU's other threads (main loop, I/O, RCU; threads QEMU creates later inherit
+        the main thread's affinity) to ``cpus``, off the vCPUs' pCPUs.  Returns the number of
+        threads moved; threads that exit meanwhile are skipped."""
+        moved = 0
+        vcpu_tids = set(self.vcpu_threads.values())
+        for entry in os.listdir(f"/proc/{self.pid}/task"):
+            tid = int(entry)
+            if tid in vcpu_tids:
+                continue
+            try:
+                os.sched_setaffinity(tid, cpus)
+                moved += 1
+            except OSError:
+                pass
+        return moved
+
     def read_affinity(self) -> list[dict[str, Any]]:
         """Read back each vCPU thread's allowed CPUs and the CPU it last ran on
         (``/proc/PID/task/TID/status`` Cpus_allowed_list; field 39 of ``stat``, proc(5))."""

@@ -187,6 +187,7 @@ class VmEnvironment(Environment):
         self.accel_reason = "requested" if self._accel else ""
         self.guest: Guest | None = None
         self.guest_numa: list[dict] | None = None
+        self.emulator_cpus: list[int] | None = None
         self.sessions = 0
         self.boot_times: list[float] = []
         self._trials_in_session: dict[str, int] = {}
@@ -225,6 +226,11 @@ class VmEnvironment(Environment):
         try:
             if self.pins:
                 guest.pin(self.pins)
+                used = set().union(*self.pins.values())
+                free = set(os.sched_getaffinity(0)) - used
+                if free:
+                    guest.pin_emulator(free)
+                self.emulator_cpus = sorted(free) if free else None
             self.guest_numa = guest_nodes(lambda path: guest.request("read", 30.0, path=path).get("data"))
         except (EnvError, OSError) as exc:
             guest.kill()
@@ -256,8 +262,9 @@ class VmEnvironment(Environment):
 
     def applied(self) -> dict[str, Any]:
         """Placement as applied, read back from the host and the guest: per vCPU thread the
-        allowed host CPUs and the CPU it last ran on; QEMU's resident memory per host node
-        (numa_maps); the guest's NUMA nodes; and the mismatches with the plan."""
+        allowed host CPUs and the CPU it last ran on; where QEMU's other threads may run
+        (moved off the vCPUs' pCPUs when the host has CPUs to spare); QEMU's resident memory
+        per host node (numa_maps); the guest's NUMA nodes; and the mismatches with the plan."""
         if self.guest is None:
             return {}
         vcpus = self.guest.read_affinity()
@@ -266,6 +273,7 @@ class VmEnvironment(Environment):
             v["last_node"] = self.topo.node_of_pu(last) if last in self.topo.pu_ids else None
         memory = read_numa_maps(self.guest.pid)
         return {"accel": self.accel, "qemu_pid": self.guest.pid, "session": self.sessions,
+                "emulator_cpus": self.emulator_cpus or "shared with the vCPUs (no free host CPU)",
                 "vcpus": vcpus, "memory": memory, "guest_numa": self.guest_numa,
                 "mismatches": placement_mismatches(self.placement, vcpus, memory,
                                                    self.guest_numa)}
