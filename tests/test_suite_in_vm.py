@@ -1,0 +1,66 @@
+"""Every benchmark vhpc ships, once, inside one real guest at its smallest size (one boot:
+TCG boots are slow).  Native runs of the same are covered by each suite's own tests."""
+
+import stat
+
+import pytest
+
+from vhpc.benchmarks import REGISTRY, get
+from vhpc.benchmarks.base import RunContext
+from vhpc.campaign import outcome
+from vhpc.environments.vm import VmEnvironment
+
+pytestmark = pytest.mark.vm
+
+SMALLEST = {
+    "stream": {"n": 20000, "ntimes": 3},
+    "randomaccess": {"table_log2": 16},
+    "pingpong": {"iters": 20},
+    "noise": {"duration": 0.1},
+    "pagefault": {"mib": 2, "reps": 1},
+    "hpcc": {"n": 200, "nb": 32},
+    "osu-latency": {"sizes": "8,4096", "iters": 20, "iters_large": 5},
+    "osu-bw": {"sizes": "8,65536", "iters": 5, "iters_large": 2, "tests": 1},
+    "osu-bibw": {"sizes": "8,65536", "iters": 5, "iters_large": 2, "tests": 1},
+    "osu-multi-lat": {"max_size": 8},
+    "osu-coll": {"op": "allreduce", "max_size": 64, "iters": 20, "iters_large": 5},
+    "linpack": {"n": 100},
+    "hpccg": {"nx": 8, "ny": 8, "nz": 8},
+    "npb-ep": {"class": "S"}, "npb-is": {"class": "S"}, "npb-cg": {"class": "S"},
+    "npb-mg": {"class": "S"}, "npb-ft": {"class": "S"},
+}
+
+
+@pytest.fixture
+def shared_dir():
+    """A scratch directory the guest can see (the guest's /tmp is its own, not the host's)."""
+    import shutil
+
+    from vhpc.environments.guestimage import cache_dir
+
+    d = cache_dir() / "test-npb-external"
+    d.mkdir(exist_ok=True)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_every_benchmark_runs_verified_in_one_guest(kernels_built, shared_dir, no_qemu_leak):
+    exe = shared_dir / "cg.S.x"  # a user's NPB binary for npb-external
+    exe.write_text(f"#!/bin/sh\nexec {kernels_built / 'vhpc-npb-omp'} -k cg -c S\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    cases = [(name, dict(p)) for name, p in SMALLEST.items()]
+    cases += [(n, {"class": "S", "variant": "mpi"}) for n in SMALLEST if n.startswith("npb-")]
+    cases.append(("npb-external", {"binary": str(exe), "class": "S", "threads": 2}))
+    covered = {name for name, _ in cases}
+    assert covered == {n for n, b in REGISTRY.items() if type(b).__name__ != "CommandBenchmark"}
+    failures = []
+    with VmEnvironment("vm", vcpus=2, memory=1024) as vm:
+        ctx = RunContext(kernels_built, vm.vcpus)
+        for name, overrides in cases:
+            bench = get(name)
+            params = bench.resolve(overrides)
+            r = vm.run(bench.command(params, ctx), bench.environ(params, ctx), timeout=300)
+            status, samples, error = outcome(bench, params, r)
+            if status != "done" or not samples or not all(s.valid for s in samples):
+                failures.append(f"{name} {overrides}: {status} {error} {r.stderr[-300:]}")
+    assert not failures, "\n".join(failures)
