@@ -21,12 +21,11 @@ Protocol (docs/protocol.md):
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from vhpc import benchmarks
 from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels
@@ -149,59 +148,62 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     """
     spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
     envs = envs or {e.name: make_environment(e) for e in spec.environments}
-    bspecs = {(b.name, b.key): b for b in spec.benchmarks}
     planned = {t.seq: t for t in plan(spec)}
     todo = store.unfinished(cid)
     all_trials = len(store.trials(cid))
     binaries = sorted({getattr(benchmarks.get(b.name), "binary", "") for b in spec.benchmarks} - {""})
     bindir = ensure_kernels(binaries) if binaries and todo else None
     counts = {DONE: 0, FAILED: 0}
-    fingerprinted: set[str] = set()
     if progress:
         progress.start(all_trials, all_trials - len(todo))
-    current: Environment | None = None
-    knobs = HostKnobs(spec.host_knobs, journal_path())
     try:
-        knobs.__enter__()
-        for row in todo:
-            env = envs[row.environment]
-            if current is not None and current is not env:
-                current.pause()
-            current = env
-            if planned[row.seq].fresh:
-                env.new_session()
-            bench = benchmarks.get(row.benchmark)
-            params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
-            ctx = RunContext(bindir, env_cpus(env))
-            if progress:
-                progress.trial(row)
-            store.mark_running(row.id)
-            result = env.run(bench.command(params, ctx), bench.environ(params, ctx),
-                             timeout=spec.timeout, key=f"{row.benchmark}[{row.params}]")
-            if env.name not in fingerprinted:
-                try:
-                    store.set_fingerprint(cid, env.name, env.accel, env.fingerprint())
-                    fingerprinted.add(env.name)
-                except EnvError:
-                    pass
-            status, samples, error = outcome(bench, params, result)
-            store.finish_trial(
-                row.id, status, returncode=result.returncode, timed_out=result.timed_out,
-                error=error, stdout=result.stdout, stderr=result.stderr, started=result.started,
-                ended=result.started + result.elapsed, session_index=result.session_index,
-                applied=result.applied, samples=samples, diagnostics=result.diagnostics)
-            counts[status] += 1
-            if progress:
-                note = error or ("invalid: verification failed" if samples and not all(
-                    s.valid for s in samples) else "")
-                progress.finished(row, status, note)
+        with HostKnobs(spec.host_knobs, journal_path()):
+            _run_trials(store, cid, spec, envs, todo, planned, bindir, progress, counts)
     finally:
         for env in envs.values():
             env.close()
-        knobs.restore()
     if not store.unfinished(cid):
         store.set_campaign_status(cid, "finished")
     return counts
+
+
+def _run_trials(store, cid, spec, envs, todo, planned, bindir, progress, counts) -> None:
+    """The trial loop of :func:`execute` (environments and host knobs are managed there)."""
+    bspecs = {(b.name, b.key): b for b in spec.benchmarks}
+    fingerprinted: set[str] = set()
+    current: Environment | None = None
+    for row in todo:
+        env = envs[row.environment]
+        if current is not None and current is not env:
+            current.pause()
+        current = env
+        if planned[row.seq].fresh:
+            env.new_session()
+        bench = benchmarks.get(row.benchmark)
+        params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
+        ctx = RunContext(bindir, env_cpus(env))
+        if progress:
+            progress.trial(row)
+        store.mark_running(row.id)
+        result = env.run(bench.command(params, ctx), bench.environ(params, ctx),
+                         timeout=spec.timeout, key=f"{row.benchmark}[{row.params}]")
+        if env.name not in fingerprinted:
+            try:
+                store.set_fingerprint(cid, env.name, env.accel, env.fingerprint())
+                fingerprinted.add(env.name)
+            except EnvError:
+                pass
+        status, samples, error = outcome(bench, params, result)
+        store.finish_trial(
+            row.id, status, returncode=result.returncode, timed_out=result.timed_out,
+            error=error, stdout=result.stdout, stderr=result.stderr, started=result.started,
+            ended=result.started + result.elapsed, session_index=result.session_index,
+            applied=result.applied, samples=samples, diagnostics=result.diagnostics)
+        counts[status] += 1
+        if progress:
+            note = error or ("invalid: verification failed" if samples and not all(
+                s.valid for s in samples) else "")
+            progress.finished(row, status, note)
 
 
 def reparse(store: Store, cid: str) -> int:
@@ -222,9 +224,3 @@ def reparse(store: Store, cid: str) -> int:
         n += 1
     return n
 
-
-def spec_json(spec: CampaignSpec) -> str:
-    return json.dumps(spec.model_dump(), indent=2)
-
-
-ProgressFactory = Callable[[], Progress]
