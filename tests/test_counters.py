@@ -43,3 +43,14 @@ def test_native_trial_records_rusage_and_perf_or_why_not(kernels_built):
         assert perf["counts"]["instructions"] > 0 and perf["cpi"] > 0
     else:
         assert perf == {"unavailable": why}
+
+
+def test_kvm_exit_counters_from_a_debugfs_tree(tmp_path):
+    vm = tmp_path / "4242-17"
+    vm.mkdir()
+    (vm / "exits").write_text("1200\n")
+    (vm / "io_exits").write_text("30\n")
+    (tmp_path / "999-3").mkdir()
+    assert counters.kvm_exits(4242, str(tmp_path)) == {"exits": 1200, "io_exits": 30}
+    assert counters.kvm_exits(1, str(tmp_path)) is None
+    assert counters.kvm_exits(4242, str(tmp_path / "missing")) is None

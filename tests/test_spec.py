@@ -93,3 +93,8 @@ def test_custom_benchmark_may_not_shadow_a_builtin(tmp_path):
                  "benchmarks: [stream]\nenvironments: [native]\n")
     with pytest.raises(SpecError, match="clashes with a built-in"):
         spec.from_file(f)
+
+
+def test_strict_placement_flag_applies_to_every_vm_unless_set():
+    s = spec.from_cli(["noise"], ["native", "vm", "vm:strict=0,name=lax"], strict_placement=True)
+    assert [e.options.get("strict") for e in s.environments] == [None, 1, 0]

@@ -113,6 +113,7 @@ def cmd_compare(args, spec=None) -> int:
     else:
         if spec is None:
             spec = specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
+                                    strict_placement=args.strict_placement,
                                     repeats=args.repeats, warmup=args.warmup,
                                     baseline=args.baseline, timeout=args.timeout, order=args.order,
                                     protocol=args.protocol, session_trials=args.session_trials,
@@ -338,6 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "cold-warm = a boot per benchmark block, first trial cold, later warm")
     c.add_argument("--session-trials", type=int, metavar="N",
                    help="cold-warm: trials per benchmark in each session (default 3)")
+    c.add_argument("--strict-placement", action="store_true",
+                   help="fail a VM trial whose placement does not read back as planned "
+                        "(default: a warning in the report)")
     c.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                    help="change a host setting for this campaign only, restored afterwards "
                         "(thp, thp_defrag, numa_balancing, hugepages_2m, hugepages_1g, governor)")

@@ -209,10 +209,11 @@ def _errors(exc: ValidationError, where: str) -> SpecError:
 
 
 def from_cli(bench_items: list[str], env_items: list[str], host_knobs: list[str] | None = None,
-             **protocol: Any) -> CampaignSpec:
-    """Build a spec from ``-b``/``-e`` strings, ``--host-knob NAME=VALUE`` strings and
-    protocol flags (repeats, warmup, baseline, timeout, order, protocol, session_trials; None
-    values are left at their defaults).  Raises SpecError."""
+             strict_placement: bool = False, **protocol: Any) -> CampaignSpec:
+    """Build a spec from ``-b``/``-e`` strings, ``--host-knob NAME=VALUE`` strings,
+    ``--strict-placement`` (sets ``strict=1`` on every VM that does not set it) and protocol
+    flags (repeats, warmup, baseline, timeout, order, protocol, session_trials; None values
+    are left at their defaults).  Raises SpecError."""
     from vhpc.environments.knobs import KnobError, parse_knob
 
     taken: list[str] = []
@@ -224,6 +225,10 @@ def from_cli(bench_items: list[str], env_items: list[str], host_knobs: list[str]
             "environments": [_env(*parse_item(e), taken) for e in env_items],
             **{k: v for k, v in protocol.items() if v is not None},
         }
+        if strict_placement:
+            for e in data["environments"]:
+                if e["kind"] == "vm":
+                    e["options"].setdefault("strict", 1)
         return CampaignSpec.model_validate(data)
     except ValidationError as exc:
         raise _errors(exc, "command line") from None

@@ -114,3 +114,28 @@ def children_usage() -> dict[str, float]:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"user_s": ru.ru_utime, "sys_s": ru.ru_stime, "minflt": ru.ru_minflt,
             "majflt": ru.ru_majflt, "nvcsw": ru.ru_nvcsw, "nivcsw": ru.ru_nivcsw}
+
+
+KVM_STATS = ("exits", "io_exits", "mmio_exits", "halt_exits", "irq_exits", "pf_taken",
+             "pf_guest", "tlb_flush", "halt_successful_poll")
+
+
+def kvm_exits(pid: int, debugfs: str = "/sys/kernel/debug/kvm") -> dict[str, int] | None:
+    """KVM's per-VM counters for the VM of QEMU process ``pid`` (debugfs directory
+    ``<pid>-<fd>``, Documentation/virt/kvm/api.rst "KVM statistics"): exits, io_exits,
+    mmio_exits, halt_exits, ...  None when debugfs is not mounted or the VM is not a KVM VM."""
+    base = Path(debugfs)
+    try:
+        dirs = [d for d in base.iterdir() if d.name.startswith(f"{pid}-")]
+    except OSError:
+        return None
+    if not dirs:
+        return None
+    out: dict[str, int] = {}
+    for name in KVM_STATS:
+        f = dirs[0] / name
+        try:
+            out[name] = int(f.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out or None

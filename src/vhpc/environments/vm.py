@@ -323,8 +323,9 @@ class VmEnvironment(Environment):
                 "memory_node_mib_before": before["node_mib"],
                 "memory_node_mib_after": after["node_mib"],
                 "perf": perf_counts,
-                "kvm_exits": {"unavailable": "KVM exit counters need debugfs "
-                              "(/sys/kernel/debug/kvm) and a KVM guest"},
+                "kvm_exits": counters.delta(before["kvm"], after["kvm"]) or {
+                    "unavailable": "KVM exit counters need a KVM guest and debugfs mounted "
+                                   "(/sys/kernel/debug/kvm)"},
             },
         )
 
@@ -361,7 +362,8 @@ class VmEnvironment(Environment):
         return result
 
     def _probe_state(self) -> dict[str, Any]:
-        """Guest /proc/vmstat, QEMU's fault counts and memory per host node, right now."""
+        """Guest /proc/vmstat, QEMU's fault counts, memory per host node and (KVM) exit
+        counters, right now."""
         vmstat = None
         try:
             reply = self.guest.request("read", 30.0, path="/proc/vmstat")
@@ -371,4 +373,5 @@ class VmEnvironment(Environment):
             pass
         maps = read_numa_maps(self.guest.pid)
         return {"vmstat": vmstat, "qemu_faults": counters.process_faults(self.guest.pid),
-                "node_mib": maps["node_mib"] if maps else None}
+                "node_mib": maps["node_mib"] if maps else None,
+                "kvm": counters.kvm_exits(self.guest.pid) if self.accel == "kvm" else None}
