@@ -152,3 +152,9 @@ def test_docs_benchmarks_md_matches_the_code():
     doc = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
     assert doc.read_text() == render_markdown(list(REGISTRY.values())), \
         "docs/benchmarks.md is stale: run 'vhpc list benchmarks --markdown > docs/benchmarks.md'"
+
+
+def test_a_missing_guest_kernel_is_a_one_line_error_before_anything_runs(tmp_path):
+    r = vhpc("compare", "-b", "noise", "-e", "native", "-e", "vm:kernel=/boot/nope", "--out", str(tmp_path))
+    assert r.returncode == 2 and "guest kernel /boot/nope does not exist" in r.stderr
+    assert not (tmp_path / "vhpc.db").exists() or "trials" not in r.stdout

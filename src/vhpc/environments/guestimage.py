@@ -65,6 +65,8 @@ def find_kernel(path: str | os.PathLike | None = None) -> GuestKernel:
         modules = Path("/lib/modules") / release
         if image.is_file() and (modules / "modules.dep").is_file():
             return GuestKernel(image, release, modules)
+    if path and not Path(path).is_file():
+        raise GuestImageError(f"guest kernel {path} does not exist: pass a /boot/vmlinuz-<release>")
     if path:
         raise GuestImageError(
             f"guest kernel {path} has no /lib/modules/<release>/modules.dep: "

@@ -25,6 +25,7 @@ the next trial boots a fresh session.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -36,7 +37,7 @@ from vhpc import topology as topology_room
 from vhpc.environments import counters, guestimage, hostinfo
 from vhpc.environments.base import EnvError, Environment, RunResult, now
 from vhpc.environments.numa import guest_nodes, read_numa_maps
-from vhpc.environments.qemu import Guest, GuestConfig, probe_kvm
+from vhpc.environments.qemu import QEMU, Guest, GuestConfig, probe_kvm
 
 #: Seconds the host waits beyond a trial's own timeout before declaring the guest hung.
 HANG_GRACE = 30.0
@@ -163,6 +164,12 @@ class VmEnvironment(Environment):
             raise ValueError(f"accel={accel!r}: use auto, kvm or tcg")
         if pin is not None and policy is not None:
             raise ValueError("give either pin= or policy=, not both")
+        if shutil.which(QEMU) is None:
+            raise ValueError(f"{QEMU} is not installed: apt-get install qemu-system-x86")
+        try:
+            guestimage.find_kernel(kernel)
+        except guestimage.GuestImageError as exc:
+            raise ValueError(str(exc)) from None
         host_cpus = sorted(os.sched_getaffinity(0))
         policy = policy or policy_for_pin(pin or "auto", vcpus, host_cpus)
         topo = topo or topology_room.load(None)
