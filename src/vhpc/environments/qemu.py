@@ -62,14 +62,41 @@ def host_khz() -> int | None:
     return None
 
 
-def kernel_cmdline(probe: bool = False) -> str:
-    """The guest kernel command line (serial console, quiet, agent location)."""
+#: Directories the guest gets privately (tmpfs), hiding the host's content (guest/init.sh).
+GUEST_PRIVATE = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+
+
+def hidden_in_guest(path: Path) -> bool:
+    """True when ``path`` lies under a directory the guest replaces with its own tmpfs."""
+    p = Path(path).resolve()
+    return any(p == Path(d) or Path(d) in p.parents for d in GUEST_PRIVATE)
+
+
+def guest_shares() -> list[Path]:
+    """vhpc's own files that the guest must see but that its private /tmp etc. would hide
+    (e.g. a checkout in /tmp): the source tree and the Python environment, each exported
+    read-only over an extra virtio-9p device and mounted at the same path in the guest."""
+    import sys
+
+    import vhpc
+
+    out: list[Path] = []
+    for cand in (Path(vhpc.__file__).resolve().parents[2], Path(sys.prefix).resolve()):
+        if hidden_in_guest(cand) and " " not in str(cand):
+            if not any(cand == o or o in cand.parents for o in out):
+                out = [o for o in out if cand not in o.parents] + [cand]
+    return out
+
+
+def kernel_cmdline(probe: bool = False, shares: list[Path] | None = None) -> str:
+    """The guest kernel command line (serial console, quiet, extra shares for init)."""
     words = ["console=ttyS0", "quiet", "panic=-1", "mitigations=off"]
     khz = host_khz()
     if khz:
         words.append(f"tsc_early_khz={khz}")
     if probe:
         words.append("vhpc.probe=1")
+    words += [f"vhpc.share{i}={p}" for i, p in enumerate(shares or [])]
     return " ".join(words)
 
 
@@ -84,6 +111,7 @@ def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str
     vmlinux = guestimage.unpack_vmlinux(kernel)
     initrd = guestimage.build_initramfs(kernel)
     cpu = "host" if cfg.accel == "kvm" else "max"
+    shares = [] if probe else guest_shares()
     argv = [
         shutil.which(QEMU) or QEMU,
         "-name", "vhpc-guest,debug-threads=on",
@@ -91,7 +119,7 @@ def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str
         "-smp", str(cfg.vcpus),
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-kernel", str(vmlinux), "-initrd", str(initrd),
-        "-append", kernel_cmdline(probe),
+        "-append", kernel_cmdline(probe, shares),
     ]
     argv += ["-m", f"{cfg.memory_mib}M"]  # with -numa memdev= backends this is their total
     if probe:
@@ -106,6 +134,10 @@ def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str
         "-device", "virtserialport,chardev=agent,name=vhpc.agent",
         "-qmp", f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
     ]
+    for i, path in enumerate(shares):
+        argv += ["-fsdev", f"local,id=share{i},path={path},security_model=none,readonly=on,"
+                           "multidevs=remap",
+                 "-device", f"virtio-9p-pci,fsdev=share{i},mount_tag=share{i}"]
     return argv + list(cfg.extra_args)
 
 

@@ -33,6 +33,14 @@ mount -t devtmpfs dev /newroot/dev
 mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts
+# vhpc's own files when they live under a directory the guest gets privately (vhpc.shareN=PATH)
+for i in 0 1 2 3; do
+    p=$(arg vhpc.share$i)
+    [ -n "$p" ] || continue
+    mkdir -p "/newroot$p"
+    mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose "share$i" "/newroot$p" \
+        || echo "vhpc-init: cannot mount share$i at $p"
+done
 echo "VHPC-INIT-DONE uptime $(cut -d" " -f1 /proc/uptime)"
 cp /vhpc-agent /newroot/run/vhpc-agent
 exec switch_root /newroot /run/vhpc-agent
