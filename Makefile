@@ -10,10 +10,12 @@ OUT    ?= vhpc-results
 
 # Debian packages vhpc needs (QEMU, topology and NUMA tools, MPI and compilers for the kernels,
 # perf for counters, busybox+cpio for the guest initramfs, chromium for the report browser test,
-# hpcc + OpenBLAS/LAPACKE for the standard suite, libvirt-clients to validate generated XML).
+# hpcc + OpenBLAS/LAPACKE for the standard suite, libvirt-clients to validate generated XML,
+# MPICH beside Open MPI for mpi=mpich: Debian gives it a lower alternatives priority, so the
+# default mpicc/mpirun stay Open MPI's).
 APT_PACKAGES := qemu-system-x86 hwloc numactl libnuma-dev openmpi-bin libopenmpi-dev \
 	build-essential linux-perf python3-venv busybox-static cpio chromium \
-	hpcc libopenblas-dev liblapacke-dev libvirt-clients libxml2-utils
+	hpcc libopenblas-dev liblapacke-dev libvirt-clients libxml2-utils mpich libmpich-dev
 
 .PHONY: all deps venv kernels demo test clean help
 

@@ -34,3 +34,28 @@ def test_every_quick_benchmark_parses_its_own_kernel(kernels_built):
         samples = run(name, overrides, kernels_built)
         assert {s.metric for s in samples} == {m.name for m in get(name).metrics} - {"file_us"}
         assert all(s.valid for s in samples), name
+
+
+def test_mpich_builds_and_runs_the_mpi_kernels(tmp_path):
+    import shutil
+
+    import pytest
+
+    from vhpc import campaign, spec
+    from vhpc.store import Store
+
+    if shutil.which("mpicc.mpich") is None:
+        pytest.skip("MPICH is not installed (make test installs it)")
+    s = spec.from_cli(["pingpong:iters=20,mpi=mpich", "osu-latency:sizes=8,iters=20,mpi=mpich",
+                       "npb-cg:class=S,variant=mpi,mpi=mpich", "pingpong:iters=20"],
+                      ["native"], repeats=1, warmup=0)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, s)
+    assert campaign.execute(store, cid) == {"done": 4, "failed": 0}
+    assert all(o.valid for o in store.observations(cid))
+    dirs = campaign.kernel_dirs(s)
+    assert set(dirs) == {"openmpi", "mpich"} and dirs["mpich"].name.endswith("-mpich")
+    import subprocess
+    linked = subprocess.run(["ldd", str(dirs["mpich"] / "vhpc-pingpong")], capture_output=True,
+                            text=True).stdout
+    assert "libmpich" in linked and "libmpi.so.40" not in linked

@@ -1,12 +1,13 @@
 """Every benchmark vhpc ships, once, inside one real guest at its smallest size (one boot:
 TCG boots are slow).  Native runs of the same are covered by each suite's own tests."""
 
+import shutil
 import stat
 
 import pytest
 
 from vhpc.benchmarks import REGISTRY, get
-from vhpc.benchmarks.base import RunContext
+from vhpc.benchmarks.base import RunContext, ensure_kernels
 from vhpc.campaign import outcome
 from vhpc.environments.vm import VmEnvironment
 
@@ -34,8 +35,6 @@ SMALLEST = {
 @pytest.fixture
 def shared_dir():
     """A scratch directory the guest can see (the guest's /tmp is its own, not the host's)."""
-    import shutil
-
     from vhpc.environments.guestimage import cache_dir
 
     d = cache_dir() / "test-npb-external"
@@ -51,14 +50,18 @@ def test_every_benchmark_runs_verified_in_one_guest(kernels_built, shared_dir, n
     cases = [(name, dict(p)) for name, p in SMALLEST.items()]
     cases += [(n, {"class": "S", "variant": "mpi"}) for n in SMALLEST if n.startswith("npb-")]
     cases.append(("npb-external", {"binary": str(exe), "class": "S", "threads": 2}))
+    if shutil.which("mpicc.mpich"):
+        cases.append(("pingpong", {"iters": 20, "mpi": "mpich"}))
     covered = {name for name, _ in cases}
     assert covered == {n for n, b in REGISTRY.items() if type(b).__name__ != "CommandBenchmark"}
     failures = []
     with VmEnvironment("vm", vcpus=2, memory=1024) as vm:
-        ctx = RunContext(kernels_built, vm.vcpus)
         for name, overrides in cases:
             bench = get(name)
             params = bench.resolve(overrides)
+            mpi = params.get("mpi", "openmpi")
+            bindir = kernels_built if mpi == "openmpi" else ensure_kernels([bench.binary], mpi)
+            ctx = RunContext(bindir, vm.vcpus)
             r = vm.run(bench.command(params, ctx), bench.environ(params, ctx), timeout=300)
             status, samples, error = outcome(bench, params, r)
             if status != "done" or not samples or not all(s.valid for s in samples):

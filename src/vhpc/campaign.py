@@ -151,14 +151,13 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     planned = {t.seq: t for t in plan(spec)}
     todo = store.unfinished(cid)
     all_trials = len(store.trials(cid))
-    binaries = sorted({getattr(benchmarks.get(b.name), "binary", "") for b in spec.benchmarks} - {""})
-    bindir = ensure_kernels(binaries) if binaries and todo else None
+    bindirs = kernel_dirs(spec) if todo else {}
     counts = {DONE: 0, FAILED: 0}
     if progress:
         progress.start(all_trials, all_trials - len(todo))
     try:
         with HostKnobs(spec.host_knobs, journal_path()):
-            _run_trials(store, cid, spec, envs, todo, planned, bindir, progress, counts)
+            _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts)
     finally:
         for env in envs.values():
             env.close()
@@ -167,7 +166,18 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     return counts
 
 
-def _run_trials(store, cid, spec, envs, todo, planned, bindir, progress, counts) -> None:
+def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
+    """Kernel binary directory per MPI implementation the campaign uses (built if needed,
+    before any trial runs).  Raises BenchmarkError when a build fails."""
+    need: dict[str, set[str]] = {}
+    for b in spec.benchmarks:
+        binary = getattr(benchmarks.get(b.name), "binary", "")
+        if binary:
+            need.setdefault(str(b.params.get("mpi", "openmpi")), set()).add(binary)
+    return {impl: ensure_kernels(sorted(bins), impl) for impl, bins in need.items()}
+
+
+def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts) -> None:
     """The trial loop of :func:`execute` (environments and host knobs are managed there)."""
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
     fingerprinted: set[str] = set()
@@ -181,7 +191,7 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindir, progress, counts)
             env.new_session()
         bench = benchmarks.get(row.benchmark)
         params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
-        ctx = RunContext(bindir, env_cpus(env))
+        ctx = RunContext(bindirs.get(str(params.get("mpi", "openmpi"))), env_cpus(env))
         if progress:
             progress.trial(row)
         store.mark_running(row.id)

@@ -67,13 +67,36 @@ class RunContext:
     ncpus: int
 
 
-def mpirun(nprocs: int) -> list[str]:
-    """Open MPI launcher prefix for ``nprocs`` ranks on the local machine (native or guest).
+#: MPI implementations vhpc builds and launches its kernels with (Debian's packages install
+#: both side by side: ``mpicc.openmpi``/``mpirun.openmpi`` and ``mpicc.mpich``/``mpirun.mpich``).
+MPI_IMPLS = ("openmpi", "mpich")
 
-    ``--allow-run-as-root`` because vhpc typically runs as root in VMs and on test hosts;
-    ``--oversubscribe`` so a 2-rank benchmark also runs on a 1-CPU guest (mpirun(1)).
+#: The ``mpi`` parameter of every MPI benchmark vhpc builds itself.
+MPI_PARAM_HELP = "MPI implementation the kernel is built and launched with"
+
+
+def _tool(impl: str, name: str) -> str:
+    """``mpirun.openmpi`` etc. where Debian's suffixed names exist, else the plain name (Open
+    MPI only: another implementation must be installed with its suffix)."""
+    suffixed = f"{name}.{impl}"
+    if shutil.which(suffixed) or impl != "openmpi":
+        return suffixed
+    return name
+
+
+def mpirun(nprocs: int, impl: str = "openmpi") -> list[str]:
+    """Launcher prefix for ``nprocs`` ranks on the local machine (native or guest).
+
+    Open MPI (mpirun(1)): ``--allow-run-as-root`` because vhpc typically runs as root in VMs
+    and on test hosts, ``--oversubscribe`` so a 2-rank benchmark also runs on a 1-CPU guest.
+    MPICH (Hydra's mpiexec): needs neither.
     """
-    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs)]
+    if impl == "mpich":
+        return [_tool("mpich", "mpirun"), "-np", str(nprocs)]
+    return [_tool("openmpi", "mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs)]
+
+
+MPI_PARAM = Param("mpi", "openmpi", str, MPI_PARAM_HELP, choices=MPI_IMPLS)
 
 
 class Benchmark:
@@ -152,31 +175,41 @@ def result_value(bench: str, pairs: Mapping[str, str], key: str) -> float:
         raise ParseError(f"{bench}: {key}={pairs[key]!r} is not a number") from None
 
 
-def kernel_dir() -> Path:
-    """Directory of vhpc's compiled kernels: ``$VHPC_KERNELS`` or ``<repo>/kernels/build``."""
+def kernel_dir(mpi: str = "openmpi") -> Path:
+    """Directory of vhpc's compiled kernels: ``$VHPC_KERNELS`` or ``<repo>/kernels/build``;
+    the MPICH build goes to the same path with ``-mpich`` appended."""
     env = os.environ.get("VHPC_KERNELS")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[3] / "kernels" / "build"
+    base = Path(env) if env else Path(__file__).resolve().parents[3] / "kernels" / "build"
+    return base if mpi == "openmpi" else base.with_name(f"{base.name}-{mpi}")
 
 
-def ensure_kernels(binaries: list[str]) -> Path:
-    """Return the kernel directory, building the kernels with make if a binary is missing.
+def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
+    """Return the kernel directory for MPI implementation ``mpi``, building the kernels with
+    make (``MPICC=mpicc.<impl>``) if a binary is missing.
 
     Raises BenchmarkError when they cannot be built (says which packages to install).
     """
-    bindir = kernel_dir()
+    bindir = kernel_dir(mpi)
     if all((bindir / b).exists() for b in binaries):
         return bindir
-    src = bindir.parent
+    src = Path(__file__).resolve().parents[3] / "kernels"
     if not (src / "Makefile").exists() or shutil.which("make") is None:
         raise BenchmarkError(f"kernel binaries missing in {bindir}: run 'make kernels' in the vhpc "
                              "source tree (or set VHPC_KERNELS)")
-    out = subprocess.run(["make", "-C", str(src), f"BUILD={bindir}"], capture_output=True, text=True)
+    mpicc = _tool(mpi, "mpicc")
+    if shutil.which(mpicc) is None:
+        pkgs = "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
+        raise BenchmarkError(f"mpi={mpi} needs {mpicc}: apt-get install {pkgs}")
+    out = subprocess.run(["make", "-C", str(src), f"BUILD={bindir}", f"MPICC={mpicc}"],
+                         capture_output=True, text=True)
     if out.returncode != 0:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:]
         raise BenchmarkError(f"building the kernels failed ({' '.join(tail)}): install "
                              "build-essential, libopenmpi-dev and openmpi-bin")
+    missing = [b for b in binaries if not (bindir / b).exists()]
+    if missing:
+        raise BenchmarkError(f"building the kernels did not produce {', '.join(missing)} "
+                             f"(see 'make -C {src} BUILD={bindir} MPICC={mpicc}')")
     return bindir
 
 
@@ -214,7 +247,8 @@ class KernelBenchmark(Benchmark):
             if value != "":  # an empty string parameter means "option not given"
                 argv += [flag, str(value)]
         if self.mpi_ranks:
-            argv = mpirun(self.value(params, self.mpi_ranks, ctx)) + argv
+            argv = mpirun(self.value(params, self.mpi_ranks, ctx),
+                          params.get("mpi", "openmpi")) + argv
         return argv
 
     def environ(self, params, ctx):

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from vhpc.benchmarks.base import Benchmark, BenchmarkError, Param, ParseError, mpirun, \
+from vhpc.benchmarks.base import MPI_PARAM, Benchmark, BenchmarkError, Param, ParseError, mpirun, \
     parse_result_line, result_value
 from vhpc.model import Metric, Sample
 
@@ -64,6 +64,7 @@ PARAMS: tuple[Param, ...] = (
           "mpi: threads per rank, default 1)", minimum=1),
     Param("ranks", None, int, "MPI ranks for variant=mpi, a power of two (default: the largest "
           "power of two not above the environment's CPU count)", minimum=1),
+    MPI_PARAM,
 )
 
 METRICS: tuple[Metric, ...] = (
@@ -117,7 +118,7 @@ class NpbBenchmark(Benchmark):
         var = params.get("variant", "omp")
         argv = [str(ctx.bindir / BINARIES[var]), "-k", self.kernel, "-c", params.get("class", "S")]
         if var == "mpi":
-            argv = mpirun(self.nranks(params, ctx.ncpus)) + argv
+            argv = mpirun(self.nranks(params, ctx.ncpus), params.get("mpi", "openmpi")) + argv
         return argv
 
     def environ(self, params, ctx):

@@ -27,7 +27,7 @@ import os
 import re
 from typing import Any, Mapping
 
-from vhpc.benchmarks.base import Benchmark, BenchmarkError, Param, ParseError, mpirun
+from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Param, ParseError, mpirun
 from vhpc.model import Metric, Sample
 
 KERNELS = ("bt", "sp", "lu", "cg", "ep", "ft", "is", "mg", "ua", "dt")
@@ -76,6 +76,8 @@ class NpbExternal(Benchmark):
         Param("launcher", "omp", str, "how to start it", choices=("omp", "mpi", "serial")),
         Param("ranks", None, int, "MPI ranks (launcher=mpi; default: all CPUs)", minimum=1),
         Param("threads", None, int, "OpenMP threads (launcher=omp; default: all CPUs)", minimum=1),
+        Param("mpi", "openmpi", str, "launcher=mpi: the MPI your NPB was built with",
+              choices=MPI_IMPLS),
     )
     metrics = (
         Metric("time", "s", False, "NPB's timed section"),
@@ -99,7 +101,7 @@ class NpbExternal(Benchmark):
     def command(self, params, ctx):
         argv = [self.path(params)]
         if params["launcher"] == "mpi":
-            return mpirun(params["ranks"] or ctx.ncpus) + argv
+            return mpirun(params["ranks"] or ctx.ncpus, params["mpi"]) + argv
         return argv
 
     def environ(self, params, ctx):

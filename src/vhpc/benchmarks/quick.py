@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from vhpc.benchmarks.base import KernelBenchmark, Param
+from vhpc.benchmarks.base import MPI_PARAM, KernelBenchmark, Param
 from vhpc.model import Metric
 
 THREADS = Param("threads", None, int, "OpenMP threads (default: all CPUs of the environment)", minimum=1)
@@ -59,6 +59,7 @@ PINGPONG = KernelBenchmark(
         Param("bw_size", 1 << 20, int, "bandwidth message size in bytes", minimum=1),
         Param("iters", 1000, int, "latency iterations", minimum=1),
         Param("ranks", 2, int, "MPI ranks (must be 2)", choices=(2,)),
+        MPI_PARAM,
     ),
     flags={"lat_size": "-s", "bw_size": "-S", "iters": "-i"},
     mpi_ranks="ranks",

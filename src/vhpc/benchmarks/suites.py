@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from vhpc.benchmarks.base import (Benchmark, BenchmarkError, KernelBenchmark, Param, ParseError,
+from vhpc.benchmarks.base import (MPI_PARAM, Benchmark, BenchmarkError, KernelBenchmark, Param,
+                                  ParseError,
                                   mpirun, parse_result_line, result_value)
 from vhpc.model import Metric, Sample
 
@@ -309,7 +310,7 @@ class OsuBenchmark(Benchmark):
             argv += ["-s", ",".join(map(str, self.sizes(params)))]
         if "window" in params:
             argv += ["-W", str(params["window"]), "-T", str(params["tests"])]
-        return mpirun(self.nranks(params)) + argv
+        return mpirun(self.nranks(params), params.get("mpi", "openmpi")) + argv
 
     def parse(self, params, stdout, stderr, returncode):
         pairs = parse_result_line(stdout)
@@ -335,6 +336,7 @@ def _osu_params(max_size: int, iters: int, iters_large: int) -> tuple[Param, ...
         Param("sizes", "", size_list, "explicit sizes in bytes, e.g. 8,1024 (overrides max_size)"),
         Param("iters", iters, int, "timed iterations for sizes <= 8 KiB", minimum=1),
         Param("iters_large", iters_large, int, "timed iterations for sizes > 8 KiB", minimum=1),
+        MPI_PARAM,
     )
 
 
@@ -466,6 +468,7 @@ HPCCG = KernelBenchmark(
         Param("tol", 1e-6, float, "relative residual to reach", minimum=0.0),
         Param("ranks", 2, int, "MPI ranks", minimum=1),
         Param("threads", 1, int, "OpenMP threads per rank", minimum=1),
+        MPI_PARAM,
     ),
     flags={"nx": "-x", "ny": "-y", "nz": "-z", "max_iter": "-i", "tol": "-t"},
     mpi_ranks="ranks",
