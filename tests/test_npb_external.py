@@ -50,7 +50,9 @@ def test_path_from_npb_naming_convention_and_launchers():
     ctx = RunContext(None, 2)
     p = b.resolve({"dir": "/opt/NPB/bin", "kernel": "cg", "class": "c", "launcher": "mpi"})
     assert b.command(p, ctx)[-1] == "/opt/NPB/bin/cg.C.x"
-    assert b.command(p, ctx)[:5] == ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+    argv = b.command(p, ctx)
+    assert argv[0] in ("mpirun", "mpirun.openmpi") and argv[1:5] == [
+        "--allow-run-as-root", "--oversubscribe", "-np", "2"]
     q = b.resolve({"binary": "/opt/NPB/bin/ep.A.x", "threads": 3})
     assert b.command(q, ctx) == ["/opt/NPB/bin/ep.A.x"] and b.environ(q, ctx) == {"OMP_NUM_THREADS": "3"}
     with pytest.raises(BenchmarkError, match="give binary=PATH"):

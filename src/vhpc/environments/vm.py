@@ -44,7 +44,8 @@ HANG_GRACE = 30.0
 
 
 def parse_cpu_list(text: str) -> list[int]:
-    """``"0-2,5"`` → ``[0, 1, 2, 5]`` (the kernel's cpulist format, cpuset(7)).
+    """``"0-2,5"`` → ``[0, 1, 2, 5]`` (the kernel's cpulist format, cpuset(7)), in the order
+    given (``pin=1,0`` means vCPU 0 on CPU 1; topology.parse_list sorts instead).
     Raises ValueError on malformed text."""
     cpus: list[int] = []
     for part in text.replace(";", ",").split(","):
