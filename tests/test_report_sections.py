@@ -46,3 +46,23 @@ def test_memory_profile_section_only_for_local_remote_campaigns():
     html = str(diagnostics.memory_profile_section([
         trial("local", started=0, ended=2.0), trial("remote", started=0, ended=3.0)]))
     assert "1.500" in html and "CPI was unavailable" in html
+
+
+def test_message_size_sweeps_draw_one_figure_per_quantity():
+    from vhpc import analysis
+    from vhpc.model import Observation
+    from vhpc.report.figures import size_sweeps
+
+    obs = [Observation(env, "osu-latency", "", f"lat_{size}", "us", False, base * (1 + size / 64) + i,
+                       True, False, i)
+           for env, base in (("native", 1.0), ("vm", 5.0)) for size in (0, 8, 64, 1024)
+           for i in range(3)]
+    obs += [Observation(env, "stream", "", "triad_bw", "GB/s", True, 10.0 + i, True, False, i)
+            for env in ("native", "vm") for i in range(3)]
+    res = analysis.analyse(obs, ENVS, "native")
+    figs = size_sweeps(res)
+    assert [t for t, _ in figs] == ["osu-latency: lat vs message size"]
+    svg = figs[0][1]
+    assert svg.lstrip().startswith("<") and "svg" in svg[:400]
+    assert diagnostics.size_sweep_section(res) is not None
+    assert size_sweeps(analysis.analyse(obs[-6:], ENVS, "native")) == []

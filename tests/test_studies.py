@@ -46,3 +46,25 @@ def test_single_node_hosts_get_a_clear_message():
 def test_cold_warm_study_uses_the_cold_warm_protocol():
     s = studies.build("cold-warm", topology.load(OPTERON), [])
     assert s.protocol == "cold-warm" and s.warmup == 0
+
+
+def test_message_size_and_collective_studies_use_the_mpi_benchmarks():
+    two = topology.load("pack:1 numa:1 core:2 pu:1")
+    p2p = studies.build("mpi-p2p", two, [])
+    assert [b.name for b in p2p.benchmarks] == ["osu-latency", "osu-bw", "osu-bibw", "osu-multi-lat"]
+    coll = studies.build("collectives", topology.load("pack:1 numa:1 core:4 pu:1"), [])
+    assert {(b.params["op"], b.params["ranks"]) for b in coll.benchmarks} == {
+        (op, r) for op in ("barrier", "allreduce", "bcast", "alltoall") for r in (2, 4)}
+    assert coll.environments[1].options == {"vcpus": 4}
+
+
+def test_paging_study_compares_4k_and_2m_backed_guests_and_passes_host_knobs():
+    s = studies.build("paging", topology.load(OPTERON), [], host_knobs=["hugepages_2m=1024"])
+    assert [(e.name, e.options.get("backing")) for e in s.environments] == [
+        ("native", None), ("vm-4k", "4k"), ("vm-2m", "2m")]
+    assert s.host_knobs == {"hugepages_2m": "1024"}
+
+
+def test_every_study_builds_on_a_multi_socket_host():
+    for name in studies.STUDIES:
+        assert studies.build(name, topology.load("pack:2 numa:1 l3:1 core:2 pu:1"), []).benchmarks

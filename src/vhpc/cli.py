@@ -89,7 +89,7 @@ def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=Fals
     from vhpc.report import diagnostics
 
     html_report.write_html(result, obs, html_path, meta,
-                           sections=diagnostics.sections(trials, envs))
+                           sections=diagnostics.sections(trials, envs, result))
     export.write_csv(result, obs, Path(csv) if csv else folder / "samples.csv",
                      folder / "comparisons.csv")
     export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json")
@@ -153,6 +153,7 @@ def cmd_study(args) -> int:
             console.print(f"[bold]{name:16}[/] {what}")
         return 0
     spec = studies.build(args.name, topology.load(None), args.bench or [], in_vm=args.in_vm,
+                         host_knobs=args.host_knob,
                          **{k: v for k, v in (("repeats", args.repeats), ("warmup", args.warmup),
                                               ("timeout", args.timeout)) if v is not None})
     args.resume = None
@@ -366,11 +367,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("study", help="run a seed paper's experiment as a campaign "
                         "('vhpc study list' lists them)")
-    st.add_argument("name", help="socket-span, cold-warm, vcpu-mapping, memory-profile, or list")
+    st.add_argument("name", help="a study name ('vhpc study list' shows them)")
     st.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]")
     st.add_argument("--repeats", type=int)
     st.add_argument("--warmup", type=int)
     st.add_argument("--timeout", type=float)
+    st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
+                    help="as for compare, e.g. hugepages_2m=1024 for the paging study")
     st.add_argument("--in-vm", action="store_true",
                     help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
     campaign_flags(st)

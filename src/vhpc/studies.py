@@ -9,6 +9,11 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``cold-warm`` | 000 Fig. 4-6 | native and a VM, ``cold-warm`` protocol |
 | ``vcpu-mapping`` | 003 Fig. 4 | VMs with vCPUs on 1, 2, 4 NUMA nodes (``nodes:LIST``) |
 | ``memory-profile`` | 003 Fig. 3 | memory local vs remote (numactl), natively or in a guest with 2 virtual nodes |
+| ``mpi-p2p`` | 001 Fig. 1-4, 004 Fig. 1 | native and a VM: latency, uni-/bidirectional bandwidth vs message size, multi-pair latency |
+| ``collectives`` | 004 Fig. 2-5 | native and a VM: Barrier, Allreduce, Bcast, Alltoall latency vs size, 2..N ranks |
+| ``linpack`` | 001 Fig. 5 | native and a VM: LU factor / solve / total time and Mflops, serial |
+| ``paging`` | 004 Fig. 12-13 | VMs backed by 4 KiB vs 2 MiB pages (reserve them with ``--host-knob hugepages_2m=N``): HPL, STREAM, RandomAccess |
+| ``noise`` | 004 Sec. 6 | native and a VM: selfish-detour noise, longer runs |
 """
 
 from __future__ import annotations
@@ -23,6 +28,11 @@ STUDIES = {
     "cold-warm": "first trial after boot vs later ones (seed 000 Fig. 4-6)",
     "vcpu-mapping": "vCPUs on 1 / 2 / 4 NUMA nodes (seed 003 Fig. 4)",
     "memory-profile": "NUMA penalty CPI_remote/CPI_local vs MPKI (seed 003 Fig. 3)",
+    "mpi-p2p": "MPI latency / bandwidth vs message size, multi-pair latency (seed 001 Fig. 1-4)",
+    "collectives": "Barrier/Allreduce/Bcast/Alltoall vs size and ranks (seed 004 Fig. 2-5)",
+    "linpack": "LU factor / solve / total time and Mflops, serial (seed 001 Fig. 5)",
+    "paging": "4 KiB vs 2 MiB guest page backing: HPL, STREAM, RandomAccess (seed 004 Fig. 12-13)",
+    "noise": "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)",
 }
 
 
@@ -87,3 +97,31 @@ def _memory_profile(topo, benches, in_vm, protocol):
         envs = [f"native:name=local,nodes={a}", f"native:name=remote,nodes={a},membind={b}"]
     protocol.setdefault("baseline", "local")
     return from_cli(benches, envs, **protocol)
+
+
+def _mpi_p2p(topo, benches, in_vm, protocol):
+    return from_cli(benches or ["osu-latency:max_size=1048576", "osu-bw:max_size=1048576",
+                                "osu-bibw:max_size=1048576", "osu-multi-lat:max_size=1024"],
+                    ["native", "vm"], **protocol)
+
+
+def _collectives(topo, benches, in_vm, protocol):
+    ranks = sorted({2, max(2, len(topo.pu_ids))})
+    default = [f"osu-coll:op={op},ranks={r},max_size=65536" for op in
+               ("barrier", "allreduce", "bcast", "alltoall") for r in ranks]
+    vcpus = max(ranks)
+    return from_cli(benches or default, ["native", f"vm:vcpus={vcpus}"], **protocol)
+
+
+def _linpack(topo, benches, in_vm, protocol):
+    return from_cli(benches or ["linpack:n=1000,threads=1"], ["native", "vm"], **protocol)
+
+
+def _paging(topo, benches, in_vm, protocol):
+    return from_cli(benches or ["hpcc:n=1000", "stream", "randomaccess"],
+                    ["native", "vm:name=vm-4k,backing=4k", "vm:name=vm-2m,backing=2m"], **protocol)
+
+
+def _noise(topo, benches, in_vm, protocol):
+    protocol.setdefault("repeats", 10)
+    return from_cli(benches or ["noise:duration=5"], ["native", "vm"], **protocol)

@@ -199,10 +199,25 @@ def memory_profile_section(trials: Iterable[Any]) -> Markup | None:
                                      time_basis=any(r.basis == "time" for r in rows)))
 
 
-def sections(trials: list[Any], envs: Mapping[str, EnvInfo]) -> list[tuple[str, str, Markup]]:
+def size_sweep_section(analysis: Any) -> Markup | None:
+    """Latency / bandwidth vs message size figures (figures.size_sweeps), or None."""
+    from vhpc.report.figures import size_sweeps
+
+    figs = size_sweeps(analysis)
+    if not figs:
+        return None
+    body = "".join(f"<figure>{embed_figure(fig, f'sw{i}-', title)}</figure>"
+                   for i, (title, fig) in enumerate(figs))
+    return Markup("<p>Mean per message size, 95 % confidence intervals; log-log.</p>" + body)
+
+
+def sections(trials: list[Any], envs: Mapping[str, EnvInfo],
+             analysis: Any = None) -> list[tuple[str, str, Markup]]:
     """All extra report sections that have content, in report order."""
     out = []
     for anchor, title, body in (
+        ("message-size", "Latency and bandwidth vs message size",
+         size_sweep_section(analysis) if analysis is not None else None),
         ("placement", "Placement as applied", placement_section(trials, envs)),
         ("diagnostics", "Diagnostics and counters", diagnostics_section(trials)),
         ("memory-profile", "Memory profile", memory_profile_section(trials)),

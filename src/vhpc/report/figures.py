@@ -257,3 +257,51 @@ def cold_warm_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
             ax.set_title(f"{params_label(bench, params)}: {metric}")
             ax.legend(fontsize=7, loc="best")
     return render(fig, fmt)
+
+
+def size_sweeps(analysis: Analysis, fmt: str = "svg", min_points: int = 3) -> list[tuple[str, str | bytes]]:
+    """The seeds' "latency / bandwidth vs message size" figures (seed 001 Fig. 1-3, seed 004
+    Fig. 1-5): for metrics named ``<quantity>_<bytes>`` (the MPI benchmarks' ``lat_8``,
+    ``bw_avg_1048576``, ...), one line per environment of the mean against the message size
+    (log-log), with 95 % CI bars.  Returns ``[(title, figure)]``, one per (benchmark, params,
+    quantity) with at least ``min_points`` sizes."""
+    import re
+
+    series: dict[tuple[str, str, str], dict[str, list[tuple[int, object]]]] = {}
+    for s in analysis.summaries:
+        if s.group != "all" or s.mean is None:
+            continue
+        m = re.fullmatch(r"(.+)_(\d+)", s.metric)
+        if not m:
+            continue
+        key = (s.benchmark, s.params, m.group(1))
+        series.setdefault(key, {}).setdefault(s.environment, []).append((int(m.group(2)), s))
+    colors = _env_colors(analysis)
+    out = []
+    for (bench, params, quantity), by_env in sorted(series.items()):
+        if max(len(v) for v in by_env.values()) < min_points:
+            continue
+        fig = _new_figure(6.0, 3.8)
+        ax = fig.add_subplot()
+        unit = ""
+        for env in analysis.environment_order():
+            pts = sorted(by_env.get(env, []), key=lambda p: p[0])
+            if not pts:
+                continue
+            xs = [max(x, 1) for x, _ in pts]
+            ys = [s.mean for _, s in pts]
+            lo = [s.mean - s.ci_low if s.ci_low is not None else 0 for _, s in pts]
+            hi = [s.ci_high - s.mean if s.ci_high is not None else 0 for _, s in pts]
+            unit = pts[0][1].unit
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2, color=colors[env],
+                        label=env_header(analysis, env))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size [bytes] (0 B drawn at 1 B)")
+        ax.set_ylabel(f"{quantity} [{unit}]")
+        title = f"{params_label(bench, params)}: {quantity} vs message size"
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+        out.append((title, render(fig, fmt)))
+    return out
