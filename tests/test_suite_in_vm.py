@@ -15,7 +15,7 @@ pytestmark = pytest.mark.vm
 
 SMALLEST = {
     "stream": {"n": 20000, "ntimes": 3},
-    "randomaccess": {"table_log2": 16},
+    "randomaccess": {"table_log2": 18},
     "pingpong": {"iters": 20},
     "noise": {"duration": 0.1},
     "pagefault": {"mib": 2, "reps": 1},
