@@ -142,3 +142,47 @@ def test_cold_warm_plan_boots_per_benchmark_block():
     assert all(t.fresh for t in campaign.plan(cold))
     warm = spec.from_cli(["noise"], ["native", "vm"], repeats=2, warmup=0)
     assert not any(t.fresh for t in campaign.plan(warm))
+
+
+def _adaptive_spec(tmp_path, command, **kw):
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "custom:\n"
+        "  - name: probe\n"
+        f"    command: [sh, -c, '{command}']\n"
+        "    metrics: [{name: v, regex: 'v (\\d+)', unit: '1', higher_is_better: true}]\n"
+        "benchmarks: [probe]\nenvironments: [native]\nwarmup: 0\n"
+        + "".join(f"{k}: {v}\n" for k, v in kw.items()))
+    return spec.from_file(f)
+
+
+def test_adaptive_repeats_stop_when_precise(tmp_path):
+    s = _adaptive_spec(tmp_path, "echo v 100", repeats=3, target_ci=0.02, max_repeats=10)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, s)
+    campaign.execute(store, cid)
+    assert len(store.trials(cid)) == 3  # constant values: precise after the planned rounds
+
+
+def test_adaptive_repeats_add_rounds_up_to_the_maximum(tmp_path):
+    s = _adaptive_spec(tmp_path, "echo v $(od -An -N2 -tu2 /dev/urandom)", repeats=3,
+                       target_ci=0.001, max_repeats=6, order="fixed")
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, s)
+    campaign.execute(store, cid)
+    trials = store.trials(cid)
+    assert [t.round for t in trials] == [0, 1, 2, 3, 4, 5]
+    assert all(t.status == "done" for t in trials) and [t.seq for t in trials] == list(range(6))
+    assert campaign.imprecise(store.observations(cid), 0.001)  # still imprecise: stopped by the cap
+
+
+def test_imprecise_uses_the_relative_t_interval():
+    from vhpc.model import Observation
+
+    def o(v, i, env="a"):
+        return Observation(env, "b", "", "m", "s", False, v, True, False, i)
+    # mean 10, sd sqrt(4/3) = 1.155, n 4: half-width = t(0.975, 3) = 3.182 × 1.155 / 2
+    # = 1.837 → 18.4 % of the mean; a group with one sample is always imprecise
+    obs = [o(v, i) for i, v in enumerate([9.0, 11.0, 9.0, 11.0])] + [o(5.0, 9, env="b")]
+    assert set(campaign.imprecise(obs, 0.18)) == {("a", "b", "", "m"), ("b", "b", "", "m")}
+    assert campaign.imprecise(obs[:4], 0.19) == []

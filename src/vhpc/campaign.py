@@ -52,15 +52,17 @@ class PlannedTrial:
     fresh: bool = False
 
 
-def plan(spec: CampaignSpec) -> list[PlannedTrial]:
-    """Ordered trials for ``spec``: (warmup + repeats) rounds × environments × benchmarks.
+def plan(spec: CampaignSpec, rounds: int | None = None) -> list[PlannedTrial]:
+    """Ordered trials for ``spec``: ``rounds`` (default warmup + repeats) rounds ×
+    environments × benchmarks.  Deterministic, so the plan of n+1 rounds extends the plan of
+    n rounds (adaptive repeats append rounds this way).
 
     With ``order="alternate"`` odd rounds run the environments in reverse order.
     """
     names = [e.name for e in spec.environments]
     per_block = spec.session_trials if spec.protocol == "cold-warm" else 1
     out: list[PlannedTrial] = []
-    for r in range(spec.warmup + spec.repeats):
+    for r in range(spec.warmup + spec.repeats if rounds is None else rounds):
         order = names[::-1] if spec.order == "alternate" and r % 2 else names
         for env in order:
             for b in spec.benchmarks:
@@ -114,7 +116,7 @@ class Progress(Protocol):
 def create(store: Store, spec: CampaignSpec, command: str = "") -> str:
     """Store a new campaign with its planned trials; returns the campaign id."""
     cid = new_campaign_id()
-    trials = [{k: v for k, v in t.__dict__.items() if k != "fresh"} for t in plan(spec)]
+    trials = [t.__dict__ for t in plan(spec)]
     store.create_campaign(cid, spec.model_dump_json(), command, trials,
                           [{"name": e.name, "kind": e.kind} for e in spec.environments])
     return cid
@@ -148,16 +150,25 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     """
     spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
     envs = envs or {e.name: make_environment(e) for e in spec.environments}
-    planned = {t.seq: t for t in plan(spec)}
     todo = store.unfinished(cid)
     all_trials = len(store.trials(cid))
-    bindirs = kernel_dirs(spec) if todo else {}
+    bindirs = kernel_dirs(spec) if todo or spec.target_ci else {}
     counts = {DONE: 0, FAILED: 0}
     if progress:
         progress.start(all_trials, all_trials - len(todo))
     try:
         with HostKnobs(spec.host_knobs, journal_path()):
-            _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts)
+            while True:
+                rounds = max((t.round for t in store.trials(cid)), default=-1) + 1
+                planned = {t.seq: t for t in plan(spec, rounds)}
+                _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts)
+                if not spec.target_ci or rounds >= spec.warmup + spec.max_repeats:
+                    break
+                if not imprecise(store.observations(cid), spec.target_ci):
+                    break
+                todo = store.add_trials(cid, [t.__dict__ for t in plan(spec, rounds + 1)[len(planned):]])
+                if progress and hasattr(progress, "grow"):
+                    progress.grow(len(todo))
     finally:
         for env in envs.values():
             env.close()
@@ -175,6 +186,33 @@ def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
         if binary:
             need.setdefault(str(b.params.get("mpi", "openmpi")), set()).add(binary)
     return {impl: ensure_kernels(sorted(bins), impl) for impl, bins in need.items()}
+
+
+def imprecise(observations, target: float, confidence: float = 0.95) -> list[tuple]:
+    """Groups (environment, benchmark, params, metric) whose mean is not yet known to within
+    ``target`` (relative 95 % Student-t half-width, e.g. 0.02 = ±2 %); groups with fewer than
+    two valid measured samples count as imprecise.  Used to decide whether to run another
+    round (adaptive repeats instead of the seeds' fixed counts)."""
+    import math
+    import statistics
+
+    from scipy import stats
+
+    groups: dict[tuple, list[float]] = {}
+    for o in observations:
+        if not o.warmup and o.valid:
+            groups.setdefault((o.environment, o.benchmark, o.params, o.metric), []).append(o.value)
+    out = []
+    for key, values in groups.items():
+        n = len(values)
+        if n < 2:
+            out.append(key)
+            continue
+        mean = statistics.fmean(values)
+        half = stats.t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
+        if mean == 0 or half / abs(mean) > target:
+            out.append(key)
+    return out
 
 
 def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts) -> None:

@@ -48,6 +48,11 @@ class RichProgress:
         kind = "warm-up" if row.warmup else f"round {row.round}"
         self.bar.update(self.task, description=f"{row.environment} {row.benchmark} ({kind})")
 
+    def grow(self, n):
+        self.bar.update(self.task, total=self.bar.tasks[0].total + n)
+        self.bar.console.print(f"adaptive repeats: adding a round ({n} trials) to reach the "
+                               "target precision")
+
     def finished(self, row, status, note):
         self.bar.advance(self.task)
         if note:
@@ -114,6 +119,8 @@ def cmd_compare(args, spec=None) -> int:
         if spec is None:
             spec = specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
                                     strict_placement=args.strict_placement,
+                                    target_ci=args.target_ci / 100 if args.target_ci else None,
+                                    max_repeats=args.max_repeats,
                                     repeats=args.repeats, warmup=args.warmup,
                                     baseline=args.baseline, timeout=args.timeout, order=args.order,
                                     protocol=args.protocol, session_trials=args.session_trials,
@@ -340,6 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "cold-warm = a boot per benchmark block, first trial cold, later warm")
     c.add_argument("--session-trials", type=int, metavar="N",
                    help="cold-warm: trials per benchmark in each session (default 3)")
+    c.add_argument("--target-ci", type=float, metavar="PCT",
+                   help="adaptive repeats: after --repeats rounds, add rounds until every mean's "
+                        "95 %% CI half-width is within PCT %% of it (or --max-repeats)")
+    c.add_argument("--max-repeats", type=int, metavar="N",
+                   help="with --target-ci: at most N measured rounds (default 30)")
     c.add_argument("--strict-placement", action="store_true",
                    help="fail a VM trial whose placement does not read back as planned "
                         "(default: a warning in the report)")

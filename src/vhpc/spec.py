@@ -10,6 +10,8 @@ YAML (``vhpc run FILE``)::
     protocol: warm      # warm | cold | cold-warm (docs/protocol.md)
     session_trials: 3   # cold-warm: trials per benchmark in each fresh session
     host_knobs: {hugepages_2m: 1024}   # changed only because asked; restored afterwards
+    target_ci: 0.02     # adaptive: add rounds until every mean is known to ±2 % (95 % CI) ...
+    max_repeats: 30     # ... or this many measured rounds
     custom:             # bring your own benchmark (docs/benchmarks.md)
       - name: mybench
         command: ./mybench --size 100
@@ -127,6 +129,8 @@ class CampaignSpec(BaseModel):
     protocol: str = Field("warm", pattern="^(warm|cold|cold-warm)$")
     session_trials: int = Field(3, ge=2, le=1000)
     host_knobs: dict[str, str] = Field(default_factory=dict)
+    target_ci: float | None = Field(None, gt=0, lt=1)
+    max_repeats: int = Field(30, ge=1, le=10000)
 
     @model_validator(mode="before")
     @classmethod
@@ -153,6 +157,9 @@ class CampaignSpec(BaseModel):
         if self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not one of the environments "
                              f"({', '.join(names)})")
+        if self.target_ci is not None and self.max_repeats < self.repeats:
+            raise ValueError(f"max_repeats={self.max_repeats} is below repeats={self.repeats}: "
+                             "raise max_repeats")
         keys = [(b.name, b.key) for b in self.benchmarks]
         if len(set(keys)) != len(keys):
             raise ValueError("the same benchmark with the same parameters is listed twice")

@@ -125,11 +125,23 @@ class Store:
                        "VALUES (?, ?, 'running', ?, ?)", (cid, time.time(), command, spec_json))
             db.executemany("INSERT INTO environments (campaign_id, name, kind) VALUES (?, ?, ?)",
                            [(cid, e["name"], e["kind"]) for e in environments])
-            db.executemany(
-                "INSERT INTO trials (campaign_id, seq, round, warmup, environment, benchmark, params)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(cid, t["seq"], t["round"], int(t["warmup"]), t["environment"], t["benchmark"],
-                  t["params"]) for t in trials])
+            self._insert_trials(db, cid, trials)
+
+    @staticmethod
+    def _insert_trials(db: sqlite3.Connection, cid: str, trials: list[dict[str, Any]]) -> None:
+        db.executemany(
+            "INSERT INTO trials (campaign_id, seq, round, warmup, environment, benchmark, params)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(cid, t["seq"], t["round"], int(t["warmup"]), t["environment"], t["benchmark"],
+              t["params"]) for t in trials])
+
+    def add_trials(self, cid: str, trials: list[dict[str, Any]]) -> list[TrialRow]:
+        """Append planned trials (an extra round of an adaptive campaign) in one transaction;
+        returns them as stored, pending."""
+        with self.transaction() as db:
+            self._insert_trials(db, cid, trials)
+        seqs = {t["seq"] for t in trials}
+        return [t for t in self.unfinished(cid) if t.seq in seqs]
 
     def campaign(self, cid: str) -> dict[str, Any]:
         """The campaign row as a dict (spec decoded).  Raises StoreError for an unknown id."""
