@@ -134,6 +134,8 @@ def _fingerprints(analysis: Analysis) -> tuple[list[dict[str, Any]], list[tuple[
         for k in analysis.environments[e].fingerprint:
             keys.setdefault(str(k), None)
     for k in keys:
+        if k in ("kind", "accel"):  # already the first two rows
+            continue
         cells = [_jsonish(analysis.environments[e].fingerprint.get(k)) for e in envs]
         rows.append((k, cells, len(set(cells)) > 1))
     return headers, rows
