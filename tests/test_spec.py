@@ -98,3 +98,11 @@ def test_custom_benchmark_may_not_shadow_a_builtin(tmp_path):
 def test_strict_placement_flag_applies_to_every_vm_unless_set():
     s = spec.from_cli(["noise"], ["native", "vm", "vm:strict=0,name=lax"], strict_placement=True)
     assert [e.options.get("strict") for e in s.environments] == [None, 1, 0]
+
+
+def test_corunner_option_is_validated_when_the_environment_is_made():
+    from vhpc import campaign
+
+    s = spec.from_cli(["stream"], ["native", "vm:corunner=extreme"])
+    with pytest.raises(SpecError, match="corunner='extreme': use low, medium or high"):
+        campaign.make_environment(s.environments[1])

@@ -68,3 +68,16 @@ def test_paging_study_compares_4k_and_2m_backed_guests_and_passes_host_knobs():
 def test_every_study_builds_on_a_multi_socket_host():
     for name in studies.STUDIES:
         assert studies.build(name, topology.load("pack:2 numa:1 l3:1 core:2 pu:1"), []).benchmarks
+
+
+def test_co_run_study_places_the_corunner_on_the_same_and_the_other_node():
+    s = studies.build("co-run", topology.load("pack:2 numa:1 l3:1 core:4 pu:1"), ["stream"])
+    envs = {e.name: e.options for e in s.environments}
+    assert envs["alone"] == {"vcpus": 2, "policy": "map:0-1=0,1"}
+    assert envs["co-high-same"]["corunner_policy"] == "map:0-1=2,3"
+    assert envs["co-high-other"]["corunner_policy"] == "map:0-1=4,5"
+    assert {o.get("corunner") for o in envs.values()} == {None, "low", "medium", "high"}
+    assert s.baseline == "alone"
+    one = studies.build("co-run", topology.load("pack:1 numa:1 core:2 pu:1"), [])
+    assert [e.name for e in one.environments] == ["alone", "co-low-same", "co-medium-same",
+                                                  "co-high-same"]

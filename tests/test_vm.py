@@ -192,3 +192,31 @@ def test_emulator_threads_leave_the_vcpu_pcpus_when_a_cpu_is_free(no_qemu_leak):
         vcpu_tid = r.applied["vcpus"][0]["thread"]
         others = [int(t) for t in os.listdir(f"/proc/{env.guest.pid}/task") if int(t) != vcpu_tid]
         assert others and all(os.sched_getaffinity(t) == {0} for t in others)
+
+
+def _cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_corunner_vm_loads_the_host_while_trials_run_and_pauses_with_them(kernels_built, no_qemu_leak):
+    from vhpc.campaign import corunner_argv
+
+    env = VmEnvironment("vm", vcpus=1, memory=512, pin="0", corunner_argv=corunner_argv("high"),
+                        corunner_label="high", corunner_policy="map:0=1")
+    with env:
+        r = env.run(["true"], timeout=60)
+        assert r.ok, r
+        co = r.applied["corunner"]
+        assert co["load"] == "high" and co["vcpus"][0]["allowed"] == [1]
+        t0 = _cpu_seconds(co["qemu_pid"])
+        time.sleep(1.0)
+        busy = _cpu_seconds(co["qemu_pid"]) - t0
+        assert busy > 0.5  # the co-runner guest is computing on its own pCPU
+        env.pause()
+        assert env.corunner.qmp.cmd("query-status")["status"] == "paused"
+        env.resume()
+        pids = (env.guest.pid, env.corunner.pid)
+    for pid in pids:  # closing the environment stops both VMs
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

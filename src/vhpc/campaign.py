@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vhpc import benchmarks
-from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels
+from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_dir
 from vhpc.environments.base import Environment, EnvError, RunResult
 from vhpc.environments.knobs import HostKnobs, journal_path
 from vhpc.environments.native import NativeEnvironment
@@ -78,6 +78,23 @@ def new_campaign_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
+#: Co-runner loads by memory intensity (seed 003 Fig. 5's low / medium / high co-runners):
+#: a CPU spin with no memory traffic, STREAM in a cache-sized array, STREAM in a large array.
+CORUNNERS = {
+    "low": ["vhpc-noise", "-d", "86400"],
+    "medium": ["vhpc-stream", "-n", "100000", "-t", "250"],
+    "high": ["vhpc-stream", "-n", "20000000", "-t", "250"],
+}
+
+
+def corunner_argv(level: str) -> list[str]:
+    """The co-runner command for intensity ``level``.  Raises ValueError for another level."""
+    if level not in CORUNNERS:
+        raise ValueError(f"corunner={level!r}: use low, medium or high")
+    binary, *args = CORUNNERS[level]
+    return [str(kernel_dir() / binary), *args]
+
+
 def make_environment(es: EnvSpec) -> Environment:
     """Instantiate the environment ``es`` describes.  Raises SpecError for bad options."""
     o = dict(es.options)
@@ -86,7 +103,11 @@ def make_environment(es: EnvSpec) -> Environment:
             cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
             return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
                                      membind=o.get("membind"))
-        text = {k: str(o[k]) for k in ("pin", "policy", "kernel", "guest_bind") if k in o}
+        text = {k: str(o[k]) for k in ("pin", "policy", "kernel", "guest_bind", "corunner_policy")
+                if k in o}
+        if "corunner" in o:
+            text.update(corunner_argv=corunner_argv(str(o["corunner"])),
+                        corunner_label=str(o["corunner"]))
         return VmEnvironment(
             es.name, vcpus=int(o.get("vcpus", 2)), memory=int(o.get("memory", 1024)),
             numa=o.get("numa", "hidden"), backing=str(o.get("backing", "4k")),
@@ -181,6 +202,8 @@ def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
     """Kernel binary directory per MPI implementation the campaign uses (built if needed,
     before any trial runs).  Raises BenchmarkError when a build fails."""
     need: dict[str, set[str]] = {}
+    if any("corunner" in e.options for e in spec.environments):
+        need["openmpi"] = {"vhpc-noise", "vhpc-stream"}
     for b in spec.benchmarks:
         binary = getattr(benchmarks.get(b.name), "binary", "")
         if binary:

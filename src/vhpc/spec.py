@@ -44,10 +44,11 @@ ENV_KINDS = ("native", "vm")
 ENV_OPTIONS = {
     "native": {"name", "cpus", "nodes", "membind"},
     "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
-           "boot_timeout", "strict", "guest_bind"},
+           "boot_timeout", "strict", "guest_bind", "corunner", "corunner_policy"},
 }
 #: options whose values stay strings (they may contain commas, colons or look numeric)
-STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind", "guest_bind"}
+STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind", "guest_bind",
+                  "corunner", "corunner_policy"}
 
 
 class SpecError(ValueError):

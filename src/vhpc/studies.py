@@ -14,6 +14,7 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``linpack`` | 001 Fig. 5 | native and a VM: LU factor / solve / total time and Mflops, serial |
 | ``paging`` | 004 Fig. 12-13 | VMs backed by 4 KiB vs 2 MiB pages (reserve them with ``--host-knob hugepages_2m=N``): HPL, STREAM, RandomAccess |
 | ``noise`` | 004 Sec. 6 | native and a VM: selfish-detour noise, longer runs |
+| ``co-run`` | 003 Fig. 5 | a VM alone vs beside a co-runner VM of low / medium / high memory intensity, on the same NUMA node or (with ≥ 2 nodes) another one |
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ STUDIES = {
     "linpack": "LU factor / solve / total time and Mflops, serial (seed 001 Fig. 5)",
     "paging": "4 KiB vs 2 MiB guest page backing: HPL, STREAM, RandomAccess (seed 004 Fig. 12-13)",
     "noise": "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)",
+    "co-run": "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)",
 }
 
 
@@ -125,3 +127,26 @@ def _paging(topo, benches, in_vm, protocol):
 def _noise(topo, benches, in_vm, protocol):
     protocol.setdefault("repeats", 10)
     return from_cli(benches or ["noise:duration=5"], ["native", "vm"], **protocol)
+
+
+def _co_run(topo, benches, in_vm, protocol):
+    nodes = topo.node_ids
+    pus0 = list(topo.pus_of_node(nodes[0]))
+    if len(pus0) < 2:
+        raise StudyError("co-run needs at least 2 PUs on a NUMA node (one VM each)")
+    v = len(pus0) // 2
+
+    def pin(pus):
+        return f"map:0-{v - 1}=" + ",".join(map(str, pus[:v]))
+
+    main = pin(pus0)
+    places = {"same": pin(pus0[v:])}
+    if len(nodes) > 1:
+        places["other"] = pin(list(topo.pus_of_node(nodes[1])))
+    envs = [f"vm:name=alone,vcpus={v},policy={main}"]
+    for where, policy in places.items():
+        for level in ("low", "medium", "high"):
+            envs.append(f"vm:name=co-{level}-{where},vcpus={v},policy={main},corunner={level},"
+                        f"corunner_policy={policy}")
+    protocol.setdefault("baseline", "alone")
+    return from_cli(benches or ["stream", "randomaccess"], envs, **protocol)

@@ -7,7 +7,9 @@ vCPU i's host CPU) or ``policy`` (a placement policy: ``compact``, ``spread``, `
 nodes: ``hidden`` = 1, ``mirror``, or a count), ``backing`` (``4k``, ``2m``, ``1g``),
 ``accel`` (``auto`` probes KVM and falls back to TCG; ``kvm``; ``tcg``), ``kernel`` (a
 /boot/vmlinuz path), ``guest_bind`` (``CPUNODES:MEMNODES``: run benchmarks under numactl
-inside the guest, e.g. ``0:1`` for remote memory), ``strict`` (1: a placement that does not read back as planned fails the
+inside the guest, e.g. ``0:1`` for remote memory), ``corunner`` (``low``, ``medium``,
+``high``: a second VM placed by ``corunner_policy`` runs a memory load of that intensity
+throughout the session, seed 003 Fig. 5), ``strict`` (1: a placement that does not read back as planned fails the
 trial instead of being a warning).
 
 Every placement goes through :mod:`vhpc.placement` (the ``pin`` forms are ``map:`` policies),
@@ -155,6 +157,8 @@ class VmEnvironment(Environment):
                  backing: str = "4k", accel: str = "auto", kernel: str | None = None,
                  boot_timeout: float = 90.0, strict: bool = False,
                  guest_bind: str | None = None,
+                 corunner_argv: list[str] | None = None, corunner_label: str = "",
+                 corunner_policy: str = "float",
                  topo: topology_room.Topology | None = None):
         super().__init__(name)
         if vcpus < 1:
@@ -180,6 +184,11 @@ class VmEnvironment(Environment):
             backing=backing))
         self.vcpus, self.memory = vcpus, memory
         self.pins = self.placement.pin_map() or None
+        self.corunner_argv = list(corunner_argv) if corunner_argv else None
+        self.corunner_label = corunner_label
+        self.corunner_placement = placement_room.place(topo, placement_room.PlacementRequest(
+            vcpus=vcpus, memory_mib=memory, policy=corunner_policy)) if corunner_argv else None
+        self.corunner: Guest | None = None
         self.strict = strict
         self.guest_numactl: list[str] = []
         if guest_bind is not None:
@@ -216,6 +225,9 @@ class VmEnvironment(Environment):
             guest_kernel=kernel.release, machine="pc", vcpus=self.vcpus,
             memory_mib=self.memory, placement=placement_room.describe(self.placement),
             plan=self.placement.to_dict(),
+            corunner=(f"{self.corunner_label}: "
+                      f"{placement_room.describe(self.corunner_placement)}"
+                      if self.corunner_argv else None),
         )
         return fp
 
@@ -244,29 +256,62 @@ class VmEnvironment(Environment):
             guest.kill()
             raise EnvError(str(exc)) from None
         self.guest = guest
+        if self.corunner_argv:
+            try:
+                self.corunner = self._boot_corunner()
+            except EnvError:
+                self.close()
+                raise
         self.sessions += 1
         self._trials_in_session = {}
+
+    def _boot_corunner(self) -> Guest:
+        """A second VM, placed by ``corunner_policy``, that runs the co-runner load in a loop
+        for the whole session (seed 003 Fig. 5: VMs contending for LLC, memory controllers and
+        the interconnect).  It is paused and resumed with the measured VM."""
+        p = self.corunner_placement
+        cfg = GuestConfig(vcpus=p.vcpus, memory_mib=p.memory_mib, accel=self.accel,
+                          kernel=guestimage.find_kernel(self.kernel_path),
+                          extra_args=placement_room.qemu_numa_args(p),
+                          boot_timeout=self.boot_timeout)
+        guest = Guest(cfg)
+        guest.boot()
+        try:
+            if p.pin_map():
+                guest.pin(p.pin_map())
+            loop = 'while :; do "$@"; done >/dev/null 2>&1 &'
+            reply = guest.request("run", 60.0, argv=["sh", "-c", loop, "sh", *self.corunner_argv],
+                                  env={"OMP_NUM_THREADS": str(p.vcpus)}, timeout=30.0)
+            if reply.get("rc") != 0:
+                raise EnvError(f"co-runner did not start: {reply.get('stderr', '')[-200:]}")
+        except (EnvError, OSError) as exc:
+            guest.kill()
+            raise EnvError(f"co-runner VM: {exc}") from None
+        return guest
 
     def start(self) -> None:
         if self.guest is None or not self.guest.alive():
             self._boot()
 
     def close(self) -> None:
-        if self.guest is not None:
-            self.guest.kill()
-            self.guest = None
+        for g in (self.guest, self.corunner):
+            if g is not None:
+                g.kill()
+        self.guest = self.corunner = None
 
     def new_session(self) -> None:
         """End the current session; the next trial boots a fresh guest (a cold trial)."""
         self.close()
 
     def pause(self) -> None:
-        if self.guest is not None:
-            self.guest.pause()
+        for g in (self.guest, self.corunner):
+            if g is not None:
+                g.pause()
 
     def resume(self) -> None:
-        if self.guest is not None:
-            self.guest.resume()
+        for g in (self.guest, self.corunner):
+            if g is not None:
+                g.resume()
 
     def applied(self) -> dict[str, Any]:
         """Placement as applied, read back from the host and the guest: per vCPU thread the
@@ -280,7 +325,13 @@ class VmEnvironment(Environment):
             last = v.get("last_cpu")
             v["last_node"] = self.topo.node_of_pu(last) if last in self.topo.pu_ids else None
         memory = read_numa_maps(self.guest.pid)
+        corunner = None
+        if self.corunner is not None:
+            corunner = {"load": self.corunner_label, "qemu_pid": self.corunner.pid,
+                        "vcpus": self.corunner.read_affinity(),
+                        "plan": placement_room.describe(self.corunner_placement)}
         return {"accel": self.accel, "qemu_pid": self.guest.pid, "session": self.sessions,
+                "corunner": corunner,
                 "emulator_cpus": self.emulator_cpus or "shared with the vCPUs (no free host CPU)",
                 "vcpus": vcpus, "memory": memory, "guest_numa": self.guest_numa,
                 "mismatches": placement_mismatches(self.placement, vcpus, memory,
@@ -294,7 +345,7 @@ class VmEnvironment(Environment):
         t0 = time.monotonic()
         try:
             self.start()
-            self.guest.resume()
+            self.resume()
         except EnvError as exc:
             return RunResult(None, "", "", started, time.monotonic() - t0, error=str(exc))
         index = self._trials_in_session.get(key, 0)
