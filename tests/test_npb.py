@@ -212,7 +212,8 @@ def test_suite_registered() -> None:
     assert names == ["npb-ep", "npb-is", "npb-cg", "npb-mg", "npb-ft"]
     for name in names:
         bench = benchmarks.get(name)
-        assert [p.name for p in bench.params] == ["class", "variant", "threads", "ranks", "mpi"]
+        assert [p.name for p in bench.params] == ["class", "variant", "threads", "ranks", "mpi",
+                                                   "copies"]
         assert [m.name for m in bench.metrics] == ["time", "mops"]
         assert bench.provenance and bench.verification and bench.binary == "vhpc-npb-omp"
 
@@ -221,7 +222,7 @@ def test_defaults_and_command_omp() -> None:
     bench = benchmarks.get("npb-ft")
     params = bench.resolve({})
     assert params == {"class": "S", "variant": "omp", "threads": None, "ranks": None,
-                      "mpi": "openmpi"}
+                      "mpi": "openmpi", "copies": 1}
     assert bench.command(params, CTX) == ["/opt/k/vhpc-npb-omp", "-k", "ft", "-c", "S"]
     assert bench.environ(params, CTX)["OMP_NUM_THREADS"] == "6"
     params = bench.resolve({"class": "a", "threads": 3})

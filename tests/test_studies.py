@@ -81,3 +81,10 @@ def test_co_run_study_places_the_corunner_on_the_same_and_the_other_node():
     one = studies.build("co-run", topology.load("pack:1 numa:1 core:2 pu:1"), [])
     assert [e.name for e in one.environments] == ["alone", "co-low-same", "co-medium-same",
                                                   "co-high-same"]
+
+
+def test_oversubscription_runs_p_jobs_single_and_four_threaded():
+    s = studies.build("oversubscription", topology.load("pack:1 numa:1 core:8 pu:1"), [])
+    assert {(b.name, b.params["copies"], b.params["threads"]) for b in s.benchmarks} == {
+        (f"npb-{k}", 8, t) for k in ("cg", "ep", "is", "mg", "ft") for t in (1, 4)}
+    assert s.environments[1].options == {"vcpus": 8}

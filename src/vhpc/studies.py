@@ -14,6 +14,7 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``linpack`` | 001 Fig. 5 | native and a VM: LU factor / solve / total time and Mflops, serial |
 | ``paging`` | 004 Fig. 12-13 | VMs backed by 4 KiB vs 2 MiB pages (reserve them with ``--host-knob hugepages_2m=N``): HPL, STREAM, RandomAccess |
 | ``noise`` | 004 Sec. 6 | native and a VM: selfish-detour noise, longer runs |
+| ``oversubscription`` | 003 Fig. 2 | native and a VM with all host CPUs: P NPB jobs at once, single-threaded vs 4 threads each (P = host CPUs) |
 | ``co-run`` | 003 Fig. 5 | a VM alone vs beside a co-runner VM of low / medium / high memory intensity, on the same NUMA node or (with ≥ 2 nodes) another one |
 """
 
@@ -35,6 +36,7 @@ STUDIES = {
     "paging": "4 KiB vs 2 MiB guest page backing: HPL, STREAM, RandomAccess (seed 004 Fig. 12-13)",
     "noise": "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)",
     "co-run": "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)",
+    "oversubscription": "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)",
 }
 
 
@@ -150,3 +152,10 @@ def _co_run(topo, benches, in_vm, protocol):
                         f"corunner_policy={policy}")
     protocol.setdefault("baseline", "alone")
     return from_cli(benches or ["stream", "randomaccess"], envs, **protocol)
+
+
+def _oversubscription(topo, benches, in_vm, protocol):
+    p = len(topo.pu_ids)
+    default = [f"npb-{k}:class=S,copies={p},threads={t}" for k in ("cg", "ep", "is", "mg", "ft")
+               for t in (1, 4)]
+    return from_cli(benches or default, ["native", f"vm:vcpus={p}"], **protocol)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from vhpc.benchmarks.base import MPI_PARAM, Benchmark, BenchmarkError, Param, ParseError, mpirun, \
-    parse_result_line, result_value
+    RESULT_RE, parse_result_line, result_value
 from vhpc.model import Metric, Sample
 
 #: NPB problem classes the kernels implement (S smallest ... C largest).
@@ -65,6 +65,9 @@ PARAMS: tuple[Param, ...] = (
     Param("ranks", None, int, "MPI ranks for variant=mpi, a power of two (default: the largest "
           "power of two not above the environment's CPU count)", minimum=1),
     MPI_PARAM,
+    Param("copies", 1, int, "instances started at the same time (seed 003 Fig. 2 runs 8 jobs at "
+          "once): time is their mean, mops their sum, valid only if every copy verifies",
+          minimum=1),
 )
 
 METRICS: tuple[Metric, ...] = (
@@ -119,6 +122,10 @@ class NpbBenchmark(Benchmark):
         argv = [str(ctx.bindir / BINARIES[var]), "-k", self.kernel, "-c", params.get("class", "S")]
         if var == "mpi":
             argv = mpirun(self.nranks(params, ctx.ncpus), params.get("mpi", "openmpi")) + argv
+        copies = int(params.get("copies", 1))
+        if copies > 1:  # start them together, wait for all (sh(1): "$0" = count, "$@" = argv)
+            loop = 'i=0; while [ $i -lt "$0" ]; do "$@" & i=$((i+1)); done; wait'
+            argv = ["sh", "-c", loop, str(copies), *argv]
         return argv
 
     def environ(self, params, ctx):
@@ -128,23 +135,27 @@ class NpbBenchmark(Benchmark):
         return env
 
     def parse(self, params, stdout, stderr, returncode):
-        """Samples ``time`` and ``mops`` from the VHPC-RESULT line; valid iff ``verified=1``,
-        ``valid=1`` and exit status 0.  ParseError when the line is missing, belongs to another
-        kernel or class, or lacks a number."""
-        pairs = parse_result_line(stdout)
-        if pairs.get("kernel") != self.kernel:
-            raise ParseError(f"{self.name}: result line is for kernel {pairs.get('kernel')!r}")
+        """Samples ``time`` and ``mops`` from the VHPC-RESULT line(s); valid iff ``verified=1``,
+        ``valid=1`` and exit status 0 (for every copy when ``copies`` > 1: time is then the
+        mean of the copies, mops their sum).  ParseError when no line is there, or a line
+        belongs to another kernel or class, or lacks a number."""
+        lines = [parse_result_line(m.group(0)) for m in RESULT_RE.finditer(stdout)] \
+            or [parse_result_line(stdout)]
         want = params.get("class")
-        if want is not None and pairs.get("class") != want:
-            raise ParseError(f"{self.name}: result line is for class {pairs.get('class')!r}, "
-                             f"not {want!r}")
-        valid = pairs.get("verified") == "1" and pairs.get("valid") == "1" and returncode == 0
-        samples = []
-        for metric, key in (("time", "time_s"), ("mops", "mops")):
-            m = self.metric(metric)
-            value = result_value(self.name, pairs, key)
-            samples.append(Sample(m.name, value, m.unit, m.higher_is_better, valid))
-        return samples
+        for pairs in lines:
+            if pairs.get("kernel") != self.kernel:
+                raise ParseError(f"{self.name}: result line is for kernel {pairs.get('kernel')!r}")
+            if want is not None and pairs.get("class") != want:
+                raise ParseError(f"{self.name}: result line is for class {pairs.get('class')!r}, "
+                                 f"not {want!r}")
+        copies = int(params.get("copies", 1))
+        valid = returncode == 0 and len(lines) == copies and all(
+            p.get("verified") == "1" and p.get("valid") == "1" for p in lines)
+        times = [result_value(self.name, p, "time_s") for p in lines]
+        mops = [result_value(self.name, p, "mops") for p in lines]
+        values = {"time": sum(times) / len(times), "mops": sum(mops)}
+        return [Sample(m.name, values[m.name], m.unit, m.higher_is_better, valid)
+                for m in (self.metric("time"), self.metric("mops"))]
 
 
 NPB_EP = NpbBenchmark(
