@@ -1,6 +1,6 @@
 """Campaigns: plan trials from a spec, execute them in environments, store every outcome.
 
-Protocol (docs/protocol.md):
+Protocol (docs/campaigns.md, "Protocol"):
 
 * ``warmup`` rounds then ``repeats`` measured rounds; in each round every environment runs every
   benchmark once.  Warm-up trials are stored and flagged, never analysed.
