@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from vhpc import topology as T
+from vhpc.environments.hostinfo import read_hugepages
 from vhpc.placement import (
     GuestNode,
     Placement,
@@ -24,7 +25,6 @@ from vhpc.placement import (
     plan_partition,
     plan_vms,
     qemu_numa_args,
-    read_hugepages,
     to_libvirt_xml,
 )
 
