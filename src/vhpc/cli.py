@@ -245,7 +245,7 @@ def cmd_host(args) -> int:
     from vhpc import topology
 
     topo = topology.load(args.topology)
-    console.print(topology.render_text(topo), highlight=False, markup=False)
+    console.print(topology.render_text(topo), highlight=False, markup=False, soft_wrap=True)
     if args.topology:
         return 0
     fp = hostinfo.fingerprint()

@@ -96,7 +96,7 @@ def _chosen(topo: Topology, pol: Policy, req: PlacementRequest) -> list[int]:
             if pol.count > len(pk_ids):
                 raise PlacementError(f"policy {t!r}: the host has {topo.package_count_text()}: use span:1..{len(pk_ids)}"
                                      if len(pk_ids) > 1 else
-                                     f"policy {t!r}: the host has {topo.package_count_text()[:-1]}: use span:1 or compact")
+                                     f"policy {t!r}: the host has {topo.package_count_text()}: use span:1 or compact")
             pkgs = pk_ids[: pol.count]
         else:
             for p in pol.targets:
@@ -207,6 +207,10 @@ def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
         cores = {topo.pu(p).core for s in pins for p in s}
         if len(cores) < sum(len(s) for s in pins):
             notes.append("some vCPUs share a core (SMT siblings)")
+    if pins is not None:
+        loose = {p for s in pins for p in s if topo.node_of_pu(p) is None}
+        if loose:
+            notes.append(f"PUs {format_list(loose)} have no usable local NUMA node (offline, disallowed or absent)")
     groups = _guest_groups(req, pins, topo)
     binding = _memory_binding(pol, groups, pins, topo)
     sizes = _split(req.memory_mib, [len(g) for g in groups], req.backing)
@@ -216,11 +220,15 @@ def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
     if len(set(sizes)) > 1 and len(gnodes) > 1:
         notes.append("guest node sizes " + "/".join(map(str, sizes)) + " MiB (proportional to vCPUs, whole pages)")
     if pol.kind in ("span", "packages", "nodes") and pins is not None:
-        k = pol.count if pol.kind == "span" else len(pol.targets)
+        k = pol.count if pol.kind == "span" else len([n for n in pol.targets if pol.kind == "packages" or topo.node(n).pus])
         if req.vcpus % k:
             notes.append(f"{req.vcpus} vCPUs do not divide evenly over {k} places: the first get one more")
     if any(g.policy == "interleave" for g in gnodes) and pol.mem == "auto":
         notes.append("a guest node spans host nodes: its memory is interleaved (use guest_numa='mirror' to split it)")
+    mem_only = sorted({n for g in gnodes for n in g.host_nodes if topo.node(n).memory_only})
+    if mem_only:
+        kinds = "/".join(sorted({topo.node(n).kind for n in mem_only}))
+        notes.append(f"memory on memory-only node(s) {format_list(mem_only)} ({kinds}), no CPU there")
     if any(g.policy == "default" for g in gnodes):
         notes.append("memory unbound: the host kernel places pages where vCPU threads first touch them")
     demand = _node_demand(gnodes)

@@ -84,35 +84,7 @@ def parse_policy(text: str) -> Policy:
                 seen.append(v)
         targets = tuple(seen)
     elif kind == "map":
-        if not arg:
-            raise PlacementError(f"policy {raw!r}: map needs vCPU=PU pairs, e.g. map:0-3=0-3")
-        cur: list | None = None
-        for tok in arg.split(","):
-            tok = tok.strip()
-            if "=" in tok:
-                left, right = (x.strip() for x in tok.split("=", 1))
-                if not re.fullmatch(r"\d+(-\d+)?", left):
-                    raise PlacementError(f"policy {raw!r}: left side {left!r} must be a vCPU or range a-b")
-                cur = [_plist(left, "vCPU", raw), [], None]
-                vmap.append(cur)  # type: ignore[arg-type]
-                tok = right
-            if cur is None:
-                raise PlacementError(f"policy {raw!r}: start with a vCPU=PU pair, e.g. map:0-3=0-3")
-            m = re.fullmatch(r"n(\d+)", tok)
-            if m:
-                if cur[1] or cur[2] is not None:
-                    raise PlacementError(f"policy {raw!r}: give either PUs or one node nN per vCPU range")
-                cur[2] = int(m.group(1))
-            else:
-                if cur[2] is not None:
-                    raise PlacementError(f"policy {raw!r}: give either PUs or one node nN per vCPU range")
-                cur[1].extend(_plist(tok, "PU", raw))
-        vmap_t = []
-        for v, p, n in vmap:
-            if not p and n is None:
-                raise PlacementError(f"policy {raw!r}: vCPUs {format_list(v)} have no PU after '='")
-            vmap_t.append((tuple(v), tuple(p), n))
-        vmap = vmap_t  # type: ignore[assignment]
+        vmap = _parse_map(arg, raw)  # type: ignore[assignment]
 
     mem, mem_nodes, pin = "auto", (), "pu"
     for mod in mods:
@@ -141,6 +113,40 @@ def parse_policy(text: str) -> Policy:
         raise PlacementError(f"policy {raw!r}: float is unpinned, pin= does not apply: drop it")
     return Policy(kind=kind, text=raw, count=count, targets=targets, vcpu_map=tuple(vmap), mem=mem,
                   mem_nodes=mem_nodes, pin=pin)
+
+
+def _parse_map(arg: str, raw: str) -> list[tuple[tuple[int, ...], tuple[int, ...], int | None]]:
+    """``map:`` argument ``V=P,...`` → entries ``(vcpus, pus, node)`` (see :class:`Policy`)."""
+    vmap: list = []
+    if not arg:
+        raise PlacementError(f"policy {raw!r}: map needs vCPU=PU pairs, e.g. map:0-3=0-3")
+    cur: list | None = None
+    for tok in arg.split(","):
+        tok = tok.strip()
+        if "=" in tok:
+            left, right = (x.strip() for x in tok.split("=", 1))
+            if not re.fullmatch(r"\d+(-\d+)?", left):
+                raise PlacementError(f"policy {raw!r}: left side {left!r} must be a vCPU or range a-b")
+            cur = [_plist(left, "vCPU", raw), [], None]
+            vmap.append(cur)  # type: ignore[arg-type]
+            tok = right
+        if cur is None:
+            raise PlacementError(f"policy {raw!r}: start with a vCPU=PU pair, e.g. map:0-3=0-3")
+        m = re.fullmatch(r"n(\d+)", tok)
+        if m:
+            if cur[1] or cur[2] is not None:
+                raise PlacementError(f"policy {raw!r}: give either PUs or one node nN per vCPU range")
+            cur[2] = int(m.group(1))
+        else:
+            if cur[2] is not None:
+                raise PlacementError(f"policy {raw!r}: give either PUs or one node nN per vCPU range")
+            cur[1].extend(_plist(tok, "PU", raw))
+    vmap_t = []
+    for v, p, n in vmap:
+        if not p and n is None:
+            raise PlacementError(f"policy {raw!r}: vCPUs {format_list(v)} have no PU after '='")
+        vmap_t.append((tuple(v), tuple(p), n))
+    return vmap_t
 
 
 def _ordered_list(text: str, raw: str) -> tuple[int, ...]:

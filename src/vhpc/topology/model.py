@@ -178,26 +178,25 @@ class Topology:
         """True when some PU or node of the machine is left out of the usable view."""
         return bool(self.left_out)
 
+    @staticmethod
+    def _count(n: int, total: int, word: str) -> str:
+        """``"16 allowed PUs of 64"`` / ``"1 package"``."""
+        plural = word if n == 1 and total <= n else word + "s"
+        if total > n:
+            return f"{n} allowed {word}{'s' if n != 1 else ''} of {total}"
+        return f"{n} {plural}"
+
     def pu_count_text(self) -> str:
         """``"16 allowed PUs of 64"`` when restricted, else ``"16 PUs"``."""
-        n = len(self.pus)
-        if self.total_pus > n:
-            return f"{n} allowed PUs of {self.total_pus}"
-        return f"{n} PUs"
+        return self._count(len(self.pus), self.total_pus, "PU")
 
     def node_count_text(self) -> str:
         """``"2 allowed NUMA nodes of 8"`` when restricted, else ``"2 NUMA nodes"``."""
-        n = len(self.nodes)
-        if self.total_nodes > n:
-            return f"{n} allowed NUMA nodes of {self.total_nodes}"
-        return f"{n} NUMA nodes"
+        return self._count(len(self.nodes), self.total_nodes, "NUMA node")
 
     def package_count_text(self) -> str:
         """``"5 allowed packages of 8"`` when some packages have no usable PU, else ``"8 packages"``."""
-        n = len(self.packages)
-        if self.total_packages > n:
-            return f"{n} allowed packages of {self.total_packages}"
-        return f"{n} packages"
+        return self._count(len(self.packages), self.total_packages, "package")
 
     # -- lookups ---------------------------------------------------------------
     def node(self, n: int) -> NumaNode:
@@ -266,4 +265,4 @@ class Topology:
     def summary(self) -> str:
         """One line: counts of packages, nodes, cores, PUs (allowed of total when restricted)."""
         return (f"{self.package_count_text()}, {self.node_count_text()}, "
-                f"{len(self.cores)} cores, {self.pu_count_text()}")
+                f"{self._count(len(self.cores), 0, 'core')}, {self.pu_count_text()}")
