@@ -97,15 +97,19 @@ def _usable(raw: Raw) -> tuple[set[int], set[int], list[LeftOut]]:
 
 
 def _local_nodes(raw: Raw, pus: set[int], nodes: set[int]) -> dict[int, int]:
-    """PU → its local node (DRAM first, then lowest OS index) among usable nodes."""
-    rank = sorted((n for n in raw.nodes if n.os_index in nodes),
+    """PU → its local node: among all nodes whose cpuset holds it (usable or not), DRAM first,
+    then the lowest OS index; a PU whose local node is not usable gets none. HBM/CXL/NVDIMM/GPU
+    nodes are memory-only whenever the machine has DRAM nodes (online or offline), so they never
+    take a CPU node's place; on a machine with only such nodes they are the CPU nodes."""
+    dram = any(n.kind == "DRAM" for n in raw.nodes) or bool(raw.offline_nodes)
+    rank = sorted((n for n in raw.nodes if n.kind == "DRAM" or not dram),
                   key=lambda n: (_KIND_RANK.get(n.kind, 1), n.memory_bytes == 0, n.os_index))
     local: dict[int, int] = {}
     for n in rank:
         for p in n.cpuset:
             if p in pus and p not in local:
                 local[p] = n.os_index
-    return local
+    return {p: n for p, n in local.items() if n in nodes}
 
 
 def _package_keys(raw: Raw, pus: set[int], local: dict[int, int]) -> tuple[dict[int, Hashable | None], dict, list[str]]:

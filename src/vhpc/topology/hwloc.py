@@ -93,6 +93,7 @@ class _Walk:
         self.node_order: list[int] = []  # NUMA node OS indexes in document (logical) order
 
     def walk(self, el: ET.Element, anc: dict) -> None:
+        """Visit the children of ``el``; ``anc`` maps package/die/l3/core to the nearest ancestor."""
         for child in el:
             if child.tag == "info" and el.get("type") == "Machine":
                 self.raw.info[child.get("name", "")] = child.get("value", "")

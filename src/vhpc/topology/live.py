@@ -147,16 +147,17 @@ def _own_limits() -> tuple[list, list]:
     return process_limits(status, aff)
 
 
-def from_host() -> Topology:
+def from_host(use_hwloc: bool = True) -> Topology:
     """This host's usable view: hwloc (``--disallowed``, restricted to this process's limits),
-    or sysfs when hwloc is not installed (said in ``notes``)."""
+    or sysfs when hwloc is not installed or ``use_hwloc`` is False (said in ``notes``)."""
     cpu, mem = _own_limits()
-    if _lstopo() is None:
+    if _lstopo() is None or not use_hwloc:
         topo_raw = raw_from_sysfs("/")
         topo_raw.cpu_limits += cpu
         topo_raw.node_limits += mem
         topo_raw.notes.insert(0, "hwloc's lstopo is not installed: topology read from sysfs "
-                                 "(apt-get install hwloc for caches and distances as hwloc sees them)")
+                                 "(apt-get install hwloc for caches and distances as hwloc sees them)"
+                              if use_hwloc else "topology read from sysfs, not hwloc (--topology sysfs)")
         return build(topo_raw)
     return from_hwloc_xml(_run_lstopo(["--of", "xml", "--disallowed", "-"], "this host"), source="host",
                           cpu_limits=cpu, node_limits=mem)
@@ -245,7 +246,7 @@ def load(spec: str | os.PathLike | None = None) -> Topology:
     if spec is None or (isinstance(spec, str) and spec.strip() in ("", "host")):
         return from_host()
     if isinstance(spec, str) and spec.strip() == "sysfs":
-        return from_sysfs("/")
+        return from_host(use_hwloc=False)
     if os.path.isfile(spec):
         return from_xml_file(spec)
     spec = str(spec)
