@@ -296,7 +296,8 @@ def plan_partition(topo: Topology, vms_per_socket: int, vcpus_per_vm: int | None
     if sockets_per_vm > 1 and vms_per_socket != 1:
         raise PlacementError("give either vms_per_socket > 1 or sockets_per_vm > 1, not both")
     if npk % sockets_per_vm:
-        raise PlacementError(f"sockets_per_vm={sockets_per_vm} does not divide the host's {npk} packages: use a divisor of {npk}")
+        raise PlacementError(f"sockets_per_vm={sockets_per_vm} does not divide the host's {topo.package_count_text()}: "
+                             f"use a divisor of {npk}")
     pk = [p.index for p in topo.packages]
     groups = [pk[g * sockets_per_vm:(g + 1) * sockets_per_vm] for g in range(npk // sockets_per_vm)]
     reqs = []
@@ -304,7 +305,8 @@ def plan_partition(topo: Topology, vms_per_socket: int, vcpus_per_vm: int | None
         cores = sum(len(topo.package(p).cores) for p in grp)
         v = vcpus_per_vm if vcpus_per_vm is not None else cores // vms_per_socket
         if v < 1:
-            raise PlacementError(f"{vms_per_socket} VMs per socket leave no core per VM: use at most {cores} VMs per socket")
+            raise PlacementError(f"{vms_per_socket} VMs per socket leave no core per VM on packages {format_list(grp)} "
+                                 f"({cores} usable cores): use at most {cores} VMs per socket")
         for slot in range(vms_per_socket):
             reqs.append(PlacementRequest(
                 vcpus=v, memory_mib=memory_mib, policy=f"packages:{','.join(map(str, grp))}",
