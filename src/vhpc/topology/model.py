@@ -11,6 +11,7 @@ can say "16 allowed PUs of 64".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from vhpc.cpulist import format_cpu_list
 
@@ -199,25 +200,31 @@ class Topology:
         return self._count(len(self.packages), self.total_packages, "package")
 
     # -- lookups ---------------------------------------------------------------
+    @cached_property
+    def _by_id(self) -> tuple[dict[int, PU], dict[int, NumaNode], dict[int, Package]]:
+        """OS index → object maps (built once: lookups stay O(1) on 16384-PU machines)."""
+        return ({p.os_index: p for p in self.pus}, {n.os_index: n for n in self.nodes},
+                {p.index: p for p in self.packages})
+
     def node(self, n: int) -> NumaNode:
         """The usable NUMA node with OS index ``n``; TopologyError naming why it is not usable."""
-        for node in self.nodes:
-            if node.os_index == n:
-                return node
+        node = self._by_id[1].get(n)
+        if node is not None:
+            return node
         raise TopologyError(f"{self._why('NUMA node', n)} (usable nodes: {format_cpu_list(self.node_ids) or 'none'})")
 
     def pu(self, p: int) -> PU:
         """The usable PU with OS index ``p``; TopologyError naming why it is not usable."""
-        for pu in self.pus:
-            if pu.os_index == p:
-                return pu
+        pu = self._by_id[0].get(p)
+        if pu is not None:
+            return pu
         raise TopologyError(f"{self._why('PU', p)} (usable PUs: {format_cpu_list(self.pu_ids)})")
 
     def package(self, p: int) -> Package:
         """The package with index ``p``; TopologyError if there is none."""
-        for pkg in self.packages:
-            if pkg.index == p:
-                return pkg
+        pkg = self._by_id[2].get(p)
+        if pkg is not None:
+            return pkg
         raise TopologyError(f"{self._why('package', p)} "
                             f"(usable packages: {format_cpu_list(pk.index for pk in self.packages) or 'none'})")
 
