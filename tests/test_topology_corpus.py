@@ -271,3 +271,13 @@ def test_vhpc_plan_refusals_are_one_line(args, match):
     r = subprocess.run([sys.executable, "-m", "vhpc.cli", "plan", *args], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("vhpc: error:") and match in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_hwloc_v1_without_numanode_objects():
+    # hand-written v1 UMA file: 2 sockets x 2 cores x 1 PU, no NUMANode, Machine local_memory 8 GiB
+    t = load("v1-uma-no-numanode.xml")
+    assert t.node_ids == (0,) and t.node(0).pus == (0, 1, 2, 3) and t.node(0).memory_bytes == 8 << 30
+    assert t.node(0).package is None and [p.pus for p in t.packages] == [(0, 1), (2, 3)]
+    assert any("no NUMANode objects" in n for n in t.notes)
+    p = checked(t, vcpus=2, memory_mib=1024, policy="span:2")
+    assert pins(p) == [0, 2] and layout(p) == [((0, 1), (0,), "bind")]

@@ -117,11 +117,12 @@ def _memory_binding(pol: Policy, groups: list[tuple[int, ...]], pins, topo: Topo
 
 def _memory_node(topo: Topology, n: int, policy: str) -> None:
     """Refuse a memory target that is not usable or holds no memory, naming the ones that fit."""
-    ok = format_list(topo.memory_node_ids) or "none"
+    ok = format_list(topo.memory_node_ids)
+    fit = f"bind memory to one of nodes {ok}" if ok else "no node with memory is usable: leave memory unbound (mem=local)"
     if n not in topo.node_ids:
-        raise PlacementError(f"policy {policy!r}: {topo._why('NUMA node', n)}: bind memory to one of nodes {ok}")
+        raise PlacementError(f"policy {policy!r}: {topo._why('NUMA node', n)}: {fit}")
     if not topo.node(n).has_memory:
-        raise PlacementError(f"policy {policy!r}: NUMA node {n} has no memory: bind memory to one of nodes {ok}")
+        raise PlacementError(f"policy {policy!r}: NUMA node {n} has no memory: {fit}")
 
 
 def _node_demand(nodes: Sequence[GuestNode]) -> dict[int, float]:

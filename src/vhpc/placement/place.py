@@ -50,9 +50,10 @@ def _host_orders(topo: Topology) -> list[list[int]]:
 
 def _cpu_node(topo: Topology, n: int, policy: str) -> None:
     """Refuse a vCPU target node that is not usable or has no PUs, naming the ones that fit."""
-    cpu = format_list(topo.cpu_node_ids) or "none"
+    cpu = format_list(topo.cpu_node_ids)
     if n not in topo.node_ids:
-        raise PlacementError(f"policy {policy!r}: {topo._why('NUMA node', n)}: use one of the CPU nodes {cpu}")
+        fit = f"use one of the CPU nodes {cpu}" if cpu else "no NUMA node with PUs is usable: use compact, spread or span:K"
+        raise PlacementError(f"policy {policy!r}: {topo._why('NUMA node', n)}: {fit}")
     node = topo.node(n)
     if not node.pus:
         near = f", near PUs {format_list(node.near_pus)}" if node.near_pus else ""
@@ -236,7 +237,8 @@ def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
         notes.append("node memory capacity not checked (check_memory=False)")
     elif not topo.memory_known:
         if demand:
-            notes.append("node memory capacity not checked: topology memory unknown (synthetic without memory=)")
+            notes.append("node memory capacity not checked: topology memory unknown "
+                         "(synthetic without memory=, or no node sizes in the file)")
     else:
         _check_capacity(topo, demand, f"policy {pol.text!r}")
     return Placement(
