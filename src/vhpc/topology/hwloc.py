@@ -159,13 +159,13 @@ def raw_from_xml(text: str, source: str = "xml") -> Raw:
     elif not raw.package_os:
         for p in raw.pus:
             p.package = None
-    if not raw.nodes:  # hwloc 1.x UMA export: hwloc 2 inserts one node for the whole machine
-        raw.nodes.append(RawNode(os_index=0, memory_bytes=_int(machine.get("local_memory")),
-                                 cpuset=frozenset(p.os_index for p in raw.pus)))
-        raw.notes.append("no NUMANode objects: the whole machine counts as NUMA node 0 (as hwloc 2 reads it)")
     sizes = [s for s in raw.l3_size.values() if s]
     raw.llc_bytes = max(sizes) if sizes else (max(w.l2) if w.l2 else None)
     _masks(raw, machine, w.node_order)
+    if not raw.nodes and not raw.offline_nodes:  # hwloc 1.x UMA export: hwloc 2 inserts one node
+        raw.nodes.append(RawNode(os_index=0, memory_bytes=_int(machine.get("local_memory")),
+                                 cpuset=frozenset(p.os_index for p in raw.pus)))
+        raw.notes.append("no NUMANode objects: the whole machine counts as NUMA node 0 (as hwloc 2 reads it)")
     synthetic = raw.info.get("Backend") == "Synthetic"
     raw.memory_known = not (synthetic and "memory=" not in raw.info.get("SyntheticDescription", ""))
     raw.distances = _distances_v2(root) or _distances_v1(machine, w.node_order)
