@@ -245,7 +245,7 @@ def cmd_host(args) -> int:
     from vhpc import topology
 
     topo = topology.load(args.topology)
-    console.print(topology.render_text(topo), highlight=False, markup=False)
+    console.print(topology.render_text(topo), highlight=False, markup=False, soft_wrap=True)
     if args.topology:
         return 0
     fp = hostinfo.fingerprint()
@@ -272,8 +272,6 @@ def cmd_host(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from rich.table import Table
-
     from vhpc import placement, topology
     from vhpc.environments.vm import parse_guest_numa
 
@@ -290,29 +288,7 @@ def cmd_plan(args) -> int:
                                            backing=args.backing, vm_index=i, vms=args.vms)
                 for i in range(args.vms)]
         plans = placement.plan_vms(topo, reqs)
-    console.print(f"topology: {topo.summary()} ({topo.source})", highlight=False)
-    for i, p in enumerate(plans):
-        name = f"vm{i}" if len(plans) > 1 else "vm"
-        console.rule(f"{name}: {placement.describe(p)}", style="dim")
-        table = Table("vCPU", "pCPUs", "host node", "package", "guest node")
-        guest_of = {v: g.id for g in p.guest_nodes for v in g.vcpus}
-        for v in range(p.vcpus):
-            pins = p.vcpu_pins[v] if p.vcpu_pins else ()
-            nodes = sorted({topo.node_of_pu(c) for c in pins}) if pins else []
-            pkgs = sorted({topo.pu(c).package for c in pins}) if pins else []
-            table.add_row(str(v), topology.format_list(pins) if pins else "any",
-                          topology.format_list(nodes) if nodes else "any",
-                          topology.format_list(pkgs) if pkgs else "any", str(guest_of.get(v, 0)))
-        console.print(table)
-        for note in p.notes:
-            console.print(f"note: {note}", highlight=False)
-        console.print("[bold]libvirt XML[/]")
-        console.print(placement.to_libvirt_xml(p, name=name), highlight=False, markup=False)
-        qargs = placement.qemu_numa_args(p)
-        console.print("[bold]QEMU arguments[/] (plus -smp/-m; vCPU threads pinned via QMP "
-                      "query-cpus-fast + sched_setaffinity)")
-        console.print(" ".join(qargs) if qargs else f"-m {p.memory_mib}M (no NUMA backends)",
-                      highlight=False, markup=False, soft_wrap=True)
+    console.print(placement.render_plans(topo, plans), highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
