@@ -454,6 +454,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("vhpc: interrupted")
         return 130
+    except OSError as exc:  # results that cannot be written: full, read-only, no permission
+        from vhpc.store import describe_os_error
+
+        if describe_os_error(exc) is None:
+            raise
+        err_console.print(f"vhpc: error: {describe_os_error(exc)}", highlight=False,
+                          markup=False, soft_wrap=True)
+        return 2
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@ stderr are kept so samples can be re-derived by a fixed parser without re-runnin
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -74,20 +76,23 @@ def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
     name = getattr(exc, "sqlite_errorname", "") or ""
     text = str(exc)
     folder = path.parent
-    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text:
+    if name.startswith("SQLITE_NOTADB") or "not a database" in text:
+        return StoreError(f"{path} is not a vhpc database, or its first page is damaged ({text}): "
+                          "move it aside or pick another --out", "corrupt")
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in text:
         return StoreError(
             f"{path} is damaged ({text}): move it aside and use a new --out (rows that survive "
             f"can be salvaged with: sqlite3 {path} .recover | sqlite3 recovered.db)", "corrupt")
     if name.startswith("SQLITE_FULL") or "disk is full" in text:
         return StoreError(f"the disk holding {path} is full ({text}): free space there "
                           f"(df -h {folder})", "full")
-    if name.startswith("SQLITE_READONLY") or "readonly" in text:
-        return StoreError(f"{path} is read-only ({text}): make it and {folder} writable "
-                          "(chmod u+w, chattr -i, remount rw) or pick another --out", "readonly")
-    if name.startswith(("SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")):
-        return StoreError(f"cannot open {path} ({text}): {folder} and the file must be readable "
-                          "and writable by you (chmod u+rwx the folder, u+rw the file) or pick "
-                          "another --out", "cantopen")
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")) \
+            or "readonly" in text:
+        verb = "write" if "readonly" in text or "READONLY" in name else "open"
+        return StoreError(f"cannot {verb} {path} ({_access_problem(path)}; {text}): make "
+                          f"{folder} and the file writable (remount rw, chattr -i, chmod u+rwx "
+                          "the folder and u+rw the file) or pick another --out",
+                          "readonly" if verb == "write" else "cantopen")
     if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         return StoreError(f"{path} stayed locked by another process for 30 s ({text}): retry "
                           "when it is done", "busy")
@@ -95,6 +100,38 @@ def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
         return StoreError(f"I/O error on {path} ({text}): check the disk holding {folder} "
                           f"(full? read-only? dmesg)", "io")
     return StoreError(f"{path}: {text}")
+
+
+def _access_problem(path: Path) -> str:
+    """Why ``path`` (a database) may not open for writing: read-only filesystem, folder or file
+    permissions, or an immutable/unknown cause."""
+    folder = path.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return f"{folder} is on a read-only filesystem"
+    except OSError:
+        return f"{folder} is not accessible"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable by you"
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        return "the file is not readable and writable by you"
+    return "the folder or file refuses writes (immutable? chattr -i)"
+
+
+#: errno values that mean "this path cannot be written" rather than a bug.
+USER_OS_ERRORS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
+                            errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENAMETOOLONG})
+
+
+def describe_os_error(exc: OSError) -> str | None:
+    """One line for a results file that cannot be written (full disk, read-only or
+    permission), or None when ``exc`` is not such an error (then it is a bug)."""
+    if exc.errno not in USER_OS_ERRORS:
+        return None
+    where = exc.filename or "a results file"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk holding {where} is full ({exc.strerror}): free space there"
+    return f"cannot write {where} ({exc.strerror}): make it writable or pick another --out"
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
