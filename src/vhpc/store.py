@@ -239,8 +239,9 @@ class Store:
 
     # -- ownership ---------------------------------------------------------------------------
     def lock_path(self, cid: str) -> Path:
-        """The lock file of campaign ``cid``: ``<store>.locks/<cid>.lock``."""
-        return self.path.with_name(self.path.name + ".locks") / f"{cid}.lock"
+        """The lock file of campaign ``cid``: ``.owner.lock`` in the campaign's results folder
+        (``<out>/<cid>/``, where its report goes)."""
+        return self.path.parent / cid / ".owner.lock"
 
     @_guard
     def owner(self, cid: str) -> Owner | None:
