@@ -28,10 +28,10 @@ ROOT = os.geteuid() == 0
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
-def vhpc(tmp_path, *args, prefix=(), **kw):
+def vhpc(tmp_path, *args, prefix=(), timeout=300):
     env = dict(os.environ, VHPC_CACHE=str(tmp_path / "cache"))
     return subprocess.run(list(prefix) + VHPC + list(args), capture_output=True, text=True,
-                          env=env, timeout=300, **kw)
+                          env=env, timeout=timeout)
 
 
 def spawn(tmp_path, *args):
@@ -325,6 +325,25 @@ def test_another_vhpc_start_leaves_a_live_campaigns_thp_alone(tmp_path):
             proc.wait(timeout=120)
     assert f"[{original}]" in THP.read_text()  # restored when the campaign ended
 
+    # a campaign killed with its knob applied: the next vhpc start restores it, and says whose
+    gate.unlink()
+    for m in marks.iterdir():
+        m.unlink()
+    proc = spawn(tmp_path, "run", str(cfile), "--out", str(tmp_path / "out"))
+    try:
+        wait_for(lambda: any(marks.iterdir()), "the trial", proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert f"[{value}]" in THP.read_text()
+        r = vhpc(tmp_path, "list", "benchmarks")
+        assert f"left changed by vhpc pid {proc.pid} on " in r.stderr, r.stderr
+        assert f"{THP}={original}" in r.stderr and "no longer running" in r.stderr
+        assert f"[{original}]" in THP.read_text()
+    finally:
+        gate.touch()  # lets the orphaned benchmark command end
+        if f"[{original}]" not in THP.read_text():
+            THP.write_text(original)
+
 
 # -- sessions after a resume ------------------------------------------------------------------
 
@@ -431,3 +450,33 @@ def test_a_cold_warm_campaign_keeps_its_planned_cold_trials(tmp_path):
     campaign.execute(store, cid, envs={"native": NativeEnvironment("native"), "vm": FakeVm()})
     assert not any(t.reboot for t in store.trials(cid))
     assert groups(store, cid)[("vm", "cold")] == 2
+
+
+def test_kill_and_resume_of_a_warm_vm_campaign_labels_the_reboot_trial(tmp_path, kernels_built,
+                                                                       no_qemu_leak):
+    """The real thing: a QEMU guest, vhpc SIGKILLed, resumed.  The benchmark waits at the gate
+    only on the host (the guest's /tmp is its own, so the marks folder does not exist there)."""
+    cmd, gate, marks = gated(tmp_path, first_free=1)
+    cmd = f"if [ -d {marks} ]; then {cmd}; else echo v 1; fi"
+    f = campaign_file(tmp_path, cmd, repeats=2)
+    f.write_text(f.read_text().replace("environments: [native]",
+                                       "environments: [native, 'vm:memory=512']")
+                 .replace("warmup: 0", "warmup: 1"))
+    out = tmp_path / "out"
+    db = out / "vhpc.db"
+    proc = spawn(tmp_path, "run", str(f), "--out", str(out))
+    # plan: native(w) vm(w) | vm native | native vm; the native trial of round 1 waits
+    wait_for(lambda: len(list(marks.iterdir())) == 2, "the measured native trial", proc, 600)
+    assert rows(db, "SELECT seq FROM trials WHERE status='done' ORDER BY seq") == [(0,), (1,), (2,)]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    gate.touch()
+    cid = rows(db, "SELECT id FROM campaigns")[0][0]
+    r = vhpc(tmp_path, "compare", "--resume", cid, "--out", str(out), timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert rows(db, "SELECT seq, environment, session_index, reboot FROM trials "
+                    "WHERE environment LIKE 'vm%' ORDER BY seq") == [
+        (1, "vm", 0, 0), (2, "vm", 1, 0), (5, "vm", 0, 1)]
+    store = Store(db)
+    g = groups(store, cid)
+    assert ("vm", "cold") not in g and g[("vm", "all")] == 1 and g[("vm", "warm")] == 1
