@@ -39,6 +39,7 @@ class Owner:
         return f"pid {self.pid} on {self.host} since {when}"
 
     def to_dict(self) -> dict[str, Any]:
+        """{"pid", "host", "since"} for a JSON record."""
         return {"pid": self.pid, "host": self.host, "since": self.since}
 
     @classmethod
