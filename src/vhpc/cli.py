@@ -114,6 +114,7 @@ def cmd_compare(args, spec=None) -> int:
     if args.resume:
         cid = args.resume
         store.campaign(cid)  # raises StoreError for an unknown id
+        store.check_not_owned(cid)  # another live vhpc runs it: refuse before printing anything
         console.print(f"Resuming campaign [bold]{cid}[/]")
     else:
         if spec is None:
@@ -133,7 +134,8 @@ def cmd_compare(args, spec=None) -> int:
                       f"rounds → {args.out}/")
     progress = RichProgress(console)
     try:
-        counts = campaign.execute(store, cid, progress)
+        counts = campaign.execute(store, cid, progress, notify=lambda m: err_console.print(
+            f"vhpc: {m}", highlight=False, markup=False, soft_wrap=True))
     except KeyboardInterrupt:
         progress.stop()
         done = len(store.trials(cid, "done")) + len(store.trials(cid, "failed"))
@@ -418,10 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
     from vhpc.environments.knobs import journal_path, recover
 
-    restored = recover(journal_path())
-    if restored:
-        err_console.print(f"vhpc: restored host settings left changed by an interrupted run: "
-                          f"{', '.join(restored)}", soft_wrap=True)
+    for left in recover(journal_path()):  # only journals whose vhpc is no longer running
+        err_console.print(f"vhpc: {left.describe()}", highlight=False, markup=False, soft_wrap=True)
     try:
         return args.func(args)
     except errors as exc:
@@ -430,6 +430,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("vhpc: interrupted")
         return 130
+    except OSError as exc:  # results that cannot be written: full, read-only, no permission
+        from vhpc.store import describe_os_error
+
+        if describe_os_error(exc) is None:
+            raise
+        err_console.print(f"vhpc: error: {describe_os_error(exc)}", highlight=False,
+                          markup=False, soft_wrap=True)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,5 +1,11 @@
-"""The one family of user errors: every mistake a user can fix is a :class:`VhpcError`."""
+"""The one family of user errors.
+
+Every error that bad user input or an unusable host resource can cause derives from
+:class:`VhpcError`; ``vhpc`` prints it as one line and exits with status 2.
+"""
+
+from __future__ import annotations
 
 
 class VhpcError(Exception):
-    """A user error: printed by the CLI as one line with advice, exit status 2."""
+    """Base of every user error: one line saying what to change (never a traceback)."""
