@@ -254,3 +254,17 @@ def test_report_renders_in_headless_chromium(data, tmp_path, fmt):
     page_errors = [line for line in proc.stderr.splitlines()
                    if "Uncaught" in line or (":CONSOLE" in line and path.name in line)]
     assert not page_errors, page_errors
+
+
+def test_export_all_writes_every_format_through_one_protocol(data, tmp_path):
+    from vhpc.report.export import EXPORTERS, ReportData, export_all
+
+    obs, a = data
+    out = export_all(ReportData(a, obs, CAMPAIGN), tmp_path / "c", {"json": tmp_path / "x.json"})
+    assert set(out) == set(EXPORTERS) == {"html", "samples-csv", "comparisons-csv", "json"}
+    assert out["json"] == tmp_path / "x.json" and out["html"] == tmp_path / "c" / "report.html"
+    assert "c-0042" in out["html"].read_text()
+    with out["comparisons-csv"].open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["ratio_ci_method"] for r in rows] == [c.ratio_ci_method for c in a.comparisons]
+    assert json.loads(out["json"].read_text())["comparisons"][0]["ratio_ci_method"] == "fieller"

@@ -67,7 +67,13 @@ def fmt_ratio(c: Comparison | None) -> str:
         if c.n >= 2 and c.n_baseline >= 2:
             return f"{c.ratio:.3f} [unbounded]"
         return f"{c.ratio:.3f}"
-    return f"{c.ratio:.3f} [{lo:.3f}, {hi:.3f}]{METHOD_TAG.get(c.ratio_ci_method, '')}"
+    return f"{c.ratio:.3f} [{_bound(lo)}, {_bound(hi)}]{METHOD_TAG.get(c.ratio_ci_method, '')}"
+
+
+def _bound(x: float) -> str:
+    """3 decimals, or 2 significant digits below 0.01 so a small positive bound never reads
+    as 0.000."""
+    return f"{x:.3f}" if abs(x) >= 0.01 or x == 0 else f"{x:.2g}"
 
 
 def fmt_overhead(c: Comparison | None) -> str:
