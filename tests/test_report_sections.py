@@ -1,11 +1,15 @@
 """Report sections from stored trials: placement as applied, diagnostics, memory profile."""
 
 from vhpc.model import EnvInfo
+from vhpc.records import AppliedPlacement, Diagnostics
 from vhpc.report import diagnostics
 from vhpc.store import TrialRow
 
 
 def trial(env, applied=None, diag=None, warmup=False, bench="stream", started=0.0, ended=1.0):
+    """A stored trial; applied/diag given as the environments' keyword values."""
+    applied = AppliedPlacement(**applied) if applied is not None else None
+    diag = Diagnostics.build(**diag) if diag is not None else None
     return TrialRow(1, 0, 0, warmup, env, bench, "", "done", 0, 0, None, "", "", started, ended,
                     applied, diag)
 

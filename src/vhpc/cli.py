@@ -72,7 +72,7 @@ def _store(out: str):
 def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=False) -> Path:
     """Analyse a stored campaign; print the table; write HTML, CSV and JSON; return the HTML path."""
     from vhpc import analysis
-    from vhpc.report import export, terminal
+    from vhpc.report import export, html as html_report, terminal
 
     camp = store.campaign(cid)
     envs = store.environments(cid)
@@ -93,8 +93,11 @@ def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=Fals
                          for t in trials if t.status == "failed"]}
     from vhpc.report import diagnostics
 
-    data = export.ReportData(result, obs, meta, tuple(diagnostics.sections(trials, envs, result)))
-    export.export_all(data, folder, {"html": html_path, "samples-csv": csv, "json": jsn})
+    html_report.write_html(result, obs, html_path, meta,
+                           sections=diagnostics.sections(trials, envs, result))
+    export.write_csv(result, obs, Path(csv) if csv else folder / "samples.csv",
+                     folder / "comparisons.csv")
+    export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json")
     if not quiet:
         terminal.render_table(result, console, title=f"vhpc campaign {cid}")
         if meta["failed"]:

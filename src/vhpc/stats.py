@@ -22,6 +22,7 @@ Sources:
   |G1| > 1 is "highly skewed" (M. G. Bulmer, *Principles of Statistics*, 1979, p. 63).
 * Multiple comparisons: S. Holm, Scand. J. Statist. 6 (1979) 65–70
   (``statsmodels.stats.multitest.multipletests``).
+* Least-squares line: :func:`scipy.stats.linregress` (ordinary least squares, r² = Pearson r²).
 * Outliers: B. Iglewicz & D. C. Hoaglin, *How to Detect and Handle Outliers*, ASQC (1993):
   modified z-score.
 """
@@ -41,7 +42,8 @@ __all__ = [
     "FIELLER", "LOG_DELTA", "BCA", "EXACT", "NO_INTERVAL", "METHODS",
     "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
     "fieller_contains", "log_ratio_interval", "bca_ratio_interval", "ratio_interval",
-    "holm_adjust", "modified_z_outliers", "is_skewed",
+    "holm_adjust", "modified_z_outliers", "is_skewed", "mean", "linear_fit", "Description",
+    "describe",
 ]
 
 #: ratio-interval methods (the names exported per comparison)
@@ -74,6 +76,52 @@ BCA_MAX_N = 5000
 #: bootstrap resamples and seed (fixed: the same data gives the same report)
 BCA_RESAMPLES = 9999
 BCA_SEED = 20240501
+
+
+def mean(values: Sequence[float]) -> float | None:
+    """Arithmetic mean (same unit as the values), None for no values."""
+    return float(np.mean(np.asarray(values, dtype=float))) if len(values) else None
+
+
+@dataclass(frozen=True)
+class Description:
+    """Descriptive statistics of one sample (values' unit): n, mean and median (None for
+    n = 0), stdev (ddof = 1), Student-t CI of the mean, CV = stdev/|mean| (None for n < 2 or
+    mean 0) and the count of modified-z outliers."""
+
+    n: int
+    mean: float | None = None
+    median: float | None = None
+    stdev: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    cv: float | None = None
+    outliers: int = 0
+
+
+def describe(values: Sequence[float], confidence: float = 0.95) -> Description:
+    """:class:`Description` of ``values`` (:func:`student_t_ci`, :func:`modified_z_outliers`)."""
+    x = np.asarray(values, dtype=float)
+    n = int(x.size)
+    if n == 0:
+        return Description(0)
+    m, med = float(x.mean()), float(np.median(x))
+    if n < 2:
+        return Description(n, m, med)
+    sd = float(x.std(ddof=1))
+    lo, hi = student_t_ci(m, sd, n, confidence)
+    return Description(n, m, med, sd, lo, hi, sd / abs(m) if m != 0 else None,
+                       modified_z_outliers(x))
+
+
+def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
+    """Ordinary least-squares line y = intercept + slope·x (``scipy.stats.linregress``).
+    Returns (slope, intercept, r²).  Raises ValueError when x has fewer than 2 distinct
+    values."""
+    if len(set(x)) < 2:
+        raise ValueError("a line needs at least 2 distinct x values")
+    res = sps.linregress(x, y)
+    return float(res.slope), float(res.intercept), float(res.rvalue ** 2)
 
 
 def _tq(confidence: float, df: float) -> float:

@@ -9,8 +9,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
-import numpy as np
-
 from vhpc import stats
 from vhpc.analysis.results import GROUP_ALL, GROUP_COLD, GROUP_WARM, Summary
 from vhpc.model import Observation
@@ -66,24 +64,14 @@ def group_observations(observations: Iterable[Observation]) -> dict[GroupKey, Gr
 
 def summarise(key: GroupKey, unit: str, hib: bool, values: list[float], n_invalid: int,
               group: str, confidence: float) -> Summary:
-    """:class:`Summary` of one group of valid values (metric unit) at ``confidence``."""
+    """:class:`Summary` of one group of valid values (metric unit) at ``confidence``
+    (:func:`vhpc.stats.describe`)."""
     benchmark, params, metric, env = key
-    x = np.asarray(values, dtype=float)
-    n = int(x.size)
-    mean = median = stdev = lo = hi = cv = None
-    outliers = 0
-    if n >= 1:
-        mean = float(x.mean())
-        median = float(np.median(x))
-    if n >= 2:
-        stdev = float(x.std(ddof=1))
-        lo, hi = stats.student_t_ci(mean, stdev, n, confidence)
-        cv = stdev / abs(mean) if mean != 0 else None
-        outliers = stats.modified_z_outliers(x)
+    d = stats.describe(values, confidence)
     return Summary(benchmark=benchmark, params=params, metric=metric, unit=unit,
-                   higher_is_better=hib, environment=env, n=n, n_invalid=n_invalid, mean=mean,
-                   median=median, stdev=stdev, ci_low=lo, ci_high=hi, cv=cv, outliers=outliers,
-                   group=group)
+                   higher_is_better=hib, environment=env, n=d.n, n_invalid=n_invalid,
+                   mean=d.mean, median=d.median, stdev=d.stdev, ci_low=d.ci_low,
+                   ci_high=d.ci_high, cv=d.cv, outliers=d.outliers, group=group)
 
 
 def summaries_of(ordered: list[GroupKey], groups: dict[GroupKey, Group],
