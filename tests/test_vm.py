@@ -78,7 +78,7 @@ def test_vcpu_pinning_is_applied_and_read_back(vm):
     for v in vcpus:
         with open(f"/proc/{vm.guest.pid}/task/{v.thread}/status") as f:
             allowed = [l for l in f if l.startswith("Cpus_allowed_list")][0].split()[1]
-        assert allowed == str(v["vcpu"])
+        assert allowed == str(v.vcpu)
 
 
 def test_session_index_counts_trials_in_a_boot(vm):

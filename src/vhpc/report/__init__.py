@@ -1,10 +1,12 @@
 """Report room: presents an :class:`~vhpc.analysis.Analysis` — terminal table
 (:mod:`.terminal`), figures (:mod:`.figures`), self-contained HTML (:mod:`.html`) and CSV/JSON
-export (:mod:`.export`).  Imports only :mod:`vhpc.model` and :mod:`vhpc.analysis`; never runs a
-benchmark.
+export (:mod:`.export`, which also holds the one :class:`~vhpc.report.export.Exporter` protocol of
+every output format).  Imports only :mod:`vhpc.model`, :mod:`vhpc.records`, :mod:`vhpc.stats`
+(method names) and :mod:`vhpc.analysis`; never runs a benchmark.
 
-This module holds the small text formatters shared by the terminal table and the HTML report,
-so both show the same numbers the same way.
+This module holds the text formatters and the summary-table rows (:func:`comparison_rows`, one
+row per metric and environment) shared by the terminal table and the HTML report, so both show
+the same numbers the same way.
 """
 
 from __future__ import annotations
