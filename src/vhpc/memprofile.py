@@ -106,13 +106,14 @@ def fit(rows: list[ProfileRow]) -> Fit | None:
 
 def from_trials(rows: Iterable[Any]) -> list[TrialCounters]:
     """TrialCounters from stored trial rows (vhpc.store.TrialRow: environment, benchmark,
-    params, warmup, status, started, ended, diagnostics); warm-up and unfinished trials skipped."""
+    params, warmup, status, started, ended and its :class:`vhpc.records.Diagnostics`); warm-up
+    and unfinished trials skipped."""
     out = []
     for t in rows:
         if t.warmup or t.status != "done" or t.ended is None:
             continue
-        perf = (t.diagnostics or {}).get("perf") or {}
+        perf = t.diagnostics.perf if t.diagnostics is not None else None
         label = f"{t.benchmark}[{t.params}]" if t.params else t.benchmark
         out.append(TrialCounters(t.environment, label, t.ended - t.started,
-                                 perf.get("cpi"), perf.get("mpki")))
+                                 perf.cpi if perf else None, perf.mpki if perf else None))
     return out
