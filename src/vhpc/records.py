@@ -179,13 +179,16 @@ class Diagnostics(Record):
 
     @classmethod
     def build(cls, **values: Any) -> Diagnostics:
-        """Diagnostics from counter values, each a dict, None, or ``{"unavailable": reason}``
-        (environments/counters.py's convention): reasons are collected in ``unavailable``."""
+        """Diagnostics from counter values, each a record, a dict, None, or
+        ``{"unavailable": reason}``: every reason (also a record's ``unavailable``) is
+        collected in ``unavailable``; counter dicts that are only a reason become None."""
         reasons = {}
         for key, val in list(values.items()):
-            if isinstance(val, dict) and set(val) == {"unavailable"}:
+            if isinstance(val, Record) and getattr(val, "unavailable", None):
+                reasons[key] = str(val.unavailable)
+            elif isinstance(val, dict) and set(val) == {"unavailable"}:
                 reasons[key] = str(val["unavailable"])
-                values[key] = {"unavailable": val["unavailable"]} if key in ("rusage", "perf") else None
+                values[key] = val if key in ("rusage", "perf") else None
         return cls(**values, unavailable=reasons)
 
 

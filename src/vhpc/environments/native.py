@@ -92,7 +92,8 @@ class NativeEnvironment(Environment):
         try:
             result = self._run(argv, env, timeout)
         finally:
-            perf = counters.perf_result(perf_file) if perf_file else {"unavailable": perf_why}
+            perf = (counters.perf_result(perf_file) if perf_file
+                    else records.PerfCounters(unavailable=perf_why))
             if perf_file:
                 os.unlink(perf_file)
         result.diagnostics = records.Diagnostics.build(

@@ -409,9 +409,9 @@ class VmEnvironment(Environment):
         return proc, path
 
     @staticmethod
-    def _stop_guest_perf(perf) -> dict:
+    def _stop_guest_perf(perf) -> records.PerfCounters:
         if isinstance(perf, str):
-            return {"unavailable": perf}
+            return records.PerfCounters(unavailable=perf)
         proc, path = perf
         proc.send_signal(signal.SIGINT)
         try:

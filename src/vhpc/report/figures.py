@@ -5,7 +5,7 @@ font is needed to display it) or PNG bytes (``fmt="png"``) — or None when ther
 draw.  Nothing is written to disk and no global matplotlib state is changed.
 
 * :func:`relative_bars` — each metric relative to the baseline (1.0 = same), grouped per
-  benchmark, one bar per non-baseline environment, Fieller CI as error bars (the seeds' "time
+  benchmark, one bar per non-baseline environment, the comparison's CI as error bars (the seeds' "time
   relative to native" figure).
 * :func:`distributions` — individual samples and a box per environment for each metric; invalid
   samples drawn hollow and red.
@@ -81,14 +81,41 @@ def _mean_error_bar(s) -> tuple[float, float]:
     return below, s.ci_high - s.mean
 
 
+def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j: int,
+              env: str, color: str, bar_w: float) -> float:
+    """Draw environment ``env``'s bars (position ``j`` in each group) on ``ax``; returns its
+    largest ratio (0 when it has none)."""
+    emulated = analysis.environments[env].emulated
+    xs, ys, lo_err, hi_err, stars = [], [], [], [], []
+    for i, (params, metric) in enumerate(cats):
+        c = analysis.comparison(bench, params, metric, env)
+        if c is None or c.ratio is None:
+            continue
+        xs.append(i - 0.4 + bar_w * (j + 0.5))
+        ys.append(c.ratio)
+        le, he = ratio_error_bar(c.ratio, c.ratio_ci)
+        lo_err.append(le)
+        hi_err.append(he)
+        stars.append(c.verdict in (SLOWER, FASTER))
+    if not xs:
+        return 0.0
+    ax.bar(xs, ys, width=bar_w * 0.95, color=color, hatch="//" if emulated else None,
+           edgecolor="black" if emulated else color, linewidth=0.5, yerr=[lo_err, hi_err],
+           capsize=2, error_kw={"elinewidth": 0.8}, label=env_header(analysis, env))
+    for xx, yy, he, st in zip(xs, ys, hi_err, stars):
+        if st:
+            ax.text(xx, yy + he, "*", ha="center", va="bottom", fontsize=9)
+    return max(ys)
+
+
 def relative_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
     """Bar chart of every metric's mean relative to the baseline (baseline = 1.0).
 
     One panel per benchmark (with its parameters), one group of bars per metric, one bar per
     non-baseline environment with value = ratio of means (dimensionless) and error bars = its
     confidence interval as in the table (Fieller, log-delta or BCa; absent when unbounded or
-    n < 2; :func:`ratio_error_bar`).  Tick labels carry ↑ (higher
-    is better) or ↓ (lower is better); a star marks a significant verdict (Holm-adjusted
+    n < 2; :func:`ratio_error_bar`; the y axis stops at 3× the tallest bar).  Tick labels
+    carry ↑ (higher is better) or ↓ (lower is better); a star marks a significant verdict (Holm-adjusted
     p < alpha); TCG environments are hatched and labelled "(TCG emulation)".
     Returns SVG text / PNG bytes, or None when there is no comparison with a ratio.
     """
@@ -110,29 +137,12 @@ def relative_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
         for ax, (bench, cats) in zip(axes, panels.items()):
             multi_params = len({p for p, _ in cats}) > 1
             x = np.arange(len(cats))
-            for j, env in enumerate(others):
-                emulated = analysis.environments[env].emulated
-                xs, ys, lo_err, hi_err, stars = [], [], [], [], []
-                for i, (params, metric) in enumerate(cats):
-                    c = analysis.comparison(bench, params, metric, env)
-                    if c is None or c.ratio is None:
-                        continue
-                    xs.append(x[i] - 0.4 + bar_w * (j + 0.5))
-                    ys.append(c.ratio)
-                    le, he = ratio_error_bar(c.ratio, c.ratio_ci)
-                    lo_err.append(le)
-                    hi_err.append(he)
-                    stars.append(c.verdict in (SLOWER, FASTER))
-                if not xs:
-                    continue
-                ax.bar(xs, ys, width=bar_w * 0.95, color=colors[env],
-                       hatch="//" if emulated else None,
-                       edgecolor="black" if emulated else colors[env], linewidth=0.5,
-                       yerr=[lo_err, hi_err], capsize=2, error_kw={"elinewidth": 0.8},
-                       label=env_header(analysis, env))
-                for xx, yy, he, st in zip(xs, ys, hi_err, stars):
-                    if st:
-                        ax.text(xx, yy + he, "*", ha="center", va="bottom", fontsize=9)
+            rmax = max(_env_bars(ax, analysis, bench, cats, j, env, colors[env], bar_w)
+                       for j, env in enumerate(others))
+            # an interval from a few very noisy samples can be 1000× wide: cut the axis at
+            # 3× the tallest bar (the table and exports keep the full interval)
+            bottom, top = ax.get_ylim()
+            ax.set_ylim(bottom, min(top, 3.0 * max(rmax, 1.0)))
             ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
             labels = []
             for params, metric in cats:
