@@ -266,6 +266,6 @@ def test_cli_compare_stream_through_libvirt(no_domain_left, tmp_path, kernels_bu
              "--repeats", "1", "--warmup", "0", "--out", str(tmp_path), env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     db = sqlite3.connect(tmp_path / "vhpc.db")
-    rows = [json.loads(a) for (a,) in db.execute("SELECT applied FROM trials WHERE applied "
+    rows = [json.loads(a) for (a,) in db.execute("SELECT applied_json FROM trials WHERE applied_json "
                                                   "LIKE '%libvirt%'")]
     assert rows and all("vcpupin" in a["libvirt"] and "dommemstat" in a["libvirt"] for a in rows)

@@ -58,7 +58,8 @@ def read_owner(xml_text: str) -> tuple[int, str] | None:
         el = ET.fromstring(xml_text)
     except ET.ParseError:
         return None
-    own = el if el.tag == f"{{{OWNER_NS}}}owner" else el.find(f".//{{{OWNER_NS}}}owner")
+    # virDomainGetMetadata returns the element without its namespace; a whole domain keeps it
+    own = el if el.tag in ("owner", f"{{{OWNER_NS}}}owner") else el.find(f".//{{{OWNER_NS}}}owner")
     if own is None:
         return None
     try:
