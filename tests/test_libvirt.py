@@ -135,6 +135,7 @@ def _cli(*args, env=None, cwd=None):
     (f"vm:domain_xml={EXAMPLE},vcpus=4", "drop vcpus"),
     ("vm:backend=xen", "use qemu or libvirt"),
     (f"vm:backend=qemu,domain_xml={EXAMPLE}", "needs backend=libvirt"),
+    ("vm:backend=libvirt,uri=qemu:///system?socket=/nonexistent/sock", "start libvirtd"),
 ])
 def test_bad_libvirt_options_exit_2(tmp_path, opt, words):
     r = _cli("compare", "-b", "stream", "-e", "native", "-e", opt, "--repeats", "1",
@@ -181,11 +182,27 @@ def vhpc_domains(uri: str) -> list[str]:
     return [n for n in out.split() if n.startswith("vhpc-")]
 
 
+def libvirt_qemus() -> set[int]:
+    """QEMU processes libvirt started for vhpc domains (``-name guest=vhpc-...``); other QEMUs
+    on the host (other users' guests) are not counted."""
+    pids = set()
+    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"\0guest=vhpc-" in cmd.read_bytes():
+                pids.add(int(cmd.parent.name))
+        except OSError:
+            pass
+    return pids
+
+
 @pytest.fixture
-def no_domain_left(libvirt_uri, no_qemu_leak):
+def no_domain_left(libvirt_uri):
+    """Fail the test if it leaves a vhpc domain defined or its QEMU running."""
     assert vhpc_domains(libvirt_uri) == [], "vhpc domains defined before the test"
+    before = libvirt_qemus()
     yield libvirt_uri
     assert vhpc_domains(libvirt_uri) == [], "vhpc domains left behind"
+    assert libvirt_qemus() - before == set(), "QEMU of a vhpc domain left running"
 
 
 def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
@@ -235,7 +252,7 @@ def test_user_domain_xml_runs_a_trial(no_domain_left):
     assert "tickpolicy" in fp["domain_xml_submitted"]
 
 
-def test_leftover_of_killed_vhpc_is_removed(no_domain_left, tmp_path):
+def test_leftover_of_killed_vhpc_is_removed(no_domain_left, capsys):
     """SIGKILL leaves libvirt's domain running; the next libvirt environment removes it."""
     script = ("import sys\nfrom vhpc.environments.libvirt import LibvirtEnvironment\n"
               f"e = LibvirtEnvironment('orphan', uri={no_domain_left!r}, vcpus=1, memory=256,"
@@ -250,14 +267,13 @@ def test_leftover_of_killed_vhpc_is_removed(no_domain_left, tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert vhpc_domains(no_domain_left) == [name]
-    from vhpc.environments.libvirt import connect, remove_leftovers
+    from vhpc.environments.libvirt import LibvirtEnvironment
 
-    conn = connect(no_domain_left)
-    log = tmp_path / "log"
-    with open(log, "w") as out:
-        assert remove_leftovers(conn, out=out) == [name]
-    conn.close()
-    assert f"removed leftover libvirt domain {name}" in log.read_text()
+    capsys.readouterr()
+    nxt = LibvirtEnvironment("next", uri=no_domain_left, vcpus=1, memory=256, accel="tcg",
+                             pin="none")
+    assert nxt.removed_leftovers == [name]
+    assert f"removed leftover libvirt domain {name}" in capsys.readouterr().err
 
 
 def test_cli_compare_stream_through_libvirt(no_domain_left, tmp_path, kernels_built):

@@ -81,7 +81,7 @@ def proc_start(pid: int) -> str | None:
         return None
 
 
-def remove_leftovers(conn, out=sys.stderr) -> list[str]:
+def remove_leftovers(conn, out=None) -> list[str]:
     """Destroy (and undefine) ``vhpc-`` domains whose owning vhpc process is gone (killed
     with SIGKILL, so its cleanup never ran); says so on ``out``.  Returns their names.
     Domains of live vhpc processes and domains without vhpc's metadata are left alone."""
@@ -100,7 +100,7 @@ def remove_leftovers(conn, out=sys.stderr) -> list[str]:
         destroy(dom)
         removed.append(name)
         print(f"vhpc: removed leftover libvirt domain {name} (its vhpc process {owner[0]} "
-              "is gone)", file=out)
+              "is gone)", file=out or sys.stderr)
     return removed
 
 
@@ -345,12 +345,16 @@ class LibvirtEnvironment(VmEnvironment):
         self.conn = None
         self.domain_changes: list[str] = []
         self.submitted_xml: str | None = None
-        self.removed_leftovers: list[str] = []
+        try:  # an unreachable daemon is a setup error, said once before any trial
+            conn = connect(self.uri)
+        except EnvError as exc:
+            raise ValueError(str(exc)) from None
+        self.removed_leftovers: list[str] = remove_leftovers(conn)
+        conn.close()
 
     def _connection(self):
         if self.conn is None:
             self.conn = connect(self.uri)
-            self.removed_leftovers += remove_leftovers(self.conn)
         return self.conn
 
     def _domain(self, workdir: Path) -> ET.Element:

@@ -47,7 +47,7 @@ def socket_live(path: Path) -> bool:
         s.close()
 
 
-def _wait_socket(path: Path, proc_pidfile: Path, what: str, timeout: float = 30.0) -> None:
+def _wait_socket(path: Path, what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not socket_live(path):
         if time.monotonic() > deadline:
@@ -110,7 +110,7 @@ class PrivateLibvirtd:
         if not socket_live(VIRTLOGD_SOCK):
             subprocess.run([virtlogd, "--daemon", "--pid-file", str(self.dir / "virtlogd.pid")],
                            check=True)
-            _wait_socket(VIRTLOGD_SOCK, self.dir / "virtlogd.pid", "virtlogd")
+            _wait_socket(VIRTLOGD_SOCK, "virtlogd")
         conf = self.dir / "libvirtd.conf"
         conf.write_text(f'unix_sock_dir = "{self.dir}"\n'
                         f'log_outputs = "3:file:{self.dir / "libvirtd.log"}"\n')
@@ -118,7 +118,7 @@ class PrivateLibvirtd:
         subprocess.run([libvirtd, "--daemon", "--config", str(conf), "--pid-file",
                         str(self.dir / "libvirtd.pid")], check=True, env=env)
         try:
-            _wait_socket(self.socket, self.dir / "libvirtd.pid", "libvirtd")
+            _wait_socket(self.socket, "libvirtd")
         except DaemonError:
             self.stop()
             raise
