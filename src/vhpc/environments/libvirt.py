@@ -153,6 +153,7 @@ class _DomainProcess:
         self.dom, self.pid, self.returncode = dom, pid, None
 
     def poll(self) -> int | None:
+        """None while the QEMU process exists, then 0 (its real status belongs to libvirtd)."""
         if self.returncode is None and not os.path.exists(f"/proc/{self.pid}"):
             self.returncode = 0
         return self.returncode
@@ -210,6 +211,7 @@ class LibvirtGuest(Guest):
         return self.boot_seconds
 
     def alive(self) -> bool:
+        """True while libvirt reports the domain active."""
         libvirt = _libvirt()
         try:
             return self.dom is not None and bool(self.dom.isActive())
@@ -252,6 +254,7 @@ class LibvirtGuest(Guest):
         libvirt = _libvirt()
 
         def cpus(mask) -> list[int]:
+            """libvirt's per-CPU boolean map → the CPU numbers set in it."""
             return [i for i, on in enumerate(mask) if on]
 
         out: dict[str, Any] = {}
@@ -407,6 +410,7 @@ class LibvirtEnvironment(VmEnvironment):
         return guest_nodes(lambda path: self.guest.request("read", 30.0, path=path).get("data"))
 
     def close(self) -> None:
+        """Destroy the session's domain (Guest.kill) and close the libvirt connection."""
         super().close()
         if self.conn is not None:
             try:
