@@ -77,6 +77,10 @@ def test_user_domain_kept_except_what_vhpc_needs(tmp_path):
     assert dom.find("devices/memballoon").get("model") == "virtio"
     assert dom.find("clock/timer").get("tickpolicy") == "catchup"
     assert dom.find("cpu").get("mode") == "maximum"
+    plan = lx.plan_dict(lx.requested(dom))  # what the report's placement section reads
+    assert plan["vcpu_pins"] == [[1], [0]]
+    assert plan["guest_nodes"] == [{"id": 0, "vcpus": [0, 1], "memory_mib": 512,
+                                    "host_nodes": [0], "policy": "strict"}]
 
 
 @pytest.mark.parametrize("text, words", [
@@ -206,15 +210,17 @@ def no_domain_left(libvirt_uri):
 
 
 def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
+    """One vCPU pinned to the first host CPU (pin=auto); QEMU's other threads go to the
+    remaining host CPUs (<emulatorpin>) when there are any."""
     from vhpc.environments.libvirt import LibvirtEnvironment
 
-    ncpu = len(os.sched_getaffinity(0))
-    env = LibvirtEnvironment("lv", uri=no_domain_left, vcpus=min(2, ncpu), memory=512,
-                             accel="tcg", pin="auto")
+    host = sorted(os.sched_getaffinity(0))
+    env = LibvirtEnvironment("lv", uri=no_domain_left, vcpus=1, memory=512, accel="tcg",
+                             pin="auto")
     with env:
         r = env.run(["nproc"], timeout=60)
         assert r.ok, r.error or r.stderr
-        assert r.stdout.strip() == str(min(2, ncpu))
+        assert r.stdout.strip() == "1"
         name = r.applied["domain"]
         assert name in vhpc_domains(no_domain_left)
         env.pause()
@@ -225,9 +231,11 @@ def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
         assert env.run(["true"], timeout=60).ok
     a = r.applied
     assert a["backend"] == "libvirt" and a["mismatches"] == []
-    # libvirt and the host agree with the request: vCPU i on host CPU i (pin=auto)
-    assert a["libvirt"]["vcpupin"] == {i: [sorted(os.sched_getaffinity(0))[i]] for i in range(min(2, ncpu))}
-    assert [v["allowed"] for v in a["vcpus"]] == [a["libvirt"]["vcpupin"][i] for i in range(min(2, ncpu))]
+    # libvirt and the host agree with the request
+    assert a["libvirt"]["vcpupin"] == {0: [host[0]]}
+    assert [v["allowed"] for v in a["vcpus"]] == [[host[0]]]
+    if len(host) > 1:
+        assert a["libvirt"]["emulatorpin"] == host[1:]
     assert a["libvirt"]["numatune"]["mode"] == "strict"
     assert a["libvirt"]["dommemstat"]["actual"] == 512 * 1024
     fp = env.fingerprint()
@@ -277,11 +285,18 @@ def test_leftover_of_killed_vhpc_is_removed(no_domain_left, capsys):
 
 
 def test_cli_compare_stream_through_libvirt(no_domain_left, tmp_path, kernels_built):
+    """Both forms from the command line: vhpc's domain and the user's (the report's placement
+    section renders both)."""
     env = dict(os.environ, LIBVIRT_DEFAULT_URI=no_domain_left)
     r = _cli("compare", "-b", "stream", "-e", "native", "-e", "vm:backend=libvirt,memory=512",
-             "--repeats", "1", "--warmup", "0", "--out", str(tmp_path), env=env)
+             "-e", f"vm:domain_xml={EXAMPLE},name=mine", "--repeats", "1", "--warmup", "0",
+             "--out", str(tmp_path), env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     db = sqlite3.connect(tmp_path / "vhpc.db")
-    rows = [json.loads(a) for (a,) in db.execute("SELECT applied_json FROM trials WHERE applied_json "
-                                                  "LIKE '%libvirt%'")]
-    assert rows and all("vcpupin" in a["libvirt"] and "dommemstat" in a["libvirt"] for a in rows)
+    rows = {env: json.loads(a) for env, a in db.execute(
+        "SELECT environment, applied_json FROM trials WHERE applied_json LIKE '%libvirt%'")}
+    assert set(rows) == {"vm", "mine"}
+    assert all("vcpupin" in a["libvirt"] and "dommemstat" in a["libvirt"] for a in rows.values())
+    assert rows["mine"]["libvirt"]["vcpupin"] == {"0": [1], "1": [0]}
+    html = next(tmp_path.glob("*/report.html")).read_text()
+    assert f"as given in {EXAMPLE}" in html

@@ -430,7 +430,8 @@ class LibvirtEnvironment(VmEnvironment):
                   domain_xml_file=self.user_xml_path, domain_xml_given=self.user_xml,
                   domain_xml_submitted=self.submitted_xml, domain_changes=self.domain_changes)
         if self.user_dom is not None:
-            fp.update(placement=f"as given in {self.user_xml_path}", plan=lx.requested(self.user_dom),
+            fp.update(placement=f"as given in {self.user_xml_path}",
+                      plan=lx.plan_dict(lx.requested(self.user_dom)),
                       machine=self.user_dom.find("os/type").get("machine", "?")
                       if self.user_dom.find("os/type") is not None else "?")
         return fp

@@ -225,6 +225,25 @@ def requested(dom: ET.Element) -> dict:
         raise DomainXmlError(f"malformed number in the domain XML: {exc}") from None
 
 
+def plan_dict(req: dict) -> dict:
+    """A :func:`requested` dict in the shape of ``Placement.to_dict()`` (what fingerprints and
+    the report's placement section read): ``vcpu_pins`` as a list by vCPU (``[]`` when any
+    vCPU floats), ``guest_nodes`` with host nodes and libvirt's mode per cell."""
+    n = req["vcpus"]
+    pins = [req["vcpu_pins"][v] for v in range(n)] if len(req["vcpu_pins"]) == n else []
+    cells = req["cells"] or [{"id": 0, "cpus": list(range(n)), "memory_mib": req["memory_mib"]}]
+    nodes = []
+    for c in cells:
+        mem = req["memnodes"].get(c["id"]) or ({"mode": req["memory_mode"],
+                                                 "nodes": req["memory_nodes"] or []}
+                                                if req["memory_mode"] else None)
+        nodes.append({"id": c["id"], "vcpus": c["cpus"], "memory_mib": c["memory_mib"],
+                      "host_nodes": mem["nodes"] if mem else [],
+                      "policy": mem["mode"] if mem else "default"})
+    return {"policy": "domain XML", "vcpus": n, "memory_mib": req["memory_mib"],
+            "vcpu_pins": pins, "guest_nodes": nodes}
+
+
 def to_text(dom: ET.Element) -> str:
     """The domain as an XML string (indented copy; ``dom`` is not modified)."""
     copy = ET.fromstring(ET.tostring(dom))
