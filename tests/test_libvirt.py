@@ -48,6 +48,7 @@ def test_generated_domain_carries_the_placement():
     assert dom.get("type") == "qemu"
     assert lx.generated_domain(plan, accel="kvm").get("type") == "kvm"
     assert dom.find("cpu").get("mode") == "maximum"
+    assert dom.find("features/acpi") is not None  # guest NUMA (SRAT) and poweroff need ACPI
     assert dom.find("memoryBacking/hugepages/page").get("size") == "2048"
     req = lx.requested(dom)
     assert req["vcpus"] == 4 and req["memory_mib"] == 2048
@@ -300,3 +301,39 @@ def test_cli_compare_stream_through_libvirt(no_domain_left, tmp_path, kernels_bu
     assert rows["mine"]["libvirt"]["vcpupin"] == {"0": [1], "1": [0]}
     html = next(tmp_path.glob("*/report.html")).read_text()
     assert f"as given in {EXAMPLE}" in html
+
+
+def test_guest_death_and_refused_domain_leave_nothing(no_domain_left, tmp_path):
+    """A guest that powers off during a trial fails that trial and the next trial boots a new
+    session; a domain libvirt refuses to start fails the trial with libvirt's reason."""
+    from vhpc.environments.libvirt import LibvirtEnvironment
+
+    env = LibvirtEnvironment("dies", uri=no_domain_left, vcpus=1, memory=256, accel="tcg",
+                             pin="none")
+    with env:
+        r = env.run(["sh", "-c", "echo o > /proc/sysrq-trigger; sleep 60"], timeout=120)
+        assert r.error and "guest failed during the trial" in r.error
+        assert vhpc_domains(no_domain_left) == []
+        again = env.run(["true"], timeout=60)
+        assert again.ok and env.sessions == 2
+    bad = tmp_path / "bad.xml"
+    bad.write_text(EXAMPLE.read_text().replace("cpuset='1'", "cpuset='4095'"))
+    env = LibvirtEnvironment("refused", uri=no_domain_left, domain_xml=str(bad))
+    try:
+        r = env.run(["true"], timeout=60)
+    finally:
+        env.close()
+    assert r.error and "libvirt could not start the domain" in r.error
+
+
+def test_guest_numa_cells_reach_the_guest(no_domain_left):
+    """numa=2: libvirt's <cpu><numa> cells become two guest nodes of one vCPU each."""
+    from vhpc.environments.libvirt import LibvirtEnvironment
+
+    env = LibvirtEnvironment("cells", uri=no_domain_left, vcpus=2, memory=512, accel="tcg",
+                             pin="none", numa=2)
+    with env:
+        r = env.run(["true"], timeout=60)
+    assert r.ok, r.error
+    assert [(n["node"], n["cpus"]) for n in r.applied["guest_numa"]] == [(0, "0"), (1, "1")]
+    assert r.applied["mismatches"] == []

@@ -135,7 +135,8 @@ def generated_domain(placement: placement_room.Placement, *, accel: str,
 
     ``<domain type>`` is ``kvm`` for accel ``kvm``, else ``qemu`` (TCG); ``<memory>`` is the
     placement's total; the CPU model is ``host-passthrough`` under KVM and ``maximum`` under TCG
-    (QEMU's ``-cpu host`` / ``-cpu max``, as the qemu backend uses); machine ``pc``;
+    (QEMU's ``-cpu host`` / ``-cpu max``, as the qemu backend uses); machine ``pc`` with ACPI
+    and APIC (QEMU's defaults, which libvirt turns on only when asked);
     ``<emulatorpin>`` on ``emulator_cpus`` (the host CPUs no vCPU uses) when given; guests stop
     rather than reboot (``on_reboot`` destroy).  Devices not listed are libvirt's defaults
     (e.g. its memory balloon), which is what ``-e vm:backend=libvirt`` measures.
@@ -147,6 +148,11 @@ def generated_domain(placement: placement_room.Placement, *, accel: str,
         _child(dom, "cputune").append(ET.Element("emulatorpin", cpuset=format_list(emulator_cpus)))
     os_el = ET.SubElement(dom, "os")
     ET.SubElement(os_el, "type", arch="x86_64", machine="pc").text = "hvm"
+    # QEMU enables ACPI by default, libvirt only with <acpi/>: the guest needs it for its NUMA
+    # layout (ACPI SRAT/SLIT) and to power off
+    features = ET.SubElement(dom, "features")
+    ET.SubElement(features, "acpi")
+    ET.SubElement(features, "apic")
     cpu = dom.find("cpu")
     if cpu is None:
         cpu = ET.SubElement(dom, "cpu")
