@@ -428,7 +428,8 @@ class LibvirtEnvironment(VmEnvironment):
                   libvirt_version=".".join(str(libvirt.getVersion() // d % 1000)
                                            for d in (1000000, 1000, 1)),
                   domain_xml_file=self.user_xml_path, domain_xml_given=self.user_xml,
-                  domain_xml_submitted=self.submitted_xml, domain_changes=self.domain_changes)
+                  domain_xml_submitted=self.submitted_xml, domain_changes=self.domain_changes,
+                  removed_leftovers=self.removed_leftovers)
         if self.user_dom is not None:
             fp.update(placement=f"as given in {self.user_xml_path}",
                       plan=lx.plan_dict(lx.requested(self.user_dom)),
@@ -447,11 +448,9 @@ class LibvirtEnvironment(VmEnvironment):
         out.update(backend="libvirt", domain=self.guest.name, libvirt=lv, requested=req,
                    mismatches=readback_mismatches(req, lv, out["vcpus"], out["memory"],
                                                   self.guest_numa))
-        if self.removed_leftovers:
-            out["removed_leftovers"] = list(self.removed_leftovers)
+        if isinstance(lv.get("emulatorpin"), list):  # where libvirt lets QEMU's other threads run
+            out["emulator_cpus"] = lv["emulatorpin"]
         return out
-
-
 
 def make_libvirt_environment(name: str, options: dict[str, Any],
                              text: dict[str, Any]) -> LibvirtEnvironment:
