@@ -1,6 +1,6 @@
 """Campaigns: plan trials from a spec, execute them in environments, store every outcome.
 
-Protocol (docs/protocol.md):
+Protocol (docs/campaigns.md, "Protocol"):
 
 * ``warmup`` rounds then ``repeats`` measured rounds; in each round every environment runs every
   benchmark once.  Warm-up trials are stored and flagged, never analysed.
@@ -17,15 +17,20 @@ Protocol (docs/protocol.md):
   stored ``failed`` with its raw output and the campaign continues.
 * Every planned trial is stored ``pending`` at creation; ``resume`` runs only the trials not
   yet ``done``/``failed``, so a killed campaign loses and duplicates nothing.
+* One process runs a campaign at a time (:meth:`Store.own`); a campaign that stops for any
+  reason but its end is ``interrupted`` (resumable).  The first trial of a benchmark in a VM
+  session the plan did not ask for (resume after a kill, a guest that died) is stored with
+  ``reboot`` set and analysed as a warm-up.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from vhpc import benchmarks
 from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_dir
@@ -34,7 +39,7 @@ from vhpc.environments.knobs import HostKnobs, journal_path
 from vhpc.environments.native import NativeEnvironment
 from vhpc.environments.vm import VmEnvironment, parse_cpu_list
 from vhpc.spec import CampaignSpec, EnvSpec, SpecError
-from vhpc.store import DONE, FAILED, Store, TrialRow
+from vhpc.store import DONE, FAILED, Store, StoreError, TrialRow
 
 
 @dataclass(frozen=True)
@@ -168,18 +173,53 @@ def outcome(bench: benchmarks.Benchmark, params: dict[str, Any],
 
 
 def execute(store: Store, cid: str, progress: Progress | None = None,
-            envs: dict[str, Environment] | None = None) -> dict[str, int]:
+            envs: dict[str, Environment] | None = None,
+            notify: Callable[[str], None] | None = None) -> dict[str, int]:
     """Run every unfinished trial of campaign ``cid``; returns counts by status.
 
-    Environments are started lazily and always closed (QEMU killed) on return, error or
-    KeyboardInterrupt.  A trial interrupted by a kill stays ``running`` and is re-run by the
-    next ``execute`` (resume).  Raises SpecError/BenchmarkError before any trial runs when the
-    stored spec cannot be executed.
+    The campaign is owned by this process meanwhile (:meth:`Store.own`): raises StoreError
+    when another live process runs it; a dead owner's lock is taken over and ``notify`` (a
+    one-line message printer; default: the ``vhpc`` logger) is told.  Environments are started
+    lazily and always closed (QEMU killed) on return, error or KeyboardInterrupt; the campaign
+    is then ``interrupted`` unless every trial ran.  A trial interrupted by a kill stays
+    ``running`` and is re-run by the next ``execute`` (resume).  Raises SpecError/BenchmarkError
+    before any trial runs when the stored spec cannot be executed, and StoreError (with the
+    resume command) when the store fails, e.g. on a full disk.
     """
+    say = notify or logging.getLogger("vhpc").warning
+
+    def takeover(old) -> None:
+        say(f"campaign {cid} was left by {old.describe()}, which is no longer running: "
+            "taking it over")
+
+    with store.own(cid, takeover):
+        store.set_campaign_status(cid, "running")
+        try:
+            counts = _execute_owned(store, cid, progress, envs)
+        except BaseException as exc:
+            try:
+                store.set_campaign_status(cid, "interrupted")
+            except StoreError:
+                pass  # not writable now: the released lock marks it interrupted anyway
+            if isinstance(exc, StoreError) and exc.kind in ("full", "io", "readonly", "busy"):
+                raise StoreError(f"{exc}; then resume with: vhpc compare --resume {cid} --out "
+                                 f"{store.path.parent}", exc.kind) from None
+            raise
+        if not store.unfinished(cid):
+            store.set_campaign_status(cid, "finished")
+        else:
+            store.set_campaign_status(cid, "interrupted")
+    return counts
+
+
+def _execute_owned(store: Store, cid: str, progress: Progress | None,
+                   envs: dict[str, Environment] | None) -> dict[str, int]:
+    """:func:`execute` once the campaign is owned."""
     spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
     envs = envs or {e.name: make_environment(e) for e in spec.environments}
     todo = store.unfinished(cid)
     all_trials = len(store.trials(cid))
+    booted = store.attempted_environments(cid)  # sessions were started by an earlier run
     bindirs = kernel_dirs(spec) if todo or spec.target_ci else {}
     counts = {DONE: 0, FAILED: 0}
     if progress:
@@ -189,7 +229,8 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
             while True:
                 rounds = max((t.round for t in store.trials(cid)), default=-1) + 1
                 planned = {t.seq: t for t in plan(spec, rounds)}
-                _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts)
+                _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
+                            booted)
                 if not spec.target_ci or rounds >= spec.warmup + spec.max_repeats:
                     break
                 if not imprecise(store.observations(cid), spec.target_ci):
@@ -200,8 +241,6 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     finally:
         for env in envs.values():
             env.close()
-    if not store.unfinished(cid):
-        store.set_campaign_status(cid, "finished")
     return counts
 
 
@@ -245,10 +284,16 @@ def imprecise(observations, target: float, confidence: float = 0.95) -> list[tup
     return out
 
 
-def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts) -> None:
-    """The trial loop of :func:`execute` (environments and host knobs are managed there)."""
+def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
+                booted: set[str]) -> None:
+    """The trial loop of :func:`execute` (environments and host knobs are managed there).
+
+    ``booted``: environments that had a session before (grows as trials run).  A session that
+    starts during a trial the plan did not mark ``fresh``, in an environment that had one
+    already, is unplanned: its first trial of each benchmark is stored as ``reboot``."""
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
     fingerprinted: set[str] = set()
+    unplanned: dict[str, bool] = {}
     current: Environment | None = None
     for row in todo:
         env = envs[row.environment]
@@ -263,8 +308,13 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         if progress:
             progress.trial(row)
         store.mark_running(row.id)
+        sessions = getattr(env, "sessions", None)
         result = env.run(bench.command(params, ctx), bench.environ(params, ctx),
                          timeout=spec.timeout, key=f"{row.benchmark}[{row.params}]")
+        if getattr(env, "sessions", None) != sessions:  # this trial booted a session
+            unplanned[env.name] = env.name in booted and not planned[row.seq].fresh
+        if result.session_index is not None:
+            booted.add(env.name)
         if env.name not in fingerprinted:
             try:
                 store.set_fingerprint(cid, env.name, env.accel, env.fingerprint())
@@ -276,7 +326,8 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
             row.id, status, returncode=result.returncode, timed_out=result.timed_out,
             error=error, stdout=result.stdout, stderr=result.stderr, started=result.started,
             ended=result.started + result.elapsed, session_index=result.session_index,
-            applied=result.applied, samples=samples, diagnostics=result.diagnostics)
+            applied=result.applied, samples=samples, diagnostics=result.diagnostics,
+            reboot=unplanned.get(env.name, False) and result.session_index == 0)
         counts[status] += 1
         if progress:
             note = error or ("invalid: verification failed" if samples and not all(
@@ -287,6 +338,11 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
 def reparse(store: Store, cid: str) -> int:
     """Re-derive samples of every completed trial from its stored raw output (after a parser
     fix), without re-running.  Returns the number of trials re-parsed."""
+    with store.own(cid):  # not while a live vhpc runs it
+        return _reparse(store, cid)
+
+
+def _reparse(store: Store, cid: str) -> int:
     spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
     n = 0

@@ -114,6 +114,7 @@ def cmd_compare(args, spec=None) -> int:
     if args.resume:
         cid = args.resume
         store.campaign(cid)  # raises StoreError for an unknown id
+        store.check_not_owned(cid)  # another live vhpc runs it: refuse before printing anything
         console.print(f"Resuming campaign [bold]{cid}[/]")
     else:
         if spec is None:
@@ -133,7 +134,8 @@ def cmd_compare(args, spec=None) -> int:
                       f"rounds → {args.out}/")
     progress = RichProgress(console)
     try:
-        counts = campaign.execute(store, cid, progress)
+        counts = campaign.execute(store, cid, progress, notify=lambda m: err_console.print(
+            f"vhpc: {m}", highlight=False, markup=False, soft_wrap=True))
     except KeyboardInterrupt:
         progress.stop()
         done = len(store.trials(cid, "done")) + len(store.trials(cid, "failed"))
@@ -245,7 +247,7 @@ def cmd_host(args) -> int:
     from vhpc import topology
 
     topo = topology.load(args.topology)
-    console.print(topology.render_text(topo), highlight=False, markup=False)
+    console.print(topology.render_text(topo), highlight=False, markup=False, soft_wrap=True)
     if args.topology:
         return 0
     fp = hostinfo.fingerprint()
@@ -272,8 +274,6 @@ def cmd_host(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from rich.table import Table
-
     from vhpc import placement, topology
     from vhpc.environments.vm import parse_guest_numa
 
@@ -290,29 +290,7 @@ def cmd_plan(args) -> int:
                                            backing=args.backing, vm_index=i, vms=args.vms)
                 for i in range(args.vms)]
         plans = placement.plan_vms(topo, reqs)
-    console.print(f"topology: {topo.summary()} ({topo.source})", highlight=False)
-    for i, p in enumerate(plans):
-        name = f"vm{i}" if len(plans) > 1 else "vm"
-        console.rule(f"{name}: {placement.describe(p)}", style="dim")
-        table = Table("vCPU", "pCPUs", "host node", "package", "guest node")
-        guest_of = {v: g.id for g in p.guest_nodes for v in g.vcpus}
-        for v in range(p.vcpus):
-            pins = p.vcpu_pins[v] if p.vcpu_pins else ()
-            nodes = sorted({topo.node_of_pu(c) for c in pins}) if pins else []
-            pkgs = sorted({topo.pu(c).package for c in pins}) if pins else []
-            table.add_row(str(v), topology.format_list(pins) if pins else "any",
-                          topology.format_list(nodes) if nodes else "any",
-                          topology.format_list(pkgs) if pkgs else "any", str(guest_of.get(v, 0)))
-        console.print(table)
-        for note in p.notes:
-            console.print(f"note: {note}", highlight=False)
-        console.print("[bold]libvirt XML[/]")
-        console.print(placement.to_libvirt_xml(p, name=name), highlight=False, markup=False)
-        qargs = placement.qemu_numa_args(p)
-        console.print("[bold]QEMU arguments[/] (plus -smp/-m; vCPU threads pinned via QMP "
-                      "query-cpus-fast + sched_setaffinity)")
-        console.print(" ".join(qargs) if qargs else f"-m {p.memory_mib}M (no NUMA backends)",
-                      highlight=False, markup=False, soft_wrap=True)
+    console.print(placement.render_plans(topo, plans), highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
@@ -442,10 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
     from vhpc.environments.knobs import journal_path, recover
 
-    restored = recover(journal_path())
-    if restored:
-        err_console.print(f"vhpc: restored host settings left changed by an interrupted run: "
-                          f"{', '.join(restored)}", soft_wrap=True)
+    for left in recover(journal_path()):  # only journals whose vhpc is no longer running
+        err_console.print(f"vhpc: {left.describe()}", highlight=False, markup=False, soft_wrap=True)
     try:
         return args.func(args)
     except errors as exc:
@@ -454,6 +430,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("vhpc: interrupted")
         return 130
+    except OSError as exc:  # results that cannot be written: full, read-only, no permission
+        from vhpc.store import describe_os_error
+
+        if describe_os_error(exc) is None:
+            raise
+        err_console.print(f"vhpc: error: {describe_os_error(exc)}", highlight=False,
+                          markup=False, soft_wrap=True)
+        return 2
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ YAML (``vhpc run FILE``)::
     warmup: 1           # warm-up rounds: stored, not analysed
     baseline: native
     timeout: 600        # seconds per trial
-    protocol: warm      # warm | cold | cold-warm (docs/protocol.md)
+    protocol: warm      # warm | cold | cold-warm (docs/campaigns.md, "Protocol")
     session_trials: 3   # cold-warm: trials per benchmark in each fresh session
     host_knobs: {hugepages_2m: 1024}   # changed only because asked; restored afterwards
     target_ci: 0.02     # adaptive: add rounds until every mean is known to ±2 % (95 % CI) ...

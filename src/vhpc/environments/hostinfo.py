@@ -92,3 +92,22 @@ def fingerprint() -> dict[str, Any]:
         "host_kernel": platform.release(),
         "knobs": knobs(),
     }
+
+
+def read_hugepages(sysfs_root: str | os.PathLike = "/sys") -> dict[int, dict[int, int]]:
+    """Free hugepages per host node: ``{node: {page_kib: free_pages}}`` from
+    ``<sysfs_root>/devices/system/node/node*/hugepages/hugepages-<N>kB/free_hugepages``
+    (the data :func:`vhpc.placement.check_hugepages` checks against). Missing tree → ``{}``."""
+    out: dict[int, dict[int, int]] = {}
+    for node_dir in Path(sysfs_root, "devices/system/node").glob("node*"):
+        m = re.fullmatch(r"node(\d+)", node_dir.name)
+        if not m:
+            continue
+        sizes: dict[int, int] = {}
+        for d in node_dir.glob("hugepages/hugepages-*kB"):
+            ms = re.fullmatch(r"hugepages-(\d+)kB", d.name)
+            free = _read(d / "free_hugepages")
+            if ms and free is not None and free.isdigit():
+                sizes[int(ms.group(1))] = int(free)
+        out[int(m.group(1))] = sizes
+    return out

@@ -56,7 +56,7 @@ def guest_nodes(read) -> list[dict]:
     for a memory-only node.  Sources: /sys/devices/system/node/online, nodeN/cpulist and
     nodeN/meminfo (``Node N MemTotal: X kB``).
     """
-    from vhpc.topology import parse_list
+    from vhpc.cpulist import parse_cpu_list as parse_list
 
     online = read("/sys/devices/system/node/online")
     if not online:

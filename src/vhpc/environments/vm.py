@@ -34,6 +34,7 @@ import tempfile
 import time
 from typing import Any
 
+from vhpc import cpulist
 from vhpc import placement as placement_room
 from vhpc import topology as topology_room
 from vhpc.environments import counters, guestimage, hostinfo
@@ -46,20 +47,10 @@ HANG_GRACE = 30.0
 
 
 def parse_cpu_list(text: str) -> list[int]:
-    """``"0-2,5"`` → ``[0, 1, 2, 5]`` (the kernel's cpulist format, cpuset(7)), in the order
-    given (``pin=1,0`` means vCPU 0 on CPU 1; topology.parse_list sorts instead).
+    """``"0-2,5"`` → ``[0, 1, 2, 5]`` in the order given (``pin=1,0`` means vCPU 0 on CPU 1):
+    :func:`vhpc.cpulist.parse_cpu_list` with ``ordered=True``, ``;`` also separating; ``""`` → ``[]``.
     Raises ValueError on malformed text."""
-    cpus: list[int] = []
-    for part in text.replace(";", ",").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            cpus.extend(range(int(lo), int(hi) + 1))
-        else:
-            cpus.append(int(part))
-    return cpus
+    return list(cpulist.parse_cpu_list(text, ordered=True, sep=",;")) if text.strip() else []
 
 
 def resolve_pinning(pin: str, vcpus: int, host_cpus: list[int]) -> dict[int, set[int]] | None:
@@ -234,7 +225,7 @@ class VmEnvironment(Environment):
     def _boot(self) -> None:
         if self.placement.hugepage_kib:  # checked at boot: --host-knob may reserve them first
             try:
-                placement_room.check_hugepages(self.placement, placement_room.read_hugepages())
+                placement_room.check_hugepages(self.placement, hostinfo.read_hugepages())
             except placement_room.PlacementError as exc:
                 raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
         cfg = GuestConfig(vcpus=self.vcpus, memory_mib=self.memory, accel=self.accel,
