@@ -96,6 +96,12 @@ def test_bad_user_xml_says_what_to_change(text, words):
         lx.parse_user_xml(text, "dom.xml")
 
 
+def test_cpuset_exclusions():
+    """formatdomain.html: '^N' excludes N from a cpuset."""
+    assert lx.parse_cpuset("0-3,^2,8") == [0, 1, 3, 8]
+    assert lx.parse_cpuset("1") == [1]
+
+
 def test_memory_units_follow_libvirt():
     """formatdomain.html: KiB by default, 'G'/'GiB' = 2^30 bytes, 'GB' = 10^9 bytes."""
     mib = lx.memory_mib

@@ -296,9 +296,7 @@ def readback_mismatches(req: dict, lv: dict, vcpus: list[dict], memory: dict | N
         out.append(f"libvirt reports emulator threads on {emu}, the domain asked {req['emulator_pins']}")
     nt = lv.get("numatune")
     if req["memory_nodes"] is not None and isinstance(nt, dict) and "nodeset" in nt:
-        from vhpc.topology import parse_list
-
-        got = sorted(parse_list(nt["nodeset"])) if nt["nodeset"] else []
+        got = lx.parse_cpuset(nt["nodeset"]) if nt["nodeset"] else []
         if got != req["memory_nodes"] or nt["mode"] != req["memory_mode"]:
             out.append(f"libvirt reports numatune {nt['mode']} {got}, the domain asked "
                        f"{req['memory_mode']} {req['memory_nodes']}")
@@ -381,9 +379,10 @@ class LibvirtEnvironment(VmEnvironment):
     def _boot(self) -> None:
         if self.placement.hugepage_kib and self.user_dom is None:
             from vhpc import placement as placement_room
+            from vhpc.environments.hostinfo import read_hugepages
 
             try:
-                placement_room.check_hugepages(self.placement, placement_room.read_hugepages())
+                placement_room.check_hugepages(self.placement, read_hugepages())
             except placement_room.PlacementError as exc:
                 raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
         conn = self._connection()

@@ -22,7 +22,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from vhpc import placement as placement_room
-from vhpc.topology import format_list, parse_list
+from vhpc.cpulist import format_cpu_list as format_list
+from vhpc.cpulist import parse_cpu_list
 
 #: XML namespace of vhpc's ``<metadata>`` element (owner process of a domain).
 OWNER_NS = "urn:vhpc:libvirt-owner"
@@ -36,6 +37,15 @@ NUMATUNE_MODES = {0: "strict", 1: "preferred", 2: "interleave", 3: "restrictive"
 _UNITS_KIB = {"b": 1 / 1024, "bytes": 1 / 1024, "kb": 1000 / 1024, "k": 1, "kib": 1,
               "mb": 1000 ** 2 / 1024, "m": 1024, "mib": 1024, "gb": 1000 ** 3 / 1024,
               "g": 1024 ** 2, "gib": 1024 ** 2}
+
+
+def parse_cpuset(text: str) -> list[int]:
+    """A libvirt ``cpuset``/``nodeset`` (``"0-3,^2,8"``: a cpulist where ``^N`` excludes N,
+    formatdomain.html#cpu-allocation) → sorted numbers.  Raises ValueError."""
+    items = [i.strip() for i in text.split(",") if i.strip()]
+    keep = set(parse_cpu_list(",".join(i for i in items if not i.startswith("^"))))
+    drop = [i[1:] for i in items if i.startswith("^")]
+    return sorted(keep - set(parse_cpu_list(",".join(drop)))) if drop else sorted(keep)
 
 
 class DomainXmlError(ValueError):
@@ -206,22 +216,22 @@ def requested(dom: ET.Element) -> dict:
     try:
         vcpu_el = dom.find("vcpu")
         vcpus = int((vcpu_el.text or "0").strip()) if vcpu_el is not None else 0
-        pins = {int(p.get("vcpu")): sorted(parse_list(p.get("cpuset", "")))
+        pins = {int(p.get("vcpu")): parse_cpuset(p.get("cpuset", ""))
                 for p in dom.findall("cputune/vcpupin")}
         emu = dom.find("cputune/emulatorpin")
         mem = dom.find("numatune/memory")
         memnodes = {int(m.get("cellid")): {"mode": m.get("mode", "strict"),
-                                            "nodes": sorted(parse_list(m.get("nodeset", "")))}
+                                            "nodes": parse_cpuset(m.get("nodeset", ""))}
                     for m in dom.findall("numatune/memnode")}
-        cells = [{"id": int(c.get("id", i)), "cpus": sorted(parse_list(c.get("cpus", ""))),
+        cells = [{"id": int(c.get("id", i)), "cpus": parse_cpuset(c.get("cpus", "")),
                   "memory_mib": memory_mib(c)}
                  for i, c in enumerate(dom.findall("cpu/numa/cell"))]
         return {
             "type": dom.get("type"), "vcpus": vcpus, "memory_mib": memory_mib(dom.find("memory")),
             "vcpu_pins": pins,
-            "emulator_pins": sorted(parse_list(emu.get("cpuset", ""))) if emu is not None else None,
+            "emulator_pins": parse_cpuset(emu.get("cpuset", "")) if emu is not None else None,
             "memory_mode": mem.get("mode", "strict") if mem is not None else None,
-            "memory_nodes": (sorted(parse_list(mem.get("nodeset", "")))
+            "memory_nodes": (parse_cpuset(mem.get("nodeset", ""))
                              if mem is not None and mem.get("nodeset") else None),
             "memnodes": memnodes, "cells": cells,
         }
