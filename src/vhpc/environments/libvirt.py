@@ -81,6 +81,14 @@ def proc_start(pid: int) -> str | None:
         return None
 
 
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (state field of /proc/PID/stat)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return False
+
+
 def remove_leftovers(conn, out=None) -> list[str]:
     """Destroy (and undefine) ``vhpc-`` domains whose owning vhpc process is gone (killed
     with SIGKILL, so its cleanup never ran); says so on ``out``.  Returns their names.
@@ -154,9 +162,22 @@ class _DomainProcess:
 
     def poll(self) -> int | None:
         """None while the QEMU process exists, then 0 (its real status belongs to libvirtd)."""
-        if self.returncode is None and not os.path.exists(f"/proc/{self.pid}"):
+        if self.returncode is None and not _running(self.pid):
             self.returncode = 0
         return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait until the process is gone; TimeoutError after ``timeout`` seconds."""
+        deadline = time.monotonic() + (timeout if timeout is not None else 3600.0)
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"QEMU {self.pid} still running")
+            time.sleep(0.05)
+        return self.returncode
+
+    def kill(self) -> None:
+        """Destroy the domain (libvirt kills its QEMU)."""
+        destroy(self.dom)
 
 
 class LibvirtGuest(Guest):
