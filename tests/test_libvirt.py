@@ -282,6 +282,10 @@ def test_leftover_of_killed_vhpc_is_removed(no_domain_left, capsys):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert vhpc_domains(no_domain_left) == [name]
+    xml = subprocess.run(["virsh", "-c", no_domain_left, "dumpxml", name], capture_output=True,
+                         text=True, check=True).stdout
+    workdir = Path(ET.fromstring(xml).find("devices/channel/source").get("path")).parent
+    assert workdir.is_dir()
     from vhpc.environments.libvirt import LibvirtEnvironment
 
     capsys.readouterr()
@@ -289,6 +293,7 @@ def test_leftover_of_killed_vhpc_is_removed(no_domain_left, capsys):
                              pin="none")
     assert nxt.removed_leftovers == [name]
     assert f"removed leftover libvirt domain {name}" in capsys.readouterr().err
+    assert not workdir.exists()
 
 
 def test_cli_compare_stream_through_libvirt(no_domain_left, tmp_path, kernels_built):

@@ -105,11 +105,30 @@ def remove_leftovers(conn, out=None) -> list[str]:
             continue
         if owner is None or proc_start(owner[0]) == owner[1]:
             continue
+        workdir = _agent_workdir(dom)
         destroy(dom)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
         removed.append(name)
         print(f"vhpc: removed leftover libvirt domain {name} (its vhpc process {owner[0]} "
               "is gone)", file=out or sys.stderr)
     return removed
+
+
+def _agent_workdir(dom) -> Path | None:
+    """The ``vhpc-guest-*`` work directory of a vhpc domain (where its agent socket lives),
+    None when the domain has none."""
+    try:
+        el = ET.fromstring(dom.XMLDesc(0))
+    except Exception:  # noqa: BLE001 - libvirtError or a parse error: nothing to clean
+        return None
+    for ch in el.findall("devices/channel"):
+        target, source = ch.find("target"), ch.find("source")
+        if target is not None and target.get("name") == "vhpc.agent" and source is not None:
+            parent = Path(source.get("path", "")).parent
+            if parent.name.startswith("vhpc-guest-"):
+                return parent
+    return None
 
 
 def destroy(dom) -> None:
