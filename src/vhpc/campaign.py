@@ -113,6 +113,13 @@ def make_environment(es: EnvSpec) -> Environment:
         if "corunner" in o:
             text.update(corunner_argv=corunner_argv(str(o["corunner"])),
                         corunner_label=str(o["corunner"]))
+        backend = str(o.get("backend", "qemu"))
+        if backend == "libvirt" or "domain_xml" in o:
+            from vhpc.environments.libvirt import make_libvirt_environment
+
+            return make_libvirt_environment(es.name, o, text)
+        if backend != "qemu" or "uri" in o:
+            raise ValueError(f"backend={backend}: use qemu or libvirt (uri= needs backend=libvirt)")
         return VmEnvironment(
             es.name, vcpus=int(o.get("vcpus", 2)), memory=int(o.get("memory", 1024)),
             numa=o.get("numa", "hidden"), backing=str(o.get("backing", "4k")),
