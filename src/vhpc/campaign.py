@@ -103,6 +103,11 @@ def make_environment(es: EnvSpec) -> Environment:
             cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
             return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
                                      membind=o.get("membind"))
+        if es.kind == "ssh":
+            from vhpc.environments.ssh import SshEnvironment
+
+            return SshEnvironment(es.name, **{k: (int(v) if k == "port" else str(v))
+                                              for k, v in o.items()})
         text = {k: str(o[k]) for k in ("pin", "policy", "kernel", "guest_bind", "corunner_policy")
                 if k in o}
         if "corunner" in o:
@@ -123,6 +128,8 @@ def env_cpus(env: Environment) -> int:
         return env.vcpus
     if isinstance(env, NativeEnvironment) and env.cpus:
         return len(env.cpus)
+    if getattr(env, "kind", "") == "ssh":
+        return env.ncpus
     return len(os.sched_getaffinity(0))
 
 
@@ -252,7 +259,11 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
             env.new_session()
         bench = benchmarks.get(row.benchmark)
         params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
-        ctx = RunContext(bindirs.get(str(params.get("mpi", "openmpi"))), env_cpus(env))
+        impl = str(params.get("mpi", "openmpi"))
+        bindir = bindirs.get(impl)
+        if hasattr(env, "kernel_dir"):  # ssh: the same kernels, built on the remote host
+            bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))
+        ctx = RunContext(bindir, env_cpus(env))
         if progress:
             progress.trial(row)
         store.mark_running(row.id)

@@ -126,7 +126,12 @@ def cmd_compare(args, spec=None) -> int:
                                     protocol=args.protocol, session_trials=args.session_trials,
                                     host_knobs=args.host_knob)
         for e in spec.environments:
-            campaign.make_environment(e)  # validate options before anything is stored
+            env = campaign.make_environment(e)  # validate options before anything is stored
+            if hasattr(env, "preflight"):  # ssh: the host answers and accepts the key
+                try:
+                    env.preflight()
+                finally:
+                    env.close()
         cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
@@ -244,6 +249,8 @@ def cmd_host(args) -> int:
 
     from vhpc import topology
 
+    if args.ssh:
+        return remote_host_report(args.ssh)
     topo = topology.load(args.topology)
     console.print(topology.render_text(topo), highlight=False, markup=False)
     if args.topology:
@@ -268,6 +275,16 @@ def cmd_host(args) -> int:
             console.print("              VM results on this host are TCG emulation, not hardware "
                           "virtualization overheads.")
     console.print("host knobs    " + json.dumps(fp["knobs"]))
+    return 0
+
+
+def remote_host_report(target: str) -> int:
+    """``vhpc host --ssh [USER@]HOST[:PORT]``: the remote machine's topology and fingerprint."""
+    from vhpc.environments import ssh
+
+    lines = ssh.host_report(target)
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
     return 0
 
 
@@ -329,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--topology", help="hwloc XML file or synthetic description instead of this host")
     h.add_argument("--no-probe", action="store_true", help="skip the KVM probe")
     h.add_argument("--reprobe", action="store_true", help="probe KVM again instead of using the cached result")
+    h.add_argument("--ssh", metavar="[USER@]HOST[:PORT]",
+                   help="report on a remote machine over OpenSSH instead (docs/scale-out.md)")
     h.set_defaults(func=cmd_host)
 
     c = sub.add_parser("compare", help="run benchmarks natively and in VMs and compare (the main job)")

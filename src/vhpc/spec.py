@@ -40,15 +40,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from vhpc import benchmarks
 
-ENV_KINDS = ("native", "vm")
+ENV_KINDS = ("native", "vm", "ssh")
 ENV_OPTIONS = {
     "native": {"name", "cpus", "nodes", "membind"},
     "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
            "boot_timeout", "strict", "guest_bind", "corunner", "corunner_policy"},
+    "ssh": {"name", "host", "user", "port", "identity", "cpus", "nodes", "membind", "workdir"},
 }
 #: options whose values stay strings (they may contain commas, colons or look numeric)
 STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind", "guest_bind",
-                  "corunner", "corunner_policy"}
+                  "corunner", "corunner_policy", "host", "user", "identity", "workdir"}
 
 
 class SpecError(ValueError):
