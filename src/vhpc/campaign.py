@@ -184,12 +184,16 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     counts = {DONE: 0, FAILED: 0}
     if progress:
         progress.start(all_trials, all_trials - len(todo))
+    from vhpc import executors
+
     try:
-        with HostKnobs(spec.host_knobs, journal_path()):
+        with HostKnobs(spec.host_knobs, journal_path()), \
+                executors.make(getattr(spec, "executor", "local"), cid) as executor:
             while True:
                 rounds = max((t.round for t in store.trials(cid)), default=-1) + 1
                 planned = {t.seq: t for t in plan(spec, rounds)}
-                _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts)
+                _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
+                            executor)
                 if not spec.target_ci or rounds >= spec.warmup + spec.max_repeats:
                     break
                 if not imprecise(store.observations(cid), spec.target_ci):
@@ -245,9 +249,12 @@ def imprecise(observations, target: float, confidence: float = 0.95) -> list[tup
     return out
 
 
-def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts) -> None:
-    """The trial loop of :func:`execute` (environments and host knobs are managed there)."""
+def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
+                executor) -> None:
+    """The trial loop of :func:`execute` (environments, host knobs and the executor are
+    managed there)."""
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
+    especs = {e.name: e for e in spec.environments}
     fingerprinted: set[str] = set()
     current: Environment | None = None
     for row in todo:
@@ -267,11 +274,12 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         if progress:
             progress.trial(row)
         store.mark_running(row.id)
-        result = env.run(bench.command(params, ctx), bench.environ(params, ctx),
-                         timeout=spec.timeout, key=f"{row.benchmark}[{row.params}]")
+        result = executor.run(env, especs[env.name], bench.command(params, ctx),
+                              bench.environ(params, ctx), spec.timeout,
+                              f"{row.benchmark}[{row.params}]")
         if env.name not in fingerprinted:
             try:
-                store.set_fingerprint(cid, env.name, env.accel, env.fingerprint())
+                store.set_fingerprint(cid, env.name, env.accel, executor.fingerprint(env))
                 fingerprinted.add(env.name)
             except EnvError:
                 pass

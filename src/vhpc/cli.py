@@ -124,7 +124,8 @@ def cmd_compare(args, spec=None) -> int:
                                     repeats=args.repeats, warmup=args.warmup,
                                     baseline=args.baseline, timeout=args.timeout, order=args.order,
                                     protocol=args.protocol, session_trials=args.session_trials,
-                                    host_knobs=args.host_knob)
+                                    host_knobs=args.host_knob,
+                                    executor=getattr(args, "executor", None))
         for e in spec.environments:
             env = campaign.make_environment(e)  # validate options before anything is stored
             if hasattr(env, "preflight"):  # ssh: the host answers and accepts the key
@@ -377,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                    help="change a host setting for this campaign only, restored afterwards "
                         "(thp, thp_defrag, numa_balancing, hugepages_2m, hugepages_1g, governor)")
+    c.add_argument("--executor", metavar="local|slurm[:k=v,...]",
+                   help="where trials run: local (default) or slurm[:partition=P,nodes=N,time=T,"
+                        "account=A], each trial a job step in one allocation (docs/scale-out.md)")
     c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
     campaign_flags(c)
     c.set_defaults(func=cmd_compare)

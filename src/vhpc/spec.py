@@ -133,6 +133,15 @@ class CampaignSpec(BaseModel):
     host_knobs: dict[str, str] = Field(default_factory=dict)
     target_ci: float | None = Field(None, gt=0, lt=1)
     max_repeats: int = Field(30, ge=1, le=10000)
+    executor: str = "local"  # local | slurm[:partition=P,nodes=N,time=T,account=A]
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, v):
+        from vhpc import executors
+
+        executors.parse(v)
+        return v
 
     @model_validator(mode="before")
     @classmethod
@@ -162,6 +171,9 @@ class CampaignSpec(BaseModel):
         if self.target_ci is not None and self.max_repeats < self.repeats:
             raise ValueError(f"max_repeats={self.max_repeats} is below repeats={self.repeats}: "
                              "raise max_repeats")
+        if self.executor.startswith("slurm") and self.host_knobs:
+            raise ValueError("host knobs cannot be set on Slurm compute nodes from here: drop "
+                             "--host-knob or use --executor local")
         keys = [(b.name, b.key) for b in self.benchmarks]
         if len(set(keys)) != len(keys):
             raise ValueError("the same benchmark with the same parameters is listed twice")
