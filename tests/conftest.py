@@ -55,7 +55,7 @@ def _cluster_up(tmp_factory, tools: dict[str, str], **env) -> dict[str, str]:
     out = subprocess.run([str(ROOT / "tests/cluster/up")], capture_output=True, text=True,
                          env={**os.environ, "VHPC_CLUSTER_DIR": str(state), **env}, timeout=300)
     assert out.returncode == 0, f"tests/cluster/up failed: {out.stderr[-2000:]}"
-    return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    return dict(line.split(";")[0].split("=", 1) for line in out.stdout.splitlines() if "=" in line)
 
 
 @pytest.fixture(scope="session")

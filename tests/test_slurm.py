@@ -118,3 +118,18 @@ def test_bad_executor_is_one_line_error(tmp_path, value):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "executor" in lines[0]
+
+
+def test_scaling_study_doubles_nodes_up_to_the_allocation():
+    from vhpc import studies, topology
+    from vhpc.studies import StudyError
+
+    topo = topology.from_synthetic("pack:2 numa:1 l3:1 core:4 pu:1")
+    spec = studies.build("scaling", topo, [], executor="slurm:nodes=6,partition=batch")
+    ranks = sorted(b.params["ranks"] for b in spec.benchmarks if b.name == "hpccg")
+    assert ranks == [1, 2, 4, 6]
+    assert spec.executor == "slurm:nodes=6,partition=batch"
+    assert [e.kind for e in spec.environments] == ["native", "vm"]
+    assert studies.build("scaling", topo, []).executor == "slurm"  # the cluster's default
+    with pytest.raises(StudyError, match="--executor slurm:nodes=N"):
+        studies.build("scaling", topo, [], executor="local")

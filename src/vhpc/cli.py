@@ -168,7 +168,8 @@ def cmd_study(args) -> int:
     spec = studies.build(args.name, topology.load(None), args.bench or [], in_vm=args.in_vm,
                          host_knobs=args.host_knob,
                          **{k: v for k, v in (("repeats", args.repeats), ("warmup", args.warmup),
-                                              ("timeout", args.timeout)) if v is not None})
+                                              ("timeout", args.timeout),
+                                              ("executor", args.executor)) if v is not None})
     args.resume = None
     rc = cmd_compare(args, spec=spec)
     if args.name == "memory-profile":
@@ -409,6 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--timeout", type=float)
     st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                     help="as for compare, e.g. hugepages_2m=1024 for the paging study")
+    st.add_argument("--executor", metavar="local|slurm[:k=v,...]",
+                    help="as for compare; the scaling study needs slurm:nodes=N")
     st.add_argument("--in-vm", action="store_true",
                     help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
     campaign_flags(st)

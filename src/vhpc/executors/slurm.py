@@ -1,8 +1,8 @@
 """The ``slurm`` executor: each trial is a job step inside one Slurm allocation.
 
-Entering the executor asks Slurm for an allocation (``salloc --no-shell``, salloc(1): the job
-holds the nodes, no shell runs); every trial then runs as ``srun --jobid=J --nodes=1
---ntasks=1`` (srun(1)) of :mod:`vhpc.executors.step`, which builds the trial's environment on
+Entering the executor asks Slurm for an allocation of whole nodes (``salloc --no-shell
+--exclusive``, salloc(1): the job holds the nodes, no shell runs); every trial then runs as
+``srun --jobid=J --nodes=1 --ntasks=1 --cpus-per-task=<CPUs of a node>`` (srun(1)) of :mod:`vhpc.executors.step`, which builds the trial's environment on
 the compute node (a VM boots there), runs the benchmark and returns the result as JSON.  The
 campaign process stays the only writer of the store.  MPI benchmarks of the ``native``
 environment run as an MPI job of their own: ``srun --ntasks=R --mpi=pmix`` (PMIx, as Debian's
@@ -63,12 +63,13 @@ class SlurmExecutor:
         self.nodes = int(nodes) if nodes else None
         self.job_id: str | None = None
         self.nodelist: list[str] = []
+        self.cpus_per_node = 1
         self._fps: dict[str, dict[str, Any]] = {}
 
     # -- allocation ------------------------------------------------------------------------
     def salloc_argv(self) -> list[str]:
         """The salloc(1) command that requests the allocation."""
-        argv = ["salloc", "--no-shell", f"--job-name={self.name}"]
+        argv = ["salloc", "--no-shell", "--exclusive", f"--job-name={self.name}"]
         for flag, value in (("--partition", self.partition), ("--nodes", self.nodes),
                             ("--time", self.time), ("--account", self.account)):
             if value:
@@ -88,10 +89,12 @@ class SlurmExecutor:
             raise EnvError(f"Slurm refused the allocation ({_tail(out.stderr) or 'salloc failed'}):"
                            " check partition=, nodes=, time=, account= and 'sinfo'")
         self.job_id = m.group(1)
-        nodes = subprocess.run(["squeue", "-h", "-j", self.job_id, "-o", "%N"],
-                               capture_output=True, text=True).stdout.strip()
+        nodes, _, cpus = subprocess.run(["squeue", "-h", "-j", self.job_id, "-o", "%N %C"],
+                                        capture_output=True, text=True).stdout.strip().partition(" ")
         self.nodelist = subprocess.run(["scontrol", "show", "hostnames", nodes],
                                        capture_output=True, text=True).stdout.split()
+        # whole nodes (--exclusive): a trial's step gets every CPU of its node
+        self.cpus_per_node = max(1, int(cpus or 1) // max(1, len(self.nodelist)))
         return self
 
     def __exit__(self, *exc):
@@ -116,6 +119,7 @@ class SlurmExecutor:
         payload = {"env": env_spec.model_dump(), "argv": argv, "environ": environ,
                    "timeout": timeout, "key": key, "fingerprint": env.name not in self._fps}
         step = ["srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", "--overlap",
+                f"--cpus-per-task={self.cpus_per_node}",
                 f"--job-name={key or 'trial'}", sys.executable, "-m", "vhpc.executors.step",
                 encode(payload)]
         started, t0 = now(), time.monotonic()
