@@ -279,7 +279,8 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
                               f"{row.benchmark}[{row.params}]")
         if env.name not in fingerprinted:
             try:
-                store.set_fingerprint(cid, env.name, env.accel, executor.fingerprint(env))
+                fp = executor.fingerprint(env)  # slurm: as the compute node reported it
+                store.set_fingerprint(cid, env.name, fp.get("accel", env.accel), fp)
                 fingerprinted.add(env.name)
             except EnvError:
                 pass

@@ -285,6 +285,7 @@ class SshEnvironment(Environment):
                            f"failed: {res.stderr.strip()[-200:]}")
 
     def start(self) -> None:
+        """Open the connection (kernels are built on first use, see :meth:`kernel_dir`)."""
         self.connect()
 
     def fingerprint(self) -> dict[str, Any]:
@@ -292,10 +293,22 @@ class SshEnvironment(Environment):
         if self._fp is None:
             res = self.shell(FINGERPRINT_SCRIPT, timeout=120)
             self._fp, self._xml = parse_fingerprint(res.stdout)
+            self._fp["topology"] = self._summary()
             self._fp.update(kind="ssh", accel=None, ssh_target=self.target,
                             kernel_hash=self.hash, cpus=self.cpus,
                             numactl=self._numactl() or None)
         return dict(self._fp)
+
+    def _summary(self) -> str | None:
+        """One-line summary of the remote hwloc topology (None without hwloc there)."""
+        if not self._xml:
+            return None
+        from vhpc import topology
+
+        try:
+            return topology.from_hwloc_xml(self._xml, source=self.target).summary()
+        except topology.TopologyError as exc:
+            return f"unreadable hwloc XML: {exc}"
 
     def topology_xml(self) -> str:
         """The remote hwloc XML ("" when hwloc is not installed there)."""
