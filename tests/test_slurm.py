@@ -133,3 +133,17 @@ def test_scaling_study_doubles_nodes_up_to_the_allocation():
     assert studies.build("scaling", topo, []).executor == "slurm"  # the cluster's default
     with pytest.raises(StudyError, match="--executor slurm:nodes=N"):
         studies.build("scaling", topo, [], executor="local")
+
+
+def test_no_slurm_controller_is_one_line_error_before_anything_is_stored(tmp_path):
+    conf = tmp_path / "slurm.conf"  # a controller that does not exist
+    conf.write_text("ClusterName=none\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n"
+                    "NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\nMessageTimeout=2\n")
+    out = subprocess.run(CLI + ["compare", "--executor", "slurm", "-b", "stream", "-e", "native",
+                                "--out", str(tmp_path)], capture_output=True, text=True,
+                         env={**os.environ, "SLURM_CONF": str(conf)}, timeout=120)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and ("Slurm does not answer" in lines[0]
+                               or "slurm-client" in lines[0]), out.stderr
+    assert Store(tmp_path / "vhpc.db").campaigns() == []

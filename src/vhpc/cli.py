@@ -133,6 +133,11 @@ def cmd_compare(args, spec=None) -> int:
                     env.preflight()
                 finally:
                     env.close()
+        from vhpc import executors
+
+        executor = executors.make(spec.executor)
+        if hasattr(executor, "preflight"):  # slurm: commands installed, controller answers
+            executor.preflight()
         cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "

@@ -242,8 +242,17 @@ class SshEnvironment(Environment):
         return res
 
     def preflight(self) -> None:
-        """Check before a campaign is stored that the host answers and accepts the key."""
+        """Check before a campaign is stored that the host answers, accepts the key and has
+        the binding tools the options need (taskset for cpus=, numactl for nodes=/membind=).
+        Raises EnvError (one line)."""
         self.connect()
+        tools = (["taskset"] if self.cpus else []) + (["numactl"] if self._numactl() else [])
+        for tool in tools:
+            if self.shell(f"command -v {tool}").returncode != 0:
+                raise EnvError(f"ssh {self.target}: {tool} is not installed there (needed by "
+                               f"{'cpus=' if tool == 'taskset' else 'nodes=/membind='}): install "
+                               f"{'util-linux' if tool == 'taskset' else 'numactl'} there or drop "
+                               "the option")
 
     # -- remote side ----------------------------------------------------------------------
     def prepare(self, binaries: list[str] | None = None, mpi: str = "openmpi") -> str:

@@ -76,12 +76,25 @@ class SlurmExecutor:
                 argv.append(f"{flag}={value}")
         return argv
 
-    def __enter__(self):
-        missing = [c for c in ("salloc", "srun", "sacct", "squeue", "scancel")
+    def preflight(self) -> None:
+        """Check, before a campaign is stored, that Slurm's commands are installed and the
+        controller answers (``sinfo``).  Raises EnvError (one line, what to change)."""
+        missing = [c for c in ("salloc", "srun", "sacct", "squeue", "scancel", "sinfo")
                    if shutil.which(c) is None]
         if missing:
             raise EnvError(f"the slurm executor needs {', '.join(missing)}: apt-get install "
                            "slurm-client and point SLURM_CONF at the cluster's slurm.conf")
+        out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            raise EnvError(f"Slurm does not answer ({_tail(out.stderr) or 'sinfo failed'}): set "
+                           "SLURM_CONF to the cluster's slurm.conf, or use --executor local")
+        if self.partition and self.partition not in out.stdout.replace("*", "").split():
+            raise EnvError(f"executor slurm: no partition {self.partition!r} (partitions: "
+                           f"{', '.join(out.stdout.replace('*', '').split())})")
+
+    def __enter__(self):
+        self.preflight()
         out = subprocess.run(self.salloc_argv(), capture_output=True, text=True,
                              stdin=subprocess.DEVNULL)
         m = re.search(r"Granted job allocation (\d+)", out.stderr)
