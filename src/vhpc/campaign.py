@@ -108,6 +108,11 @@ def make_environment(es: EnvSpec) -> Environment:
             cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
             return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
                                      membind=o.get("membind"))
+        if es.kind == "ssh":
+            from vhpc.environments.ssh import SshEnvironment
+
+            return SshEnvironment(es.name, **{k: (int(v) if k == "port" else str(v))
+                                              for k, v in o.items()})
         text = {k: str(o[k]) for k in ("pin", "policy", "kernel", "guest_bind", "corunner_policy")
                 if k in o}
         if "corunner" in o:
@@ -135,6 +140,8 @@ def env_cpus(env: Environment) -> int:
         return env.vcpus
     if isinstance(env, NativeEnvironment) and env.cpus:
         return len(env.cpus)
+    if getattr(env, "kind", "") == "ssh":
+        return env.ncpus
     return len(os.sched_getaffinity(0))
 
 
@@ -224,13 +231,16 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
     counts = {DONE: 0, FAILED: 0}
     if progress:
         progress.start(all_trials, all_trials - len(todo))
+    from vhpc import executors
+
     try:
-        with HostKnobs(spec.host_knobs, journal_path()):
+        with HostKnobs(spec.host_knobs, journal_path()), \
+                executors.make(getattr(spec, "executor", "local"), cid) as executor:
             while True:
                 rounds = max((t.round for t in store.trials(cid)), default=-1) + 1
                 planned = {t.seq: t for t in plan(spec, rounds)}
                 _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
-                            booted)
+                            booted, executor)
                 if not spec.target_ci or rounds >= spec.warmup + spec.max_repeats:
                     break
                 if not imprecise(store.observations(cid), spec.target_ci):
@@ -272,13 +282,15 @@ def imprecise(observations, target: float, confidence: float = 0.95) -> list[tup
 
 
 def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
-                booted: set[str]) -> None:
-    """The trial loop of :func:`execute` (environments and host knobs are managed there).
+                booted: set[str], executor) -> None:
+    """The trial loop of :func:`execute` (environments, host knobs and the executor are
+    managed there).
 
     ``booted``: environments that had a session before (grows as trials run).  A session that
     starts during a trial the plan did not mark ``fresh``, in an environment that had one
     already, is unplanned: its first trial of each benchmark is stored as ``reboot``."""
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
+    especs = {e.name: e for e in spec.environments}
     fingerprinted: set[str] = set()
     unplanned: dict[str, bool] = {}
     current: Environment | None = None
@@ -291,20 +303,26 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
             env.new_session()
         bench = benchmarks.get(row.benchmark)
         params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
-        ctx = RunContext(bindirs.get(str(params.get("mpi", "openmpi"))), env_cpus(env))
+        impl = str(params.get("mpi", "openmpi"))
+        bindir = bindirs.get(impl)
+        if hasattr(env, "kernel_dir"):  # ssh: the same kernels, built on the remote host
+            bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))
+        ctx = RunContext(bindir, env_cpus(env))
         if progress:
             progress.trial(row)
         store.mark_running(row.id)
         sessions = getattr(env, "sessions", None)
-        result = env.run(bench.command(params, ctx), bench.environ(params, ctx),
-                         timeout=spec.timeout, key=f"{row.benchmark}[{row.params}]")
+        result = executor.run(env, especs[env.name], bench.command(params, ctx),
+                              bench.environ(params, ctx), spec.timeout,
+                              f"{row.benchmark}[{row.params}]")
         if getattr(env, "sessions", None) != sessions:  # this trial booted a session
             unplanned[env.name] = env.name in booted and not planned[row.seq].fresh
         if result.session_index is not None:
             booted.add(env.name)
         if env.name not in fingerprinted:
             try:
-                store.set_fingerprint(cid, env.name, env.accel, env.fingerprint())
+                fp = executor.fingerprint(env)  # slurm: as the compute node reported it
+                store.set_fingerprint(cid, env.name, fp.get("accel", env.accel), fp)
                 fingerprinted.add(env.name)
             except EnvError:
                 pass

@@ -15,6 +15,7 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``paging`` | 004 Fig. 12-13 | VMs backed by 4 KiB vs 2 MiB pages (reserve them with ``--host-knob hugepages_2m=N``): HPL, STREAM, RandomAccess |
 | ``noise`` | 004 Sec. 6 | native and a VM: selfish-detour noise, longer runs |
 | ``oversubscription`` | 003 Fig. 2 | native and a VM with all host CPUs: P NPB jobs at once, single-threaded vs 4 threads each (P = host CPUs) |
+| ``scaling`` | 004 Fig. 6-9 | native and a VM over a Slurm allocation: HPCCG and Allreduce at 1, 2, 4, ... ranks, one per node (``--executor slurm:nodes=N``) |
 | ``co-run`` | 003 Fig. 5 | a VM alone vs beside a co-runner VM of low / medium / high memory intensity, on the same NUMA node or (with ≥ 2 nodes) another one |
 """
 
@@ -37,6 +38,7 @@ STUDIES = {
     "noise": "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)",
     "co-run": "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)",
     "oversubscription": "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)",
+    "scaling": "HPCCG and Allreduce vs node count over a Slurm allocation (seed 004 Fig. 6-9)",
 }
 
 
@@ -159,3 +161,26 @@ def _oversubscription(topo, benches, in_vm, protocol):
     default = [f"npb-{k}:class=S,copies={p},threads={t}" for k in ("cg", "ep", "is", "mg", "ft")
                for t in (1, 4)]
     return from_cli(benches or default, ["native", f"vm:vcpus={p}"], **protocol)
+
+
+def _scaling(topo, benches, in_vm, protocol):
+    """Seed 004 Fig. 6-9: one rank per node at 1, 2, 4, ... nodes up to the allocation's
+    ``nodes``; native ranks are an ``srun --mpi=pmix`` job over that many nodes, the VM runs
+    the same ranks inside one guest on one node (docs/scale-out.md)."""
+    from vhpc import executors
+
+    protocol.setdefault("executor", "slurm")  # the cluster's default allocation
+    try:
+        ex = executors.parse(protocol["executor"])
+    except ValueError as exc:
+        raise StudyError(str(exc)) from None
+    if ex.kind != "slurm":
+        raise StudyError("scaling runs over a Slurm allocation: use --executor slurm:nodes=N "
+                         "(docs/scale-out.md)")
+    n = int(ex.options.get("nodes", 1))
+    counts = sorted({2 ** i for i in range(n.bit_length())} | {n})
+    default = [f"hpccg:ranks={k}" for k in counts]
+    default += [f"osu-coll:op=allreduce,ranks={k},max_size=65536"
+                for k in sorted({max(2, k) for k in counts})]
+    vcpus = max(2, min(max(counts), len(topo.pu_ids)))
+    return from_cli(benches or default, ["native", f"vm:vcpus={vcpus}"], **protocol)
