@@ -85,4 +85,18 @@ void *vhpc_alloc(size_t bytes);
 /* Median of n doubles (sorts the array in place); 0 if n == 0. */
 double vhpc_median(double *v, size_t n);
 
+/* --- placement read-back ------------------------------------------------ */
+
+/*
+ * Print one line on stdout describing where this process ran:
+ *   VHPC-RANK rank=R host=NAME cpu=C cpus=LIST tasks=T
+ * cpu: the CPU the calling thread last ran on (sched_getcpu(3));
+ * cpus: the union of the affinity masks (sched_getaffinity(2)) of every thread
+ * of the process (/proc/self/task), as a Linux CPU list ("0-3,8"), i.e. the
+ * rank's mask even after OpenMP bound its threads to single places;
+ * tasks: threads counted.  MPI kernels call it from their exit hook, once per
+ * rank, so vhpc can check that ranks did not share CPUs.
+ */
+void vhpc_report_placement(int rank);
+
 #endif /* VHPC_COMMON_H */

@@ -77,7 +77,13 @@ static const char usage[] =
     "collectives: avg_<size>, min_<size>, max_<size> (us; barrier: avg, min, max);\n"
     "always: test, ranks, nsizes, valid.\n";
 
-static void finalize_hook(void) { MPI_Finalize(); }
+static void finalize_hook(void)
+{
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    vhpc_report_placement(rank);
+    MPI_Finalize();
+}
 
 static int rank, nranks;
 

@@ -41,7 +41,13 @@ static const char usage[] =
     "Result keys (rank 0): latency_us (one-way, microseconds), bandwidth_MBps (1e6 B/s),\n"
     "lat_size, bw_size, iters, warmup, bw_iters, window, valid.\n";
 
-static void finalize_hook(void) { MPI_Finalize(); }
+static void finalize_hook(void)
+{
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    vhpc_report_placement(rank);
+    MPI_Finalize();
+}
 
 static unsigned char pattern(int rank, size_t i)
 {

@@ -258,6 +258,12 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         store.mark_running(row.id)
         result = env.run(bench.command(params, ctx), bench.environ(params, ctx),
                          timeout=spec.timeout, key=f"{row.benchmark}[{row.params}]")
+        applied, diagnostics = bench.readback(params, ctx, result.stdout or "")  # MPI ranks
+        mismatches = (result.applied or {}).get("mismatches", []) + applied.pop("mismatches", [])
+        result.applied = {**(result.applied or {}), **applied}
+        if mismatches:
+            result.applied["mismatches"] = mismatches
+        result.diagnostics = {**(result.diagnostics or {}), **diagnostics}
         if env.name not in fingerprinted:
             try:
                 store.set_fingerprint(cid, env.name, env.accel, env.fingerprint())

@@ -27,7 +27,8 @@ import os
 import re
 from typing import Any, Mapping
 
-from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Param, ParseError, mpirun
+from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Param, ParseError
+from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.model import Metric, Sample
 
 KERNELS = ("bt", "sp", "lu", "cg", "ep", "ft", "is", "mg", "ua", "dt")
@@ -75,7 +76,8 @@ class NpbExternal(Benchmark):
         Param("class", "", str, "NPB class; checked against the report when given"),
         Param("launcher", "omp", str, "how to start it", choices=("omp", "mpi", "serial")),
         Param("ranks", None, int, "MPI ranks (launcher=mpi; default: all CPUs)", minimum=1),
-        Param("threads", None, int, "OpenMP threads (launcher=omp; default: all CPUs)", minimum=1),
+        Param("threads", None, int, "OpenMP threads (launcher=omp: default all CPUs; "
+              "launcher=mpi: per rank, default 1)", minimum=1),
         Param("mpi", "openmpi", str, "launcher=mpi: the MPI your NPB was built with",
               choices=MPI_IMPLS),
     )
@@ -98,15 +100,28 @@ class NpbExternal(Benchmark):
         return os.path.join(os.path.expanduser(params["dir"]),
                             f"{params['kernel']}.{params['class']}.x")
 
+    def launch(self, params, ctx):
+        """launcher=mpi: ranks bound to cores as vhpc's own MPI kernels
+        (:mod:`vhpc.benchmarks.mpilaunch`); ``threads`` per rank (default 1)."""
+        if params["launcher"] != "mpi":
+            return None
+        return Launch(params["ranks"] or ctx.ncpus, params["threads"] or 1, params["mpi"],
+                      ctx.ncpus)
+
     def command(self, params, ctx):
         argv = [self.path(params)]
-        if params["launcher"] == "mpi":
-            return mpirun(params["ranks"] or ctx.ncpus, params["mpi"]) + argv
-        return argv
+        launch = self.launch(params, ctx)
+        return launch.argv() + argv if launch else argv
 
     def environ(self, params, ctx):
+        """As vhpc's own NPB: OpenMP threads spread over the CPUs (OMP_PROC_BIND=spread) for
+        launcher=omp, each rank's threads inside its cores for launcher=mpi."""
+        launch = self.launch(params, ctx)
+        if launch is not None:
+            return launch.environ()
         if params["launcher"] == "omp":
-            return {"OMP_NUM_THREADS": str(params["threads"] or ctx.ncpus)}
+            return {"OMP_NUM_THREADS": str(params["threads"] or ctx.ncpus),
+                    "OMP_PROC_BIND": "spread"}
         return {}
 
     def parse(self, params, stdout, stderr, returncode):
