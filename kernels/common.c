@@ -222,3 +222,79 @@ void vhpc_report_placement(int rank)
            list[0] ? list : "none", tasks);
     fflush(stdout);
 }
+
+/* First line of a small sysfs/procfs file into buf; 0 on success. */
+static int read_line(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int ok = fgets(buf, (int)len, f) != NULL;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+long vhpc_llc_bytes(void)
+{
+    long best_level = 0, best_size = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[128], buf[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if (read_line(path, buf, sizeof buf) != 0)
+            continue;
+        if (strncmp(buf, "Data", 4) != 0 && strncmp(buf, "Unified", 7) != 0)
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        if (read_line(path, buf, sizeof buf) != 0)
+            continue;
+        long level = atol(buf);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (read_line(path, buf, sizeof buf) != 0)
+            continue;
+        char *end;
+        long size = strtol(buf, &end, 10);
+        if (*end == 'K')
+            size *= 1024L;
+        else if (*end == 'M')
+            size *= 1024L * 1024L;
+        else if (*end == 'G')
+            size *= 1024L * 1024L * 1024L;
+        if (level > best_level || (level == best_level && size > best_size)) {
+            best_level = level;
+            best_size = size;
+        }
+    }
+    return best_size;
+}
+
+long vhpc_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib * 1024L;
+}
+
+unsigned char vhpc_msg_pattern(int src, size_t i)
+{
+    return (unsigned char)((i * 131u + 17u * (unsigned)(src + 1)) ^ (i >> 9));
+}
+
+void vhpc_msg_fill(unsigned char *buf, size_t n, int src)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = vhpc_msg_pattern(src, i);
+}
+
+int vhpc_msg_check(const unsigned char *buf, size_t n, int src)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != vhpc_msg_pattern(src, i))
+            return 0;
+    return 1;
+}

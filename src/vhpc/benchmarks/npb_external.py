@@ -5,7 +5,9 @@ Parameters: ``binary`` (path of an NPB executable, e.g. ``~/NPB3.4-OMP/bin/cg.C.
 ``dir`` + ``kernel`` + ``class`` (NPB's naming convention ``<dir>/<kernel>.<CLASS>.x``);
 ``launcher`` ``omp`` (OMP_NUM_THREADS), ``mpi`` (``mpirun -np ranks``) or ``serial``.
 
-The report block NPB prints at the end (NPB 3.x ``print_results``)::
+The report block NPB prints at the end (NPB 3.x ``print_results.f90`` / ``c_print_results.c``;
+the C printer, used by IS and DT, omits the period after "Completed", and DT names the graph:
+``DT_BH.S Benchmark Completed``)::
 
      CG Benchmark Completed.
      Class           =                        A
@@ -34,7 +36,9 @@ from vhpc.model import Metric, Sample
 KERNELS = ("bt", "sp", "lu", "cg", "ep", "ft", "is", "mg", "ua", "dt")
 
 _FIELDS = {
-    "benchmark": r"^\s*(\w+) Benchmark Completed\.",
+    # Fortran print_results: "CG Benchmark Completed."; C c_print_results (IS): no period;
+    # DT: "DT_BH.S Benchmark Completed" (graph and class in the name)
+    "benchmark": r"^\s*(\S+) Benchmark Completed\.?[ \t]*$",
     "class": r"^\s*Class\s*=\s*(\S+)",
     "size": r"^\s*Size\s*=\s*(.+?)\s*$",
     "iterations": r"^\s*Iterations\s*=\s*(\d+)",
@@ -52,7 +56,7 @@ def parse_npb_report(text: str) -> dict[str, str]:
     ParseError when there is no ``Benchmark Completed`` block."""
     starts = [m.start() for m in re.finditer(_FIELDS["benchmark"], text, re.M)]
     if not starts:
-        raise ParseError("no NPB report ('... Benchmark Completed.') in the output")
+        raise ParseError("no NPB report ('... Benchmark Completed') in the output")
     block = text[starts[-1]:]
     out = {}
     for key, pattern in _FIELDS.items():
@@ -75,6 +79,8 @@ class NpbExternal(Benchmark):
         Param("kernel", "", str, "NPB benchmark", choices=("",) + KERNELS),
         Param("class", "", str, "NPB class; checked against the report when given"),
         Param("launcher", "omp", str, "how to start it", choices=("omp", "mpi", "serial")),
+        Param("args", "", str, "arguments after the executable, space-separated (DT: the "
+              "graph, BH, WH or SH)"),
         Param("ranks", None, int, "MPI ranks (launcher=mpi; default: all CPUs)", minimum=1),
         Param("threads", None, int, "OpenMP threads (launcher=omp: default all CPUs; "
               "launcher=mpi: per rank, default 1)", minimum=1),
@@ -109,7 +115,7 @@ class NpbExternal(Benchmark):
                       ctx.ncpus)
 
     def command(self, params, ctx):
-        argv = [self.path(params)]
+        argv = [self.path(params), *params["args"].split()]
         launch = self.launch(params, ctx)
         return launch.argv() + argv if launch else argv
 
@@ -133,6 +139,11 @@ class NpbExternal(Benchmark):
         for key in ("time", "mops", "verification"):
             if key not in report:
                 raise ParseError(f"npb-external: the NPB report has no {key} line")
+        kernel = params.get("kernel") or ""
+        got = report.get("benchmark", "").split("_")[0].split(".")[0].lower()
+        if kernel and got != kernel:
+            raise ParseError(f"npb-external: the report is for {report.get('benchmark')!r}, not "
+                             f"{kernel.upper()}: check dir=/kernel=")
         valid = report["verification"] == "SUCCESSFUL" and returncode == 0
         try:
             values = {"time": float(report["time"]), "mops": float(report["mops"])}

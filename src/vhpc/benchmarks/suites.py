@@ -385,7 +385,8 @@ OSU_BW = OsuBenchmark(
     test="bw",
     min_size=1,
     prefixes=BW,
-    params=_osu_params(1 << 22, 50, 5) + (
+    # OSU 7.4 osu_util.h: BW_LOOP_SMALL 100, BW_LOOP_LARGE 20 (skip 10 / 2), window 64
+    params=_osu_params(1 << 22, 100, 20) + (
         Param("window", 64, int, "non-blocking sends in flight per window", minimum=1),
         Param("tests", 3, int, "repeated tests per size (average / maximum over them)", minimum=1),
     ),
