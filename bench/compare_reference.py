@@ -102,16 +102,16 @@ def cases(refdir: Path, only: set[str], cls: str, stream_n: int | None, hpccg: t
     if "hpccg" in only and find(refdir, "test_HPCCG"):
         ref, (ranks, g) = find(refdir, "test_HPCCG"), hpccg
         out.append((f"HPCCG {g}^3 x{ranks} 149 it", "MFLOPS",
-                    lambda: grab(r"MFLOPS Summary:\s*\n\s*Total\s*:\s*(\S+)",
+                    lambda ref=ref, ranks=ranks, g=g: grab(r"MFLOPS Summary:\s*\n\s*Total\s*:\s*(\S+)",
                                  run(mpi(ranks) + [str(ref), str(g), str(g), str(g)], one,
                                      cwd=str(tmp))),
-                    lambda: vhpc_key("mflops", run(mpi(ranks) + [
+                    lambda ranks=ranks, g=g: vhpc_key("mflops", run(mpi(ranks) + [
                         str(KERNELS / "vhpc-hpccg"), "-x", str(g), "-y", str(g), "-z", str(g),
                         "-i", "149", "-t", "0"], one)), True))
     if "osu" in only and find(refdir, "osu_latency"):
         ref = find(refdir, "osu_latency")
         out.append(("osu latency 8 B", "us",
-                    lambda: grab(r"^8\s+(\S+)", run(mpi(2) + [str(ref), "-m", "8:8", "-i", "10000",
+                    lambda ref=ref: grab(r"^8\s+(\S+)", run(mpi(2) + [str(ref), "-m", "8:8", "-i", "10000",
                                                              "-x", "100"], one)),
                     lambda: vhpc_key("lat_8", run(mpi(2) + [
                         str(KERNELS / "vhpc-osu"), "-b", "latency", "-s", "8", "-i", "10000",

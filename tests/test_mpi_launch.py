@@ -47,6 +47,11 @@ def test_oversubscribe_only_when_cpus_are_short_and_then_said():
     fits = Launch(2, 1, "openmpi", ncpus=2)
     assert "--oversubscribe" not in fits.argv() and "note" not in fits.diagnostics()
     assert Launch(2, 1, "mpich", 1).argv()[-2:] == ["-bind-to", "none"]
+    # a native cpus= set: --cpu-set; Open MPI 4 refuses it with PE=, so T > 1 shares the set
+    assert Launch(2, 1, "openmpi", 2, cpuset=(2, 3)).argv()[3:] == [
+        "-np", "2", "--cpu-set", "2,3", "--bind-to", "core"]
+    split = Launch(2, 2, "openmpi", 4, cpuset=(0, 1, 2, 3))
+    assert split.argv()[-2:] == ["--bind-to", "none"] and "share" in split.diagnostics()["note"]
 
 
 def test_benchmarks_use_the_bound_launch():
@@ -160,3 +165,22 @@ def test_stream_default_n_is_at_least_4x_llc(kernels_built):
     _, diag = stream.readback(stream.resolve({"n": 10000}), RunContext(kernels_built, 1),
                               small.stdout)
     assert "cache" in diag["notes"][0] and parse_result_line(small.stdout)["in_cache"] == "1"
+
+
+def test_native_cpus_restrict_the_mpi_ranks(kernels_built):
+    """native:cpus=1 → mpirun --cpu-set 1: the rank runs on CPU 1 (mpirun alone ignores the
+    affinity it inherits and would place it on CPU 0)."""
+    need_mpirun()
+    if 1 not in os.sched_getaffinity(0):
+        pytest.skip("needs CPU 1")
+    from vhpc.environments.native import NativeEnvironment
+    env = NativeEnvironment(cpus=[1], counters=False)
+    assert env.mpi_cpuset() == (1,) and NativeEnvironment().mpi_cpuset() is None
+    hpccg = get("hpccg")
+    p = hpccg.resolve({"ranks": 1, "nx": 8, "ny": 8, "nz": 8})
+    ctx = RunContext(kernels_built, 1, env.mpi_cpuset())
+    argv = hpccg.command(p, ctx)
+    assert argv[argv.index("--cpu-set") + 1] == "1"
+    r = env.run(argv, hpccg.environ(p, ctx), timeout=300)
+    applied, _ = hpccg.readback(p, ctx, r.stdout)
+    assert r.returncode == 0 and [x["cpus"] for x in applied["ranks"]] == [[1]]

@@ -252,7 +252,8 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
             env.new_session()
         bench = benchmarks.get(row.benchmark)
         params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
-        ctx = RunContext(bindirs.get(str(params.get("mpi", "openmpi"))), env_cpus(env))
+        ctx = RunContext(bindirs.get(str(params.get("mpi", "openmpi"))), env_cpus(env),
+                         getattr(env, "mpi_cpuset", lambda: None)())
         if progress:
             progress.trial(row)
         store.mark_running(row.id)

@@ -62,10 +62,14 @@ class Param:
 @dataclass(frozen=True)
 class RunContext:
     """What a command line may depend on: ``bindir`` (vhpc's kernel binaries), ``ncpus`` (CPUs
-    the environment offers: vCPUs in a VM, allowed host CPUs natively)."""
+    the environment offers: vCPUs in a VM, allowed host CPUs natively), ``cpuset`` (the host
+    CPUs a native environment restricts its trials to, for ``mpirun --cpu-set``: Open MPI maps
+    ranks onto the whole machine otherwise, ignoring the affinity it was started with; None:
+    no restriction)."""
 
     bindir: Path
     ncpus: int
+    cpuset: tuple[int, ...] | None = None
 
 
 #: MPI implementations vhpc builds and launches its kernels with (Debian's packages install
@@ -178,6 +182,17 @@ def kernel_dir(mpi: str = "openmpi") -> Path:
     return base if mpi == "openmpi" else base.with_name(f"{base.name}-{mpi}")
 
 
+def kernel_build_flags(mpi: str = "openmpi") -> str | None:
+    """The compiler flags vhpc's kernels were built with (``build-flags`` that kernels/Makefile
+    writes, e.g. ``CFLAGS=-O3 -g`` or ``CFLAGS=-O3 -g -march=native``), None before a build.
+    Recorded in the environment fingerprint: ``-march=native`` changes what a guest CPU model
+    must offer."""
+    try:
+        return (kernel_dir(mpi) / "build-flags").read_text().strip()
+    except OSError:
+        return None
+
+
 def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
     """Return the kernel directory for MPI implementation ``mpi``, building the kernels with
     make (``MPICC=mpicc.<impl>``) if a binary is missing.
@@ -240,7 +255,7 @@ class KernelBenchmark(Benchmark):
             return None
         threads = self.value(params, self.threads_param, ctx) if self.threads_param else 1
         return Launch(self.value(params, self.mpi_ranks, ctx), threads,
-                      params.get("mpi", "openmpi"), ctx.ncpus)
+                      params.get("mpi", "openmpi"), ctx.ncpus, cpuset=ctx.cpuset)
 
     def command(self, params, ctx):
         argv = [str(ctx.bindir / self.binary)]

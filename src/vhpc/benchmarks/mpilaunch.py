@@ -60,13 +60,16 @@ class Launch:
     """One MPI launch: ``ranks`` x ``threads`` (OpenMP threads per rank) with implementation
     ``impl`` (``openmpi`` or ``mpich``) in an environment offering ``ncpus`` CPUs.  ``bind``
     False leaves the ranks unbound (several launches started together, which would otherwise
-    all bind to the same first cores)."""
+    all bind to the same first cores).  ``cpuset``: the host CPUs the environment is restricted
+    to (native ``cpus=``/``nodes=``), passed as Open MPI ``--cpu-set`` (mpirun maps onto the
+    whole machine otherwise, whatever affinity it was started with)."""
 
     ranks: int
     threads: int = 1
     impl: str = "openmpi"
     ncpus: int | None = None
     bind: bool = True
+    cpuset: tuple[int, ...] | None = None
 
     @property
     def oversubscribed(self) -> bool:
@@ -75,8 +78,11 @@ class Launch:
 
     @property
     def bound(self) -> bool:
-        """True when each rank is bound to its own cores."""
-        return self.bind and not self.oversubscribed
+        """True when each rank is bound to its own cores.  Not with a ``cpuset`` and several
+        threads per rank under Open MPI 4: its mpirun refuses ``--cpu-set`` with ``PE=``
+        ("conflicting binding policy"), so such ranks share the environment's CPU set."""
+        split = self.cpuset is not None and self.threads > 1 and self.impl == "openmpi"
+        return self.bind and not self.oversubscribed and not split
 
     def argv(self) -> list[str]:
         """The launcher prefix (see the module docstring for the binding options)."""
@@ -86,10 +92,14 @@ class Launch:
                 ("core" if self.threads == 1 else f"core:{self.threads}")
             return [mpi_tool("mpich", "mpirun"), "-np", n, "-bind-to", bind]
         base = [mpi_tool("openmpi", "mpirun"), "--allow-run-as-root", "-np", n]
+        if self.cpuset:  # ranks mapped one per core inside the set (PE=1 is implied)
+            base += ["--cpu-set", ",".join(map(str, self.cpuset))]
         if self.oversubscribed:
             return base + ["--oversubscribe", "--bind-to", "none"]
-        if not self.bind:
+        if not self.bound:
             return base + ["--bind-to", "none"]
+        if self.cpuset:
+            return base + ["--bind-to", "core"]
         return base + ["--map-by", f"slot:PE={self.threads}", "--bind-to", "core"]
 
     def environ(self) -> dict[str, str]:
@@ -109,6 +119,8 @@ class Launch:
         if self.oversubscribed:
             out["note"] = (f"{self.ranks} ranks x {self.threads} threads on {self.ncpus} CPUs: "
                            "oversubscribed and unbound, not comparable with bound runs")
+        elif not self.bound:
+            out["note"] = "ranks not bound one per core: they share the environment's CPUs"
         return out
 
 

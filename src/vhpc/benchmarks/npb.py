@@ -137,7 +137,7 @@ class NpbBenchmark(Benchmark):
             return None
         copies = int(params.get("copies", 1))
         return Launch(self.nranks(params, ctx.ncpus), self.nthreads(params, ctx.ncpus),
-                      params.get("mpi", "openmpi"), ctx.ncpus, bind=copies == 1)
+                      params.get("mpi", "openmpi"), ctx.ncpus, bind=copies == 1, cpuset=ctx.cpuset)
 
     def environ(self, params, ctx):
         launch = self.launch(params, ctx)

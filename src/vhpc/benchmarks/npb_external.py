@@ -112,7 +112,7 @@ class NpbExternal(Benchmark):
         if params["launcher"] != "mpi":
             return None
         return Launch(params["ranks"] or ctx.ncpus, params["threads"] or 1, params["mpi"],
-                      ctx.ncpus)
+                      ctx.ncpus, cpuset=ctx.cpuset)
 
     def command(self, params, ctx):
         argv = [self.path(params), *params["args"].split()]

@@ -158,7 +158,8 @@ class HpccBenchmark(Benchmark):
 
     def launch(self, params, ctx):
         """Ranks bound to ``threads`` cores each (hpcc prints no VHPC-RANK lines)."""
-        return Launch(self.ranks(params), int(params.get("threads") or 1), "openmpi", ctx.ncpus)
+        return Launch(self.ranks(params), int(params.get("threads") or 1), "openmpi", ctx.ncpus,
+                      cpuset=ctx.cpuset)
 
     def command(self, params, ctx):
         return [sys.executable, "-S", str(HPCC_RUNNER), "--n", str(params["n"]),
@@ -319,7 +320,8 @@ class OsuBenchmark(Benchmark):
 
     def launch(self, params, ctx):
         """One single-threaded rank per core (:mod:`vhpc.benchmarks.mpilaunch`)."""
-        return Launch(self.nranks(params), 1, params.get("mpi", "openmpi"), ctx.ncpus)
+        return Launch(self.nranks(params), 1, params.get("mpi", "openmpi"), ctx.ncpus,
+                      cpuset=ctx.cpuset)
 
     def environ(self, params, ctx):
         return self.launch(params, ctx).environ()
