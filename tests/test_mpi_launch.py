@@ -184,3 +184,11 @@ def test_native_cpus_restrict_the_mpi_ranks(kernels_built):
     r = env.run(argv, hpccg.environ(p, ctx), timeout=300)
     applied, _ = hpccg.readback(p, ctx, r.stdout)
     assert r.returncode == 0 and [x["cpus"] for x in applied["ranks"]] == [[1]]
+
+
+def test_build_flags_in_the_native_fingerprint(kernels_built):
+    """-O3 as the reference codes; -march=native only when asked, and then visible."""
+    from vhpc.environments.native import NativeEnvironment
+    flags = (kernels_built / "build-flags").read_text().strip()
+    assert "-O3" in flags and "-march" not in flags
+    assert NativeEnvironment(counters=False).fingerprint()["kernel_build"] == flags
