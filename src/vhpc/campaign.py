@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from vhpc import benchmarks
-from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_dir
+from vhpc import records
+from vhpc.benchmarks.base import (ParseError, RunContext, ensure_kernels, kernel_build_flags,
+                                 kernel_dir)
 from vhpc.environments.base import Environment, EnvError, RunResult
 from vhpc.environments.knobs import HostKnobs, journal_path
 from vhpc.environments.native import NativeEnvironment
@@ -281,6 +283,20 @@ def imprecise(observations, target: float, confidence: float = 0.95) -> list[tup
     return stats.imprecise_keys(groups, target, confidence)
 
 
+def _add_rank_readback(result: RunResult, bench, params, ctx: RunContext) -> None:
+    """Fold an MPI trial's per-rank placement (each rank's ``VHPC-RANK`` line, read by
+    :meth:`Benchmark.readback`) and its launch diagnostics into the trial's records; ranks
+    sharing a CPU they should not share join the environment's placement mismatches."""
+    applied, diagnostics = bench.readback(params, ctx, result.stdout or "")
+    if not applied and not diagnostics:
+        return
+    extra = applied.pop("mismatches", [])
+    old = list(getattr(result.applied, "mismatches", None) or [])
+    result.applied = records.extended(result.applied, records.AppliedPlacement,
+                                      **applied, mismatches=old + extra)
+    result.diagnostics = records.extended(result.diagnostics, records.Diagnostics, **diagnostics)
+
+
 def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
                 booted: set[str], executor) -> None:
     """The trial loop of :func:`execute` (environments, host knobs and the executor are
@@ -307,7 +323,7 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         bindir = bindirs.get(impl)
         if hasattr(env, "kernel_dir"):  # ssh: the same kernels, built on the remote host
             bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))
-        ctx = RunContext(bindir, env_cpus(env))
+        ctx = RunContext(bindir, env_cpus(env), getattr(env, "mpi_cpuset", lambda: None)())
         if progress:
             progress.trial(row)
         store.mark_running(row.id)
@@ -319,9 +335,11 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
             unplanned[env.name] = env.name in booted and not planned[row.seq].fresh
         if result.session_index is not None:
             booted.add(env.name)
+        _add_rank_readback(result, bench, params, ctx)
         if env.name not in fingerprinted:
             try:
                 fp = executor.fingerprint(env)  # slurm: as the compute node reported it
+                fp.setdefault("kernel_build", kernel_build_flags())  # -O3, -march=native?
                 store.set_fingerprint(cid, env.name, fp.get("accel", env.accel), fp)
                 fingerprinted.add(env.name)
             except EnvError:
