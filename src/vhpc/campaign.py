@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from vhpc import benchmarks
 from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_dir
+from vhpc.environments import vcluster
 from vhpc.environments.base import Environment, EnvError, RunResult
 from vhpc.environments.knobs import HostKnobs, journal_path
 from vhpc.environments.native import NativeEnvironment
@@ -99,6 +100,8 @@ def make_environment(es: EnvSpec) -> Environment:
     """Instantiate the environment ``es`` describes.  Raises SpecError for bad options."""
     o = dict(es.options)
     try:
+        if es.kind == "vcluster":
+            return vcluster.make(es.name, o)
         if es.kind == "native":
             cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
             return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
@@ -121,6 +124,8 @@ def env_cpus(env: Environment) -> int:
     """CPUs a benchmark may use in ``env`` (vCPUs in a VM, allowed host CPUs natively)."""
     if isinstance(env, VmEnvironment):
         return env.vcpus
+    if isinstance(env, vcluster.VclusterEnvironment):  # MPI ranks across all guests
+        return env.total_ranks
     if isinstance(env, NativeEnvironment) and env.cpus:
         return len(env.cpus)
     return len(os.sched_getaffinity(0))

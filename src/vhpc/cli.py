@@ -97,7 +97,7 @@ def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=Fals
                            sections=diagnostics.sections(trials, envs, result))
     export.write_csv(result, obs, Path(csv) if csv else folder / "samples.csv",
                      folder / "comparisons.csv")
-    export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json")
+    export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json", trials)
     if not quiet:
         terminal.render_table(result, console, title=f"vhpc campaign {cid}")
         if meta["failed"]:

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 #: Modules the init script loads (with their dependencies, resolved from modules.dep).
-GUEST_MODULES = ("virtio_pci", "virtio_console", "9pnet_virtio", "9p")
+GUEST_MODULES = ("virtio_pci", "virtio_console", "9pnet_virtio", "9p", "virtio_net")
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
 GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -179,7 +179,8 @@ def build_initramfs(kernel: GuestKernel) -> Path:
     """
     guest = resources.files("vhpc.environments") / "guest"
     init_text = (guest / "init.sh").read_bytes()
-    agent_src = (guest / "agent.c").read_bytes()
+    agent_src = (guest / "agent.c").read_bytes().replace(  # one translation unit
+        b'#include "peer.c"\n', (guest / "peer.c").read_bytes())
     busybox = shutil.which("busybox") or "/bin/busybox"
     if not Path(busybox).exists() or shutil.which("cpio") is None:
         raise GuestImageError("busybox and cpio are needed: apt-get install busybox-static cpio")

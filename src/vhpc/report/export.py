@@ -130,15 +130,22 @@ def write_csv(
     return samples_path, comparisons_path
 
 
-def write_json(analysis: Analysis, observations: Iterable[Observation], path: str | Path) -> Path:
+def write_json(analysis: Analysis, observations: Iterable[Observation], path: str | Path,
+               trials: Iterable[Any] = ()) -> Path:
     """Write one JSON document: ``analysis.to_dict()`` plus ``"samples"`` (one object per
-    observation, same fields as the samples CSV, with ``accel`` and ``emulated``).
+    observation, same fields as the samples CSV, with ``accel`` and ``emulated``) and
+    ``"rank_placement"``: for each stored trial of a multi-guest environment (vcluster), every
+    MPI rank's guest, vCPU and host CPU as read back.
 
     Strict JSON (NaN/inf written as null).  Returns the path; raises OSError when it cannot be
     written.
     """
     doc = analysis.to_dict()
     doc["samples"] = [_sample_row(analysis, o) for o in observations]
+    doc["rank_placement"] = [
+        {"environment": t.environment, "benchmark": t.benchmark, "params": t.params,
+         "round": t.round, "ranks": t.applied["ranks"]}
+        for t in trials if isinstance(t.applied, dict) and t.applied.get("ranks")]
     path = Path(path)
     with path.open("w", encoding="utf-8") as fh:
         json.dump(doc, fh, allow_nan=False, indent=1)
