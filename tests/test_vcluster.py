@@ -231,3 +231,65 @@ def test_guest_failure_fails_the_trial_and_close_removes_everything(kernels_buil
     finally:
         env.close()
     assert not _leftovers()
+
+
+def _ivshmem_trial(env_run, bindir, **params):
+    from vhpc.benchmarks import get
+    from vhpc.benchmarks.base import RunContext
+
+    bench = get("ivshmem-pingpong")
+    p = bench.resolve({"max_size": 65536, "iters": 100, "iters_large": 10, "window": 8, **params})
+    r = env_run(bench.command(p, RunContext(bindir, 2)))
+    return r, bench.parse(p, r.stdout, r.stderr, r.returncode)
+
+
+def test_ivshmem_pingpong_natively_over_posix_shm(kernels_built):
+    from vhpc.environments.native import NativeEnvironment
+
+    with NativeEnvironment("native") as env:
+        r, samples = _ivshmem_trial(lambda argv: env.run(argv, timeout=120), kernels_built)
+    assert r.ok, r.stderr
+    assert "over shm" in r.stdout and "data check: passed" in r.stdout
+    names = {s.metric for s in samples}
+    assert {"lat_8", "bw_8", "lat_65536", "bw_65536"} <= names
+    assert all(s.valid and s.value > 0 for s in samples)
+    assert not list(Path("/dev/shm").glob("vhpc-ivpp-*"))  # the shm object is unlinked
+
+
+@pytest.mark.vm
+def test_ivshmem_pingpong_between_two_guests_validates_its_data(cluster, kernels_built):
+    r, samples = _ivshmem_trial(lambda argv: cluster.run(argv, timeout=300), kernels_built)
+    assert r.ok, (r.stdout, r.stderr, r.error)
+    assert "over ivshmem" in r.stdout and "data check: passed" in r.stdout
+    assert all(s.valid and s.value > 0 for s in samples)
+    assert {x["guest"] for x in r.applied["ranks"]} == {"vhpc-vm0", "vhpc-vm1"}
+    assert cluster.net.shm_path.exists()  # the region lives as long as the cluster ...
+    # ... and the module fixture checks it is gone after close()
+
+
+def test_partition_study_compares_layouts_with_the_same_total_ranks():
+    from vhpc import studies
+
+    spec = studies.build("partition", topology.from_synthetic("pack:2 numa:1 l3:1 core:4 pu:1"), [])
+    envs = {e.name: e.options for e in spec.environments}
+    assert envs["one-vm"] == {"vcpus": 8, "policy": "span:2"}
+    assert envs["vm-per-socket"]["vms"] * envs["vm-per-socket"]["vcpus"] == 8
+    assert envs["2-vms-per-socket"]["vms"] * envs["2-vms-per-socket"]["vcpus"] == 8
+    assert envs["cross-vm"]["ranks_per_vm"] == 1 and "native" in envs
+    assert all(o.get("net") == "ivshmem" for n, o in envs.items() if "vms" in o)
+    names = {b.name for b in spec.benchmarks}
+    assert {"npb-cg", "npb-mg", "npb-ft", "npb-is", "pingpong", "ivshmem-pingpong"} <= names
+    assert all(b.params["ranks"] == 8 for b in spec.benchmarks if b.name.startswith("npb"))
+    assert studies.note("partition", topology.from_synthetic("pack:2 numa:1 l3:1 core:4 pu:1")) is None
+
+
+def test_partition_study_on_one_socket_says_what_it_reduces_to():
+    from vhpc import studies
+
+    topo = topology.from_synthetic("pack:1 numa:1 l3:1 core:2 pu:1")
+    spec = studies.build("partition", topo, [])
+    assert [e.name for e in spec.environments] == ["native", "one-vm", "2-vms-per-socket"]
+    assert "same as one VM over all sockets" in studies.note("partition", topo)
+    r = subprocess.run([sys.executable, "-m", "vhpc.cli", "study", "list"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "partition" in r.stdout

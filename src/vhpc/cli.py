@@ -159,7 +159,10 @@ def cmd_study(args) -> int:
         for name, what in studies.STUDIES.items():
             console.print(f"[bold]{name:16}[/] {what}")
         return 0
-    spec = studies.build(args.name, topology.load(None), args.bench or [], in_vm=args.in_vm,
+    topo = topology.load(None)
+    if studies.note(args.name, topo):
+        console.print(studies.note(args.name, topo))
+    spec = studies.build(args.name, topo, args.bench or [], in_vm=args.in_vm,
                          host_knobs=args.host_knob,
                          **{k: v for k, v in (("repeats", args.repeats), ("warmup", args.warmup),
                                               ("timeout", args.timeout)) if v is not None})
