@@ -141,7 +141,7 @@ def test_pingpong_runs_across_two_guests(cluster, kernels_built, mpi):
     from vhpc.benchmarks.base import RunContext, ensure_kernels
 
     bench = get("pingpong")
-    params = bench.resolve({"iters": 50, "mpi": mpi})
+    params = bench.resolve({"iters": 50, "bw_size": 65536, "mpi": mpi})
     bindir = ensure_kernels(["vhpc-pingpong"], mpi)
     r = cluster.run(bench.command(params, RunContext(bindir, cluster.total_ranks)), timeout=300)
     assert r.ok, (r.stdout, r.stderr, r.error)
@@ -196,7 +196,7 @@ def test_sigkill_of_vhpc_leaves_no_qemu_and_the_next_start_reaps(tmp_path, no_qe
 def test_campaign_records_ranks_in_two_guests_and_cleans_up(tmp_path, kernels_built, no_qemu_leak):
     out = tmp_path / "res"
     before = _all_leftovers()
-    cmd = [sys.executable, "-m", "vhpc.cli", "compare", "-b", "pingpong:iters=50",
+    cmd = [sys.executable, "-m", "vhpc.cli", "compare", "-b", "pingpong:iters=50,bw_size=65536",
            "-e", "vcluster:vms=2,vcpus=1,memory=512,accel=tcg", "--repeats", "1", "--warmup", "0",
            "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)

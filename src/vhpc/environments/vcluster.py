@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vhpc import placement as placement_room
@@ -93,7 +93,8 @@ def program_index(argv: list[str]) -> int | None:
 def launcher_env(vms: int, ranks_per_vm: int) -> dict[str, str]:
     """Environment for a launcher in guest 0: Open MPI (MCA parameters in the environment,
     mpirun(1)) and Hydra (``HYDRA_*``, mpiexec.hydra(1)) both read the hostfile and start
-    remote daemons with /run/vhpc-rsh; traffic stays on the private segment."""
+    remote daemons with /run/vhpc-rsh; traffic stays on the private segment (``vms`` and
+    ``ranks_per_vm`` are in the hostfile, written at session start)."""
     return {
         "OMPI_MCA_plm_rsh_agent": "/run/vhpc-rsh",
         "OMPI_MCA_orte_default_hostfile": HOSTFILE,
@@ -102,6 +103,7 @@ def launcher_env(vms: int, ranks_per_vm: int) -> dict[str, str]:
         "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
         "HYDRA_HOST_FILE": HOSTFILE + ".hydra",
         "HYDRA_LAUNCHER": "ssh", "HYDRA_LAUNCHER_EXEC": "/run/vhpc-rsh",
+        "UCX_NET_DEVICES": "eth0",  # Debian's MPICH is ch4:ucx: its TCP transport on the segment
     }
 
 
@@ -169,7 +171,10 @@ class VclusterEnvironment(Environment):
                   placement="; ".join(f"vm{i}: {placement_room.describe(p)}"
                                       for i, p in enumerate(self.placements)),
                   plan=self.placements[0].to_dict(), plans=[p.to_dict() for p in self.placements],
-                  network=self._net().describe(), orphans_removed=self.orphans)
+                  network=(self.net or vclusternet.ClusterNet(  # describe, create nothing
+                      self.vms, Path("."), Path(".") if self.transport == "ivshmem" else None,
+                      self._shm_node())).describe(),
+                  orphans_removed=self.orphans)
         return fp
 
     def _shm_node(self) -> int | None:
