@@ -220,6 +220,7 @@ def test_guest_failure_fails_the_trial_and_close_removes_everything(kernels_buil
     env = VclusterEnvironment("err", vms=2, vcpus=1, memory=384, accel="tcg")
     try:
         env.start()
+        pids = [m.guest.pid for m in env.members]
         import threading
 
         victim = env.members[0].guest.pid  # guest 0 (the launcher's) dies under the job
@@ -231,6 +232,8 @@ def test_guest_failure_fails_the_trial_and_close_removes_everything(kernels_buil
     finally:
         env.close()
     assert not _leftovers()
+    assert not [p for p in pids if Path(f"/proc/{p}/cmdline").exists()
+                and b"qemu" in Path(f"/proc/{p}/cmdline").read_bytes()]
 
 
 def _ivshmem_trial(env_run, bindir, **params):

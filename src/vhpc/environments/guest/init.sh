@@ -20,8 +20,8 @@ if [ "$(arg vhpc.probe)" = 1 ]; then
     poweroff -f
 fi
 ifconfig lo 127.0.0.1 up
-hostname "$(arg vhpc.hostname)"
-[ -n "$(hostname)" ] && [ "$(hostname)" != "(none)" ] || hostname vhpc-guest
+h=$(arg vhpc.hostname)
+hostname "${h:-vhpc-guest}"
 # vcluster: a fixed address on the campaign's private segment (vhpc.ip=A.B.C.D/P)
 if [ -n "$(arg vhpc.ip)" ]; then
     ip addr add "$(arg vhpc.ip)" dev eth0 && ip link set eth0 up \
