@@ -296,3 +296,19 @@ def test_partition_study_on_one_socket_says_what_it_reduces_to():
     r = subprocess.run([sys.executable, "-m", "vhpc.cli", "study", "list"], capture_output=True,
                        text=True)
     assert r.returncode == 0 and "partition" in r.stdout
+
+
+@pytest.mark.vm
+def test_npb_mpi_kernel_verifies_across_two_guests(cluster, kernels_built):
+    from vhpc.benchmarks import get
+    from vhpc.benchmarks.base import RunContext
+
+    bench = get("npb-cg")
+    params = bench.resolve({"variant": "mpi", "class": "S", "ranks": 2})
+    r = cluster.run(bench.command(params, RunContext(kernels_built, cluster.total_ranks)),
+                    bench.environ(params, RunContext(kernels_built, cluster.total_ranks)),
+                    timeout=600)
+    assert r.ok, (r.stdout[-2000:], r.stderr[-2000:], r.error)
+    samples = bench.parse(params, r.stdout, r.stderr, r.returncode)
+    assert samples and all(s.valid for s in samples)  # NPB's own verification passed
+    assert {x["guest"] for x in r.applied["ranks"]} == {"vhpc-vm0", "vhpc-vm1"}
