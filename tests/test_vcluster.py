@@ -312,3 +312,17 @@ def test_npb_mpi_kernel_verifies_across_two_guests(cluster, kernels_built):
     samples = bench.parse(params, r.stdout, r.stderr, r.returncode)
     assert samples and all(s.valid for s in samples)  # NPB's own verification passed
     assert {x["guest"] for x in r.applied["ranks"]} == {"vhpc-vm0", "vhpc-vm1"}
+
+
+@pytest.mark.vm
+def test_three_guests_talk_through_vm0s_hub(no_qemu_leak):
+    env = VclusterEnvironment("hub", vms=3, vcpus=1, memory=384, policy="float", accel="tcg")
+    try:
+        r = env.run(["mpirun.openmpi", "--allow-run-as-root", "-np", "3", "hostname"], timeout=300)
+        assert r.ok, (r.stdout, r.stderr, r.error)
+        assert sorted(r.stdout.split()) == ["vhpc-vm0", "vhpc-vm1", "vhpc-vm2"]
+        assert [(x["rank"], x["guest"]) for x in r.applied["ranks"]] == [
+            (0, "vhpc-vm0"), (1, "vhpc-vm1"), (2, "vhpc-vm2")]
+    finally:
+        env.close()
+    assert not _leftovers()
