@@ -229,9 +229,10 @@ def test_guest_failure_fails_the_trial_and_close_removes_everything(kernels_buil
                     timeout=120)
         assert not r.ok and "guest failed" in (r.error or "")
         assert all(m.guest is None for m in env.members)  # the next trial boots all afresh
+        net = env.net
     finally:
         env.close()
-    assert not _leftovers()
+    assert not net.workdir.exists()
     assert not [p for p in pids if Path(f"/proc/{p}/cmdline").exists()
                 and b"qemu" in Path(f"/proc/{p}/cmdline").read_bytes()]
 
@@ -323,6 +324,7 @@ def test_three_guests_talk_through_vm0s_hub(no_qemu_leak):
         assert sorted(r.stdout.split()) == ["vhpc-vm0", "vhpc-vm1", "vhpc-vm2"]
         assert [(x["rank"], x["guest"]) for x in r.applied["ranks"]] == [
             (0, "vhpc-vm0"), (1, "vhpc-vm1"), (2, "vhpc-vm2")]
+        net = env.net
     finally:
         env.close()
-    assert not _leftovers()
+    assert not net.workdir.exists()
