@@ -5,7 +5,8 @@
   can boot it through the PVH entry point, skipping in-guest decompression (about 2 s instead
   of 5 s under TCG, measured in shared/reference/vm-mechanics.md).
 * :func:`build_initramfs` writes a tiny initramfs: static busybox, the kernel modules needed to
-  mount the host's root over virtio-9p and to talk over virtio-serial, ``init``
+  mount the host's root over virtio-9p, to talk over virtio-serial and (vcluster) to use a
+  virtio-net NIC, ``init``
   (guest/init.sh) and vhpc's guest agent (guest/agent.c, compiled statically here).  The guest
   then ``switch_root``s into the host's root (read-only) and runs the agent as init, so the
   guest has exactly the host's binaries.

@@ -147,7 +147,9 @@ class VmEnvironment(Environment):
 
     Raises ValueError/PlacementError from the constructor for an impossible placement, and
     the next trial records EnvError text when the guest cannot boot.  ``accel`` is resolved
-    on first use (``auto`` → probe).
+    on first use (``auto`` → probe).  A vcluster passes each guest's ``placement`` from its
+    plan (instead of pin/policy) and ``extra_args`` / ``append`` (QEMU argv and kernel
+    command-line words for its network and shared-memory device).
     """
 
     kind = "vm"
