@@ -328,3 +328,13 @@ def test_three_guests_talk_through_vm0s_hub(no_qemu_leak):
     finally:
         env.close()
     assert not net.workdir.exists()
+
+
+@pytest.mark.vm
+def test_pause_stops_every_guest_of_the_cluster(cluster):
+    cluster.pause()
+    try:
+        assert [m.guest.qmp.cmd("query-status")["status"] for m in cluster.members] == ["paused"] * 2
+    finally:
+        cluster.resume()
+    assert [m.guest.qmp.cmd("query-status")["status"] for m in cluster.members] == ["running"] * 2
