@@ -54,6 +54,8 @@ def test_program_index_skips_launcher_options():
     assert program_index(["/usr/bin/mpirun.mpich", "-np", "4", "-genv", "A", "1", "prog"]) == 6
     assert program_index(["/k/vhpc-stream", "-n", "10"]) is None
     assert program_index(["mpirun", "-np", "2"]) is None
+    wrapped = ["python3", "-S", "hpcc_runner.py", "--n", "500", "--", "mpirun.openmpi", "-np", "2", "hpcc"]
+    assert program_index(wrapped) == 9
 
 
 def test_rank_log_lines_become_records():

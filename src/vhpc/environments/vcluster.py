@@ -73,10 +73,12 @@ def plan_cluster(topo: topology_room.Topology, vms: int, vcpus: int, memory: int
 
 def program_index(argv: list[str]) -> int | None:
     """Index of the program an MPI launcher command starts (after the launcher's options), or
-    None when ``argv`` is not a launcher command or has no program."""
-    if not argv or not LAUNCHERS.match(PurePosixPath(argv[0]).name):
+    None when ``argv`` has no launcher or no program.  The launcher may follow a wrapper (e.g.
+    ``python3 hpcc_runner.py ... -- mpirun -np 2 hpcc``)."""
+    start = next((k for k, a in enumerate(argv) if LAUNCHERS.match(PurePosixPath(a).name)), None)
+    if start is None:
         return None
-    i = 1
+    i = start + 1
     while i < len(argv):
         a = argv[i]
         if a in PAIR_OPTS:
