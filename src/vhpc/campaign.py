@@ -36,6 +36,7 @@ from vhpc import benchmarks
 from vhpc import records
 from vhpc.benchmarks.base import (ParseError, RunContext, ensure_kernels, kernel_build_flags,
                                  kernel_dir)
+from vhpc.environments import vcluster
 from vhpc.environments.base import Environment, EnvError, RunResult
 from vhpc.environments.knobs import HostKnobs, journal_path
 from vhpc.environments.native import NativeEnvironment
@@ -106,6 +107,8 @@ def make_environment(es: EnvSpec) -> Environment:
     """Instantiate the environment ``es`` describes.  Raises SpecError for bad options."""
     o = dict(es.options)
     try:
+        if es.kind == "vcluster":
+            return vcluster.make(es.name, o)
         if es.kind == "native":
             cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
             return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
@@ -140,6 +143,8 @@ def env_cpus(env: Environment) -> int:
     """CPUs a benchmark may use in ``env`` (vCPUs in a VM, allowed host CPUs natively)."""
     if isinstance(env, VmEnvironment):
         return env.vcpus
+    if isinstance(env, vcluster.VclusterEnvironment):  # MPI ranks across all guests
+        return env.total_ranks
     if isinstance(env, NativeEnvironment) and env.cpus:
         return len(env.cpus)
     if getattr(env, "kind", "") == "ssh":
@@ -291,6 +296,8 @@ def _add_rank_readback(result: RunResult, bench, params, ctx: RunContext) -> Non
     if not applied and not diagnostics:
         return
     extra = applied.pop("mismatches", [])
+    if getattr(result.applied, "ranks", None):  # the environment's own (vcluster: guest, vCPU)
+        applied.pop("ranks", None)
     old = list(getattr(result.applied, "mismatches", None) or [])
     result.applied = records.extended(result.applied, records.AppliedPlacement,
                                       **applied, mismatches=old + extra)

@@ -97,7 +97,7 @@ def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=Fals
                            sections=diagnostics.sections(trials, envs, result))
     export.write_csv(result, obs, Path(csv) if csv else folder / "samples.csv",
                      folder / "comparisons.csv")
-    export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json")
+    export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json", trials)
     if not quiet:
         terminal.render_table(result, console, title=f"vhpc campaign {cid}")
         if meta["failed"]:
@@ -172,7 +172,10 @@ def cmd_study(args) -> int:
         for name, what in studies.STUDIES.items():
             console.print(f"[bold]{name:16}[/] {what}")
         return 0
-    spec = studies.build(args.name, topology.load(None), args.bench or [], in_vm=args.in_vm,
+    topo = topology.load(None)
+    if studies.note(args.name, topo):
+        console.print(studies.note(args.name, topo))
+    spec = studies.build(args.name, topo, args.bench or [], in_vm=args.in_vm,
                          host_knobs=args.host_knob,
                          **{k: v for k, v in (("repeats", args.repeats), ("warmup", args.warmup),
                                               ("timeout", args.timeout),

@@ -40,13 +40,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from vhpc import benchmarks
 
-ENV_KINDS = ("native", "vm", "ssh")
+ENV_KINDS = ("native", "vm", "ssh", "vcluster")
 ENV_OPTIONS = {
     "native": {"name", "cpus", "nodes", "membind"},
     "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
            "boot_timeout", "strict", "guest_bind", "corunner", "corunner_policy",
            "backend", "uri", "domain_xml"},
     "ssh": {"name", "host", "user", "port", "identity", "cpus", "nodes", "membind", "workdir"},
+    "vcluster": {"name", "vms", "vcpus", "memory", "policy", "net", "ranks_per_vm", "accel",
+                 "kernel", "boot_timeout", "strict"},
 }
 #: options whose values stay strings (they may contain commas, colons or look numeric)
 STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind", "guest_bind",
@@ -167,6 +169,8 @@ class CampaignSpec(BaseModel):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"environment name {dup[0]!r} is used twice: give one name=... ")
+        if "baseline" not in self.model_fields_set and len(names) == 1:
+            self.baseline = names[0]  # a lone environment (e.g. one vcluster) is its own baseline
         if self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not one of the environments "
                              f"({', '.join(names)})")
@@ -250,7 +254,7 @@ def from_cli(bench_items: list[str], env_items: list[str], host_knobs: list[str]
         }
         if strict_placement:
             for e in data["environments"]:
-                if e["kind"] == "vm":
+                if e["kind"] in ("vm", "vcluster"):
                     e["options"].setdefault("strict", 1)
         return CampaignSpec.model_validate(data)
     except ValidationError as exc:
