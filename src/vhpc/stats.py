@@ -25,6 +25,12 @@ Sources:
 * Least-squares line: :func:`scipy.stats.linregress` (ordinary least squares, r² = Pearson r²).
 * Outliers: B. Iglewicz & D. C. Hoaglin, *How to Detect and Handle Outliers*, ASQC (1993):
   modified z-score.
+* Power of the two-sample t-test: J. Cohen, *Statistical Power Analysis for the Behavioral
+  Sciences*, 2nd ed. (1988), ch. 2 (effect size d = difference of means / pooled standard
+  deviation; noncentral t, :data:`scipy.stats.nct`; cross-checked in the tests against
+  ``statsmodels.stats.power.TTestIndPower``).
+* Proportions: Clopper & Pearson, Biometrika 26 (1934) 404–413 (exact binomial interval,
+  :meth:`scipy.stats.binomtest`).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ __all__ = [
     "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
     "fieller_contains", "log_ratio_interval", "bca_ratio_interval", "ratio_interval",
     "holm_adjust", "modified_z_outliers", "is_skewed", "mean", "linear_fit", "Description",
-    "describe",
+    "describe", "POWER", "t_test_power", "pooled_cv", "runs_needed", "detectable_effect", "proportion_interval",
 ]
 
 #: ratio-interval methods (the names exported per comparison)
@@ -405,3 +411,86 @@ def modified_z_outliers(values: Sequence[float], threshold: float = MAD_THRESHOL
     if scale == 0:
         return 0
     return int(np.count_nonzero(dev > threshold * scale))
+
+
+#: statistical power the advice aims at (Cohen 1988's conventional 80 %)
+POWER = 0.8
+#: above this many runs per environment an effect counts as not measurable (None)
+MAX_RUNS = 2000
+
+
+def pooled_cv(stdev_a: float, stdev_b: float, mean_b: float) -> float | None:
+    """Pooled standard deviation of two samples relative to the baseline mean,
+    ``√((s_a² + s_b²)/2) / |mean_b|`` (dimensionless; equal-n pooling, Cohen 1988 §2.2.1).
+    None when ``mean_b`` is 0."""
+    if mean_b == 0:
+        return None
+    return math.sqrt((stdev_a * stdev_a + stdev_b * stdev_b) / 2.0) / abs(mean_b)
+
+
+def t_test_power(d: float, n: float, alpha: float = 0.05) -> float:
+    """Power of the two-sided two-sample t-test with ``n`` runs per side for Cohen's effect size
+    ``d``: ``P(|T| > t_{1−α/2, 2n−2})`` with T noncentral t, df = 2n − 2, noncentrality
+    ``d·√(n/2)`` (Cohen 1988 ch. 2; :data:`scipy.stats.nct`; the same quantity as
+    ``statsmodels.stats.power.TTestIndPower.power``)."""
+    df = 2.0 * n - 2.0
+    crit = float(sps.t.ppf(1.0 - alpha / 2.0, df))
+    nc = d * math.sqrt(n / 2.0)
+    p = float(sps.nct.sf(crit, df, nc) + sps.nct.cdf(-crit, df, nc))
+    return min(1.0, p) if math.isfinite(p) else 1.0
+
+
+def runs_needed(effect: float, cv: float, alpha: float = 0.05, power: float = POWER) -> int | None:
+    """Runs per environment a two-sided two-sample t-test needs to detect a relative difference
+    of means ``effect`` (0.05 = 5 %) at level ``alpha`` with ``power``, when the pooled standard
+    deviation is ``cv`` times the mean (:func:`pooled_cv`).  Cohen's d = effect / cv;
+    n solves :func:`t_test_power` ``(d, n) = power`` (noncentral t, Cohen 1988 ch. 2; root by
+    :func:`scipy.optimize.brentq`), rounded up, at
+    least 2.  None when the effect is 0 or more than :data:`MAX_RUNS` runs would be needed.
+    Raises ValueError for cv < 0 or alpha/power outside (0, 1)."""
+    if cv < 0 or not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError("cv must be >= 0 and alpha, power in (0, 1)")
+    effect = abs(effect)
+    if effect == 0:
+        return None
+    if cv == 0:
+        return 2
+    d = effect / cv
+    from scipy.optimize import brentq
+
+    def short(n: float) -> float:
+        return t_test_power(d, n, alpha) - power
+
+    if short(MAX_RUNS) < 0:
+        return None
+    if short(2.0) >= 0:
+        return 2
+    return math.ceil(brentq(short, 2.0, MAX_RUNS, xtol=1e-6) - 1e-6)
+
+
+def detectable_effect(cv: float, n: int, alpha: float = 0.05, power: float = POWER) -> float | None:
+    """Smallest relative difference of means (0.05 = 5 %) that ``n`` runs per environment
+    detect at ``alpha`` with ``power`` when the pooled standard deviation is ``cv`` times the
+    mean: ``d · cv`` with d solving :func:`t_test_power` ``(d, n) = power`` (Cohen 1988).
+    None for n < 2.  0.0 when cv is 0."""
+    if n < 2:
+        return None
+    if cv == 0:
+        return 0.0
+    from scipy.optimize import brentq
+
+    def short(d: float) -> float:
+        return t_test_power(d, n, alpha) - power
+
+    if short(0.0) >= 0:  # alpha >= power: every effect "detected"
+        return 0.0
+    return float(brentq(short, 0.0, 1e3)) * cv
+
+
+def proportion_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Exact (Clopper–Pearson) confidence interval of a proportion k/n, e.g. an observed
+    false-positive or coverage rate; None for n = 0."""
+    if n == 0:
+        return None
+    ci = sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return (float(ci.low), float(ci.high))

@@ -62,7 +62,7 @@ def draft(env: Summary, base: Summary, x: list[float], y: list[float], confidenc
     if not math.isclose(confidence, 1.0 - alpha) and shown.method != stats.NO_INTERVAL:
         decision = stats.ratio_interval(x, y, 1.0 - alpha, method=shown.method)
     hib = env.higher_is_better
-    fields = dict(
+    fields = dict(**power_fields(env, base, ratio, alpha),
         benchmark=env.benchmark, params=env.params, metric=env.metric, unit=env.unit,
         higher_is_better=hib, environment=env.environment, baseline=base.environment,
         ratio=ratio, ratio_ci=(shown.low, shown.high), overhead_pct=overhead_pct(ratio, hib),
@@ -71,6 +71,18 @@ def draft(env: Summary, base: Summary, x: list[float], y: list[float], confidenc
         ratio_ci_method=shown.method,
     )
     return Draft(fields, decision, base.unit != env.unit)
+
+
+def power_fields(env: Summary, base: Summary, ratio: float | None, alpha: float) -> dict:
+    """``runs_needed`` (to detect the observed relative difference) and ``detectable`` (with
+    the smaller n) from the pooled CV of both sides (:mod:`vhpc.stats` power functions)."""
+    if env.stdev is None or base.stdev is None or not base.mean or ratio is None:
+        return {}
+    cv = stats.pooled_cv(env.stdev, base.stdev, base.mean)
+    if cv is None:
+        return {}
+    return {"runs_needed": stats.runs_needed(ratio - 1.0, cv, alpha),
+            "detectable": stats.detectable_effect(cv, min(env.n, base.n), alpha)}
 
 
 def verdict(p_adjusted: float | None, ratio: float | None, decision: stats.RatioInterval,

@@ -19,6 +19,10 @@ from vhpc.model import EnvInfo
 from vhpc.stats import MAD_THRESHOLD
 
 
+#: observed relative differences below this (1 %) are not flagged as underpowered
+RELEVANT_EFFECT = 0.01
+
+
 def label(benchmark: str, params: str) -> str:
     """"benchmark[params]" or "benchmark"."""
     return f"{benchmark}[{params}]" if params else benchmark
@@ -81,12 +85,38 @@ RULES: tuple[Rule, ...] = (
          f"outliers (modified z-score > {MAD_THRESHOLD}): {{items}}",
          "check for noise on the host (other jobs, frequency changes, interrupts) and look at"
          " the distribution figure"),
+    Rule("underpowered", "warn", "comparison", lambda c: underpowered(c),
+         "too few runs to see a difference of the size observed, reported as no significant"
+         " difference: {items}",
+         "raise --repeats to the runs shown (or use --target-ci); until then 'no significant"
+         " difference' means 'not measurable with these runs', not 'equal'"),
     Rule("verdict-vs-interval", "info", "comparison",
          lambda c: f"{c.metric} ({c.note})" if c.verdict == NO_DIFFERENCE and c.note else None,
          "no significant difference although one criterion suggests one: {items}",
          "a verdict needs both the Holm-adjusted p < α and an interval excluding 1; add"
          " repeats to decide"),
 )
+
+
+def underpowered(c: Comparison) -> str | None:
+    """Item text when a "no significant difference" comparison observed a difference of at
+    least :data:`RELEVANT_EFFECT` but had fewer runs than a two-sided two-sample t-test needs
+    to detect a difference of that size at 80 % power (:attr:`Comparison.runs_needed`); None
+    otherwise.  Smaller observed differences are not flagged: a non-significant result always
+    has less than 50 % power for the difference it observed (the "post-hoc power" identity,
+    Hoenig & Heisey, Am. Stat. 55 (2001) 19–24), so only differences a user would care about
+    are worth the advice."""
+    n = min(c.n, c.n_baseline)
+    if c.verdict != NO_DIFFERENCE or c.ratio is None or n < 2:
+        return None
+    if abs(c.ratio - 1.0) < RELEVANT_EFFECT:
+        return None
+    if c.runs_needed is not None and c.runs_needed <= n:
+        return None
+    seen = abs(c.ratio - 1.0) * 100
+    need = f"≈{c.runs_needed} runs each" if c.runs_needed else "more runs than practical"
+    det = f", detectable with n={n}: ≥{c.detectable * 100:.1f} %" if c.detectable else ""
+    return f"{c.metric} (observed {seen:.1f} %{det}; {need})"
 
 
 def _scope(subject: str, obj: Any) -> str:

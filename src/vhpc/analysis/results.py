@@ -122,6 +122,12 @@ class Comparison:
       the interval; when the two disagree the verdict is "no significant difference" and
       ``note`` says why.
     * ``n``/``n_baseline``, ``mean``/``mean_baseline``: valid sample counts and means (unit).
+    * Power (:func:`vhpc.stats.runs_needed`, :func:`vhpc.stats.detectable_effect`, two-sided
+      two-sample t at alpha, 80 % power, pooled CV of both sides relative to the baseline mean):
+      ``runs_needed`` per environment to detect the observed relative difference
+      ``|mean/mean_baseline − 1|`` (None: no difference observed or unmeasurably small);
+      ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller side's n can
+      detect.
     """
 
     benchmark: str
@@ -145,6 +151,8 @@ class Comparison:
     overhead_ci: tuple[float | None, float | None] = (None, None)
     ratio_ci_method: str = "none"
     note: str = ""
+    runs_needed: int | None = None
+    detectable: float | None = None
 
     @property
     def key(self) -> Key:
