@@ -104,8 +104,20 @@ def corunner_argv(level: str) -> list[str]:
 
 
 def make_environment(es: EnvSpec) -> Environment:
-    """Instantiate the environment ``es`` describes.  Raises SpecError for bad options."""
+    """Instantiate the environment ``es`` describes (wrapped in a
+    :class:`~vhpc.environments.throttled.ThrottledEnvironment` when it has ``slowdown=``).
+    Raises SpecError for bad options."""
     o = dict(es.options)
+    if "slowdown" in o or "slowdown_cpus" in o:
+        from vhpc.environments.throttled import ThrottledEnvironment
+
+        delta, busy = o.pop("slowdown", 0.0), o.pop("slowdown_cpus", None)
+        inner = make_environment(es.model_copy(update={"options": o}))
+        try:
+            return ThrottledEnvironment(inner, float(delta),
+                                        int(busy) if busy is not None else env_cpus(inner))
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"environment {es.name}: {exc}") from None
     try:
         if es.kind == "vcluster":
             return vcluster.make(es.name, o)
@@ -141,6 +153,7 @@ def make_environment(es: EnvSpec) -> Environment:
 
 def env_cpus(env: Environment) -> int:
     """CPUs a benchmark may use in ``env`` (vCPUs in a VM, allowed host CPUs natively)."""
+    env = getattr(env, "inner", env)  # a ThrottledEnvironment: its inner environment's
     if isinstance(env, VmEnvironment):
         return env.vcpus
     if isinstance(env, vcluster.VclusterEnvironment):  # MPI ranks across all guests

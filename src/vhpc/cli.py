@@ -210,6 +210,23 @@ def print_memory_profile(store, cid: str) -> None:
                       f"{f.n} benchmarks)")
 
 
+def cmd_calibrate(args) -> int:
+    """``vhpc calibrate``: A/A false positives, an injected slowdown recovered, power,
+    placement (docs/calibrate.md)."""
+    from vhpc import calibrate
+    from vhpc.report import calibrate as calibrate_report
+
+    s = calibrate.Settings(tuple(args.bench or QUICK), tuple(args.env or ["native", "vm"]),
+                           campaigns=args.campaigns, repeats=args.repeats, delta=args.delta,
+                           alpha=args.alpha, warmup=args.warmup, timeout=args.timeout)
+    doc = calibrate.run(_store(args.out), s, " ".join(shlex.quote(a) for a in sys.argv),
+                        say=lambda m: console.print(m, highlight=False, markup=False))
+    calibrate_report.render_terminal(doc, console)
+    jpath, hpath = calibrate_report.write(doc, Path(args.out))
+    console.print(f"Calibration: [bold]{hpath}[/]  (JSON: {jpath})")
+    return 0
+
+
 def cmd_report(args) -> int:
     from vhpc import campaign
 
@@ -377,6 +394,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", metavar="ID", help=argparse.SUPPRESS)
     campaign_flags(r)
     r.set_defaults(func=cmd_run, resume=None)
+
+    cal = sub.add_parser("calibrate", help="how far this host's results can be trusted: A/A "
+                         "false positives, an injected slowdown recovered, runs needed")
+    cal.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
+                     help="benchmark (repeatable; default: the quick suite)")
+    cal.add_argument("-e", "--env", action="append", metavar="ENV[:k=v,...]",
+                     help="native or vm[:...] (repeatable; default: -e native -e vm)")
+    cal.add_argument("--campaigns", type=int, default=20, help="campaigns per environment and "
+                     "benchmark (default %(default)s)")
+    cal.add_argument("--repeats", type=int, default=3, help="measured rounds per campaign "
+                     "(default %(default)s)")
+    cal.add_argument("--warmup", type=int, default=1, help="warm-up rounds (default %(default)s)")
+    cal.add_argument("--delta", type=float, default=0.05, help="injected slowdown, a fraction "
+                     "(default %(default)s = 5 %%)")
+    cal.add_argument("--alpha", type=float, default=0.05, help="significance level (default "
+                     "%(default)s)")
+    cal.add_argument("--timeout", type=float, default=600.0, help="seconds per trial")
+    campaign_flags(cal)
+    cal.set_defaults(func=cmd_calibrate)
 
     rep = sub.add_parser("report", help="re-analyse a stored campaign (no re-run)")
     rep.add_argument("id")

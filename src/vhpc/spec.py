@@ -42,10 +42,10 @@ from vhpc import benchmarks
 
 ENV_KINDS = ("native", "vm", "ssh", "vcluster")
 ENV_OPTIONS = {
-    "native": {"name", "cpus", "nodes", "membind"},
+    "native": {"name", "cpus", "nodes", "membind", "slowdown", "slowdown_cpus"},
     "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
            "boot_timeout", "strict", "guest_bind", "corunner", "corunner_policy",
-           "backend", "uri", "domain_xml"},
+           "backend", "uri", "domain_xml", "slowdown", "slowdown_cpus"},
     "ssh": {"name", "host", "user", "port", "identity", "cpus", "nodes", "membind", "workdir"},
     "vcluster": {"name", "vms", "vcpus", "memory", "policy", "net", "ranks_per_vm", "accel",
                  "kernel", "boot_timeout", "strict"},

@@ -49,7 +49,7 @@ __all__ = [
     "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
     "fieller_contains", "log_ratio_interval", "bca_ratio_interval", "ratio_interval",
     "holm_adjust", "modified_z_outliers", "is_skewed", "mean", "linear_fit", "Description",
-    "describe", "POWER", "t_test_power", "pooled_cv", "runs_needed", "detectable_effect", "proportion_interval",
+    "describe", "POWER", "t_test_power", "pooled_cv", "pooled_relative_sd", "runs_needed", "detectable_effect", "proportion_interval",
 ]
 
 #: ratio-interval methods (the names exported per comparison)
@@ -438,6 +438,22 @@ def t_test_power(d: float, n: float, alpha: float = 0.05) -> float:
     nc = d * math.sqrt(n / 2.0)
     p = float(sps.nct.sf(crit, df, nc) + sps.nct.cdf(-crit, df, nc))
     return min(1.0, p) if math.isfinite(p) else 1.0
+
+
+def pooled_relative_sd(groups: Iterable[Sequence[float]]) -> float | None:
+    """Pooled standard deviation of several samples, each relative to its own mean
+    (dimensionless; ``√(Σ (n_i − 1)·s_i² / Σ (n_i − 1))`` over the values divided by their
+    group mean, the pooled estimate of Cohen 1988 §2.2.1).  Groups with fewer than 2 values or
+    mean 0 are skipped; None when none remains."""
+    num = den = 0.0
+    for g in groups:
+        x = np.asarray(g, dtype=float)
+        if x.size < 2 or float(x.mean()) == 0:
+            continue
+        r = x / float(x.mean())
+        num += (x.size - 1) * float(r.var(ddof=1))
+        den += x.size - 1
+    return math.sqrt(num / den) if den else None
 
 
 def runs_needed(effect: float, cv: float, alpha: float = 0.05, power: float = POWER) -> int | None:

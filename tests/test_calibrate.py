@@ -1,0 +1,85 @@
+"""`vhpc calibrate` on the host: A/A campaigns, an injected CPU-bandwidth slowdown recovered
+against the kernel's accounting, the power model, placement; no cgroup left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vhpc.environments import throttle
+from vhpc.store import Store
+
+
+def _groups() -> set[str]:
+    return {str(p) for base in (throttle.CGROUP_ROOT, throttle.CGROUP_ROOT / "cpu",
+                                throttle.CGROUP_ROOT / "cpuacct", throttle.CGROUP_ROOT / "unified")
+            for p in base.glob(throttle.PREFIX + "*")}
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "vhpc.cli", *args], capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "COLUMNS": "250"})
+
+
+def test_calibrate_pagefault_native(tmp_path, kernels_built):
+    before = _groups()
+    out = tmp_path / "cal"
+    r = _cli("calibrate", "-b", "pagefault", "-e", "native", "--campaigns", "3", "--repeats",
+             "3", "--delta", "0.2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "A/A false positives" in r.stdout and "applied by the kernel" in r.stdout
+    doc = json.loads((out / "calibration.json").read_text())
+    assert (out / "calibration.html").read_text().count("<tr>") >= 3
+    assert doc["settings"]["campaigns"] == 3 and doc["settings"]["delta"] == 0.2
+    cids = doc["campaign_ids"]["native"]
+    assert len(cids) == 3
+    store = Store(out / "vhpc.db")
+    rows = {row["metric"]: row for row in doc["rows"]}
+    assert set(rows) == {"private_us", "shared_us"}
+    covered = 0
+    for metric, row in rows.items():
+        assert row["aa"]["campaigns"] == 3 and 0 <= row["aa"]["false_positives"] <= 3
+        inj = row["injected"]
+        assert len(inj["campaigns"]) == 3
+        for c in inj["campaigns"]:
+            # the kernel throttled the slowed copy, and its CPU-time bound is never below it
+            assert 0 < c["applied"] <= c["applied_from_usage"] + 1e-9
+            lo, hi = c["ci_pct"]
+            assert c["covers_applied"] == (lo <= c["applied"] * 100 <= hi)
+            covered += c["covers_applied"]
+        # the power model's relative SD, recomputed from the stored A/A samples by hand
+        groups = []
+        for cid in cids:
+            for env in ("a", "b"):
+                v = np.array([o.value for o in store.observations(cid) if o.environment == env
+                              and o.metric == metric and not o.warmup and o.valid])
+                groups.append(v / v.mean())
+        pooled = np.sqrt(sum((len(g) - 1) * g.var(ddof=1) for g in groups)
+                         / sum(len(g) - 1 for g in groups))
+        assert row["power"]["relative_sd"] == pytest.approx(pooled, rel=1e-9)
+        assert row["power"]["repeats"] == 3
+        assert row["power"]["runs_needed"] is None or row["power"]["runs_needed"] >= 2
+    # nominal coverage is 95 %; on this shared 2-CPU host it is lower (docs/calibrate.md): at
+    # least one of the six intervals must contain the slowdown the kernel applied
+    assert covered >= 1
+    # every trial of every copy ran and read back its placement as planned
+    assert doc["placement"]["native"]["trials"] == 3 * 3 * 4
+    assert doc["placement"]["native"]["rate"] == 1.0
+    for cid in cids:
+        names = {t.environment for t in store.trials(cid)}
+        assert names == {"a", "b", "slowed"}
+    assert _groups() == before
+
+
+def test_calibrate_bad_input_is_one_line(tmp_path):
+    for args, what in ((["--repeats", "1"], "--repeats"), (["--delta", "0"], "--delta"),
+                       (["-e", "native:slowdown=0.1"], "slowdown"),
+                       (["-e", "ssh:host=x"], "native and vm")):
+        r = _cli("calibrate", "-b", "pagefault", *args, "--out", str(tmp_path))
+        assert r.returncode == 2, r.stderr
+        assert what in r.stderr and len(r.stderr.strip().splitlines()) == 1
