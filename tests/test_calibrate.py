@@ -83,3 +83,31 @@ def test_calibrate_bad_input_is_one_line(tmp_path):
         r = _cli("calibrate", "-b", "pagefault", *args, "--out", str(tmp_path))
         assert r.returncode == 2, r.stderr
         assert what in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_native_binding_mismatch_rules_by_hand():
+    from vhpc.environments.native import binding_mismatches
+
+    proc = {"pid": 7, "comm": "bench", "cpus": "1", "pages_per_node": {"1": 960, "0": 40}}
+    assert binding_mismatches([proc], {1}, {1}) == []  # 96 % on node 1
+    off = dict(proc, pages_per_node={"1": 940, "0": 60})  # 94 %
+    assert any("94 %" in m for m in binding_mismatches([off], {1}, {1}))
+    wide = dict(proc, cpus="0-1")
+    assert any("CPUs 0-1" in m for m in binding_mismatches([wide], {1}, set()))
+    assert binding_mismatches([], {1}, {1})  # nothing sampled: not verified
+
+
+def test_native_membind_reads_back_pages_and_strict_fails_a_planted_mismatch(tmp_path,
+                                                                            kernels_built):
+    """On this host's node 0 (every host has one): the read-back sees the pages there; a plan
+    that names node 0 while numactl binds elsewhere cannot be planted on a 1-node host, so the
+    planted mismatch is the 2-node guest test's (tests/test_vm_numa_binding.py)."""
+    from vhpc.environments.native import NativeEnvironment
+
+    env = NativeEnvironment("n", membind="0", strict=True)
+    r = env.run([str(kernels_built / "vhpc-stream"), "-n", "2000000", "-t", "20"],
+                {"OMP_NUM_THREADS": "1"}, timeout=120)
+    assert r.ok, (r.stderr, r.error)
+    assert r.applied.mismatches == [] and r.applied.page_locality.percent == 100.0
+    assert r.applied.processes[0]["comm"] == "vhpc-stream"
+    assert r.applied.page_locality.total_mib >= 40  # 3 arrays of 15.3 MiB, sampled resident

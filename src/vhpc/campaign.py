@@ -124,7 +124,8 @@ def make_environment(es: EnvSpec) -> Environment:
         if es.kind == "native":
             cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
             return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
-                                     membind=o.get("membind"))
+                                     membind=o.get("membind"),
+                                     strict=bool(o.get("strict", False)))
         if es.kind == "ssh":
             from vhpc.environments.ssh import SshEnvironment
 

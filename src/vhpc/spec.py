@@ -42,7 +42,7 @@ from vhpc import benchmarks
 
 ENV_KINDS = ("native", "vm", "ssh", "vcluster")
 ENV_OPTIONS = {
-    "native": {"name", "cpus", "nodes", "membind", "slowdown", "slowdown_cpus"},
+    "native": {"name", "cpus", "nodes", "membind", "strict", "slowdown", "slowdown_cpus"},
     "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
            "boot_timeout", "strict", "guest_bind", "corunner", "corunner_policy",
            "backend", "uri", "domain_xml", "slowdown", "slowdown_cpus"},
@@ -254,7 +254,8 @@ def from_cli(bench_items: list[str], env_items: list[str], host_knobs: list[str]
         }
         if strict_placement:
             for e in data["environments"]:
-                if e["kind"] in ("vm", "vcluster"):
+                if e["kind"] in ("vm", "vcluster") or (
+                        e["kind"] == "native" and {"nodes", "membind"} & set(e["options"])):
                     e["options"].setdefault("strict", 1)
         return CampaignSpec.model_validate(data)
     except ValidationError as exc:

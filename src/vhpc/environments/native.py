@@ -15,6 +15,39 @@ from vhpc import records
 from vhpc.cpulist import parse_cpu_list
 from vhpc.environments import counters, hostinfo
 from vhpc.environments.base import Environment, RunResult, now
+from vhpc.environments.ssh import READBACK_MARK, RUN_SCRIPT, parse_readback
+
+#: share of the benchmark's resident pages that must be on the planned nodes (issue 11)
+LOCALITY_MIN = 0.95
+#: numa_maps counts pages; the read-back assumes 4 KiB pages for MiB figures
+PAGE_MIB = 4 / 1024
+
+
+def binding_mismatches(procs: list[dict[str, Any]], cpus: set[int] | None,
+                       mem_nodes: set[int]) -> list[str]:
+    """Differences between sampled processes (:func:`vhpc.environments.ssh.parse_readback`
+    output) and the plan: a process allowed on CPUs outside ``cpus`` (None: not planned), or
+    fewer than :data:`LOCALITY_MIN` of all sampled resident pages on ``mem_nodes`` (empty: not
+    planned).  No samples at all is a mismatch too (nothing could be verified).  One sentence
+    each."""
+    if not procs:
+        return ["no process of the benchmark could be sampled: binding not verified"]
+    out = []
+    if cpus:
+        for p in procs:
+            allowed = set(parse_cpu_list(p["cpus"])) if p.get("cpus") else set()
+            if allowed - cpus:
+                out.append(f"{p.get('comm')} (pid {p['pid']}) may run on CPUs "
+                           f"{p['cpus']}, planned {','.join(map(str, sorted(cpus)))}")
+    total = sum(sum(p["pages_per_node"].values()) for p in procs)
+    if mem_nodes and total:
+        on = sum(n for p in procs for k, n in p["pages_per_node"].items()
+                 if int(k) in mem_nodes)
+        if on / total < LOCALITY_MIN:
+            out.append(f"{100 * on / total:.0f} % of the benchmark's resident pages on planned "
+                       f"node(s) {','.join(map(str, sorted(mem_nodes)))} (< "
+                       f"{LOCALITY_MIN * 100:.0f} %)")
+    return out
 
 
 def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
@@ -58,15 +91,24 @@ class NativeEnvironment(Environment):
     ``nodes`` binds them to host NUMA nodes, CPUs and memory, with ``numactl --cpunodebind
     --membind`` (numactl(8)) so native and VM placements are comparable; ``membind`` binds
     memory only (e.g. remote memory for a NUMA-penalty measurement).
+
+    With ``nodes``/``membind`` every trial runs under the ssh environment's wrapper
+    (``vhpc-run.sh``), which samples the benchmark's processes while they run: allowed CPUs
+    (``/proc/PID/status``) and resident pages per node (``/proc/PID/numa_maps``).  A process
+    allowed on a CPU outside ``nodes``, or fewer than :data:`LOCALITY_MIN` of the pages on the
+    planned memory nodes, is a placement mismatch; with ``strict`` it fails the trial.
     """
 
     kind = "native"
 
     def __init__(self, name: str = "native", cpus: list[int] | None = None,
-                 nodes: str | None = None, membind: str | None = None, counters: bool = True):
+                 nodes: str | None = None, membind: str | None = None, counters: bool = True,
+                 strict: bool = False):
         super().__init__(name)
         self.cpus = cpus
         self.nodes = nodes
+        self.membind = membind if membind is not None else nodes
+        self.strict = strict
         self.counters = counters
         self.numactl: list[str] = []
         if nodes is not None or membind is not None:
@@ -103,24 +145,54 @@ class NativeEnvironment(Environment):
         return tuple(sorted(cpus)) or None
 
     def run(self, argv, env=None, timeout=600.0, key="") -> RunResult:
-        argv = self.numactl + list(argv)
+        argv = list(argv)
         perf_ok, perf_why = counters.perf_status() if self.counters else (False, "counters=0")
         perf_file = None
         if perf_ok:
             fd, perf_file = tempfile.mkstemp(prefix="vhpc-perf-", suffix=".csv")
             os.close(fd)
             argv = counters.perf_wrap(argv, perf_file)
+        argv = self.numactl + argv  # outermost: perf and the benchmark are both bound
         usage0 = counters.children_usage()
+        rundir = tempfile.mkdtemp(prefix="vhpc-run-") if self.numactl else None
+        if rundir:
+            argv = ["/bin/sh", str(RUN_SCRIPT), f"{rundir}/trial.pid",
+                    str(int(max(1, timeout))), *argv]
         try:
-            result = self._run(argv, env, timeout)
+            result = self._run(argv, env, timeout + (30 if rundir else 0))
         finally:
             perf = (counters.perf_result(perf_file) if perf_file
                     else records.PerfCounters(unavailable=perf_why))
             if perf_file:
                 os.unlink(perf_file)
+            if rundir:
+                shutil.rmtree(rundir, ignore_errors=True)
+        if rundir:
+            self._readback(result, timeout)
         result.diagnostics = records.Diagnostics.build(
             rusage=counters.delta(usage0, counters.children_usage()), perf=perf)
         return result
+
+    def _readback(self, result: RunResult, timeout: float) -> None:
+        """Fold the wrapper's samples into ``result.applied`` (processes, page locality,
+        mismatches); a kill by the wrapper's timeout is the trial's timeout."""
+        result.stderr, _, text = result.stderr.partition(READBACK_MARK + "\n")
+        if result.returncode == 137 and result.elapsed >= timeout:
+            result.returncode, result.timed_out = None, True
+        procs = parse_readback(text)
+        planned = set(self.mpi_cpuset() or ()) if self.nodes is not None else None
+        mem_nodes = set(parse_cpu_list(self.membind)) if self.membind is not None else set()
+        mismatches = binding_mismatches(procs, planned, mem_nodes)
+        total = sum(sum(p["pages_per_node"].values()) for p in procs)
+        on = sum(n for p in procs for k, n in p["pages_per_node"].items() if int(k) in mem_nodes)
+        locality = (records.PageLocality(nodes=sorted(mem_nodes), on_nodes_mib=on * PAGE_MIB,
+                                         total_mib=total * PAGE_MIB)
+                    if mem_nodes and total else None)
+        result.applied = records.extended(result.applied, records.AppliedPlacement,
+                                          processes=procs, page_locality=locality,
+                                          mismatches=mismatches)
+        if self.strict and mismatches and result.error is None:
+            result.error = "placement mismatch (strict): " + "; ".join(mismatches)
 
     def _run(self, argv, env, timeout) -> RunResult:
         if self.cpus:
