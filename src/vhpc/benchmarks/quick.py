@@ -47,6 +47,35 @@ def llc_bytes(cache_dir: Path = SYSFS_CACHE) -> int:
     return best[1]
 
 
+#: the kernel's floor for an automatic n (kernels/vhpc-stream.c, MIN_AUTO_N)
+STREAM_MIN_AUTO_N = 2_000_000
+
+
+def mem_available_bytes(meminfo: Path = Path("/proc/meminfo")) -> int:
+    """``MemAvailable`` from /proc/meminfo (proc(5)) in bytes; 0 when unknown."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def stream_auto_n(llc: int | None = None, available: int | None = None) -> int:
+    """The ``n`` vhpc-stream picks when none is given, computed as the kernel does
+    (kernels/vhpc-stream.c ``auto_n``): 4 × LLC bytes / 8, rounded up to a multiple of 1000,
+    at least :data:`STREAM_MIN_AUTO_N`, at most what half of MemAvailable holds in 3 arrays.
+    ``llc``/``available`` default to this host's (:func:`llc_bytes`,
+    :func:`mem_available_bytes`)."""
+    llc = llc_bytes() if llc is None else llc
+    available = mem_available_bytes() if available is None else available
+    n = (STREAM_CACHE_FACTOR * llc // 8 + 999) // 1000 * 1000
+    n = max(n, STREAM_MIN_AUTO_N)
+    cap = available // 2 // 3 // 8
+    return min(n, cap) if available > 0 else n
+
+
 @dataclass(frozen=True)
 class StreamBenchmark(KernelBenchmark):
     """``stream`` with STREAM's sizing rule: ``n`` unset lets the kernel size each array to at
