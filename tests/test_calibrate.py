@@ -111,3 +111,26 @@ def test_native_membind_reads_back_pages_and_strict_fails_a_planted_mismatch(tmp
     assert r.applied.mismatches == [] and r.applied.page_locality.percent == 100.0
     assert r.applied.processes[0]["comm"] == "vhpc-stream"
     assert r.applied.page_locality.total_mib >= 40  # 3 arrays of 15.3 MiB, sampled resident
+
+
+@pytest.mark.vm
+def test_vm_slowdown_throttles_qemu_and_puts_it_back(kernels_built):
+    from conftest import qemu_pids
+    from vhpc.environments.throttled import ThrottledEnvironment
+    from vhpc.environments.vm import VmEnvironment
+
+    before, groups = qemu_pids(), _groups()
+    env = ThrottledEnvironment(VmEnvironment("vm", vcpus=1, memory=512), 0.5, cpus=1)
+    try:
+        env.start()
+        pid = env.inner.guest.pid
+        home = open(f"/proc/{pid}/cgroup").read()
+        r = env.run([str(kernels_built / "vhpc-noise"), "-d", "1"], timeout=120)
+        assert r.ok, (r.error, r.stderr)
+        th = r.diagnostics.throttle
+        assert th["requested"] == 0.5 and th["throttled_periods"] > 0 and th["applied"] > 0
+        assert th["applied"] <= th["applied_from_usage"] + 1e-9
+        assert open(f"/proc/{pid}/cgroup").read() == home  # QEMU is back in its own cgroup
+    finally:
+        env.close()
+    assert not qemu_pids() - before and _groups() == groups
