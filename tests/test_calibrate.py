@@ -134,3 +134,16 @@ def test_vm_slowdown_throttles_qemu_and_puts_it_back(kernels_built):
     finally:
         env.close()
     assert not qemu_pids() - before and _groups() == groups
+
+
+def test_no_cpu_bandwidth_control_is_a_one_line_error_before_anything_runs(tmp_path,
+                                                                         monkeypatch):
+    from vhpc import calibrate
+    from vhpc.environments.base import EnvError
+
+    monkeypatch.setattr(throttle, "CGROUP_ROOT", tmp_path / "no-cgroups")
+    store = Store(tmp_path / "vhpc.db")
+    s = calibrate.Settings(("pagefault",), ("native",), campaigns=2, repeats=2)
+    with pytest.raises(EnvError, match="slowdown= needs CPU bandwidth control"):
+        calibrate.run(store, s, say=lambda m: None)
+    assert store.campaigns() == []

@@ -212,6 +212,12 @@ def run(store: Store, s: Settings, command: str = "",
     bandwidth control) is unusable."""
     s.check()
     specs = {(e, b): campaign_spec(s, e, b) for e in s.environments for b in s.benchmarks}
+    for spec in specs.values():  # CPU bandwidth control usable here? (EnvError otherwise)
+        env = campaign.make_environment(spec.environments[-1])
+        try:
+            env.preflight()
+        finally:
+            env.close()
     out: dict[tuple, Outcome] = {}
     cids: dict[str, list[str]] = {e: [] for e in s.environments}
     for k in range(s.campaigns):

@@ -87,7 +87,9 @@ class ThrottledEnvironment(Environment):
         fp["slowdown"] = {"requested": self.slowdown, "cpus": self.cpus}
         return fp
 
-    def start(self) -> None:
+    def preflight(self) -> None:
+        """Check (once) that a bandwidth-limited cgroup can be created here, then the inner
+        environment's own preflight if it has one.  Raises :class:`EnvError`."""
         if not self._probed:
             try:
                 with throttle.CpuBandwidthLimit(self.slowdown, self.cpus, self.period_us):
@@ -96,6 +98,11 @@ class ThrottledEnvironment(Environment):
                 raise EnvError(f"environment {self.name}: slowdown= needs CPU bandwidth "
                                f"control: {exc}") from None
             self._probed = True
+        if hasattr(self.inner, "preflight"):
+            self.inner.preflight()
+
+    def start(self) -> None:
+        self.preflight()
         self.inner.start()
 
     def close(self) -> None:
