@@ -62,6 +62,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from vhpc.errors import VhpcError
 from vhpc.topology import Topology, TopologyError, format_list, parse_list, _runs
 
 __all__ = [
@@ -91,7 +92,7 @@ _MEM_MODES = ("auto", "bind", "interleave", "preferred", "local")
 _LIBVIRT_MODE = {"bind": "strict", "preferred": "preferred", "interleave": "interleave"}
 
 
-class PlacementError(ValueError):
+class PlacementError(VhpcError, ValueError):
     """A request that cannot be placed, or a placement that is invalid. One line, saying what
     to change."""
 
@@ -248,7 +249,8 @@ def _ordered_list(text: str, raw: str) -> tuple[int, ...]:
 class PlacementRequest:
     """What to place.
 
-    vcpus: number of vCPUs (≥1); memory_mib: guest RAM in MiB; policy: policy string;
+    vcpus: number of vCPUs (≥1); memory_mib: guest RAM in MiB; policy: policy string or a
+    parsed :class:`Policy` (not parsed again);
     guest_numa: ``"hidden"``, ``"mirror"`` or an int; backing: ``"4k"``, ``"2m"`` or ``"1g"``;
     vm_index / vms: this VM is number ``vm_index`` of ``vms`` VMs with the same policy and
     size, and takes the ``vm_index``-th disjoint share of the policy's PUs (all ``vms`` shares
@@ -259,7 +261,7 @@ class PlacementRequest:
 
     vcpus: int
     memory_mib: int
-    policy: str = "float"
+    policy: str | Policy = "float"
     guest_numa: str | int = "hidden"
     backing: str = "4k"
     vm_index: int = 0
@@ -612,7 +614,7 @@ def place(topo: Topology, req: PlacementRequest) -> Placement:
         raise PlacementError(f"backing={req.backing!r}: use one of {', '.join(BACKINGS)}")
     if req.vms < 1 or req.vm_index < 0 or req.vm_index >= max(req.vms, 1):
         raise PlacementError(f"vm_index={req.vm_index} with vms={req.vms}: vm_index must be 0..vms-1")
-    pol = parse_policy(req.policy)
+    pol = req.policy if isinstance(req.policy, Policy) else parse_policy(req.policy)
     try:
         return _place(topo, req, pol)
     except TopologyError as exc:  # a lookup the checks above did not foresee

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from vhpc.errors import VhpcError
 from vhpc.model import EnvInfo, Observation, Sample
 
 SCHEMA_VERSION = 1
@@ -50,31 +51,35 @@ CREATE INDEX IF NOT EXISTS samples_trial ON samples (trial_id);
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 
 
-class StoreError(RuntimeError):
+class StoreError(VhpcError, RuntimeError):
     """The database cannot be used (unknown campaign id, newer schema)."""
 
 
 @dataclass(frozen=True)
 class TrialRow:
-    """A trial as stored (see the trials table)."""
+    """One trial: planned (``campaign.plan``: id None, status ``pending``) or as stored (see the
+    trials table).  ``fresh``: the environment starts a new session (VM reboot) before this
+    trial; it follows from the protocol and is set by ``campaign.plan`` only (rows read back
+    from the store carry False; the campaign re-derives it from the plan)."""
 
-    id: int
+    id: int | None
     seq: int
     round: int
     warmup: bool
     environment: str
     benchmark: str
     params: str
-    status: str
-    session_index: int | None
-    returncode: int | None
-    error: str | None
-    stdout: str | None
-    stderr: str | None
-    started: float | None
-    ended: float | None
-    applied: dict[str, Any] | None
+    status: str = "pending"
+    session_index: int | None = None
+    returncode: int | None = None
+    error: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    started: float | None = None
+    ended: float | None = None
+    applied: dict[str, Any] | None = None
     diagnostics: dict[str, Any] | None = None
+    fresh: bool = False
 
 
 class Store:

@@ -27,6 +27,8 @@ import textwrap
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from vhpc.errors import VhpcError
+
 __all__ = [
     "TopologyError",
     "PU",
@@ -58,7 +60,7 @@ LOCAL_DISTANCE = 10
 REMOTE_DISTANCE = 20
 
 
-class TopologyError(ValueError):
+class TopologyError(VhpcError, ValueError):
     """A topology could not be read or built. The message is one line that says what to change."""
 
 

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from vhpc.errors import VhpcError
 from vhpc.model import Metric, Sample
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(VhpcError, ValueError):
     """Bad benchmark name or parameter; the message says what to change."""
 
 

@@ -16,8 +16,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from vhpc.errors import VhpcError
 
-class EnvError(RuntimeError):
+
+class EnvError(VhpcError, RuntimeError):
     """An environment cannot be started or used; the message says what to change."""
 
 

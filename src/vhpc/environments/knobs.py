@@ -24,6 +24,8 @@ import json
 import re
 from pathlib import Path
 
+from vhpc.errors import VhpcError
+
 KNOBS: dict[str, tuple[str, str]] = {
     "thp": ("sys/kernel/mm/transparent_hugepage/enabled", r"always|madvise|never"),
     "thp_defrag": ("sys/kernel/mm/transparent_hugepage/defrag",
@@ -35,7 +37,7 @@ KNOBS: dict[str, tuple[str, str]] = {
 }
 
 
-class KnobError(ValueError):
+class KnobError(VhpcError, ValueError):
     """A knob name or value is not allowed, or the host refused it; says what to change."""
 
 
