@@ -31,6 +31,7 @@ from vhpc import benchmarks, kinds
 from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels
 from vhpc.environments.base import Environment, EnvError, RunResult
 from vhpc.environments.build import corunner_argv  # noqa: F401  (co-runner loads, tests)
+from vhpc.errors import VhpcError
 from vhpc.environments.knobs import HostKnobs, journal_path
 from vhpc.environments.native import NativeEnvironment
 from vhpc.environments.vm import VmEnvironment
@@ -82,16 +83,31 @@ def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, str]:
     HostError/PlacementError when the host cannot give an environment what it asks for."""
     out = {}
     for e in spec.environments:
-        e.options.check_host(host)
-        out[e.name] = e.options.placement_text(host)
+        try:
+            e.options.check_host(host)
+            out[e.name] = e.options.placement_text(host)
+        except VhpcError as exc:
+            raise type(exc)(f"environment {e.name}: {exc}") from None
     return out
+
+
+def prepare(spec: CampaignSpec, host: HostFacts | None = None) -> dict[str, Environment]:
+    """Check ``spec`` against the host and build its environments (nothing is booted yet):
+    the step between a valid spec and a stored campaign.  Raises HostError/PlacementError
+    (and EnvError/GuestImageError from a kind's factory)."""
+    host = host or host_facts()
+    placements(spec, host)
+    return {e.name: make_environment(e, host) for e in spec.environments}
 
 
 def make_environment(es: EnvSpec, host: HostFacts | None = None) -> Environment:
     """Build the environment ``es`` describes with its kind's factory (kinds.REGISTRY).
     May probe the host (QEMU, guest kernel).  Raises HostError/PlacementError."""
     host = host or host_facts()
-    es.options.check_host(host)
+    try:
+        es.options.check_host(host)
+    except VhpcError as exc:
+        raise type(exc)(f"environment {es.name}: {exc}") from None
     return kinds.get(es.kind).build(es.name, es.options, host)
 
 

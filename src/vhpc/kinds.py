@@ -95,7 +95,9 @@ def _policy(value: Any) -> placement.Policy:
     return placement.parse_policy(value)
 
 
-def _numa(value: Any) -> str | int:
+def guest_numa(value: Any) -> str | int:
+    """Guest NUMA nodes: ``hidden`` (one), ``mirror`` or a count 1..MAX_CPUS (1 → hidden).
+    Raises ValueError saying what is allowed."""
     if value in ("hidden", "mirror"):
         return value
     if isinstance(value, str) and value.strip().isdigit():
@@ -122,7 +124,7 @@ Pin = Annotated[str | tuple[int, ...], BeforeValidator(_pin),
                                 return_type=str)]
 PolicyField = Annotated[InstanceOf[placement.Policy], BeforeValidator(_policy),
                         PlainSerializer(lambda p: p.text, return_type=str)]
-GuestNuma = Annotated[str | int, BeforeValidator(_numa)]
+GuestNuma = Annotated[str | int, BeforeValidator(guest_numa)]
 GuestBind = Annotated[tuple[tuple[int, ...], tuple[int, ...]], BeforeValidator(_guest_bind),
                       PlainSerializer(lambda b: f"{format_list(b[0])}:{format_list(b[1])}",
                                       return_type=str)]
