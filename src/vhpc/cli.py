@@ -67,7 +67,7 @@ class UsageError(VhpcError):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one-line :class:`UsageError`\ s (exit 2 via :func:`main`)."""
+    """argparse whose errors are one-line UsageErrors (exit 2 via :func:`main`)."""
 
     def error(self, message):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
