@@ -274,24 +274,17 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="vhpc", description="What does virtualization cost your HPC "
-                                "workload on this host, and which VM placement is cheapest?")
-    p.add_argument("--version", action="version", version=f"vhpc {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+def _campaign_flags(sp, dry_run=False):
+    """--out, and --dry-run for the commands that start campaigns."""
+    sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
+    if dry_run:
+        sp.add_argument("--dry-run", action="store_true",
+                        help="print the planned trials (round, environment, benchmark with "
+                             "its parameters, placement) and start nothing")
 
-    def campaign_flags(sp, dry_run=False):
-        sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
-        if dry_run:
-            sp.add_argument("--dry-run", action="store_true",
-                            help="print the planned trials (round, environment, benchmark with "
-                                 "its parameters, placement) and start nothing")
 
-    h = sub.add_parser("host", help="host topology, accelerator probe, QEMU, guest kernel, knobs")
-    h.add_argument("--topology", help="hwloc XML file or synthetic description instead of this host")
-    h.add_argument("--no-probe", action="store_true", help="skip the KVM probe")
-    h.add_argument("--reprobe", action="store_true", help="probe KVM again instead of using the cached result")
-
+def _compare_parser(sub) -> None:
+    """The ``compare`` subcommand's flags."""
     c = sub.add_parser("compare", help="run benchmarks natively and in VMs and compare (the main job)")
     c.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
                    help=f"benchmark (repeatable; default: the quick suite {', '.join(QUICK)})")
@@ -320,12 +313,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="change a host setting for this campaign only, restored afterwards "
                         "(thp, thp_defrag, numa_balancing, hugepages_2m, hugepages_1g, governor)")
     c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
-    campaign_flags(c, dry_run=True)
+    _campaign_flags(c, dry_run=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `vhpc` argument parser (argparse errors become one-line UsageErrors)."""
+    p = _Parser(prog="vhpc", description="What does virtualization cost your HPC "
+                                "workload on this host, and which VM placement is cheapest?")
+    p.add_argument("--version", action="version", version=f"vhpc {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    h = sub.add_parser("host", help="host topology, accelerator probe, QEMU, guest kernel, knobs")
+    h.add_argument("--topology", help="hwloc XML file or synthetic description instead of this host")
+    h.add_argument("--no-probe", action="store_true", help="skip the KVM probe")
+    h.add_argument("--reprobe", action="store_true", help="probe KVM again instead of using the cached result")
+
+    _compare_parser(sub)
 
     r = sub.add_parser("run", help="run a campaign described in a YAML file")
     r.add_argument("spec", help="campaign file (YAML)")
     r.add_argument("--resume", metavar="ID", help=argparse.SUPPRESS)
-    campaign_flags(r, dry_run=True)
+    _campaign_flags(r, dry_run=True)
     r.set_defaults(resume=None)
 
     rep = sub.add_parser("report", help="re-analyse a stored campaign (no re-run)")
@@ -334,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--csv", help="samples CSV path")
     rep.add_argument("--json", help="JSON export path")
     rep.add_argument("--reparse", action="store_true", help="re-derive samples from stored raw output first")
-    campaign_flags(rep)
+    _campaign_flags(rep)
 
     st = sub.add_parser("study", help="run a seed paper's experiment as a campaign "
                         "('vhpc study list' lists them)")
@@ -347,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="as for compare, e.g. hugepages_2m=1024 for the paging study")
     st.add_argument("--in-vm", action="store_true",
                     help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
-    campaign_flags(st, dry_run=True)
+    _campaign_flags(st, dry_run=True)
 
     pl = sub.add_parser("plan", help="plan a VM placement on this host or another topology")
     pl.add_argument("--topology", help="hwloc XML file, synthetic description (e.g. "
@@ -365,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list benchmarks or stored campaigns")
     ls.add_argument("what", choices=("benchmarks", "campaigns"))
     ls.add_argument("--markdown", action="store_true", help="benchmarks as Markdown (docs/benchmarks.md)")
-    campaign_flags(ls)
+    _campaign_flags(ls)
     return p
 
 
