@@ -108,6 +108,10 @@ def _vcpu_list(tmp_path):
     (lambda t: ["compare", "--dry-run", "-b", "stream", "-e", "native:nodes=4000"],
      "no NUMA node 4000"),
     (lambda t: ["compare", "--dry-run", "-b", "stream", "--timeout", "nan"], "timeout"),
+    (lambda t: ["compare", "--dry-run", "-b", "stream", "-e", "native", "-e",
+                "vm:memory=16000000,pin=none"], "give less memory"),
+    (lambda t: ["compare", "--dry-run", "-b", "stream", "-e", "native", "-e", "vm:vcpus=4000"],
+     "vcpus=4000"),
 ])
 def test_hostile_inputs_end_in_one_line_and_exit_2(tmp_path, capsys, make, needle):
     assert cli.main(make(tmp_path)) == 2

@@ -247,7 +247,12 @@ class VmOptions(EnvOptions):
                                           policy=self.corunner_policy)
 
     def check_host(self, host: HostFacts) -> None:
-        placement.place(host.topology, self.request(host.cpus))
+        topo = host.topology
+        total = sum(n.memory_bytes or 0 for n in topo.nodes) >> 20
+        if topo.memory_known and total and self.memory > total:
+            raise HostError(f"memory={self.memory} MiB but the host has {total} MiB: "
+                            "give less memory")
+        placement.place(topo, self.request(host.cpus))
         if self.corunner is not None:
             placement.place(host.topology, self.corunner_request())
 

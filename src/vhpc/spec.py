@@ -219,6 +219,13 @@ class CampaignSpec(BaseModel):
     def model_post_init(self, context: Any) -> None:
         self._custom.update(_custom_benchmarks(self.custom))
 
+    def __eq__(self, other: object) -> bool:
+        """Equal when every field is (the custom benchmark objects built from ``custom``
+        follow from it)."""
+        return isinstance(other, CampaignSpec) and self.model_dump() == other.model_dump()
+
+    __hash__ = None  # a spec holds dicts
+
     def benchmark(self, name: str) -> benchmarks.Benchmark:
         """The benchmark ``name``: a custom one of this spec, else a built-in.  Raises
         BenchmarkError for an unknown name."""
