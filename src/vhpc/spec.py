@@ -54,6 +54,8 @@ __all__ = ["SpecError", "BenchSpec", "EnvSpec", "CampaignSpec", "bench", "env", 
 
 #: Largest magnitude a numeric benchmark parameter may have (exact in a double).
 MAX_PARAM = 2 ** 53
+#: Most trials one campaign may plan (a year of 30-second trials; keeps the plan in memory).
+MAX_TRIALS = 1_000_000
 
 
 class BenchSpec(BaseModel):
@@ -214,6 +216,13 @@ class CampaignSpec(BaseModel):
         keys = [(b.name, b.key) for b in self.benchmarks]
         if len(set(keys)) != len(keys):
             raise ValueError("the same benchmark with the same parameters is listed twice")
+        rounds = self.warmup + (max(self.repeats, self.max_repeats) if self.target_ci
+                                else self.repeats)
+        per = self.session_trials if self.protocol == "cold-warm" else 1
+        trials = len(self.benchmarks) * len(self.environments) * rounds * per
+        if trials > MAX_TRIALS:
+            raise ValueError(f"{trials} planned trials (benchmarks × environments × rounds) is "
+                             f"over {MAX_TRIALS}: split the campaign or lower repeats")
         return self
 
     def model_post_init(self, context: Any) -> None:

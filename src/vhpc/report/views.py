@@ -60,15 +60,21 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     return html_path
 
 
+#: Most trial rows ``--dry-run`` prints (rich renders ~1000 rows a second on a slow host);
+#: the summary line still counts them all.
+DRY_RUN_ROWS = 1000
+
+
 def dry_run(console: Console, spec, trials, placements: dict[str, str]) -> None:
     """The planned trials of ``spec`` (``vhpc ... --dry-run``): round, environment, benchmark
     with its resolved parameters (``auto`` = derived from the environment at run time) and
-    the environment's placement, then a one-line summary.  ``trials``: campaign.plan(spec)."""
+    the environment's placement, then a one-line summary.  ``trials``: campaign.plan(spec);
+    at most :data:`DRY_RUN_ROWS` rows are listed."""
     table = Table(title="planned trials (dry run: nothing is started)")
     for col in ("#", "round", "environment", "benchmark", "parameters", "placement"):
         table.add_column(col, overflow="fold")
     by_name = {b.name + "\0" + b.key: b for b in spec.benchmarks}
-    for t in trials:
+    for t in trials[:DRY_RUN_ROWS]:
         b = by_name[t.benchmark + "\0" + t.params]
         resolved = spec.benchmark(t.benchmark).resolve(b.params)
         params = ",".join(f"{k}={'auto' if v is None else v}" for k, v in resolved.items())
@@ -76,6 +82,8 @@ def dry_run(console: Console, spec, trials, placements: dict[str, str]) -> None:
         table.add_row(str(t.seq), rnd + (" (new session)" if t.fresh else ""), t.environment,
                       t.benchmark, escape(params), escape(placements[t.environment]))
     console.print(table)
+    if len(trials) > DRY_RUN_ROWS:
+        console.print(f"... and {len(trials) - DRY_RUN_ROWS} more trials in the same pattern")
     console.print(f"{len(trials)} trials: {len(spec.benchmarks)} benchmark(s) × "
                   f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
                   f"rounds, protocol {spec.protocol}, order {spec.order}; nothing was run.")
