@@ -18,3 +18,21 @@ def test_stream_auto_n_on_this_host_covers_4x_its_llc():
     n = quick.stream_auto_n()
     llc = quick.llc_bytes()
     assert n * 8 >= 4 * llc or n * 8 * 3 <= quick.mem_available_bytes() // 2 + 24
+
+
+def test_dry_run_shows_streams_resolved_n_natively_and_says_guest_for_a_vm():
+    import os
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "vhpc.cli", "compare", "--dry-run", "-b", "stream",
+                        "-e", "native", "-e", "vm", "--repeats", "1", "--warmup", "0"],
+                       capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"})
+    assert r.returncode == 0, r.stderr
+    llc = quick.llc_bytes()
+    n = max(-(-4 * llc // 8 // 1000) * 1000, 2_000_000)  # STREAM's rule, by hand
+    n = min(n, quick.mem_available_bytes() // 48) if quick.mem_available_bytes() else n
+    native = next(ln for ln in r.stdout.splitlines() if "│ native" in ln)
+    assert f"n={n} (4x LLC" in native
+    vm = next(ln for ln in r.stdout.splitlines() if "│ vm" in ln)
+    assert "n=auto (4x the guest's LLC, at run time)" in vm

@@ -26,9 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from vhpc import analysis, benchmarks, campaign, stats
+from vhpc import spec as specmod
 from vhpc.analysis import FASTER, SLOWER
 from vhpc.benchmarks.base import RunContext
-from vhpc.spec import CampaignSpec, SpecError, from_cli, parse_item
+from vhpc.errors import SpecError
+from vhpc.kinds import HostFacts
+from vhpc.spec import BenchSpec, CampaignSpec, EnvSpec
 from vhpc.store import Store
 
 A, B, SLOWED = "a", "b", "slowed"
@@ -36,13 +39,13 @@ A, B, SLOWED = "a", "b", "slowed"
 
 @dataclass(frozen=True)
 class Settings:
-    """What to calibrate: ``benchmarks`` (``-b`` items), ``environments`` (``-e`` items, one
-    kind each, without ``name=``/``slowdown=``), ``campaigns`` K ≥ 1, ``repeats`` ≥ 2 measured
-    rounds per campaign, ``delta`` the injected slowdown (0.05 = 5 %), ``alpha`` the
-    significance level, ``warmup`` rounds and the per-trial ``timeout`` (s)."""
+    """What to calibrate: ``benchmarks`` and ``environments`` (typed specs; one environment
+    of kind native or vm each, its name ignored, without ``slowdown``), ``campaigns`` K ≥ 1,
+    ``repeats`` ≥ 2 measured rounds per campaign, ``delta`` the injected slowdown (0.05 = 5 %),
+    ``alpha`` the significance level, ``warmup`` rounds and the per-trial ``timeout`` (s)."""
 
-    benchmarks: tuple[str, ...]
-    environments: tuple[str, ...]
+    benchmarks: tuple[BenchSpec, ...]
+    environments: tuple[EnvSpec, ...]
     campaigns: int = 20
     repeats: int = 3
     delta: float = 0.05
@@ -61,12 +64,11 @@ class Settings:
         if not 0 < self.alpha < 1:
             raise SpecError("--alpha must be in (0, 1), e.g. 0.05")
         for e in self.environments:
-            kind, opts = parse_item(e)
-            if kind not in ("native", "vm"):
-                raise SpecError(f"-e {e}: calibrate supports native and vm environments")
-            if {"name", "slowdown", "slowdown_cpus"} & set(opts):
-                raise SpecError(f"-e {e}: calibrate names and slows the copies itself: drop "
-                                "name=/slowdown=")
+            if e.kind not in ("native", "vm"):
+                raise SpecError(f"-e {e.kind}: calibrate supports native and vm environments")
+            if {"slowdown", "slowdown_cpus"} & e.options.model_fields_set:
+                raise SpecError(f"-e {e.kind}: calibrate slows its copy itself: drop "
+                                "slowdown=/slowdown_cpus=")
 
 
 def busy_cpus(bench: benchmarks.Benchmark, params: dict[str, Any], ncpus: int) -> int:
@@ -80,19 +82,28 @@ def busy_cpus(bench: benchmarks.Benchmark, params: dict[str, Any], ncpus: int) -
     return max(1, int(ranks) * int(threads))
 
 
-def campaign_spec(s: Settings, env_item: str, bench_item: str) -> CampaignSpec:
-    """The spec of one calibration campaign: ``a``, ``b`` and ``slowed`` copies of
-    ``env_item`` running ``bench_item``, baseline ``a``.  Raises SpecError."""
-    kind, opts = parse_item(env_item)
-    name, bparams = parse_item(bench_item)
-    bench = benchmarks.get(name)
-    probe = campaign.make_environment(from_cli([bench_item], [env_item]).environments[0])
-    busy = busy_cpus(bench, bench.resolve(bparams), campaign.env_cpus(probe))
-    sep = "," if ":" in env_item else ":"
-    return from_cli([bench_item],
-                    [f"{env_item}{sep}name={A}", f"{env_item}{sep}name={B}",
-                     f"{env_item}{sep}name={SLOWED},slowdown={s.delta},slowdown_cpus={busy}"],
-                    repeats=s.repeats, warmup=s.warmup, baseline=A, timeout=s.timeout)
+def label(e: EnvSpec) -> str:
+    """The environment as the user wrote it, without its name (``vm:vcpus=2``)."""
+    given = e.options.given()
+    return e.kind + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
+
+
+def campaign_spec(s: Settings, e: EnvSpec, b: BenchSpec, host: HostFacts) -> CampaignSpec:
+    """The spec of one calibration campaign: ``a``, ``b`` and ``slowed`` copies of ``e``
+    running ``b``, baseline ``a``.  Raises SpecError (HostError for an environment this host
+    cannot give)."""
+    bench = benchmarks.get(b.name)
+    inner = e.build(host)
+    try:
+        ncpus = campaign.env_cpus(inner)
+    finally:
+        inner.close()
+    busy = busy_cpus(bench, bench.resolve(b.params), ncpus)
+    opts = e.options.given()
+    envs = [specmod.env(e.kind, A, **opts), specmod.env(e.kind, B, **opts),
+            specmod.env(e.kind, SLOWED, **opts, slowdown=s.delta, slowdown_cpus=busy)]
+    return specmod.campaign([b], envs, "calibrate", repeats=s.repeats, warmup=s.warmup,
+                            baseline=A, timeout=s.timeout)
 
 
 @dataclass
@@ -211,15 +222,17 @@ def run(store: Store, s: Settings, command: str = "",
     SpecError for bad settings before anything runs; EnvError when an environment (or CPU
     bandwidth control) is unusable."""
     s.check()
-    specs = {(e, b): campaign_spec(s, e, b) for e in s.environments for b in s.benchmarks}
+    host = campaign.host_facts()
+    specs = {(label(e), b.label): campaign_spec(s, e, b, host)
+             for e in s.environments for b in s.benchmarks}
     for spec in specs.values():  # CPU bandwidth control usable here? (EnvError otherwise)
-        env = campaign.make_environment(spec.environments[-1])
+        env = spec.environments[-1].build(host)
         try:
             env.preflight()
         finally:
             env.close()
     out: dict[tuple, Outcome] = {}
-    cids: dict[str, list[str]] = {e: [] for e in s.environments}
+    cids: dict[str, list[str]] = {label(e): [] for e in s.environments}
     for k in range(s.campaigns):
         for (e, b), spec in specs.items():
             cid = campaign.create(store, spec, command)
@@ -230,7 +243,8 @@ def run(store: Store, s: Settings, command: str = "",
     from vhpc.environments import throttle
 
     throttle.sweep_stale()
-    return {"settings": {"benchmarks": list(s.benchmarks), "environments": list(s.environments),
+    return {"settings": {"benchmarks": [b.label for b in s.benchmarks],
+                         "environments": [label(e) for e in s.environments],
                          "campaigns": s.campaigns, "repeats": s.repeats, "delta": s.delta,
                          "alpha": s.alpha, "warmup": s.warmup},
             "campaign_ids": cids,

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vhpc.benchmarks.mpilaunch import Launch, mpi_tool, readback
+from vhpc.errors import VhpcError
 from vhpc.model import Metric, Sample
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(VhpcError, ValueError):
     """Bad benchmark name or parameter; the message says what to change."""
 
 
@@ -128,6 +129,12 @@ class Benchmark:
     def launch(self, params: Mapping[str, Any], ctx: RunContext) -> Launch | None:
         """The MPI launch of one trial (None: not an MPI trial)."""
         return None
+
+    def auto_values(self, params: Mapping[str, Any], kind: str) -> dict[str, str]:
+        """Text for parameters left unset (``None``) that the benchmark derives at run time,
+        as a plan (``--dry-run``) shows them for an environment of ``kind``; parameters not
+        listed show ``auto``.  Reads host facts only (sysfs), never runs anything."""
+        return {}
 
     def readback(self, params: Mapping[str, Any], ctx: RunContext,
                  stdout: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -88,6 +88,18 @@ class StreamBenchmark(KernelBenchmark):
         argv = [str(ctx.bindir / self.binary), "-t", str(params["ntimes"])]
         return argv + (["-n", str(params["n"])] if params.get("n") else [])
 
+    def auto_values(self, params, kind):
+        """``n`` as the kernel will size it: natively from this host's LLC
+        (:func:`stream_auto_n`); elsewhere from the LLC that environment reports at run
+        time."""
+        if params.get("n"):
+            return {}
+        if kind != "native":
+            where = "the guest's" if kind in ("vm", "vcluster") else "that host's"
+            return {"n": f"auto (4x {where} LLC, at run time)"}
+        llc = llc_bytes()
+        return {"n": f"{stream_auto_n(llc)} (4x LLC {llc / 2**20:.0f} MiB)"}
+
     def readback(self, params, ctx, stdout):
         try:
             pairs = parse_result_line(stdout)

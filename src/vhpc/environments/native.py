@@ -28,10 +28,8 @@ def binding_mismatches(procs: list[dict[str, Any]], cpus: set[int] | None,
     """Differences between sampled processes (:func:`vhpc.environments.ssh.parse_readback`
     output) and the plan: a process allowed on CPUs outside ``cpus`` (None: not planned), or
     fewer than :data:`LOCALITY_MIN` of all sampled resident pages on ``mem_nodes`` (empty: not
-    planned).  No samples at all is a mismatch too (nothing could be verified).  One sentence
-    each."""
-    if not procs:
-        return ["no process of the benchmark could be sampled: binding not verified"]
+    planned).  One sentence each; no samples (a run shorter than the first samples) give no
+    mismatch: the trial's ``unverified`` says so instead."""
     out = []
     if cpus:
         for p in procs:
@@ -188,9 +186,11 @@ class NativeEnvironment(Environment):
         locality = (records.PageLocality(nodes=sorted(mem_nodes), on_nodes_mib=on * PAGE_MIB,
                                          total_mib=total * PAGE_MIB)
                     if mem_nodes and total else None)
+        extra = {} if procs else {"unverified": "the run ended before its processes could be "
+                                                "sampled: binding not verified"}
         result.applied = records.extended(result.applied, records.AppliedPlacement,
                                           processes=procs, page_locality=locality,
-                                          mismatches=mismatches)
+                                          mismatches=mismatches, **extra)
         if self.strict and mismatches and result.error is None:
             result.error = "placement mismatch (strict): " + "; ".join(mismatches)
 
