@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = "stream:n=2000000,ntimes=100,threads=1"  # long enough to be sampled while it runs
 DUMP = ("import json,sys; from vhpc.store import Store; s=Store(sys.argv[1]); "
         "c=s.campaigns()[0]['id']; print('VHPC-JSON', json.dumps([{'env': t.environment, "
-        "'status': t.status, 'error': t.error, 'applied': t.applied.model_dump() if t.applied "
-        "else None} for t in s.trials(c)]))")
+        "'status': t.status, 'error': t.error, 'stderr': (t.stderr or '')[-500:], "
+        "'applied': t.applied.model_dump() if t.applied else None} for t in s.trials(c)]))")
 # a numactl that binds node 0 whatever it is asked: the planted mismatch
 PLANT = "#!/bin/sh\nshift 2\nexec /usr/bin/numactl --cpunodebind=0 --membind=0 \"$@\"\n"
 
@@ -57,7 +57,7 @@ def test_native_binding_to_node_1_inside_a_two_node_guest(kernels_built):
         for name, t in by_env.items():
             a = t["applied"]
             assert t["status"] == "done" and a["mismatches"] == [], t
-            assert a["page_locality"]["nodes"] == [1]
+            assert a["page_locality"] and a["page_locality"]["nodes"] == [1], t
             assert a["page_locality"]["on_nodes_mib"] >= 0.95 * a["page_locality"]["total_mib"]
             assert a["page_locality"]["total_mib"] >= 40  # the three 15 MiB arrays
             assert any(p["comm"] == "vhpc-stream" for p in a["processes"])
