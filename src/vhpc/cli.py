@@ -92,9 +92,11 @@ def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=Fals
                           "round": t.round, "error": (t.error or "")[-2000:]}
                          for t in trials if t.status == "failed"]}
     from vhpc.report import diagnostics
+    from vhpc.tune.cli import report_sections as tune_sections
 
     html_report.write_html(result, obs, html_path, meta,
-                           sections=diagnostics.sections(trials, envs, result))
+                           sections=[*diagnostics.sections(trials, envs, result),
+                                     *tune_sections(store, cid, out)])
     export.write_csv(result, obs, Path(csv) if csv else folder / "samples.csv",
                      folder / "comparisons.csv")
     export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json")
@@ -388,6 +390,10 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--markdown", action="store_true", help="benchmarks as Markdown (docs/benchmarks.md)")
     campaign_flags(ls)
     ls.set_defaults(func=cmd_list)
+
+    from vhpc.tune.cli import add_parser as add_tune
+
+    add_tune(sub)
     return p
 
 
@@ -413,7 +419,9 @@ def main(argv: list[str] | None = None) -> int:
 
         from vhpc.studies import StudyError
 
-        errors += (PlacementError, TopologyError, StudyError)
+        from vhpc.errors import VhpcError
+
+        errors += (PlacementError, TopologyError, StudyError, VhpcError)
     except ImportError:
         pass
     args = build_parser().parse_args(argv)
