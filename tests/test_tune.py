@@ -104,6 +104,31 @@ def test_recommended_placements_render_valid_libvirt_xml_and_flavor_specs():
     assert args[:4] == ["-smp", "8", "-m", "2048M"] and "node,nodeid=1,cpus=4-7,memdev=m1" in args
 
 
+def test_prior_picks_among_equivalent_candidates_only():
+    from vhpc.tune.race import CONTENDER, EQUIVALENT, RaceState, Standing
+
+    topo = topology.load("pack:1 numa:1 core:2 pu:1")
+    cands, _ = cm.generate(topo, 2, 512)
+    assert [c.name for c in cands] == ["float", "compact"]
+    s = Settings(candidates=tuple(c.env for c in cands))
+    d = runmod.Definition(2, 512, "t", tuple(cands), s)
+    fl, co = (c.env for c in cands)
+    st = RaceState(standings={fl: Standing(fl, 5, 1.00, (0.99, 1.01), LEADER),
+                              co: Standing(co, 5, 1.01, (1.0, 1.02), EQUIVALENT)},
+                   finished=True, reason="equivalent within tolerance")
+    # seed 003: memory-intensive → keep memory local (compact binds it); low → may float
+    assert output.recommend(d, st, "high").candidate.name == "compact"
+    assert output.recommend(d, st, "low").candidate.name == "float"
+    assert output.recommend(d, st, None).candidate.name == "float"  # no counters: the leader
+    # a prior never overrides a measured difference
+    st.standings[co] = Standing(co, 5, 1.30, (1.2, 1.4), ELIMINATED, round=3, p=0.001)
+    st.reason = "one remains"
+    assert output.recommend(d, st, "high").candidate.name == "float"
+    st.standings[co] = Standing(co, 5, 1.05, (0.9, 1.2), CONTENDER)
+    st.reason = "budget spent"
+    assert output.recommend(d, st, "high").candidate.name == "float"
+
+
 # ---------------------------------------------------------------------------- races of real processes
 
 
@@ -122,7 +147,7 @@ def _native_race(tmp_path, names, settings_kw, envs_extra=None, bench="pagefault
     fp = placement.place(topology.load("pack:1 numa:1 core:2 pu:1"),
                          placement.PlacementRequest(vcpus=1, memory_mib=256, policy="float"))
     cands = tuple(cm.Candidate(n, n, "native", "float", "hidden", "4k", (fp,)) for n in names)
-    s = Settings(candidates=tuple(names), **settings_kw)
+    s = Settings(candidates=tuple(names), **{k: v for k, v in settings_kw.items() if k != "interrupt"})
     d = runmod.Definition(1, 256, "this host", cands, s, warmup=1)
     benches = from_cli([bench], ["native"]).benchmarks
     envs = [EnvSpec(kind="native", name=n, options={"cpus": "0"}) for n in ("native", *names)]
@@ -133,6 +158,8 @@ def _native_race(tmp_path, names, settings_kw, envs_extra=None, bench="pagefault
     cid = runmod.start(store, spec, d, tmp_path)
     objs = {n: NativeEnvironment(n, cpus=[0]) for n in ("native", *names)}
     objs.update(envs_extra or {})
+    if settings_kw.get("interrupt"):
+        return store, cid, d, objs
     return store, cid, d, runmod.run(store, cid, d, envs=objs)
 
 
@@ -172,6 +199,25 @@ def test_race_between_identical_candidates_ends_equivalent(tmp_path, kernels_bui
     again = runmod.run(store, cid, runmod.load(tmp_path, cid),
                        envs={e: NativeEnvironment(e, cpus=[0]) for e in ("native", "a", "b")})
     assert len(store.trials(cid)) == n and again.reason == st.reason
+
+
+def test_an_interrupted_race_resumes_without_repeating_a_trial(tmp_path, kernels_built):
+    store, cid, d, objs = _native_race(tmp_path, ["a", "b"], {"min_rounds": 2, "budget": 12,
+                                                               "interrupt": True})
+
+    def stop(state):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        runmod.run(store, cid, d, envs=objs, on_round=stop)
+    # the warm-up and 2 measured rounds of 3 environments ran, nothing more was planned
+    assert len(store.trials(cid)) == 9 and not store.unfinished(cid)
+    st = runmod.run(store, cid, runmod.load(tmp_path, cid),
+                    envs={e: NativeEnvironment(e, cpus=[0]) for e in ("native", "a", "b")})
+    trials = store.trials(cid)
+    assert len(trials) <= 12 and len({(t.round, t.environment) for t in trials}) == len(trials)
+    assert all(t.status == "done" for t in trials)
+    assert st.rounds and st.rounds[0].round == 2  # first decision after measured rounds 1-2
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -219,3 +265,4 @@ def test_vm_race_under_tcg_recommends_with_pinned_libvirt_xml(tmp_path, kernels_
     assert "<section id=\"tune\">" in (out / cid / "tune.html").read_text()
     rep = vhpc("report", cid, "--out", str(out))
     assert rep.returncode == 0, rep.stderr
+    assert "Placement race" in (out / cid / "report.html").read_text()

@@ -155,18 +155,17 @@ def prior(trials, baseline: str) -> tuple[str | None, str]:
     """The workload's memory-intensity class from the native trials' counters (seed 003:
     MPKI > 3 high, 1–3 medium, < 1 low; :func:`vhpc.memprofile.intensity`) and a sentence
     saying what the prior did, or (None, why there is none)."""
-    mpki, why = [], ""
-    for t in trials:
-        perf = (t.diagnostics or {}).get("perf") or {}
-        if t.environment == baseline and t.status == DONE:
-            if perf.get("mpki") is not None:
-                mpki.append(float(perf["mpki"]))
-            why = why or perf.get("unavailable", "")
+    from vhpc.environments import counters
+
+    mpki = [t.mpki for t in memprofile.from_trials(trials)
+            if t.environment == baseline and t.mpki is not None]
     if not mpki:
+        ok, why = counters.perf_status()
         return None, ("no prior: hardware counters unavailable"
-                      f"{' (' + why + ')' if why else ''}, so all candidates were raced in "
+                      f"{'' if ok else ' (' + why + ')'}, so all candidates were raced in "
                       "listing order")
-    cls = memprofile.intensity(stats.mean(mpki))
+    m = stats.mean(mpki)
+    cls = memprofile.intensity(m)
     first = "local-memory candidates" if cls in ("high", "medium") else "unpinned candidates"
-    return cls, (f"prior: MPKI {stats.mean(mpki):.2f} ({cls} memory intensity, seed 003): "
-                 f"{first} listed first and preferred among equivalent ones")
+    return cls, (f"prior: MPKI {m:.2f} ({cls} memory intensity, seed 003): {first} listed "
+                 "first and preferred among equivalent ones")
