@@ -262,6 +262,8 @@ def test_vm_race_under_tcg_recommends_with_pinned_libvirt_xml(tmp_path, kernels_
         assert "<vcpupin vcpu='1' cpuset='1'" in r.stdout.replace('"', "'")
     validate_domain(data["recommendation"]["libvirt_xml"])
     cid = data["campaign"]
+    tcg = {e.accel for e in Store(out / "vhpc.db").environments(cid).values()} >= {"tcg"}
+    assert data["emulated"] == tcg and ("TCG emulation" in r.stdout) == tcg
     assert "<section id=\"tune\">" in (out / cid / "tune.html").read_text()
     rep = vhpc("report", cid, "--out", str(out))
     assert rep.returncode == 0, rep.stderr

@@ -246,6 +246,7 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
 
     intensity, prior_text = runmod.prior(store.trials(cid), d.settings.baseline)
     rec = output.recommend(d, st, intensity)
+    emulated = _emulated(store, cid)
     table = Table(title=f"vhpc tune {cid}: {st.reason}")
     for col in ("candidate", "ratio to native [95 % CI]", "status"):
         table.add_column(col)
@@ -253,6 +254,8 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
         x = st.standings[e]
         table.add_row(d.candidate(e).name, output._ratio(x), output.status_text(x))
     con.print(table)
+    if emulated:
+        con.print(output.EMULATED, style="yellow", highlight=False, markup=False)
     con.print(prior_text, highlight=False, markup=False)
     folder = Path(out) / cid
     if rec is not None:
@@ -265,12 +268,18 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
     else:
         con.print("No recommendation: no candidate produced valid results (see vhpc report "
                   f"{cid} --out {out})", highlight=False, markup=False)
-    data = output.to_json(d, st, rec, prior_text, cid)
+    data = output.to_json(d, st, rec, prior_text, cid, emulated)
     for path in filter(None, [folder / "tune-result.json", json_path]):
         Path(path).write_text(json.dumps(data, indent=1))
-    page = output.write_html(folder / "tune.html", output.html_section(d, st, rec, prior_text), cid)
+    page = output.write_html(folder / "tune.html",
+                             output.html_section(d, st, rec, prior_text, emulated=emulated), cid)
     con.print(f"Report: {page} (JSON: {folder / 'tune-result.json'}; vhpc report {cid} "
               "re-analyses every trial)", highlight=False, markup=False)
+
+
+def _emulated(store, cid: str) -> bool:
+    """Whether any environment of campaign ``cid`` ran under TCG (stored fingerprints)."""
+    return any(e.accel == "tcg" for e in store.environments(cid).values())
 
 
 def report_sections(store, cid: str, out: str) -> list:
@@ -286,4 +295,5 @@ def report_sections(store, cid: str, out: str) -> list:
     st = runmod.state(store, cid, d)
     intensity, prior_text = runmod.prior(store.trials(cid), d.settings.baseline)
     rec = output.recommend(d, st, intensity)
-    return [("tune", "Placement race", Markup(output.html_section(d, st, rec, prior_text, wrap=False)))]
+    return [("tune", "Placement race", Markup(output.html_section(
+        d, st, rec, prior_text, wrap=False, emulated=_emulated(store, cid))))]

@@ -146,9 +146,14 @@ def candidate_lines(cands) -> list[str]:
     return out
 
 
+#: the label every TCG result carries (docs: TCG is not KVM)
+EMULATED = ("TCG emulation: these ratios are emulation costs, not hardware virtualization "
+            "overheads (vhpc host says why KVM is unusable)")
+
+
 def to_json(d: Definition, st: RaceState, rec: Recommendation | None, prior_text: str,
-            cid: str) -> dict:
-    """Everything the terminal shows, as JSON-able data."""
+            cid: str, emulated: bool = False) -> dict:
+    """Everything the terminal shows, as JSON-able data (``emulated``: the VMs ran under TCG)."""
     def row(e):
         x = st.standings[e]
         return {"candidate": d.candidate(e).name, "environment": e, "ratio": x.ratio,
@@ -156,7 +161,7 @@ def to_json(d: Definition, st: RaceState, rec: Recommendation | None, prior_text
                 "p": x.p, "tost_p": x.tost_p, "trials": x.n, "aliases": list(d.candidate(e).aliases)}
     out = {"campaign": cid, "vcpus": d.vcpus, "memory_mib": d.memory_mib,
            "topology": d.topology, "settings": d.settings.to_dict(), "stopped": st.reason,
-           "prior": prior_text, "candidates": [row(e) for e in d.settings.candidates],
+           "prior": prior_text, "emulated": emulated, "candidates": [row(e) for e in d.settings.candidates],
            "rounds": [{"round": r.round, "standings": [
                {"environment": x.env, "ratio": x.ratio, "ci": list(x.ci) if x.ci else None,
                 "status": x.status} for x in r.standings]} for r in st.rounds],
@@ -193,6 +198,9 @@ def race_figure(d: Definition, st: RaceState) -> bytes | None:
                             color=line.get_color(), alpha=0.18)
         if st.standings[env].status == ELIMINATED:
             ax.plot([xs[-1]], [pts[-1][1].ratio], marker="x", markersize=12, color=line.get_color())
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.axhline(1.0, color="gray", lw=0.8, ls="--")
     ax.set_xlabel("round")
     ax.set_ylabel("cost relative to native (geometric mean)")
@@ -202,7 +210,7 @@ def race_figure(d: Definition, st: RaceState) -> bytes | None:
 
 
 def html_section(d: Definition, st: RaceState, rec: Recommendation | None, prior_text: str,
-                 wrap: bool = True) -> str:
+                 wrap: bool = True, emulated: bool = False) -> str:
     """An HTML fragment: table, recommendation, race figure (inline PNG), libvirt XML, QEMU
     arguments and flavor extra specs; in ``<section id="tune"><h2>`` unless ``wrap`` is False
     (the campaign report adds its own).  Works offline (no CDN)."""
@@ -216,6 +224,8 @@ def html_section(d: Definition, st: RaceState, rec: Recommendation | None, prior
              f'{d.memory_mib} MiB; stopped: {e(st.reason)}. {e(prior_text)}</p>',
              "<table><tr><th>candidate</th><th>ratio to native [95 % CI]</th><th>status</th></tr>"
              f"{rows}</table>", img]
+    if emulated:
+        parts.insert(1, f"<p><b>{e(EMULATED)}</b></p>")
     if rec is not None:
         c = rec.candidate
         parts += [f"<p><b>Recommendation: {e(c.name)}</b> — {e(rec.confidence)}</p>",
