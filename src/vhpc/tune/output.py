@@ -47,7 +47,9 @@ def recommend(d: Definition, st: RaceState, intensity: str | None) -> Recommenda
     if st.reason == "equivalent within tolerance" and intensity is not None:
         lead = order_by_prior(ties, lambda e: d.candidate(e).local, intensity)[0]
     c = d.candidate(lead)
-    if st.reason == "one remains":
+    if len(s.candidates) == 1:
+        why = "the only candidate raced (--candidates): its cost relative to native is measured, not compared"
+    elif st.reason == "one remains":
         why = (f"every other candidate was significantly worse (Welch on the log cost ratio, "
                f"Holm, alpha={s.alpha:g})")
     elif st.reason == "equivalent within tolerance":

@@ -49,8 +49,7 @@ class Settings:
     """Race parameters: ``alpha`` (test level, e.g. 0.05), ``tolerance`` (equivalence margin as a
     fraction, 0.02 = 2 %), ``budget`` (max trials, all environments and warm-up included),
     ``min_rounds`` (measured rounds before the first test, ≥ 2), ``baseline`` (native
-    environment name), ``candidates`` (environment names, listing order) and ``prior``
-    (candidate names in prior order, or empty)."""
+    environment name) and ``candidates`` (environment names, listing order)."""
 
     alpha: float = 0.05
     tolerance: float = 0.02
@@ -58,7 +57,6 @@ class Settings:
     min_rounds: int = 3
     baseline: str = "native"
     candidates: tuple[str, ...] = ()
-    prior: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-able form (stored beside the campaign for ``--resume``)."""
