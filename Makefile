@@ -16,6 +16,9 @@ OUT    ?= vhpc-results
 APT_PACKAGES := qemu-system-x86 hwloc numactl libnuma-dev openmpi-bin libopenmpi-dev \
 	build-essential linux-perf python3-venv busybox-static cpio chromium \
 	hpcc libopenblas-dev liblapacke-dev libvirt-clients libxml2-utils mpich libmpich-dev
+# libvirtd (QEMU driver only, no network) for vm:backend=libvirt; libvirt-dev + pkg-config build
+# the libvirt-python binding in the venv (docs/libvirt.md).
+APT_PACKAGES += libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-dev pkg-config
 
 .PHONY: all deps venv kernels demo test clean help
 

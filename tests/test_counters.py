@@ -35,14 +35,14 @@ def test_native_trial_records_rusage_and_perf_or_why_not(kernels_built):
     r = NativeEnvironment().run([str(kernels_built / "vhpc-pagefault"), "-m", "4", "-r", "1"],
                                 timeout=60)
     assert r.ok
-    ru = r.diagnostics["rusage"]
-    assert ru["minflt"] >= 1024  # 4 MiB of 4 KiB pages touched at least once
-    perf = r.diagnostics["perf"]
+    ru = r.diagnostics.rusage
+    assert ru.minflt >= 1024  # 4 MiB of 4 KiB pages touched at least once
+    perf = r.diagnostics.perf
     ok, why = counters.perf_status()
     if ok:
-        assert perf["counts"]["instructions"] > 0 and perf["cpi"] > 0
+        assert perf.counts["instructions"] > 0 and perf.cpi > 0
     else:
-        assert perf == {"unavailable": why}
+        assert perf.unavailable == why and r.diagnostics.unavailable["perf"] == why
 
 
 def test_kvm_exit_counters_from_a_debugfs_tree(tmp_path):

@@ -71,12 +71,16 @@ def test_terminal_table(data):
     assert "results come from TCG emulation, not hardware" in text  # footnote
     assert "stream[threads=2]" in text and "time [s]" in text and "triad_bw [GB/s]" in text
     assert "native (baseline)" in text
-    assert "vm-kvm: slower" in text and "vm-tcg: slower" in text
-    assert "vm-kvm: no significant difference" in text  # bandwidth equal to native
     assert "Findings" in text and "invalid samples" in text
-    # one row per (benchmark, params, metric): the benchmark label appears twice (2 metrics)
-    rows = [line for line in text.splitlines() if line.startswith("│ stream[threads=2]")]
-    assert len(rows) == 2 and "time [s]" in rows[0] and "triad_bw [GB/s]" in rows[1]
+    # one row per (benchmark, params, metric, environment): never two environments in one cell
+    rows = [line for line in text.splitlines() if line.startswith("│ ") and ("vm-kvm" in line or "vm-tcg" in line)]
+    assert len(rows) == 4
+    assert [("vm-kvm" in r, "vm-tcg" in r) for r in rows] == [(True, False), (False, True)] * 2
+    assert "time [s]" in rows[0] and "triad_bw [GB/s]" in rows[2]
+    assert rows[0].rstrip(" │").endswith("slower") and rows[1].rstrip(" │").endswith("slower")
+    assert rows[2].rstrip(" │").endswith("no significant difference")  # bandwidth equal to native
+    # benchmark and metric are printed once per metric
+    assert sum(line.startswith("│ stream[threads=2]") for line in text.splitlines()) == 2
 
 
 def test_terminal_verdict_colours(data):
@@ -85,7 +89,7 @@ def test_terminal_verdict_colours(data):
     render_table(a, console=console)
     html = console.export_html(inline_styles=True)
     # "slower" is drawn in red
-    assert re.search(r'<span style="[^"]*color: #800000[^"]*">vm-kvm: slower', html) or re.search(
+    assert re.search(r'<span style="[^"]*color: #800000[^"]*">slower', html) or re.search(
         r'<span style="[^"]*color: #[89a-f][0-9a-f]0000[^"]*">[^<]*slower', html
     )
 
@@ -250,3 +254,17 @@ def test_report_renders_in_headless_chromium(data, tmp_path, fmt):
     page_errors = [line for line in proc.stderr.splitlines()
                    if "Uncaught" in line or (":CONSOLE" in line and path.name in line)]
     assert not page_errors, page_errors
+
+
+def test_export_all_writes_every_format_through_one_protocol(data, tmp_path):
+    from vhpc.report.export import EXPORTERS, ReportData, export_all
+
+    obs, a = data
+    out = export_all(ReportData(a, obs, CAMPAIGN), tmp_path / "c", {"json": tmp_path / "x.json"})
+    assert set(out) == set(EXPORTERS) == {"html", "samples-csv", "comparisons-csv", "json"}
+    assert out["json"] == tmp_path / "x.json" and out["html"] == tmp_path / "c" / "report.html"
+    assert "c-0042" in out["html"].read_text()
+    with out["comparisons-csv"].open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["ratio_ci_method"] for r in rows] == [c.ratio_ci_method for c in a.comparisons]
+    assert json.loads(out["json"].read_text())["comparisons"][0]["ratio_ci_method"] == "fieller"

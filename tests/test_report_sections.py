@@ -1,11 +1,15 @@
 """Report sections from stored trials: placement as applied, diagnostics, memory profile."""
 
 from vhpc.model import EnvInfo
+from vhpc.records import AppliedPlacement, Diagnostics
 from vhpc.report import diagnostics
 from vhpc.store import TrialRow
 
 
 def trial(env, applied=None, diag=None, warmup=False, bench="stream", started=0.0, ended=1.0):
+    """A stored trial; applied/diag given as the environments' keyword values."""
+    applied = AppliedPlacement(**applied) if applied is not None else None
+    diag = Diagnostics.build(**diag) if diag is not None else None
     return TrialRow(1, 0, 0, warmup, env, bench, "", "done", 0, 0, None, "", "", started, ended,
                     applied, diag)
 
@@ -66,3 +70,12 @@ def test_message_size_sweeps_draw_one_figure_per_quantity():
     assert svg.lstrip().startswith("<") and "svg" in svg[:400]
     assert diagnostics.size_sweep_section(res) is not None
     assert size_sweeps(analysis.analyse(obs[-6:], ENVS, "native")) == []
+
+
+def test_memory_profile_reads_cpi_and_mpki_from_the_diagnostics_record():
+    perf = lambda cpi, mpki=None: {"perf": {"counts": {"cycles": 1.0}, "cpi": cpi, "mpki": mpki}}
+    html = str(diagnostics.memory_profile_section([
+        trial("local", diag=perf(1.0, 4.0)), trial("local", diag=perf(1.2, 6.0)),
+        trial("remote", diag=perf(1.65)), trial("remote", diag=perf(1.65), warmup=True)]))
+    assert "1.500" in html and "5.00" in html and "high" in html  # 1.65 / 1.1, MPKI 5 > 3
+    assert "CPI was unavailable" not in html

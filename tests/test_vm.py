@@ -71,14 +71,14 @@ def test_guest_runs_host_binaries_with_its_own_cpus(vm):
 
 def test_vcpu_pinning_is_applied_and_read_back(vm):
     r = vm.run(["true"], timeout=60)
-    vcpus = r.applied["vcpus"]
-    assert [v["allowed"] for v in vcpus] == [[0], [1]]
+    vcpus = r.applied.vcpus
+    assert [v.allowed for v in vcpus] == [[0], [1]]
     for v in vcpus:  # the kernel reports where the vCPU thread really ran
-        assert v["last_cpu"] in v["allowed"]
+        assert v.last_cpu in v.allowed
     for v in vcpus:
-        with open(f"/proc/{vm.guest.pid}/task/{v['thread']}/status") as f:
+        with open(f"/proc/{vm.guest.pid}/task/{v.thread}/status") as f:
             allowed = [l for l in f if l.startswith("Cpus_allowed_list")][0].split()[1]
-        assert allowed == str(v["vcpu"])
+        assert allowed == str(v.vcpu)
 
 
 def test_session_index_counts_trials_in_a_boot(vm):
@@ -145,11 +145,11 @@ def test_guest_numa_nodes_match_the_plan_and_memory_is_read_back(policy, numa, v
         for i in range(numa):
             assert f"node {i} cpus: {i}\n" in r.stdout
         applied = r.applied
-        assert [g["cpus"] for g in applied["guest_numa"]] == [str(i) for i in range(numa)]
-        assert applied["mismatches"] == []
-        mem = applied["memory"]
-        assert sum(mem["node_mib"].values()) > 50  # the guest's RAM is resident somewhere
-        policies = {m["policy"] for m in mem["mappings"]}
+        assert [g.cpus for g in applied.guest_numa] == [str(i) for i in range(numa)]
+        assert applied.mismatches == []
+        mem = applied.memory
+        assert sum(mem.node_mib.values()) > 50  # the guest's RAM is resident somewhere
+        policies = {m.policy for m in mem.mappings}
         if policy == "spread":  # guest RAM backends are bound to host node 0
             assert "bind:0" in policies
 
@@ -163,7 +163,7 @@ def test_cold_warm_campaign_records_session_indices(tmp_path, kernels_built, no_
     store = Store(tmp_path / "vhpc.db")
     cid = campaign.create(store, s)
     campaign.execute(store, cid)
-    rows = [(t.environment, t.session_index, t.applied["session"] if t.environment == "vm" else None)
+    rows = [(t.environment, t.session_index, t.applied.session if t.environment == "vm" else None)
             for t in store.trials(cid)]
     vm_rows = [r for r in rows if r[0] == "vm"]
     assert [r[1] for r in vm_rows] == [0, 1, 0, 1]          # cold, warm per boot
@@ -175,21 +175,21 @@ def test_vm_trial_diagnostics_are_measured_or_explained(vm, kernels_built):
     r = vm.run([str(kernels_built / "vhpc-pagefault"), "-m", "4", "-r", "1"], timeout=120)
     assert r.ok, r
     d = r.diagnostics
-    assert d["guest_vmstat"]["pgfault"] >= 1024       # the guest kernel saw the faults
-    assert d["rusage"]["minflt"] >= 1024 and d["rusage"]["sys_s"] >= 0
-    assert d["qemu_faults"]["minflt"] >= 0
-    assert sum(d["memory_node_mib_after"].values()) > 0
+    assert d.guest_vmstat["pgfault"] >= 1024       # the guest kernel saw the faults
+    assert d.rusage.minflt >= 1024 and d.rusage.sys_s >= 0
+    assert d.qemu_faults["minflt"] >= 0
+    assert sum(d.memory_node_mib_after.values()) > 0
     if vm.accel == "tcg":
-        assert "TCG guest has no PMU" in d["perf"]["unavailable"]
+        assert "TCG guest has no PMU" in d.perf.unavailable
 
 
 def test_emulator_threads_leave_the_vcpu_pcpus_when_a_cpu_is_free(no_qemu_leak):
     with VmEnvironment("vm", vcpus=1, memory=256, pin="1") as env:
         r = env.run(["true"], timeout=60)
         assert r.ok
-        assert r.applied["vcpus"][0]["allowed"] == [1]
-        assert r.applied["emulator_cpus"] == [0]
-        vcpu_tid = r.applied["vcpus"][0]["thread"]
+        assert r.applied.vcpus[0].allowed == [1]
+        assert r.applied.emulator_cpus == [0]
+        vcpu_tid = r.applied.vcpus[0].thread
         others = [int(t) for t in os.listdir(f"/proc/{env.guest.pid}/task") if int(t) != vcpu_tid]
         assert others and all(os.sched_getaffinity(t) == {0} for t in others)
 
@@ -207,11 +207,11 @@ def test_corunner_vm_loads_the_host_while_trials_run_and_pauses_with_them(kernel
     with env:
         r = env.run(["true"], timeout=60)
         assert r.ok, r
-        co = r.applied["corunner"]
-        assert co["load"] == "high" and co["vcpus"][0]["allowed"] == [1]
-        t0 = _cpu_seconds(co["qemu_pid"])
+        co = r.applied.corunner
+        assert co.load == "high" and co.vcpus[0].allowed == [1]
+        t0 = _cpu_seconds(co.qemu_pid)
         time.sleep(1.0)
-        busy = _cpu_seconds(co["qemu_pid"]) - t0
+        busy = _cpu_seconds(co.qemu_pid) - t0
         assert busy > 0.5  # the co-runner guest is computing on its own pCPU
         env.pause()
         assert env.corunner.qmp.cmd("query-status")["status"] == "paused"

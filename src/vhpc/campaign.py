@@ -113,6 +113,13 @@ def make_environment(es: EnvSpec) -> Environment:
         if "corunner" in o:
             text.update(corunner_argv=corunner_argv(str(o["corunner"])),
                         corunner_label=str(o["corunner"]))
+        backend = str(o.get("backend", "qemu"))
+        if backend == "libvirt" or "domain_xml" in o:
+            from vhpc.environments.libvirt import make_libvirt_environment
+
+            return make_libvirt_environment(es.name, o, text)
+        if backend != "qemu" or "uri" in o:
+            raise ValueError(f"backend={backend}: use qemu or libvirt (uri= needs backend=libvirt)")
         return VmEnvironment(
             es.name, vcpus=int(o.get("vcpus", 2)), memory=int(o.get("memory", 1024)),
             numa=o.get("numa", "hidden"), backing=str(o.get("backing", "4k")),
@@ -264,29 +271,16 @@ def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
 
 def imprecise(observations, target: float, confidence: float = 0.95) -> list[tuple]:
     """Groups (environment, benchmark, params, metric) whose mean is not yet known to within
-    ``target`` (relative 95 % Student-t half-width, e.g. 0.02 = ±2 %); groups with fewer than
-    two valid measured samples count as imprecise.  Used to decide whether to run another
-    round (adaptive repeats instead of the seeds' fixed counts)."""
-    import math
-    import statistics
-
-    from scipy import stats
+    ``target`` (relative Student-t half-width, e.g. 0.02 = ±2 %; :func:`vhpc.stats.imprecise_keys`);
+    groups with fewer than two valid measured samples count as imprecise.  Used to decide
+    whether to run another round (adaptive repeats instead of the seeds' fixed counts)."""
+    from vhpc import stats
 
     groups: dict[tuple, list[float]] = {}
     for o in observations:
         if not o.warmup and o.valid:
             groups.setdefault((o.environment, o.benchmark, o.params, o.metric), []).append(o.value)
-    out = []
-    for key, values in groups.items():
-        n = len(values)
-        if n < 2:
-            out.append(key)
-            continue
-        mean = statistics.fmean(values)
-        half = stats.t.ppf(0.5 + confidence / 2, n - 1) * statistics.stdev(values) / math.sqrt(n)
-        if mean == 0 or half / abs(mean) > target:
-            out.append(key)
-    return out
+    return stats.imprecise_keys(groups, target, confidence)
 
 
 def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,

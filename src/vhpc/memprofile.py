@@ -13,11 +13,10 @@ stays unknown and no class or fit is given.  Pure computation: no I/O.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from scipy import stats
+from vhpc import stats
 
 HIGH_MPKI = 3.0  # seed 003 Sec. III-B
 LOW_MPKI = 1.0
@@ -69,7 +68,7 @@ def intensity(mpki: float | None) -> str | None:
 
 
 def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
+    return stats.mean(values)
 
 
 def profile(trials: Iterable[TrialCounters], local: str = "local",
@@ -96,24 +95,25 @@ def profile(trials: Iterable[TrialCounters], local: str = "local",
 
 
 def fit(rows: list[ProfileRow]) -> Fit | None:
-    """Least-squares line of penalty against MPKI (scipy.stats.linregress) over rows having
+    """Least-squares line of penalty against MPKI (:func:`vhpc.stats.linear_fit`) over rows having
     both; None with fewer than 3 such benchmarks."""
     pts = [(r.mpki, r.penalty) for r in rows if r.mpki is not None and r.penalty is not None]
     if len(pts) < 3 or len({x for x, _ in pts}) < 2:
         return None
-    res = stats.linregress([x for x, _ in pts], [y for _, y in pts])
-    return Fit(float(res.slope), float(res.intercept), float(res.rvalue ** 2), len(pts))
+    slope, intercept, r2 = stats.linear_fit([x for x, _ in pts], [y for _, y in pts])
+    return Fit(slope, intercept, r2, len(pts))
 
 
 def from_trials(rows: Iterable[Any]) -> list[TrialCounters]:
     """TrialCounters from stored trial rows (vhpc.store.TrialRow: environment, benchmark,
-    params, warmup, status, started, ended, diagnostics); warm-up and unfinished trials skipped."""
+    params, warmup, status, started, ended and its :class:`vhpc.records.Diagnostics`); warm-up
+    and unfinished trials skipped."""
     out = []
     for t in rows:
         if t.warmup or t.status != "done" or t.ended is None:
             continue
-        perf = (t.diagnostics or {}).get("perf") or {}
+        perf = t.diagnostics.perf if t.diagnostics is not None else None
         label = f"{t.benchmark}[{t.params}]" if t.params else t.benchmark
         out.append(TrialCounters(t.environment, label, t.ended - t.started,
-                                 perf.get("cpi"), perf.get("mpki")))
+                                 perf.cpi if perf else None, perf.mpki if perf else None))
     return out

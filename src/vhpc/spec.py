@@ -44,11 +44,12 @@ ENV_KINDS = ("native", "vm")
 ENV_OPTIONS = {
     "native": {"name", "cpus", "nodes", "membind"},
     "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
-           "boot_timeout", "strict", "guest_bind", "corunner", "corunner_policy"},
+           "boot_timeout", "strict", "guest_bind", "corunner", "corunner_policy",
+           "backend", "uri", "domain_xml"},
 }
 #: options whose values stay strings (they may contain commas, colons or look numeric)
 STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind", "guest_bind",
-                  "corunner", "corunner_policy"}
+                  "corunner", "corunner_policy", "backend", "uri", "domain_xml"}
 
 
 class SpecError(ValueError):

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+from vhpc import records
 from vhpc.errors import VhpcError
 from vhpc.model import EnvInfo, Observation, Sample
 from vhpc.owner import FileLock, Owner, held
+from vhpc.records import AppliedPlacement, Diagnostics
 
 SCHEMA_VERSION = 1
 
@@ -169,8 +171,8 @@ class TrialRow:
     stderr: str | None
     started: float | None
     ended: float | None
-    applied: dict[str, Any] | None
-    diagnostics: dict[str, Any] | None = None
+    applied: AppliedPlacement | None
+    diagnostics: Diagnostics | None = None
     reboot: bool = False
 
 
@@ -389,9 +391,15 @@ class Store:
         return TrialRow(r["id"], r["seq"], r["round"], bool(r["warmup"]), r["environment"],
                         r["benchmark"], r["params"], r["status"], r["session_index"],
                         r["returncode"], r["error"], r["stdout"], r["stderr"], r["started"],
-                        r["ended"], json.loads(r["applied_json"]) if r["applied_json"] else None,
-                        json.loads(r["diagnostics_json"]) if r["diagnostics_json"] else None,
-                        bool(r["reboot"]))
+                        r["ended"], *self._records(r), bool(r["reboot"]))
+
+    def _records(self, r: sqlite3.Row) -> tuple:
+        """(applied placement, diagnostics) records of a trial row (records.py, versioned)."""
+        try:
+            return (records.load_applied(r["applied_json"]),
+                    records.load_diagnostics(r["diagnostics_json"]))
+        except records.RecordError as exc:
+            raise StoreError(f"{self.path}, trial {r['id']}: {exc}") from None
 
     @_guard
     def trials(self, cid: str, status: str | None = None) -> list[TrialRow]:
@@ -425,9 +433,10 @@ class Store:
     def finish_trial(self, trial_id: int, status: str, *, returncode: int | None,
                      timed_out: bool, error: str | None, stdout: str, stderr: str,
                      started: float, ended: float, session_index: int | None,
-                     applied: dict[str, Any] | None, samples: list[Sample],
-                     diagnostics: dict[str, Any] | None = None, reboot: bool = False) -> None:
-        """Write one trial's outcome, diagnostics and samples in a single transaction.
+                     applied: AppliedPlacement | None, samples: list[Sample],
+                     diagnostics: Diagnostics | None = None, reboot: bool = False) -> None:
+        """Write one trial's outcome, diagnostics and samples in a single transaction
+        (records as versioned JSON, :func:`vhpc.records.dump`).
 
         ``reboot``: the trial was the first of its benchmark in a VM session the plan did not
         ask for (a resume after a kill, a guest that died): it is stored and analysed as a
@@ -439,8 +448,8 @@ class Store:
                 "stderr=?, started=?, ended=?, session_index=?, applied_json=?, diagnostics_json=?, "
                 "reboot=? WHERE id=?",
                 (status, returncode, int(timed_out), error, stdout, stderr, started, ended,
-                 session_index, json.dumps(applied) if applied is not None else None,
-                 json.dumps(diagnostics) if diagnostics else None, int(reboot), trial_id))
+                 session_index, records.dump(applied), records.dump(diagnostics), int(reboot),
+                 trial_id))
             db.executemany(
                 "INSERT INTO samples (trial_id, metric, value, unit, higher_is_better, valid) "
                 "VALUES (?, ?, ?, ?, ?, ?)",

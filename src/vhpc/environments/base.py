@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from vhpc.records import AppliedPlacement, Diagnostics
 
 
 class EnvError(RuntimeError):
@@ -30,9 +32,9 @@ class RunResult:
     timed_out: the per-trial timeout fired; error: environment-level failure text (guest hung or
     died, with the console tail), None when the environment itself was fine;
     session_index: trial position in the current session (VM: 0 = first after boot);
-    applied: placement as applied and read back (vCPU affinity, ...);
-    diagnostics: per-trial counters (resource usage, faults, vmstat deltas, perf counts),
-    each either a value or ``{"unavailable": reason}`` (environments/counters.py).
+    applied: placement as applied and read back (:class:`vhpc.records.AppliedPlacement`);
+    diagnostics: per-trial counters (:class:`vhpc.records.Diagnostics`: resource usage,
+    faults, vmstat deltas, perf counts, and why any is unavailable).
     """
 
     returncode: int | None
@@ -43,8 +45,8 @@ class RunResult:
     timed_out: bool = False
     error: str | None = None
     session_index: int | None = None
-    applied: dict[str, Any] = field(default_factory=dict)
-    diagnostics: dict[str, Any] = field(default_factory=dict)
+    applied: AppliedPlacement | None = None
+    diagnostics: Diagnostics | None = None
 
     @property
     def ok(self) -> bool:

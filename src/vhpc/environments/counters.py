@@ -19,6 +19,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from vhpc.records import PerfCounters
+
 PERF_EVENTS = ("cycles", "instructions", "LLC-load-misses")
 VMSTAT_KEYS = ("pgfault", "pgmajfault", "numa_hit", "numa_miss", "numa_foreign",
                "numa_local", "numa_other", "numa_pages_migrated", "thp_fault_alloc")
@@ -72,15 +74,16 @@ def perf_wrap(argv: list[str], outfile: str) -> list[str]:
     return ["perf", "stat", "-x,", "-o", outfile, "-e", ",".join(PERF_EVENTS), "--"] + list(argv)
 
 
-def perf_result(outfile: str) -> dict:
-    """Counts and derived CPI/MPKI from a perf CSV file (``{"unavailable": why}`` if none)."""
+def perf_result(outfile: str) -> PerfCounters:
+    """Counts and derived CPI/MPKI from a perf CSV file, as a :class:`~vhpc.records.PerfCounters`
+    record (with ``unavailable`` = why, when there are none)."""
     try:
         counts = parse_perf_csv(Path(outfile).read_text())
     except OSError as exc:
-        return {"unavailable": f"no perf output: {exc.strerror}"}
+        return PerfCounters(unavailable=f"no perf output: {exc.strerror}")
     if not counts:
-        return {"unavailable": "perf wrote no counts"}
-    return {"counts": counts, **derive(counts)}
+        return PerfCounters(unavailable="perf wrote no counts")
+    return PerfCounters(counts=counts, **derive(counts))
 
 
 def parse_vmstat(text: str) -> dict[str, int]:

@@ -10,6 +10,7 @@ import tempfile
 import time
 from typing import Any
 
+from vhpc import records
 from vhpc.environments import counters, hostinfo
 from vhpc.environments.base import Environment, RunResult, now
 
@@ -91,11 +92,12 @@ class NativeEnvironment(Environment):
         try:
             result = self._run(argv, env, timeout)
         finally:
-            perf = counters.perf_result(perf_file) if perf_file else {"unavailable": perf_why}
+            perf = (counters.perf_result(perf_file) if perf_file
+                    else records.PerfCounters(unavailable=perf_why))
             if perf_file:
                 os.unlink(perf_file)
-        result.diagnostics = {"rusage": counters.delta(usage0, counters.children_usage()),
-                              "perf": perf}
+        result.diagnostics = records.Diagnostics.build(
+            rusage=counters.delta(usage0, counters.children_usage()), perf=perf)
         return result
 
     def _run(self, argv, env, timeout) -> RunResult:
@@ -106,10 +108,9 @@ class NativeEnvironment(Environment):
                 result = run_process(argv, env, timeout)
             finally:
                 os.sched_setaffinity(0, saved)
-            result.applied = {"cpus": sorted(self.cpus)}
+            cpus = sorted(self.cpus)
         else:
             result = run_process(argv, env, timeout)
-            result.applied = {"cpus": sorted(os.sched_getaffinity(0))}
-        if self.numactl:
-            result.applied["numactl"] = self.numactl
+            cpus = sorted(os.sched_getaffinity(0))
+        result.applied = records.AppliedPlacement(cpus=cpus, numactl=self.numactl or None)
         return result

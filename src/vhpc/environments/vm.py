@@ -36,6 +36,7 @@ from typing import Any
 
 from vhpc import cpulist
 from vhpc import placement as placement_room
+from vhpc import records
 from vhpc import topology as topology_room
 from vhpc.environments import counters, guestimage, hostinfo
 from vhpc.environments.base import EnvError, Environment, RunResult, now
@@ -304,13 +305,14 @@ class VmEnvironment(Environment):
             if g is not None:
                 g.resume()
 
-    def applied(self) -> dict[str, Any]:
+    def applied(self) -> records.AppliedPlacement | None:
         """Placement as applied, read back from the host and the guest: per vCPU thread the
         allowed host CPUs and the CPU it last ran on; where QEMU's other threads may run
         (moved off the vCPUs' pCPUs when the host has CPUs to spare); QEMU's resident memory
-        per host node (numa_maps); the guest's NUMA nodes; and the mismatches with the plan."""
+        per host node (numa_maps) and its page locality on the planned nodes; the guest's NUMA
+        nodes; and the mismatches with the plan."""
         if self.guest is None:
-            return {}
+            return None
         vcpus = self.guest.read_affinity()
         for v in vcpus:
             last = v.get("last_cpu")
@@ -321,12 +323,13 @@ class VmEnvironment(Environment):
             corunner = {"load": self.corunner_label, "qemu_pid": self.corunner.pid,
                         "vcpus": self.corunner.read_affinity(),
                         "plan": placement_room.describe(self.corunner_placement)}
-        return {"accel": self.accel, "qemu_pid": self.guest.pid, "session": self.sessions,
-                "corunner": corunner,
-                "emulator_cpus": self.emulator_cpus or "shared with the vCPUs (no free host CPU)",
-                "vcpus": vcpus, "memory": memory, "guest_numa": self.guest_numa,
-                "mismatches": placement_mismatches(self.placement, vcpus, memory,
-                                                   self.guest_numa)}
+        mem = records.MemoryReadback(**memory) if memory else None
+        return records.AppliedPlacement(
+            accel=self.accel, qemu_pid=self.guest.pid, session=self.sessions, corunner=corunner,
+            emulator_cpus=self.emulator_cpus or "shared with the vCPUs (no free host CPU)",
+            vcpus=vcpus, memory=mem, guest_numa=self.guest_numa,
+            page_locality=mem.locality(self.placement.host_nodes) if mem else None,
+            mismatches=placement_mismatches(self.placement, vcpus, memory, self.guest_numa))
 
     def run(self, argv, env=None, timeout=600.0, key: str = "") -> RunResult:
         """Run ``argv`` in the guest (booting it if needed).  ``key`` names the trial kind
@@ -360,23 +363,23 @@ class VmEnvironment(Environment):
         after = self._probe_state()
         applied = self.applied()  # after the trial: where the vCPUs really ran
         error = None
-        if self.strict and applied.get("mismatches"):
-            error = "placement mismatch (strict): " + "; ".join(applied["mismatches"])
+        if self.strict and applied is not None and applied.mismatches:
+            error = "placement mismatch (strict): " + "; ".join(applied.mismatches)
         return RunResult(
             None if timed_out else reply.get("rc"), reply.get("stdout", ""),
             reply.get("stderr", ""), started, float(reply.get("elapsed", 0.0)),
             timed_out=timed_out, error=error, session_index=index, applied=applied,
-            diagnostics={
-                "rusage": reply.get("rusage"),
-                "guest_vmstat": counters.delta(before["vmstat"], after["vmstat"]),
-                "qemu_faults": counters.delta(before["qemu_faults"], after["qemu_faults"]),
-                "memory_node_mib_before": before["node_mib"],
-                "memory_node_mib_after": after["node_mib"],
-                "perf": perf_counts,
-                "kvm_exits": counters.delta(before["kvm"], after["kvm"]) or {
+            diagnostics=records.Diagnostics.build(
+                rusage=reply.get("rusage"),
+                guest_vmstat=counters.delta(before["vmstat"], after["vmstat"]),
+                qemu_faults=counters.delta(before["qemu_faults"], after["qemu_faults"]),
+                memory_node_mib_before=before["node_mib"],
+                memory_node_mib_after=after["node_mib"],
+                perf=perf_counts,
+                kvm_exits=counters.delta(before["kvm"], after["kvm"]) or {
                     "unavailable": "KVM exit counters need a KVM guest and debugfs mounted "
                                    "(/sys/kernel/debug/kvm)"},
-            },
+            ),
         )
 
     def _start_guest_perf(self):
@@ -397,9 +400,9 @@ class VmEnvironment(Environment):
         return proc, path
 
     @staticmethod
-    def _stop_guest_perf(perf) -> dict:
+    def _stop_guest_perf(perf) -> records.PerfCounters:
         if isinstance(perf, str):
-            return {"unavailable": perf}
+            return records.PerfCounters(unavailable=perf)
         proc, path = perf
         proc.send_signal(signal.SIGINT)
         try:

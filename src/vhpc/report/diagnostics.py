@@ -1,22 +1,22 @@
 """Report sections built from stored trials: placement as applied, per-trial diagnostics
 (CPI/MPKI and the counters that were available), and the memory-profile study.
 
-Input is what the store holds (``vhpc.store.TrialRow``: ``applied`` and ``diagnostics``
-dicts written by the environments); output is ``(anchor, title, Markup)`` tuples for
+Input is what the store holds (``vhpc.store.TrialRow`` with its typed
+:class:`~vhpc.records.AppliedPlacement` and :class:`~vhpc.records.Diagnostics` records); output is ``(anchor, title, Markup)`` tuples for
 :func:`vhpc.report.html.write_html`.  Nothing here runs or measures anything.
 """
 
 from __future__ import annotations
 
 import io
-import statistics
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import jinja2
 from markupsafe import Markup
 
-from vhpc import memprofile
+from vhpc import memprofile, stats
 from vhpc.model import EnvInfo
+from vhpc.records import AppliedPlacement, Diagnostics
 from vhpc.report.html import embed_figure
 
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
@@ -76,87 +76,97 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "unavailable" if x is None else f"{x:.{digits}g}"
 
 
-def _mean(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.fmean(values) if values else None
+def _mean(values: list[float | None]) -> float | None:
+    return stats.mean([v for v in values if v is not None])
+
+
+def _vcpu_rows(a: AppliedPlacement, pins: list) -> list[dict[str, Any]]:
+    rows = []
+    for v in a.vcpus:
+        planned = pins[v.vcpu] if v.vcpu < len(pins) else None
+        rows.append({"vcpu": v.vcpu, "planned": planned or "any (float)", "allowed": v.allowed,
+                     "last_cpu": v.last_cpu, "last_node": v.last_node,
+                     "mismatch": planned is not None and planned != v.allowed})
+    return rows
+
+
+def _locality(a: AppliedPlacement, plan: Mapping[str, Any]) -> str | None:
+    """Page locality in percent as text: the trial's record, or (stores written before the
+    record had it) recomputed from its memory read-back and the plan's bound nodes."""
+    loc = a.page_locality
+    if loc is None and a.memory is not None:
+        bound = {n for g in plan.get("guest_nodes", []) for n in g.get("host_nodes", [])}
+        loc = a.memory.locality(bound)
+    return f"{loc.percent:.1f}" if loc is not None else None
 
 
 def placement_section(trials: Iterable[Any], envs: Mapping[str, EnvInfo]) -> Markup | None:
     """Per environment: the plan, each vCPU's planned / read-back pCPUs and node, memory per
     host node with page locality (% of resident guest RAM on the planned nodes), the guest's
-    NUMA view and every mismatch.  None when no trial recorded a placement."""
-    last: dict[str, Any] = {}
+    NUMA view and every mismatch, from the trials' :class:`~vhpc.records.AppliedPlacement`.
+    None when no trial recorded a placement."""
+    last: dict[str, AppliedPlacement] = {}
     mism: dict[str, list[str]] = {}
     mism_trials: dict[str, int] = {}
     for t in trials:
-        if not t.applied:
+        if t.applied is None:
             continue
-        last[t.environment] = t
-        if t.applied.get("mismatches"):
+        last[t.environment] = t.applied
+        if t.applied.mismatches:
             mism_trials[t.environment] = mism_trials.get(t.environment, 0) + 1
-            for m in t.applied["mismatches"]:
+            for m in t.applied.mismatches:
                 if m not in mism.setdefault(t.environment, []):
                     mism[t.environment].append(m)
     if not last:
         return None
     out = []
-    for name, t in last.items():
-        a, info = t.applied, envs.get(name)
+    for name, a in last.items():
+        info = envs.get(name)
         fp = info.fingerprint if info else {}
         plan = fp.get("plan") or {}
-        pins = plan.get("vcpu_pins") or []
-        vcpus = []
-        for v in a.get("vcpus") or []:
-            planned = pins[v["vcpu"]] if v["vcpu"] < len(pins) else None
-            vcpus.append({"vcpu": v["vcpu"], "planned": planned or "any (float)",
-                          "allowed": v.get("allowed"), "last_cpu": v.get("last_cpu"),
-                          "last_node": v.get("last_node"),
-                          "mismatch": planned is not None and planned != v.get("allowed")})
-        memory, locality = [], None
-        mem = a.get("memory")
-        if mem:
-            memory = [(n, f"{mib:.0f}") for n, mib in sorted(mem["node_mib"].items())]
-            bound = {n for g in plan.get("guest_nodes", []) for n in g.get("host_nodes", [])}
-            maps = mem.get("mappings") or []
-            total = sum(sum(m["node_mib"].values()) for m in maps)
-            if bound and total:
-                on = sum(mib for m in maps for n, mib in m["node_mib"].items() if int(n) in bound)
-                locality = f"{100.0 * on / total:.1f}"
+        vcpus = _vcpu_rows(a, plan.get("vcpu_pins") or [])
+        memory = ([(n, f"{mib:.0f}") for n, mib in sorted(a.memory.node_mib.items())]
+                  if a.memory and a.memory.node_mib else [])
         out.append({
             "name": name, "emulated": bool(info and info.emulated),
-            "plan": fp.get("placement") or ("host CPUs " + str(a.get("cpus")) if "cpus" in a else "-"),
-            "vcpus": vcpus, "cpus": a.get("cpus") if not vcpus else None,
-            "numactl": " ".join(a["numactl"]) if a.get("numactl") else None,
-            "memory": memory, "locality": locality, "guest_numa": a.get("guest_numa"),
+            "plan": fp.get("placement") or (f"host CPUs {a.cpus}" if a.cpus is not None else "-"),
+            "vcpus": vcpus, "cpus": a.cpus if not vcpus else None,
+            "numactl": " ".join(a.numactl) if a.numactl else None,
+            "memory": memory, "locality": _locality(a, plan) if memory else None,
+            "guest_numa": a.guest_numa,
             "mismatches": mism.get(name, []), "mismatch_trials": mism_trials.get(name, 0),
         })
     return Markup(PLACEMENT_TPL.render(envs=out))
 
 
-DIAG_COLUMNS = (
-    ("user s", lambda d: (d.get("rusage") or {}).get("user_s")),
-    ("sys s", lambda d: (d.get("rusage") or {}).get("sys_s")),
-    ("minor faults", lambda d: (d.get("rusage") or {}).get("minflt")),
-    ("guest pgfault", lambda d: (d.get("guest_vmstat") or {}).get("pgfault")),
-    ("guest numa_miss", lambda d: (d.get("guest_vmstat") or {}).get("numa_miss")),
-    ("QEMU minor faults", lambda d: (d.get("qemu_faults") or {}).get("minflt")),
-    ("CPI", lambda d: (d.get("perf") or {}).get("cpi")),
-    ("MPKI", lambda d: (d.get("perf") or {}).get("mpki")),
+def _field(record: Any, name: str) -> float | None:
+    return getattr(record, name, None) if record is not None else None
+
+
+#: diagnostics table: column title → value of one trial's :class:`~vhpc.records.Diagnostics`
+DIAG_COLUMNS: tuple[tuple[str, Callable[[Diagnostics], float | None]], ...] = (
+    ("user s", lambda d: _field(d.rusage, "user_s")),
+    ("sys s", lambda d: _field(d.rusage, "sys_s")),
+    ("minor faults", lambda d: _field(d.rusage, "minflt")),
+    ("guest pgfault", lambda d: (d.guest_vmstat or {}).get("pgfault")),
+    ("guest numa_miss", lambda d: (d.guest_vmstat or {}).get("numa_miss")),
+    ("QEMU minor faults", lambda d: (d.qemu_faults or {}).get("minflt")),
+    ("CPI", lambda d: _field(d.perf, "cpi")),
+    ("MPKI", lambda d: _field(d.perf, "mpki")),
 )
 
 
 def diagnostics_section(trials: Iterable[Any]) -> Markup | None:
     """Mean diagnostics per (environment, benchmark) with the reasons for unavailable ones."""
-    groups: dict[tuple[str, str], list[dict]] = {}
+    groups: dict[tuple[str, str], list[Diagnostics]] = {}
     reasons: dict[str, set[str]] = {}
     for t in trials:
-        if t.warmup or not t.diagnostics:
+        if t.warmup or t.diagnostics is None:
             continue
         label = f"{t.benchmark}[{t.params}]" if t.params else t.benchmark
         groups.setdefault((t.environment, label), []).append(t.diagnostics)
-        for key, val in t.diagnostics.items():
-            if isinstance(val, dict) and "unavailable" in val:
-                reasons.setdefault(f"{key} ({t.environment})", set()).add(val["unavailable"])
+        for key, why in t.diagnostics.unavailable.items():
+            reasons.setdefault(f"{key} ({t.environment})", set()).add(why)
     if not groups:
         return None
     rows = []

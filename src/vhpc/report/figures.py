@@ -5,7 +5,7 @@ font is needed to display it) or PNG bytes (``fmt="png"``) — or None when ther
 draw.  Nothing is written to disk and no global matplotlib state is changed.
 
 * :func:`relative_bars` — each metric relative to the baseline (1.0 = same), grouped per
-  benchmark, one bar per non-baseline environment, Fieller CI as error bars (the seeds' "time
+  benchmark, one bar per non-baseline environment, the comparison's CI as error bars (the seeds' "time
   relative to native" figure).
 * :func:`distributions` — individual samples and a box per environment for each metric; invalid
   samples drawn hollow and red.
@@ -26,7 +26,7 @@ from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis  # no
 from vhpc.model import Observation  # noqa: E402
 from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
 
-__all__ = ["relative_bars", "distributions", "cold_warm_bars", "render"]
+__all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar"]
 
 _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 _RC = {"svg.fonttype": "path", "font.size": 9, "axes.titlesize": 10}
@@ -59,13 +59,63 @@ def _env_colors(analysis: Analysis) -> dict[str, str]:
     return {e: _COLORS[i % len(_COLORS)] for i, e in enumerate(analysis.environment_order())}
 
 
+def ratio_error_bar(ratio: float, ci: tuple[float | None, float | None]) -> tuple[float, float]:
+    """(below, above) error-bar lengths for a bar at ``ratio`` from the comparison's own
+    interval (the one in the table and exports); 0 where a bound is missing (unbounded or
+    n < 2), never negative, and never reaching below 0 for a positive ratio."""
+    lo, hi = ci
+    below = max(0.0, ratio - lo) if lo is not None else 0.0
+    if ratio > 0:
+        below = min(below, ratio)
+    return below, (max(0.0, hi - ratio) if hi is not None else 0.0)
+
+
+def _mean_error_bar(s) -> tuple[float, float]:
+    """Student-t error bar of a mean, cut at 0 for a positive mean (a positive quantity has no
+    mass below 0; the table shows the full half-width)."""
+    if s.ci_low is None or s.ci_high is None:
+        return 0.0, 0.0
+    below = s.mean - s.ci_low
+    if s.mean > 0:
+        below = min(below, s.mean)
+    return below, s.ci_high - s.mean
+
+
+def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j: int,
+              env: str, color: str, bar_w: float) -> float:
+    """Draw environment ``env``'s bars (position ``j`` in each group) on ``ax``; returns its
+    largest ratio (0 when it has none)."""
+    emulated = analysis.environments[env].emulated
+    xs, ys, lo_err, hi_err, stars = [], [], [], [], []
+    for i, (params, metric) in enumerate(cats):
+        c = analysis.comparison(bench, params, metric, env)
+        if c is None or c.ratio is None:
+            continue
+        xs.append(i - 0.4 + bar_w * (j + 0.5))
+        ys.append(c.ratio)
+        le, he = ratio_error_bar(c.ratio, c.ratio_ci)
+        lo_err.append(le)
+        hi_err.append(he)
+        stars.append(c.verdict in (SLOWER, FASTER))
+    if not xs:
+        return 0.0
+    ax.bar(xs, ys, width=bar_w * 0.95, color=color, hatch="//" if emulated else None,
+           edgecolor="black" if emulated else color, linewidth=0.5, yerr=[lo_err, hi_err],
+           capsize=2, error_kw={"elinewidth": 0.8}, label=env_header(analysis, env))
+    for xx, yy, he, st in zip(xs, ys, hi_err, stars):
+        if st:
+            ax.text(xx, yy + he, "*", ha="center", va="bottom", fontsize=9)
+    return max(ys)
+
+
 def relative_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
     """Bar chart of every metric's mean relative to the baseline (baseline = 1.0).
 
     One panel per benchmark (with its parameters), one group of bars per metric, one bar per
     non-baseline environment with value = ratio of means (dimensionless) and error bars = its
-    Fieller confidence interval (absent when unbounded or n < 2).  Tick labels carry ↑ (higher
-    is better) or ↓ (lower is better); a star marks a significant verdict (Holm-adjusted
+    confidence interval as in the table (Fieller, log-delta or BCa; absent when unbounded or
+    n < 2; :func:`ratio_error_bar`; the y axis stops at 3× the tallest bar).  Tick labels
+    carry ↑ (higher is better) or ↓ (lower is better); a star marks a significant verdict (Holm-adjusted
     p < alpha); TCG environments are hatched and labelled "(TCG emulation)".
     Returns SVG text / PNG bytes, or None when there is no comparison with a ratio.
     """
@@ -87,37 +137,12 @@ def relative_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
         for ax, (bench, cats) in zip(axes, panels.items()):
             multi_params = len({p for p, _ in cats}) > 1
             x = np.arange(len(cats))
-            for j, env in enumerate(others):
-                emulated = analysis.environments[env].emulated
-                xs, ys, lo_err, hi_err, stars = [], [], [], [], []
-                for i, (params, metric) in enumerate(cats):
-                    c = analysis.comparison(bench, params, metric, env)
-                    if c is None or c.ratio is None:
-                        continue
-                    xs.append(x[i] - 0.4 + bar_w * (j + 0.5))
-                    ys.append(c.ratio)
-                    lo, hi = c.ratio_ci
-                    lo_err.append(c.ratio - lo if lo is not None else 0.0)
-                    hi_err.append(hi - c.ratio if hi is not None else 0.0)
-                    stars.append(c.verdict in (SLOWER, FASTER))
-                if not xs:
-                    continue
-                ax.bar(
-                    xs,
-                    ys,
-                    width=bar_w * 0.95,
-                    color=colors[env],
-                    hatch="//" if emulated else None,
-                    edgecolor="black" if emulated else colors[env],
-                    linewidth=0.5,
-                    yerr=[lo_err, hi_err],
-                    capsize=2,
-                    error_kw={"elinewidth": 0.8},
-                    label=env_header(analysis, env),
-                )
-                for xx, yy, he, st in zip(xs, ys, hi_err, stars):
-                    if st:
-                        ax.text(xx, yy + he, "*", ha="center", va="bottom", fontsize=9)
+            rmax = max(_env_bars(ax, analysis, bench, cats, j, env, colors[env], bar_w)
+                       for j, env in enumerate(others))
+            # an interval from a few very noisy samples can be 1000× wide: cut the axis at
+            # 3× the tallest bar (the table and exports keep the full interval)
+            bottom, top = ax.get_ylim()
+            ax.set_ylim(bottom, min(top, 3.0 * max(rmax, 1.0)))
             ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
             labels = []
             for params, metric in cats:
@@ -236,7 +261,7 @@ def cold_warm_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
                     or analysis.summary(bench, params, metric, e, GROUP_WARM)]
             unit, hib = "", False
             for gi, (group, color, hatch) in enumerate(((GROUP_COLD, "#4c72b0", None), (GROUP_WARM, "#dd8452", ".."))):
-                xs, ys, errs = [], [], []
+                xs, ys, errs = [], [], ([], [])
                 for i, env in enumerate(envs):
                     s = analysis.summary(bench, params, metric, env, group)
                     if s is None or s.mean is None:
@@ -244,7 +269,8 @@ def cold_warm_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
                     unit, hib = s.unit, s.higher_is_better
                     xs.append(i - 0.2 + 0.4 * gi)
                     ys.append(s.mean)
-                    errs.append(s.ci_halfwidth or 0.0)
+                    for side, e in zip(errs, _mean_error_bar(s)):
+                        side.append(e)
                 if xs:
                     ax.bar(xs, ys, width=0.38, yerr=errs, capsize=2, color=color, hatch=hatch,
                            edgecolor="black", linewidth=0.4, label=f"{group} (session index {'0' if group == GROUP_COLD else '> 0'})")
@@ -290,8 +316,10 @@ def size_sweeps(analysis: Analysis, fmt: str = "svg", min_points: int = 3) -> li
                 continue
             xs = [max(x, 1) for x, _ in pts]
             ys = [s.mean for _, s in pts]
-            lo = [s.mean - s.ci_low if s.ci_low is not None else 0 for _, s in pts]
-            hi = [s.ci_high - s.mean if s.ci_high is not None else 0 for _, s in pts]
+            bars = [_mean_error_bar(s) for _, s in pts]
+            # log axis: the lower bar must end strictly above 0
+            lo = [min(b, 0.999 * s.mean) for (b, _), (_, s) in zip(bars, pts)]
+            hi = [h for _, h in bars]
             unit = pts[0][1].unit
             ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2, color=colors[env],
                         label=env_header(analysis, env))

@@ -18,18 +18,10 @@ from typing import Any, Iterable, Mapping
 import jinja2
 from markupsafe import Markup
 
-from vhpc import __version__
+from vhpc import __version__, stats
 from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
 from vhpc.model import Observation
-from vhpc.report import (
-    direction_mark,
-    env_header,
-    fmt_mean_ci,
-    fmt_overhead,
-    fmt_p,
-    fmt_ratio,
-    params_label,
-)
+from vhpc.report import comparison_rows, env_header
 from vhpc.report import figures
 
 __all__ = ["write_html", "render_html", "inline_svg"]
@@ -87,38 +79,16 @@ def _jsonish(v: Any) -> str:
 
 
 def _rows(analysis: Analysis) -> list[dict[str, Any]]:
-    base, others = analysis.baseline, analysis.others()
-    multi = len(others) > 1
-    rows = []
-    for bench, params, metric in analysis.keys():
-        sums = [analysis.summary(bench, params, metric, e) for e in [base, *others]]
-        s0 = next((s for s in sums if s is not None), None)
-        unit = s0.unit if s0 else ""
-        hib = s0.higher_is_better if s0 else False
-        row: dict[str, Any] = {
-            "bench": params_label(bench, params),
-            "metric": f"{metric} [{unit}] {direction_mark(hib)}",
-            "base": fmt_mean_ci(sums[0]),
-            "means": [fmt_mean_ci(s) for s in sums[1:]],
-            "ratios": [],
-            "overheads": [],
-            "ps": [],
-            "verdicts": [],
-        }
-        for env, s in zip(others, sums[1:]):
-            c = analysis.comparison(bench, params, metric, env)
-            if c is None and s is None:
-                continue
-            prefix = f"{env}: " if multi else ""
-            row["ratios"].append(prefix + fmt_ratio(c))
-            row["overheads"].append(prefix + fmt_overhead(c))
-            row["ps"].append(prefix + fmt_p(c))
-            if c is None:
-                row["verdicts"].append((prefix + "no baseline", "v-insufficient"))
-            else:
-                row["verdicts"].append((prefix + c.verdict, _VERDICT_CLASS.get(c.verdict, "")))
-        rows.append(row)
-    return rows
+    """Summary-table rows (:func:`vhpc.report.comparison_rows`) with the verdict's CSS class
+    and the interval method's full name."""
+    out = []
+    for r in comparison_rows(analysis):
+        d = dict(r.__dict__)
+        d["verdict_text"] = r.verdict if r.verdict is not None else ("no baseline" if r.environment else "")
+        d["verdict_class"] = _VERDICT_CLASS.get(r.verdict, "v-insufficient")
+        d["method_name"] = stats.METHODS.get(r.method, "")
+        out.append(d)
+    return out
 
 
 def _fingerprints(analysis: Analysis) -> tuple[list[dict[str, Any]], list[tuple[str, list[str], bool]]]:
@@ -170,7 +140,6 @@ def render_html(
     if isinstance(command, (list, tuple)):
         command = " ".join(str(c) for c in command)
     extra = [(k, _jsonish(v)) for k, v in camp.items() if v is not None]
-    others = analysis.others()
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_load_template),
         autoescape=True,
@@ -192,9 +161,6 @@ def render_html(
         base_header=env_header(analysis, analysis.baseline),
         base_emulated=analysis.environments.get(analysis.baseline) is not None
         and analysis.environments[analysis.baseline].emulated,
-        other_headers=[
-            {"label": env_header(analysis, e), "emulated": analysis.environments[e].emulated} for e in others
-        ],
         relative_figure=relative,
         cold_warm_figure=cold_warm,
         distribution_figures=dists,

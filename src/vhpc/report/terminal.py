@@ -8,16 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
-from vhpc.report import (
-    TCG_MARK,
-    direction_mark,
-    env_header,
-    fmt_mean_ci,
-    fmt_overhead,
-    fmt_p,
-    fmt_ratio,
-    params_label,
-)
+from vhpc.report import TCG_MARK, comparison_rows, env_header
 
 __all__ = ["render_table", "VERDICT_STYLE"]
 
@@ -30,84 +21,56 @@ VERDICT_STYLE = {
 }
 
 
-def _stack(lines: list[Text | str]) -> Text:
-    out = Text()
-    for i, line in enumerate(lines):
-        if i:
-            out.append("\n")
-        out.append(line if isinstance(line, Text) else Text(line))
-    return out
+def _caption(analysis: Analysis) -> str:
+    base, conf = analysis.baseline, f"{analysis.confidence * 100:g} %"
+    return (f"mean ± {conf} CI half-width; ratio = env/{base} with {conf} CI (Fieller; \"(log)\":"
+            " delta method on the log ratio, \"(BCa)\": bootstrap, where Fieller's interval would"
+            " reach ≤ 0 for positive quantities); overhead > 0: environment worse in the metric's"
+            f" direction; p: Welch t-test, Holm-adjusted; α = {analysis.alpha:g}; a verdict needs"
+            " p < α and the interval to exclude 1")
 
 
 def render_table(analysis: Analysis, console: Console | None = None, title: str | None = None) -> Table:
     """Print the comparison table and the findings to ``console``; return the rich Table.
 
-    One row per (benchmark, params, metric).  Columns: benchmark, metric [unit] with ↑/↓
-    (higher/lower is better), the baseline's mean ± half-width of its confidence interval,
-    each other environment's mean ± half-width, then ratio [CI], overhead %, Holm-adjusted p
-    and verdict.  With several non-baseline environments the last four columns hold one line
-    per environment, prefixed with its name, in column order.  Emulated (TCG) environments are
-    marked "(TCG emulation)" in their header and explained in a footnote.  Then the findings.
+    One row per (benchmark, params, metric, non-baseline environment)
+    (:func:`vhpc.report.comparison_rows`), so many environments never stack in one cell.
+    Columns: benchmark, metric [unit] with ↑/↓ (higher/lower is better), the baseline's mean ±
+    half-width of its confidence interval, the environment (marked "(TCG emulation)" in red when
+    emulated), its mean ± half-width, ratio [CI] (tagged "(log)"/"(BCa)" when not Fieller's),
+    overhead %, Holm-adjusted p and verdict.  Benchmark, metric and baseline cells are printed
+    once per metric, with a line between metrics when there are several environments.  Then a
+    TCG footnote and the findings, one line per kind.
 
     console: a rich Console (default: a new one on stdout); title: table title (default
     "Overhead relative to <baseline>").  Raises nothing for an empty analysis (prints a note).
     """
     console = console or Console()
     base = analysis.baseline
-    others = analysis.others()
-    conf = f"{analysis.confidence * 100:g} %"
-    table = Table(
-        title=escape(title or f"Overhead relative to {env_header(analysis, base)}"),
-        caption=escape(
-            f"mean ± {conf} CI half-width; ratio = env/{base} with {conf} Fieller CI; overhead > 0:"
-            f" environment worse in the metric's direction; p: Welch t-test, Holm-adjusted;"
-            f" α = {analysis.alpha:g}"
-        ),
-        show_lines=len(others) > 1,
-    )
+    multi = len(analysis.others()) > 1
+    table = Table(title=escape(title or f"Overhead relative to {env_header(analysis, base)}"),
+                  caption=escape(_caption(analysis)))
     table.add_column("benchmark", style="bold")
     table.add_column("metric [unit]")
     table.add_column(Text(env_header(analysis, base) + " (baseline)"), justify="right")
-    for env in others:
-        style = "red" if analysis.environments[env].emulated else None
-        table.add_column(Text(env_header(analysis, env)), justify="right", header_style=style)
-    multi = len(others) > 1
+    table.add_column("environment")
+    table.add_column("mean", justify="right")
     table.add_column("ratio [CI]", justify="right")
     table.add_column("overhead", justify="right")
     table.add_column("p (Holm)", justify="right")
     table.add_column("verdict")
-
-    for bench, params, metric in analysis.keys():
-        sb = analysis.summary(bench, params, metric, base)
-        any_s = sb or next(
-            (analysis.summary(bench, params, metric, e) for e in others if analysis.summary(bench, params, metric, e)),
-            None,
-        )
-        unit = any_s.unit if any_s else ""
-        hib = any_s.higher_is_better if any_s else False
+    rows = comparison_rows(analysis)
+    for i, r in enumerate(rows):
         # Text, not str: "[unit]" and "bench[params]" must not be read as rich markup
-        cells: list = [
-            Text(params_label(bench, params)),
-            Text(f"{metric} [{unit}] {direction_mark(hib)}"),
-            Text(fmt_mean_ci(sb)),
-        ]
-        for env in others:
-            cells.append(Text(fmt_mean_ci(analysis.summary(bench, params, metric, env))))
-        ratios, overheads, ps, verdicts = [], [], [], []
-        for env in others:
-            c = analysis.comparison(bench, params, metric, env)
-            if c is None and analysis.summary(bench, params, metric, env) is None:
-                continue
-            prefix = f"{env}: " if multi else ""
-            ratios.append(prefix + fmt_ratio(c))
-            overheads.append(prefix + fmt_overhead(c))
-            ps.append(prefix + fmt_p(c))
-            if c is None:
-                verdicts.append(Text(prefix + "no baseline", style="dim"))
-            else:
-                verdicts.append(Text(prefix + c.verdict, style=VERDICT_STYLE.get(c.verdict, "")))
-        cells += [_stack(ratios), _stack(overheads), _stack(ps), _stack(verdicts)]
-        table.add_row(*cells)
+        head = [Text(r.bench), Text(r.metric), Text(r.base)] if r.first else [Text("")] * 3
+        if r.verdict is None:
+            verdict = Text("no baseline" if r.environment else "", style="dim")
+        else:
+            verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, ""))
+        last = i + 1 == len(rows) or rows[i + 1].first
+        table.add_row(*head, Text(r.env_label, style="red" if r.emulated else ""), Text(r.mean),
+                      Text(r.ratio), Text(r.overhead), Text(r.p), verdict,
+                      end_section=multi and last)
 
     if not analysis.keys():
         console.print("[yellow]no observations to analyse[/yellow]")

@@ -1,0 +1,159 @@
+"""vhpc.stats against scipy and hand-computed references; honest ratio intervals end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from vhpc import stats
+from vhpc.analysis import FASTER, NO_DIFFERENCE, SLOWER, analyse
+from vhpc.model import EnvInfo, Observation
+from vhpc.report import fmt_ratio
+from vhpc.report.export import write_csv, write_json
+
+ENVS = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm")}
+
+# skewed positive samples like the demo's randomaccess GUP/s (one fast trial among slow ones)
+# and noise max_detour (one huge detour), for which Fieller gave [-0.083, 0.259] and
+# [-1.909, 21.162]
+RA_NATIVE = [0.0112, 0.0109, 0.0114, 0.0110, 0.0111]
+RA_VM = [0.00031, 0.00029, 0.00450, 0.00030, 0.00032]
+ND_NATIVE = [11.0, 12.5, 10.2, 11.8, 9.9]
+ND_VM = [21.0, 310.0, 38.0, 26.0, 58.0]
+
+
+def obs(env, values, metric="m", hib=False, bench="b"):
+    return [Observation(env, bench, "", metric, "u", hib, float(v), True, False, i)
+            for i, v in enumerate(values)]
+
+
+def test_student_t_ci_and_precision_match_scipy():
+    x = [10.1, 9.8, 10.4, 10.0, 9.9]
+    lo, hi = stats.student_t_ci(statistics.fmean(x), statistics.stdev(x), 5, 0.9)
+    ref = sps.t.interval(0.9, 4, loc=np.mean(x), scale=sps.sem(x))
+    assert (lo, hi) == (pytest.approx(ref[0]), pytest.approx(ref[1]))
+    rel = stats.relative_halfwidth(x)
+    assert rel == pytest.approx(sps.t.ppf(0.975, 4) * statistics.stdev(x) / math.sqrt(5) / 10.04)
+    assert stats.relative_halfwidth([3.0]) is None and stats.relative_halfwidth([-1, 1]) is None
+    assert stats.imprecise_keys({"a": x, "b": [1.0], "c": [5.0, 5.0]}, 0.02) == ["a", "b"]
+
+
+def test_log_ratio_interval_by_hand():
+    a, b = ND_VM, ND_NATIVE
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    ua = statistics.variance(a) / (len(a) * ma * ma)
+    ub = statistics.variance(b) / (len(b) * mb * mb)
+    df = (ua + ub) ** 2 / (ua**2 / 4 + ub**2 / 4)
+    half = sps.t.ppf(0.975, df) * math.sqrt(ua + ub)
+    lo, hi, df_ = stats.log_ratio_interval(ma, statistics.variance(a), 5, mb, statistics.variance(b), 5)
+    assert df_ == pytest.approx(df)
+    assert lo == pytest.approx(ma / mb / math.exp(half)) and hi == pytest.approx(ma / mb * math.exp(half))
+    # symmetric on the log scale around the ratio of means
+    assert math.log(hi) - math.log(ma / mb) == pytest.approx(math.log(ma / mb) - math.log(lo))
+    with pytest.raises(ValueError):
+        stats.log_ratio_interval(-1.0, 1.0, 5, 1.0, 1.0, 5)
+
+
+def test_bca_matches_scipy_bootstrap():
+    rng = np.random.default_rng(5)
+    a, b = rng.lognormal(1.0, 0.8, 30), rng.lognormal(0.8, 0.3, 25)
+    lo, hi = stats.bca_ratio_interval(a, b, 0.95)
+    ref = sps.bootstrap((a, b), lambda x, y, axis=-1: x.mean(axis) / y.mean(axis),
+                        vectorized=True, method="BCa", n_resamples=9999,
+                        rng=np.random.default_rng(stats.BCA_SEED)).confidence_interval
+    assert (lo, hi) == (pytest.approx(ref.low), pytest.approx(ref.high))
+    # skewed and large enough: the chooser takes BCa when Fieller is not usable
+    assert stats.is_skewed(a) and not stats.is_skewed([1.0, 2.0, 3.0, 4.0])
+
+
+@pytest.mark.parametrize("vm,native", [(RA_VM, RA_NATIVE), (ND_VM, ND_NATIVE)])
+def test_skewed_positive_ratio_interval_stays_positive(vm, native):
+    ma, mb = statistics.fmean(vm), statistics.fmean(native)
+    f_lo, _, _ = stats.fieller_interval(ma, statistics.variance(vm), 5, mb, statistics.variance(native), 5)
+    assert f_lo < 0  # the case of the issue: Fieller's bound is negative
+    ri = stats.ratio_interval(vm, native)
+    assert ri.method == stats.LOG_DELTA and 0 < ri.low < ma / mb < ri.high
+
+
+def test_fieller_kept_where_valid_and_unbounded_otherwise():
+    x, y = [11.0, 11.1, 10.9, 11.05], [10.0, 10.1, 9.9, 10.05]
+    ri = stats.ratio_interval(x, y)
+    assert ri.method == stats.FIELLER and ri.low > 1.0 and ri.side == 1
+    # baseline with values around 0 (not a positive quantity): Fieller's set is unbounded
+    ri = stats.ratio_interval([5.0, 5.5, 4.5], [-1.0, 0.5, 2.0])
+    assert ri.method == stats.FIELLER and ri.unbounded and ri.low is None
+    a = analyse(obs("vm", [5.0, 5.5, 4.5]) + obs("native", [-1.0, 0.5, 2.0]), ENVS, "native")
+    c = a.comparisons[0]
+    assert fmt_ratio(c).endswith("[unbounded]") and c.ratio_ci_method == "fieller"
+    # an unbounded set never supports "slower"/"faster" unless it excludes 1
+    assert c.verdict in (NO_DIFFERENCE,) or not stats.fieller_contains(
+        1.0, 5.0, 0.25, 3, 0.5, 2.25, 3)
+
+
+def test_no_exported_ratio_interval_has_a_negative_bound(tmp_path):
+    data = (obs("native", RA_NATIVE, "gups", hib=True, bench="randomaccess")
+            + obs("vm", RA_VM, "gups", hib=True, bench="randomaccess")
+            + obs("native", ND_NATIVE, "max_detour", bench="noise")
+            + obs("vm", ND_VM, "max_detour", bench="noise"))
+    a = analyse(data, ENVS, "native")
+    write_json(a, data, tmp_path / "r.json")
+    write_csv(a, data, tmp_path / "s.csv", tmp_path / "c.csv")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    with (tmp_path / "c.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(doc["comparisons"]) == len(rows) == 2
+    for d, r in zip(doc["comparisons"], rows):
+        assert d["ratio_ci"][0] > 0 and float(r["ratio_ci_low"]) > 0
+        assert d["ratio_ci_method"] == r["ratio_ci_method"] == "log-delta"
+        assert d["ratio_ci"][0] < d["ratio"] < d["ratio_ci"][1]
+
+
+def test_verdict_never_contradicts_the_interval():
+    rng = np.random.default_rng(11)
+    seen = set()
+    for k in range(300):
+        n, m = rng.integers(2, 9, 2)
+        shape = rng.choice(["normal", "lognormal"])
+        shift = rng.choice([1.0, 1.03, 1.3, 3.0])
+        if shape == "normal":
+            y = rng.normal(10, rng.uniform(0.1, 6), m)
+            x = rng.normal(10 * shift, rng.uniform(0.1, 6), n)
+        else:
+            y = rng.lognormal(0, rng.uniform(0.1, 2), m)
+            x = shift * rng.lognormal(0, rng.uniform(0.1, 2), n)
+        hib = bool(k % 2)
+        a = analyse(obs("vm", x, hib=hib) + obs("native", y, hib=hib), ENVS, "native")
+        c = a.comparisons[0]
+        lo, hi = c.ratio_ci
+        seen.add((c.verdict, c.ratio_ci_method))
+        if (x > 0).all() and (y > 0).all() and lo is not None:
+            assert lo > 0
+        if c.verdict in (SLOWER, FASTER):
+            assert lo is not None and not lo <= 1.0 <= hi
+            above = lo > 1.0
+            assert (c.verdict == SLOWER) == (above != hib)
+        elif lo is not None and not lo <= 1.0 <= hi:
+            assert c.verdict == NO_DIFFERENCE and c.note
+    verdicts = {v for v, _ in seen}
+    assert {SLOWER, FASTER, NO_DIFFERENCE} <= verdicts
+    assert {"fieller", "log-delta"} <= {m for _, m in seen}
+
+
+def test_figure_error_bars_follow_the_interval_and_stay_above_zero():
+    from vhpc.report.figures import ratio_error_bar, relative_bars
+
+    data = (obs("native", RA_NATIVE, "gups", hib=True) + obs("vm", RA_VM, "gups", hib=True))
+    c = analyse(data, ENVS, "native").comparisons[0]
+    below, above = ratio_error_bar(c.ratio, c.ratio_ci)
+    assert (c.ratio - below, c.ratio + above) == (pytest.approx(c.ratio_ci[0]), pytest.approx(c.ratio_ci[1]))
+    assert c.ratio - below > 0
+    # an interval from Fieller with a negative bound (not a positive quantity) is cut at 0
+    assert ratio_error_bar(0.5, (-0.2, 0.9)) == (0.5, pytest.approx(0.4))
+    assert ratio_error_bar(2.0, (None, None)) == (0.0, 0.0)
+    assert "<svg" in relative_bars(analyse(data, ENVS, "native"))
