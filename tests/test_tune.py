@@ -65,6 +65,24 @@ def test_symmetric_nodes_collapse_and_asymmetric_ones_do_not():
     assert c0 is not c1
 
 
+def test_signature_equal_exactly_up_to_a_symmetry_of_the_topology():
+    def sig(topo, pol, vcpus=4):
+        return cm.signature(topo, placement.place(topo, placement.PlacementRequest(
+            vcpus=vcpus, memory_mib=1024, policy=pol, guest_numa="mirror")))
+
+    four = topology.load(FOUR)  # every pair of sockets is alike
+    from itertools import permutations
+    assert len({sig(four, f"nodes:{a},{b}") for a, b in permutations(range(4), 2)}) == 1
+    # 3 + 1 vCPUs over two nodes is not 2 + 2
+    assert sig(four, "map:0-2=0-2,3=4") != sig(four, "nodes:0,1")
+    # two packages of two nodes each, SLIT 12 inside a package and 32 across (the hwloc file's
+    # distance matrix): two nodes of one package are alike in either package, not across
+    amd = topology.load(str(DATA / "amd-nodes-per-package.xml"))
+    assert sig(amd, "nodes:0,1") == sig(amd, "nodes:2,3")
+    assert sig(amd, "nodes:0,2") == sig(amd, "nodes:1,3")
+    assert sig(amd, "nodes:0,1") != sig(amd, "nodes:0,2")
+
+
 def test_2m_backing_only_when_asked_or_free_pages_exist():
     topo = topology.load("pack:1 numa:1 core:2 pu:1")
     def backings(offer):
