@@ -17,8 +17,9 @@ Generation (pure: the topology and host facts come in as data):
 Collapsing equivalent candidates (:func:`signature`): two placements are treated as the same
 when one becomes the other by renaming host NUMA nodes, packages, L3 domains and cores, and the
 renaming preserves what can matter to a guest: for every vCPU (in guest order) its host node,
-package, L3 domain and core and how many PUs it may run on; for every guest node its vCPUs,
-memory size, memory policy and host nodes; the distance sub-matrix among the used nodes; and
+package, L3 domain and core and how many PUs it may run on; for every guest node (guest nodes
+taken in order of their first vCPU, so their numbering does not count) its vCPUs, memory size,
+memory policy and host nodes; the distance sub-matrix among the used nodes; and
 the PU count and memory size of each used node.  Names are assigned in order of first use, so
 the signature is the canonical form of the placement under those renamings (e.g. on a
 4-socket host ``confine:0``..``confine:3`` and ``span:1`` are one candidate; ``compact`` and
@@ -147,13 +148,12 @@ def signature(topo: Topology, p: placement.Placement) -> tuple:
                          tuple(sorted({name("pkg", u.package) for u in pus}, key=str)),
                          tuple(sorted({name("l3", (u.package, u.l3)) for u in pus}, key=str)),
                          tuple(sorted({name("core", u.core) for u in pus}, key=str))))
-    guest = tuple((g.vcpus, g.memory_mib, g.policy, tuple(name("node", n) for n in g.host_nodes))
-                  for g in p.guest_nodes)
-    used = sorted((k[1], v) for k, v in names.items() if k[0] == "node")
-    nodes = tuple((v, len(topo.node(n).pus), topo.node(n).memory_bytes) for n, v in
-                  sorted(used, key=lambda x: x[1]))
-    dist = tuple(tuple(topo.distance(a, b) for b, _ in used) for a, _ in
-                 sorted(used, key=lambda x: x[1])) if len(used) > 1 else ()
+    guest = tuple(sorted((g.vcpus, g.memory_mib, g.policy,
+                          tuple(sorted(name("node", n) for n in g.host_nodes)))
+                         for g in p.guest_nodes))
+    used = [n for (kind, n), _ in sorted(names.items(), key=lambda kv: kv[1]) if kind == "node"]
+    nodes = tuple((len(topo.node(n).pus), topo.node(n).memory_bytes) for n in used)
+    dist = tuple(tuple(topo.distance(a, b) for b in used) for a in used) if len(used) > 1 else ()
     return (p.pinned, p.backing, p.vcpus, p.memory_mib, tuple(per_vcpu), guest, nodes, dist)
 
 
