@@ -107,3 +107,16 @@ def test_eliminated_candidates_are_left_out_of_the_next_round():
     planned = [Obs(e, 5, 0) for e in ("native", "a", "b", "c")]
     trials, _ = next_round(st, planned, used=0, s=Settings(candidates=s.candidates, budget=100))
     assert "b" not in [t.environment for t in trials] and "native" in [t.environment for t in trials]
+
+
+def test_per_benchmark_ratios_split_the_combined_cost():
+    from vhpc.tune.race import per_benchmark
+
+    obs = []
+    for r in (1, 2, 3):
+        obs += [Obs("native", r, 1.0, benchmark="x"), Obs("c", r, 2.0, benchmark="x"),
+                Obs("native", r, 1.0, benchmark="y"), Obs("c", r, 1.0, benchmark="y")]
+    per = per_benchmark(obs, "native", "c")
+    assert per["x"][0] == pytest.approx(2.0) and per["y"][0] == pytest.approx(1.0)
+    combined = costs(obs, "native")["c"]
+    assert all(v == pytest.approx(0.3466, abs=1e-3) for v in combined.values())  # ln(2)/2: sqrt(2)

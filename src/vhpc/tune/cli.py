@@ -248,11 +248,17 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
     rec = output.recommend(d, st, intensity)
     emulated = _emulated(store, cid)
     table = Table(title=f"vhpc tune {cid}: {st.reason}")
-    for col in ("candidate", "ratio to native [95 % CI]", "status"):
+    obs = store.observations(cid)
+    per = {e: race.per_benchmark(obs, d.settings.baseline, e) for e in d.settings.candidates}
+    benches = sorted({b for v in per.values() for b in v})
+    benches = benches if len(benches) > 1 else []  # one benchmark: the combined column says it
+    for col in ("candidate", *benches, "ratio to native [95 % CI]", "status"):
         table.add_column(col)
     for e in race.order_by_prior(d.settings.candidates, lambda e: d.candidate(e).local, intensity):
         x = st.standings[e]
-        table.add_row(d.candidate(e).name, output._ratio(x), output.status_text(x))
+        cells = [output.ratio_text(*per[e].get(b, (None, None))) for b in benches]
+        table.add_row(d.candidate(e).name, *cells, output.ratio_text(x.ratio, x.ci),
+                      output.status_text(x))
     con.print(table)
     if emulated:
         con.print(output.EMULATED, style="yellow", highlight=False, markup=False)
@@ -269,6 +275,9 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
         con.print("No recommendation: no candidate produced valid results (see vhpc report "
                   f"{cid} --out {out})", highlight=False, markup=False)
     data = output.to_json(d, st, rec, prior_text, cid, emulated)
+    for row in data["candidates"]:
+        row["per_benchmark"] = {b: {"ratio": r, "ci": list(c) if c else None}
+                                for b, (r, c) in per[row["environment"]].items()}
     for path in filter(None, [folder / "tune-result.json", json_path]):
         Path(path).write_text(json.dumps(data, indent=1))
     page = output.write_html(folder / "tune.html",

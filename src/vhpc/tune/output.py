@@ -24,7 +24,7 @@ from vhpc.tune.candidates import Candidate
 from vhpc.tune.race import CONTENDER, ELIMINATED, EQUIVALENT, FAILED, LEADER, RaceState, order_by_prior
 from vhpc.tune.run import Definition
 
-__all__ = ["Recommendation", "recommend", "shape", "flavor_specs", "qemu_args", "libvirt_xml",
+__all__ = ["Recommendation", "recommend", "shape", "ratio_text", "flavor_specs", "qemu_args", "libvirt_xml",
            "status_text", "to_json", "html_section", "race_figure", "candidate_lines"]
 
 
@@ -111,11 +111,15 @@ def status_text(x) -> str:
     return x.status
 
 
-def _ratio(x) -> str:
-    if x.ratio is None:
+def ratio_text(ratio: float | None, ci: tuple[float, float] | None) -> str:
+    """``1.234 [1.100, 1.380]`` (``–`` when unmeasured)."""
+    if ratio is None:
         return "–"
-    ci = f" [{x.ci[0]:.3f}, {x.ci[1]:.3f}]" if x.ci else ""
-    return f"{x.ratio:.3f}{ci}"
+    return f"{ratio:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def _ratio(x) -> str:
+    return ratio_text(x.ratio, x.ci)
 
 
 def shape(p: placement.Placement, topo=None) -> str:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from vhpc import stats
 
 __all__ = ["Settings", "Standing", "RoundRecord", "RaceState", "costs", "decide", "replay",
+           "ratio_ci", "per_benchmark", "next_round", "order_by_prior",
            "LEADER", "ELIMINATED", "EQUIVALENT", "CONTENDER", "FAILED"]
 
 LEADER, ELIMINATED, EQUIVALENT, CONTENDER, FAILED = ("leader", "eliminated", "equivalent",
@@ -135,6 +136,30 @@ def costs(observations: Iterable, baseline: str) -> dict[str, dict[int, float]]:
     return {env: {r: stats.mean(x) for r, x in per.items()} for env, per in logs.items()}
 
 
+def ratio_ci(x: Sequence[float], confidence: float = 0.95
+             ) -> tuple[float | None, tuple[float, float] | None]:
+    """Geometric-mean ratio exp(mean) of log costs ``x`` and its Student-t interval (exp of
+    :func:`vhpc.stats.describe`'s CI of the mean); (None, None) for no values, no CI for one."""
+    d = stats.describe(x, confidence)
+    if not d.n:
+        return None, None
+    return math.exp(d.mean), ((math.exp(d.ci_low), math.exp(d.ci_high))
+                              if d.ci_low is not None else None)
+
+
+def per_benchmark(observations: Iterable, baseline: str, env: str
+                  ) -> dict[str, tuple[float | None, tuple[float, float] | None]]:
+    """Per benchmark (``name[params]``): :func:`ratio_ci` of ``env``'s per-round costs on that
+    benchmark alone (the race itself uses all benchmarks combined)."""
+    obs = list(observations)
+    keys = sorted({(o.benchmark, o.params) for o in obs})
+    out = {}
+    for b, p in keys:
+        per = costs([o for o in obs if (o.benchmark, o.params) == (b, p)], baseline).get(env, {})
+        out[f"{b}[{p}]" if p else b] = ratio_ci([per[r] for r in sorted(per)])
+    return out
+
+
 def _summary(x: Sequence[float]) -> tuple[float, float, int]:
     d = stats.describe(x)
     return d.mean, (d.stdev or 0.0) ** 2, d.n
@@ -155,10 +180,8 @@ def _tost(c: Sequence[float], lead: Sequence[float], margin: float) -> float | N
 
 
 def _standing(env: str, x: Sequence[float], status: str, **kw) -> Standing:
-    d = stats.describe(x)
-    ratio = math.exp(d.mean) if d.n else None
-    ci = (math.exp(d.ci_low), math.exp(d.ci_high)) if d.ci_low is not None else None
-    return Standing(env, d.n, ratio, ci, status, **kw)
+    ratio, ci = ratio_ci(x)
+    return Standing(env, len(x), ratio, ci, status, **kw)
 
 
 def decide(data: Mapping[str, Sequence[float]], previous: Mapping[str, Standing],
