@@ -228,7 +228,7 @@ def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
         r = env.run(["nproc"], timeout=60)
         assert r.ok, r.error or r.stderr
         assert r.stdout.strip() == "1"
-        name = r.applied["domain"]
+        name = r.applied.domain
         assert name in vhpc_domains(no_domain_left)
         env.pause()
         state = subprocess.run(["virsh", "-c", no_domain_left, "domstate", name],
@@ -237,14 +237,14 @@ def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
         env.resume()
         assert env.run(["true"], timeout=60).ok
     a = r.applied
-    assert a["backend"] == "libvirt" and a["mismatches"] == []
+    assert a.backend == "libvirt" and a.mismatches == []
     # libvirt and the host agree with the request
-    assert a["libvirt"]["vcpupin"] == {0: [host[0]]}
-    assert [v["allowed"] for v in a["vcpus"]] == [[host[0]]]
+    assert a.libvirt["vcpupin"] == {0: [host[0]]}
+    assert [v.allowed for v in a.vcpus] == [[host[0]]]
     if len(host) > 1:
-        assert a["libvirt"]["emulatorpin"] == host[1:]
-    assert a["libvirt"]["numatune"]["mode"] == "strict"
-    assert a["libvirt"]["dommemstat"]["actual"] == 512 * 1024
+        assert a.libvirt["emulatorpin"] == host[1:]
+    assert a.libvirt["numatune"]["mode"] == "strict"
+    assert a.libvirt["dommemstat"]["actual"] == 512 * 1024
     fp = env.fingerprint()
     assert fp["backend"] == "libvirt" and "<vcpupin" in fp["domain_xml_submitted"]
 
@@ -259,8 +259,8 @@ def test_user_domain_xml_runs_a_trial(no_domain_left):
         r = env.run(["nproc"], timeout=60)
     assert r.ok, r.error or r.stderr
     assert r.stdout.strip() == "2"
-    assert r.applied["libvirt"]["vcpupin"] == {0: [1], 1: [0]}
-    assert r.applied["mismatches"] == []
+    assert r.applied.libvirt["vcpupin"] == {0: [1], 1: [0]}
+    assert r.applied.mismatches == []
     fp = env.fingerprint()
     assert fp["domain_xml_given"] == EXAMPLE.read_text()
     assert "my-hpc-guest" in " ".join(fp["domain_changes"])
@@ -346,5 +346,5 @@ def test_guest_numa_cells_reach_the_guest(no_domain_left):
     with env:
         r = env.run(["true"], timeout=60)
     assert r.ok, r.error
-    assert [(n["node"], n["cpus"]) for n in r.applied["guest_numa"]] == [(0, "0"), (1, "1")]
-    assert r.applied["mismatches"] == []
+    assert [(n["node"], n["cpus"]) for n in r.applied.model_dump()["guest_numa"]] == [(0, "0"), (1, "1")]
+    assert r.applied.mismatches == []

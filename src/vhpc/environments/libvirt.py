@@ -33,6 +33,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from vhpc import records
 from vhpc.environments import guestimage
 from vhpc.environments import libvirt_xml as lx
 from vhpc.environments.base import EnvError
@@ -476,20 +477,22 @@ class LibvirtEnvironment(VmEnvironment):
                       if self.user_dom.find("os/type") is not None else "?")
         return fp
 
-    def applied(self) -> dict[str, Any]:
+    def applied(self) -> records.AppliedPlacement | None:
         """The ``vm`` read-back (host side) plus ``libvirt`` (libvirt's read-back) and
         ``domain``; ``mismatches`` compares both with the domain XML's request."""
         if self.guest is None:
-            return {}
-        out = super().applied()
+            return None
+        base = super().applied()
         lv = self.guest.libvirt_readback()
         req = lx.requested(ET.fromstring(self.guest.xml))
+        out = base.model_dump()
         out.update(backend="libvirt", domain=self.guest.name, libvirt=lv, requested=req,
                    mismatches=readback_mismatches(req, lv, out["vcpus"], out["memory"],
                                                   self.guest_numa))
         if isinstance(lv.get("emulatorpin"), list):  # where libvirt lets QEMU's other threads run
             out["emulator_cpus"] = lv["emulatorpin"]
-        return out
+        return records.AppliedPlacement(**out)
+
 
 def make_libvirt_environment(name: str, options: dict[str, Any],
                              text: dict[str, Any]) -> LibvirtEnvironment:
