@@ -260,6 +260,10 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
         table.add_row(d.candidate(e).name, *cells, output.ratio_text(x.ratio, x.ci),
                       output.status_text(x))
     con.print(table)
+    con.print(f"ratio: geometric mean over rounds of candidate/native (same round), 95 % CI; "
+              f"eliminated: Welch t-test on the per-round log ratios vs the leader, Holm-adjusted "
+              f"p < {d.settings.alpha:g}; equivalent: TOST within ±{d.settings.tolerance:.1%}",
+              highlight=False, markup=False)
     if emulated:
         con.print(output.EMULATED, style="yellow", highlight=False, markup=False)
     con.print(prior_text, highlight=False, markup=False)
