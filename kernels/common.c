@@ -1,7 +1,9 @@
 /* common.c - implementation of the helpers declared in common.h. */
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -167,4 +169,132 @@ double vhpc_median(double *v, size_t n)
         return 0.0;
     qsort(v, n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Append CPU list "a-b,c" of set to buf (size len). */
+static void cpulist(const cpu_set_t *set, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, set))
+            continue;
+        int last = cpu;
+        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set))
+            last++;
+        int n = last > cpu ? snprintf(buf + used, len - used, "%s%d-%d", used ? "," : "", cpu, last)
+                           : snprintf(buf + used, len - used, "%s%d", used ? "," : "", cpu);
+        if (n < 0 || (size_t)n >= len - used)
+            return;
+        used += (size_t)n;
+        cpu = last;
+    }
+}
+
+void vhpc_report_placement(int rank)
+{
+    cpu_set_t all, one;
+    CPU_ZERO(&all);
+    int tasks = 0;
+    DIR *dir = opendir("/proc/self/task");
+    struct dirent *de;
+    while (dir && (de = readdir(dir)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        pid_t tid = (pid_t)atoi(de->d_name);
+        if (sched_getaffinity(tid, sizeof one, &one) == 0) {
+            CPU_OR(&all, &all, &one);
+            tasks++;
+        }
+    }
+    if (dir)
+        closedir(dir);
+    if (tasks == 0 && sched_getaffinity(0, sizeof all, &all) == 0)
+        tasks = 1;
+    char host[256] = "unknown", list[1024];
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    for (char *h = host; *h; h++)
+        if (*h == ' ' || *h == '=')
+            *h = '_';
+    cpulist(&all, list, sizeof list);
+    printf("VHPC-RANK rank=%d host=%s cpu=%d cpus=%s tasks=%d\n", rank, host, sched_getcpu(),
+           list[0] ? list : "none", tasks);
+    fflush(stdout);
+}
+
+/* First line of a small sysfs/procfs file into buf; 0 on success. */
+static int read_line(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int ok = fgets(buf, (int)len, f) != NULL;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+long vhpc_llc_bytes(void)
+{
+    long best_level = 0, best_size = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[128], buf[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if (read_line(path, buf, sizeof buf) != 0)
+            continue;
+        if (strncmp(buf, "Data", 4) != 0 && strncmp(buf, "Unified", 7) != 0)
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        if (read_line(path, buf, sizeof buf) != 0)
+            continue;
+        long level = atol(buf);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (read_line(path, buf, sizeof buf) != 0)
+            continue;
+        char *end;
+        long size = strtol(buf, &end, 10);
+        if (*end == 'K')
+            size *= 1024L;
+        else if (*end == 'M')
+            size *= 1024L * 1024L;
+        else if (*end == 'G')
+            size *= 1024L * 1024L * 1024L;
+        if (level > best_level || (level == best_level && size > best_size)) {
+            best_level = level;
+            best_size = size;
+        }
+    }
+    return best_size;
+}
+
+long vhpc_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib * 1024L;
+}
+
+unsigned char vhpc_msg_pattern(int src, size_t i)
+{
+    return (unsigned char)((i * 131u + 17u * (unsigned)(src + 1)) ^ (i >> 9));
+}
+
+void vhpc_msg_fill(unsigned char *buf, size_t n, int src)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = vhpc_msg_pattern(src, i);
+}
+
+int vhpc_msg_check(const unsigned char *buf, size_t n, int src)
+{
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != vhpc_msg_pattern(src, i))
+            return 0;
+    return 1;
 }

@@ -85,4 +85,38 @@ void *vhpc_alloc(size_t bytes);
 /* Median of n doubles (sorts the array in place); 0 if n == 0. */
 double vhpc_median(double *v, size_t n);
 
+/* Size in bytes of the last-level cache as this machine (guest or host) reports it in sysfs:
+ * the largest "level" among /sys/devices/system/cpu/cpu0/cache/index* of type Data or
+ * Unified, its "size" (e.g. "32768K").  0 when sysfs has no cache information.
+ * (sysconf(_SC_LEVEL3_CACHE_SIZE) is not used: glibc derives it from CPUID and reported
+ * 384 MiB on a host whose sysfs says 32 MiB.) */
+long vhpc_llc_bytes(void);
+
+/* MemAvailable from /proc/meminfo in bytes, 0 if unknown. */
+long vhpc_mem_available(void);
+
+/* --- message patterns (vhpc-pingpong, vhpc-osu) ------------------------ */
+
+/* Byte i of a message from source id src: (i*131 + 17*(src+1)) ^ (i >> 9), mod 256, so that
+ * a message from another source, a shifted or a truncated message is detected. */
+unsigned char vhpc_msg_pattern(int src, size_t i);
+/* Fill buf[0..n) with src's pattern. */
+void vhpc_msg_fill(unsigned char *buf, size_t n, int src);
+/* 1 if buf[0..n) holds src's pattern, else 0. */
+int vhpc_msg_check(const unsigned char *buf, size_t n, int src);
+
+/* --- placement read-back ------------------------------------------------ */
+
+/*
+ * Print one line on stdout describing where this process ran:
+ *   VHPC-RANK rank=R host=NAME cpu=C cpus=LIST tasks=T
+ * cpu: the CPU the calling thread last ran on (sched_getcpu(3));
+ * cpus: the union of the affinity masks (sched_getaffinity(2)) of every thread
+ * of the process (/proc/self/task), as a Linux CPU list ("0-3,8"), i.e. the
+ * rank's mask even after OpenMP bound its threads to single places;
+ * tasks: threads counted.  MPI kernels call it from their exit hook, once per
+ * rank, so vhpc can check that ranks did not share CPUs.
+ */
+void vhpc_report_placement(int rank);
+
 #endif /* VHPC_COMMON_H */

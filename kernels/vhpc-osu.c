@@ -77,7 +77,13 @@ static const char usage[] =
     "collectives: avg_<size>, min_<size>, max_<size> (us; barrier: avg, min, max);\n"
     "always: test, ranks, nsizes, valid.\n";
 
-static void finalize_hook(void) { MPI_Finalize(); }
+static void finalize_hook(void)
+{
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    vhpc_report_placement(rank);
+    MPI_Finalize();
+}
 
 static int rank, nranks;
 
@@ -101,26 +107,7 @@ static void res_end(void)
     fflush(stdout);
 }
 
-/* --- data patterns ---------------------------------------------------- */
-
-static unsigned char pattern(int src, size_t i)
-{
-    return (unsigned char)((i * 131u + 17u * (unsigned)(src + 1)) ^ (i >> 9));
-}
-
-static void fill(unsigned char *buf, size_t n, int src)
-{
-    for (size_t i = 0; i < n; i++)
-        buf[i] = pattern(src, i);
-}
-
-static int check(const unsigned char *buf, size_t n, int src)
-{
-    for (size_t i = 0; i < n; i++)
-        if (buf[i] != pattern(src, i))
-            return 0;
-    return 1;
-}
+/* Data patterns: vhpc_msg_fill / vhpc_msg_check (common.c, shared with vhpc-pingpong). */
 
 /* --- options ---------------------------------------------------------- */
 
@@ -193,7 +180,7 @@ static int run_latency(const struct opts *o, unsigned char *sbuf, unsigned char 
         MPI_Barrier(MPI_COMM_WORLD);
         double us = pingpong(sbuf, rbuf, size, iters_for(o, size), warmup_for(o, size), peer,
                              sender, MPI_COMM_WORLD);
-        ok &= check(rbuf, (size_t)size, peer);
+        ok &= vhpc_msg_check(rbuf, (size_t)size, peer);
         double mine = sender ? us : 0.0, sum = 0.0, max = 0.0;
         MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
         MPI_Reduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -261,7 +248,7 @@ static int run_bw(const struct opts *o, int bidir, unsigned char *sbuf, unsigned
             sum_op += longest * 1e6 / ops;
         }
         if (bidir || rank == 1)
-            ok &= check(rbuf, (size_t)size, peer);
+            ok &= vhpc_msg_check(rbuf, (size_t)size, peer);
         bw_avg[k] = sum_bw / (double)o->tests;
         bw_max[k] = max_bw;
         optime[k] = sum_op / (double)o->tests;
@@ -297,13 +284,13 @@ static void coll_prepare(enum test t, unsigned char *sbuf, unsigned char *rbuf, 
         memset(rbuf, 0, (size_t)size);
     } else if (t == T_BCAST) {
         if (rank == 0)
-            fill(sbuf, (size_t)size, 0);
+            vhpc_msg_fill(sbuf, (size_t)size, 0);
         else
             memset(rbuf, 0, (size_t)size);
     } else if (t == T_ALLTOALL) {
         /* block j goes to rank j: pattern of (rank, destination) */
         for (int j = 0; j < nranks; j++)
-            fill(sbuf + (size_t)j * (size_t)size, (size_t)size, rank * nranks + j);
+            vhpc_msg_fill(sbuf + (size_t)j * (size_t)size, (size_t)size, rank * nranks + j);
         memset(rbuf, 0, (size_t)size * (size_t)nranks);
     }
 }
@@ -317,10 +304,10 @@ static int coll_check(enum test t, const unsigned char *rbuf, long size)
             if (f[i] != want)
                 return 0;
     } else if (t == T_BCAST) {
-        return rank == 0 || check(rbuf, (size_t)size, 0);
+        return rank == 0 || vhpc_msg_check(rbuf, (size_t)size, 0);
     } else if (t == T_ALLTOALL) {
         for (int j = 0; j < nranks; j++)
-            if (!check(rbuf + (size_t)j * (size_t)size, (size_t)size, j * nranks + rank))
+            if (!vhpc_msg_check(rbuf + (size_t)j * (size_t)size, (size_t)size, j * nranks + rank))
                 return 0;
     }
     return 1;
@@ -440,7 +427,7 @@ int main(int argc, char **argv)
     unsigned char *sbuf = vhpc_alloc(bufsize);
     unsigned char *rbuf = vhpc_alloc(bufsize);
     if (!coll)
-        fill(sbuf, bufsize, rank);
+        vhpc_msg_fill(sbuf, bufsize, rank);
     double *r1 = calloc((size_t)o.nsizes, sizeof *r1);
     double *r2 = calloc((size_t)o.nsizes, sizeof *r2);
     double *r3 = calloc((size_t)o.nsizes, sizeof *r3);

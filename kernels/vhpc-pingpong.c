@@ -41,26 +41,14 @@ static const char usage[] =
     "Result keys (rank 0): latency_us (one-way, microseconds), bandwidth_MBps (1e6 B/s),\n"
     "lat_size, bw_size, iters, warmup, bw_iters, window, valid.\n";
 
-static void finalize_hook(void) { MPI_Finalize(); }
-
-static unsigned char pattern(int rank, size_t i)
+static void finalize_hook(void)
 {
-    return (unsigned char)((i * 131u + 17u * (unsigned)(rank + 1)) ^ (i >> 9));
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    vhpc_report_placement(rank);
+    MPI_Finalize();
 }
 
-static void fill(unsigned char *buf, size_t n, int rank)
-{
-    for (size_t i = 0; i < n; i++)
-        buf[i] = pattern(rank, i);
-}
-
-static int check(const unsigned char *buf, size_t n, int rank)
-{
-    for (size_t i = 0; i < n; i++)
-        if (buf[i] != pattern(rank, i))
-            return 0;
-    return 1;
-}
 
 int main(int argc, char **argv)
 {
@@ -94,7 +82,7 @@ int main(int argc, char **argv)
     MPI_Request *req = malloc((size_t)window * sizeof *req);
     if (!req)
         vhpc_fatal("cannot allocate %ld MPI requests", window);
-    fill(sbuf, bufsize, rank);
+    vhpc_msg_fill(sbuf, bufsize, rank);
     int ok = 1;
 
     /* --- latency --- */
@@ -113,7 +101,7 @@ int main(int argc, char **argv)
         }
     }
     double lat_us = (vhpc_now() - t0) * 1e6 / (2.0 * (double)iters);
-    ok &= check(rbuf, (size_t)lat_size, peer);
+    ok &= vhpc_msg_check(rbuf, (size_t)lat_size, peer);
 
     /* --- bandwidth --- */
     memset(rbuf, 0, bufsize);
@@ -137,7 +125,7 @@ int main(int argc, char **argv)
     double bw_time = vhpc_now() - t0;
     double bw_mbps = (double)bw_size / 1e6 * (double)bw_iters * (double)window / bw_time;
     if (rank == 1)
-        ok &= check(rbuf, (size_t)bw_size, peer);
+        ok &= vhpc_msg_check(rbuf, (size_t)bw_size, peer);
 
     int all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

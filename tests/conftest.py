@@ -37,3 +37,44 @@ def no_qemu_leak():
     yield
     left = qemu_pids() - before
     assert not left, f"QEMU processes left behind: {left}"
+
+
+def _cluster_up(tmp_factory, tools: dict[str, str], **env) -> dict[str, str]:
+    """Start tests/cluster/up (its real daemons) and return its KEY=VALUE lines; skip when a
+    tool is missing, fail instead under CI=true (``make test`` installs them)."""
+    import os
+    import shutil
+
+    missing = [f"{t} ({pkg})" for t, pkg in tools.items() if shutil.which(t) is None]
+    if missing:
+        msg = "missing: " + ", ".join(missing) + " — apt-get install them (make deps)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    state = tmp_factory.mktemp("cluster")
+    out = subprocess.run([str(ROOT / "tests/cluster/up")], capture_output=True, text=True,
+                         env={**os.environ, "VHPC_CLUSTER_DIR": str(state), **env}, timeout=300)
+    assert out.returncode == 0, f"tests/cluster/up failed: {out.stderr[-2000:]}"
+    return dict(line.split(";")[0].split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """A real OpenSSH server on a loopback port (tests/cluster/up, sshd only): VHPC_SSH_PORT,
+    VHPC_SSH_IDENTITY, VHPC_SSH_CONFIG, VHPC_CLUSTER_DIR.  Stopped with tests/cluster/down."""
+    info = _cluster_up(tmp_path_factory, {"/usr/sbin/sshd": "openssh-server",
+                                          "ssh": "openssh-client"}, VHPC_CLUSTER_SLURM="0")
+    yield info
+    subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A real single-host Slurm cluster with accounting (tests/cluster/up, Slurm only):
+    SLURM_CONF, VHPC_CLUSTER_DIR.  Stopped with tests/cluster/down."""
+    info = _cluster_up(tmp_path_factory, {"slurmctld": "slurm-wlm", "slurmd": "slurm-wlm",
+                                          "munged": "munge", "slurmdbd": "slurmdbd",
+                                          "mariadbd": "mariadb-server", "srun": "slurm-client"},
+                       VHPC_CLUSTER_SSH="0")
+    yield info
+    subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)

@@ -235,11 +235,13 @@ def test_command_mpi() -> None:
     params = bench.resolve({"variant": "MPI", "ranks": 2, "class": "W"})
     argv = bench.command(params, CTX)
     assert argv[0] in ("mpirun", "mpirun.openmpi")  # Debian's suffixed name where it exists
-    assert argv[1:] == ["--allow-run-as-root", "--oversubscribe", "-np", "2",
-                        "/opt/k/vhpc-npb-mpi", "-k", "is", "-c", "W"]
+    # 2 ranks on 6 CPUs: each bound to its own core (docs/mpi.md), no --oversubscribe
+    assert argv[1:] == ["--allow-run-as-root", "-np", "2", "--map-by", "slot:PE=1",
+                        "--bind-to", "core", "/opt/k/vhpc-npb-mpi", "-k", "is", "-c", "W"]
     mpich = bench.command(bench.resolve({"variant": "mpi", "ranks": 2, "mpi": "mpich"}), CTX)
-    assert mpich[:3] == ["mpirun.mpich", "-np", "2"]
-    assert bench.environ(params, CTX) == {"OMP_NUM_THREADS": "1"}
+    assert mpich[:5] == ["mpirun.mpich", "-np", "2", "-bind-to", "core"]
+    assert bench.environ(params, CTX) == {"OMP_NUM_THREADS": "1", "OMP_PLACES": "cores",
+                                          "OMP_PROC_BIND": "close"}
     # default ranks: the largest power of two not above the CPU count (6 -> 4)
     argv = bench.command(bench.resolve({"variant": "mpi"}), CTX)
     assert argv[argv.index("-np") + 1] == "4"

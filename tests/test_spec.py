@@ -41,7 +41,7 @@ def test_yaml_and_cli_compile_to_the_same_campaign(tmp_path):
     (["pingpong:ranks=3"], ["native"], "choose one of 2"),
     (["stream"], ["native", "kvm"], "unknown environment 'kvm'"),
     (["stream"], ["native", "vm:cpus=1"], "unknown option(s) cpus"),
-    (["stream"], ["vm"], "baseline 'native' is not one of the environments"),
+    (["stream"], ["vm", "vm:name=b"], "baseline 'native' is not one of the environments"),
     (["stream", "stream"], ["native"], "listed twice"),
 ])
 def test_cli_errors_are_one_line_and_say_what_to_change(benches, envs, needle):

@@ -15,7 +15,11 @@
 
 static int g_rank, g_size;
 
-static void finalize_hook(void) { MPI_Finalize(); }
+static void finalize_hook(void)
+{
+    vhpc_report_placement(g_rank);
+    MPI_Finalize();
+}
 
 void npb_comm_init(int *argc, char ***argv)
 {

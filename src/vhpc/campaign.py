@@ -33,7 +33,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from vhpc import benchmarks
-from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_dir
+from vhpc import records
+from vhpc.benchmarks.base import (ParseError, RunContext, ensure_kernels, kernel_build_flags,
+                                 kernel_dir)
+from vhpc.environments import vcluster
 from vhpc.environments.base import Environment, EnvError, RunResult
 from vhpc.environments.knobs import HostKnobs, journal_path
 from vhpc.environments.native import NativeEnvironment
@@ -104,10 +107,17 @@ def make_environment(es: EnvSpec) -> Environment:
     """Instantiate the environment ``es`` describes.  Raises SpecError for bad options."""
     o = dict(es.options)
     try:
+        if es.kind == "vcluster":
+            return vcluster.make(es.name, o)
         if es.kind == "native":
             cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
             return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
                                      membind=o.get("membind"))
+        if es.kind == "ssh":
+            from vhpc.environments.ssh import SshEnvironment
+
+            return SshEnvironment(es.name, **{k: (int(v) if k == "port" else str(v))
+                                              for k, v in o.items()})
         text = {k: str(o[k]) for k in ("pin", "policy", "kernel", "guest_bind", "corunner_policy")
                 if k in o}
         if "corunner" in o:
@@ -133,8 +143,12 @@ def env_cpus(env: Environment) -> int:
     """CPUs a benchmark may use in ``env`` (vCPUs in a VM, allowed host CPUs natively)."""
     if isinstance(env, VmEnvironment):
         return env.vcpus
+    if isinstance(env, vcluster.VclusterEnvironment):  # MPI ranks across all guests
+        return env.total_ranks
     if isinstance(env, NativeEnvironment) and env.cpus:
         return len(env.cpus)
+    if getattr(env, "kind", "") == "ssh":
+        return env.ncpus
     return len(os.sched_getaffinity(0))
 
 
@@ -229,13 +243,16 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
     counts = {DONE: 0, FAILED: 0}
     if progress:
         progress.start(all_trials, all_trials - len(todo))
+    from vhpc import executors
+
     try:
-        with HostKnobs(spec.host_knobs, journal_path()):
+        with HostKnobs(spec.host_knobs, journal_path()), \
+                executors.make(getattr(spec, "executor", "local"), cid) as executor:
             while True:
                 rounds = max((t.round for t in store.trials(cid)), default=-1) + 1
                 planned = {t.seq: t for t in plan(spec, rounds)}
                 _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
-                            booted)
+                            booted, executor)
                 if next_round is not None:
                     todo = store.add_trials(cid, next_round(rounds))
                     if not todo:
@@ -283,14 +300,32 @@ def imprecise(observations, target: float, confidence: float = 0.95) -> list[tup
     return stats.imprecise_keys(groups, target, confidence)
 
 
+def _add_rank_readback(result: RunResult, bench, params, ctx: RunContext) -> None:
+    """Fold an MPI trial's per-rank placement (each rank's ``VHPC-RANK`` line, read by
+    :meth:`Benchmark.readback`) and its launch diagnostics into the trial's records; ranks
+    sharing a CPU they should not share join the environment's placement mismatches."""
+    applied, diagnostics = bench.readback(params, ctx, result.stdout or "")
+    if not applied and not diagnostics:
+        return
+    extra = applied.pop("mismatches", [])
+    if getattr(result.applied, "ranks", None):  # the environment's own (vcluster: guest, vCPU)
+        applied.pop("ranks", None)
+    old = list(getattr(result.applied, "mismatches", None) or [])
+    result.applied = records.extended(result.applied, records.AppliedPlacement,
+                                      **applied, mismatches=old + extra)
+    result.diagnostics = records.extended(result.diagnostics, records.Diagnostics, **diagnostics)
+
+
 def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
-                booted: set[str]) -> None:
-    """The trial loop of :func:`execute` (environments and host knobs are managed there).
+                booted: set[str], executor) -> None:
+    """The trial loop of :func:`execute` (environments, host knobs and the executor are
+    managed there).
 
     ``booted``: environments that had a session before (grows as trials run).  A session that
     starts during a trial the plan did not mark ``fresh``, in an environment that had one
     already, is unplanned: its first trial of each benchmark is stored as ``reboot``."""
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
+    especs = {e.name: e for e in spec.environments}
     fingerprinted: set[str] = set()
     unplanned: dict[str, bool] = {}
     current: Environment | None = None
@@ -303,20 +338,28 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
             env.new_session()
         bench = benchmarks.get(row.benchmark)
         params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
-        ctx = RunContext(bindirs.get(str(params.get("mpi", "openmpi"))), env_cpus(env))
+        impl = str(params.get("mpi", "openmpi"))
+        bindir = bindirs.get(impl)
+        if hasattr(env, "kernel_dir"):  # ssh: the same kernels, built on the remote host
+            bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))
+        ctx = RunContext(bindir, env_cpus(env), getattr(env, "mpi_cpuset", lambda: None)())
         if progress:
             progress.trial(row)
         store.mark_running(row.id)
         sessions = getattr(env, "sessions", None)
-        result = env.run(bench.command(params, ctx), bench.environ(params, ctx),
-                         timeout=spec.timeout, key=f"{row.benchmark}[{row.params}]")
+        result = executor.run(env, especs[env.name], bench.command(params, ctx),
+                              bench.environ(params, ctx), spec.timeout,
+                              f"{row.benchmark}[{row.params}]")
         if getattr(env, "sessions", None) != sessions:  # this trial booted a session
             unplanned[env.name] = env.name in booted and not planned[row.seq].fresh
         if result.session_index is not None:
             booted.add(env.name)
+        _add_rank_readback(result, bench, params, ctx)
         if env.name not in fingerprinted:
             try:
-                store.set_fingerprint(cid, env.name, env.accel, env.fingerprint())
+                fp = executor.fingerprint(env)  # slurm: as the compute node reported it
+                fp.setdefault("kernel_build", kernel_build_flags())  # -O3, -march=native?
+                store.set_fingerprint(cid, env.name, fp.get("accel", env.accel), fp)
                 fingerprinted.add(env.name)
             except EnvError:
                 pass

@@ -99,7 +99,7 @@ def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=Fals
                                      *tune_sections(store, cid, out)])
     export.write_csv(result, obs, Path(csv) if csv else folder / "samples.csv",
                      folder / "comparisons.csv")
-    export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json")
+    export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json", trials)
     if not quiet:
         terminal.render_table(result, console, title=f"vhpc campaign {cid}")
         if meta["failed"]:
@@ -127,9 +127,20 @@ def cmd_compare(args, spec=None) -> int:
                                     repeats=args.repeats, warmup=args.warmup,
                                     baseline=args.baseline, timeout=args.timeout, order=args.order,
                                     protocol=args.protocol, session_trials=args.session_trials,
-                                    host_knobs=args.host_knob)
+                                    host_knobs=args.host_knob,
+                                    executor=getattr(args, "executor", None))
         for e in spec.environments:
-            campaign.make_environment(e)  # validate options before anything is stored
+            env = campaign.make_environment(e)  # validate options before anything is stored
+            if hasattr(env, "preflight"):  # ssh: the host answers and accepts the key
+                try:
+                    env.preflight()
+                finally:
+                    env.close()
+        from vhpc import executors
+
+        executor = executors.make(spec.executor)
+        if hasattr(executor, "preflight"):  # slurm: commands installed, controller answers
+            executor.preflight()
         cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
@@ -163,10 +174,14 @@ def cmd_study(args) -> int:
         for name, what in studies.STUDIES.items():
             console.print(f"[bold]{name:16}[/] {what}")
         return 0
-    spec = studies.build(args.name, topology.load(None), args.bench or [], in_vm=args.in_vm,
+    topo = topology.load(None)
+    if studies.note(args.name, topo):
+        console.print(studies.note(args.name, topo))
+    spec = studies.build(args.name, topo, args.bench or [], in_vm=args.in_vm,
                          host_knobs=args.host_knob,
                          **{k: v for k, v in (("repeats", args.repeats), ("warmup", args.warmup),
-                                              ("timeout", args.timeout)) if v is not None})
+                                              ("timeout", args.timeout),
+                                              ("executor", args.executor)) if v is not None})
     args.resume = None
     rc = cmd_compare(args, spec=spec)
     if args.name == "memory-profile":
@@ -248,6 +263,8 @@ def cmd_host(args) -> int:
 
     from vhpc import topology
 
+    if args.ssh:
+        return remote_host_report(args.ssh)
     topo = topology.load(args.topology)
     console.print(topology.render_text(topo), highlight=False, markup=False, soft_wrap=True)
     if args.topology:
@@ -272,6 +289,16 @@ def cmd_host(args) -> int:
             console.print("              VM results on this host are TCG emulation, not hardware "
                           "virtualization overheads.")
     console.print("host knobs    " + json.dumps(fp["knobs"]))
+    return 0
+
+
+def remote_host_report(target: str) -> int:
+    """``vhpc host --ssh [USER@]HOST[:PORT]``: the remote machine's topology and fingerprint."""
+    from vhpc.environments import ssh
+
+    lines = ssh.host_report(target)
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
     return 0
 
 
@@ -309,6 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--topology", help="hwloc XML file or synthetic description instead of this host")
     h.add_argument("--no-probe", action="store_true", help="skip the KVM probe")
     h.add_argument("--reprobe", action="store_true", help="probe KVM again instead of using the cached result")
+    h.add_argument("--ssh", metavar="[USER@]HOST[:PORT]",
+                   help="report on a remote machine over OpenSSH instead (docs/scale-out.md)")
     h.set_defaults(func=cmd_host)
 
     c = sub.add_parser("compare", help="run benchmarks natively and in VMs and compare (the main job)")
@@ -338,6 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                    help="change a host setting for this campaign only, restored afterwards "
                         "(thp, thp_defrag, numa_balancing, hugepages_2m, hugepages_1g, governor)")
+    c.add_argument("--executor", metavar="local|slurm[:k=v,...]",
+                   help="where trials run: local (default) or slurm[:partition=P,nodes=N,time=T,"
+                        "account=A], each trial a job step in one allocation (docs/scale-out.md)")
     c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
     campaign_flags(c)
     c.set_defaults(func=cmd_compare)
@@ -366,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--timeout", type=float)
     st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                     help="as for compare, e.g. hugepages_2m=1024 for the paging study")
+    st.add_argument("--executor", metavar="local|slurm[:k=v,...]",
+                    help="as for compare; the scaling study needs slurm:nodes=N")
     st.add_argument("--in-vm", action="store_true",
                     help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
     campaign_flags(st)

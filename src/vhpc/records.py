@@ -27,7 +27,7 @@ from vhpc.errors import VhpcError
 __all__ = [
     "RECORD_VERSION", "RecordError", "Record", "VcpuReadback", "MappingMemory",
     "MemoryReadback", "PageLocality", "GuestNode", "CorunnerReadback", "AppliedPlacement",
-    "Rusage", "PerfCounters", "Diagnostics", "dump", "load_applied", "load_diagnostics",
+    "Rusage", "PerfCounters", "Diagnostics", "dump", "extended", "load_applied", "load_diagnostics",
 ]
 
 #: version written with every record (bump when a field changes meaning or is removed)
@@ -201,6 +201,14 @@ def dump(record: Record | dict | None) -> str | None:
         return None
     data = record.model_dump(mode="json") if isinstance(record, Record) else dict(record)
     return json.dumps({"version": RECORD_VERSION, **data})
+
+
+def extended(record: Record | dict | None, model: type[Record], **fields: Any) -> Record:
+    """A ``model`` record holding ``record``'s fields (a record or a plain dict, None = none)
+    plus ``fields`` (which win): for a room that adds facts to another room's record, e.g.
+    the Slurm executor adding its job ids to an environment's applied placement."""
+    data = record.model_dump() if isinstance(record, Record) else dict(record or {})
+    return model(**{**data, **fields})
 
 
 def _load(text: str | None, model: type[Record], what: str) -> Any:

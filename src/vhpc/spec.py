@@ -40,16 +40,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from vhpc import benchmarks
 
-ENV_KINDS = ("native", "vm")
+ENV_KINDS = ("native", "vm", "ssh", "vcluster")
 ENV_OPTIONS = {
     "native": {"name", "cpus", "nodes", "membind"},
     "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
            "boot_timeout", "strict", "guest_bind", "corunner", "corunner_policy",
            "backend", "uri", "domain_xml"},
+    "ssh": {"name", "host", "user", "port", "identity", "cpus", "nodes", "membind", "workdir"},
+    "vcluster": {"name", "vms", "vcpus", "memory", "policy", "net", "ranks_per_vm", "accel",
+                 "kernel", "boot_timeout", "strict"},
 }
 #: options whose values stay strings (they may contain commas, colons or look numeric)
 STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind", "guest_bind",
-                  "corunner", "corunner_policy", "backend", "uri", "domain_xml"}
+                  "corunner", "corunner_policy", "backend", "uri", "domain_xml", "host", "user",
+                  "identity", "workdir"}
 
 
 class SpecError(ValueError):
@@ -133,6 +137,15 @@ class CampaignSpec(BaseModel):
     host_knobs: dict[str, str] = Field(default_factory=dict)
     target_ci: float | None = Field(None, gt=0, lt=1)
     max_repeats: int = Field(30, ge=1, le=10000)
+    executor: str = "local"  # local | slurm[:partition=P,nodes=N,time=T,account=A]
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, v):
+        from vhpc import executors
+
+        executors.parse(v)
+        return v
 
     @model_validator(mode="before")
     @classmethod
@@ -156,12 +169,17 @@ class CampaignSpec(BaseModel):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"environment name {dup[0]!r} is used twice: give one name=... ")
+        if "baseline" not in self.model_fields_set and len(names) == 1:
+            self.baseline = names[0]  # a lone environment (e.g. one vcluster) is its own baseline
         if self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not one of the environments "
                              f"({', '.join(names)})")
         if self.target_ci is not None and self.max_repeats < self.repeats:
             raise ValueError(f"max_repeats={self.max_repeats} is below repeats={self.repeats}: "
                              "raise max_repeats")
+        if self.executor.startswith("slurm") and self.host_knobs:
+            raise ValueError("host knobs cannot be set on Slurm compute nodes from here: drop "
+                             "--host-knob or use --executor local")
         keys = [(b.name, b.key) for b in self.benchmarks]
         if len(set(keys)) != len(keys):
             raise ValueError("the same benchmark with the same parameters is listed twice")
@@ -236,7 +254,7 @@ def from_cli(bench_items: list[str], env_items: list[str], host_knobs: list[str]
         }
         if strict_placement:
             for e in data["environments"]:
-                if e["kind"] == "vm":
+                if e["kind"] in ("vm", "vcluster"):
                     e["options"].setdefault("strict", 1)
         return CampaignSpec.model_validate(data)
     except ValidationError as exc:

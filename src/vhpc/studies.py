@@ -15,6 +15,8 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``paging`` | 004 Fig. 12-13 | VMs backed by 4 KiB vs 2 MiB pages (reserve them with ``--host-knob hugepages_2m=N``): HPL, STREAM, RandomAccess |
 | ``noise`` | 004 Sec. 6 | native and a VM: selfish-detour noise, longer runs |
 | ``oversubscription`` | 003 Fig. 2 | native and a VM with all host CPUs: P NPB jobs at once, single-threaded vs 4 threads each (P = host CPUs) |
+| ``scaling`` | 004 Fig. 6-9 | native and a VM over a Slurm allocation: HPCCG and Allreduce at 1, 2, 4, ... ranks, one per node (``--executor slurm:nodes=N``) |
+| ``partition`` | 000 Fig. 8, 11, 12 | native, one VM over all sockets, one VM per socket, 2 VMs per socket (``vcluster``), same total ranks: NPB MPI kernels, pingpong, ivshmem-pingpong |
 | ``co-run`` | 003 Fig. 5 | a VM alone vs beside a co-runner VM of low / medium / high memory intensity, on the same NUMA node or (with ≥ 2 nodes) another one |
 """
 
@@ -37,6 +39,8 @@ STUDIES = {
     "noise": "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)",
     "co-run": "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)",
     "oversubscription": "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)",
+    "scaling": "HPCCG and Allreduce vs node count over a Slurm allocation (seed 004 Fig. 6-9)",
+    "partition": "1 VM over all sockets vs 1 or 2 VMs per socket, virtio vs ivshmem (seed 000 Fig. 8, 11, 12)",
 }
 
 
@@ -159,3 +163,67 @@ def _oversubscription(topo, benches, in_vm, protocol):
     default = [f"npb-{k}:class=S,copies={p},threads={t}" for k in ("cg", "ep", "is", "mg", "ft")
                for t in (1, 4)]
     return from_cli(benches or default, ["native", f"vm:vcpus={p}"], **protocol)
+
+
+def _scaling(topo, benches, in_vm, protocol):
+    """Seed 004 Fig. 6-9: one rank per node at 1, 2, 4, ... nodes up to the allocation's
+    ``nodes``; native ranks are an ``srun --mpi=pmix`` job over that many nodes, the VM runs
+    the same ranks inside one guest on one node (docs/scale-out.md)."""
+    from vhpc import executors
+
+    protocol.setdefault("executor", "slurm")  # the cluster's default allocation
+    try:
+        ex = executors.parse(protocol["executor"])
+    except ValueError as exc:
+        raise StudyError(str(exc)) from None
+    if ex.kind != "slurm":
+        raise StudyError("scaling runs over a Slurm allocation: use --executor slurm:nodes=N "
+                         "(docs/scale-out.md)")
+    n = int(ex.options.get("nodes", 1))
+    counts = sorted({2 ** i for i in range(n.bit_length())} | {n})
+    default = [f"hpccg:ranks={k}" for k in counts]
+    default += [f"osu-coll:op=allreduce,ranks={k},max_size=65536"
+                for k in sorted({max(2, k) for k in counts})]
+    vcpus = max(2, min(max(counts), len(topo.pu_ids)))
+    return from_cli(benches or default, ["native", f"vm:vcpus={vcpus}"], **protocol)
+def _partition_layout(topo) -> tuple[int, int, list[str], str | None]:
+    """(sockets, cores per socket, environments, note on what the host reduces the study to)."""
+    sockets = len(topo.packages)
+    cores = min(len(topo.package(p.index).cores) for p in topo.packages)
+    ranks = sockets * cores
+    envs = ["native", f"vm:name=one-vm,vcpus={ranks},policy=span:{sockets}"]
+    dropped = []
+    if sockets >= 2:
+        envs.append(f"vcluster:name=vm-per-socket,vms={sockets},vcpus={cores},net=ivshmem")
+    else:
+        dropped.append("one VM per socket is the same as one VM over all sockets")
+    if cores >= 2:
+        envs.append(f"vcluster:name=2-vms-per-socket,vms={2 * sockets},vcpus={cores // 2},"
+                    f"net=ivshmem")
+        if cores // 2 > 1:  # pingpong's 2 ranks would share guest 0: one rank per guest too
+            envs.append("vcluster:name=cross-vm,vms=2,vcpus=1,ranks_per_vm=1,net=ivshmem")
+    else:
+        dropped.append("2 VMs per socket need 2 cores per socket")
+    note = None
+    if dropped:
+        note = (f"partition on this host ({sockets} socket(s) x {cores} core(s)): "
+                + "; ".join(dropped) + " - running "
+                + ", ".join(e.split("name=")[1].split(",")[0] if "name=" in e else e for e in envs))
+    return sockets, cores, envs, note
+
+
+def note(name: str, topo: topology_room.Topology) -> str | None:
+    """What study ``name`` reduces to on ``topo`` (None when it runs as designed)."""
+    if name == "partition":
+        return _partition_layout(topo)[3]
+    return None
+
+
+def _partition(topo, benches, in_vm, protocol):
+    sockets, cores, envs, _ = _partition_layout(topo)
+    if sockets * cores < 2:
+        raise StudyError("partition needs at least 2 cores (2 ranks, 2 VMs)")
+    ranks = sockets * cores
+    default = [f"npb-{k}:variant=mpi,class=S,ranks={ranks}" for k in ("cg", "mg", "ft", "is")]
+    default += ["pingpong", "ivshmem-pingpong:max_size=1048576"]
+    return from_cli(benches or default, envs, **protocol)

@@ -8,13 +8,15 @@ one up with a helpful error.  The quick suite (own C kernels under ``kernels/``)
 from __future__ import annotations
 
 from vhpc.benchmarks.base import Benchmark, BenchmarkError, ParseError, RunContext
+from vhpc.benchmarks.ivshmem import IVSHMEM_SUITE
 from vhpc.benchmarks.npb import NPB_SUITE
 from vhpc.benchmarks.npb_external import NPB_EXTERNAL_SUITE
 from vhpc.benchmarks.quick import QUICK_SUITE
 from vhpc.benchmarks.suites import STANDARD_SUITE
 
 #: Every suite vhpc ships; each module exports a tuple of Benchmark objects.
-SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE, STANDARD_SUITE, NPB_SUITE, NPB_EXTERNAL_SUITE]
+SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE, STANDARD_SUITE, NPB_SUITE, NPB_EXTERNAL_SUITE,
+                                       IVSHMEM_SUITE]
 
 REGISTRY: dict[str, Benchmark] = {b.name: b for suite in SUITES for b in suite}
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from vhpc.benchmarks.mpilaunch import Launch, mpi_tool, readback
 from vhpc.model import Metric, Sample
 
 
@@ -61,10 +62,14 @@ class Param:
 @dataclass(frozen=True)
 class RunContext:
     """What a command line may depend on: ``bindir`` (vhpc's kernel binaries), ``ncpus`` (CPUs
-    the environment offers: vCPUs in a VM, allowed host CPUs natively)."""
+    the environment offers: vCPUs in a VM, allowed host CPUs natively), ``cpuset`` (the host
+    CPUs a native environment restricts its trials to, for ``mpirun --cpu-set``: Open MPI maps
+    ranks onto the whole machine otherwise, ignoring the affinity it was started with; None:
+    no restriction)."""
 
     bindir: Path
     ncpus: int
+    cpuset: tuple[int, ...] | None = None
 
 
 #: MPI implementations vhpc builds and launches its kernels with (Debian's packages install
@@ -73,27 +78,6 @@ MPI_IMPLS = ("openmpi", "mpich")
 
 #: The ``mpi`` parameter of every MPI benchmark vhpc builds itself.
 MPI_PARAM_HELP = "MPI implementation the kernel is built and launched with"
-
-
-def _tool(impl: str, name: str) -> str:
-    """``mpirun.openmpi`` etc. where Debian's suffixed names exist, else the plain name (Open
-    MPI only: another implementation must be installed with its suffix)."""
-    suffixed = f"{name}.{impl}"
-    if shutil.which(suffixed) or impl != "openmpi":
-        return suffixed
-    return name
-
-
-def mpirun(nprocs: int, impl: str = "openmpi") -> list[str]:
-    """Launcher prefix for ``nprocs`` ranks on the local machine (native or guest).
-
-    Open MPI (mpirun(1)): ``--allow-run-as-root`` because vhpc typically runs as root in VMs
-    and on test hosts, ``--oversubscribe`` so a 2-rank benchmark also runs on a 1-CPU guest.
-    MPICH (Hydra's mpiexec): needs neither.
-    """
-    if impl == "mpich":
-        return [_tool("mpich", "mpirun"), "-np", str(nprocs)]
-    return [_tool("openmpi", "mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", str(nprocs)]
 
 
 MPI_PARAM = Param("mpi", "openmpi", str, MPI_PARAM_HELP, choices=MPI_IMPLS)
@@ -141,6 +125,21 @@ class Benchmark:
         """Extra environment variables for one trial."""
         return {}
 
+    def launch(self, params: Mapping[str, Any], ctx: RunContext) -> Launch | None:
+        """The MPI launch of one trial (None: not an MPI trial)."""
+        return None
+
+    def readback(self, params: Mapping[str, Any], ctx: RunContext,
+                 stdout: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(applied, diagnostics) additions for one finished trial: an MPI trial's per-rank
+        placement read back from its ``VHPC-RANK`` lines (``applied["ranks"]``, and
+        ``applied["mismatches"]`` when ranks shared CPUs they should not have) and its launch
+        (``diagnostics["mpi"]``: launcher, oversubscription note).  ({}, {}) otherwise."""
+        launch = self.launch(params, ctx)
+        if launch is None:
+            return {}, {}
+        return readback(launch, stdout), {"mpi": launch.diagnostics()}
+
     def parse(self, params: Mapping[str, Any], stdout: str, stderr: str,
               returncode: int | None) -> list[Sample]:
         """Samples from raw output.  Raises ParseError when the output has no result."""
@@ -183,6 +182,17 @@ def kernel_dir(mpi: str = "openmpi") -> Path:
     return base if mpi == "openmpi" else base.with_name(f"{base.name}-{mpi}")
 
 
+def kernel_build_flags(mpi: str = "openmpi") -> str | None:
+    """The compiler flags vhpc's kernels were built with (``build-flags`` that kernels/Makefile
+    writes, e.g. ``CFLAGS=-O3 -g`` or ``CFLAGS=-O3 -g -march=native``), None before a build.
+    Recorded in the environment fingerprint: ``-march=native`` changes what a guest CPU model
+    must offer."""
+    try:
+        return (kernel_dir(mpi) / "build-flags").read_text().strip()
+    except OSError:
+        return None
+
+
 def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
     """Return the kernel directory for MPI implementation ``mpi``, building the kernels with
     make (``MPICC=mpicc.<impl>``) if a binary is missing.
@@ -196,7 +206,7 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
     if not (src / "Makefile").exists() or shutil.which("make") is None:
         raise BenchmarkError(f"kernel binaries missing in {bindir}: run 'make kernels' in the vhpc "
                              "source tree (or set VHPC_KERNELS)")
-    mpicc = _tool(mpi, "mpicc")
+    mpicc = mpi_tool(mpi, "mpicc")
     if shutil.which(mpicc) is None:
         pkgs = "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
         raise BenchmarkError(f"mpi={mpi} needs {mpicc}: apt-get install {pkgs}")
@@ -240,18 +250,26 @@ class KernelBenchmark(Benchmark):
         v = params.get(key)
         return ctx.ncpus if v is None else v
 
+    def launch(self, params, ctx):
+        if not self.mpi_ranks:
+            return None
+        threads = self.value(params, self.threads_param, ctx) if self.threads_param else 1
+        return Launch(self.value(params, self.mpi_ranks, ctx), threads,
+                      params.get("mpi", "openmpi"), ctx.ncpus, cpuset=ctx.cpuset)
+
     def command(self, params, ctx):
         argv = [str(ctx.bindir / self.binary)]
         for pname, flag in self.flags.items():
             value = self.value(params, pname, ctx)
             if value != "":  # an empty string parameter means "option not given"
                 argv += [flag, str(value)]
-        if self.mpi_ranks:
-            argv = mpirun(self.value(params, self.mpi_ranks, ctx),
-                          params.get("mpi", "openmpi")) + argv
-        return argv
+        launch = self.launch(params, ctx)
+        return launch.argv() + argv if launch else argv
 
     def environ(self, params, ctx):
+        launch = self.launch(params, ctx)
+        if launch is not None:
+            return launch.environ()
         if self.threads_param:
             return {"OMP_NUM_THREADS": str(self.value(params, self.threads_param, ctx)),
                     "OMP_PROC_BIND": "spread"}

@@ -26,8 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from vhpc.benchmarks.base import MPI_PARAM, Benchmark, BenchmarkError, Param, ParseError, mpirun, \
+from vhpc.benchmarks.base import MPI_PARAM, Benchmark, BenchmarkError, Param, ParseError, \
     RESULT_RE, parse_result_line, result_value
+from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.model import Metric, Sample
 
 #: NPB problem classes the kernels implement (S smallest ... C largest).
@@ -120,19 +121,29 @@ class NpbBenchmark(Benchmark):
     def command(self, params, ctx):
         var = params.get("variant", "omp")
         argv = [str(ctx.bindir / BINARIES[var]), "-k", self.kernel, "-c", params.get("class", "S")]
-        if var == "mpi":
-            argv = mpirun(self.nranks(params, ctx.ncpus), params.get("mpi", "openmpi")) + argv
+        launch = self.launch(params, ctx)
+        if launch is not None:
+            argv = launch.argv() + argv
         copies = int(params.get("copies", 1))
         if copies > 1:  # start them together, wait for all (sh(1): "$0" = count, "$@" = argv)
             loop = 'i=0; while [ $i -lt "$0" ]; do "$@" & i=$((i+1)); done; wait'
             argv = ["sh", "-c", loop, str(copies), *argv]
         return argv
 
+    def launch(self, params, ctx):
+        """variant=mpi: ranks x threads bound to cores (:mod:`vhpc.benchmarks.mpilaunch`);
+        with copies > 1 the copies run unbound (each launch would bind to the same cores)."""
+        if params.get("variant", "omp") != "mpi":
+            return None
+        copies = int(params.get("copies", 1))
+        return Launch(self.nranks(params, ctx.ncpus), self.nthreads(params, ctx.ncpus),
+                      params.get("mpi", "openmpi"), ctx.ncpus, bind=copies == 1, cpuset=ctx.cpuset)
+
     def environ(self, params, ctx):
-        env = {"OMP_NUM_THREADS": str(self.nthreads(params, ctx.ncpus))}
-        if params.get("variant", "omp") == "omp":
-            env["OMP_PROC_BIND"] = "spread"
-        return env
+        launch = self.launch(params, ctx)
+        if launch is not None:
+            return launch.environ()
+        return {"OMP_NUM_THREADS": str(self.nthreads(params, ctx.ncpus)), "OMP_PROC_BIND": "spread"}
 
     def parse(self, params, stdout, stderr, returncode):
         """Samples ``time`` and ``mops`` from the VHPC-RESULT line(s); valid iff ``verified=1``,

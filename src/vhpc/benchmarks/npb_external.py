@@ -5,7 +5,9 @@ Parameters: ``binary`` (path of an NPB executable, e.g. ``~/NPB3.4-OMP/bin/cg.C.
 ``dir`` + ``kernel`` + ``class`` (NPB's naming convention ``<dir>/<kernel>.<CLASS>.x``);
 ``launcher`` ``omp`` (OMP_NUM_THREADS), ``mpi`` (``mpirun -np ranks``) or ``serial``.
 
-The report block NPB prints at the end (NPB 3.x ``print_results``)::
+The report block NPB prints at the end (NPB 3.x ``print_results.f90`` / ``c_print_results.c``;
+the C printer, used by IS and DT, omits the period after "Completed", and DT names the graph:
+``DT_BH.S Benchmark Completed``)::
 
      CG Benchmark Completed.
      Class           =                        A
@@ -27,13 +29,16 @@ import os
 import re
 from typing import Any, Mapping
 
-from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Param, ParseError, mpirun
+from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Param, ParseError
+from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.model import Metric, Sample
 
 KERNELS = ("bt", "sp", "lu", "cg", "ep", "ft", "is", "mg", "ua", "dt")
 
 _FIELDS = {
-    "benchmark": r"^\s*(\w+) Benchmark Completed\.",
+    # Fortran print_results: "CG Benchmark Completed."; C c_print_results (IS): no period;
+    # DT: "DT_BH.S Benchmark Completed" (graph and class in the name)
+    "benchmark": r"^\s*(\S+) Benchmark Completed\.?[ \t]*$",
     "class": r"^\s*Class\s*=\s*(\S+)",
     "size": r"^\s*Size\s*=\s*(.+?)\s*$",
     "iterations": r"^\s*Iterations\s*=\s*(\d+)",
@@ -51,7 +56,7 @@ def parse_npb_report(text: str) -> dict[str, str]:
     ParseError when there is no ``Benchmark Completed`` block."""
     starts = [m.start() for m in re.finditer(_FIELDS["benchmark"], text, re.M)]
     if not starts:
-        raise ParseError("no NPB report ('... Benchmark Completed.') in the output")
+        raise ParseError("no NPB report ('... Benchmark Completed') in the output")
     block = text[starts[-1]:]
     out = {}
     for key, pattern in _FIELDS.items():
@@ -74,8 +79,11 @@ class NpbExternal(Benchmark):
         Param("kernel", "", str, "NPB benchmark", choices=("",) + KERNELS),
         Param("class", "", str, "NPB class; checked against the report when given"),
         Param("launcher", "omp", str, "how to start it", choices=("omp", "mpi", "serial")),
+        Param("args", "", str, "arguments after the executable, space-separated (DT: the "
+              "graph, BH, WH or SH)"),
         Param("ranks", None, int, "MPI ranks (launcher=mpi; default: all CPUs)", minimum=1),
-        Param("threads", None, int, "OpenMP threads (launcher=omp; default: all CPUs)", minimum=1),
+        Param("threads", None, int, "OpenMP threads (launcher=omp: default all CPUs; "
+              "launcher=mpi: per rank, default 1)", minimum=1),
         Param("mpi", "openmpi", str, "launcher=mpi: the MPI your NPB was built with",
               choices=MPI_IMPLS),
     )
@@ -98,15 +106,28 @@ class NpbExternal(Benchmark):
         return os.path.join(os.path.expanduser(params["dir"]),
                             f"{params['kernel']}.{params['class']}.x")
 
+    def launch(self, params, ctx):
+        """launcher=mpi: ranks bound to cores as vhpc's own MPI kernels
+        (:mod:`vhpc.benchmarks.mpilaunch`); ``threads`` per rank (default 1)."""
+        if params["launcher"] != "mpi":
+            return None
+        return Launch(params["ranks"] or ctx.ncpus, params["threads"] or 1, params["mpi"],
+                      ctx.ncpus, cpuset=ctx.cpuset)
+
     def command(self, params, ctx):
-        argv = [self.path(params)]
-        if params["launcher"] == "mpi":
-            return mpirun(params["ranks"] or ctx.ncpus, params["mpi"]) + argv
-        return argv
+        argv = [self.path(params), *params["args"].split()]
+        launch = self.launch(params, ctx)
+        return launch.argv() + argv if launch else argv
 
     def environ(self, params, ctx):
+        """As vhpc's own NPB: OpenMP threads spread over the CPUs (OMP_PROC_BIND=spread) for
+        launcher=omp, each rank's threads inside its cores for launcher=mpi."""
+        launch = self.launch(params, ctx)
+        if launch is not None:
+            return launch.environ()
         if params["launcher"] == "omp":
-            return {"OMP_NUM_THREADS": str(params["threads"] or ctx.ncpus)}
+            return {"OMP_NUM_THREADS": str(params["threads"] or ctx.ncpus),
+                    "OMP_PROC_BIND": "spread"}
         return {}
 
     def parse(self, params, stdout, stderr, returncode):
@@ -118,6 +139,11 @@ class NpbExternal(Benchmark):
         for key in ("time", "mops", "verification"):
             if key not in report:
                 raise ParseError(f"npb-external: the NPB report has no {key} line")
+        kernel = params.get("kernel") or ""
+        got = report.get("benchmark", "").split("_")[0].split(".")[0].lower()
+        if kernel and got != kernel:
+            raise ParseError(f"npb-external: the report is for {report.get('benchmark')!r}, not "
+                             f"{kernel.upper()}: check dir=/kernel=")
         valid = report["verification"] == "SUCCESSFUL" and returncode == 0
         try:
             values = {"time": float(report["time"]), "mops": float(report["mops"])}

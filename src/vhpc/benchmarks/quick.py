@@ -11,23 +11,82 @@
 
 from __future__ import annotations
 
-from vhpc.benchmarks.base import MPI_PARAM, KernelBenchmark, Param
+from dataclasses import dataclass
+from pathlib import Path
+
+from vhpc.benchmarks.base import MPI_PARAM, KernelBenchmark, Param, ParseError, parse_result_line
 from vhpc.model import Metric
 
 THREADS = Param("threads", None, int, "OpenMP threads (default: all CPUs of the environment)", minimum=1)
 
-STREAM = KernelBenchmark(
+SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+
+#: STREAM's rule (stream.c header): "each array must be at least 4 times the size of the
+#: available cache memory".
+STREAM_CACHE_FACTOR = 4
+
+
+def llc_bytes(cache_dir: Path = SYSFS_CACHE) -> int:
+    """Last-level cache size in bytes as sysfs reports it for cpu0 (the largest ``level`` among
+    the ``index*`` caches of type Data or Unified; ``size`` like ``32768K``).  0 when sysfs has
+    no cache directory.  Not ``sysconf(_SC_LEVEL3_CACHE_SIZE)``: glibc derives that from CPUID
+    and reported 384 MiB on a host whose sysfs and hwloc say 32 MiB (issue 12)."""
+    best = (0, 0)
+    for index in sorted(cache_dir.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            raw = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if kind not in ("Data", "Unified") or not raw:
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(raw[-1], 1)
+        size = int(raw.rstrip("KMG")) * unit
+        best = max(best, (level, size))
+    return best[1]
+
+
+@dataclass(frozen=True)
+class StreamBenchmark(KernelBenchmark):
+    """``stream`` with STREAM's sizing rule: ``n`` unset lets the kernel size each array to at
+    least 4x the last-level cache that the environment itself reports in sysfs (inside a VM,
+    the guest's), at least 2,000,000 elements, at most half of MemAvailable for the 3 arrays.
+    The n used, the LLC and whether an explicit n keeps the arrays in cache are stored with the
+    trial (``applied["stream"]``; a note in ``diagnostics["notes"]`` when in cache)."""
+
+    def command(self, params, ctx):
+        argv = [str(ctx.bindir / self.binary), "-t", str(params["ntimes"])]
+        return argv + (["-n", str(params["n"])] if params.get("n") else [])
+
+    def readback(self, params, ctx, stdout):
+        try:
+            pairs = parse_result_line(stdout)
+            info = {"n": int(pairs["n"]), "llc_bytes": int(pairs["llc_bytes"]),
+                    "n_auto": pairs.get("n_auto") == "1", "in_cache": pairs.get("in_cache") == "1"}
+        except (ParseError, KeyError, ValueError):
+            return {}, {}
+        diagnostics = {}
+        if info["in_cache"]:
+            diagnostics["notes"] = [
+                f"stream: n={info['n']} (each array {info['n'] * 8 / 2**20:.1f} MiB) is below "
+                f"{STREAM_CACHE_FACTOR}x the last-level cache ({info['llc_bytes'] / 2**20:.1f} "
+                "MiB): the rates include cache bandwidth, not memory alone; omit n"]
+        return {"stream": info}, diagnostics
+
+
+STREAM = StreamBenchmark(
     name="stream",
     summary="STREAM copy/scale/add/triad memory bandwidth (McCalpin rules), OpenMP",
     provenance="seed 004 Fig. 13 (HPCC STREAM); seed 003 Fig. 3 memory intensity",
     verification="final arrays checked against the analytically expected values (rel. error <= 1e-13)",
     binary="vhpc-stream",
     params=(
-        Param("n", 2_000_000, int, "elements per array (3 arrays of doubles)", minimum=1000),
+        Param("n", None, int, "elements per array (3 arrays of doubles); default: each array >= "
+              "4x the environment's last-level cache (STREAM's rule)", minimum=1000),
         Param("ntimes", 10, int, "repetitions; the first is not counted, best rate reported", minimum=2),
         THREADS,
     ),
-    flags={"n": "-n", "ntimes": "-t"},
     threads_param="threads",
     metrics=(
         Metric("copy_bw", "GB/s", True, "Copy c=a, 16 B/element"),

@@ -5,7 +5,8 @@
   can boot it through the PVH entry point, skipping in-guest decompression (about 2 s instead
   of 5 s under TCG, measured in shared/reference/vm-mechanics.md).
 * :func:`build_initramfs` writes a tiny initramfs: static busybox, the kernel modules needed to
-  mount the host's root over virtio-9p and to talk over virtio-serial, ``init``
+  mount the host's root over virtio-9p, to talk over virtio-serial and (vcluster) to use a
+  virtio-net NIC, ``init``
   (guest/init.sh) and vhpc's guest agent (guest/agent.c, compiled statically here).  The guest
   then ``switch_root``s into the host's root (read-only) and runs the agent as init, so the
   guest has exactly the host's binaries.
@@ -26,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 #: Modules the init script loads (with their dependencies, resolved from modules.dep).
-GUEST_MODULES = ("virtio_pci", "virtio_console", "9pnet_virtio", "9p")
+GUEST_MODULES = ("virtio_pci", "virtio_console", "9pnet_virtio", "9p", "virtio_net")
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
 GZIP_MAGIC = b"\x1f\x8b\x08"
@@ -179,7 +180,8 @@ def build_initramfs(kernel: GuestKernel) -> Path:
     """
     guest = resources.files("vhpc.environments") / "guest"
     init_text = (guest / "init.sh").read_bytes()
-    agent_src = (guest / "agent.c").read_bytes()
+    agent_src = (guest / "agent.c").read_bytes().replace(  # one translation unit
+        b'#include "peer.c"\n', (guest / "peer.c").read_bytes())
     busybox = shutil.which("busybox") or "/bin/busybox"
     if not Path(busybox).exists() or shutil.which("cpio") is None:
         raise GuestImageError("busybox and cpio are needed: apt-get install busybox-static cpio")

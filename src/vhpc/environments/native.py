@@ -8,9 +8,11 @@ import signal
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from vhpc import records
+from vhpc.cpulist import parse_cpu_list
 from vhpc.environments import counters, hostinfo
 from vhpc.environments.base import Environment, RunResult, now
 
@@ -64,6 +66,7 @@ class NativeEnvironment(Environment):
                  nodes: str | None = None, membind: str | None = None, counters: bool = True):
         super().__init__(name)
         self.cpus = cpus
+        self.nodes = nodes
         self.counters = counters
         self.numactl: list[str] = []
         if nodes is not None or membind is not None:
@@ -79,6 +82,25 @@ class NativeEnvironment(Environment):
         fp = hostinfo.fingerprint()
         fp.update(kind="native", accel=None, cpus=self.cpus, numactl=self.numactl or None)
         return fp
+
+    def mpi_cpuset(self) -> tuple[int, ...] | None:
+        """Host CPUs this environment confines trials to, for the MPI launcher (``cpus=``, or
+        the CPUs of the ``nodes=`` NUMA nodes from sysfs ``node<N>/cpulist``); None when
+        unrestricted.  Open MPI's mpirun maps ranks onto the whole machine, ignoring the
+        affinity it inherits, unless given ``--cpu-set`` (docs/mpi.md)."""
+        if self.cpus:
+            return tuple(sorted(self.cpus))
+        if self.nodes is None:
+            return None
+        cpus: set[int] = set()
+        for node in parse_cpu_list(self.nodes):
+            try:
+                text = Path(f"/sys/devices/system/node/node{node}/cpulist").read_text()
+            except OSError:
+                return None
+            if text.strip():  # a memory-only node has no CPUs
+                cpus.update(parse_cpu_list(text))
+        return tuple(sorted(cpus)) or None
 
     def run(self, argv, env=None, timeout=600.0, key="") -> RunResult:
         argv = self.numactl + list(argv)

@@ -40,7 +40,8 @@ PR_SET_PDEATHSIG = 1
 class GuestConfig:
     """What to boot.  vcpus: count; memory_mib: guest RAM in MiB; accel: ``kvm`` or ``tcg``
     (resolved, not ``auto``); kernel: a GuestKernel; extra_args: more QEMU argv (e.g. NUMA
-    backends from the placement room); boot_timeout: seconds to wait for the agent."""
+    backends from the placement room); boot_timeout: seconds to wait for the agent;
+    append: extra kernel command-line words (``vhpc.ip=...`` for vcluster guests, init.sh)."""
 
     vcpus: int = 2
     memory_mib: int = 1024
@@ -48,6 +49,7 @@ class GuestConfig:
     kernel: guestimage.GuestKernel | None = None
     extra_args: list[str] = field(default_factory=list)
     boot_timeout: float = 90.0
+    append: list[str] = field(default_factory=list)
 
 
 def host_khz() -> int | None:
@@ -119,7 +121,7 @@ def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str
         "-smp", str(cfg.vcpus),
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-kernel", str(vmlinux), "-initrd", str(initrd),
-        "-append", kernel_cmdline(probe, shares),
+        "-append", " ".join([kernel_cmdline(probe, shares), *cfg.append]),
     ]
     argv += ["-m", f"{cfg.memory_mib}M"]  # with -numa memdev= backends this is their total
     if probe:

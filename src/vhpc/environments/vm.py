@@ -139,7 +139,9 @@ class VmEnvironment(Environment):
 
     Raises ValueError/PlacementError from the constructor for an impossible placement, and
     the next trial records EnvError text when the guest cannot boot.  ``accel`` is resolved
-    on first use (``auto`` → probe).
+    on first use (``auto`` → probe).  A vcluster passes each guest's ``placement`` from its
+    plan (instead of pin/policy) and ``extra_args`` / ``append`` (QEMU argv and kernel
+    command-line words for its network and shared-memory device).
     """
 
     kind = "vm"
@@ -151,7 +153,9 @@ class VmEnvironment(Environment):
                  guest_bind: str | None = None,
                  corunner_argv: list[str] | None = None, corunner_label: str = "",
                  corunner_policy: str = "float",
-                 topo: topology_room.Topology | None = None):
+                 topo: topology_room.Topology | None = None,
+                 placement: placement_room.Placement | None = None,
+                 extra_args: list[str] | None = None, append: list[str] | None = None):
         super().__init__(name)
         if vcpus < 1:
             raise ValueError(f"vcpus={vcpus}: need at least 1")
@@ -167,13 +171,16 @@ class VmEnvironment(Environment):
             guestimage.find_kernel(kernel)
         except guestimage.GuestImageError as exc:
             raise ValueError(str(exc)) from None
-        host_cpus = sorted(os.sched_getaffinity(0))
-        policy = policy or policy_for_pin(pin or "auto", vcpus, host_cpus)
         topo = topo or topology_room.load(None)
         self.topo = topo
-        self.placement = placement_room.place(topo, placement_room.PlacementRequest(
-            vcpus=vcpus, memory_mib=memory, policy=policy, guest_numa=parse_guest_numa(numa),
-            backing=backing))
+        if placement is None:  # a vcluster passes each VM's placement from its plan
+            host_cpus = sorted(os.sched_getaffinity(0))
+            policy = policy or policy_for_pin(pin or "auto", vcpus, host_cpus)
+            placement = placement_room.place(topo, placement_room.PlacementRequest(
+                vcpus=vcpus, memory_mib=memory, policy=policy, guest_numa=parse_guest_numa(numa),
+                backing=backing))
+        self.placement = placement
+        self.extra_args, self.append = list(extra_args or []), list(append or [])
         self.vcpus, self.memory = vcpus, memory
         self.pins = self.placement.pin_map() or None
         self.corunner_argv = list(corunner_argv) if corunner_argv else None
@@ -231,8 +238,8 @@ class VmEnvironment(Environment):
                 raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
         cfg = GuestConfig(vcpus=self.vcpus, memory_mib=self.memory, accel=self.accel,
                           kernel=guestimage.find_kernel(self.kernel_path),
-                          extra_args=placement_room.qemu_numa_args(self.placement),
-                          boot_timeout=self.boot_timeout)
+                          extra_args=placement_room.qemu_numa_args(self.placement) + self.extra_args,
+                          boot_timeout=self.boot_timeout, append=self.append)
         guest = Guest(cfg)
         self.boot_times.append(guest.boot())
         try:

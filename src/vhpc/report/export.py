@@ -123,15 +123,22 @@ def comparison_rows(analysis: Analysis) -> list[dict[str, Any]]:
     return rows
 
 
-def write_json(analysis: Analysis, observations: Iterable[Observation], path: str | Path) -> Path:
+def write_json(analysis: Analysis, observations: Iterable[Observation], path: str | Path,
+               trials: Iterable[Any] = ()) -> Path:
     """Write one JSON document: ``analysis.to_dict()`` plus ``"samples"`` (one object per
-    observation, same fields as the samples CSV, with ``accel`` and ``emulated``).
+    observation, same fields as the samples CSV, with ``accel`` and ``emulated``) and
+    ``"rank_placement"``: for each stored MPI trial, every rank's CPUs as read back (and, in a
+    multi-guest ``vcluster``, its guest and vCPU).
 
     Strict JSON (NaN/inf written as null).  Returns the path; raises OSError when it cannot be
     written.
     """
     doc = analysis.to_dict()
     doc["samples"] = [_sample_row(analysis, o) for o in observations]
+    doc["rank_placement"] = [
+        {"environment": t.environment, "benchmark": t.benchmark, "params": t.params,
+         "round": t.round, "ranks": t.applied.ranks}
+        for t in trials if getattr(t.applied, "ranks", None)]
     path = Path(path)
     with path.open("w", encoding="utf-8") as fh:
         json.dump(doc, fh, allow_nan=False, indent=1)
@@ -149,6 +156,7 @@ class ReportData:
     observations: list[Observation]
     campaign: Mapping[str, Any] = field(default_factory=dict)
     sections: tuple = ()
+    trials: tuple = ()  # stored trials (store.TrialRow): per-rank placement for the JSON
 
 
 class Exporter(Protocol):
@@ -189,7 +197,7 @@ class _Json:
     filename: str = "results.json"
 
     def write(self, data: ReportData, path: Path) -> Path:
-        return write_json(data.analysis, data.observations, path)
+        return write_json(data.analysis, data.observations, path, data.trials)
 
 
 @dataclass(frozen=True)

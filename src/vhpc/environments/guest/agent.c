@@ -13,9 +13,14 @@
  *   agent -> host  DATA <id> <ok> <len>\n<bytes>      (ok=0: bytes are an error message)
  * rc is the exit status, or 128+signal; a command past its timeout has its process group
  * killed (SIGKILL) and timed_out=1.  Output beyond OUTPUT_LIMIT bytes per stream is dropped.
+ *
+ * vcluster guests (kernel command line vhpc.ip=A.B.C.D) also run peer.c's exec service on
+ * A.B.C.D:PEER_PORT, the remote-start path for MPI launchers across guests; the same binary
+ * is the launcher (called as vhpc-rsh) and the per-rank recorder (called as vhpc-rank).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <stdint.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -30,6 +35,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "peer.c"
 
 #define OUTPUT_LIMIT (4u << 20)
 
@@ -262,7 +269,10 @@ static int find_port(char *dev, size_t cap) {
     return -1;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    const char *self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (strcmp(self, "vhpc-rsh") == 0) return rsh_main(argc, argv);
+    if (strcmp(self, "vhpc-rank") == 0) return rank_main(argc, argv);
     setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
     setenv("HOME", "/tmp", 1);
     setenv("TMPDIR", "/tmp", 1);
@@ -279,6 +289,7 @@ int main(void) {
         sleep(1);
         return 1;
     }
+    start_peer_service();
     double uptime = 0;
     FILE *u = fopen("/proc/uptime", "r");
     if (u) { if (fscanf(u, "%lf", &uptime) != 1) uptime = 0; fclose(u); }

@@ -20,7 +20,13 @@ if [ "$(arg vhpc.probe)" = 1 ]; then
     poweroff -f
 fi
 ifconfig lo 127.0.0.1 up
-hostname vhpc-guest
+h=$(arg vhpc.hostname)
+hostname "${h:-vhpc-guest}"
+# vcluster: a fixed address on the campaign's private segment (vhpc.ip=A.B.C.D/P)
+if [ -n "$(arg vhpc.ip)" ]; then
+    ip addr add "$(arg vhpc.ip)" dev eth0 && ip link set eth0 up \
+        || echo "vhpc-init: cannot configure eth0 with $(arg vhpc.ip)"
+fi
 mkdir -p /newroot
 if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose hostroot /newroot; then
     echo "VHPC-INIT-FAILED: cannot mount the host root over virtio-9p"
@@ -41,6 +47,14 @@ for i in 0 1 2 3; do
     mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose "share$i" "/newroot$p" \
         || echo "vhpc-init: cannot mount share$i at $p"
 done
+# vcluster: the peers' names (vhpc.hosts=ADDR:NAME,...) in a private /etc/hosts
+if [ -n "$(arg vhpc.hosts)" ]; then
+    printf '127.0.0.1 localhost\n' > /newroot/run/vhpc-hosts
+    for e in $(arg vhpc.hosts | tr , ' '); do echo "${e%%:*} ${e#*:}" >> /newroot/run/vhpc-hosts; done
+    mount --bind /newroot/run/vhpc-hosts /newroot/etc/hosts || echo "vhpc-init: cannot bind /etc/hosts"
+fi
 echo "VHPC-INIT-DONE uptime $(cut -d" " -f1 /proc/uptime)"
 cp /vhpc-agent /newroot/run/vhpc-agent
+ln -s vhpc-agent /newroot/run/vhpc-rsh
+ln -s vhpc-agent /newroot/run/vhpc-rank
 exec switch_root /newroot /run/vhpc-agent

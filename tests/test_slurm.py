@@ -1,0 +1,149 @@
+"""The slurm executor against a real single-host Slurm cluster (tests/cluster/up)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vhpc.store import Store
+
+CLI = [sys.executable, "-m", "vhpc.cli"]
+
+
+def _env(cluster) -> dict[str, str]:
+    return {**os.environ, "SLURM_CONF": cluster["SLURM_CONF"]}
+
+
+def _sacct(cluster, job: str) -> dict[str, dict[str, str]]:
+    out = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", "JobID,JobName,State,NodeList,NTasks"],
+                         capture_output=True, text=True, env=_env(cluster), check=True).stdout
+    rows = [ln.split("|") for ln in out.splitlines() if ln.strip()]
+    return {r[0]: dict(zip(("name", "state", "nodes", "ntasks"), r[1:])) for r in rows}
+
+
+def test_native_and_vm_trials_as_job_steps(slurm_cluster, tmp_path, kernels_built, no_qemu_leak):
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("executor: slurm\nrepeats: 1\nwarmup: 0\nbenchmarks:\n"
+                        "  - stream: {n: 100000}\nenvironments:\n  - native\n"
+                        "  - vm: {vcpus: 1, memory: 512}\n")
+    out = subprocess.run(CLI + ["run", str(campaign), "--out", str(tmp_path)], capture_output=True,
+                         text=True, env=_env(slurm_cluster), timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    store = Store(tmp_path / "vhpc.db")
+    cid = store.campaigns()[0]["id"]
+    trials = store.trials(cid)
+    assert {t.environment for t in trials} == {"native", "vm"}
+    jobs = {t.applied.slurm["job_id"] for t in trials}
+    assert len(jobs) == 1  # one allocation, each trial a step in it
+    job = jobs.pop()
+    acct = _sacct(slurm_cluster, job)
+    assert acct[job]["name"] == f"vhpc-{cid}"
+    for t in trials:
+        assert t.status == "done"
+        step = f"{job}.{t.applied.slurm['step_id']}"
+        assert acct[step]["state"] == "COMPLETED" and acct[step]["nodes"] == "vhpc1"
+        assert t.diagnostics.sacct["JobID"] == step
+    vm = next(t for t in trials if t.environment == "vm")
+    assert vm.applied.vcpus and vm.applied.accel in ("kvm", "tcg")  # booted on the node
+    assert store.environments(cid)["vm"].fingerprint["slurm_node"] == "vhpc1"
+
+
+def test_mpi_job_over_two_tasks_through_srun(slurm_cluster, tmp_path, kernels_built):
+    out = subprocess.run(CLI + ["compare", "--executor", "slurm:nodes=1", "-b", "pingpong",
+                                "-e", "native", "--repeats", "1", "--warmup", "0",
+                                "--out", str(tmp_path)],
+                         capture_output=True, text=True, env=_env(slurm_cluster), timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    store = Store(tmp_path / "vhpc.db")
+    (trial,) = store.trials(store.campaigns()[0]["id"])
+    assert trial.status == "done" and trial.applied.launcher == "srun --mpi=pmix"
+    slurm = trial.applied.slurm
+    row = _sacct(slurm_cluster, slurm["job_id"])[f"{slurm['job_id']}.{slurm['step_id']}"]
+    assert row["ntasks"] == "2" and row["name"] == "vhpc-pingpong" and row["state"] == "COMPLETED"
+
+
+def test_killed_allocation_then_resume_loses_and_repeats_nothing(slurm_cluster, tmp_path,
+                                                                 kernels_built):
+    env = _env(slurm_cluster)
+    proc = subprocess.Popen(CLI + ["compare", "--executor", "slurm", "-b", "stream:n=2000000",
+                                   "-e", "native", "--repeats", "8", "--warmup", "0",
+                                   "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    db = tmp_path / "vhpc.db"
+    deadline = time.monotonic() + 300
+    done = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        if db.exists():
+            store = Store(db)
+            camps = store.campaigns()
+            done = store.trials(camps[0]["id"], "done") if camps else []
+            store.close()
+            if len(done) >= 2:
+                break
+    assert len(done) >= 2, "the campaign did not get going"
+    job = done[0].applied.slurm["job_id"]
+    subprocess.run(["scancel", job], env=env, check=True)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "--resume" in lines[0], err
+    store = Store(db)
+    cid = store.campaigns()[0]["id"]
+    before = {t.id: (t.started, t.applied.slurm["job_id"]) for t in store.trials(cid, "done")}
+    assert 2 <= len(before) < 8
+    out = subprocess.run(CLI + ["compare", "--resume", cid, "--out", str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    trials = store.trials(cid)
+    assert len(trials) == 8 and all(t.status == "done" for t in trials)
+    for t in trials:
+        if t.id in before:  # kept, not re-run
+            assert (t.started, t.applied.slurm["job_id"]) == before[t.id]
+        else:  # run in the new allocation
+            assert t.applied.slurm["job_id"] != job
+    obs = store.observations(cid)
+    assert len(obs) == 8 * 4  # four STREAM metrics per trial, none lost, none twice
+    assert len({(o.trial_id, o.metric) for o in obs}) == len(obs)
+
+
+@pytest.mark.parametrize("value", ["slurm:nodes=zero", "pbs", "slurm:queue=batch"])
+def test_bad_executor_is_one_line_error(tmp_path, value):
+    out = subprocess.run(CLI + ["compare", "--executor", value, "-b", "stream", "-e", "native",
+                                "--out", str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "executor" in lines[0]
+
+
+def test_scaling_study_doubles_nodes_up_to_the_allocation():
+    from vhpc import studies, topology
+    from vhpc.studies import StudyError
+
+    topo = topology.from_synthetic("pack:2 numa:1 l3:1 core:4 pu:1")
+    spec = studies.build("scaling", topo, [], executor="slurm:nodes=6,partition=batch")
+    ranks = sorted(b.params["ranks"] for b in spec.benchmarks if b.name == "hpccg")
+    assert ranks == [1, 2, 4, 6]
+    assert spec.executor == "slurm:nodes=6,partition=batch"
+    assert [e.kind for e in spec.environments] == ["native", "vm"]
+    assert studies.build("scaling", topo, []).executor == "slurm"  # the cluster's default
+    with pytest.raises(StudyError, match="--executor slurm:nodes=N"):
+        studies.build("scaling", topo, [], executor="local")
+
+
+def test_no_slurm_controller_is_one_line_error_before_anything_is_stored(tmp_path):
+    conf = tmp_path / "slurm.conf"  # a controller that does not exist
+    conf.write_text("ClusterName=none\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n"
+                    "NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\nMessageTimeout=2\n")
+    out = subprocess.run(CLI + ["compare", "--executor", "slurm", "-b", "stream", "-e", "native",
+                                "--out", str(tmp_path)], capture_output=True, text=True,
+                         env={**os.environ, "SLURM_CONF": str(conf)}, timeout=120)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and ("Slurm does not answer" in lines[0]
+                               or "slurm-client" in lines[0]), out.stderr
+    assert Store(tmp_path / "vhpc.db").campaigns() == []
