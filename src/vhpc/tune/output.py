@@ -146,7 +146,11 @@ def candidate_lines(cands) -> list[str]:
         also = f" (= {', '.join(c.aliases)})" if c.aliases else ""
         where = shape(c.placements[0])
         if c.vms > 1:
-            where = f"{c.vms} VMs, each {where}"
+            p0 = c.placements[0]
+            pus = " | ".join(format_cpu_list(p.pcpus) or "any" for p in c.placements)
+            mem = " | ".join(format_cpu_list(p.host_nodes) or "unbound" for p in c.placements)
+            where = (f"{c.vms} VMs × {p0.vcpus} vCPUs pinned on PUs {pus}; {p0.memory_mib} MiB "
+                     f"each on host nodes {mem}")
         note = f"  [{c.note}]" if c.note else ""
         out.append(f"{c.name}{also}: {where}{note}")
     return out
