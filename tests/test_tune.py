@@ -93,6 +93,28 @@ def test_2m_backing_only_when_asked_or_free_pages_exist():
     assert backings(cm.HostOffer(hugepages_knob=True)) == {"4k", "2m"}
 
 
+def test_candidates_become_typed_campaign_environments():
+    topo = topology.load(FOUR)
+    cands, _ = cm.generate(topo, 8, 2048, cm.HostOffer(vcluster=True), mpi=True)
+    pick = cm.restrict(cands, ["compact mirror", "float", "partition:2"])
+    d = runmod.Definition(8, 2048, "t", tuple(pick), Settings(candidates=tuple(c.env for c in pick)))
+    spec = runmod.build_spec(["pingpong"], d, native_cpus=list(range(8)))
+    envs = {e.name: e for e in spec.environments}
+
+    def opt(e, key):  # options: a dict, or the kind's typed model
+        return e.options[key] if isinstance(e.options, dict) else getattr(e.options, key)
+
+    assert envs["native"].kind == "native"
+    assert opt(envs["native"], "cpus") in ("0-7", tuple(range(8)))
+    vm = envs[pick[0].env]
+    assert vm.kind == "vm" and opt(vm, "numa") == "mirror" and "compact" in str(opt(vm, "policy"))
+    part = envs[pick[2].env]
+    # two VMs of 4 vCPUs, one per pair of sockets, 1 GiB each
+    assert part.kind == "vcluster"
+    assert (opt(part, "vms"), opt(part, "vcpus"), opt(part, "memory")) == (2, 4, 1024)
+    assert [e.name for e in spec.environments][1:] == [c.env for c in pick]
+
+
 def test_candidates_restrict_by_name_or_alias_and_refuse_unknown():
     cands, _ = cm.generate(topology.load(FOUR), 4, 1024)
     got = cm.restrict(cands, ["span:1", "float"])
