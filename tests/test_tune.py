@@ -272,6 +272,15 @@ def test_dry_run_lists_span_confine_and_partition_and_runs_nothing(tmp_path):
     assert "Nothing was run" in r.stdout and not (tmp_path / "res").exists()
     r = vhpc("tune", "--dry-run", "--topology", FOUR, "--vcpus", "16", "-b", "stream")
     assert r.returncode == 0 and "span:4" in r.stdout and "not MPI" in r.stdout
+    # an hwloc XML file: 2 packages of 2 nodes of 4 PUs; 8 vCPUs fill one package (span:1) or
+    # half of both (span:2), and only oversubscribed fit one node
+    r = vhpc("tune", "--dry-run", "--topology", str(DATA / "amd-nodes-per-package.xml"),
+             "--vcpus", "8", "-b", "stream")
+    assert r.returncode == 0, r.stderr
+    lines = {ln.split(":")[0].strip() + ":" + ln.split(":")[1].split()[0]: ln
+             for ln in r.stdout.splitlines() if ln.startswith("  span:") or ln.startswith("  confine:")}
+    assert "oversubscribed" not in lines["span:2"] and "oversubscribed 2:1" in lines["confine:0"]
+    assert "span:1" in r.stdout
 
 
 @pytest.mark.parametrize("args, words", [
