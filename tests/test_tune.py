@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vhpc import campaign, placement, topology
+from vhpc import placement, topology
 from vhpc.environments import throttle
 from vhpc.environments.native import NativeEnvironment
 from vhpc.spec import CampaignSpec, EnvSpec, from_cli

@@ -199,7 +199,9 @@ def _one_vm(topo: Topology, label: str, kind: str, target: int, vcpus: int, memo
                                                              backing=backing))
         return pol, p, 1
     except placement.PlacementError:
-        if kind not in ("span", "confine"):
+        have = (sum(len(topo.package(p.index).pus) for p in topo.packages[:target])
+                if kind == "span" else len(topo.node(target).pus) if kind == "confine" else vcpus)
+        if vcpus <= have:  # it failed for another reason than too few PUs
             raise
     pol, ratio = _oversubscribed_policy(topo, kind, target, vcpus)
     p = placement.place(topo, placement.PlacementRequest(vcpus=vcpus, memory_mib=memory_mib,
