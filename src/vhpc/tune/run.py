@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from vhpc import campaign, memprofile, placement, stats
@@ -142,7 +142,7 @@ def run(store: Store, cid: str, d: Definition, progress=None, envs=None,
         trials, why = next_round(st, planned, len(store.trials(cid)), d.settings)
         if why:
             stopped.append(why)
-        return [t.__dict__ for t in trials]
+        return [asdict(t) for t in trials]
 
     campaign.execute(store, cid, progress, envs=envs, next_round=more)
     final = state(store, cid, d)
