@@ -144,7 +144,7 @@ def _cli(*args, env=None, cwd=None):
 @pytest.mark.parametrize("opt, words", [
     ("vm:domain_xml=/nonexistent/dom.xml", "cannot read it"),
     (f"vm:domain_xml={EXAMPLE},vcpus=4", "drop vcpus"),
-    ("vm:backend=xen", "use qemu or libvirt"),
+    ("vm:backend=xen", "backend: Input should be 'qemu' or 'libvirt'"),
     (f"vm:backend=qemu,domain_xml={EXAMPLE}", "needs backend=libvirt"),
     ("vm:backend=libvirt,uri=qemu:///system?socket=/nonexistent/sock", "start libvirtd"),
 ])

@@ -14,7 +14,8 @@ def test_cli_items_parse_into_one_campaign_object():
     assert s.benchmarks[0].key == "n=100000,ntimes=4"
     vm = s.environments[1]
     assert (vm.kind, vm.name) == ("vm", "vm")
-    assert vm.options == {"vcpus": 2, "pin": "0,1", "memory": 512}
+    assert vm.options.given() == {"vcpus": 2, "pin": "0,1", "memory": 512}
+    assert vm.options.pin == (0, 1) and vm.options.vcpus == 2
     assert s.repeats == 3 and s.warmup == 1 and s.baseline == "native"
 
 
@@ -40,7 +41,7 @@ def test_yaml_and_cli_compile_to_the_same_campaign(tmp_path):
     (["stream:n=10"], ["native"], "below the minimum"),
     (["pingpong:ranks=3"], ["native"], "choose one of 2"),
     (["stream"], ["native", "kvm"], "unknown environment 'kvm'"),
-    (["stream"], ["native", "vm:cpus=1"], "unknown option(s) cpus"),
+    (["stream"], ["native", "vm:cpus=1"], "unknown option 'cpus'"),
     (["stream"], ["vm", "vm:name=b"], "baseline 'native' is not one of the environments"),
     (["stream", "stream"], ["native"], "listed twice"),
 ])
@@ -97,12 +98,81 @@ def test_custom_benchmark_may_not_shadow_a_builtin(tmp_path):
 
 def test_strict_placement_flag_applies_to_every_vm_unless_set():
     s = spec.from_cli(["noise"], ["native", "vm", "vm:strict=0,name=lax"], strict_placement=True)
-    assert [e.options.get("strict") for e in s.environments] == [None, 1, 0]
+    assert [e.options.given().get("strict") for e in s.environments] == [None, True, False]
 
 
-def test_corunner_option_is_validated_when_the_environment_is_made():
-    from vhpc import campaign
+def test_corunner_option_is_validated_when_the_spec_is_parsed():
+    with pytest.raises(SpecError, match="corunner: Input should be 'low', 'medium' or 'high' "
+                                        r"\(got 'extreme'\)"):
+        spec.from_cli(["stream"], ["native", "vm:corunner=extreme"])
 
-    s = spec.from_cli(["stream"], ["native", "vm:corunner=extreme"])
-    with pytest.raises(SpecError, match="corunner='extreme': use low, medium or high"):
-        campaign.make_environment(s.environments[1])
+
+def test_parsing_never_touches_the_host(monkeypatch):
+    import os
+    import shutil
+    import subprocess
+
+    from vhpc import topology
+
+    def forbidden(*a, **k):
+        raise AssertionError("the host was probed while parsing")
+
+    for obj, name in ((shutil, "which"), (subprocess, "run"), (subprocess, "Popen"),
+                      (os, "sched_getaffinity"), (topology, "load")):
+        monkeypatch.setattr(obj, name, forbidden)
+    s = spec.from_cli(["stream"], ["native:cpus=0", "vm:vcpus=3,policy=span:2,numa=mirror",
+                                   "vm:pin=1,0,vcpus=2,corunner=high"])
+    assert s.environments[1].options.policy.kind == "span"
+    assert s.environments[2].options.pin == (1, 0)
+
+
+def test_custom_benchmarks_live_in_the_spec_not_the_global_registry(tmp_path):
+    from vhpc import benchmarks
+
+    f = tmp_path / "c.yaml"
+    f.write_text("custom:\n  - name: mine\n    command: 'true'\n"
+                 "    metrics: [{name: t, regex: 't=(\\S+)', unit: s, higher_is_better: false}]\n"
+                 "benchmarks: [mine]\nenvironments: [native]\n")
+    s = spec.from_file(f)
+    assert "mine" not in benchmarks.REGISTRY
+    assert s.benchmark("mine").name == "mine"
+    again = spec.CampaignSpec.model_validate_json(s.model_dump_json())
+    assert again == s and again.benchmark("mine").name == "mine"
+
+
+def test_a_stored_spec_in_the_old_text_form_reloads_to_typed_options():
+    old = {"benchmarks": [{"name": "stream", "params": {"n": 100000}}],
+           "environments": [{"kind": "native", "name": "native", "options": {"cpus": "0-1"}},
+                            {"kind": "vm", "name": "vm", "options": {
+                                "vcpus": 2, "pin": "1,0", "strict": 1, "numa": 2,
+                                "corunner": "low", "corunner_policy": "map:0-1=0,1"}}]}
+    s = spec.CampaignSpec.model_validate(old)
+    native, vm = (e.options for e in s.environments)
+    assert native.cpus == (0, 1)
+    assert (vm.pin, vm.strict, vm.numa, vm.corunner_policy.kind) == ((1, 0), True, 2, "map")
+    assert spec.CampaignSpec.model_validate_json(s.model_dump_json()) == s
+
+
+def test_a_new_environment_kind_slots_in_with_one_registration(monkeypatch):
+    from vhpc import kinds
+
+    class RemoteOptions(kinds.EnvOptions):
+        host: str
+        port: int = 22
+
+    monkeypatch.setitem(kinds.REGISTRY, "remote", kinds.EnvKind("remote", RemoteOptions,
+                                                                "nowhere:build"))
+    s = spec.from_cli(["noise"], ["native", "remote:host=node1,port=2222"])
+    assert s.environments[1].options == RemoteOptions(host="node1", port=2222)
+    with pytest.raises(SpecError, match="port: Input should be a valid integer"):
+        spec.from_cli(["noise"], ["native", "remote:host=a,port=x"])
+
+
+def test_values_with_commas_split_only_before_declared_options():
+    s = spec.from_cli(["noise"], ["native", "vm:policy=nodes:0,1;mem=local,vcpus=2,name=a",
+                                  "vm:pin=0,1,vcpus=2"])
+    a, b = s.environments[1:]
+    assert (a.name, a.options.policy.text, a.options.vcpus) == ("a", "nodes:0,1;mem=local", 2)
+    assert b.options.pin == (0, 1)
+    with pytest.raises(SpecError, match="unknown option 'bogus'"):
+        spec.from_cli(["noise"], ["native", "vm:vcpus=2,bogus=1"])

@@ -15,7 +15,7 @@ import pytest
 from vhpc import placement, topology
 from vhpc.environments import throttle
 from vhpc.environments.native import NativeEnvironment
-from vhpc.spec import CampaignSpec, EnvSpec, from_cli
+from vhpc import spec as specmod
 from vhpc.store import Store
 from vhpc.tune import candidates as cm
 from vhpc.tune import output, run as runmod
@@ -101,13 +101,13 @@ def test_candidates_become_typed_campaign_environments():
     spec = runmod.build_spec(["pingpong"], d, native_cpus=list(range(8)))
     envs = {e.name: e for e in spec.environments}
 
-    def opt(e, key):  # options: a dict, or the kind's typed model
-        return e.options[key] if isinstance(e.options, dict) else getattr(e.options, key)
+    def opt(e, key):  # the kind's typed options model
+        return getattr(e.options, key)
 
     assert envs["native"].kind == "native"
-    assert opt(envs["native"], "cpus") in ("0-7", tuple(range(8)))
+    assert opt(envs["native"], "cpus") == tuple(range(8))
     vm = envs[pick[0].env]
-    assert vm.kind == "vm" and opt(vm, "numa") == "mirror" and "compact" in str(opt(vm, "policy"))
+    assert vm.kind == "vm" and opt(vm, "numa") == "mirror" and opt(vm, "policy").text == "compact"
     part = envs[pick[2].env]
     # two VMs of 4 vCPUs, one per pair of sockets, 1 GiB each
     assert part.kind == "vcluster"
@@ -189,11 +189,9 @@ def _native_race(tmp_path, names, settings_kw, envs_extra=None, bench="pagefault
     cands = tuple(cm.Candidate(n, n, "native", "float", "hidden", "4k", (fp,)) for n in names)
     s = Settings(candidates=tuple(names), **{k: v for k, v in settings_kw.items() if k != "interrupt"})
     d = runmod.Definition(1, 256, "this host", cands, s, warmup=1)
-    benches = from_cli([bench], ["native"]).benchmarks
-    envs = [EnvSpec(kind="native", name=n, options={"cpus": "0"}) for n in ("native", *names)]
-    spec = CampaignSpec.model_validate({"benchmarks": [b.model_dump() for b in benches],
-                                        "environments": envs, "warmup": 1,
-                                        "repeats": s.min_rounds})
+    spec = specmod.campaign([specmod.parse_bench(bench)],
+                            [specmod.env("native", n, cpus="0") for n in ("native", *names)],
+                            warmup=1, repeats=s.min_rounds)
     store = Store(tmp_path / "vhpc.db")
     cid = runmod.start(store, spec, d, tmp_path)
     objs = {n: NativeEnvironment(n, cpus=[0]) for n in ("native", *names)}

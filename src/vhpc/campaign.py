@@ -29,55 +29,43 @@ import logging
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import asdict
 from typing import Any, Callable, Protocol
 
-from vhpc import benchmarks
-from vhpc import records
-from vhpc.benchmarks.base import (ParseError, RunContext, ensure_kernels, kernel_build_flags,
-                                 kernel_dir)
+from vhpc import benchmarks, kinds, records
+from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_build_flags
 from vhpc.environments import vcluster
 from vhpc.environments.base import Environment, EnvError, RunResult
+from vhpc.errors import VhpcError
 from vhpc.environments.knobs import HostKnobs, journal_path
 from vhpc.environments.native import NativeEnvironment
-from vhpc.environments.vm import VmEnvironment, parse_cpu_list
-from vhpc.spec import CampaignSpec, EnvSpec, SpecError
+from vhpc.environments.vm import VmEnvironment
+from vhpc.kinds import HostFacts
+from vhpc.spec import CampaignSpec, EnvSpec
 from vhpc.store import DONE, FAILED, Store, StoreError, TrialRow
 
-
-@dataclass(frozen=True)
-class PlannedTrial:
-    """One trial of the plan: seq (execution order), round (0-based; warm-up rounds first),
-    warmup flag, environment name, benchmark name, canonical parameter string, and ``fresh``:
-    the environment starts a new session (VM reboot) before this trial."""
-
-    seq: int
-    round: int
-    warmup: bool
-    environment: str
-    benchmark: str
-    params: str
-    fresh: bool = False
+#: One trial of the plan is the same record as a stored trial (before it has an id).
+PlannedTrial = TrialRow
 
 
-def plan(spec: CampaignSpec, rounds: int | None = None) -> list[PlannedTrial]:
-    """Ordered trials for ``spec``: ``rounds`` (default warmup + repeats) rounds ×
-    environments × benchmarks.  Deterministic, so the plan of n+1 rounds extends the plan of
-    n rounds (adaptive repeats append rounds this way).
+def plan(spec: CampaignSpec, rounds: int | None = None) -> list[TrialRow]:
+    """Ordered trials for ``spec`` (id None, status pending): ``rounds`` (default warmup +
+    repeats) rounds × environments × benchmarks.  Deterministic, so the plan of n+1 rounds
+    extends the plan of n rounds (adaptive repeats append rounds this way).
 
     With ``order="alternate"`` odd rounds run the environments in reverse order.
     """
     names = [e.name for e in spec.environments]
     per_block = spec.session_trials if spec.protocol == "cold-warm" else 1
-    out: list[PlannedTrial] = []
+    out: list[TrialRow] = []
     for r in range(spec.warmup + spec.repeats if rounds is None else rounds):
         order = names[::-1] if spec.order == "alternate" and r % 2 else names
         for env in order:
             for b in spec.benchmarks:
                 for k in range(per_block):
                     fresh = spec.protocol == "cold" or (spec.protocol == "cold-warm" and k == 0)
-                    out.append(PlannedTrial(len(out), r, r < spec.warmup, env, b.name, b.key,
-                                            fresh))
+                    out.append(TrialRow(None, len(out), r, r < spec.warmup, env, b.name, b.key,
+                                        fresh=fresh))
     return out
 
 
@@ -86,57 +74,46 @@ def new_campaign_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
-#: Co-runner loads by memory intensity (seed 003 Fig. 5's low / medium / high co-runners):
-#: a CPU spin with no memory traffic, STREAM in a cache-sized array, STREAM in a large array.
-CORUNNERS = {
-    "low": ["vhpc-noise", "-d", "86400"],
-    "medium": ["vhpc-stream", "-n", "100000", "-t", "250"],
-    "high": ["vhpc-stream", "-n", "20000000", "-t", "250"],
-}
+def host_facts(topology_source: str | None = None) -> HostFacts:
+    """Facts host-dependent checks need: usable CPUs and the topology (hwloc's lstopo for
+    this host, or ``topology_source``).  Raises TopologyError."""
+    from vhpc import topology
+
+    return HostFacts(tuple(sorted(os.sched_getaffinity(0))), topology.load(topology_source))
 
 
-def corunner_argv(level: str) -> list[str]:
-    """The co-runner command for intensity ``level``.  Raises ValueError for another level."""
-    if level not in CORUNNERS:
-        raise ValueError(f"corunner={level!r}: use low, medium or high")
-    binary, *args = CORUNNERS[level]
-    return [str(kernel_dir() / binary), *args]
+def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, str]:
+    """Environment name → one line saying where its trials run on ``host`` (computed from the
+    topology; nothing is started).  This is also the host check of a campaign: raises
+    HostError/PlacementError when the host cannot give an environment what it asks for."""
+    out = {}
+    for e in spec.environments:
+        try:
+            e.options.check_host(host)
+            out[e.name] = e.options.placement_text(host)
+        except VhpcError as exc:
+            raise type(exc)(f"environment {e.name}: {exc}") from None
+    return out
 
 
-def make_environment(es: EnvSpec) -> Environment:
-    """Instantiate the environment ``es`` describes.  Raises SpecError for bad options."""
-    o = dict(es.options)
+def prepare(spec: CampaignSpec, host: HostFacts | None = None) -> dict[str, Environment]:
+    """Check ``spec`` against the host and build its environments (nothing is booted yet):
+    the step between a valid spec and a stored campaign.  Raises HostError/PlacementError
+    (and EnvError/GuestImageError from a kind's factory)."""
+    host = host or host_facts()
+    placements(spec, host)
+    return {e.name: make_environment(e, host) for e in spec.environments}
+
+
+def make_environment(es: EnvSpec, host: HostFacts | None = None) -> Environment:
+    """Build the environment ``es`` describes with its kind's factory (kinds.REGISTRY).
+    May probe the host (QEMU, guest kernel).  Raises HostError/PlacementError."""
+    host = host or host_facts()
     try:
-        if es.kind == "vcluster":
-            return vcluster.make(es.name, o)
-        if es.kind == "native":
-            cpus = parse_cpu_list(str(o["cpus"])) if "cpus" in o else None
-            return NativeEnvironment(es.name, cpus=cpus, nodes=o.get("nodes"),
-                                     membind=o.get("membind"))
-        if es.kind == "ssh":
-            from vhpc.environments.ssh import SshEnvironment
-
-            return SshEnvironment(es.name, **{k: (int(v) if k == "port" else str(v))
-                                              for k, v in o.items()})
-        text = {k: str(o[k]) for k in ("pin", "policy", "kernel", "guest_bind", "corunner_policy")
-                if k in o}
-        if "corunner" in o:
-            text.update(corunner_argv=corunner_argv(str(o["corunner"])),
-                        corunner_label=str(o["corunner"]))
-        backend = str(o.get("backend", "qemu"))
-        if backend == "libvirt" or "domain_xml" in o:
-            from vhpc.environments.libvirt import make_libvirt_environment
-
-            return make_libvirt_environment(es.name, o, text)
-        if backend != "qemu" or "uri" in o:
-            raise ValueError(f"backend={backend}: use qemu or libvirt (uri= needs backend=libvirt)")
-        return VmEnvironment(
-            es.name, vcpus=int(o.get("vcpus", 2)), memory=int(o.get("memory", 1024)),
-            numa=o.get("numa", "hidden"), backing=str(o.get("backing", "4k")),
-            accel=str(o.get("accel", "auto")), boot_timeout=float(o.get("boot_timeout", 90)),
-            strict=bool(o.get("strict", False)), **text)
-    except ValueError as exc:
-        raise SpecError(f"environment {es.name}: {exc}") from None
+        es.options.check_host(host)
+    except VhpcError as exc:
+        raise type(exc)(f"environment {es.name}: {exc}") from None
+    return kinds.get(es.kind).build(es.name, es.options, host)
 
 
 def env_cpus(env: Environment) -> int:
@@ -163,7 +140,7 @@ class Progress(Protocol):
 def create(store: Store, spec: CampaignSpec, command: str = "") -> str:
     """Store a new campaign with its planned trials; returns the campaign id."""
     cid = new_campaign_id()
-    trials = [t.__dict__ for t in plan(spec)]
+    trials = [asdict(t) for t in plan(spec)]
     store.create_campaign(cid, spec.model_dump_json(), command, trials,
                           [{"name": e.name, "kind": e.kind} for e in spec.environments])
     return cid
@@ -235,7 +212,9 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
                    envs: dict[str, Environment] | None, next_round=None) -> dict[str, int]:
     """:func:`execute` once the campaign is owned."""
     spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
-    envs = envs or {e.name: make_environment(e) for e in spec.environments}
+    if envs is None:
+        host = host_facts()
+        envs = {e.name: make_environment(e, host) for e in spec.environments}
     todo = store.unfinished(cid)
     all_trials = len(store.trials(cid))
     booted = store.attempted_environments(cid)  # sessions were started by an earlier run
@@ -264,7 +243,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
                     break
                 if not imprecise(store.observations(cid), spec.target_ci):
                     break
-                todo = store.add_trials(cid, [t.__dict__ for t in plan(spec, rounds + 1)[len(planned):]])
+                todo = store.add_trials(cid, [asdict(t) for t in plan(spec, rounds + 1)[len(planned):]])
                 if progress and hasattr(progress, "grow"):
                     progress.grow(len(todo))
     finally:
@@ -277,10 +256,10 @@ def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
     """Kernel binary directory per MPI implementation the campaign uses (built if needed,
     before any trial runs).  Raises BenchmarkError when a build fails."""
     need: dict[str, set[str]] = {}
-    if any("corunner" in e.options for e in spec.environments):
+    if any(getattr(e.options, "corunner", None) for e in spec.environments):
         need["openmpi"] = {"vhpc-noise", "vhpc-stream"}
     for b in spec.benchmarks:
-        binary = getattr(benchmarks.get(b.name), "binary", "")
+        binary = getattr(spec.benchmark(b.name), "binary", "")
         if binary:
             need.setdefault(str(b.params.get("mpi", "openmpi")), set()).add(binary)
     return {impl: ensure_kernels(sorted(bins), impl) for impl, bins in need.items()}
@@ -336,7 +315,7 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         current = env
         if planned[row.seq].fresh:
             env.new_session()
-        bench = benchmarks.get(row.benchmark)
+        bench = spec.benchmark(row.benchmark)
         params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
         impl = str(params.get("mpi", "openmpi"))
         bindir = bindirs.get(impl)
@@ -391,7 +370,7 @@ def _reparse(store: Store, cid: str) -> int:
     for row in store.trials(cid):
         if row.stdout is None or row.status not in (DONE, FAILED):
             continue
-        bench = benchmarks.get(row.benchmark)
+        bench = spec.benchmark(row.benchmark)
         params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
         result = RunResult(row.returncode, row.stdout or "", row.stderr or "", row.started or 0,
                            0.0, error=row.error if row.returncode is None else None)

@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import signal
 import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from vhpc import __version__
+from vhpc.errors import SpecError, VhpcError
 
 DEFAULT_OUT = "vhpc-results"
 QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
-
-import os
 
 # Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
 _WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
@@ -63,79 +62,79 @@ class RichProgress:
         self.bar.stop()
 
 
+class UsageError(VhpcError):
+    """A command line argparse rejects (unknown flag, missing value, bad number)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one-line UsageErrors (exit 2 via :func:`main`)."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _count(lo: int, hi: int):
+    """argparse type: an int in [lo, hi] (the message says the range)."""
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range: give {lo}..{hi}")
+        return value
+    return convert
+
+
 def _store(out: str):
+    """The store of results folder ``out`` (created if missing).  Raises StoreError (one line)
+    when ``out`` is not a folder or cannot be created or opened."""
     from vhpc.store import Store
 
     return Store(Path(out) / "vhpc.db")
 
 
-def _report(store, cid: str, out: str, html=None, csv=None, jsn=None, quiet=False) -> Path:
-    """Analyse a stored campaign; print the table; write HTML, CSV and JSON; return the HTML path."""
-    from vhpc import analysis
-    from vhpc.report import export, html as html_report, terminal
+def _spec_from_flags(args):
+    from vhpc import spec as specmod
 
-    camp = store.campaign(cid)
-    envs = store.environments(cid)
-    obs = store.observations(cid)
-    result = analysis.analyse(obs, envs, camp["spec"]["baseline"])
-    folder = Path(out) / cid
-    folder.mkdir(parents=True, exist_ok=True)
-    html_path = Path(html) if html else folder / "report.html"
-    trials = store.trials(cid)
-    import time as _time
-
-    meta = {"id": cid, "date": _time.strftime("%Y-%m-%d %H:%M:%S UTC", _time.gmtime(camp["created"])),
-            "command": camp["command"],
-            "status": camp["status"], "spec": camp["spec"],
-            "trials": len(trials), "failed": sum(t.status == "failed" for t in trials),
-            "failures": None if not any(t.status == "failed" for t in trials) else [{"environment": t.environment, "benchmark": t.benchmark,
-                          "round": t.round, "error": (t.error or "")[-2000:]}
-                         for t in trials if t.status == "failed"]}
-    from vhpc.report import diagnostics
-    from vhpc.tune.cli import report_sections as tune_sections
-
-    html_report.write_html(result, obs, html_path, meta,
-                           sections=[*diagnostics.sections(trials, envs, result),
-                                     *tune_sections(store, cid, out)])
-    export.write_csv(result, obs, Path(csv) if csv else folder / "samples.csv",
-                     folder / "comparisons.csv")
-    export.write_json(result, obs, Path(jsn) if jsn else folder / "results.json", trials)
-    if not quiet:
-        terminal.render_table(result, console, title=f"vhpc campaign {cid}")
-        if meta["failed"]:
-            console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "
-                          "their errors are in the report.")
-        console.print(f"Report: [bold]{html_path}[/]  (CSV and JSON beside it)")
-    return html_path
+    return specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
+                            strict_placement=args.strict_placement,
+                            target_ci=args.target_ci / 100 if args.target_ci else None,
+                            max_repeats=args.max_repeats, repeats=args.repeats,
+                            warmup=args.warmup, baseline=args.baseline, timeout=args.timeout,
+                            order=args.order, protocol=args.protocol,
+                            session_trials=args.session_trials, host_knobs=args.host_knob,
+                            executor=getattr(args, "executor", None))
 
 
-def cmd_compare(args, spec=None) -> int:
-    from vhpc import campaign, spec as specmod
+def _dry_run(spec) -> int:
+    """Print the plan of ``spec`` with placements on this host; start nothing."""
+    from vhpc import campaign
+    from vhpc.report import views
+
+    views.dry_run(console, spec, campaign.plan(spec),
+                  campaign.placements(spec, campaign.host_facts()))
+    return 0
+
+
+def run_campaign(args, spec=None) -> tuple[int, str]:
+    """Create (or resume, ``--resume``) and execute a campaign, then report it; returns
+    (exit status, campaign id)."""
+    from vhpc import campaign
+    from vhpc.report import views
 
     store = _store(args.out)
+    envs = None
     if args.resume:
         cid = args.resume
         store.campaign(cid)  # raises StoreError for an unknown id
         store.check_not_owned(cid)  # another live vhpc runs it: refuse before printing anything
         console.print(f"Resuming campaign [bold]{cid}[/]")
     else:
-        if spec is None:
-            spec = specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
-                                    strict_placement=args.strict_placement,
-                                    target_ci=args.target_ci / 100 if args.target_ci else None,
-                                    max_repeats=args.max_repeats,
-                                    repeats=args.repeats, warmup=args.warmup,
-                                    baseline=args.baseline, timeout=args.timeout, order=args.order,
-                                    protocol=args.protocol, session_trials=args.session_trials,
-                                    host_knobs=args.host_knob,
-                                    executor=getattr(args, "executor", None))
-        for e in spec.environments:
-            env = campaign.make_environment(e)  # validate options before anything is stored
+        envs = campaign.prepare(spec)  # host checks and environments, before anything is stored
+        for env in envs.values():
             if hasattr(env, "preflight"):  # ssh: the host answers and accepts the key
-                try:
-                    env.preflight()
-                finally:
-                    env.close()
+                env.preflight()
         from vhpc import executors
 
         executor = executors.make(spec.executor)
@@ -147,114 +146,81 @@ def cmd_compare(args, spec=None) -> int:
                       f"rounds → {args.out}/")
     progress = RichProgress(console)
     try:
-        counts = campaign.execute(store, cid, progress, notify=lambda m: err_console.print(
+        counts = campaign.execute(store, cid, progress, envs=envs, notify=lambda m: err_console.print(
             f"vhpc: {m}", highlight=False, markup=False, soft_wrap=True))
     except KeyboardInterrupt:
         progress.stop()
         done = len(store.trials(cid, "done")) + len(store.trials(cid, "failed"))
         err_console.print(f"vhpc: interrupted; {done} trials are stored. Resume with: "
                           f"vhpc compare --resume {cid} --out {args.out}")
-        return 130
+        return 130, cid
     finally:
         progress.stop()
-    _report(store, cid, args.out)
-    return 1 if counts.get("failed") else 0
+    views.campaign_report(store, cid, args.out, console)
+    return (1 if counts.get("failed") else 0), cid
+
+
+def cmd_compare(args) -> int:
+    spec = None if args.resume else _spec_from_flags(args)
+    if args.dry_run:
+        if spec is None:
+            raise UsageError("--dry-run plans a new campaign: drop --resume")
+        return _dry_run(spec)
+    return run_campaign(args, spec)[0]
 
 
 def cmd_run(args) -> int:
     from vhpc import spec as specmod
 
-    return cmd_compare(args, spec=specmod.from_file(args.spec))
+    spec = specmod.from_file(args.spec)
+    return _dry_run(spec) if args.dry_run else run_campaign(args, spec)[0]
 
 
 def cmd_study(args) -> int:
-    from vhpc import studies, topology
+    from vhpc import campaign, studies
+    from vhpc.report import views
 
     if args.name == "list":
         for name, what in studies.STUDIES.items():
             console.print(f"[bold]{name:16}[/] {what}")
         return 0
-    topo = topology.load(None)
-    if studies.note(args.name, topo):
-        console.print(studies.note(args.name, topo))
-    spec = studies.build(args.name, topo, args.bench or [], in_vm=args.in_vm,
-                         host_knobs=args.host_knob,
-                         **{k: v for k, v in (("repeats", args.repeats), ("warmup", args.warmup),
-                                              ("timeout", args.timeout),
-                                              ("executor", args.executor)) if v is not None})
+    host = campaign.host_facts()
+    if studies.note(args.name, host.topology):
+        console.print(studies.note(args.name, host.topology))
+    spec = studies.build(args.name, host.topology, args.bench or [], in_vm=args.in_vm,
+                         host_knobs=args.host_knob, repeats=args.repeats, warmup=args.warmup,
+                         timeout=args.timeout, executor=args.executor)
+    if args.dry_run:
+        return _dry_run(spec)
     args.resume = None
-    rc = cmd_compare(args, spec=spec)
+    rc, cid = run_campaign(args, spec)
     if args.name == "memory-profile":
-        print_memory_profile(_store(args.out), _store(args.out).campaigns()[0]["id"])
+        views.memory_profile(console, _store(args.out).trials(cid))
     return rc
-
-
-def print_memory_profile(store, cid: str) -> None:
-    """The memory-profile table (seed 003 Fig. 3): penalty, MPKI, class; the fit if any."""
-    from rich.table import Table
-
-    from vhpc import memprofile
-
-    rows = memprofile.profile(memprofile.from_trials(store.trials(cid)))
-    table = Table(title="memory profile: NUMA penalty vs memory intensity")
-    for col in ("benchmark", "NUMA penalty", "basis", "MPKI", "class"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r.benchmark, f"{r.penalty:.3f}" if r.penalty else "n/a", r.basis,
-                      f"{r.mpki:.2f}" if r.mpki is not None else "unavailable", r.intensity or "-")
-    console.print(table)
-    if any(r.basis == "time" for r in rows):
-        console.print("CPI is unavailable (no hardware counters): the penalty shown is the ratio "
-                      "of trial wall times remote/local, and MPKI classes cannot be given.")
-    f = memprofile.fit(rows)
-    if f:
-        console.print(f"fit: penalty = {f.intercept:.3f} + {f.slope:.3f}·MPKI (r² = {f.r2:.2f}, "
-                      f"{f.n} benchmarks)")
 
 
 def cmd_report(args) -> int:
     from vhpc import campaign
+    from vhpc.report import views
 
     store = _store(args.out)
     store.campaign(args.id)
     if args.reparse:
         n = campaign.reparse(store, args.id)
         console.print(f"Re-parsed {n} trials from their stored raw output")
-    _report(store, args.id, args.out, args.html, args.csv, args.json)
+    views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json)
     return 0
 
 
 def cmd_list(args) -> int:
-    from rich.table import Table
+    from vhpc.report import views
 
     if args.what == "benchmarks":
         from vhpc.benchmarks import REGISTRY
 
-        if args.markdown:
-            from vhpc.benchmarks.catalog import render_markdown
-
-            sys.stdout.write(render_markdown(list(REGISTRY.values())))
-            return 0
-
-        table = Table(title="benchmarks", show_lines=True)
-        for col in ("name", "parameters (default)", "metrics", "verification", "serves"):
-            table.add_column(col)
-        for b in REGISTRY.values():
-            params = "\n".join(f"{p.name}={'auto' if p.default is None else p.default}" for p in b.params)
-            metrics = "\n".join(f"{m.name} [{m.unit}] {'↑' if m.higher_is_better else '↓'}" for m in b.metrics)
-            table.add_row(f"[bold]{escape(b.name)}[/]\n{escape(b.summary)}", escape(params),
-                          escape(metrics), escape(b.verification), escape(b.provenance))
-        console.print(table)
-        console.print("↑ higher is better, ↓ lower is better.  Override with -b NAME:param=value,...")
+        views.benchmarks(console, REGISTRY, markdown=args.markdown)
         return 0
-    store = _store(args.out)
-    table = Table(title=f"campaigns in {args.out}/vhpc.db")
-    for col in ("id", "status", "done", "failed", "total", "command"):
-        table.add_column(col)
-    for c in store.campaigns():
-        table.add_row(c["id"], c["status"], str(c["done"] or 0), str(c["failed"] or 0),
-                      str(c["total"]), (c["command"] or "")[:80])
-    console.print(table)
+    views.campaigns(console, _store(args.out).campaigns(), f"{args.out}/vhpc.db")
     return 0
 
 
@@ -303,11 +269,13 @@ def remote_host_report(target: str) -> int:
 
 
 def cmd_plan(args) -> int:
-    from vhpc import placement, topology
-    from vhpc.environments.vm import parse_guest_numa
+    from vhpc import kinds, placement, topology
 
+    try:
+        numa = kinds.guest_numa(args.numa)
+    except ValueError as exc:
+        raise SpecError(f"--numa: {exc}") from None
     topo = topology.load(args.topology)
-    numa = parse_guest_numa(args.numa)
     if args.partition:
         plans = placement.plan_partition(topo, args.partition, args.vcpus, args.memory,
                                          backing=args.backing, guest_numa=numa)
@@ -323,23 +291,17 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vhpc", description="What does virtualization cost your HPC "
-                                "workload on this host, and which VM placement is cheapest?")
-    p.add_argument("--version", action="version", version=f"vhpc {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+def _campaign_flags(sp, dry_run=False):
+    """--out, and --dry-run for the commands that start campaigns."""
+    sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
+    if dry_run:
+        sp.add_argument("--dry-run", action="store_true",
+                        help="print the planned trials (round, environment, benchmark with "
+                             "its parameters, placement) and start nothing")
 
-    def campaign_flags(sp):
-        sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
 
-    h = sub.add_parser("host", help="host topology, accelerator probe, QEMU, guest kernel, knobs")
-    h.add_argument("--topology", help="hwloc XML file or synthetic description instead of this host")
-    h.add_argument("--no-probe", action="store_true", help="skip the KVM probe")
-    h.add_argument("--reprobe", action="store_true", help="probe KVM again instead of using the cached result")
-    h.add_argument("--ssh", metavar="[USER@]HOST[:PORT]",
-                   help="report on a remote machine over OpenSSH instead (docs/scale-out.md)")
-    h.set_defaults(func=cmd_host)
-
+def _compare_parser(sub) -> None:
+    """The ``compare`` subcommand's flags."""
     c = sub.add_parser("compare", help="run benchmarks natively and in VMs and compare (the main job)")
     c.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
                    help=f"benchmark (repeatable; default: the quick suite {', '.join(QUICK)})")
@@ -371,14 +333,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where trials run: local (default) or slurm[:partition=P,nodes=N,time=T,"
                         "account=A], each trial a job step in one allocation (docs/scale-out.md)")
     c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
-    campaign_flags(c)
-    c.set_defaults(func=cmd_compare)
+    _campaign_flags(c, dry_run=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `vhpc` argument parser (argparse errors become one-line UsageErrors)."""
+    p = _Parser(prog="vhpc", description="What does virtualization cost your HPC "
+                                "workload on this host, and which VM placement is cheapest?")
+    p.add_argument("--version", action="version", version=f"vhpc {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    h = sub.add_parser("host", help="host topology, accelerator probe, QEMU, guest kernel, knobs")
+    h.add_argument("--topology", help="hwloc XML file or synthetic description instead of this host")
+    h.add_argument("--no-probe", action="store_true", help="skip the KVM probe")
+    h.add_argument("--reprobe", action="store_true", help="probe KVM again instead of using the cached result")
+    h.add_argument("--ssh", metavar="[USER@]HOST[:PORT]",
+                   help="report on a remote machine over OpenSSH instead (docs/scale-out.md)")
+
+    _compare_parser(sub)
 
     r = sub.add_parser("run", help="run a campaign described in a YAML file")
     r.add_argument("spec", help="campaign file (YAML)")
     r.add_argument("--resume", metavar="ID", help=argparse.SUPPRESS)
-    campaign_flags(r)
-    r.set_defaults(func=cmd_run, resume=None)
+    _campaign_flags(r, dry_run=True)
+    r.set_defaults(resume=None)
 
     rep = sub.add_parser("report", help="re-analyse a stored campaign (no re-run)")
     rep.add_argument("id")
@@ -386,8 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--csv", help="samples CSV path")
     rep.add_argument("--json", help="JSON export path")
     rep.add_argument("--reparse", action="store_true", help="re-derive samples from stored raw output first")
-    campaign_flags(rep)
-    rep.set_defaults(func=cmd_report)
+    _campaign_flags(rep)
 
     st = sub.add_parser("study", help="run a seed paper's experiment as a campaign "
                         "('vhpc study list' lists them)")
@@ -402,28 +379,25 @@ def build_parser() -> argparse.ArgumentParser:
                     help="as for compare; the scaling study needs slurm:nodes=N")
     st.add_argument("--in-vm", action="store_true",
                     help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
-    campaign_flags(st)
-    st.set_defaults(func=cmd_study)
+    _campaign_flags(st, dry_run=True)
 
     pl = sub.add_parser("plan", help="plan a VM placement on this host or another topology")
     pl.add_argument("--topology", help="hwloc XML file, synthetic description (e.g. "
                     "'pack:4 numa:1 l3:1 core:4 pu:1') or seed machine name; default: this host")
-    pl.add_argument("--vcpus", type=int, help="vCPUs per VM")
-    pl.add_argument("--memory", type=int, default=1024, help="MiB per VM (default %(default)s)")
+    pl.add_argument("--vcpus", type=_count(1, 4096), help="vCPUs per VM")
+    pl.add_argument("--memory", type=_count(1, 1 << 24), default=1024, help="MiB per VM (default %(default)s)")
     pl.add_argument("--policy", default="compact", help="float, compact, spread, span:K, confine:N, "
                     "nodes:LIST, map:... (docs/placement.md; default %(default)s)")
     pl.add_argument("--numa", default="hidden", help="guest NUMA nodes: hidden, mirror or a count")
     pl.add_argument("--backing", default="4k", choices=("4k", "2m", "1g"), help="page backing")
-    pl.add_argument("--vms", type=int, default=1, help="identical VMs sharing the policy's CPUs")
-    pl.add_argument("--partition", type=int, metavar="VMS_PER_SOCKET",
+    pl.add_argument("--vms", type=_count(1, 256), default=1, help="identical VMs sharing the policy's CPUs")
+    pl.add_argument("--partition", type=_count(1, 256), metavar="VMS_PER_SOCKET",
                     help="partition the host: this many VMs on each socket (seed 000 Fig. 8)")
-    pl.set_defaults(func=cmd_plan)
 
     ls = sub.add_parser("list", help="list benchmarks or stored campaigns")
     ls.add_argument("what", choices=("benchmarks", "campaigns"))
     ls.add_argument("--markdown", action="store_true", help="benchmarks as Markdown (docs/benchmarks.md)")
-    campaign_flags(ls)
-    ls.set_defaults(func=cmd_list)
+    _campaign_flags(ls)
 
     from vhpc.tune.cli import add_parser as add_tune
 
@@ -435,39 +409,34 @@ def _sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
+#: Command name → handler (each returns the exit status).
+def cmd_tune(args) -> int:
+    """``vhpc tune``: race candidate placements (vhpc.tune, docs/tune.md)."""
+    from vhpc.tune.cli import cmd_tune as tune
+
+    return tune(args)
+
+
+COMMANDS = {"host": cmd_host, "compare": cmd_compare, "run": cmd_run, "report": cmd_report,
+            "study": cmd_study, "plan": cmd_plan, "list": cmd_list, "tune": cmd_tune}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``vhpc`` command; returns the exit status."""
-    from vhpc.benchmarks import BenchmarkError
-    from vhpc.environments.base import EnvError
-    from vhpc.environments.guestimage import GuestImageError
-    from vhpc.spec import SpecError
-    from vhpc.store import StoreError
-
-    from vhpc.environments.knobs import KnobError
-
-    errors: tuple[type[BaseException], ...] = (SpecError, BenchmarkError, StoreError, EnvError,
-                                               GuestImageError, KnobError)
-    try:
-        from vhpc.placement import PlacementError
-        from vhpc.topology import TopologyError
-
-        from vhpc.studies import StudyError
-
-        from vhpc.errors import VhpcError
-
-        errors += (PlacementError, TopologyError, StudyError, VhpcError)
-    except ImportError:
-        pass
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``vhpc`` command; returns the exit status: a :class:`VhpcError`
+    (bad input) is printed as one line and gives 2; anything else is a bug and propagates
+    with its traceback."""
     signal.signal(signal.SIGTERM, _sigterm)
-    from vhpc.environments.knobs import journal_path, recover
-
-    for left in recover(journal_path()):  # only journals whose vhpc is no longer running
-        err_console.print(f"vhpc: {left.describe()}", highlight=False, markup=False, soft_wrap=True)
     try:
-        return args.func(args)
-    except errors as exc:
-        err_console.print(f"vhpc: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        args = build_parser().parse_args(argv)
+        from vhpc.environments.knobs import journal_path, recover
+
+        for left in recover(journal_path()):  # only journals whose vhpc is no longer running
+            err_console.print(f"vhpc: {left.describe()}", highlight=False, markup=False,
+                              soft_wrap=True)
+        return COMMANDS[args.command](args)
+    except VhpcError as exc:
+        line = " ".join(str(exc).split())
+        err_console.print(f"vhpc: error: {line}", highlight=False, markup=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err_console.print("vhpc: interrupted")

@@ -1,7 +1,11 @@
-"""Campaign specification: CLI flags and YAML files compile to one validated :class:`CampaignSpec`.
+"""Campaign specification: CLI flags, campaign files and studies compile to one validated,
+immutable :class:`CampaignSpec`.
 
 CLI: ``-b NAME[:k=v,...]`` (benchmark), ``-e KIND[:k=v,...]`` (environment; ``name=`` renames).
-YAML (``vhpc run FILE``)::
+A value may contain commas (``pin=0,1``, ``policy=nodes:0,1;mem=local``): an item is split only
+before ``KEY=`` where KEY is a field the benchmark or environment kind declares, and each value
+is then parsed by its field's type (:mod:`vhpc.kinds`, the benchmark's :class:`Param`).
+YAML (``vhpc run FILE``, at most 1 MiB and 32 levels deep)::
 
     repeats: 5          # measured rounds
     warmup: 1           # warm-up rounds: stored, not analysed
@@ -25,117 +29,149 @@ YAML (``vhpc run FILE``)::
       - native
       - vm: {vcpus: 2, pin: auto}
 
-Errors are :class:`SpecError` with a one-line message naming the file, the key and what is
-allowed.
+Parsing never touches the host and never changes the benchmark registry (custom benchmarks
+live in the spec: :meth:`CampaignSpec.benchmark`).  Host-dependent checks are
+:func:`vhpc.campaign.check_host`.  Errors are :class:`SpecError` with one line naming the item
+or file, the field, the value and what is allowed.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializeAsAny, ValidationError,
+                      field_validator, model_validator)
 
-from vhpc import benchmarks
+from vhpc import benchmarks, kinds
+from vhpc.errors import SpecError, VhpcError
+from vhpc.kinds import EnvOptions
+from vhpc.specfile import read_document
 
-ENV_KINDS = ("native", "vm", "ssh", "vcluster")
-ENV_OPTIONS = {
-    "native": {"name", "cpus", "nodes", "membind"},
-    "vm": {"name", "vcpus", "memory", "pin", "policy", "numa", "backing", "accel", "kernel",
-           "boot_timeout", "strict", "guest_bind", "corunner", "corunner_policy",
-           "backend", "uri", "domain_xml"},
-    "ssh": {"name", "host", "user", "port", "identity", "cpus", "nodes", "membind", "workdir"},
-    "vcluster": {"name", "vms", "vcpus", "memory", "policy", "net", "ranks_per_vm", "accel",
-                 "kernel", "boot_timeout", "strict"},
-}
-#: options whose values stay strings (they may contain commas, colons or look numeric)
-STRING_OPTIONS = {"pin", "cpus", "name", "kernel", "policy", "nodes", "membind", "guest_bind",
-                  "corunner", "corunner_policy", "backend", "uri", "domain_xml", "host", "user",
-                  "identity", "workdir"}
+__all__ = ["SpecError", "BenchSpec", "EnvSpec", "CampaignSpec", "bench", "env", "campaign",
+           "parse_bench", "parse_env", "from_cli", "from_file", "one_line"]
 
-
-class SpecError(ValueError):
-    """An invalid campaign specification; the message says where and what to change."""
+#: Largest magnitude a numeric benchmark parameter may have (exact in a double).
+MAX_PARAM = 2 ** 53
+#: Most trials one campaign may plan (a year of 30-second trials; keeps the plan in memory).
+MAX_TRIALS = 1_000_000
 
 
 class BenchSpec(BaseModel):
-    """One benchmark with its parameter overrides (validated against the benchmark)."""
+    """One benchmark with its parameter overrides, converted by the benchmark's declaration
+    (only explicit overrides are kept; defaults are filled in by ``Benchmark.resolve``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _check(self):
-        bench = benchmarks.get(self.name)
-        resolved = bench.resolve(self.params)
-        self.params = {k: v for k, v in resolved.items() if k in self.params}
-        return self
 
     @property
     def key(self) -> str:
         """Canonical parameter string ``k=v,k=v`` (sorted; only explicit overrides)."""
         return ",".join(f"{k}={self.params[k]}" for k in sorted(self.params))
 
+    @property
+    def label(self) -> str:
+        """``name[k=v,...]`` for messages and plans."""
+        return f"{self.name}[{self.key}]" if self.params else self.name
+
 
 class EnvSpec(BaseModel):
-    """One environment: ``kind`` (native | vm), unique ``name``, kind-specific options."""
+    """One environment: ``kind`` (a key of :data:`vhpc.kinds.REGISTRY`), unique ``name`` and
+    the kind's typed, immutable ``options`` model."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
     kind: str
-    name: str
-    options: dict[str, Any] = Field(default_factory=dict)
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")
+    options: SerializeAsAny[EnvOptions]
 
-    @field_validator("kind")
+    @model_validator(mode="before")
     @classmethod
-    def _kind(cls, v):
-        if v not in ENV_KINDS:
-            raise ValueError(f"unknown environment {v!r}: choose one of {', '.join(ENV_KINDS)}")
-        return v
+    def _typed_options(cls, data):
+        if isinstance(data, dict) and "kind" in data:
+            entry = kinds.get(str(data["kind"]))
+            opts = data.get("options") or {}
+            if not isinstance(opts, entry.options):
+                if not isinstance(opts, dict):
+                    raise ValueError(f"options of {data['kind']!r} must be a mapping")
+                try:
+                    opts = entry.options.model_validate(opts)
+                except ValidationError as exc:
+                    raise ValueError(one_line(exc, entry.options)) from None
+            data = {**data, "options": opts}
+        return data
 
-    @model_validator(mode="after")
-    def _options(self):
-        bad = set(self.options) - ENV_OPTIONS[self.kind]
-        if bad:
-            raise ValueError(f"{self.kind}: unknown option(s) {', '.join(sorted(bad))} "
-                             f"(options: {', '.join(sorted(ENV_OPTIONS[self.kind] - {'name'}))})")
-        return self
+    @property
+    def entry(self) -> kinds.EnvKind:
+        """The registered kind."""
+        return kinds.get(self.kind)
 
 
-def register_custom(definitions: list[dict[str, Any]]) -> None:
-    """Register bring-your-own benchmarks (``custom:`` in a campaign file) so the campaign's
-    benchmark list can name them.  Raises ValueError for a bad definition or a name that a
-    built-in benchmark already uses."""
-    from vhpc.benchmarks.custom import CommandBenchmark, from_mapping
+def _finite_number(b: str, p, raw: Any) -> Any:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise SpecError(f"{b}: {p.name}={raw!r} is not a valid {p.type.__name__}")
+    try:
+        value = float(raw) if p.type is float else int(raw) if not isinstance(raw, float) else raw
+    except (TypeError, ValueError):
+        raise SpecError(f"{b}: {p.name}={raw!r} is not a valid {p.type.__name__}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(f"{b}: {p.name}={raw!r}: give a finite number")
+    if p.type is int and isinstance(value, float):
+        if value != int(value):
+            raise SpecError(f"{b}: {p.name}={raw!r} is not a valid int")
+        value = int(value)
+    if abs(value) > MAX_PARAM:
+        raise SpecError(f"{b}: {p.name}={raw!r} is out of range (at most {MAX_PARAM:.0e})")
+    if p.minimum is None and value < 0:
+        raise SpecError(f"{b}: {p.name}={raw!r}: give a value of 0 or more")
+    return value
 
-    for d in definitions:
-        bench = from_mapping(d)
-        known = benchmarks.REGISTRY.get(bench.name)
-        if known is not None and not isinstance(known, CommandBenchmark):
-            raise ValueError(f"custom benchmark {bench.name!r} clashes with a built-in "
-                             "benchmark: choose another name")
-        benchmarks.REGISTRY[bench.name] = bench
+
+def _check_params(bench: benchmarks.Benchmark, params: Any) -> dict[str, Any]:
+    """Explicit overrides converted by the benchmark's own parameter declarations."""
+    if not isinstance(params, dict):
+        raise SpecError(f"{bench.name}: parameters must be a mapping, got {params!r}")
+    known = {p.name: p for p in bench.params}
+    out = {}
+    for k, raw in params.items():
+        p = known.get(k)
+        if p is None:
+            out[k] = raw  # resolve() names the unknown parameter and lists the known ones
+        elif p.type in (int, float):
+            out[k] = _finite_number(bench.name, p, raw)
+        elif isinstance(raw, (dict, bool)) or (isinstance(raw, list) and not all(
+                isinstance(v, (int, str)) and not isinstance(v, bool) for v in raw)):
+            raise SpecError(f"{bench.name}: {k}={raw!r}: give a {p.type.__name__} value")
+        else:
+            out[k] = raw
+    try:
+        resolved = bench.resolve(out)
+    except (TypeError, ValueError, OverflowError) as exc:
+        if isinstance(exc, VhpcError):
+            raise SpecError(str(exc)) from None
+        raise SpecError(f"{bench.name}: bad parameters {params!r}: {exc}") from None
+    return {k: v for k, v in resolved.items() if k in params}
 
 
 class CampaignSpec(BaseModel):
     """The whole plan: environments × benchmarks × rounds, and the protocol.  ``custom``
-    holds bring-your-own benchmark definitions (vhpc.benchmarks.custom.from_mapping)."""
+    holds bring-your-own benchmark definitions (vhpc.benchmarks.custom.from_mapping); they
+    are visible through :meth:`benchmark`, not the global registry."""
 
-    model_config = ConfigDict(extra="forbid")
-    custom: list[dict[str, Any]] = Field(default_factory=list)
-    benchmarks: list[BenchSpec] = Field(min_length=1)
-    environments: list[EnvSpec] = Field(min_length=1)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    custom: list[dict[str, Any]] = Field(default_factory=list, max_length=256)
+    benchmarks: list[BenchSpec] = Field(min_length=1, max_length=10000)
+    environments: list[EnvSpec] = Field(min_length=1, max_length=1000)
     repeats: int = Field(5, ge=1, le=10000)
     warmup: int = Field(1, ge=0, le=1000)
     baseline: str = "native"
-    timeout: float = Field(600.0, gt=0)
+    timeout: float = Field(600.0, gt=0, le=kinds.MAX_SECONDS, allow_inf_nan=False)
     order: str = Field("alternate", pattern="^(alternate|fixed)$")
     protocol: str = Field("warm", pattern="^(warm|cold|cold-warm)$")
     session_trials: int = Field(3, ge=2, le=1000)
     host_knobs: dict[str, str] = Field(default_factory=dict)
-    target_ci: float | None = Field(None, gt=0, lt=1)
+    target_ci: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
     max_repeats: int = Field(30, ge=1, le=10000)
     executor: str = "local"  # local | slurm[:partition=P,nodes=N,time=T,account=A]
 
@@ -147,21 +183,47 @@ class CampaignSpec(BaseModel):
         executors.parse(v)
         return v
 
+    _custom: dict[str, benchmarks.Benchmark] = PrivateAttr(default_factory=dict)
+
     @model_validator(mode="before")
     @classmethod
-    def _custom_first(cls, data):
-        if isinstance(data, dict) and data.get("custom"):
-            if not isinstance(data["custom"], list):
-                raise ValueError("custom must be a list of benchmark definitions")
-            register_custom(data["custom"])
+    def _benchmarks_typed(cls, data):
+        if not isinstance(data, dict):
+            return data
+        custom = _custom_benchmarks(data.get("custom") or [])
+        items = data.get("benchmarks")
+        if isinstance(items, list):
+            out = []
+            for b in items:
+                if isinstance(b, dict) and isinstance(b.get("name"), str):
+                    bench = custom.get(b["name"]) or benchmarks.get(b["name"])
+                    b = {**b, "params": _check_params(bench, b.get("params") or {})}
+                out.append(b)
+            data = {**data, "benchmarks": out}
         return data
 
-    @field_validator("host_knobs")
+    @field_validator("host_knobs", mode="before")
     @classmethod
     def _knobs(cls, v):
         from vhpc.environments.knobs import parse_knob
 
+        if not isinstance(v, dict):
+            raise ValueError("host_knobs must be a mapping NAME: VALUE")
         return dict(parse_knob(f"{k}={val}") for k, val in v.items())
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lone_baseline(cls, data):
+        """A lone environment (e.g. one vcluster) is its own baseline unless one is given."""
+        if isinstance(data, dict) and data.get("baseline") is None:
+            envs = data.get("environments")
+            if isinstance(envs, list) and len(envs) == 1:
+                e = envs[0]
+                name = e.name if isinstance(e, EnvSpec) else (
+                    e.get("name") if isinstance(e, dict) else None)
+                if isinstance(name, str):
+                    data = {**data, "baseline": name}
+        return data
 
     @model_validator(mode="after")
     def _check(self):
@@ -169,8 +231,6 @@ class CampaignSpec(BaseModel):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"environment name {dup[0]!r} is used twice: give one name=... ")
-        if "baseline" not in self.model_fields_set and len(names) == 1:
-            self.baseline = names[0]  # a lone environment (e.g. one vcluster) is its own baseline
         if self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not one of the environments "
                              f"({', '.join(names)})")
@@ -180,129 +240,250 @@ class CampaignSpec(BaseModel):
         if self.executor.startswith("slurm") and self.host_knobs:
             raise ValueError("host knobs cannot be set on Slurm compute nodes from here: drop "
                              "--host-knob or use --executor local")
+        if self.executor.startswith("slurm") and self.host_knobs:
+            raise ValueError("host knobs cannot be set on Slurm compute nodes from here: drop "
+                             "--host-knob or use --executor local")
         keys = [(b.name, b.key) for b in self.benchmarks]
         if len(set(keys)) != len(keys):
             raise ValueError("the same benchmark with the same parameters is listed twice")
+        rounds = self.warmup + (max(self.repeats, self.max_repeats) if self.target_ci
+                                else self.repeats)
+        per = self.session_trials if self.protocol == "cold-warm" else 1
+        trials = len(self.benchmarks) * len(self.environments) * rounds * per
+        if trials > MAX_TRIALS:
+            raise ValueError(f"{trials} planned trials (benchmarks × environments × rounds) is "
+                             f"over {MAX_TRIALS}: split the campaign or lower repeats")
         return self
 
+    def model_post_init(self, context: Any) -> None:
+        self._custom.update(_custom_benchmarks(self.custom))
 
-def _scalar(text: str) -> Any:
-    try:
-        return yaml.safe_load(text) if text != "" else ""
-    except yaml.YAMLError:
-        return text
+    def __eq__(self, other: object) -> bool:
+        """Equal when every field is (the custom benchmark objects built from ``custom``
+        follow from it)."""
+        return isinstance(other, CampaignSpec) and self.model_dump() == other.model_dump()
 
+    __hash__ = None  # a spec holds dicts
 
-def parse_item(text: str) -> tuple[str, dict[str, Any]]:
-    """``"name:k=v,k=v"`` → ("name", {k: v}).  Raises SpecError for a malformed item."""
-    name, _, rest = text.partition(":")
-    opts: dict[str, Any] = {}
-    if rest:
-        # values may contain commas (pin=0,1; policy=nodes:0,1;mem=local): a token that does
-        # not start with ``identifier=`` continues the previous value
-        last = None
-        for token in rest.split(","):
-            if re.match(r"\s*[A-Za-z_]\w*=", token):
-                k, v = token.split("=", 1)
-                last = k.strip()
-                opts[last] = v.strip()
-            elif last is not None:
-                opts[last] = f"{opts[last]},{token.strip()}"
-            else:
-                raise SpecError(f"{text!r}: expected NAME:key=value,... ")
-    if not name.strip():
-        raise SpecError(f"{text!r}: missing a name before ':'")
-    return name.strip(), {k: v if k in STRING_OPTIONS else _scalar(v) for k, v in opts.items()}
+    def benchmark(self, name: str) -> benchmarks.Benchmark:
+        """The benchmark ``name``: a custom one of this spec, else a built-in.  Raises
+        BenchmarkError for an unknown name."""
+        return self._custom.get(name) or benchmarks.get(name)
+
+    def environment(self, name: str) -> EnvSpec:
+        """The environment called ``name`` (KeyError if none)."""
+        return {e.name: e for e in self.environments}[name]
 
 
-def _env(kind: str, opts: dict[str, Any], taken: list[str]) -> dict[str, Any]:
-    opts = dict(opts)
-    name = str(opts.get("name") or kind)
-    if "name" not in opts and name in taken:
-        i = 2
-        while f"{kind}{i}" in taken:
-            i += 1
-        name = f"{kind}{i}"
-    opts.pop("name", None)
-    taken.append(name)
-    return {"kind": kind, "name": name, "options": opts}
+def _custom_benchmarks(definitions: Any) -> dict[str, benchmarks.Benchmark]:
+    """Bring-your-own benchmarks by name.  Raises SpecError for a bad definition or a name a
+    built-in benchmark already uses."""
+    from vhpc.benchmarks.custom import from_mapping
+
+    if not isinstance(definitions, list):
+        raise SpecError("custom must be a list of benchmark definitions")
+    out = {}
+    for d in definitions:
+        try:
+            b = from_mapping(d)
+        except (TypeError, ValueError) as exc:
+            raise SpecError(f"custom: {exc}") from None
+        if b.name in benchmarks.REGISTRY:
+            raise SpecError(f"custom benchmark {b.name!r} clashes with a built-in benchmark: "
+                            "choose another name")
+        out[b.name] = b
+    return out
 
 
-def _errors(exc: ValidationError, where: str) -> SpecError:
+# ---------------------------------------------------------------------------- errors
+
+
+def one_line(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """The first error of ``exc`` as one line: field, message and the value given."""
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    msg = err["msg"].removeprefix("Value error, ")
-    return SpecError(f"{where}{': ' + loc if loc else ''}: {msg}")
+    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "tagged")))
+    msg = " ".join(err["msg"].removeprefix("Value error, ").split())
+    if err["type"] == "extra_forbidden" and model is not None:
+        msg += f" (allowed: {', '.join(model.model_fields)})"
+    elif err["type"] not in ("value_error", "assertion_error") and "input" in err:
+        given = repr(err["input"])
+        msg += f" (got {given[:60] + '...' if len(given) > 60 else given})"
+    last = str(err["loc"][-1]) if err["loc"] else ""
+    if not loc or (last and msg.startswith((f"{last}=", f"{last} "))):
+        return msg
+    return f"{loc}: {msg}"
+
+
+# ---------------------------------------------------------------------------- builders
+
+
+def bench(name: str, **params: Any) -> BenchSpec:
+    """A benchmark entry (parameters are checked when the campaign is assembled)."""
+    return BenchSpec(name=name, params=params)
+
+
+def env(kind: str, name: str | None = None, **options: Any) -> EnvSpec:
+    """A typed environment ``kind`` named ``name`` (default: the kind).  Raises SpecError."""
+    try:
+        return EnvSpec(kind=kind, name=name or kind, options=options)
+    except ValidationError as exc:
+        raise SpecError(f"environment {name or kind}: {one_line(exc)}") from None
+
+
+def campaign(benches: list[BenchSpec], envs: list[EnvSpec], where: str = "campaign",
+             **protocol: Any) -> CampaignSpec:
+    """Assemble and validate a campaign; protocol values of None keep their defaults.
+    Raises SpecError naming ``where``."""
+    data = {"benchmarks": [b.model_dump() for b in benches], "environments": envs,
+            **{k: v for k, v in protocol.items() if v is not None}}
+    try:
+        return CampaignSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{where}: {one_line(exc, CampaignSpec)}") from None
+    except VhpcError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def _split(text: str, fields: list[str], where: str,
+           noun: str = "option") -> tuple[str, dict[str, str]]:
+    """``NAME:k=v,k=v`` → (NAME, {k: v}), splitting only before the declared ``fields``;
+    errors name ``where`` (the flag and item)."""
+    name, _, rest = text.partition(":")
+    name = name.strip()
+    if not name:
+        raise SpecError(f"{where}: missing a name before ':'")
+    if not rest.strip():
+        return name, {}
+    keys = "|".join(re.escape(f) for f in sorted(fields, key=len, reverse=True)) or "(?!)"
+    tokens = re.split(rf",\s*(?=(?:{keys})\s*=)", rest)
+    out: dict[str, str] = {}
+    for token in tokens:
+        key, sep, value = token.partition("=")
+        key = key.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_]\w*", key):
+            raise SpecError(f"{where}: expected {name}:key=value,... "
+                            f"(keys: {', '.join(fields) or 'none'})")
+        stray = re.search(r",\s*([A-Za-z_]\w*)\s*=", value)
+        if key not in fields or (stray and stray.group(1) not in fields and
+                                 not re.search(r"[:;]", value[:stray.start()])):
+            bad = key if key not in fields else stray.group(1)
+            allowed = ", ".join(f for f in fields if f != "name") or "none"
+            raise SpecError(f"{where}: unknown {noun} {bad!r} ({noun}s: {allowed})")
+        if key in out:
+            raise SpecError(f"{where}: {key} is given twice")
+        out[key] = value.strip()
+    return name, out
+
+
+def parse_bench(text: str, custom: dict[str, benchmarks.Benchmark] | None = None) -> BenchSpec:
+    """``-b NAME[:k=v,...]`` → BenchSpec (values still text; checked by the campaign)."""
+    name = text.partition(":")[0].strip()
+    b = (custom or {}).get(name)
+    try:
+        b = b or benchmarks.get(name)
+    except VhpcError as exc:
+        raise SpecError(f"-b {text!r}: {exc}") from None
+    name, params = _split(text, [p.name for p in b.params], f"-b {text!r}", "parameter")
+    return BenchSpec(name=name, params=params)
+
+
+def parse_env(text: str, taken: list[str]) -> EnvSpec:
+    """``-e KIND[:k=v,...]`` → EnvSpec; a kind used twice without ``name=`` gets ``KIND2``...
+    ``taken`` (names so far) is extended.  Raises SpecError naming the item."""
+    kind = text.partition(":")[0].strip()
+    try:
+        entry = kinds.get(kind)
+    except ValueError as exc:
+        raise SpecError(f"-e {text!r}: {exc}") from None
+    kind, opts = _split(text, ["name", *entry.options.model_fields], f"-e {text!r}")
+    return _named(kind, opts, taken, f"-e {text!r}")
+
+
+def _named(kind: str, opts: dict[str, Any], taken: list[str], where: str) -> EnvSpec:
+    opts = dict(opts)
+    name = opts.pop("name", None)
+    if name is None:
+        name, i = kind, 2
+        while name in taken:
+            name, i = f"{kind}{i}", i + 1
+    taken.append(str(name))
+    try:
+        return EnvSpec(kind=kind, name=name, options=opts)
+    except ValidationError as exc:
+        raise SpecError(f"{where}: {one_line(exc)}") from None
 
 
 def from_cli(bench_items: list[str], env_items: list[str], host_knobs: list[str] | None = None,
              strict_placement: bool = False, **protocol: Any) -> CampaignSpec:
     """Build a spec from ``-b``/``-e`` strings, ``--host-knob NAME=VALUE`` strings,
-    ``--strict-placement`` (sets ``strict=1`` on every VM that does not set it) and protocol
-    flags (repeats, warmup, baseline, timeout, order, protocol, session_trials; None values
-    are left at their defaults).  Raises SpecError."""
-    from vhpc.environments.knobs import KnobError, parse_knob
+    ``--strict-placement`` (sets ``strict`` on every VM that does not set it) and protocol
+    flags (repeats, warmup, baseline, timeout, order, protocol, session_trials, target_ci,
+    max_repeats; None values keep their defaults).  Raises SpecError."""
+    from vhpc.environments.knobs import parse_knob
 
     taken: list[str] = []
-    try:
-        if host_knobs:
+    benches = [parse_bench(b) for b in bench_items]
+    envs = [parse_env(e, taken) for e in env_items]
+    if strict_placement:
+        envs = [e.model_copy(update={"options": e.options.model_validate(
+                    {**e.options.given(), "strict": True})})
+                if "strict" in type(e.options).model_fields and "strict" not in
+                e.options.model_fields_set else e for e in envs]
+    if host_knobs:
+        try:
             protocol["host_knobs"] = dict(parse_knob(k) for k in host_knobs)
-        data = {
-            "benchmarks": [dict(zip(("name", "params"), parse_item(b))) for b in bench_items],
-            "environments": [_env(*parse_item(e), taken) for e in env_items],
-            **{k: v for k, v in protocol.items() if v is not None},
-        }
-        if strict_placement:
-            for e in data["environments"]:
-                if e["kind"] in ("vm", "vcluster"):
-                    e["options"].setdefault("strict", 1)
-        return CampaignSpec.model_validate(data)
-    except ValidationError as exc:
-        raise _errors(exc, "command line") from None
-    except (benchmarks.BenchmarkError, KnobError) as exc:
-        raise SpecError(f"command line: {exc}") from None
+        except VhpcError as exc:
+            raise SpecError(f"--host-knob: {exc}") from None
+    return campaign(benches, envs, "command line", **protocol)
 
 
-def _entry(item: Any, where: str) -> tuple[str, dict[str, Any]]:
+def _entry(item: Any, where: str) -> tuple[str, dict[str, Any] | None, str | None]:
+    """A list entry of a campaign file: ``NAME``/``"NAME:k=v"`` or ``{NAME: {k: v}}``."""
     if isinstance(item, str):
-        return parse_item(item)
+        return item.partition(":")[0].strip(), None, item
     if isinstance(item, dict) and len(item) == 1:
         (name, opts), = item.items()
         if opts is None:
             opts = {}
-        if not isinstance(opts, dict):
+        if not isinstance(name, str) or not isinstance(opts, dict):
             raise SpecError(f"{where}: options of {name!r} must be a mapping")
-        return str(name), dict(opts)
-    raise SpecError(f"{where}: expected NAME or {{NAME: {{key: value}}}}, got {item!r}")
+        return name, dict(opts), None
+    raise SpecError(f"{where}: expected NAME or {{NAME: {{key: value}}}}, got {str(item)[:60]!r}")
 
 
-def from_file(path: str | Path) -> CampaignSpec:
-    """Load and validate a YAML (or JSON) campaign file.  Raises SpecError naming the file."""
-    path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+def from_file(path) -> CampaignSpec:
+    """Load and validate a YAML (or JSON) campaign file (bounded: :mod:`vhpc.specfile`).
+    Raises SpecError naming the file."""
+    doc = read_document(path)
     if not isinstance(doc, dict):
         raise SpecError(f"{path}: expected a mapping with benchmarks: and environments:")
     doc = dict(doc)
-    taken: list[str] = []
-    try:
-        benches = doc.pop("benchmarks", None)
-        envs = doc.pop("environments", ["native", "vm"])
-        if not isinstance(benches, list) or not isinstance(envs, list):
-            raise SpecError(f"{path}: benchmarks and environments must be lists")
-        data = {
-            "benchmarks": [dict(zip(("name", "params"), _entry(b, f"{path}: benchmarks[{i}]")))
-                           for i, b in enumerate(benches)],
-            "environments": [_env(*_entry(e, f"{path}: environments[{i}]"), taken)
-                             for i, e in enumerate(envs)],
-            **doc,
-        }
-        return CampaignSpec.model_validate(data)
-    except ValidationError as exc:
-        raise _errors(exc, str(path)) from None
-    except benchmarks.BenchmarkError as exc:
-        raise SpecError(f"{path}: {exc}") from None
+    benches_in = doc.pop("benchmarks", None)
+    envs_in = doc.pop("environments", ["native", "vm"])
+    if not isinstance(benches_in, list) or not isinstance(envs_in, list):
+        raise SpecError(f"{path}: benchmarks and environments must be lists")
+    custom = _custom_benchmarks(doc.get("custom") or [])
+    benches, envs, taken = [], [], []
+    for i, item in enumerate(benches_in):
+        where = f"{path}: benchmarks[{i}]"
+        name, params, text = _entry(item, where)
+        try:
+            benches.append(parse_bench(text, custom) if text is not None
+                           else BenchSpec(name=name, params=params))
+        except SpecError as exc:
+            raise SpecError(f"{where}: {exc}") from None
+    for i, item in enumerate(envs_in):
+        where = f"{path}: environments[{i}]"
+        name, opts, text = _entry(item, where)
+        if text is not None:
+            try:
+                envs.append(parse_env(text, taken))
+            except SpecError as exc:
+                raise SpecError(f"{where}: {exc}") from None
+            continue
+        try:
+            kinds.get(name)
+        except ValueError as exc:
+            raise SpecError(f"{where}: {exc}") from None
+        envs.append(_named(name, opts, taken, where))
+    return campaign(benches, envs, str(path), **doc)

@@ -154,26 +154,30 @@ def _guard(fn: _F) -> _F:
 
 @dataclass(frozen=True)
 class TrialRow:
-    """A trial as stored (see the trials table)."""
+    """One trial: planned (``campaign.plan``: id None, status ``pending``) or as stored (see the
+    trials table).  ``fresh``: the environment starts a new session (VM reboot) before this
+    trial; it follows from the protocol and is set by ``campaign.plan`` only (rows read back
+    from the store carry False; the campaign re-derives it from the plan)."""
 
-    id: int
+    id: int | None
     seq: int
     round: int
     warmup: bool
     environment: str
     benchmark: str
     params: str
-    status: str
-    session_index: int | None
-    returncode: int | None
-    error: str | None
-    stdout: str | None
-    stderr: str | None
-    started: float | None
-    ended: float | None
-    applied: AppliedPlacement | None
+    status: str = "pending"
+    session_index: int | None = None
+    returncode: int | None = None
+    error: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    started: float | None = None
+    ended: float | None = None
+    applied: AppliedPlacement | None = None
     diagnostics: Diagnostics | None = None
     reboot: bool = False
+    fresh: bool = False
 
 
 class Store:
@@ -187,14 +191,14 @@ class Store:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        if self.path.parent.exists() and not self.path.parent.is_dir():
+            raise StoreError(f"--out {self.path.parent} is not a folder: pick another --out",
+                             "cantopen")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the results folder {self.path.parent} "
                              f"({exc.strerror}): pick another --out", "cantopen") from None
-        if self.path.parent.exists() and not self.path.parent.is_dir():
-            raise StoreError(f"--out {self.path.parent} is not a folder: pick another --out",
-                             "cantopen")
         self.db: sqlite3.Connection
         self._open()
 
@@ -202,7 +206,17 @@ class Store:
     def _open(self) -> None:
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
         self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
+        # Switching a fresh file to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY
+        # at once (no busy handler) when another process is doing the same: retry briefly.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         self.db.execute("PRAGMA synchronous=FULL")
         # Schema and version row in one write transaction: two processes creating the same
         # fresh store serialise here instead of both inserting the version row.

@@ -1,6 +1,7 @@
 """Studies: named campaign templates that reproduce the seed papers' experiments on this host.
 
-Each template turns (host topology, benchmarks, repeats) into a :class:`CampaignSpec`, or
+Each template turns (host topology, benchmarks, repeats) into a :class:`CampaignSpec` built
+from typed values (never CLI strings fed back through the parser), or
 raises :class:`StudyError` saying why this host cannot run it and what to do instead.
 
 | study | seed figure | environments |
@@ -25,7 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from vhpc import topology as topology_room
-from vhpc.spec import CampaignSpec, from_cli
+from vhpc.errors import SpecError, VhpcError
+from vhpc.spec import CampaignSpec, bench, campaign, env, parse_bench
 
 STUDIES = {
     "socket-span": "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)",
@@ -44,56 +46,68 @@ STUDIES = {
 }
 
 
-class StudyError(ValueError):
+class StudyError(VhpcError, ValueError):
     """This study cannot run as asked on this host; the message says what to do."""
 
 
 def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bool = False,
           **protocol: Any) -> CampaignSpec:
-    """The campaign spec of study ``name`` on ``topo``.  Raises StudyError (unknown study,
-    host too small) or SpecError (bad benchmark or protocol value)."""
+    """The campaign spec of study ``name`` on ``topo``; ``benches`` are ``-b`` items replacing
+    the study's default benchmarks.  Raises StudyError (unknown study, host too small) or
+    SpecError (bad benchmark or protocol value)."""
     if name not in STUDIES:
         raise StudyError(f"unknown study {name!r}: choose one of {', '.join(STUDIES)}")
-    return globals()["_" + name.replace("-", "_")](topo, benches, in_vm, protocol)
+    knobs = protocol.pop("host_knobs", None)
+    if knobs:
+        from vhpc.environments.knobs import parse_knob
+
+        try:
+            protocol["host_knobs"] = dict(parse_knob(k) for k in knobs)
+        except VhpcError as exc:
+            raise SpecError(f"--host-knob: {exc}") from None
+    given = [parse_bench(b) for b in benches]
+    default, envs = globals()["_" + name.replace("-", "_")](topo, in_vm, protocol)
+    return campaign(given or default, envs, f"study {name}", **protocol)
 
 
-def _cold_warm(topo, benches, in_vm, protocol):
+def _cold_warm(topo, in_vm, protocol):
     protocol.setdefault("warmup", 0)
-    return from_cli(benches or ["stream", "pagefault"], ["native", "vm"],
-                    protocol="cold-warm", **protocol)
+    protocol["protocol"] = "cold-warm"
+    return [bench("stream"), bench("pagefault")], [env("native"), env("vm")]
 
 
-def _socket_span(topo, benches, in_vm, protocol):
+def _socket_span(topo, in_vm, protocol):
     per_pkg = min(len(p.cores) for p in topo.packages)
     envs = []
     for k in range(1, len(topo.packages) + 1):
         cpus = [topo.cores[c].pus[0] for pkg in topo.packages[:k] for c in pkg.cores]
-        envs.append(f"native:name=native-{k}s,cpus={topology_room.format_list(cpus)}")
-        envs.append(f"vm:name=vm-span{k},vcpus={per_pkg * k},policy=span:{k},numa=mirror")
+        envs.append(env("native", f"native-{k}s", cpus=cpus))
+        envs.append(env("vm", f"vm-span{k}", vcpus=per_pkg * k, policy=f"span:{k}",
+                        numa="mirror"))
     protocol.setdefault("baseline", "native-1s")
-    return from_cli(benches or ["stream"], envs, **protocol)
+    return [bench("stream")], envs
 
 
-def _vcpu_mapping(topo, benches, in_vm, protocol):
+def _vcpu_mapping(topo, in_vm, protocol):
     nodes = topo.node_ids
     if len(nodes) < 2:
         raise StudyError(f"vcpu-mapping needs at least 2 NUMA nodes; this host has {len(nodes)}: "
                          "run it on a multi-socket host, or preview the placements with "
                          "'vhpc plan --topology ... --policy nodes:0,1'")
     vcpus = min(len(topo.pus_of_node(n)) for n in nodes)
-    envs = ["native"]
+    envs = [env("native")]
     for k in (1, 2, 4):
         if k <= len(nodes):
-            envs.append(f"vm:name=vm-{k}node,vcpus={vcpus},policy=nodes:"
-                        + ",".join(map(str, nodes[:k])) + (";mem=local" if k > 1 else ""))
-    return from_cli(benches or ["stream", "randomaccess"], envs, **protocol)
+            policy = "nodes:" + ",".join(map(str, nodes[:k])) + (";mem=local" if k > 1 else "")
+            envs.append(env("vm", f"vm-{k}node", vcpus=vcpus, policy=policy))
+    return [bench("stream"), bench("randomaccess")], envs
 
 
-def _memory_profile(topo, benches, in_vm, protocol):
-    benches = benches or ["stream", "randomaccess", "pagefault", "noise"]
+def _memory_profile(topo, in_vm, protocol):
+    benches = [bench(b) for b in ("stream", "randomaccess", "pagefault", "noise")]
     if in_vm:
-        envs = ["vm:name=local,numa=2,policy=spread,guest_bind=0:0",
-                "vm:name=remote,numa=2,policy=spread,guest_bind=0:1"]
+        envs = [env("vm", "local", numa=2, policy="spread", guest_bind="0:0"),
+                env("vm", "remote", numa=2, policy="spread", guest_bind="0:1")]
     else:
         nodes = topo.node_ids
         if len(nodes) < 2:
@@ -102,40 +116,39 @@ def _memory_profile(topo, benches, in_vm, protocol):
                 "on a multi-node host, or add --in-vm to exercise the machinery in a guest with 2 "
                 "virtual NUMA nodes (its penalty is meaningless: both map to one host node)")
         a, b = nodes[0], nodes[1]
-        envs = [f"native:name=local,nodes={a}", f"native:name=remote,nodes={a},membind={b}"]
+        envs = [env("native", "local", nodes=[a]), env("native", "remote", nodes=[a], membind=[b])]
     protocol.setdefault("baseline", "local")
-    return from_cli(benches, envs, **protocol)
+    return benches, envs
 
 
-def _mpi_p2p(topo, benches, in_vm, protocol):
-    return from_cli(benches or ["osu-latency:max_size=1048576", "osu-bw:max_size=1048576",
-                                "osu-bibw:max_size=1048576", "osu-multi-lat:max_size=1024"],
-                    ["native", "vm"], **protocol)
+def _mpi_p2p(topo, in_vm, protocol):
+    return ([bench("osu-latency", max_size=1048576), bench("osu-bw", max_size=1048576),
+             bench("osu-bibw", max_size=1048576), bench("osu-multi-lat", max_size=1024)],
+            [env("native"), env("vm")])
 
 
-def _collectives(topo, benches, in_vm, protocol):
+def _collectives(topo, in_vm, protocol):
     ranks = sorted({2, max(2, len(topo.pu_ids))})
-    default = [f"osu-coll:op={op},ranks={r},max_size=65536" for op in
-               ("barrier", "allreduce", "bcast", "alltoall") for r in ranks]
-    vcpus = max(ranks)
-    return from_cli(benches or default, ["native", f"vm:vcpus={vcpus}"], **protocol)
+    default = [bench("osu-coll", op=op, ranks=r, max_size=65536)
+               for op in ("barrier", "allreduce", "bcast", "alltoall") for r in ranks]
+    return default, [env("native"), env("vm", vcpus=max(ranks))]
 
 
-def _linpack(topo, benches, in_vm, protocol):
-    return from_cli(benches or ["linpack:n=1000,threads=1"], ["native", "vm"], **protocol)
+def _linpack(topo, in_vm, protocol):
+    return [bench("linpack", n=1000, threads=1)], [env("native"), env("vm")]
 
 
-def _paging(topo, benches, in_vm, protocol):
-    return from_cli(benches or ["hpcc:n=1000", "stream", "randomaccess"],
-                    ["native", "vm:name=vm-4k,backing=4k", "vm:name=vm-2m,backing=2m"], **protocol)
+def _paging(topo, in_vm, protocol):
+    return ([bench("hpcc", n=1000), bench("stream"), bench("randomaccess")],
+            [env("native"), env("vm", "vm-4k", backing="4k"), env("vm", "vm-2m", backing="2m")])
 
 
-def _noise(topo, benches, in_vm, protocol):
+def _noise(topo, in_vm, protocol):
     protocol.setdefault("repeats", 10)
-    return from_cli(benches or ["noise:duration=5"], ["native", "vm"], **protocol)
+    return [bench("noise", duration=5)], [env("native"), env("vm")]
 
 
-def _co_run(topo, benches, in_vm, protocol):
+def _co_run(topo, in_vm, protocol):
     nodes = topo.node_ids
     pus0 = list(topo.pus_of_node(nodes[0]))
     if len(pus0) < 2:
@@ -149,23 +162,23 @@ def _co_run(topo, benches, in_vm, protocol):
     places = {"same": pin(pus0[v:])}
     if len(nodes) > 1:
         places["other"] = pin(list(topo.pus_of_node(nodes[1])))
-    envs = [f"vm:name=alone,vcpus={v},policy={main}"]
+    envs = [env("vm", "alone", vcpus=v, policy=main)]
     for where, policy in places.items():
         for level in ("low", "medium", "high"):
-            envs.append(f"vm:name=co-{level}-{where},vcpus={v},policy={main},corunner={level},"
-                        f"corunner_policy={policy}")
+            envs.append(env("vm", f"co-{level}-{where}", vcpus=v, policy=main, corunner=level,
+                            corunner_policy=policy))
     protocol.setdefault("baseline", "alone")
-    return from_cli(benches or ["stream", "randomaccess"], envs, **protocol)
+    return [bench("stream"), bench("randomaccess")], envs
 
 
-def _oversubscription(topo, benches, in_vm, protocol):
+def _oversubscription(topo, in_vm, protocol):
     p = len(topo.pu_ids)
-    default = [f"npb-{k}:class=S,copies={p},threads={t}" for k in ("cg", "ep", "is", "mg", "ft")
-               for t in (1, 4)]
-    return from_cli(benches or default, ["native", f"vm:vcpus={p}"], **protocol)
+    default = [bench(f"npb-{k}", **{"class": "S", "copies": p, "threads": t})
+               for k in ("cg", "ep", "is", "mg", "ft") for t in (1, 4)]
+    return default, [env("native"), env("vm", vcpus=p)]
 
 
-def _scaling(topo, benches, in_vm, protocol):
+def _scaling(topo, in_vm, protocol):
     """Seed 004 Fig. 6-9: one rank per node at 1, 2, 4, ... nodes up to the allocation's
     ``nodes``; native ranks are an ``srun --mpi=pmix`` job over that many nodes, the VM runs
     the same ranks inside one guest on one node (docs/scale-out.md)."""
@@ -181,34 +194,36 @@ def _scaling(topo, benches, in_vm, protocol):
                          "(docs/scale-out.md)")
     n = int(ex.options.get("nodes", 1))
     counts = sorted({2 ** i for i in range(n.bit_length())} | {n})
-    default = [f"hpccg:ranks={k}" for k in counts]
-    default += [f"osu-coll:op=allreduce,ranks={k},max_size=65536"
+    default = [bench("hpccg", ranks=k) for k in counts]
+    default += [bench("osu-coll", op="allreduce", ranks=k, max_size=65536)
                 for k in sorted({max(2, k) for k in counts})]
     vcpus = max(2, min(max(counts), len(topo.pu_ids)))
-    return from_cli(benches or default, ["native", f"vm:vcpus={vcpus}"], **protocol)
-def _partition_layout(topo) -> tuple[int, int, list[str], str | None]:
+    return default, [env("native"), env("vm", vcpus=vcpus)]
+
+
+def _partition_layout(topo) -> tuple[int, int, list, str | None]:
     """(sockets, cores per socket, environments, note on what the host reduces the study to)."""
     sockets = len(topo.packages)
     cores = min(len(topo.package(p.index).cores) for p in topo.packages)
     ranks = sockets * cores
-    envs = ["native", f"vm:name=one-vm,vcpus={ranks},policy=span:{sockets}"]
+    envs = [env("native"), env("vm", "one-vm", vcpus=ranks, policy=f"span:{sockets}")]
     dropped = []
     if sockets >= 2:
-        envs.append(f"vcluster:name=vm-per-socket,vms={sockets},vcpus={cores},net=ivshmem")
+        envs.append(env("vcluster", "vm-per-socket", vms=sockets, vcpus=cores, net="ivshmem"))
     else:
         dropped.append("one VM per socket is the same as one VM over all sockets")
     if cores >= 2:
-        envs.append(f"vcluster:name=2-vms-per-socket,vms={2 * sockets},vcpus={cores // 2},"
-                    f"net=ivshmem")
+        envs.append(env("vcluster", "2-vms-per-socket", vms=2 * sockets, vcpus=cores // 2,
+                        net="ivshmem"))
         if cores // 2 > 1:  # pingpong's 2 ranks would share guest 0: one rank per guest too
-            envs.append("vcluster:name=cross-vm,vms=2,vcpus=1,ranks_per_vm=1,net=ivshmem")
+            envs.append(env("vcluster", "cross-vm", vms=2, vcpus=1, ranks_per_vm=1,
+                            net="ivshmem"))
     else:
         dropped.append("2 VMs per socket need 2 cores per socket")
     note = None
     if dropped:
         note = (f"partition on this host ({sockets} socket(s) x {cores} core(s)): "
-                + "; ".join(dropped) + " - running "
-                + ", ".join(e.split("name=")[1].split(",")[0] if "name=" in e else e for e in envs))
+                + "; ".join(dropped) + " - running " + ", ".join(e.name for e in envs))
     return sockets, cores, envs, note
 
 
@@ -219,11 +234,12 @@ def note(name: str, topo: topology_room.Topology) -> str | None:
     return None
 
 
-def _partition(topo, benches, in_vm, protocol):
+def _partition(topo, in_vm, protocol):
     sockets, cores, envs, _ = _partition_layout(topo)
     if sockets * cores < 2:
         raise StudyError("partition needs at least 2 cores (2 ranks, 2 VMs)")
     ranks = sockets * cores
-    default = [f"npb-{k}:variant=mpi,class=S,ranks={ranks}" for k in ("cg", "mg", "ft", "is")]
-    default += ["pingpong", "ivshmem-pingpong:max_size=1048576"]
-    return from_cli(benches or default, envs, **protocol)
+    default = [bench(f"npb-{k}", variant="mpi", ranks=ranks, **{"class": "S"})
+               for k in ("cg", "mg", "ft", "is")]
+    default += [bench("pingpong"), bench("ivshmem-pingpong", max_size=1048576)]
+    return default, envs

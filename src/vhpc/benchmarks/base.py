@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vhpc.benchmarks.mpilaunch import Launch, mpi_tool, readback
+from vhpc.errors import VhpcError
 from vhpc.model import Metric, Sample
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(VhpcError, ValueError):
     """Bad benchmark name or parameter; the message says what to change."""
 
 

@@ -16,10 +16,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from vhpc.errors import VhpcError
 from vhpc.records import AppliedPlacement, Diagnostics
 
 
-class EnvError(RuntimeError):
+class EnvError(VhpcError, RuntimeError):
     """An environment cannot be started or used; the message says what to change."""
 
 

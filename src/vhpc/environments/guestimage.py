@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from vhpc.errors import VhpcError
+
 #: Modules the init script loads (with their dependencies, resolved from modules.dep).
 GUEST_MODULES = ("virtio_pci", "virtio_console", "9pnet_virtio", "9p", "virtio_net")
 
@@ -34,7 +36,7 @@ GZIP_MAGIC = b"\x1f\x8b\x08"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-class GuestImageError(RuntimeError):
+class GuestImageError(VhpcError, RuntimeError):
     """The guest kernel or initramfs cannot be prepared; the message says what to install."""
 
 

@@ -35,6 +35,8 @@ from typing import Any, Iterator
 
 from vhpc.owner import FileLock, Owner, held
 
+from vhpc.errors import VhpcError
+
 KNOBS: dict[str, tuple[str, str]] = {
     "thp": ("sys/kernel/mm/transparent_hugepage/enabled", r"always|madvise|never"),
     "thp_defrag": ("sys/kernel/mm/transparent_hugepage/defrag",
@@ -46,7 +48,7 @@ KNOBS: dict[str, tuple[str, str]] = {
 }
 
 
-class KnobError(ValueError):
+class KnobError(VhpcError, ValueError):
     """A knob name or value is not allowed, or the host refused it; says what to change."""
 
 

@@ -492,21 +492,3 @@ class LibvirtEnvironment(VmEnvironment):
         if isinstance(lv.get("emulatorpin"), list):  # where libvirt lets QEMU's other threads run
             out["emulator_cpus"] = lv["emulatorpin"]
         return records.AppliedPlacement(**out)
-
-
-def make_libvirt_environment(name: str, options: dict[str, Any],
-                             text: dict[str, Any]) -> LibvirtEnvironment:
-    """A LibvirtEnvironment from ``-e vm:backend=libvirt,...`` options (``options`` as parsed
-    by the spec, ``text`` the string-valued ones campaign.make_environment prepared).  Only
-    options actually given are passed, so ``domain_xml`` can refuse placement options.
-    Raises ValueError for bad options."""
-    backend = str(options.get("backend", "libvirt"))
-    if backend != "libvirt":
-        raise ValueError(f"domain_xml needs backend=libvirt, not backend={backend}")
-    kw: dict[str, Any] = dict(text)
-    casts = {"vcpus": int, "memory": int, "numa": lambda v: v, "backing": str, "accel": str,
-             "boot_timeout": float, "strict": bool}
-    kw.update({k: cast(options[k]) for k, cast in casts.items() if k in options})
-    return LibvirtEnvironment(name, uri=options.get("uri") and str(options["uri"]),
-                              domain_xml=options.get("domain_xml") and str(options["domain_xml"]),
-                              **kw)

@@ -323,16 +323,3 @@ class VclusterEnvironment(Environment):
             if r["vm"] != want:
                 out.append(f"rank {r['rank']} ran in vm{r['vm']}, planned vm{want}")
         return out
-
-
-def make(name: str, options: dict[str, Any]) -> VclusterEnvironment:
-    """A VclusterEnvironment from spec options (strings or numbers).  Raises ValueError."""
-    o = dict(options)
-    return VclusterEnvironment(
-        name, vms=int(o.get("vms", 2)), vcpus=int(o.get("vcpus", 1)),
-        memory=int(o.get("memory", 1024)), policy=str(o.get("policy", "partition")),
-        net=str(o.get("net", "virtio")),
-        ranks_per_vm=int(o["ranks_per_vm"]) if "ranks_per_vm" in o else None,
-        accel=str(o.get("accel", "auto")), kernel=str(o["kernel"]) if "kernel" in o else None,
-        boot_timeout=float(o.get("boot_timeout", 90)), strict=bool(o.get("strict", False)))
-

@@ -28,6 +28,7 @@ from typing import Any
 
 from vhpc import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
+from vhpc.environments.vcluster import program_index
 from vhpc.executors.step import MARK, encode
 
 #: Seconds a trial's step may take beyond the trial timeout (environment start: a VM boot).
@@ -195,14 +196,14 @@ class SlurmExecutor:
         if (getattr(env, "kind", "") != "native" or not argv or "mpirun" not in argv[0]
                 or "mpich" in argv[0]):  # MPICH keeps mpirun (Hydra) inside a single step
             return 0
-        if "-np" in argv:
+        if "-np" in argv and program_index(argv) is not None:
             return int(argv[argv.index("-np") + 1])
         return 0
 
     def _run_mpi(self, ranks: int, argv: list[str], environ: dict[str, str],
                  timeout: float) -> RunResult:
         """An MPI benchmark as its own srun MPI job step (PMIx) over up to ``nodes`` nodes."""
-        program = argv[argv.index("-np") + 2:]
+        program = argv[program_index(argv):]  # the launcher's own options dropped
         nodes = max(1, min(ranks, len(self.nodelist) or 1))
         step = ["srun", f"--jobid={self.job_id}", f"--ntasks={ranks}", f"--nodes={nodes}",
                 "--mpi=pmix", "--overlap", "--overcommit", f"--time={int(timeout // 60) + 1}",

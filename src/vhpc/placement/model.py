@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
+
+from vhpc.errors import VhpcError
 
 #: backing name → page size in KiB
 BACKINGS: dict[str, int] = {"4k": 4, "2m": 2048, "1g": 1048576}
 _GRANULE_MIB = {"4k": 1, "2m": 2, "1g": 1024}
 
 
-class PlacementError(ValueError):
+class PlacementError(VhpcError, ValueError):
     """A request that cannot be placed, or a placement that is invalid. One line, saying what
     to change."""
 
@@ -18,7 +21,8 @@ class PlacementError(ValueError):
 class PlacementRequest:
     """What to place.
 
-    vcpus: number of vCPUs (≥1); memory_mib: guest RAM in MiB; policy: policy string;
+    vcpus: number of vCPUs (≥1); memory_mib: guest RAM in MiB; policy: policy string or a
+    parsed :class:`vhpc.placement.policy.Policy` (not parsed again);
     guest_numa: ``"hidden"``, ``"mirror"`` or an int; backing: ``"4k"``, ``"2m"`` or ``"1g"``;
     vm_index / vms: this VM is number ``vm_index`` of ``vms`` VMs with the same policy and
     size, and takes the ``vm_index``-th disjoint share of the policy's PUs (all ``vms`` shares
@@ -29,7 +33,7 @@ class PlacementRequest:
 
     vcpus: int
     memory_mib: int
-    policy: str = "float"
+    policy: Any = "float"  # str | Policy (policy.py imports this module)
     guest_numa: str | int = "hidden"
     backing: str = "4k"
     vm_index: int = 0

@@ -192,7 +192,7 @@ def place(topo: Topology, req: PlacementRequest) -> Placement:
         raise PlacementError(f"backing={req.backing!r}: use one of {', '.join(BACKINGS)}")
     if req.vms < 1 or req.vm_index < 0 or req.vm_index >= max(req.vms, 1):
         raise PlacementError(f"vm_index={req.vm_index} with vms={req.vms}: vm_index must be 0..vms-1")
-    pol = parse_policy(req.policy)
+    pol = req.policy if isinstance(req.policy, Policy) else parse_policy(req.policy)
     try:
         return _place(topo, req, pol)
     except NoFit as exc:

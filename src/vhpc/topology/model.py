@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from vhpc.cpulist import format_cpu_list
+from vhpc.errors import VhpcError
 
 __all__ = ["TopologyError", "PU", "Core", "L3", "NumaNode", "Package", "LeftOut", "Topology",
            "LOCAL_DISTANCE", "REMOTE_DISTANCE", "MEMORY_KINDS"]
@@ -25,7 +26,7 @@ REMOTE_DISTANCE = 20
 MEMORY_KINDS = ("DRAM", "HBM", "NVDIMM", "CXL", "GPU")
 
 
-class TopologyError(ValueError):
+class TopologyError(VhpcError, ValueError):
     """A topology could not be read or built. The message is one line that says what to change."""
 
 

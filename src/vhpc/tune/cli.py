@@ -246,7 +246,7 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
 
     intensity, prior_text = runmod.prior(store.trials(cid), d.settings.baseline)
     rec = output.recommend(d, st, intensity)
-    emulated = _emulated(store, cid)
+    emulated = output.emulated(store, cid)
     table = Table(title=f"vhpc tune {cid}: {st.reason}")
     obs = store.observations(cid)
     per = {e: race.per_benchmark(obs, d.settings.baseline, e) for e in d.settings.candidates}
@@ -288,25 +288,3 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
                              output.html_section(d, st, rec, prior_text, emulated=emulated), cid)
     con.print(f"Report: {page} (JSON: {folder / 'tune-result.json'}; vhpc report {cid} "
               "re-analyses every trial)", highlight=False, markup=False)
-
-
-def _emulated(store, cid: str) -> bool:
-    """Whether any environment of campaign ``cid`` ran under TCG (stored fingerprints)."""
-    return any(e.accel == "tcg" for e in store.environments(cid).values())
-
-
-def report_sections(store, cid: str, out: str) -> list:
-    """The race's HTML section for ``vhpc report ID`` — ``[(anchor, title, Markup)]`` — when
-    campaign ``cid`` is a race (``<out>/<id>/tune.json`` exists), else ``[]``."""
-    if not (Path(out) / cid / "tune.json").is_file():
-        return []
-    from markupsafe import Markup
-
-    from vhpc.tune import output, run as runmod
-
-    d = runmod.load(out, cid)
-    st = runmod.state(store, cid, d)
-    intensity, prior_text = runmod.prior(store.trials(cid), d.settings.baseline)
-    rec = output.recommend(d, st, intensity)
-    return [("tune", "Placement race", Markup(output.html_section(
-        d, st, rec, prior_text, wrap=False, emulated=_emulated(store, cid))))]

@@ -253,3 +253,26 @@ def write_html(path: Path, section: str, cid: str) -> Path:
                     "td,th{padding:2px 8px;border-bottom:1px solid #ddd}pre{background:#f6f6f6;"
                     f"padding:6px;overflow:auto}}</style></head><body>{section}</body></html>")
     return path
+
+
+def emulated(store, cid: str) -> bool:
+    """Whether any environment of campaign ``cid`` ran under TCG (stored fingerprints)."""
+    return any(e.accel == "tcg" for e in store.environments(cid).values())
+
+
+def report_sections(store, cid: str, out) -> list:
+    """The race's section for the campaign report (``vhpc report ID``) —
+    ``[(anchor, title, Markup)]`` — when campaign ``cid`` is a race (``<out>/<id>/tune.json``
+    exists), else ``[]``."""
+    if not (Path(out) / cid / "tune.json").is_file():
+        return []
+    from markupsafe import Markup
+
+    from vhpc.tune import run as runmod
+
+    d = runmod.load(out, cid)
+    st = runmod.state(store, cid, d)
+    intensity, prior_text = runmod.prior(store.trials(cid), d.settings.baseline)
+    rec = recommend(d, st, intensity)
+    return [("tune", "Placement race", Markup(html_section(
+        d, st, rec, prior_text, wrap=False, emulated=emulated(store, cid))))]

@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from vhpc import campaign, memprofile, placement, stats
+from vhpc import spec as specmod
 from vhpc.cpulist import format_cpu_list
-from vhpc.spec import CampaignSpec, EnvSpec, from_cli
+from vhpc.spec import CampaignSpec
 from vhpc.store import DONE, FAILED, Store
 from vhpc.tune.candidates import Candidate, TuneError
 from vhpc.tune.race import RaceState, Settings, next_round, replay
@@ -71,21 +72,19 @@ def _placement(d: dict) -> placement.Placement:
 def build_spec(benches: Sequence[str], d: Definition, native_cpus: Sequence[int] | None,
                host_knobs: Sequence[str] | None = None, timeout: float | None = None,
                accel: str = "auto") -> CampaignSpec:
-    """The campaign: ``native`` (on ``native_cpus``, the PUs of the compact placement, so both
-    sides use as many CPUs) and one typed environment per candidate; ``warmup`` warm-up round
-    and ``min_rounds`` measured rounds planned up front, later rounds added by the race.
-    Raises SpecError for bad benchmarks or knobs."""
-    parsed = from_cli(list(benches), ["native"], host_knobs=list(host_knobs or []))
+    """The campaign, built from typed spec models (:func:`vhpc.spec.env`,
+    :func:`vhpc.spec.campaign`): ``native`` (on ``native_cpus``, the PUs of the compact
+    placement, so both sides use as many CPUs) and one environment per candidate (kind ``vm``
+    or ``vcluster``); ``warmup`` warm-up round(s) and ``min_rounds`` measured rounds planned up
+    front, later rounds added by the race.  Raises SpecError for bad benchmarks or knobs."""
+    parsed = specmod.from_cli(list(benches), ["native"], host_knobs=list(host_knobs or []))
     native = {"cpus": format_cpu_list(native_cpus)} if native_cpus else {}
-    envs = [EnvSpec(kind="native", name=d.settings.baseline, options=native)]
-    envs += [EnvSpec(kind=c.kind, name=c.env, options=c.options(d.memory_mib, accel))
-             for c in d.candidates]
-    data = {"benchmarks": [b.model_dump() for b in parsed.benchmarks], "environments": envs,
-            "baseline": d.settings.baseline, "warmup": d.warmup,
-            "repeats": d.settings.min_rounds, "host_knobs": dict(parsed.host_knobs)}
-    if timeout is not None:
-        data["timeout"] = timeout
-    return CampaignSpec.model_validate(data)
+    envs = [specmod.env("native", d.settings.baseline, **native)]
+    envs += [specmod.env(c.kind, c.env, **c.options(d.memory_mib, accel)) for c in d.candidates]
+    return specmod.campaign(list(parsed.benchmarks), envs, "vhpc tune",
+                            baseline=d.settings.baseline, warmup=d.warmup,
+                            repeats=d.settings.min_rounds, host_knobs=dict(parsed.host_knobs),
+                            timeout=timeout)
 
 
 def start(store: Store, spec: CampaignSpec, d: Definition, out: str | Path, command: str = "") -> str:
