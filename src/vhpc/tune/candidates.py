@@ -69,7 +69,8 @@ class Candidate:
     placements: one :class:`~vhpc.placement.Placement` per VM; oversubscribed: vCPUs per PU
     (1 = not); runnable: False when only listable (reason in ``note``); aliases: collapsed
     equivalent names; local: fraction of guest memory bound to the host nodes of the vCPUs
-    that use it (1.0 local, 0.0 unbound or remote), the prior's ordering key."""
+    that use it (1.0 local, 0.0 unbound or remote), the prior's ordering key; pool: the host's
+    usable PUs, where an unpinned (``float``) VM's vCPUs may run."""
 
     name: str
     env: str
@@ -83,6 +84,7 @@ class Candidate:
     note: str = ""
     aliases: tuple[str, ...] = ()
     local: float = 0.0
+    pool: tuple[int, ...] = ()
 
     @property
     def vms(self) -> int:
@@ -263,7 +265,8 @@ def generate(topo: Topology, vcpus: int, memory_mib: int, offer: HostOffer = Hos
                 seen[key] = len(out)
                 note = f"oversubscribed {ratio}:1 (more vCPUs than PUs)" if ratio > 1 else ""
                 out.append(Candidate(full, _env_name(full), "vm", pol, numa, backing, (p,),
-                                     oversubscribed=ratio, note=note, local=_locality(topo, p)))
+                                     oversubscribed=ratio, note=note, local=_locality(topo, p),
+                                     pool=() if p.pinned else tuple(topo.pu_ids)))
     if mpi:
         parts, why = _partitions(topo, vcpus, memory_mib, offer)
         out += parts

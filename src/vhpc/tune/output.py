@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,12 +91,25 @@ def qemu_args(c: Candidate) -> list[str]:
 
 
 def libvirt_xml(c: Candidate, name: str = "vhpc-tuned") -> str:
-    """Validating libvirt domain XML of the candidate's VMs (one ``<domain>`` per VM, with
-    ``<vcpupin>`` for pinned placements; :func:`vhpc.placement.to_libvirt_xml`)."""
+    """Validating libvirt domain XML of the candidate's VMs (one ``<domain>`` per VM;
+    :func:`vhpc.placement.to_libvirt_xml`) with a ``<vcpupin>`` per vCPU: its PUs when pinned;
+    for ``float``, all the host's usable PUs (``pool``), which is where the raced VM's vCPUs
+    could run (vhpc's own CPU affinity), written out so the domain floats over the same set."""
+    def one(p, n):
+        xml = placement.to_libvirt_xml(p, name=n, full=True)
+        if p.pinned or not c.pool:
+            return xml
+        dom = ET.fromstring(xml)
+        tune = ET.Element("cputune")
+        for v in range(p.vcpus):
+            ET.SubElement(tune, "vcpupin", vcpu=str(v), cpuset=format_cpu_list(c.pool))
+        dom.insert(list(dom).index(dom.find("vcpu")) + 1, tune)
+        ET.indent(dom)
+        return ET.tostring(dom, encoding="unicode")
+
     if c.vms == 1:
-        return placement.to_libvirt_xml(c.placements[0], name=name, full=True)
-    return "\n".join(placement.to_libvirt_xml(p, name=f"{name}-{i}", full=True)
-                     for i, p in enumerate(c.placements))
+        return one(c.placements[0], name)
+    return "\n".join(one(p, f"{name}-{i}") for i, p in enumerate(c.placements))
 
 
 def status_text(x) -> str:

@@ -44,7 +44,7 @@ class Definition:
 
     def to_dict(self) -> dict:
         """JSON-able form (placements as :meth:`~vhpc.placement.Placement.to_dict`)."""
-        cands = [{**c.__dict__, "aliases": list(c.aliases),
+        cands = [{**c.__dict__, "aliases": list(c.aliases), "pool": list(c.pool),
                   "placements": [p.to_dict() for p in c.placements]} for c in self.candidates]
         return {"vcpus": self.vcpus, "memory_mib": self.memory_mib, "topology": self.topology,
                 "warmup": self.warmup, "settings": self.settings.to_dict(), "candidates": cands}
@@ -53,6 +53,7 @@ class Definition:
     def from_dict(cls, d: dict) -> Definition:
         """Inverse of :meth:`to_dict`."""
         cands = tuple(Candidate(**{**c, "aliases": tuple(c["aliases"]),
+                                   "pool": tuple(c.get("pool", ())),
                                    "placements": tuple(_placement(p) for p in c["placements"])})
                       for c in d["candidates"])
         return cls(d["vcpus"], d["memory_mib"], d["topology"], cands,
