@@ -200,7 +200,7 @@ def _cpu_seconds(pid):
 
 
 def test_corunner_vm_loads_the_host_while_trials_run_and_pauses_with_them(kernels_built, no_qemu_leak):
-    from vhpc.environments.build import corunner_argv
+    from vhpc.factories import corunner_argv
 
     env = VmEnvironment("vm", vcpus=1, memory=512, pin="0", corunner_argv=corunner_argv("high"),
                         corunner_label="high", corunner_policy="map:0=1")

@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable, Protocol
 
-from vhpc import benchmarks, kinds, records
+from vhpc import benchmarks, records
 from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_build_flags
 from vhpc.environments import vcluster
 from vhpc.environments.base import Environment, EnvError, RunResult
@@ -77,9 +77,7 @@ def new_campaign_id() -> str:
 def host_facts(topology_source: str | None = None) -> HostFacts:
     """Facts host-dependent checks need: usable CPUs and the topology (hwloc's lstopo for
     this host, or ``topology_source``).  Raises TopologyError."""
-    from vhpc import topology
-
-    return HostFacts(tuple(sorted(os.sched_getaffinity(0))), topology.load(topology_source))
+    return HostFacts.live(topology_source)
 
 
 def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, str]:
@@ -108,12 +106,7 @@ def prepare(spec: CampaignSpec, host: HostFacts | None = None) -> dict[str, Envi
 def make_environment(es: EnvSpec, host: HostFacts | None = None) -> Environment:
     """Build the environment ``es`` describes with its kind's factory (kinds.REGISTRY).
     May probe the host (QEMU, guest kernel).  Raises HostError/PlacementError."""
-    host = host or host_facts()
-    try:
-        es.options.check_host(host)
-    except VhpcError as exc:
-        raise type(exc)(f"environment {es.name}: {exc}") from None
-    return kinds.get(es.kind).build(es.name, es.options, host)
+    return es.build(host)
 
 
 def env_cpus(env: Environment) -> int:

@@ -45,6 +45,16 @@ class HostFacts:
     cpus: tuple[int, ...]
     topology: Topology
 
+    @classmethod
+    def live(cls, topology_source: str | None = None) -> "HostFacts":
+        """The facts of the host this process runs on: its usable CPUs (sched_getaffinity)
+        and topology (hwloc, or ``topology_source``).  Raises TopologyError."""
+        import os
+
+        from vhpc import topology
+
+        return cls(tuple(sorted(os.sched_getaffinity(0))), topology.load(topology_source))
+
 
 # ---------------------------------------------------------------------------- typed fields
 
@@ -329,9 +339,9 @@ def get(name: str) -> EnvKind:
                          f"{', '.join(REGISTRY)}") from None
 
 
-register(EnvKind("native", NativeOptions, "vhpc.environments.build:native",
+register(EnvKind("native", NativeOptions, "vhpc.factories:native",
                  "benchmarks directly on the host"))
-register(EnvKind("vm", VmOptions, "vhpc.environments.build:vm",
+register(EnvKind("vm", VmOptions, "vhpc.factories:vm",
                  "benchmarks in a QEMU guest sharing the host's root"))
 
 

@@ -84,7 +84,7 @@ class VclusterOptions(EnvOptions):
                 f"{self.ranks_per_vm or self.vcpus} rank(s) per VM")
 
 
-register(EnvKind("ssh", SshOptions, "vhpc.environments.build:ssh",
+register(EnvKind("ssh", SshOptions, "vhpc.factories:ssh",
                  "benchmarks on an existing machine over OpenSSH"))
-register(EnvKind("vcluster", VclusterOptions, "vhpc.environments.build:vcluster",
+register(EnvKind("vcluster", VclusterOptions, "vhpc.factories:vcluster",
                  "several guests on one host, one MPI job across them"))

@@ -38,6 +38,7 @@ or file, the field, the value and what is allowed.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 import re
 from typing import Any
 
@@ -56,6 +57,39 @@ __all__ = ["SpecError", "BenchSpec", "EnvSpec", "CampaignSpec", "bench", "env", 
 MAX_PARAM = 2 ** 53
 #: Most trials one campaign may plan (a year of 30-second trials; keeps the plan in memory).
 MAX_TRIALS = 1_000_000
+
+
+#: Options of each executor kind (``--executor``, docs/scale-out.md) (values stay strings; checked by the executor).
+EXECUTOR_OPTIONS = {"local": set(), "slurm": {"partition", "nodes", "time", "account"}}
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """A parsed ``--executor`` value: kind (``local``/``slurm``) and its options."""
+
+    kind: str = "local"
+    options: dict[str, str] = field(default_factory=dict)
+
+
+def parse_executor(text: str | None) -> ExecutorSpec:
+    """``"slurm:partition=batch,nodes=2"`` → ExecutorSpec.  Raises ValueError (one line, what
+    is allowed) for an unknown kind or option, or nodes that is not a positive integer."""
+    text = (text or "local").strip()
+    kind, _, rest = text.partition(":")
+    kind = kind.strip()
+    if kind not in EXECUTOR_OPTIONS:
+        raise ValueError(f"executor {kind!r}: choose local or slurm[:partition=P,nodes=N,"
+                         "time=T,account=A]")
+    opts: dict[str, str] = {}
+    for token in filter(None, (t.strip() for t in rest.split(","))):
+        k, sep, v = token.partition("=")
+        if not sep or k not in EXECUTOR_OPTIONS[kind]:
+            allowed = ", ".join(sorted(EXECUTOR_OPTIONS[kind])) or "none"
+            raise ValueError(f"executor {kind}: unknown option {token!r} (options: {allowed})")
+        opts[k] = v
+    if "nodes" in opts and not (opts["nodes"].isdigit() and int(opts["nodes"]) > 0):
+        raise ValueError(f"executor slurm: nodes={opts['nodes']!r} must be a positive integer")
+    return ExecutorSpec(kind, opts)
 
 
 class BenchSpec(BaseModel):
@@ -106,6 +140,17 @@ class EnvSpec(BaseModel):
     def entry(self) -> kinds.EnvKind:
         """The registered kind."""
         return kinds.get(self.kind)
+
+    def build(self, host: kinds.HostFacts | None = None):
+        """The Environment this spec describes on ``host`` (default: this host, read now),
+        after the kind's host checks.  May probe the host (QEMU, guest kernel).  Raises
+        HostError/PlacementError naming the environment."""
+        host = host or kinds.HostFacts.live()
+        try:
+            self.options.check_host(host)
+        except VhpcError as exc:
+            raise type(exc)(f"environment {self.name}: {exc}") from None
+        return self.entry.build(self.name, self.options, host)
 
 
 def _finite_number(b: str, p, raw: Any) -> Any:
@@ -178,9 +223,7 @@ class CampaignSpec(BaseModel):
     @field_validator("executor")
     @classmethod
     def _executor(cls, v):
-        from vhpc import executors
-
-        executors.parse(v)
+        parse_executor(v)
         return v
 
     _custom: dict[str, benchmarks.Benchmark] = PrivateAttr(default_factory=dict)

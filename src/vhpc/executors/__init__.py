@@ -12,40 +12,12 @@ An executor is a context manager (the allocation lives inside the ``with``) with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-#: Options of each executor kind (values stay strings; checked by the executor).
-OPTIONS = {"local": set(), "slurm": {"partition", "nodes", "time", "account"}}
+from vhpc.spec import EXECUTOR_OPTIONS as OPTIONS
+from vhpc.spec import ExecutorSpec, parse_executor as parse
 
-
-@dataclass(frozen=True)
-class ExecutorSpec:
-    """A parsed ``--executor`` value: kind (``local``/``slurm``) and its options."""
-
-    kind: str = "local"
-    options: dict[str, str] = field(default_factory=dict)
-
-
-def parse(text: str | None) -> ExecutorSpec:
-    """``"slurm:partition=batch,nodes=2"`` → ExecutorSpec.  Raises ValueError (one line, what
-    is allowed) for an unknown kind or option, or nodes that is not a positive integer."""
-    text = (text or "local").strip()
-    kind, _, rest = text.partition(":")
-    kind = kind.strip()
-    if kind not in OPTIONS:
-        raise ValueError(f"executor {kind!r}: choose local or slurm[:partition=P,nodes=N,"
-                         "time=T,account=A]")
-    opts: dict[str, str] = {}
-    for token in filter(None, (t.strip() for t in rest.split(","))):
-        k, sep, v = token.partition("=")
-        if not sep or k not in OPTIONS[kind]:
-            allowed = ", ".join(sorted(OPTIONS[kind])) or "none"
-            raise ValueError(f"executor {kind}: unknown option {token!r} (options: {allowed})")
-        opts[k] = v
-    if "nodes" in opts and not (opts["nodes"].isdigit() and int(opts["nodes"]) > 0):
-        raise ValueError(f"executor slurm: nodes={opts['nodes']!r} must be a positive integer")
-    return ExecutorSpec(kind, opts)
+__all__ = ["OPTIONS", "ExecutorSpec", "parse", "make"]
 
 
 def make(text: str | None, campaign_id: str = "") -> Any:

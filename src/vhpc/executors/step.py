@@ -28,12 +28,11 @@ def encode(payload: dict) -> str:
 
 def main(argv: list[str]) -> int:
     """Run one trial as the payload says; returns 0 (a failing command is in the result)."""
-    from vhpc.campaign import make_environment
     from vhpc.environments.base import EnvError
     from vhpc.spec import EnvSpec
 
     payload = json.loads(base64.b64decode(argv[0]))
-    env = make_environment(EnvSpec.model_validate(payload["env"]))
+    env = EnvSpec.model_validate(payload["env"]).build()
     out: dict = {"slurm": {"job_id": os.environ.get("SLURM_JOB_ID"),
                            "step_id": os.environ.get("SLURM_STEP_ID"),
                            "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname()}}
