@@ -208,7 +208,10 @@ def cmd_report(args) -> int:
     if args.reparse:
         n = campaign.reparse(store, args.id)
         console.print(f"Re-parsed {n} trials from their stored raw output")
-    views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json)
+    from vhpc.tune.output import report_sections as race
+
+    views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json,
+                          extra_sections=race(store, args.id, args.out))
     return 0
 
 
