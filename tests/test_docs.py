@@ -27,8 +27,8 @@ def cited_paths(text: str) -> set[str]:
     out = set()
     for m in PATH_RE.finditer(text):
         p = m.group(1).rstrip(".")
-        if "*" in p or p.endswith("/"):
-            continue
+        if "*" in p or p.endswith("/") or p.startswith("kernels/build"):
+            continue  # patterns, folders, build output (absent before `make kernels`)
         out.add(p)
     return out
 

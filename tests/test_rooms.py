@@ -25,6 +25,7 @@ ROOMS: list[tuple[str, ...]] = [
     ("campaign", "studies"),
     ("analysis", "memprofile", "calibrate"),
     ("report",),
+    ("tune",),
     ("cli",),
 ]
 LEVEL = {name: i for i, names in enumerate(ROOMS) for name in names}

@@ -22,6 +22,7 @@ import pytest
 from vhpc import analysis, campaign, spec
 from vhpc.environments.base import Environment, RunResult
 from vhpc.store import Store, StoreError
+from test_campaign import StopAfter  # the Ctrl-C progress callback
 
 VHPC = [sys.executable, "-m", "vhpc.cli"]
 ROOT = os.geteuid() == 0
@@ -377,22 +378,6 @@ class FakeVm(Environment):
         if self.runs == self.die_after:
             self.close()  # the guest died after this trial
         return RunResult(r.returncode, r.stdout, r.stderr, time.time(), 0.0, session_index=index)
-
-
-class StopAfter:
-    def __init__(self, n):
-        self.n = n
-
-    def start(self, total, done):
-        pass
-
-    def trial(self, row):
-        pass
-
-    def finished(self, row, status, note):
-        self.n -= 1
-        if self.n == 0:
-            raise KeyboardInterrupt
 
 
 def groups(store, cid):

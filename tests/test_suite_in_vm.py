@@ -29,6 +29,7 @@ SMALLEST = {
     "hpccg": {"nx": 8, "ny": 8, "nz": 8},
     "npb-ep": {"class": "S"}, "npb-is": {"class": "S"}, "npb-cg": {"class": "S"},
     "npb-mg": {"class": "S"}, "npb-ft": {"class": "S"},
+    "ivshmem-pingpong": {"max_size": 4096, "iters": 20, "iters_large": 5},  # POSIX shm in one VM
 }
 
 

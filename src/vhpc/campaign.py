@@ -159,8 +159,13 @@ def outcome(bench: benchmarks.Benchmark, params: dict[str, Any],
 
 def execute(store: Store, cid: str, progress: Progress | None = None,
             envs: dict[str, Environment] | None = None,
-            notify: Callable[[str], None] | None = None) -> dict[str, int]:
+            notify: Callable[[str], None] | None = None,
+            next_round: Callable[[int], list[dict[str, Any]]] | None = None) -> dict[str, int]:
     """Run every unfinished trial of campaign ``cid``; returns counts by status.
+
+    ``next_round`` (``vhpc tune``'s race): called with the number of rounds stored once their
+    trials ran; returns the trials of one more round (dicts as :func:`plan` gives, a subset of
+    its next round) or ``[]`` to stop.  Environments stay up between rounds.
 
     The campaign is owned by this process meanwhile (:meth:`Store.own`): raises StoreError
     when another live process runs it; a dead owner's lock is taken over and ``notify`` (a
@@ -180,7 +185,7 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     with store.own(cid, takeover):
         store.set_campaign_status(cid, "running")
         try:
-            counts = _execute_owned(store, cid, progress, envs)
+            counts = _execute_owned(store, cid, progress, envs, next_round)
         except BaseException as exc:
             try:
                 store.set_campaign_status(cid, "interrupted")
@@ -198,7 +203,7 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
 
 
 def _execute_owned(store: Store, cid: str, progress: Progress | None,
-                   envs: dict[str, Environment] | None) -> dict[str, int]:
+                   envs: dict[str, Environment] | None, next_round=None) -> dict[str, int]:
     """:func:`execute` once the campaign is owned."""
     spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
     if envs is None:
@@ -207,7 +212,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
     todo = store.unfinished(cid)
     all_trials = len(store.trials(cid))
     booted = store.attempted_environments(cid)  # sessions were started by an earlier run
-    bindirs = kernel_dirs(spec) if todo or spec.target_ci else {}
+    bindirs = kernel_dirs(spec) if todo or spec.target_ci or next_round else {}
     counts = {DONE: 0, FAILED: 0}
     if progress:
         progress.start(all_trials, all_trials - len(todo))
@@ -221,6 +226,13 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
                 planned = {t.seq: t for t in plan(spec, rounds)}
                 _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
                             booted, executor)
+                if next_round is not None:
+                    todo = store.add_trials(cid, next_round(rounds))
+                    if not todo:
+                        break
+                    if progress and hasattr(progress, "grow"):
+                        progress.grow(len(todo))
+                    continue
                 if not spec.target_ci or rounds >= spec.warmup + spec.max_repeats:
                     break
                 if not imprecise(store.observations(cid), spec.target_ci):

@@ -227,7 +227,10 @@ def cmd_report(args) -> int:
     if args.reparse:
         n = campaign.reparse(store, args.id)
         console.print(f"Re-parsed {n} trials from their stored raw output")
-    views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json)
+    from vhpc.tune.output import report_sections as race
+
+    views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json,
+                          extra_sections=race(store, args.id, args.out))
     return 0
 
 
@@ -440,6 +443,10 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("what", choices=("benchmarks", "campaigns"))
     ls.add_argument("--markdown", action="store_true", help="benchmarks as Markdown (docs/benchmarks.md)")
     _campaign_flags(ls)
+
+    from vhpc.tune.cli import add_parser as add_tune
+
+    add_tune(sub)
     return p
 
 
@@ -448,8 +455,16 @@ def _sigterm(signum, frame):
 
 
 #: Command name → handler (each returns the exit status).
+def cmd_tune(args) -> int:
+    """``vhpc tune``: race candidate placements (vhpc.tune, docs/tune.md)."""
+    from vhpc.tune.cli import cmd_tune as tune
+
+    return tune(args)
+
+
 COMMANDS = {"host": cmd_host, "compare": cmd_compare, "run": cmd_run, "report": cmd_report,
-            "study": cmd_study, "plan": cmd_plan, "list": cmd_list, "calibrate": cmd_calibrate}
+            "study": cmd_study, "plan": cmd_plan, "list": cmd_list, "tune": cmd_tune,
+            "calibrate": cmd_calibrate}
 
 
 def main(argv: list[str] | None = None) -> int:

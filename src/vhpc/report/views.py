@@ -32,9 +32,10 @@ def report_meta(store, cid: str) -> dict[str, Any]:
 
 
 def campaign_report(store, cid: str, out: str | Path, console: Console, html=None, csv=None,
-                    jsn=None, quiet: bool = False) -> Path:
+                    jsn=None, quiet: bool = False, extra_sections=()) -> Path:
     """Analyse stored campaign ``cid``; write the HTML report, CSV and JSON (default: in
-    ``out/cid/``); print the comparison table unless ``quiet``; return the HTML path."""
+    ``out/cid/``); print the comparison table unless ``quiet``; return the HTML path.
+    ``extra_sections``: more ``(anchor, title, Markup)`` HTML sections (``vhpc tune``'s race)."""
     from vhpc import analysis
     from vhpc.report import diagnostics, export, terminal
 
@@ -44,8 +45,8 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     result = analysis.analyse(obs, envs, camp["spec"]["baseline"])
     meta = report_meta(store, cid)
     trials = store.trials(cid)
-    data = export.ReportData(result, obs, meta, tuple(diagnostics.sections(trials, envs, result)),
-                             tuple(trials))
+    sections = (*diagnostics.sections(trials, envs, result), *extra_sections)
+    data = export.ReportData(result, obs, meta, sections, tuple(trials))
     written = export.export_all(data, Path(out) / cid,
                                 {"html": html, "samples-csv": csv, "json": jsn})
     html_path = written["html"]
