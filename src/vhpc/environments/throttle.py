@@ -69,8 +69,9 @@ class ThrottleReading:
 
     @property
     def applied_from_usage(self) -> float | None:
-        """Upper-bound estimate ``wall × cpus / usage − 1`` for a CPU-bound workload; None when
-        the usage counter is unavailable or zero."""
+        """Estimate ``wall × cpus / usage − 1``, an upper bound for a CPU-bound workload that
+        keeps at most ``cpus`` CPUs busy (not for a VM, whose emulator threads add CPU time
+        beyond its vCPUs); None when the usage counter is unavailable or zero."""
         if self.usage_s <= 0:
             return None
         return self.wall_s * self.cpus / self.usage_s - 1.0
