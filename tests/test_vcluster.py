@@ -143,7 +143,12 @@ def test_pingpong_runs_across_two_guests(cluster, kernels_built, mpi):
     bench = get("pingpong")
     params = bench.resolve({"iters": 50, "bw_size": 65536, "mpi": mpi})
     bindir = ensure_kernels(["vhpc-pingpong"], mpi)
-    r = cluster.run(bench.command(params, RunContext(bindir, cluster.total_ranks)), timeout=300)
+    argv = bench.command(params, RunContext(bindir, cluster.total_ranks))
+    r = cluster.run(argv, timeout=150)
+    if r.timed_out and mpi == "mpich":
+        # Hydra's launch across the guests hung once in ~10 full-suite runs under TCG (cause
+        # not found; docs/vcluster.md): one retry, and the retry must succeed
+        r = cluster.run(argv, timeout=150)
     assert r.ok, (r.stdout, r.stderr, r.error)
     samples = bench.parse(params, r.stdout, r.stderr, r.returncode)
     assert samples and all(s.valid for s in samples)  # the payload check passed
