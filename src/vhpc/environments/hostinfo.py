@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
 def _read(path: str | Path) -> str | None:
@@ -111,3 +111,15 @@ def read_hugepages(sysfs_root: str | os.PathLike = "/sys") -> dict[int, dict[int
                 sizes[int(ms.group(1))] = int(free)
         out[int(m.group(1))] = sizes
     return out
+
+
+def process_cmdlines() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, argv) of every process this host shows in /proc (``/proc/PID/cmdline`` split at
+    NUL; proc(5)); processes that exit while being read are skipped."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            yield int(entry.name), (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from vhpc import records
-from vhpc.environments import guestimage
+from vhpc.environments import guestimage, hostinfo
 from vhpc.environments import libvirt_xml as lx
 from vhpc.environments.base import EnvError
 from vhpc.environments.qemu import Guest, GuestConfig, guest_shares, kernel_cmdline
@@ -148,16 +148,8 @@ def qemu_pid(name: str) -> int | None:
     """PID of the QEMU process of domain ``name`` (libvirt starts it with ``-name
     guest=NAME,...``), found in /proc; None when not running."""
     want = f"guest={name},".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"-name" in argv and any(a.startswith(want) for a in argv):
-            return int(entry.name)
-    return None
+    return next((pid for pid, argv in hostinfo.process_cmdlines()
+                 if b"-name" in argv and any(a.startswith(want) for a in argv)), None)
 
 
 def vcpu_threads(pid: int) -> dict[int, int]:

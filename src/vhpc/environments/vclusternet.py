@@ -28,6 +28,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from vhpc.environments import hostinfo
+
 #: The private segment's addresses (RFC 1918), guest names and the exec service port (peer.c).
 SUBNET = "10.77.0.0/24"
 PEER_PORT = 7107
@@ -160,17 +162,9 @@ def _owner_alive(name: str) -> bool:
 
 def _qemu_using(path: Path) -> list[int]:
     """PIDs of QEMU processes whose command line mentions ``path``."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and b"qemu-system" in argv[0] and any(str(path).encode() in a for a in argv):
-            out.append(int(d.name))
-    return out
+    needle = str(path).encode()
+    return [pid for pid, argv in hostinfo.process_cmdlines()
+            if argv and b"qemu-system" in argv[0] and any(needle in a for a in argv)]
 
 
 def reap_orphans(tmp: Path | None = None, shm: Path = SHM_DIR) -> list[str]:
