@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from vhpc.analysis import analyse
-from vhpc.model import EnvInfo, Observation
+from vhpc.core.metrics import EnvInfo, Observation
 
 
 def build(envs: int, metrics: int, samples: int, seed: int = 1) -> tuple[list[Observation], dict[str, EnvInfo]]:

@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from vhpc import campaign, spec
+from vhpc.campaign import execute as campaign
+from vhpc.spec import parse as spec
 from vhpc.benchmarks.base import ensure_kernels
 from vhpc.store import Store
 

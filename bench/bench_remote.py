@@ -16,10 +16,10 @@ import os
 import statistics
 import time
 
-from vhpc.environments.native import NativeEnvironment
-from vhpc.environments.ssh import SshEnvironment
-from vhpc.executors.slurm import SlurmExecutor
-from vhpc.spec import EnvSpec
+from vhpc.environments.native.environment import NativeEnvironment
+from vhpc.environments.ssh.environment import SshEnvironment
+from vhpc.executors.slurm.allocation import SlurmExecutor
+from vhpc.spec.parse import EnvSpec
 
 
 def median_trial(run, runs: int) -> float:

@@ -1,7 +1,7 @@
 """Time ``vhpc tune``'s candidate generation (every policy × guest NUMA view, placed, collapsed
 up to topology symmetry) on big synthetic topologies (a script, not a test).
 
-For each description and VM size: seconds for :func:`vhpc.tune.candidates.generate` (MPI
+For each description and VM size: seconds for :func:`vhpc.workflows.tune.candidates.generate` (MPI
 workload, so partitions are included) and the number of candidates before/after collapsing.
 
     python bench/bench_tune_candidates.py [--repeat 3] [--vcpus N] [DESC ...]
@@ -13,7 +13,7 @@ import argparse
 import time
 
 from vhpc import topology
-from vhpc.tune.candidates import generate
+from vhpc.workflows.tune.candidates import generate
 
 DEFAULT = ["pack:4 numa:1 l3:1 core:4 pu:1", "pack:2 numa:4 l3:2 core:8 pu:2", "pack:8 numa:2 l3:1 core:16 pu:2"]
 

@@ -13,8 +13,9 @@ import statistics
 import subprocess
 import time
 
-from vhpc.environments import guestimage, qemu
-from vhpc.environments.vm import VmEnvironment
+from vhpc.environments.vm import guestimage
+from vhpc.environments.vm.backends import qemu
+from vhpc.environments.vm.environment import VmEnvironment
 
 
 def bare_boot(accel: str) -> float:

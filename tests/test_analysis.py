@@ -22,7 +22,7 @@ from vhpc.analysis import (
     overhead_pct,
     welch_test,
 )
-from vhpc.model import EnvInfo, Observation
+from vhpc.core.metrics import EnvInfo, Observation
 
 ENVS = {
     "native": EnvInfo("native", "native"),

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from vhpc.environments import throttle
+from vhpc.host import cpu_bandwidth as throttle
 from vhpc.store import Store
 
 
@@ -97,7 +97,7 @@ def test_calibrate_bad_input_is_one_line(tmp_path):
 
 
 def test_native_binding_mismatch_rules_by_hand():
-    from vhpc.environments.native import binding_mismatches
+    from vhpc.environments.native.environment import binding_mismatches
 
     proc = {"pid": 7, "comm": "bench", "cpus": "1", "pages_per_node": {"1": 960, "0": 40}}
     assert binding_mismatches([proc], {1}, {1}) == []  # 96 % on node 1
@@ -113,7 +113,7 @@ def test_native_membind_reads_back_pages_and_strict_fails_a_planted_mismatch(tmp
     """On this host's node 0 (every host has one): the read-back sees the pages there; a plan
     that names node 0 while numactl binds elsewhere cannot be planted on a 1-node host, so the
     planted mismatch is the 2-node guest test's (tests/test_vm_numa_binding.py)."""
-    from vhpc.environments.native import NativeEnvironment
+    from vhpc.environments.native.environment import NativeEnvironment
 
     env = NativeEnvironment("n", membind="0", strict=True)
     r = env.run([str(kernels_built / "vhpc-stream"), "-n", "2000000", "-t", "20"],
@@ -127,8 +127,8 @@ def test_native_membind_reads_back_pages_and_strict_fails_a_planted_mismatch(tmp
 @pytest.mark.vm
 def test_vm_slowdown_throttles_qemu_and_puts_it_back(kernels_built):
     from conftest import qemu_pids
-    from vhpc.environments.throttled import ThrottledEnvironment
-    from vhpc.environments.vm import VmEnvironment
+    from vhpc.environments.slowdown import ThrottledEnvironment
+    from vhpc.environments.vm.environment import VmEnvironment
 
     groups = _groups()
     env = ThrottledEnvironment(VmEnvironment("vm", vcpus=1, memory=512), 0.5, cpus=1)
@@ -150,7 +150,8 @@ def test_vm_slowdown_throttles_qemu_and_puts_it_back(kernels_built):
 
 def test_no_cpu_bandwidth_control_is_a_one_line_error_before_anything_runs(tmp_path,
                                                                          monkeypatch):
-    from vhpc import calibrate, spec
+    from vhpc.workflows import calibrate
+    from vhpc.spec import parse as spec
     from vhpc.environments.base import EnvError
 
     monkeypatch.setattr(throttle, "CGROUP_ROOT", tmp_path / "no-cgroups")

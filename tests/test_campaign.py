@@ -5,7 +5,8 @@ import sqlite3
 
 import pytest
 
-from vhpc import campaign, spec
+from vhpc.campaign import execute as campaign
+from vhpc.spec import parse as spec
 from vhpc.benchmarks import get
 from vhpc.environments.base import RunResult
 from vhpc.store import Store
@@ -177,7 +178,7 @@ def test_adaptive_repeats_add_rounds_up_to_the_maximum(tmp_path):
 
 
 def test_imprecise_uses_the_relative_t_interval():
-    from vhpc.model import Observation
+    from vhpc.core.metrics import Observation
 
     def o(v, i, env="a"):
         return Observation(env, "b", "", "m", "s", False, v, True, False, i)

@@ -1,8 +1,8 @@
 """Diagnostics: perf CSV parsing, derived CPI/MPKI, vmstat deltas, and the real collection
 path on this host (values where available, a reason where not)."""
 
-from vhpc.environments import counters
-from vhpc.environments.native import NativeEnvironment
+from vhpc.host import counters
+from vhpc.environments.native.environment import NativeEnvironment
 
 PERF_CSV = """\
 # started on Sun Nov 22 00:00:00 2026

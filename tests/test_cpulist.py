@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vhpc.cpulist import format_cpu_list, parse_cpu_list, runs
-from vhpc.environments.vm import parse_cpu_list as vm_parse_cpu_list
+from vhpc.core.cpulist import format_cpu_list, parse_cpu_list, runs
+from vhpc.environments.vm.environment import parse_cpu_list as vm_parse_cpu_list
 from vhpc.topology import format_list, parse_list
 
 

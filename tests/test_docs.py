@@ -34,8 +34,8 @@ def cited_paths(text: str) -> set[str]:
 
 
 def test_cited_paths_regex_finds_a_planted_missing_file():
-    assert cited_paths("see docs/nowhere.md, and src/vhpc/spec.py.") == {
-        "docs/nowhere.md", "src/vhpc/spec.py"}
+    assert cited_paths("see docs/nowhere.md, and src/vhpc/spec/parse.py.") == {
+        "docs/nowhere.md", "src/vhpc/spec/parse.py"}
     assert not (ROOT / "docs/nowhere.md").exists()
 
 

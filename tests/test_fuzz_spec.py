@@ -11,8 +11,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vhpc import benchmarks, campaign, cli, kinds, spec
-from vhpc.errors import VhpcError
+from vhpc import benchmarks, cli, kinds
+from vhpc.campaign import execute as campaign
+from vhpc.spec import parse as spec
+from vhpc.core.errors import VhpcError
 
 FAST = settings(max_examples=200, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -65,7 +67,7 @@ def quiet_host():
     """Host facts read once (lstopo), and no host-knob journal recovery in-process."""
     host = campaign.host_facts()
     with mock.patch.object(campaign, "host_facts", lambda *a: host), \
-            mock.patch("vhpc.environments.knobs.recover", lambda *a: []):
+            mock.patch("vhpc.host.knobs.recover", lambda *a: []):
         yield
 
 

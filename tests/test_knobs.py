@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from vhpc.environments.knobs import HostKnobs, KnobError, parse_knob, recover
+from vhpc.host.knobs import HostKnobs, KnobError, parse_knob, recover
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_restored_after_an_error_inside(root, tmp_path):
 
 def test_a_killed_run_is_repaired_at_next_start(root, tmp_path):
     journal = tmp_path / "j"
-    code = ("import sys, time; from vhpc.environments.knobs import HostKnobs; "
+    code = ("import sys, time; from vhpc.host.knobs import HostKnobs; "
             f"HostKnobs({{'numa_balancing': '0'}}, {str(journal)!r}, {str(root)!r}).__enter__(); "
             "print('applied', flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -22,7 +22,7 @@ import pytest
 
 from vhpc import placement as P
 from vhpc import topology as T
-from vhpc.environments import libvirt_xml as lx
+from vhpc.environments.vm.backends import libvirt_xml as lx
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "tests" / "data" / "libvirt-domain.xml"
@@ -113,7 +113,7 @@ def test_memory_units_follow_libvirt():
 
 def test_readback_differences_are_mismatches():
     pytest.importorskip("libvirt") if not CI else None
-    from vhpc.environments.libvirt import readback_mismatches
+    from vhpc.environments.vm.backends.libvirt import readback_mismatches
 
     req = {"vcpu_pins": {0: [0], 1: [1]}, "emulator_pins": [1], "memory_mode": "strict",
            "memory_nodes": [0], "memnodes": {}, "cells": []}
@@ -166,7 +166,7 @@ def libvirt_uri(tmp_path_factory):
         import libvirt  # noqa: F401
     except ImportError:
         _missing("libvirt-python is not installed (pip install libvirt-python)")
-    from vhpc.environments.libvirtd import DaemonError, PrivateLibvirtd, socket_live
+    from vhpc.environments.vm.backends.libvirtd import DaemonError, PrivateLibvirtd, socket_live
 
     given = os.environ.get("LIBVIRT_DEFAULT_URI")
     if given:
@@ -219,7 +219,7 @@ def no_domain_left(libvirt_uri):
 def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
     """One vCPU pinned to the first host CPU (pin=auto); QEMU's other threads go to the
     remaining host CPUs (<emulatorpin>) when there are any."""
-    from vhpc.environments.libvirt import LibvirtEnvironment
+    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
 
     host = sorted(os.sched_getaffinity(0))
     env = LibvirtEnvironment("lv", uri=no_domain_left, vcpus=1, memory=512, accel="tcg",
@@ -250,7 +250,7 @@ def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
 
 
 def test_user_domain_xml_runs_a_trial(no_domain_left):
-    from vhpc.environments.libvirt import LibvirtEnvironment
+    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("the example pins vCPUs to host CPUs 0 and 1")
@@ -269,7 +269,7 @@ def test_user_domain_xml_runs_a_trial(no_domain_left):
 
 def test_leftover_of_killed_vhpc_is_removed(no_domain_left, capsys):
     """SIGKILL leaves libvirt's domain running; the next libvirt environment removes it."""
-    script = ("import sys\nfrom vhpc.environments.libvirt import LibvirtEnvironment\n"
+    script = ("import sys\nfrom vhpc.environments.vm.backends.libvirt import LibvirtEnvironment\n"
               f"e = LibvirtEnvironment('orphan', uri={no_domain_left!r}, vcpus=1, memory=256,"
               " accel='tcg', pin='none')\ne.start()\nprint(e.guest.name, flush=True)\n"
               "sys.stdin.read()\n")
@@ -286,7 +286,7 @@ def test_leftover_of_killed_vhpc_is_removed(no_domain_left, capsys):
                          text=True, check=True).stdout
     workdir = Path(ET.fromstring(xml).find("devices/channel/source").get("path")).parent
     assert workdir.is_dir()
-    from vhpc.environments.libvirt import LibvirtEnvironment
+    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
 
     capsys.readouterr()
     nxt = LibvirtEnvironment("next", uri=no_domain_left, vcpus=1, memory=256, accel="tcg",
@@ -317,7 +317,7 @@ def test_cli_compare_stream_through_libvirt(no_domain_left, tmp_path, kernels_bu
 def test_guest_death_and_refused_domain_leave_nothing(no_domain_left, tmp_path):
     """A guest that powers off during a trial fails that trial and the next trial boots a new
     session; a domain libvirt refuses to start fails the trial with libvirt's reason."""
-    from vhpc.environments.libvirt import LibvirtEnvironment
+    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
 
     env = LibvirtEnvironment("dies", uri=no_domain_left, vcpus=1, memory=256, accel="tcg",
                              pin="none")
@@ -339,7 +339,7 @@ def test_guest_death_and_refused_domain_leave_nothing(no_domain_left, tmp_path):
 
 def test_guest_numa_cells_reach_the_guest(no_domain_left):
     """numa=2: libvirt's <cpu><numa> cells become two guest nodes of one vCPU each."""
-    from vhpc.environments.libvirt import LibvirtEnvironment
+    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
 
     env = LibvirtEnvironment("cells", uri=no_domain_left, vcpus=2, memory=512, accel="tcg",
                              pin="none", numa=2)

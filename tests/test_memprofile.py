@@ -2,7 +2,7 @@
 
 import pytest
 
-from vhpc.memprofile import TrialCounters, fit, intensity, profile
+from vhpc.analysis.memprofile import TrialCounters, fit, intensity, profile
 
 
 def tc(env, bench, seconds, cpi=None, mpki=None):

@@ -169,7 +169,7 @@ def test_native_cpus_restrict_the_mpi_ranks(kernels_built):
     need_mpirun()
     if 1 not in os.sched_getaffinity(0):
         pytest.skip("needs CPU 1")
-    from vhpc.environments.native import NativeEnvironment
+    from vhpc.environments.native.environment import NativeEnvironment
     env = NativeEnvironment(cpus=[1], counters=False)
     assert env.mpi_cpuset() == (1,) and NativeEnvironment().mpi_cpuset() is None
     hpccg = get("hpccg")
@@ -185,7 +185,8 @@ def test_native_cpus_restrict_the_mpi_ranks(kernels_built):
 def test_build_flags_in_the_stored_fingerprint(kernels_built, tmp_path):
     """-O3 as the reference codes; -march=native only when asked, and then visible in every
     environment's stored fingerprint."""
-    from vhpc import campaign, spec
+    from vhpc.campaign import execute as campaign
+    from vhpc.spec import parse as spec
     from vhpc.store import Store
     flags = (kernels_built / "build-flags").read_text().strip()
     assert "-O3" in flags and "-march" not in flags

@@ -2,7 +2,7 @@
 
 from vhpc.benchmarks import get
 from vhpc.benchmarks.base import RunContext
-from vhpc.environments.native import NativeEnvironment
+from vhpc.environments.native.environment import NativeEnvironment
 
 
 def test_copies_run_together_and_every_copy_must_verify(kernels_built):

@@ -9,7 +9,7 @@ import pytest
 from vhpc.benchmarks import BenchmarkError, ParseError, get
 from vhpc.benchmarks.base import RunContext
 from vhpc.benchmarks.npb_external import parse_npb_report
-from vhpc.environments.native import NativeEnvironment
+from vhpc.environments.native.environment import NativeEnvironment
 
 MPI_REPORT = """
  MG Benchmark Completed.

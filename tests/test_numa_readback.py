@@ -1,8 +1,8 @@
 """Parsing what the kernel reports about placement, and comparing it with the plan."""
 
 from vhpc import placement, topology
-from vhpc.environments.numa import guest_nodes, parse_numa_maps
-from vhpc.environments.vm import placement_mismatches, policy_for_pin
+from vhpc.host.numa import guest_nodes, parse_numa_maps
+from vhpc.environments.vm.environment import placement_mismatches, policy_for_pin
 
 NUMA_MAPS = """\
 7f0000000000 bind:1 anon=65536 dirty=65536 active=0 N1=65000 N0=536 kernelpagesize_kB=4

@@ -12,7 +12,7 @@ import pytest
 from virtxml import validate_domain
 
 from vhpc import topology as T
-from vhpc.environments.hostinfo import read_hugepages
+from vhpc.host.facts import read_hugepages
 from vhpc.placement import (
     GuestNode,
     Placement,

@@ -1,4 +1,4 @@
-"""Power model (vhpc.stats) against Cohen's tables, a simulation and hand-computed values; the
+"""Power model (vhpc.core.stats) against Cohen's tables, a simulation and hand-computed values; the
 "underpowered" finding."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from vhpc import stats
+from vhpc.core import stats
 from vhpc.analysis import NO_DIFFERENCE, analyse
-from vhpc.model import EnvInfo, Observation
+from vhpc.core.metrics import EnvInfo, Observation
 
 
 # J. Cohen, Statistical Power Analysis (1988), Table 2.4.1: n per group for a two-tailed

@@ -2,7 +2,7 @@
 
 from vhpc.benchmarks import get
 from vhpc.benchmarks.base import RunContext
-from vhpc.environments.native import NativeEnvironment
+from vhpc.environments.native.environment import NativeEnvironment
 
 
 def run(name, overrides, bindir):
@@ -41,7 +41,8 @@ def test_mpich_builds_and_runs_the_mpi_kernels(tmp_path):
 
     import pytest
 
-    from vhpc import campaign, spec
+    from vhpc.campaign import execute as campaign
+    from vhpc.spec import parse as spec
     from vhpc.store import Store
 
     if shutil.which("mpicc.mpich") is None:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from vhpc import records
-from vhpc.records import AppliedPlacement, Diagnostics, MemoryReadback
+from vhpc.core import records
+from vhpc.core.records import AppliedPlacement, Diagnostics, MemoryReadback
 from vhpc.store import Store, StoreError
 
 APPLIED = {"accel": "tcg", "qemu_pid": 42, "session": 1, "emulator_cpus": [0],
@@ -87,7 +87,7 @@ def test_measuring_rooms_do_not_import_analysis_or_report():
     import vhpc
 
     root = Path(vhpc.__file__).parent
-    for path in [root / "records.py", *(root / "environments").glob("*.py")]:
+    for path in [root / "core" / "records.py", *(root / "environments").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from vhpc.analysis import analyse
-from vhpc.model import EnvInfo, Observation
+from vhpc.core.metrics import EnvInfo, Observation
 from vhpc.report import figures
 from vhpc.report.export import COMPARISON_COLUMNS, SAMPLE_COLUMNS, write_csv, write_json
 from vhpc.report.html import inline_svg, write_html

@@ -1,7 +1,7 @@
 """Report sections from stored trials: placement as applied, diagnostics, memory profile."""
 
-from vhpc.model import EnvInfo
-from vhpc.records import AppliedPlacement, Diagnostics
+from vhpc.core.metrics import EnvInfo
+from vhpc.core.records import AppliedPlacement, Diagnostics
 from vhpc.report import diagnostics
 from vhpc.store import TrialRow
 
@@ -54,7 +54,7 @@ def test_memory_profile_section_only_for_local_remote_campaigns():
 
 def test_message_size_sweeps_draw_one_figure_per_quantity():
     from vhpc import analysis
-    from vhpc.model import Observation
+    from vhpc.core.metrics import Observation
     from vhpc.report.figures import size_sweeps
 
     obs = [Observation(env, "osu-latency", "", f"lat_{size}", "us", False, base * (1 + size / 64) + i,

@@ -12,20 +12,21 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "vhpc"
 #: The rooms, left to right (docs/architecture.md); a module may import its own room and rooms
 #: to its left.  Leaves (errors, records, stats, ...) hold no state and import nothing heavier.
 ROOMS: list[tuple[str, ...]] = [
-    ("errors", "model", "cpulist", "records", "stats", "specfile", "owner"),
+    ("core",),
     ("topology",),
     ("placement",),
+    ("host",),
     ("kinds", "kinds_more"),
-    ("environments",),
     ("benchmarks",),
+    ("environments",),
     ("factories",),
     ("store",),
     ("spec",),
     ("executors",),
-    ("campaign", "studies"),
-    ("analysis", "memprofile", "calibrate"),
+    ("campaign",),
+    ("analysis",),
     ("report",),
-    ("tune",),
+    ("workflows",),
     ("cli",),
 ]
 LEVEL = {name: i for i, names in enumerate(ROOMS) for name in names}

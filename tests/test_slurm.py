@@ -121,8 +121,9 @@ def test_bad_executor_is_one_line_error(tmp_path, value):
 
 
 def test_scaling_study_doubles_nodes_up_to_the_allocation():
-    from vhpc import studies, topology
-    from vhpc.studies import StudyError
+    from vhpc.campaign import studies
+    from vhpc import topology
+    from vhpc.campaign.studies import StudyError
 
     topo = topology.from_synthetic("pack:2 numa:1 l3:1 core:4 pu:1")
     spec = studies.build("scaling", topo, [], executor="slurm:nodes=6,partition=batch")

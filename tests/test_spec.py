@@ -2,8 +2,8 @@
 
 import pytest
 
-from vhpc import spec
-from vhpc.spec import SpecError
+from vhpc.spec import parse as spec
+from vhpc.spec.parse import SpecError
 
 
 def test_cli_items_parse_into_one_campaign_object():
@@ -68,7 +68,7 @@ def test_file_errors_name_the_file_and_key(tmp_path):
 
 
 def test_custom_benchmark_from_a_campaign_file_runs_like_a_builtin(tmp_path):
-    from vhpc import campaign
+    from vhpc.campaign import execute as campaign
     from vhpc.store import Store
 
     f = tmp_path / "c.yaml"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vhpc.environments.ssh import SshEnvironment, hypervisor, parse_fingerprint
+from vhpc.environments.ssh.environment import SshEnvironment, hypervisor, parse_fingerprint
 from vhpc.store import Store
 
 CLI = [sys.executable, "-m", "vhpc.cli"]

@@ -1,4 +1,4 @@
-"""vhpc.stats against scipy and hand-computed references; honest ratio intervals end to end."""
+"""vhpc.core.stats against scipy and hand-computed references; honest ratio intervals end to end."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from vhpc import stats
+from vhpc.core import stats
 from vhpc.analysis import FASTER, NO_DIFFERENCE, SLOWER, analyse
-from vhpc.model import EnvInfo, Observation
+from vhpc.core.metrics import EnvInfo, Observation
 from vhpc.report import fmt_ratio
 from vhpc.report.export import write_csv, write_json
 

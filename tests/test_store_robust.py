@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from vhpc import analysis, campaign, spec
+from vhpc import analysis
+from vhpc.campaign import execute as campaign
+from vhpc.spec import parse as spec
 from vhpc.environments.base import Environment, RunResult
 from vhpc.store import Store, StoreError
 from test_campaign import StopAfter  # the Ctrl-C progress callback
@@ -393,7 +395,7 @@ def warm_spec(tmp_path):
 
 
 def test_the_first_trial_after_a_resume_reboot_is_labelled_and_not_a_cold_group(tmp_path):
-    from vhpc.environments.native import NativeEnvironment
+    from vhpc.environments.native.environment import NativeEnvironment
 
     store = Store(tmp_path / "vhpc.db")
     cid = campaign.create(store, warm_spec(tmp_path))
@@ -412,7 +414,7 @@ def test_the_first_trial_after_a_resume_reboot_is_labelled_and_not_a_cold_group(
 
 
 def test_a_guest_that_died_reboots_into_a_labelled_trial(tmp_path):
-    from vhpc.environments.native import NativeEnvironment
+    from vhpc.environments.native.environment import NativeEnvironment
 
     store = Store(tmp_path / "vhpc.db")
     cid = campaign.create(store, warm_spec(tmp_path))
@@ -424,7 +426,7 @@ def test_a_guest_that_died_reboots_into_a_labelled_trial(tmp_path):
 
 
 def test_a_cold_warm_campaign_keeps_its_planned_cold_trials(tmp_path):
-    from vhpc.environments.native import NativeEnvironment
+    from vhpc.environments.native.environment import NativeEnvironment
 
     s = spec.from_file(campaign_file(tmp_path, repeats=2)).model_copy(
         update={"protocol": "cold-warm", "session_trials": 2})

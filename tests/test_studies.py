@@ -2,7 +2,8 @@
 
 import pytest
 
-from vhpc import studies, topology
+from vhpc.campaign import studies
+from vhpc import topology
 
 OPTERON = "pack:4 numa:1 l3:1 core:4 pu:1"
 

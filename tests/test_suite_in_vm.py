@@ -8,8 +8,8 @@ import pytest
 
 from vhpc.benchmarks import REGISTRY, get
 from vhpc.benchmarks.base import RunContext, ensure_kernels
-from vhpc.campaign import outcome
-from vhpc.environments.vm import VmEnvironment
+from vhpc.campaign.execute import outcome
+from vhpc.environments.vm.environment import VmEnvironment
 
 pytestmark = pytest.mark.vm
 
@@ -36,7 +36,7 @@ SMALLEST = {
 @pytest.fixture
 def shared_dir():
     """A scratch directory the guest can see (the guest's /tmp is its own, not the host's)."""
-    from vhpc.environments.guestimage import cache_dir
+    from vhpc.core.paths import cache_dir
 
     d = cache_dir() / "test-npb-external"
     d.mkdir(exist_ok=True)

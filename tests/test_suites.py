@@ -77,7 +77,7 @@ def test_standard_suite_registered_with_documented_names():
 
 
 def test_spec_accepts_size_lists_from_cli_and_yaml():
-    from vhpc.spec import from_cli
+    from vhpc.spec.parse import from_cli
 
     spec = from_cli(["osu-latency:sizes=8,1024,iters=10"], ["native"])
     assert spec.benchmarks[0].params == {"sizes": "8,1024", "iters": 10}

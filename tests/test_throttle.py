@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from vhpc.environments import throttle
+from vhpc.host import cpu_bandwidth as throttle
 
 BUSY = [sys.executable, "-c", "import time\nt=time.process_time()\nwhile time.process_time()-t<1.5: pass"]
 

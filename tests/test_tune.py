@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from vhpc import placement, topology
-from vhpc.environments import throttle
-from vhpc.environments.native import NativeEnvironment
-from vhpc import spec as specmod
+from vhpc.host import cpu_bandwidth as throttle
+from vhpc.environments.native.environment import NativeEnvironment
+from vhpc.spec import parse as specmod
 from vhpc.store import Store
-from vhpc.tune import candidates as cm
-from vhpc.tune import output, run as runmod
-from vhpc.tune.race import ELIMINATED, LEADER, Settings
+from vhpc.workflows.tune import candidates as cm
+from vhpc.workflows.tune import output, run as runmod
+from vhpc.workflows.tune.race import ELIMINATED, LEADER, Settings
 
 from virtxml import validate_domain
 
@@ -148,7 +148,7 @@ def test_recommended_placements_render_valid_libvirt_xml_and_flavor_specs():
 
 
 def test_prior_picks_among_equivalent_candidates_only():
-    from vhpc.tune.race import CONTENDER, EQUIVALENT, RaceState, Standing
+    from vhpc.workflows.tune.race import CONTENDER, EQUIVALENT, RaceState, Standing
 
     topo = topology.load("pack:1 numa:1 core:2 pu:1")
     cands, _ = cm.generate(topo, 2, 512)

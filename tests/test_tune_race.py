@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from vhpc.tune.race import ELIMINATED, EQUIVALENT, LEADER, Settings, costs, next_round, replay
+from vhpc.workflows.tune.race import (ELIMINATED, EQUIVALENT, LEADER, Settings, costs, next_round, replay)
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def test_eliminated_candidates_are_left_out_of_the_next_round():
 
 
 def test_per_benchmark_ratios_split_the_combined_cost():
-    from vhpc.tune.race import per_benchmark
+    from vhpc.workflows.tune.race import per_benchmark
 
     obs = []
     for r in (1, 2, 3):

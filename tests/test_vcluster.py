@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from vhpc import placement, topology
-from vhpc.environments import vclusternet
-from vhpc.environments.vcluster import (VclusterEnvironment, parse_rank_log, plan_cluster,
-                                        program_index)
-from vhpc.spec import SpecError, from_cli
+from vhpc.environments.vcluster import network as vclusternet
+from vhpc.environments.vcluster.environment import (VclusterEnvironment, parse_rank_log, plan_cluster, program_index)
+from vhpc.spec.parse import SpecError, from_cli
 
 TWO_SOCKETS = "pack:2 numa:1 l3:1 core:2 pu:1"
 
@@ -173,7 +172,7 @@ def test_guests_reach_each_other_only_on_the_private_segment(cluster):
 @pytest.mark.vm
 def test_sigkill_of_vhpc_leaves_no_qemu_and_the_next_start_reaps(tmp_path, no_qemu_leak):
     code = ("import sys,time\n"
-            "from vhpc.environments.vcluster import VclusterEnvironment\n"
+            "from vhpc.environments.vcluster.environment import VclusterEnvironment\n"
             "e = VclusterEnvironment('k', vms=2, vcpus=1, memory=384, net='ivshmem', accel='tcg')\n"
             "e.start()\n"
             "print(e.net.workdir, e.net.shm_path, *[m.guest.pid for m in e.members], flush=True)\n"
@@ -253,7 +252,7 @@ def _ivshmem_trial(env_run, bindir, **params):
 
 
 def test_ivshmem_pingpong_natively_over_posix_shm(kernels_built):
-    from vhpc.environments.native import NativeEnvironment
+    from vhpc.environments.native.environment import NativeEnvironment
 
     with NativeEnvironment("native") as env:
         r, samples = _ivshmem_trial(lambda argv: env.run(argv, timeout=120), kernels_built)
@@ -277,7 +276,7 @@ def test_ivshmem_pingpong_between_two_guests_validates_its_data(cluster, kernels
 
 
 def test_partition_study_compares_layouts_with_the_same_total_ranks():
-    from vhpc import studies
+    from vhpc.campaign import studies
 
     spec = studies.build("partition", topology.from_synthetic("pack:2 numa:1 l3:1 core:4 pu:1"), [])
     envs = {e.name: e.options.given() for e in spec.environments}
@@ -293,7 +292,7 @@ def test_partition_study_compares_layouts_with_the_same_total_ranks():
 
 
 def test_partition_study_on_one_socket_says_what_it_reduces_to():
-    from vhpc import studies
+    from vhpc.campaign import studies
 
     topo = topology.from_synthetic("pack:1 numa:1 l3:1 core:2 pu:1")
     spec = studies.build("partition", topo, [])

@@ -10,9 +10,10 @@ import pytest
 
 from vhpc.benchmarks import get
 from vhpc.benchmarks.base import RunContext
-from vhpc.campaign import outcome
-from vhpc.environments import guestimage, qemu
-from vhpc.environments.vm import VmEnvironment, resolve_pinning
+from vhpc.campaign.execute import outcome
+from vhpc.environments.vm import guestimage
+from vhpc.environments.vm.backends import qemu
+from vhpc.environments.vm.environment import VmEnvironment, resolve_pinning
 
 from conftest import qemu_pids
 
@@ -120,7 +121,7 @@ def test_two_benchmarks_run_in_the_guest_and_parse(vm, kernels_built):
 
 
 def test_hung_guest_is_killed_and_reported_with_console(vm, monkeypatch):
-    import vhpc.environments.vm as vmmod
+    import vhpc.environments.vm.environment as vmmod
 
     monkeypatch.setattr(vmmod, "HANG_GRACE", 2.0)
     old_pid = vm.guest.pid
@@ -155,7 +156,8 @@ def test_guest_numa_nodes_match_the_plan_and_memory_is_read_back(policy, numa, v
 
 
 def test_cold_warm_campaign_records_session_indices(tmp_path, kernels_built, no_qemu_leak):
-    from vhpc import campaign, spec
+    from vhpc.campaign import execute as campaign
+    from vhpc.spec import parse as spec
     from vhpc.store import Store
 
     s = spec.from_cli(["pagefault:mib=2,reps=1"], ["native", "vm:memory=512"], repeats=2,

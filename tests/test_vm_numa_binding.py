@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import qemu_pids
-from vhpc.environments.vm import VmEnvironment
+from vhpc.environments.vm.environment import VmEnvironment
 
 pytestmark = pytest.mark.vm
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from vhpc import __version__
-from vhpc.errors import SpecError, VhpcError
+from vhpc.core.errors import SpecError, VhpcError
 
 DEFAULT_OUT = "vhpc-results"
 QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
@@ -95,7 +95,7 @@ def _store(out: str):
 
 
 def _spec_from_flags(args):
-    from vhpc import spec as specmod
+    from vhpc.spec import parse as specmod
 
     return specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
                             strict_placement=args.strict_placement,
@@ -109,8 +109,8 @@ def _spec_from_flags(args):
 
 def _dry_run(spec) -> int:
     """Print the plan of ``spec`` with placements on this host; start nothing."""
-    from vhpc import campaign
-    from vhpc.report import views
+    from vhpc.campaign import execute as campaign
+    from vhpc.report import console as views
 
     views.dry_run(console, spec, campaign.plan(spec),
                   campaign.placements(spec, campaign.host_facts()))
@@ -120,8 +120,8 @@ def _dry_run(spec) -> int:
 def run_campaign(args, spec=None) -> tuple[int, str]:
     """Create (or resume, ``--resume``) and execute a campaign, then report it; returns
     (exit status, campaign id)."""
-    from vhpc import campaign
-    from vhpc.report import views
+    from vhpc.campaign import execute as campaign
+    from vhpc.report import console as views
 
     store = _store(args.out)
     envs = None
@@ -170,15 +170,15 @@ def cmd_compare(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from vhpc import spec as specmod
+    from vhpc.spec import parse as specmod
 
     spec = specmod.from_file(args.spec)
     return _dry_run(spec) if args.dry_run else run_campaign(args, spec)[0]
 
 
 def cmd_study(args) -> int:
-    from vhpc import campaign, studies
-    from vhpc.report import views
+    from vhpc.campaign import execute as campaign, studies
+    from vhpc.report import console as views
 
     if args.name == "list":
         for name, what in studies.STUDIES.items():
@@ -202,7 +202,8 @@ def cmd_study(args) -> int:
 def cmd_calibrate(args) -> int:
     """``vhpc calibrate``: A/A false positives, an injected slowdown recovered, power,
     placement (docs/calibrate.md)."""
-    from vhpc import calibrate, spec as specmod
+    from vhpc.workflows import calibrate
+    from vhpc.spec import parse as specmod
     from vhpc.report import calibrate as calibrate_report
 
     taken: list[str] = []
@@ -219,15 +220,15 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from vhpc import campaign
-    from vhpc.report import views
+    from vhpc.campaign import execute as campaign
+    from vhpc.report import console as views
 
     store = _store(args.out)
     store.campaign(args.id)
     if args.reparse:
         n = campaign.reparse(store, args.id)
         console.print(f"Re-parsed {n} trials from their stored raw output")
-    from vhpc.tune.output import report_sections as race
+    from vhpc.workflows.tune.output import report_sections as race
 
     views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json,
                           extra_sections=race(store, args.id, args.out))
@@ -235,7 +236,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from vhpc.report import views
+    from vhpc.report import console as views
 
     if args.what == "benchmarks":
         from vhpc.benchmarks import REGISTRY
@@ -247,7 +248,9 @@ def cmd_list(args) -> int:
 
 
 def cmd_host(args) -> int:
-    from vhpc.environments import guestimage, hostinfo, qemu
+    from vhpc.environments.vm import guestimage
+    from vhpc.host import facts as hostinfo
+    from vhpc.environments.vm.backends import qemu
 
     from vhpc import topology
 
@@ -282,7 +285,7 @@ def cmd_host(args) -> int:
 
 def remote_host_report(target: str) -> int:
     """``vhpc host --ssh [USER@]HOST[:PORT]``: the remote machine's topology and fingerprint."""
-    from vhpc.environments import ssh
+    from vhpc.environments.ssh import environment as ssh
 
     lines = ssh.host_report(target)
     for line in lines:
@@ -444,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--markdown", action="store_true", help="benchmarks as Markdown (docs/benchmarks.md)")
     _campaign_flags(ls)
 
-    from vhpc.tune.cli import add_parser as add_tune
+    from vhpc.workflows.tune.cli import add_parser as add_tune
 
     add_tune(sub)
     return p
@@ -456,8 +459,8 @@ def _sigterm(signum, frame):
 
 #: Command name → handler (each returns the exit status).
 def cmd_tune(args) -> int:
-    """``vhpc tune``: race candidate placements (vhpc.tune, docs/tune.md)."""
-    from vhpc.tune.cli import cmd_tune as tune
+    """``vhpc tune``: race candidate placements (vhpc.workflows.tune, docs/tune.md)."""
+    from vhpc.workflows.tune.cli import cmd_tune as tune
 
     return tune(args)
 
@@ -474,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _sigterm)
     try:
         args = build_parser().parse_args(argv)
-        from vhpc.environments.knobs import journal_path, recover
+        from vhpc.host.knobs import journal_path, recover
 
         for left in recover(journal_path()):  # only journals whose vhpc is no longer running
             err_console.print(f"vhpc: {left.describe()}", highlight=False, markup=False,

@@ -2,15 +2,15 @@
 
 Called when a campaign starts (never while a spec is parsed); constructing a ``vm`` probes
 the host (QEMU installed, a guest kernel), so errors here are user errors
-(:class:`~vhpc.errors.HostError`) raised before anything is stored.
+(:class:`~vhpc.core.errors.HostError`) raised before anything is stored.
 """
 
 from __future__ import annotations
 
 from vhpc.benchmarks.base import kernel_dir
-from vhpc.errors import HostError, VhpcError
-from vhpc.environments.native import NativeEnvironment
-from vhpc.environments.vm import VmEnvironment
+from vhpc.core.errors import HostError, VhpcError
+from vhpc.environments.native.environment import NativeEnvironment
+from vhpc.environments.vm.environment import VmEnvironment
 from vhpc.kinds import HostFacts, NativeOptions, VmOptions
 from vhpc.kinds_more import SshOptions, VclusterOptions
 from vhpc.topology import format_list
@@ -37,7 +37,7 @@ def throttled(env, o, cpus: int):
         if o.slowdown_cpus is not None:
             raise HostError(f"environment {env.name}: slowdown_cpus= needs slowdown=")
         return env
-    from vhpc.environments.throttled import ThrottledEnvironment
+    from vhpc.environments.slowdown import ThrottledEnvironment
 
     return ThrottledEnvironment(env, o.slowdown, o.slowdown_cpus or cpus)
 
@@ -88,7 +88,7 @@ def _vm(name: str, o: VmOptions, host: HostFacts):
 def _libvirt(name: str, o: VmOptions, host: HostFacts, extra: dict):
     """A LibvirtEnvironment (environments/libvirt.py): the same placement, or the user's
     ``domain_xml`` with only what the spec set besides it."""
-    from vhpc.environments.libvirt import LibvirtEnvironment
+    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
 
     common = dict(kernel=o.kernel, boot_timeout=o.boot_timeout, strict=o.strict, **extra)
     if o.domain_xml:
@@ -100,7 +100,7 @@ def _libvirt(name: str, o: VmOptions, host: HostFacts, extra: dict):
 
 def ssh(name: str, o: SshOptions, host: HostFacts):
     """An SshEnvironment (environments/ssh.py).  Raises HostError (no ssh client)."""
-    from vhpc.environments.ssh import SshEnvironment
+    from vhpc.environments.ssh.environment import SshEnvironment
 
     fmt = (lambda v: format_list(v) if v is not None else None)
     try:
@@ -116,7 +116,7 @@ def ssh(name: str, o: SshOptions, host: HostFacts):
 def vcluster(name: str, o: VclusterOptions, host: HostFacts):
     """A VclusterEnvironment (environments/vcluster.py) placed on ``host``.  Raises HostError
     or PlacementError."""
-    from vhpc.environments.vcluster import VclusterEnvironment
+    from vhpc.environments.vcluster.environment import VclusterEnvironment
 
     try:
         return VclusterEnvironment(name, vms=o.vms, vcpus=o.vcpus, memory=o.memory,

@@ -24,7 +24,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, InstanceOf,
                       model_validator)
 
 from vhpc import placement
-from vhpc.errors import HostError
+from vhpc.core.errors import HostError
 from vhpc.topology import Topology, format_list, parse_list
 
 if TYPE_CHECKING:

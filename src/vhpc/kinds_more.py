@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from vhpc import placement
-from vhpc.errors import HostError
+from vhpc.core.errors import HostError
 from vhpc.kinds import (MAX_CPUS, MAX_MEMORY_MIB, MAX_SECONDS, EnvKind, EnvOptions, HostFacts,
                         IndexList, register)
 from vhpc.topology import format_list

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from vhpc import records
-from vhpc.errors import VhpcError
-from vhpc.model import EnvInfo, Observation, Sample
-from vhpc.owner import FileLock, Owner, held
-from vhpc.records import AppliedPlacement, Diagnostics
+from vhpc.core import records
+from vhpc.core.errors import VhpcError
+from vhpc.core.metrics import EnvInfo, Observation, Sample
+from vhpc.core.locks import FileLock, Owner, held
+from vhpc.core.records import AppliedPlacement, Diagnostics
 
 SCHEMA_VERSION = 1
 
@@ -450,7 +450,7 @@ class Store:
                      applied: AppliedPlacement | None, samples: list[Sample],
                      diagnostics: Diagnostics | None = None, reboot: bool = False) -> None:
         """Write one trial's outcome, diagnostics and samples in a single transaction
-        (records as versioned JSON, :func:`vhpc.records.dump`).
+        (records as versioned JSON, :func:`vhpc.core.records.dump`).
 
         ``reboot``: the trial was the first of its benchmark in a VM session the plan did not
         ask for (a resume after a kill, a guest that died): it is stored and analysed as a

@@ -1,6 +1,6 @@
 """Analysis room: statistics on stored observations, comparisons against a baseline environment.
 
-Pure computation: imports only :mod:`vhpc.model`, :mod:`vhpc.stats` (every formula) and
+Pure computation: imports only :mod:`vhpc.core.metrics`, :mod:`vhpc.core.stats` (every formula) and
 numerical libraries; performs no I/O.
 
 Entry point: :func:`analyse` turns observations (one metric value of one trial each) into an
@@ -28,9 +28,7 @@ from vhpc.analysis.results import (
     CV_THRESHOLD, FASTER, GROUP_ALL, GROUP_COLD, GROUP_WARM, INSUFFICIENT, MIN_SAMPLES,
     NO_DIFFERENCE, SLOWER, VERDICTS, Analysis, Comparison, Finding, Summary,
 )
-from vhpc.stats import (
-    fieller_interval, holm_adjust, modified_z_outliers, student_t_ci, welch_test,
-)
+from vhpc.core.stats import (fieller_interval, holm_adjust, modified_z_outliers, student_t_ci, welch_test)
 
 __all__ = [
     "Analysis", "Comparison", "Finding", "Summary", "analyse", "modified_z_outliers",

@@ -1,6 +1,6 @@
 """Comparisons against the baseline: ratio with its interval, overhead, Welch p, Holm, verdict.
 
-Every number comes from :mod:`vhpc.stats`.  The verdict and the interval are decided together
+Every number comes from :mod:`vhpc.core.stats`.  The verdict and the interval are decided together
 (:func:`verdict`), so a row never says "slower" beside an interval that contains 1.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vhpc import stats
+from vhpc.core import stats
 from vhpc.analysis.results import (
     FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Comparison, Summary,
 )
@@ -50,7 +50,7 @@ class Draft:
 
 def draft(env: Summary, base: Summary, x: list[float], y: list[float], confidence: float,
           alpha: float) -> Draft:
-    """Ratio mean(x)/mean(y) with its interval (:func:`vhpc.stats.ratio_interval`), Welch's p
+    """Ratio mean(x)/mean(y) with its interval (:func:`vhpc.core.stats.ratio_interval`), Welch's p
     and the overhead for one environment (``env``, values ``x``) against the baseline
     (``base``, values ``y``)."""
     ratio = env.mean / base.mean if env.mean is not None and base.mean not in (None, 0) else None
@@ -75,7 +75,7 @@ def draft(env: Summary, base: Summary, x: list[float], y: list[float], confidenc
 
 def power_fields(env: Summary, base: Summary, ratio: float | None, alpha: float) -> dict:
     """``runs_needed`` (to detect the observed relative difference) and ``detectable`` (with
-    the smaller n) from the pooled CV of both sides (:mod:`vhpc.stats` power functions)."""
+    the smaller n) from the pooled CV of both sides (:mod:`vhpc.core.stats` power functions)."""
     if env.stdev is None or base.stdev is None or not base.mean or ratio is None:
         return {}
     cv = stats.pooled_cv(env.stdev, base.stdev, base.mean)

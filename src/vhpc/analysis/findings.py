@@ -15,8 +15,8 @@ from typing import Any, Callable
 from vhpc.analysis.results import (
     CV_THRESHOLD, GROUP_ALL, MIN_SAMPLES, NO_DIFFERENCE, Comparison, Finding, Summary,
 )
-from vhpc.model import EnvInfo
-from vhpc.stats import MAD_THRESHOLD
+from vhpc.core.metrics import EnvInfo
+from vhpc.core.stats import MAD_THRESHOLD
 
 
 #: observed relative differences below this (1 %) are not flagged as underpowered

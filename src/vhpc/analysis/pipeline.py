@@ -8,7 +8,7 @@ from vhpc.analysis.compare import comparisons_of
 from vhpc.analysis.findings import apply_rules, baseline_findings
 from vhpc.analysis.results import GROUP_ALL, Analysis
 from vhpc.analysis.summaries import GroupKey, group_observations, summaries_of
-from vhpc.model import EnvInfo, Observation
+from vhpc.core.metrics import EnvInfo, Observation
 
 
 def _environments(seen: list[str], environments: Mapping[str, EnvInfo],
@@ -25,8 +25,8 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
             baseline: str, alpha: float = 0.05, confidence: float | None = None) -> Analysis:
     """Summaries, comparisons against ``baseline`` and findings for a campaign's observations.
 
-    observations: any iterable of :class:`~vhpc.model.Observation` (consumed once).
-    environments: name → :class:`~vhpc.model.EnvInfo`; observations of environments not in the
+    observations: any iterable of :class:`~vhpc.core.metrics.Observation` (consumed once).
+    environments: name → :class:`~vhpc.core.metrics.EnvInfo`; observations of environments not in the
     mapping are analysed under ``EnvInfo(name, kind="unknown")`` and reported by a finding.
     baseline: name of the reference environment (usually ``native``).  alpha: significance
     level of the verdicts (Holm-adjusted Welch p and the ratio's confidence set at 1 − alpha);
@@ -34,7 +34,7 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     interval beside it are the same decision).
 
     Grouping: (benchmark, params, metric, environment); warm-up observations are skipped;
-    invalid or non-finite values are excluded and counted.  Formulas: :mod:`vhpc.stats`.
+    invalid or non-finite values are excluded and counted.  Formulas: :mod:`vhpc.core.stats`.
     Raises ValueError when alpha or confidence is not strictly between 0 and 1.
     """
     if not 0.0 < alpha < 1.0:

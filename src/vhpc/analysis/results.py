@@ -1,7 +1,7 @@
 """Result records of the analysis room: :class:`Summary`, :class:`Comparison`,
 :class:`Finding` and the :class:`Analysis` that holds them (with lookups and JSON export).
 
-Plain data; the numbers come from :mod:`vhpc.stats` via :mod:`vhpc.analysis.pipeline`.
+Plain data; the numbers come from :mod:`vhpc.core.stats` via :mod:`vhpc.analysis.pipeline`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from vhpc.model import EnvInfo
+from vhpc.core.metrics import EnvInfo
 
 GROUP_ALL = "all"
 GROUP_COLD = "cold"
@@ -97,7 +97,7 @@ class Comparison:
     * ``ratio`` = mean_env / mean_baseline (dimensionless); None when either mean is missing or
       the baseline mean is 0.
     * ``ratio_ci``: (low, high) confidence interval of the ratio, ``ratio_ci_method`` says how
-      (:func:`vhpc.stats.ratio_interval`): ``fieller`` (Fieller 1954, Welch–Satterthwaite
+      (:func:`vhpc.core.stats.ratio_interval`): ``fieller`` (Fieller 1954, Welch–Satterthwaite
       ``df``) where valid; for positive quantities whose Fieller interval is unbounded or
       reaches ≤ 0, ``log-delta`` (delta method on the log ratio, always positive) or ``bca``
       (BCa bootstrap, skewed samples); ``exact`` (no variation); ``none`` (n < 2).  Both
@@ -122,7 +122,7 @@ class Comparison:
       the interval; when the two disagree the verdict is "no significant difference" and
       ``note`` says why.
     * ``n``/``n_baseline``, ``mean``/``mean_baseline``: valid sample counts and means (unit).
-    * Power (:func:`vhpc.stats.runs_needed`, :func:`vhpc.stats.detectable_effect`, two-sided
+    * Power (:func:`vhpc.core.stats.runs_needed`, :func:`vhpc.core.stats.detectable_effect`, two-sided
       two-sample t at alpha, 80 % power, pooled CV of both sides relative to the baseline mean):
       ``runs_needed`` per environment to detect the observed relative difference
       ``|mean/mean_baseline − 1|`` (None: no difference observed or unmeasurably small);

@@ -1,6 +1,6 @@
 """Grouping observations and describing each group (mean, median, CI, CV, outliers).
 
-Numbers come from :mod:`vhpc.stats`; this module only decides what belongs to which group.
+Numbers come from :mod:`vhpc.core.stats`; this module only decides what belongs to which group.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from vhpc import stats
+from vhpc.core import stats
 from vhpc.analysis.results import GROUP_ALL, GROUP_COLD, GROUP_WARM, Summary
-from vhpc.model import Observation
+from vhpc.core.metrics import Observation
 
 GroupKey = tuple[str, str, str, str]  # (benchmark, params, metric, environment)
 
@@ -65,7 +65,7 @@ def group_observations(observations: Iterable[Observation]) -> dict[GroupKey, Gr
 def summarise(key: GroupKey, unit: str, hib: bool, values: list[float], n_invalid: int,
               group: str, confidence: float) -> Summary:
     """:class:`Summary` of one group of valid values (metric unit) at ``confidence``
-    (:func:`vhpc.stats.describe`)."""
+    (:func:`vhpc.core.stats.describe`)."""
     benchmark, params, metric, env = key
     d = stats.describe(values, confidence)
     return Summary(benchmark=benchmark, params=params, metric=metric, unit=unit,

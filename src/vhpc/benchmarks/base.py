@@ -1,7 +1,7 @@
 """The benchmark interface and the shared machinery for vhpc's own C kernels.
 
 A :class:`Benchmark` declares its parameters (:class:`Param`), metrics
-(:class:`vhpc.model.Metric`), how to build its command line for an environment
+(:class:`vhpc.core.metrics.Metric`), how to build its command line for an environment
 (:meth:`Benchmark.command`) and how to parse raw output into samples (:meth:`Benchmark.parse`).
 Parsing is pure, so stored raw output can be re-parsed later without re-running.
 
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vhpc.benchmarks.mpilaunch import Launch, mpi_tool, readback
-from vhpc.errors import VhpcError
-from vhpc.model import Metric, Sample
+from vhpc.core.errors import VhpcError
+from vhpc.core.metrics import Metric, Sample
 
 
 class BenchmarkError(VhpcError, ValueError):

@@ -25,7 +25,7 @@ import shlex
 from typing import Any, Iterable, Mapping
 
 from vhpc.benchmarks.base import Benchmark, ParseError
-from vhpc.model import Metric, Sample
+from vhpc.core.metrics import Metric, Sample
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 

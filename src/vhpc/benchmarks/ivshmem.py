@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from vhpc.benchmarks.base import (MPI_PARAM, Benchmark, BenchmarkError, Param, ParseError,
                                   RunContext, parse_result_line, result_value)
 from vhpc.benchmarks.mpilaunch import Launch
-from vhpc.model import Metric, Sample
+from vhpc.core.metrics import Metric, Sample
 
 TRANSPORTS = ("auto", "shm", "ivshmem")
 

@@ -31,7 +31,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from vhpc.cpulist import parse_cpu_list
+from vhpc.core.cpulist import parse_cpu_list
 
 RANK_RE = re.compile(r"^VHPC-RANK\s+(.*)$", re.M)
 

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from vhpc.benchmarks.base import MPI_PARAM, Benchmark, BenchmarkError, Param, ParseError, \
     RESULT_RE, parse_result_line, result_value
 from vhpc.benchmarks.mpilaunch import Launch
-from vhpc.model import Metric, Sample
+from vhpc.core.metrics import Metric, Sample
 
 #: NPB problem classes the kernels implement (S smallest ... C largest).
 CLASSES: tuple[str, ...] = ("S", "W", "A", "B", "C")

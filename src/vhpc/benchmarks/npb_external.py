@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Param, ParseError
 from vhpc.benchmarks.mpilaunch import Launch
-from vhpc.model import Metric, Sample
+from vhpc.core.metrics import Metric, Sample
 
 KERNELS = ("bt", "sp", "lu", "cg", "ep", "ft", "is", "mg", "ua", "dt")
 

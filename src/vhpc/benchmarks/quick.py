@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vhpc.benchmarks.base import MPI_PARAM, KernelBenchmark, Param, ParseError, parse_result_line
-from vhpc.model import Metric
+from vhpc.core.metrics import Metric
 
 THREADS = Param("threads", None, int, "OpenMP threads (default: all CPUs of the environment)", minimum=1)
 

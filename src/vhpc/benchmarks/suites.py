@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from vhpc.benchmarks.base import (MPI_PARAM, Benchmark, BenchmarkError, KernelBenchmark, Param,
                                   ParseError, parse_result_line, result_value)
 from vhpc.benchmarks.mpilaunch import Launch
-from vhpc.model import Metric, Sample
+from vhpc.core.metrics import Metric, Sample
 
 #: The helper script run as the hpcc trial command (stdlib only; see its docstring).
 HPCC_RUNNER = Path(__file__).resolve().with_name("hpcc_runner.py")

@@ -16,8 +16,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from vhpc.errors import VhpcError
-from vhpc.records import AppliedPlacement, Diagnostics
+from vhpc.core.errors import VhpcError
+from vhpc.core.records import AppliedPlacement, Diagnostics
 
 
 class EnvError(VhpcError, RuntimeError):
@@ -33,8 +33,8 @@ class RunResult:
     timed_out: the per-trial timeout fired; error: environment-level failure text (guest hung or
     died, with the console tail), None when the environment itself was fine;
     session_index: trial position in the current session (VM: 0 = first after boot);
-    applied: placement as applied and read back (:class:`vhpc.records.AppliedPlacement`);
-    diagnostics: per-trial counters (:class:`vhpc.records.Diagnostics`: resource usage,
+    applied: placement as applied and read back (:class:`vhpc.core.records.AppliedPlacement`);
+    diagnostics: per-trial counters (:class:`vhpc.core.records.Diagnostics`: resource usage,
     faults, vmstat deltas, perf counts, and why any is unavailable).
     """
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vhpc.spec import EXECUTOR_OPTIONS as OPTIONS
-from vhpc.spec import ExecutorSpec, parse_executor as parse
+from vhpc.spec.parse import EXECUTOR_OPTIONS as OPTIONS
+from vhpc.spec.parse import ExecutorSpec, parse_executor as parse
 
 __all__ = ["OPTIONS", "ExecutorSpec", "parse", "make"]
 
@@ -24,7 +24,7 @@ def make(text: str | None, campaign_id: str = "") -> Any:
     """The executor ``text`` names (not yet entered).  Raises ValueError as :func:`parse`."""
     spec = parse(text)
     if spec.kind == "slurm":
-        from vhpc.executors.slurm import SlurmExecutor
+        from vhpc.executors.slurm.allocation import SlurmExecutor
 
         return SlurmExecutor(campaign_id, **spec.options)
     from vhpc.executors.local import LocalExecutor

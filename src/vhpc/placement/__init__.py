@@ -2,7 +2,7 @@
 binding, validate it, and render it for QEMU and libvirt.
 
 Pure functions: no file-system reads, no processes (host facts such as free hugepages come in
-as data, from :mod:`vhpc.environments.hostinfo`). Applying a placement (pinning vCPU threads,
+as data, from :mod:`vhpc.host.facts`). Applying a placement (pinning vCPU threads,
 starting QEMU) is the environment room's job. Modules: :mod:`.policy` (grammar), :mod:`.place`
 (placing on a Topology), :mod:`.memory` (guest NUMA and memory binding), :mod:`.render` (QEMU
 argv, libvirt XML, text).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from vhpc.cpulist import format_cpu_list as format_list
+from vhpc.core.cpulist import format_cpu_list as format_list
 from vhpc.placement.model import _GRANULE_MIB, GuestNode, Placement, PlacementError, PlacementRequest
 from vhpc.placement.policy import Policy
 from vhpc.topology import Topology
@@ -166,7 +166,7 @@ def _guest_distances(topo: Topology, nodes: Sequence[GuestNode]) -> tuple[tuple[
 
 def check_hugepages(placement: Placement | Sequence[Placement], available: Mapping[int, Mapping[int, int]]) -> None:
     """Check hugepage-backed guest memory against free hugepages ``{node: {page_kib: free}}``
-    (from :func:`vhpc.environments.hostinfo.read_hugepages`). A guest node bound to several host nodes needs an even share
+    (from :func:`vhpc.host.facts.read_hugepages`). A guest node bound to several host nodes needs an even share
     on each; an unbound one needs its pages anywhere (total over nodes). Several placements
     (one plan) are summed. 4k backing needs nothing. Raises PlacementError naming the node,
     the shortfall and the sysfs file to raise."""

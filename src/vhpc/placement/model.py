@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from vhpc.errors import VhpcError
+from vhpc.core.errors import VhpcError
 
 #: backing name → page size in KiB
 BACKINGS: dict[str, int] = {"4k": 4, "2m": 2048, "1g": 1048576}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vhpc.cpulist import format_cpu_list as format_list
+from vhpc.core.cpulist import format_cpu_list as format_list
 from vhpc.placement.memory import (_check_capacity, _guest_distances, _guest_groups, _memory_binding, _node_demand,
                                    _split)
 from vhpc.placement.model import BACKINGS, GuestNode, Placement, PlacementError, PlacementRequest

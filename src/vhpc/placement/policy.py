@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vhpc.cpulist import format_cpu_list as format_list
-from vhpc.cpulist import parse_cpu_list
+from vhpc.core.cpulist import format_cpu_list as format_list
+from vhpc.core.cpulist import parse_cpu_list
 from vhpc.placement.model import PlacementError
 
 _KINDS = ("float", "compact", "spread", "span", "packages", "confine", "nodes", "map")

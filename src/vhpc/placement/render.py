@@ -5,8 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from vhpc.cpulist import format_cpu_list as format_list
-from vhpc.cpulist import runs as _runs
+from vhpc.core.cpulist import format_cpu_list as format_list
+from vhpc.core.cpulist import runs as _runs
 from vhpc.placement.model import BACKINGS, Placement
 from vhpc.topology import Topology
 

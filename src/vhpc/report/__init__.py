@@ -1,7 +1,7 @@
 """Report room: presents an :class:`~vhpc.analysis.Analysis` — terminal table
 (:mod:`.terminal`), figures (:mod:`.figures`), self-contained HTML (:mod:`.html`) and CSV/JSON
 export (:mod:`.export`, which also holds the one :class:`~vhpc.report.export.Exporter` protocol of
-every output format).  Imports only :mod:`vhpc.model`, :mod:`vhpc.records`, :mod:`vhpc.stats`
+every output format).  Imports only :mod:`vhpc.core.metrics`, :mod:`vhpc.core.records`, :mod:`vhpc.core.stats`
 (method names) and :mod:`vhpc.analysis`; never runs a benchmark.
 
 This module holds the text formatters and the summary-table rows (:func:`comparison_rows`, one
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vhpc import stats
+from vhpc.core import stats
 from vhpc.analysis import Analysis, Comparison, Summary
 
 __all__ = [

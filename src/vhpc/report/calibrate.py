@@ -1,4 +1,4 @@
-"""Presentation of a calibration (:func:`vhpc.calibrate.run`): terminal summary, JSON, HTML.
+"""Presentation of a calibration (:func:`vhpc.workflows.calibrate.run`): terminal summary, JSON, HTML.
 
 Input is the calibration document (a dict: ``settings``, ``campaign_ids``, ``rows``,
 ``placement``); nothing here runs or computes statistics.

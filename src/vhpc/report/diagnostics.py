@@ -2,7 +2,7 @@
 (CPI/MPKI and the counters that were available), and the memory-profile study.
 
 Input is what the store holds (``vhpc.store.TrialRow`` with its typed
-:class:`~vhpc.records.AppliedPlacement` and :class:`~vhpc.records.Diagnostics` records); output is ``(anchor, title, Markup)`` tuples for
+:class:`~vhpc.core.records.AppliedPlacement` and :class:`~vhpc.core.records.Diagnostics` records); output is ``(anchor, title, Markup)`` tuples for
 :func:`vhpc.report.html.write_html`.  Nothing here runs or measures anything.
 """
 
@@ -14,9 +14,10 @@ from typing import Any, Callable, Iterable, Mapping
 import jinja2
 from markupsafe import Markup
 
-from vhpc import memprofile, stats
-from vhpc.model import EnvInfo
-from vhpc.records import AppliedPlacement, Diagnostics
+from vhpc.analysis import memprofile
+from vhpc.core import stats
+from vhpc.core.metrics import EnvInfo
+from vhpc.core.records import AppliedPlacement, Diagnostics
 from vhpc.report.html import embed_figure
 
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
@@ -103,7 +104,7 @@ def _locality(a: AppliedPlacement, plan: Mapping[str, Any]) -> str | None:
 def placement_section(trials: Iterable[Any], envs: Mapping[str, EnvInfo]) -> Markup | None:
     """Per environment: the plan, each vCPU's planned / read-back pCPUs and node, memory per
     host node with page locality (% of resident guest RAM on the planned nodes), the guest's
-    NUMA view and every mismatch, from the trials' :class:`~vhpc.records.AppliedPlacement`.
+    NUMA view and every mismatch, from the trials' :class:`~vhpc.core.records.AppliedPlacement`.
     None when no trial recorded a placement."""
     last: dict[str, AppliedPlacement] = {}
     mism: dict[str, list[str]] = {}
@@ -143,7 +144,7 @@ def _field(record: Any, name: str) -> float | None:
     return getattr(record, name, None) if record is not None else None
 
 
-#: diagnostics table: column title → value of one trial's :class:`~vhpc.records.Diagnostics`
+#: diagnostics table: column title → value of one trial's :class:`~vhpc.core.records.Diagnostics`
 DIAG_COLUMNS: tuple[tuple[str, Callable[[Diagnostics], float | None]], ...] = (
     ("user s", lambda d: _field(d.rusage, "user_s")),
     ("sys s", lambda d: _field(d.rusage, "sys_s")),

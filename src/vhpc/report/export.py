@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
 from vhpc.analysis import Analysis
-from vhpc.model import Observation
+from vhpc.core.metrics import Observation
 
 __all__ = ["write_csv", "write_json", "SAMPLE_COLUMNS", "COMPARISON_COLUMNS", "ReportData",
            "Exporter", "EXPORTERS", "export_all"]

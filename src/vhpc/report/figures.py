@@ -23,7 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis  # noqa: E402
-from vhpc.model import Observation  # noqa: E402
+from vhpc.core.metrics import Observation  # noqa: E402
 from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
 
 __all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar"]

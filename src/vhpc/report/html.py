@@ -18,9 +18,10 @@ from typing import Any, Iterable, Mapping
 import jinja2
 from markupsafe import Markup
 
-from vhpc import __version__, stats
+from vhpc import __version__
+from vhpc.core import stats
 from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
-from vhpc.model import Observation
+from vhpc.core.metrics import Observation
 from vhpc.report import comparison_rows, env_header
 from vhpc.report import figures
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import shutil  # noqa: F401  (tests patch topology.shutil.which to simulate a host without hwloc)
 
-from vhpc.cpulist import format_cpu_list as format_list
-from vhpc.cpulist import parse_cpu_list as parse_list
+from vhpc.core.cpulist import format_cpu_list as format_list
+from vhpc.core.cpulist import parse_cpu_list as parse_list
 from vhpc.topology.live import (MAX_SYNTHETIC_PUS, SEED_MACHINES, from_host, from_hwloc_xml, from_synthetic,
                                 from_sysfs, from_xml_file, load, process_limits)
 from vhpc.topology.model import (LOCAL_DISTANCE, REMOTE_DISTANCE, L3, PU, Core, LeftOut, NumaNode, Package,

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from vhpc.cpulist import parse_cpu_list
+from vhpc.core.cpulist import parse_cpu_list
 from vhpc.topology.build import Raw, RawNode, RawPU, build
 from vhpc.topology.hwloc import raw_from_xml
 from vhpc.topology.model import Topology, TopologyError

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from vhpc.cpulist import format_cpu_list
-from vhpc.errors import VhpcError
+from vhpc.core.cpulist import format_cpu_list
+from vhpc.core.errors import VhpcError
 
 __all__ = ["TopologyError", "PU", "Core", "L3", "NumaNode", "Package", "LeftOut", "Topology",
            "LOCAL_DISTANCE", "REMOTE_DISTANCE", "MEMORY_KINDS"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from vhpc.cpulist import format_cpu_list as format_list
+from vhpc.core.cpulist import format_cpu_list as format_list
 from vhpc.topology.model import Core, Topology
 
 __all__ = ["render_text", "size_text"]

@@ -1,0 +1,487 @@
+"""``vm:backend=libvirt``: the ``vm`` environment with guests started by libvirt.
+
+The guest is the one the qemu backend boots (vhpc's kernel and initramfs, the host root
+shared read-only, the guest agent on a virtio-serial port), but defined as a *transient*
+libvirt domain (``virDomainCreateXML``) from the same placement: ``<vcpu>``, ``<cputune>``
+(``<vcpupin>``, ``<emulatorpin>``), ``<numatune>``, ``<cpu><numa>`` cells and
+``<memoryBacking>`` hugepages (:mod:`vhpc.environments.vm.backends.libvirt_xml`).  libvirt applies the
+placement; vhpc reads it back through libvirt (``virDomainGetVcpuPinInfo``,
+``virDomainGetVcpus``, ``virDomainGetEmulatorPinInfo``, ``virDomainGetNumaParameters``,
+``virDomainMemoryStats``: what ``virsh vcpupin/vcpuinfo/emulatorpin/numatune/dommemstat``
+print) and from the host (``/proc/PID/task/TID/status``, ``/proc/PID/numa_maps``) and compares
+both with the domain XML's request: any difference is a placement mismatch, as for ``vm``.
+
+``vm:domain_xml=FILE`` runs trials in the user's own domain instead: vhpc changes only what it
+needs (:func:`libvirt_xml.add_vhpc_parts`) and records the XML as given, the changes, and the
+XML libvirt ran.
+
+Pause/resume are ``virDomainSuspend``/``virDomainResume``.  The domain is destroyed on every
+exit path (transient domains are undefined by libvirt when destroyed); a domain that is still
+defined afterwards is undefined.  Each domain carries its owner's pid in ``<metadata>``: when
+vhpc was killed (SIGKILL), the next libvirt environment to start finds the ``vhpc-`` domains
+whose owner is gone, removes them and says so on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from vhpc.core import records
+from vhpc.environments.vm import guestimage
+from vhpc.host import facts as hostinfo
+from vhpc.environments.vm.backends import libvirt_xml as lx
+from vhpc.environments.base import EnvError
+from vhpc.environments.vm.backends.qemu import Guest, GuestConfig, guest_shares, kernel_cmdline
+from vhpc.environments.vm.environment import VmEnvironment
+
+#: Prefix of every domain name vhpc creates (leftover detection looks for it).
+PREFIX = "vhpc-"
+#: vCPU thread names QEMU sets with ``debug-threads=on`` (libvirt always asks for it).
+VCPU_THREAD_RE = re.compile(r"^CPU (\d+)/(TCG|KVM)$")
+
+
+def _libvirt():
+    """The libvirt-python module (``pip install libvirt-python``, which builds against
+    Debian's libvirt-dev).  Raises ValueError saying what to install."""
+    try:
+        import libvirt
+    except ImportError:
+        raise ValueError("backend=libvirt needs libvirt-python: pip install libvirt-python "
+                         "(apt-get install libvirt-dev pkg-config first)") from None
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # errors come as exceptions
+    return libvirt
+
+
+def default_uri() -> str:
+    """``$LIBVIRT_DEFAULT_URI`` or ``qemu:///system`` (libvirt's own default for root)."""
+    return os.environ.get("LIBVIRT_DEFAULT_URI") or "qemu:///system"
+
+
+def connect(uri: str):
+    """Open a libvirt connection.  Raises EnvError saying how to start a daemon."""
+    libvirt = _libvirt()
+    try:
+        return libvirt.open(uri)
+    except libvirt.libvirtError as exc:
+        raise EnvError(f"cannot connect to libvirt at {uri}: {exc.get_error_message()} "
+                       "(start libvirtd, e.g. python -m vhpc.environments.vm.backends.libvirtd start DIR, "
+                       "and pass its URI as uri= or LIBVIRT_DEFAULT_URI; docs/libvirt.md)") from None
+
+
+def proc_start(pid: int) -> str | None:
+    """Start time of process ``pid`` (field 22 of /proc/PID/stat, proc(5)); None when gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (state field of /proc/PID/stat)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return False
+
+
+def remove_leftovers(conn, out=None) -> list[str]:
+    """Destroy (and undefine) ``vhpc-`` domains whose owning vhpc process is gone (killed
+    with SIGKILL, so its cleanup never ran); says so on ``out``.  Returns their names.
+    Domains of live vhpc processes and domains without vhpc's metadata are left alone."""
+    libvirt = _libvirt()
+    removed = []
+    for dom in conn.listAllDomains(0):
+        name = dom.name()
+        if not name.startswith(PREFIX):
+            continue
+        try:
+            owner = lx.read_owner(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, lx.OWNER_NS))
+        except libvirt.libvirtError:
+            continue
+        if owner is None or proc_start(owner[0]) == owner[1]:
+            continue
+        workdir = _agent_workdir(dom)
+        destroy(dom)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        removed.append(name)
+        print(f"vhpc: removed leftover libvirt domain {name} (its vhpc process {owner[0]} "
+              "is gone)", file=out or sys.stderr)
+    return removed
+
+
+def _agent_workdir(dom) -> Path | None:
+    """The ``vhpc-guest-*`` work directory of a vhpc domain (where its agent socket lives),
+    None when the domain has none."""
+    try:
+        el = ET.fromstring(dom.XMLDesc(0))
+    except Exception:  # noqa: BLE001 - libvirtError or a parse error: nothing to clean
+        return None
+    for ch in el.findall("devices/channel"):
+        target, source = ch.find("target"), ch.find("source")
+        if target is not None and target.get("name") == "vhpc.agent" and source is not None:
+            parent = Path(source.get("path", "")).parent
+            if parent.name.startswith("vhpc-guest-"):
+                return parent
+    return None
+
+
+def destroy(dom) -> None:
+    """Destroy ``dom`` if running and undefine it if still defined; never raises."""
+    libvirt = _libvirt()
+    for step in (dom.destroy, dom.undefine):
+        try:
+            if step == dom.destroy and not dom.isActive():
+                continue
+            step()
+        except libvirt.libvirtError:
+            pass
+
+
+def qemu_pid(name: str) -> int | None:
+    """PID of the QEMU process of domain ``name`` (libvirt starts it with ``-name
+    guest=NAME,...``), found in /proc; None when not running."""
+    want = f"guest={name},".encode()
+    return next((pid for pid, argv in hostinfo.process_cmdlines()
+                 if b"-name" in argv and any(a.startswith(want) for a in argv)), None)
+
+
+def vcpu_threads(pid: int) -> dict[int, int]:
+    """vCPU index → host thread id, from the thread names (``CPU N/TCG`` or ``CPU N/KVM``)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            m = VCPU_THREAD_RE.match((task / "comm").read_text().strip())
+        except OSError:
+            continue
+        if m:
+            out[int(m.group(1))] = int(task.name)
+    return out
+
+
+class _DomainProcess:
+    """The QEMU process of a domain, shaped like ``subprocess.Popen`` for :class:`Guest`
+    (``pid``, ``poll()``, ``returncode``)."""
+
+    def __init__(self, dom, pid: int):
+        self.dom, self.pid, self.returncode = dom, pid, None
+
+    def poll(self) -> int | None:
+        """None while the QEMU process exists, then 0 (its real status belongs to libvirtd)."""
+        if self.returncode is None and not _running(self.pid):
+            self.returncode = 0
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait until the process is gone; TimeoutError after ``timeout`` seconds."""
+        deadline = time.monotonic() + (timeout if timeout is not None else 3600.0)
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"QEMU {self.pid} still running")
+            time.sleep(0.05)
+        return self.returncode
+
+    def kill(self) -> None:
+        """Destroy the domain (libvirt kills its QEMU)."""
+        destroy(self.dom)
+
+
+class LibvirtGuest(Guest):
+    """One session of a transient libvirt domain.  Reuses :class:`Guest`'s agent protocol;
+    boot, pause/resume and kill go through libvirt.  ``xml`` is the domain XML as submitted,
+    ``dom`` the libvirt domain (None when not running)."""
+
+    def __init__(self, conn, cfg: GuestConfig, build):
+        """``build(workdir) -> ET.Element`` makes the domain XML (sockets live in ``workdir``);
+        its errors propagate after the work directory is removed."""
+        super().__init__(cfg)
+        self.conn, self.dom = conn, None
+        try:
+            dom_el = build(self.workdir)
+        except BaseException:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise
+        self.name = dom_el.findtext("name")
+        lx.owner_metadata(dom_el, os.getpid(), proc_start(os.getpid()) or "")
+        self.xml = lx.to_text(dom_el)
+
+    def boot(self) -> float:
+        """Create the domain paused, connect to the agent socket, resume, wait for the
+        agent's ready message.  Raises EnvError (the domain is destroyed first)."""
+        libvirt = _libvirt()
+        t0 = time.monotonic()
+        deadline = t0 + self.cfg.boot_timeout
+        try:
+            self.dom = self.conn.createXML(self.xml, libvirt.VIR_DOMAIN_START_PAUSED)
+            pid = qemu_pid(self.name)
+            if pid is None:
+                raise EnvError("libvirt started the domain but its QEMU process is not visible")
+            self.proc = _DomainProcess(self.dom, pid)
+            self.sock = self._connect(self.workdir / "agent.sock", deadline)
+            self.dom.resume()
+            msg = self._recv(deadline)
+            if msg.get("event") != "ready":
+                raise EnvError(f"guest agent sent {msg!r} instead of ready")
+            self.vcpu_threads = vcpu_threads(pid)
+        except BaseException as exc:
+            detail = self.failure_detail()
+            self.kill()
+            if isinstance(exc, libvirt.libvirtError):
+                raise EnvError(f"libvirt could not start the domain: "
+                               f"{exc.get_error_message()}{detail}") from None
+            if isinstance(exc, EnvError):
+                raise EnvError(f"{exc}{detail}") from None
+            if isinstance(exc, OSError):
+                raise EnvError(f"guest failed to boot: {exc}{detail}") from None
+            raise
+        self.boot_seconds = time.monotonic() - t0
+        return self.boot_seconds
+
+    def alive(self) -> bool:
+        """True while libvirt reports the domain active."""
+        libvirt = _libvirt()
+        try:
+            return self.dom is not None and bool(self.dom.isActive())
+        except libvirt.libvirtError:
+            return False
+
+    def pin(self, pins) -> None:
+        """libvirt pins the vCPUs from ``<vcpupin>``; nothing to do here."""
+
+    def pause(self) -> None:
+        """``virDomainSuspend`` (vCPUs stop, guest state is kept)."""
+        libvirt = _libvirt()
+        if self.alive() and self.dom.state()[0] != libvirt.VIR_DOMAIN_PAUSED:
+            self.dom.suspend()
+
+    def resume(self) -> None:
+        """``virDomainResume``."""
+        libvirt = _libvirt()
+        if self.alive() and self.dom.state()[0] == libvirt.VIR_DOMAIN_PAUSED:
+            self.dom.resume()
+
+    def kill(self) -> None:
+        """Destroy (and undefine) the domain, close the channel, remove the work directory.
+        Idempotent; never raises."""
+        if self.dom is None and self.name:
+            try:
+                self.dom = self.conn.lookupByName(self.name)
+            except Exception:  # noqa: BLE001 - libvirtError: no such domain, nothing to do
+                self.dom = None
+        if self.dom is not None:
+            destroy(self.dom)
+        self.dom = None
+        super().kill()
+
+    def libvirt_readback(self) -> dict[str, Any]:
+        """What libvirt reports for the running domain: ``vcpupin`` (vCPU → allowed pCPUs),
+        ``vcpuinfo`` ([{vcpu, state, cpu, cpu_time_s}]), ``emulatorpin``, ``numatune``
+        ({mode, nodeset}) and ``dommemstat`` (KiB).  Parts libvirt cannot give are
+        ``{"unavailable": reason}``."""
+        libvirt = _libvirt()
+
+        def cpus(mask) -> list[int]:
+            """libvirt's per-CPU boolean map → the CPU numbers set in it."""
+            return [i for i, on in enumerate(mask) if on]
+
+        out: dict[str, Any] = {}
+        calls = {
+            "vcpupin": lambda: {v: cpus(m) for v, m in enumerate(self.dom.vcpuPinInfo(0))},
+            "vcpuinfo": lambda: [{"vcpu": n, "state": s, "cpu": c, "cpu_time_s": t / 1e9}
+                                 for n, s, t, c in self.dom.vcpus()[0]],
+            "emulatorpin": lambda: cpus(self.dom.emulatorPinInfo(0)),
+            "numatune": lambda: (lambda p: {
+                "mode": lx.NUMATUNE_MODES.get(p.get("numa_mode"), p.get("numa_mode")),
+                "nodeset": p.get("numa_nodeset", "")})(self.dom.numaParameters(0)),
+            "dommemstat": lambda: dict(self.dom.memoryStats()),
+        }
+        for key, call in calls.items():
+            try:
+                out[key] = call()
+            except libvirt.libvirtError as exc:
+                out[key] = {"unavailable": exc.get_error_message()}
+        return out
+
+
+def readback_mismatches(req: dict, lv: dict, vcpus: list[dict], memory: dict | None,
+                        guest_numa: list[dict] | None) -> list[str]:
+    """Differences between a domain XML's request (:func:`libvirt_xml.requested`) and the
+    read-back: libvirt's ``lv`` (:meth:`LibvirtGuest.libvirt_readback`), the vCPU threads'
+    host affinity ``vcpus`` (Guest.read_affinity), QEMU's memory per host node ``memory``
+    (numa.parse_numa_maps) and the guest's own NUMA nodes; [] when all agree."""
+    out = []
+    pins = lv.get("vcpupin") if isinstance(lv.get("vcpupin"), dict) else {}
+    for v, want in sorted(req["vcpu_pins"].items()):
+        if v in pins and pins[v] != want:
+            out.append(f"libvirt reports vCPU {v} pinned to {pins[v]}, the domain asked {want}")
+    for v in vcpus:
+        want = req["vcpu_pins"].get(v["vcpu"])
+        if want is not None and v["allowed"] != want:
+            out.append(f"vCPU {v['vcpu']} thread may run on {v['allowed']}, the domain asked {want}")
+    emu = lv.get("emulatorpin")
+    if req["emulator_pins"] is not None and isinstance(emu, list) and emu != req["emulator_pins"]:
+        out.append(f"libvirt reports emulator threads on {emu}, the domain asked {req['emulator_pins']}")
+    nt = lv.get("numatune")
+    if req["memory_nodes"] is not None and isinstance(nt, dict) and "nodeset" in nt:
+        got = lx.parse_cpuset(nt["nodeset"]) if nt["nodeset"] else []
+        if got != req["memory_nodes"] or nt["mode"] != req["memory_mode"]:
+            out.append(f"libvirt reports numatune {nt['mode']} {got}, the domain asked "
+                       f"{req['memory_mode']} {req['memory_nodes']}")
+    allowed = set(req["memory_nodes"] or []) | {n for m in req["memnodes"].values() for n in m["nodes"]}
+    if memory and allowed and req["memory_mode"] in ("strict", "restrictive", None):
+        for m in memory["mappings"]:
+            for n, mib in m["node_mib"].items():
+                if n not in allowed and mib >= 1:
+                    out.append(f"{mib:.0f} MiB of guest memory on host node {n}, the domain "
+                               f"asked nodes {sorted(allowed)}")
+    cells = max(1, len(req["cells"]))
+    if guest_numa is not None and len(guest_numa) != cells:
+        out.append(f"guest sees {len(guest_numa)} NUMA nodes, the domain defines {cells}")
+    return out
+
+
+class LibvirtEnvironment(VmEnvironment):
+    """``vm`` with ``backend=libvirt`` (module docstring).  Extra options: ``uri`` (libvirt
+    connection URI; default :func:`default_uri`) and ``domain_xml`` (a file with the user's
+    domain).  The rest are the ``vm`` options; with ``domain_xml`` the vCPUs, memory and
+    placement come from the file, so ``vcpus``/``memory``/``pin``/``policy``/``numa``/
+    ``backing``/``accel`` must not be given.  Raises ValueError for bad options."""
+
+    def __init__(self, name: str = "vm", uri: str | None = None, domain_xml: str | None = None,
+                 **options):
+        if options.get("corunner_argv"):
+            raise ValueError("corunner is not supported with backend=libvirt: use backend=qemu")
+        self.uri = uri or default_uri()
+        self.user_xml_path = domain_xml
+        self.user_xml: str | None = None
+        self.user_dom: ET.Element | None = None
+        if domain_xml is not None:
+            given = sorted(k for k in ("vcpus", "memory", "pin", "policy", "numa", "backing",
+                                       "accel") if k in options)
+            if given:
+                raise ValueError(f"domain_xml={domain_xml} defines the guest: drop {', '.join(given)}")
+            try:
+                self.user_xml = Path(domain_xml).read_text()
+            except OSError as exc:
+                raise ValueError(f"domain_xml={domain_xml}: cannot read it ({exc.strerror})") from None
+            self.user_dom = lx.parse_user_xml(self.user_xml, domain_xml)
+            req = lx.requested(self.user_dom)
+            options.update(vcpus=req["vcpus"], memory=req["memory_mib"], policy="float",
+                           accel="kvm" if req["type"] == "kvm" else "tcg")
+        _libvirt()
+        super().__init__(name, **options)
+        self.conn = None
+        self.domain_changes: list[str] = []
+        self.submitted_xml: str | None = None
+        try:  # an unreachable daemon is a setup error, said once before any trial
+            conn = connect(self.uri)
+        except EnvError as exc:
+            raise ValueError(str(exc)) from None
+        self.removed_leftovers: list[str] = remove_leftovers(conn)
+        conn.close()
+
+    def _connection(self):
+        if self.conn is None:
+            self.conn = connect(self.uri)
+        return self.conn
+
+    def _domain(self, workdir: Path) -> ET.Element:
+        """The domain XML element for one session (a fresh copy of the user's, or generated)."""
+        kernel = guestimage.find_kernel(self.kernel_path)
+        if self.user_dom is not None:
+            dom = ET.fromstring(ET.tostring(self.user_dom))
+        else:
+            free = sorted(set(os.sched_getaffinity(0)) - set(self.placement.pcpus)) \
+                if self.pins else []
+            self.emulator_cpus = free or None
+            dom = lx.generated_domain(self.placement, accel=self.accel, emulator_cpus=free)
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.name)
+        shares = guest_shares()
+        self.domain_changes = lx.add_vhpc_parts(
+            dom, name=f"{PREFIX}{safe}-{os.getpid()}-{self.sessions}",
+            vmlinux=guestimage.unpack_vmlinux(kernel), initrd=guestimage.build_initramfs(kernel),
+            cmdline=kernel_cmdline(False, shares), workdir=workdir, shares=shares)
+        return dom
+
+    def _boot(self) -> None:
+        if self.placement.hugepage_kib and self.user_dom is None:
+            from vhpc import placement as placement_room
+            from vhpc.host.facts import read_hugepages
+
+            try:
+                placement_room.check_hugepages(self.placement, read_hugepages())
+            except placement_room.PlacementError as exc:
+                raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
+        conn = self._connection()
+        cfg = GuestConfig(vcpus=self.vcpus, memory_mib=self.memory, accel=self.accel,
+                          boot_timeout=self.boot_timeout)
+        try:
+            guest = LibvirtGuest(conn, cfg, self._domain)
+        except (guestimage.GuestImageError, lx.DomainXmlError) as exc:
+            raise EnvError(str(exc)) from None
+        self.submitted_xml = guest.xml
+        self.boot_times.append(guest.boot())
+        self.guest = guest
+        try:
+            self.guest_numa = self._guest_numa()
+        except (EnvError, OSError) as exc:
+            self.close()
+            raise EnvError(str(exc)) from None
+        self.sessions += 1
+        self._trials_in_session = {}
+
+    def _guest_numa(self):
+        from vhpc.host.numa import guest_nodes
+
+        return guest_nodes(lambda path: self.guest.request("read", 30.0, path=path).get("data"))
+
+    def close(self) -> None:
+        """Destroy the session's domain (Guest.kill) and close the libvirt connection."""
+        super().close()
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:  # noqa: BLE001 - closing a dead connection
+                pass
+            self.conn = None
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The ``vm`` fingerprint plus backend, URI, libvirt version and the domain XML: as
+        given (domain_xml) and as submitted (after the first boot), with vhpc's changes."""
+        fp = super().fingerprint()
+        libvirt = _libvirt()
+        fp.update(backend="libvirt", libvirt_uri=self.uri,
+                  libvirt_version=".".join(str(libvirt.getVersion() // d % 1000)
+                                           for d in (1000000, 1000, 1)),
+                  domain_xml_file=self.user_xml_path, domain_xml_given=self.user_xml,
+                  domain_xml_submitted=self.submitted_xml, domain_changes=self.domain_changes,
+                  removed_leftovers=self.removed_leftovers)
+        if self.user_dom is not None:
+            fp.update(placement=f"as given in {self.user_xml_path}",
+                      plan=lx.plan_dict(lx.requested(self.user_dom)),
+                      machine=self.user_dom.find("os/type").get("machine", "?")
+                      if self.user_dom.find("os/type") is not None else "?")
+        return fp
+
+    def applied(self) -> records.AppliedPlacement | None:
+        """The ``vm`` read-back (host side) plus ``libvirt`` (libvirt's read-back) and
+        ``domain``; ``mismatches`` compares both with the domain XML's request."""
+        if self.guest is None:
+            return None
+        base = super().applied()
+        lv = self.guest.libvirt_readback()
+        req = lx.requested(ET.fromstring(self.guest.xml))
+        out = base.model_dump()
+        out.update(backend="libvirt", domain=self.guest.name, libvirt=lv, requested=req,
+                   mismatches=readback_mismatches(req, lv, out["vcpus"], out["memory"],
+                                                  self.guest_numa))
+        if isinstance(lv.get("emulatorpin"), list):  # where libvirt lets QEMU's other threads run
+            out["emulator_cpus"] = lv["emulatorpin"]
+        return records.AppliedPlacement(**out)

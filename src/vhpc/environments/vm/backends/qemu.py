@@ -1,0 +1,475 @@
+"""QEMU guests: argv builder, process lifecycle, QMP, the guest agent channel, KVM probe.
+
+A guest boots the host's kernel directly (``-kernel vmlinux`` via PVH, vhpc's initramfs), mounts
+the host's root read-only over virtio-9p and runs vhpc's guest agent (guest/agent.c) as init.
+Commands reach the agent over a virtio-serial port (text headers with binary payloads, see
+agent.c); QMP controls the VM (``query-cpus-fast`` for vCPU thread ids, ``stop``/``cont``,
+``quit``).
+
+Facts used here were measured on this kind of host (shared/reference/vm-mechanics.md): PVH boot
+of an unpacked vmlinux is ~2 s under TCG; ``/dev/kvm`` may exist yet be unusable (nested PVM),
+so KVM is probed by booting the real kernel to a marker with a short timeout.
+
+QEMU is started with ``PR_SET_PDEATHSIG=SIGKILL`` so it dies with vhpc even on SIGKILL, and
+:meth:`Guest.kill` is always called from ``close()``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vhpc.environments.vm import guestimage
+from vhpc.core.paths import cache_dir
+from vhpc.environments.base import EnvError
+
+QEMU = "qemu-system-x86_64"
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class GuestConfig:
+    """What to boot.  vcpus: count; memory_mib: guest RAM in MiB; accel: ``kvm`` or ``tcg``
+    (resolved, not ``auto``); kernel: a GuestKernel; extra_args: more QEMU argv (e.g. NUMA
+    backends from the placement room); boot_timeout: seconds to wait for the agent;
+    append: extra kernel command-line words (``vhpc.ip=...`` for vcluster guests, init.sh)."""
+
+    vcpus: int = 2
+    memory_mib: int = 1024
+    accel: str = "tcg"
+    kernel: guestimage.GuestKernel | None = None
+    extra_args: list[str] = field(default_factory=list)
+    boot_timeout: float = 90.0
+    append: list[str] = field(default_factory=list)
+
+
+def host_khz() -> int | None:
+    """Host TSC/CPU frequency in kHz from /proc/cpuinfo (``tsc_early_khz=`` on the guest
+    command line avoids the PIT calibration hang seen under TCG, vm-mechanics.md)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]) * 1000)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+#: Directories the guest gets privately (tmpfs), hiding the host's content (guest/init.sh).
+GUEST_PRIVATE = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+
+
+def hidden_in_guest(path: Path) -> bool:
+    """True when ``path`` lies under a directory the guest replaces with its own tmpfs."""
+    p = Path(path).resolve()
+    return any(p == Path(d) or Path(d) in p.parents for d in GUEST_PRIVATE)
+
+
+def guest_shares() -> list[Path]:
+    """vhpc's own files that the guest must see but that its private /tmp etc. would hide
+    (e.g. a checkout in /tmp): the source tree and the Python environment, each exported
+    read-only over an extra virtio-9p device and mounted at the same path in the guest."""
+    import sys
+
+    import vhpc
+
+    out: list[Path] = []
+    for cand in (Path(vhpc.__file__).resolve().parents[2], Path(sys.prefix).resolve()):
+        if hidden_in_guest(cand) and " " not in str(cand):
+            if not any(cand == o or o in cand.parents for o in out):
+                out = [o for o in out if cand not in o.parents] + [cand]
+    return out
+
+
+def kernel_cmdline(probe: bool = False, shares: list[Path] | None = None) -> str:
+    """The guest kernel command line (serial console, quiet, extra shares for init)."""
+    words = ["console=ttyS0", "quiet", "panic=-1", "mitigations=off"]
+    khz = host_khz()
+    if khz:
+        words.append(f"tsc_early_khz={khz}")
+    if probe:
+        words.append("vhpc.probe=1")
+    words += [f"vhpc.share{i}={p}" for i, p in enumerate(shares or [])]
+    return " ".join(words)
+
+
+def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str]:
+    """QEMU argv (a list, never a shell string) for ``cfg``.
+
+    ``workdir`` holds the QMP and agent sockets and the console log.  With ``probe`` the guest
+    only prints ``VHPC-PROBE-OK`` on the serial console and powers off (used by
+    :func:`probe_kvm`).  Raises GuestImageError when the kernel cannot be prepared.
+    """
+    kernel = cfg.kernel or guestimage.find_kernel()
+    vmlinux = guestimage.unpack_vmlinux(kernel)
+    initrd = guestimage.build_initramfs(kernel)
+    cpu = "host" if cfg.accel == "kvm" else "max"
+    shares = [] if probe else guest_shares()
+    argv = [
+        shutil.which(QEMU) or QEMU,
+        "-name", "vhpc-guest,debug-threads=on",
+        "-machine", "pc", "-accel", cfg.accel, "-cpu", cpu,
+        "-smp", str(cfg.vcpus),
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-kernel", str(vmlinux), "-initrd", str(initrd),
+        "-append", " ".join([kernel_cmdline(probe, shares), *cfg.append]),
+    ]
+    argv += ["-m", f"{cfg.memory_mib}M"]  # with -numa memdev= backends this is their total
+    if probe:
+        argv += ["-serial", "stdio"]
+        return argv
+    argv += [
+        "-serial", f"file:{workdir / 'console.log'}",
+        "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
+        "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+        "-device", "virtio-serial-pci",
+        "-chardev", f"socket,id=agent,path={workdir / 'agent.sock'},server=on,wait=off",
+        "-device", "virtserialport,chardev=agent,name=vhpc.agent",
+        "-qmp", f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
+    ]
+    for i, path in enumerate(shares):
+        argv += ["-fsdev", f"local,id=share{i},path={path},security_model=none,readonly=on,"
+                           "multidevs=remap",
+                 "-device", f"virtio-9p-pci,fsdev=share{i},mount_tag=share{i}"]
+    return argv + list(cfg.extra_args)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def spawn(argv: list[str], **kw) -> subprocess.Popen:
+    """Start QEMU so that it is killed when vhpc dies (PR_SET_PDEATHSIG, prctl(2))."""
+    return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kw)
+
+
+class Guest:
+    """One running QEMU guest (one *session*).  Use :meth:`boot`, :meth:`run`, :meth:`kill`.
+
+    Attributes: pid (QEMU process id), vcpu_threads (vCPU index → host thread id, from QMP
+    ``query-cpus-fast``), trials (commands run in this session so far).
+    """
+
+    def __init__(self, cfg: GuestConfig):
+        self.cfg = cfg
+        self.workdir = Path(tempfile.mkdtemp(prefix="vhpc-guest-"))
+        self.proc: subprocess.Popen | None = None
+        self.qmp = None
+        self.sock: socket.socket | None = None
+        self._buf = b""
+        self._next_id = 0
+        self.vcpu_threads: dict[int, int] = {}
+        self.trials = 0
+        self.boot_seconds: float | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def console_tail(self, lines: int = 20) -> str:
+        """Last lines of the guest's serial console (for failure reports)."""
+        try:
+            text = (self.workdir / "console.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def boot(self) -> float:
+        """Start QEMU and wait for the agent's ready message; returns boot seconds.
+
+        Raises EnvError (with the console tail) when QEMU exits or the agent is not ready
+        within ``cfg.boot_timeout``; QEMU is killed before raising.
+        """
+        from qemu.qmp.legacy import QEMUMonitorProtocol
+
+        argv = build_argv(self.cfg, self.workdir)
+        t0 = time.monotonic()
+        self.proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=open(self.workdir / "qemu.stderr", "wb"))
+        deadline = t0 + self.cfg.boot_timeout
+        try:
+            self.sock = self._connect(self.workdir / "agent.sock", deadline)
+            self.qmp = QEMUMonitorProtocol(str(self.workdir / "qmp.sock"))
+            self.qmp.connect()
+            msg = self._recv(deadline)
+            if msg.get("event") != "ready":
+                raise EnvError(f"guest agent sent {msg!r} instead of ready")
+            self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
+                                 for c in self.qmp.cmd("query-cpus-fast")}
+        except BaseException as exc:
+            detail = self.failure_detail()
+            self.kill()
+            if isinstance(exc, EnvError):
+                raise EnvError(f"{exc}{detail}") from None
+            if isinstance(exc, (OSError, TimeoutError)) or exc.__class__.__name__.endswith("Error"):
+                raise EnvError(f"guest failed to boot: {exc}{detail}") from None
+            raise
+        self.boot_seconds = time.monotonic() - t0
+        return self.boot_seconds
+
+    def failure_detail(self) -> str:
+        """Text appended to failure messages: QEMU's stderr and the console tail."""
+        parts = []
+        try:
+            err = (self.workdir / "qemu.stderr").read_text(errors="replace").strip()
+            if err:
+                parts.append("qemu: " + err.splitlines()[-1])
+        except OSError:
+            pass
+        tail = self.console_tail(8)
+        if tail:
+            parts.append("console tail:\n" + tail)
+        return ("\n" + "\n".join(parts)) if parts else ""
+
+    def _connect(self, path: Path, deadline: float) -> socket.socket:
+        while True:
+            if self.proc.poll() is not None:
+                raise EnvError(f"QEMU exited with status {self.proc.returncode} during boot")
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(str(path))
+                return s
+            except OSError:
+                s.close()
+                if time.monotonic() > deadline:
+                    raise EnvError("QEMU did not open its agent socket in time")
+                time.sleep(0.05)
+
+    def _fill(self, deadline: float) -> None:
+        """Read more bytes from the agent channel into the buffer (EnvError on timeout/exit)."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise EnvError("guest agent did not answer in time (guest hung?)")
+        if self.proc.poll() is not None:
+            raise EnvError(f"QEMU exited with status {self.proc.returncode}")
+        self.sock.settimeout(min(remaining, 1.0))
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except socket.timeout:
+            return
+        if not chunk:
+            raise EnvError("guest agent channel closed")
+        self._buf += chunk
+
+    def _line(self, deadline: float) -> list[str]:
+        while b"\n" not in self._buf:
+            self._fill(deadline)
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode("utf-8", "replace").split()
+
+    def _bytes(self, n: int, deadline: float) -> bytes:
+        while len(self._buf) < n:
+            self._fill(deadline)
+        data, self._buf = self._buf[:n], self._buf[n:]
+        return data
+
+    def _recv(self, deadline: float) -> dict[str, Any]:
+        """One message from the agent as a dict (protocol in guest/agent.c)."""
+        words = self._line(deadline)
+        if not words:
+            return {}
+        kind = words[0]
+        if kind == "READY":
+            return {"event": "ready", "uptime": float(words[1]), "ncpus": int(words[2]),
+                    "uname": words[3] if len(words) > 3 else ""}
+        if kind == "DONE":
+            (rid, rc, to, elapsed, user, sys_, minflt, majflt, nvcsw, nivcsw,
+             nout, nerr) = words[1:13]
+            out = self._bytes(int(nout), deadline).decode("utf-8", "replace")
+            err = self._bytes(int(nerr), deadline).decode("utf-8", "replace")
+            return {"id": int(rid), "rc": int(rc), "timed_out": to == "1", "elapsed": float(elapsed),
+                    "stdout": out, "stderr": err,
+                    "rusage": {"user_s": float(user), "sys_s": float(sys_), "minflt": int(minflt),
+                               "majflt": int(majflt), "nvcsw": int(nvcsw), "nivcsw": int(nivcsw)}}
+        if kind == "DATA":
+            data = self._bytes(int(words[3]), deadline).decode("utf-8", "replace")
+            return {"id": int(words[1]), ("data" if words[2] == "1" else "error"): data}
+        raise EnvError(f"unexpected message from the guest agent: {' '.join(words)[:200]}")
+
+    def request(self, op: str, wait: float, **payload) -> dict[str, Any]:
+        """Send one request to the agent and wait ``wait`` seconds for its reply.
+
+        op ``run``: payload argv (list), env (dict), timeout (s), cwd → dict with rc, stdout,
+        stderr, elapsed, timed_out, rusage.  op ``read``: payload path → dict with data or
+        error.  Raises EnvError when the guest does not answer (the caller kills the session).
+        """
+        self._next_id += 1
+        rid = self._next_id
+        if op == "run":
+            argv, env = list(payload["argv"]), dict(payload.get("env") or {})
+            strings = argv + [f"{k}={v}" for k, v in env.items()] + [payload.get("cwd") or "/tmp"]
+            body = b"".join(x.encode() + b"\0" for x in strings)
+            timeout_ms = max(1, int(float(payload.get("timeout") or 0) * 1000))
+            head = f"RUN {rid} {timeout_ms} {len(argv)} {len(env)} {len(body)}\n"
+        elif op == "read":
+            body = str(payload["path"]).encode()
+            head = f"READ {rid} {len(body)}\n"
+        else:
+            raise ValueError(f"unknown agent request {op!r}")
+        self.sock.sendall(head.encode() + body)
+        deadline = time.monotonic() + wait
+        while True:
+            reply = self._recv(deadline)
+            if reply.get("id") == rid:
+                return reply
+
+    def pin(self, pins: dict[int, set[int]]) -> None:
+        """Pin vCPU threads: ``pins`` maps vCPU index → allowed host CPUs (sched_setaffinity(2)).
+        Raises EnvError naming the vCPU and CPUs when the kernel refuses."""
+        for vcpu, cpus in pins.items():
+            tid = self.vcpu_threads.get(vcpu)
+            if tid is None:
+                raise EnvError(f"vCPU {vcpu} has no thread (guest has {len(self.vcpu_threads)} vCPUs)")
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError as exc:
+                raise EnvError(f"cannot pin vCPU {vcpu} to host CPUs {sorted(cpus)}: {exc}") from None
+
+    def pin_emulator(self, cpus: set[int]) -> int:
+        """Move QEMU's other threads (main loop, I/O, RCU; threads QEMU creates later inherit
+        the main thread's affinity) to ``cpus``, off the vCPUs' pCPUs.  Returns the number of
+        threads moved; threads that exit meanwhile are skipped."""
+        moved = 0
+        vcpu_tids = set(self.vcpu_threads.values())
+        for entry in os.listdir(f"/proc/{self.pid}/task"):
+            tid = int(entry)
+            if tid in vcpu_tids:
+                continue
+            try:
+                os.sched_setaffinity(tid, cpus)
+                moved += 1
+            except OSError:
+                pass
+        return moved
+
+    def read_affinity(self) -> list[dict[str, Any]]:
+        """Read back each vCPU thread's allowed CPUs and the CPU it last ran on
+        (``/proc/PID/task/TID/status`` Cpus_allowed_list; field 39 of ``stat``, proc(5))."""
+        out = []
+        for vcpu, tid in sorted(self.vcpu_threads.items()):
+            base = Path(f"/proc/{self.pid}/task/{tid}")
+            try:
+                allowed = sorted(os.sched_getaffinity(tid))
+                stat = (base / "stat").read_text()
+                last = int(stat.rsplit(")", 1)[1].split()[36])
+            except (OSError, ValueError, IndexError):
+                allowed, last = None, None
+            out.append({"vcpu": vcpu, "thread": tid, "allowed": allowed, "last_cpu": last})
+        return out
+
+    def pause(self) -> None:
+        """QMP ``stop``: vCPUs stop; guest state (caches, page tables) is kept."""
+        if self.qmp and self.alive():
+            self.qmp.cmd("stop")
+
+    def resume(self) -> None:
+        """QMP ``cont``."""
+        if self.qmp and self.alive():
+            self.qmp.cmd("cont")
+
+    def kill(self) -> None:
+        """Stop QEMU (QMP ``quit``, then SIGKILL) and remove the work directory. Idempotent."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                if self.qmp is not None:
+                    self.qmp.settimeout(2.0)
+                    self.qmp.cmd("quit")
+                self.proc.wait(timeout=3)
+            except Exception:  # noqa: BLE001 - any failure: fall through to SIGKILL
+                pass
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        for closer in (self.qmp, self.sock):
+            try:
+                if closer is not None:
+                    closer.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self.qmp = self.sock = None
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Outcome of the KVM probe: accel (``kvm`` or ``tcg``) and the reason, in words."""
+
+    accel: str
+    reason: str
+    seconds: float = 0.0
+
+
+def _probe_cache_key() -> str:
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip() \
+        if Path("/proc/sys/kernel/random/boot_id").exists() else "?"
+    from vhpc.host.facts import qemu_version
+
+    return f"{boot_id}:{qemu_version()}"
+
+
+def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0,
+              use_cache: bool = True) -> ProbeResult:
+    """Decide whether KVM is usable by booting the guest kernel under ``-accel kvm`` to a
+    marker within ``timeout`` seconds (8 s is generous: the same boot takes ~2-3 s under TCG).
+
+    Returns ProbeResult("kvm", ...) or ProbeResult("tcg", reason).  The result is cached per
+    host boot and QEMU version in ``cache_dir()/kvm-probe.json``.  Never raises for an
+    unusable KVM; raises GuestImageError when no guest kernel exists.
+    """
+    cache = cache_dir() / "kvm-probe.json"
+    key = _probe_cache_key()
+    if use_cache and cache.exists():
+        try:
+            data = json.loads(cache.read_text())
+            if data.get("key") == key:
+                return ProbeResult(data["accel"], data["reason"] + " (cached probe)", 0.0)
+        except (OSError, ValueError, KeyError):
+            pass
+    result = _probe(kernel, timeout)
+    cache.write_text(json.dumps({"key": key, "accel": result.accel, "reason": result.reason}))
+    return result
+
+
+def _probe(kernel, timeout: float) -> ProbeResult:
+    if not os.path.exists("/dev/kvm"):
+        return ProbeResult("tcg", "no /dev/kvm (KVM module not loaded or no VT-x/AMD-V)")
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return ProbeResult("tcg", "/dev/kvm is not accessible to this user (add it to group kvm)")
+    hint = " (the host runs the nested kvm_pvm backend)" if os.path.isdir("/sys/module/kvm_pvm") else ""
+    cfg = GuestConfig(vcpus=1, memory_mib=256, accel="kvm", kernel=kernel)
+    with tempfile.TemporaryDirectory(prefix="vhpc-probe-") as tmp:
+        argv = build_argv(cfg, Path(tmp), probe=True)
+        t0 = time.monotonic()
+        proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return ProbeResult("tcg", f"a Linux guest did not boot under KVM within {timeout:g} s{hint}",
+                               time.monotonic() - t0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        seconds = time.monotonic() - t0
+        text = out.decode("utf-8", "replace")
+        if "VHPC-PROBE-OK" in text:
+            return ProbeResult("kvm", f"a Linux guest booted under KVM in {seconds:.1f} s", seconds)
+        last = text.strip().splitlines()[-1] if text.strip() else f"exit status {proc.returncode}"
+        return ProbeResult("tcg", f"KVM guest failed: {last}{hint}", seconds)

@@ -1,0 +1,438 @@
+"""The ``vm`` environment: benchmarks run inside a QEMU guest that shares the host's root.
+
+Options (``-e vm:k=v,...``): ``vcpus`` (default 2), ``memory`` (MiB, default 1024), ``pin``
+(``auto`` = vCPU i on host CPU i; ``none`` = float; or a list ``0,1`` / range ``0-1`` giving
+vCPU i's host CPU) or ``policy`` (a placement policy: ``compact``, ``spread``, ``span:K``,
+``confine:N``, ``nodes:LIST``, ``map:...``, ``float``; docs/placement.md), ``numa`` (guest NUMA
+nodes: ``hidden`` = 1, ``mirror``, or a count), ``backing`` (``4k``, ``2m``, ``1g``),
+``accel`` (``auto`` probes KVM and falls back to TCG; ``kvm``; ``tcg``), ``kernel`` (a
+/boot/vmlinuz path), ``guest_bind`` (``CPUNODES:MEMNODES``: run benchmarks under numactl
+inside the guest, e.g. ``0:1`` for remote memory), ``corunner`` (``low``, ``medium``,
+``high``: a second VM placed by ``corunner_policy`` runs a memory load of that intensity
+throughout the session, seed 003 Fig. 5), ``strict`` (1: a placement that does not read back as planned fails the
+trial instead of being a warning).
+
+Every placement goes through :mod:`vhpc.placement` (the ``pin`` forms are ``map:`` policies),
+so QEMU gets per-guest-node memory backends bound to host nodes and vCPU threads are pinned
+from the same plan.  After boot the guest's own view of its NUMA nodes is read; after every
+trial the vCPU threads' affinity and the QEMU process's memory per host node
+(``/proc/PID/numa_maps``) are read back and compared with the plan.
+
+A *session* is one boot.  Trials in a session are warm except the first (``session_index`` 0);
+:meth:`VmEnvironment.new_session` reboots for a cold trial.  When a trial hangs or the guest
+dies, the session is killed, the failure (with the console tail) is returned in the result, and
+the next trial boots a fresh session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from vhpc.core import cpulist
+from vhpc import placement as placement_room
+from vhpc.core import records
+from vhpc import topology as topology_room
+from vhpc.host import counters, facts as hostinfo
+from vhpc.environments.vm import guestimage
+from vhpc.environments.base import EnvError, Environment, RunResult, now
+from vhpc.host.numa import guest_nodes, read_numa_maps
+from vhpc.environments.vm.backends.qemu import QEMU, Guest, GuestConfig, probe_kvm
+
+#: Seconds the host waits beyond a trial's own timeout before declaring the guest hung.
+HANG_GRACE = 30.0
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """``"0-2,5"`` → ``[0, 1, 2, 5]`` in the order given (``pin=1,0`` means vCPU 0 on CPU 1):
+    :func:`vhpc.core.cpulist.parse_cpu_list` with ``ordered=True``, ``;`` also separating; ``""`` → ``[]``.
+    Raises ValueError on malformed text."""
+    return list(cpulist.parse_cpu_list(text, ordered=True, sep=",;")) if text.strip() else []
+
+
+def resolve_pinning(pin: str, vcpus: int, host_cpus: list[int]) -> dict[int, set[int]] | None:
+    """vCPU → allowed host CPUs for the ``pin`` option, or None for ``none`` (float).
+
+    ``auto``: vCPU i on the i-th allowed host CPU (needs vcpus ≤ host CPUs);
+    a cpulist: vCPU i on its i-th entry (needs exactly ``vcpus`` entries, all on the host).
+    Raises ValueError with a message saying what to change.
+    """
+    if pin == "none":
+        return None
+    if pin == "auto":
+        if vcpus > len(host_cpus):
+            raise ValueError(
+                f"vcpus={vcpus} but the host has {len(host_cpus)} CPUs: "
+                "use fewer vcpus or pin=none to let vCPUs float (oversubscribed)")
+        return {i: {host_cpus[i]} for i in range(vcpus)}
+    try:
+        cpus = parse_cpu_list(pin)
+    except ValueError:
+        raise ValueError(f"pin={pin!r} is not auto, none or a CPU list like 0-1 or 0,2") from None
+    if len(cpus) != vcpus:
+        raise ValueError(f"pin={pin} lists {len(cpus)} host CPUs for {vcpus} vCPUs: give one per vCPU")
+    missing = sorted(set(cpus) - set(host_cpus))
+    if missing:
+        raise ValueError(f"pin={pin} names host CPUs {missing} that are not available "
+                         f"(available: {min(host_cpus)}-{max(host_cpus)})")
+    return {i: {c} for i, c in enumerate(cpus)}
+
+
+def policy_for_pin(pin: str, vcpus: int, host_cpus: list[int]) -> str:
+    """The placement policy equivalent to a ``pin`` option (``auto``, ``none``, a CPU list).
+    Raises ValueError as :func:`resolve_pinning` does."""
+    pins = resolve_pinning(pin, vcpus, host_cpus)
+    if pins is None:
+        return "float"
+    return f"map:0-{vcpus - 1}=" + ",".join(str(min(pins[i])) for i in range(vcpus))
+
+
+def parse_guest_numa(text) -> str | int:
+    """``hidden``/``mirror``/a positive count (the ``numa`` option).  Raises ValueError."""
+    if text in ("hidden", "mirror"):
+        return text
+    try:
+        n = int(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"numa={text!r}: use hidden, mirror or a number of guest nodes") from None
+    if n < 1:
+        raise ValueError(f"numa={n}: need at least 1 guest node")
+    return "hidden" if n == 1 else n
+
+
+def placement_mismatches(plan, vcpus: list[dict], memory: dict | None,
+                         guest_numa: list[dict] | None) -> list[str]:
+    """Differences between a Placement and what was read back; [] when all agree.
+
+    vcpus: ``[{"vcpu", "allowed", ...}]`` (Guest.read_affinity); memory: parse_numa_maps
+    output of the QEMU process; guest_numa: numa.guest_nodes output from inside the guest.
+    """
+    out = []
+    for v in vcpus:
+        want = sorted(plan.vcpu_pins[v["vcpu"]]) if plan.vcpu_pins else None
+        if want is not None and v["allowed"] != want:
+            out.append(f"vCPU {v['vcpu']} may run on {v['allowed']}, planned {want}")
+    bound = plan.host_nodes
+    if memory and bound:
+        for m in memory["mappings"]:
+            for n, mib in m["node_mib"].items():
+                if n not in bound and mib >= 1:
+                    out.append(f"{mib:.0f} MiB of guest memory on host node {n}, planned "
+                               f"{topology_room.format_list(bound)}")
+    if guest_numa is not None:
+        if len(guest_numa) != len(plan.guest_nodes):
+            out.append(f"guest sees {len(guest_numa)} NUMA nodes, planned {len(plan.guest_nodes)}")
+        else:
+            for seen, gn in zip(guest_numa, plan.guest_nodes):
+                want = topology_room.format_list(gn.vcpus)
+                if seen["cpus"] != want:
+                    out.append(f"guest node {gn.id} has vCPUs {seen['cpus'] or 'none'}, planned {want}")
+    return out
+
+
+class VmEnvironment(Environment):
+    """A QEMU guest environment (see module docstring for options).
+
+    Raises ValueError/PlacementError from the constructor for an impossible placement, and
+    the next trial records EnvError text when the guest cannot boot.  ``accel`` is resolved
+    on first use (``auto`` → probe).  A vcluster passes each guest's ``placement`` from its
+    plan (instead of pin/policy) and ``extra_args`` / ``append`` (QEMU argv and kernel
+    command-line words for its network and shared-memory device).
+    """
+
+    kind = "vm"
+
+    def __init__(self, name: str = "vm", vcpus: int = 2, memory: int = 1024,
+                 pin: str | None = None, policy: str | None = None, numa="hidden",
+                 backing: str = "4k", accel: str = "auto", kernel: str | None = None,
+                 boot_timeout: float = 90.0, strict: bool = False,
+                 guest_bind: str | None = None,
+                 corunner_argv: list[str] | None = None, corunner_label: str = "",
+                 corunner_policy: str = "float",
+                 topo: topology_room.Topology | None = None,
+                 placement: placement_room.Placement | None = None,
+                 extra_args: list[str] | None = None, append: list[str] | None = None):
+        super().__init__(name)
+        if vcpus < 1:
+            raise ValueError(f"vcpus={vcpus}: need at least 1")
+        if memory < 128:
+            raise ValueError(f"memory={memory} MiB is too small for the guest: use at least 256")
+        if accel not in ("auto", "kvm", "tcg"):
+            raise ValueError(f"accel={accel!r}: use auto, kvm or tcg")
+        if pin is not None and policy is not None:
+            raise ValueError("give either pin= or policy=, not both")
+        if shutil.which(QEMU) is None:
+            raise ValueError(f"{QEMU} is not installed: apt-get install qemu-system-x86")
+        try:
+            guestimage.find_kernel(kernel)
+        except guestimage.GuestImageError as exc:
+            raise ValueError(str(exc)) from None
+        topo = topo or topology_room.load(None)
+        self.topo = topo
+        if placement is None:  # a vcluster passes each VM's placement from its plan
+            host_cpus = sorted(os.sched_getaffinity(0))
+            policy = policy or policy_for_pin(pin or "auto", vcpus, host_cpus)
+            placement = placement_room.place(topo, placement_room.PlacementRequest(
+                vcpus=vcpus, memory_mib=memory, policy=policy, guest_numa=parse_guest_numa(numa),
+                backing=backing))
+        self.placement = placement
+        self.extra_args, self.append = list(extra_args or []), list(append or [])
+        self.vcpus, self.memory = vcpus, memory
+        self.pins = self.placement.pin_map() or None
+        self.corunner_argv = list(corunner_argv) if corunner_argv else None
+        self.corunner_label = corunner_label
+        self.corunner_placement = placement_room.place(topo, placement_room.PlacementRequest(
+            vcpus=vcpus, memory_mib=memory, policy=corunner_policy)) if corunner_argv else None
+        self.corunner: Guest | None = None
+        self.strict = strict
+        self.guest_numactl: list[str] = []
+        if guest_bind is not None:
+            cpu_nodes, sep, mem_nodes = str(guest_bind).partition(":")
+            if not sep or not cpu_nodes or not mem_nodes:
+                raise ValueError(f"guest_bind={guest_bind!r}: use CPUNODES:MEMNODES, e.g. 0:1 "
+                                 "(numactl --cpunodebind=0 --membind=1 inside the guest)")
+            self.guest_numactl = ["numactl", f"--cpunodebind={cpu_nodes}", f"--membind={mem_nodes}"]
+        self.requested_accel = accel
+        self.kernel_path = kernel
+        self.boot_timeout = boot_timeout
+        self._accel: str | None = None if accel == "auto" else accel
+        self.accel_reason = "requested" if self._accel else ""
+        self.guest: Guest | None = None
+        self.guest_numa: list[dict] | None = None
+        self.emulator_cpus: list[int] | None = None
+        self.sessions = 0
+        self.boot_times: list[float] = []
+        self._trials_in_session: dict[str, int] = {}
+
+    @property
+    def accel(self) -> str:
+        if self._accel is None:
+            probe = probe_kvm(guestimage.find_kernel(self.kernel_path))
+            self._accel, self.accel_reason = probe.accel, probe.reason
+        return self._accel
+
+    def fingerprint(self) -> dict[str, Any]:
+        kernel = guestimage.find_kernel(self.kernel_path)
+        fp = hostinfo.fingerprint()
+        fp.update(
+            kind="vm", accel=self.accel, accel_reason=self.accel_reason,
+            emulated=self.accel == "tcg", qemu_version=hostinfo.qemu_version(),
+            guest_kernel=kernel.release, machine="pc", vcpus=self.vcpus,
+            memory_mib=self.memory, placement=placement_room.describe(self.placement),
+            plan=self.placement.to_dict(),
+            corunner=(f"{self.corunner_label}: "
+                      f"{placement_room.describe(self.corunner_placement)}"
+                      if self.corunner_argv else None),
+        )
+        return fp
+
+    def _boot(self) -> None:
+        if self.placement.hugepage_kib:  # checked at boot: --host-knob may reserve them first
+            try:
+                placement_room.check_hugepages(self.placement, hostinfo.read_hugepages())
+            except placement_room.PlacementError as exc:
+                raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
+        cfg = GuestConfig(vcpus=self.vcpus, memory_mib=self.memory, accel=self.accel,
+                          kernel=guestimage.find_kernel(self.kernel_path),
+                          extra_args=placement_room.qemu_numa_args(self.placement) + self.extra_args,
+                          boot_timeout=self.boot_timeout, append=self.append)
+        guest = Guest(cfg)
+        self.boot_times.append(guest.boot())
+        try:
+            if self.pins:
+                guest.pin(self.pins)
+                used = set().union(*self.pins.values())
+                free = set(os.sched_getaffinity(0)) - used
+                if free:
+                    guest.pin_emulator(free)
+                self.emulator_cpus = sorted(free) if free else None
+            self.guest_numa = guest_nodes(lambda path: guest.request("read", 30.0, path=path).get("data"))
+        except (EnvError, OSError) as exc:
+            guest.kill()
+            raise EnvError(str(exc)) from None
+        self.guest = guest
+        if self.corunner_argv:
+            try:
+                self.corunner = self._boot_corunner()
+            except EnvError:
+                self.close()
+                raise
+        self.sessions += 1
+        self._trials_in_session = {}
+
+    def _boot_corunner(self) -> Guest:
+        """A second VM, placed by ``corunner_policy``, that runs the co-runner load in a loop
+        for the whole session (seed 003 Fig. 5: VMs contending for LLC, memory controllers and
+        the interconnect).  It is paused and resumed with the measured VM."""
+        p = self.corunner_placement
+        cfg = GuestConfig(vcpus=p.vcpus, memory_mib=p.memory_mib, accel=self.accel,
+                          kernel=guestimage.find_kernel(self.kernel_path),
+                          extra_args=placement_room.qemu_numa_args(p),
+                          boot_timeout=self.boot_timeout)
+        guest = Guest(cfg)
+        guest.boot()
+        try:
+            if p.pin_map():
+                guest.pin(p.pin_map())
+            loop = 'while :; do "$@"; done >/dev/null 2>&1 &'
+            reply = guest.request("run", 60.0, argv=["sh", "-c", loop, "sh", *self.corunner_argv],
+                                  env={"OMP_NUM_THREADS": str(p.vcpus)}, timeout=30.0)
+            if reply.get("rc") != 0:
+                raise EnvError(f"co-runner did not start: {reply.get('stderr', '')[-200:]}")
+        except (EnvError, OSError) as exc:
+            guest.kill()
+            raise EnvError(f"co-runner VM: {exc}") from None
+        return guest
+
+    def start(self) -> None:
+        if self.guest is None or not self.guest.alive():
+            self._boot()
+
+    def close(self) -> None:
+        for g in (self.guest, self.corunner):
+            if g is not None:
+                g.kill()
+        self.guest = self.corunner = None
+
+    def new_session(self) -> None:
+        """End the current session; the next trial boots a fresh guest (a cold trial)."""
+        self.close()
+
+    def pause(self) -> None:
+        for g in (self.guest, self.corunner):
+            if g is not None:
+                g.pause()
+
+    def resume(self) -> None:
+        for g in (self.guest, self.corunner):
+            if g is not None:
+                g.resume()
+
+    def applied(self) -> records.AppliedPlacement | None:
+        """Placement as applied, read back from the host and the guest: per vCPU thread the
+        allowed host CPUs and the CPU it last ran on; where QEMU's other threads may run
+        (moved off the vCPUs' pCPUs when the host has CPUs to spare); QEMU's resident memory
+        per host node (numa_maps) and its page locality on the planned nodes; the guest's NUMA
+        nodes; and the mismatches with the plan."""
+        if self.guest is None:
+            return None
+        vcpus = self.guest.read_affinity()
+        for v in vcpus:
+            last = v.get("last_cpu")
+            v["last_node"] = self.topo.node_of_pu(last) if last in self.topo.pu_ids else None
+        memory = read_numa_maps(self.guest.pid)
+        corunner = None
+        if self.corunner is not None:
+            corunner = {"load": self.corunner_label, "qemu_pid": self.corunner.pid,
+                        "vcpus": self.corunner.read_affinity(),
+                        "plan": placement_room.describe(self.corunner_placement)}
+        mem = records.MemoryReadback(**memory) if memory else None
+        return records.AppliedPlacement(
+            accel=self.accel, qemu_pid=self.guest.pid, session=self.sessions, corunner=corunner,
+            emulator_cpus=self.emulator_cpus or "shared with the vCPUs (no free host CPU)",
+            vcpus=vcpus, memory=mem, guest_numa=self.guest_numa,
+            page_locality=mem.locality(self.placement.host_nodes) if mem else None,
+            mismatches=placement_mismatches(self.placement, vcpus, memory, self.guest_numa))
+
+    def run(self, argv, env=None, timeout=600.0, key: str = "") -> RunResult:
+        """Run ``argv`` in the guest (booting it if needed).  ``key`` names the trial kind
+        (benchmark + parameters): ``session_index`` counts earlier trials of the same key in
+        this session, so 0 means the first (cold) run after boot."""
+        started = now()
+        t0 = time.monotonic()
+        try:
+            self.start()
+            self.resume()
+        except EnvError as exc:
+            return RunResult(None, "", "", started, time.monotonic() - t0, error=str(exc))
+        index = self._trials_in_session.get(key, 0)
+        self._trials_in_session[key] = index + 1
+        before = self._probe_state()
+        perf = self._start_guest_perf()
+        try:
+            reply = self.guest.request("run", timeout + HANG_GRACE,
+                                       argv=self.guest_numactl + list(argv),
+                                       env=dict(env or {}), timeout=timeout, cwd="/tmp")
+        except (EnvError, OSError) as exc:
+            applied = self.applied()
+            detail = self.guest.failure_detail()
+            self.close()
+            return RunResult(None, "", "", started, time.monotonic() - t0,
+                             error=f"guest failed during the trial: {exc}{detail}",
+                             session_index=index, applied=applied)
+        finally:
+            perf_counts = self._stop_guest_perf(perf)
+        timed_out = bool(reply.get("timed_out"))
+        after = self._probe_state()
+        applied = self.applied()  # after the trial: where the vCPUs really ran
+        error = None
+        if self.strict and applied is not None and applied.mismatches:
+            error = "placement mismatch (strict): " + "; ".join(applied.mismatches)
+        return RunResult(
+            None if timed_out else reply.get("rc"), reply.get("stdout", ""),
+            reply.get("stderr", ""), started, float(reply.get("elapsed", 0.0)),
+            timed_out=timed_out, error=error, session_index=index, applied=applied,
+            diagnostics=records.Diagnostics.build(
+                rusage=reply.get("rusage"),
+                guest_vmstat=counters.delta(before["vmstat"], after["vmstat"]),
+                qemu_faults=counters.delta(before["qemu_faults"], after["qemu_faults"]),
+                memory_node_mib_before=before["node_mib"],
+                memory_node_mib_after=after["node_mib"],
+                perf=perf_counts,
+                kvm_exits=counters.delta(before["kvm"], after["kvm"]) or {
+                    "unavailable": "KVM exit counters need a KVM guest and debugfs mounted "
+                                   "(/sys/kernel/debug/kvm)"},
+            ),
+        )
+
+    def _start_guest_perf(self):
+        """Host-side guest-mode counting (``perf stat -e cycles:G,...  -p QEMU``) for KVM
+        guests; returns (process, file) or the reason it is unavailable."""
+        if self.accel != "kvm":
+            return ("a TCG guest has no PMU, and host-side counting of QEMU would measure the "
+                    "emulator, not the guest")
+        ok, why = counters.perf_status()
+        if not ok:
+            return why
+        fd, path = tempfile.mkstemp(prefix="vhpc-perf-", suffix=".csv")
+        os.close(fd)
+        events = ",".join(f"{e}:G" for e in counters.PERF_EVENTS)
+        proc = subprocess.Popen(["perf", "stat", "-x,", "-o", path, "-e", events, "-p",
+                                 str(self.guest.pid)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        return proc, path
+
+    @staticmethod
+    def _stop_guest_perf(perf) -> records.PerfCounters:
+        if isinstance(perf, str):
+            return records.PerfCounters(unavailable=perf)
+        proc, path = perf
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        result = counters.perf_result(path)
+        os.unlink(path)
+        return result
+
+    def _probe_state(self) -> dict[str, Any]:
+        """Guest /proc/vmstat, QEMU's fault counts, memory per host node and (KVM) exit
+        counters, right now."""
+        vmstat = None
+        try:
+            reply = self.guest.request("read", 30.0, path="/proc/vmstat")
+            if "data" in reply:
+                vmstat = counters.parse_vmstat(reply["data"])
+        except (EnvError, OSError):
+            pass
+        maps = read_numa_maps(self.guest.pid)
+        return {"vmstat": vmstat, "qemu_faults": counters.process_faults(self.guest.pid),
+                "node_mib": maps["node_mib"] if maps else None,
+                "kvm": counters.kvm_exits(self.guest.pid) if self.accel == "kvm" else None}
