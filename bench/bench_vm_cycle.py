@@ -15,7 +15,7 @@ import time
 
 from vhpc.environments.vm import guestimage
 from vhpc.environments.vm.backends import qemu
-from vhpc.environments.vm.environment import VmEnvironment
+from vhpc.spec.parse import env as env_spec
 
 
 def bare_boot(accel: str) -> float:
@@ -34,7 +34,7 @@ def bare_boot(accel: str) -> float:
 
 def cold_trial(accel: str) -> tuple[float, float]:
     t0 = time.monotonic()
-    env = VmEnvironment("vm", vcpus=1, memory=256, accel=accel)
+    env = env_spec("vm", vcpus=1, memory=256, accel=accel).build()
     try:
         r = env.run(["true"], timeout=60)
         assert r.ok, r

@@ -128,10 +128,10 @@ def test_native_membind_reads_back_pages_and_strict_fails_a_planted_mismatch(tmp
 def test_vm_slowdown_throttles_qemu_and_puts_it_back(kernels_built):
     from conftest import qemu_pids
     from vhpc.environments.slowdown import ThrottledEnvironment
-    from vhpc.environments.vm.environment import VmEnvironment
+    from vhpc.spec.parse import env as env_spec
 
     groups = _groups()
-    env = ThrottledEnvironment(VmEnvironment("vm", vcpus=1, memory=512), 0.5, cpus=1)
+    env = ThrottledEnvironment(env_spec("vm", vcpus=1, memory=512).build(), 0.5, cpus=1)
     try:
         env.start()
         pid = env.inner.guest.pid

@@ -11,7 +11,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vhpc import benchmarks, cli, kinds
+from vhpc import benchmarks, cli
+from vhpc.environments.native.options import NativeOptions
+from vhpc.environments.vm.options import VmOptions
 from vhpc.campaign import execute as campaign
 from vhpc.spec import parse as spec
 from vhpc.core.errors import VhpcError
@@ -21,7 +23,7 @@ FAST = settings(max_examples=200, deadline=None, derandomize=True,
 
 NAMES = sorted(benchmarks.REGISTRY)
 PARAMS = sorted({p.name for b in benchmarks.REGISTRY.values() for p in b.params})
-OPTIONS = sorted({"name", *kinds.NativeOptions.model_fields, *kinds.VmOptions.model_fields})
+OPTIONS = sorted({"name", *NativeOptions.model_fields, *VmOptions.model_fields})
 
 numbers = st.one_of(st.integers(-10**30, 10**30), st.floats(allow_nan=True, allow_infinity=True))
 words = st.sampled_from(["auto", "none", "hidden", "mirror", "4k", "2m", "low", "tcg", "float",
@@ -44,8 +46,8 @@ def item(name, keys):
 junk = st.text(max_size=16)
 bench_items = st.one_of(*[item(b.name, [p.name for p in b.params])
                           for b in benchmarks.REGISTRY.values() if b.name != "npb-external"], junk)
-env_items = st.one_of(item("native", list(kinds.NativeOptions.model_fields)),
-                      item("vm", ["name", *kinds.VmOptions.model_fields]), junk)
+env_items = st.one_of(item("native", list(NativeOptions.model_fields)),
+                      item("vm", ["name", *VmOptions.model_fields]), junk)
 scalars = st.one_of(st.none(), st.booleans(), numbers, words, st.text(max_size=10))
 documents = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=4),

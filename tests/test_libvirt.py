@@ -219,11 +219,11 @@ def no_domain_left(libvirt_uri):
 def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
     """One vCPU pinned to the first host CPU (pin=auto); QEMU's other threads go to the
     remaining host CPUs (<emulatorpin>) when there are any."""
-    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
+    from vhpc.spec.parse import env as env_spec
 
     host = sorted(os.sched_getaffinity(0))
-    env = LibvirtEnvironment("lv", uri=no_domain_left, vcpus=1, memory=512, accel="tcg",
-                             pin="auto")
+    env = env_spec("vm", "lv", backend="libvirt", uri=no_domain_left, vcpus=1, memory=512,
+                   accel="tcg", pin="auto").build()
     with env:
         r = env.run(["nproc"], timeout=60)
         assert r.ok, r.error or r.stderr
@@ -250,11 +250,11 @@ def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
 
 
 def test_user_domain_xml_runs_a_trial(no_domain_left):
-    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
+    from vhpc.spec.parse import env as env_spec
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("the example pins vCPUs to host CPUs 0 and 1")
-    env = LibvirtEnvironment("mine", uri=no_domain_left, domain_xml=str(EXAMPLE))
+    env = env_spec("vm", "mine", backend="libvirt", uri=no_domain_left, domain_xml=str(EXAMPLE)).build()
     with env:
         r = env.run(["nproc"], timeout=60)
     assert r.ok, r.error or r.stderr
@@ -269,9 +269,9 @@ def test_user_domain_xml_runs_a_trial(no_domain_left):
 
 def test_leftover_of_killed_vhpc_is_removed(no_domain_left, capsys):
     """SIGKILL leaves libvirt's domain running; the next libvirt environment removes it."""
-    script = ("import sys\nfrom vhpc.environments.vm.backends.libvirt import LibvirtEnvironment\n"
-              f"e = LibvirtEnvironment('orphan', uri={no_domain_left!r}, vcpus=1, memory=256,"
-              " accel='tcg', pin='none')\ne.start()\nprint(e.guest.name, flush=True)\n"
+    script = ("import sys\nfrom vhpc.spec.parse import env\n"
+              f"e = env('vm', 'orphan', backend='libvirt', uri={no_domain_left!r}, vcpus=1,"
+              " memory=256, accel='tcg', pin='none').build()\ne.start()\nprint(e.guest.name, flush=True)\n"
               "sys.stdin.read()\n")
     proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
@@ -286,11 +286,10 @@ def test_leftover_of_killed_vhpc_is_removed(no_domain_left, capsys):
                          text=True, check=True).stdout
     workdir = Path(ET.fromstring(xml).find("devices/channel/source").get("path")).parent
     assert workdir.is_dir()
-    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
+    from vhpc.spec.parse import env as env_spec
 
     capsys.readouterr()
-    nxt = LibvirtEnvironment("next", uri=no_domain_left, vcpus=1, memory=256, accel="tcg",
-                             pin="none")
+    nxt = env_spec("vm", "next", backend="libvirt", uri=no_domain_left, vcpus=1, memory=256, accel="tcg", pin="none").build()
     assert nxt.removed_leftovers == [name]
     assert f"removed leftover libvirt domain {name}" in capsys.readouterr().err
     assert not workdir.exists()
@@ -317,10 +316,9 @@ def test_cli_compare_stream_through_libvirt(no_domain_left, tmp_path, kernels_bu
 def test_guest_death_and_refused_domain_leave_nothing(no_domain_left, tmp_path):
     """A guest that powers off during a trial fails that trial and the next trial boots a new
     session; a domain libvirt refuses to start fails the trial with libvirt's reason."""
-    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
+    from vhpc.spec.parse import env as env_spec
 
-    env = LibvirtEnvironment("dies", uri=no_domain_left, vcpus=1, memory=256, accel="tcg",
-                             pin="none")
+    env = env_spec("vm", "dies", backend="libvirt", uri=no_domain_left, vcpus=1, memory=256, accel="tcg", pin="none").build()
     with env:
         r = env.run(["sh", "-c", "echo o > /proc/sysrq-trigger; sleep 60"], timeout=120)
         assert r.error and "guest failed during the trial" in r.error
@@ -329,7 +327,7 @@ def test_guest_death_and_refused_domain_leave_nothing(no_domain_left, tmp_path):
         assert again.ok and env.sessions == 2
     bad = tmp_path / "bad.xml"
     bad.write_text(EXAMPLE.read_text().replace("cpuset='1'", "cpuset='4095'"))
-    env = LibvirtEnvironment("refused", uri=no_domain_left, domain_xml=str(bad))
+    env = env_spec("vm", "refused", backend="libvirt", uri=no_domain_left, domain_xml=str(bad)).build()
     try:
         r = env.run(["true"], timeout=60)
     finally:
@@ -339,10 +337,9 @@ def test_guest_death_and_refused_domain_leave_nothing(no_domain_left, tmp_path):
 
 def test_guest_numa_cells_reach_the_guest(no_domain_left):
     """numa=2: libvirt's <cpu><numa> cells become two guest nodes of one vCPU each."""
-    from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
+    from vhpc.spec.parse import env as env_spec
 
-    env = LibvirtEnvironment("cells", uri=no_domain_left, vcpus=2, memory=512, accel="tcg",
-                             pin="none", numa=2)
+    env = env_spec("vm", "cells", backend="libvirt", uri=no_domain_left, vcpus=2, memory=512, accel="tcg", pin="none", numa=2).build()
     with env:
         r = env.run(["true"], timeout=60)
     assert r.ok, r.error

@@ -155,14 +155,23 @@ def test_a_stored_spec_in_the_old_text_form_reloads_to_typed_options():
 
 
 def test_a_new_environment_kind_slots_in_with_one_registration(monkeypatch):
-    from vhpc import kinds
+    from vhpc.environments.kind import KINDS, EnvironmentKind
+    from vhpc.environments.options import EnvOptions
 
-    class RemoteOptions(kinds.EnvOptions):
+    class RemoteOptions(EnvOptions):
         host: str
         port: int = 22
 
-    monkeypatch.setitem(kinds.REGISTRY, "remote", kinds.EnvKind("remote", RemoteOptions,
-                                                                "nowhere:build"))
+    @KINDS.register("remote")
+    class RemoteKind(EnvironmentKind):
+        options = RemoteOptions
+
+        def build(self, name, options, plan, host):
+            raise NotImplementedError
+
+    monkeypatch.setattr(KINDS, "_parts", dict(KINDS._parts))  # undone after the test
+    KINDS.unregister("remote")
+    KINDS.register("remote")(RemoteKind)
     s = spec.from_cli(["noise"], ["native", "remote:host=node1,port=2222"])
     assert s.environments[1].options == RemoteOptions(host="node1", port=2222)
     with pytest.raises(SpecError, match="port: Input should be a valid integer"):

@@ -9,7 +9,7 @@ import pytest
 from vhpc.benchmarks import REGISTRY, get
 from vhpc.benchmarks.base import RunContext, ensure_kernels
 from vhpc.campaign.execute import outcome
-from vhpc.environments.vm.environment import VmEnvironment
+from vhpc.spec.parse import env as env_spec
 
 pytestmark = pytest.mark.vm
 
@@ -56,7 +56,7 @@ def test_every_benchmark_runs_verified_in_one_guest(kernels_built, shared_dir, n
     covered = {name for name, _ in cases}
     assert covered == {n for n, b in REGISTRY.items() if type(b).__name__ != "CommandBenchmark"}
     failures = []
-    with VmEnvironment("vm", vcpus=2, memory=1024) as vm:
+    with env_spec("vm", vcpus=2, memory=1024).build() as vm:
         for name, overrides in cases:
             bench = get(name)
             params = bench.resolve(overrides)

@@ -15,8 +15,8 @@ import pytest
 
 from vhpc import placement, topology
 from vhpc.environments.vcluster import network as vclusternet
-from vhpc.environments.vcluster.environment import (VclusterEnvironment, parse_rank_log, plan_cluster, program_index)
-from vhpc.spec.parse import SpecError, from_cli
+from vhpc.environments.vcluster.environment import parse_rank_log, plan_cluster, program_index
+from vhpc.spec.parse import SpecError, env as env_spec, from_cli
 
 TWO_SOCKETS = "pack:2 numa:1 l3:1 core:2 pu:1"
 
@@ -124,7 +124,7 @@ def _leftovers() -> list[str]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    env = VclusterEnvironment("vc", vms=2, vcpus=1, memory=512, net="ivshmem", accel="tcg")
+    env = env_spec("vcluster", "vc", vms=2, vcpus=1, memory=512, net="ivshmem", accel="tcg").build()
     try:
         env.start()
         yield env
@@ -172,8 +172,8 @@ def test_guests_reach_each_other_only_on_the_private_segment(cluster):
 @pytest.mark.vm
 def test_sigkill_of_vhpc_leaves_no_qemu_and_the_next_start_reaps(tmp_path, no_qemu_leak):
     code = ("import sys,time\n"
-            "from vhpc.environments.vcluster.environment import VclusterEnvironment\n"
-            "e = VclusterEnvironment('k', vms=2, vcpus=1, memory=384, net='ivshmem', accel='tcg')\n"
+            "from vhpc.spec.parse import env\n"
+            "e = env('vcluster', 'k', vms=2, vcpus=1, memory=384, net='ivshmem', accel='tcg').build()\n"
             "e.start()\n"
             "print(e.net.workdir, e.net.shm_path, *[m.guest.pid for m in e.members], flush=True)\n"
             "time.sleep(600)\n")
@@ -221,7 +221,7 @@ def _all_leftovers() -> set[str]:
 
 @pytest.mark.vm
 def test_guest_failure_fails_the_trial_and_close_removes_everything(kernels_built, no_qemu_leak):
-    env = VclusterEnvironment("err", vms=2, vcpus=1, memory=384, accel="tcg")
+    env = env_spec("vcluster", "err", vms=2, vcpus=1, memory=384, accel="tcg").build()
     try:
         env.start()
         pids = [m.guest.pid for m in env.members]
@@ -321,7 +321,7 @@ def test_npb_mpi_kernel_verifies_across_two_guests(cluster, kernels_built):
 
 @pytest.mark.vm
 def test_three_guests_talk_through_vm0s_hub(no_qemu_leak):
-    env = VclusterEnvironment("hub", vms=3, vcpus=1, memory=384, policy="float", accel="tcg")
+    env = env_spec("vcluster", "hub", vms=3, vcpus=1, memory=384, policy="float", accel="tcg").build()
     try:
         r = env.run(["mpirun.openmpi", "--allow-run-as-root", "-np", "3", "hostname"], timeout=300)
         assert r.ok, (r.stdout, r.stderr, r.error)

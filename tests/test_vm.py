@@ -13,23 +13,30 @@ from vhpc.benchmarks.base import RunContext
 from vhpc.campaign.execute import outcome
 from vhpc.environments.vm import guestimage
 from vhpc.environments.vm.backends import qemu
-from vhpc.environments.vm.environment import VmEnvironment, resolve_pinning
+from vhpc.core.errors import HostError
+from vhpc.spec.parse import env as env_spec
 
 from conftest import qemu_pids
 
 pytestmark = pytest.mark.vm
 
 
+def _pins(pin, vcpus, host_cpus):
+    """vCPU -> host CPUs of the ``pin`` option on a host with ``host_cpus`` (None: float)."""
+    policy = env_spec("vm", vcpus=vcpus, pin=pin).options.resolved_policy(tuple(host_cpus))
+    return None if policy.kind == "float" else {v[0]: set(c) for v, c, _ in policy.vcpu_map}
+
+
 def test_pinning_option_resolution():
-    assert resolve_pinning("auto", 2, [0, 1]) == {0: {0}, 1: {1}}
-    assert resolve_pinning("1,0", 2, [0, 1]) == {0: {1}, 1: {0}}
-    assert resolve_pinning("none", 4, [0, 1]) is None
-    with pytest.raises(ValueError, match="use fewer vcpus or pin=none"):
-        resolve_pinning("auto", 3, [0, 1])
-    with pytest.raises(ValueError, match="lists 1 host CPUs for 2 vCPUs"):
-        resolve_pinning("0", 2, [0, 1])
-    with pytest.raises(ValueError, match=r"not available"):
-        resolve_pinning("0,7", 2, [0, 1])
+    assert _pins("auto", 2, [0, 1]) == {0: {0}, 1: {1}}
+    assert _pins("1,0", 2, [0, 1]) == {0: {1}, 1: {0}}
+    assert _pins("none", 4, [0, 1]) is None
+    with pytest.raises(HostError, match="use fewer vcpus or pin=none"):
+        _pins("auto", 3, [0, 1])
+    with pytest.raises(HostError, match="lists 1 host CPUs for 2 vCPUs"):
+        _pins("0", 2, [0, 1])
+    with pytest.raises(HostError, match=r"this host has no CPU 7"):
+        _pins("0,7", 2, [0, 1])
 
 
 def test_vmlinux_is_unpacked_elf_and_initramfs_holds_modules():
@@ -53,7 +60,7 @@ def test_kvm_probe_decides_and_explains():
 @pytest.fixture(scope="module")
 def vm():
     before = qemu_pids()
-    env = VmEnvironment("vm", vcpus=2, memory=512, pin="auto")
+    env = env_spec("vm", vcpus=2, memory=512, pin="auto").build()
     env.start()
     yield env
     env.close()
@@ -139,7 +146,7 @@ def test_hung_guest_is_killed_and_reported_with_console(vm, monkeypatch):
 
 @pytest.mark.parametrize("policy,numa,vcpus", [("spread", 2, 2), ("float", 4, 4)])
 def test_guest_numa_nodes_match_the_plan_and_memory_is_read_back(policy, numa, vcpus, no_qemu_leak):
-    with VmEnvironment("vm", vcpus=vcpus, memory=512, policy=policy, numa=numa) as env:
+    with env_spec("vm", vcpus=vcpus, memory=512, policy=policy, numa=numa).build() as env:
         r = env.run(["numactl", "-H"], timeout=120)
         assert r.ok, r
         assert f"available: {numa} nodes (0-{numa - 1})" in r.stdout
@@ -186,7 +193,7 @@ def test_vm_trial_diagnostics_are_measured_or_explained(vm, kernels_built):
 
 
 def test_emulator_threads_leave_the_vcpu_pcpus_when_a_cpu_is_free(no_qemu_leak):
-    with VmEnvironment("vm", vcpus=1, memory=256, pin="1") as env:
+    with env_spec("vm", vcpus=1, memory=256, pin="1").build() as env:
         r = env.run(["true"], timeout=60)
         assert r.ok
         assert r.applied.vcpus[0].allowed == [1]
@@ -202,10 +209,8 @@ def _cpu_seconds(pid):
 
 
 def test_corunner_vm_loads_the_host_while_trials_run_and_pauses_with_them(kernels_built, no_qemu_leak):
-    from vhpc.factories import corunner_argv
-
-    env = VmEnvironment("vm", vcpus=1, memory=512, pin="0", corunner_argv=corunner_argv("high"),
-                        corunner_label="high", corunner_policy="map:0=1")
+    env = env_spec("vm", vcpus=1, memory=512, pin="0", corunner="high",
+                   corunner_policy="map:0=1").build()
     with env:
         r = env.run(["true"], timeout=60)
         assert r.ok, r

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import qemu_pids
-from vhpc.environments.vm.environment import VmEnvironment
+from vhpc.spec.parse import env as env_spec
 
 pytestmark = pytest.mark.vm
 
@@ -44,7 +44,7 @@ def _vhpc(out: str, *args: str) -> str:
 
 
 def test_native_binding_to_node_1_inside_a_two_node_guest(kernels_built):
-    vm = VmEnvironment("vm", vcpus=2, memory=1024, numa=2)
+    vm = env_spec("vm", vcpus=2, memory=1024, numa=2).build()
     pid = None
     try:
         r0 = vm.run(["sh", "-c", "cat /sys/devices/system/node/node1/cpulist"], timeout=60)

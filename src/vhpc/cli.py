@@ -112,8 +112,8 @@ def _dry_run(spec) -> int:
     from vhpc.campaign import execute as campaign
     from vhpc.report import console as views
 
-    views.dry_run(console, spec, campaign.plan(spec),
-                  campaign.placements(spec, campaign.host_facts()))
+    plans = campaign.placements(spec, campaign.host_facts())
+    views.dry_run(console, spec, campaign.plan(spec), {n: p.text for n, p in plans.items()})
     return 0
 
 
@@ -133,13 +133,11 @@ def run_campaign(args, spec=None) -> tuple[int, str]:
     else:
         envs = campaign.prepare(spec)  # host checks and environments, before anything is stored
         for env in envs.values():
-            if hasattr(env, "preflight"):  # ssh: the host answers and accepts the key
-                env.preflight()
+            env.preflight()  # ssh: the host answers and accepts the key
         from vhpc import executors
 
         executor = executors.make(spec.executor)
-        if hasattr(executor, "preflight"):  # slurm: commands installed, controller answers
-            executor.preflight()
+        executor.preflight()  # slurm: commands installed, controller answers
         cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
@@ -181,8 +179,8 @@ def cmd_study(args) -> int:
     from vhpc.report import console as views
 
     if args.name == "list":
-        for name, what in studies.STUDIES.items():
-            console.print(f"[bold]{name:16}[/] {what}")
+        for name, s in studies.STUDIES.items():
+            console.print(f"[bold]{name:16}[/] {s.summary}")
         return 0
     host = campaign.host_facts()
     if studies.note(args.name, host.topology):
@@ -294,10 +292,11 @@ def remote_host_report(target: str) -> int:
 
 
 def cmd_plan(args) -> int:
-    from vhpc import kinds, placement, topology
+    from vhpc import placement, topology
+    from vhpc.environments.options import guest_numa
 
     try:
-        numa = kinds.guest_numa(args.numa)
+        numa = guest_numa(args.numa)
     except ValueError as exc:
         raise SpecError(f"--numa: {exc}") from None
     topo = topology.load(args.topology)

@@ -26,7 +26,6 @@ Protocol (docs/campaigns.md, "Protocol"):
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import time
 from dataclasses import asdict
@@ -35,14 +34,11 @@ from typing import Any, Callable, Protocol
 from vhpc import benchmarks
 from vhpc.core import records
 from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_build_flags
-from vhpc.environments.vcluster import environment as vcluster
 from vhpc.environments.base import Environment, EnvError, RunResult
-from vhpc.core.errors import VhpcError
 from vhpc.host.knobs import HostKnobs, journal_path
-from vhpc.environments.native.environment import NativeEnvironment
-from vhpc.environments.vm.environment import VmEnvironment
-from vhpc.kinds import HostFacts
-from vhpc.spec.parse import CampaignSpec, EnvSpec
+from vhpc.environments.kind import EnvPlan
+from vhpc.environments.options import HostFacts
+from vhpc.spec.parse import CampaignSpec
 from vhpc.store import DONE, FAILED, Store, StoreError, TrialRow
 
 #: One trial of the plan is the same record as a stored trial (before it has an id).
@@ -81,47 +77,21 @@ def host_facts(topology_source: str | None = None) -> HostFacts:
     return HostFacts.live(topology_source)
 
 
-def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, str]:
-    """Environment name → one line saying where its trials run on ``host`` (computed from the
-    topology; nothing is started).  This is also the host check of a campaign: raises
+def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, EnvPlan]:
+    """Environment name → its plan on ``host`` (placement, and one line saying where its trials
+    run; nothing is started).  This is also the host check of a campaign: raises
     HostError/PlacementError when the host cannot give an environment what it asks for."""
-    out = {}
-    for e in spec.environments:
-        try:
-            e.options.check_host(host)
-            out[e.name] = e.options.placement_text(host)
-        except VhpcError as exc:
-            raise type(exc)(f"environment {e.name}: {exc}") from None
-    return out
+    return {e.name: e.plan(host) for e in spec.environments}
 
 
 def prepare(spec: CampaignSpec, host: HostFacts | None = None) -> dict[str, Environment]:
     """Check ``spec`` against the host and build its environments (nothing is booted yet):
-    the step between a valid spec and a stored campaign.  Raises HostError/PlacementError
-    (and EnvError/GuestImageError from a kind's factory)."""
+    the step between a valid spec and a stored campaign.  Each environment's placement is
+    computed once, here.  Raises HostError/PlacementError (and EnvError/GuestImageError
+    from a kind's build)."""
     host = host or host_facts()
-    placements(spec, host)
-    return {e.name: make_environment(e, host) for e in spec.environments}
-
-
-def make_environment(es: EnvSpec, host: HostFacts | None = None) -> Environment:
-    """Build the environment ``es`` describes with its kind's factory (kinds.REGISTRY).
-    May probe the host (QEMU, guest kernel).  Raises HostError/PlacementError."""
-    return es.build(host)
-
-
-def env_cpus(env: Environment) -> int:
-    """CPUs a benchmark may use in ``env`` (vCPUs in a VM, allowed host CPUs natively)."""
-    env = getattr(env, "inner", env)  # a ThrottledEnvironment: its inner environment's
-    if isinstance(env, VmEnvironment):
-        return env.vcpus
-    if isinstance(env, vcluster.VclusterEnvironment):  # MPI ranks across all guests
-        return env.total_ranks
-    if isinstance(env, NativeEnvironment) and env.cpus:
-        return len(env.cpus)
-    if getattr(env, "kind", "") == "ssh":
-        return env.ncpus
-    return len(os.sched_getaffinity(0))
+    plans = placements(spec, host)
+    return {e.name: e.build(host, plans[e.name]) for e in spec.environments}
 
 
 class Progress(Protocol):
@@ -209,7 +179,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
     spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
     if envs is None:
         host = host_facts()
-        envs = {e.name: make_environment(e, host) for e in spec.environments}
+        envs = prepare(spec, host)
     todo = store.unfinished(cid)
     all_trials = len(store.trials(cid))
     booted = store.attempted_environments(cid)  # sessions were started by an earlier run
@@ -314,9 +284,8 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
         impl = str(params.get("mpi", "openmpi"))
         bindir = bindirs.get(impl)
-        if hasattr(env, "kernel_dir"):  # ssh: the same kernels, built on the remote host
-            bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))
-        ctx = RunContext(bindir, env_cpus(env), getattr(env, "mpi_cpuset", lambda: None)())
+        bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))  # ssh: remote build
+        ctx = RunContext(bindir, env.benchmark_cpus(), env.mpi_cpuset())
         if progress:
             progress.trial(row)
         store.mark_running(row.id)

@@ -23,27 +23,34 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from vhpc import topology as topology_room
 from vhpc.core.errors import SpecError, VhpcError
+from vhpc.core.registry import Registry
 from vhpc.spec.parse import CampaignSpec, bench, campaign, env, parse_bench
 
-STUDIES = {
-    "socket-span": "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)",
-    "cold-warm": "first trial after boot vs later ones (seed 000 Fig. 4-6)",
-    "vcpu-mapping": "vCPUs on 1 / 2 / 4 NUMA nodes (seed 003 Fig. 4)",
-    "memory-profile": "NUMA penalty CPI_remote/CPI_local vs MPKI (seed 003 Fig. 3)",
-    "mpi-p2p": "MPI latency / bandwidth vs message size, multi-pair latency (seed 001 Fig. 1-4)",
-    "collectives": "Barrier/Allreduce/Bcast/Alltoall vs size and ranks (seed 004 Fig. 2-5)",
-    "linpack": "LU factor / solve / total time and Mflops, serial (seed 001 Fig. 5)",
-    "paging": "4 KiB vs 2 MiB guest page backing: HPL, STREAM, RandomAccess (seed 004 Fig. 12-13)",
-    "noise": "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)",
-    "co-run": "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)",
-    "oversubscription": "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)",
-    "scaling": "HPCCG and Allreduce vs node count over a Slurm allocation (seed 004 Fig. 6-9)",
-    "partition": "1 VM over all sockets vs 1 or 2 VMs per socket, virtio vs ivshmem (seed 000 Fig. 8, 11, 12)",
-}
+@dataclass(frozen=True)
+class Study:
+    """A study: ``name``, ``summary`` (one line with the seed figure) and ``template``, the
+    function ``(topology, in_vm, protocol) -> (default benchmarks, environments)``."""
+
+    name: str
+    summary: str
+    template: Callable[..., tuple[list, list]]
+
+
+#: Every study by name, in the order above.
+STUDIES: Registry[Study] = Registry("study")
+
+
+def study(name: str, summary: str):
+    """Decorator registering a template function as study ``name``."""
+    def add(template):
+        STUDIES.register(name)(Study(name, summary, template))
+        return template
+    return add
 
 
 class StudyError(VhpcError, ValueError):
@@ -56,7 +63,7 @@ def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bo
     the study's default benchmarks.  Raises StudyError (unknown study, host too small) or
     SpecError (bad benchmark or protocol value)."""
     if name not in STUDIES:
-        raise StudyError(f"unknown study {name!r}: choose one of {', '.join(STUDIES)}")
+        raise StudyError(f"unknown study {name!r}: choose one of {', '.join(STUDIES.names())}")
     knobs = protocol.pop("host_knobs", None)
     if knobs:
         from vhpc.host.knobs import parse_knob
@@ -66,16 +73,18 @@ def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bo
         except VhpcError as exc:
             raise SpecError(f"--host-knob: {exc}") from None
     given = [parse_bench(b) for b in benches]
-    default, envs = globals()["_" + name.replace("-", "_")](topo, in_vm, protocol)
+    default, envs = STUDIES.get(name).template(topo, in_vm, protocol)
     return campaign(given or default, envs, f"study {name}", **protocol)
 
 
+@study("cold-warm", "first trial after boot vs later ones (seed 000 Fig. 4-6)")
 def _cold_warm(topo, in_vm, protocol):
     protocol.setdefault("warmup", 0)
     protocol["protocol"] = "cold-warm"
     return [bench("stream"), bench("pagefault")], [env("native"), env("vm")]
 
 
+@study("socket-span", "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)")
 def _socket_span(topo, in_vm, protocol):
     per_pkg = min(len(p.cores) for p in topo.packages)
     envs = []
@@ -88,6 +97,7 @@ def _socket_span(topo, in_vm, protocol):
     return [bench("stream")], envs
 
 
+@study("vcpu-mapping", "vCPUs on 1 / 2 / 4 NUMA nodes (seed 003 Fig. 4)")
 def _vcpu_mapping(topo, in_vm, protocol):
     nodes = topo.node_ids
     if len(nodes) < 2:
@@ -103,6 +113,7 @@ def _vcpu_mapping(topo, in_vm, protocol):
     return [bench("stream"), bench("randomaccess")], envs
 
 
+@study("memory-profile", "NUMA penalty CPI_remote/CPI_local vs MPKI (seed 003 Fig. 3)")
 def _memory_profile(topo, in_vm, protocol):
     benches = [bench(b) for b in ("stream", "randomaccess", "pagefault", "noise")]
     if in_vm:
@@ -121,12 +132,14 @@ def _memory_profile(topo, in_vm, protocol):
     return benches, envs
 
 
+@study("mpi-p2p", "MPI latency / bandwidth vs message size, multi-pair latency (seed 001 Fig. 1-4)")
 def _mpi_p2p(topo, in_vm, protocol):
     return ([bench("osu-latency", max_size=1048576), bench("osu-bw", max_size=1048576),
              bench("osu-bibw", max_size=1048576), bench("osu-multi-lat", max_size=1024)],
             [env("native"), env("vm")])
 
 
+@study("collectives", "Barrier/Allreduce/Bcast/Alltoall vs size and ranks (seed 004 Fig. 2-5)")
 def _collectives(topo, in_vm, protocol):
     ranks = sorted({2, max(2, len(topo.pu_ids))})
     default = [bench("osu-coll", op=op, ranks=r, max_size=65536)
@@ -134,20 +147,24 @@ def _collectives(topo, in_vm, protocol):
     return default, [env("native"), env("vm", vcpus=max(ranks))]
 
 
+@study("linpack", "LU factor / solve / total time and Mflops, serial (seed 001 Fig. 5)")
 def _linpack(topo, in_vm, protocol):
     return [bench("linpack", n=1000, threads=1)], [env("native"), env("vm")]
 
 
+@study("paging", "4 KiB vs 2 MiB guest page backing: HPL, STREAM, RandomAccess (seed 004 Fig. 12-13)")
 def _paging(topo, in_vm, protocol):
     return ([bench("hpcc", n=1000), bench("stream"), bench("randomaccess")],
             [env("native"), env("vm", "vm-4k", backing="4k"), env("vm", "vm-2m", backing="2m")])
 
 
+@study("noise", "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)")
 def _noise(topo, in_vm, protocol):
     protocol.setdefault("repeats", 10)
     return [bench("noise", duration=5)], [env("native"), env("vm")]
 
 
+@study("co-run", "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)")
 def _co_run(topo, in_vm, protocol):
     nodes = topo.node_ids
     pus0 = list(topo.pus_of_node(nodes[0]))
@@ -171,6 +188,7 @@ def _co_run(topo, in_vm, protocol):
     return [bench("stream"), bench("randomaccess")], envs
 
 
+@study("oversubscription", "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)")
 def _oversubscription(topo, in_vm, protocol):
     p = len(topo.pu_ids)
     default = [bench(f"npb-{k}", **{"class": "S", "copies": p, "threads": t})
@@ -178,6 +196,7 @@ def _oversubscription(topo, in_vm, protocol):
     return default, [env("native"), env("vm", vcpus=p)]
 
 
+@study("scaling", "HPCCG and Allreduce vs node count over a Slurm allocation (seed 004 Fig. 6-9)")
 def _scaling(topo, in_vm, protocol):
     """Seed 004 Fig. 6-9: one rank per node at 1, 2, 4, ... nodes up to the allocation's
     ``nodes``; native ranks are an ``srun --mpi=pmix`` job over that many nodes, the VM runs
@@ -189,10 +208,10 @@ def _scaling(topo, in_vm, protocol):
         ex = executors.parse(protocol["executor"])
     except ValueError as exc:
         raise StudyError(str(exc)) from None
-    if ex.kind != "slurm":
+    if executors.EXECUTORS.get(ex.kind).runs_here:
         raise StudyError("scaling runs over a Slurm allocation: use --executor slurm:nodes=N "
                          "(docs/scale-out.md)")
-    n = int(ex.options.get("nodes", 1))
+    n = int(getattr(ex.options, "nodes", None) or 1)
     counts = sorted({2 ** i for i in range(n.bit_length())} | {n})
     default = [bench("hpccg", ranks=k) for k in counts]
     default += [bench("osu-coll", op="allreduce", ranks=k, max_size=65536)
@@ -234,6 +253,7 @@ def note(name: str, topo: topology_room.Topology) -> str | None:
     return None
 
 
+@study("partition", "1 VM over all sockets vs 1 or 2 VMs per socket, virtio vs ivshmem (seed 000 Fig. 8, 11, 12)")
 def _partition(topo, in_vm, protocol):
     sockets, cores, envs, _ = _partition_layout(topo)
     if sockets * cores < 2:

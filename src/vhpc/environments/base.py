@@ -11,9 +11,11 @@ An :class:`Environment` is used as a context manager by the campaign::
 
 from __future__ import annotations
 
+import os
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from vhpc.core.errors import VhpcError
@@ -87,6 +89,28 @@ class Environment(ABC):
 
     def new_session(self) -> None:
         """End the session so the next trial starts a fresh one (VM: reboot) and is cold."""
+
+    #: Sessions started so far (a VM counts its boots; environments without sessions stay 0).
+    sessions: int = 0
+
+    def preflight(self) -> None:
+        """Check, before a campaign is stored, that this environment can run here (ssh: the
+        host answers; slowdown: a cgroup can be limited).  Raises a VhpcError subclass."""
+
+    def benchmark_cpus(self) -> int:
+        """CPUs a benchmark may use here: vCPUs in a VM, MPI ranks across a vcluster's guests,
+        allowed CPUs natively (sched_getaffinity(2) of this process by default)."""
+        return len(os.sched_getaffinity(0))
+
+    def mpi_cpuset(self) -> tuple[int, ...] | None:
+        """Host CPUs an MPI launch should bind its ranks to (native with ``cpus=``/``nodes=``),
+        or None to let MPI choose."""
+        return None
+
+    def kernel_dir(self, local: Path | None, impl: str, binary: str) -> Path | None:
+        """Directory of the kernel binaries as this environment sees them: ``local`` (the
+        host's build) by default; ``ssh`` builds them on the remote host."""
+        return local
 
     @abstractmethod
     def run(self, argv: list[str], env: dict[str, str] | None = None,

@@ -73,10 +73,23 @@ class ThrottledEnvironment(Environment):
         self.kind = inner.kind
         self._probed = False
 
-    def __getattr__(self, name: str) -> Any:  # sessions, vcpus, mpi_cpuset, ...
+    def __getattr__(self, name: str) -> Any:  # vcpus, placement, ... of the inner environment
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    @property
+    def sessions(self) -> int:  # type: ignore[override]
+        return self.inner.sessions
+
+    def benchmark_cpus(self) -> int:
+        return self.inner.benchmark_cpus()
+
+    def mpi_cpuset(self):
+        return self.inner.mpi_cpuset()
+
+    def kernel_dir(self, local, impl: str, binary: str):
+        return self.inner.kernel_dir(local, impl, binary)
 
     @property
     def accel(self) -> str | None:
@@ -98,8 +111,7 @@ class ThrottledEnvironment(Environment):
                 raise EnvError(f"environment {self.name}: slowdown= needs CPU bandwidth "
                                f"control: {exc}") from None
             self._probed = True
-        if hasattr(self.inner, "preflight"):
-            self.inner.preflight()
+        self.inner.preflight()
 
     def start(self) -> None:
         self.preflight()

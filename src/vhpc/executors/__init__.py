@@ -4,29 +4,10 @@
 account=A]``: each trial is a job step (srun(1)) inside one allocation (salloc(1)) on compute
 nodes that run the same vhpc code (docs/scale-out.md).  The plan and the store do not change
 with the executor; Slurm job, step and node ids and sacct(1) accounting are stored with each
-trial.
-
-An executor is a context manager (the allocation lives inside the ``with``) with
-``run(env, env_spec, argv, environ, timeout, key) -> RunResult`` and ``fingerprint(env)``.
+trial.  Each executor registers itself in :data:`vhpc.executors.base.EXECUTORS`
+(:mod:`vhpc.executors.base` says what one must provide).
 """
 
-from __future__ import annotations
+from vhpc.executors.base import EXECUTORS, Executor, ExecutorSpec, make, parse
 
-from typing import Any
-
-from vhpc.spec.parse import EXECUTOR_OPTIONS as OPTIONS
-from vhpc.spec.parse import ExecutorSpec, parse_executor as parse
-
-__all__ = ["OPTIONS", "ExecutorSpec", "parse", "make"]
-
-
-def make(text: str | None, campaign_id: str = "") -> Any:
-    """The executor ``text`` names (not yet entered).  Raises ValueError as :func:`parse`."""
-    spec = parse(text)
-    if spec.kind == "slurm":
-        from vhpc.executors.slurm.allocation import SlurmExecutor
-
-        return SlurmExecutor(campaign_id, **spec.options)
-    from vhpc.executors.local import LocalExecutor
-
-    return LocalExecutor()
+__all__ = ["EXECUTORS", "Executor", "ExecutorSpec", "make", "parse"]

@@ -4,7 +4,7 @@ immutable :class:`CampaignSpec`.
 CLI: ``-b NAME[:k=v,...]`` (benchmark), ``-e KIND[:k=v,...]`` (environment; ``name=`` renames).
 A value may contain commas (``pin=0,1``, ``policy=nodes:0,1;mem=local``): an item is split only
 before ``KEY=`` where KEY is a field the benchmark or environment kind declares, and each value
-is then parsed by its field's type (:mod:`vhpc.kinds`, the benchmark's :class:`Param`).
+is then parsed by its field's type (the kind's options model, the benchmark's :class:`Param`).
 YAML (``vhpc run FILE``, at most 1 MiB and 32 levels deep)::
 
     repeats: 5          # measured rounds
@@ -38,16 +38,17 @@ or file, the field, the value and what is allowed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 import re
 from typing import Any
 
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializeAsAny, ValidationError,
                       field_validator, model_validator)
 
-from vhpc import benchmarks, kinds
+from vhpc import benchmarks, executors
 from vhpc.core.errors import SpecError, VhpcError
-from vhpc.kinds import EnvOptions
+from vhpc.environments import kind as kinds
+from vhpc.environments.kind import KINDS, EnvPlan
+from vhpc.environments.options import MAX_SECONDS, EnvOptions, HostFacts
 from vhpc.spec.document import read_document
 
 __all__ = ["SpecError", "BenchSpec", "EnvSpec", "CampaignSpec", "bench", "env", "campaign",
@@ -57,39 +58,6 @@ __all__ = ["SpecError", "BenchSpec", "EnvSpec", "CampaignSpec", "bench", "env", 
 MAX_PARAM = 2 ** 53
 #: Most trials one campaign may plan (a year of 30-second trials; keeps the plan in memory).
 MAX_TRIALS = 1_000_000
-
-
-#: Options of each executor kind (``--executor``, docs/scale-out.md) (values stay strings; checked by the executor).
-EXECUTOR_OPTIONS = {"local": set(), "slurm": {"partition", "nodes", "time", "account"}}
-
-
-@dataclass(frozen=True)
-class ExecutorSpec:
-    """A parsed ``--executor`` value: kind (``local``/``slurm``) and its options."""
-
-    kind: str = "local"
-    options: dict[str, str] = field(default_factory=dict)
-
-
-def parse_executor(text: str | None) -> ExecutorSpec:
-    """``"slurm:partition=batch,nodes=2"`` → ExecutorSpec.  Raises ValueError (one line, what
-    is allowed) for an unknown kind or option, or nodes that is not a positive integer."""
-    text = (text or "local").strip()
-    kind, _, rest = text.partition(":")
-    kind = kind.strip()
-    if kind not in EXECUTOR_OPTIONS:
-        raise ValueError(f"executor {kind!r}: choose local or slurm[:partition=P,nodes=N,"
-                         "time=T,account=A]")
-    opts: dict[str, str] = {}
-    for token in filter(None, (t.strip() for t in rest.split(","))):
-        k, sep, v = token.partition("=")
-        if not sep or k not in EXECUTOR_OPTIONS[kind]:
-            allowed = ", ".join(sorted(EXECUTOR_OPTIONS[kind])) or "none"
-            raise ValueError(f"executor {kind}: unknown option {token!r} (options: {allowed})")
-        opts[k] = v
-    if "nodes" in opts and not (opts["nodes"].isdigit() and int(opts["nodes"]) > 0):
-        raise ValueError(f"executor slurm: nodes={opts['nodes']!r} must be a positive integer")
-    return ExecutorSpec(kind, opts)
 
 
 class BenchSpec(BaseModel):
@@ -112,7 +80,7 @@ class BenchSpec(BaseModel):
 
 
 class EnvSpec(BaseModel):
-    """One environment: ``kind`` (a key of :data:`vhpc.kinds.REGISTRY`), unique ``name`` and
+    """One environment: ``kind`` (a name in :data:`vhpc.environments.kind.KINDS`), unique ``name`` and
     the kind's typed, immutable ``options`` model."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -124,7 +92,7 @@ class EnvSpec(BaseModel):
     @classmethod
     def _typed_options(cls, data):
         if isinstance(data, dict) and "kind" in data:
-            entry = kinds.get(str(data["kind"]))
+            entry = KINDS.get(str(data["kind"]))
             opts = data.get("options") or {}
             if not isinstance(opts, entry.options):
                 if not isinstance(opts, dict):
@@ -136,21 +104,17 @@ class EnvSpec(BaseModel):
             data = {**data, "options": opts}
         return data
 
-    @property
-    def entry(self) -> kinds.EnvKind:
-        """The registered kind."""
-        return kinds.get(self.kind)
-
-    def build(self, host: kinds.HostFacts | None = None):
-        """The Environment this spec describes on ``host`` (default: this host, read now),
-        after the kind's host checks.  May probe the host (QEMU, guest kernel).  Raises
+    def plan(self, host: HostFacts) -> EnvPlan:
+        """Host checks and the placement of this environment on ``host``, computed once (the
+        kind's :meth:`~vhpc.environments.kind.EnvironmentKind.plan`).  Raises
         HostError/PlacementError naming the environment."""
-        host = host or kinds.HostFacts.live()
-        try:
-            self.options.check_host(host)
-        except VhpcError as exc:
-            raise type(exc)(f"environment {self.name}: {exc}") from None
-        return self.entry.build(self.name, self.options, host)
+        return kinds.plan(self.kind, self.name, self.options, host)
+
+    def build(self, host: HostFacts | None = None, plan: EnvPlan | None = None):
+        """The Environment this spec describes on ``host`` (default: this host, read now), from
+        ``plan`` (computed here when not given).  May probe the host (QEMU, guest kernel).
+        Raises HostError/PlacementError naming the environment."""
+        return kinds.build(self.kind, self.name, self.options, host or HostFacts.live(), plan)
 
 
 def _finite_number(b: str, p, raw: Any) -> Any:
@@ -211,7 +175,7 @@ class CampaignSpec(BaseModel):
     repeats: int = Field(5, ge=1, le=10000)
     warmup: int = Field(1, ge=0, le=1000)
     baseline: str = "native"
-    timeout: float = Field(600.0, gt=0, le=kinds.MAX_SECONDS, allow_inf_nan=False)
+    timeout: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     order: str = Field("alternate", pattern="^(alternate|fixed)$")
     protocol: str = Field("warm", pattern="^(warm|cold|cold-warm)$")
     session_trials: int = Field(3, ge=2, le=1000)
@@ -223,7 +187,7 @@ class CampaignSpec(BaseModel):
     @field_validator("executor")
     @classmethod
     def _executor(cls, v):
-        parse_executor(v)
+        executors.parse(v)
         return v
 
     _custom: dict[str, benchmarks.Benchmark] = PrivateAttr(default_factory=dict)
@@ -280,11 +244,8 @@ class CampaignSpec(BaseModel):
         if self.target_ci is not None and self.max_repeats < self.repeats:
             raise ValueError(f"max_repeats={self.max_repeats} is below repeats={self.repeats}: "
                              "raise max_repeats")
-        if self.executor.startswith("slurm") and self.host_knobs:
-            raise ValueError("host knobs cannot be set on Slurm compute nodes from here: drop "
-                             "--host-knob or use --executor local")
-        if self.executor.startswith("slurm") and self.host_knobs:
-            raise ValueError("host knobs cannot be set on Slurm compute nodes from here: drop "
+        if self.host_knobs and not executors.EXECUTORS.get(executors.parse(self.executor).kind).runs_here:
+            raise ValueError("host knobs cannot be set on the executor's nodes from here: drop "
                              "--host-knob or use --executor local")
         keys = [(b.name, b.key) for b in self.benchmarks]
         if len(set(keys)) != len(keys):
@@ -435,7 +396,7 @@ def parse_env(text: str, taken: list[str]) -> EnvSpec:
     ``taken`` (names so far) is extended.  Raises SpecError naming the item."""
     kind = text.partition(":")[0].strip()
     try:
-        entry = kinds.get(kind)
+        entry = KINDS.get(kind)
     except ValueError as exc:
         raise SpecError(f"-e {text!r}: {exc}") from None
     kind, opts = _split(text, ["name", *entry.options.model_fields], f"-e {text!r}")
@@ -525,7 +486,7 @@ def from_file(path) -> CampaignSpec:
                 raise SpecError(f"{where}: {exc}") from None
             continue
         try:
-            kinds.get(name)
+            KINDS.get(name)
         except ValueError as exc:
             raise SpecError(f"{where}: {exc}") from None
         envs.append(_named(name, opts, taken, where))

@@ -32,7 +32,7 @@ from vhpc.spec import parse as specmod
 from vhpc.analysis import FASTER, SLOWER
 from vhpc.benchmarks.base import RunContext
 from vhpc.core.errors import SpecError
-from vhpc.kinds import HostFacts
+from vhpc.environments.options import HostFacts
 from vhpc.spec.parse import BenchSpec, CampaignSpec, EnvSpec
 from vhpc.store import Store
 
@@ -97,7 +97,7 @@ def campaign_spec(s: Settings, e: EnvSpec, b: BenchSpec, host: HostFacts) -> Cam
     bench = benchmarks.get(b.name)
     inner = e.build(host)
     try:
-        ncpus = campaign.env_cpus(inner)
+        ncpus = inner.benchmark_cpus()
     finally:
         inner.close()
     busy = busy_cpus(bench, bench.resolve(b.params), ncpus)

@@ -15,7 +15,7 @@ from vhpc.core import records
 from vhpc.core.cpulist import parse_cpu_list
 from vhpc.host import counters, facts as hostinfo
 from vhpc.environments.base import Environment, RunResult, now
-from vhpc.environments.ssh.environment import READBACK_MARK, RUN_SCRIPT, parse_readback
+from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
 
 #: share of the benchmark's resident pages that must be on the planned nodes (issue 11)
 LOCALITY_MIN = 0.95
@@ -25,7 +25,7 @@ PAGE_MIB = 4 / 1024
 
 def binding_mismatches(procs: list[dict[str, Any]], cpus: set[int] | None,
                        mem_nodes: set[int]) -> list[str]:
-    """Differences between sampled processes (:func:`vhpc.environments.ssh.environment.parse_readback`
+    """Differences between sampled processes (:func:`vhpc.environments.readback.parse_readback`
     output) and the plan: a process allowed on CPUs outside ``cpus`` (None: not planned), or
     fewer than :data:`LOCALITY_MIN` of all sampled resident pages on ``mem_nodes`` (empty: not
     planned).  One sentence each; no samples (a run shorter than the first samples) give no
@@ -117,6 +117,9 @@ class NativeEnvironment(Environment):
                 self.numactl.append(f"--cpunodebind={nodes}")
             if nodes is not None or membind is not None:
                 self.numactl.append(f"--membind={membind if membind is not None else nodes}")
+
+    def benchmark_cpus(self) -> int:
+        return len(self.cpus) if self.cpus else super().benchmark_cpus()
 
     def fingerprint(self) -> dict[str, Any]:
         fp = hostinfo.fingerprint()

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -39,6 +38,7 @@ from typing import Any
 
 from vhpc.core import records
 from vhpc.core.cpulist import parse_cpu_list
+from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 
 #: Seconds ssh waits for the TCP connection (ssh_config(5) ConnectTimeout).
@@ -46,9 +46,7 @@ CONNECT_TIMEOUT = 10
 #: Seconds the master connection outlives its last use when vhpc dies without closing it
 #: (ssh_config(5) ControlPersist): a bound, not a leak.
 CONTROL_PERSIST = 300
-READBACK_MARK = "---vhpc-readback---"
 KERNEL_SRC = Path(__file__).resolve().parents[4] / "kernels"
-RUN_SCRIPT = Path(__file__).resolve().parents[1] / "readback" / "vhpc-run.sh"
 
 #: Shell run on the remote host to fingerprint it; prints ``key=value`` lines, then the hwloc
 #: XML (or nothing) after a ``---topology---`` line.
@@ -326,8 +324,7 @@ class SshEnvironment(Environment):
         self.fingerprint()
         return self._xml
 
-    @property
-    def ncpus(self) -> int:
+    def benchmark_cpus(self) -> int:
         """CPUs a benchmark may use there (``cpus=`` count, else the remote CPU count)."""
         if self.cpus:
             from vhpc.topology import parse_list
@@ -416,20 +413,6 @@ class SshEnvironment(Environment):
             subprocess.run(self.ssh_argv("-O", "exit"), capture_output=True,
                            stdin=subprocess.DEVNULL)
         self._cleanup_ctl()
-
-
-def parse_readback(text: str) -> list[dict[str, Any]]:
-    """The wrapper's read-back lines ``pid=P comm=C cpus=LIST N0=pages N1=pages ...`` →
-    ``[{"pid": P, "comm": C, "cpus": LIST, "pages_per_node": {"0": pages, ...}}]``."""
-    out = []
-    for line in text.splitlines():
-        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        if "pid" not in fields:
-            continue
-        pages = {k[1:]: int(v) for k, v in fields.items() if re.fullmatch(r"N\d+", k)}
-        out.append({"pid": int(fields["pid"]), "comm": fields.get("comm"),
-                    "cpus": fields.get("cpus"), "pages_per_node": pages})
-    return out
 
 
 def parse_target(text: str) -> dict[str, Any]:

@@ -34,7 +34,9 @@ from vhpc.core import records
 from vhpc import topology as topology_room
 from vhpc.environments.vcluster import network as vclusternet
 from vhpc.environments.base import EnvError, Environment, RunResult, now
+from vhpc.environments.vcluster.options import VclusterOptions
 from vhpc.environments.vm.environment import VmEnvironment
+from vhpc.environments.vm.options import VmOptions
 
 #: Launcher names that get the cluster's hostfile and remote starter.
 LAUNCHERS = re.compile(r"^(mpirun|mpiexec)(\.openmpi|\.mpich|\.hydra)?$")
@@ -135,37 +137,30 @@ class VclusterEnvironment(Environment):
 
     kind = "vcluster"
 
-    def __init__(self, name: str = "vcluster", vms: int = 2, vcpus: int = 1, memory: int = 1024,
-                 policy: str = "partition", net: str = "virtio", ranks_per_vm: int | None = None,
-                 accel: str = "auto", kernel: str | None = None, boot_timeout: float = 90.0,
-                 strict: bool = False, topo: topology_room.Topology | None = None):
+    def __init__(self, name: str, options: VclusterOptions,
+                 placements: list[placement_room.Placement], topo: topology_room.Topology):
         super().__init__(name)
-        if vms < 2:
-            raise ValueError(f"vms={vms}: a vcluster needs at least 2 VMs (use -e vm for one)")
-        if vms > 200:
-            raise ValueError(f"vms={vms}: at most 200 guests fit the private /24 segment")
-        if net not in ("virtio", "ivshmem"):
-            raise ValueError(f"net={net!r}: use virtio or ivshmem")
-        if vcpus < 1:
-            raise ValueError(f"vcpus={vcpus}: need at least 1")
-        self.ranks_per_vm = vcpus if ranks_per_vm is None else int(ranks_per_vm)
-        if self.ranks_per_vm < 1:
-            raise ValueError(f"ranks_per_vm={ranks_per_vm}: need at least 1")
-        self.vms, self.vcpus, self.memory, self.policy, self.transport = vms, vcpus, memory, policy, net
-        self.strict = strict
-        self.topo = topo or topology_room.load(None)
-        self.placements = plan_cluster(self.topo, vms, vcpus, memory, policy)
-        self.members = [VmEnvironment(f"{name}/vm{i}", vcpus=vcpus, memory=memory, accel=accel,
-                                      kernel=kernel, boot_timeout=boot_timeout, strict=strict,
-                                      topo=self.topo, placement=p)
+        o = options
+        self.ranks_per_vm = o.vcpus if o.ranks_per_vm is None else o.ranks_per_vm
+        self.vms, self.vcpus, self.memory, self.policy = o.vms, o.vcpus, o.memory, o.policy
+        self.transport = o.net
+        self.strict = o.strict
+        self.topo = topo
+        self.placements = placements
+        member = VmOptions(vcpus=o.vcpus, memory=o.memory, accel=o.accel, kernel=o.kernel,
+                           boot_timeout=o.boot_timeout, strict=o.strict)
+        self.members = [VmEnvironment(f"{name}/vm{i}", member, p, topo)
                         for i, p in enumerate(self.placements)]
-        self.total_ranks = vms * self.ranks_per_vm
+        self.total_ranks = o.vms * self.ranks_per_vm
         self.net: vclusternet.ClusterNet | None = None
         self.orphans: list[str] = []
 
     @property
     def accel(self) -> str:
         return self.members[0].accel
+
+    def benchmark_cpus(self) -> int:  # MPI ranks across all guests
+        return self.total_ranks
 
     def fingerprint(self) -> dict[str, Any]:
         fp = self.members[0].fingerprint()

@@ -34,7 +34,6 @@ import tempfile
 import time
 from typing import Any
 
-from vhpc.core import cpulist
 from vhpc import placement as placement_room
 from vhpc.core import records
 from vhpc import topology as topology_room
@@ -43,66 +42,10 @@ from vhpc.environments.vm import guestimage
 from vhpc.environments.base import EnvError, Environment, RunResult, now
 from vhpc.host.numa import guest_nodes, read_numa_maps
 from vhpc.environments.vm.backends.qemu import QEMU, Guest, GuestConfig, probe_kvm
+from vhpc.environments.vm.options import VmOptions, corunner_argv
 
 #: Seconds the host waits beyond a trial's own timeout before declaring the guest hung.
 HANG_GRACE = 30.0
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """``"0-2,5"`` → ``[0, 1, 2, 5]`` in the order given (``pin=1,0`` means vCPU 0 on CPU 1):
-    :func:`vhpc.core.cpulist.parse_cpu_list` with ``ordered=True``, ``;`` also separating; ``""`` → ``[]``.
-    Raises ValueError on malformed text."""
-    return list(cpulist.parse_cpu_list(text, ordered=True, sep=",;")) if text.strip() else []
-
-
-def resolve_pinning(pin: str, vcpus: int, host_cpus: list[int]) -> dict[int, set[int]] | None:
-    """vCPU → allowed host CPUs for the ``pin`` option, or None for ``none`` (float).
-
-    ``auto``: vCPU i on the i-th allowed host CPU (needs vcpus ≤ host CPUs);
-    a cpulist: vCPU i on its i-th entry (needs exactly ``vcpus`` entries, all on the host).
-    Raises ValueError with a message saying what to change.
-    """
-    if pin == "none":
-        return None
-    if pin == "auto":
-        if vcpus > len(host_cpus):
-            raise ValueError(
-                f"vcpus={vcpus} but the host has {len(host_cpus)} CPUs: "
-                "use fewer vcpus or pin=none to let vCPUs float (oversubscribed)")
-        return {i: {host_cpus[i]} for i in range(vcpus)}
-    try:
-        cpus = parse_cpu_list(pin)
-    except ValueError:
-        raise ValueError(f"pin={pin!r} is not auto, none or a CPU list like 0-1 or 0,2") from None
-    if len(cpus) != vcpus:
-        raise ValueError(f"pin={pin} lists {len(cpus)} host CPUs for {vcpus} vCPUs: give one per vCPU")
-    missing = sorted(set(cpus) - set(host_cpus))
-    if missing:
-        raise ValueError(f"pin={pin} names host CPUs {missing} that are not available "
-                         f"(available: {min(host_cpus)}-{max(host_cpus)})")
-    return {i: {c} for i, c in enumerate(cpus)}
-
-
-def policy_for_pin(pin: str, vcpus: int, host_cpus: list[int]) -> str:
-    """The placement policy equivalent to a ``pin`` option (``auto``, ``none``, a CPU list).
-    Raises ValueError as :func:`resolve_pinning` does."""
-    pins = resolve_pinning(pin, vcpus, host_cpus)
-    if pins is None:
-        return "float"
-    return f"map:0-{vcpus - 1}=" + ",".join(str(min(pins[i])) for i in range(vcpus))
-
-
-def parse_guest_numa(text) -> str | int:
-    """``hidden``/``mirror``/a positive count (the ``numa`` option).  Raises ValueError."""
-    if text in ("hidden", "mirror"):
-        return text
-    try:
-        n = int(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"numa={text!r}: use hidden, mirror or a number of guest nodes") from None
-    if n < 1:
-        raise ValueError(f"numa={n}: need at least 1 guest node")
-    return "hidden" if n == 1 else n
 
 
 def placement_mismatches(plan, vcpus: list[dict], memory: dict | None,
@@ -138,69 +81,47 @@ def placement_mismatches(plan, vcpus: list[dict], memory: dict | None,
 class VmEnvironment(Environment):
     """A QEMU guest environment (see module docstring for options).
 
-    Raises ValueError/PlacementError from the constructor for an impossible placement, and
-    the next trial records EnvError text when the guest cannot boot.  ``accel`` is resolved
-    on first use (``auto`` → probe).  A vcluster passes each guest's ``placement`` from its
-    plan (instead of pin/policy) and ``extra_args`` / ``append`` (QEMU argv and kernel
-    command-line words for its network and shared-memory device).
+    ``options``: the validated :class:`~vhpc.environments.vm.options.VmOptions`;
+    ``placement``: the guest's :class:`~vhpc.placement.Placement`, computed once by the kind's
+    plan (a vcluster passes each guest's from its cluster plan); ``corunner``: the co-runner
+    guest's placement when ``options.corunner`` is set; ``extra_args`` / ``append``: QEMU argv
+    and kernel command-line words (a vcluster's network and shared-memory devices).  Raises
+    ValueError when QEMU or a guest kernel is missing; the next trial records EnvError text
+    when the guest cannot boot.  ``accel`` is resolved on first use (``auto`` → probe).
     """
 
     kind = "vm"
 
-    def __init__(self, name: str = "vm", vcpus: int = 2, memory: int = 1024,
-                 pin: str | None = None, policy: str | None = None, numa="hidden",
-                 backing: str = "4k", accel: str = "auto", kernel: str | None = None,
-                 boot_timeout: float = 90.0, strict: bool = False,
-                 guest_bind: str | None = None,
-                 corunner_argv: list[str] | None = None, corunner_label: str = "",
-                 corunner_policy: str = "float",
-                 topo: topology_room.Topology | None = None,
-                 placement: placement_room.Placement | None = None,
+    def __init__(self, name: str, options: VmOptions, placement: placement_room.Placement,
+                 topo: topology_room.Topology, corunner: placement_room.Placement | None = None,
                  extra_args: list[str] | None = None, append: list[str] | None = None):
         super().__init__(name)
-        if vcpus < 1:
-            raise ValueError(f"vcpus={vcpus}: need at least 1")
-        if memory < 128:
-            raise ValueError(f"memory={memory} MiB is too small for the guest: use at least 256")
-        if accel not in ("auto", "kvm", "tcg"):
-            raise ValueError(f"accel={accel!r}: use auto, kvm or tcg")
-        if pin is not None and policy is not None:
-            raise ValueError("give either pin= or policy=, not both")
         if shutil.which(QEMU) is None:
             raise ValueError(f"{QEMU} is not installed: apt-get install qemu-system-x86")
         try:
-            guestimage.find_kernel(kernel)
+            guestimage.find_kernel(options.kernel)
         except guestimage.GuestImageError as exc:
             raise ValueError(str(exc)) from None
-        topo = topo or topology_room.load(None)
+        self.options = options
         self.topo = topo
-        if placement is None:  # a vcluster passes each VM's placement from its plan
-            host_cpus = sorted(os.sched_getaffinity(0))
-            policy = policy or policy_for_pin(pin or "auto", vcpus, host_cpus)
-            placement = placement_room.place(topo, placement_room.PlacementRequest(
-                vcpus=vcpus, memory_mib=memory, policy=policy, guest_numa=parse_guest_numa(numa),
-                backing=backing))
         self.placement = placement
         self.extra_args, self.append = list(extra_args or []), list(append or [])
-        self.vcpus, self.memory = vcpus, memory
+        self.vcpus, self.memory = options.vcpus, options.memory
         self.pins = self.placement.pin_map() or None
-        self.corunner_argv = list(corunner_argv) if corunner_argv else None
-        self.corunner_label = corunner_label
-        self.corunner_placement = placement_room.place(topo, placement_room.PlacementRequest(
-            vcpus=vcpus, memory_mib=memory, policy=corunner_policy)) if corunner_argv else None
+        self.corunner_argv = corunner_argv(options.corunner) if options.corunner else None
+        self.corunner_label = options.corunner or ""
+        self.corunner_placement = corunner
         self.corunner: Guest | None = None
-        self.strict = strict
+        self.strict = options.strict
         self.guest_numactl: list[str] = []
-        if guest_bind is not None:
-            cpu_nodes, sep, mem_nodes = str(guest_bind).partition(":")
-            if not sep or not cpu_nodes or not mem_nodes:
-                raise ValueError(f"guest_bind={guest_bind!r}: use CPUNODES:MEMNODES, e.g. 0:1 "
-                                 "(numactl --cpunodebind=0 --membind=1 inside the guest)")
-            self.guest_numactl = ["numactl", f"--cpunodebind={cpu_nodes}", f"--membind={mem_nodes}"]
-        self.requested_accel = accel
-        self.kernel_path = kernel
-        self.boot_timeout = boot_timeout
-        self._accel: str | None = None if accel == "auto" else accel
+        if options.guest_bind is not None:
+            cpu_nodes, mem_nodes = (topology_room.format_list(n) for n in options.guest_bind)
+            self.guest_numactl = ["numactl", f"--cpunodebind={cpu_nodes}",
+                                  f"--membind={mem_nodes}"]
+        self.requested_accel = options.accel
+        self.kernel_path = options.kernel
+        self.boot_timeout = options.boot_timeout
+        self._accel: str | None = None if options.accel == "auto" else options.accel
         self.accel_reason = "requested" if self._accel else ""
         self.guest: Guest | None = None
         self.guest_numa: list[dict] | None = None
@@ -208,6 +129,9 @@ class VmEnvironment(Environment):
         self.sessions = 0
         self.boot_times: list[float] = []
         self._trials_in_session: dict[str, int] = {}
+
+    def benchmark_cpus(self) -> int:
+        return self.vcpus
 
     @property
     def accel(self) -> str:

@@ -26,9 +26,12 @@ import sys
 import time
 from typing import Any
 
+from pydantic import Field, field_validator
+
 from vhpc.core import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 from vhpc.environments.vcluster.environment import program_index
+from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
 from vhpc.executors.slurm.step import MARK, encode
 
 #: Seconds a trial's step may take beyond the trial timeout (environment start: a VM boot).
@@ -46,23 +49,40 @@ def _tail(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
-class SlurmExecutor:
+class SlurmOptions(ExecutorOptions):
+    """``--executor slurm:...`` options, passed to salloc(1) as ``--partition --nodes --time
+    --account`` (unset: the cluster's defaults).  ``nodes`` is a count in ASCII digits."""
+
+    partition: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    nodes: int | None = Field(None, ge=1, le=100_000)
+    time: str | None = Field(None, min_length=1, max_length=32, pattern=r"^[0-9:-]+$")
+    account: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _ascii_count(cls, v):
+        if isinstance(v, str) and not re.fullmatch(r"[0-9]+", v):
+            raise ValueError("must be a positive integer in ASCII digits")
+        return v
+
+
+@EXECUTORS.register("slurm")
+class SlurmExecutor(Executor):
     """Trials as job steps of one allocation.
 
-    campaign_id names the job (``vhpc-<id>``); partition, nodes, time, account: salloc's
-    ``--partition --nodes --time --account`` (unset: the cluster's defaults).  Raises EnvError
-    (one line) when Slurm's commands are missing or the allocation is refused.
+    campaign_id names the job (``vhpc-<id>``); ``options``: :class:`SlurmOptions`.  Raises
+    EnvError (one line) when Slurm's commands are missing or the allocation is refused.
     """
 
-    kind = "slurm"
+    options = SlurmOptions
+    runs_here = False
 
-    def __init__(self, campaign_id: str = "", partition: str | None = None,
-                 nodes: str | int | None = None, time: str | None = None,
-                 account: str | None = None):
-        self.campaign_id = campaign_id
-        self.name = f"vhpc-{campaign_id}" if campaign_id else "vhpc"
-        self.partition, self.time, self.account = partition, time, account
-        self.nodes = int(nodes) if nodes else None
+    def __init__(self, campaign_id: str = "", options: SlurmOptions | None = None):
+        options = options or SlurmOptions()
+        super().__init__(campaign_id, options)
+        self.job_name = f"vhpc-{campaign_id}" if campaign_id else "vhpc"
+        self.partition, self.time, self.account = options.partition, options.time, options.account
+        self.nodes = options.nodes
         self.job_id: str | None = None
         self.nodelist: list[str] = []
         self.cpus_per_node = 1
@@ -71,7 +91,7 @@ class SlurmExecutor:
     # -- allocation ------------------------------------------------------------------------
     def salloc_argv(self) -> list[str]:
         """The salloc(1) command that requests the allocation."""
-        argv = ["salloc", "--no-shell", "--exclusive", f"--job-name={self.name}"]
+        argv = ["salloc", "--no-shell", "--exclusive", f"--job-name={self.job_name}"]
         for flag, value in (("--partition", self.partition), ("--nodes", self.nodes),
                             ("--time", self.time), ("--account", self.account)):
             if value:

@@ -28,11 +28,14 @@ def encode(payload: dict) -> str:
 
 def main(argv: list[str]) -> int:
     """Run one trial as the payload says; returns 0 (a failing command is in the result)."""
+    from vhpc.environments import kind
     from vhpc.environments.base import EnvError
-    from vhpc.spec.parse import EnvSpec
+    from vhpc.environments.options import HostFacts
 
     payload = json.loads(base64.b64decode(argv[0]))
-    env = EnvSpec.model_validate(payload["env"]).build()
+    spec = payload["env"]  # an EnvSpec's fields: kind, name, options (validated by its kind)
+    options = kind.KINDS.get(spec["kind"]).options.model_validate(spec["options"])
+    env = kind.build(spec["kind"], spec["name"], options, HostFacts.live())
     out: dict = {"slurm": {"job_id": os.environ.get("SLURM_JOB_ID"),
                            "step_id": os.environ.get("SLURM_STEP_ID"),
                            "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname()}}

@@ -65,20 +65,11 @@ def _check(args) -> None:
         raise TuneError("--min-rounds must be at least 2, --warmup at least 0 and --budget at least 1")
 
 
-def _has_kind(name: str) -> bool:
-    """Whether the environment kind ``name`` exists in this vhpc."""
-    try:
-        from vhpc import kinds
-        return name in kinds.REGISTRY
-    except ImportError:
-        from vhpc.spec import parse as spec
-        return name in getattr(spec, "ENV_KINDS", ())
-
-
 def _candidates(args, topo):
     """(candidates, skipped, listed-only) for the flags on ``topo``."""
     from vhpc import benchmarks
     from vhpc.host.facts import read_hugepages
+    from vhpc.environments.kind import KINDS
     from vhpc.spec.parse import from_cli
     from vhpc.workflows.tune import candidates as cm
 
@@ -87,7 +78,7 @@ def _candidates(args, topo):
               for b in parsed.benchmarks)
     knob = any(k.startswith("hugepages_2m") for k in parsed.host_knobs)
     offer = cm.HostOffer(free_hugepages={} if args.topology else read_hugepages(),
-                         hugepages_knob=knob, vcluster=_has_kind("vcluster"))
+                         hugepages_knob=knob, vcluster="vcluster" in KINDS)
     cands, skipped = cm.generate(topo, args.vcpus, args.memory, offer, mpi=mpi)
     if args.candidates:
         cands = cm.restrict(cands, [w for c in args.candidates for w in c.split(",") if w.strip()])

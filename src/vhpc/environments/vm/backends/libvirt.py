@@ -33,6 +33,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from vhpc import placement as placement_room
 from vhpc.core import records
 from vhpc.environments.vm import guestimage
 from vhpc.host import facts as hostinfo
@@ -354,29 +355,28 @@ class LibvirtEnvironment(VmEnvironment):
     placement come from the file, so ``vcpus``/``memory``/``pin``/``policy``/``numa``/
     ``backing``/``accel`` must not be given.  Raises ValueError for bad options."""
 
-    def __init__(self, name: str = "vm", uri: str | None = None, domain_xml: str | None = None,
-                 **options):
-        if options.get("corunner_argv"):
+    def __init__(self, name: str, options, placement, topo):
+        if options.corunner:
             raise ValueError("corunner is not supported with backend=libvirt: use backend=qemu")
-        self.uri = uri or default_uri()
-        self.user_xml_path = domain_xml
+        self.uri = options.uri or default_uri()
+        self.user_xml_path = options.domain_xml
         self.user_xml: str | None = None
         self.user_dom: ET.Element | None = None
-        if domain_xml is not None:
-            given = sorted(k for k in ("vcpus", "memory", "pin", "policy", "numa", "backing",
-                                       "accel") if k in options)
-            if given:
-                raise ValueError(f"domain_xml={domain_xml} defines the guest: drop {', '.join(given)}")
+        if options.domain_xml is not None:  # the file gives size and accelerator; vCPUs float
             try:
-                self.user_xml = Path(domain_xml).read_text()
+                self.user_xml = Path(options.domain_xml).read_text()
             except OSError as exc:
-                raise ValueError(f"domain_xml={domain_xml}: cannot read it ({exc.strerror})") from None
-            self.user_dom = lx.parse_user_xml(self.user_xml, domain_xml)
+                raise ValueError(f"domain_xml={options.domain_xml}: cannot read it "
+                                 f"({exc.strerror})") from None
+            self.user_dom = lx.parse_user_xml(self.user_xml, options.domain_xml)
             req = lx.requested(self.user_dom)
-            options.update(vcpus=req["vcpus"], memory=req["memory_mib"], policy="float",
-                           accel="kvm" if req["type"] == "kvm" else "tcg")
+            options = options.model_copy(update=dict(
+                vcpus=req["vcpus"], memory=req["memory_mib"],
+                accel="kvm" if req["type"] == "kvm" else "tcg"))
+            placement = placement_room.place(topo, placement_room.PlacementRequest(
+                vcpus=req["vcpus"], memory_mib=req["memory_mib"], policy="float"))
         _libvirt()
-        super().__init__(name, **options)
+        super().__init__(name, options, placement, topo)
         self.conn = None
         self.domain_changes: list[str] = []
         self.submitted_xml: str | None = None
@@ -412,7 +412,6 @@ class LibvirtEnvironment(VmEnvironment):
 
     def _boot(self) -> None:
         if self.placement.hugepage_kib and self.user_dom is None:
-            from vhpc import placement as placement_room
             from vhpc.host.facts import read_hugepages
 
             try:
