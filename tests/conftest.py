@@ -39,9 +39,9 @@ def no_qemu_leak():
     assert not left, f"QEMU processes left behind: {left}"
 
 
-def _cluster_up(tmp_factory, tools: dict[str, str], **env) -> dict[str, str]:
-    """Start tests/cluster/up (its real daemons) and return its KEY=VALUE lines; skip when a
-    tool is missing, fail instead under CI=true (``make test`` installs them)."""
+def _cluster_up(tmp_factory, tools: dict[str, str], *args: str, **env) -> dict[str, str]:
+    """Start tests/cluster/up ARGS (its real daemons) and return its KEY=VALUE lines; skip when
+    a tool is missing, fail instead under CI=true (``make test`` installs them)."""
     import os
     import shutil
 
@@ -52,7 +52,7 @@ def _cluster_up(tmp_factory, tools: dict[str, str], **env) -> dict[str, str]:
             pytest.fail(msg)
         pytest.skip(msg)
     state = tmp_factory.mktemp("cluster")
-    out = subprocess.run([str(ROOT / "tests/cluster/up")], capture_output=True, text=True,
+    out = subprocess.run([str(ROOT / "tests/cluster/up"), *args], capture_output=True, text=True,
                          env={**os.environ, "VHPC_CLUSTER_DIR": str(state), **env}, timeout=300)
     assert out.returncode == 0, f"tests/cluster/up failed: {out.stderr[-2000:]}"
     return dict(line.split(";")[0].split("=", 1) for line in out.stdout.splitlines() if "=" in line)
@@ -68,13 +68,18 @@ def sshd(tmp_path_factory):
     subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
 
 
+SLURM_TOOLS = {"slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "munged": "munge",
+               "slurmdbd": "slurmdbd", "mariadbd": "mariadb-server", "srun": "slurm-client",
+               "taskset": "util-linux"}
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
-    """A real single-host Slurm cluster with accounting (tests/cluster/up, Slurm only):
-    SLURM_CONF, VHPC_CLUSTER_DIR.  Stopped with tests/cluster/down."""
-    info = _cluster_up(tmp_path_factory, {"slurmctld": "slurm-wlm", "slurmd": "slurm-wlm",
-                                          "munged": "munge", "slurmdbd": "slurmdbd",
-                                          "mariadbd": "mariadb-server", "srun": "slurm-client"},
-                       VHPC_CLUSTER_SSH="0")
+    """A real single-host, one-node (vhpc1) Slurm cluster with accounting (tests/cluster/up
+    --nodes 1, Slurm only): SLURM_CONF, VHPC_CLUSTER_DIR.  Stopped with tests/cluster/down."""
+    # VHPC_CLUSTER_MUNGE=shared: a munged already serving munge's standard socket (another
+    # test cluster on this host) is used rather than refused.
+    info = _cluster_up(tmp_path_factory, SLURM_TOOLS, "--nodes", "1", VHPC_CLUSTER_SSH="0",
+                       VHPC_CLUSTER_MUNGE="shared")
     yield info
     subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
