@@ -313,7 +313,7 @@ def test_an_unreadable_store_gives_one_line_why_not(tmp_path, capsys):
     assert main(["diff", "old1", "old2", "--out", str(tmp_path / "older")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vhpc: error:") and len(err.strip().splitlines()) == 1
-    assert "fingerprint_json" in err
+    assert "environments.fingerprint_json" in err
     newer = tmp_path / "newer" / "vhpc.db"
     Store(newer).db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
     assert main(["diff", "a", "b", "--store", str(newer)]) == 2

@@ -86,16 +86,34 @@ class CampaignData:
         return {}
 
 
+#: columns a diff reads (store.campaign, environments, observations)
+NEEDED = {"campaigns": ("id", "created", "status", "spec_json"),
+          "environments": ("campaign_id", "name", "kind", "accel", "fingerprint_json"),
+          "trials": ("id", "campaign_id", "seq", "round", "warmup", "environment", "benchmark",
+                     "params", "session_index", "reboot"),
+          "samples": ("trial_id", "metric", "value", "unit", "higher_is_better", "valid")}
+
+
 def load(store: Store, cid: str) -> CampaignData:
     """Campaign ``cid`` of ``store``.  Raises :class:`DiffError` (one line) for an unknown id
     or a store whose tables lack what a diff needs (a much older vhpc)."""
+    try:
+        missing = [f"{table}.{c}" for table, cols in NEEDED.items()
+                   for c in sorted(set(cols) - {r[1] for r in store.db.execute(
+                       f"PRAGMA table_info({table})")})]
+    except sqlite3.Error as exc:
+        missing = [str(exc)]
+    if missing:
+        raise DiffError(f"{store.path} was written by an older vhpc and lacks "
+                        f"{', '.join(missing)}, which a diff needs: re-run the campaign "
+                        "with this vhpc (vhpc report reads what it can)")
     try:
         row = store.campaign(cid)
         envs = store.environments(cid)
         obs = tuple(store.observations(cid))
     except StoreError as exc:
         raise DiffError(str(exc)) from None
-    except (sqlite3.Error, KeyError, ValueError, TypeError) as exc:
+    except (sqlite3.Error, KeyError, IndexError, ValueError, TypeError) as exc:
         raise DiffError(f"{store.path}: campaign {cid} cannot be diffed, its store lacks what "
                         f"this vhpc reads ({exc}); re-run the campaign with this vhpc") from None
     spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
