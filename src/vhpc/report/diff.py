@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import jinja2
-from matplotlib.dates import DateFormatter, date2num
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -185,7 +185,9 @@ def history_figures(history: Mapping[RowKey, list[HistoryPoint]], baseline: str,
         ax.errorbar(xs, ys, yerr=[[b[0] for b in bars], [b[1] for b in bars]], fmt="o-",
                     capsize=3, color="#1f77b4")
         ax.axhline(1.0, color="#888", linewidth=0.8, linestyle="--")
-        ax.xaxis.set_major_formatter(DateFormatter("%Y-%m-%d\n%H:%M"))
+        locator = AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
         title = f"{env}/{baseline}: {params_label(bench, params)} {metric}"
         ax.set_title(title)
         ax.set_ylabel(f"{metric} ratio to {baseline}")
