@@ -217,6 +217,64 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
+def _diff_store(path: str):
+    """The store at ``path``: a vhpc.db file or a results folder holding one; it must exist
+    (a diff never creates an empty store)."""
+    from vhpc.analysis.diff import DiffError
+    from vhpc.store import Store
+
+    p = Path(path)
+    db = p if p.suffix == ".db" or p.is_file() else p / "vhpc.db"
+    if not db.is_file():
+        raise DiffError(f"no vhpc store at {db}: give the results folder (--out) or the "
+                        "vhpc.db of the campaigns (--store)")
+    return Store(db)
+
+
+def cmd_diff(args) -> int:
+    """``vhpc diff A B``: campaign against campaign, overhead changes with PASS/FAIL against
+    a tolerance (docs/diff.md).  Exit 0 all within, 1 a regression beyond it, 2 bad input."""
+    from vhpc.analysis import diff as d
+    from vhpc.report import diff as present
+
+    paths = args.store or [args.out]
+    if len(paths) > 2:
+        raise UsageError("vhpc diff: give --store at most twice (the store of A, then of B)")
+    stores = [_diff_store(p) for p in paths]
+    a, b = d.load(stores[0], args.a), d.load(stores[-1], args.b)
+    tol = None
+    if args.tolerance is not None:
+        if Path(args.tolerance).is_file():
+            tol = d.parse_tolerance_file(Path(args.tolerance).read_text(), args.tolerance)
+        else:
+            tol = d.Tolerance(d.parse_percent(args.tolerance, "--tolerance"))
+    result = d.diff(a, b, alpha=args.alpha, tolerance=tol)
+    hist = None
+    if args.history:
+        found: dict[str, d.CampaignData] = {}
+        for st in stores:
+            for row in st.campaigns():
+                cid = row["id"]
+                if cid in found or row["created"] > b.created:
+                    continue
+                try:
+                    if d.same_spec(st.campaign(cid)["spec"], b.spec):
+                        found[cid] = d.load(st, cid)
+                except VhpcError as exc:  # an unreadable old campaign: left out, said so
+                    err_console.print(f"vhpc: history: {cid} left out ({exc})", markup=False,
+                                      highlight=False, soft_wrap=True)
+        found.setdefault(a.id, a)
+        found.setdefault(b.id, b)
+        chosen = sorted(found.values(), key=lambda c: c.created)[-args.history:]
+        hist = d.history(chosen, args.alpha)
+    present.render_terminal(result, console)
+    folder = Path(args.out) / f"diff-{a.id}-{b.id}"
+    html = present.write_html(result, Path(args.html) if args.html else folder / "diff.html", hist)
+    js = present.write_json(result, Path(args.json) if args.json else folder / "diff.json", hist)
+    console.print(f"Diff: [bold]{html}[/]  (JSON: {js})")
+    return result.exit_status
+
+
 def cmd_report(args) -> int:
     from vhpc.campaign import execute as campaign
     from vhpc.report import console as views
@@ -382,6 +440,29 @@ def _calibrate_parser(sub) -> None:
     _campaign_flags(cal)
 
 
+def _diff_parser(sub) -> None:
+    """``vhpc diff A B`` and its flags (docs/diff.md)."""
+    d = sub.add_parser("diff", help="campaign against campaign: did the overhead change, and "
+                       "what changed on the host (exit 1 on a regression beyond --tolerance)")
+    d.add_argument("a", metavar="A", help="campaign id before (e.g. before the update)")
+    d.add_argument("b", metavar="B", help="campaign id after")
+    d.add_argument("--store", action="append", metavar="PATH",
+                   help="vhpc.db or results folder of A (and of B unless given twice: the "
+                        "second is B's); default: --out")
+    d.add_argument("--tolerance", metavar="PCT|FILE",
+                   help="how much the overhead may grow: '5%%', or a file of 'PATTERN PCT' "
+                        "lines (benchmark/metric shell patterns, '*' default) → PASS/FAIL, "
+                        "exit 1 on a regression beyond it")
+    d.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level, Holm-corrected over the diff (default %(default)s)")
+    d.add_argument("--history", type=_count(2, 1000), metavar="N",
+                   help="also draw the ratio over the last N campaigns of the same spec "
+                        "(up to B) in the HTML")
+    d.add_argument("--html", help="HTML path (default OUT/diff-A-B/diff.html)")
+    d.add_argument("--json", help="JSON path (default OUT/diff-A-B/diff.json)")
+    _campaign_flags(d)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `vhpc` argument parser (argparse errors become one-line UsageErrors)."""
     p = _Parser(prog="vhpc", description="What does virtualization cost your HPC "
@@ -449,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     from vhpc.workflows.tune.cli import add_parser as add_tune
 
     add_tune(sub)
+    _diff_parser(sub)
     return p
 
 
@@ -466,7 +548,7 @@ def cmd_tune(args) -> int:
 
 COMMANDS = {"host": cmd_host, "compare": cmd_compare, "run": cmd_run, "report": cmd_report,
             "study": cmd_study, "plan": cmd_plan, "list": cmd_list, "tune": cmd_tune,
-            "calibrate": cmd_calibrate}
+            "calibrate": cmd_calibrate, "diff": cmd_diff}
 
 
 def main(argv: list[str] | None = None) -> int:

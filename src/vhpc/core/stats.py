@@ -50,6 +50,7 @@ __all__ = [
     "fieller_contains", "log_ratio_interval", "bca_ratio_interval", "ratio_interval",
     "holm_adjust", "modified_z_outliers", "is_skewed", "mean", "linear_fit", "Description",
     "describe", "POWER", "t_test_power", "pooled_cv", "pooled_relative_sd", "runs_needed", "detectable_effect", "proportion_interval",
+    "ratio_of_ratios",
 ]
 
 #: ratio-interval methods (the names exported per comparison)
@@ -378,6 +379,40 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0
     lo, hi, df = fieller_interval(ma, va, x.size, mb, vb, y.size, confidence)
     inside = fieller_contains(1.0, ma, va, x.size, mb, vb, y.size, confidence)
     return RatioInterval(lo, hi, FIELLER, df, inside)
+
+
+def ratio_of_ratios(a_new: Sequence[float], b_new: Sequence[float], a_old: Sequence[float],
+                    b_old: Sequence[float], confidence: float = 0.95
+                    ) -> tuple[float | None, float | None, float | None, float | None, float | None, str]:
+    """Change of a ratio between two independent experiments: ``Q = (ā_new / b̄_new) /
+    (ā_old / b̄_old)`` (e.g. the VM/native ratio of campaign B over that of campaign A;
+    dimensionless, 1 = unchanged), its confidence interval and a two-sided p-value for Q = 1.
+
+    Delta method on the log scale, as :func:`log_ratio_interval` with four independent means
+    (Friedrich et al. 2008): ``Var(ln Q̂) ≈ Σ u_i`` with ``u_i = s_i² / (n_i x̄_i²)``; bounds
+    ``Q̂ · exp(± t · √Σu)``; Welch–Satterthwaite df ``(Σu)² / Σ(u_i² / (n_i − 1))``; p from
+    ``t = ln Q̂ / √Σu`` on that df, so p < 1 − confidence exactly when the interval excludes 1.
+
+    Returns (Q, low, high, df, p, method): method :data:`LOG_DELTA`; :data:`EXACT` when no
+    sample varies (low = high = Q, p = 0 when Q ≠ 1 else 1, df None); :data:`NO_INTERVAL` when a
+    side has fewer than 2 values or a mean is not positive (Q, when defined, but no interval,
+    df or p)."""
+    xs = [np.asarray(v, dtype=float) for v in (a_new, b_new, a_old, b_old)]
+    means = [float(x.mean()) if x.size else math.nan for x in xs]
+    q = None
+    if all(math.isfinite(m) for m in means) and means[1] != 0 and means[2] != 0 and means[3] != 0:
+        q = (means[0] / means[1]) / (means[2] / means[3])
+    if q is None or any(x.size < 2 for x in xs) or any(m <= 0 for m in means):
+        return (q, None, None, None, None, NO_INTERVAL)
+    us = [float(x.var(ddof=1)) / (x.size * m * m) for x, m in zip(xs, means)]
+    total = sum(us)
+    if total == 0:
+        return (q, q, q, None, 0.0 if q != 1.0 else 1.0, EXACT)
+    df = total * total / sum(u * u / (x.size - 1) for u, x in zip(us, xs) if u > 0)
+    se = math.sqrt(total)
+    half = _tq(confidence, df) * se
+    p = float(2.0 * sps.t.sf(abs(math.log(q)) / se, df))
+    return (q, q * math.exp(-half), q * math.exp(half), df, min(1.0, p), LOG_DELTA)
 
 
 def holm_adjust(p_values: Iterable[float], alpha: float = 0.05) -> list[float]:

@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
+from vhpc.environments import firmware
+
 
 def _read(path: str | Path) -> str | None:
     try:
@@ -91,6 +93,7 @@ def fingerprint() -> dict[str, Any]:
         "host_cpus": os.cpu_count(),
         "host_kernel": platform.release(),
         "knobs": knobs(),
+        **firmware.identity(),  # microcode, BIOS, libvirt, topology, vhpc version (vhpc diff)
     }
 
 
