@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
-from vhpc import stats
+from vhpc.core import stats
 from vhpc.analysis import diff as d
 from vhpc.cli import main
-from vhpc.model import Sample
+from vhpc.core.metrics import Sample
 from vhpc.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def store(tmp_path) -> Store:
 
 
 # --------------------------------------------------------------------------------------------
-# statistics (vhpc.stats.ratio_of_ratios), by hand
+# statistics (vhpc.core.stats.ratio_of_ratios), by hand
 # --------------------------------------------------------------------------------------------
 
 

@@ -7,10 +7,10 @@ on the host?
   :class:`Diff`:
 
   - :class:`OverheadChange` per matched non-baseline row: the environment/baseline ratio in A
-    and in B (each with its interval, :func:`vhpc.stats.ratio_interval`), their quotient
+    and in B (each with its interval, :func:`vhpc.core.stats.ratio_interval`), their quotient
     ``Q = ratio_B / ratio_A`` with a log-delta interval and p-value
-    (:func:`vhpc.stats.ratio_of_ratios`), the p-values Holm-adjusted over the whole diff
-    (:func:`vhpc.stats.holm_adjust`), a verdict (``regression`` / ``improvement`` need the
+    (:func:`vhpc.core.stats.ratio_of_ratios`), the p-values Holm-adjusted over the whole diff
+    (:func:`vhpc.core.stats.holm_adjust`), a verdict (``regression`` / ``improvement`` need the
     adjusted p < α and the interval at 1 − α to exclude 1) and, with a tolerance, PASS/FAIL;
   - :class:`RawChange` per matched row, baseline included: mean_B / mean_A with its interval;
   - :class:`Unmatched` rows (only in A, only in B, or without valid samples on a side);
@@ -20,7 +20,7 @@ on the host?
 * :func:`history` gives each non-baseline row's ratio with its interval over several
   campaigns of the same spec (:func:`same_spec`), for the history figure.
 
-Every number comes from :mod:`vhpc.stats`; nothing here prints or writes files.
+Every number comes from :mod:`vhpc.core.stats`; nothing here prints or writes files.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
-from vhpc import stats
+from vhpc.core import stats
 from vhpc.analysis.compare import overhead_interval, overhead_pct
 from vhpc.analysis.pipeline import analyse
 from vhpc.analysis.summaries import group_observations
-from vhpc.errors import VhpcError
-from vhpc.model import EnvInfo, Observation
+from vhpc.core.errors import VhpcError
+from vhpc.core.metrics import EnvInfo, Observation
 from vhpc.store import Store, StoreError
 
 REGRESSION = "regression"
@@ -195,7 +195,7 @@ def parse_tolerance_file(text: str, name: str) -> Tolerance:
 @dataclass(frozen=True)
 class RawChange:
     """One environment's metric in B against A: ``ratio`` = mean_B / mean_A with its interval
-    (:func:`vhpc.stats.ratio_interval`, method named); ``change_pct`` positive = B worse in the
+    (:func:`vhpc.core.stats.ratio_interval`, method named); ``change_pct`` positive = B worse in the
     metric's direction (as overhead_pct: rates inverted)."""
 
     environment: str

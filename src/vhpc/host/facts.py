@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
-from vhpc.environments import firmware
+from vhpc.host import firmware
 
 
 def _read(path: str | Path) -> str | None:
