@@ -94,7 +94,8 @@ BAD_VM = [
     ("boot_timeout=0", "greater than 0", None),
     ("guest_bind=0", "use CPUNODES:MEMNODES", "use CPUNODES:MEMNODES"),
     ("corunner=extreme", "'low', 'medium' or 'high'", None),
-    ("uri=qemu:///system", "uri= needs backend=libvirt", "needs backend=libvirt"),
+    ("uri=qemu:///system", "uri= needs backend=libvirt", "needs backend={owner}"),
+    ("backend=nope", "Input should be 'qemu' or 'libvirt'", None),
 ]
 
 
