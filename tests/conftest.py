@@ -1,13 +1,80 @@
-"""Shared fixtures: built kernels, a store in a temp dir, and QEMU leak checks."""
+"""Shared fixtures and helpers: what `make test` installs (:func:`require_tool`), built kernels,
+QEMU leak checks, daemons started once per run."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+CI = os.environ.get("CI") == "true"
+
+# tools `make test` installs (Makefile APT_PACKAGES) → the Debian package that ships them
+TOOL_PACKAGES = {
+    "mpirun": "openmpi-bin", "mpicc": "libopenmpi-dev", "mpicc.mpich": "mpich",
+    "mpirun.mpich": "mpich", "hpcc": "hpcc", "lstopo": "hwloc", "numactl": "numactl",
+    "chromium": "chromium", "qemu-system-x86_64": "qemu-system-x86", "perf": "linux-perf",
+    "virt-xml-validate": "libvirt-clients", "xmllint": "libxml2-utils", "virsh": "libvirt-clients",
+    "libvirtd": "libvirt-daemon-system", "ssh": "openssh-client",
+    "/usr/sbin/sshd": "openssh-server", "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm",
+    "srun": "slurm-client", "munged": "munge", "slurmdbd": "slurmdbd",
+    "mariadbd": "mariadb-server", "busybox": "busybox-static", "cpio": "cpio",
+}
+
+
+def missing(what: str) -> None:
+    """Something `make test` provides is absent: fail under CI=true (``make test`` sets it, so a
+    missing tool is a broken set-up, not a reason to pass), skip elsewhere."""
+    msg = f"{what} — `make test` provides it (make deps venv kernels), so CI=true fails"
+    if CI:
+        pytest.fail(msg, pytrace=False)
+    pytest.skip(msg)
+
+
+def require_tool(*names: str) -> str:
+    """Path of the first of ``names`` found on PATH (or an absolute path that exists); when
+    none is there, :func:`missing` (fails under CI=true, skips elsewhere).  Use it for every
+    tool that the Makefile's APT_PACKAGES installs."""
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    pkgs = sorted({TOOL_PACKAGES.get(n, "?") for n in names})
+    missing(f"{' / '.join(names)} not installed (apt-get install {' '.join(pkgs)})")
+    raise AssertionError("unreachable")
+
+
+def require_module(name: str):
+    """Import ``name`` (a Python package the ``[test]`` venv installs, e.g. libvirt-python) or
+    :func:`missing`."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        missing(f"Python module {name} not importable ({exc})")
+
+
+def require_file(path: Path, how: str = "make kernels") -> Path:
+    """``path`` (a built kernel binary, say) or :func:`missing` when it does not exist."""
+    if not Path(path).exists():
+        missing(f"{path} does not exist ({how})")
+    return Path(path)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(*tools): the test needs these tools on PATH "
+                            "(require_tool: fails under CI=true when one is missing, else skips)")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        for tool in mark.args:
+            require_tool(tool)
 
 
 @pytest.fixture(scope="session")
@@ -42,15 +109,8 @@ def no_qemu_leak():
 def _cluster_up(tmp_factory, tools: dict[str, str], **env) -> dict[str, str]:
     """Start tests/cluster/up (its real daemons) and return its KEY=VALUE lines; skip when a
     tool is missing, fail instead under CI=true (``make test`` installs them)."""
-    import os
-    import shutil
-
-    missing = [f"{t} ({pkg})" for t, pkg in tools.items() if shutil.which(t) is None]
-    if missing:
-        msg = "missing: " + ", ".join(missing) + " — apt-get install them (make deps)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    for tool in tools:
+        require_tool(tool)
     state = tmp_factory.mktemp("cluster")
     out = subprocess.run([str(ROOT / "tests/cluster/up")], capture_output=True, text=True,
                          env={**os.environ, "VHPC_CLUSTER_DIR": str(state), **env}, timeout=300)
