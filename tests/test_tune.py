@@ -5,7 +5,6 @@ placement's libvirt XML, dry-run and bad input."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
