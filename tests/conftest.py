@@ -71,6 +71,22 @@ def pytest_configure(config):
                             "(require_tool: fails under CI=true when one is missing, else skips)")
 
 
+#: modules whose tests must share one pytest-xdist worker with each other: they create and
+#: judge cgroups named vhpc-throttle-<pid>-* (a stale group one of them makes on purpose would be
+#: swept or counted as a leak by another running beside it).
+SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` each test module runs on one worker (its module-scoped guests,
+    daemons and sshd/Slurm session fixtures start once), and the modules of
+    :data:`SHARED_WORKER` share one; a test's own ``xdist_group`` mark wins."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            module = item.module.__name__.rsplit(".", 1)[-1]
+            item.add_marker(pytest.mark.xdist_group(SHARED_WORKER.get(module, module)))
+
+
 def pytest_runtest_setup(item):
     for mark in item.iter_markers("needs"):
         for tool in mark.args:

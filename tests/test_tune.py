@@ -204,6 +204,7 @@ def _native_race(tmp_path, names, settings_kw, envs_extra=None, bench="pagefault
     return store, cid, d, runmod.run(store, cid, d, envs=objs)
 
 
+@pytest.mark.xdist_group("cgroups")  # beside test_throttle/test_calibrate (conftest.SHARED_WORKER)
 def test_race_drops_the_candidate_slowed_by_cpu_bandwidth_control(tmp_path, kernels_built):
     try:
         # a fifth of a CPU in 10 ms periods: each timed loop (tens of ms) takes several times

@@ -93,6 +93,13 @@ def _runtime_ns(pid: int, tids) -> int:
     return sum(int(open(f"/proc/{pid}/task/{t}/schedstat").read().split()[0]) for t in tids)
 
 
+def _growth(read, window: float = 0.5) -> int:
+    """How much ``read()`` grows over ``window`` seconds."""
+    before = read()
+    time.sleep(window)
+    return read() - before
+
+
 def _advances(read, tries: int = 100) -> bool:
     """True once ``read()`` grows between two looks (a liveness wait, not a timing bound)."""
     last = read()
@@ -106,8 +113,9 @@ def _advances(read, tries: int = 100) -> bool:
 
 
 def test_paused_guest_vcpus_are_not_scheduled(vm):
-    # a busy loop in the guest keeps a vCPU thread on a host CPU; paused, the kernel accounts
-    # no CPU time at all to the vCPU threads; resumed, they run again
+    # a busy loop in the guest keeps a vCPU thread on a host CPU; paused, the vCPU threads
+    # sleep (a wake-up of a few µs for a kick, against tens of ms per window when running);
+    # resumed, they run again
     r = vm.run(["sh", "-c", "while :; do :; done </dev/null >/dev/null 2>&1 & echo $!"], timeout=60)
     assert r.ok, r
     spinner = r.stdout.strip()
@@ -115,12 +123,12 @@ def test_paused_guest_vcpus_are_not_scheduled(vm):
     runtime = lambda: _runtime_ns(vm.guest.pid, tids)
     try:
         assert _advances(runtime), "the guest's busy loop does not run on a vCPU thread"
+        running = _growth(runtime)
         vm.pause()
         try:
             assert vm.guest.qmp.cmd("query-status")["status"] == "paused"
-            before = runtime()
-            time.sleep(0.5)
-            assert runtime() == before  # not one nanosecond on a CPU while paused
+            paused = _growth(runtime)
+            assert paused * 100 < running, (paused, running)  # CPU time, not wall time
             assert all(open(f"/proc/{vm.guest.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
                        in "SD" for t in tids)  # blocked, not runnable
         finally:
@@ -153,9 +161,16 @@ def test_hung_guest_is_killed_and_reported_with_console(vm, monkeypatch):
 
     monkeypatch.setattr(vmmod, "HANG_GRACE", 2.0)
     old_pid = vm.guest.pid
-    vm.guest.qmp.cmd("stop")  # the guest stops answering: as a hung guest would
+    start_perf = vm._start_guest_perf
+
+    def hang_now():  # called as the trial starts, after the pre-trial counters were read
+        vm.guest.qmp.cmd("stop")  # the guest stops answering: as a hung guest would
+        return start_perf()
+
+    monkeypatch.setattr(vm, "_start_guest_perf", hang_now)
     vm.guest.resume = lambda: None  # keep it stopped for this trial
     r = vm.run(["true"], timeout=1)
+    monkeypatch.setattr(vm, "_start_guest_perf", start_perf)
     assert r.error and "guest failed during the trial" in r.error
     assert r.returncode is None
     assert vm.guest is None
@@ -256,11 +271,11 @@ def test_corunner_vm_loads_the_host_while_trials_run_and_pauses_with_them(kernel
         assert _advances(runtime)  # the co-runner guest computes on its own pCPU
         last_cpu = int(open(f"/proc/{co.qemu_pid}/task/{tids[0]}/stat").read().rsplit(")", 1)[1].split()[36])
         assert last_cpu == 1
+        running = _growth(runtime)
         env.pause()
         assert env.corunner.qmp.cmd("query-status")["status"] == "paused"
-        before = runtime()
-        time.sleep(0.3)
-        assert runtime() == before  # paused with the trial's guest: no CPU time at all
+        paused = _growth(runtime)
+        assert paused * 100 < running, (paused, running)  # paused with the trial's guest
         env.resume()
         assert env.corunner.qmp.cmd("query-status")["status"] == "running"
         assert _advances(runtime)
