@@ -71,10 +71,12 @@ def pytest_configure(config):
                             "(require_tool: fails under CI=true when one is missing, else skips)")
 
 
-#: modules whose tests must share one pytest-xdist worker with each other: they create and
-#: judge cgroups named vhpc-throttle-<pid>-* (a stale group one of them makes on purpose would be
-#: swept or counted as a leak by another running beside it).
-SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups"}
+#: modules whose tests must share one pytest-xdist worker: the cgroup tests create and judge
+#: groups named vhpc-throttle-<pid>-* (a stale group one of them makes on purpose would be swept
+#: or counted as a leak by another running beside it); the guest tests share one boot.
+SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
+                 # the session-scoped ``guest`` boots once for all of these
+                 "test_vm": "guest", "test_suite_in_vm": "guest"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -152,6 +154,26 @@ def no_qemu_leak():
     yield
     left = qemu_pids() - before
     assert not left, f"QEMU processes left behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def guest():
+    """One running QEMU guest per test run (per xdist worker), for tests that only need *a*
+    running guest: 2 vCPUs pinned to host CPUs 0 and 1, 1 GiB (enough for NPB class S).  A test
+    may pause it, kill it (the next run boots a fresh session) or run anything in it, but leaves
+    it running.  Its modules share a worker (:data:`SHARED_WORKER`), so it boots once.  Under
+    TCG a boot costs seconds; closing it at the end is checked like any other QEMU."""
+    from vhpc.environments.vm.environment import VmEnvironment
+
+    before = qemu_pids()
+    env = VmEnvironment("vm", vcpus=2, memory=1024, pin="auto")
+    env.start()
+    try:
+        yield env
+    finally:
+        env.close()
+    left = qemu_pids() - before
+    assert not left, f"QEMU left running: {left}"
 
 
 def _cluster_up(tmp_factory, tools: dict[str, str], **env) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The vm environment on this host: a real QEMU guest (TCG here, KVM where usable).
 
-Boots are slow under TCG (~5 s), so one module-scoped session serves most tests.
+Boots are slow under TCG (~5 s), so the run's one shared guest (conftest.guest) serves most
+tests.
 """
 
 import os
@@ -15,7 +16,6 @@ from vhpc.environments.vm import guestimage
 from vhpc.environments.vm.backends import qemu
 from vhpc.environments.vm.environment import VmEnvironment, resolve_pinning
 
-from conftest import qemu_pids
 
 pytestmark = pytest.mark.vm
 
@@ -50,15 +50,10 @@ def test_kvm_probe_decides_and_explains():
         assert probe.accel == "tcg" and "/dev/kvm" in probe.reason
 
 
-@pytest.fixture(scope="module")
-def vm():
-    before = qemu_pids()
-    env = VmEnvironment("vm", vcpus=2, memory=512, pin="auto")
-    env.start()
-    yield env
-    env.close()
-    left = qemu_pids() - before
-    assert not left, f"QEMU left running: {left}"
+@pytest.fixture
+def vm(guest):
+    """The run's shared guest (conftest.guest: 2 vCPUs pinned to CPUs 0 and 1)."""
+    return guest
 
 
 def test_guest_runs_host_binaries_with_its_own_cpus(vm):
