@@ -28,7 +28,6 @@ from conftest import missing, require_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "tests" / "data" / "libvirt-domain.xml"
-CI = os.environ.get("CI") == "true"
 
 
 _missing = missing  # conftest: fails under CI=true, skips elsewhere

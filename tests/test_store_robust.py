@@ -31,7 +31,8 @@ THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
 def vhpc(tmp_path, *args, prefix=(), timeout=300):
-    env = dict(os.environ, VHPC_CACHE=str(tmp_path / "cache"))
+    # wide tables: campaign ids must not be cut, however long the temp path (xdist adds to it)
+    env = dict(os.environ, VHPC_CACHE=str(tmp_path / "cache"), COLUMNS="250")
     return subprocess.run(list(prefix) + VHPC + list(args), capture_output=True, text=True,
                           env=env, timeout=timeout)
 
