@@ -170,15 +170,22 @@ def libvirt_uri(tmp_path_factory):
     if socket_live(Path("/run/libvirt/libvirt-sock")):
         yield "qemu:///system"
         return
-    daemon = PrivateLibvirtd(tmp_path_factory.mktemp("libvirtd"))
+    # a short folder: libvirtd and QEMU put unix sockets (108-byte path limit) below it, and
+    # pytest-xdist's temp paths (…/popen-gwN/…) are long
+    import shutil
+    import tempfile
+
+    workdir = Path(tempfile.mkdtemp(prefix="vhpc-lvd-", dir="/tmp"))
+    daemon = PrivateLibvirtd(workdir)
     try:
-        uri = daemon.start()
-    except DaemonError as exc:
-        _missing(str(exc))
-    try:
+        try:
+            uri = daemon.start()
+        except DaemonError as exc:
+            _missing(str(exc))
         yield uri
     finally:
         daemon.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def vhpc_domains(uri: str) -> list[str]:
