@@ -1,13 +1,98 @@
-"""Shared fixtures: built kernels, a store in a temp dir, and QEMU leak checks."""
+"""Shared fixtures and helpers: what `make test` installs (:func:`require_tool`), built kernels,
+QEMU leak checks, daemons started once per run."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+CI = os.environ.get("CI") == "true"
+
+# tools `make test` installs (Makefile APT_PACKAGES) → the Debian package that ships them
+TOOL_PACKAGES = {
+    "mpirun": "openmpi-bin", "mpicc": "libopenmpi-dev", "mpicc.mpich": "mpich",
+    "mpirun.mpich": "mpich", "hpcc": "hpcc", "lstopo": "hwloc", "numactl": "numactl",
+    "chromium": "chromium", "qemu-system-x86_64": "qemu-system-x86", "perf": "linux-perf",
+    "virt-xml-validate": "libvirt-clients", "xmllint": "libxml2-utils", "virsh": "libvirt-clients",
+    "libvirtd": "libvirt-daemon-system", "ssh": "openssh-client",
+    "/usr/sbin/sshd": "openssh-server", "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm",
+    "srun": "slurm-client", "munged": "munge", "slurmdbd": "slurmdbd",
+    "mariadbd": "mariadb-server", "busybox": "busybox-static", "cpio": "cpio",
+}
+
+
+def missing(what: str) -> None:
+    """Something `make test` provides is absent: fail under CI=true (``make test`` sets it, so a
+    missing tool is a broken set-up, not a reason to pass), skip elsewhere."""
+    msg = f"{what} — `make test` provides it (make deps venv kernels), so CI=true fails"
+    if CI:
+        pytest.fail(msg, pytrace=False)
+    pytest.skip(msg)
+
+
+def require_tool(*names: str) -> str:
+    """Path of the first of ``names`` found on PATH (or an absolute path that exists); when
+    none is there, :func:`missing` (fails under CI=true, skips elsewhere).  Use it for every
+    tool that the Makefile's APT_PACKAGES installs."""
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    pkgs = sorted({TOOL_PACKAGES.get(n, "?") for n in names})
+    missing(f"{' / '.join(names)} not installed (apt-get install {' '.join(pkgs)})")
+    raise AssertionError("unreachable")
+
+
+def require_module(name: str):
+    """Import ``name`` (a Python package the ``[test]`` venv installs, e.g. libvirt-python) or
+    :func:`missing`."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        missing(f"Python module {name} not importable ({exc})")
+
+
+def require_file(path: Path, how: str = "make kernels") -> Path:
+    """``path`` (a built kernel binary, say) or :func:`missing` when it does not exist."""
+    if not Path(path).exists():
+        missing(f"{path} does not exist ({how})")
+    return Path(path)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(*tools): the test needs these tools on PATH "
+                            "(require_tool: fails under CI=true when one is missing, else skips)")
+
+
+#: modules whose tests must share one pytest-xdist worker: the cgroup tests create and judge
+#: groups named vhpc-throttle-<pid>-* (a stale group one of them makes on purpose would be swept
+#: or counted as a leak by another running beside it); the guest tests share one boot.
+SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
+                 # the session-scoped ``guest`` boots once for all of these
+                 "test_vm": "guest", "test_suite_in_vm": "guest"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` each test module runs on one worker (its module-scoped guests,
+    daemons and sshd/Slurm session fixtures start once), and the modules of
+    :data:`SHARED_WORKER` share one; a test's own ``xdist_group`` mark wins."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            module = item.module.__name__.rsplit(".", 1)[-1]
+            item.add_marker(pytest.mark.xdist_group(SHARED_WORKER.get(module, module)))
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        for tool in mark.args:
+            require_tool(tool)
 
 
 @pytest.fixture(scope="session")
@@ -17,16 +102,48 @@ def kernels_built() -> Path:
     return ROOT / "kernels" / "build"
 
 
-def qemu_pids() -> set[int]:
-    """Live (non-zombie) QEMU system-emulator processes on this host."""
-    pids = set()
+def _procs() -> dict[int, tuple[str, str, int]]:
+    """{pid: (comm, state, ppid)} of every process on the host."""
+    procs = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             comm, rest = stat.read_text().rsplit(")", 1)
         except OSError:
             continue
-        if "qemu-system" in comm and rest.split()[0] != "Z":
-            pids.add(int(stat.parent.name))
+        fields = rest.split()
+        procs[int(stat.parent.name)] = (comm.split("(", 1)[1], fields[0], int(fields[1]))
+    return procs
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def qemu_pids() -> set[int]:
+    """Live (non-zombie) QEMU system-emulator processes this test process answers for: its
+    descendants (vhpc starts QEMU as a child, or as a grandchild through the ``vhpc`` CLI), and
+    vhpc guests left orphaned (``-name vhpc-guest`` reparented to init: a leak, whoever made
+    it).  Guests of other pytest-xdist workers, and libvirt's (children of libvirtd), are not
+    counted, so a leak check never blames a test for a guest running beside it."""
+    procs = _procs()
+    children: dict[int, list[int]] = {}
+    for pid, (_, _, ppid) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in mine:
+                mine.add(child)
+                todo.append(child)
+    pids = set()
+    for pid, (comm, state, ppid) in procs.items():
+        if "qemu-system" not in comm or state == "Z":
+            continue
+        if pid in mine or (ppid == 1 and b"\0vhpc-guest," in _cmdline(pid)):
+            pids.add(pid)
     return pids
 
 
@@ -39,18 +156,31 @@ def no_qemu_leak():
     assert not left, f"QEMU processes left behind: {left}"
 
 
-def _cluster_up(tmp_factory, tools: dict[str, str], *args: str, **env) -> dict[str, str]:
-    """Start tests/cluster/up ARGS (its real daemons) and return its KEY=VALUE lines; skip when
-    a tool is missing, fail instead under CI=true (``make test`` installs them)."""
-    import os
-    import shutil
+@pytest.fixture(scope="session")
+def guest():
+    """One running QEMU guest per test run (per xdist worker), for tests that only need *a*
+    running guest: 2 vCPUs pinned to host CPUs 0 and 1, 1 GiB (enough for NPB class S).  A test
+    may pause it, kill it (the next run boots a fresh session) or run anything in it, but leaves
+    it running.  Its modules share a worker (:data:`SHARED_WORKER`), so it boots once.  Under
+    TCG a boot costs seconds; closing it at the end is checked like any other QEMU."""
+    from vhpc.spec.parse import env as env_spec
 
-    missing = [f"{t} ({pkg})" for t, pkg in tools.items() if shutil.which(t) is None]
-    if missing:
-        msg = "missing: " + ", ".join(missing) + " — apt-get install them (make deps)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    before = qemu_pids()
+    env = env_spec("vm", vcpus=2, memory=1024, pin="auto").build()
+    env.start()
+    try:
+        yield env
+    finally:
+        env.close()
+    left = qemu_pids() - before
+    assert not left, f"QEMU left running: {left}"
+
+
+def _cluster_up(tmp_factory, tools: dict[str, str], *args: str, **env) -> dict[str, str]:
+    """Start tests/cluster/up ARGS (its real daemons) and return its KEY=VALUE lines; skip when a
+    tool is missing, fail instead under CI=true (``make test`` installs them)."""
+    for tool in tools:
+        require_tool(tool)
     state = tmp_factory.mktemp("cluster")
     out = subprocess.run([str(ROOT / "tests/cluster/up"), *args], capture_output=True, text=True,
                          env={**os.environ, "VHPC_CLUSTER_DIR": str(state), **env}, timeout=300)

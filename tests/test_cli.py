@@ -157,4 +157,13 @@ def test_docs_benchmarks_md_matches_the_code():
 def test_a_missing_guest_kernel_is_a_one_line_error_before_anything_runs(tmp_path):
     r = vhpc("compare", "-b", "noise", "-e", "native", "-e", "vm:kernel=/boot/nope", "--out", str(tmp_path))
     assert r.returncode == 2 and "guest kernel /boot/nope does not exist" in r.stderr
-    assert not (tmp_path / "vhpc.db").exists() or "trials" not in r.stdout
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("vhpc: error:")
+    # nothing ran and nothing was planned: no campaign, no trial, not even the native one
+    db = tmp_path / "vhpc.db"
+    if db.exists():
+        con = sqlite3.connect(db)
+        try:
+            assert con.execute("SELECT COUNT(*) FROM campaigns").fetchone() == (0,)
+            assert con.execute("SELECT COUNT(*) FROM trials").fetchone() == (0,)
+        finally:
+            con.close()

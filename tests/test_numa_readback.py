@@ -2,7 +2,8 @@
 
 from vhpc import placement, topology
 from vhpc.host.numa import guest_nodes, parse_numa_maps
-from vhpc.environments.vm.environment import placement_mismatches, policy_for_pin
+from vhpc.environments.vm.environment import placement_mismatches
+from vhpc.spec.parse import env as env_spec
 
 NUMA_MAPS = """\
 7f0000000000 bind:1 anon=65536 dirty=65536 active=0 N1=65000 N0=536 kernelpagesize_kB=4
@@ -51,6 +52,9 @@ def test_mismatches_name_vcpus_memory_and_guest_nodes():
 
 
 def test_pin_option_is_a_map_policy():
-    assert policy_for_pin("auto", 2, [0, 1]) == "map:0-1=0,1"
-    assert policy_for_pin("1,0", 2, [0, 1]) == "map:0-1=1,0"
-    assert policy_for_pin("none", 3, [0, 1]) == "float"
+    def text(pin, vcpus):
+        return env_spec("vm", vcpus=vcpus, pin=pin).options.resolved_policy((0, 1)).text
+
+    assert text("auto", 2) == "map:0-1=0,1"
+    assert text("1,0", 2) == "map:0-1=1,0"
+    assert text("none", 3) == "float"

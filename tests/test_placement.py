@@ -4,8 +4,6 @@ the seed machines' topologies (see the comments), never computed by the code und
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -29,9 +27,8 @@ from vhpc.placement import (
     to_libvirt_xml,
 )
 
-# under CI=true (make test installs hwloc) a missing lstopo fails instead of skipping
-pytestmark = pytest.mark.skipif(shutil.which("lstopo") is None and os.environ.get("CI") != "true",
-                                reason="hwloc lstopo not installed")
+# conftest.require_tool: under CI=true (make test installs hwloc) a missing lstopo fails
+pytestmark = pytest.mark.needs("lstopo")
 
 
 @pytest.fixture(scope="module")

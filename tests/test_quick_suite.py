@@ -4,6 +4,8 @@ from vhpc.benchmarks import get
 from vhpc.benchmarks.base import RunContext
 from vhpc.environments.native.environment import NativeEnvironment
 
+from conftest import require_tool
+
 
 def run(name, overrides, bindir):
     b = get(name)
@@ -37,16 +39,11 @@ def test_every_quick_benchmark_parses_its_own_kernel(kernels_built):
 
 
 def test_mpich_builds_and_runs_the_mpi_kernels(tmp_path):
-    import shutil
-
-    import pytest
-
     from vhpc.campaign import execute as campaign
     from vhpc.spec import parse as spec
     from vhpc.store import Store
 
-    if shutil.which("mpicc.mpich") is None:
-        pytest.skip("MPICH is not installed (make test installs it)")
+    require_tool("mpicc.mpich")
     s = spec.from_cli(["pingpong:iters=20,mpi=mpich", "osu-latency:sizes=8,iters=20,mpi=mpich",
                        "npb-cg:class=S,variant=mpi,mpi=mpich", "pingpong:iters=20"],
                       ["native"], repeats=1, warmup=0)

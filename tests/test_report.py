@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 import subprocess
 
 import numpy as np
@@ -18,6 +17,8 @@ from vhpc.report import figures
 from vhpc.report.export import COMPARISON_COLUMNS, SAMPLE_COLUMNS, write_csv, write_json
 from vhpc.report.html import inline_svg, write_html
 from vhpc.report.terminal import render_table
+
+from conftest import require_tool
 
 ENVS = {
     "native": EnvInfo("native", "native", None, {"cpu_model": "Test CPU 9000", "kernel": "6.1.0-test"}),
@@ -222,20 +223,10 @@ def test_json_round_trip(data, tmp_path):
 # ---------------------------------------------------------------- browser
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 @pytest.mark.browser
 @pytest.mark.parametrize("fmt", ["svg", "png"])
 def test_report_renders_in_headless_chromium(data, tmp_path, fmt):
-    exe = _chromium()
-    if exe is None:
-        pytest.skip("no chromium on PATH (apt-get install -y chromium, or `make` installs it)")
+    exe = require_tool("chromium", "chromium-browser", "google-chrome")
     obs, a = data
     path = write_html(a, obs, tmp_path / "r.html", CAMPAIGN, fmt=fmt)
     profile = tmp_path / "profile"

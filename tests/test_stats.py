@@ -91,9 +91,19 @@ def test_fieller_kept_where_valid_and_unbounded_otherwise():
     a = analyse(obs("vm", [5.0, 5.5, 4.5]) + obs("native", [-1.0, 0.5, 2.0]), ENVS, "native")
     c = a.comparisons[0]
     assert fmt_ratio(c).endswith("[unbounded]") and c.ratio_ci_method == "fieller"
-    # an unbounded set never supports "slower"/"faster" unless it excludes 1
-    assert c.verdict in (NO_DIFFERENCE,) or not stats.fieller_contains(
-        1.0, 5.0, 0.25, 3, 0.5, 2.25, 3)
+    # by hand: a = 5, s_a² = 0.25/3; b = 0.5, s_b² = 2.25/3; R̂ = 10; Welch–Satterthwaite df of
+    # a − R̂b = (s_a² + R̂²s_b²)² / (s_a⁴/2 + R̂⁴s_b⁴/2) ≈ 2.004, t ≈ 4.30 (scipy's t table).
+    sa2, sb2 = 0.25 / 3, 2.25 / 3
+    df = (sa2 + 100 * sb2) ** 2 / (sa2**2 / 2 + 10**4 * sb2**2 / 2)
+    assert df == pytest.approx(2.0044, abs=1e-4)
+    t2 = sps.t.ppf(0.975, df) ** 2
+    assert 0.5**2 < t2 * sb2  # b² < t² s_b²: the set is unbounded
+    inside = lambda r: (5.0 - r * 0.5) ** 2 <= t2 * (sa2 + r * r * sb2)
+    # 1 lies in the gap of the two rays (4.5² = 20.25 > t²·(s_a² + s_b²) ≈ 15.4), but the set
+    # holds ratios far above 1 and negative ones alike: no direction, so no verdict either way
+    assert not inside(1.0) and inside(100.0) and inside(-100.0)
+    assert stats.fieller_contains(1.0, 5.0, 0.25, 3, 0.5, 2.25, 3) is False
+    assert c.verdict == NO_DIFFERENCE and c.p_value < 0.05  # Welch alone would say "slower"
 
 
 def test_no_exported_ratio_interval_has_a_negative_bound(tmp_path):

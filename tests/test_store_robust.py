@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -32,7 +31,8 @@ THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
 def vhpc(tmp_path, *args, prefix=(), timeout=300):
-    env = dict(os.environ, VHPC_CACHE=str(tmp_path / "cache"))
+    # wide tables: campaign ids must not be cut, however long the temp path (xdist adds to it)
+    env = dict(os.environ, VHPC_CACHE=str(tmp_path / "cache"), COLUMNS="250")
     return subprocess.run(list(prefix) + VHPC + list(args), capture_output=True, text=True,
                           env=env, timeout=timeout)
 
@@ -237,13 +237,16 @@ def test_a_full_disk_stops_the_campaign_as_interrupted_and_it_resumes(tmp_path):
 def test_processes_racing_to_create_a_fresh_store_all_succeed(tmp_path):
     code = ("import os, sys, time\n"
             "from vhpc.store import Store\n"
+            "print('ready', flush=True)\n"
             "while not os.path.exists(sys.argv[2]): time.sleep(0.001)\n"
             "Store(sys.argv[1]).campaigns()\n")
     for attempt in range(5):
         db, go = tmp_path / f"s{attempt}" / "vhpc.db", tmp_path / f"go{attempt}"
         procs = [subprocess.Popen([sys.executable, "-c", code, str(db), str(go)],
-                                  stderr=subprocess.PIPE, text=True) for _ in range(6)]
-        time.sleep(0.5)  # all of them are waiting for the start signal
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(6)]
+        for p in procs:  # a barrier: each has imported vhpc and is spinning on the start signal
+            assert p.stdout.readline() == "ready\n", p.communicate(timeout=120)[1]
         go.touch()
         for p in procs:
             _, err = p.communicate(timeout=120)
@@ -305,10 +308,22 @@ def test_one_process_cannot_own_a_campaign_twice(tmp_path):
 
 # -- host knobs of a live campaign ------------------------------------------------------------
 
-def test_another_vhpc_start_leaves_a_live_campaigns_thp_alone(tmp_path):
+@pytest.fixture
+def real_thp():
+    """The host's THP mode, saved before and written back after the test whatever happens (the
+    test changes it through vhpc, which must restore it itself: asserted in the test)."""
     if not (ROOT and THP.exists()):
         pytest.skip("needs root and /sys/kernel/mm/transparent_hugepage")
     original = THP.read_text().split("[")[1].split("]")[0]
+    try:
+        yield original
+    finally:
+        if f"[{original}]" not in THP.read_text():
+            THP.write_text(original)
+
+
+def test_another_vhpc_start_leaves_a_live_campaigns_thp_alone(tmp_path, real_thp):
+    original = real_thp
     value = "never" if original != "never" else "madvise"
     cmd, gate, marks = gated(tmp_path)
     cfile = campaign_file(tmp_path, cmd, repeats=1, extra=f"host_knobs: {{thp: {value}}}\n")
@@ -344,8 +359,6 @@ def test_another_vhpc_start_leaves_a_live_campaigns_thp_alone(tmp_path):
         assert f"[{original}]" in THP.read_text()
     finally:
         gate.touch()  # lets the orphaned benchmark command end
-        if f"[{original}]" not in THP.read_text():
-            THP.write_text(original)
 
 
 # -- sessions after a resume ------------------------------------------------------------------

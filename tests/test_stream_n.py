@@ -1,5 +1,11 @@
 """STREAM's default n computed in Python the way the kernel does (kernels/vhpc-stream.c)."""
 
+import math
+import re
+import subprocess
+
+import pytest
+
 from vhpc.benchmarks import quick
 
 
@@ -14,10 +20,32 @@ def test_stream_auto_n_by_hand():
     assert quick.stream_auto_n(32 << 20, 0) == 16_778_000
 
 
-def test_stream_auto_n_on_this_host_covers_4x_its_llc():
-    n = quick.stream_auto_n()
-    llc = quick.llc_bytes()
-    assert n * 8 >= 4 * llc or n * 8 * 3 <= quick.mem_available_bytes() // 2 + 24
+def _host_llc_bytes() -> int:
+    """The largest-level data/unified cache of this host as lscpu(1) (util-linux) reports it,
+    read independently of vhpc's sysfs parser."""
+    out = subprocess.run(["lscpu", "-B", "-C=LEVEL,TYPE,ONE-SIZE"], capture_output=True,
+                         text=True, check=True).stdout.splitlines()[1:]
+    rows = [ln.split() for ln in out]
+    return max((int(lvl), int(size)) for lvl, kind, size in rows if kind in ("Data", "Unified"))[1]
+
+
+def _expected_n() -> tuple[int, bool]:
+    """STREAM's rule by hand on this host's figures: (n, whether the memory cap decided it)."""
+    llc = _host_llc_bytes()
+    n = max(math.ceil(4 * llc / 8 / 1000) * 1000, 2_000_000)
+    avail = next(int(ln.split()[1]) * 1024 for ln in open("/proc/meminfo")
+                 if ln.startswith("MemAvailable:"))
+    cap = avail // 2 // 3 // 8  # 3 arrays of doubles in half of MemAvailable
+    return (min(n, cap), cap < n * 1.1)  # near the cap, MemAvailable's drift changes n
+
+
+def test_stream_auto_n_on_this_host_is_stream_s_rule_on_lscpu_s_llc():
+    n, capped = _expected_n()
+    if capped:
+        assert quick.stream_auto_n() == pytest.approx(n, rel=0.05)
+    else:
+        assert quick.stream_auto_n() == n
+    assert quick.llc_bytes() == _host_llc_bytes()
 
 
 def test_dry_run_shows_streams_resolved_n_natively_and_says_guest_for_a_vm():
@@ -29,10 +57,9 @@ def test_dry_run_shows_streams_resolved_n_natively_and_says_guest_for_a_vm():
                         "-e", "native", "-e", "vm", "--repeats", "1", "--warmup", "0"],
                        capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"})
     assert r.returncode == 0, r.stderr
-    llc = quick.llc_bytes()
-    n = max(-(-4 * llc // 8 // 1000) * 1000, 2_000_000)  # STREAM's rule, by hand
-    n = min(n, quick.mem_available_bytes() // 48) if quick.mem_available_bytes() else n
+    n, capped = _expected_n()
     native = next(ln for ln in r.stdout.splitlines() if "│ native" in ln)
-    assert f"n={n} (4x LLC" in native
+    shown = int(re.search(r"n=(\d+) \(4x LLC", native).group(1))
+    assert shown == (pytest.approx(n, rel=0.05) if capped else n)
     vm = next(ln for ln in r.stdout.splitlines() if "│ vm" in ln)
     assert "n=auto (4x the guest's LLC, at run time)" in vm

@@ -28,10 +28,10 @@ from vhpc.benchmarks.suites import (HPCCG, LINPACK, OSU_BIBW, OSU_BW, OSU_COLL, 
 
 DATA = Path(__file__).resolve().parent / "data"
 HPCC = HpccBenchmark()
-MPIRUN = shutil.which("mpirun")
-needs_mpi = pytest.mark.skipif(MPIRUN is None, reason="mpirun not installed")
-needs_hpcc = pytest.mark.skipif(shutil.which("hpcc") is None or MPIRUN is None,
-                                reason="hpcc / mpirun not installed (apt install hpcc)")
+MPIRUN = shutil.which("mpirun") or "mpirun"
+# conftest.require_tool: a missing tool fails under CI=true (make test installs it), else skips
+needs_mpi = pytest.mark.needs("mpirun")
+needs_hpcc = pytest.mark.needs("hpcc", "mpirun")
 TIMEOUT = 300
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 
 import pytest
@@ -11,9 +9,8 @@ import pytest
 from vhpc import topology as T
 from vhpc.topology import TopologyError
 
-# under CI=true (make test installs hwloc) a missing lstopo fails instead of skipping
-pytestmark = pytest.mark.skipif(shutil.which("lstopo") is None and os.environ.get("CI") != "true",
-                                reason="hwloc lstopo not installed")
+# conftest.require_tool: under CI=true (make test installs hwloc) a missing lstopo fails
+pytestmark = pytest.mark.needs("lstopo")
 
 OPTERON = "pack:4 numa:1 l3:1 core:4 pu:1"  # seed 000: 4-socket quad-core Opteron 8350
 TIGERTON = "pack:4 l3:1 core:4 pu:1"  # seed 000: 4-socket quad-core Xeon E7310, UMA

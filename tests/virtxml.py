@@ -6,21 +6,16 @@ Under CI=true a missing validator fails the test (``make test`` installs it); el
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 
-import pytest
+from conftest import require_tool
 
 
 def require_validator() -> None:
     """Skip (or fail under CI=true) when virt-xml-validate or xmllint is missing."""
-    missing = [t for t in ("virt-xml-validate", "xmllint") if shutil.which(t) is None]
-    if missing:
-        msg = f"{', '.join(missing)} not installed (apt-get install libvirt-clients libxml2-utils)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_tool("virt-xml-validate")
+    require_tool("xmllint")
 
 
 def validate_domain(xml: str) -> None:
