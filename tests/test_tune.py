@@ -228,9 +228,11 @@ def test_race_drops_the_candidate_slowed_by_cpu_bandwidth_control(tmp_path, kern
 
 
 def test_race_between_identical_candidates_ends_equivalent(tmp_path, kernels_built):
-    # STREAM best-of-50 rates in a cache-sized array vary by about 2 % here even under load
+    # STREAM best-of-50 rates in a cache-sized array vary by about 2 % on a quiet host, but the
+    # ratio's interval reached +-10 % with other jobs on both cores: a 15 % equivalence margin
+    # still tells identical candidates from different ones (the slow-candidate test above)
     store, cid, d, st = _native_race(tmp_path, ["a", "b"],
-                                     {"min_rounds": 3, "budget": 90, "alpha": 0.01, "tolerance": 0.05},
+                                     {"min_rounds": 3, "budget": 90, "alpha": 0.01, "tolerance": 0.15},
                                      bench="stream:n=100000,ntimes=50,threads=1")
     assert st.reason == "equivalent within tolerance", st.standings
     assert sorted(x.status for x in st.standings.values()) == ["equivalent", "leader"]

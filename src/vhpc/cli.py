@@ -303,6 +303,29 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    """``vhpc doctor``: each component with present/missing and the package that provides it."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from vhpc.host import doctor
+
+    table = Table(title="What this host has for vhpc (vhpc doctor)")
+    for col in ("component", "needed for", "status", "Debian/Ubuntu", "RHEL"):
+        table.add_column(col, overflow="fold")
+    rows = doctor.report()
+    for c, ok, detail in rows:
+        table.add_row(c.name, c.needed_for, f"[green]present[/] {escape(detail)}" if ok else
+                      f"[red]missing[/] {escape(detail)}", escape(c.debian), escape(c.rhel))
+    console.print(table)
+    missing = [c for c, ok, _ in rows if not ok]
+    console.print(f"{len(rows) - len(missing)} of {len(rows)} present"
+                  + (f"; to install on Debian: apt-get install "
+                     + " ".join(c.debian for c in missing if not c.debian.startswith(("(", "pip")))
+                     if missing else ""), highlight=False)
+    return 0
+
+
 def cmd_host(args) -> int:
     from vhpc.environments.vm import guestimage
     from vhpc.host import facts as hostinfo
@@ -470,6 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"vhpc {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
+    sub.add_parser("doctor", help="what this host has and lacks for each environment kind and "
+                   "benchmark, with the package to install")
     h = sub.add_parser("host", help="host topology, accelerator probe, QEMU, guest kernel, knobs")
     h.add_argument("--topology", help="hwloc XML file or synthetic description instead of this host")
     h.add_argument("--no-probe", action="store_true", help="skip the KVM probe")
@@ -548,7 +573,7 @@ def cmd_tune(args) -> int:
 
 COMMANDS = {"host": cmd_host, "compare": cmd_compare, "run": cmd_run, "report": cmd_report,
             "study": cmd_study, "plan": cmd_plan, "list": cmd_list, "tune": cmd_tune,
-            "calibrate": cmd_calibrate, "diff": cmd_diff}
+            "calibrate": cmd_calibrate, "diff": cmd_diff, "doctor": cmd_doctor}
 
 
 def main(argv: list[str] | None = None) -> int:

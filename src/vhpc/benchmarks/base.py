@@ -11,16 +11,21 @@ exit 3 when their verification fails (kernels/README.md).
 
 from __future__ import annotations
 
+import fcntl
+import functools
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vhpc.benchmarks.mpilaunch import Launch, mpi_tool, readback
 from vhpc.core.errors import VhpcError
+from vhpc.core.paths import cache_dir
 from vhpc.core.metrics import Metric, Sample
 
 
@@ -181,11 +186,48 @@ def result_value(bench: str, pairs: Mapping[str, str], key: str) -> float:
         raise ParseError(f"{bench}: {key}={pairs[key]!r} is not a number") from None
 
 
+def kernel_sources() -> Path:
+    """The kernels' sources shipped with vhpc (C, Makefiles: ``vhpc/kernels`` in the installed
+    package; in a checkout a link to the top-level ``kernels/``)."""
+    return Path(__file__).resolve().parents[1] / "kernels"
+
+
+def _checkout_build() -> Path | None:
+    """``<repo>/kernels/build`` when vhpc runs from a checkout (``make kernels`` builds there)."""
+    repo = Path(__file__).resolve().parents[3] / "kernels"
+    return repo / "build" if (repo / "Makefile").exists() else None
+
+
+@functools.lru_cache(maxsize=None)
+def build_key(mpi: str = "openmpi") -> str:
+    """16 hex digits naming one build: SHA-256 of the kernel sources (names and bytes), the C
+    compiler's and the MPI wrapper's ``--version`` first lines and ``CFLAGS``/``MARCH`` from the
+    environment, so a new compiler, MPI or source gets a build of its own."""
+    h = hashlib.sha256()
+    src = kernel_sources()
+    for path in sorted(p for p in src.rglob("*") if p.is_file() and "build" not in p.parts
+                       and p.suffix in (".c", ".h", ".mk", "") and not p.name.startswith(".")):
+        h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes())
+    for tool in (os.environ.get("CC") or "cc", mpi_tool(mpi, "mpicc")):
+        try:
+            out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30)
+            h.update(out.stdout.split("\n", 1)[0].encode())
+        except (OSError, subprocess.TimeoutExpired):
+            h.update(b"missing " + tool.encode())
+    h.update(f"{os.environ.get('CFLAGS', '')}|{os.environ.get('MARCH', '')}".encode())
+    return h.hexdigest()[:16]
+
+
 def kernel_dir(mpi: str = "openmpi") -> Path:
-    """Directory of vhpc's compiled kernels: ``$VHPC_KERNELS`` or ``<repo>/kernels/build``;
-    the MPICH build goes to the same path with ``-mpich`` appended."""
+    """Directory of vhpc's compiled kernels: ``$VHPC_KERNELS``; else ``<repo>/kernels/build`` in
+    a checkout; else the per-user cache ``~/.cache/vhpc/kernels-<build_key>`` (an installed
+    vhpc builds there on first use, :func:`ensure_kernels`).  The MPICH build is the same path
+    with ``-mpich`` appended."""
     env = os.environ.get("VHPC_KERNELS")
-    base = Path(env) if env else Path(__file__).resolve().parents[3] / "kernels" / "build"
+    if env:
+        base = Path(env)
+    else:
+        base = _checkout_build() or cache_dir() / f"kernels-{build_key()}"
     return base if mpi == "openmpi" else base.with_name(f"{base.name}-{mpi}")
 
 
@@ -200,29 +242,47 @@ def kernel_build_flags(mpi: str = "openmpi") -> str | None:
         return None
 
 
-def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
-    """Return the kernel directory for MPI implementation ``mpi``, building the kernels with
-    make (``MPICC=mpicc.<impl>``) if a binary is missing.
+#: The tools a kernel build needs and the Debian packages that provide them.
+BUILD_TOOLS = {"make": "make", "cc": "build-essential (gcc)"}
 
-    Raises BenchmarkError when they cannot be built (says which packages to install).
+
+def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
+    """Return the kernel directory for MPI implementation ``mpi``, building the kernels there
+    with make (``MPICC=mpicc.<impl>``) when a binary is missing: once, under a file lock (a
+    second vhpc waits for the first), with one progress line on stderr.
+
+    Raises BenchmarkError naming the missing tool (make, cc, mpicc) or the failed step.
     """
     bindir = kernel_dir(mpi)
     if all((bindir / b).exists() for b in binaries):
         return bindir
-    src = Path(__file__).resolve().parents[3] / "kernels"
-    if not (src / "Makefile").exists() or shutil.which("make") is None:
-        raise BenchmarkError(f"kernel binaries missing in {bindir}: run 'make kernels' in the vhpc "
-                             "source tree (or set VHPC_KERNELS)")
+    src = kernel_sources()
+    if not (src / "Makefile").exists():
+        raise BenchmarkError(f"kernel binaries missing in {bindir} and no kernel sources in "
+                             f"{src}: reinstall vhpc or set VHPC_KERNELS")
+    for tool, pkg in BUILD_TOOLS.items():
+        if shutil.which(os.environ.get("CC", "cc") if tool == "cc" else tool) is None:
+            raise BenchmarkError(f"building vhpc's kernels needs {tool}: apt-get install {pkg}")
     mpicc = mpi_tool(mpi, "mpicc")
     if shutil.which(mpicc) is None:
         pkgs = "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
         raise BenchmarkError(f"mpi={mpi} needs {mpicc}: apt-get install {pkgs}")
-    out = subprocess.run(["make", "-C", str(src), f"BUILD={bindir}", f"MPICC={mpicc}"],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        tail = (out.stderr or out.stdout).strip().splitlines()[-1:]
-        raise BenchmarkError(f"building the kernels failed ({' '.join(tail)}): install "
-                             "build-essential, libopenmpi-dev and openmpi-bin")
+    bindir.parent.mkdir(parents=True, exist_ok=True)
+    with open(bindir.parent / f".{bindir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another vhpc building the same kernels: wait for it
+        if not all((bindir / b).exists() for b in binaries):
+            sys.stderr.write(f"vhpc: building the kernels into {bindir} (first use)\n")
+            sys.stderr.flush()
+            out = subprocess.run(["make", "-C", str(src), f"BUILD={bindir}", f"MPICC={mpicc}"],
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                text = out.stderr or out.stdout
+                if "omp.h" in text or "fopenmp" in text:
+                    raise BenchmarkError("building vhpc's kernels needs OpenMP (libgomp): "
+                                         "apt-get install build-essential")
+                tail = text.strip().splitlines()[-1:]
+                raise BenchmarkError(f"building the kernels failed ({' '.join(tail)}): install "
+                                     "build-essential, libopenmpi-dev and openmpi-bin")
     missing = [b for b in binaries if not (bindir / b).exists()]
     if missing:
         raise BenchmarkError(f"building the kernels did not produce {', '.join(missing)} "

@@ -38,6 +38,7 @@ from typing import Any
 
 from vhpc.core import records
 from vhpc.core.cpulist import parse_cpu_list
+from vhpc.benchmarks.base import kernel_sources
 from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 
@@ -46,7 +47,7 @@ CONNECT_TIMEOUT = 10
 #: Seconds the master connection outlives its last use when vhpc dies without closing it
 #: (ssh_config(5) ControlPersist): a bound, not a leak.
 CONTROL_PERSIST = 300
-KERNEL_SRC = Path(__file__).resolve().parents[4] / "kernels"
+KERNEL_SRC = kernel_sources()
 
 #: Shell run on the remote host to fingerprint it; prints ``key=value`` lines, then the hwloc
 #: XML (or nothing) after a ``---topology---`` line.

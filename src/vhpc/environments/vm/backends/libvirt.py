@@ -52,13 +52,15 @@ VCPU_THREAD_RE = re.compile(r"^CPU (\d+)/(TCG|KVM)$")
 
 
 def _libvirt():
-    """The libvirt-python module (``pip install libvirt-python``, which builds against
-    Debian's libvirt-dev).  Raises ValueError saying what to install."""
+    """The libvirt-python module, from the optional extra ``vhpc[libvirt]`` (it builds against
+    libvirt's headers: Debian's libvirt-dev and pkg-config).  Raises ValueError naming the
+    extra to install."""
     try:
         import libvirt
     except ImportError:
-        raise ValueError("backend=libvirt needs libvirt-python: pip install libvirt-python "
-                         "(apt-get install libvirt-dev pkg-config first)") from None
+        raise ValueError("backend=libvirt needs the libvirt extra: pip install 'vhpc[libvirt]' "
+                         "(or pipx inject vhpc libvirt-python; apt-get install libvirt-dev "
+                         "pkg-config first)") from None
     libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # errors come as exceptions
     return libvirt
 

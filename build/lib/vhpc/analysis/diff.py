@@ -1,0 +1,512 @@
+"""Campaign against campaign (``vhpc diff A B``): did the overhead change, and what changed
+on the host?
+
+* :func:`load` reads one campaign from a store into :class:`CampaignData` (a store of an older
+  vhpc is read as far as it has the data; what it cannot give is one :class:`DiffError` line).
+* :func:`diff` matches rows by (environment, benchmark, parameters, metric) and returns a
+  :class:`Diff`:
+
+  - :class:`OverheadChange` per matched non-baseline row: the environment/baseline ratio in A
+    and in B (each with its interval, :func:`vhpc.core.stats.ratio_interval`), their quotient
+    ``Q = ratio_B / ratio_A`` with a log-delta interval and p-value
+    (:func:`vhpc.core.stats.ratio_of_ratios`), the p-values Holm-adjusted over the whole diff
+    (:func:`vhpc.core.stats.holm_adjust`), a verdict (``regression`` / ``improvement`` need the
+    adjusted p < α and the interval at 1 − α to exclude 1) and, with a tolerance, PASS/FAIL;
+  - :class:`RawChange` per matched row, baseline included: mean_B / mean_A with its interval;
+  - :class:`Unmatched` rows (only in A, only in B, or without valid samples on a side);
+  - :class:`FingerprintChange` rows: what differs between the two campaigns' environment
+    fingerprints, environment options (``slowdown=``…) and protocol.
+
+* :func:`history` gives each non-baseline row's ratio with its interval over several
+  campaigns of the same spec (:func:`same_spec`), for the history figure.
+
+Every number comes from :mod:`vhpc.core.stats`; nothing here prints or writes files.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import re
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping
+
+from vhpc.core import stats
+from vhpc.analysis.fingerprints import FingerprintChange, fingerprint_changes
+from vhpc.analysis.compare import overhead_interval, overhead_pct
+from vhpc.analysis.pipeline import analyse
+from vhpc.analysis.summaries import group_observations
+from vhpc.core.errors import VhpcError
+from vhpc.core.metrics import EnvInfo, Observation
+from vhpc.store import Store, StoreError
+
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+NO_CHANGE = "no significant change"
+INSUFFICIENT = "insufficient data"
+PASS, FAIL, NA = "PASS", "FAIL", "n/a"
+
+RowKey = tuple[str, str, str, str]  # (environment, benchmark, params, metric)
+
+
+class DiffError(VhpcError):
+    """Bad input to ``vhpc diff``: a campaign that cannot be read (older or damaged store),
+    nothing to match, a bad tolerance.  One line saying what to change."""
+
+
+# --------------------------------------------------------------------------------------------
+# input
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CampaignData:
+    """One campaign as the diff needs it: id, creation time (Unix seconds), the spec as stored
+    (a JSON dict, read leniently: older specs may lack fields), environments with their
+    fingerprints, every observation, and the store it came from."""
+
+    id: str
+    created: float
+    spec: dict[str, Any]
+    environments: dict[str, EnvInfo]
+    observations: tuple[Observation, ...]
+    source: str = ""
+    status: str = ""
+
+    @property
+    def baseline(self) -> str:
+        return str(self.spec.get("baseline") or "native")
+
+    def options(self, env: str) -> dict[str, Any]:
+        """The environment's options as given in the spec (``{}`` when not recorded)."""
+        for e in self.spec.get("environments") or []:
+            if isinstance(e, dict) and e.get("name") == env:
+                return dict(e.get("options") or {})
+        return {}
+
+
+#: columns a diff reads (store.campaign, environments, observations)
+NEEDED = {"campaigns": ("id", "created", "status", "spec_json"),
+          "environments": ("campaign_id", "name", "kind", "accel", "fingerprint_json"),
+          "trials": ("id", "campaign_id", "seq", "round", "warmup", "environment", "benchmark",
+                     "params", "session_index", "reboot"),
+          "samples": ("trial_id", "metric", "value", "unit", "higher_is_better", "valid")}
+
+
+def load(store: Store, cid: str) -> CampaignData:
+    """Campaign ``cid`` of ``store``.  Raises :class:`DiffError` (one line) for an unknown id
+    or a store whose tables lack what a diff needs (a much older vhpc)."""
+    try:
+        missing = [f"{table}.{c}" for table, cols in NEEDED.items()
+                   for c in sorted(set(cols) - {r[1] for r in store.db.execute(
+                       f"PRAGMA table_info({table})")})]
+    except sqlite3.Error as exc:
+        missing = [str(exc)]
+    if missing:
+        raise DiffError(f"{store.path} was written by an older vhpc and lacks "
+                        f"{', '.join(missing)}, which a diff needs: re-run the campaign "
+                        "with this vhpc (vhpc report reads what it can)")
+    try:
+        row = store.campaign(cid)
+        envs = store.environments(cid)
+        obs = tuple(store.observations(cid))
+    except StoreError as exc:
+        raise DiffError(str(exc)) from None
+    except (sqlite3.Error, KeyError, IndexError, ValueError, TypeError) as exc:
+        raise DiffError(f"{store.path}: campaign {cid} cannot be diffed, its store lacks what "
+                        f"this vhpc reads ({exc}); re-run the campaign with this vhpc") from None
+    spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
+    return CampaignData(cid, float(row.get("created") or 0.0), spec, envs, obs,
+                        str(store.path), str(row.get("status") or ""))
+
+
+# --------------------------------------------------------------------------------------------
+# tolerances
+# --------------------------------------------------------------------------------------------
+
+_PCT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%?\s*$")
+
+
+def parse_percent(text: str, where: str) -> float:
+    """``"5%"`` or ``"5"`` → 0.05.  Raises DiffError naming ``where``."""
+    m = _PCT.match(text)
+    if not m:
+        raise DiffError(f"{where}: {text!r} is not a tolerance; give a percentage such as 5%")
+    value = float(m.group(1)) / 100.0
+    if not 0 <= value < 10:
+        raise DiffError(f"{where}: {text!r} is out of range; give 0% to 1000%")
+    return value
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How much the overhead may grow before a row FAILs: ``rules`` are (pattern, fraction)
+    tried in order against ``benchmark/metric``, ``environment/benchmark/metric`` and the bare
+    ``metric`` (shell patterns, :mod:`fnmatch`); the first match wins, else ``default``.
+    A row without a tolerance (no rule, no default) is PASS/FAIL-free: ``n/a``."""
+
+    default: float | None = None
+    rules: tuple[tuple[str, float], ...] = ()
+
+    def for_row(self, environment: str, benchmark: str, metric: str) -> float | None:
+        names = (f"{benchmark}/{metric}", f"{environment}/{benchmark}/{metric}", metric)
+        for pattern, value in self.rules:
+            if any(fnmatch.fnmatchcase(n, pattern) for n in names):
+                return value
+        return self.default
+
+    def describe(self) -> str:
+        parts = [f"{p} {v * 100:g} %" for p, v in self.rules]
+        if self.default is not None:
+            parts.append(f"{'otherwise ' if parts else ''}{self.default * 100:g} %")
+        return ", ".join(parts) or "none"
+
+
+def parse_tolerance_file(text: str, name: str) -> Tolerance:
+    """A per-metric tolerance file: one ``PATTERN PERCENT`` per line (``stream/triad_bw 5%``,
+    ``pagefault/* 20%``, ``* 10%``), ``#`` comments and blank lines ignored.  ``*`` alone sets
+    the default.  Raises DiffError naming the file and line."""
+    rules: list[tuple[str, float]] = []
+    default = None
+    for i, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise DiffError(f"{name}:{i}: expected 'PATTERN PERCENT' (e.g. 'stream/triad_bw 5%'),"
+                            f" got {line!r}")
+        value = parse_percent(parts[1], f"{name}:{i}")
+        if parts[0] == "*":
+            default = value
+        else:
+            rules.append((parts[0], value))
+    if not rules and default is None:
+        raise DiffError(f"{name}: no tolerance in the file; add lines such as '* 5%'")
+    return Tolerance(default, tuple(rules))
+
+
+# --------------------------------------------------------------------------------------------
+# results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RawChange:
+    """One environment's metric in B against A: ``ratio`` = mean_B / mean_A with its interval
+    (:func:`vhpc.core.stats.ratio_interval`, method named); ``change_pct`` positive = B worse in the
+    metric's direction (as overhead_pct: rates inverted)."""
+
+    environment: str
+    benchmark: str
+    params: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    n_a: int
+    n_b: int
+    mean_a: float | None
+    mean_b: float | None
+    ratio: float | None
+    ratio_ci: tuple[float | None, float | None]
+    method: str
+    change_pct: float | None
+    change_ci: tuple[float | None, float | None]
+
+
+@dataclass(frozen=True)
+class OverheadChange:
+    """Change of one environment's ratio to the baseline between A and B.
+
+    ``ratio_a``/``ratio_b``: mean_env / mean_baseline in each campaign, with intervals;
+    ``q`` = ratio_b / ratio_a with ``q_ci`` (log-delta, ``method``), ``df``, ``p_value`` (H0:
+    q = 1) and ``p_adjusted`` (Holm over every row of the diff with a p-value);
+    ``change_pct``: how much worse the overhead got, in percent of the A ratio, in the metric's
+    direction (lower-is-better ``(q − 1)·100``, rates ``(1/q − 1)·100``), ``change_ci`` the
+    same map of ``q_ci``; ``verdict``: regression / improvement / no significant change /
+    insufficient data; ``tolerance`` (fraction or None) and ``status`` PASS / FAIL / n/a:
+    FAIL = a regression whose change exceeds the tolerance; ``note`` explains a PASS whose
+    interval still reaches beyond the tolerance, or a verdict criterion that disagreed."""
+
+    environment: str
+    baseline: str
+    benchmark: str
+    params: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    ratio_a: float | None
+    ratio_a_ci: tuple[float | None, float | None]
+    ratio_b: float | None
+    ratio_b_ci: tuple[float | None, float | None]
+    q: float | None
+    q_ci: tuple[float | None, float | None]
+    method: str
+    df: float | None
+    p_value: float | None
+    p_adjusted: float | None
+    change_pct: float | None
+    change_ci: tuple[float | None, float | None]
+    verdict: str
+    tolerance: float | None = None
+    status: str = NA
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A row that could not be diffed: ``side`` ``A`` or ``B`` (the only campaign that has it)
+    or ``both`` (present in both but ``reason`` says why not comparable)."""
+
+    side: str
+    environment: str
+    benchmark: str
+    params: str
+    metric: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CampaignRef:
+    id: str
+    created: float
+    source: str
+    baseline: str
+    status: str
+
+
+@dataclass
+class Diff:
+    """The whole diff of campaign ``a`` (before) and ``b`` (after)."""
+
+    a: CampaignRef
+    b: CampaignRef
+    fingerprint: list[FingerprintChange]
+    overhead: list[OverheadChange]
+    raw: list[RawChange]
+    unmatched: list[Unmatched]
+    alpha: float
+    confidence: float
+    tolerance: Tolerance | None = None
+
+    @property
+    def failures(self) -> list[OverheadChange]:
+        return [o for o in self.overhead if o.status == FAIL]
+
+    @property
+    def exit_status(self) -> int:
+        """1 when a row FAILs its tolerance, else 0."""
+        return 1 if self.failures else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (NaN/inf as None)."""
+        def clean(v: Any) -> Any:
+            if isinstance(v, float) and not math.isfinite(v):
+                return None
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
+            return v
+
+        return clean({
+            "a": asdict(self.a), "b": asdict(self.b), "alpha": self.alpha,
+            "confidence": self.confidence,
+            "tolerance": None if self.tolerance is None else {
+                "default": self.tolerance.default,
+                "rules": [list(r) for r in self.tolerance.rules]},
+            "exit_status": self.exit_status,
+            "fingerprint": [asdict(f) for f in self.fingerprint],
+            "overhead": [asdict(o) for o in self.overhead],
+            "raw": [asdict(r) for r in self.raw],
+            "unmatched": [asdict(u) for u in self.unmatched],
+        })
+
+
+# --------------------------------------------------------------------------------------------
+# the diff
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Side:
+    """Valid values per row key of one campaign, with unit and direction."""
+
+    values: dict[RowKey, list[float]] = field(default_factory=dict)
+    unit: dict[RowKey, str] = field(default_factory=dict)
+    hib: dict[RowKey, bool] = field(default_factory=dict)
+
+
+def _side(c: CampaignData) -> _Side:
+    s = _Side()
+    for (bench, params, metric, env), g in group_observations(c.observations).items():
+        k = (env, bench, params, metric)
+        s.values[k], s.unit[k], s.hib[k] = list(g.values["all"]), g.unit, g.hib
+    return s
+
+
+def _raw(k: RowKey, sa: _Side, sb: _Side, confidence: float) -> RawChange:
+    env, bench, params, metric = k
+    xa, xb = sa.values[k], sb.values[k]
+    hib = sa.hib[k]
+    ci = stats.ratio_interval(xb, xa, confidence)
+    ma, mb = stats.mean(xa), stats.mean(xb)
+    ratio = mb / ma if ma not in (None, 0) and mb is not None else None
+    return RawChange(env, bench, params, metric, sa.unit[k], hib, len(xa), len(xb), ma, mb,
+                     ratio, (ci.low, ci.high), ci.method, overhead_pct(ratio, hib),
+                     overhead_interval(ci.low, ci.high, hib))
+
+
+def _verdict(q: float | None, lo: float | None, hi: float | None, p_adj: float | None,
+             hib: bool, alpha: float, m: int) -> tuple[str, str]:
+    if q is None or p_adj is None or lo is None or hi is None:
+        return INSUFFICIENT, ""
+    side = 1 if lo > 1.0 else (-1 if hi < 1.0 else 0)
+    if p_adj < alpha and side:
+        worse = side < 0 if hib else side > 0
+        return (REGRESSION if worse else IMPROVEMENT), ""
+    if side:
+        return NO_CHANGE, (f"interval excludes 1 but p (Holm over {m} rows) = {p_adj:.3g} "
+                           f"≥ {alpha:g}")
+    return NO_CHANGE, ""
+
+
+def _status(change: float | None, change_ci: tuple[float | None, float | None], verdict: str,
+            tol: float | None) -> tuple[str, str]:
+    if tol is None:
+        return NA, ""
+    if verdict == INSUFFICIENT or change is None:
+        return NA, "no interval: too few valid samples on a side"
+    limit = tol * 100.0
+    if verdict == REGRESSION and change > limit:
+        return FAIL, f"overhead {change:+.1f} % > tolerance {limit:g} %"
+    hi = change_ci[1]
+    if verdict == REGRESSION:
+        return PASS, f"regression of {change:+.1f} % within tolerance {limit:g} %"
+    if hi is not None and hi > limit:
+        return PASS, f"inconclusive: the interval reaches {hi:+.1f} % (> {limit:g} %)"
+    return PASS, ""
+
+
+def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
+         tolerance: Tolerance | None = None, confidence: float | None = None) -> Diff:
+    """Diff of campaign ``a`` (before) and ``b`` (after); see the module docstring.
+
+    Raises DiffError when the baselines have different names, alpha/confidence are outside
+    (0, 1), or no row is in both campaigns."""
+    if not 0.0 < alpha < 1.0:
+        raise DiffError(f"--alpha must be between 0 and 1 (exclusive), got {alpha}")
+    confidence = 1.0 - alpha if confidence is None else confidence
+    if not 0.0 < confidence < 1.0:
+        raise DiffError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    if a.baseline != b.baseline:
+        raise DiffError(f"campaign {a.id} compares against {a.baseline!r}, {b.id} against "
+                        f"{b.baseline!r}: diff campaigns with the same baseline environment")
+    base = a.baseline
+    sa, sb = _side(a), _side(b)
+    unmatched: list[Unmatched] = []
+    for k in sorted(set(sa.values) - set(sb.values)):
+        unmatched.append(Unmatched("A", *k, f"not in campaign {b.id}"))
+    for k in sorted(set(sb.values) - set(sa.values)):
+        unmatched.append(Unmatched("B", *k, f"not in campaign {a.id}"))
+    common = sorted(set(sa.values) & set(sb.values), key=lambda k: (k[1], k[2], k[3], k[0] != base, k[0]))
+    raw: list[RawChange] = []
+    drafts: list[dict[str, Any]] = []
+    for k in common:
+        env, bench, params, metric = k
+        if sa.unit[k] != sb.unit[k] or sa.hib[k] != sb.hib[k]:
+            unmatched.append(Unmatched("both", *k, f"unit or direction differs "
+                                       f"({sa.unit[k]} in A, {sb.unit[k]} in B)"))
+            continue
+        raw.append(_raw(k, sa, sb, confidence))
+        if env == base:
+            continue
+        bk = (base, bench, params, metric)
+        if bk not in sa.values or bk not in sb.values:
+            missing = " and ".join(s for s, side in (("A", sa), ("B", sb)) if bk not in side.values)
+            unmatched.append(Unmatched("both", *k, f"no {base} baseline for it in {missing}"))
+            continue
+        if sa.unit[bk] != sa.unit[k] or sb.unit[bk] != sb.unit[k]:
+            unmatched.append(Unmatched("both", *k, "unit differs from the baseline's"))
+            continue
+        xa, ya, xb, yb = sa.values[k], sa.values[bk], sb.values[k], sb.values[bk]
+        ra, rb = stats.ratio_interval(xa, ya, confidence), stats.ratio_interval(xb, yb, confidence)
+        q, lo, hi, df, p, method = stats.ratio_of_ratios(xb, yb, xa, ya, confidence)
+        dlo, dhi = lo, hi
+        if method != stats.NO_INTERVAL and not math.isclose(confidence, 1.0 - alpha):
+            _, dlo, dhi, _, _, _ = stats.ratio_of_ratios(xb, yb, xa, ya, 1.0 - alpha)
+        mya, myb = stats.mean(ya), stats.mean(yb)
+        drafts.append(dict(
+            environment=env, baseline=base, benchmark=bench, params=params, metric=metric,
+            unit=sa.unit[k], higher_is_better=sa.hib[k],
+            ratio_a=stats.mean(xa) / mya if mya else None, ratio_a_ci=(ra.low, ra.high),
+            ratio_b=stats.mean(xb) / myb if myb else None, ratio_b_ci=(rb.low, rb.high),
+            q=q, q_ci=(lo, hi), method=method, df=df, p_value=p,
+            change_pct=overhead_pct(q, sa.hib[k]),
+            change_ci=overhead_interval(lo, hi, sa.hib[k]), _decision=(dlo, dhi)))
+    idx = [i for i, d in enumerate(drafts) if d["p_value"] is not None]
+    adjusted = dict(zip(idx, stats.holm_adjust([drafts[i]["p_value"] for i in idx], alpha)))
+    overhead: list[OverheadChange] = []
+    for i, d in enumerate(drafts):
+        dlo, dhi = d.pop("_decision")
+        pa = adjusted.get(i)
+        verdict, note = _verdict(d["q"], dlo, dhi, pa, d["higher_is_better"], alpha, len(idx))
+        tol = tolerance.for_row(d["environment"], d["benchmark"], d["metric"]) if tolerance else None
+        status, snote = _status(d["change_pct"], d["change_ci"], verdict, tol)
+        overhead.append(OverheadChange(p_adjusted=pa, verdict=verdict, tolerance=tol,
+                                       status=status, note="; ".join(x for x in (snote, note) if x),
+                                       **d))
+    if not raw:
+        raise DiffError(f"campaigns {a.id} and {b.id} share no (environment, benchmark, "
+                        "parameters, metric) with valid samples: nothing to diff (check the ids)")
+    ref = lambda c: CampaignRef(c.id, c.created, c.source, c.baseline, c.status)  # noqa: E731
+    return Diff(ref(a), ref(b), fingerprint_changes(a, b), overhead, raw, unmatched, alpha,
+                confidence, tolerance)
+
+
+# --------------------------------------------------------------------------------------------
+# history
+# --------------------------------------------------------------------------------------------
+
+
+def spec_shape(spec: Mapping[str, Any]) -> tuple:
+    """What makes two campaigns "of the same spec" for the history: benchmarks with their
+    parameters, environment names and kinds, and the baseline.  Environment options and the
+    protocol may differ (the fingerprint diff shows them)."""
+    benches = sorted(json.dumps([b.get("name"), b.get("params")], sort_keys=True)
+                     for b in spec.get("benchmarks") or [] if isinstance(b, dict))
+    envs = sorted((str(e.get("name")), str(e.get("kind"))) for e in spec.get("environments") or []
+                  if isinstance(e, dict))
+    return (tuple(benches), tuple(envs), str(spec.get("baseline") or "native"))
+
+
+def same_spec(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return spec_shape(a) == spec_shape(b)
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One campaign's ratio (environment / baseline) for one row, with its interval."""
+
+    campaign: str
+    created: float
+    ratio: float | None
+    ci: tuple[float | None, float | None]
+    method: str
+    n: int
+
+
+def history(campaigns: Iterable[CampaignData], alpha: float = 0.05
+            ) -> dict[RowKey, list[HistoryPoint]]:
+    """Per (environment, benchmark, params, metric) of a non-baseline environment: the ratio
+    to the baseline in each campaign (:func:`vhpc.analysis.analyse`), oldest first."""
+    out: dict[RowKey, list[HistoryPoint]] = {}
+    for c in sorted(campaigns, key=lambda c: c.created):
+        an = analyse(c.observations, c.environments, c.baseline, alpha)
+        for cmp in an.comparisons:
+            key = (cmp.environment, cmp.benchmark, cmp.params, cmp.metric)
+            out.setdefault(key, []).append(HistoryPoint(
+                c.id, c.created, cmp.ratio, cmp.ratio_ci, cmp.ratio_ci_method, cmp.n))
+    return out

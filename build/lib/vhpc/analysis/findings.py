@@ -1,0 +1,161 @@
+"""Findings: one table of rules turned into diagnostics for the reader.
+
+A :class:`Rule` looks at one object of its ``subject`` — an environment (:class:`EnvInfo`), a
+summary of the ``all`` group (:class:`Summary`) or a comparison (:class:`Comparison`) — and
+returns an item text when it applies.  Items are aggregated per scope (an environment, or
+"environment / benchmark[params]"), so one finding lists every metric it concerns.  To add a
+diagnostic, add a row to :data:`RULES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from vhpc.analysis.results import (
+    CV_THRESHOLD, GROUP_ALL, MIN_SAMPLES, NO_DIFFERENCE, Comparison, Finding, Summary,
+)
+from vhpc.core.metrics import EnvInfo
+from vhpc.core.stats import MAD_THRESHOLD
+
+
+#: observed relative differences below this (1 %) are not flagged as underpowered
+RELEVANT_EFFECT = 0.01
+
+
+def label(benchmark: str, params: str) -> str:
+    """"benchmark[params]" or "benchmark"."""
+    return f"{benchmark}[{params}]" if params else benchmark
+
+
+def fmt_list(items: list[str], limit: int = 6) -> str:
+    """Comma-separated items, the tail beyond ``limit`` counted ("and 3 more")."""
+    if len(items) <= limit:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """kind and level of the finding; subject: ``"environment"``, ``"summary"`` or
+    ``"comparison"``; item(subject) → text when the rule applies, else None; message: the
+    finding's text with ``{items}`` (the aggregated items) and ``{name}`` (the scope);
+    advice: what to do."""
+
+    kind: str
+    level: str
+    subject: str
+    item: Callable[[Any], str | None]
+    message: str
+    advice: str
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("unknown-environment", "info", "environment",
+         lambda e: "" if e.kind == "unknown" else None,
+         "environment {name!r} has observations but no description (kind, accelerator,"
+         " fingerprint)",
+         "check that the campaign store records every environment it ran"),
+    Rule("tcg", "warn", "environment", lambda e: "" if e.emulated else None,
+         "results of {name} come from TCG emulation, not hardware virtualization: overheads are"
+         " not KVM overheads",
+         "run on a host where /dev/kvm is usable (check permissions and that virtualization is"
+         " enabled) to measure virtualization overhead"),
+    Rule("unit-mismatch", "warn", "comparison",
+         lambda c: c.metric if c.note == "units differ from the baseline's" else None,
+         "metric(s) reported in different units than by the baseline, not compared: {items}",
+         "fix the benchmark parser so that it always reports one unit"),
+    Rule("high-variation", "warn", "summary",
+         lambda s: f"{s.metric} (CV {s.cv * 100:.1f} %)"
+         if s.cv is not None and s.cv > CV_THRESHOLD else None,
+         f"high variation (coefficient of variation > {CV_THRESHOLD * 100:.0f} %): {{items}}",
+         "add repeats (--repeats), pin vCPUs and threads, and quiet the host (no other jobs,"
+         " fixed CPU frequency) before trusting small differences"),
+    Rule("few-samples", "warn", "summary",
+         lambda s: f"{s.metric} (n={s.n})" if s.n < MIN_SAMPLES else None,
+         f"too few valid samples (< {MIN_SAMPLES}): {{items}}",
+         "increase --repeats: confidence intervals and tests need at least 3 samples, better 10"
+         " or more"),
+    Rule("invalid", "warn", "summary",
+         lambda s: f"{s.metric} ({s.n_invalid})" if s.n_invalid else None,
+         "invalid samples (verification failed or value not finite), excluded: {items}",
+         "check the raw output with `vhpc report ID --json`"),
+    Rule("outliers", "info", "summary",
+         lambda s: f"{s.metric} ({s.outliers} of {s.n})" if s.outliers else None,
+         f"outliers (modified z-score > {MAD_THRESHOLD}): {{items}}",
+         "check for noise on the host (other jobs, frequency changes, interrupts) and look at"
+         " the distribution figure"),
+    Rule("underpowered", "warn", "comparison", lambda c: underpowered(c),
+         "too few runs to see a difference of the size observed, reported as no significant"
+         " difference: {items}",
+         "raise --repeats to the runs shown (or use --target-ci); until then 'no significant"
+         " difference' means 'not measurable with these runs', not 'equal'"),
+    Rule("verdict-vs-interval", "info", "comparison",
+         lambda c: f"{c.metric} ({c.note})" if c.verdict == NO_DIFFERENCE and c.note else None,
+         "no significant difference although one criterion suggests one: {items}",
+         "a verdict needs both the Holm-adjusted p < α and an interval excluding 1; add"
+         " repeats to decide"),
+)
+
+
+def underpowered(c: Comparison) -> str | None:
+    """Item text when a "no significant difference" comparison observed a difference of at
+    least :data:`RELEVANT_EFFECT` but had fewer runs than a two-sided two-sample t-test needs
+    to detect a difference of that size at 80 % power (:attr:`Comparison.runs_needed`); None
+    otherwise.  Smaller observed differences are not flagged: a non-significant result always
+    has less than 50 % power for the difference it observed (the "post-hoc power" identity,
+    Hoenig & Heisey, Am. Stat. 55 (2001) 19–24), so only differences a user would care about
+    are worth the advice."""
+    n = min(c.n, c.n_baseline)
+    if c.verdict != NO_DIFFERENCE or c.ratio is None or n < 2:
+        return None
+    if abs(c.ratio - 1.0) < RELEVANT_EFFECT:
+        return None
+    if c.runs_needed is not None and c.runs_needed <= n:
+        return None
+    seen = abs(c.ratio - 1.0) * 100
+    need = f"≈{c.runs_needed} runs each" if c.runs_needed else "more runs than practical"
+    det = f", detectable with n={n}: ≥{c.detectable * 100:.1f} %" if c.detectable else ""
+    return f"{c.metric} (observed {seen:.1f} %{det}; {need})"
+
+
+def _scope(subject: str, obj: Any) -> str:
+    if subject == "environment":
+        return obj.name
+    return f"{obj.environment} / {label(obj.benchmark, obj.params)}"
+
+
+def apply_rules(envs: dict[str, EnvInfo], summaries: list[Summary],
+                comparisons: list[Comparison], rules: tuple[Rule, ...] = RULES) -> list[Finding]:
+    """Findings of every rule, in rule order, one per (rule, scope) with its items."""
+    subjects = {"environment": list(envs.values()),
+                "summary": [s for s in summaries if s.group == GROUP_ALL],
+                "comparison": comparisons}
+    out: list[Finding] = []
+    for rule in rules:
+        scopes: dict[str, list[str]] = {}
+        for obj in subjects[rule.subject]:
+            item = rule.item(obj)
+            if item is not None:
+                scopes.setdefault(_scope(rule.subject, obj), []).append(item)
+        for scope, items in scopes.items():
+            message = rule.message.format(items=fmt_list([i for i in items if i]), name=scope)
+            out.append(Finding(rule.level, scope, message, rule.advice, kind=rule.kind))
+    return out
+
+
+def baseline_findings(baseline: str, has_baseline: bool,
+                      missing: dict[tuple[str, str], set[str]]) -> list[Finding]:
+    """The baseline has no observations at all, or none for some (benchmark, params)."""
+    if not has_baseline:
+        return [Finding("warn", "campaign",
+                        f"baseline environment {baseline!r} has no observations: nothing can be"
+                        " compared",
+                        "run the baseline in the same campaign or choose another baseline with"
+                        " --baseline", kind="baseline-missing")]
+    return [Finding("warn", label(b, p),
+                    f"baseline {baseline!r} has no observations for {label(b, p)}"
+                    f" (metric(s) {fmt_list(sorted(metrics))}): no comparison",
+                    "run this benchmark in the baseline environment too, or choose another"
+                    " baseline with --baseline", kind="baseline-missing")
+            for (b, p), metrics in missing.items()]

@@ -1,0 +1,90 @@
+"""Grouping observations and describing each group (mean, median, CI, CV, outliers).
+
+Numbers come from :mod:`vhpc.core.stats`; this module only decides what belongs to which group.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from vhpc.core import stats
+from vhpc.analysis.results import GROUP_ALL, GROUP_COLD, GROUP_WARM, Summary
+from vhpc.core.metrics import Observation
+
+GroupKey = tuple[str, str, str, str]  # (benchmark, params, metric, environment)
+
+
+@dataclass
+class Group:
+    """Valid values and invalid counts of one (benchmark, params, metric, environment), split
+    into all / cold (session index 0) / warm (session index > 0).  Unit and direction are those
+    of the group's first observation."""
+
+    unit: str
+    hib: bool
+    values: dict[str, list[float]] = field(default_factory=lambda: {GROUP_ALL: []})
+    invalid: dict[str, int] = field(default_factory=lambda: {GROUP_ALL: 0})
+    sessions: bool = False
+
+    def add(self, value: float | None, ok: bool, session_index: int | None) -> None:
+        """Count one observation in ``all`` and, when it has a session index, cold or warm."""
+        if ok:
+            self.values[GROUP_ALL].append(value)
+        else:
+            self.invalid[GROUP_ALL] += 1
+        if session_index is not None:
+            self.sessions = True
+            name = GROUP_COLD if session_index == 0 else GROUP_WARM
+            self.values.setdefault(name, [])
+            self.invalid.setdefault(name, 0)
+            if ok:
+                self.values[name].append(value)
+            else:
+                self.invalid[name] += 1
+
+
+def group_observations(observations: Iterable[Observation]) -> dict[GroupKey, Group]:
+    """One :class:`Group` per (benchmark, params, metric, environment); warm-up observations
+    are skipped; invalid (``valid=False``) or non-finite values are counted, not kept."""
+    groups: dict[GroupKey, Group] = {}
+    isfinite = math.isfinite
+    for o in observations:
+        if o.warmup:
+            continue
+        key = (o.benchmark, o.params, o.metric, o.environment)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = Group(o.unit, o.higher_is_better)
+        v = o.value
+        g.add(v, bool(o.valid and v is not None and isfinite(v)), o.session_index)
+    return groups
+
+
+def summarise(key: GroupKey, unit: str, hib: bool, values: list[float], n_invalid: int,
+              group: str, confidence: float) -> Summary:
+    """:class:`Summary` of one group of valid values (metric unit) at ``confidence``
+    (:func:`vhpc.core.stats.describe`)."""
+    benchmark, params, metric, env = key
+    d = stats.describe(values, confidence)
+    return Summary(benchmark=benchmark, params=params, metric=metric, unit=unit,
+                   higher_is_better=hib, environment=env, n=d.n, n_invalid=n_invalid,
+                   mean=d.mean, median=d.median, stdev=d.stdev, ci_low=d.ci_low,
+                   ci_high=d.ci_high, cv=d.cv, outliers=d.outliers, group=group)
+
+
+def summaries_of(ordered: list[GroupKey], groups: dict[GroupKey, Group],
+                 confidence: float) -> list[Summary]:
+    """Summaries in ``ordered`` order: for each key the ``all`` group, then cold and warm when
+    the group has session indices and samples (valid or invalid) in them."""
+    out: list[Summary] = []
+    for k in ordered:
+        g = groups[k]
+        names = [GROUP_ALL] + ([GROUP_COLD, GROUP_WARM] if g.sessions else [])
+        for name in names:
+            if name != GROUP_ALL and not (g.values.get(name) or g.invalid.get(name)):
+                continue
+            out.append(summarise(k, g.unit, g.hib, g.values.get(name, []),
+                                 g.invalid.get(name, 0), name, confidence))
+    return out

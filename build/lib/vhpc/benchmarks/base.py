@@ -1,0 +1,294 @@
+"""The benchmark interface and the shared machinery for vhpc's own C kernels.
+
+A :class:`Benchmark` declares its parameters (:class:`Param`), metrics
+(:class:`vhpc.core.metrics.Metric`), how to build its command line for an environment
+(:meth:`Benchmark.command`) and how to parse raw output into samples (:meth:`Benchmark.parse`).
+Parsing is pure, so stored raw output can be re-parsed later without re-running.
+
+vhpc's kernels print exactly one line ``VHPC-RESULT key=value ...`` with ``valid=1|0`` and
+exit 3 when their verification fails (kernels/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from vhpc.benchmarks.mpilaunch import Launch, mpi_tool, readback
+from vhpc.core.errors import VhpcError
+from vhpc.core.metrics import Metric, Sample
+
+
+class BenchmarkError(VhpcError, ValueError):
+    """Bad benchmark name or parameter; the message says what to change."""
+
+
+class ParseError(ValueError):
+    """Raw output does not contain what the parser needs (the trial is recorded as failed)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A benchmark parameter: name, default, type (int/float/str), help text, and optional
+    choices or an inclusive minimum.  ``default=None`` means "derived from the environment"
+    (e.g. threads = the environment's CPU count)."""
+
+    name: str
+    default: Any
+    type: Callable[[str], Any] = int
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+
+    def convert(self, bench: str, raw: Any) -> Any:
+        """Convert and validate ``raw``; raises BenchmarkError with what is allowed."""
+        try:
+            value = self.type(raw)
+        except (TypeError, ValueError):
+            raise BenchmarkError(
+                f"{bench}: {self.name}={raw!r} is not a valid {self.type.__name__}") from None
+        if self.choices is not None and value not in self.choices:
+            raise BenchmarkError(f"{bench}: {self.name}={value!r}: choose one of "
+                                 f"{', '.join(map(str, self.choices))}")
+        if self.minimum is not None and value < self.minimum:
+            raise BenchmarkError(f"{bench}: {self.name}={value} is below the minimum {self.minimum:g}")
+        return value
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a command line may depend on: ``bindir`` (vhpc's kernel binaries), ``ncpus`` (CPUs
+    the environment offers: vCPUs in a VM, allowed host CPUs natively), ``cpuset`` (the host
+    CPUs a native environment restricts its trials to, for ``mpirun --cpu-set``: Open MPI maps
+    ranks onto the whole machine otherwise, ignoring the affinity it was started with; None:
+    no restriction)."""
+
+    bindir: Path
+    ncpus: int
+    cpuset: tuple[int, ...] | None = None
+
+
+#: MPI implementations vhpc builds and launches its kernels with (Debian's packages install
+#: both side by side: ``mpicc.openmpi``/``mpirun.openmpi`` and ``mpicc.mpich``/``mpirun.mpich``).
+MPI_IMPLS = ("openmpi", "mpich")
+
+#: The ``mpi`` parameter of every MPI benchmark vhpc builds itself.
+MPI_PARAM_HELP = "MPI implementation the kernel is built and launched with"
+
+
+MPI_PARAM = Param("mpi", "openmpi", str, MPI_PARAM_HELP, choices=MPI_IMPLS)
+
+
+class Benchmark:
+    """Base class.  Subclasses set ``name``, ``summary``, ``provenance`` (seed figure),
+    ``params``, ``metrics``, ``verification`` and implement :meth:`command` and :meth:`parse`.
+    """
+
+    name: str = ""
+    summary: str = ""
+    provenance: str = ""
+    verification: str = "none"
+    params: tuple[Param, ...] = ()
+    metrics: tuple[Metric, ...] = ()
+    timeout: float = 600.0
+
+    def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Parameters with defaults filled in and overrides converted and validated.
+
+        Returns {name: value}; a None value is derived from the environment at run time.
+        Raises BenchmarkError for unknown names or bad values, listing what is allowed.
+        """
+        known = {p.name: p for p in self.params}
+        values = {p.name: p.default for p in self.params}
+        for key, raw in (overrides or {}).items():
+            if key not in known:
+                allowed = ", ".join(known) or "none"
+                raise BenchmarkError(f"{self.name}: unknown parameter {key!r} (parameters: {allowed})")
+            values[key] = known[key].convert(self.name, raw)
+        return values
+
+    def metric(self, name: str) -> Metric:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def command(self, params: Mapping[str, Any], ctx: RunContext) -> list[str]:
+        """argv for one trial (a list, never a shell string)."""
+        raise NotImplementedError
+
+    def environ(self, params: Mapping[str, Any], ctx: RunContext) -> dict[str, str]:
+        """Extra environment variables for one trial."""
+        return {}
+
+    def launch(self, params: Mapping[str, Any], ctx: RunContext) -> Launch | None:
+        """The MPI launch of one trial (None: not an MPI trial)."""
+        return None
+
+    def auto_values(self, params: Mapping[str, Any], kind: str) -> dict[str, str]:
+        """Text for parameters left unset (``None``) that the benchmark derives at run time,
+        as a plan (``--dry-run``) shows them for an environment of ``kind``; parameters not
+        listed show ``auto``.  Reads host facts only (sysfs), never runs anything."""
+        return {}
+
+    def readback(self, params: Mapping[str, Any], ctx: RunContext,
+                 stdout: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(applied, diagnostics) additions for one finished trial: an MPI trial's per-rank
+        placement read back from its ``VHPC-RANK`` lines (``applied["ranks"]``, and
+        ``applied["mismatches"]`` when ranks shared CPUs they should not have) and its launch
+        (``diagnostics["mpi"]``: launcher, oversubscription note).  ({}, {}) otherwise."""
+        launch = self.launch(params, ctx)
+        if launch is None:
+            return {}, {}
+        return readback(launch, stdout), {"mpi": launch.diagnostics()}
+
+    def parse(self, params: Mapping[str, Any], stdout: str, stderr: str,
+              returncode: int | None) -> list[Sample]:
+        """Samples from raw output.  Raises ParseError when the output has no result."""
+        raise NotImplementedError
+
+
+RESULT_RE = re.compile(r"^VHPC-RESULT\s+(.*)$", re.M)
+
+
+def parse_result_line(stdout: str) -> dict[str, str]:
+    """The ``key=value`` pairs of the last ``VHPC-RESULT`` line in ``stdout``.
+    Raises ParseError when there is none."""
+    found = RESULT_RE.findall(stdout)
+    if not found:
+        raise ParseError("no VHPC-RESULT line in the output")
+    pairs = {}
+    for token in found[-1].split():
+        key, sep, value = token.partition("=")
+        if sep:
+            pairs[key] = value
+    return pairs
+
+
+def result_value(bench: str, pairs: Mapping[str, str], key: str) -> float:
+    """``pairs[key]`` as a float.  Raises ParseError naming the benchmark and key when the
+    result line lacks the key or its value is not a number."""
+    if key not in pairs:
+        raise ParseError(f"{bench}: result line lacks {key}")
+    try:
+        return float(pairs[key])
+    except ValueError:
+        raise ParseError(f"{bench}: {key}={pairs[key]!r} is not a number") from None
+
+
+def kernel_dir(mpi: str = "openmpi") -> Path:
+    """Directory of vhpc's compiled kernels: ``$VHPC_KERNELS`` or ``<repo>/kernels/build``;
+    the MPICH build goes to the same path with ``-mpich`` appended."""
+    env = os.environ.get("VHPC_KERNELS")
+    base = Path(env) if env else Path(__file__).resolve().parents[3] / "kernels" / "build"
+    return base if mpi == "openmpi" else base.with_name(f"{base.name}-{mpi}")
+
+
+def kernel_build_flags(mpi: str = "openmpi") -> str | None:
+    """The compiler flags vhpc's kernels were built with (``build-flags`` that kernels/Makefile
+    writes, e.g. ``CFLAGS=-O3 -g`` or ``CFLAGS=-O3 -g -march=native``), None before a build.
+    Recorded in the environment fingerprint: ``-march=native`` changes what a guest CPU model
+    must offer."""
+    try:
+        return (kernel_dir(mpi) / "build-flags").read_text().strip()
+    except OSError:
+        return None
+
+
+def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
+    """Return the kernel directory for MPI implementation ``mpi``, building the kernels with
+    make (``MPICC=mpicc.<impl>``) if a binary is missing.
+
+    Raises BenchmarkError when they cannot be built (says which packages to install).
+    """
+    bindir = kernel_dir(mpi)
+    if all((bindir / b).exists() for b in binaries):
+        return bindir
+    src = Path(__file__).resolve().parents[3] / "kernels"
+    if not (src / "Makefile").exists() or shutil.which("make") is None:
+        raise BenchmarkError(f"kernel binaries missing in {bindir}: run 'make kernels' in the vhpc "
+                             "source tree (or set VHPC_KERNELS)")
+    mpicc = mpi_tool(mpi, "mpicc")
+    if shutil.which(mpicc) is None:
+        pkgs = "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
+        raise BenchmarkError(f"mpi={mpi} needs {mpicc}: apt-get install {pkgs}")
+    out = subprocess.run(["make", "-C", str(src), f"BUILD={bindir}", f"MPICC={mpicc}"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-1:]
+        raise BenchmarkError(f"building the kernels failed ({' '.join(tail)}): install "
+                             "build-essential, libopenmpi-dev and openmpi-bin")
+    missing = [b for b in binaries if not (bindir / b).exists()]
+    if missing:
+        raise BenchmarkError(f"building the kernels did not produce {', '.join(missing)} "
+                             f"(see 'make -C {src} BUILD={bindir} MPICC={mpicc}')")
+    return bindir
+
+
+@dataclass(frozen=True)
+class KernelBenchmark(Benchmark):
+    """A benchmark backed by one of vhpc's C kernels.
+
+    binary: file name under kernels/build; flags: param name → command-line flag;
+    mpi_ranks: param holding the rank count (None: not MPI); threads_param: param holding the
+    OpenMP thread count (None: not OpenMP); metrics: result key → Metric via ``Metric.name``;
+    optional: metrics that are only reported for some parameters (e.g. ``file_us``).
+    """
+
+    name: str = ""
+    summary: str = ""
+    provenance: str = ""
+    verification: str = "none"
+    binary: str = ""
+    params: tuple[Param, ...] = ()
+    metrics: tuple[Metric, ...] = ()
+    flags: Mapping[str, str] = field(default_factory=dict)
+    mpi_ranks: str | None = None
+    threads_param: str | None = None
+    timeout: float = 600.0
+    optional: frozenset[str] = frozenset()
+
+    def value(self, params: Mapping[str, Any], key: str, ctx: RunContext) -> Any:
+        v = params.get(key)
+        return ctx.ncpus if v is None else v
+
+    def launch(self, params, ctx):
+        if not self.mpi_ranks:
+            return None
+        threads = self.value(params, self.threads_param, ctx) if self.threads_param else 1
+        return Launch(self.value(params, self.mpi_ranks, ctx), threads,
+                      params.get("mpi", "openmpi"), ctx.ncpus, cpuset=ctx.cpuset)
+
+    def command(self, params, ctx):
+        argv = [str(ctx.bindir / self.binary)]
+        for pname, flag in self.flags.items():
+            value = self.value(params, pname, ctx)
+            if value != "":  # an empty string parameter means "option not given"
+                argv += [flag, str(value)]
+        launch = self.launch(params, ctx)
+        return launch.argv() + argv if launch else argv
+
+    def environ(self, params, ctx):
+        launch = self.launch(params, ctx)
+        if launch is not None:
+            return launch.environ()
+        if self.threads_param:
+            return {"OMP_NUM_THREADS": str(self.value(params, self.threads_param, ctx)),
+                    "OMP_PROC_BIND": "spread"}
+        return {}
+
+    def parse(self, params, stdout, stderr, returncode):
+        pairs = parse_result_line(stdout)
+        valid = pairs.get("valid") == "1" and returncode == 0
+        samples = []
+        for m in self.metrics:
+            if m.name not in pairs and m.name in self.optional:
+                continue
+            value = result_value(self.name, pairs, m.name)
+            samples.append(Sample(m.name, value, m.unit, m.higher_is_better, valid))
+        return samples

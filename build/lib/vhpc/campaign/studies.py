@@ -1,0 +1,265 @@
+"""Studies: named campaign templates that reproduce the seed papers' experiments on this host.
+
+Each template turns (host topology, benchmarks, repeats) into a :class:`CampaignSpec` built
+from typed values (never CLI strings fed back through the parser), or
+raises :class:`StudyError` saying why this host cannot run it and what to do instead.
+
+| study | seed figure | environments |
+|---|---|---|
+| ``socket-span`` | 000 Fig. 2 | native on the same cores, and a VM spanning 1..S sockets (``span:K``) |
+| ``cold-warm`` | 000 Fig. 4-6 | native and a VM, ``cold-warm`` protocol |
+| ``vcpu-mapping`` | 003 Fig. 4 | VMs with vCPUs on 1, 2, 4 NUMA nodes (``nodes:LIST``) |
+| ``memory-profile`` | 003 Fig. 3 | memory local vs remote (numactl), natively or in a guest with 2 virtual nodes |
+| ``mpi-p2p`` | 001 Fig. 1-4, 004 Fig. 1 | native and a VM: latency, uni-/bidirectional bandwidth vs message size, multi-pair latency |
+| ``collectives`` | 004 Fig. 2-5 | native and a VM: Barrier, Allreduce, Bcast, Alltoall latency vs size, 2..N ranks |
+| ``linpack`` | 001 Fig. 5 | native and a VM: LU factor / solve / total time and Mflops, serial |
+| ``paging`` | 004 Fig. 12-13 | VMs backed by 4 KiB vs 2 MiB pages (reserve them with ``--host-knob hugepages_2m=N``): HPL, STREAM, RandomAccess |
+| ``noise`` | 004 Sec. 6 | native and a VM: selfish-detour noise, longer runs |
+| ``oversubscription`` | 003 Fig. 2 | native and a VM with all host CPUs: P NPB jobs at once, single-threaded vs 4 threads each (P = host CPUs) |
+| ``scaling`` | 004 Fig. 6-9 | native and a VM over a Slurm allocation: HPCCG and Allreduce at 1, 2, 4, ... ranks, one per node (``--executor slurm:nodes=N``) |
+| ``partition`` | 000 Fig. 8, 11, 12 | native, one VM over all sockets, one VM per socket, 2 VMs per socket (``vcluster``), same total ranks: NPB MPI kernels, pingpong, ivshmem-pingpong |
+| ``co-run`` | 003 Fig. 5 | a VM alone vs beside a co-runner VM of low / medium / high memory intensity, on the same NUMA node or (with ≥ 2 nodes) another one |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from vhpc import topology as topology_room
+from vhpc.core.errors import SpecError, VhpcError
+from vhpc.core.registry import Registry
+from vhpc.spec.parse import CampaignSpec, bench, campaign, env, parse_bench
+
+@dataclass(frozen=True)
+class Study:
+    """A study: ``name``, ``summary`` (one line with the seed figure) and ``template``, the
+    function ``(topology, in_vm, protocol) -> (default benchmarks, environments)``."""
+
+    name: str
+    summary: str
+    template: Callable[..., tuple[list, list]]
+
+
+#: Every study by name, in the order above.
+STUDIES: Registry[Study] = Registry("study")
+
+
+def study(name: str, summary: str):
+    """Decorator registering a template function as study ``name``."""
+    def add(template):
+        STUDIES.register(name)(Study(name, summary, template))
+        return template
+    return add
+
+
+class StudyError(VhpcError, ValueError):
+    """This study cannot run as asked on this host; the message says what to do."""
+
+
+def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bool = False,
+          **protocol: Any) -> CampaignSpec:
+    """The campaign spec of study ``name`` on ``topo``; ``benches`` are ``-b`` items replacing
+    the study's default benchmarks.  Raises StudyError (unknown study, host too small) or
+    SpecError (bad benchmark or protocol value)."""
+    if name not in STUDIES:
+        raise StudyError(f"unknown study {name!r}: choose one of {', '.join(STUDIES.names())}")
+    knobs = protocol.pop("host_knobs", None)
+    if knobs:
+        from vhpc.host.knobs import parse_knob
+
+        try:
+            protocol["host_knobs"] = dict(parse_knob(k) for k in knobs)
+        except VhpcError as exc:
+            raise SpecError(f"--host-knob: {exc}") from None
+    given = [parse_bench(b) for b in benches]
+    default, envs = STUDIES.get(name).template(topo, in_vm, protocol)
+    return campaign(given or default, envs, f"study {name}", **protocol)
+
+
+@study("cold-warm", "first trial after boot vs later ones (seed 000 Fig. 4-6)")
+def _cold_warm(topo, in_vm, protocol):
+    protocol.setdefault("warmup", 0)
+    protocol["protocol"] = "cold-warm"
+    return [bench("stream"), bench("pagefault")], [env("native"), env("vm")]
+
+
+@study("socket-span", "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)")
+def _socket_span(topo, in_vm, protocol):
+    per_pkg = min(len(p.cores) for p in topo.packages)
+    envs = []
+    for k in range(1, len(topo.packages) + 1):
+        cpus = [topo.cores[c].pus[0] for pkg in topo.packages[:k] for c in pkg.cores]
+        envs.append(env("native", f"native-{k}s", cpus=cpus))
+        envs.append(env("vm", f"vm-span{k}", vcpus=per_pkg * k, policy=f"span:{k}",
+                        numa="mirror"))
+    protocol.setdefault("baseline", "native-1s")
+    return [bench("stream")], envs
+
+
+@study("vcpu-mapping", "vCPUs on 1 / 2 / 4 NUMA nodes (seed 003 Fig. 4)")
+def _vcpu_mapping(topo, in_vm, protocol):
+    nodes = topo.node_ids
+    if len(nodes) < 2:
+        raise StudyError(f"vcpu-mapping needs at least 2 NUMA nodes; this host has {len(nodes)}: "
+                         "run it on a multi-socket host, or preview the placements with "
+                         "'vhpc plan --topology ... --policy nodes:0,1'")
+    vcpus = min(len(topo.pus_of_node(n)) for n in nodes)
+    envs = [env("native")]
+    for k in (1, 2, 4):
+        if k <= len(nodes):
+            policy = "nodes:" + ",".join(map(str, nodes[:k])) + (";mem=local" if k > 1 else "")
+            envs.append(env("vm", f"vm-{k}node", vcpus=vcpus, policy=policy))
+    return [bench("stream"), bench("randomaccess")], envs
+
+
+@study("memory-profile", "NUMA penalty CPI_remote/CPI_local vs MPKI (seed 003 Fig. 3)")
+def _memory_profile(topo, in_vm, protocol):
+    benches = [bench(b) for b in ("stream", "randomaccess", "pagefault", "noise")]
+    if in_vm:
+        envs = [env("vm", "local", numa=2, policy="spread", guest_bind="0:0"),
+                env("vm", "remote", numa=2, policy="spread", guest_bind="0:1")]
+    else:
+        nodes = topo.node_ids
+        if len(nodes) < 2:
+            raise StudyError(
+                f"memory-profile needs at least 2 NUMA nodes; this host has {len(nodes)}. Run it "
+                "on a multi-node host, or add --in-vm to exercise the machinery in a guest with 2 "
+                "virtual NUMA nodes (its penalty is meaningless: both map to one host node)")
+        a, b = nodes[0], nodes[1]
+        envs = [env("native", "local", nodes=[a]), env("native", "remote", nodes=[a], membind=[b])]
+    protocol.setdefault("baseline", "local")
+    return benches, envs
+
+
+@study("mpi-p2p", "MPI latency / bandwidth vs message size, multi-pair latency (seed 001 Fig. 1-4)")
+def _mpi_p2p(topo, in_vm, protocol):
+    return ([bench("osu-latency", max_size=1048576), bench("osu-bw", max_size=1048576),
+             bench("osu-bibw", max_size=1048576), bench("osu-multi-lat", max_size=1024)],
+            [env("native"), env("vm")])
+
+
+@study("collectives", "Barrier/Allreduce/Bcast/Alltoall vs size and ranks (seed 004 Fig. 2-5)")
+def _collectives(topo, in_vm, protocol):
+    ranks = sorted({2, max(2, len(topo.pu_ids))})
+    default = [bench("osu-coll", op=op, ranks=r, max_size=65536)
+               for op in ("barrier", "allreduce", "bcast", "alltoall") for r in ranks]
+    return default, [env("native"), env("vm", vcpus=max(ranks))]
+
+
+@study("linpack", "LU factor / solve / total time and Mflops, serial (seed 001 Fig. 5)")
+def _linpack(topo, in_vm, protocol):
+    return [bench("linpack", n=1000, threads=1)], [env("native"), env("vm")]
+
+
+@study("paging", "4 KiB vs 2 MiB guest page backing: HPL, STREAM, RandomAccess (seed 004 Fig. 12-13)")
+def _paging(topo, in_vm, protocol):
+    return ([bench("hpcc", n=1000), bench("stream"), bench("randomaccess")],
+            [env("native"), env("vm", "vm-4k", backing="4k"), env("vm", "vm-2m", backing="2m")])
+
+
+@study("noise", "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)")
+def _noise(topo, in_vm, protocol):
+    protocol.setdefault("repeats", 10)
+    return [bench("noise", duration=5)], [env("native"), env("vm")]
+
+
+@study("co-run", "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)")
+def _co_run(topo, in_vm, protocol):
+    nodes = topo.node_ids
+    pus0 = list(topo.pus_of_node(nodes[0]))
+    if len(pus0) < 2:
+        raise StudyError("co-run needs at least 2 PUs on a NUMA node (one VM each)")
+    v = len(pus0) // 2
+
+    def pin(pus):
+        return f"map:0-{v - 1}=" + ",".join(map(str, pus[:v]))
+
+    main = pin(pus0)
+    places = {"same": pin(pus0[v:])}
+    if len(nodes) > 1:
+        places["other"] = pin(list(topo.pus_of_node(nodes[1])))
+    envs = [env("vm", "alone", vcpus=v, policy=main)]
+    for where, policy in places.items():
+        for level in ("low", "medium", "high"):
+            envs.append(env("vm", f"co-{level}-{where}", vcpus=v, policy=main, corunner=level,
+                            corunner_policy=policy))
+    protocol.setdefault("baseline", "alone")
+    return [bench("stream"), bench("randomaccess")], envs
+
+
+@study("oversubscription", "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)")
+def _oversubscription(topo, in_vm, protocol):
+    p = len(topo.pu_ids)
+    default = [bench(f"npb-{k}", **{"class": "S", "copies": p, "threads": t})
+               for k in ("cg", "ep", "is", "mg", "ft") for t in (1, 4)]
+    return default, [env("native"), env("vm", vcpus=p)]
+
+
+@study("scaling", "HPCCG and Allreduce vs node count over a Slurm allocation (seed 004 Fig. 6-9)")
+def _scaling(topo, in_vm, protocol):
+    """Seed 004 Fig. 6-9: one rank per node at 1, 2, 4, ... nodes up to the allocation's
+    ``nodes``; native ranks are an ``srun --mpi=pmix`` job over that many nodes, the VM runs
+    the same ranks inside one guest on one node (docs/scale-out.md)."""
+    from vhpc import executors
+
+    protocol.setdefault("executor", "slurm")  # the cluster's default allocation
+    try:
+        ex = executors.parse(protocol["executor"])
+    except ValueError as exc:
+        raise StudyError(str(exc)) from None
+    if executors.EXECUTORS.get(ex.kind).runs_here:
+        raise StudyError("scaling runs over a Slurm allocation: use --executor slurm:nodes=N "
+                         "(docs/scale-out.md)")
+    n = int(getattr(ex.options, "nodes", None) or 1)
+    counts = sorted({2 ** i for i in range(n.bit_length())} | {n})
+    default = [bench("hpccg", ranks=k) for k in counts]
+    default += [bench("osu-coll", op="allreduce", ranks=k, max_size=65536)
+                for k in sorted({max(2, k) for k in counts})]
+    vcpus = max(2, min(max(counts), len(topo.pu_ids)))
+    return default, [env("native"), env("vm", vcpus=vcpus)]
+
+
+def _partition_layout(topo) -> tuple[int, int, list, str | None]:
+    """(sockets, cores per socket, environments, note on what the host reduces the study to)."""
+    sockets = len(topo.packages)
+    cores = min(len(topo.package(p.index).cores) for p in topo.packages)
+    ranks = sockets * cores
+    envs = [env("native"), env("vm", "one-vm", vcpus=ranks, policy=f"span:{sockets}")]
+    dropped = []
+    if sockets >= 2:
+        envs.append(env("vcluster", "vm-per-socket", vms=sockets, vcpus=cores, net="ivshmem"))
+    else:
+        dropped.append("one VM per socket is the same as one VM over all sockets")
+    if cores >= 2:
+        envs.append(env("vcluster", "2-vms-per-socket", vms=2 * sockets, vcpus=cores // 2,
+                        net="ivshmem"))
+        if cores // 2 > 1:  # pingpong's 2 ranks would share guest 0: one rank per guest too
+            envs.append(env("vcluster", "cross-vm", vms=2, vcpus=1, ranks_per_vm=1,
+                            net="ivshmem"))
+    else:
+        dropped.append("2 VMs per socket need 2 cores per socket")
+    note = None
+    if dropped:
+        note = (f"partition on this host ({sockets} socket(s) x {cores} core(s)): "
+                + "; ".join(dropped) + " - running " + ", ".join(e.name for e in envs))
+    return sockets, cores, envs, note
+
+
+def note(name: str, topo: topology_room.Topology) -> str | None:
+    """What study ``name`` reduces to on ``topo`` (None when it runs as designed)."""
+    if name == "partition":
+        return _partition_layout(topo)[3]
+    return None
+
+
+@study("partition", "1 VM over all sockets vs 1 or 2 VMs per socket, virtio vs ivshmem (seed 000 Fig. 8, 11, 12)")
+def _partition(topo, in_vm, protocol):
+    sockets, cores, envs, _ = _partition_layout(topo)
+    if sockets * cores < 2:
+        raise StudyError("partition needs at least 2 cores (2 ranks, 2 VMs)")
+    ranks = sockets * cores
+    default = [bench(f"npb-{k}", variant="mpi", ranks=ranks, **{"class": "S"})
+               for k in ("cg", "mg", "ft", "is")]
+    default += [bench("pingpong"), bench("ivshmem-pingpong", max_size=1048576)]
+    return default, envs

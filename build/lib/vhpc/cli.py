@@ -1,0 +1,585 @@
+"""The ``vhpc`` command.  Thin: parses arguments, calls the rooms, prints.
+
+Exit status: 0 success, 1 campaign finished with failed trials, 2 bad input (one-line error
+saying what to change), 130 interrupted (everything measured so far is stored; resume with
+``vhpc compare --resume ID``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from vhpc import __version__
+from vhpc.core.errors import SpecError, VhpcError
+
+DEFAULT_OUT = "vhpc-results"
+QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
+
+# Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+console = Console(width=_WIDTH)
+err_console = Console(stderr=True)
+
+
+class RichProgress:
+    """Campaign progress: a bar with done/total, elapsed time and ETA; failures are printed."""
+
+    def __init__(self, con: Console):
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                            TimeRemainingColumn(), console=con, transient=False)
+        self.task = None
+
+    def start(self, total, done):
+        self.bar.start()
+        self.task = self.bar.add_task("trials", total=total, completed=done)
+
+    def trial(self, row):
+        kind = "warm-up" if row.warmup else f"round {row.round}"
+        self.bar.update(self.task, description=f"{row.environment} {row.benchmark} ({kind})")
+
+    def grow(self, n):
+        self.bar.update(self.task, total=self.bar.tasks[0].total + n)
+        self.bar.console.print(f"adaptive repeats: adding a round ({n} trials) to reach the "
+                               "target precision")
+
+    def finished(self, row, status, note):
+        self.bar.advance(self.task)
+        if note:
+            first = note.splitlines()[0][:160]
+            self.bar.console.print(f"[yellow]{row.environment} {row.benchmark}: {status}: {first}")
+
+    def stop(self):
+        self.bar.stop()
+
+
+class UsageError(VhpcError):
+    """A command line argparse rejects (unknown flag, missing value, bad number)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one-line UsageErrors (exit 2 via :func:`main`)."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _count(lo: int, hi: int):
+    """argparse type: an int in [lo, hi] (the message says the range)."""
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range: give {lo}..{hi}")
+        return value
+    return convert
+
+
+def _store(out: str):
+    """The store of results folder ``out`` (created if missing).  Raises StoreError (one line)
+    when ``out`` is not a folder or cannot be created or opened."""
+    from vhpc.store import Store
+
+    return Store(Path(out) / "vhpc.db")
+
+
+def _spec_from_flags(args):
+    from vhpc.spec import parse as specmod
+
+    return specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
+                            strict_placement=args.strict_placement,
+                            target_ci=args.target_ci / 100 if args.target_ci else None,
+                            max_repeats=args.max_repeats, repeats=args.repeats,
+                            warmup=args.warmup, baseline=args.baseline, timeout=args.timeout,
+                            order=args.order, protocol=args.protocol,
+                            session_trials=args.session_trials, host_knobs=args.host_knob,
+                            executor=getattr(args, "executor", None))
+
+
+def _dry_run(spec) -> int:
+    """Print the plan of ``spec`` with placements on this host; start nothing."""
+    from vhpc.campaign import execute as campaign
+    from vhpc.report import console as views
+
+    plans = campaign.placements(spec, campaign.host_facts())
+    views.dry_run(console, spec, campaign.plan(spec), {n: p.text for n, p in plans.items()})
+    return 0
+
+
+def run_campaign(args, spec=None) -> tuple[int, str]:
+    """Create (or resume, ``--resume``) and execute a campaign, then report it; returns
+    (exit status, campaign id)."""
+    from vhpc.campaign import execute as campaign
+    from vhpc.report import console as views
+
+    store = _store(args.out)
+    envs = None
+    if args.resume:
+        cid = args.resume
+        store.campaign(cid)  # raises StoreError for an unknown id
+        store.check_not_owned(cid)  # another live vhpc runs it: refuse before printing anything
+        console.print(f"Resuming campaign [bold]{cid}[/]")
+    else:
+        envs = campaign.prepare(spec)  # host checks and environments, before anything is stored
+        for env in envs.values():
+            env.preflight()  # ssh: the host answers and accepts the key
+        from vhpc import executors
+
+        executor = executors.make(spec.executor)
+        executor.preflight()  # slurm: commands installed, controller answers
+        cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
+        console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
+                      f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
+                      f"rounds → {args.out}/")
+    progress = RichProgress(console)
+    try:
+        counts = campaign.execute(store, cid, progress, envs=envs, notify=lambda m: err_console.print(
+            f"vhpc: {m}", highlight=False, markup=False, soft_wrap=True))
+    except KeyboardInterrupt:
+        progress.stop()
+        done = len(store.trials(cid, "done")) + len(store.trials(cid, "failed"))
+        err_console.print(f"vhpc: interrupted; {done} trials are stored. Resume with: "
+                          f"vhpc compare --resume {cid} --out {args.out}")
+        return 130, cid
+    finally:
+        progress.stop()
+    views.campaign_report(store, cid, args.out, console)
+    return (1 if counts.get("failed") else 0), cid
+
+
+def cmd_compare(args) -> int:
+    spec = None if args.resume else _spec_from_flags(args)
+    if args.dry_run:
+        if spec is None:
+            raise UsageError("--dry-run plans a new campaign: drop --resume")
+        return _dry_run(spec)
+    return run_campaign(args, spec)[0]
+
+
+def cmd_run(args) -> int:
+    from vhpc.spec import parse as specmod
+
+    spec = specmod.from_file(args.spec)
+    return _dry_run(spec) if args.dry_run else run_campaign(args, spec)[0]
+
+
+def cmd_study(args) -> int:
+    from vhpc.campaign import execute as campaign, studies
+    from vhpc.report import console as views
+
+    if args.name == "list":
+        for name, s in studies.STUDIES.items():
+            console.print(f"[bold]{name:16}[/] {s.summary}")
+        return 0
+    host = campaign.host_facts()
+    if studies.note(args.name, host.topology):
+        console.print(studies.note(args.name, host.topology))
+    spec = studies.build(args.name, host.topology, args.bench or [], in_vm=args.in_vm,
+                         host_knobs=args.host_knob, repeats=args.repeats, warmup=args.warmup,
+                         timeout=args.timeout, executor=args.executor)
+    if args.dry_run:
+        return _dry_run(spec)
+    args.resume = None
+    rc, cid = run_campaign(args, spec)
+    if args.name == "memory-profile":
+        views.memory_profile(console, _store(args.out).trials(cid))
+    return rc
+
+
+def cmd_calibrate(args) -> int:
+    """``vhpc calibrate``: A/A false positives, an injected slowdown recovered, power,
+    placement (docs/calibrate.md)."""
+    from vhpc.workflows import calibrate
+    from vhpc.spec import parse as specmod
+    from vhpc.report import calibrate as calibrate_report
+
+    taken: list[str] = []
+    s = calibrate.Settings(tuple(specmod.parse_bench(b) for b in args.bench or QUICK),
+                           tuple(specmod.parse_env(e, taken) for e in args.env or ["native", "vm"]),
+                           campaigns=args.campaigns, repeats=args.repeats, delta=args.delta,
+                           alpha=args.alpha, warmup=args.warmup, timeout=args.timeout)
+    doc = calibrate.run(_store(args.out), s, " ".join(shlex.quote(a) for a in sys.argv),
+                        say=lambda m: console.print(m, highlight=False, markup=False))
+    calibrate_report.render_terminal(doc, console)
+    jpath, hpath = calibrate_report.write(doc, Path(args.out))
+    console.print(f"Calibration: [bold]{hpath}[/]  (JSON: {jpath})")
+    return 0
+
+
+def _diff_store(path: str):
+    """The store at ``path``: a vhpc.db file or a results folder holding one; it must exist
+    (a diff never creates an empty store)."""
+    from vhpc.analysis.diff import DiffError
+    from vhpc.store import Store
+
+    p = Path(path)
+    db = p if p.suffix == ".db" or p.is_file() else p / "vhpc.db"
+    if not db.is_file():
+        raise DiffError(f"no vhpc store at {db}: give the results folder (--out) or the "
+                        "vhpc.db of the campaigns (--store)")
+    return Store(db)
+
+
+def cmd_diff(args) -> int:
+    """``vhpc diff A B``: campaign against campaign, overhead changes with PASS/FAIL against
+    a tolerance (docs/diff.md).  Exit 0 all within, 1 a regression beyond it, 2 bad input."""
+    from vhpc.analysis import diff as d
+    from vhpc.report import diff as present
+
+    paths = args.store or [args.out]
+    if len(paths) > 2:
+        raise UsageError("vhpc diff: give --store at most twice (the store of A, then of B)")
+    stores = [_diff_store(p) for p in paths]
+    a, b = d.load(stores[0], args.a), d.load(stores[-1], args.b)
+    tol = None
+    if args.tolerance is not None:
+        if Path(args.tolerance).is_file():
+            tol = d.parse_tolerance_file(Path(args.tolerance).read_text(), args.tolerance)
+        else:
+            tol = d.Tolerance(d.parse_percent(args.tolerance, "--tolerance"))
+    result = d.diff(a, b, alpha=args.alpha, tolerance=tol)
+    hist = None
+    if args.history:
+        found: dict[str, d.CampaignData] = {}
+        for st in stores:
+            for row in st.campaigns():
+                cid = row["id"]
+                if cid in found or row["created"] > b.created:
+                    continue
+                try:
+                    if d.same_spec(st.campaign(cid)["spec"], b.spec):
+                        found[cid] = d.load(st, cid)
+                except VhpcError as exc:  # an unreadable old campaign: left out, said so
+                    err_console.print(f"vhpc: history: {cid} left out ({exc})", markup=False,
+                                      highlight=False, soft_wrap=True)
+        found.setdefault(a.id, a)
+        found.setdefault(b.id, b)
+        chosen = sorted(found.values(), key=lambda c: c.created)[-args.history:]
+        hist = d.history(chosen, args.alpha)
+    present.render_terminal(result, console)
+    folder = Path(args.out) / f"diff-{a.id}-{b.id}"
+    html = present.write_html(result, Path(args.html) if args.html else folder / "diff.html", hist)
+    js = present.write_json(result, Path(args.json) if args.json else folder / "diff.json", hist)
+    console.print(f"Diff: [bold]{html}[/]  (JSON: {js})")
+    return result.exit_status
+
+
+def cmd_report(args) -> int:
+    from vhpc.campaign import execute as campaign
+    from vhpc.report import console as views
+
+    store = _store(args.out)
+    store.campaign(args.id)
+    if args.reparse:
+        n = campaign.reparse(store, args.id)
+        console.print(f"Re-parsed {n} trials from their stored raw output")
+    from vhpc.workflows.tune.output import report_sections as race
+
+    views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json,
+                          extra_sections=race(store, args.id, args.out))
+    return 0
+
+
+def cmd_list(args) -> int:
+    from vhpc.report import console as views
+
+    if args.what == "benchmarks":
+        from vhpc.benchmarks import REGISTRY
+
+        views.benchmarks(console, REGISTRY, markdown=args.markdown)
+        return 0
+    views.campaigns(console, _store(args.out).campaigns(), f"{args.out}/vhpc.db")
+    return 0
+
+
+def cmd_host(args) -> int:
+    from vhpc.environments.vm import guestimage
+    from vhpc.host import facts as hostinfo
+    from vhpc.environments.vm.backends import qemu
+
+    from vhpc import topology
+
+    if args.ssh:
+        return remote_host_report(args.ssh)
+    topo = topology.load(args.topology)
+    console.print(topology.render_text(topo), highlight=False, markup=False, soft_wrap=True)
+    if args.topology:
+        return 0
+    fp = hostinfo.fingerprint()
+    console.print(f"CPU model     {fp['cpu_model']}  ({fp['host_cpus']} CPUs)")
+    console.print(f"host kernel   {fp['host_kernel']}")
+    console.print(f"QEMU          {hostinfo.qemu_version() or 'not installed (apt-get install qemu-system-x86)'}")
+    try:
+        kernel = guestimage.find_kernel()
+        console.print(f"guest kernel  {kernel.image} ({kernel.release})")
+    except guestimage.GuestImageError as exc:
+        kernel = None
+        console.print(f"guest kernel  none: {exc}")
+    if args.no_probe or kernel is None or hostinfo.qemu_version() is None:
+        console.print("accelerator   not probed")
+    else:
+        probe = qemu.probe_kvm(kernel, use_cache=not args.reprobe)
+        style = "green" if probe.accel == "kvm" else "yellow"
+        console.print(f"accelerator   [{style}]{probe.accel}[/]: {probe.reason}")
+        if probe.accel == "tcg":
+            console.print("              VM results on this host are TCG emulation, not hardware "
+                          "virtualization overheads.")
+    console.print("host knobs    " + json.dumps(fp["knobs"]))
+    return 0
+
+
+def remote_host_report(target: str) -> int:
+    """``vhpc host --ssh [USER@]HOST[:PORT]``: the remote machine's topology and fingerprint."""
+    from vhpc.environments.ssh import environment as ssh
+
+    lines = ssh.host_report(target)
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from vhpc import placement, topology
+    from vhpc.environments.options import guest_numa
+
+    try:
+        numa = guest_numa(args.numa)
+    except ValueError as exc:
+        raise SpecError(f"--numa: {exc}") from None
+    topo = topology.load(args.topology)
+    if args.partition:
+        plans = placement.plan_partition(topo, args.partition, args.vcpus, args.memory,
+                                         backing=args.backing, guest_numa=numa)
+    else:
+        if args.vcpus is None:
+            raise placement.PlacementError("give --vcpus N (or --partition VMS_PER_SOCKET)")
+        reqs = [placement.PlacementRequest(vcpus=args.vcpus, memory_mib=args.memory,
+                                           policy=args.policy, guest_numa=numa,
+                                           backing=args.backing, vm_index=i, vms=args.vms)
+                for i in range(args.vms)]
+        plans = placement.plan_vms(topo, reqs)
+    console.print(placement.render_plans(topo, plans), highlight=False, markup=False, soft_wrap=True)
+    return 0
+
+
+def _campaign_flags(sp, dry_run=False):
+    """--out, and --dry-run for the commands that start campaigns."""
+    sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
+    if dry_run:
+        sp.add_argument("--dry-run", action="store_true",
+                        help="print the planned trials (round, environment, benchmark with "
+                             "its parameters, placement) and start nothing")
+
+
+def _compare_parser(sub) -> None:
+    """The ``compare`` subcommand's flags."""
+    c = sub.add_parser("compare", help="run benchmarks natively and in VMs and compare (the main job)")
+    c.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
+                   help=f"benchmark (repeatable; default: the quick suite {', '.join(QUICK)})")
+    c.add_argument("-e", "--env", action="append", metavar="ENV[:k=v,...]",
+                   help="environment: native[:cpus=LIST] or vm[:vcpus=N,memory=MiB,pin=auto|none|LIST,"
+                        "accel=auto|kvm|tcg,name=NAME] (repeatable; default: -e native -e vm)")
+    c.add_argument("--repeats", type=int, help="measured rounds (default 5)")
+    c.add_argument("--warmup", type=int, help="warm-up rounds, stored but not analysed (default 1)")
+    c.add_argument("--baseline", help="environment the others are compared to (default native)")
+    c.add_argument("--timeout", type=float, help="seconds per trial before it is killed (default 600)")
+    c.add_argument("--order", choices=("alternate", "fixed"), help="environment order across rounds")
+    c.add_argument("--protocol", choices=("warm", "cold", "cold-warm"),
+                   help="VM sessions: warm = one boot (default), cold = a boot per trial, "
+                        "cold-warm = a boot per benchmark block, first trial cold, later warm")
+    c.add_argument("--session-trials", type=int, metavar="N",
+                   help="cold-warm: trials per benchmark in each session (default 3)")
+    c.add_argument("--target-ci", type=float, metavar="PCT",
+                   help="adaptive repeats: after --repeats rounds, add rounds until every mean's "
+                        "95 %% CI half-width is within PCT %% of it (or --max-repeats)")
+    c.add_argument("--max-repeats", type=int, metavar="N",
+                   help="with --target-ci: at most N measured rounds (default 30)")
+    c.add_argument("--strict-placement", action="store_true",
+                   help="fail a VM trial whose placement does not read back as planned "
+                        "(default: a warning in the report)")
+    c.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
+                   help="change a host setting for this campaign only, restored afterwards "
+                        "(thp, thp_defrag, numa_balancing, hugepages_2m, hugepages_1g, governor)")
+    c.add_argument("--executor", metavar="local|slurm[:k=v,...]",
+                   help="where trials run: local (default) or slurm[:partition=P,nodes=N,time=T,"
+                        "account=A], each trial a job step in one allocation (docs/scale-out.md)")
+    c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
+    _campaign_flags(c, dry_run=True)
+
+
+def _calibrate_parser(sub) -> None:
+    """``vhpc calibrate`` and its flags (docs/calibrate.md)."""
+    cal = sub.add_parser("calibrate", help="how far this host's results can be trusted: A/A "
+                         "false positives, an injected slowdown recovered, runs needed")
+    cal.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
+                     help="benchmark (repeatable; default: the quick suite)")
+    cal.add_argument("-e", "--env", action="append", metavar="ENV[:k=v,...]",
+                     help="native or vm[:...] (repeatable; default: -e native -e vm)")
+    cal.add_argument("--campaigns", type=_count(1, 10000), default=20,
+                     help="campaigns per environment and benchmark (default %(default)s)")
+    cal.add_argument("--repeats", type=_count(2, 10000), default=3,
+                     help="measured rounds per campaign (default %(default)s)")
+    cal.add_argument("--warmup", type=_count(0, 1000), default=1,
+                     help="warm-up rounds (default %(default)s)")
+    cal.add_argument("--delta", type=float, default=0.05, help="injected slowdown, a fraction "
+                     "(default %(default)s = 5 %%)")
+    cal.add_argument("--alpha", type=float, default=0.05, help="significance level (default "
+                     "%(default)s)")
+    cal.add_argument("--timeout", type=float, default=600.0, help="seconds per trial")
+    _campaign_flags(cal)
+
+
+def _diff_parser(sub) -> None:
+    """``vhpc diff A B`` and its flags (docs/diff.md)."""
+    d = sub.add_parser("diff", help="campaign against campaign: did the overhead change, and "
+                       "what changed on the host (exit 1 on a regression beyond --tolerance)")
+    d.add_argument("a", metavar="A", help="campaign id before (e.g. before the update)")
+    d.add_argument("b", metavar="B", help="campaign id after")
+    d.add_argument("--store", action="append", metavar="PATH",
+                   help="vhpc.db or results folder of A (and of B unless given twice: the "
+                        "second is B's); default: --out")
+    d.add_argument("--tolerance", metavar="PCT|FILE",
+                   help="how much the overhead may grow: '5%%', or a file of 'PATTERN PCT' "
+                        "lines (benchmark/metric shell patterns, '*' default) → PASS/FAIL, "
+                        "exit 1 on a regression beyond it")
+    d.add_argument("--alpha", type=float, default=0.05,
+                   help="significance level, Holm-corrected over the diff (default %(default)s)")
+    d.add_argument("--history", type=_count(2, 1000), metavar="N",
+                   help="also draw the ratio over the last N campaigns of the same spec "
+                        "(up to B) in the HTML")
+    d.add_argument("--html", help="HTML path (default OUT/diff-A-B/diff.html)")
+    d.add_argument("--json", help="JSON path (default OUT/diff-A-B/diff.json)")
+    _campaign_flags(d)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `vhpc` argument parser (argparse errors become one-line UsageErrors)."""
+    p = _Parser(prog="vhpc", description="What does virtualization cost your HPC "
+                                "workload on this host, and which VM placement is cheapest?")
+    p.add_argument("--version", action="version", version=f"vhpc {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    h = sub.add_parser("host", help="host topology, accelerator probe, QEMU, guest kernel, knobs")
+    h.add_argument("--topology", help="hwloc XML file or synthetic description instead of this host")
+    h.add_argument("--no-probe", action="store_true", help="skip the KVM probe")
+    h.add_argument("--reprobe", action="store_true", help="probe KVM again instead of using the cached result")
+    h.add_argument("--ssh", metavar="[USER@]HOST[:PORT]",
+                   help="report on a remote machine over OpenSSH instead (docs/scale-out.md)")
+
+    _compare_parser(sub)
+
+    r = sub.add_parser("run", help="run a campaign described in a YAML file")
+    r.add_argument("spec", help="campaign file (YAML)")
+    r.add_argument("--resume", metavar="ID", help=argparse.SUPPRESS)
+    _campaign_flags(r, dry_run=True)
+    r.set_defaults(resume=None)
+
+    rep = sub.add_parser("report", help="re-analyse a stored campaign (no re-run)")
+    rep.add_argument("id")
+    rep.add_argument("--html", help="HTML report path")
+    rep.add_argument("--csv", help="samples CSV path")
+    rep.add_argument("--json", help="JSON export path")
+    rep.add_argument("--reparse", action="store_true", help="re-derive samples from stored raw output first")
+    _campaign_flags(rep)
+
+    st = sub.add_parser("study", help="run a seed paper's experiment as a campaign "
+                        "('vhpc study list' lists them)")
+    st.add_argument("name", help="a study name ('vhpc study list' shows them)")
+    st.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]")
+    st.add_argument("--repeats", type=int)
+    st.add_argument("--warmup", type=int)
+    st.add_argument("--timeout", type=float)
+    st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
+                    help="as for compare, e.g. hugepages_2m=1024 for the paging study")
+    st.add_argument("--executor", metavar="local|slurm[:k=v,...]",
+                    help="as for compare; the scaling study needs slurm:nodes=N")
+    st.add_argument("--in-vm", action="store_true",
+                    help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
+    _campaign_flags(st, dry_run=True)
+
+    pl = sub.add_parser("plan", help="plan a VM placement on this host or another topology")
+    pl.add_argument("--topology", help="hwloc XML file, synthetic description (e.g. "
+                    "'pack:4 numa:1 l3:1 core:4 pu:1') or seed machine name; default: this host")
+    pl.add_argument("--vcpus", type=_count(1, 4096), help="vCPUs per VM")
+    pl.add_argument("--memory", type=_count(1, 1 << 24), default=1024, help="MiB per VM (default %(default)s)")
+    pl.add_argument("--policy", default="compact", help="float, compact, spread, span:K, confine:N, "
+                    "nodes:LIST, map:... (docs/placement.md; default %(default)s)")
+    pl.add_argument("--numa", default="hidden", help="guest NUMA nodes: hidden, mirror or a count")
+    pl.add_argument("--backing", default="4k", choices=("4k", "2m", "1g"), help="page backing")
+    pl.add_argument("--vms", type=_count(1, 256), default=1, help="identical VMs sharing the policy's CPUs")
+    pl.add_argument("--partition", type=_count(1, 256), metavar="VMS_PER_SOCKET",
+                    help="partition the host: this many VMs on each socket (seed 000 Fig. 8)")
+
+    _calibrate_parser(sub)
+    ls = sub.add_parser("list", help="list benchmarks or stored campaigns")
+    ls.add_argument("what", choices=("benchmarks", "campaigns"))
+    ls.add_argument("--markdown", action="store_true", help="benchmarks as Markdown (docs/benchmarks.md)")
+    _campaign_flags(ls)
+
+    from vhpc.workflows.tune.cli import add_parser as add_tune
+
+    add_tune(sub)
+    _diff_parser(sub)
+    return p
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+#: Command name → handler (each returns the exit status).
+def cmd_tune(args) -> int:
+    """``vhpc tune``: race candidate placements (vhpc.workflows.tune, docs/tune.md)."""
+    from vhpc.workflows.tune.cli import cmd_tune as tune
+
+    return tune(args)
+
+
+COMMANDS = {"host": cmd_host, "compare": cmd_compare, "run": cmd_run, "report": cmd_report,
+            "study": cmd_study, "plan": cmd_plan, "list": cmd_list, "tune": cmd_tune,
+            "calibrate": cmd_calibrate, "diff": cmd_diff}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``vhpc`` command; returns the exit status: a :class:`VhpcError`
+    (bad input) is printed as one line and gives 2; anything else is a bug and propagates
+    with its traceback."""
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        args = build_parser().parse_args(argv)
+        from vhpc.host.knobs import journal_path, recover
+
+        for left in recover(journal_path()):  # only journals whose vhpc is no longer running
+            err_console.print(f"vhpc: {left.describe()}", highlight=False, markup=False,
+                              soft_wrap=True)
+        return COMMANDS[args.command](args)
+    except VhpcError as exc:
+        line = " ".join(str(exc).split())
+        err_console.print(f"vhpc: error: {line}", highlight=False, markup=False, soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        err_console.print("vhpc: interrupted")
+        return 130
+    except OSError as exc:  # results that cannot be written: full, read-only, no permission
+        from vhpc.store import describe_os_error
+
+        if describe_os_error(exc) is None:
+            raise
+        err_console.print(f"vhpc: error: {describe_os_error(exc)}", highlight=False,
+                          markup=False, soft_wrap=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,547 @@
+"""Statistics: the one place vhpc computes them (analysis, campaign and report call in here).
+
+Pure functions on numbers and arrays; no I/O, no vhpc types.  Every interval is two-sided at
+``confidence`` (a fraction in (0, 1), e.g. 0.95); means and variances are in the metric's unit
+(unit²), ratios are dimensionless.
+
+Sources:
+
+* Student-t CI of a mean: Student (1908); Montgomery & Runger, *Applied Statistics and
+  Probability for Engineers*, §8.2.
+* Welch's unequal-variance t-test and the Welch–Satterthwaite degrees of freedom: B. L. Welch,
+  Biometrika 34 (1947) 28–35; F. E. Satterthwaite, Biometrics Bulletin 2 (1946) 110–114.
+* Ratio of two means, Fieller's theorem: E. C. Fieller, J. Roy. Stat. Soc. B 16 (1954) 175–185.
+* Ratio of two means of positive quantities on the log scale (delta method):
+  J. O. Friedrich, N. K. J. Adhikari, J. Beyene, "The ratio of means method as an alternative
+  to mean differences for analyzing continuous outcome variables in meta-analysis", BMC Med.
+  Res. Methodol. 8:32 (2008), ``Var(ln R̂) ≈ s_a²/(n_a ā²) + s_b²/(n_b b̄²)``; comparison with
+  Fieller: J. Hirschberg & J. Lye, The American Statistician 64 (2010) 234–241.
+* Bootstrap, bias-corrected and accelerated (BCa): B. Efron, JASA 82 (1987) 171–185, computed
+  by :func:`scipy.stats.bootstrap`.
+* Skewness: adjusted Fisher–Pearson coefficient G1 (:func:`scipy.stats.skew`, ``bias=False``);
+  |G1| > 1 is "highly skewed" (M. G. Bulmer, *Principles of Statistics*, 1979, p. 63).
+* Multiple comparisons: S. Holm, Scand. J. Statist. 6 (1979) 65–70
+  (``statsmodels.stats.multitest.multipletests``).
+* Least-squares line: :func:`scipy.stats.linregress` (ordinary least squares, r² = Pearson r²).
+* Outliers: B. Iglewicz & D. C. Hoaglin, *How to Detect and Handle Outliers*, ASQC (1993):
+  modified z-score.
+* Power of the two-sample t-test: J. Cohen, *Statistical Power Analysis for the Behavioral
+  Sciences*, 2nd ed. (1988), ch. 2 (effect size d = difference of means / pooled standard
+  deviation; noncentral t, :data:`scipy.stats.nct`; cross-checked in the tests against
+  ``statsmodels.stats.power.TTestIndPower``).
+* Proportions: Clopper & Pearson, Biometrika 26 (1934) 404–413 (exact binomial interval,
+  :meth:`scipy.stats.binomtest`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Hashable, Iterable, Mapping, Sequence
+
+import numpy as np
+from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
+
+__all__ = [
+    "RatioInterval",
+    "FIELLER", "LOG_DELTA", "BCA", "EXACT", "NO_INTERVAL", "METHODS",
+    "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
+    "fieller_contains", "log_ratio_interval", "bca_ratio_interval", "ratio_interval",
+    "holm_adjust", "modified_z_outliers", "is_skewed", "mean", "linear_fit", "Description",
+    "describe", "POWER", "t_test_power", "pooled_cv", "pooled_relative_sd", "runs_needed", "detectable_effect", "proportion_interval",
+    "ratio_of_ratios",
+]
+
+#: ratio-interval methods (the names exported per comparison)
+FIELLER = "fieller"
+LOG_DELTA = "log-delta"
+BCA = "bca"
+EXACT = "exact"
+NO_INTERVAL = "none"
+METHODS = {
+    FIELLER: "Fieller (1954)",
+    LOG_DELTA: "delta method on the log ratio (Friedrich et al. 2008)",
+    BCA: "BCa bootstrap (Efron 1987)",
+    EXACT: "no variation: the ratio is exact",
+    NO_INTERVAL: "fewer than 2 samples: no interval",
+}
+
+#: modified z-score threshold (Iglewicz & Hoaglin 1993)
+MAD_THRESHOLD = 3.5
+#: 1 / Φ⁻¹(3/4): makes the MAD a consistent estimator of σ for normal data
+MAD_SCALE = 1.4826
+#: sqrt(π/2): makes the mean absolute deviation consistent for σ (fallback when MAD = 0)
+MEANAD_SCALE = 1.253314
+#: |G1| above this is "highly skewed" (Bulmer 1979)
+SKEW_THRESHOLD = 1.0
+#: BCa is used only with at least this many samples on each side (with fewer the bootstrap
+#: distribution is too coarse) and at most BCA_MAX_N (the jackknife is O(n²); the normal
+#: approximation of the log-delta method is then good anyway)
+BCA_MIN_N = 10
+BCA_MAX_N = 5000
+#: bootstrap resamples and seed (fixed: the same data gives the same report)
+BCA_RESAMPLES = 9999
+BCA_SEED = 20240501
+
+
+def mean(values: Sequence[float]) -> float | None:
+    """Arithmetic mean (same unit as the values), None for no values."""
+    return float(np.mean(np.asarray(values, dtype=float))) if len(values) else None
+
+
+@dataclass(frozen=True)
+class Description:
+    """Descriptive statistics of one sample (values' unit): n, mean and median (None for
+    n = 0), stdev (ddof = 1), Student-t CI of the mean, CV = stdev/|mean| (None for n < 2 or
+    mean 0) and the count of modified-z outliers."""
+
+    n: int
+    mean: float | None = None
+    median: float | None = None
+    stdev: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    cv: float | None = None
+    outliers: int = 0
+
+
+def describe(values: Sequence[float], confidence: float = 0.95) -> Description:
+    """:class:`Description` of ``values`` (:func:`student_t_ci`, :func:`modified_z_outliers`)."""
+    x = np.asarray(values, dtype=float)
+    n = int(x.size)
+    if n == 0:
+        return Description(0)
+    m, med = float(x.mean()), float(np.median(x))
+    if n < 2:
+        return Description(n, m, med)
+    sd = float(x.std(ddof=1))
+    lo, hi = student_t_ci(m, sd, n, confidence)
+    return Description(n, m, med, sd, lo, hi, sd / abs(m) if m != 0 else None,
+                       modified_z_outliers(x))
+
+
+def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
+    """Ordinary least-squares line y = intercept + slope·x (``scipy.stats.linregress``).
+    Returns (slope, intercept, r²).  Raises ValueError when x has fewer than 2 distinct
+    values."""
+    if len(set(x)) < 2:
+        raise ValueError("a line needs at least 2 distinct x values")
+    res = sps.linregress(x, y)
+    return float(res.slope), float(res.intercept), float(res.rvalue ** 2)
+
+
+def _tq(confidence: float, df: float) -> float:
+    """Two-sided Student-t quantile t_{(1+c)/2, df}."""
+    return float(sps.t.ppf(0.5 + confidence / 2.0, df))
+
+
+def student_t_ci(mean: float, stdev: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Student-t confidence interval of a mean: ``mean ± t_{(1+c)/2, n−1} · stdev / √n``.
+
+    mean, stdev: in the metric's unit; n: sample count (≥ 2).  Returns (low, high) in the
+    metric's unit (``scipy.stats.t.interval``).  Raises ValueError when n < 2.
+    """
+    if n < 2:
+        raise ValueError(f"a confidence interval needs n >= 2 samples, got n={n}")
+    if stdev == 0:
+        return (mean, mean)
+    lo, hi = sps.t.interval(confidence, n - 1, loc=mean, scale=stdev / math.sqrt(n))
+    return (float(lo), float(hi))
+
+
+def relative_halfwidth(values: Sequence[float], confidence: float = 0.95) -> float | None:
+    """Half-width of the Student-t CI of the mean divided by |mean| (0.02 = ±2 %).
+
+    None when fewer than 2 values or the mean is 0 (precision undefined).
+    """
+    x = np.asarray(values, dtype=float)
+    if x.size < 2:
+        return None
+    mean = float(x.mean())
+    if mean == 0:
+        return None
+    lo, hi = student_t_ci(mean, float(x.std(ddof=1)), int(x.size), confidence)
+    return (hi - lo) / 2.0 / abs(mean)
+
+
+def imprecise_keys(groups: Mapping[Hashable, Sequence[float]], target: float,
+                   confidence: float = 0.95) -> list[Hashable]:
+    """Keys of ``groups`` whose mean is not known within ``target`` (relative half-width, see
+    :func:`relative_halfwidth`); a group with an undefined precision counts as imprecise."""
+    out = []
+    for key, values in groups.items():
+        rel = relative_halfwidth(values, confidence)
+        if rel is None or rel > target:
+            out.append(key)
+    return out
+
+
+def welch_test(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float,
+               n_b: int) -> tuple[float | None, float | None]:
+    """Two-sided Welch t-test of equal means from summary statistics.
+
+    var_a, var_b: sample variances (ddof = 1, unit²); n_a, n_b: sample counts.
+    ``t = (mean_a − mean_b) / √(v_a + v_b)`` with ``v = var/n``,
+    ``df = (v_a + v_b)² / (v_a²/(n_a−1) + v_b²/(n_b−1))``; p from
+    ``scipy.stats.ttest_ind_from_stats(equal_var=False)``.
+    Returns (p, df).  Degenerate cases: n < 2 on either side → (None, None); zero variance on
+    both sides → (0.0, None) when the means differ, (1.0, None) when they are equal.
+    """
+    if n_a < 2 or n_b < 2:
+        return (None, None)
+    va, vb = var_a / n_a, var_b / n_b
+    se2 = va + vb
+    if se2 == 0:
+        return ((0.0 if mean_a != mean_b else 1.0), None)
+    denom = (va * va / (n_a - 1) if va > 0 else 0.0) + (vb * vb / (n_b - 1) if vb > 0 else 0.0)
+    df = se2 * se2 / denom
+    res = sps.ttest_ind_from_stats(mean_a, math.sqrt(var_a), n_a, mean_b, math.sqrt(var_b), n_b,
+                                   equal_var=False)
+    return (min(1.0, float(res.pvalue)), df)
+
+
+def _fieller_df(sa2: float, sb2: float, n_a: int, n_b: int, r: float) -> float:
+    """Welch–Satterthwaite df of a − r·b."""
+    denom = (sa2 * sa2 / (n_a - 1) if sa2 > 0 else 0.0)
+    denom += (r**4) * sb2 * sb2 / (n_b - 1) if sb2 > 0 else 0.0
+    if denom == 0:  # sa2 == 0 and r == 0
+        return float(n_b - 1)
+    return (sa2 + r * r * sb2) ** 2 / denom
+
+
+def fieller_interval(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float,
+                     n_b: int, confidence: float = 0.95) -> tuple[float | None, float | None, float | None]:
+    """Confidence interval of the ratio R = mean_a / mean_b of two independent means.
+
+    Fieller's theorem (Fieller 1954): the set of R with
+    ``(a − R·b)² ≤ t² · (s_a² + R²·s_b²)`` where a, b are the sample means,
+    ``s_a² = var_a/n_a``, ``s_b² = var_b/n_b`` and t the two-sided Student-t quantile.  Bounds:
+    ``R = [ab ± t √(a² s_b² + b² s_a² − t² s_a² s_b²)] / (b² − t² s_b²)``.  Degrees of freedom:
+    Welch–Satterthwaite for a − R̂·b at R̂ = a/b:
+    ``df = (s_a² + R̂² s_b²)² / (s_a⁴/(n_a−1) + R̂⁴ s_b⁴/(n_b−1))``.
+
+    Returns (low, high, df).  When ``b² ≤ t² s_b²`` the denominator is not significantly
+    different from 0 and the set is unbounded: (None, None, df).  n < 2 on either side or
+    b = 0: (None, None, None).  Zero variance on both sides: (R̂, R̂, None).
+    """
+    if n_a < 2 or n_b < 2 or mean_b == 0:
+        return (None, None, None)
+    a, b = mean_a, mean_b
+    sa2, sb2 = var_a / n_a, var_b / n_b
+    r = a / b
+    if sa2 == 0 and sb2 == 0:
+        return (r, r, None)
+    df = _fieller_df(sa2, sb2, n_a, n_b, r)
+    t = _tq(confidence, df)
+    q = b * b - t * t * sb2
+    if q <= 0:
+        return (None, None, df)
+    disc = a * a * sb2 + b * b * sa2 - t * t * sa2 * sb2
+    root = t * math.sqrt(max(disc, 0.0))
+    lo, hi = (a * b - root) / q, (a * b + root) / q
+    return (min(lo, hi), max(lo, hi), df)
+
+
+def fieller_contains(value: float, mean_a: float, var_a: float, n_a: int, mean_b: float,
+                     var_b: float, n_b: int, confidence: float = 0.95) -> bool:
+    """True when ``value`` lies in Fieller's confidence set of mean_a / mean_b (bounded or
+    not): ``(a − value·b)² ≤ t² (s_a² + value² s_b²)`` with the df of :func:`fieller_interval`."""
+    sa2, sb2 = var_a / n_a, var_b / n_b
+    df = _fieller_df(sa2, sb2, n_a, n_b, mean_a / mean_b if mean_b else 0.0)
+    t = _tq(confidence, df)
+    return (mean_a - value * mean_b) ** 2 <= t * t * (sa2 + value * value * sb2)
+
+
+def log_ratio_interval(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float,
+                       n_b: int, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Confidence interval of R = mean_a / mean_b for positive means, on the log scale.
+
+    Delta method (Friedrich et al. 2008): ``Var(ln R̂) ≈ u_a + u_b`` with
+    ``u = var / (n · mean²)`` (squared relative standard errors); bounds
+    ``R̂ · exp(± t · √(u_a + u_b))`` with Welch–Satterthwaite df
+    ``(u_a + u_b)² / (u_a²/(n_a−1) + u_b²/(n_b−1))``.  The interval is positive and contains R̂.
+    Returns (low, high, df).  Raises ValueError when a mean is not positive or n < 2.
+    """
+    if mean_a <= 0 or mean_b <= 0:
+        raise ValueError("the log-ratio interval needs positive means")
+    if n_a < 2 or n_b < 2:
+        raise ValueError("the log-ratio interval needs n >= 2 on both sides")
+    ua, ub = var_a / (n_a * mean_a**2), var_b / (n_b * mean_b**2)
+    r = mean_a / mean_b
+    if ua + ub == 0:
+        return (r, r, math.inf)
+    denom = (ua * ua / (n_a - 1) if ua > 0 else 0.0) + (ub * ub / (n_b - 1) if ub > 0 else 0.0)
+    df = (ua + ub) ** 2 / denom
+    half = _tq(confidence, df) * math.sqrt(ua + ub)
+    return (r * math.exp(-half), r * math.exp(half), df)
+
+
+def bca_ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
+                       seed: int = BCA_SEED) -> tuple[float, float] | None:
+    """BCa bootstrap interval of mean(a) / mean(b) (two independent samples), with
+    :func:`scipy.stats.bootstrap` (9999 resamples, fixed seed so reports are reproducible).
+    Returns (low, high), or None when the bootstrap is degenerate (non-finite bounds)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+
+    def ratio(xs, ys, axis=-1):
+        return np.mean(xs, axis=axis) / np.mean(ys, axis=axis)
+
+    with np.errstate(all="ignore"):
+        res = sps.bootstrap((x, y), ratio, n_resamples=BCA_RESAMPLES, vectorized=True,
+                            confidence_level=confidence, method="BCa",
+                            rng=np.random.default_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        return None
+    return (lo, hi)
+
+
+def is_skewed(values: Sequence[float]) -> bool:
+    """|G1| > 1 (highly skewed, Bulmer 1979); False with fewer than 3 values or no variation."""
+    x = np.asarray(values, dtype=float)
+    if x.size < 3 or np.ptp(x) == 0:
+        return False
+    return bool(abs(float(sps.skew(x, bias=False))) > SKEW_THRESHOLD)
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """A confidence interval of mean(a) / mean(b) and how it was obtained.
+
+    low, high: bounds (dimensionless), both None when there is no interval or when Fieller's
+    set is unbounded; method: one of :data:`METHODS`; df: degrees of freedom of the t quantile
+    (None for bootstrap/exact/none); contains_one: whether 1 lies in the confidence set (for an
+    unbounded Fieller set too), None without an interval; side: +1 when the set lies above 1,
+    −1 below, 0 when it contains 1 or there is none.
+    """
+
+    low: float | None
+    high: float | None
+    method: str
+    df: float | None = None
+    contains_one: bool | None = None
+
+    @property
+    def bounded(self) -> bool:
+        """True when both bounds are finite numbers."""
+        return self.low is not None and self.high is not None
+
+    @property
+    def unbounded(self) -> bool:
+        """True for a Fieller set without finite bounds (denominator not different from 0)."""
+        return self.method == FIELLER and not self.bounded
+
+    @property
+    def side(self) -> int:
+        """+1: the set lies above 1; −1: below 1; 0: contains 1 or no interval."""
+        if self.contains_one is None or self.contains_one:
+            return 0
+        if self.bounded:
+            return 1 if self.low > 1.0 else -1
+        return 0
+
+
+def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
+                   method: str | None = None) -> RatioInterval:
+    """Confidence interval of mean(a) / mean(b), choosing the method (or using ``method``).
+
+    Choice: fewer than 2 values on a side → ``none``; no variation on both sides → ``exact``
+    (R̂, R̂); Fieller when its interval is bounded and, for positive data (every value > 0),
+    its lower bound is positive; otherwise, for positive data, BCa bootstrap when a sample is
+    highly skewed and both sides have BCA_MIN_N..BCA_MAX_N values, else the log-delta interval
+    (so a ratio of positive quantities never gets a negative bound); data with values ≤ 0
+    keep Fieller, possibly unbounded.
+    """
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size < 2 or y.size < 2 or float(y.mean()) == 0:
+        return RatioInterval(None, None, NO_INTERVAL)
+    ma, mb = float(x.mean()), float(y.mean())
+    va, vb = float(x.var(ddof=1)), float(y.var(ddof=1))
+    if va == 0 and vb == 0:
+        r = ma / mb
+        return RatioInterval(r, r, EXACT, None, r == 1.0)
+    positive = bool((x > 0).all() and (y > 0).all())
+    if method is None:
+        method = FIELLER
+        lo, _, _ = fieller_interval(ma, va, x.size, mb, vb, y.size, confidence)
+        if positive and (lo is None or lo <= 0):
+            small = min(x.size, y.size) >= BCA_MIN_N and max(x.size, y.size) <= BCA_MAX_N
+            method = BCA if small and (is_skewed(x) or is_skewed(y)) else LOG_DELTA
+    if method == BCA:
+        ci = bca_ratio_interval(x, y, confidence)
+        if ci is not None:
+            return RatioInterval(ci[0], ci[1], BCA, None, ci[0] <= 1.0 <= ci[1])
+        method = LOG_DELTA
+    if method == LOG_DELTA:
+        lo, hi, df = log_ratio_interval(ma, va, x.size, mb, vb, y.size, confidence)
+        return RatioInterval(lo, hi, LOG_DELTA, df, lo <= 1.0 <= hi)
+    lo, hi, df = fieller_interval(ma, va, x.size, mb, vb, y.size, confidence)
+    inside = fieller_contains(1.0, ma, va, x.size, mb, vb, y.size, confidence)
+    return RatioInterval(lo, hi, FIELLER, df, inside)
+
+
+def ratio_of_ratios(a_new: Sequence[float], b_new: Sequence[float], a_old: Sequence[float],
+                    b_old: Sequence[float], confidence: float = 0.95
+                    ) -> tuple[float | None, float | None, float | None, float | None, float | None, str]:
+    """Change of a ratio between two independent experiments: ``Q = (ā_new / b̄_new) /
+    (ā_old / b̄_old)`` (e.g. the VM/native ratio of campaign B over that of campaign A;
+    dimensionless, 1 = unchanged), its confidence interval and a two-sided p-value for Q = 1.
+
+    Delta method on the log scale, as :func:`log_ratio_interval` with four independent means
+    (Friedrich et al. 2008): ``Var(ln Q̂) ≈ Σ u_i`` with ``u_i = s_i² / (n_i x̄_i²)``; bounds
+    ``Q̂ · exp(± t · √Σu)``; Welch–Satterthwaite df ``(Σu)² / Σ(u_i² / (n_i − 1))``; p from
+    ``t = ln Q̂ / √Σu`` on that df, so p < 1 − confidence exactly when the interval excludes 1.
+
+    Returns (Q, low, high, df, p, method): method :data:`LOG_DELTA`; :data:`EXACT` when no
+    sample varies (low = high = Q, p = 0 when Q ≠ 1 else 1, df None); :data:`NO_INTERVAL` when a
+    side has fewer than 2 values or a mean is not positive (Q, when defined, but no interval,
+    df or p)."""
+    xs = [np.asarray(v, dtype=float) for v in (a_new, b_new, a_old, b_old)]
+    means = [float(x.mean()) if x.size else math.nan for x in xs]
+    q = None
+    if all(math.isfinite(m) for m in means) and means[1] != 0 and means[2] != 0 and means[3] != 0:
+        q = (means[0] / means[1]) / (means[2] / means[3])
+    if q is None or any(x.size < 2 for x in xs) or any(m <= 0 for m in means):
+        return (q, None, None, None, None, NO_INTERVAL)
+    us = [float(x.var(ddof=1)) / (x.size * m * m) for x, m in zip(xs, means)]
+    total = sum(us)
+    if total == 0:
+        return (q, q, q, None, 0.0 if q != 1.0 else 1.0, EXACT)
+    df = total * total / sum(u * u / (x.size - 1) for u, x in zip(us, xs) if u > 0)
+    se = math.sqrt(total)
+    half = _tq(confidence, df) * se
+    p = float(2.0 * sps.t.sf(abs(math.log(q)) / se, df))
+    return (q, q * math.exp(-half), q * math.exp(half), df, min(1.0, p), LOG_DELTA)
+
+
+def holm_adjust(p_values: Iterable[float], alpha: float = 0.05) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (Holm 1979), same order as the input.
+
+    Sort ascending p_(1) ≤ … ≤ p_(m); adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)).
+    Computed with ``statsmodels.stats.multitest.multipletests(method="holm")``; an empty input
+    gives an empty list.
+    """
+    ps = [float(p) for p in p_values]
+    if not ps:
+        return []
+    _, padj, _, _ = multipletests(ps, alpha=alpha, method="holm")
+    return [float(x) for x in padj]
+
+
+def modified_z_outliers(values: Sequence[float], threshold: float = MAD_THRESHOLD) -> int:
+    """Count outliers by the modified z-score of Iglewicz & Hoaglin (1993).
+
+    ``M_i = 0.6745 · (x_i − median) / MAD`` with ``MAD = median(|x − median|)``; x_i is an
+    outlier when ``|M_i| > 3.5``, i.e. ``|x_i − median| > 3.5 · 1.4826 · MAD``.  When MAD = 0
+    the scale falls back to ``1.253314 · mean(|x − median|)``; when that is 0 too, all samples
+    are equal and there is no outlier.  Returns the count (0 for fewer than 3 values).
+    """
+    x = np.asarray(values, dtype=float)
+    if x.size < 3:
+        return 0
+    dev = np.abs(x - np.median(x))
+    mad = float(np.median(dev))
+    scale = MAD_SCALE * mad if mad > 0 else MEANAD_SCALE * float(np.mean(dev))
+    if scale == 0:
+        return 0
+    return int(np.count_nonzero(dev > threshold * scale))
+
+
+#: statistical power the advice aims at (Cohen 1988's conventional 80 %)
+POWER = 0.8
+#: above this many runs per environment an effect counts as not measurable (None)
+MAX_RUNS = 2000
+
+
+def pooled_cv(stdev_a: float, stdev_b: float, mean_b: float) -> float | None:
+    """Pooled standard deviation of two samples relative to the baseline mean,
+    ``√((s_a² + s_b²)/2) / |mean_b|`` (dimensionless; equal-n pooling, Cohen 1988 §2.2.1).
+    None when ``mean_b`` is 0."""
+    if mean_b == 0:
+        return None
+    return math.sqrt((stdev_a * stdev_a + stdev_b * stdev_b) / 2.0) / abs(mean_b)
+
+
+def t_test_power(d: float, n: float, alpha: float = 0.05) -> float:
+    """Power of the two-sided two-sample t-test with ``n`` runs per side for Cohen's effect size
+    ``d``: ``P(|T| > t_{1−α/2, 2n−2})`` with T noncentral t, df = 2n − 2, noncentrality
+    ``d·√(n/2)`` (Cohen 1988 ch. 2; :data:`scipy.stats.nct`; the same quantity as
+    ``statsmodels.stats.power.TTestIndPower.power``)."""
+    df = 2.0 * n - 2.0
+    crit = float(sps.t.ppf(1.0 - alpha / 2.0, df))
+    nc = d * math.sqrt(n / 2.0)
+    p = float(sps.nct.sf(crit, df, nc) + sps.nct.cdf(-crit, df, nc))
+    return min(1.0, p) if math.isfinite(p) else 1.0
+
+
+def pooled_relative_sd(groups: Iterable[Sequence[float]]) -> float | None:
+    """Pooled standard deviation of several samples, each relative to its own mean
+    (dimensionless; ``√(Σ (n_i − 1)·s_i² / Σ (n_i − 1))`` over the values divided by their
+    group mean, the pooled estimate of Cohen 1988 §2.2.1).  Groups with fewer than 2 values or
+    mean 0 are skipped; None when none remains."""
+    num = den = 0.0
+    for g in groups:
+        x = np.asarray(g, dtype=float)
+        if x.size < 2 or float(x.mean()) == 0:
+            continue
+        r = x / float(x.mean())
+        num += (x.size - 1) * float(r.var(ddof=1))
+        den += x.size - 1
+    return math.sqrt(num / den) if den else None
+
+
+def runs_needed(effect: float, cv: float, alpha: float = 0.05, power: float = POWER) -> int | None:
+    """Runs per environment a two-sided two-sample t-test needs to detect a relative difference
+    of means ``effect`` (0.05 = 5 %) at level ``alpha`` with ``power``, when the pooled standard
+    deviation is ``cv`` times the mean (:func:`pooled_cv`).  Cohen's d = effect / cv;
+    n solves :func:`t_test_power` ``(d, n) = power`` (noncentral t, Cohen 1988 ch. 2; root by
+    :func:`scipy.optimize.brentq`), rounded up, at
+    least 2.  None when the effect is 0 or more than :data:`MAX_RUNS` runs would be needed.
+    Raises ValueError for cv < 0 or alpha/power outside (0, 1)."""
+    if cv < 0 or not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError("cv must be >= 0 and alpha, power in (0, 1)")
+    effect = abs(effect)
+    if effect == 0:
+        return None
+    if cv == 0:
+        return 2
+    d = effect / cv
+    from scipy.optimize import brentq
+
+    def short(n: float) -> float:
+        return t_test_power(d, n, alpha) - power
+
+    if short(MAX_RUNS) < 0:
+        return None
+    if short(2.0) >= 0:
+        return 2
+    return math.ceil(brentq(short, 2.0, MAX_RUNS, xtol=1e-6) - 1e-6)
+
+
+def detectable_effect(cv: float, n: int, alpha: float = 0.05, power: float = POWER) -> float | None:
+    """Smallest relative difference of means (0.05 = 5 %) that ``n`` runs per environment
+    detect at ``alpha`` with ``power`` when the pooled standard deviation is ``cv`` times the
+    mean: ``d · cv`` with d solving :func:`t_test_power` ``(d, n) = power`` (Cohen 1988).
+    None for n < 2.  0.0 when cv is 0."""
+    if n < 2:
+        return None
+    if cv == 0:
+        return 0.0
+    from scipy.optimize import brentq
+
+    def short(d: float) -> float:
+        return t_test_power(d, n, alpha) - power
+
+    if short(0.0) >= 0:  # alpha >= power: every effect "detected"
+        return 0.0
+    return float(brentq(short, 0.0, 1e3)) * cv
+
+
+def proportion_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Exact (Clopper–Pearson) confidence interval of a proportion k/n, e.g. an observed
+    false-positive or coverage rate; None for n = 0."""
+    if n == 0:
+        return None
+    ci = sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return (float(ci.low), float(ci.high))

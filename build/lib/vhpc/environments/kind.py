@@ -1,0 +1,96 @@
+"""Environment kinds as registered parts: ``native``, ``vm``, ``ssh``, ``vcluster``, ...
+
+A kind is a subclass of :class:`EnvironmentKind` in its own package under
+``vhpc/environments/`` that registers itself with ``@KINDS.register("name")``.  It declares its
+options model (validated once, at the edge, by the spec parser), checks the host and computes
+its placement **once** (:meth:`EnvironmentKind.plan`, returning an immutable :class:`EnvPlan`),
+and builds the :class:`~vhpc.environments.base.Environment` from the options and that plan
+(:meth:`EnvironmentKind.build`).  Adding a kind is one new package; nothing else dispatches on
+kind names (docs/architecture.md, "How to add an environment kind").
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from vhpc.core.errors import HostError, VhpcError
+from vhpc.core.registry import Registry
+from vhpc.environments.base import Environment
+from vhpc.environments.options import EnvOptions, HostFacts, Slowdown
+
+#: Every environment kind, by name; the packages under vhpc/environments/ register themselves.
+KINDS: Registry[type["EnvironmentKind"]] = Registry("environment", "vhpc.environments")
+
+
+@dataclass(frozen=True)
+class EnvPlan:
+    """Where one environment's benchmarks will run on this host, computed once per environment
+    and campaign: ``text`` (one line for ``--dry-run``), ``placement`` (a
+    :class:`~vhpc.placement.Placement` for guests, else None) and ``corunner`` (the co-runner
+    guest's placement, or None)."""
+
+    text: str
+    placement: Any = None
+    corunner: Any = None
+
+
+class EnvironmentKind(ABC):
+    """One environment kind.  Subclasses set ``options`` (an :class:`EnvOptions` model) and
+    ``summary`` (one line for help texts), and implement :meth:`build`; they override
+    :meth:`plan` when the host must be checked or a placement computed."""
+
+    name: ClassVar[str] = ""
+    options: ClassVar[type[EnvOptions]]
+    summary: ClassVar[str] = ""
+
+    def plan(self, options: EnvOptions, host: HostFacts) -> EnvPlan:
+        """Check ``options`` against ``host`` and compute the placement (pure: reads no host
+        state beyond ``host``).  Raises HostError or PlacementError saying what to change."""
+        return EnvPlan("unpinned")
+
+    @abstractmethod
+    def build(self, name: str, options: EnvOptions, plan: EnvPlan,
+              host: HostFacts) -> Environment:
+        """The environment called ``name`` (may probe the host: QEMU, guest kernel, ssh
+        client).  Raises HostError (a user error) when this host cannot provide it."""
+
+
+def plan(kind: str, name: str, options: EnvOptions, host: HostFacts) -> EnvPlan:
+    """The plan of environment ``name`` of ``kind``; errors name the environment."""
+    try:
+        return KINDS.get(kind)().plan(options, host)
+    except VhpcError as exc:
+        raise type(exc)(f"environment {name}: {exc}") from None
+
+
+def build(kind: str, name: str, options: EnvOptions, host: HostFacts,
+          plan_: EnvPlan | None = None) -> Environment:
+    """The environment ``name`` of ``kind`` on ``host``, from its plan (computed here when not
+    given), wrapped in a :class:`~vhpc.environments.slowdown.ThrottledEnvironment` when the
+    options ask for ``slowdown=``.  Raises HostError/PlacementError naming the environment."""
+    kind_ = KINDS.get(kind)()
+    plan_ = plan_ if plan_ is not None else plan(kind, name, options, host)
+    try:
+        env = kind_.build(name, options, plan_, host)
+    except VhpcError:
+        raise
+    except ValueError as exc:
+        raise HostError(f"environment {name}: {exc}") from None
+    if isinstance(options, Slowdown):
+        env = slowed(env, options, plan_)
+    return env
+
+
+def slowed(env: Environment, options: Slowdown, plan_: EnvPlan) -> Environment:
+    """``env`` wrapped in a ThrottledEnvironment (environments/slowdown.py) when ``options``
+    has ``slowdown=``; the busy CPUs default to the environment's benchmark CPUs."""
+    if options.slowdown is None:
+        if options.slowdown_cpus is not None:
+            raise HostError(f"environment {env.name}: slowdown_cpus= needs slowdown=")
+        return env
+    from vhpc.environments.slowdown import ThrottledEnvironment
+
+    return ThrottledEnvironment(env, options.slowdown,
+                                options.slowdown_cpus or env.benchmark_cpus())

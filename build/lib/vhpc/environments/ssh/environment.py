@@ -1,0 +1,461 @@
+"""The ``ssh`` environment: benchmarks run on a machine that exists already, over OpenSSH.
+
+Everything goes through the OpenSSH client (ssh(1)) with connection multiplexing
+(ssh_config(5): ``ControlMaster``, ``ControlPath`` in a private temporary directory,
+``ControlPersist``): one authenticated connection carries every command of a campaign.  The
+user's ``~/.ssh/config``, agent and keys apply; ``$VHPC_SSH_CONFIG`` names another
+configuration file (``ssh -F``), e.g. the one ``tests/cluster/up`` writes.
+
+Preparing the remote side (:meth:`SshEnvironment.start`):
+
+* the kernel sources (``kernels/``) are copied with ``tar`` over the connection into
+  ``<workdir>/kernels-<hash>`` (``hash`` = SHA-256 of the sources' paths and contents) and
+  built there with the remote compilers, unless a build stamp for that hash exists;
+* the remote fingerprint is read once (:data:`FINGERPRINT_SCRIPT`): CPU, kernel, hypervisor
+  seen from inside (``systemd-detect-virt``, ``/sys/hypervisor/type``, the CPUID
+  ``hypervisor`` flag), MPI and compiler versions, and the topology (hwloc's ``lstopo`` there,
+  else sysfs NUMA nodes).
+
+Each trial runs under ``vhpc-run.sh`` (shipped with the sources): coreutils ``timeout -s KILL``
+puts the benchmark in its own process group, whose id is written to ``<workdir>/run/``; a
+trial that outlives its timeout, or a campaign that ends early, kills that group remotely, so
+no process of vhpc is left on the remote host.  The wrapper samples the benchmark's processes
+(``Cpus_allowed_list`` in ``/proc/PID/status``, pages per node in ``/proc/PID/numa_maps``)
+while it runs: that is the placement read-back.  Nothing outside the work directory is changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from vhpc.core import records
+from vhpc.core.cpulist import parse_cpu_list
+from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
+from vhpc.environments.base import Environment, EnvError, RunResult, now
+
+#: Seconds ssh waits for the TCP connection (ssh_config(5) ConnectTimeout).
+CONNECT_TIMEOUT = 10
+#: Seconds the master connection outlives its last use when vhpc dies without closing it
+#: (ssh_config(5) ControlPersist): a bound, not a leak.
+CONTROL_PERSIST = 300
+KERNEL_SRC = Path(__file__).resolve().parents[4] / "kernels"
+
+#: Shell run on the remote host to fingerprint it; prints ``key=value`` lines, then the hwloc
+#: XML (or nothing) after a ``---topology---`` line.
+FINGERPRINT_SCRIPT = r"""
+echo "hostname=$(hostname)"
+echo "cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
+echo "host_cpus=$(getconf _NPROCESSORS_ONLN)"
+echo "host_kernel=$(uname -r)"
+echo "os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
+v=""; c=""
+if command -v systemd-detect-virt >/dev/null 2>&1; then
+  v=$(systemd-detect-virt --vm 2>/dev/null); c=$(systemd-detect-virt --container 2>/dev/null)
+fi
+echo "virt_systemd=$v"
+echo "container=$c"
+echo "virt_sysfs=$(cat /sys/hypervisor/type 2>/dev/null)"
+grep -qw hypervisor /proc/cpuinfo && echo "cpuid_hypervisor=1" || echo "cpuid_hypervisor=0"
+echo "mpi=$( (mpirun --version 2>&1 || true) | head -n1)"
+echo "compiler=$( (cc --version 2>&1 || true) | head -n1)"
+echo "hwloc=$(command -v lstopo-no-graphics || command -v lstopo)"
+for n in /sys/devices/system/node/node[0-9]*; do
+  [ -d "$n" ] && echo "node_${n##*node}=$(cat $n/cpulist)"
+done
+echo ---topology---
+if command -v lstopo-no-graphics >/dev/null 2>&1; then lstopo-no-graphics --of xml -;
+elif command -v lstopo >/dev/null 2>&1; then lstopo --of xml -; fi
+"""
+
+
+def source_hash(src: Path = KERNEL_SRC) -> str:
+    """SHA-256 (first 16 hex digits) over the relative paths and contents of the kernel sources
+    and the run wrapper; build output directories (``build*``) are left out."""
+    h = hashlib.sha256()
+    for path in sorted(_source_files(src)):
+        h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes())
+    h.update(RUN_SCRIPT.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _source_files(src: Path) -> list[Path]:
+    out = []
+    for root, dirs, files in os.walk(src):
+        dirs[:] = [d for d in dirs if not d.startswith("build") and not d.startswith(".")]
+        out += [Path(root, f) for f in files if not f.endswith((".o", ".pyc"))]
+    return out
+
+
+def hypervisor(facts: dict[str, str]) -> str:
+    """The hypervisor as seen from inside: ``systemd-detect-virt --vm``'s answer when it names one
+    (``kvm``, ``xen``, ``qemu``, ``vmware``, ``microsoft``, ...), else ``/sys/hypervisor/type``
+    (Xen), else ``unknown (cpuid)`` when the CPUID hypervisor bit is set, else ``none``."""
+    virt = facts.get("virt_systemd", "")
+    if virt and virt != "none":
+        return virt
+    if facts.get("virt_sysfs"):
+        return facts["virt_sysfs"]
+    if facts.get("cpuid_hypervisor") == "1":
+        return "unknown (cpuid)"
+    return "none"
+
+
+def parse_fingerprint(text: str) -> tuple[dict[str, Any], str]:
+    """Output of :data:`FINGERPRINT_SCRIPT` → (fingerprint dict, hwloc XML or "")."""
+    head, _, xml = text.partition("---topology---\n")
+    facts: dict[str, str] = {}
+    for line in head.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            facts[k.strip()] = v.strip()
+    nodes = {int(k[5:]): v for k, v in facts.items() if k.startswith("node_") and k[5:].isdigit()}
+    fp = {
+        "remote_host": facts.get("hostname"),
+        "cpu_model": facts.get("cpu_model") or None,
+        "host_cpus": int(facts["host_cpus"]) if facts.get("host_cpus", "").isdigit() else None,
+        "host_kernel": facts.get("host_kernel"),
+        "os": facts.get("os") or None,
+        "hypervisor": hypervisor(facts),
+        "container": facts.get("container") if facts.get("container") not in ("", "none") else None,
+        "mpi": facts.get("mpi") or None,
+        "compiler": facts.get("compiler") or None,
+        "numa_nodes": {str(k): nodes[k] for k in sorted(nodes)} or None,
+        "topology_source": "hwloc" if xml.strip() else "sysfs",
+    }
+    return fp, xml.strip()
+
+
+def ssh_error(stderr: str, target: str) -> str:
+    """One line for a failed connection: ssh's own last message plus what to change."""
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()
+             and not ln.startswith("Warning: Permanently added")]
+    why = lines[-1] if lines else "ssh exited with status 255"
+    if "Permission denied" in why:
+        hint = "check user= and identity= (the key must be in the remote authorized_keys)"
+    elif "Host key verification failed" in why:
+        hint = "add the host key to known_hosts (connect once with ssh)"
+    else:
+        hint = "check host= and port= and that sshd runs there"
+    return f"ssh {target}: cannot connect: {why}: {hint}"
+
+
+class SshEnvironment(Environment):
+    """Runs commands on an existing machine over OpenSSH.
+
+    host: name or address (ssh_config aliases work); user, port, identity: as ``ssh -l -p -i``;
+    cpus: remote CPU list (``taskset -c``); nodes / membind: remote NUMA nodes (``numactl``),
+    as for ``native``; workdir: remote directory for vhpc's files (default ``.cache/vhpc``
+    under the remote home).  Raises :class:`EnvError` (one line, what to change) when the host
+    cannot be reached or refuses the key.
+    """
+
+    kind = "ssh"
+
+    def __init__(self, name: str, host: str, user: str | None = None, port: int | None = None,
+                 identity: str | None = None, cpus: str | None = None, nodes: str | None = None,
+                 membind: str | None = None, workdir: str = ".cache/vhpc"):
+        super().__init__(name)
+        if not host:
+            raise ValueError("ssh needs host=NAME")
+        if shutil.which("ssh") is None:
+            raise ValueError("the ssh environment needs the OpenSSH client: "
+                             "apt-get install openssh-client")
+        self.host, self.user, self.port, self.identity = host, user, port, identity
+        self.cpus, self.nodes, self.membind = cpus, nodes, membind
+        self.workdir = workdir.rstrip("/")
+        self.hash = source_hash()
+        self.kdir = f"{self.workdir}/kernels-{self.hash}"
+        self._ctl: str | None = None
+        self._fp: dict[str, Any] | None = None
+        self._xml = ""
+        self.built: set[str] = set()
+
+    @property
+    def target(self) -> str:
+        """``user@host:port`` as shown in messages."""
+        return f"{self.user + '@' if self.user else ''}{self.host}" + (
+            f":{self.port}" if self.port else "")
+
+    def ssh_argv(self, *extra: str) -> list[str]:
+        """The ssh(1) command line up to the host (multiplexed, BatchMode: never a password
+        prompt); ``extra`` options go before the host, the remote command after it."""
+        argv = ["ssh"]
+        if os.environ.get("VHPC_SSH_CONFIG"):
+            argv += ["-F", os.environ["VHPC_SSH_CONFIG"]]
+        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
+                 "-o", "ServerAliveInterval=15", "-o", "LogLevel=ERROR"]
+        if self._ctl:
+            argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self._ctl}/cm",
+                     "-o", f"ControlPersist={CONTROL_PERSIST}"]
+        if self.user:
+            argv += ["-l", self.user]
+        if self.port:
+            argv += ["-p", str(self.port)]
+        if self.identity:
+            argv += ["-i", os.path.expanduser(self.identity), "-o", "IdentitiesOnly=yes"]
+        return argv + list(extra) + [self.host]
+
+    # -- connection ---------------------------------------------------------------------
+    def connect(self) -> None:
+        """Open the master connection (idempotent).  Raises EnvError when it cannot."""
+        if self._ctl and self._check():
+            return
+        self._ctl = self._ctl or tempfile.mkdtemp(prefix="vhpc-ssh-")
+        out = subprocess.run(self.ssh_argv("-o", "ControlMaster=yes", "-N", "-f"),
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                             timeout=CONNECT_TIMEOUT * 3)
+        if out.returncode != 0:
+            self._cleanup_ctl()
+            raise EnvError(ssh_error(out.stderr, self.target))
+
+    def _check(self) -> bool:
+        return subprocess.run(self.ssh_argv("-O", "check"), capture_output=True,
+                              stdin=subprocess.DEVNULL).returncode == 0
+
+    def _cleanup_ctl(self) -> None:
+        if self._ctl:
+            shutil.rmtree(self._ctl, ignore_errors=True)
+            self._ctl = None
+
+    def shell(self, script: str, stdin: bytes | str | None = None,
+              timeout: float | None = 600.0) -> subprocess.CompletedProcess:
+        """Run ``script`` with the remote user's ``sh -c`` (connection opened if needed);
+        stdout/stderr as text.  Raises EnvError when ssh itself fails (exit 255)."""
+        self.connect()
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        out = subprocess.run(self.ssh_argv() + ["sh -c " + shlex.quote(script)], input=data,
+                             capture_output=True, timeout=timeout,
+                             stdin=None if data is not None else subprocess.DEVNULL)
+        res = subprocess.CompletedProcess(out.args, out.returncode,
+                                          out.stdout.decode("utf-8", "replace"),
+                                          out.stderr.decode("utf-8", "replace"))
+        if res.returncode == 255:
+            raise EnvError(ssh_error(res.stderr, self.target))
+        return res
+
+    def preflight(self) -> None:
+        """Check before a campaign is stored that the host answers, accepts the key and has
+        the binding tools the options need (taskset for cpus=, numactl for nodes=/membind=).
+        Raises EnvError (one line)."""
+        self.connect()
+        tools = (["taskset"] if self.cpus else []) + (["numactl"] if self._numactl() else [])
+        for tool in tools:
+            if self.shell(f"command -v {tool}").returncode != 0:
+                raise EnvError(f"ssh {self.target}: {tool} is not installed there (needed by "
+                               f"{'cpus=' if tool == 'taskset' else 'nodes=/membind='}): install "
+                               f"{'util-linux' if tool == 'taskset' else 'numactl'} there or drop "
+                               "the option")
+
+    # -- remote side ----------------------------------------------------------------------
+    def prepare(self, binaries: list[str] | None = None, mpi: str = "openmpi") -> str:
+        """Copy the kernel sources (if this hash is not there yet) and build ``binaries`` (all
+        kernels when None) with the remote compilers (``mpicc``, or ``mpicc.mpich`` for
+        ``mpi=mpich`` into ``build-mpich``); returns the remote build directory.  Raises
+        EnvError when the copy or the build fails (with the compiler's last line)."""
+        self.connect()
+        if self.shell(f"test -f {shlex.quote(self.kdir)}/.copied").returncode != 0:
+            self._copy_sources()
+        build = "build" if mpi == "openmpi" else f"build-{mpi}"
+        mpicc = "mpicc" if mpi == "openmpi" else f"mpicc.{mpi}"
+        want = sorted({f"{build}/{b}" for b in binaries or []} - self.built)
+        if want or binaries is None:
+            targets = " ".join(shlex.quote(t) for t in want)
+            check = f"for b in {targets}; do [ -x \"$b\" ] || exit 1; done" if want else "false"
+            make = f"make -s BUILD={build} MPICC={mpicc}"
+            # a binary that is no top-level target (NPB) comes with the full build
+            res = self.shell(f"cd {shlex.quote(self.kdir)} && {{ ({check}) || {make} {targets} "
+                             f">/dev/null 2>&1 || {make} 2>&1; }}", timeout=1800)
+            if res.returncode != 0:
+                tail = (res.stdout.strip().splitlines() or ["make failed"])[-1]
+                raise EnvError(f"ssh {self.target}: building the kernels failed ({tail}): install "
+                               "make, a C compiler and MPI (mpicc) there")
+            self.built.update(want)
+        return f"{self.kdir}/{build}"
+
+    def _copy_sources(self) -> None:
+        files = [str(p.relative_to(KERNEL_SRC)) for p in _source_files(KERNEL_SRC)]
+        tar = subprocess.run(["tar", "-C", str(KERNEL_SRC), "-cf", "-", *sorted(files),
+                              "-C", str(RUN_SCRIPT.parent), RUN_SCRIPT.name],
+                             capture_output=True, check=True)
+        kd = shlex.quote(self.kdir)
+        res = self.shell(f"mkdir -p {kd} {shlex.quote(self.workdir)}/run && tar -C {kd} -xf - "
+                         f"&& chmod +x {kd}/{RUN_SCRIPT.name} && touch {kd}/.copied",
+                         stdin=tar.stdout)
+        if res.returncode != 0:
+            raise EnvError(f"ssh {self.target}: copying the kernel sources into {self.kdir} "
+                           f"failed: {res.stderr.strip()[-200:]}")
+
+    def start(self) -> None:
+        """Open the connection (kernels are built on first use, see :meth:`kernel_dir`)."""
+        self.connect()
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The remote machine's fingerprint (read once per campaign): see the module doc."""
+        if self._fp is None:
+            res = self.shell(FINGERPRINT_SCRIPT, timeout=120)
+            self._fp, self._xml = parse_fingerprint(res.stdout)
+            self._fp["topology"] = self._summary()
+            self._fp.update(kind="ssh", accel=None, ssh_target=self.target,
+                            kernel_hash=self.hash, cpus=self.cpus,
+                            numactl=self._numactl() or None)
+        return dict(self._fp)
+
+    def _summary(self) -> str | None:
+        """One-line summary of the remote hwloc topology (None without hwloc there)."""
+        if not self._xml:
+            return None
+        from vhpc import topology
+
+        try:
+            return topology.from_hwloc_xml(self._xml, source=self.target).summary()
+        except topology.TopologyError as exc:
+            return f"unreadable hwloc XML: {exc}"
+
+    def topology_xml(self) -> str:
+        """The remote hwloc XML ("" when hwloc is not installed there)."""
+        self.fingerprint()
+        return self._xml
+
+    def benchmark_cpus(self) -> int:
+        """CPUs a benchmark may use there (``cpus=`` count, else the remote CPU count)."""
+        if self.cpus:
+            from vhpc.topology import parse_list
+
+            return len(parse_list(self.cpus))
+        return int(self.fingerprint().get("host_cpus") or 1)
+
+    def kernel_dir(self, local: Path | None, mpi: str = "openmpi", binary: str = "") -> Path | None:
+        """The remote build directory standing in for the local one, with ``binary`` built
+        there on first use (None when the benchmark uses no kernel of vhpc's)."""
+        if local is None or not binary:
+            return local
+        return Path(self.prepare([binary], mpi))
+
+    def _numactl(self) -> list[str]:
+        argv = []
+        if self.nodes is not None:
+            argv.append(f"--cpunodebind={self.nodes}")
+        if self.nodes is not None or self.membind is not None:
+            argv.append(f"--membind={self.membind if self.membind is not None else self.nodes}")
+        return ["numactl", *argv] if argv else []
+
+    # -- trials ----------------------------------------------------------------------------
+    def run(self, argv, env=None, timeout=600.0, key="") -> RunResult:
+        """Run ``argv`` remotely under the wrapper; never raises for a failing command (a lost
+        connection is the trial's ``error``)."""
+        started, t0 = now(), time.monotonic()
+        token = f"{os.getpid()}-{int(time.time() * 1e6)}"
+        pidfile = f"{self.workdir}/run/{token}.pid"
+        bind = (["taskset", "-c", str(self.cpus)] if self.cpus else []) + self._numactl()
+        envs = ["env", *(f"{k}={v}" for k, v in (env or {}).items())]
+        remote = [f"{self.kdir}/{RUN_SCRIPT.name}", pidfile, str(int(max(1, timeout))),
+                  *envs, *bind, *argv]
+        try:
+            self.connect()
+            proc = subprocess.Popen(self.ssh_argv() + [shlex.join(remote)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        except (EnvError, OSError) as exc:
+            return RunResult(None, "", "", started, 0.0, error=str(exc))
+        try:
+            out, err = proc.communicate(timeout=timeout + 30)
+        except subprocess.TimeoutExpired:
+            self._abort(proc, pidfile)
+            return RunResult(None, "", "", started, time.monotonic() - t0, timed_out=True)
+        except BaseException:
+            self._abort(proc, pidfile)
+            raise
+        stdout = out.decode("utf-8", "replace")
+        stderr, _, readback = err.decode("utf-8", "replace").partition(READBACK_MARK + "\n")
+        rc = proc.returncode
+        result = RunResult(rc, stdout, stderr, started, time.monotonic() - t0)
+        if rc == 255 and not readback:
+            result.returncode, result.error = None, ssh_error(stderr, self.target)
+        elif rc == 137 and time.monotonic() - t0 >= timeout:
+            result.returncode, result.timed_out = None, True
+        result.applied = records.AppliedPlacement(
+            host=self.target, cpus=list(parse_cpu_list(self.cpus)) if self.cpus else None,
+            numactl=self._numactl() or None,
+            processes=parse_readback(readback))
+        result.diagnostics = records.Diagnostics(
+            perf=records.PerfCounters(unavailable="not collected on ssh hosts"))
+        return result
+
+    def _abort(self, proc: subprocess.Popen, pidfile: str) -> None:
+        proc.kill()
+        proc.communicate()
+        self.kill_remote(pidfile)
+
+    def kill_remote(self, pidfile: str | None = None) -> None:
+        """Kill the process group of one trial (``pidfile``), or of every trial of vhpc still
+        running under the work directory; best effort (the host may be gone)."""
+        files = shlex.quote(pidfile) if pidfile else f"{shlex.quote(self.workdir)}/run/*.pid"
+        try:
+            self.shell(f"for f in {files}; do [ -f \"$f\" ] || continue; "
+                       "kill -KILL -- -$(cat \"$f\") 2>/dev/null; rm -f \"$f\"; done", timeout=30)
+        except (EnvError, subprocess.TimeoutExpired, OSError):
+            pass
+
+    def close(self) -> None:
+        """Kill any trial still running remotely and close the master connection."""
+        if not self._ctl:
+            return
+        if self._check():
+            self.kill_remote()
+            subprocess.run(self.ssh_argv("-O", "exit"), capture_output=True,
+                           stdin=subprocess.DEVNULL)
+        self._cleanup_ctl()
+
+
+def parse_target(text: str) -> dict[str, Any]:
+    """``[user@]host[:port]`` → keyword arguments of :class:`SshEnvironment`.  Raises
+    ValueError for an empty host or a non-numeric port."""
+    user, _, hostport = text.rpartition("@")
+    host, _, port = hostport.partition(":")
+    if not host:
+        raise ValueError(f"{text!r}: give [USER@]HOST[:PORT]")
+    if port and not port.isdigit():
+        raise ValueError(f"{text!r}: the port must be a number")
+    return {"host": host, "user": user or None, "port": int(port) if port else None}
+
+
+def host_report(target: str) -> list[str]:
+    """Lines of ``vhpc host --ssh TARGET``: the remote topology (hwloc there, else its sysfs NUMA
+    nodes) and fingerprint.  Raises EnvError (one line) when the host cannot be reached."""
+    from vhpc import topology
+
+    try:
+        env = SshEnvironment("remote", **parse_target(target))
+    except ValueError as exc:
+        raise EnvError(f"--ssh {exc}") from None
+    try:
+        fp = env.fingerprint()
+        xml = env.topology_xml()
+    finally:
+        env.close()
+    lines = []
+    if xml:
+        try:
+            lines.append(topology.render_text(topology.from_hwloc_xml(xml, source=f"hwloc on {target}")))
+        except topology.TopologyError as exc:
+            lines.append(f"topology      unreadable hwloc XML ({exc})")
+    else:
+        nodes = fp.get("numa_nodes") or {}
+        lines.append("topology      (no hwloc there; sysfs) " +
+                     "; ".join(f"node {k}: CPUs {v}" for k, v in nodes.items()))
+    lines += [f"host          {fp['remote_host']} ({fp['ssh_target']})",
+              f"CPU model     {fp['cpu_model']}  ({fp['host_cpus']} CPUs)",
+              f"kernel        {fp['host_kernel']}  {fp['os'] or ''}",
+              f"hypervisor    {fp['hypervisor']}" + (f" (container: {fp['container']})"
+                                                     if fp.get("container") else ""),
+              f"MPI           {fp['mpi'] or 'none found'}",
+              f"compiler      {fp['compiler'] or 'none found'}"]
+    return lines

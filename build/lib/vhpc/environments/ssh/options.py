@@ -1,0 +1,22 @@
+"""Options of the ``ssh`` kind (``-e ssh:host=node7,user=me,cpus=0-3``)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from vhpc.environments.options import EnvOptions, IndexList
+
+
+class SshOptions(EnvOptions):
+    """``ssh``: ``host`` (name, address or ssh_config alias), ``user``, ``port``, ``identity``
+    (as ``ssh -l -p -i``), ``cpus`` / ``nodes`` / ``membind`` binding on the remote host as for
+    ``native``, ``workdir`` (remote directory for vhpc's files)."""
+
+    host: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._:\[\]%-]+$")
+    user: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    port: int | None = Field(None, ge=1, le=65535)
+    identity: str | None = Field(None, min_length=1, max_length=4096)
+    cpus: IndexList | None = None
+    nodes: IndexList | None = None
+    membind: IndexList | None = None
+    workdir: str = Field(".cache/vhpc", min_length=1, max_length=4096)

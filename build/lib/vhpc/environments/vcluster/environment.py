@@ -1,0 +1,320 @@
+"""The ``vcluster`` environment: several ``vm`` guests on one host as one machine.
+
+Options (``-e vcluster:k=v,...``): ``vms`` (count, default 2), ``vcpus`` and ``memory`` (MiB)
+per VM, ``policy`` (``partition``, the default: the VMs spread over the host's sockets as
+:func:`vhpc.placement.plan_partition` places them, each VM's vCPUs pinned inside its socket and
+its memory bound to that socket's node; or any ``vm`` policy, which each VM applies to its own
+disjoint share), ``net`` (``virtio``: the guests' private network; ``ivshmem``: the same plus
+one shared-memory device in every guest), ``ranks_per_vm`` (MPI slots per guest, default
+``vcpus``), ``accel``, ``kernel``, ``boot_timeout``, ``strict``, ``name``.
+
+Each guest is a :class:`~vhpc.environments.vm.environment.VmEnvironment` (same boot, pinning, pause,
+read-back and strict mode) with extra QEMU and kernel arguments from
+:mod:`vhpc.environments.vcluster.network`.  The guests boot in order (VM 0 listens for the others'
+network links).  A benchmark's command runs in guest 0; an MPI launcher there (``mpirun``,
+``mpiexec``, Debian's ``.openmpi``/``.mpich`` names) gets a hostfile with ``ranks_per_vm`` slots
+per guest and starts remote ranks through ``/run/vhpc-rsh``, which asks the guest agent's exec
+service on the target guest to run the command (guest/peer.c): no ssh, no key, no password.
+Every rank runs under ``/run/vhpc-rank``, which logs the guest and CPU it ran on; after the
+trial these logs are read from every guest and joined with the host-side read-back of that
+vCPU's thread.  A rank in another guest than planned (rank *r* in guest ``r // ranks_per_vm``)
+is a placement mismatch.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from vhpc import placement as placement_room
+from vhpc.core import records
+from vhpc import topology as topology_room
+from vhpc.environments.vcluster import network as vclusternet
+from vhpc.environments.base import EnvError, Environment, RunResult, now
+from vhpc.environments.vcluster.options import VclusterOptions
+from vhpc.environments.vm.environment import VmEnvironment
+from vhpc.environments.vm.options import VmOptions
+
+#: Launcher names that get the cluster's hostfile and remote starter.
+LAUNCHERS = re.compile(r"^(mpirun|mpiexec)(\.openmpi|\.mpich|\.hydra)?$")
+#: Launcher options followed by one value (Open MPI mpirun(1), Hydra's mpiexec) / by two.
+VALUE_OPTS = {"-np", "-n", "-c", "--np", "-N", "-ppn", "--map-by", "-map-by", "--bind-to",
+              "-bind-to", "--rank-by", "-H", "--host", "-host", "-hosts", "-x", "-hostfile",
+              "--hostfile", "-f", "-wdir", "--wdir", "-launcher", "-iface", "--npernode",
+              "-npernode", "--cpus-per-proc", "--report-bindings-file"}
+PAIR_OPTS = {"--mca", "-mca", "-gmca", "--gmca", "-genv", "-env"}
+HOSTFILE = "/tmp/vhpc-hostfile"
+RANK_LOG = "/tmp/vhpc-ranks.log"
+POLICIES_HELP = "partition or a vm policy (compact, spread, span:K, confine:N, nodes:LIST, float)"
+
+
+def plan_cluster(topo: topology_room.Topology, vms: int, vcpus: int, memory: int,
+                 policy: str = "partition") -> list[placement_room.Placement]:
+    """One Placement per VM.  ``partition``: ``vms`` spread evenly over the host's packages
+    (a multiple of the package count: that many VMs per socket; a divisor: one VM per group
+    of sockets), via :func:`plan_partition`; another policy: each VM takes its own disjoint
+    share of it (``vm_index``/``vms``).  Raises PlacementError saying what to change."""
+    npk = len(topo.packages)
+    if policy == "partition":
+        if vms % npk == 0:
+            return placement_room.plan_partition(topo, vms // npk, vcpus, memory,
+                                                 check_memory=False)
+        if npk % vms == 0:
+            return placement_room.plan_partition(topo, 1, vcpus, memory, sockets_per_vm=npk // vms,
+                                                 check_memory=False)
+        raise placement_room.PlacementError(
+            f"vms={vms} cannot partition the host's {npk} sockets evenly: use a multiple or a "
+            f"divisor of {npk}, or another policy")
+    reqs = [placement_room.PlacementRequest(vcpus=vcpus, memory_mib=memory, policy=policy,
+                                            vm_index=i, vms=vms, exclusive=policy != "float",
+                                            check_memory=False) for i in range(vms)]
+    return placement_room.plan_vms(topo, reqs)
+
+
+def program_index(argv: list[str]) -> int | None:
+    """Index of the program an MPI launcher command starts (after the launcher's options), or
+    None when ``argv`` has no launcher or no program.  The launcher may follow a wrapper (e.g.
+    ``python3 hpcc_runner.py ... -- mpirun -np 2 hpcc``)."""
+    start = next((k for k, a in enumerate(argv) if LAUNCHERS.match(PurePosixPath(a).name)), None)
+    if start is None:
+        return None
+    i = start + 1
+    while i < len(argv):
+        a = argv[i]
+        if a in PAIR_OPTS:
+            i += 3
+        elif a in VALUE_OPTS:
+            i += 2
+        elif a.startswith("-"):
+            i += 1
+        else:
+            return i
+    return None
+
+
+def launcher_env(vms: int, ranks_per_vm: int) -> dict[str, str]:
+    """Environment for a launcher in guest 0: Open MPI (MCA parameters in the environment,
+    mpirun(1)) and Hydra (``HYDRA_*``, mpiexec.hydra(1)) both read the hostfile and start
+    remote daemons with /run/vhpc-rsh; traffic stays on the private segment (``vms`` and
+    ``ranks_per_vm`` are in the hostfile, written at session start)."""
+    return {
+        "OMPI_MCA_plm_rsh_agent": "/run/vhpc-rsh",
+        "OMPI_MCA_orte_default_hostfile": HOSTFILE,
+        "OMPI_MCA_btl_tcp_if_include": vclusternet.SUBNET,
+        "OMPI_MCA_oob_tcp_if_include": vclusternet.SUBNET,
+        "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "HYDRA_HOST_FILE": HOSTFILE + ".hydra",
+        "HYDRA_LAUNCHER": "ssh", "HYDRA_LAUNCHER_EXEC": "/run/vhpc-rsh",
+        "UCX_NET_DEVICES": "eth0",  # Debian's MPICH is ch4:ucx: its TCP transport on the segment
+    }
+
+
+def parse_rank_log(text: str, guest: int) -> list[dict[str, Any]]:
+    """Lines of /run/vhpc-rank's log (``rank=R host=H pid=P cpu=C allowed=LIST rc=X``) as
+    dicts with ``vm`` = ``guest``; malformed lines are skipped."""
+    out = []
+    for line in text.splitlines():
+        kv = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        try:
+            out.append({"rank": int(kv["rank"]), "vm": guest, "guest": kv.get("host"),
+                        "vcpu": int(kv["cpu"]), "guest_cpus_allowed": kv.get("allowed"),
+                        "rc": int(kv.get("rc", 0))})
+        except (KeyError, ValueError):
+            continue
+    return out
+
+
+class VclusterEnvironment(Environment):
+    """Several QEMU guests on a private network, one MPI job across them (module docstring).
+
+    Raises ValueError/PlacementError from the constructor for bad options or an impossible
+    plan.  Attributes: members (one VmEnvironment per guest), placements, net (ClusterNet or
+    None before start), total_ranks, orphans (what :func:`reap_orphans` removed at start).
+    """
+
+    kind = "vcluster"
+
+    def __init__(self, name: str, options: VclusterOptions,
+                 placements: list[placement_room.Placement], topo: topology_room.Topology):
+        super().__init__(name)
+        o = options
+        self.ranks_per_vm = o.vcpus if o.ranks_per_vm is None else o.ranks_per_vm
+        self.vms, self.vcpus, self.memory, self.policy = o.vms, o.vcpus, o.memory, o.policy
+        self.transport = o.net
+        self.strict = o.strict
+        self.topo = topo
+        self.placements = placements
+        member = VmOptions(vcpus=o.vcpus, memory=o.memory, accel=o.accel, kernel=o.kernel,
+                           boot_timeout=o.boot_timeout, strict=o.strict)
+        self.members = [VmEnvironment(f"{name}/vm{i}", member, p, topo)
+                        for i, p in enumerate(self.placements)]
+        self.total_ranks = o.vms * self.ranks_per_vm
+        self.net: vclusternet.ClusterNet | None = None
+        self.orphans: list[str] = []
+
+    @property
+    def accel(self) -> str:
+        return self.members[0].accel
+
+    def benchmark_cpus(self) -> int:  # MPI ranks across all guests
+        return self.total_ranks
+
+    def fingerprint(self) -> dict[str, Any]:
+        fp = self.members[0].fingerprint()
+        fp.update(kind="vcluster", vms=self.vms, ranks_per_vm=self.ranks_per_vm,
+                  transport=self.transport, policy=self.policy,
+                  placement="; ".join(f"vm{i}: {placement_room.describe(p)}"
+                                      for i, p in enumerate(self.placements)),
+                  plan=self.placements[0].to_dict(), plans=[p.to_dict() for p in self.placements],
+                  network=(self.net or vclusternet.ClusterNet(  # describe, create nothing
+                      self.vms, Path("."), Path(".") if self.transport == "ivshmem" else None,
+                      self._shm_node())).describe(),
+                  orphans_removed=self.orphans)
+        return fp
+
+    def _shm_node(self) -> int | None:
+        nodes = self.placements[0].host_nodes
+        if nodes:
+            return nodes[0]
+        return self.topo.node_ids[0] if self.topo.node_ids else None
+
+    def _net(self) -> vclusternet.ClusterNet:
+        if self.net is None:
+            self.orphans = vclusternet.reap_orphans()
+            for line in self.orphans:
+                print(f"vhpc: {line} (left by a killed vhpc)", file=sys.stderr)
+            self.net = vclusternet.ClusterNet.create(self.vms, self.transport == "ivshmem",
+                                                     self._shm_node())
+            for i, m in enumerate(self.members):
+                m.extra_args = self.net.qemu_args(i)
+                m.append = self.net.kernel_args(i)
+        return self.net
+
+    def start(self) -> None:
+        """Boot every guest that is not running (VM 0 first: it listens for the others'
+        links), then write the hostfiles into guest 0.  Raises EnvError; on failure every
+        guest is stopped."""
+        if all(m.guest is not None and m.guest.alive() for m in self.members):
+            return
+        self.close_guests()
+        net = self._net()
+        net.clear_sockets()
+        try:
+            for m in self.members:
+                m.start()
+                m.pause()  # a booted guest waits while the others boot
+            self._write_hostfiles()
+        except EnvError:
+            self.close_guests()
+            raise
+
+    def _write_hostfiles(self) -> None:
+        names = [vclusternet.hostname(i) for i in range(self.vms)]
+        ompi = "".join(f"{n} slots={self.ranks_per_vm}\n" for n in names)
+        hydra = "".join(f"{n}:{self.ranks_per_vm}\n" for n in names)
+        g0 = self.members[0]
+        g0.resume()
+        reply = g0.guest.request("run", 60.0, argv=[
+            "sh", "-c", 'printf "%s" "$1" > "$3" && printf "%s" "$2" > "$3.hydra"', "sh",
+            ompi, hydra, HOSTFILE], env={}, timeout=30.0)
+        if reply.get("rc") != 0:
+            raise EnvError(f"cannot write the hostfile in guest 0: {reply.get('stderr', '')[-200:]}")
+
+    def close_guests(self) -> None:
+        """Stop every guest (the network's work directory stays for the next session)."""
+        for m in self.members:
+            m.close()
+
+    def close(self) -> None:
+        """Stop every guest and remove the private network's sockets and the shared file."""
+        self.close_guests()
+        if self.net is not None:
+            self.net.remove()
+            self.net = None
+
+    def new_session(self) -> None:
+        self.close_guests()
+
+    def pause(self) -> None:
+        for m in self.members:
+            m.pause()
+
+    def resume(self) -> None:
+        for m in self.members:
+            m.resume()
+
+    def _each_guest(self, argv: list[str]) -> None:
+        for m in self.members:
+            if m.guest is not None:
+                m.guest.request("run", 60.0, argv=argv, env={}, timeout=30.0)
+
+    def run(self, argv, env=None, timeout=600.0, key: str = "") -> RunResult:
+        """Run ``argv`` in guest 0 (booting the cluster if needed); an MPI launcher command
+        spans the guests (module docstring).  The result's ``applied`` has every VM's
+        read-back (``vms``), every rank's guest, vCPU and host CPU (``ranks``) and all
+        mismatches; under ``strict`` a mismatch fails the trial."""
+        started, t0 = now(), time.monotonic()
+        try:
+            self.start()
+            self.resume()
+            self._each_guest(["rm", "-f", RANK_LOG])
+        except (EnvError, OSError) as exc:
+            self.close_guests()
+            return RunResult(None, "", "", started, time.monotonic() - t0, error=str(exc))
+        argv, env = list(argv), dict(env or {})
+        prog = program_index(argv)
+        if prog is not None:
+            argv.insert(prog, "/run/vhpc-rank")
+            env.update(launcher_env(self.vms, self.ranks_per_vm))
+        result = self.members[0].run(argv, env, timeout=timeout, key=key)
+        if result.error and self.members[0].guest is None:  # guest 0 failed: reboot all next time
+            self.close_guests()
+        vms = [result.applied] + [m.applied() for m in self.members[1:]]
+        ranks = self._ranks() if prog is not None and not result.error else []
+        mismatches = [f"vm{i}: {x}" for i, a in enumerate(vms) if a is not None
+                      for x in a.mismatches]
+        mismatches += self._rank_mismatches(ranks, argv, prog)
+        result.applied = records.AppliedPlacement(
+            accel=getattr(result.applied, "accel", None), vms=[a.model_dump() if a else None for a in vms],
+            ranks=ranks, mismatches=mismatches, transport=self.transport)
+        if self.strict and mismatches and result.error is None:
+            result.error = "placement mismatch (strict): " + "; ".join(mismatches)
+        elif result.error and result.error.startswith("placement mismatch (strict)"):
+            result.error = "placement mismatch (strict): " + "; ".join(mismatches)
+        return result
+
+    def _ranks(self) -> list[dict[str, Any]]:
+        """Every rank's guest and vCPU (from the guests' rank logs) with the host CPU that
+        vCPU's thread is allowed on and last ran on (host read-back)."""
+        ranks = []
+        for i, m in enumerate(self.members):
+            if m.guest is None:
+                continue
+            try:
+                reply = m.guest.request("read", 30.0, path=RANK_LOG)
+            except (EnvError, OSError):
+                continue
+            threads = {v["vcpu"]: v for v in m.guest.read_affinity()}
+            for r in parse_rank_log(reply.get("data", ""), i):
+                t = threads.get(r["vcpu"], {})
+                r.update(host_cpus_allowed=t.get("allowed"), host_cpu=t.get("last_cpu"))
+                ranks.append(r)
+        return sorted(ranks, key=lambda r: r["rank"])
+
+    def _rank_mismatches(self, ranks: list[dict], argv: list[str], prog: int | None) -> list[str]:
+        if prog is None:
+            return []
+        np = next((argv[k + 1] for k in range(1, prog) if argv[k] in ("-np", "-n", "--np")), None)
+        out = []
+        if np is not None and np.isdigit() and len(ranks) != int(np):
+            out.append(f"{len(ranks)} of {np} ranks reported where they ran")
+        if np is not None and np.isdigit() and int(np) > self.total_ranks:
+            return out  # oversubscribed: no planned guest per rank
+        for r in ranks:
+            want = r["rank"] // self.ranks_per_vm
+            if r["vm"] != want:
+                out.append(f"rank {r['rank']} ran in vm{r['vm']}, planned vm{want}")
+        return out

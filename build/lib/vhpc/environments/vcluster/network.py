@@ -1,0 +1,195 @@
+"""The private network and the shared-memory region of a ``vcluster``, and their cleanup.
+
+Network: QEMU ``-netdev stream`` connections over UNIX sockets in a 0700 work directory
+(``/tmp/vhpc-vcluster-<pid>-*``), so the segment exists only between the campaign's own QEMU
+processes: no bridge, no tap, no host interface, no route, no multicast (vm-mechanics.md:
+stream/dgram netdevs work between guests without root).  Two VMs are connected directly; with
+more, VM 0's QEMU is the hub (``-netdev hubport``: every other VM's stream lands on hub 0 of
+VM 0, which also holds VM 0's own NIC), so frames between VM 1 and VM 2 pass through VM 0's
+QEMU main loop.  Guest *i* is ``vhpc-vm<i>`` at ``10.77.0.<i+1>/24`` with MAC
+``52:54:00:77:00:<i+1>`` (fixed and recorded in the environment's fingerprint).
+
+Shared memory (``net=ivshmem``): one file ``/dev/shm/vhpc-ivshmem-<pid>-*`` backs an
+``ivshmem-plain`` PCI device in every guest (``memory-backend-file,share=on``, bound to one host
+node with ``host-nodes=N,policy=bind``); guests map BAR 2 (``resource2`` in sysfs).
+
+Cleanup: QEMU dies with vhpc (PR_SET_PDEATHSIG), and :func:`reap_orphans` — called when a
+vcluster starts — removes work directories and shared files whose owning vhpc process is gone
+(after ``kill -9``), kills any QEMU still using them, and returns what it removed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from vhpc.host import facts as hostinfo
+
+#: The private segment's addresses (RFC 1918), guest names and the exec service port (peer.c).
+SUBNET = "10.77.0.0/24"
+PEER_PORT = 7107
+IVSHMEM_MIB = 16  # ivshmem needs a power of two; 2 x 4 MiB messages + control fit
+WORK_PREFIX = "vhpc-vcluster-"
+SHM_PREFIX = "vhpc-ivshmem-"
+SHM_DIR = Path("/dev/shm")
+
+
+def address(i: int) -> str:
+    """Guest ``i``'s address on the private segment (no prefix length)."""
+    return f"10.77.0.{i + 1}"
+
+
+def hostname(i: int) -> str:
+    """Guest ``i``'s host name (in every guest's private /etc/hosts)."""
+    return f"vhpc-vm{i}"
+
+
+def mac(i: int) -> str:
+    """Guest ``i``'s MAC address (locally administered QEMU range 52:54:00)."""
+    return f"52:54:00:77:00:{i + 1:02x}"
+
+
+def _start_ticks(pid: int) -> str | None:
+    """Process start time in clock ticks (proc(5) stat field 22), None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_tag() -> str:
+    return f"{os.getpid()}-{_start_ticks(os.getpid())}"
+
+
+@dataclass
+class ClusterNet:
+    """One vcluster's private segment and optional shared-memory file.
+
+    workdir: 0700 directory with the stream sockets; shm_path: the ivshmem backing file or
+    None; vms: number of guests.  :meth:`qemu_args` gives VM i's netdev/device arguments,
+    :meth:`kernel_args` its ``vhpc.*`` kernel command line; :meth:`remove` deletes everything.
+    """
+
+    vms: int
+    workdir: Path
+    shm_path: Path | None = None
+    shm_node: int | None = None
+
+    @classmethod
+    def create(cls, vms: int, ivshmem: bool, shm_node: int | None) -> "ClusterNet":
+        """Make the work directory (and the shared file, zero-filled, mode 0600).  Names carry
+        vhpc's pid and start time, so :func:`reap_orphans` can tell a dead owner."""
+        workdir = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{_owner_tag()}-"))
+        shm = None
+        if ivshmem:
+            shm = SHM_DIR / f"{SHM_PREFIX}{_owner_tag()}-{workdir.name.rsplit('-', 1)[1]}"
+            fd = os.open(shm, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            try:
+                os.ftruncate(fd, IVSHMEM_MIB << 20)
+            finally:
+                os.close(fd)
+        return cls(vms, workdir, shm, shm_node)
+
+    def sock(self, j: int) -> Path:
+        return self.workdir / f"net-{j}.sock"
+
+    def qemu_args(self, i: int) -> list[str]:
+        """QEMU argv for guest ``i``: its NIC and its end of the stream links (VM 0 listens)."""
+        nic = ["-device", f"virtio-net-pci,netdev=net0,mac={mac(i)}"]
+
+        def stream(nid: str, j: int, server: bool) -> list[str]:
+            return ["-netdev", f"stream,id={nid},server={'on' if server else 'off'},"
+                               f"addr.type=unix,addr.path={self.sock(j)}"]
+
+        if i > 0:
+            args = stream("net0", i, False) + nic
+        elif self.vms == 2:
+            args = stream("net0", 1, True) + nic
+        else:
+            args = ["-netdev", "hubport,id=net0,hubid=0"] + nic
+            for j in range(1, self.vms):
+                args += stream(f"up{j}", j, True)
+                args += ["-netdev", f"hubport,id=hp{j},hubid=0,netdev=up{j}"]
+        if self.shm_path is not None:
+            bind = f",host-nodes={self.shm_node},policy=bind" if self.shm_node is not None else ""
+            args += ["-object", f"memory-backend-file,id=ivshm,share=on,mem-path={self.shm_path},"
+                                f"size={IVSHMEM_MIB}M{bind}",
+                     "-device", "ivshmem-plain,memdev=ivshm"]
+        return args
+
+    def kernel_args(self, i: int) -> list[str]:
+        """Kernel command line words for guest ``i`` (guest/init.sh reads them)."""
+        hosts = ",".join(f"{address(j)}:{hostname(j)}" for j in range(self.vms))
+        return [f"vhpc.ip={address(i)}/24", f"vhpc.hostname={hostname(i)}", f"vhpc.hosts={hosts}"]
+
+    def clear_sockets(self) -> None:
+        """Remove stale socket files before a (re)boot: a listening QEMU needs a free path."""
+        for p in self.workdir.glob("net-*.sock"):
+            p.unlink(missing_ok=True)
+
+    def describe(self) -> dict:
+        """What the fingerprint records: transport, addresses, names, MACs, shared region."""
+        return {"segment": "QEMU stream netdevs over UNIX sockets" + (
+                    " (hub in VM 0)" if self.vms > 2 else " (point to point)"),
+                "subnet": SUBNET,
+                "guests": [{"name": hostname(i), "address": address(i), "mac": mac(i)}
+                           for i in range(self.vms)],
+                "ivshmem": ({"size_mib": IVSHMEM_MIB, "host_node": self.shm_node}
+                            if self.shm_path else None)}
+
+    def remove(self) -> None:
+        """Delete the work directory and the shared file (idempotent)."""
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.shm_path is not None:
+            self.shm_path.unlink(missing_ok=True)
+
+
+_OWNED = re.compile(rf"^(?:{WORK_PREFIX}|{SHM_PREFIX})(\d+)-(\d+|None)-")
+
+
+def _owner_alive(name: str) -> bool:
+    m = _OWNED.match(name)
+    if not m:
+        return True  # not ours to judge
+    return _start_ticks(int(m.group(1))) == m.group(2)
+
+
+def _qemu_using(path: Path) -> list[int]:
+    """PIDs of QEMU processes whose command line mentions ``path``."""
+    needle = str(path).encode()
+    return [pid for pid, argv in hostinfo.process_cmdlines()
+            if argv and b"qemu-system" in argv[0] and any(needle in a for a in argv)]
+
+
+def reap_orphans(tmp: Path | None = None, shm: Path = SHM_DIR) -> list[str]:
+    """Remove what a killed vhpc left of its vclusters: work directories under ``tmp`` and
+    shared files under ``shm`` whose owner (pid + start time in the name) is gone, killing any
+    QEMU still using them (normally none: PR_SET_PDEATHSIG).  Returns one line per item."""
+    tmp = Path(tmp or tempfile.gettempdir())
+    found = []
+    for base, prefix in ((tmp, WORK_PREFIX), (shm, SHM_PREFIX)):
+        try:
+            entries = sorted(base.glob(prefix + "*"))
+        except OSError:
+            continue
+        for p in entries:
+            if _owner_alive(p.name):
+                continue
+            for pid in _qemu_using(p):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    found.append(f"killed orphaned QEMU {pid} of {p}")
+                except OSError:
+                    pass
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            found.append(f"removed orphaned {p}")
+    return found

@@ -1,0 +1,42 @@
+"""Options of the ``vcluster`` kind (``-e vcluster:vms=2,vcpus=1,net=ivshmem``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from vhpc import placement
+from vhpc.environments.options import MAX_CPUS, MAX_MEMORY_MIB, MAX_SECONDS, EnvOptions
+
+
+def _cluster_policy(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r}: use partition or a vm policy (compact, spread, span:K, ...)")
+    if value != "partition":
+        placement.parse_policy(value)  # raises PlacementError naming what is allowed
+    return value
+
+
+class VclusterOptions(EnvOptions):
+    """``vcluster``: ``vms`` guests of ``vcpus`` vCPUs and ``memory`` MiB each, placed by
+    ``policy`` (``partition``: spread over the host's sockets; or any ``vm`` policy applied to
+    each VM's own share), linked by ``net`` (``virtio`` network, or ``ivshmem`` shared memory
+    beside it), ``ranks_per_vm`` MPI ranks in each (default: vcpus), ``accel``, ``kernel``,
+    ``boot_timeout`` (s), ``strict``."""
+
+    vms: int = Field(2, ge=2, le=200)  # one VM is -e vm; 200 fit the private /24
+    vcpus: int = Field(1, ge=1, le=MAX_CPUS)
+    memory: int = Field(1024, ge=128, le=MAX_MEMORY_MIB)
+    policy: str = "partition"
+    net: Literal["virtio", "ivshmem"] = "virtio"
+    ranks_per_vm: int | None = Field(None, ge=1, le=MAX_CPUS)
+    accel: Literal["auto", "kvm", "tcg"] = "auto"
+    kernel: str | None = Field(None, min_length=1, max_length=4096)
+    boot_timeout: float = Field(90.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    strict: bool = False
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _policy(cls, v):
+        return _cluster_policy(v)

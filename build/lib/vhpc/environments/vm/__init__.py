@@ -1,0 +1,46 @@
+"""The ``vm`` kind: benchmarks in a guest that shares the host's root, started by a registered
+hypervisor backend (``backends/``: QEMU, libvirt)."""
+
+from __future__ import annotations
+
+from vhpc import placement
+from vhpc.core.errors import HostError
+from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
+from vhpc.environments.options import HostFacts
+from vhpc.environments.vm.options import VmOptions
+
+
+@KINDS.register("vm")
+class VmKind(EnvironmentKind):
+    """One guest, placed by :mod:`vhpc.placement` (the placement computed once, in
+    :meth:`plan`, and handed to the environment)."""
+
+    options = VmOptions
+    summary = "benchmarks in a QEMU guest sharing the host's root"
+
+    def plan(self, options: VmOptions, host: HostFacts) -> EnvPlan:
+        """The guest's placement (and its co-runner's) on ``host``.  Raises HostError (more
+        memory than the host has, pins that do not exist) or PlacementError."""
+        if options.domain_xml:  # the user's domain defines the placement; libvirt checks it
+            return EnvPlan(f"as given in {options.domain_xml} (libvirt)")
+        topo = host.topology
+        total = sum(n.memory_bytes or 0 for n in topo.nodes) >> 20
+        if topo.memory_known and total and options.memory > total:
+            raise HostError(f"memory={options.memory} MiB but the host has {total} MiB: "
+                            "give less memory")
+        main = placement.place(topo, options.request(host.cpus))
+        text = placement.describe(main)
+        corunner = None
+        if options.corunner is not None:
+            corunner = placement.place(topo, options.corunner_request())
+            text += f"; co-runner ({options.corunner}): " + placement.describe(corunner)
+        return EnvPlan(text, main, corunner)
+
+    def build(self, name, options: VmOptions, plan: EnvPlan, host: HostFacts):
+        """A VmEnvironment on ``plan``'s placement, its guests started by the backend
+        ``options.backend_name``.  Raises ValueError (no QEMU, no guest kernel, an option the
+        backend cannot serve), which the caller reports as HostError."""
+        from vhpc.environments.vm.environment import VmEnvironment
+
+        return VmEnvironment(name, options, plan.placement, host.topology,
+                             corunner=plan.corunner)

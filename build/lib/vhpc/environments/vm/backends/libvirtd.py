@@ -1,0 +1,152 @@
+"""A private libvirtd for hosts without a running one (tests, demos, CI containers).
+
+:class:`PrivateLibvirtd` starts Debian's ``libvirtd`` with its own configuration file and its
+sockets in a directory of its own, loading only the QEMU driver (``LIBVIRT_DRIVER_DIR`` points
+at a directory holding just ``libvirt_driver_qemu.so``), so libvirt's network, nwfilter and
+firewall code never runs and nothing under /etc/libvirt is read for networks or changed.
+QEMU's output goes through ``virtlogd`` (libvirt's default ``stdio_handler``), which is started
+too when its socket is not live; both are stopped by the pid they were started with.
+
+Command line: ``python -m vhpc.environments.vm.backends.libvirtd start DIR`` prints the connection URI
+(``qemu:///system?socket=DIR/libvirt-sock``, use it as ``LIBVIRT_DEFAULT_URI`` or
+``-e vm:backend=libvirt,uri=...``); ``python -m vhpc.environments.vm.backends.libvirtd stop DIR`` stops
+what ``start`` started.  Daemon options: libvirtd(8), virtlogd(8).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: Where Debian installs libvirt's driver modules (libvirt-daemon-driver-qemu).
+DRIVER_DIRS = (Path("/usr/lib/x86_64-linux-gnu/libvirt/connection-driver"),
+               Path("/usr/lib64/libvirt/connection-driver"),
+               Path("/usr/lib/libvirt/connection-driver"))
+VIRTLOGD_SOCK = Path("/run/libvirt/virtlogd-sock")
+
+
+class DaemonError(RuntimeError):
+    """libvirtd could not be started; the message says what to install or check."""
+
+
+def socket_live(path: Path) -> bool:
+    """True when something accepts connections on the unix socket ``path``."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def _wait_socket(path: Path, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not socket_live(path):
+        if time.monotonic() > deadline:
+            raise DaemonError(f"{what} did not open {path} within {timeout:g} s")
+        time.sleep(0.1)
+
+
+def _stop_pid(pidfile: Path, timeout: float = 15.0) -> None:
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pidfile.unlink(missing_ok=True)
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    pidfile.unlink(missing_ok=True)
+
+
+class PrivateLibvirtd:
+    """libvirtd (QEMU driver only) with config, sockets and pid files in ``workdir``.
+
+    Attributes: ``uri`` (connection URI), ``socket`` (its unix socket).  :meth:`start` raises
+    DaemonError when libvirtd is not installed (``apt-get install libvirt-daemon-system
+    libvirt-daemon-driver-qemu``) or does not come up; :meth:`stop` stops only the daemons this
+    object (or a ``start`` with the same directory) started.  Runs as root for the
+    ``qemu:///system`` driver.
+    """
+
+    def __init__(self, workdir: str | os.PathLike):
+        self.dir = Path(workdir).resolve()
+        self.socket = self.dir / "libvirt-sock"
+        self.uri = f"qemu:///system?socket={self.socket}"
+
+    def start(self) -> str:
+        """Start virtlogd (when not live) and libvirtd; returns the URI.  Idempotent."""
+        if socket_live(self.socket):
+            return self.uri
+        libvirtd, virtlogd = shutil.which("libvirtd"), shutil.which("virtlogd")
+        driver = next((d / "libvirt_driver_qemu.so" for d in DRIVER_DIRS
+                       if (d / "libvirt_driver_qemu.so").exists()), None)
+        if not libvirtd or not virtlogd or driver is None:
+            raise DaemonError("libvirtd and its QEMU driver are not installed: apt-get install "
+                              "libvirt-daemon-system libvirt-daemon-driver-qemu")
+        drivers = self.dir / "drivers"
+        drivers.mkdir(parents=True, exist_ok=True)
+        link = drivers / driver.name
+        if not link.exists():
+            link.symlink_to(driver)
+        if not socket_live(VIRTLOGD_SOCK):
+            subprocess.run([virtlogd, "--daemon", "--pid-file", str(self.dir / "virtlogd.pid")],
+                           check=True)
+            _wait_socket(VIRTLOGD_SOCK, "virtlogd")
+        conf = self.dir / "libvirtd.conf"
+        conf.write_text(f'unix_sock_dir = "{self.dir}"\n'
+                        f'log_outputs = "3:file:{self.dir / "libvirtd.log"}"\n')
+        env = dict(os.environ, LIBVIRT_DRIVER_DIR=str(drivers))
+        subprocess.run([libvirtd, "--daemon", "--config", str(conf), "--pid-file",
+                        str(self.dir / "libvirtd.pid")], check=True, env=env)
+        try:
+            _wait_socket(self.socket, "libvirtd")
+        except DaemonError:
+            self.stop()
+            raise
+        return self.uri
+
+    def stop(self) -> None:
+        """Stop libvirtd, then virtlogd if this directory started it."""
+        _stop_pid(self.dir / "libvirtd.pid")
+        _stop_pid(self.dir / "virtlogd.pid")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``start DIR`` | ``stop DIR`` (see module docstring); exit status 2 on bad usage."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2 or args[0] not in ("start", "stop"):
+        print("usage: python -m vhpc.environments.vm.backends.libvirtd start|stop DIR", file=sys.stderr)
+        return 2
+    daemon = PrivateLibvirtd(args[1])
+    try:
+        if args[0] == "start":
+            print(daemon.start())
+        else:
+            daemon.stop()
+    except (DaemonError, OSError, subprocess.CalledProcessError) as exc:
+        print(f"vhpc: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,403 @@
+"""The ``qemu`` hypervisor backend: argv builder, process lifecycle, QMP, KVM probe.
+
+A guest boots the host's kernel directly (``-kernel vmlinux`` via PVH, vhpc's initramfs), mounts
+the host's root read-only over virtio-9p and runs vhpc's guest agent (guest/agent.c) as init.
+Commands reach the agent over a virtio-serial port (:mod:`vhpc.environments.vm.agent`); QMP controls the VM (``query-cpus-fast`` for vCPU thread ids, ``stop``/``cont``,
+``quit``).
+
+Facts used here were measured on this kind of host (shared/reference/vm-mechanics.md): PVH boot
+of an unpacked vmlinux is ~2 s under TCG; ``/dev/kvm`` may exist yet be unusable (nested PVM),
+so KVM is probed by booting the real kernel to a marker with a short timeout.
+
+QEMU is started with ``PR_SET_PDEATHSIG=SIGKILL`` so it dies with vhpc even on SIGKILL, and
+:meth:`QemuGuest.kill` is always called from ``close()``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vhpc import placement as placement_room
+from vhpc.core.paths import cache_dir
+from vhpc.environments.base import EnvError
+from vhpc.environments.vm import guestimage
+from vhpc.environments.vm.agent import AgentChannel
+from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
+                                                HypervisorBackend, ProbeResult)
+
+QEMU = "qemu-system-x86_64"
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class GuestConfig:
+    """What to boot.  vcpus: count; memory_mib: guest RAM in MiB; accel: ``kvm`` or ``tcg``
+    (resolved, not ``auto``); kernel: a GuestKernel; extra_args: more QEMU argv (e.g. NUMA
+    backends from the placement room); boot_timeout: seconds to wait for the agent;
+    append: extra kernel command-line words (``vhpc.ip=...`` for vcluster guests, init.sh)."""
+
+    vcpus: int = 2
+    memory_mib: int = 1024
+    accel: str = "tcg"
+    kernel: guestimage.GuestKernel | None = None
+    extra_args: list[str] = field(default_factory=list)
+    boot_timeout: float = 90.0
+    append: list[str] = field(default_factory=list)
+    machine: str = "microvm,pcie=on"
+
+
+def machine_for(placement) -> str:
+    """QEMU machine type for a guest placed by ``placement``: ``microvm,pcie=on`` (no legacy
+    devices to probe, PCIe for the virtio, 9p, serial-agent and ivshmem devices vhpc uses: a
+    cold cycle ~15 % shorter under TCG here, bench/bench_vm_cycle.py) unless the guest has
+    several NUMA nodes, which need ``pc``: QEMU 7.2's microvm builds no ACPI SRAT, so its
+    guest sees one node whatever ``-numa`` says (measured: numa=2 read back as 1 node)."""
+    return "pc" if len(placement.guest_nodes) > 1 else "microvm,pcie=on"
+
+
+def host_khz() -> int | None:
+    """Host TSC/CPU frequency in kHz from /proc/cpuinfo (``tsc_early_khz=`` on the guest
+    command line avoids the PIT calibration hang seen under TCG, vm-mechanics.md)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]) * 1000)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+#: Directories the guest gets privately (tmpfs), hiding the host's content (guest/init.sh).
+GUEST_PRIVATE = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+
+
+def hidden_in_guest(path: Path) -> bool:
+    """True when ``path`` lies under a directory the guest replaces with its own tmpfs."""
+    p = Path(path).resolve()
+    return any(p == Path(d) or Path(d) in p.parents for d in GUEST_PRIVATE)
+
+
+def guest_shares() -> list[Path]:
+    """vhpc's own files that the guest must see but that its private /tmp etc. would hide
+    (e.g. a checkout in /tmp): the source tree and the Python environment, each exported
+    read-only over an extra virtio-9p device and mounted at the same path in the guest."""
+    import sys
+
+    import vhpc
+
+    out: list[Path] = []
+    for cand in (Path(vhpc.__file__).resolve().parents[2], Path(sys.prefix).resolve()):
+        if hidden_in_guest(cand) and " " not in str(cand):
+            if not any(cand == o or o in cand.parents for o in out):
+                out = [o for o in out if cand not in o.parents] + [cand]
+    return out
+
+
+def kernel_cmdline(probe: bool = False, shares: list[Path] | None = None) -> str:
+    """The guest kernel command line (serial console, quiet, extra shares for init)."""
+    words = ["console=ttyS0", "quiet", "panic=-1", "mitigations=off"]
+    khz = host_khz()
+    if khz:
+        words.append(f"tsc_early_khz={khz}")
+    if probe:
+        words.append("vhpc.probe=1")
+    words += [f"vhpc.share{i}={p}" for i, p in enumerate(shares or [])]
+    return " ".join(words)
+
+
+def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str]:
+    """QEMU argv (a list, never a shell string) for ``cfg``.
+
+    ``workdir`` holds the QMP and agent sockets and the console log.  With ``probe`` the guest
+    only prints ``VHPC-PROBE-OK`` on the serial console and powers off (used by
+    :func:`probe_kvm`).  Raises GuestImageError when the kernel cannot be prepared.
+    """
+    kernel = cfg.kernel or guestimage.find_kernel()
+    vmlinux = guestimage.unpack_vmlinux(kernel)
+    initrd = guestimage.build_initramfs(kernel)
+    cpu = "host" if cfg.accel == "kvm" else "max"
+    shares = [] if probe else guest_shares()
+    argv = [
+        shutil.which(QEMU) or QEMU,
+        "-name", "vhpc-guest,debug-threads=on",
+        "-machine", cfg.machine, "-accel", cfg.accel, "-cpu", cpu,
+        "-smp", str(cfg.vcpus),
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-kernel", str(vmlinux), "-initrd", str(initrd),
+        "-append", " ".join([kernel_cmdline(probe, shares), *cfg.append]),
+    ]
+    argv += ["-m", f"{cfg.memory_mib}M"]  # with -numa memdev= backends this is their total
+    if probe:
+        argv += ["-serial", "stdio"]
+        return argv
+    argv += [
+        "-serial", f"file:{workdir / 'console.log'}",
+        "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
+        "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+        "-device", "virtio-serial-pci",
+        "-chardev", f"socket,id=agent,path={workdir / 'agent.sock'},server=on,wait=off",
+        "-device", "virtserialport,chardev=agent,name=vhpc.agent",
+        "-qmp", f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
+    ]
+    for i, path in enumerate(shares):
+        argv += ["-fsdev", f"local,id=share{i},path={path},security_model=none,readonly=on,"
+                           "multidevs=remap",
+                 "-device", f"virtio-9p-pci,fsdev=share{i},mount_tag=share{i}"]
+    return argv + list(cfg.extra_args)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def spawn(argv: list[str], **kw) -> subprocess.Popen:
+    """Start QEMU so that it is killed when vhpc dies (PR_SET_PDEATHSIG, prctl(2))."""
+    return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kw)
+
+
+class QemuGuest(GuestSession):
+    """One running QEMU guest (one *session*), booted by :meth:`boot`.
+
+    Attributes (beyond :class:`GuestSession`'s): cfg (the GuestConfig), proc (the QEMU
+    process), qmp (its QMP connection; ``query-cpus-fast`` gives ``vcpu_threads``).
+    """
+
+    stderr_name = "qemu.stderr"
+
+    def __init__(self, cfg: GuestConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.proc: subprocess.Popen | None = None
+        self.qmp = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _exit_status(self) -> int | None:
+        return self.proc.poll()
+
+    def boot(self) -> float:
+        """Start QEMU and wait for the agent's ready message; returns boot seconds.
+
+        Raises EnvError (with the console tail) when QEMU exits or the agent is not ready
+        within ``cfg.boot_timeout``; QEMU is killed before raising.
+        """
+        from qemu.qmp.legacy import QEMUMonitorProtocol
+
+        argv = build_argv(self.cfg, self.workdir)
+        t0 = time.monotonic()
+        self.proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=open(self.workdir / "qemu.stderr", "wb"))
+        deadline = t0 + self.cfg.boot_timeout
+        try:
+            self.agent = AgentChannel.connect(self.workdir / "agent.sock", deadline,
+                                              self._exit_status)
+            self.qmp = QEMUMonitorProtocol(str(self.workdir / "qmp.sock"))
+            self.qmp.connect()
+            self.agent.wait_ready(deadline)
+            self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
+                                 for c in self.qmp.cmd("query-cpus-fast")}
+        except BaseException as exc:
+            detail = self.failure_detail()
+            self.kill()
+            if isinstance(exc, EnvError):
+                raise EnvError(f"{exc}{detail}") from None
+            if isinstance(exc, (OSError, TimeoutError)) or exc.__class__.__name__.endswith("Error"):
+                raise EnvError(f"guest failed to boot: {exc}{detail}") from None
+            raise
+        self.boot_seconds = time.monotonic() - t0
+        return self.boot_seconds
+
+    def pin(self, pins: dict[int, set[int]]) -> None:
+        """Pin vCPU threads: ``pins`` maps vCPU index → allowed host CPUs (sched_setaffinity(2)).
+        Raises EnvError naming the vCPU and CPUs when the kernel refuses."""
+        for vcpu, cpus in pins.items():
+            tid = self.vcpu_threads.get(vcpu)
+            if tid is None:
+                raise EnvError(f"vCPU {vcpu} has no thread (guest has {len(self.vcpu_threads)} vCPUs)")
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError as exc:
+                raise EnvError(f"cannot pin vCPU {vcpu} to host CPUs {sorted(cpus)}: {exc}") from None
+
+    def pin_emulator(self, cpus: set[int]) -> int:
+        """Move QEMU's other threads (main loop, I/O, RCU; threads QEMU creates later inherit
+        the main thread's affinity) to ``cpus``, off the vCPUs' pCPUs.  Returns the number of
+        threads moved; threads that exit meanwhile are skipped."""
+        moved = 0
+        vcpu_tids = set(self.vcpu_threads.values())
+        for entry in os.listdir(f"/proc/{self.pid}/task"):
+            tid = int(entry)
+            if tid in vcpu_tids:
+                continue
+            try:
+                os.sched_setaffinity(tid, cpus)
+                moved += 1
+            except OSError:
+                pass
+        return moved
+
+    def pause(self) -> None:
+        """QMP ``stop``: vCPUs stop; guest state (caches, page tables) is kept."""
+        if self.qmp and self.alive():
+            self.qmp.cmd("stop")
+
+    def resume(self) -> None:
+        """QMP ``cont``."""
+        if self.qmp and self.alive():
+            self.qmp.cmd("cont")
+
+    def kill(self) -> None:
+        """Stop QEMU (QMP ``quit``, then SIGKILL) and remove the work directory. Idempotent."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                if self.qmp is not None:
+                    self.qmp.settimeout(2.0)
+                    self.qmp.cmd("quit")
+                self.proc.wait(timeout=3)
+            except Exception:  # noqa: BLE001 - any failure: fall through to SIGKILL
+                pass
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        try:
+            if self.qmp is not None:
+                self.qmp.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self.qmp = None
+        self.release()
+
+
+#: The name this class had before backends were registered parts.
+Guest = QemuGuest
+
+
+def require_qemu() -> None:
+    """Raises ValueError saying what to install when QEMU is missing."""
+    if shutil.which(QEMU) is None:
+        raise ValueError(f"{QEMU} is not installed: apt-get install qemu-system-x86")
+
+
+@BACKENDS.register("qemu")
+class QemuBackend(HypervisorBackend):
+    """Guests as QEMU processes that vhpc starts itself (the default backend): the placement's
+    guest nodes become ``-object memory-backend-*`` + ``-numa`` arguments, vCPU threads are
+    pinned after boot (QMP ``query-cpus-fast`` + sched_setaffinity), QMP ``stop``/``cont``
+    pause and resume.  QEMU dies with vhpc (PR_SET_PDEATHSIG), so nothing is left over.
+    Raises ValueError when QEMU is not installed."""
+
+    def __init__(self, env_name, options, placement, topo):
+        super().__init__(env_name, options, placement, topo)
+        require_qemu()
+
+    def probe_accel(self, kernel) -> ProbeResult:
+        """:func:`probe_kvm` (cached per host boot and QEMU version)."""
+        return probe_kvm(kernel)
+
+    def boot(self, request: BootRequest) -> QemuGuest:
+        """Boot QEMU for ``request``, pin its vCPU threads to the placement's pins and (with
+        ``move_emulator``) its other threads to the host CPUs left.  Raises EnvError."""
+        p = request.placement
+        cfg = GuestConfig(vcpus=request.vcpus, memory_mib=request.memory_mib,
+                          accel=request.accel, kernel=request.kernel,
+                          extra_args=placement_room.qemu_numa_args(p) + list(request.extra_args),
+                          boot_timeout=request.boot_timeout, append=list(request.append),
+                          machine=machine_for(p))
+        guest = QemuGuest(cfg)
+        guest.boot()
+        pins = p.pin_map() or None
+        try:
+            if pins:
+                guest.pin(pins)
+                free = set(os.sched_getaffinity(0)) - set().union(*pins.values())
+                if request.move_emulator:
+                    if free:
+                        guest.pin_emulator(free)
+                    guest.emulator_cpus = sorted(free) if free else None
+        except (EnvError, OSError) as exc:
+            guest.kill()
+            raise EnvError(str(exc)) from None
+        return guest
+
+    def fingerprint(self) -> dict:
+        """``qemu_version`` and ``machine`` (:func:`machine_for` this guest's placement)."""
+        from vhpc.host.facts import qemu_version
+
+        return {"qemu_version": qemu_version(), "machine": machine_for(self.placement)}
+
+
+def _probe_cache_key() -> str:
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip() \
+        if Path("/proc/sys/kernel/random/boot_id").exists() else "?"
+    from vhpc.host.facts import qemu_version
+
+    return f"{boot_id}:{qemu_version()}"
+
+
+def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0,
+              use_cache: bool = True) -> ProbeResult:
+    """Decide whether KVM is usable by booting the guest kernel under ``-accel kvm`` to a
+    marker within ``timeout`` seconds (8 s is generous: the same boot takes ~2-3 s under TCG).
+
+    Returns ProbeResult("kvm", ...) or ProbeResult("tcg", reason).  The result is cached per
+    host boot and QEMU version in ``cache_dir()/kvm-probe.json``.  Never raises for an
+    unusable KVM; raises GuestImageError when no guest kernel exists.
+    """
+    cache = cache_dir() / "kvm-probe.json"
+    key = _probe_cache_key()
+    if use_cache and cache.exists():
+        try:
+            data = json.loads(cache.read_text())
+            if data.get("key") == key:
+                return ProbeResult(data["accel"], data["reason"] + " (cached probe)", 0.0)
+        except (OSError, ValueError, KeyError):
+            pass
+    result = _probe(kernel, timeout)
+    cache.write_text(json.dumps({"key": key, "accel": result.accel, "reason": result.reason}))
+    return result
+
+
+def _probe(kernel, timeout: float) -> ProbeResult:
+    if not os.path.exists("/dev/kvm"):
+        return ProbeResult("tcg", "no /dev/kvm (KVM module not loaded or no VT-x/AMD-V)")
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return ProbeResult("tcg", "/dev/kvm is not accessible to this user (add it to group kvm)")
+    hint = " (the host runs the nested kvm_pvm backend)" if os.path.isdir("/sys/module/kvm_pvm") else ""
+    cfg = GuestConfig(vcpus=1, memory_mib=256, accel="kvm", kernel=kernel)
+    with tempfile.TemporaryDirectory(prefix="vhpc-probe-") as tmp:
+        argv = build_argv(cfg, Path(tmp), probe=True)
+        t0 = time.monotonic()
+        proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return ProbeResult("tcg", f"a Linux guest did not boot under KVM within {timeout:g} s{hint}",
+                               time.monotonic() - t0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        seconds = time.monotonic() - t0
+        text = out.decode("utf-8", "replace")
+        if "VHPC-PROBE-OK" in text:
+            return ProbeResult("kvm", f"a Linux guest booted under KVM in {seconds:.1f} s", seconds)
+        last = text.strip().splitlines()[-1] if text.strip() else f"exit status {proc.returncode}"
+        return ProbeResult("tcg", f"KVM guest failed: {last}{hint}", seconds)

@@ -1,0 +1,135 @@
+"""Options of the ``vm`` kind (``-e vm:vcpus=4,policy=span:2,backing=2m``): the one place each
+is validated, and the placement request they make."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from vhpc import placement
+from vhpc.core.errors import HostError
+from vhpc.environments.vm.backends.base import BACKENDS
+from vhpc.environments.options import (MAX_CPUS, MAX_MEMORY_MIB, MAX_SECONDS, EnvOptions,
+                                       GuestBind, GuestNuma, Pin, PolicyField, Slowdown,
+                                       check_subset)
+
+#: Co-runner loads by memory intensity (seed 003 Fig. 5's low / medium / high co-runners):
+#: a CPU spin with no memory traffic, STREAM in a cache-sized array, STREAM in a large array.
+CORUNNERS = {
+    "low": ["vhpc-noise", "-d", "86400"],
+    "medium": ["vhpc-stream", "-n", "100000", "-t", "250"],
+    "high": ["vhpc-stream", "-n", "20000000", "-t", "250"],
+}
+
+
+def corunner_argv(level: str) -> list[str]:
+    """The co-runner command for intensity ``level`` (a key of :data:`CORUNNERS`), with the
+    kernel binary's path in this host's build (benchmarks.base.kernel_dir)."""
+    from vhpc.benchmarks.base import kernel_dir
+
+    binary, *args = CORUNNERS[level]
+    return [str(kernel_dir() / binary), *args]
+
+
+class VmOptions(EnvOptions, Slowdown):
+    """``vm`` (QEMU guest; environments/vm.py): vcpus, memory (MiB), pin (auto | none | CPU
+    list, vCPU i on the i-th) or policy (docs/placement.md), numa (hidden | mirror | count),
+    backing (4k | 2m | 1g), accel (auto | kvm | tcg), kernel (path), boot_timeout (s), strict,
+    guest_bind (CPUNODES:MEMNODES inside the guest), corunner (low | medium | high) placed by
+    corunner_policy; backend (a registered hypervisor backend, :data:`BACKENDS`: qemu, the
+    default, or libvirt: a transient libvirt domain, docs/libvirt.md, the default when
+    domain_xml is given), uri (libvirt connection), domain_xml (the user's own domain XML
+    file).  A backend's own options (``HypervisorBackend.own_options``) need that backend."""
+
+    vcpus: int = Field(2, ge=1, le=MAX_CPUS)
+    memory: int = Field(1024, ge=128, le=MAX_MEMORY_MIB)
+    pin: Pin | None = None
+    policy: PolicyField | None = None
+    numa: GuestNuma = "hidden"
+    backing: Literal["4k", "2m", "1g"] = "4k"
+    accel: Literal["auto", "kvm", "tcg"] = "auto"
+    kernel: str | None = Field(None, min_length=1, max_length=4096)
+    boot_timeout: float = Field(90.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    strict: bool = False
+    guest_bind: GuestBind | None = None
+    corunner: Literal["low", "medium", "high"] | None = None
+    corunner_policy: PolicyField = Field(default_factory=lambda: placement.parse_policy("float"))
+    backend: str | None = Field(None, min_length=1, max_length=64)  # None: see backend_name
+    uri: str | None = Field(None, min_length=1, max_length=4096)
+    domain_xml: str | None = Field(None, min_length=1, max_length=4096)
+
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, name: str | None) -> str | None:
+        if name is not None and name not in BACKENDS:
+            known = [repr(n) for n in BACKENDS.names()]
+            listed = " or ".join([", ".join(known[:-1]), known[-1]] if len(known) > 1 else known)
+            raise ValueError(f"Input should be {listed} (got {name!r})")
+        return name
+
+    @model_validator(mode="after")
+    def _pin_or_policy(self):
+        if self.pin is not None and self.policy is not None:
+            raise ValueError("give either pin= or policy=, not both")
+        chosen = BACKENDS.get(self.backend_name).own_options
+        for owner, backend in BACKENDS.items():
+            for opt in backend.own_options:
+                if getattr(self, opt) is not None and opt not in chosen:
+                    raise ValueError(f"{opt}= needs backend={owner}")
+        if self.domain_xml:
+            # compared with the defaults, not the fields set: a stored spec has them all set
+            given = sorted(k for k in ("vcpus", "memory", "pin", "policy", "numa", "backing",
+                                       "accel", "corunner")
+                           if getattr(self, k) != type(self).model_fields[k].get_default(
+                               call_default_factory=True))
+            if given:
+                raise ValueError(f"domain_xml={self.domain_xml} defines the guest: drop "
+                                 f"{', '.join(given)}")
+        return self
+
+    @property
+    def backend_name(self) -> str:
+        """The hypervisor backend (a name in :data:`BACKENDS`): ``backend`` as given, else
+        ``libvirt`` when ``domain_xml`` is given, else ``qemu``."""
+        if self.backend is not None:
+            return self.backend
+        return "libvirt" if self.domain_xml is not None else "qemu"
+
+    def resolved_policy(self, host_cpus: tuple[int, ...]) -> placement.Policy:
+        """The placement policy on a host whose usable CPUs are ``host_cpus``: ``policy``
+        as given, or the ``pin`` option (default auto: vCPU i on the i-th host CPU) as a
+        ``map`` policy.  Raises HostError when the pins do not exist or do not fit."""
+        if self.policy is not None:
+            return self.policy
+        pin = self.pin if self.pin is not None else "auto"
+        if pin == "none":
+            return placement.parse_policy("float")
+        if pin == "auto":
+            if self.vcpus > len(host_cpus):
+                raise HostError(f"vcpus={self.vcpus} but the host has {len(host_cpus)} CPUs: "
+                                "use fewer vcpus or pin=none to let vCPUs float (oversubscribed)")
+            cpus = host_cpus[:self.vcpus]
+        else:
+            cpus = pin
+            if len(cpus) != self.vcpus:
+                raise HostError(f"pin={','.join(map(str, cpus))} lists {len(cpus)} host CPUs for "
+                                f"{self.vcpus} vCPUs: give one per vCPU")
+            check_subset("pin", cpus, host_cpus, "CPU")
+        text = f"map:0-{self.vcpus - 1}=" + ",".join(map(str, cpus))
+        return placement.Policy(kind="map", text=text, vcpu_map=tuple(
+            ((v,), (c,), None) for v, c in enumerate(cpus)))
+
+    def request(self, host_cpus: tuple[int, ...]) -> placement.PlacementRequest:
+        """The placement request for this VM (policy already parsed)."""
+        return placement.PlacementRequest(vcpus=self.vcpus, memory_mib=self.memory,
+                                          policy=self.resolved_policy(host_cpus),
+                                          guest_numa=self.numa, backing=self.backing)
+
+    def corunner_request(self) -> placement.PlacementRequest | None:
+        """The co-runner VM's placement request (same size, ``corunner_policy``), or None."""
+        if self.corunner is None:
+            return None
+        return placement.PlacementRequest(vcpus=self.vcpus, memory_mib=self.memory,
+                                          policy=self.corunner_policy)
+

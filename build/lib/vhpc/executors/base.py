@@ -1,0 +1,108 @@
+"""What an executor is: the abstract base every executor derives from, and their registry.
+
+An executor runs a campaign's trials somewhere: ``local`` (this process, this host) or
+``slurm`` (job steps of one allocation).  Each is a subclass of :class:`Executor` in its own
+module or package under ``vhpc/executors/`` that registers itself with
+``@EXECUTORS.register("name")`` and declares its options as a frozen pydantic model
+(:class:`ExecutorOptions`), validated once when ``--executor`` is parsed.  Adding one (PBS,
+Flux, LSF) is one new module; nothing else dispatches on executor names
+(docs/architecture.md, "How to add an executor").
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from vhpc.core.errors import SpecError
+from vhpc.core.registry import Registry
+from vhpc.environments.base import Environment, RunResult
+
+#: Every executor, by name; the modules under vhpc/executors/ register themselves.
+EXECUTORS: Registry[type["Executor"]] = Registry("executor", "vhpc.executors")
+
+
+class ExecutorOptions(BaseModel):
+    """Base of an executor's options (``--executor NAME:k=v,...``): frozen, unknown keys
+    rejected.  The values arrive as text from the command line."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """A parsed ``--executor`` value: ``kind`` (a registered executor) and its validated
+    ``options`` model."""
+
+    kind: str
+    options: ExecutorOptions
+
+    def given(self) -> dict[str, Any]:
+        """The options set explicitly (``{"nodes": 2}``)."""
+        return self.options.model_dump(exclude_unset=True)
+
+
+class Executor(ABC):
+    """Runs trials of environments.  Used as a context manager (an allocation lives inside the
+    ``with``).  Subclasses set ``options`` and ``runs_here`` and implement :meth:`run`."""
+
+    name: ClassVar[str] = ""
+    options: ClassVar[type[ExecutorOptions]] = ExecutorOptions
+    #: Whether trials run on this host (host knobs and this host's checks apply to them).
+    runs_here: ClassVar[bool] = True
+
+    def __init__(self, campaign_id: str, options: ExecutorOptions):
+        self.campaign_id = campaign_id
+        self.config = options
+
+    def preflight(self) -> None:
+        """Check, before a campaign is stored, that this executor can run (commands installed,
+        controller answers).  Raises a VhpcError subclass saying what to change."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @abstractmethod
+    def run(self, env: Environment, env_spec: Any, argv: list[str], environ: dict[str, str],
+            timeout: float, key: str) -> RunResult:
+        """Run one trial of ``env`` (described by ``env_spec``, an EnvSpec); never raises for
+        a failing command: failures are in the result."""
+
+    def fingerprint(self, env: Environment) -> dict[str, Any]:
+        """``env``'s fingerprint as the machine running its trials sees it (may raise
+        EnvError when the environment cannot tell)."""
+        return env.fingerprint()
+
+
+def parse(text: str | None) -> ExecutorSpec:
+    """``"slurm:partition=batch,nodes=2"`` → ExecutorSpec (``None``/empty: ``local``).
+    Raises SpecError (one line: the known executors, or the option and what it allows)."""
+    text = (text or "local").strip()
+    kind, _, rest = text.partition(":")
+    cls = EXECUTORS.get(kind.strip())
+    opts: dict[str, str] = {}
+    for token in filter(None, (t.strip() for t in rest.split(","))):
+        k, sep, v = token.partition("=")
+        if not sep or k.strip() not in cls.options.model_fields:
+            allowed = ", ".join(cls.options.model_fields) or "none"
+            raise SpecError(f"executor {cls.name}: unknown option {token!r} (options: {allowed})")
+        opts[k.strip()] = v.strip()
+    try:
+        return ExecutorSpec(cls.name, cls.options.model_validate(opts))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise SpecError(f"executor {cls.name}: {field}={opts.get(field)!r}: "
+                        f"{err['msg'].removeprefix('Value error, ')}") from None
+
+
+def make(text: str | None, campaign_id: str = "") -> Executor:
+    """The executor ``text`` names (not yet entered).  Raises SpecError as :func:`parse`."""
+    spec = parse(text)
+    return EXECUTORS.get(spec.kind)(campaign_id, spec.options)

@@ -1,0 +1,62 @@
+"""One trial inside a Slurm job step: ``python -m vhpc.executors.slurm.step PAYLOAD``.
+
+PAYLOAD is base64 of a JSON object ``{"env": EnvSpec fields, "argv": [...], "environ": {...},
+"timeout": s, "key": str, "fingerprint": bool}``.  The step builds the environment on the node
+it was given (a VM boots there), runs the command, closes the environment (no process left)
+and prints one line ``VHPC-STEP <json>`` with the RunResult's fields, the fingerprint (when
+asked) and the node's Slurm identity (job, step, node name).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+import socket
+import sys
+
+from vhpc.core import records
+
+MARK = "VHPC-STEP "
+
+
+def encode(payload: dict) -> str:
+    """The command-line argument for :func:`main`."""
+    return base64.b64encode(json.dumps(payload).encode()).decode()
+
+
+def main(argv: list[str]) -> int:
+    """Run one trial as the payload says; returns 0 (a failing command is in the result)."""
+    from vhpc.environments import kind
+    from vhpc.environments.base import EnvError
+    from vhpc.environments.options import HostFacts
+
+    payload = json.loads(base64.b64decode(argv[0]))
+    spec = payload["env"]  # an EnvSpec's fields: kind, name, options (validated by its kind)
+    options = kind.KINDS.get(spec["kind"]).options.model_validate(spec["options"])
+    env = kind.build(spec["kind"], spec["name"], options, HostFacts.live())
+    out: dict = {"slurm": {"job_id": os.environ.get("SLURM_JOB_ID"),
+                           "step_id": os.environ.get("SLURM_STEP_ID"),
+                           "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname()}}
+    try:
+        result = env.run(payload["argv"], payload["environ"], timeout=payload["timeout"],
+                         key=payload["key"])
+        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+        fields.update(applied=records.dump(result.applied),  # versioned JSON (records.py)
+                      diagnostics=records.dump(result.diagnostics))
+        out["result"] = fields
+        if payload.get("fingerprint"):
+            try:
+                out["fingerprint"] = env.fingerprint()
+            except EnvError as exc:
+                out["fingerprint_error"] = str(exc)
+    finally:
+        env.close()
+    sys.stdout.write("\n" + MARK + json.dumps(out, default=str) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,110 @@
+"""Presentation of a calibration (:func:`vhpc.workflows.calibrate.run`): terminal summary, JSON, HTML.
+
+Input is the calibration document (a dict: ``settings``, ``campaign_ids``, ``rows``,
+``placement``); nothing here runs or computes statistics.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from rich.console import Console
+from rich.table import Table
+
+_ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    """A fraction as percent text (0.05 → "5.0 %"), "n/a" for None."""
+    return "n/a" if x is None else f"{x * 100:.{digits}f} %"
+
+
+def _ci(ci: Any) -> str:
+    return "" if not ci else f" [{ci[0] * 100:.0f}, {ci[1] * 100:.0f}] %"
+
+
+def cells(row: dict[str, Any]) -> dict[str, str]:
+    """The text of one row's columns (shared by the terminal and the HTML)."""
+    aa, inj, pw = row["aa"], row["injected"], row["power"]
+    rec = inj["recovered_pct"]
+    cis = [c["ci_pct"] for c in inj["campaigns"] if c["ci_pct"][0] is not None]
+    last = f" (last CI [{cis[-1][0]:+.1f}, {cis[-1][1]:+.1f}] %)" if cis else ""
+    runs = pw["runs_needed"]
+    return {
+        "what": f"{row['environment']} {row['benchmark']} {row['metric']}",
+        "aa": f"{aa['false_positives']}/{aa['campaigns']} = {pct(aa['rate'], 0)}"
+              f"{_ci(aa['rate_ci'])} (α {pct(aa['alpha'], 0)})",
+        "recovered": "n/a" if rec is None else f"{rec:+.1f} %{last}",
+        "applied": f"{pct(inj['applied'])} (usage bound {pct(inj['applied_from_usage'])}; "
+                   f"asked {pct(inj['requested'])})",
+        "coverage": f"{pct(inj['coverage'], 0)}{_ci(inj['coverage_ci'])}",
+        "detection": pct(inj["detection"], 0),
+        "power": (f"{runs if runs else '> 2000'} runs for {pct(inj['requested'], 0)}; "
+                  f"{pct(pw['detectable_at_repeats'])} with {pw['repeats']}"
+                  f" (rel. SD {pct(pw['relative_sd'])})"),
+    }
+
+
+COLUMNS = (("what", "environment benchmark metric"), ("aa", "A/A false positives"),
+           ("recovered", "recovered slowdown"), ("applied", "applied by the kernel"),
+           ("coverage", "CI covers applied"), ("detection", "detected"),
+           ("power", "runs needed (80 % power) / detectable"))
+
+
+def render_terminal(doc: dict[str, Any], console: Console) -> None:
+    """The summary table and one line per environment on placement."""
+    s = doc["settings"]
+    table = Table(title=f"vhpc calibrate: {s['campaigns']} campaigns × {s['repeats']} repeats, "
+                        f"injected slowdown δ = {pct(s['delta'])}, α = {s['alpha']:g}")
+    for _, title in COLUMNS:
+        table.add_column(title)
+    for row in doc["rows"]:
+        c = cells(row)
+        table.add_row(*(c[k] for k, _ in COLUMNS))
+    console.print(table)
+    for env, p in doc["placement"].items():
+        if p["trials"]:
+            console.print(f"placement {env}: {p['matching']}/{p['trials']} trials read back as "
+                          f"planned ({pct(p['rate'], 0)})")
+        else:
+            console.print(f"placement {env}: no placement read-back recorded")
+
+
+HTML_TPL = _ENV.from_string("""<!doctype html><html><head><meta charset="utf-8">
+<title>vhpc calibrate</title><style>body{font-family:sans-serif;margin:2em}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;font-size:90%}
+th{background:#eee}</style></head><body>
+<section id="calibration"><h2>Calibration: can these numbers be trusted?</h2>
+<p>{{ s.campaigns }} campaigns per environment and benchmark, {{ s.repeats }} measured rounds
+(+{{ s.warmup }} warm-up) each; α = {{ s.alpha }}; injected slowdown δ = {{ delta }} (CPU
+bandwidth control, the slowdown actually applied read from the kernel's cgroup accounting).
+A/A: two identical copies of the environment, any verdict other than "no significant
+difference" is a false positive (expected rate: α). Coverage: share of campaigns whose
+overhead CI contains the applied slowdown (nominal: {{ conf }}). Intervals in brackets:
+exact (Clopper–Pearson) 95 % intervals of the rates.</p>
+<table><thead><tr>{% for k, t in columns %}<th>{{ t }}</th>{% endfor %}</tr></thead><tbody>
+{% for c in rows %}<tr>{% for k, t in columns %}<td>{{ c[k] }}</td>{% endfor %}</tr>{% endfor %}
+</tbody></table>
+<h3>Placement</h3><ul>{% for env, p in placement.items() %}<li>{{ env }}:
+{{ p.matching }}/{{ p.trials }} trials read back as planned</li>{% endfor %}</ul>
+<p>Campaigns (each an ordinary campaign: <code>vhpc report ID</code>):
+{% for env, ids in cids.items() %}{{ env }}: {{ ids|join(", ") }}. {% endfor %}</p>
+</section></body></html>
+""")
+
+
+def write(doc: dict[str, Any], folder: Path) -> tuple[Path, Path]:
+    """Write ``calibration.json`` and ``calibration.html`` into ``folder``; returns both
+    paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    jpath, hpath = folder / "calibration.json", folder / "calibration.html"
+    jpath.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    s = doc["settings"]
+    hpath.write_text(HTML_TPL.render(
+        s=s, delta=pct(s["delta"]), conf=pct(1 - s["alpha"], 0), columns=COLUMNS,
+        rows=[cells(r) for r in doc["rows"]], placement=doc["placement"],
+        cids=doc["campaign_ids"]))
+    return jpath, hpath

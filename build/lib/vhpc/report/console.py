@@ -1,0 +1,145 @@
+"""Terminal views the ``vhpc`` command prints besides the comparison table: the campaign
+report (metadata, files written), the ``--dry-run`` plan, ``vhpc plan`` placements, the
+memory profile, and the benchmark and campaign lists.  Presentation only: these functions
+read stored results and typed plans and print or write them; they never run anything.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def report_meta(store, cid: str) -> dict[str, Any]:
+    """Report metadata of campaign ``cid``: id, date (UTC), command, status, spec, trial and
+    failure counts, and the failed trials' errors (last 2000 characters each)."""
+    camp = store.campaign(cid)
+    trials = store.trials(cid)
+    failed = [t for t in trials if t.status == "failed"]
+    return {"id": cid,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(camp["created"])),
+            "command": camp["command"], "status": camp["status"], "spec": camp["spec"],
+            "trials": len(trials), "failed": len(failed),
+            "failures": [{"environment": t.environment, "benchmark": t.benchmark,
+                          "round": t.round, "error": (t.error or "")[-2000:]}
+                         for t in failed] or None}
+
+
+def campaign_report(store, cid: str, out: str | Path, console: Console, html=None, csv=None,
+                    jsn=None, quiet: bool = False, extra_sections=()) -> Path:
+    """Analyse stored campaign ``cid``; write the HTML report, CSV and JSON (default: in
+    ``out/cid/``); print the comparison table unless ``quiet``; return the HTML path.
+    ``extra_sections``: more ``(anchor, title, Markup)`` HTML sections (``vhpc tune``'s race)."""
+    from vhpc import analysis
+    from vhpc.report import diagnostics, export, terminal
+
+    camp = store.campaign(cid)
+    envs = store.environments(cid)
+    obs = store.observations(cid)
+    result = analysis.analyse(obs, envs, camp["spec"]["baseline"])
+    meta = report_meta(store, cid)
+    trials = store.trials(cid)
+    sections = (*diagnostics.sections(trials, envs, result), *extra_sections)
+    data = export.ReportData(result, obs, meta, sections, tuple(trials))
+    written = export.export_all(data, Path(out) / cid,
+                                {"html": html, "samples-csv": csv, "json": jsn})
+    html_path = written["html"]
+    if not quiet:
+        terminal.render_table(result, console, title=f"vhpc campaign {cid}")
+        if meta["failed"]:
+            console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "
+                          "their errors are in the report.")
+        console.print(f"Report: [bold]{html_path}[/]  (CSV and JSON beside it)")
+    return html_path
+
+
+#: Most trial rows ``--dry-run`` prints (rich renders ~1000 rows a second on a slow host);
+#: the summary line still counts them all.
+DRY_RUN_ROWS = 1000
+
+
+def dry_run(console: Console, spec, trials, placements: dict[str, str]) -> None:
+    """The planned trials of ``spec`` (``vhpc ... --dry-run``): round, environment, benchmark
+    with its resolved parameters (``auto`` = derived from the environment at run time) and
+    the environment's placement, then a one-line summary.  ``trials``: campaign.plan(spec);
+    at most :data:`DRY_RUN_ROWS` rows are listed."""
+    table = Table(title="planned trials (dry run: nothing is started)")
+    for col in ("#", "round", "environment", "benchmark", "parameters", "placement"):
+        table.add_column(col, overflow="fold")
+    by_name = {b.name + "\0" + b.key: b for b in spec.benchmarks}
+    for t in trials[:DRY_RUN_ROWS]:
+        b = by_name[t.benchmark + "\0" + t.params]
+        bench = spec.benchmark(t.benchmark)
+        resolved = bench.resolve(b.params)
+        auto = bench.auto_values(resolved, spec.environment(t.environment).kind)
+        params = ",".join(f"{k}={auto.get(k, 'auto') if v is None else v}"
+                          for k, v in resolved.items())
+        rnd = f"warm-up {t.round}" if t.warmup else str(t.round - spec.warmup)
+        table.add_row(str(t.seq), rnd + (" (new session)" if t.fresh else ""), t.environment,
+                      t.benchmark, escape(params), escape(placements[t.environment]))
+    console.print(table)
+    if len(trials) > DRY_RUN_ROWS:
+        console.print(f"... and {len(trials) - DRY_RUN_ROWS} more trials in the same pattern")
+    console.print(f"{len(trials)} trials: {len(spec.benchmarks)} benchmark(s) × "
+                  f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
+                  f"rounds, protocol {spec.protocol}, order {spec.order}; nothing was run.")
+
+
+def memory_profile(console: Console, trials) -> None:
+    """The memory-profile table (seed 003 Fig. 3): penalty, MPKI, class; the fit if any.
+    ``trials``: the campaign's stored trials."""
+    from vhpc.analysis import memprofile
+
+    rows = memprofile.profile(memprofile.from_trials(trials))
+    table = Table(title="memory profile: NUMA penalty vs memory intensity")
+    for col in ("benchmark", "NUMA penalty", "basis", "MPKI", "class"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.benchmark, f"{r.penalty:.3f}" if r.penalty else "n/a", r.basis,
+                      f"{r.mpki:.2f}" if r.mpki is not None else "unavailable", r.intensity or "-")
+    console.print(table)
+    if any(r.basis == "time" for r in rows):
+        console.print("CPI is unavailable (no hardware counters): the penalty shown is the ratio "
+                      "of trial wall times remote/local, and MPKI classes cannot be given.")
+    f = memprofile.fit(rows)
+    if f:
+        console.print(f"fit: penalty = {f.intercept:.3f} + {f.slope:.3f}·MPKI (r² = {f.r2:.2f}, "
+                      f"{f.n} benchmarks)")
+
+
+def benchmarks(console: Console, registry: dict, markdown: bool = False) -> None:
+    """``vhpc list benchmarks``: a table (or Markdown for docs/benchmarks.md)."""
+    if markdown:
+        from vhpc.benchmarks.catalog import render_markdown
+
+        sys.stdout.write(render_markdown(list(registry.values())))
+        return
+    table = Table(title="benchmarks", show_lines=True)
+    for col in ("name", "parameters (default)", "metrics", "verification", "serves"):
+        table.add_column(col)
+    for b in registry.values():
+        params = "\n".join(f"{p.name}={'auto' if p.default is None else p.default}"
+                           for p in b.params)
+        metrics = "\n".join(f"{m.name} [{m.unit}] {'↑' if m.higher_is_better else '↓'}"
+                            for m in b.metrics)
+        table.add_row(f"[bold]{escape(b.name)}[/]\n{escape(b.summary)}", escape(params),
+                      escape(metrics), escape(b.verification), escape(b.provenance))
+    console.print(table)
+    console.print("↑ higher is better, ↓ lower is better.  Override with -b NAME:param=value,...")
+
+
+def campaigns(console: Console, rows: list[dict], where: str) -> None:
+    """``vhpc list campaigns``: id, status, done/failed/total trials, command."""
+    table = Table(title=f"campaigns in {where}")
+    for col in ("id", "status", "done", "failed", "total", "command"):
+        table.add_column(col)
+    for c in rows:
+        table.add_row(c["id"], c["status"], str(c["done"] or 0), str(c["failed"] or 0),
+                      str(c["total"]), (c["command"] or "")[:80])
+    console.print(table)

@@ -1,0 +1,267 @@
+"""Presentation of ``vhpc diff`` (:class:`vhpc.analysis.diff.Diff`): terminal tables, JSON,
+a self-contained HTML page, and the history figure (ratio with its interval against date, one
+panel per metric).  Formats only; every number comes from the analysis room.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import jinja2
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from vhpc.analysis.diff import (
+    FAIL, IMPROVEMENT, PASS, REGRESSION, Diff, HistoryPoint, RowKey,
+)
+from vhpc.report import METHOD_TAG, direction_mark, fmt_num, params_label
+from vhpc.report.figures import _new_figure, ratio_error_bar, render
+from vhpc.report.html import embed_figure
+
+_ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+
+
+def _date(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "?"
+
+
+def _ratio(r: float | None, ci: tuple[float | None, float | None], method: str = "") -> str:
+    if r is None:
+        return "—"
+    lo, hi = ci
+    if lo is None or hi is None:
+        return f"{r:.3f}"
+    return f"{r:.3f} [{lo:.3f}, {hi:.3f}]{METHOD_TAG.get(method, '')}"
+
+
+def _pct(x: float | None, ci: tuple[float | None, float | None] | None = None) -> str:
+    if x is None:
+        return "—"
+    if ci is None or ci[0] is None or ci[1] is None:
+        return f"{x:+.1f} %"
+    return f"{x:+.1f} % [{ci[0]:+.1f}, {ci[1]:+.1f}]"
+
+
+def _p(p: float | None) -> str:
+    return "—" if p is None else (f"{p:.1e}" if p < 1e-4 else f"{p:.4f}")
+
+
+def _value(v: str | None) -> str:
+    return "not recorded" if v is None else v
+
+
+def overhead_cells(d: Diff) -> list[dict[str, str]]:
+    """One dict of texts per overhead row (terminal and HTML show the same)."""
+    out = []
+    for o in d.overhead:
+        out.append({
+            "bench": params_label(o.benchmark, o.params),
+            "metric": f"{o.metric} [{o.unit}] {direction_mark(o.higher_is_better)}",
+            "env": f"{o.environment}/{o.baseline}",
+            "ratio_a": _ratio(o.ratio_a, o.ratio_a_ci),
+            "ratio_b": _ratio(o.ratio_b, o.ratio_b_ci),
+            "q": _ratio(o.q, o.q_ci, o.method),
+            "change": _pct(o.change_pct, o.change_ci),
+            "p": _p(o.p_adjusted),
+            "verdict": o.verdict,
+            "tolerance": "—" if o.tolerance is None else f"{o.tolerance * 100:g} %",
+            "status": o.status,
+            "note": o.note,
+        })
+    return out
+
+
+def raw_cells(d: Diff) -> list[dict[str, str]]:
+    return [{
+        "bench": params_label(r.benchmark, r.params),
+        "metric": f"{r.metric} [{r.unit}] {direction_mark(r.higher_is_better)}",
+        "env": r.environment,
+        "a": f"{fmt_num(r.mean_a)} (n={r.n_a})",
+        "b": f"{fmt_num(r.mean_b)} (n={r.n_b})",
+        "ratio": _ratio(r.ratio, r.ratio_ci, r.method),
+        "change": _pct(r.change_pct, r.change_ci),
+    } for r in d.raw]
+
+
+OVERHEAD_COLUMNS = (("bench", "benchmark"), ("metric", "metric"), ("env", "env/baseline"),
+                    ("ratio_a", "ratio A [CI]"), ("ratio_b", "ratio B [CI]"),
+                    ("q", "B/A [CI]"), ("change", "overhead change [CI]"), ("p", "p (Holm)"),
+                    ("verdict", "verdict"), ("tolerance", "tolerance"), ("status", "status"))
+RAW_COLUMNS = (("bench", "benchmark"), ("metric", "metric"), ("env", "environment"),
+               ("a", "mean A"), ("b", "mean B"), ("ratio", "B/A [CI]"),
+               ("change", "change [CI]"))
+
+_STYLE = {REGRESSION: "red", IMPROVEMENT: "green", FAIL: "bold red", PASS: "green"}
+
+
+def _header(d: Diff) -> str:
+    def one(tag: str, c: Any) -> str:
+        return f"{tag} = {c.id} ({_date(c.created)}, {c.source})"
+    return f"{one('A', d.a)}   {one('B', d.b)}"
+
+
+def render_terminal(d: Diff, console: Console) -> None:
+    """Fingerprint changes first, then the overhead changes, raw figures, unmatched rows and
+    the PASS/FAIL summary."""
+    console.print(f"[bold]vhpc diff[/]  {_header(d)}", highlight=False)
+    if d.fingerprint:
+        t = Table(title="What changed (fingerprints, environment options, protocol)")
+        for col in ("scope", "field", "A", "B"):
+            t.add_column(col)
+        for f in d.fingerprint:
+            t.add_row(*(escape(x) for x in (f.scope, f.key, _value(f.a), _value(f.b))))
+        console.print(t)
+    else:
+        console.print("Fingerprints: no recorded difference between A and B")
+    if d.overhead:
+        t = Table(title=f"Overhead change (ratio to {d.a.baseline}, B over A)")
+        for _, title in OVERHEAD_COLUMNS:
+            t.add_column(title)
+        for c in overhead_cells(d):
+            t.add_row(*(f"[{_STYLE[c[k]]}]{c[k]}[/]" if c[k] in _STYLE else escape(c[k])
+                        for k, _ in OVERHEAD_COLUMNS))
+        console.print(t)
+        notes = [(c["env"], c["bench"], c["metric"], c["note"]) for c in overhead_cells(d) if c["note"]]
+        for env, bench, metric, note in notes:
+            console.print(f"  note {env} {bench} {metric}: {note}", highlight=False, markup=False)
+    t = Table(title="Raw figures (mean B over mean A)")
+    for _, title in RAW_COLUMNS:
+        t.add_column(title)
+    for c in raw_cells(d):
+        t.add_row(*(escape(c[k]) for k, _ in RAW_COLUMNS))
+    console.print(t)
+    for u in d.unmatched:
+        console.print(f"[yellow]unmatched[/] {escape(u.environment)} "
+                      f"{escape(params_label(u.benchmark, u.params))} {escape(u.metric)}: "
+                      f"{escape(u.reason)}", highlight=False)
+    console.print(f"B/A of the ratios: delta method on the log scale, {d.confidence:.0%} CI; "
+                  f"overhead change > 0: B's overhead worse in the metric's direction; p: "
+                  f"Holm-adjusted over {sum(o.p_value is not None for o in d.overhead)} rows, "
+                  f"α = {d.alpha:g}", highlight=False)
+    if d.tolerance is not None:
+        fails = d.failures
+        if fails:
+            names = ", ".join(f"{o.environment} {o.benchmark} {o.metric}" for o in fails)
+            console.print(f"[bold red]FAIL[/]: {len(fails)} regression(s) beyond the tolerance "
+                          f"({d.tolerance.describe()}): {names}", highlight=False)
+        else:
+            console.print(f"[green]PASS[/]: no regression beyond the tolerance "
+                          f"({d.tolerance.describe()})", highlight=False)
+
+
+def write_json(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
+    doc = d.to_dict()
+    if history:
+        doc["history"] = [{"environment": k[0], "benchmark": k[1], "params": k[2], "metric": k[3],
+                           "points": [{"campaign": p.campaign, "created": p.created,
+                                       "ratio": p.ratio, "ci": list(p.ci), "method": p.method,
+                                       "n": p.n} for p in pts]}
+                          for k, pts in history.items()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return path
+
+
+def history_figures(history: Mapping[RowKey, list[HistoryPoint]], baseline: str,
+                    fmt: str = "svg") -> list[tuple[str, str | bytes]]:
+    """One figure per (environment, benchmark, params, metric): the ratio to the baseline with
+    its interval against the campaign date (1 = no overhead).  Rows with fewer than 2
+    campaigns are left out."""
+    out: list[tuple[str, str | bytes]] = []
+    for (env, bench, params, metric), pts in history.items():
+        pts = [p for p in pts if p.ratio is not None]
+        if len(pts) < 2:
+            continue
+        fig = _new_figure(6.0, 2.8)
+        ax = fig.add_subplot(1, 1, 1)
+        xs = [date2num(_dt(p.created)) for p in pts]
+        ys = [p.ratio for p in pts]
+        bars = [ratio_error_bar(p.ratio, p.ci) for p in pts]
+        ax.errorbar(xs, ys, yerr=[[b[0] for b in bars], [b[1] for b in bars]], fmt="o-",
+                    capsize=3, color="#1f77b4")
+        ax.axhline(1.0, color="#888", linewidth=0.8, linestyle="--")
+        locator = AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+        title = f"{env}/{baseline}: {params_label(bench, params)} {metric}"
+        ax.set_title(title)
+        ax.set_ylabel(f"{metric} ratio to {baseline}")
+        ax.set_xlabel("campaign date")
+        out.append((title, render(fig, fmt)))
+    return out
+
+
+def _dt(t: float):
+    import datetime
+
+    return datetime.datetime.fromtimestamp(t)
+
+
+HTML_TPL = _ENV.from_string("""<!doctype html><html><head><meta charset="utf-8">
+<title>vhpc diff {{ a.id }} {{ b.id }}</title><style>body{font-family:sans-serif;margin:2em}
+table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;padding:4px 8px;
+font-size:90%}th{background:#eee}.FAIL,.regression{color:#b00;font-weight:bold}
+.PASS,.improvement{color:#070}svg.figure,img.figure{max-width:100%}</style></head><body>
+<h1>vhpc diff</h1>
+<p>A = <b>{{ a.id }}</b> ({{ a.date }}, {{ a.source }}); B = <b>{{ b.id }}</b>
+({{ b.date }}, {{ b.source }}); baseline {{ a.baseline }}; α = {{ alpha }};
+tolerance: {{ tolerance }}.</p>
+{% if summary %}<p class="{{ summary_class }}">{{ summary }}</p>{% endif %}
+<section id="fingerprint"><h2>What changed</h2>
+{% if fingerprint %}<table><thead><tr><th>scope</th><th>field</th><th>A</th><th>B</th></tr>
+</thead><tbody>{% for f in fingerprint %}<tr><td>{{ f.scope }}</td><td>{{ f.key }}</td>
+<td>{{ f.a }}</td><td>{{ f.b }}</td></tr>{% endfor %}</tbody></table>
+{% else %}<p>No recorded difference between the fingerprints.</p>{% endif %}</section>
+<section id="overhead"><h2>Overhead change</h2>
+<p>Ratio = environment / {{ a.baseline }} in each campaign; B/A is their quotient with a
+{{ conf }} interval (delta method on the log scale, docs/statistics.md); the overhead change
+is positive when B's overhead is worse in the metric's direction; p: Welch-type t on the log
+ratio, Holm-adjusted over the diff. FAIL = a regression (adjusted p &lt; α and the interval
+excludes 1) larger than the tolerance.</p>
+<table><thead><tr>{% for k, t in ocols %}<th>{{ t }}</th>{% endfor %}<th>note</th></tr>
+</thead><tbody>{% for c in overhead %}<tr>{% for k, t in ocols %}
+<td class="{{ c[k] }}">{{ c[k] }}</td>{% endfor %}<td>{{ c.note }}</td></tr>{% endfor %}
+</tbody></table></section>
+<section id="raw"><h2>Raw figures</h2><table><thead><tr>{% for k, t in rcols %}
+<th>{{ t }}</th>{% endfor %}</tr></thead><tbody>{% for c in raw %}<tr>{% for k, t in rcols %}
+<td>{{ c[k] }}</td>{% endfor %}</tr>{% endfor %}</tbody></table></section>
+<section id="unmatched"><h2>Unmatched rows</h2>{% if unmatched %}<ul>{% for u in unmatched %}
+<li>{{ u.environment }} {{ u.benchmark }}{% if u.params %}[{{ u.params }}]{% endif %}
+{{ u.metric }}: {{ u.reason }}</li>{% endfor %}</ul>{% else %}<p>None: every row is in
+both campaigns.</p>{% endif %}</section>
+{% if figures %}<section id="history"><h2>History</h2><p>Ratio to {{ a.baseline }} with its
+interval per campaign of the same spec ({{ ncampaigns }} campaigns).</p>
+{% for title, fig in figures %}<figure>{{ fig }}<figcaption>{{ title }}</figcaption></figure>
+{% endfor %}</section>{% endif %}
+</body></html>
+""")
+
+
+def write_html(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
+    """The diff as one self-contained HTML page (figures inline SVG)."""
+    figs = history_figures(history or {}, d.a.baseline)
+    ncampaigns = len({p.campaign for pts in (history or {}).values() for p in pts})
+    summary, cls = "", ""
+    if d.tolerance is not None:
+        if d.failures:
+            summary, cls = f"FAIL: {len(d.failures)} regression(s) beyond the tolerance", FAIL
+        else:
+            summary, cls = "PASS: no regression beyond the tolerance", PASS
+    ref = lambda c: {**c.__dict__, "date": _date(c.created)}  # noqa: E731
+    html = HTML_TPL.render(
+        a=ref(d.a), b=ref(d.b), alpha=f"{d.alpha:g}", conf=f"{d.confidence:.0%}",
+        tolerance=d.tolerance.describe() if d.tolerance else "none (no PASS/FAIL)",
+        summary=summary, summary_class=cls,
+        fingerprint=[{"scope": f.scope, "key": f.key, "a": _value(f.a), "b": _value(f.b)}
+                     for f in d.fingerprint],
+        ocols=OVERHEAD_COLUMNS, overhead=overhead_cells(d), rcols=RAW_COLUMNS, raw=raw_cells(d),
+        unmatched=d.unmatched, ncampaigns=ncampaigns,
+        figures=[(t, embed_figure(f, f"h{i}-", t)) for i, (t, f) in enumerate(figs)])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html)
+    return path

@@ -1,0 +1,335 @@
+"""Figures of an :class:`~vhpc.analysis.Analysis` with matplotlib (Agg canvas, no pyplot state).
+
+Every function returns the rendered figure — SVG text (``fmt="svg"``, text drawn as paths so no
+font is needed to display it) or PNG bytes (``fmt="png"``) — or None when there is nothing to
+draw.  Nothing is written to disk and no global matplotlib state is changed.
+
+* :func:`relative_bars` — each metric relative to the baseline (1.0 = same), grouped per
+  benchmark, one bar per non-baseline environment, the comparison's CI as error bars (the seeds' "time
+  relative to native" figure).
+* :func:`distributions` — individual samples and a box per environment for each metric; invalid
+  samples drawn hollow and red.
+* :func:`cold_warm_bars` — mean of cold (first after boot) vs warm trials per environment.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Iterable
+
+import matplotlib
+import numpy as np  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis  # noqa: E402
+from vhpc.core.metrics import Observation  # noqa: E402
+from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
+
+__all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar"]
+
+_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+_RC = {"svg.fonttype": "path", "font.size": 9, "axes.titlesize": 10}
+
+
+def render(fig: Figure, fmt: str = "svg") -> str | bytes:
+    """Render ``fig`` to SVG text (``fmt="svg"``) or PNG bytes (``fmt="png"``, 110 dpi).
+
+    SVG carries no date metadata, so identical input gives identical output apart from
+    matplotlib's random clip-path ids.  Raises ValueError for another format.
+    """
+    if fmt not in ("svg", "png"):
+        raise ValueError(f"figure format must be 'svg' or 'png', got {fmt!r}")
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    with matplotlib.rc_context(_RC):
+        if fmt == "svg":
+            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
+            return buf.getvalue().decode("utf-8")
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        return buf.getvalue()
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    with matplotlib.rc_context(_RC):
+        return Figure(figsize=(width, height), layout="constrained")
+
+
+def _env_colors(analysis: Analysis) -> dict[str, str]:
+    return {e: _COLORS[i % len(_COLORS)] for i, e in enumerate(analysis.environment_order())}
+
+
+def ratio_error_bar(ratio: float, ci: tuple[float | None, float | None]) -> tuple[float, float]:
+    """(below, above) error-bar lengths for a bar at ``ratio`` from the comparison's own
+    interval (the one in the table and exports); 0 where a bound is missing (unbounded or
+    n < 2), never negative, and never reaching below 0 for a positive ratio."""
+    lo, hi = ci
+    below = max(0.0, ratio - lo) if lo is not None else 0.0
+    if ratio > 0:
+        below = min(below, ratio)
+    return below, (max(0.0, hi - ratio) if hi is not None else 0.0)
+
+
+def _mean_error_bar(s) -> tuple[float, float]:
+    """Student-t error bar of a mean, cut at 0 for a positive mean (a positive quantity has no
+    mass below 0; the table shows the full half-width)."""
+    if s.ci_low is None or s.ci_high is None:
+        return 0.0, 0.0
+    below = s.mean - s.ci_low
+    if s.mean > 0:
+        below = min(below, s.mean)
+    return below, s.ci_high - s.mean
+
+
+def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j: int,
+              env: str, color: str, bar_w: float) -> float:
+    """Draw environment ``env``'s bars (position ``j`` in each group) on ``ax``; returns its
+    largest ratio (0 when it has none)."""
+    emulated = analysis.environments[env].emulated
+    xs, ys, lo_err, hi_err, stars = [], [], [], [], []
+    for i, (params, metric) in enumerate(cats):
+        c = analysis.comparison(bench, params, metric, env)
+        if c is None or c.ratio is None:
+            continue
+        xs.append(i - 0.4 + bar_w * (j + 0.5))
+        ys.append(c.ratio)
+        le, he = ratio_error_bar(c.ratio, c.ratio_ci)
+        lo_err.append(le)
+        hi_err.append(he)
+        stars.append(c.verdict in (SLOWER, FASTER))
+    if not xs:
+        return 0.0
+    ax.bar(xs, ys, width=bar_w * 0.95, color=color, hatch="//" if emulated else None,
+           edgecolor="black" if emulated else color, linewidth=0.5, yerr=[lo_err, hi_err],
+           capsize=2, error_kw={"elinewidth": 0.8}, label=env_header(analysis, env))
+    for xx, yy, he, st in zip(xs, ys, hi_err, stars):
+        if st:
+            ax.text(xx, yy + he, "*", ha="center", va="bottom", fontsize=9)
+    return max(ys)
+
+
+def relative_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
+    """Bar chart of every metric's mean relative to the baseline (baseline = 1.0).
+
+    One panel per benchmark (with its parameters), one group of bars per metric, one bar per
+    non-baseline environment with value = ratio of means (dimensionless) and error bars = its
+    confidence interval as in the table (Fieller, log-delta or BCa; absent when unbounded or
+    n < 2; :func:`ratio_error_bar`; the y axis stops at 3× the tallest bar).  Tick labels
+    carry ↑ (higher is better) or ↓ (lower is better); a star marks a significant verdict (Holm-adjusted
+    p < alpha); TCG environments are hatched and labelled "(TCG emulation)".
+    Returns SVG text / PNG bytes, or None when there is no comparison with a ratio.
+    """
+    comps = [c for c in analysis.comparisons if c.ratio is not None]
+    if not comps:
+        return None
+    others = [e for e in analysis.others() if any(c.environment == e for c in comps)]
+    colors = _env_colors(analysis)
+    panels: dict[str, list[tuple[str, str]]] = {}
+    for bench, params, metric in analysis.keys():
+        if any(c.key == (bench, params, metric) for c in comps):
+            panels.setdefault(bench, []).append((params, metric))
+    nmax = max(len(v) for v in panels.values())
+    width = min(18.0, max(6.0, 0.35 * nmax * max(1, len(others)) + 2.0))
+    fig = _new_figure(width, 2.9 * len(panels) + 0.6)
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    bar_w = 0.8 / max(1, len(others))
+    with matplotlib.rc_context(_RC):
+        for ax, (bench, cats) in zip(axes, panels.items()):
+            multi_params = len({p for p, _ in cats}) > 1
+            x = np.arange(len(cats))
+            rmax = max(_env_bars(ax, analysis, bench, cats, j, env, colors[env], bar_w)
+                       for j, env in enumerate(others))
+            # an interval from a few very noisy samples can be 1000× wide: cut the axis at
+            # 3× the tallest bar (the table and exports keep the full interval)
+            bottom, top = ax.get_ylim()
+            ax.set_ylim(bottom, min(top, 3.0 * max(rmax, 1.0)))
+            ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+            labels = []
+            for params, metric in cats:
+                s = next(
+                    (analysis.summary(bench, params, metric, e) for e in analysis.environment_order()
+                     if analysis.summary(bench, params, metric, e)),
+                    None,
+                )
+                mark = direction_mark(s.higher_is_better) if s else ""
+                lab = f"{metric} {mark}"
+                if multi_params:
+                    lab += f"\n{params}"
+                labels.append(lab)
+            ax.set_xticks(x)
+            ax.set_xticklabels(labels, rotation=30 if len(cats) > 6 else 0, ha="right" if len(cats) > 6 else "center")
+            title = bench if multi_params else params_label(bench, cats[0][0])
+            ax.set_title(title)
+            ax.set_ylabel(f"relative to {analysis.baseline}\n(1.0 = same; direction per metric)")
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                      title="↑ higher is better\n↓ lower is better\n* significant (Holm)", title_fontsize=7)
+    return render(fig, fmt)
+
+
+def distributions(
+    analysis: Analysis,
+    observations: Iterable[Observation],
+    fmt: str = "svg",
+    max_points: int = 400,
+) -> list[tuple[str, str | bytes]]:
+    """One figure per (benchmark, params, metric): individual samples per environment.
+
+    Each environment gets a box plot of its valid samples (median, quartiles, 1.5 IQR whiskers)
+    and a jittered strip of individual samples: valid ones filled, invalid ones hollow red
+    circles.  Warm-up samples are not drawn.  At most ``max_points`` points per environment are
+    drawn (a seeded random subset; the box always uses every valid sample).  Y axis in the
+    metric's unit.  Returns a list of (title, SVG text / PNG bytes) in report order.
+    """
+    data: dict[tuple[str, str, str], dict[str, tuple[list[float], list[float]]]] = {}
+    for o in observations:
+        if o.warmup:
+            continue
+        d = data.setdefault((o.benchmark, o.params, o.metric), {})
+        valid, invalid = d.setdefault(o.environment, ([], []))
+        if o.valid and o.value is not None and np.isfinite(o.value):
+            valid.append(o.value)
+        elif o.value is not None and np.isfinite(o.value):
+            invalid.append(o.value)
+        else:
+            invalid.append(np.nan)
+    colors = _env_colors(analysis)
+    order = analysis.environment_order()
+    keys = [k for k in analysis.keys() if k in data] + [k for k in data if k not in set(analysis.keys())]
+    out: list[tuple[str, str | bytes]] = []
+    rng = np.random.default_rng(12345)
+    for key in keys:
+        bench, params, metric = key
+        per_env = data[key]
+        envs = [e for e in order if e in per_env] + sorted(e for e in per_env if e not in order)
+        s0 = next((analysis.summary(bench, params, metric, e) for e in envs if analysis.summary(bench, params, metric, e)), None)
+        unit = s0.unit if s0 else ""
+        hib = s0.higher_is_better if s0 else False
+        fig = _new_figure(max(3.2, 1.2 * len(envs) + 1.5), 3.0)
+        ax = fig.subplots()
+        invalid_labelled = False
+        with matplotlib.rc_context(_RC):
+            for i, env in enumerate(envs):
+                valid, invalid = per_env[env]
+                v = np.asarray(valid, dtype=float)
+                if v.size:
+                    ax.boxplot([v], positions=[i], widths=0.5, showfliers=False,
+                               medianprops={"color": "black"}, boxprops={"color": "grey"})
+                    shown = v if v.size <= max_points else rng.choice(v, max_points, replace=False)
+                    jitter = rng.uniform(-0.15, 0.15, shown.size)
+                    ax.scatter(i + jitter, shown, s=10, color=colors.get(env, "grey"), alpha=0.7,
+                               zorder=3, label=None)
+                inv = np.asarray([x for x in invalid if np.isfinite(x)], dtype=float)
+                if inv.size:
+                    shown = inv if inv.size <= max_points else rng.choice(inv, max_points, replace=False)
+                    ax.scatter(i + rng.uniform(-0.15, 0.15, shown.size), shown, s=16,
+                               facecolors="none", edgecolors="red", zorder=4,
+                               label=None if invalid_labelled else "invalid (excluded)")
+                    invalid_labelled = True
+            ax.set_xticks(range(len(envs)))
+            ax.set_xticklabels([env_header(analysis, e).replace(f" {TCG_MARK}", "\n(TCG)") for e in envs])
+            ax.set_xlim(-0.6, len(envs) - 0.4)
+            ax.set_ylabel(f"{metric} [{unit}] {direction_mark(hib)}")
+            title = f"{params_label(bench, params)}: {metric}"
+            ax.set_title(title)
+            if ax.get_legend_handles_labels()[1]:
+                ax.legend(fontsize=7, loc="best")
+        out.append((title, render(fig, fmt)))
+    return out
+
+
+def cold_warm_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
+    """Cold vs warm mean per environment, one panel per (benchmark, params, metric).
+
+    Cold = first trial after a VM boot (``session_index == 0``), warm = later trials.  Bars show
+    means in the metric's unit with Student-t CI error bars; the baseline's overall mean is a
+    dashed line when it exists.  Returns None when the analysis has no cold/warm summaries.
+    """
+    keys = [k for k in analysis.keys()
+            if any(analysis.summary(*k, e, g) for e in analysis.environment_order() for g in (GROUP_COLD, GROUP_WARM))]
+    if not keys:
+        return None
+    ncols = min(3, len(keys))
+    nrows = -(-len(keys) // ncols)
+    fig = _new_figure(4.2 * ncols, 3.0 * nrows + 0.3)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[len(keys):]:
+        ax.set_visible(False)
+    with matplotlib.rc_context(_RC):
+        for ax, (bench, params, metric) in zip(axes, keys):
+            envs = [e for e in analysis.environment_order()
+                    if analysis.summary(bench, params, metric, e, GROUP_COLD)
+                    or analysis.summary(bench, params, metric, e, GROUP_WARM)]
+            unit, hib = "", False
+            for gi, (group, color, hatch) in enumerate(((GROUP_COLD, "#4c72b0", None), (GROUP_WARM, "#dd8452", ".."))):
+                xs, ys, errs = [], [], ([], [])
+                for i, env in enumerate(envs):
+                    s = analysis.summary(bench, params, metric, env, group)
+                    if s is None or s.mean is None:
+                        continue
+                    unit, hib = s.unit, s.higher_is_better
+                    xs.append(i - 0.2 + 0.4 * gi)
+                    ys.append(s.mean)
+                    for side, e in zip(errs, _mean_error_bar(s)):
+                        side.append(e)
+                if xs:
+                    ax.bar(xs, ys, width=0.38, yerr=errs, capsize=2, color=color, hatch=hatch,
+                           edgecolor="black", linewidth=0.4, label=f"{group} (session index {'0' if group == GROUP_COLD else '> 0'})")
+            sb = analysis.summary(bench, params, metric, analysis.baseline)
+            if sb is not None and sb.mean is not None:
+                ax.axhline(sb.mean, color="black", linestyle="--", linewidth=0.8, label=f"{analysis.baseline} (all)")
+            ax.set_xticks(range(len(envs)))
+            ax.set_xticklabels([env_header(analysis, e).replace(f" {TCG_MARK}", "\n(TCG)") for e in envs])
+            ax.set_ylabel(f"{metric} [{unit}] {direction_mark(hib)}")
+            ax.set_title(f"{params_label(bench, params)}: {metric}")
+            ax.legend(fontsize=7, loc="best")
+    return render(fig, fmt)
+
+
+def size_sweeps(analysis: Analysis, fmt: str = "svg", min_points: int = 3) -> list[tuple[str, str | bytes]]:
+    """The seeds' "latency / bandwidth vs message size" figures (seed 001 Fig. 1-3, seed 004
+    Fig. 1-5): for metrics named ``<quantity>_<bytes>`` (the MPI benchmarks' ``lat_8``,
+    ``bw_avg_1048576``, ...), one line per environment of the mean against the message size
+    (log-log), with 95 % CI bars.  Returns ``[(title, figure)]``, one per (benchmark, params,
+    quantity) with at least ``min_points`` sizes."""
+    import re
+
+    series: dict[tuple[str, str, str], dict[str, list[tuple[int, object]]]] = {}
+    for s in analysis.summaries:
+        if s.group != "all" or s.mean is None:
+            continue
+        m = re.fullmatch(r"(.+)_(\d+)", s.metric)
+        if not m:
+            continue
+        key = (s.benchmark, s.params, m.group(1))
+        series.setdefault(key, {}).setdefault(s.environment, []).append((int(m.group(2)), s))
+    colors = _env_colors(analysis)
+    out = []
+    for (bench, params, quantity), by_env in sorted(series.items()):
+        if max(len(v) for v in by_env.values()) < min_points:
+            continue
+        fig = _new_figure(6.0, 3.8)
+        ax = fig.add_subplot()
+        unit = ""
+        for env in analysis.environment_order():
+            pts = sorted(by_env.get(env, []), key=lambda p: p[0])
+            if not pts:
+                continue
+            xs = [max(x, 1) for x, _ in pts]
+            ys = [s.mean for _, s in pts]
+            bars = [_mean_error_bar(s) for _, s in pts]
+            # log axis: the lower bar must end strictly above 0
+            lo = [min(b, 0.999 * s.mean) for (b, _), (_, s) in zip(bars, pts)]
+            hi = [h for _, h in bars]
+            unit = pts[0][1].unit
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2, color=colors[env],
+                        label=env_header(analysis, env))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size [bytes] (0 B drawn at 1 B)")
+        ax.set_ylabel(f"{quantity} [{unit}]")
+        title = f"{params_label(bench, params)}: {quantity} vs message size"
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+        out.append((title, render(fig, fmt)))
+    return out

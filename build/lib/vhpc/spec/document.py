@@ -1,0 +1,84 @@
+"""Reading campaign files safely: bounded size, bounded nesting, strict UTF-8.
+
+A campaign file is read with at most :data:`MAX_BYTES` bytes (``vhpc run /dev/zero`` stops at
+the limit instead of filling memory), decoded as UTF-8 (a binary file is an error, not a
+``UnicodeDecodeError``), and scanned with PyYAML's event parser (iterative) before it is
+composed, so nesting deeper than :data:`MAX_DEPTH` levels, more than :data:`MAX_NODES` nodes or
+:data:`MAX_ALIASES` aliases (exponential "billion laughs" documents) are refused in one line
+(PyYAML's composer is recursive and would otherwise end in ``RecursionError``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vhpc.core.errors import SpecError
+
+#: Largest campaign file read (bytes): real ones are a few KiB.
+MAX_BYTES = 1 << 20
+#: Deepest nesting of mappings/sequences: a campaign file needs 4.
+MAX_DEPTH = 32
+#: Most YAML nodes (scalars, mappings, sequences) in one document.
+MAX_NODES = 100_000
+#: Most aliases (``*name``) in one document.
+MAX_ALIASES = 100
+
+
+def read_text(path: str | Path, limit: int = MAX_BYTES) -> str:
+    """The file's text, at most ``limit`` bytes, UTF-8.  Raises SpecError naming the file."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise SpecError(f"{path}: larger than {limit // 1024} KiB: a campaign file is a short "
+                        "YAML document; check the path")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}): give a YAML campaign "
+                        "file") from None
+
+
+def check_structure(text: str, where: str) -> None:
+    """Refuse documents nested deeper than MAX_DEPTH, or with too many nodes or aliases,
+    before they are composed.  Raises SpecError (also for YAML syntax errors)."""
+    depth = nodes = aliases = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise SpecError(f"{where}: nested deeper than {MAX_DEPTH} levels: a "
+                                    "campaign file needs a few")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
+                aliases += 1
+                if aliases > MAX_ALIASES:
+                    raise SpecError(f"{where}: more than {MAX_ALIASES} YAML aliases: write the "
+                                    "values out")
+            if isinstance(event, yaml.NodeEvent):
+                nodes += 1
+                if nodes > MAX_NODES:
+                    raise SpecError(f"{where}: more than {MAX_NODES} YAML nodes: a campaign "
+                                    "file is short")
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{where}: not valid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def read_document(path: str | Path) -> Any:
+    """Read, check and parse a YAML/JSON campaign file.  Raises SpecError naming the file."""
+    text = read_text(path)
+    check_structure(text, str(path))
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    except (ValueError, OverflowError, RecursionError) as exc:  # e.g. a timestamp out of range
+        raise SpecError(f"{path}: cannot read a value: {str(exc)[:120]}") from None

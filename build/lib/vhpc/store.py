@@ -1,0 +1,499 @@
+"""SQLite store: campaigns, environments (with fingerprints), trials (raw output kept), samples.
+
+Every planned trial is inserted as ``pending`` when the campaign is created; executing a trial
+is one transaction that writes its outcome and samples together, so a killed campaign resumes
+from the first trial not ``done``/``failed`` and nothing is lost or duplicated.  Raw stdout and
+stderr are kept so samples can be re-derived by a fixed parser without re-running.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+from vhpc.core import records
+from vhpc.core.errors import VhpcError
+from vhpc.core.metrics import EnvInfo, Observation, Sample
+from vhpc.core.locks import FileLock, Owner, held
+from vhpc.core.records import AppliedPlacement, Diagnostics
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS campaigns (
+    id TEXT PRIMARY KEY, created REAL NOT NULL, finished REAL, status TEXT NOT NULL,
+    command TEXT, spec_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS environments (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id), name TEXT NOT NULL, kind TEXT NOT NULL,
+    accel TEXT, fingerprint_json TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (campaign_id, name));
+CREATE TABLE IF NOT EXISTS trials (
+    id INTEGER PRIMARY KEY, campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+    seq INTEGER NOT NULL, round INTEGER NOT NULL, warmup INTEGER NOT NULL,
+    environment TEXT NOT NULL, benchmark TEXT NOT NULL, params TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
+    session INTEGER, session_index INTEGER, returncode INTEGER, timed_out INTEGER,
+    error TEXT, stdout TEXT, stderr TEXT, started REAL, ended REAL, applied_json TEXT,
+    diagnostics_json TEXT, reboot INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (campaign_id, seq));
+CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY, trial_id INTEGER NOT NULL REFERENCES trials(id),
+    metric TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL,
+    higher_is_better INTEGER NOT NULL, valid INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS trials_campaign ON trials (campaign_id, status);
+CREATE INDEX IF NOT EXISTS samples_trial ON samples (trial_id);
+CREATE TABLE IF NOT EXISTS owners (
+    campaign_id TEXT PRIMARY KEY REFERENCES campaigns(id), pid INTEGER NOT NULL,
+    host TEXT NOT NULL, since REAL NOT NULL);
+"""
+
+#: Trial states.  ``done``: ran and parsed (samples may be invalid); ``failed``: did not
+#: complete (non-zero exit without result, timeout, guest failure, parse error).
+PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+
+
+class StoreError(VhpcError):
+    """The store cannot be used: unknown campaign id, newer schema, a damaged, unreadable,
+    read-only or full database, or a campaign another live process is running.  One line
+    naming the file and what to do.  ``kind``: ``corrupt``, ``full``, ``readonly``,
+    ``cantopen``, ``io``, ``busy``, ``owned`` or ``other``."""
+
+    def __init__(self, message: str, kind: str = "other"):
+        super().__init__(message)
+        self.kind = kind
+
+
+def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
+    """A one-line StoreError for an SQLite failure on the database ``path``, chosen by the
+    extended result code name (https://www.sqlite.org/rescode.html), e.g. SQLITE_CORRUPT for
+    "database disk image is malformed" or SQLITE_FULL for "database or disk is full"."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    folder = path.parent
+    if name.startswith("SQLITE_NOTADB") or "not a database" in text:
+        return StoreError(f"{path} is not a vhpc database, or its first page is damaged ({text}): "
+                          "move it aside or pick another --out", "corrupt")
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in text:
+        return StoreError(
+            f"{path} is damaged ({text}): move it aside and use a new --out (rows that survive "
+            f"can be salvaged with: sqlite3 {path} .recover | sqlite3 recovered.db)", "corrupt")
+    if name.startswith("SQLITE_FULL") or "disk is full" in text:
+        return StoreError(f"the disk holding {path} is full ({text}): free space there "
+                          f"(df -h {folder})", "full")
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")) \
+            or "readonly" in text:
+        verb = "write" if "readonly" in text or "READONLY" in name else "open"
+        return StoreError(f"cannot {verb} {path} ({_access_problem(path)}; {text}): make "
+                          f"{folder} and the file writable (remount rw, chattr -i, chmod u+rwx "
+                          "the folder and u+rw the file) or pick another --out",
+                          "readonly" if verb == "write" else "cantopen")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return StoreError(f"{path} stayed locked by another process for 30 s ({text}): retry "
+                          "when it is done", "busy")
+    if name.startswith("SQLITE_IOERR"):
+        return StoreError(f"I/O error on {path} ({text}): check the disk holding {folder} "
+                          f"(full? read-only? dmesg)", "io")
+    return StoreError(f"{path}: {text}")
+
+
+def _access_problem(path: Path) -> str:
+    """Why ``path`` (a database) may not open for writing: read-only filesystem, folder or file
+    permissions, or an immutable/unknown cause."""
+    folder = path.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return f"{folder} is on a read-only filesystem"
+    except OSError:
+        return f"{folder} is not accessible"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable by you"
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        return "the file is not readable and writable by you"
+    return "the folder or file refuses writes (immutable? chattr -i)"
+
+
+#: errno values that mean "this path cannot be written" rather than a bug.
+USER_OS_ERRORS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
+                            errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENAMETOOLONG})
+
+
+def describe_os_error(exc: OSError) -> str | None:
+    """One line for a results file that cannot be written (full disk, read-only or
+    permission), or None when ``exc`` is not such an error (then it is a bug)."""
+    if exc.errno not in USER_OS_ERRORS:
+        return None
+    where = exc.filename or "a results file"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"the disk holding {where} is full ({exc.strerror}): free space there"
+    return f"cannot write {where} ({exc.strerror}): make it writable or pick another --out"
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guard(fn: _F) -> _F:
+    """Turn sqlite3 errors raised by a Store method into one-line StoreErrors."""
+
+    @functools.wraps(fn)
+    def wrapper(self: "Store", *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(self, *args, **kw)
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(self.path, exc) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One trial: planned (``campaign.plan``: id None, status ``pending``) or as stored (see the
+    trials table).  ``fresh``: the environment starts a new session (VM reboot) before this
+    trial; it follows from the protocol and is set by ``campaign.plan`` only (rows read back
+    from the store carry False; the campaign re-derives it from the plan)."""
+
+    id: int | None
+    seq: int
+    round: int
+    warmup: bool
+    environment: str
+    benchmark: str
+    params: str
+    status: str = "pending"
+    session_index: int | None = None
+    returncode: int | None = None
+    error: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    started: float | None = None
+    ended: float | None = None
+    applied: AppliedPlacement | None = None
+    diagnostics: Diagnostics | None = None
+    reboot: bool = False
+    fresh: bool = False
+
+
+class Store:
+    """A vhpc database at ``path`` (created with the current schema if missing; safe when
+    several processes create it at once).
+
+    Every method raises StoreError (one line naming the file and the fix) instead of a raw
+    sqlite3 error: damaged or foreign file, unreadable or read-only store, full disk, and a
+    database written by a newer vhpc (schema_version too high).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if self.path.parent.exists() and not self.path.parent.is_dir():
+            raise StoreError(f"--out {self.path.parent} is not a folder: pick another --out",
+                             "cantopen")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the results folder {self.path.parent} "
+                             f"({exc.strerror}): pick another --out", "cantopen") from None
+        self.db: sqlite3.Connection
+        self._open()
+
+    @_guard
+    def _open(self) -> None:
+        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        self.db.row_factory = sqlite3.Row
+        # Switching a fresh file to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY
+        # at once (no busy handler) when another process is doing the same: retry briefly.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self.db.execute("PRAGMA synchronous=FULL")
+        # Schema and version row in one write transaction: two processes creating the same
+        # fresh store serialise here instead of both inserting the version row.
+        with self.transaction() as db:
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            columns = {r[1] for r in db.execute("PRAGMA table_info(trials)")}
+            if "reboot" not in columns:  # stores written before sessions were labelled
+                db.execute("ALTER TABLE trials ADD COLUMN reboot INTEGER NOT NULL DEFAULT 0")
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                       (str(SCHEMA_VERSION),))
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {row[0]}, this vhpc reads up to "
+                             f"{SCHEMA_VERSION}: upgrade vhpc")
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic transaction (BEGIN IMMEDIATE … COMMIT, ROLLBACK on error; SQLite may
+        already have rolled back itself, e.g. after SQLITE_FULL)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            if self.db.in_transaction:
+                try:
+                    self.db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            raise
+        self.db.execute("COMMIT")
+
+    # -- ownership ---------------------------------------------------------------------------
+    def lock_path(self, cid: str) -> Path:
+        """The lock file of campaign ``cid``: ``.owner.lock`` in the campaign's results folder
+        (``<out>/<cid>/``, where its report goes)."""
+        return self.path.parent / cid / ".owner.lock"
+
+    @_guard
+    def owner(self, cid: str) -> Owner | None:
+        """The process recorded as running ``cid`` (it may be dead: see :meth:`is_owned`)."""
+        row = self.db.execute("SELECT pid, host, since FROM owners WHERE campaign_id=?",
+                              (cid,)).fetchone()
+        return Owner(row[0], row[1], row[2]) if row else None
+
+    def is_owned(self, cid: str) -> bool:
+        """True while a live process holds campaign ``cid``'s lock."""
+        return held(self.lock_path(cid))
+
+    def _owned_error(self, cid: str) -> StoreError:
+        who = self.owner(cid)
+        return StoreError(f"campaign {cid} is being run by "
+                          f"{who.describe() if who else 'another process'}: wait for it to "
+                          f"end, or stop it (kill {who.pid if who else 'PID'}) and resume",
+                          "owned")
+
+    def check_not_owned(self, cid: str) -> None:
+        """Raise StoreError naming the owner when a live process runs campaign ``cid``."""
+        if self.is_owned(cid):
+            raise self._owned_error(cid)
+
+    @contextmanager
+    def own(self, cid: str, on_takeover: Callable[[Owner], None] | None = None) -> Iterator[Owner]:
+        """Hold campaign ``cid`` for this process: an exclusive flock on :meth:`lock_path`
+        (released by the kernel however the process ends) and the owner row (pid, host, start).
+
+        Raises StoreError (kind ``owned``) naming the owner when a live process holds it.  A
+        lock left by a dead owner is taken over and ``on_takeover`` is called with that owner.
+        """
+        lock = FileLock(self.lock_path(cid))
+        try:
+            lock.path.parent.mkdir(exist_ok=True)
+            got = lock.acquire()
+        except OSError as exc:
+            raise StoreError(f"cannot create the lock {lock.path} ({exc.strerror}): make "
+                             f"{self.path.parent} writable or pick another --out",
+                             "readonly") from None
+        if not got:
+            raise self._owned_error(cid)
+        try:
+            previous = self.owner(cid)
+            me = Owner.me()
+            self._set_owner(cid, me)
+            if previous is not None and on_takeover is not None:
+                on_takeover(previous)
+            yield me
+        finally:
+            try:
+                self._set_owner(cid, None)
+            except StoreError:
+                pass  # e.g. a full disk: the flock below is what tells owners apart
+            lock.release()
+
+    @_guard
+    def _set_owner(self, cid: str, owner: Owner | None) -> None:
+        if owner is None:
+            self.db.execute("DELETE FROM owners WHERE campaign_id=?", (cid,))
+        else:
+            self.db.execute("INSERT OR REPLACE INTO owners VALUES (?, ?, ?, ?)",
+                            (cid, owner.pid, owner.host, owner.since))
+
+    def _live_status(self, cid: str, status: str) -> str:
+        """``running`` only while a process holds the campaign; else ``interrupted``."""
+        return "interrupted" if status == "running" and not self.is_owned(cid) else status
+
+    # -- campaigns -----------------------------------------------------------------------
+    @_guard
+    def create_campaign(self, cid: str, spec_json: str, command: str,
+                        trials: list[dict[str, Any]], environments: list[dict[str, Any]]) -> None:
+        """Insert a campaign with all its planned trials (status pending) in one transaction.
+
+        trials: dicts with seq, round, warmup, environment, benchmark, params;
+        environments: dicts with name, kind.
+        """
+        with self.transaction() as db:
+            db.execute("INSERT INTO campaigns (id, created, status, command, spec_json) "
+                       "VALUES (?, ?, 'running', ?, ?)", (cid, time.time(), command, spec_json))
+            db.executemany("INSERT INTO environments (campaign_id, name, kind) VALUES (?, ?, ?)",
+                           [(cid, e["name"], e["kind"]) for e in environments])
+            self._insert_trials(db, cid, trials)
+
+    @staticmethod
+    def _insert_trials(db: sqlite3.Connection, cid: str, trials: list[dict[str, Any]]) -> None:
+        db.executemany(
+            "INSERT INTO trials (campaign_id, seq, round, warmup, environment, benchmark, params)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(cid, t["seq"], t["round"], int(t["warmup"]), t["environment"], t["benchmark"],
+              t["params"]) for t in trials])
+
+    @_guard
+    def add_trials(self, cid: str, trials: list[dict[str, Any]]) -> list[TrialRow]:
+        """Append planned trials (an extra round of an adaptive campaign) in one transaction;
+        returns them as stored, pending."""
+        with self.transaction() as db:
+            self._insert_trials(db, cid, trials)
+        seqs = {t["seq"] for t in trials}
+        return [t for t in self.unfinished(cid) if t.seq in seqs]
+
+    @_guard
+    def campaign(self, cid: str) -> dict[str, Any]:
+        """The campaign row as a dict (spec decoded).  Raises StoreError for an unknown id."""
+        row = self.db.execute("SELECT * FROM campaigns WHERE id=?", (cid,)).fetchone()
+        if row is None:
+            known = [r[0] for r in self.db.execute(
+                "SELECT id FROM campaigns ORDER BY created DESC LIMIT 5")]
+            hint = f" (recent: {', '.join(known)})" if known else " (the store has no campaigns)"
+            raise StoreError(f"no campaign {cid!r} in {self.path}{hint}")
+        out = dict(row)
+        out["spec"] = json.loads(out.pop("spec_json"))
+        out["status"] = self._live_status(cid, out["status"])
+        return out
+
+    @_guard
+    def campaigns(self) -> list[dict[str, Any]]:
+        """All campaigns, newest first, with trial counts per status."""
+        rows = self.db.execute(
+            "SELECT c.id, c.created, c.status, c.command, "
+            " SUM(t.status='done') AS done, SUM(t.status='failed') AS failed, COUNT(t.id) AS total "
+            "FROM campaigns c LEFT JOIN trials t ON t.campaign_id=c.id "
+            "GROUP BY c.id ORDER BY c.created DESC").fetchall()
+        return [dict(r, status=self._live_status(r["id"], r["status"])) for r in rows]
+
+    @_guard
+    def set_campaign_status(self, cid: str, status: str) -> None:
+        """``running``, ``interrupted`` (resumable) or ``finished`` (sets the end time)."""
+        self.db.execute("UPDATE campaigns SET status=?, finished=? WHERE id=?",
+                        (status, time.time() if status == "finished" else None, cid))
+
+    @_guard
+    def set_fingerprint(self, cid: str, name: str, accel: str | None, fp: dict[str, Any]) -> None:
+        self.db.execute("UPDATE environments SET accel=?, fingerprint_json=? "
+                        "WHERE campaign_id=? AND name=?", (accel, json.dumps(fp), cid, name))
+
+    @_guard
+    def environments(self, cid: str) -> dict[str, EnvInfo]:
+        """Environments of a campaign keyed by name."""
+        return {r["name"]: EnvInfo(r["name"], r["kind"], r["accel"], json.loads(r["fingerprint_json"]))
+                for r in self.db.execute("SELECT * FROM environments WHERE campaign_id=?", (cid,))}
+
+    # -- trials ----------------------------------------------------------------------------
+    def _row(self, r: sqlite3.Row) -> TrialRow:
+        return TrialRow(r["id"], r["seq"], r["round"], bool(r["warmup"]), r["environment"],
+                        r["benchmark"], r["params"], r["status"], r["session_index"],
+                        r["returncode"], r["error"], r["stdout"], r["stderr"], r["started"],
+                        r["ended"], *self._records(r), bool(r["reboot"]))
+
+    def _records(self, r: sqlite3.Row) -> tuple:
+        """(applied placement, diagnostics) records of a trial row (records.py, versioned)."""
+        try:
+            return (records.load_applied(r["applied_json"]),
+                    records.load_diagnostics(r["diagnostics_json"]))
+        except records.RecordError as exc:
+            raise StoreError(f"{self.path}, trial {r['id']}: {exc}") from None
+
+    @_guard
+    def trials(self, cid: str, status: str | None = None) -> list[TrialRow]:
+        """Trials of a campaign in plan order, optionally only those with ``status``."""
+        q = "SELECT * FROM trials WHERE campaign_id=?"
+        args: list[Any] = [cid]
+        if status:
+            q += " AND status=?"
+            args.append(status)
+        return [self._row(r) for r in self.db.execute(q + " ORDER BY seq", args)]
+
+    @_guard
+    def unfinished(self, cid: str) -> list[TrialRow]:
+        """Trials still to run (pending, or running when a previous run was killed)."""
+        return [self._row(r) for r in self.db.execute(
+            "SELECT * FROM trials WHERE campaign_id=? AND status IN ('pending','running') "
+            "ORDER BY seq", (cid,))]
+
+    @_guard
+    def attempted_environments(self, cid: str) -> set[str]:
+        """Environments of ``cid`` in which some trial was started already (by any run)."""
+        return {r[0] for r in self.db.execute(
+            "SELECT DISTINCT environment FROM trials WHERE campaign_id=? AND attempts>0", (cid,))}
+
+    @_guard
+    def mark_running(self, trial_id: int) -> None:
+        self.db.execute("UPDATE trials SET status='running', attempts=attempts+1 WHERE id=?",
+                        (trial_id,))
+
+    @_guard
+    def finish_trial(self, trial_id: int, status: str, *, returncode: int | None,
+                     timed_out: bool, error: str | None, stdout: str, stderr: str,
+                     started: float, ended: float, session_index: int | None,
+                     applied: AppliedPlacement | None, samples: list[Sample],
+                     diagnostics: Diagnostics | None = None, reboot: bool = False) -> None:
+        """Write one trial's outcome, diagnostics and samples in a single transaction
+        (records as versioned JSON, :func:`vhpc.core.records.dump`).
+
+        ``reboot``: the trial was the first of its benchmark in a VM session the plan did not
+        ask for (a resume after a kill, a guest that died): it is stored and analysed as a
+        warm-up (see :meth:`observations`)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM samples WHERE trial_id=?", (trial_id,))
+            db.execute(
+                "UPDATE trials SET status=?, returncode=?, timed_out=?, error=?, stdout=?, "
+                "stderr=?, started=?, ended=?, session_index=?, applied_json=?, diagnostics_json=?, "
+                "reboot=? WHERE id=?",
+                (status, returncode, int(timed_out), error, stdout, stderr, started, ended,
+                 session_index, records.dump(applied), records.dump(diagnostics), int(reboot),
+                 trial_id))
+            db.executemany(
+                "INSERT INTO samples (trial_id, metric, value, unit, higher_is_better, valid) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(trial_id, s.metric, s.value, s.unit, int(s.higher_is_better), int(s.valid))
+                 for s in samples])
+
+    @_guard
+    def replace_samples(self, trial_id: int, status: str, samples: list[Sample],
+                        error: str | None) -> None:
+        """Re-derived samples for a stored trial (re-parse), one transaction."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM samples WHERE trial_id=?", (trial_id,))
+            db.execute("UPDATE trials SET status=?, error=? WHERE id=?", (status, error, trial_id))
+            db.executemany(
+                "INSERT INTO samples (trial_id, metric, value, unit, higher_is_better, valid) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(trial_id, s.metric, s.value, s.unit, int(s.higher_is_better), int(s.valid))
+                 for s in samples])
+
+    @_guard
+    def observations(self, cid: str) -> list[Observation]:
+        """Every stored sample of a campaign with its context, for the analysis room.
+
+        A ``reboot`` trial (first after an unplanned VM boot) is handed over as a warm-up: the
+        protocol's warm-up absorbs a boot's cold start, so it is kept out of the statistics
+        instead of forming a cold group of one in a ``warm`` campaign (docs/campaigns.md)."""
+        rows = self.db.execute(
+            "SELECT t.environment, t.benchmark, t.params, s.metric, s.unit, s.higher_is_better, "
+            "s.value, s.valid, t.warmup OR t.reboot, t.id, t.round, t.session_index "
+            "FROM samples s JOIN trials t ON s.trial_id=t.id WHERE t.campaign_id=? "
+            "ORDER BY t.seq, s.id", (cid,))
+        return [Observation(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], bool(r[7]),
+                            bool(r[8]), r[9], r[10], r[11]) for r in rows]

@@ -1,0 +1,254 @@
+"""``vhpc calibrate``: how far can this host's measurements be trusted?
+
+For each environment (e.g. ``native``, ``vm``) and benchmark, K ordinary campaigns run three
+copies of the same environment, interleaved as every campaign is (``order=alternate``):
+
+* ``a`` and ``b`` — identical: **A/A**.  Any verdict other than "no significant difference"
+  between them is a false positive; the observed rate per metric is compared with α.
+* ``slowed`` — the same environment slowed by a known physical amount δ with CPU bandwidth
+  control (``slowdown=δ``, :mod:`vhpc.environments.slowdown`), the slowdown the kernel actually
+  applied read back per trial: **injected slowdown**.  ``slowed`` vs ``a`` gives the recovered
+  effect (overhead and its CI, :mod:`vhpc.analysis`), whether the CI covers the applied
+  slowdown, and whether the verdict is "slower" (detection).
+* **power**: the pooled relative standard deviation of the A/A samples gives the runs per
+  environment needed to detect δ at α with 80 % power, and the smallest effect detectable with
+  ``repeats`` runs (:func:`vhpc.core.stats.runs_needed`, :func:`vhpc.core.stats.detectable_effect`).
+* **placement**: the share of trials whose placement read back as planned (no mismatches).
+
+Every statistic comes from :mod:`vhpc.core.stats`; the campaigns are stored like any other (``vhpc
+list campaigns``), so each can be reported on its own.  Nothing on the host is changed but the
+throttle cgroups, which are removed after each trial (and swept after a ``kill -9``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from vhpc import analysis, benchmarks
+from vhpc.campaign import execute as campaign
+from vhpc.core import stats
+from vhpc.spec import parse as specmod
+from vhpc.analysis import FASTER, SLOWER
+from vhpc.benchmarks.base import RunContext
+from vhpc.core.errors import SpecError
+from vhpc.environments.options import HostFacts
+from vhpc.spec.parse import BenchSpec, CampaignSpec, EnvSpec
+from vhpc.store import Store
+
+A, B, SLOWED = "a", "b", "slowed"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What to calibrate: ``benchmarks`` and ``environments`` (typed specs; one environment
+    of kind native or vm each, its name ignored, without ``slowdown``), ``campaigns`` K ≥ 1,
+    ``repeats`` ≥ 2 measured rounds per campaign, ``delta`` the injected slowdown (0.05 = 5 %),
+    ``alpha`` the significance level, ``warmup`` rounds and the per-trial ``timeout`` (s)."""
+
+    benchmarks: tuple[BenchSpec, ...]
+    environments: tuple[EnvSpec, ...]
+    campaigns: int = 20
+    repeats: int = 3
+    delta: float = 0.05
+    alpha: float = 0.05
+    warmup: int = 1
+    timeout: float = 600.0
+
+    def check(self) -> None:
+        """Raise SpecError (one line) for values that cannot calibrate anything."""
+        if self.campaigns < 1:
+            raise SpecError("--campaigns must be at least 1")
+        if self.repeats < 2:
+            raise SpecError("--repeats must be at least 2 (a CI needs two runs per side)")
+        if not 0 < self.delta < 10:
+            raise SpecError("--delta must be in (0, 10), e.g. 0.05 for 5 %")
+        if not 0 < self.alpha < 1:
+            raise SpecError("--alpha must be in (0, 1), e.g. 0.05")
+        for e in self.environments:
+            if e.kind not in ("native", "vm"):
+                raise SpecError(f"-e {e.kind}: calibrate supports native and vm environments")
+            if {"slowdown", "slowdown_cpus"} & e.options.model_fields_set:
+                raise SpecError(f"-e {e.kind}: calibrate slows its copy itself: drop "
+                                "slowdown=/slowdown_cpus=")
+
+
+def busy_cpus(bench: benchmarks.Benchmark, params: dict[str, Any], ncpus: int) -> int:
+    """CPUs a benchmark keeps busy: MPI ranks × OpenMP threads, OpenMP threads, or 1 (a serial
+    kernel), with unset counts meaning all ``ncpus`` of the environment."""
+    ctx = RunContext(None, ncpus)
+    value = getattr(bench, "value", None)
+    ranks = value(params, bench.mpi_ranks, ctx) if getattr(bench, "mpi_ranks", None) else 1
+    threads = value(params, bench.threads_param, ctx) if getattr(bench, "threads_param",
+                                                                 None) else 1
+    return max(1, int(ranks) * int(threads))
+
+
+def label(e: EnvSpec) -> str:
+    """The environment as the user wrote it, without its name (``vm:vcpus=2``)."""
+    given = e.options.given()
+    return e.kind + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
+
+
+def campaign_spec(s: Settings, e: EnvSpec, b: BenchSpec, host: HostFacts) -> CampaignSpec:
+    """The spec of one calibration campaign: ``a``, ``b`` and ``slowed`` copies of ``e``
+    running ``b``, baseline ``a``.  Raises SpecError (HostError for an environment this host
+    cannot give)."""
+    bench = benchmarks.get(b.name)
+    inner = e.build(host)
+    try:
+        ncpus = inner.benchmark_cpus()
+    finally:
+        inner.close()
+    busy = busy_cpus(bench, bench.resolve(b.params), ncpus)
+    opts = e.options.given()
+    envs = [specmod.env(e.kind, A, **opts), specmod.env(e.kind, B, **opts),
+            specmod.env(e.kind, SLOWED, **opts, slowdown=s.delta, slowdown_cpus=busy)]
+    return specmod.campaign([b], envs, "calibrate", repeats=s.repeats, warmup=s.warmup,
+                            baseline=A, timeout=s.timeout)
+
+
+@dataclass
+class Outcome:
+    """One metric of one (environment, benchmark) over the K campaigns: A/A verdicts, the
+    injected slowdown's recovered overhead (percent, with CI) against the kernel-applied one,
+    and the relative A/A samples for the power model."""
+
+    environment: str
+    benchmark: str
+    metric: str
+    unit: str
+    aa_false: int = 0
+    aa_total: int = 0
+    injected: list[dict[str, Any]] = field(default_factory=list)
+    aa_groups: list[list[float]] = field(default_factory=list)
+
+
+def _by_env(obs, names):
+    return [o for o in obs if o.environment in names]
+
+
+def _applied(store: Store, cid: str) -> tuple[float | None, float | None]:
+    """Mean kernel-applied slowdown of the slowed trials (and the usage-based bound)."""
+    vals, upper = [], []
+    for t in store.trials(cid, "done"):
+        th = getattr(t.diagnostics, "throttle", None) if t.diagnostics else None
+        if t.environment == SLOWED and not t.warmup and th:
+            vals.append(th["applied"])
+            if th.get("applied_from_usage") is not None:
+                upper.append(th["applied_from_usage"])
+    return stats.mean(vals), stats.mean(upper)
+
+
+def analyse_campaign(store: Store, cid: str, env_item: str, alpha: float,
+                     out: dict[tuple, Outcome]) -> None:
+    """Fold one calibration campaign into ``out`` (keyed by (environment, benchmark, metric))."""
+    obs = store.observations(cid)
+    envs = store.environments(cid)
+    aa = analysis.analyse(_by_env(obs, {A, B}), envs, A, alpha=alpha)
+    inj = analysis.analyse(_by_env(obs, {A, SLOWED}), envs, A, alpha=alpha)
+    applied, upper = _applied(store, cid)
+    for c in aa.comparisons:
+        o = out.setdefault((env_item, c.benchmark, c.metric),
+                           Outcome(env_item, c.benchmark, c.metric, c.unit))
+        o.aa_total += 1
+        o.aa_false += c.verdict in (SLOWER, FASTER)
+        for name in (A, B):
+            vals = [x.value for x in obs if x.environment == name and x.metric == c.metric
+                    and not x.warmup and x.valid]
+            o.aa_groups.append(vals)
+    for c in inj.comparisons:
+        o = out.setdefault((env_item, c.benchmark, c.metric),
+                           Outcome(env_item, c.benchmark, c.metric, c.unit))
+        lo, hi = c.overhead_ci
+        o.injected.append({
+            "campaign": cid, "overhead_pct": c.overhead_pct, "ci_pct": [lo, hi],
+            "method": c.ratio_ci_method, "verdict": c.verdict, "applied": applied,
+            "applied_from_usage": upper,
+            "covers_applied": (lo is not None and hi is not None and applied is not None
+                               and lo <= applied * 100 <= hi)})
+
+
+def summarise(o: Outcome, s: Settings) -> dict[str, Any]:
+    """The JSON row of one :class:`Outcome`: A/A false-positive rate with its Clopper–Pearson
+    interval, injected slowdown (mean recovered overhead, mean applied, coverage and detection
+    rates), and power (pooled relative SD, runs needed for δ, detectable effect at
+    ``repeats``)."""
+    inj = o.injected
+    covered = sum(bool(i["covers_applied"]) for i in inj)
+    detected = sum(i["verdict"] == SLOWER for i in inj)
+    cv = stats.pooled_relative_sd(o.aa_groups)
+    return {
+        "environment": o.environment, "benchmark": o.benchmark, "metric": o.metric,
+        "unit": o.unit,
+        "aa": {"false_positives": o.aa_false, "campaigns": o.aa_total,
+               "rate": o.aa_false / o.aa_total if o.aa_total else None,
+               "rate_ci": stats.proportion_interval(o.aa_false, o.aa_total),
+               "alpha": s.alpha},
+        "injected": {
+            "requested": s.delta,
+            "applied": stats.mean([i["applied"] for i in inj if i["applied"] is not None]),
+            "applied_from_usage": stats.mean([i["applied_from_usage"] for i in inj
+                                              if i["applied_from_usage"] is not None]),
+            "recovered_pct": stats.mean([i["overhead_pct"] for i in inj
+                                         if i["overhead_pct"] is not None]),
+            "coverage": covered / len(inj) if inj else None,
+            "coverage_ci": stats.proportion_interval(covered, len(inj)),
+            "detection": detected / len(inj) if inj else None,
+            "campaigns": inj},
+        "power": {"relative_sd": cv, "power": stats.POWER,
+                  "runs_needed": stats.runs_needed(s.delta, cv, s.alpha) if cv is not None
+                  else None,
+                  "detectable_at_repeats": stats.detectable_effect(cv, s.repeats, s.alpha)
+                  if cv is not None else None,
+                  "repeats": s.repeats},
+    }
+
+
+def placement_rate(store: Store, cids: list[str]) -> dict[str, Any]:
+    """Trials with a placement read-back, and how many read back as planned (no mismatch)."""
+    total = matching = 0
+    for cid in cids:
+        for t in store.trials(cid, "done"):
+            if t.applied is not None:
+                total += 1
+                matching += not t.applied.mismatches
+    return {"trials": total, "matching": matching,
+            "rate": matching / total if total else None}
+
+
+def run(store: Store, s: Settings, command: str = "",
+        say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run every calibration campaign (K per environment × benchmark) in ``store`` and return
+    the calibration (the JSON document: settings, campaign ids, rows, placement).  Raises
+    SpecError for bad settings before anything runs; EnvError when an environment (or CPU
+    bandwidth control) is unusable."""
+    s.check()
+    host = campaign.host_facts()
+    specs = {(label(e), b.label): campaign_spec(s, e, b, host)
+             for e in s.environments for b in s.benchmarks}
+    for spec in specs.values():  # CPU bandwidth control usable here? (EnvError otherwise)
+        env = spec.environments[-1].build(host)
+        try:
+            env.preflight()
+        finally:
+            env.close()
+    out: dict[tuple, Outcome] = {}
+    cids: dict[str, list[str]] = {label(e): [] for e in s.environments}
+    for k in range(s.campaigns):
+        for (e, b), spec in specs.items():
+            cid = campaign.create(store, spec, command)
+            say(f"calibration campaign {k + 1}/{s.campaigns}: {e} {b} ({cid})")
+            campaign.execute(store, cid)
+            cids[e].append(cid)
+            analyse_campaign(store, cid, e, s.alpha, out)
+    from vhpc.host import cpu_bandwidth as throttle
+
+    throttle.sweep_stale()
+    return {"settings": {"benchmarks": [b.label for b in s.benchmarks],
+                         "environments": [label(e) for e in s.environments],
+                         "campaigns": s.campaigns, "repeats": s.repeats, "delta": s.delta,
+                         "alpha": s.alpha, "warmup": s.warmup},
+            "campaign_ids": cids,
+            "rows": [summarise(o, s) for o in out.values()],
+            "placement": {e: placement_rate(store, ids) for e, ids in cids.items()}}

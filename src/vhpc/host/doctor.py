@@ -1,0 +1,87 @@
+"""``vhpc doctor``: what this host has and lacks for each environment kind and benchmark.
+
+Each :class:`Component` names the command (or file, or Python module) that shows it is present,
+what needs it, and the Debian and RHEL packages that provide it.  Checking only looks: nothing
+is started, installed or changed (the KVM line reads ``/dev/kvm``'s permissions; whether KVM
+really runs a guest is ``vhpc host``'s probe).
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Component:
+    """One thing vhpc may use: ``name``; ``needed_for`` (environment kinds, benchmarks);
+    ``probe``: ``cmd:NAME`` (on PATH), ``glob:PATTERN`` (a file), ``module:NAME`` (Python) or
+    ``kvm``; ``debian`` / ``rhel``: the package(s) that provide it."""
+
+    name: str
+    needed_for: str
+    probe: str
+    debian: str
+    rhel: str
+
+
+#: Package names from Debian 12 and RHEL 9 (EPEL for hpcc-free MPI tools where noted).
+COMPONENTS = (
+    Component("QEMU", "vm, vcluster", "cmd:qemu-system-x86_64", "qemu-system-x86", "qemu-kvm"),
+    Component("guest kernel", "vm, vcluster", "glob:/boot/vmlinuz-*", "linux-image-amd64",
+              "kernel-core"),
+    Component("static busybox", "vm, vcluster (guest initramfs)", "cmd:busybox",
+              "busybox-static", "busybox"),
+    Component("cpio", "vm, vcluster (guest initramfs)", "cmd:cpio", "cpio", "cpio"),
+    Component("KVM (/dev/kvm)", "vm, vcluster (else TCG emulation)", "kvm",
+              "(kernel module kvm_intel/kvm_amd)", "(kernel module kvm_intel/kvm_amd)"),
+    Component("hwloc", "topology, placement", "cmd:lstopo-no-graphics", "hwloc", "hwloc"),
+    Component("numactl", "native/ssh nodes=, membind=; vm guest_bind=", "cmd:numactl",
+              "numactl", "numactl"),
+    Component("C compiler", "kernels (built on first use)", "cmd:cc", "build-essential",
+              "gcc make"),
+    Component("make", "kernels", "cmd:make", "make", "make"),
+    Component("Open MPI", "MPI benchmarks (mpi=openmpi), vcluster", "cmd:mpicc.openmpi",
+              "openmpi-bin libopenmpi-dev", "openmpi openmpi-devel"),
+    Component("MPICH", "MPI benchmarks with mpi=mpich", "cmd:mpicc.mpich",
+              "mpich libmpich-dev", "mpich mpich-devel"),
+    Component("LAPACKE + OpenBLAS", "linpack", "glob:/usr/include/*lapacke.h",
+              "liblapacke-dev libopenblas-dev", "lapack-devel openblas-devel"),
+    Component("HPC Challenge", "hpcc-* benchmarks", "cmd:hpcc", "hpcc", "(build from source)"),
+    Component("perf", "hardware counters (memory-profile, diagnostics)", "cmd:perf",
+              "linux-perf", "perf"),
+    Component("libvirtd", "vm:backend=libvirt", "cmd:libvirtd", "libvirt-daemon-system",
+              "libvirt-daemon"),
+    Component("libvirt-python", "vm:backend=libvirt", "module:libvirt",
+              "pip install 'vhpc[libvirt]' (needs libvirt-dev pkg-config)",
+              "pip install 'vhpc[libvirt]' (needs libvirt-devel)"),
+    Component("Slurm client", "--executor slurm", "cmd:salloc", "slurm-client", "slurm"),
+    Component("OpenSSH client", "ssh", "cmd:ssh", "openssh-client", "openssh-clients"),
+)
+
+
+def check(c: Component) -> tuple[bool, str]:
+    """(present, detail) for ``c``: the path found, or why it is missing.  Never raises."""
+    kind, _, what = c.probe.partition(":")
+    if kind == "cmd":
+        path = shutil.which(what)
+        return (path is not None, path or f"{what} not on PATH")
+    if kind == "glob":
+        found = sorted(glob.glob(what))
+        return (bool(found), found[-1] if found else f"no {what}")
+    if kind == "module":
+        spec = importlib.util.find_spec(what)
+        return (spec is not None, spec.origin or what if spec else f"Python module {what} missing")
+    if os.path.exists("/dev/kvm"):
+        ok = os.access("/dev/kvm", os.R_OK | os.W_OK)
+        return (ok, "/dev/kvm (usable: see vhpc host's probe)" if ok else
+                "/dev/kvm not writable by this user (add it to group kvm)")
+    return (False, "no /dev/kvm: guests run under TCG emulation")
+
+
+def report() -> list[tuple[Component, bool, str]]:
+    """Every component with its check, in :data:`COMPONENTS` order."""
+    return [(c, *check(c)) for c in COMPONENTS]
