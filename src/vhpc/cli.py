@@ -138,6 +138,7 @@ def run_campaign(args, spec=None) -> tuple[int, str]:
 
         executor = executors.make(spec.executor)
         executor.preflight()  # slurm: commands installed, controller answers
+        campaign.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
         cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
