@@ -1,0 +1,130 @@
+"""What the seed papers found, as data, and whether this host agrees (issue 21).
+
+``findings.yaml`` beside this module holds, per study, the seed statements that carry a number
+or a direction, each quoted verbatim with its seed file and section or figure.  :func:`verdict`
+sets one statement beside a measurement: the VM/native ratio of the statement's metric, in the
+"worse is higher" sense (ratio > 1: the VM is slower, whatever the metric's direction), with its
+confidence interval.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from vhpc.core.errors import VhpcError
+
+AGREES, DISAGREES, CANNOT_TELL = "agrees", "disagrees", "cannot tell"
+#: Fewest valid samples per side for a verdict (a t interval from 2 samples is too wide to
+#: contradict anything; the seeds used 30 to 50 repeats).
+MIN_SAMPLES = 3
+
+
+class FindingsError(VhpcError):
+    """The findings file is malformed; the message names the entry and the field."""
+
+
+class Finding(BaseModel):
+    """One stated result: ``study``, ``seed`` (file name), ``where`` (section/figure),
+    ``quote`` (verbatim), ``metric`` (vhpc metric or None), ``claim`` and its values:
+    ``overhead_pct``: ``value`` ± ``tolerance`` percentage points; ``direction``: ``expect``;
+    ``within_pct``: ``value`` percent."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    study: str = Field(min_length=1)
+    seed: str = Field(pattern=r"^\d{3}_[0-9a-f]+\.txt$")
+    where: str = Field(min_length=1)
+    quote: str = Field(min_length=10)
+    metric: str | None = None
+    claim: Literal["overhead_pct", "direction", "within_pct"]
+    value: float | None = None
+    tolerance: float | None = Field(None, ge=0)
+    expect: Literal["slower", "faster", "no-difference"] | None = None
+
+    @model_validator(mode="after")
+    def _values(self):
+        need = {"overhead_pct": ("value", "tolerance"), "direction": ("expect",),
+                "within_pct": ("value",)}[self.claim]
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"claim {self.claim} needs {', '.join(missing)}")
+        return self
+
+    def stated(self) -> str:
+        """The paper's value in a few words (``31 % ± 15``, ``slower``, ``within 5 %``)."""
+        if self.claim == "overhead_pct":
+            return f"{self.value:g} % overhead (± {self.tolerance:g})"
+        if self.claim == "within_pct":
+            return f"within {self.value:g} % of native"
+        return {"slower": "VM slower", "faster": "VM faster",
+                "no-difference": "no significant difference"}[self.expect]
+
+
+def parse(text: str, name: str = "findings.yaml") -> tuple[Finding, ...]:
+    """The statements in ``text`` (a YAML list).  Raises FindingsError (one line)."""
+    try:
+        rows = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FindingsError(f"{name}: not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(rows, list):
+        raise FindingsError(f"{name}: expected a list of statements")
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append(Finding.model_validate(row))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "entry"
+            raise FindingsError(f"{name}: statement {i}: {field}: "
+                                f"{err['msg'].removeprefix('Value error, ')}") from None
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def load() -> tuple[Finding, ...]:
+    """Every statement shipped with vhpc (package data).  Raises FindingsError."""
+    text = (resources.files("vhpc.campaign") / "findings.yaml").read_text(encoding="utf-8")
+    return parse(text)
+
+
+def for_study(name: str) -> list[Finding]:
+    """The statements of study ``name`` (possibly none), in file order."""
+    return [f for f in load() if f.study == name]
+
+
+def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | None, n: int,
+            emulated: bool, placement_ok: bool = True) -> tuple[str, str]:
+    """(``agrees`` | ``disagrees`` | ``cannot tell``, reason) for ``finding`` against a measured
+    VM/native ``ratio`` (> 1: VM worse) with confidence interval ``ci`` from ``n`` samples per
+    side.  Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
+    describe hardware virtualization), a placement this host could not make, or no interval.
+    Rules (issue 21): ``overhead_pct`` agrees when the interval of (ratio − 1)·100 overlaps
+    value ± tolerance; ``direction`` slower when the interval lies above 1, faster below 1,
+    no-difference when it contains 1; ``within_pct`` when the whole interval lies in
+    1 ± value/100."""
+    if n < MIN_SAMPLES:
+        return CANNOT_TELL, f"too few runs ({n} < {MIN_SAMPLES})"
+    if emulated:
+        return CANNOT_TELL, "TCG emulation, not hardware virtualization"
+    if not placement_ok:
+        return CANNOT_TELL, "this host cannot make the paper's placement"
+    if ratio is None or ci is None or None in ci:
+        return CANNOT_TELL, "no confidence interval"
+    lo, hi = ci
+    if finding.claim == "overhead_pct":
+        want_lo = finding.value - finding.tolerance
+        want_hi = finding.value + finding.tolerance
+        ok = (hi - 1) * 100 >= want_lo and (lo - 1) * 100 <= want_hi
+        got = f"{(ratio - 1) * 100:+.1f} % [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]"
+    elif finding.claim == "within_pct":
+        ok = 1 - finding.value / 100 <= lo and hi <= 1 + finding.value / 100
+        got = f"ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}]"
+    else:
+        seen = "slower" if lo > 1 else "faster" if hi < 1 else "no-difference"
+        ok = seen == finding.expect
+        got = f"ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}]: {seen}"
+    return (AGREES if ok else DISAGREES), got
