@@ -77,9 +77,12 @@ def _count(lo: int, hi: int):
     """argparse type: an int in [lo, hi] (the message says the range)."""
     def convert(text: str) -> int:
         try:
+            if not text.strip().isascii():
+                raise ValueError(text)
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (ASCII digits "
+                                             "0-9)") from None
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{value} is out of range: give {lo}..{hi}")
         return value
@@ -237,6 +240,10 @@ def cmd_diff(args) -> int:
     from vhpc.analysis import diff as d
     from vhpc.report import diff as present
 
+    from vhpc.report.export import check_writable
+
+    for flag in ("html", "json"):
+        check_writable(getattr(args, flag), f"--{flag}")
     paths = args.store or [args.out]
     if len(paths) > 2:
         raise UsageError("vhpc diff: give --store at most twice (the store of A, then of B)")
@@ -279,6 +286,10 @@ def cmd_report(args) -> int:
     from vhpc.campaign import execute as campaign
     from vhpc.report import console as views
 
+    from vhpc.report.export import check_writable
+
+    for flag in ("html", "csv", "json"):
+        check_writable(getattr(args, flag), f"--{flag}")
     store = _store(args.out)
     store.campaign(args.id)
     if args.reparse:
@@ -468,6 +479,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="vhpc", description="What does virtualization cost your HPC "
                                 "workload on this host, and which VM placement is cheapest?")
     p.add_argument("--version", action="version", version=f"vhpc {__version__}")
+    p.add_argument("--share", action="store_true",
+                   help="create results (store, raw outputs, reports) readable by others as "
+                        "the umask allows; default: private, files 0600 and folders 0700 "
+                        "(also $VHPC_SHARE_RESULTS=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
     h = sub.add_parser("host", help="host topology, accelerator probe, QEMU, guest kernel, knobs")
@@ -556,8 +571,21 @@ def main(argv: list[str] | None = None) -> int:
     (bad input) is printed as one line and gives 2; anything else is a bug and propagates
     with its traceback."""
     signal.signal(signal.SIGTERM, _sigterm)
+    from vhpc.core.paths import private_results
+
     try:
         args = build_parser().parse_args(argv)
+        with private_results(args.share or None):
+            return _dispatch(args)
+    except VhpcError as exc:
+        line = " ".join(str(exc).split())
+        err_console.print(f"vhpc: error: {line}", highlight=False, markup=False, soft_wrap=True)
+        return 2
+
+
+def _dispatch(args) -> int:
+    """:func:`main` once the arguments are parsed (results private unless ``--share``)."""
+    try:
         from vhpc.host.knobs import journal_path, recover
 
         for left in recover(journal_path()):  # only journals whose vhpc is no longer running

@@ -66,6 +66,25 @@ def plan(spec: CampaignSpec, rounds: int | None = None) -> list[TrialRow]:
     return out
 
 
+def stored_spec(store: Store, cid: str) -> CampaignSpec:
+    """The validated spec of stored campaign ``cid``.  Raises StoreError ("not a vhpc store or
+    damaged: campaigns CID ...") when the stored spec was edited into something invalid."""
+    from pydantic import ValidationError
+
+    from vhpc.core.errors import VhpcError
+    from vhpc.spec.parse import one_line
+    from vhpc.store import damaged
+
+    try:
+        return CampaignSpec.model_validate(store.campaign(cid)["spec"])
+    except ValidationError as exc:
+        raise damaged(store.path, "campaigns", cid, f"spec_json: {one_line(exc)}") from None
+    except StoreError:
+        raise
+    except VhpcError as exc:
+        raise damaged(store.path, "campaigns", cid, f"spec_json: {exc}") from None
+
+
 def new_campaign_id() -> str:
     """``YYYYmmdd-HHMMSS-xxxx`` (UTC time plus 4 random hex digits)."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
@@ -176,11 +195,12 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
 def _execute_owned(store: Store, cid: str, progress: Progress | None,
                    envs: dict[str, Environment] | None, next_round=None) -> dict[str, int]:
     """:func:`execute` once the campaign is owned."""
-    spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
+    spec = stored_spec(store, cid)
     if envs is None:
         host = host_facts()
         envs = prepare(spec, host)
     todo = store.unfinished(cid)
+    _check_rows(store, spec, store.trials(cid))
     all_trials = len(store.trials(cid))
     booted = store.attempted_environments(cid)  # sessions were started by an earlier run
     bindirs = kernel_dirs(spec) if todo or spec.target_ci or next_round else {}
@@ -215,6 +235,22 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
         for env in envs.values():
             env.close()
     return counts
+
+
+def _check_rows(store: Store, spec: CampaignSpec, rows: list[TrialRow]) -> None:
+    """Raise StoreError ("not a vhpc store or damaged: trials ID ...") for a stored trial whose
+    environment or benchmark parameters are not in the campaign's spec (a hand-edited row)."""
+    from vhpc.store import damaged
+
+    bkeys = {(b.name, b.key) for b in spec.benchmarks}
+    names = {e.name for e in spec.environments}
+    for row in rows:
+        if row.environment not in names:
+            raise damaged(store.path, "trials", row.id, f"environment {row.environment!r} is "
+                          "not in the campaign")
+        if (row.benchmark, row.params) not in bkeys:
+            raise damaged(store.path, "trials", row.id, f"benchmark {row.benchmark}"
+                          f"[{row.params}] is not in the campaign")
 
 
 def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
@@ -290,8 +326,10 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
             progress.trial(row)
         store.mark_running(row.id)
         sessions = getattr(env, "sessions", None)
+        limit = getattr(bench, "trial_timeout", None)  # a custom benchmark's own timeout:
+        timeout = limit(spec.timeout) if limit else spec.timeout
         result = executor.run(env, especs[env.name], bench.command(params, ctx),
-                              bench.environ(params, ctx), spec.timeout,
+                              bench.environ(params, ctx), timeout,
                               f"{row.benchmark}[{row.params}]")
         if getattr(env, "sessions", None) != sessions:  # this trial booted a session
             unplanned[env.name] = env.name in booted and not planned[row.seq].fresh
@@ -328,9 +366,10 @@ def reparse(store: Store, cid: str) -> int:
 
 
 def _reparse(store: Store, cid: str) -> int:
-    spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
+    spec = stored_spec(store, cid)
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
     n = 0
+    _check_rows(store, spec, store.trials(cid))
     for row in store.trials(cid):
         if row.stdout is None or row.status not in (DONE, FAILED):
             continue

@@ -57,7 +57,7 @@ def parse_knob(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or name not in KNOBS:
         raise KnobError(f"host knob {text!r}: use NAME=VALUE with NAME one of {', '.join(KNOBS)}")
-    if not re.fullmatch(KNOBS[name][1], value):
+    if not re.fullmatch(KNOBS[name][1], value, re.ASCII):
         raise KnobError(f"host knob {name}={value!r}: allowed values match {KNOBS[name][1]}")
     return name, value
 
