@@ -53,6 +53,9 @@ CREATE INDEX IF NOT EXISTS samples_trial ON samples (trial_id);
 CREATE TABLE IF NOT EXISTS owners (
     campaign_id TEXT PRIMARY KEY REFERENCES campaigns(id), pid INTEGER NOT NULL,
     host TEXT NOT NULL, since REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS leftovers (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id), environment TEXT NOT NULL,
+    record_json TEXT NOT NULL, PRIMARY KEY (campaign_id, environment));
 """
 
 #: Trial states.  ``done``: ran and parsed (samples may be invalid); ``failed``: did not
@@ -345,6 +348,27 @@ class Store:
         else:
             self.db.execute("INSERT OR REPLACE INTO owners VALUES (?, ?, ?, ?)",
                             (cid, owner.pid, owner.host, owner.since))
+
+    # -- what a killed run may leave elsewhere (remote trials, connections) ------------------
+    @_guard
+    def set_leftover(self, cid: str, environment: str, record: dict[str, Any]) -> None:
+        """Record what the next start of ``cid`` must clean up if this run dies (an ssh
+        environment's connection and trial tag); cleared by :meth:`clear_leftover`."""
+        self.db.execute("INSERT OR REPLACE INTO leftovers VALUES (?, ?, ?)",
+                        (cid, environment, json.dumps(record)))
+
+    @_guard
+    def clear_leftover(self, cid: str, environment: str) -> None:
+        """Forget the record of ``environment`` (it closed normally, or was cleaned up)."""
+        self.db.execute("DELETE FROM leftovers WHERE campaign_id=? AND environment=?",
+                        (cid, environment))
+
+    @_guard
+    def leftovers(self, cid: str) -> dict[str, dict[str, Any]]:
+        """Environment name → record left by an earlier run of ``cid`` that did not end."""
+        return {r[0]: _json(self.path, "leftovers", f"{cid}/{r[0]}", "record_json", r[1])
+                for r in self.db.execute("SELECT environment, record_json FROM leftovers "
+                                         "WHERE campaign_id=?", (cid,))}
 
     def _live_status(self, cid: str, status: str) -> str:
         """``running`` only while a process holds the campaign; else ``interrupted``."""

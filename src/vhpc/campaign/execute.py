@@ -201,6 +201,14 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
         envs = prepare(spec, host)
     todo = store.unfinished(cid)
     _check_rows(store, spec, store.trials(cid))
+    from vhpc.host.owned import reap_all
+
+    for line in clean_leftovers(store, cid) + reap_all():  # what a killed vhpc left
+        logging.getLogger("vhpc").info(line)
+    for env in envs.values():
+        if hasattr(env, "leftover_record"):  # ssh: remote trials named by the campaign
+            env.run_tag = cid
+            store.set_leftover(cid, env.name, env.leftover_record())
     all_trials = len(store.trials(cid))
     booted = store.attempted_environments(cid)  # sessions were started by an earlier run
     bindirs = kernel_dirs(spec) if todo or spec.target_ci or next_round else {}
@@ -234,7 +242,23 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
     finally:
         for env in envs.values():
             env.close()
+            if hasattr(env, "leftover_record"):
+                store.clear_leftover(cid, env.name)
     return counts
+
+
+def clean_leftovers(store: Store, cid: str) -> list[str]:
+    """Before campaign ``cid`` runs again: kill the remote process groups and close the ssh
+    ControlMaster that an earlier, killed run of it left (:meth:`Store.leftovers`), so a
+    resumed trial never runs beside a survivor.  Returns one line per action."""
+    from vhpc.environments.ssh.environment import clean_leftover
+
+    lines = []
+    for name, record in store.leftovers(cid).items():
+        if record.get("kind") == "ssh":
+            lines += clean_leftover(record)
+        store.clear_leftover(cid, name)
+    return lines
 
 
 def _check_rows(store: Store, spec: CampaignSpec, rows: list[TrialRow]) -> None:

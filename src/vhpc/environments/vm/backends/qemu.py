@@ -163,7 +163,9 @@ class Guest:
 
     def __init__(self, cfg: GuestConfig):
         self.cfg = cfg
-        self.workdir = Path(tempfile.mkdtemp(prefix="vhpc-guest-"))
+        from vhpc.host.owned import owned_tempdir  # named by vhpc's pid: reaped once it is dead
+
+        self.workdir = owned_tempdir("vhpc-guest-")
         self.proc: subprocess.Popen | None = None
         self.qmp = None
         self.sock: socket.socket | None = None
