@@ -479,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="vhpc", description="What does virtualization cost your HPC "
                                 "workload on this host, and which VM placement is cheapest?")
     p.add_argument("--version", action="version", version=f"vhpc {__version__}")
+    p.add_argument("--allow-uri", action="append", metavar="URI", default=[],
+                   help="allow this libvirt connection URI in uri= (default: only the local "
+                        "qemu:///system and qemu:///session); repeatable")
     p.add_argument("--share", action="store_true",
                    help="create results (store, raw outputs, reports) readable by others as "
                         "the umask allows; default: private, files 0600 and folders 0700 "
@@ -575,8 +578,20 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        with private_results(args.share or None):
-            return _dispatch(args)
+        from vhpc.environments.vm.options import ALLOW_URI_ENV
+
+        saved = os.environ.get(ALLOW_URI_ENV)
+        if args.allow_uri:  # for this command only (in-process callers keep their environment)
+            os.environ[ALLOW_URI_ENV] = ",".join([saved or "", *args.allow_uri]).strip(",")
+        try:
+            with private_results(args.share or None):
+                return _dispatch(args)
+        finally:
+            if args.allow_uri:
+                if saved is None:
+                    os.environ.pop(ALLOW_URI_ENV, None)
+                else:
+                    os.environ[ALLOW_URI_ENV] = saved
     except VhpcError as exc:
         line = " ".join(str(exc).split())
         err_console.print(f"vhpc: error: {line}", highlight=False, markup=False, soft_wrap=True)
