@@ -217,9 +217,14 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
         progress.start(all_trials, all_trials - len(todo))
     from vhpc import executors
 
+    executor = executors.make(getattr(spec, "executor", "local"), cid)
+    executor.resume_hint = f"vhpc compare --resume {cid} --out {store.path.parent}"
+    executor.plan_seconds = sum(
+        (limit(spec.timeout) if (limit := getattr(spec.benchmark(t.benchmark), "trial_timeout",
+                                                  None)) else spec.timeout)
+        for t in todo) if todo else None
     try:
-        with HostKnobs(spec.host_knobs, journal_path()), \
-                executors.make(getattr(spec, "executor", "local"), cid) as executor:
+        with HostKnobs(spec.host_knobs, journal_path()), executor:
             while True:
                 rounds = max((t.round for t in store.trials(cid)), default=-1) + 1
                 planned = {t.seq: t for t in plan(spec, rounds)}
