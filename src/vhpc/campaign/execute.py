@@ -223,6 +223,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
         (limit(spec.timeout) if (limit := getattr(spec.benchmark(t.benchmark), "trial_timeout",
                                                   None)) else spec.timeout)
         for t in todo) if todo else None
+    executor.plan_trials = len(todo)
     try:
         with HostKnobs(spec.host_knobs, journal_path()), executor:
             while True:

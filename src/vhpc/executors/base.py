@@ -59,8 +59,9 @@ class Executor(ABC):
         self.config = options
         #: the command that resumes the campaign (with --out), for messages; set by execute
         self.resume_hint = f"vhpc compare --resume {campaign_id or 'ID'}"
-        #: seconds the trials still to run may take (trials × (timeout + margin)); set by
-        #: execute before entering, None when unknown
+        #: the trials still to run and the sum of their timeouts (seconds); set by execute
+        #: before entering (0 / None when unknown)
+        self.plan_trials = 0
         self.plan_seconds: float | None = None
 
     def preflight(self) -> None:

@@ -153,7 +153,8 @@ class SlurmExecutor(Executor):
             return self.time
         if not self.plan_seconds:
             return None
-        minutes = math.ceil(self.plan_seconds / 60) + SLACK_MINUTES
+        minutes = math.ceil((self.plan_seconds + self.plan_trials * STEP_MARGIN) / 60) + \
+            SLACK_MINUTES
         cap = min([m for m in (self._partition_minutes(), MAX_MINUTES) if m], default=MAX_MINUTES)
         return str(min(minutes, cap))
 
