@@ -319,7 +319,9 @@ class Store:
         """
         lock = FileLock(self.lock_path(cid))
         try:
-            lock.path.parent.mkdir(exist_ok=True, mode=0o700)
+            from vhpc.core.paths import sharing
+
+            lock.path.parent.mkdir(exist_ok=True, mode=0o777 if sharing() else 0o700)
             got = lock.acquire()
         except OSError as exc:
             raise StoreError(f"cannot create the lock {lock.path} ({exc.strerror}): make "

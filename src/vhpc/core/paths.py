@@ -25,10 +25,13 @@ SHARE_ENV = "VHPC_SHARE_RESULTS"
 PRIVATE_UMASK = 0o077
 
 
+_shared = False  # inside private_results(share=True)
+
+
 def sharing() -> bool:
     """True when results (store, raw outputs, reports) may be created readable by others:
-    ``$VHPC_SHARE_RESULTS=1`` (``vhpc --share``)."""
-    return os.environ.get(SHARE_ENV) == "1"
+    ``$VHPC_SHARE_RESULTS=1``, or inside ``private_results(share=True)`` (``vhpc --share``)."""
+    return _shared or os.environ.get(SHARE_ENV) == "1"
 
 
 @contextmanager
@@ -36,8 +39,13 @@ def private_results(share: bool | None = None) -> Iterator[None]:
     """Create files 0600 and folders 0700 inside this block (umask |= 077), unless ``share``
     (default :func:`sharing`): a store holds raw outputs, host facts and command lines, which
     are nobody else's business by default.  The previous umask is restored on exit."""
+    global _shared
     if share if share is not None else sharing():
-        yield
+        before, _shared = _shared, True
+        try:
+            yield
+        finally:
+            _shared = before
         return
     old = os.umask(PRIVATE_UMASK)
     os.umask(old | PRIVATE_UMASK)
