@@ -139,7 +139,8 @@ class GroupGuard:
     write (children are started with ``close_fds``); end of file without ``done`` means vhpc
     is gone, and the guard sends SIGKILL to the group."""
 
-    SCRIPT = 'read x; [ "$x" = done ] || kill -KILL -- -"$1" 2>/dev/null'
+    #: dash's kill takes no ``--``: ``-9 -PGID`` is the portable spelling (kill(1p))
+    SCRIPT = 'read x; [ "$x" = done ] || kill -9 -"$1" 2>/dev/null'
 
     def __init__(self, pgid: int):
         self.pgid = pgid

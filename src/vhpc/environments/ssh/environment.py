@@ -265,9 +265,7 @@ class SshEnvironment(Environment):
         kernels when None) with the remote compilers (``mpicc``, or ``mpicc.mpich`` for
         ``mpi=mpich`` into ``build-mpich``); returns the remote build directory.  Raises
         EnvError when the copy or the build fails (with the compiler's last line)."""
-        self.connect()
-        if self.shell(f"test -f {shlex.quote(self.kdir)}/.copied").returncode != 0:
-            self._copy_sources()
+        self._ensure_copied()
         build = "build" if mpi == "openmpi" else f"build-{mpi}"
         mpicc = "mpicc" if mpi == "openmpi" else f"mpicc.{mpi}"
         want = sorted({f"{build}/{b}" for b in binaries or []} - self.built)
@@ -284,6 +282,16 @@ class SshEnvironment(Environment):
                                "make, a C compiler and MPI (mpicc) there")
             self.built.update(want)
         return f"{self.kdir}/{build}"
+
+    def _ensure_copied(self) -> None:
+        """Copy the kernel sources and the run wrapper unless this hash is there already (every
+        trial runs under the wrapper, also a custom command that needs no kernel)."""
+        if getattr(self, "_copied", False):
+            return
+        self.connect()
+        if self.shell(f"test -f {shlex.quote(self.kdir)}/.copied").returncode != 0:
+            self._copy_sources()
+        self._copied = True
 
     def _copy_sources(self) -> None:
         files = [str(p.relative_to(KERNEL_SRC)) for p in _source_files(KERNEL_SRC)]
@@ -364,7 +372,7 @@ class SshEnvironment(Environment):
         remote = [f"{self.kdir}/{RUN_SCRIPT.name}", pidfile, str(int(max(1, timeout))),
                   *envs, *bind, *argv]
         try:
-            self.connect()
+            self._ensure_copied()
             proc = subprocess.Popen(self.ssh_argv() + [shlex.join(remote)],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, start_new_session=True,
@@ -416,7 +424,7 @@ class SshEnvironment(Environment):
                  f"{shlex.quote(self.workdir)}/run/*.pid")
         try:
             self.shell(f"for f in {files}; do [ -f \"$f\" ] || continue; "
-                       "kill -KILL -- -$(cat \"$f\") 2>/dev/null; rm -f \"$f\"; done", timeout=30)
+                       "kill -9 -$(cat \"$f\") 2>/dev/null; rm -f \"$f\"; done", timeout=30)
         except (EnvError, subprocess.TimeoutExpired, OSError):
             pass
 
