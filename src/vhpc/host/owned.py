@@ -133,14 +133,16 @@ def reap_all(base: str | Path | None = None) -> list[str]:
 
 
 class GroupGuard:
-    """Kills process group ``pgid`` if vhpc dies before :meth:`done` (see the module doc).
+    """Kills process group ``pgid`` and every process of the session it leads if vhpc dies
+    before :meth:`done` (see the module doc; the child is started with ``start_new_session``).
 
     The guard is ``sh`` in a session of its own, reading a pipe that only this process can
     write (children are started with ``close_fds``); end of file without ``done`` means vhpc
     is gone, and the guard sends SIGKILL to the group."""
 
-    #: dash's kill takes no ``--``: ``-9 -PGID`` is the portable spelling (kill(1p))
-    SCRIPT = 'read x; [ "$x" = done ] || kill -9 -"$1" 2>/dev/null'
+    #: dash's kill takes no ``--``: ``-9 -PGID`` is the portable spelling (kill(1p)); pkill
+    #: ``-s`` reaches groups the trial made inside its session (coreutils timeout makes one)
+    SCRIPT = ('read x; [ "$x" = done ] || { kill -9 -"$1"; pkill -9 -s "$1"; } 2>/dev/null')
 
     def __init__(self, pgid: int):
         self.pgid = pgid

@@ -424,7 +424,8 @@ class SshEnvironment(Environment):
                  f"{shlex.quote(self.workdir)}/run/*.pid")
         try:
             self.shell(f"for f in {files}; do [ -f \"$f\" ] || continue; "
-                       "kill -9 -$(cat \"$f\") 2>/dev/null; rm -f \"$f\"; done", timeout=30)
+                       "read g w < \"$f\"; kill -9 -$g $w 2>/dev/null; rm -f \"$f\"; done",
+                       timeout=30)
         except (EnvError, subprocess.TimeoutExpired, OSError):
             pass
 
