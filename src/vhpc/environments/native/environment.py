@@ -47,13 +47,19 @@ def binding_mismatches(procs: list[dict[str, Any]], cpus: set[int] | None,
     return out
 
 
+#: Holds a native trial until its guard watches, then runs it (``exec``: same pid and group).
+GATE = 'read go || exit 125; exec "$@" </dev/null'
+
+
 def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
                 cwd: str | None = None) -> RunResult:
     """Run ``argv`` in its own process group; on timeout kill the whole group (SIGKILL).
 
     The group dies with vhpc: its leader has a parent-death signal and a
     :class:`~vhpc.host.owned.GroupGuard` kills the whole group if vhpc is killed (``kill -9``)
-    while it runs, so a resumed trial never runs beside a survivor.
+    while it runs, so a resumed trial never runs beside a survivor.  The command waits (in a
+    ``sh`` that then ``exec``s it, stdin /dev/null) until the guard is watching: a vhpc killed
+    in between leaves nothing that started.
 
     Returns a :class:`RunResult`; a missing executable gives returncode 127 and the reason in
     stderr, as a shell would.
@@ -62,13 +68,23 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
     full_env.update(env or {})
     started = now()
     t0 = time.monotonic()
+    exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=full_env.get("PATH"))
+    if not exe or not os.access(os.path.join(cwd or "", exe), os.X_OK):
+        return RunResult(127, "", f"cannot start {argv[0]}: no such executable", started, 0.0)
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=full_env, cwd=cwd, start_new_session=True,
-                                preexec_fn=owned.die_with_parent)
+        proc = subprocess.Popen(["/bin/sh", "-c", GATE, "vhpc-trial", *argv],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=full_env, cwd=cwd,
+                                start_new_session=True, preexec_fn=owned.die_with_parent)
     except (OSError, subprocess.SubprocessError) as exc:
         return RunResult(127, "", f"cannot start {argv[0]}: {exc}", started, 0.0)
     guard = owned.GroupGuard(proc.pid)
+    try:
+        proc.stdin.write(b"go\n")  # type: ignore[union-attr]  # the guard watches: start
+        proc.stdin.close()  # type: ignore[union-attr]
+    except OSError:
+        pass
+    proc.stdin = None
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout)
