@@ -59,7 +59,7 @@ def hugepages(sysfs: str = "/sys") -> dict[str, dict[str, int]]:
     return out
 
 
-def knobs() -> dict[str, Any]:
+def performance_settings() -> dict[str, Any]:
     """Host settings that change HPC and VM performance (read-only snapshot).
 
     Keys: thp (transparent_hugepage/enabled), thp_defrag, numa_balancing (0/1),
@@ -92,7 +92,7 @@ def fingerprint() -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "host_cpus": os.cpu_count(),
         "host_kernel": platform.release(),
-        "knobs": knobs(),
+        "knobs": performance_settings(),
         **firmware.identity(),  # microcode, BIOS, libvirt, topology, vhpc version (vhpc diff)
     }
 

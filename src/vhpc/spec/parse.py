@@ -30,8 +30,9 @@ YAML (``vhpc run FILE``, at most 1 MiB and 32 levels deep)::
       - vm: {vcpus: 2, pin: auto}
 
 Parsing never touches the host and never changes the benchmark registry (custom benchmarks
-live in the spec: :meth:`CampaignSpec.benchmark`).  Host-dependent checks are
-:func:`vhpc.campaign.execute.check_host`.  Errors are :class:`SpecError` with one line naming the item
+live in the spec: :meth:`CampaignSpec.benchmark`).  Host-dependent checks are each
+kind's :meth:`~vhpc.environments.kind.EnvironmentKind.plan`, run when a campaign starts or is
+dry-run.  Errors are :class:`SpecError` with one line naming the item
 or file, the field, the value and what is allowed.
 """
 

@@ -1,4 +1,5 @@
-"""The ``vm`` kind: benchmarks in a guest that shares the host's root (QEMU or libvirt)."""
+"""The ``vm`` kind: benchmarks in a guest that shares the host's root, started by a registered
+hypervisor backend (``backends/``: QEMU, libvirt)."""
 
 from __future__ import annotations
 
@@ -36,14 +37,9 @@ class VmKind(EnvironmentKind):
         return EnvPlan(text, main, corunner)
 
     def build(self, name, options: VmOptions, plan: EnvPlan, host: HostFacts):
-        """A VmEnvironment on ``plan``'s placement.  Raises HostError (no QEMU, no guest
-        kernel, slowdown= with libvirt)."""
-        if options.libvirt:
-            if options.slowdown is not None:
-                raise HostError(f"environment {name}: slowdown= needs the qemu backend")
-            from vhpc.environments.vm.backends.libvirt import LibvirtEnvironment
-
-            return LibvirtEnvironment(name, options, plan.placement, host.topology)
+        """A VmEnvironment on ``plan``'s placement, its guests started by the backend
+        ``options.backend_name``.  Raises ValueError (no QEMU, no guest kernel, an option the
+        backend cannot serve), which the caller reports as HostError."""
         from vhpc.environments.vm.environment import VmEnvironment
 
         return VmEnvironment(name, options, plan.placement, host.topology,

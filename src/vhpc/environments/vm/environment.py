@@ -1,4 +1,5 @@
-"""The ``vm`` environment: benchmarks run inside a QEMU guest that shares the host's root.
+"""The ``vm`` environment: benchmarks run inside a guest that shares the host's root, started by
+a hypervisor backend (``backend``: ``qemu`` by default, ``libvirt``; backends/base.py).
 
 Options (``-e vm:k=v,...``): ``vcpus`` (default 2), ``memory`` (MiB, default 1024), ``pin``
 (``auto`` = vCPU i on host CPU i; ``none`` = float; or a list ``0,1`` / range ``0-1`` giving
@@ -27,7 +28,6 @@ the next trial boots a fresh session.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -41,7 +41,8 @@ from vhpc.host import counters, facts as hostinfo
 from vhpc.environments.vm import guestimage
 from vhpc.environments.base import EnvError, Environment, RunResult, now
 from vhpc.host.numa import guest_nodes, read_numa_maps
-from vhpc.environments.vm.backends.qemu import QEMU, Guest, GuestConfig, probe_kvm
+from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
+                                                HypervisorBackend)
 from vhpc.environments.vm.options import VmOptions, corunner_argv
 
 #: Seconds the host waits beyond a trial's own timeout before declaring the guest hung.
@@ -79,39 +80,43 @@ def placement_mismatches(plan, vcpus: list[dict], memory: dict | None,
 
 
 class VmEnvironment(Environment):
-    """A QEMU guest environment (see module docstring for options).
+    """A guest environment (see module docstring for options), its guests started by the
+    hypervisor backend ``options.backend_name`` (a :class:`HypervisorBackend` from
+    :data:`BACKENDS`, looked up by name: no backend is special here).
 
     ``options``: the validated :class:`~vhpc.environments.vm.options.VmOptions`;
     ``placement``: the guest's :class:`~vhpc.placement.Placement`, computed once by the kind's
-    plan (a vcluster passes each guest's from its cluster plan); ``corunner``: the co-runner
-    guest's placement when ``options.corunner`` is set; ``extra_args`` / ``append``: QEMU argv
-    and kernel command-line words (a vcluster's network and shared-memory devices).  Raises
-    ValueError when QEMU or a guest kernel is missing; the next trial records EnvError text
-    when the guest cannot boot.  ``accel`` is resolved on first use (``auto`` → probe).
+    plan (a vcluster passes each guest's from its cluster plan; None when the backend defines
+    it, libvirt's ``domain_xml``); ``corunner``: the co-runner guest's placement when
+    ``options.corunner`` is set; ``extra_args`` / ``append``: hypervisor argv and kernel
+    command-line words (a vcluster's network and shared-memory devices).  Raises ValueError
+    when the hypervisor or a guest kernel is missing, an option does not suit the backend, or
+    the hypervisor cannot be reached; the next trial records EnvError text when the guest
+    cannot boot.  ``accel`` is resolved on first use (``auto`` → the backend's probe).
+    Attributes: ``guest`` / ``corunner`` (the running :class:`GuestSession`s or None),
+    ``sessions`` (boots so far), ``removed_leftovers`` (guests of killed vhpc runs removed).
     """
 
     kind = "vm"
 
-    def __init__(self, name: str, options: VmOptions, placement: placement_room.Placement,
+    def __init__(self, name: str, options: VmOptions, placement: placement_room.Placement | None,
                  topo: topology_room.Topology, corunner: placement_room.Placement | None = None,
                  extra_args: list[str] | None = None, append: list[str] | None = None):
         super().__init__(name)
-        if shutil.which(QEMU) is None:
-            raise ValueError(f"{QEMU} is not installed: apt-get install qemu-system-x86")
         try:
             guestimage.find_kernel(options.kernel)
         except guestimage.GuestImageError as exc:
             raise ValueError(str(exc)) from None
-        self.options = options
-        self.topo = topo
-        self.placement = placement
+        self.backend: HypervisorBackend = BACKENDS.get(options.backend_name)(
+            name, options, placement, topo)
+        options, self.placement = self.backend.options, self.backend.placement
+        self.options, self.topo = options, topo
         self.extra_args, self.append = list(extra_args or []), list(append or [])
         self.vcpus, self.memory = options.vcpus, options.memory
-        self.pins = self.placement.pin_map() or None
         self.corunner_argv = corunner_argv(options.corunner) if options.corunner else None
         self.corunner_label = options.corunner or ""
         self.corunner_placement = corunner
-        self.corunner: Guest | None = None
+        self.corunner: GuestSession | None = None
         self.strict = options.strict
         self.guest_numactl: list[str] = []
         if options.guest_bind is not None:
@@ -123,12 +128,16 @@ class VmEnvironment(Environment):
         self.boot_timeout = options.boot_timeout
         self._accel: str | None = None if options.accel == "auto" else options.accel
         self.accel_reason = "requested" if self._accel else ""
-        self.guest: Guest | None = None
+        self.guest: GuestSession | None = None
         self.guest_numa: list[dict] | None = None
         self.emulator_cpus: list[int] | None = None
         self.sessions = 0
         self.boot_times: list[float] = []
         self._trials_in_session: dict[str, int] = {}
+        try:  # an unreachable hypervisor is a setup error, said once before any trial
+            self.removed_leftovers: list[str] = self.backend.remove_leftovers()
+        except EnvError as exc:
+            raise ValueError(str(exc)) from None
 
     def benchmark_cpus(self) -> int:
         return self.vcpus
@@ -136,24 +145,40 @@ class VmEnvironment(Environment):
     @property
     def accel(self) -> str:
         if self._accel is None:
-            probe = probe_kvm(guestimage.find_kernel(self.kernel_path))
+            probe = self.backend.probe_accel(guestimage.find_kernel(self.kernel_path))
             self._accel, self.accel_reason = probe.accel, probe.reason
         return self._accel
 
     def fingerprint(self) -> dict[str, Any]:
+        """The host's fingerprint plus the guest's (accelerator, kernel, size, placement as
+        planned, co-runner), then the backend's fields (hypervisor version, machine, ...)."""
         kernel = guestimage.find_kernel(self.kernel_path)
         fp = hostinfo.fingerprint()
         fp.update(
             kind="vm", accel=self.accel, accel_reason=self.accel_reason,
-            emulated=self.accel == "tcg", qemu_version=hostinfo.qemu_version(),
-            guest_kernel=kernel.release, machine="pc", vcpus=self.vcpus,
+            emulated=self.accel == "tcg", guest_kernel=kernel.release, vcpus=self.vcpus,
             memory_mib=self.memory, placement=placement_room.describe(self.placement),
             plan=self.placement.to_dict(),
             corunner=(f"{self.corunner_label}: "
                       f"{placement_room.describe(self.corunner_placement)}"
                       if self.corunner_argv else None),
         )
+        fp.update(self.backend.fingerprint())
         return fp
+
+    def _request(self, placement: placement_room.Placement, main: bool) -> BootRequest:
+        """What the backend boots for this session: the measured guest (``main``: the
+        options' size, the vcluster's argv, emulator threads moved off the vCPUs) or the
+        co-runner (the size of its placement)."""
+        common = dict(label=self.name, session=self.sessions, accel=self.accel,
+                      kernel=guestimage.find_kernel(self.kernel_path), placement=placement,
+                      boot_timeout=self.boot_timeout)
+        if not main:
+            return BootRequest(vcpus=placement.vcpus, memory_mib=placement.memory_mib,
+                               move_emulator=False, **common)
+        return BootRequest(vcpus=self.vcpus, memory_mib=self.memory,
+                           extra_args=tuple(self.extra_args), append=tuple(self.append),
+                           **common)
 
     def _boot(self) -> None:
         if self.placement.hugepage_kib:  # checked at boot: --host-knob may reserve them first
@@ -161,25 +186,15 @@ class VmEnvironment(Environment):
                 placement_room.check_hugepages(self.placement, hostinfo.read_hugepages())
             except placement_room.PlacementError as exc:
                 raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
-        cfg = GuestConfig(vcpus=self.vcpus, memory_mib=self.memory, accel=self.accel,
-                          kernel=guestimage.find_kernel(self.kernel_path),
-                          extra_args=placement_room.qemu_numa_args(self.placement) + self.extra_args,
-                          boot_timeout=self.boot_timeout, append=self.append)
-        guest = Guest(cfg)
-        self.boot_times.append(guest.boot())
+        guest = self.backend.boot(self._request(self.placement, main=True))
+        self.boot_times.append(guest.boot_seconds)
         try:
-            if self.pins:
-                guest.pin(self.pins)
-                used = set().union(*self.pins.values())
-                free = set(os.sched_getaffinity(0)) - used
-                if free:
-                    guest.pin_emulator(free)
-                self.emulator_cpus = sorted(free) if free else None
-            self.guest_numa = guest_nodes(lambda path: guest.request("read", 30.0, path=path).get("data"))
+            self.guest_numa = guest_nodes(
+                lambda path: guest.request("read", 30.0, path=path).get("data"))
         except (EnvError, OSError) as exc:
             guest.kill()
             raise EnvError(str(exc)) from None
-        self.guest = guest
+        self.guest, self.emulator_cpus = guest, guest.emulator_cpus
         if self.corunner_argv:
             try:
                 self.corunner = self._boot_corunner()
@@ -189,20 +204,13 @@ class VmEnvironment(Environment):
         self.sessions += 1
         self._trials_in_session = {}
 
-    def _boot_corunner(self) -> Guest:
+    def _boot_corunner(self) -> GuestSession:
         """A second VM, placed by ``corunner_policy``, that runs the co-runner load in a loop
         for the whole session (seed 003 Fig. 5: VMs contending for LLC, memory controllers and
         the interconnect).  It is paused and resumed with the measured VM."""
         p = self.corunner_placement
-        cfg = GuestConfig(vcpus=p.vcpus, memory_mib=p.memory_mib, accel=self.accel,
-                          kernel=guestimage.find_kernel(self.kernel_path),
-                          extra_args=placement_room.qemu_numa_args(p),
-                          boot_timeout=self.boot_timeout)
-        guest = Guest(cfg)
-        guest.boot()
+        guest = self.backend.boot(self._request(p, main=False))
         try:
-            if p.pin_map():
-                guest.pin(p.pin_map())
             loop = 'while :; do "$@"; done >/dev/null 2>&1 &'
             reply = guest.request("run", 60.0, argv=["sh", "-c", loop, "sh", *self.corunner_argv],
                                   env={"OMP_NUM_THREADS": str(p.vcpus)}, timeout=30.0)
@@ -218,10 +226,12 @@ class VmEnvironment(Environment):
             self._boot()
 
     def close(self) -> None:
+        """Kill both sessions and release the backend's connections; safe to call twice."""
         for g in (self.guest, self.corunner):
             if g is not None:
                 g.kill()
         self.guest = self.corunner = None
+        self.backend.close()
 
     def new_session(self) -> None:
         """End the current session; the next trial boots a fresh guest (a cold trial)."""
@@ -239,10 +249,10 @@ class VmEnvironment(Environment):
 
     def applied(self) -> records.AppliedPlacement | None:
         """Placement as applied, read back from the host and the guest: per vCPU thread the
-        allowed host CPUs and the CPU it last ran on; where QEMU's other threads may run
-        (moved off the vCPUs' pCPUs when the host has CPUs to spare); QEMU's resident memory
+        allowed host CPUs and the CPU it last ran on; where the hypervisor's other threads may
+        run (moved off the vCPUs' pCPUs when the host has CPUs to spare); its resident memory
         per host node (numa_maps) and its page locality on the planned nodes; the guest's NUMA
-        nodes; and the mismatches with the plan."""
+        nodes; the mismatches with the plan; then what the backend adds."""
         if self.guest is None:
             return None
         vcpus = self.guest.read_affinity()
@@ -256,12 +266,12 @@ class VmEnvironment(Environment):
                         "vcpus": self.corunner.read_affinity(),
                         "plan": placement_room.describe(self.corunner_placement)}
         mem = records.MemoryReadback(**memory) if memory else None
-        return records.AppliedPlacement(
+        return self.backend.applied(self.guest, records.AppliedPlacement(
             accel=self.accel, qemu_pid=self.guest.pid, session=self.sessions, corunner=corunner,
             emulator_cpus=self.emulator_cpus or "shared with the vCPUs (no free host CPU)",
             vcpus=vcpus, memory=mem, guest_numa=self.guest_numa,
             page_locality=mem.locality(self.placement.host_nodes) if mem else None,
-            mismatches=placement_mismatches(self.placement, vcpus, memory, self.guest_numa))
+            mismatches=placement_mismatches(self.placement, vcpus, memory, self.guest_numa)))
 
     def run(self, argv, env=None, timeout=600.0, key: str = "") -> RunResult:
         """Run ``argv`` in the guest (booting it if needed).  ``key`` names the trial kind

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from vhpc import placement
 from vhpc.core.errors import HostError
+from vhpc.environments.vm.backends.base import BACKENDS
 from vhpc.environments.options import (MAX_CPUS, MAX_MEMORY_MIB, MAX_SECONDS, EnvOptions,
                                        GuestBind, GuestNuma, Pin, PolicyField, Slowdown,
                                        check_subset)
@@ -63,8 +64,10 @@ class VmOptions(EnvOptions, Slowdown):
     list, vCPU i on the i-th) or policy (docs/placement.md), numa (hidden | mirror | count),
     backing (4k | 2m | 1g), accel (auto | kvm | tcg), kernel (path), boot_timeout (s), strict,
     guest_bind (CPUNODES:MEMNODES inside the guest), corunner (low | medium | high) placed by
-    corunner_policy; backend (qemu | libvirt: a transient libvirt domain, docs/libvirt.md),
-    uri (libvirt connection), domain_xml (the user's own domain XML file)."""
+    corunner_policy; backend (a registered hypervisor backend, :data:`BACKENDS`: qemu, the
+    default, or libvirt: a transient libvirt domain, docs/libvirt.md, the default when
+    domain_xml is given), uri (libvirt connection), domain_xml (the user's own domain XML
+    file).  A backend's own options (``HypervisorBackend.own_options``) need that backend."""
 
     vcpus: int = Field(2, ge=1, le=MAX_CPUS)
     memory: int = Field(1024, ge=128, le=MAX_MEMORY_MIB)
@@ -79,7 +82,7 @@ class VmOptions(EnvOptions, Slowdown):
     guest_bind: GuestBind | None = None
     corunner: Literal["low", "medium", "high"] | None = None
     corunner_policy: PolicyField = Field(default_factory=lambda: placement.parse_policy("float"))
-    backend: Literal["qemu", "libvirt"] | None = None  # None: qemu, or libvirt for domain_xml
+    backend: str | None = Field(None, min_length=1, max_length=64)  # None: see backend_name
     uri: str | None = Field(None, min_length=1, max_length=4096)
     domain_xml: str | None = Field(None, min_length=1, max_length=4096)
 
@@ -88,14 +91,24 @@ class VmOptions(EnvOptions, Slowdown):
     def _local_uri(cls, v):
         return None if v is None else check_uri(v)
 
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, name: str | None) -> str | None:
+        if name is not None and name not in BACKENDS:
+            known = [repr(n) for n in BACKENDS.names()]
+            listed = " or ".join([", ".join(known[:-1]), known[-1]] if len(known) > 1 else known)
+            raise ValueError(f"Input should be {listed} (got {name!r})")
+        return name
+
     @model_validator(mode="after")
     def _pin_or_policy(self):
         if self.pin is not None and self.policy is not None:
             raise ValueError("give either pin= or policy=, not both")
-        for opt in ("domain_xml", "uri"):
-            if getattr(self, opt) and not self.libvirt or (
-                    getattr(self, opt) and self.backend == "qemu"):
-                raise ValueError(f"{opt}= needs backend=libvirt")
+        chosen = BACKENDS.get(self.backend_name).own_options
+        for owner, backend in BACKENDS.items():
+            for opt in backend.own_options:
+                if getattr(self, opt) is not None and opt not in chosen:
+                    raise ValueError(f"{opt}= needs backend={owner}")
         if self.domain_xml:
             # compared with the defaults, not the fields set: a stored spec has them all set
             given = sorted(k for k in ("vcpus", "memory", "pin", "policy", "numa", "backing",
@@ -108,9 +121,12 @@ class VmOptions(EnvOptions, Slowdown):
         return self
 
     @property
-    def libvirt(self) -> bool:
-        """True when the guest runs through libvirtd (``backend=libvirt`` or ``domain_xml``)."""
-        return self.backend == "libvirt" or (self.backend is None and self.domain_xml is not None)
+    def backend_name(self) -> str:
+        """The hypervisor backend (a name in :data:`BACKENDS`): ``backend`` as given, else
+        ``libvirt`` when ``domain_xml`` is given, else ``qemu``."""
+        if self.backend is not None:
+            return self.backend
+        return "libvirt" if self.domain_xml is not None else "qemu"
 
     def resolved_policy(self, host_cpus: tuple[int, ...]) -> placement.Policy:
         """The placement policy on a host whose usable CPUs are ``host_cpus``: ``policy``

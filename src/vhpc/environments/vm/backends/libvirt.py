@@ -1,4 +1,4 @@
-"""``vm:backend=libvirt``: the ``vm`` environment with guests started by libvirt.
+"""The ``libvirt`` hypervisor backend (``vm:backend=libvirt``): guests started by libvirt.
 
 The guest is the one the qemu backend boots (vhpc's kernel and initramfs, the host root
 shared read-only, the guest agent on a virtio-serial port), but defined as a *transient*
@@ -39,8 +39,11 @@ from vhpc.environments.vm import guestimage
 from vhpc.host import facts as hostinfo
 from vhpc.environments.vm.backends import libvirt_xml as lx
 from vhpc.environments.base import EnvError
-from vhpc.environments.vm.backends.qemu import Guest, GuestConfig, guest_shares, kernel_cmdline
-from vhpc.environments.vm.environment import VmEnvironment
+from vhpc.environments.vm.agent import AgentChannel
+from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
+                                                HypervisorBackend, ProbeResult)
+from vhpc.environments.vm.backends.qemu import (guest_shares, kernel_cmdline, probe_kvm,
+                                                require_qemu)
 
 #: Prefix of every domain name vhpc creates (leftover detection looks for it).
 PREFIX = "vhpc-"
@@ -167,43 +170,18 @@ def vcpu_threads(pid: int) -> dict[int, int]:
     return out
 
 
-class _DomainProcess:
-    """The QEMU process of a domain, shaped like ``subprocess.Popen`` for :class:`Guest`
-    (``pid``, ``poll()``, ``returncode``)."""
+class LibvirtGuest(GuestSession):
+    """One session of a transient libvirt domain.  Boot, pause/resume and kill go through
+    libvirt; commands go through the shared guest agent channel.  ``xml`` is the domain XML as
+    submitted, ``name`` the domain's name, ``dom`` the libvirt domain (None when not
+    running)."""
 
-    def __init__(self, dom, pid: int):
-        self.dom, self.pid, self.returncode = dom, pid, None
-
-    def poll(self) -> int | None:
-        """None while the QEMU process exists, then 0 (its real status belongs to libvirtd)."""
-        if self.returncode is None and not _running(self.pid):
-            self.returncode = 0
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        """Wait until the process is gone; TimeoutError after ``timeout`` seconds."""
-        deadline = time.monotonic() + (timeout if timeout is not None else 3600.0)
-        while self.poll() is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"QEMU {self.pid} still running")
-            time.sleep(0.05)
-        return self.returncode
-
-    def kill(self) -> None:
-        """Destroy the domain (libvirt kills its QEMU)."""
-        destroy(self.dom)
-
-
-class LibvirtGuest(Guest):
-    """One session of a transient libvirt domain.  Reuses :class:`Guest`'s agent protocol;
-    boot, pause/resume and kill go through libvirt.  ``xml`` is the domain XML as submitted,
-    ``dom`` the libvirt domain (None when not running)."""
-
-    def __init__(self, conn, cfg: GuestConfig, build):
+    def __init__(self, conn, boot_timeout: float, build):
         """``build(workdir) -> ET.Element`` makes the domain XML (sockets live in ``workdir``);
         its errors propagate after the work directory is removed."""
-        super().__init__(cfg)
-        self.conn, self.dom = conn, None
+        super().__init__()
+        self.conn, self.dom, self.boot_timeout = conn, None, boot_timeout
+        self.qemu_pid: int | None = None
         try:
             dom_el = build(self.workdir)
         except BaseException:
@@ -213,24 +191,31 @@ class LibvirtGuest(Guest):
         lx.owner_metadata(dom_el, os.getpid(), proc_start(os.getpid()) or "")
         self.xml = lx.to_text(dom_el)
 
+    @property
+    def pid(self) -> int | None:
+        """The domain's QEMU process (found in /proc after creation)."""
+        return self.qemu_pid
+
+    def _exit_status(self) -> int | None:
+        """None while the QEMU process exists, then 0 (its real status belongs to libvirtd)."""
+        return None if self.qemu_pid is not None and _running(self.qemu_pid) else 0
+
     def boot(self) -> float:
         """Create the domain paused, connect to the agent socket, resume, wait for the
         agent's ready message.  Raises EnvError (the domain is destroyed first)."""
         libvirt = _libvirt()
         t0 = time.monotonic()
-        deadline = t0 + self.cfg.boot_timeout
+        deadline = t0 + self.boot_timeout
         try:
             self.dom = self.conn.createXML(self.xml, libvirt.VIR_DOMAIN_START_PAUSED)
-            pid = qemu_pid(self.name)
-            if pid is None:
+            self.qemu_pid = qemu_pid(self.name)
+            if self.qemu_pid is None:
                 raise EnvError("libvirt started the domain but its QEMU process is not visible")
-            self.proc = _DomainProcess(self.dom, pid)
-            self.sock = self._connect(self.workdir / "agent.sock", deadline)
+            self.agent = AgentChannel.connect(self.workdir / "agent.sock", deadline,
+                                              self._exit_status)
             self.dom.resume()
-            msg = self._recv(deadline)
-            if msg.get("event") != "ready":
-                raise EnvError(f"guest agent sent {msg!r} instead of ready")
-            self.vcpu_threads = vcpu_threads(pid)
+            self.agent.wait_ready(deadline)
+            self.vcpu_threads = vcpu_threads(self.qemu_pid)
         except BaseException as exc:
             detail = self.failure_detail()
             self.kill()
@@ -253,9 +238,6 @@ class LibvirtGuest(Guest):
         except libvirt.libvirtError:
             return False
 
-    def pin(self, pins) -> None:
-        """libvirt pins the vCPUs from ``<vcpupin>``; nothing to do here."""
-
     def pause(self) -> None:
         """``virDomainSuspend`` (vCPUs stop, guest state is kept)."""
         libvirt = _libvirt()
@@ -269,8 +251,8 @@ class LibvirtGuest(Guest):
             self.dom.resume()
 
     def kill(self) -> None:
-        """Destroy (and undefine) the domain, close the channel, remove the work directory.
-        Idempotent; never raises."""
+        """Destroy (and undefine) the domain, wait up to 3 s for its QEMU to go, close the
+        channel, remove the work directory.  Idempotent; never raises."""
         if self.dom is None and self.name:
             try:
                 self.dom = self.conn.lookupByName(self.name)
@@ -279,7 +261,11 @@ class LibvirtGuest(Guest):
         if self.dom is not None:
             destroy(self.dom)
         self.dom = None
-        super().kill()
+        deadline = time.monotonic() + 3.0
+        while self.qemu_pid is not None and _running(self.qemu_pid) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.release()
 
     def libvirt_readback(self) -> dict[str, Any]:
         """What libvirt reports for the running domain: ``vcpupin`` (vCPU → allowed pCPUs),
@@ -315,7 +301,7 @@ def readback_mismatches(req: dict, lv: dict, vcpus: list[dict], memory: dict | N
                         guest_numa: list[dict] | None) -> list[str]:
     """Differences between a domain XML's request (:func:`libvirt_xml.requested`) and the
     read-back: libvirt's ``lv`` (:meth:`LibvirtGuest.libvirt_readback`), the vCPU threads'
-    host affinity ``vcpus`` (Guest.read_affinity), QEMU's memory per host node ``memory``
+    host affinity ``vcpus`` (GuestSession.read_affinity), QEMU's memory per host node ``memory``
     (numa.parse_numa_maps) and the guest's own NUMA nodes; [] when all agree."""
     out = []
     pins = lv.get("vcpupin") if isinstance(lv.get("vcpupin"), dict) else {}
@@ -348,14 +334,22 @@ def readback_mismatches(req: dict, lv: dict, vcpus: list[dict], memory: dict | N
     return out
 
 
-class LibvirtEnvironment(VmEnvironment):
-    """``vm`` with ``backend=libvirt`` (module docstring).  Extra options: ``uri`` (libvirt
-    connection URI; default :func:`default_uri`) and ``domain_xml`` (a file with the user's
-    domain).  The rest are the ``vm`` options; with ``domain_xml`` the vCPUs, memory and
-    placement come from the file, so ``vcpus``/``memory``/``pin``/``policy``/``numa``/
-    ``backing``/``accel`` must not be given.  Raises ValueError for bad options."""
 
-    def __init__(self, name: str, options, placement, topo):
+
+@BACKENDS.register("libvirt")
+class LibvirtBackend(HypervisorBackend):
+    """``vm`` with ``backend=libvirt`` (module docstring).  Its own options: ``uri`` (libvirt
+    connection URI; default :func:`default_uri`) and ``domain_xml`` (a file with the user's
+    domain; then the vCPUs, memory, accelerator and placement come from the file, and the
+    vCPUs float as far as vhpc's plan knows).  Raises ValueError for options it cannot serve
+    (``corunner``, ``slowdown``), an unreadable or invalid domain XML, or a missing
+    libvirt-python or QEMU."""
+
+    own_options = ("domain_xml", "uri")
+
+    def __init__(self, env_name, options, placement, topo):
+        if options.slowdown is not None:
+            raise ValueError("slowdown= needs the qemu backend")
         if options.corunner:
             raise ValueError("corunner is not supported with backend=libvirt: use backend=qemu")
         self.uri = options.uri or default_uri()
@@ -376,74 +370,69 @@ class LibvirtEnvironment(VmEnvironment):
             placement = placement_room.place(topo, placement_room.PlacementRequest(
                 vcpus=req["vcpus"], memory_mib=req["memory_mib"], policy="float"))
         _libvirt()
-        super().__init__(name, options, placement, topo)
+        require_qemu()
+        super().__init__(env_name, options, placement, topo)
         self.conn = None
         self.domain_changes: list[str] = []
         self.submitted_xml: str | None = None
-        try:  # an unreachable daemon is a setup error, said once before any trial
-            conn = connect(self.uri)
-        except EnvError as exc:
-            raise ValueError(str(exc)) from None
-        self.removed_leftovers: list[str] = remove_leftovers(conn)
-        conn.close()
+        self.removed_leftovers: list[str] = []
+
+    def probe_accel(self, kernel) -> ProbeResult:
+        """libvirt runs QEMU: the QEMU probe (:func:`~.qemu.probe_kvm`)."""
+        return probe_kvm(kernel)
+
+    def remove_leftovers(self) -> list[str]:
+        """Connect once (an unreachable daemon is a setup error, said before any trial) and
+        remove the domains of killed vhpc processes (:func:`remove_leftovers`).  Raises
+        EnvError saying how to start libvirtd."""
+        conn = connect(self.uri)
+        try:
+            self.removed_leftovers = remove_leftovers(conn)
+        finally:
+            conn.close()
+        return self.removed_leftovers
 
     def _connection(self):
         if self.conn is None:
             self.conn = connect(self.uri)
         return self.conn
 
-    def _domain(self, workdir: Path) -> ET.Element:
-        """The domain XML element for one session (a fresh copy of the user's, or generated)."""
-        kernel = guestimage.find_kernel(self.kernel_path)
+    def _domain(self, request: BootRequest, free: list[int], workdir: Path) -> ET.Element:
+        """The domain XML element for one session (a fresh copy of the user's, or generated
+        from ``request.placement`` with ``<emulatorpin>`` on the host CPUs ``free``)."""
         if self.user_dom is not None:
             dom = ET.fromstring(ET.tostring(self.user_dom))
         else:
-            free = sorted(set(os.sched_getaffinity(0)) - set(self.placement.pcpus)) \
-                if self.pins else []
-            self.emulator_cpus = free or None
-            dom = lx.generated_domain(self.placement, accel=self.accel, emulator_cpus=free)
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.name)
+            dom = lx.generated_domain(request.placement, accel=request.accel, emulator_cpus=free)
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", request.label)
         shares = guest_shares()
         self.domain_changes = lx.add_vhpc_parts(
-            dom, name=f"{PREFIX}{safe}-{os.getpid()}-{self.sessions}",
-            vmlinux=guestimage.unpack_vmlinux(kernel), initrd=guestimage.build_initramfs(kernel),
+            dom, name=f"{PREFIX}{safe}-{os.getpid()}-{request.session}",
+            vmlinux=guestimage.unpack_vmlinux(request.kernel),
+            initrd=guestimage.build_initramfs(request.kernel),
             cmdline=kernel_cmdline(False, shares), workdir=workdir, shares=shares)
         return dom
 
-    def _boot(self) -> None:
-        if self.placement.hugepage_kib and self.user_dom is None:
-            from vhpc.host.facts import read_hugepages
-
-            try:
-                placement_room.check_hugepages(self.placement, read_hugepages())
-            except placement_room.PlacementError as exc:
-                raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
+    def boot(self, request: BootRequest) -> LibvirtGuest:
+        """Define and start a transient domain for ``request`` (libvirt applies the pins from
+        ``<vcpupin>``/``<emulatorpin>``).  ``extra_args``/``append`` are QEMU's and not used.
+        Raises EnvError (with libvirt's reason when it refuses the domain)."""
         conn = self._connection()
-        cfg = GuestConfig(vcpus=self.vcpus, memory_mib=self.memory, accel=self.accel,
-                          boot_timeout=self.boot_timeout)
+        p = request.placement
+        free = sorted(set(os.sched_getaffinity(0)) - set(p.pcpus)) \
+            if self.user_dom is None and p.pin_map() else []
         try:
-            guest = LibvirtGuest(conn, cfg, self._domain)
+            guest = LibvirtGuest(conn, request.boot_timeout,
+                                 lambda workdir: self._domain(request, free, workdir))
         except (guestimage.GuestImageError, lx.DomainXmlError) as exc:
             raise EnvError(str(exc)) from None
+        guest.emulator_cpus = free or None
         self.submitted_xml = guest.xml
-        self.boot_times.append(guest.boot())
-        self.guest = guest
-        try:
-            self.guest_numa = self._guest_numa()
-        except (EnvError, OSError) as exc:
-            self.close()
-            raise EnvError(str(exc)) from None
-        self.sessions += 1
-        self._trials_in_session = {}
-
-    def _guest_numa(self):
-        from vhpc.host.numa import guest_nodes
-
-        return guest_nodes(lambda path: self.guest.request("read", 30.0, path=path).get("data"))
+        guest.boot()
+        return guest
 
     def close(self) -> None:
-        """Destroy the session's domain (Guest.kill) and close the libvirt connection."""
-        super().close()
+        """Close the libvirt connection (the sessions' domains are destroyed before)."""
         if self.conn is not None:
             try:
                 self.conn.close()
@@ -452,35 +441,34 @@ class LibvirtEnvironment(VmEnvironment):
             self.conn = None
 
     def fingerprint(self) -> dict[str, Any]:
-        """The ``vm`` fingerprint plus backend, URI, libvirt version and the domain XML: as
-        given (domain_xml) and as submitted (after the first boot), with vhpc's changes."""
-        fp = super().fingerprint()
+        """QEMU's version, machine, backend, URI, libvirt version and the domain XML: as given
+        (domain_xml) and as submitted (after the first boot), with vhpc's changes."""
         libvirt = _libvirt()
-        fp.update(backend="libvirt", libvirt_uri=self.uri,
+        fp = dict(qemu_version=hostinfo.qemu_version(), machine="pc",
+                  backend="libvirt", libvirt_uri=self.uri,
                   libvirt_version=".".join(str(libvirt.getVersion() // d % 1000)
                                            for d in (1000000, 1000, 1)),
                   domain_xml_file=self.user_xml_path, domain_xml_given=self.user_xml,
                   domain_xml_submitted=self.submitted_xml, domain_changes=self.domain_changes,
                   removed_leftovers=self.removed_leftovers)
         if self.user_dom is not None:
+            os_type = self.user_dom.find("os/type")
             fp.update(placement=f"as given in {self.user_xml_path}",
                       plan=lx.plan_dict(lx.requested(self.user_dom)),
-                      machine=self.user_dom.find("os/type").get("machine", "?")
-                      if self.user_dom.find("os/type") is not None else "?")
+                      machine=os_type.get("machine", "?") if os_type is not None else "?")
         return fp
 
-    def applied(self) -> records.AppliedPlacement | None:
-        """The ``vm`` read-back (host side) plus ``libvirt`` (libvirt's read-back) and
-        ``domain``; ``mismatches`` compares both with the domain XML's request."""
-        if self.guest is None:
-            return None
-        base = super().applied()
-        lv = self.guest.libvirt_readback()
-        req = lx.requested(ET.fromstring(self.guest.xml))
-        out = base.model_dump()
-        out.update(backend="libvirt", domain=self.guest.name, libvirt=lv, requested=req,
+    def applied(self, session: LibvirtGuest,
+                applied: records.AppliedPlacement) -> records.AppliedPlacement:
+        """The host-side read-back plus ``libvirt`` (libvirt's read-back) and ``domain``;
+        ``mismatches`` compares both with the domain XML's request; ``emulator_cpus`` is
+        where libvirt lets QEMU's other threads run."""
+        lv = session.libvirt_readback()
+        req = lx.requested(ET.fromstring(session.xml))
+        out = applied.model_dump()
+        out.update(backend="libvirt", domain=session.name, libvirt=lv, requested=req,
                    mismatches=readback_mismatches(req, lv, out["vcpus"], out["memory"],
-                                                  self.guest_numa))
-        if isinstance(lv.get("emulatorpin"), list):  # where libvirt lets QEMU's other threads run
+                                                  out["guest_numa"]))
+        if isinstance(lv.get("emulatorpin"), list):
             out["emulator_cpus"] = lv["emulatorpin"]
         return records.AppliedPlacement(**out)

@@ -1,9 +1,8 @@
-"""QEMU guests: argv builder, process lifecycle, QMP, the guest agent channel, KVM probe.
+"""The ``qemu`` hypervisor backend: argv builder, process lifecycle, QMP, KVM probe.
 
 A guest boots the host's kernel directly (``-kernel vmlinux`` via PVH, vhpc's initramfs), mounts
 the host's root read-only over virtio-9p and runs vhpc's guest agent (guest/agent.c) as init.
-Commands reach the agent over a virtio-serial port (text headers with binary payloads, see
-agent.c); QMP controls the VM (``query-cpus-fast`` for vCPU thread ids, ``stop``/``cont``,
+Commands reach the agent over a virtio-serial port (:mod:`vhpc.environments.vm.agent`); QMP controls the VM (``query-cpus-fast`` for vCPU thread ids, ``stop``/``cont``,
 ``quit``).
 
 Facts used here were measured on this kind of host (shared/reference/vm-mechanics.md): PVH boot
@@ -11,7 +10,7 @@ of an unpacked vmlinux is ~2 s under TCG; ``/dev/kvm`` may exist yet be unusable
 so KVM is probed by booting the real kernel to a marker with a short timeout.
 
 QEMU is started with ``PR_SET_PDEATHSIG=SIGKILL`` so it dies with vhpc even on SIGKILL, and
-:meth:`Guest.kill` is always called from ``close()``.
+:meth:`QemuGuest.kill` is always called from ``close()``.
 """
 
 from __future__ import annotations
@@ -21,17 +20,19 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from vhpc.environments.vm import guestimage
+from vhpc import placement as placement_room
 from vhpc.core.paths import cache_dir
 from vhpc.environments.base import EnvError
+from vhpc.environments.vm import guestimage
+from vhpc.environments.vm.agent import AgentChannel
+from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
+                                                HypervisorBackend, ProbeResult)
 
 QEMU = "qemu-system-x86_64"
 PR_SET_PDEATHSIG = 1
@@ -154,41 +155,30 @@ def spawn(argv: list[str], **kw) -> subprocess.Popen:
     return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kw)
 
 
-class Guest:
-    """One running QEMU guest (one *session*).  Use :meth:`boot`, :meth:`run`, :meth:`kill`.
+class QemuGuest(GuestSession):
+    """One running QEMU guest (one *session*), booted by :meth:`boot`.
 
-    Attributes: pid (QEMU process id), vcpu_threads (vCPU index → host thread id, from QMP
-    ``query-cpus-fast``), trials (commands run in this session so far).
+    Attributes (beyond :class:`GuestSession`'s): cfg (the GuestConfig), proc (the QEMU
+    process), qmp (its QMP connection; ``query-cpus-fast`` gives ``vcpu_threads``).
     """
 
-    def __init__(self, cfg: GuestConfig):
-        self.cfg = cfg
-        from vhpc.host.owned import owned_tempdir  # named by vhpc's pid: reaped once it is dead
+    stderr_name = "qemu.stderr"
 
-        self.workdir = owned_tempdir("vhpc-guest-")
+    def __init__(self, cfg: GuestConfig):
+        super().__init__()
+        self.cfg = cfg
         self.proc: subprocess.Popen | None = None
         self.qmp = None
-        self.sock: socket.socket | None = None
-        self._buf = b""
-        self._next_id = 0
-        self.vcpu_threads: dict[int, int] = {}
-        self.trials = 0
-        self.boot_seconds: float | None = None
 
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
-    def console_tail(self, lines: int = 20) -> str:
-        """Last lines of the guest's serial console (for failure reports)."""
-        try:
-            text = (self.workdir / "console.log").read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.strip().splitlines()[-lines:])
-
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def _exit_status(self) -> int | None:
+        return self.proc.poll()
 
     def boot(self) -> float:
         """Start QEMU and wait for the agent's ready message; returns boot seconds.
@@ -204,12 +194,11 @@ class Guest:
                           stderr=open(self.workdir / "qemu.stderr", "wb"))
         deadline = t0 + self.cfg.boot_timeout
         try:
-            self.sock = self._connect(self.workdir / "agent.sock", deadline)
+            self.agent = AgentChannel.connect(self.workdir / "agent.sock", deadline,
+                                              self._exit_status)
             self.qmp = QEMUMonitorProtocol(str(self.workdir / "qmp.sock"))
             self.qmp.connect()
-            msg = self._recv(deadline)
-            if msg.get("event") != "ready":
-                raise EnvError(f"guest agent sent {msg!r} instead of ready")
+            self.agent.wait_ready(deadline)
             self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
                                  for c in self.qmp.cmd("query-cpus-fast")}
         except BaseException as exc:
@@ -222,112 +211,6 @@ class Guest:
             raise
         self.boot_seconds = time.monotonic() - t0
         return self.boot_seconds
-
-    def failure_detail(self) -> str:
-        """Text appended to failure messages: QEMU's stderr and the console tail."""
-        parts = []
-        try:
-            err = (self.workdir / "qemu.stderr").read_text(errors="replace").strip()
-            if err:
-                parts.append("qemu: " + err.splitlines()[-1])
-        except OSError:
-            pass
-        tail = self.console_tail(8)
-        if tail:
-            parts.append("console tail:\n" + tail)
-        return ("\n" + "\n".join(parts)) if parts else ""
-
-    def _connect(self, path: Path, deadline: float) -> socket.socket:
-        while True:
-            if self.proc.poll() is not None:
-                raise EnvError(f"QEMU exited with status {self.proc.returncode} during boot")
-            try:
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.connect(str(path))
-                return s
-            except OSError:
-                s.close()
-                if time.monotonic() > deadline:
-                    raise EnvError("QEMU did not open its agent socket in time")
-                time.sleep(0.05)
-
-    def _fill(self, deadline: float) -> None:
-        """Read more bytes from the agent channel into the buffer (EnvError on timeout/exit)."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise EnvError("guest agent did not answer in time (guest hung?)")
-        if self.proc.poll() is not None:
-            raise EnvError(f"QEMU exited with status {self.proc.returncode}")
-        self.sock.settimeout(min(remaining, 1.0))
-        try:
-            chunk = self.sock.recv(1 << 20)
-        except socket.timeout:
-            return
-        if not chunk:
-            raise EnvError("guest agent channel closed")
-        self._buf += chunk
-
-    def _line(self, deadline: float) -> list[str]:
-        while b"\n" not in self._buf:
-            self._fill(deadline)
-        line, self._buf = self._buf.split(b"\n", 1)
-        return line.decode("utf-8", "replace").split()
-
-    def _bytes(self, n: int, deadline: float) -> bytes:
-        while len(self._buf) < n:
-            self._fill(deadline)
-        data, self._buf = self._buf[:n], self._buf[n:]
-        return data
-
-    def _recv(self, deadline: float) -> dict[str, Any]:
-        """One message from the agent as a dict (protocol in guest/agent.c)."""
-        words = self._line(deadline)
-        if not words:
-            return {}
-        kind = words[0]
-        if kind == "READY":
-            return {"event": "ready", "uptime": float(words[1]), "ncpus": int(words[2]),
-                    "uname": words[3] if len(words) > 3 else ""}
-        if kind == "DONE":
-            (rid, rc, to, elapsed, user, sys_, minflt, majflt, nvcsw, nivcsw,
-             nout, nerr) = words[1:13]
-            out = self._bytes(int(nout), deadline).decode("utf-8", "replace")
-            err = self._bytes(int(nerr), deadline).decode("utf-8", "replace")
-            return {"id": int(rid), "rc": int(rc), "timed_out": to == "1", "elapsed": float(elapsed),
-                    "stdout": out, "stderr": err,
-                    "rusage": {"user_s": float(user), "sys_s": float(sys_), "minflt": int(minflt),
-                               "majflt": int(majflt), "nvcsw": int(nvcsw), "nivcsw": int(nivcsw)}}
-        if kind == "DATA":
-            data = self._bytes(int(words[3]), deadline).decode("utf-8", "replace")
-            return {"id": int(words[1]), ("data" if words[2] == "1" else "error"): data}
-        raise EnvError(f"unexpected message from the guest agent: {' '.join(words)[:200]}")
-
-    def request(self, op: str, wait: float, **payload) -> dict[str, Any]:
-        """Send one request to the agent and wait ``wait`` seconds for its reply.
-
-        op ``run``: payload argv (list), env (dict), timeout (s), cwd → dict with rc, stdout,
-        stderr, elapsed, timed_out, rusage.  op ``read``: payload path → dict with data or
-        error.  Raises EnvError when the guest does not answer (the caller kills the session).
-        """
-        self._next_id += 1
-        rid = self._next_id
-        if op == "run":
-            argv, env = list(payload["argv"]), dict(payload.get("env") or {})
-            strings = argv + [f"{k}={v}" for k, v in env.items()] + [payload.get("cwd") or "/tmp"]
-            body = b"".join(x.encode() + b"\0" for x in strings)
-            timeout_ms = max(1, int(float(payload.get("timeout") or 0) * 1000))
-            head = f"RUN {rid} {timeout_ms} {len(argv)} {len(env)} {len(body)}\n"
-        elif op == "read":
-            body = str(payload["path"]).encode()
-            head = f"READ {rid} {len(body)}\n"
-        else:
-            raise ValueError(f"unknown agent request {op!r}")
-        self.sock.sendall(head.encode() + body)
-        deadline = time.monotonic() + wait
-        while True:
-            reply = self._recv(deadline)
-            if reply.get("id") == rid:
-                return reply
 
     def pin(self, pins: dict[int, set[int]]) -> None:
         """Pin vCPU threads: ``pins`` maps vCPU index → allowed host CPUs (sched_setaffinity(2)).
@@ -358,21 +241,6 @@ class Guest:
                 pass
         return moved
 
-    def read_affinity(self) -> list[dict[str, Any]]:
-        """Read back each vCPU thread's allowed CPUs and the CPU it last ran on
-        (``/proc/PID/task/TID/status`` Cpus_allowed_list; field 39 of ``stat``, proc(5))."""
-        out = []
-        for vcpu, tid in sorted(self.vcpu_threads.items()):
-            base = Path(f"/proc/{self.pid}/task/{tid}")
-            try:
-                allowed = sorted(os.sched_getaffinity(tid))
-                stat = (base / "stat").read_text()
-                last = int(stat.rsplit(")", 1)[1].split()[36])
-            except (OSError, ValueError, IndexError):
-                allowed, last = None, None
-            out.append({"vcpu": vcpu, "thread": tid, "allowed": allowed, "last_cpu": last})
-        return out
-
     def pause(self) -> None:
         """QMP ``stop``: vCPUs stop; guest state (caches, page tables) is kept."""
         if self.qmp and self.alive():
@@ -396,23 +264,70 @@ class Guest:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
-        for closer in (self.qmp, self.sock):
-            try:
-                if closer is not None:
-                    closer.close()
-            except Exception:  # noqa: BLE001
-                pass
-        self.qmp = self.sock = None
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        try:
+            if self.qmp is not None:
+                self.qmp.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self.qmp = None
+        self.release()
 
 
-@dataclass(frozen=True)
-class ProbeResult:
-    """Outcome of the KVM probe: accel (``kvm`` or ``tcg``) and the reason, in words."""
+#: The name this class had before backends were registered parts.
+Guest = QemuGuest
 
-    accel: str
-    reason: str
-    seconds: float = 0.0
+
+def require_qemu() -> None:
+    """Raises ValueError saying what to install when QEMU is missing."""
+    if shutil.which(QEMU) is None:
+        raise ValueError(f"{QEMU} is not installed: apt-get install qemu-system-x86")
+
+
+@BACKENDS.register("qemu")
+class QemuBackend(HypervisorBackend):
+    """Guests as QEMU processes that vhpc starts itself (the default backend): the placement's
+    guest nodes become ``-object memory-backend-*`` + ``-numa`` arguments, vCPU threads are
+    pinned after boot (QMP ``query-cpus-fast`` + sched_setaffinity), QMP ``stop``/``cont``
+    pause and resume.  QEMU dies with vhpc (PR_SET_PDEATHSIG), so nothing is left over.
+    Raises ValueError when QEMU is not installed."""
+
+    def __init__(self, env_name, options, placement, topo):
+        super().__init__(env_name, options, placement, topo)
+        require_qemu()
+
+    def probe_accel(self, kernel) -> ProbeResult:
+        """:func:`probe_kvm` (cached per host boot and QEMU version)."""
+        return probe_kvm(kernel)
+
+    def boot(self, request: BootRequest) -> QemuGuest:
+        """Boot QEMU for ``request``, pin its vCPU threads to the placement's pins and (with
+        ``move_emulator``) its other threads to the host CPUs left.  Raises EnvError."""
+        p = request.placement
+        cfg = GuestConfig(vcpus=request.vcpus, memory_mib=request.memory_mib,
+                          accel=request.accel, kernel=request.kernel,
+                          extra_args=placement_room.qemu_numa_args(p) + list(request.extra_args),
+                          boot_timeout=request.boot_timeout, append=list(request.append))
+        guest = QemuGuest(cfg)
+        guest.boot()
+        pins = p.pin_map() or None
+        try:
+            if pins:
+                guest.pin(pins)
+                free = set(os.sched_getaffinity(0)) - set().union(*pins.values())
+                if request.move_emulator:
+                    if free:
+                        guest.pin_emulator(free)
+                    guest.emulator_cpus = sorted(free) if free else None
+        except (EnvError, OSError) as exc:
+            guest.kill()
+            raise EnvError(str(exc)) from None
+        return guest
+
+    def fingerprint(self) -> dict:
+        """``qemu_version`` and ``machine`` (``pc``)."""
+        from vhpc.host.facts import qemu_version
+
+        return {"qemu_version": qemu_version(), "machine": "pc"}
 
 
 def _probe_cache_key() -> str:

@@ -1,0 +1,178 @@
+"""Registered parts (docs/architecture.md): environment kinds, executors and studies register by
+decorator, a duplicate name is refused, an unknown name is one line listing the known ones; each
+``vm`` option is validated in one place; the placement is computed once per environment."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vhpc import placement, topology
+from vhpc.core.errors import HostError, SpecError
+from vhpc.core.registry import DuplicateName, Registry, UnknownName
+from vhpc.environments.kind import KINDS, EnvironmentKind
+from vhpc.environments.options import HostFacts
+from vhpc.executors.base import EXECUTORS, Executor, parse
+from vhpc.campaign.studies import STUDIES
+from vhpc.spec.parse import from_cli
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "vhpc"
+
+
+@pytest.mark.parametrize("registry, known", [
+    (KINDS, {"native", "vm", "ssh", "vcluster"}),
+    (EXECUTORS, {"local", "slurm"}),
+    (STUDIES, {"cold-warm", "mpi-p2p", "scaling", "partition"}),
+])
+def test_registries_find_their_parts_and_refuse_duplicates(registry, known):
+    assert known <= set(registry.names())
+    name = sorted(known)[0]
+    with pytest.raises(DuplicateName, match=f"'{name}' is registered twice"):
+        registry.register(name)(object())
+    with pytest.raises(UnknownName) as err:
+        registry.get("no-such-part")
+    msg = str(err.value)
+    assert "\n" not in msg and "'no-such-part'" in msg
+    assert all(k in msg for k in known)
+
+
+def test_a_registry_loads_its_package_before_the_first_lookup():
+    r = Registry("executor", "vhpc.executors")
+    assert r.names() == []  # nothing registers into a fresh registry ...
+    fresh = Registry("thing")
+    fresh.register("a")(type("A", (), {}))
+    assert fresh.get("a").name == "a"  # ... and a registered class learns its name
+
+
+def test_a_new_executor_is_one_class(monkeypatch):
+    monkeypatch.setattr(EXECUTORS, "_parts", dict(EXECUTORS._parts))
+
+    @EXECUTORS.register("pbs")
+    class PbsExecutor(Executor):
+        runs_here = False
+
+        def run(self, env, env_spec, argv, environ, timeout, key):
+            raise AssertionError("not run here")
+
+    spec = parse("pbs")
+    assert spec.kind == "pbs"
+    with pytest.raises(SpecError, match=r"executor pbs: unknown option 'queue=a' \(options: none\)"):
+        parse("pbs:queue=a")
+    with pytest.raises(SpecError, match="host knobs cannot be set"):
+        from_cli(["stream"], ["native"], host_knobs=["thp=never"], executor="pbs")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-e", "nope"], "unknown environment 'nope': choose one of"),
+    (["-e", "native", "--executor", "pbs"], "unknown executor 'pbs': choose one of local, slurm"),
+    (["-e", "native", "--executor", "slurm:nodes=１２"], "ASCII digits"),
+])
+def test_unknown_names_on_the_command_line_are_one_line_and_exit_2(argv, message, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "vhpc.cli", "compare", "-b", "stream", *argv,
+                        "--dry-run", "--out", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+#: Every documented bad value of ``-e vm:...`` (docs/environments.md, VmOptions' docstring) and
+#: the message that says what to change.  Messages vhpc writes itself must exist in exactly one
+#: source file: one validation per option.
+BAD_VM = [
+    ("vcpus=0", "greater than or equal to 1", None),
+    ("vcpus=two", "valid integer", None),
+    ("memory=64", "greater than or equal to 128", None),
+    ("pin=zero", "use auto, none or a CPU list like 0-1 or 0,2", "use auto, none or a CPU list"),
+    ("pin=0,policy=compact", "give either pin= or policy=, not both", "give either pin= or policy="),
+    ("policy=diagonal", "unknown policy 'diagonal'", None),
+    ("numa=0", "use hidden, mirror or a number of guest nodes", "use hidden, mirror or a number"),
+    ("backing=3k", "'4k', '2m' or '1g'", None),
+    ("accel=xen", "'auto', 'kvm' or 'tcg'", None),
+    ("boot_timeout=0", "greater than 0", None),
+    ("guest_bind=0", "use CPUNODES:MEMNODES", "use CPUNODES:MEMNODES"),
+    ("corunner=extreme", "'low', 'medium' or 'high'", None),
+    ("uri=qemu:///system", "uri= needs backend=libvirt", "needs backend={owner}"),
+    ("backend=nope", "Input should be 'qemu' or 'libvirt'", None),
+]
+
+
+@pytest.mark.parametrize("item, message, source_text", BAD_VM, ids=[b[0] for b in BAD_VM])
+def test_every_bad_vm_option_has_one_message_from_one_place(item, message, source_text):
+    with pytest.raises(SpecError) as err:
+        from_cli(["stream"], ["native", f"vm:{item}"])
+    assert message in str(err.value) and "\n" not in str(err.value)
+    if source_text:
+        where = [p for p in SRC.rglob("*.py") if source_text in p.read_text()]
+        assert len(where) == 1, where
+
+
+HOST = HostFacts((0, 1), topology.from_synthetic("pack:1 numa:1 core:2 pu:1"))
+
+
+@pytest.mark.parametrize("item, message", [
+    ("vcpus=3", "vcpus=3 but the host has 2 CPUs"),
+    ("vcpus=2,pin=0", "lists 1 host CPUs for 2 vCPUs"),
+    ("vcpus=1,pin=5", "this host has no CPU 5"),
+])
+def test_host_checks_of_vm_options_name_the_environment(item, message):
+    spec = from_cli(["stream"], ["native", f"vm:{item}"])
+    with pytest.raises(HostError, match=f"environment vm: .*{re.escape(message)}"):
+        spec.environments[1].plan(HOST)
+
+
+def test_the_placement_is_computed_once_per_environment(monkeypatch):
+    import os
+    import shutil
+
+    from vhpc.campaign import execute as campaign
+
+    if shutil.which("qemu-system-x86_64") is None:  # make test installs it
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("qemu-system-x86 missing")
+
+    calls = []
+    real = placement.place
+    monkeypatch.setattr(placement, "place", lambda *a, **k: calls.append(a) or real(*a, **k))
+    spec = from_cli(["stream"], ["native", "vm:vcpus=1,pin=1", "vm:vcpus=2,policy=compact"])
+    host = HostFacts((0, 1), topology.from_synthetic("pack:1 numa:1 core:2 pu:1"))
+    envs = campaign.prepare(spec, host)
+    assert len(calls) == 2  # two guests, one placement each: none in check, build or boot
+    assert envs["vm"].placement.pin_map() == {0: {1}}
+    assert envs["vm2"].placement.pin_map() == {0: {0}, 1: {1}}
+    calls.clear()
+    plans = campaign.placements(spec, host)  # --dry-run: the same, once each
+    assert len(calls) == 2 and "unpinned" not in plans["vm"].text
+
+
+def test_a_kind_registered_in_a_test_is_used_by_the_spec_and_the_campaign(monkeypatch):
+    from vhpc.environments.base import Environment, RunResult
+    from vhpc.environments.options import EnvOptions
+    from vhpc.campaign import execute as campaign
+
+    monkeypatch.setattr(KINDS, "_parts", dict(KINDS._parts))
+
+    class EchoOptions(EnvOptions):
+        word: str = "hi"
+
+    class EchoEnvironment(Environment):
+        kind = "echo"
+
+        def fingerprint(self):
+            return {"kind": "echo"}
+
+        def run(self, argv, env=None, timeout=600.0, key=""):
+            return RunResult(returncode=0, stdout="", stderr="", started=0.0, elapsed=0.0)
+
+    @KINDS.register("echo")
+    class EchoKind(EnvironmentKind):
+        options = EchoOptions
+
+        def build(self, name, options, plan, host):
+            return EchoEnvironment(name)
+
+    spec = from_cli(["stream"], ["native", "echo:word=yo"])
+    assert spec.environments[1].options.word == "yo"
+    envs = campaign.prepare(spec, HOST)
+    assert isinstance(envs["echo"], EchoEnvironment) and envs["echo"].benchmark_cpus() >= 1
