@@ -25,11 +25,14 @@ NAMES = sorted(benchmarks.REGISTRY)
 PARAMS = sorted({p.name for b in benchmarks.REGISTRY.values() for p in b.params})
 OPTIONS = sorted({"name", *NativeOptions.model_fields, *VmOptions.model_fields})
 
-numbers = st.one_of(st.integers(-10**30, 10**30), st.floats(allow_nan=True, allow_infinity=True))
+numbers = st.one_of(st.integers(-10**30, 10**30), st.floats(allow_nan=True, allow_infinity=True),
+                    st.integers(-10**60, 10**60))  # beyond 2**63 (issue 23)
 words = st.sampled_from(["auto", "none", "hidden", "mirror", "4k", "2m", "low", "tcg", "float",
                          "span:2", "nodes:0,1;mem=local", "map:0-1=0,1", "0-1", "0,1", "1-0",
                          "n0", ".inf", "-.inf", ".nan", "1e400", "-3", "0", "", "0:1", "[1, 2]",
-                         "{a: 1}", "~", "yes", "\x00", "é", "9" * 40])
+                         "{a: 1}", "~", "yes", "\x00", "é", "9" * 40,
+                         # issue 23: full-width and other non-ASCII digits, NUL inside text
+                         "１２", "٣", "０-1", "span:２", "1\x002", "echo\x00x"])
 # mostly plausible values (so many items parse and reach the dry run), some hostile ones
 small = st.integers(0, 4096).map(str)
 values = st.one_of(small, small, small, words, numbers.map(str), st.text(max_size=8))
@@ -49,19 +52,35 @@ bench_items = st.one_of(*[item(b.name, [p.name for p in b.params])
 env_items = st.one_of(item("native", list(NativeOptions.model_fields)),
                       item("vm", ["name", *VmOptions.model_fields]), junk)
 scalars = st.one_of(st.none(), st.booleans(), numbers, words, st.text(max_size=10))
+# keys: mostly known names, some text, and (issue 23) keys that are not text at all
+keys = st.one_of(st.sampled_from(PARAMS + OPTIONS + list(spec.CampaignSpec.model_fields)
+                                 + NAMES + ["native", "vm"]), st.text(max_size=6),
+                 st.integers(-10**30, 10**30), st.none(), st.booleans(), st.floats())
 documents = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=4),
-    st.dictionaries(st.one_of(st.sampled_from(PARAMS + OPTIONS + list(spec.CampaignSpec.model_fields)
-                                              + NAMES + ["native", "vm"]), st.text(max_size=6)),
-                    inner, max_size=4)), max_leaves=25)
+    st.dictionaries(keys, inner, max_size=4)), max_leaves=25)
+# custom benchmarks (issue 23): commands and env with NUL bytes, huge timeouts, bad keys
+customs = st.lists(st.fixed_dictionaries(
+    {"name": st.sampled_from(["probe", "p2", "1x", ""]),
+     "command": st.one_of(st.lists(st.sampled_from(["true", "echo", "v 1", "a\x00b", "１"]),
+                                   min_size=1, max_size=3),
+                          st.sampled_from(["echo v 1", "echo\x00v", "'"])),
+     "metrics": st.just([{"name": "v", "regex": "v (\\d+)", "higher_is_better": True}])},
+    optional={"env": st.dictionaries(st.one_of(st.sampled_from(["X", "A\x00"]), st.integers()),
+                                     st.one_of(st.sampled_from(["1", "a\x00b"]), numbers),
+                                     max_size=2),
+              "timeout": st.one_of(numbers, st.sampled_from(["１", "2"]))}), max_size=2)
 campaign_docs = st.fixed_dictionaries(
     {"benchmarks": st.lists(st.one_of(bench_items, st.dictionaries(st.sampled_from(NAMES),
                                                                      documents, max_size=1)),
                             max_size=3),
      "environments": st.lists(st.one_of(env_items, st.dictionaries(
          st.sampled_from(["native", "vm"]), documents, max_size=1)), max_size=3)},
-    optional={k: documents for k in ("repeats", "warmup", "timeout", "protocol", "host_knobs",
-                                     "custom", "target_ci", "baseline")})
+    optional={**{k: documents for k in ("repeats", "warmup", "timeout", "protocol", "host_knobs",
+                                        "target_ci", "baseline")},
+              "custom": st.one_of(documents, customs),
+              "executor": st.sampled_from(["local", "slurm:nodes=１２", "slurm:nodes=2",
+                                           "slurm:nodes=" + "9" * 30, "slurm:time=1\x00"])})
 
 
 @pytest.fixture(scope="module")

@@ -67,12 +67,12 @@ def test_a_killed_run_is_repaired_at_next_start(root, tmp_path):
     try:
         assert proc.stdout.readline().strip() == "applied"
         assert read(root, "proc/sys/kernel/numa_balancing") == "0"
-        assert recover(journal) == []  # its owner is alive: nothing is touched
+        assert recover(journal, root) == []  # its owner is alive: nothing is touched
         assert read(root, "proc/sys/kernel/numa_balancing") == "0"
     finally:
         proc.kill()  # ... vhpc is SIGKILLed: no __exit__
         proc.wait()
-    (left,) = recover(journal)
+    (left,) = recover(journal, root)
     assert left.owner.pid == proc.pid and list(left.saved.values()) == ["1"]
     assert f"pid {proc.pid}" in left.describe() and "no longer running" in left.describe()
     assert read(root, "proc/sys/kernel/numa_balancing") == "1"
@@ -83,7 +83,7 @@ def test_a_journal_of_an_older_vhpc_is_recovered(root, tmp_path):
     knob = root / "proc/sys/kernel/numa_balancing"
     knob.write_text("0\n")
     (tmp_path / "j.json").write_text(json.dumps({str(knob): "1"}))
-    (left,) = recover(tmp_path / "j")
+    (left,) = recover(tmp_path / "j", root)
     assert left.owner is None and read(root, "proc/sys/kernel/numa_balancing") == "1"
     assert not (tmp_path / "j.json").exists()
 

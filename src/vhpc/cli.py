@@ -73,13 +73,36 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
+def ascii_int(text: str) -> int:
+    """argparse type: a whole number in ASCII digits (``int()`` also takes ``３``)."""
+    if not text.strip().isascii():
+        raise argparse.ArgumentTypeError(f"{text!r}: write the number in ASCII digits 0-9")
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def ascii_float(text: str) -> float:
+    """argparse type: a number in ASCII (``float()`` also takes ``３.５``)."""
+    if not text.strip().isascii():
+        raise argparse.ArgumentTypeError(f"{text!r}: write the number in ASCII digits 0-9")
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
 def _count(lo: int, hi: int):
     """argparse type: an int in [lo, hi] (the message says the range)."""
     def convert(text: str) -> int:
         try:
+            if not text.strip().isascii():
+                raise ValueError(text)
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (ASCII digits "
+                                             "0-9)") from None
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{value} is out of range: give {lo}..{hi}")
         return value
@@ -238,6 +261,10 @@ def cmd_diff(args) -> int:
     from vhpc.analysis import diff as d
     from vhpc.report import diff as present
 
+    from vhpc.report.export import check_writable
+
+    for flag in ("html", "json"):
+        check_writable(getattr(args, flag), f"--{flag}")
     paths = args.store or [args.out]
     if len(paths) > 2:
         raise UsageError("vhpc diff: give --store at most twice (the store of A, then of B)")
@@ -280,6 +307,10 @@ def cmd_report(args) -> int:
     from vhpc.campaign import execute as campaign
     from vhpc.report import console as views
 
+    from vhpc.report.export import check_writable
+
+    for flag in ("html", "csv", "json"):
+        check_writable(getattr(args, flag), f"--{flag}")
     store = _store(args.out)
     store.campaign(args.id)
     if args.reparse:
@@ -414,20 +445,20 @@ def _compare_parser(sub) -> None:
     c.add_argument("-e", "--env", action="append", metavar="ENV[:k=v,...]",
                    help="environment: native[:cpus=LIST] or vm[:vcpus=N,memory=MiB,pin=auto|none|LIST,"
                         "accel=auto|kvm|tcg,name=NAME] (repeatable; default: -e native -e vm)")
-    c.add_argument("--repeats", type=int, help="measured rounds (default 5)")
-    c.add_argument("--warmup", type=int, help="warm-up rounds, stored but not analysed (default 1)")
+    c.add_argument("--repeats", type=ascii_int, help="measured rounds (default 5)")
+    c.add_argument("--warmup", type=ascii_int, help="warm-up rounds, stored but not analysed (default 1)")
     c.add_argument("--baseline", help="environment the others are compared to (default native)")
-    c.add_argument("--timeout", type=float, help="seconds per trial before it is killed (default 600)")
+    c.add_argument("--timeout", type=ascii_float, help="seconds per trial before it is killed (default 600)")
     c.add_argument("--order", choices=("alternate", "fixed"), help="environment order across rounds")
     c.add_argument("--protocol", choices=("warm", "cold", "cold-warm"),
                    help="VM sessions: warm = one boot (default), cold = a boot per trial, "
                         "cold-warm = a boot per benchmark block, first trial cold, later warm")
-    c.add_argument("--session-trials", type=int, metavar="N",
+    c.add_argument("--session-trials", type=ascii_int, metavar="N",
                    help="cold-warm: trials per benchmark in each session (default 3)")
-    c.add_argument("--target-ci", type=float, metavar="PCT",
+    c.add_argument("--target-ci", type=ascii_float, metavar="PCT",
                    help="adaptive repeats: after --repeats rounds, add rounds until every mean's "
                         "95 %% CI half-width is within PCT %% of it (or --max-repeats)")
-    c.add_argument("--max-repeats", type=int, metavar="N",
+    c.add_argument("--max-repeats", type=ascii_int, metavar="N",
                    help="with --target-ci: at most N measured rounds (default 30)")
     c.add_argument("--strict-placement", action="store_true",
                    help="fail a VM trial whose placement does not read back as planned "
@@ -456,11 +487,11 @@ def _calibrate_parser(sub) -> None:
                      help="measured rounds per campaign (default %(default)s)")
     cal.add_argument("--warmup", type=_count(0, 1000), default=1,
                      help="warm-up rounds (default %(default)s)")
-    cal.add_argument("--delta", type=float, default=0.05, help="injected slowdown, a fraction "
+    cal.add_argument("--delta", type=ascii_float, default=0.05, help="injected slowdown, a fraction "
                      "(default %(default)s = 5 %%)")
-    cal.add_argument("--alpha", type=float, default=0.05, help="significance level (default "
+    cal.add_argument("--alpha", type=ascii_float, default=0.05, help="significance level (default "
                      "%(default)s)")
-    cal.add_argument("--timeout", type=float, default=600.0, help="seconds per trial")
+    cal.add_argument("--timeout", type=ascii_float, default=600.0, help="seconds per trial")
     _campaign_flags(cal)
 
 
@@ -477,7 +508,7 @@ def _diff_parser(sub) -> None:
                    help="how much the overhead may grow: '5%%', or a file of 'PATTERN PCT' "
                         "lines (benchmark/metric shell patterns, '*' default) → PASS/FAIL, "
                         "exit 1 on a regression beyond it")
-    d.add_argument("--alpha", type=float, default=0.05,
+    d.add_argument("--alpha", type=ascii_float, default=0.05,
                    help="significance level, Holm-corrected over the diff (default %(default)s)")
     d.add_argument("--history", type=_count(2, 1000), metavar="N",
                    help="also draw the ratio over the last N campaigns of the same spec "
@@ -492,6 +523,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="vhpc", description="What does virtualization cost your HPC "
                                 "workload on this host, and which VM placement is cheapest?")
     p.add_argument("--version", action="version", version=f"vhpc {__version__}")
+    p.add_argument("--allow-uri", action="append", metavar="URI", default=[],
+                   help="allow this libvirt connection URI in uri= (default: only the local "
+                        "qemu:///system and qemu:///session); repeatable")
+    p.add_argument("--share", action="store_true",
+                   help="create results (store, raw outputs, reports) readable by others as "
+                        "the umask allows; default: private, files 0600 and folders 0700 "
+                        "(also $VHPC_SHARE_RESULTS=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("doctor", help="what this host has and lacks for each environment kind and "
@@ -523,9 +561,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "('vhpc study list' lists them)")
     st.add_argument("name", help="a study name ('vhpc study list' shows them)")
     st.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]")
-    st.add_argument("--repeats", type=int)
-    st.add_argument("--warmup", type=int)
-    st.add_argument("--timeout", type=float)
+    st.add_argument("--repeats", type=ascii_int)
+    st.add_argument("--warmup", type=ascii_int)
+    st.add_argument("--timeout", type=ascii_float)
     st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                     help="as for compare, e.g. hugepages_2m=1024 for the paging study")
     st.add_argument("--executor", metavar="local|slurm[:k=v,...]",
@@ -582,8 +620,33 @@ def main(argv: list[str] | None = None) -> int:
     (bad input) is printed as one line and gives 2; anything else is a bug and propagates
     with its traceback."""
     signal.signal(signal.SIGTERM, _sigterm)
+    from vhpc.core.paths import private_results
+
     try:
         args = build_parser().parse_args(argv)
+        from vhpc.environments.vm.options import ALLOW_URI_ENV
+
+        saved = os.environ.get(ALLOW_URI_ENV)
+        if args.allow_uri:  # for this command only (in-process callers keep their environment)
+            os.environ[ALLOW_URI_ENV] = ",".join([saved or "", *args.allow_uri]).strip(",")
+        try:
+            with private_results(args.share or None):
+                return _dispatch(args)
+        finally:
+            if args.allow_uri:
+                if saved is None:
+                    os.environ.pop(ALLOW_URI_ENV, None)
+                else:
+                    os.environ[ALLOW_URI_ENV] = saved
+    except VhpcError as exc:
+        line = " ".join(str(exc).split())
+        err_console.print(f"vhpc: error: {line}", highlight=False, markup=False, soft_wrap=True)
+        return 2
+
+
+def _dispatch(args) -> int:
+    """:func:`main` once the arguments are parsed (results private unless ``--share``)."""
+    try:
         from vhpc.host.knobs import journal_path, recover
 
         for left in recover(journal_path()):  # only journals whose vhpc is no longer running

@@ -53,6 +53,9 @@ CREATE INDEX IF NOT EXISTS samples_trial ON samples (trial_id);
 CREATE TABLE IF NOT EXISTS owners (
     campaign_id TEXT PRIMARY KEY REFERENCES campaigns(id), pid INTEGER NOT NULL,
     host TEXT NOT NULL, since REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS leftovers (
+    campaign_id TEXT NOT NULL REFERENCES campaigns(id), environment TEXT NOT NULL,
+    record_json TEXT NOT NULL, PRIMARY KEY (campaign_id, environment));
 """
 
 #: Trial states.  ``done``: ran and parsed (samples may be invalid); ``failed``: did not
@@ -102,6 +105,24 @@ def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
         return StoreError(f"I/O error on {path} ({text}): check the disk holding {folder} "
                           f"(full? read-only? dmesg)", "io")
     return StoreError(f"{path}: {text}")
+
+
+def damaged(path: Path, table: str, row: Any, what: str) -> StoreError:
+    """The one-line error for a store whose content is not what vhpc wrote (a row edited by
+    hand, a foreign database): ``<path>: not a vhpc store or damaged: TABLE ROW …``."""
+    return StoreError(f"{path}: not a vhpc store or damaged: {table} {row} {what}: restore it "
+                      "from a copy or pick another --out", "corrupt")
+
+
+def _json(path: Path, table: str, row: Any, column: str, text: Any, kind: type = dict) -> Any:
+    """``text`` decoded as JSON of type ``kind``; raises :func:`damaged` otherwise."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        raise damaged(path, table, row, f"{column} is not JSON ({str(text)[:40]!r})") from None
+    if not isinstance(value, kind):
+        raise damaged(path, table, row, f"{column} is not a JSON {kind.__name__}")
+    return value
 
 
 def _access_problem(path: Path) -> str:
@@ -194,13 +215,19 @@ class Store:
         if self.path.parent.exists() and not self.path.parent.is_dir():
             raise StoreError(f"--out {self.path.parent} is not a folder: pick another --out",
                              "cantopen")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the results folder {self.path.parent} "
-                             f"({exc.strerror}): pick another --out", "cantopen") from None
-        self.db: sqlite3.Connection
-        self._open()
+        from vhpc.core.paths import make_private, private_results
+
+        fresh = not self.path.exists()
+        with private_results():  # a new store and its folder: 0600 / 0700 unless shared
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the results folder {self.path.parent} "
+                                 f"({exc.strerror}): pick another --out", "cantopen") from None
+            self.db: sqlite3.Connection
+            self._open()
+        if fresh and self.path.exists():
+            make_private(self.path)  # -wal and -shm take the database file's mode
 
     @_guard
     def _open(self) -> None:
@@ -292,7 +319,9 @@ class Store:
         """
         lock = FileLock(self.lock_path(cid))
         try:
-            lock.path.parent.mkdir(exist_ok=True)
+            from vhpc.core.paths import sharing
+
+            lock.path.parent.mkdir(exist_ok=True, mode=0o777 if sharing() else 0o700)
             got = lock.acquire()
         except OSError as exc:
             raise StoreError(f"cannot create the lock {lock.path} ({exc.strerror}): make "
@@ -321,6 +350,27 @@ class Store:
         else:
             self.db.execute("INSERT OR REPLACE INTO owners VALUES (?, ?, ?, ?)",
                             (cid, owner.pid, owner.host, owner.since))
+
+    # -- what a killed run may leave elsewhere (remote trials, connections) ------------------
+    @_guard
+    def set_leftover(self, cid: str, environment: str, record: dict[str, Any]) -> None:
+        """Record what the next start of ``cid`` must clean up if this run dies (an ssh
+        environment's connection and trial tag); cleared by :meth:`clear_leftover`."""
+        self.db.execute("INSERT OR REPLACE INTO leftovers VALUES (?, ?, ?)",
+                        (cid, environment, json.dumps(record)))
+
+    @_guard
+    def clear_leftover(self, cid: str, environment: str) -> None:
+        """Forget the record of ``environment`` (it closed normally, or was cleaned up)."""
+        self.db.execute("DELETE FROM leftovers WHERE campaign_id=? AND environment=?",
+                        (cid, environment))
+
+    @_guard
+    def leftovers(self, cid: str) -> dict[str, dict[str, Any]]:
+        """Environment name → record left by an earlier run of ``cid`` that did not end."""
+        return {r[0]: _json(self.path, "leftovers", f"{cid}/{r[0]}", "record_json", r[1])
+                for r in self.db.execute("SELECT environment, record_json FROM leftovers "
+                                         "WHERE campaign_id=?", (cid,))}
 
     def _live_status(self, cid: str, status: str) -> str:
         """``running`` only while a process holds the campaign; else ``interrupted``."""
@@ -369,7 +419,11 @@ class Store:
             hint = f" (recent: {', '.join(known)})" if known else " (the store has no campaigns)"
             raise StoreError(f"no campaign {cid!r} in {self.path}{hint}")
         out = dict(row)
-        out["spec"] = json.loads(out.pop("spec_json"))
+        spec = _json(self.path, "campaigns", cid, "spec_json", out.pop("spec_json"))
+        for key, kind in (("baseline", str), ("environments", list), ("benchmarks", list)):
+            if not isinstance(spec.get(key), kind):
+                raise damaged(self.path, "campaigns", cid, f"spec_json has no valid {key!r}")
+        out["spec"] = spec
         out["status"] = self._live_status(cid, out["status"])
         return out
 
@@ -397,7 +451,9 @@ class Store:
     @_guard
     def environments(self, cid: str) -> dict[str, EnvInfo]:
         """Environments of a campaign keyed by name."""
-        return {r["name"]: EnvInfo(r["name"], r["kind"], r["accel"], json.loads(r["fingerprint_json"]))
+        return {r["name"]: EnvInfo(r["name"], r["kind"], r["accel"],
+                                   _json(self.path, "environments", f"{cid}/{r['name']}",
+                                         "fingerprint_json", r["fingerprint_json"]))
                 for r in self.db.execute("SELECT * FROM environments WHERE campaign_id=?", (cid,))}
 
     # -- trials ----------------------------------------------------------------------------
@@ -492,8 +548,16 @@ class Store:
         instead of forming a cold group of one in a ``warm`` campaign (docs/campaigns.md)."""
         rows = self.db.execute(
             "SELECT t.environment, t.benchmark, t.params, s.metric, s.unit, s.higher_is_better, "
-            "s.value, s.valid, t.warmup OR t.reboot, t.id, t.round, t.session_index "
+            "s.value, s.valid, t.warmup OR t.reboot, t.id, t.round, t.session_index, s.id "
             "FROM samples s JOIN trials t ON s.trial_id=t.id WHERE t.campaign_id=? "
             "ORDER BY t.seq, s.id", (cid,))
-        return [Observation(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], bool(r[7]),
-                            bool(r[8]), r[9], r[10], r[11]) for r in rows]
+        out = []
+        for r in rows:
+            if isinstance(r[6], bool) or not isinstance(r[6], (int, float)):
+                raise damaged(self.path, "samples", r[12], f"value {str(r[6])[:40]!r} is not "
+                              "a number")
+            if not all(isinstance(r[i], str) for i in (0, 1, 2, 3, 4)):
+                raise damaged(self.path, "samples", r[12], "has a name that is not text")
+            out.append(Observation(r[0], r[1], r[2], r[3], r[4], bool(r[5]), float(r[6]),
+                                   bool(r[7]), bool(r[8]), r[9], r[10], r[11]))
+        return out

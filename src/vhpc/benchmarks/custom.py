@@ -10,7 +10,8 @@ from a campaign-file entry with :func:`from_mapping`::
       - {name: rate, regex: 'rate: ([0-9.eE+-]+)', unit: MB/s, higher_is_better: true}
     success: PASSED        # optional: samples are invalid when this regex is not found
     env: {OMP_NUM_THREADS: "2"}   # optional
-    timeout: 300                   # optional, seconds
+    timeout: 300                   # optional, seconds: the trial is killed and stored failed
+                                   # after min(timeout, the campaign's --timeout)
 
 Regexes are Python ``re`` patterns searched with MULTILINE in stdout followed by stderr; when a
 pattern matches several times the **last** match counts (final results are usually printed
@@ -26,6 +27,9 @@ from typing import Any, Iterable, Mapping
 
 from vhpc.benchmarks.base import Benchmark, ParseError
 from vhpc.core.metrics import Metric, Sample
+
+#: Longest ``timeout:`` a custom benchmark may ask for (seconds; a week).
+MAX_TIMEOUT = 7 * 24 * 3600
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
@@ -50,7 +54,8 @@ class CommandBenchmark(Benchmark):
     name: benchmark name (letters, digits, ``_ . + -``); argv: the command (list of strings,
     run without a shell); metrics: ``(name, regex, unit, higher_is_better)`` tuples, each regex
     with exactly one capture group around a number; success: optional regex that must occur in
-    the output for the samples to be valid; env: extra environment variables; timeout: seconds.
+    the output for the samples to be valid; env: extra environment variables; timeout: seconds a
+    trial may run (None: the campaign's), see :meth:`trial_timeout`.
 
     :meth:`parse` searches stdout + stderr; a metric whose regex does not match (or whose
     capture is not a number) raises ParseError naming the metric.  Samples are invalid when
@@ -62,7 +67,7 @@ class CommandBenchmark(Benchmark):
 
     def __init__(self, name: str, argv: Iterable[str],
                  metrics: Iterable[tuple[str, str, str, bool]], success: str | None = None,
-                 env: Mapping[str, str] | None = None, timeout: float = 600.0):
+                 env: Mapping[str, str] | None = None, timeout: float | None = None):
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError(f"custom benchmark name {name!r}: use letters, digits and _ . + - "
                              "(starting with a letter or digit)")
@@ -70,6 +75,9 @@ class CommandBenchmark(Benchmark):
         argv = list(argv) if not isinstance(argv, str) else None  # type: ignore[assignment]
         if not argv or not all(isinstance(a, str) and a for a in argv):
             raise ValueError(f"{where}: command must be a non-empty list of non-empty strings")
+        if any("\x00" in a for a in argv):
+            raise ValueError(f"{where}: command holds a NUL byte, which no program argument can "
+                             "carry: remove it")
         self.name = name
         self.argv = argv
         self.summary = f"user command: {shlex.join(argv)}"
@@ -106,14 +114,25 @@ class CommandBenchmark(Benchmark):
             if not isinstance(k, str) or not k or "=" in k or not isinstance(v, str):
                 raise ValueError(f"{where}: env must map variable names to strings "
                                  f"(problem with {k!r})")
+            if "\x00" in k or "\x00" in v:
+                raise ValueError(f"{where}: env {k!r} holds a NUL byte, which no environment "
+                                 "variable can carry: remove it")
         self.env = env
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"{where}: timeout must be a positive number of seconds, "
-                             f"got {timeout!r}")
+        self.own_timeout = timeout is not None
+        timeout = 600.0 if timeout is None else timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+                0 < timeout <= MAX_TIMEOUT):
+            raise ValueError(f"{where}: timeout must be a number of seconds in (0, "
+                             f"{MAX_TIMEOUT}], got {timeout!r}")
         self.timeout = float(timeout)
 
     def __repr__(self) -> str:
         return f"CommandBenchmark({self.name!r}, {self.argv!r})"
+
+    def trial_timeout(self, campaign_timeout: float) -> float:
+        """Seconds this benchmark's trial may run: its own ``timeout`` (when given) if smaller
+        than the campaign's."""
+        return min(self.timeout, campaign_timeout) if self.own_timeout else campaign_timeout
 
     def command(self, params, ctx):
         return list(self.argv)
@@ -195,7 +214,7 @@ def from_mapping(d: Mapping[str, Any]) -> CommandBenchmark:
         raise ValueError(f"{where}: env must be a mapping of variable names to values")
     env = {k: v if isinstance(v, str) else str(v) for k, v in env.items()}
     return CommandBenchmark(name, command, tuples, success=d.get("success"), env=env,
-                            timeout=d.get("timeout", 600.0))
+                            timeout=d.get("timeout"))
 
 
 __all__ = ["CommandBenchmark", "from_mapping"]

@@ -66,6 +66,25 @@ def plan(spec: CampaignSpec, rounds: int | None = None) -> list[TrialRow]:
     return out
 
 
+def stored_spec(store: Store, cid: str) -> CampaignSpec:
+    """The validated spec of stored campaign ``cid``.  Raises StoreError ("not a vhpc store or
+    damaged: campaigns CID ...") when the stored spec was edited into something invalid."""
+    from pydantic import ValidationError
+
+    from vhpc.core.errors import VhpcError
+    from vhpc.spec.parse import one_line
+    from vhpc.store import damaged
+
+    try:
+        return CampaignSpec.model_validate(store.campaign(cid)["spec"])
+    except ValidationError as exc:
+        raise damaged(store.path, "campaigns", cid, f"spec_json: {one_line(exc)}") from None
+    except StoreError:
+        raise
+    except VhpcError as exc:
+        raise damaged(store.path, "campaigns", cid, f"spec_json: {exc}") from None
+
+
 def new_campaign_id() -> str:
     """``YYYYmmdd-HHMMSS-xxxx`` (UTC time plus 4 random hex digits)."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
@@ -176,11 +195,20 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
 def _execute_owned(store: Store, cid: str, progress: Progress | None,
                    envs: dict[str, Environment] | None, next_round=None) -> dict[str, int]:
     """:func:`execute` once the campaign is owned."""
-    spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
+    spec = stored_spec(store, cid)
     if envs is None:
         host = host_facts()
         envs = prepare(spec, host)
     todo = store.unfinished(cid)
+    _check_rows(store, spec, store.trials(cid))
+    from vhpc.host.owned import reap_all
+
+    for line in clean_leftovers(store, cid) + reap_all():  # what a killed vhpc left
+        logging.getLogger("vhpc").info(line)
+    for env in envs.values():
+        if hasattr(env, "leftover_record"):  # ssh: remote trials named by the campaign
+            env.run_tag = cid
+            store.set_leftover(cid, env.name, env.leftover_record())
     all_trials = len(store.trials(cid))
     booted = store.attempted_environments(cid)  # sessions were started by an earlier run
     bindirs = kernel_dirs(spec) if todo or spec.target_ci or next_round else {}
@@ -189,9 +217,15 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
         progress.start(all_trials, all_trials - len(todo))
     from vhpc import executors
 
+    executor = executors.make(getattr(spec, "executor", "local"), cid)
+    executor.resume_hint = f"vhpc compare --resume {cid} --out {store.path.parent}"
+    executor.plan_seconds = sum(
+        (limit(spec.timeout) if (limit := getattr(spec.benchmark(t.benchmark), "trial_timeout",
+                                                  None)) else spec.timeout)
+        for t in todo) if todo else None
+    executor.plan_trials = len(todo)
     try:
-        with HostKnobs(spec.host_knobs, journal_path()), \
-                executors.make(getattr(spec, "executor", "local"), cid) as executor:
+        with HostKnobs(spec.host_knobs, journal_path()), executor:
             while True:
                 rounds = max((t.round for t in store.trials(cid)), default=-1) + 1
                 planned = {t.seq: t for t in plan(spec, rounds)}
@@ -214,7 +248,39 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
     finally:
         for env in envs.values():
             env.close()
+            if hasattr(env, "leftover_record"):
+                store.clear_leftover(cid, env.name)
     return counts
+
+
+def clean_leftovers(store: Store, cid: str) -> list[str]:
+    """Before campaign ``cid`` runs again: kill the remote process groups and close the ssh
+    ControlMaster that an earlier, killed run of it left (:meth:`Store.leftovers`), so a
+    resumed trial never runs beside a survivor.  Returns one line per action."""
+    from vhpc.environments.ssh.environment import clean_leftover
+
+    lines = []
+    for name, record in store.leftovers(cid).items():
+        if record.get("kind") == "ssh":
+            lines += clean_leftover(record)
+        store.clear_leftover(cid, name)
+    return lines
+
+
+def _check_rows(store: Store, spec: CampaignSpec, rows: list[TrialRow]) -> None:
+    """Raise StoreError ("not a vhpc store or damaged: trials ID ...") for a stored trial whose
+    environment or benchmark parameters are not in the campaign's spec (a hand-edited row)."""
+    from vhpc.store import damaged
+
+    bkeys = {(b.name, b.key) for b in spec.benchmarks}
+    names = {e.name for e in spec.environments}
+    for row in rows:
+        if row.environment not in names:
+            raise damaged(store.path, "trials", row.id, f"environment {row.environment!r} is "
+                          "not in the campaign")
+        if (row.benchmark, row.params) not in bkeys:
+            raise damaged(store.path, "trials", row.id, f"benchmark {row.benchmark}"
+                          f"[{row.params}] is not in the campaign")
 
 
 def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
@@ -290,8 +356,10 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
             progress.trial(row)
         store.mark_running(row.id)
         sessions = getattr(env, "sessions", None)
+        limit = getattr(bench, "trial_timeout", None)  # a custom benchmark's own timeout:
+        timeout = limit(spec.timeout) if limit else spec.timeout
         result = executor.run(env, especs[env.name], bench.command(params, ctx),
-                              bench.environ(params, ctx), spec.timeout,
+                              bench.environ(params, ctx), timeout,
                               f"{row.benchmark}[{row.params}]")
         if getattr(env, "sessions", None) != sessions:  # this trial booted a session
             unplanned[env.name] = env.name in booted and not planned[row.seq].fresh
@@ -328,9 +396,10 @@ def reparse(store: Store, cid: str) -> int:
 
 
 def _reparse(store: Store, cid: str) -> int:
-    spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
+    spec = stored_spec(store, cid)
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
     n = 0
+    _check_rows(store, spec, store.trials(cid))
     for row in store.trials(cid):
         if row.stdout is None or row.status not in (DONE, FAILED):
             continue

@@ -10,7 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["parse_cpu_list", "format_cpu_list", "runs"]
+__all__ = ["parse_cpu_list", "format_cpu_list", "runs", "foreign_digit"]
+
+
+#: Largest index + 1 a CPU or node list may name (Linux NR_CPUS is at most 8192).
+MAX_INDEX = 1 << 16
+
+
+def foreign_digit(text: str) -> str | None:
+    """The first decimal digit in ``text`` that is not ASCII 0-9 (full-width ``１``, Arabic-Indic
+    ``٣`` ...), or None.  Python's ``int()``, ``str.isdigit`` and ``re``'s ``\\d`` accept such
+    digits; every number vhpc reads from a user is ASCII only, so callers refuse them."""
+    for ch in str(text):
+        if ch.isdigit() and not ch.isascii():
+            return ch
+    return None
 
 
 def parse_cpu_list(text: str, *, ordered: bool = False, sep: str = ",") -> tuple[int, ...]:
@@ -23,6 +37,9 @@ def parse_cpu_list(text: str, *, ordered: bool = False, sep: str = ",") -> tuple
     Raises ValueError (one line, saying what to write) on an empty list, a non-number, a
     negative number or a reversed range ``3-1``.
     """
+    bad = foreign_digit(text) if text is not None else None
+    if bad:
+        raise ValueError(f"{text!r}: {bad!r} is not an ASCII digit: write numbers with 0-9")
     items = [text] if text is not None else []
     for s in sep:
         items = [part for item in items for part in item.split(s)]
@@ -38,6 +55,8 @@ def parse_cpu_list(text: str, *, ordered: bool = False, sep: str = ",") -> tuple
             raise ValueError(f"bad index list item {part!r} in {text!r}: use numbers and ranges like 0-3,8") from None
         if lo < 0 or hi < lo:
             raise ValueError(f"bad index list item {part!r} in {text!r}: use numbers and ranges like 0-3,8") from None
+        if hi >= MAX_INDEX:  # bounded before the list is built (a range of 10**20 numbers)
+            raise ValueError(f"index {str(hi)[:24]} in {text[:60]!r} is beyond {MAX_INDEX - 1}")
         out.extend(range(lo, hi + 1))
     if not out:
         raise ValueError(f"empty list {text!r}: give numbers and ranges like 0-3,8")

@@ -57,6 +57,12 @@ class Executor(ABC):
     def __init__(self, campaign_id: str, options: ExecutorOptions):
         self.campaign_id = campaign_id
         self.config = options
+        #: the command that resumes the campaign (with --out), for messages; set by execute
+        self.resume_hint = f"vhpc compare --resume {campaign_id or 'ID'}"
+        #: the trials still to run and the sum of their timeouts (seconds); set by execute
+        #: before entering (0 / None when unknown)
+        self.plan_trials = 0
+        self.plan_seconds: float | None = None
 
     def preflight(self) -> None:
         """Check, before a campaign is stored, that this executor can run (commands installed,

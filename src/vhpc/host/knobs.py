@@ -18,6 +18,14 @@ sysctl/kernel.rst (numa_balancing), cpu-freq/cpufreq-stats (scaling_governor) of
 kernel.  KVM's ``ept``/``npt`` (nested vs shadow paging, seed 004 Fig. 12) are module
 parameters that need the kvm module reloaded with no VM running: vhpc records them but does
 not change them.
+
+The journal is one folder per host, :data:`JOURNAL_DIR` (``/run/vhpc/host-knobs``: root's,
+on a tmpfs that a reboot empties together with the settings it records), not per
+``$VHPC_CACHE``, so two campaigns with different caches see each other's knobs.  A journal is
+trusted only when it and its folder belong to root (or to the user running vhpc) and nobody
+else may write them, and only its entries for files of vhpc's own table (:data:`KNOBS`, under
+the knob's root) with values that table allows are ever written back: a journal naming
+another file writes nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import os
 import re
 import secrets
 import socket
+import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +57,37 @@ KNOBS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The journal folder of this host (root-owned; see the module docstring).
+JOURNAL_DIR = Path("/run/vhpc/host-knobs")
+
+
+def knob_of(path: str | Path, root: str | Path = "/") -> str | None:
+    """The name of the knob in :data:`KNOBS` whose file is ``path`` under ``root``, or None
+    when ``path`` is no knob file of vhpc's (``..`` and symlinked names never match)."""
+    path, root = str(path), str(root)
+    if os.path.normpath(path) != path:
+        return None
+    rel = os.path.relpath(path, root)
+    if rel.startswith(".."):
+        return None
+    for name, (pattern, _) in KNOBS.items():
+        rx = "/".join(re.escape(part).replace(r"\*", r"[0-9]+") for part in pattern.split("/"))
+        if re.fullmatch(rx, rel, re.ASCII):
+            return name
+    return None
+
+
+def trusted(path: Path) -> bool:
+    """True when ``path`` (a journal folder or file) is no symlink, belongs to root or to this
+    user, and no one else may write it: only then is its content believed."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (not stat.S_ISLNK(st.st_mode) and st.st_uid in (0, os.geteuid())
+            and not st.st_mode & 0o022)
+
+
 class KnobError(VhpcError, ValueError):
     """A knob name or value is not allowed, or the host refused it; says what to change."""
 
@@ -57,7 +97,7 @@ def parse_knob(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or name not in KNOBS:
         raise KnobError(f"host knob {text!r}: use NAME=VALUE with NAME one of {', '.join(KNOBS)}")
-    if not re.fullmatch(KNOBS[name][1], value):
+    if not re.fullmatch(KNOBS[name][1], value, re.ASCII):
         raise KnobError(f"host knob {name}={value!r}: allowed values match {KNOBS[name][1]}")
     return name, value
 
@@ -90,8 +130,16 @@ class Recovered:
 def _directory_lock(journal_dir: Path) -> Iterator[None]:
     """Serialise journal reads and writes of all vhpc processes (a blocking flock on
     ``journal_dir/.lock``, held for milliseconds)."""
-    journal_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(journal_dir / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        journal_dir.mkdir(parents=True, exist_ok=True, mode=0o755)
+    except OSError as exc:
+        raise KnobError(f"host knobs need their journal folder {journal_dir} "
+                        f"({exc.strerror}): run as root") from None
+    if not trusted(journal_dir):
+        raise KnobError(f"the host-knob journal folder {journal_dir} belongs to another user "
+                        "or others may write it: remove it (vhpc recreates it) and retry")
+    fd = os.open(journal_dir / ".lock",
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -126,8 +174,10 @@ class HostKnobs:
         return files
 
     def __enter__(self):
+        if not self.knobs:  # nothing to change (journals of dead runs: recover() at start)
+            return self
         with _directory_lock(self.journal_dir):
-            _recover_locked(self.journal_dir)
+            _recover_locked(self.journal_dir, self.root)
             if not self.knobs:
                 return self
             for name in self.knobs:
@@ -183,7 +233,7 @@ class HostKnobs:
         if self.lock is None and not self.saved:
             return
         with _directory_lock(self.journal_dir):
-            restore_values(self.saved)
+            restore_values(self.saved, self.root)
             self.saved = {}
             if self.lock is not None:
                 self.lock.release(unlink=True)
@@ -194,10 +244,16 @@ class HostKnobs:
         return False
 
 
-def restore_values(saved: dict[str, str]) -> list[str]:
-    """Write saved values back (best effort); returns the files that could not be restored."""
+def restore_values(saved: dict[str, str], root: str | Path = "/") -> list[str]:
+    """Write saved values back (best effort); returns the files that could not be restored.
+    Only files of vhpc's knob table under ``root`` with a value the table allows are written;
+    any other entry is refused (returned as failed, ``path (not a vhpc knob)``)."""
     failed = []
     for path, value in saved.items():
+        name = knob_of(path, root)
+        if name is None or not re.fullmatch(KNOBS[name][1], str(value), re.ASCII):
+            failed.append(f"{path} (not a vhpc knob)")
+            continue
         try:
             Path(path).write_text(value)
         except OSError:
@@ -208,6 +264,8 @@ def restore_values(saved: dict[str, str]) -> list[str]:
 def _journals(journal_dir: Path) -> Iterator[tuple[Path, Owner | None, dict[str, Any]]]:
     """(path, owner, content) of every journal in ``journal_dir`` (unreadable ones as {})."""
     for path in sorted(journal_dir.glob("*.json")):
+        if not trusted(path):
+            continue  # another user's file in the folder: never believed
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -217,7 +275,7 @@ def _journals(journal_dir: Path) -> Iterator[tuple[Path, Owner | None, dict[str,
         yield path, Owner.from_dict(data.get("owner")), data
 
 
-def _recover_locked(journal_dir: Path) -> list[Recovered]:
+def _recover_locked(journal_dir: Path, root: str | Path = "/") -> list[Recovered]:
     done = []
     here = socket.gethostname()
     for path, owner, data in _journals(journal_dir):
@@ -228,40 +286,41 @@ def _recover_locked(journal_dir: Path) -> list[Recovered]:
             continue  # its owner is alive: its settings are in use
         saved = data.get("saved", {})
         saved = {str(k): str(v) for k, v in saved.items()} if isinstance(saved, dict) else {}
-        done.append(Recovered(owner, saved, restore_values(saved)))
+        done.append(Recovered(owner, saved, restore_values(saved, root)))
         lock.release(unlink=True)
     return done
 
 
-def recover(journal: Path) -> list[Recovered]:
+def recover(journal: Path, root: str | Path = "/") -> list[Recovered]:
     """Restore the host knobs of every journal in the folder ``journal`` whose owner is dead
     (its flock is free) and that was written on this host; live campaigns' journals are left
     alone.  A journal file of an older vhpc (``<folder>.json``: originals only, no owner) counts
-    as dead.  Returns what was restored, one entry per journal."""
+    as dead.  Only trusted journals (:func:`trusted`) in a trusted folder are read, and only
+    entries for vhpc's knob files under ``root`` are written back (:func:`restore_values`); a
+    folder this user cannot write is left alone.  Returns what was restored, one entry per
+    journal."""
     journal = Path(journal)
     done = []
     legacy = journal.with_name(journal.name + ".json")
-    if legacy.is_file():
+    if legacy.is_file() and trusted(legacy) and trusted(legacy.parent):
         try:
             saved = json.loads(legacy.read_text())
         except (OSError, ValueError):
             saved = {}
         saved = {str(k): str(v) for k, v in saved.items()} if isinstance(saved, dict) else {}
-        done.append(Recovered(None, saved, restore_values(saved)))
+        done.append(Recovered(None, saved, restore_values(saved, root)))
         legacy.unlink(missing_ok=True)
-    if not journal.is_dir():
+    if not journal.is_dir() or not trusted(journal) or not os.access(journal, os.W_OK):
         return done
     with _directory_lock(journal):
-        return done + _recover_locked(journal)
+        return done + _recover_locked(journal, root)
 
 
 def journal_path() -> Path:
-    """Default journal folder: ``$VHPC_CACHE/host-knobs.journal`` (the file
-    ``host-knobs.journal.json`` of older vhpc versions is recovered too)."""
-    from vhpc.core.paths import cache_dir
-
-    return cache_dir() / "host-knobs.journal"
+    """The journal folder of this host, :data:`JOURNAL_DIR` (one per host, whatever
+    ``$VHPC_CACHE`` is)."""
+    return JOURNAL_DIR
 
 
-__all__ = ["KNOBS", "KnobError", "HostKnobs", "Recovered", "parse_knob", "recover",
+__all__ = ["KNOBS", "JOURNAL_DIR", "KnobError", "HostKnobs", "Recovered", "parse_knob", "recover", "knob_of", "trusted",
            "journal_path", "restore_values"]

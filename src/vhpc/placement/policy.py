@@ -49,6 +49,10 @@ def parse_policy(text: str) -> Policy:
     """Parse a policy string such as ``"span:2"``, ``"nodes:0,1;mem=local"`` or
     ``"map:0-3=0-3;mem=1"`` into a :class:`Policy`. Raises PlacementError."""
     raw = " ".join(str(text).split())
+    from vhpc.core.cpulist import foreign_digit
+    if foreign_digit(raw):
+        raise PlacementError(f"policy {raw!r}: {foreign_digit(raw)!r} is not an ASCII digit: "
+                             "write numbers with 0-9")
     if not raw:
         raise PlacementError(f"empty policy: use one of {', '.join(_KINDS)}")
     parts = [p.strip() for p in raw.split(";")]

@@ -12,11 +12,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
 from vhpc.analysis import Analysis
+from vhpc.core.errors import VhpcError
 from vhpc.core.metrics import Observation
 
 __all__ = ["write_csv", "write_json", "SAMPLE_COLUMNS", "COMPARISON_COLUMNS", "ReportData",
@@ -34,6 +36,10 @@ COMPARISON_COLUMNS = [
     "ratio_ci_high", "overhead_pct", "overhead_ci_low", "overhead_ci_high", "p_value",
     "p_adjusted", "verdict", "df", "ratio_ci_method", "note",
 ]
+
+
+class ReportPathError(VhpcError):
+    """An output path (``--html``, ``--csv``, ``--json``) that cannot be written."""
 
 
 def _env(analysis: Analysis, name: str) -> tuple[str | None, bool]:
@@ -221,10 +227,29 @@ def export_all(data: ReportData, folder: str | Path,
     """Write every format of :data:`EXPORTERS` into ``folder`` (created if missing) under its
     default file name, or at ``paths[name]`` when given.  Returns name → path written; raises
     OSError when a file cannot be written."""
+    from vhpc.core.paths import private_results
+
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     out = {}
-    for name, exporter in EXPORTERS.items():
-        target = (paths or {}).get(name)
-        out[name] = exporter.write(data, Path(target) if target else folder / exporter.filename)
+    with private_results():  # reports hold raw outputs and host facts: 0600 unless shared
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, exporter in EXPORTERS.items():
+            target = (paths or {}).get(name)
+            out[name] = exporter.write(data, Path(target) if target else folder / exporter.filename)
     return out
+
+
+def check_writable(path: str | Path | None, flag: str) -> None:
+    """Refuse, before any work, an output path given with ``flag`` that cannot be written: its
+    folder missing or not writable, or the path a folder.  Raises ReportPathError (one line)."""
+    if not path:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise ReportPathError(f"{flag} {path}: is a folder: give a file name")
+    if not parent.is_dir():
+        raise ReportPathError(f"{flag} {path}: folder {parent} does not exist: create it or "
+                              "give another path")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ReportPathError(f"{flag} {path}: not writable by you: give another path")

@@ -6,6 +6,11 @@ the limit instead of filling memory), decoded as UTF-8 (a binary file is an erro
 composed, so nesting deeper than :data:`MAX_DEPTH` levels, more than :data:`MAX_NODES` nodes or
 :data:`MAX_ALIASES` aliases (exponential "billion laughs" documents) are refused in one line
 (PyYAML's composer is recursive and would otherwise end in ``RecursionError``).
+
+The parsed document is then walked once (:func:`check_values`): a mapping key that is not text
+(``1:``, ``null:``, ``yes:``), a NUL byte in any text (it cannot reach a command line or an
+environment variable) and an integer beyond :data:`MAX_INT` are refused in one line naming
+where, before anything else reads the document.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ MAX_DEPTH = 32
 MAX_NODES = 100_000
 #: Most aliases (``*name``) in one document.
 MAX_ALIASES = 100
+#: Largest integer magnitude a campaign file may hold (every real option is far below).
+MAX_INT = 2 ** 63 - 1
 
 
 def read_text(path: str | Path, limit: int = MAX_BYTES) -> str:
@@ -72,13 +79,43 @@ def check_structure(text: str, where: str) -> None:
         raise SpecError(f"{where}: not valid YAML: {str(exc).splitlines()[0]}") from None
 
 
+def check_values(doc: Any, where: str) -> None:
+    """Refuse, in one line naming ``where`` and the path inside the document, a mapping key
+    that is not a string, a string holding a NUL byte, or an integer beyond :data:`MAX_INT`.
+    Iterative (the document is already bounded by :func:`check_structure`)."""
+    stack: list[tuple[Any, str]] = [(doc, "")]
+    while stack:
+        node, at = stack.pop()
+        here = at or "top level"
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    raise SpecError(f"{where}: key {k!r} ({here}) is not text: quote it or use "
+                                    "a name")
+                if "\x00" in k:
+                    raise SpecError(f"{where}: key {k!r} ({here}) holds a NUL byte: remove it")
+                stack.append((v, f"{at}.{k}" if at else k))
+        elif isinstance(node, list):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(node))
+        elif isinstance(node, str):
+            if "\x00" in node:
+                raise SpecError(f"{where}: {here}: text holds a NUL byte (it cannot be part of a "
+                                "command or an environment variable): remove it")
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
+            raise SpecError(f"{where}: {here}: {str(node)[:24]}... is out of range (at most "
+                            f"{MAX_INT})")
+
+
 def read_document(path: str | Path) -> Any:
-    """Read, check and parse a YAML/JSON campaign file.  Raises SpecError naming the file."""
+    """Read, check and parse a YAML/JSON campaign file (:func:`check_values` on the result).
+    Raises SpecError naming the file."""
     text = read_text(path)
     check_structure(text, str(path))
     try:
-        return yaml.safe_load(text)
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. a timestamp out of range
         raise SpecError(f"{path}: cannot read a value: {str(exc)[:120]}") from None
+    check_values(doc, str(path))
+    return doc

@@ -46,6 +46,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializeAsAny,
                       field_validator, model_validator)
 
 from vhpc import benchmarks, executors
+from vhpc.core.cpulist import foreign_digit
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.environments import kind as kinds
 from vhpc.environments.kind import KINDS, EnvPlan
@@ -121,6 +122,8 @@ class EnvSpec(BaseModel):
 def _finite_number(b: str, p, raw: Any) -> Any:
     if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
         raise SpecError(f"{b}: {p.name}={raw!r} is not a valid {p.type.__name__}")
+    if isinstance(raw, str) and not raw.isascii():
+        raise SpecError(f"{b}: {p.name}={raw!r}: write the number in ASCII (0-9)")
     try:
         value = float(raw) if p.type is float else int(raw) if not isinstance(raw, float) else raw
     except (TypeError, ValueError):
@@ -376,6 +379,10 @@ def _split(text: str, fields: list[str], where: str,
             raise SpecError(f"{where}: unknown {noun} {bad!r} ({noun}s: {allowed})")
         if key in out:
             raise SpecError(f"{where}: {key} is given twice")
+        bad = foreign_digit(value)
+        if bad:
+            raise SpecError(f"{where}: {key}={value.strip()!r}: {bad!r} is not an ASCII digit: "
+                            "write numbers with 0-9")
         out[key] = value.strip()
     return name, out
 

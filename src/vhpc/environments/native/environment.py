@@ -6,14 +6,13 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from vhpc.core import records
 from vhpc.core.cpulist import parse_cpu_list
-from vhpc.host import counters, facts as hostinfo
+from vhpc.host import counters, facts as hostinfo, owned
 from vhpc.environments.base import Environment, RunResult, now
 from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
 
@@ -48,9 +47,19 @@ def binding_mismatches(procs: list[dict[str, Any]], cpus: set[int] | None,
     return out
 
 
+#: Holds a native trial until its guard watches, then runs it (``exec``: same pid and group).
+GATE = 'read go || exit 125; exec "$@" </dev/null'
+
+
 def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
                 cwd: str | None = None) -> RunResult:
     """Run ``argv`` in its own process group; on timeout kill the whole group (SIGKILL).
+
+    The group dies with vhpc: its leader has a parent-death signal and a
+    :class:`~vhpc.host.owned.GroupGuard` kills the whole group if vhpc is killed (``kill -9``)
+    while it runs, so a resumed trial never runs beside a survivor.  The command waits (in a
+    ``sh`` that then ``exec``s it, stdin /dev/null) until the guard is watching: a vhpc killed
+    in between leaves nothing that started.
 
     Returns a :class:`RunResult`; a missing executable gives returncode 127 and the reason in
     stderr, as a shell would.
@@ -59,11 +68,23 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
     full_env.update(env or {})
     started = now()
     t0 = time.monotonic()
+    exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=full_env.get("PATH"))
+    if not exe or not os.access(os.path.join(cwd or "", exe), os.X_OK):
+        return RunResult(127, "", f"cannot start {argv[0]}: no such executable", started, 0.0)
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=full_env, cwd=cwd, start_new_session=True)
-    except OSError as exc:
+        proc = subprocess.Popen(["/bin/sh", "-c", GATE, "vhpc-trial", *argv],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=full_env, cwd=cwd,
+                                start_new_session=True, preexec_fn=owned.die_with_parent)
+    except (OSError, subprocess.SubprocessError) as exc:
         return RunResult(127, "", f"cannot start {argv[0]}: {exc}", started, 0.0)
+    guard = owned.GroupGuard(proc.pid)
+    try:
+        proc.stdin.write(b"go\n")  # type: ignore[union-attr]  # the guard watches: start
+        proc.stdin.close()  # type: ignore[union-attr]
+    except OSError:
+        pass
+    proc.stdin = None
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -75,6 +96,8 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
+    finally:
+        guard.done()
     return RunResult(
         None if timed_out else proc.returncode,
         out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
@@ -150,12 +173,11 @@ class NativeEnvironment(Environment):
         perf_ok, perf_why = counters.perf_status() if self.counters else (False, "counters=0")
         perf_file = None
         if perf_ok:
-            fd, perf_file = tempfile.mkstemp(prefix="vhpc-perf-", suffix=".csv")
-            os.close(fd)
+            perf_file = owned.owned_tempfile("vhpc-perf-", ".csv")
             argv = counters.perf_wrap(argv, perf_file)
         argv = self.numactl + argv  # outermost: perf and the benchmark are both bound
         usage0 = counters.children_usage()
-        rundir = tempfile.mkdtemp(prefix="vhpc-run-") if self.numactl else None
+        rundir = str(owned.owned_tempdir("vhpc-run-")) if self.numactl else None
         if rundir:
             argv = ["/bin/sh", str(RUN_SCRIPT), f"{rundir}/trial.pid",
                     str(int(max(1, timeout))), *argv]

@@ -1,7 +1,8 @@
 #!/bin/sh
 # vhpc's remote trial wrapper (environments/ssh.py): vhpc-run.sh PIDFILE TIMEOUT CMD [ARG]...
 # Runs CMD under coreutils `timeout -s KILL TIMEOUT`, which makes itself a process-group leader
-# (timeout(1)); the group id goes to PIDFILE so vhpc can kill the whole group remotely.  While
+# (timeout(1)); the group id and this wrapper's pid go to PIDFILE ("GROUP WRAPPER") so vhpc
+# can kill the whole group, and the wrapper, remotely.  While
 # CMD runs, its processes' allowed CPUs (/proc/PID/status) and resident pages per NUMA node
 # (/proc/PID/numa_maps, numa(7)) are sampled; after CMD ends the sample with the most pages per
 # process is printed to stderr after a marker line.  Exit status: CMD's (137 when killed).
@@ -9,7 +10,7 @@ pidfile=$1; limit=$2; shift 2
 rb="$pidfile.rb"
 timeout -s KILL "$limit" "$@" </dev/null &
 p=$!
-echo "$p" > "$pidfile"
+echo "$p $$" > "$pidfile"
 sample() {
   for pid in $(ps -e -o pid=,pgid= | awk -v g="$p" '$2 == g && $1 != g {print $1}'); do
     cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
@@ -20,9 +21,10 @@ sample() {
     echo "pid=$pid comm=$comm cpus=$cpus$pages"
   done >> "$rb"
 }
-# dense first samples so short runs are seen too, then one per second
+# dense first samples so short runs are seen too, then one per second while this wrapper
+# lives ($$ is the wrapper also in the subshell: a killed wrapper leaves no sampler behind)
 ( for d in 0.01 0.03 0.06 0.1 0.2 0.4; do sleep $d; sample; done
-  while :; do sleep 1; sample; done ) &
+  while kill -0 $$ 2>/dev/null; do sleep 1; sample; done ) &
 s=$!
 wait "$p"
 rc=$?

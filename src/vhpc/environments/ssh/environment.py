@@ -31,7 +31,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from vhpc.core.cpulist import parse_cpu_list
 from vhpc.benchmarks.base import kernel_sources
 from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
 from vhpc.environments.base import Environment, EnvError, RunResult, now
+from vhpc.host import owned
 
 #: Seconds ssh waits for the TCP connection (ssh_config(5) ConnectTimeout).
 CONNECT_TIMEOUT = 10
@@ -164,8 +164,10 @@ class SshEnvironment(Environment):
                  identity: str | None = None, cpus: str | None = None, nodes: str | None = None,
                  membind: str | None = None, workdir: str = ".cache/vhpc"):
         super().__init__(name)
-        if not host:
-            raise ValueError("ssh needs host=NAME")
+        validate_host(host)
+        if user is not None and (user.startswith("-") or not user.strip() or any(
+                c.isspace() or ord(c) < 32 for c in user)):
+            raise ValueError(f"user {user!r}: give a login name (no leading '-', no spaces)")
         if shutil.which("ssh") is None:
             raise ValueError("the ssh environment needs the OpenSSH client: "
                              "apt-get install openssh-client")
@@ -175,6 +177,9 @@ class SshEnvironment(Environment):
         self.hash = source_hash()
         self.kdir = f"{self.workdir}/kernels-{self.hash}"
         self._ctl: str | None = None
+        #: first part of the remote pid file names of this process's trials (execute sets the
+        #: campaign id, so the next start of the campaign finds what a killed run left)
+        self.run_tag = str(os.getpid())
         self._fp: dict[str, Any] | None = None
         self._xml = ""
         self.built: set[str] = set()
@@ -202,14 +207,14 @@ class SshEnvironment(Environment):
             argv += ["-p", str(self.port)]
         if self.identity:
             argv += ["-i", os.path.expanduser(self.identity), "-o", "IdentitiesOnly=yes"]
-        return argv + list(extra) + [self.host]
+        return argv + list(extra) + ["--", self.host]
 
     # -- connection ---------------------------------------------------------------------
     def connect(self) -> None:
         """Open the master connection (idempotent).  Raises EnvError when it cannot."""
         if self._ctl and self._check():
             return
-        self._ctl = self._ctl or tempfile.mkdtemp(prefix="vhpc-ssh-")
+        self._ctl = self._ctl or str(owned.owned_tempdir("vhpc-ssh-"))
         out = subprocess.run(self.ssh_argv("-o", "ControlMaster=yes", "-N", "-f"),
                              capture_output=True, text=True, stdin=subprocess.DEVNULL,
                              timeout=CONNECT_TIMEOUT * 3)
@@ -261,9 +266,7 @@ class SshEnvironment(Environment):
         kernels when None) with the remote compilers (``mpicc``, or ``mpicc.mpich`` for
         ``mpi=mpich`` into ``build-mpich``); returns the remote build directory.  Raises
         EnvError when the copy or the build fails (with the compiler's last line)."""
-        self.connect()
-        if self.shell(f"test -f {shlex.quote(self.kdir)}/.copied").returncode != 0:
-            self._copy_sources()
+        self._ensure_copied()
         build = "build" if mpi == "openmpi" else f"build-{mpi}"
         mpicc = "mpicc" if mpi == "openmpi" else f"mpicc.{mpi}"
         want = sorted({f"{build}/{b}" for b in binaries or []} - self.built)
@@ -280,6 +283,16 @@ class SshEnvironment(Environment):
                                "make, a C compiler and MPI (mpicc) there")
             self.built.update(want)
         return f"{self.kdir}/{build}"
+
+    def _ensure_copied(self) -> None:
+        """Copy the kernel sources and the run wrapper unless this hash is there already (every
+        trial runs under the wrapper, also a custom command that needs no kernel)."""
+        if getattr(self, "_copied", False):
+            return
+        self.connect()
+        if self.shell(f"test -f {shlex.quote(self.kdir)}/.copied").returncode != 0:
+            self._copy_sources()
+        self._copied = True
 
     def _copy_sources(self) -> None:
         files = [str(p.relative_to(KERNEL_SRC)) for p in _source_files(KERNEL_SRC)]
@@ -353,17 +366,18 @@ class SshEnvironment(Environment):
         """Run ``argv`` remotely under the wrapper; never raises for a failing command (a lost
         connection is the trial's ``error``)."""
         started, t0 = now(), time.monotonic()
-        token = f"{os.getpid()}-{int(time.time() * 1e6)}"
+        token = f"{self.run_tag}-{int(time.time() * 1e6)}"
         pidfile = f"{self.workdir}/run/{token}.pid"
         bind = (["taskset", "-c", str(self.cpus)] if self.cpus else []) + self._numactl()
         envs = ["env", *(f"{k}={v}" for k, v in (env or {}).items())]
         remote = [f"{self.kdir}/{RUN_SCRIPT.name}", pidfile, str(int(max(1, timeout))),
                   *envs, *bind, *argv]
         try:
-            self.connect()
+            self._ensure_copied()
             proc = subprocess.Popen(self.ssh_argv() + [shlex.join(remote)],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    preexec_fn=owned.die_with_parent)
         except (EnvError, OSError) as exc:
             return RunResult(None, "", "", started, 0.0, error=str(exc))
         try:
@@ -395,13 +409,24 @@ class SshEnvironment(Environment):
         proc.communicate()
         self.kill_remote(pidfile)
 
-    def kill_remote(self, pidfile: str | None = None) -> None:
-        """Kill the process group of one trial (``pidfile``), or of every trial of vhpc still
-        running under the work directory; best effort (the host may be gone)."""
-        files = shlex.quote(pidfile) if pidfile else f"{shlex.quote(self.workdir)}/run/*.pid"
+    def leftover_record(self) -> dict[str, Any]:
+        """What the next start of this campaign needs to clean up after a killed vhpc (stored
+        in the store's ``leftovers`` table): the connection and the trials' pid file tag."""
+        return {"kind": "ssh", "host": self.host, "user": self.user, "port": self.port,
+                "identity": self.identity, "workdir": self.workdir, "tag": self.run_tag,
+                "control": self._ctl}
+
+    def kill_remote(self, pidfile: str | None = None, tag: str | None = None) -> None:
+        """Kill the process group of one trial (``pidfile``), of every trial whose pid file
+        starts with ``tag``, or of every trial of vhpc still running under the work
+        directory; best effort (the host may be gone)."""
+        files = (shlex.quote(pidfile) if pidfile else
+                 f"{shlex.quote(self.workdir)}/run/{shlex.quote(tag + '-')}*.pid" if tag else
+                 f"{shlex.quote(self.workdir)}/run/*.pid")
         try:
             self.shell(f"for f in {files}; do [ -f \"$f\" ] || continue; "
-                       "kill -KILL -- -$(cat \"$f\") 2>/dev/null; rm -f \"$f\"; done", timeout=30)
+                       "read g w < \"$f\"; kill -9 -$g $w 2>/dev/null; rm -f \"$f\"; done",
+                       timeout=30)
         except (EnvError, subprocess.TimeoutExpired, OSError):
             pass
 
@@ -416,6 +441,48 @@ class SshEnvironment(Environment):
         self._cleanup_ctl()
 
 
+def clean_leftover(record: dict[str, Any]) -> list[str]:
+    """Undo what a killed vhpc left of an ssh environment (a :meth:`SshEnvironment.
+    leftover_record`): close its ControlMaster (``ssh -O exit`` on the recorded control
+    path) and kill, over a fresh connection, the remote process groups of its trials.  Best
+    effort, never raises; returns one line per action."""
+    lines = []
+    try:
+        env = SshEnvironment("leftover", host=record["host"], user=record.get("user"),
+                             port=record.get("port"), identity=record.get("identity"),
+                             workdir=record.get("workdir") or ".cache/vhpc")
+    except (KeyError, TypeError, ValueError):
+        return lines
+    old = record.get("control")
+    if old and Path(old, "cm").exists():
+        argv = env.ssh_argv("-o", f"ControlPath={old}/cm", "-O", "exit")
+        subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+        lines.append(f"closed the ssh ControlMaster left at {old}")
+    if old:
+        owned.reap("vhpc-ssh-", Path(old).parent)
+    try:
+        env.kill_remote(tag=str(record.get("tag") or "")) if record.get("tag") else None
+        lines.append(f"killed trials left running on {env.target}")
+    finally:
+        env.close()
+    return lines
+
+
+def validate_host(host: str) -> str:
+    """``host`` if it can only be read by ssh(1) as a destination: not empty, no leading ``-``
+    (``-oProxyCommand=...`` would be an option), no whitespace or control characters.  Raises
+    ValueError naming what to change."""
+    if not isinstance(host, str) or not host:
+        raise ValueError("give host=NAME")
+    if host.startswith("-"):
+        raise ValueError(f"host {host!r} starts with '-', which ssh would read as an option: "
+                         "give a host name or address")
+    if any(c.isspace() or ord(c) < 32 or c == "\x7f" for c in host):
+        raise ValueError(f"host {host!r} holds a space or control character: give a host name "
+                         "or address")
+    return host
+
+
 def parse_target(text: str) -> dict[str, Any]:
     """``[user@]host[:port]`` → keyword arguments of :class:`SshEnvironment`.  Raises
     ValueError for an empty host or a non-numeric port."""
@@ -423,6 +490,7 @@ def parse_target(text: str) -> dict[str, Any]:
     host, _, port = hostport.partition(":")
     if not host:
         raise ValueError(f"{text!r}: give [USER@]HOST[:PORT]")
+    validate_host(host)
     if port and not port.isdigit():
         raise ValueError(f"{text!r}: the port must be a number")
     return {"host": host, "user": user or None, "port": int(port) if port else None}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from vhpc.environments.options import EnvOptions, IndexList
 
@@ -20,3 +20,13 @@ class SshOptions(EnvOptions):
     nodes: IndexList | None = None
     membind: IndexList | None = None
     workdir: str = Field(".cache/vhpc", min_length=1, max_length=4096)
+
+    @field_validator("host", "user")
+    @classmethod
+    def _not_an_option(cls, v, info):
+        """A host or user starting with ``-`` would reach ssh(1) as an option (``-V``,
+        ``-oProxyCommand=...``)."""
+        if v is not None and v.startswith("-"):
+            raise ValueError(f"{info.field_name}={v!r} starts with '-', which ssh would read "
+                             f"as an option: give a {'host name or address' if info.field_name == 'host' else 'login name'}")
+        return v

@@ -3,7 +3,9 @@ is validated, and the placement request they make."""
 
 from __future__ import annotations
 
+import os
 from typing import Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
@@ -32,6 +34,31 @@ def corunner_argv(level: str) -> list[str]:
     return [str(kernel_dir() / binary), *args]
 
 
+#: Environment variable listing libvirt URIs allowed beyond the local qemu drivers (comma
+#: separated); ``vhpc --allow-uri URI`` sets it for one command.
+ALLOW_URI_ENV = "VHPC_ALLOW_URI"
+
+
+def check_uri(uri: str) -> str:
+    """``uri`` if it names a local QEMU driver of libvirt (``qemu:///system`` or
+    ``qemu:///session``, with at most a ``socket=`` path), or is allowed explicitly
+    (``vhpc --allow-uri URI``, ``$VHPC_ALLOW_URI``).  A campaign file is not trusted to pick
+    remote or external transports: ``qemu+ext:///system?command=X`` runs X.  Raises
+    ValueError."""
+    allowed = {u.strip() for u in os.environ.get(ALLOW_URI_ENV, "").split(",") if u.strip()}
+    if uri in allowed:
+        return uri
+    parts = urlsplit(uri)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if (parts.scheme == "qemu" and not parts.netloc and parts.path in ("/system", "/session")
+            and not parts.fragment and all(k == "socket" and v.startswith("/") for k, v in query)
+            and "\x00" not in uri):
+        return uri
+    raise ValueError(f"uri={uri!r}: only the local QEMU drivers (qemu:///system, "
+                     "qemu:///session, optionally ?socket=/PATH) are allowed; to use another "
+                     f"connection, pass --allow-uri '{uri}' to vhpc")
+
+
 class VmOptions(EnvOptions, Slowdown):
     """``vm`` (QEMU guest; environments/vm.py): vcpus, memory (MiB), pin (auto | none | CPU
     list, vCPU i on the i-th) or policy (docs/placement.md), numa (hidden | mirror | count),
@@ -58,6 +85,11 @@ class VmOptions(EnvOptions, Slowdown):
     backend: str | None = Field(None, min_length=1, max_length=64)  # None: see backend_name
     uri: str | None = Field(None, min_length=1, max_length=4096)
     domain_xml: str | None = Field(None, min_length=1, max_length=4096)
+
+    @field_validator("uri")
+    @classmethod
+    def _local_uri(cls, v):
+        return None if v is None else check_uri(v)
 
     @field_validator("backend")
     @classmethod

@@ -13,13 +13,24 @@ Each trial stores ``applied["slurm"]`` = job id, step id, node names, and
 State, ExitCode).  When the allocation ends under the campaign (scancel, time limit) the
 trial in flight is left unfinished and :class:`AllocationLost` is raised: ``--resume`` gets a
 new allocation and runs exactly the missing trials.
+
+Leaks and impossible requests (issue 23): the allocation carries a time limit derived from the
+plan (unless ``time=`` is given; capped at the partition's limit) and vhpc's pid, host and
+campaign in its comment (``--comment``), so a killed vhpc's allocation ends by itself and
+``--resume`` cancels it first (same job name, i.e. the same campaign, which only one live
+vhpc can hold).  A request the cluster cannot meet (more nodes than the partition has, no
+node up) is refused by :meth:`SlurmExecutor.preflight` before anything is stored; a
+controller that does not answer is named as such, never as a lost allocation.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -36,12 +47,52 @@ from vhpc.executors.slurm.step import MARK, encode
 
 #: Seconds a trial's step may take beyond the trial timeout (environment start: a VM boot).
 STEP_MARGIN = 240.0
+#: Most minutes a derived time limit asks for (a year); ``time=`` overrides the derivation.
+MAX_MINUTES = 365 * 24 * 60
+#: Minutes added to a derived time limit (allocation start, reports, slack).
+SLACK_MINUTES = 10
+#: What Slurm's clients print when the controller does not answer.
+UNREACHABLE = ("Unable to contact slurm controller", "Unable to establish connection",
+               "Socket timed out", "Connection refused", "connect failure",
+               "Zero Bytes were transmitted or received")
 SACCT_FIELDS = ("JobID", "JobName", "NodeList", "NTasks", "Elapsed", "TotalCPU", "MaxRSS", "State",
                 "ExitCode")
 
 
 class AllocationLost(EnvError):
     """The Slurm allocation ended while the campaign ran (cancelled or out of time)."""
+
+
+class ControllerUnreachable(AllocationLost):
+    """Slurm's controller does not answer (slurmctld down or unreachable)."""
+
+
+def unreachable(stderr: str) -> bool:
+    """True when a Slurm client's stderr says the controller could not be reached."""
+    return any(s.lower() in stderr.lower() for s in UNREACHABLE)
+
+
+def slurm_minutes(text: str) -> int | None:
+    """A Slurm time (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``; sinfo's
+    ``infinite``) in whole minutes, None for no limit or an unreadable value."""
+    text = text.strip()
+    if not text or text in ("infinite", "UNLIMITED", "n/a"):
+        return None
+    days, _, rest = text.rpartition("-") if "-" in text else ("0", "", text)
+    try:
+        parts = [int(p) for p in rest.split(":")]
+        d = int(days)
+    except ValueError:
+        return None
+    if "-" in text:  # D-HH[:MM[:SS]]
+        h, m, s = (parts + [0, 0, 0])[:3]
+    elif len(parts) == 3:  # HH:MM:SS
+        h, m, s = parts
+    elif len(parts) == 2:  # MM:SS
+        h, (m, s) = 0, parts
+    else:  # MM
+        h, m, s = 0, parts[0], 0
+    return d * 1440 + h * 60 + m + (1 if s else 0)
 
 
 def _tail(text: str) -> str:
@@ -89,11 +140,39 @@ class SlurmExecutor(Executor):
         self._fps: dict[str, dict[str, Any]] = {}
 
     # -- allocation ------------------------------------------------------------------------
+    def comment(self) -> str:
+        """The allocation's job comment: who holds it (vhpc's pid and host) and why."""
+        return (f"vhpc pid={os.getpid()} host={socket.gethostname()} "
+                f"campaign={self.campaign_id or '-'}")
+
+    def time_limit(self) -> str | None:
+        """``time=`` as given, else minutes derived from :attr:`plan_seconds` (the trials still
+        to run, each with its timeout and :data:`STEP_MARGIN`) plus slack, capped at the
+        partition's limit (``sinfo %l``) and :data:`MAX_MINUTES`; None when nothing is known."""
+        if self.time:
+            return self.time
+        if not self.plan_seconds:
+            return None
+        minutes = math.ceil((self.plan_seconds + self.plan_trials * STEP_MARGIN) / 60) + \
+            SLACK_MINUTES
+        cap = min([m for m in (self._partition_minutes(), MAX_MINUTES) if m], default=MAX_MINUTES)
+        return str(min(minutes, cap))
+
+    def _partition_minutes(self) -> int | None:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P %l"] + (
+            ["-p", self.partition] if self.partition else []), capture_output=True, text=True,
+            stdin=subprocess.DEVNULL)
+        rows = [ln.split() for ln in out.stdout.splitlines() if len(ln.split()) == 2]
+        pick = [r for r in rows if r[0].endswith("*")] or rows  # the default partition
+        return slurm_minutes(pick[0][1]) if pick else None
+
     def salloc_argv(self) -> list[str]:
-        """The salloc(1) command that requests the allocation."""
-        argv = ["salloc", "--no-shell", "--exclusive", f"--job-name={self.job_name}"]
+        """The salloc(1) command that requests the allocation (job name, comment with vhpc's
+        pid, time limit from the plan)."""
+        argv = ["salloc", "--no-shell", "--exclusive", f"--job-name={self.job_name}",
+                f"--comment={self.comment()}"]
         for flag, value in (("--partition", self.partition), ("--nodes", self.nodes),
-                            ("--time", self.time), ("--account", self.account)):
+                            ("--time", self.time_limit()), ("--account", self.account)):
             if value:
                 argv.append(f"{flag}={value}")
         return argv
@@ -109,17 +188,66 @@ class SlurmExecutor(Executor):
         out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
                              stdin=subprocess.DEVNULL)
         if out.returncode != 0:
+            if unreachable(out.stderr):
+                raise EnvError(f"the Slurm controller is unreachable ({_tail(out.stderr)}): "
+                               "start slurmctld or check SlurmctldHost in SLURM_CONF, or use "
+                               "--executor local")
             raise EnvError(f"Slurm does not answer ({_tail(out.stderr) or 'sinfo failed'}): set "
                            "SLURM_CONF to the cluster's slurm.conf, or use --executor local")
         if self.partition and self.partition not in out.stdout.replace("*", "").split():
             raise EnvError(f"executor slurm: no partition {self.partition!r} (partitions: "
                            f"{', '.join(out.stdout.replace('*', '').split())})")
+        self._check_capacity()
+
+    def _check_capacity(self) -> None:
+        """Refuse a request the partition cannot meet: more nodes than it has, or no node of
+        it able to run jobs (all down, drained or in maintenance).  Raises EnvError."""
+        argv = ["sinfo", "-h", "-N", "-o", "%N %P %c %t"]
+        out = subprocess.run(argv + (["-p", self.partition] if self.partition else []),
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            return
+        rows = [ln.split() for ln in out.stdout.splitlines() if len(ln.split()) == 4]
+        if not self.partition:  # the default partition (marked * by sinfo)
+            rows = [r for r in rows if r[1].endswith("*")] or rows
+        nodes = {r[0]: r for r in rows}
+        where = f"partition {self.partition}" if self.partition else "the default partition"
+        if self.nodes and self.nodes > len(nodes):
+            raise EnvError(f"executor slurm: nodes={self.nodes} but {where} has "
+                           f"{len(nodes)} node(s): ask for at most {len(nodes)}")
+        usable = [n for n, r in nodes.items()
+                  if not r[3].rstrip("*~#!%$@^-").startswith(("down", "drain", "fail", "maint",
+                                                              "inval", "unk", "futur"))]
+        if nodes and len(usable) < (self.nodes or 1):
+            raise EnvError(f"executor slurm: {len(usable)} of the {len(nodes)} node(s) of {where} "
+                           f"can run jobs now ({', '.join(sorted({r[3] for r in nodes.values()}))}): "
+                           f"need {self.nodes or 1}; see 'sinfo -N'")
+
+    def cancel_leaked(self) -> list[str]:
+        """Cancel allocations of this campaign left by a vhpc that is gone (same job name; this
+        process owns the campaign, so any other is a leftover).  Returns the job ids."""
+        if not self.campaign_id:
+            return []
+        out = subprocess.run(["squeue", "-h", f"--name={self.job_name}", "-o", "%i|%k"],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        jobs = [ln.split("|", 1)[0].strip() for ln in out.stdout.splitlines() if ln.strip()]
+        jobs = [j for j in jobs if j.isascii() and j.isdigit()]
+        if jobs:
+            subprocess.run(["scancel", *jobs], capture_output=True, stdin=subprocess.DEVNULL)
+            print(f"vhpc: cancelled Slurm allocation(s) {', '.join(jobs)} left by an earlier "
+                  f"run of campaign {self.campaign_id}", file=sys.stderr)
+        return jobs
 
     def __enter__(self):
         self.preflight()
+        self.cancel_leaked()
         out = subprocess.run(self.salloc_argv(), capture_output=True, text=True,
                              stdin=subprocess.DEVNULL)
         m = re.search(r"Granted job allocation (\d+)", out.stderr)
+        if out.returncode != 0 and unreachable(out.stderr):
+            raise ControllerUnreachable(f"the Slurm controller is unreachable "
+                                        f"({_tail(out.stderr)}): start slurmctld, then "
+                                        f"continue with {self.resume_hint}")
         if out.returncode != 0 or not m:
             raise EnvError(f"Slurm refused the allocation ({_tail(out.stderr) or 'salloc failed'}):"
                            " check partition=, nodes=, time=, account= and 'sinfo'")
@@ -138,9 +266,15 @@ class SlurmExecutor(Executor):
         return False
 
     def alive(self) -> bool:
-        """True while the allocation is running (squeue(1) state RUNNING)."""
+        """True while the allocation is running (squeue(1) state RUNNING).  Raises
+        ControllerUnreachable when squeue cannot reach the controller."""
         out = subprocess.run(["squeue", "-h", "-j", str(self.job_id), "-o", "%T"],
                              capture_output=True, text=True)
+        if out.returncode != 0 and unreachable(out.stderr):
+            raise ControllerUnreachable(
+                f"the Slurm controller is unreachable ({_tail(out.stderr)}) while allocation "
+                f"{self.job_id} ran; finished trials are stored: when slurmctld answers again, "
+                f"continue with {self.resume_hint}")
         return out.stdout.strip() == "RUNNING"
 
     # -- trials ----------------------------------------------------------------------------
@@ -207,8 +341,7 @@ class SlurmExecutor(Executor):
         if not self.alive():
             raise AllocationLost(
                 f"the Slurm allocation {self.job_id} ended under the campaign (cancelled or out "
-                f"of time); finished trials are stored: continue with vhpc compare --resume "
-                f"{self.campaign_id or 'ID'}")
+                f"of time); finished trials are stored: continue with {self.resume_hint}")
 
     @staticmethod
     def _mpi_ranks(env: Environment, argv: list[str]) -> int:

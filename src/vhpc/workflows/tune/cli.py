@@ -20,23 +20,25 @@ __all__ = ["add_parser", "cmd_tune"]
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command to an argparse sub-parsers object."""
+    from vhpc.cli import ascii_float, ascii_int  # ASCII digits only (issue 23)
+
     t = sub.add_parser("tune", help="race candidate VM placements and recommend the cheapest "
                        "(docs/tune.md)")
     t.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
                    help="the workload (repeatable)")
-    t.add_argument("--vcpus", type=int, default=2, help="vCPUs of the VM (default %(default)s)")
-    t.add_argument("--memory", type=int, default=1024, help="MiB of the VM (default %(default)s)")
+    t.add_argument("--vcpus", type=ascii_int, default=2, help="vCPUs of the VM (default %(default)s)")
+    t.add_argument("--memory", type=ascii_int, default=1024, help="MiB of the VM (default %(default)s)")
     t.add_argument("--candidates", action="append", metavar="NAME[,NAME...]",
                    help="race only these candidates (names as --dry-run lists them)")
-    t.add_argument("--budget", type=int, default=60,
+    t.add_argument("--budget", type=ascii_int, default=60,
                    help="most trials in all, native and warm-up included (default %(default)s)")
-    t.add_argument("--alpha", type=float, default=0.05, help="test level (default %(default)s)")
-    t.add_argument("--tolerance", type=float, default=2.0, metavar="PCT",
+    t.add_argument("--alpha", type=ascii_float, default=0.05, help="test level (default %(default)s)")
+    t.add_argument("--tolerance", type=ascii_float, default=2.0, metavar="PCT",
                    help="equivalence margin in %% of cost (default %(default)s)")
-    t.add_argument("--min-rounds", type=int, default=3,
+    t.add_argument("--min-rounds", type=ascii_int, default=3,
                    help="measured rounds before the first elimination (default %(default)s)")
-    t.add_argument("--warmup", type=int, default=1, help="warm-up rounds (default %(default)s)")
-    t.add_argument("--timeout", type=float, help="seconds per trial (default 600)")
+    t.add_argument("--warmup", type=ascii_int, default=1, help="warm-up rounds (default %(default)s)")
+    t.add_argument("--timeout", type=ascii_float, help="seconds per trial (default 600)")
     t.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
     t.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                    help="as for compare; hugepages_2m=N adds the 2m-backed candidates")

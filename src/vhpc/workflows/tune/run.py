@@ -134,7 +134,9 @@ def run(store: Store, cid: str, d: Definition, progress=None, envs=None,
     while :func:`vhpc.workflows.tune.race.next_round` gives one.  ``envs``: environments by name
     (default: built from the spec); ``on_round``: told the state after every round.
     Returns the final state; ``reason`` says why it stopped."""
-    spec = CampaignSpec.model_validate(store.campaign(cid)["spec"])
+    from vhpc.campaign.execute import stored_spec
+
+    spec = stored_spec(store, cid)
     stopped: list[str] = []
 
     def more(rounds: int) -> list[dict]:

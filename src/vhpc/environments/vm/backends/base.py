@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +93,9 @@ class GuestSession(ABC):
     stderr_name: ClassVar[str | None] = None
 
     def __init__(self) -> None:
-        self.workdir = Path(tempfile.mkdtemp(prefix="vhpc-guest-"))
+        from vhpc.host.owned import owned_tempdir  # named by vhpc's pid: reaped once it is dead
+
+        self.workdir = owned_tempdir("vhpc-guest-")
         self.agent: AgentChannel | None = None
         self.vcpu_threads: dict[int, int] = {}
         self.boot_seconds: float | None = None

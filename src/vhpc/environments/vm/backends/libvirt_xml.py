@@ -190,6 +190,12 @@ def parse_user_xml(text: str, path: str) -> ET.Element:
     req = requested(dom)
     if req["vcpus"] < 1 or req["memory_mib"] < 128:
         raise DomainXmlError(f"domain_xml={path}: needs <vcpu> ≥ 1 and <memory> ≥ 128 MiB")
+    from vhpc.environments.options import MAX_CPUS, MAX_MEMORY_MIB
+
+    if req["vcpus"] > MAX_CPUS or req["memory_mib"] > MAX_MEMORY_MIB:  # before any allocation
+        raise DomainXmlError(f"domain_xml={path}: <vcpu> {str(req['vcpus'])[:24]} or <memory> "
+                             f"is out of range: at most {MAX_CPUS} vCPUs and "
+                             f"{MAX_MEMORY_MIB} MiB")
     return dom
 
 
