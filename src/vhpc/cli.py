@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from vhpc import __version__
+from vhpc.core.argtypes import ascii_float, ascii_int
 from vhpc.core.errors import SpecError, VhpcError
 
 DEFAULT_OUT = "vhpc-results"
@@ -71,26 +72,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
-
-
-def ascii_int(text: str) -> int:
-    """argparse type: a whole number in ASCII digits (``int()`` also takes ``３``)."""
-    if not text.strip().isascii():
-        raise argparse.ArgumentTypeError(f"{text!r}: write the number in ASCII digits 0-9")
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-
-
-def ascii_float(text: str) -> float:
-    """argparse type: a number in ASCII (``float()`` also takes ``３.５``)."""
-    if not text.strip().isascii():
-        raise argparse.ArgumentTypeError(f"{text!r}: write the number in ASCII digits 0-9")
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
 def _count(lo: int, hi: int):

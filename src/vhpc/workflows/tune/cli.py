@@ -20,7 +20,7 @@ __all__ = ["add_parser", "cmd_tune"]
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command to an argparse sub-parsers object."""
-    from vhpc.cli import ascii_float, ascii_int  # ASCII digits only (issue 23)
+    from vhpc.core.argtypes import ascii_float, ascii_int  # ASCII digits only (issue 23)
 
     t = sub.add_parser("tune", help="race candidate VM placements and recommend the cheapest "
                        "(docs/tune.md)")
