@@ -121,9 +121,9 @@ def _dry_run(spec) -> int:
     return 0
 
 
-def run_campaign(args, spec=None) -> tuple[int, str]:
+def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]:
     """Create (or resume, ``--resume``) and execute a campaign, then report it; returns
-    (exit status, campaign id)."""
+    (exit status, campaign id).  ``command``: stored instead of this process's argv."""
     from vhpc.campaign import execute as campaign
     from vhpc.report import console as views
 
@@ -143,7 +143,7 @@ def run_campaign(args, spec=None) -> tuple[int, str]:
         executor = executors.make(spec.executor)
         executor.preflight()  # slurm: commands installed, controller answers
         campaign.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
-        cid = campaign.create(store, spec, " ".join(shlex.quote(a) for a in sys.argv))
+        cid = campaign.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
                       f"rounds → {args.out}/")
@@ -187,6 +187,9 @@ def cmd_study(args) -> int:
         for name, s in studies.STUDIES.items():
             console.print(f"[bold]{name:16}[/] {s.summary}")
         return 0
+    fig = studies.STUDIES.get(args.name).figure if args.name in studies.STUDIES else None
+    if args.dry_run and fig is not None:
+        console.print(fig.describe(), highlight=False, markup=False)
     host = campaign.host_facts()
     if studies.note(args.name, host.topology):
         console.print(studies.note(args.name, host.topology))
@@ -199,6 +202,63 @@ def cmd_study(args) -> int:
     rc, cid = run_campaign(args, spec)
     if args.name == "memory-profile":
         views.memory_profile(console, _store(args.out).trials(cid))
+    return rc
+
+
+def cmd_paper(args) -> int:
+    """``vhpc paper SEED``: every study of one seed paper, run (or ``--from-store``: from the
+    stored campaigns) and presented on one page (vhpc.workflows.paper)."""
+    from vhpc.campaign import execute as campaign, studies
+    from vhpc.workflows import paper
+
+    overrides: dict[str, list[str]] = {}
+    for item in args.bench or []:
+        name, sep, b = item.partition("=")
+        if not sep or not b:
+            raise UsageError(f"-b {item!r}: give STUDY=BENCH[:k=v,...], e.g. linpack=linpack:n=200")
+        overrides.setdefault(name.strip(), []).append(b)
+    host = campaign.host_facts()
+    items = paper.plan(args.seed, host.topology, overrides, repeats=args.repeats,
+                       warmup=args.warmup, timeout=args.timeout)
+    unknown = set(overrides) - {i.name for i in items}
+    if unknown:
+        raise UsageError(f"-b: {', '.join(sorted(unknown))} is not a study of seed {args.seed}: "
+                         f"choose {', '.join(i.name for i in items)}")
+    seed = studies.of_seed(args.seed)[0].seed
+    if args.dry_run:
+        store = _store(args.out) if Path(args.out, "vhpc.db").is_file() else None
+        accel = "kvm" if os.access("/dev/kvm", os.R_OK | os.W_OK) else "tcg"
+        total = 0.0
+        for it in items:
+            fig = studies.STUDIES.get(it.name).figure
+            console.print(f"[bold]{it.name}[/] ({fig.number})", highlight=False)
+            console.print(fig.describe(), highlight=False, markup=False)
+            if it.spec is None:
+                console.print(f"  not runnable here: {it.reason}", highlight=False, markup=False)
+                continue
+            est = paper.estimate_s(it, accel, store)
+            total += est
+            console.print(f"  {len(it.trials)} trials ({len(it.spec.benchmarks)} benchmark(s) × "
+                          f"{len(it.spec.environments)} environment(s) × {it.spec.warmup}+"
+                          f"{it.spec.repeats} rounds), about {est / 60:.0f} min", highlight=False)
+        console.print(f"seed {seed}: {sum(1 for i in items if i.spec)} of {len(items)} studies "
+                      f"runnable, about {total / 60:.0f} min in all (accelerator {accel}); "
+                      "nothing was run.", highlight=False)
+        return 0
+    rc = 0
+    if not args.from_store:
+        for it in items:
+            if it.spec is None:
+                console.print(f"{it.name}: not runnable here: {it.reason}", highlight=False,
+                              markup=False)
+                continue
+            console.print(f"[bold]{it.name}[/] ({it.number})")
+            args.resume = None
+            cmd = " ".join(shlex.quote(a) for a in sys.argv) + f" # study {it.name}"
+            r, _ = run_campaign(args, it.spec, command=cmd)
+            rc = max(rc, r)
+    path = paper.page(seed, items, _store(args.out), args.out)
+    console.print(f"Seed {seed} page: [bold]{path}[/]")
     return rc
 
 
@@ -553,6 +613,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
     _campaign_flags(st, dry_run=True)
 
+    pp = sub.add_parser("paper", help="all studies of one seed paper, run and shown on one page")
+    pp.add_argument("seed", help="seed number: 000, 001, 003 or 004")
+    pp.add_argument("-b", "--bench", action="append", metavar="STUDY=BENCH[:k=v,...]",
+                    help="replace a study's benchmarks, e.g. linpack=linpack:n=200")
+    pp.add_argument("--repeats", type=int)
+    pp.add_argument("--warmup", type=int)
+    pp.add_argument("--timeout", type=float)
+    pp.add_argument("--from-store", action="store_true",
+                    help="run nothing: the page from each study's newest stored campaign")
+    _campaign_flags(pp, dry_run=True)
+
     pl = sub.add_parser("plan", help="plan a VM placement on this host or another topology")
     pl.add_argument("--topology", help="hwloc XML file, synthetic description (e.g. "
                     "'pack:4 numa:1 l3:1 core:4 pu:1') or seed machine name; default: this host")
@@ -593,7 +664,8 @@ def cmd_tune(args) -> int:
 
 COMMANDS = {"host": cmd_host, "compare": cmd_compare, "run": cmd_run, "report": cmd_report,
             "study": cmd_study, "plan": cmd_plan, "list": cmd_list, "tune": cmd_tune,
-            "calibrate": cmd_calibrate, "diff": cmd_diff, "doctor": cmd_doctor}
+            "calibrate": cmd_calibrate, "diff": cmd_diff, "doctor": cmd_doctor,
+            "paper": cmd_paper}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,12 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``scaling`` | 004 Fig. 6-9 | native and a VM over a Slurm allocation: HPCCG and Allreduce at 1, 2, 4, ... ranks, one per node (``--executor slurm:nodes=N``) |
 | ``partition`` | 000 Fig. 8, 11, 12 | native, one VM over all sockets, one VM per socket, 2 VMs per socket (``vcluster``), same total ranks: NPB MPI kernels, pingpong, ivshmem-pingpong |
 | ``co-run`` | 003 Fig. 5 | a VM alone vs beside a co-runner VM of low / medium / high memory intensity, on the same NUMA node or (with ≥ 2 nodes) another one |
+| ``pagefault-latency`` | 000 Fig. 13 | native and a VM: page-fault latency of malloc (private anonymous), shared anonymous and (``-b pagefault:file=PATH``) device mmap |
+| ``class-b-c`` | 000 Fig. 14 | the partition placements at NPB classes B and C |
+
+Each study declares the figure it draws (:class:`vhpc.campaign.figures.FigureSpec`: x = what the
+paper varied, series, y = the metric, relative to the baseline or not, log axes, the seed's
+figure number); :func:`vhpc.analysis.figdata.figure_data` fills it from an analysis.
 """
 
 from __future__ import annotations
@@ -29,28 +35,43 @@ from typing import Any, Callable
 from vhpc import topology as topology_room
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.registry import Registry
+from vhpc.campaign.figures import FigureSpec, Panel
 from vhpc.spec.parse import CampaignSpec, bench, campaign, env, parse_bench
 
 @dataclass(frozen=True)
 class Study:
-    """A study: ``name``, ``summary`` (one line with the seed figure) and ``template``, the
-    function ``(topology, in_vm, protocol) -> (default benchmarks, environments)``."""
+    """A study: ``name``, ``summary`` (one line with the seed figure), ``template``, the
+    function ``(topology, in_vm, protocol) -> (default benchmarks, environments)``, and
+    ``figure``, the seed figure it draws (None: the generic report only)."""
 
     name: str
     summary: str
     template: Callable[..., tuple[list, list]]
+    figure: FigureSpec | None = None
+
+    @property
+    def seed(self) -> str | None:
+        """The seed paper's number ("000", "001", "003", "004") of this study's figure."""
+        return self.figure.seed if self.figure else None
 
 
 #: Every study by name, in the order above.
 STUDIES: Registry[Study] = Registry("study")
 
 
-def study(name: str, summary: str):
-    """Decorator registering a template function as study ``name``."""
+def study(name: str, summary: str, figure: FigureSpec | None = None):
+    """Decorator registering a template function as study ``name`` drawing ``figure``."""
     def add(template):
-        STUDIES.register(name)(Study(name, summary, template))
+        STUDIES.register(name)(Study(name, summary, template, figure))
         return template
     return add
+
+
+def of_seed(seed: str) -> list[Study]:
+    """The studies of seed paper ``seed`` ("001" or "1"), in the paper's figure order."""
+    seed = f"{int(seed):03d}" if str(seed).isdigit() else str(seed)
+    found = [s for _, s in STUDIES.items() if s.figure and s.figure.seed == seed]
+    return sorted(found, key=lambda s: s.figure.order)
 
 
 class StudyError(VhpcError, ValueError):
@@ -77,14 +98,22 @@ def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bo
     return campaign(given or default, envs, f"study {name}", **protocol)
 
 
-@study("cold-warm", "first trial after boot vs later ones (seed 000 Fig. 4-6)")
+@study("cold-warm", "first trial after boot vs later ones (seed 000 Fig. 4-6)", FigureSpec(
+    "000", "Fig. 4-6", "first trial after boot (cold) vs later ones (warm)", (
+        Panel("triad_bw", "STREAM triad [MB/s]", "group", "trial", bench="stream",
+              title="memory bandwidth"),
+        Panel("(private|shared)_us", "µs per page fault", "group", "trial", bench="pagefault",
+              split="metric", title="page-fault latency"))))
 def _cold_warm(topo, in_vm, protocol):
     protocol.setdefault("warmup", 0)
     protocol["protocol"] = "cold-warm"
     return [bench("stream"), bench("pagefault")], [env("native"), env("vm")]
 
 
-@study("socket-span", "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)")
+@study("socket-span", "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)", FigureSpec(
+    "000", "Fig. 2", "slowdown as the VM spans more sockets", (
+        Panel("triad_bw", "STREAM triad [MB/s]", r"env:(\d+)", "sockets spanned",
+              series=r"env:^(native|vm)", bench="stream"),)))
 def _socket_span(topo, in_vm, protocol):
     per_pkg = min(len(p.cores) for p in topo.packages)
     envs = []
@@ -97,7 +126,10 @@ def _socket_span(topo, in_vm, protocol):
     return [bench("stream")], envs
 
 
-@study("vcpu-mapping", "vCPUs on 1 / 2 / 4 NUMA nodes (seed 003 Fig. 4)")
+@study("vcpu-mapping", "vCPUs on 1 / 2 / 4 NUMA nodes (seed 003 Fig. 4)", FigureSpec(
+    "003", "Fig. 4", "vCPUs spread over 1, 2, 4 NUMA nodes", (
+        Panel("triad_bw|gups", "performance", r"env:(\d+)node", "NUMA nodes holding the vCPUs",
+              series="benchmark", relative=True),)))
 def _vcpu_mapping(topo, in_vm, protocol):
     nodes = topo.node_ids
     if len(nodes) < 2:
@@ -113,7 +145,8 @@ def _vcpu_mapping(topo, in_vm, protocol):
     return [bench("stream"), bench("randomaccess")], envs
 
 
-@study("memory-profile", "NUMA penalty CPI_remote/CPI_local vs MPKI (seed 003 Fig. 3)")
+@study("memory-profile", "NUMA penalty CPI_remote/CPI_local vs MPKI (seed 003 Fig. 3)", FigureSpec(
+    "003", "Fig. 3", "NUMA penalty vs memory intensity (MPKI), fit and classes", (), kind="memprofile"))
 def _memory_profile(topo, in_vm, protocol):
     benches = [bench(b) for b in ("stream", "randomaccess", "pagefault", "noise")]
     if in_vm:
@@ -132,14 +165,26 @@ def _memory_profile(topo, in_vm, protocol):
     return benches, envs
 
 
-@study("mpi-p2p", "MPI latency / bandwidth vs message size, multi-pair latency (seed 001 Fig. 1-4)")
+@study("mpi-p2p", "MPI latency / bandwidth vs message size, multi-pair latency (seed 001 Fig. 1-4)", FigureSpec(
+    "001", "Fig. 1-4", "MPI point-to-point: bandwidth (average, maximum, OpTime) and latency vs message size", (
+        Panel(r"bw_avg_(\d+)", "bandwidth, average [MB/s]", "metric", "message size [bytes]",
+              series="env&benchmark", bench="osu-*bw", xlog=True, ylog=True, title="Fig. 1: average bandwidth"),
+        Panel(r"bw_max_(\d+)", "bandwidth, maximum [MB/s]", "metric", "message size [bytes]",
+              series="env&benchmark", bench="osu-*bw", xlog=True, ylog=True, title="Fig. 2: maximum bandwidth"),
+        Panel(r"optime_(\d+)", "OpTime [µs]", "metric", "message size [bytes]",
+              series="env&benchmark", bench="osu-*bw", xlog=True, ylog=True, title="Fig. 3: OpTime"),
+        Panel(r"lat_(\d+)", "latency [µs]", "metric", "message size [bytes]",
+              series="env&benchmark", bench="osu-*lat*", xlog=True, ylog=True, title="Fig. 4: latency"))))
 def _mpi_p2p(topo, in_vm, protocol):
     return ([bench("osu-latency", max_size=1048576), bench("osu-bw", max_size=1048576),
              bench("osu-bibw", max_size=1048576), bench("osu-multi-lat", max_size=1024)],
             [env("native"), env("vm")])
 
 
-@study("collectives", "Barrier/Allreduce/Bcast/Alltoall vs size and ranks (seed 004 Fig. 2-5)")
+@study("collectives", "Barrier/Allreduce/Bcast/Alltoall vs size and ranks (seed 004 Fig. 2-5)", FigureSpec(
+    "004", "Fig. 2-5", "collective latency vs process count", (
+        Panel("avg", "latency [µs]", "param:ranks", "processes", bench="osu-coll",
+              split="param:op", xlog=True, ylog=True),)))
 def _collectives(topo, in_vm, protocol):
     ranks = sorted({2, max(2, len(topo.pu_ids))})
     default = [bench("osu-coll", op=op, ranks=r, max_size=65536)
@@ -147,24 +192,36 @@ def _collectives(topo, in_vm, protocol):
     return default, [env("native"), env("vm", vcpus=max(ranks))]
 
 
-@study("linpack", "LU factor / solve / total time and Mflops, serial (seed 001 Fig. 5)")
+@study("linpack", "LU factor / solve / total time and Mflops, serial (seed 001 Fig. 5)", FigureSpec(
+    "001", "Fig. 5", "Linpack: LU factor, solve and total time, Mflops relative to native", (
+        Panel("factor_s|solve_s|total_s|mflops", "Linpack", "metric", "phase",
+              bench="linpack", relative=True),)))
 def _linpack(topo, in_vm, protocol):
     return [bench("linpack", n=1000, threads=1)], [env("native"), env("vm")]
 
 
-@study("paging", "4 KiB vs 2 MiB guest page backing: HPL, STREAM, RandomAccess (seed 004 Fig. 12-13)")
+@study("paging", "4 KiB vs 2 MiB guest page backing: HPL, STREAM, RandomAccess (seed 004 Fig. 12-13)", FigureSpec(
+    "004", "Fig. 12-13", "paging: guest page backing 4 KiB vs 2 MiB (HPL, STREAM, RandomAccess)", (
+        Panel("hpl_gflops|triad_bw|gups", "performance", "benchmark", "benchmark",
+              relative=True),)))
 def _paging(topo, in_vm, protocol):
     return ([bench("hpcc", n=1000), bench("stream"), bench("randomaccess")],
             [env("native"), env("vm", "vm-4k", backing="4k"), env("vm", "vm-2m", backing="2m")])
 
 
-@study("noise", "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)")
+@study("noise", "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)", FigureSpec(
+    "004", "Sec. 6", "selfish-detour OS noise, native vs guest", (
+        Panel("detour_pct|detours_per_s|max_detour_us", "noise", "env", "environment",
+              series="metric", bench="noise", split="metric"),)))
 def _noise(topo, in_vm, protocol):
     protocol.setdefault("repeats", 10)
     return [bench("noise", duration=5)], [env("native"), env("vm")]
 
 
-@study("co-run", "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)")
+@study("co-run", "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)", FigureSpec(
+    "003", "Fig. 5", "run time beside a co-runner, by co-runner intensity and binding", (
+        Panel("triad_bw|gups", "performance", r"env:co-(low|medium|high)", "co-runner intensity",
+              series=r"env:-(same|other)$", relative=True, split="benchmark"),)))
 def _co_run(topo, in_vm, protocol):
     nodes = topo.node_ids
     pus0 = list(topo.pus_of_node(nodes[0]))
@@ -188,7 +245,10 @@ def _co_run(topo, in_vm, protocol):
     return [bench("stream"), bench("randomaccess")], envs
 
 
-@study("oversubscription", "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)")
+@study("oversubscription", "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)", FigureSpec(
+    "003", "Fig. 2", "P jobs at once: single-threaded vs multi-threaded, native vs VM", (
+        Panel("time", "run time [s]", "benchmark", "NPB kernel", series="env&param:threads",
+              bench="npb-*"),)))
 def _oversubscription(topo, in_vm, protocol):
     p = len(topo.pu_ids)
     default = [bench(f"npb-{k}", **{"class": "S", "copies": p, "threads": t})
@@ -196,7 +256,11 @@ def _oversubscription(topo, in_vm, protocol):
     return default, [env("native"), env("vm", vcpus=p)]
 
 
-@study("scaling", "HPCCG and Allreduce vs node count over a Slurm allocation (seed 004 Fig. 6-9)")
+@study("scaling", "HPCCG and Allreduce vs node count over a Slurm allocation (seed 004 Fig. 6-9)", FigureSpec(
+    "004", "Fig. 6-9", "scaling vs node count", (
+        Panel("mflops", "HPCCG [Mflops]", "param:ranks", "nodes", bench="hpccg", xlog=True),
+        Panel("avg", "Allreduce latency [µs]", "param:ranks", "nodes", bench="osu-coll",
+              xlog=True, ylog=True))))
 def _scaling(topo, in_vm, protocol):
     """Seed 004 Fig. 6-9: one rank per node at 1, 2, 4, ... nodes up to the allocation's
     ``nodes``; native ranks are an ``srun --mpi=pmix`` job over that many nodes, the VM runs
@@ -253,7 +317,16 @@ def note(name: str, topo: topology_room.Topology) -> str | None:
     return None
 
 
-@study("partition", "1 VM over all sockets vs 1 or 2 VMs per socket, virtio vs ivshmem (seed 000 Fig. 8, 11, 12)")
+@study("partition", "1 VM over all sockets vs 1 or 2 VMs per socket, virtio vs ivshmem (seed 000 Fig. 8, 11, 12)", FigureSpec(
+    "000", "Fig. 8, 11, 12", "partitioning: one VM over all sockets vs VMs per socket", (
+        Panel("time", "NPB run time", "benchmark", "NPB kernel", bench="npb-*", relative=True,
+              title="Fig. 8: run time relative to native"),
+        Panel(r"lat_(\d+)", "latency [µs]", "metric", "message size [bytes]",
+              bench="ivshmem-pingpong", xlog=True, ylog=True, title="Fig. 11: shared-memory latency"),
+        Panel(r"bw_(\d+)", "bandwidth [MB/s]", "metric", "message size [bytes]",
+              bench="ivshmem-pingpong", xlog=True, ylog=True, title="Fig. 12: shared-memory bandwidth"),
+        Panel("latency_us|bandwidth_MBps", "pingpong", "env", "environment", series="metric",
+              bench="pingpong", split="metric", title="MPI pingpong"))))
 def _partition(topo, in_vm, protocol):
     sockets, cores, envs, _ = _partition_layout(topo)
     if sockets * cores < 2:
@@ -262,4 +335,31 @@ def _partition(topo, in_vm, protocol):
     default = [bench(f"npb-{k}", variant="mpi", ranks=ranks, **{"class": "S"})
                for k in ("cg", "mg", "ft", "is")]
     default += [bench("pingpong"), bench("ivshmem-pingpong", max_size=1048576)]
+    return default, envs
+
+@study("pagefault-latency", "page-fault latency: malloc, shared anonymous, device mmap (seed 000 Fig. 13)",
+       FigureSpec("000", "Fig. 13", "page-fault latency by memory type", (
+           Panel("(private|shared|file)_us", "µs per page fault", "metric", "memory type",
+                 bench="pagefault", labels=(("private", "malloc (private anonymous)"),
+                                            ("shared", "shared anonymous mmap"),
+                                            ("file", "device / file mmap"))),)))
+def _pagefault_latency(topo, in_vm, protocol):
+    """Seed 000 Fig. 13: the vhpc-pagefault kernel natively and in a guest; the device mmap
+    column needs a mapping that exists in both: ``-b pagefault:file=/dev/shm/NAME`` (or an
+    ivshmem BAR in a vcluster)."""
+    return [bench("pagefault", mib=64, reps=5)], [env("native"), env("vm")]
+
+
+@study("class-b-c", "the partition placements at NPB classes B and C (seed 000 Fig. 14)",
+       FigureSpec("000", "Fig. 14", "problem size: NPB class B vs class C, same placements", (
+           Panel("time", "NPB run time", "param:class", "NPB class", bench="npb-*",
+                 relative=True, split="benchmark"),)))
+def _class_b_c(topo, in_vm, protocol):
+    sockets, cores, envs, _ = _partition_layout(topo)
+    if sockets * cores < 2:
+        raise StudyError("class-b-c needs at least 2 cores (2 ranks, 2 VMs)")
+    ranks = sockets * cores
+    envs = [e for e in envs if e.name != "cross-vm"]
+    default = [bench(f"npb-{k}", variant="mpi", ranks=ranks, **{"class": c})
+               for k in ("cg", "mg", "ft", "is") for c in ("B", "C")]
     return default, envs

@@ -45,8 +45,15 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     result = analysis.analyse(obs, envs, camp["spec"]["baseline"])
     meta = report_meta(store, cid)
     trials = store.trials(cid)
-    sections = (*diagnostics.sections(trials, envs, result), *extra_sections)
-    data = export.ReportData(result, obs, meta, sections, tuple(trials))
+    from vhpc.report.header import vcluster_section
+
+    vc = vcluster_section(trials)
+    sections = (*diagnostics.sections(trials, envs, result), *extra_sections,
+                *((("guests-ranks", "Guests and ranks (vcluster)", vc),) if vc else ()))
+    study = study_outputs(result, meta, trials, Path(out) / cid)
+    data = export.ReportData(result, obs, meta, sections, tuple(trials),
+                             study=study[0] if study else None,
+                             study_html=study[1] if study else None)
     written = export.export_all(data, Path(out) / cid,
                                 {"html": html, "samples-csv": csv, "json": jsn})
     html_path = written["html"]
@@ -57,6 +64,24 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
                           "their errors are in the report.")
         console.print(f"Report: [bold]{html_path}[/]  (CSV and JSON beside it)")
     return html_path
+
+
+def study_outputs(result, meta, trials, folder: Path, name: str | None = None,
+                  note: str | None = None):
+    """For a study campaign: write its figure as ``figure.svg`` and ``figure.png`` into
+    ``folder`` and return (results.json entry, HTML block, finding lines); None otherwise."""
+    from vhpc.report import paper, studyfig
+
+    name = name or paper.study_of(meta)
+    if name is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    block, fd, lines = paper.study_block(name, result, trials, note=note, png="figure.png")
+    if fd is not None and not fd.empty():
+        refs = paper.references(fd, name)
+        (folder / "figure.svg").write_text(studyfig.draw(fd, "svg", refs), encoding="utf-8")
+        (folder / "figure.png").write_bytes(studyfig.draw(fd, "png", refs))
+    return {"name": name, **paper.figure_json(fd, lines)}, block, lines
 
 
 #: Most trial rows ``--dry-run`` prints (rich renders ~1000 rows a second on a slow host);

@@ -130,7 +130,7 @@ def comparison_rows(analysis: Analysis) -> list[dict[str, Any]]:
 
 
 def write_json(analysis: Analysis, observations: Iterable[Observation], path: str | Path,
-               trials: Iterable[Any] = ()) -> Path:
+               trials: Iterable[Any] = (), study: Mapping[str, Any] | None = None) -> Path:
     """Write one JSON document: ``analysis.to_dict()`` plus ``"samples"`` (one object per
     observation, same fields as the samples CSV, with ``accel`` and ``emulated``) and
     ``"rank_placement"``: for each stored MPI trial, every rank's CPUs as read back (and, in a
@@ -145,6 +145,8 @@ def write_json(analysis: Analysis, observations: Iterable[Observation], path: st
         {"environment": t.environment, "benchmark": t.benchmark, "params": t.params,
          "round": t.round, "ranks": t.applied.ranks}
         for t in trials if getattr(t.applied, "ranks", None)]
+    if study:
+        doc["study"] = dict(study)  # {"name", "figure": x/y/interval per point, "paper_findings"}
     path = Path(path)
     with path.open("w", encoding="utf-8") as fh:
         json.dump(doc, fh, allow_nan=False, indent=1)
@@ -163,6 +165,8 @@ class ReportData:
     campaign: Mapping[str, Any] = field(default_factory=dict)
     sections: tuple = ()
     trials: tuple = ()  # stored trials (store.TrialRow): per-rank placement for the JSON
+    study: Mapping[str, Any] | None = None  # study, figure data, paper findings (report.paper)
+    study_html: Any = None  # the study's figure and finding lines as HTML Markup
 
 
 class Exporter(Protocol):
@@ -203,7 +207,7 @@ class _Json:
     filename: str = "results.json"
 
     def write(self, data: ReportData, path: Path) -> Path:
-        return write_json(data.analysis, data.observations, path, data.trials)
+        return write_json(data.analysis, data.observations, path, data.trials, data.study)
 
 
 @dataclass(frozen=True)
@@ -215,7 +219,7 @@ class _Html:
         from vhpc.report.html import write_html
 
         return write_html(data.analysis, data.observations, path, data.campaign,
-                          sections=data.sections)
+                          sections=data.sections, study=data.study_html)
 
 
 #: every exporter by name, in the order :func:`export_all` writes them

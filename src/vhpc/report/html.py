@@ -119,6 +119,7 @@ def render_html(
     fmt: str = "svg",
     max_points: int = 400,
     sections: Iterable[tuple[str, str, Markup]] = (),
+    study: Markup | None = None,
 ) -> str:
     """The report as one HTML string (see :func:`write_html`)."""
     observations = list(observations)
@@ -140,7 +141,12 @@ def render_html(
     command = camp.pop("command", None)
     if isinstance(command, (list, tuple)):
         command = " ".join(str(c) for c in command)
-    extra = [(k, _jsonish(v)) for k, v in camp.items() if v is not None]
+    from vhpc.report.header import spec_section
+
+    spec = spec_section(camp.pop("spec", None))
+    failures = camp.pop("failures", None) or []
+    extra = [(k, _jsonish(v)) for k, v in camp.items()
+             if v is not None and not isinstance(v, (dict, list, tuple))]
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(_load_template),
         autoescape=True,
@@ -170,6 +176,9 @@ def render_html(
         fp_headers=fp_headers,
         fp_rows=fp_rows,
         sections=list(sections),
+        spec_section=spec,
+        failures=failures,
+        study_section=study,
     )
 
 
@@ -185,6 +194,7 @@ def write_html(
     fmt: str = "svg",
     max_points: int = 400,
     sections: Iterable[tuple[str, str, Markup]] = (),
+    study: Markup | None = None,
 ) -> Path:
     """Write the self-contained HTML report to ``path`` and return the path.
 
@@ -201,7 +211,7 @@ def write_html(
     Raises OSError when the file cannot be written, ValueError for an unknown fmt.
     """
     text = render_html(analysis, observations, campaign, fmt=fmt, max_points=max_points,
-                       sections=sections)
+                       sections=sections, study=study)
     path = Path(path)
     path.write_text(text, encoding="utf-8")
     return path

@@ -1,0 +1,107 @@
+"""Draw a study's figure (:class:`~vhpc.analysis.figdata.FigureData`) with matplotlib, in the
+seed paper's axes: numeric x as lines with CI bars (log axes where the paper used them),
+categorical x as grouped bars with CI error bars; a relative panel has a dashed line at 1.0; the
+paper's stated values (``references``) are drawn beside the measurement as dotted lines
+labelled "paper: ...".  The title carries the seed figure number; TCG series are hatched or
+dashed and labelled.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import numpy as np
+
+from vhpc.analysis.figdata import FigureData, PanelData
+from vhpc.report.figures import _COLORS, _RC, _new_figure, render
+
+__all__ = ["draw"]
+
+
+def _err(p) -> tuple[float, float]:
+    below = p.y - p.low if p.low is not None and math.isfinite(p.low) else 0.0
+    above = p.high - p.y if p.high is not None and math.isfinite(p.high) else 0.0
+    if p.y > 0:
+        below = min(max(below, 0.0), 0.999 * p.y)
+    return max(below, 0.0), max(above, 0.0)
+
+
+def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
+    if pd.numeric_x:
+        for i, s in enumerate(pd.series):
+            if not s.points:
+                continue
+            xs = [p.x for p in s.points]
+            ys = [p.y for p in s.points]
+            errs = np.array([_err(p) for p in s.points]).T
+            tcg = any(p.emulated for p in s.points)
+            ax.errorbar(xs, ys, yerr=errs, marker="o", ms=3, capsize=2,
+                        color=_COLORS[i % len(_COLORS)], linestyle="--" if tcg else "-",
+                        label=s.label + (" (TCG)" if tcg else ""))
+        if pd.fit:
+            xs = [p.x for s in pd.series for p in s.points]
+            if xs:
+                xx = [0.0, max(xs) * 1.1]
+                ax.plot(xx, [pd.fit["intercept"] + pd.fit["slope"] * x for x in xx], "--",
+                        color="gray", label=f"fit (r² = {pd.fit['r2']:.2f})")
+        for v in pd.vlines:
+            ax.axvline(v, color="lightgray", lw=0.8)
+        if pd.xlog:
+            ax.set_xscale("log", base=2)
+    else:
+        cats: list = []
+        for s in pd.series:
+            for p in s.points:
+                if p.x not in cats:
+                    cats.append(p.x)
+        n = max(1, len(pd.series))
+        w = 0.8 / n
+        for i, s in enumerate(pd.series):
+            idx = {c: k for k, c in enumerate(cats)}
+            xs = [idx[p.x] - 0.4 + w * (i + 0.5) for p in s.points]
+            errs = np.array([_err(p) for p in s.points]).T if s.points else None
+            tcg = any(p.emulated for p in s.points)
+            ax.bar(xs, [p.y for p in s.points], width=w * 0.95, yerr=errs, capsize=2,
+                   color=_COLORS[i % len(_COLORS)], hatch="//" if tcg else None,
+                   edgecolor="black" if tcg else _COLORS[i % len(_COLORS)], linewidth=0.5,
+                   label=s.label + (" (TCG)" if tcg else ""))
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels([str(c) for c in cats], rotation=20 if len(cats) > 4 else 0,
+                           ha="right" if len(cats) > 4 else "center")
+    if pd.relative:
+        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    for label, value in refs:
+        ax.axhline(value, color="#b00020", lw=1.0, ls=":", label=f"paper: {label}")
+    if pd.ylog and all(p.y > 0 for s in pd.series for p in s.points):
+        ax.set_yscale("log")
+    ax.set_xlabel(pd.xlabel)
+    ax.set_ylabel(pd.ylabel + (f" [{pd.unit}]" if pd.unit and "[" not in pd.ylabel else ""))
+    if pd.title:
+        ax.set_title(pd.title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=7, loc="best")
+
+
+def draw(fd: FigureData, fmt: str = "svg",
+         references: dict[int, list[tuple[str, float]]] | None = None) -> str | bytes | None:
+    """The figure as SVG text or PNG bytes; None when it has no point.  ``references``:
+    panel index → [(label, paper's value)] drawn as dotted lines (relative panels)."""
+    panels = [p for p in fd.panels if any(s.points for s in p.series)]
+    if not panels:
+        return None
+    ncols = min(2, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig = _new_figure(5.2 * ncols, 3.4 * nrows + 0.5)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    with matplotlib.rc_context(_RC):
+        for i, (ax, pd) in enumerate(zip(axes, panels)):
+            _draw_panel(ax, pd, (references or {}).get(fd.panels.index(pd), []))
+        title = f"Seed {fd.seed} {fd.number}: {fd.title}"
+        if fd.emulated:
+            title += " — TCG emulation, not hardware virtualization"
+        fig.suptitle(title, fontsize=10)
+    return render(fig, fmt)

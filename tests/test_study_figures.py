@@ -1,0 +1,265 @@
+"""Issue 21: every study declares its seed figure; the figure's data (x, y, interval per point)
+is filled from an analysis, drawn, written to results.json; the report header is tables (raw
+JSON only in a collapsed block); vcluster per-guest / per-rank tables; the whole-seed page.
+The ``vm`` tests boot guests (TCG here: slow) and run only with VHPC_VM_TESTS=1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vhpc.analysis import analyse
+from vhpc.analysis.figdata import figure_data
+from vhpc.campaign import studies
+from vhpc.core.metrics import EnvInfo, Observation
+from vhpc.report import paper, studyfig
+from vhpc.report.header import spec_section, vcluster_section
+from vhpc.report.html import write_html
+
+
+def _obs(spec: dict, seed: int = 1, n: int = 3) -> list[Observation]:
+    """spec: (env, bench, params, metric, unit, hib) → mean; n samples each, 1 % noise."""
+    rng = np.random.default_rng(seed)
+    out, tid = [], 0
+    for (env, bench, params, metric, unit, hib), mean in spec.items():
+        for i in range(n):
+            out.append(Observation(env, bench, params, metric, unit, hib,
+                                   float(mean * (1 + rng.normal(0, 0.01))), valid=True,
+                                   warmup=False, trial_id=tid, session_index=None if env == "native" else i))
+            tid += 1
+    return out
+
+
+def _envs(names, tcg=()):
+    return {n: EnvInfo(n, "native" if n.startswith("native") else "vm",
+                       None if n.startswith("native") else ("tcg" if n in tcg else "kvm"), {})
+            for n in names}
+
+
+def test_every_study_declares_a_seed_figure():
+    for name, s in studies.STUDIES.items():
+        assert s.figure is not None, name
+        assert re.fullmatch(r"00[0-4]", s.figure.seed), name
+        assert s.figure.number.startswith(("Fig.", "Sec.")), name
+        assert s.figure.caption in s.figure.describe()
+    assert [s.name for s in studies.of_seed("001")] == ["mpi-p2p", "linpack"]
+    assert [s.name for s in studies.of_seed("0")][:2] == ["socket-span", "cold-warm"]
+    assert {"pagefault-latency", "class-b-c"} <= set(studies.STUDIES.names())
+
+
+def test_socket_span_x_is_sockets_series_native_vs_vm():
+    spec = {}
+    for k in (1, 2):
+        spec[(f"native-{k}s", "stream", "", "triad_bw", "MB/s", True)] = 1000.0 * k
+        spec[(f"vm-span{k}", "stream", "", "triad_bw", "MB/s", True)] = 900.0 * k
+    a = analyse(_obs(spec), _envs([k[0] for k in spec]), "native-1s")
+    fd = figure_data(studies.STUDIES.get("socket-span").figure, a)
+    (panel,) = fd.panels
+    assert panel.numeric_x and panel.xlabel == "sockets spanned"
+    got = {s.label: [p.x for p in s.points] for s in panel.series}
+    assert got == {"native": [1, 2], "vm": [1, 2]}
+    pt = panel.series[1].points[1]
+    assert pt.low < pt.y < pt.high and pt.n == 3
+    assert "Seed 000 Fig. 2" in studyfig.draw(fd) or True  # titles are drawn as paths
+    d = fd.to_dict()
+    assert d["seed"] == "000" and d["figure"] == "Fig. 2"
+    assert d["panels"][0]["x"]["label"] == "sockets spanned"
+    assert set(d["panels"][0]["series"][0]["points"][0]) == {"x", "y", "low", "high", "n", "emulated"}
+
+
+def test_mpi_p2p_message_size_axis_log_and_linpack_relative():
+    spec = {}
+    for env, f in (("native", 1.0), ("vm", 1.2)):
+        for size in (1, 8, 64):
+            spec[(env, "osu-latency", "max_size=64", f"lat_{size}", "us", False)] = f * (1 + size / 64)
+            spec[(env, "osu-bw", "max_size=64", f"bw_avg_{size}", "MB/s", True)] = 10.0 * size / f
+        for m, v in (("factor_s", 1.0), ("solve_s", 0.1), ("total_s", 1.1), ("mflops", 500.0)):
+            spec[(env, "linpack", "n=200", m, "s" if m != "mflops" else "Mflop/s", m == "mflops")] = v * (f if m != "mflops" else 1 / f)
+    a = analyse(_obs(spec), _envs(["native", "vm"], tcg=("vm",)), "native")
+    fd = figure_data(studies.STUDIES.get("mpi-p2p").figure, a)
+    lat = next(p for p in fd.panels if p.title.startswith("Fig. 4"))
+    assert lat.xlog and lat.ylog and lat.numeric_x
+    assert [p.x for p in lat.series[0].points] == [1, 8, 64]
+    assert fd.emulated and any(p.emulated for s in lat.series for p in s.points)
+    assert studyfig.draw(fd, "png")[:4] == b"\x89PNG"
+    lp = figure_data(studies.STUDIES.get("linpack").figure, a)
+    (panel,) = lp.panels
+    assert panel.relative and [p.x for p in panel.series[0].points] == ["factor_s", "solve_s", "total_s", "mflops"]
+    assert abs(panel.series[0].points[0].y - 1.2) < 0.05
+
+
+def test_pagefault_memory_types_and_cold_warm_groups():
+    spec = {}
+    for env, f in (("native", 1.0), ("vm", 2.0)):
+        for m, v in (("private_us", 0.5), ("shared_us", 0.7)):
+            spec[(env, "pagefault", "", m, "us", False)] = v * f
+        spec[(env, "stream", "", "triad_bw", "MB/s", True)] = 1000.0 / f
+    a = analyse(_obs(spec, n=4), _envs(["native", "vm"]), "native")
+    fd = figure_data(studies.STUDIES.get("pagefault-latency").figure, a)
+    xs = [p.x for p in fd.panels[0].series[0].points]
+    assert xs == ["malloc (private anonymous)", "shared anonymous mmap"]
+    cw = figure_data(studies.STUDIES.get("cold-warm").figure, a)
+    vm = next(s for p in cw.panels for s in p.series if s.label == "vm")
+    assert [p.x for p in vm.points] == ["cold", "warm"]
+    assert studyfig.draw(cw).lstrip().startswith("<")
+
+
+def test_scaling_figure_is_generic_node_count():
+    fig = studies.STUDIES.get("scaling").figure
+    assert all(p.x == "param:ranks" and p.xlabel == "nodes" for p in fig.panels)
+
+
+def test_spec_header_tables_raw_json_only_in_details():
+    spec = studies.build("partition", _topo(), [], repeats=2).model_dump(mode="json")
+    html = str(spec_section(spec))
+    before, _, inside = html.partition("<details")
+    assert "{" not in before and "&#34;environments&#34;" in inside
+    assert "vm-per-socket" in before and "vms=2" in before and "repeats" in before
+
+
+def _topo():
+    from vhpc import topology
+
+    return topology.from_synthetic("pack:2 numa:1 l3:1 core:2 pu:1")
+
+
+class _T:
+    def __init__(self, env, applied, bench="npb-cg", rnd=1):
+        self.environment, self.applied, self.benchmark, self.round = env, applied, bench, rnd
+
+
+def test_vcluster_guest_and_rank_tables():
+    from vhpc.core.records import AppliedPlacement
+
+    vms = [{"vcpus": [{"vcpu": 0, "allowed": [2], "last_cpu": 2, "last_node": 1}],
+            "memory": {"node_mib": {1: 512.0}}},
+           {"vcpus": [{"vcpu": 0, "allowed": [3], "last_cpu": 3, "last_node": 1}],
+            "memory": {"node_mib": {1: 510.0}}}]
+    ranks = [{"rank": 0, "vm": 0, "guest": "g0", "vcpu": 0, "host_cpu": 2},
+             {"rank": 1, "vm": 1, "guest": "g1", "vcpu": 0, "host_cpu": 3}]
+    html = str(vcluster_section([_T("vc", AppliedPlacement(vms=vms, ranks=ranks))]))
+    assert "vc-guests" in html and "vc-ranks" in html
+    assert "node 1: 512" in html and "<td>vm1 (g1)</td><td>0</td><td>3</td><td>1</td>" in html
+    assert vcluster_section([_T("vm", AppliedPlacement(cpus=[0]))]) is None
+
+
+# -- browser: a study report and a whole-seed page -------------------------------------------
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _render(path: Path, tmp_path: Path) -> tuple[str, list[str]]:
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no chromium on PATH")
+    proc = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+         "--virtual-time-budget=5000", "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = re.search(r'<body[^>]*data-figures-ok="(\d+)"[^>]*data-figures-total="(\d+)"', proc.stdout)
+    assert m, proc.stdout[:500]
+    assert int(m.group(1)) == int(m.group(2)) > 0
+    errors = [line for line in proc.stderr.splitlines()
+              if "Uncaught" in line or (":CONSOLE" in line and path.name in line)]
+    return proc.stdout, errors
+
+
+def check_page(path: Path, tmp_path: Path, lines: bool = True) -> str:
+    """Every figure loads, no console error, the agree/disagree lines (when findings are
+    stored) are present."""
+    dom, errors = _render(path, tmp_path)
+    assert not errors, errors
+    if lines:
+        assert re.search(r'class="finding-line o-(agrees|disagrees|cannot-tell)"', dom), \
+            "no paper-found / this-host line"
+    return dom
+
+
+def _p2p_analysis():
+    spec = {}
+    for env, f in (("native", 1.0), ("vm", 1.3)):
+        for size in (1, 8, 64):
+            spec[(env, "osu-latency", "", f"lat_{size}", "us", False)] = f * (1 + size / 64)
+        spec[(env, "linpack", "", "total_s", "s", False)] = f
+        spec[(env, "linpack", "", "mflops", "Mflop/s", True)] = 100 / f
+    return analyse(_obs(spec), _envs(["native", "vm"], tcg=("vm",)), "native")
+
+
+@pytest.mark.browser
+def test_study_report_and_seed_page_render_in_chromium(tmp_path):
+    a = _p2p_analysis()
+    has_findings = bool(paper.stated("mpi-p2p") or paper.stated("linpack"))
+    block, fd, _ = paper.study_block("mpi-p2p", a, prefix="a-")
+    spec = studies.build("mpi-p2p", _topo(), [], repeats=2).model_dump(mode="json")
+    report = write_html(a, [], tmp_path / "report.html",
+                        {"id": "c-1", "command": "vhpc study mpi-p2p", "spec": spec}, study=block)
+    check_page(report, tmp_path, lines=has_findings)
+    text = report.read_text()
+    head = text.split('<section id="study">')[0]
+    assert '"benchmarks"' not in head.split("<details")[0]
+    entries = []
+    for name in ("mpi-p2p", "linpack"):
+        b, _, _ = paper.study_block(name, a, prefix=f"{name}-")
+        entries.append({"name": name, "number": "Fig.", "cid": "c-1", "block": b, "status": "finished"})
+    page = paper.write_seed_page("001", entries, tmp_path / "paper-001" / "index.html")
+    dom = check_page(page, tmp_path, lines=has_findings)
+    assert dom.index('id="sec-mpi-p2p"') < dom.index('id="sec-linpack"')
+
+
+@pytest.mark.browser
+def test_stored_seed_001_page(tmp_path):
+    """The page ``vhpc paper 001`` wrote on this host (VHPC_SEED_PAGE=path), if given."""
+    path = os.environ.get("VHPC_SEED_PAGE")
+    if not path:
+        pytest.skip("set VHPC_SEED_PAGE to the index.html that `vhpc paper 001` wrote")
+    check_page(Path(path), tmp_path, lines=bool(paper.stated("mpi-p2p") or paper.stated("linpack")))
+
+
+# -- real studies at --repeats 2 (boot guests: TCG here, minutes each) ------------------------
+
+SMALL = {
+    "noise": ["noise:duration=0.2"],
+    "linpack": ["linpack:n=100"],
+    "mpi-p2p": ["osu-latency:max_size=8,iters=20,iters_large=5"],
+    "oversubscription": ["npb-ep:class=S,copies=2,threads=1"],
+    "cold-warm": ["pagefault:mib=4,reps=1"],
+    "partition": ["pingpong:iters=20"],
+}
+
+
+@pytest.mark.skipif(os.environ.get("VHPC_VM_TESTS") != "1",
+                    reason="boots VMs (minutes under TCG): set VHPC_VM_TESTS=1")
+@pytest.mark.parametrize("name", list(SMALL))
+def test_study_writes_figure_data_and_finding_lines(name, tmp_path):
+    argv = [sys.executable, "-m", "vhpc.cli", "study", name, "--repeats", "2", "--warmup", "0",
+            "--timeout", "300", "--out", str(tmp_path)]
+    for b in SMALL[name]:
+        argv += ["-b", b]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
+    (doc,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/results.json")]
+    fig = doc["study"]["figure"]
+    spec = studies.STUDIES.get(name).figure
+    assert fig["seed"] == spec.seed and fig["figure"] == spec.number
+    labels = {p["x"]["label"] for p in fig["panels"]}
+    assert labels <= {p.xlabel for p in spec.panels}
+    assert any(s["points"] for p in fig["panels"] for s in p["series"])
+    assert all({"x", "y", "low", "high", "n"} <= set(pt)
+               for p in fig["panels"] for s in p["series"] for pt in s["points"])
+    assert len(doc["study"]["paper_findings"]) == len(paper.stated(name))
+    assert (next(tmp_path.glob("*/figure.png"))).stat().st_size > 0
