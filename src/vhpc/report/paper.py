@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import fnmatch
-import inspect
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,10 +21,10 @@ from typing import Any, Iterable
 import jinja2
 from markupsafe import Markup
 
-from vhpc.analysis import Analysis
-from vhpc.analysis import figdata
+from vhpc.analysis import Analysis, figdata
 
-AGREES, DISAGREES, CANNOT_TELL = "agrees", "disagrees", "cannot tell"
+from vhpc.campaign import findings
+from vhpc.campaign.findings import AGREES, CANNOT_TELL, DISAGREES
 
 
 def study_of(meta: dict[str, Any] | None) -> str | None:
@@ -67,120 +66,63 @@ class Line:
                 f"{self.measured} → {self.outcome}" + (f" ({self.reason})" if self.reason else ""))
 
 
-def _findings_module():
-    try:
-        from vhpc.campaign import findings  # seed data (colleague's module)
-    except ImportError:
-        return None
-    return findings
-
-
-def stated(study: str) -> list[Any]:
+def stated(study: str) -> list[findings.Finding]:
     """The seed's stated findings for ``study`` ([] when none are stored)."""
-    mod = _findings_module()
-    if mod is None:
-        return []
-    for name in ("for_study", "findings_for", "of_study"):
-        fn = getattr(mod, name, None)
-        if callable(fn):
-            return list(fn(study))
-    load = getattr(mod, "load", None) or getattr(mod, "load_findings", None)
-    items = load() if callable(load) else []
-    if isinstance(items, dict):
-        items = items.get(study, items.get("findings", []))
-    items = getattr(items, "findings", items)
-    return [f for f in items if _attr(f, "study") == study]
+    return findings.for_study(study)
 
 
-def _attr(obj: Any, *names: str, default: Any = None) -> Any:
-    for n in names:
-        v = obj.get(n) if isinstance(obj, dict) else getattr(obj, n, None)
-        if v is not None:
-            return v
-    return default
-
-
-def _matches(c, f, baseline: str) -> bool:
-    bench = _attr(f, "benchmark", default="*")
-    metric = _attr(f, "metric", default="*")
-    env = _attr(f, "environment", "env", default="*")
-    return (fnmatch.fnmatchcase(c.benchmark, bench) and
-            (fnmatch.fnmatchcase(c.metric, metric) or bool(re.fullmatch(metric, c.metric)))
-            and fnmatch.fnmatchcase(c.environment, env))
-
-
-def _call_verdict(mod, f, ratio, ci, n, tcg):
-    fn = getattr(mod, "verdict", None) or getattr(mod, "judge", None)
-    values = {"finding": f, "statement": f, "f": f, "ratio": ratio, "measured": ratio,
-              "ci": ci, "interval": ci, "ratio_ci": ci, "n": n, "runs": n, "tcg": tcg,
-              "emulated": tcg}
-    params = list(inspect.signature(fn).parameters)
-    try:
-        res = fn(**{p: values[p] for p in params if p in values})
-    except TypeError:
-        res = fn(f, ratio, ci, n, tcg)
-    outcome = _attr(res, "outcome", "verdict", "value") if not isinstance(res, (str, tuple)) else None
-    reason = _attr(res, "reason", default="") if not isinstance(res, (str, tuple)) else ""
-    if isinstance(res, tuple):
-        outcome, reason = res[0], (res[1] if len(res) > 1 else "")
-    elif isinstance(res, str):
-        outcome = res
-    outcome = str(getattr(outcome, "value", outcome)).replace("_", " ")
-    return outcome, reason or ""
-
-
-def _paper_value(f) -> str:
-    v = _attr(f, "value", "ratio", "expected")
-    d = _attr(f, "direction")
-    if v is not None:
-        return f"paper: {v}"
-    return f"paper: {getattr(d, 'value', d)}" if d is not None else "paper: stated"
+def _worse_ratio(c) -> tuple[float, tuple[float | None, float | None]]:
+    """A comparison's ratio and interval in the "worse is higher" sense the findings use:
+    inverted for higher-is-better metrics (a VM at half the bandwidth is ratio 2)."""
+    lo, hi = c.ratio_ci
+    if not c.higher_is_better:
+        return c.ratio, (lo, hi)
+    inv = (lambda v: 1 / v if v else None)
+    return 1 / c.ratio, (inv(hi), inv(lo))
 
 
 def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> list[Line]:
-    """One line per stated finding of ``study``; a finding whose comparisons the campaign does
-    not have is "cannot tell" (placement not makeable on this host, or not measured)."""
-    mod = _findings_module()
+    """One line per stated finding of ``study`` (:func:`vhpc.campaign.findings.verdict` on
+    each comparison of the finding's metric; one disagreement decides); a finding whose
+    metric the campaign did not measure is "cannot tell"."""
     out = []
     for f in stated(study):
-        statement = str(_attr(f, "statement", "claim", "text", "quote", default="(statement)"))
-        source = " ".join(str(x) for x in (_attr(f, "seed_file", "seed", "source"),
-                                          _attr(f, "where", "figure", "section")) if x)
-        comps = [c for c in analysis.comparisons if c.ratio is not None and _matches(c, f, analysis.baseline)]
+        source = f"seed {f.seed[:3]}, {f.where}"
+        comps = [c for c in analysis.comparisons if c.ratio is not None and
+                 (f.metric is None or fnmatch.fnmatchcase(c.metric, f.metric))]
         if not comps:
             why = not_makeable or "not measured in this campaign"
-            out.append(Line(statement, source, _paper_value(f), "no matching measurement",
+            out.append(Line(f.quote, source, f"paper: {f.stated()}", "no matching measurement",
                             CANNOT_TELL, f"placement not makeable: {why}" if not_makeable else why))
             continue
         verdicts = []
         for c in comps:
-            tcg = bool(analysis.environments.get(c.environment) and analysis.environments[c.environment].emulated)
-            verdicts.append((c, *_call_verdict(mod, f, c.ratio, c.ratio_ci, min(c.n, c.n_baseline), tcg)))
+            env = analysis.environments.get(c.environment)
+            ratio, ci = _worse_ratio(c)
+            verdicts.append((c, *findings.verdict(f, ratio, ci, min(c.n, c.n_baseline),
+                                                  bool(env and env.emulated),
+                                                  placement_ok=not_makeable is None)))
         outs = {v[1] for v in verdicts}
         outcome = DISAGREES if DISAGREES in outs else (AGREES if outs == {AGREES} else CANNOT_TELL)
-        pick = next(v for v in verdicts if v[1] == outcome) if any(v[1] == outcome for v in verdicts) else verdicts[0]
-        c = pick[0]
-        lo, hi = c.ratio_ci
-        ci = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
-        measured = (f"{c.environment}/{c.benchmark} {c.metric}: ratio {c.ratio:.3f}{ci} (n={c.n})"
+        c, _, reason = next(v for v in verdicts if v[1] == outcome)
+        measured = (f"{c.environment}/{c.benchmark} {c.metric}: {reason}"
                     + (f" and {len(comps) - 1} more" if len(comps) > 1 else ""))
-        reasons = sorted({v[2] for v in verdicts if v[2] and v[1] == outcome})
-        out.append(Line(statement, source, _paper_value(f), measured, outcome, "; ".join(reasons)))
+        reasons = sorted({v[2] for v in verdicts if v[1] == outcome and v[1] == CANNOT_TELL})
+        out.append(Line(f.quote, source, f"paper: {f.stated()}", measured, outcome,
+                        "; ".join(reasons)))
     return out
 
 
 def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, float]]]:
     """Paper values to draw beside the measurement: panel index → [(label, ratio)] for
-    findings with a numeric value on a relative panel showing their metric."""
+    overhead findings (ratio 1 + value/100) on a relative panel showing their metric."""
     refs: dict[int, list[tuple[str, float]]] = {}
     for f in stated(study):
-        v = _attr(f, "value", "ratio", "expected")
-        if not isinstance(v, (int, float)):
+        if f.claim != "overhead_pct":
             continue
-        metric = _attr(f, "metric", default="*")
         for i, p in enumerate(fd.panels):
-            if p.relative and any(fnmatch.fnmatchcase(m, metric) for m in p.metrics):
-                refs.setdefault(i, []).append((str(_attr(f, "where", "figure", default=""))[:30] or "value", float(v)))
+            if p.relative and any(fnmatch.fnmatchcase(m, f.metric or "*") for m in p.metrics):
+                refs.setdefault(i, []).append((f.where[:30], 1 + f.value / 100))
     return refs
 
 
