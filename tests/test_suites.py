@@ -484,7 +484,7 @@ GOOD_METRIC = {"name": "x", "regex": r"x=(\d+)", "unit": "s", "higher_is_better"
     ({"name": "b", "command": ["true"], "metrics": [GOOD_METRIC], "success": "("},
      "invalid regular expression"),
     ({"name": "b", "command": ["true"], "metrics": [GOOD_METRIC], "timeout": 0},
-     "timeout must be a positive number"),
+     "timeout must be a number of seconds in (0, "),
     ({"name": "b", "command": ["true"], "metrics": [GOOD_METRIC], "env": ["A=1"]},
      "env must be a mapping"),
     (["name", "b"], "expected a mapping"),

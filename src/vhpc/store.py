@@ -421,6 +421,8 @@ class Store:
         out = dict(row)
         spec = _json(self.path, "campaigns", cid, "spec_json", out.pop("spec_json"))
         for key, kind in (("baseline", str), ("environments", list), ("benchmarks", list)):
+            if key == "baseline" and key not in spec:
+                continue  # older vhpc wrote no baseline: the spec's default applies
             if not isinstance(spec.get(key), kind):
                 raise damaged(self.path, "campaigns", cid, f"spec_json has no valid {key!r}")
         out["spec"] = spec
