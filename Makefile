@@ -62,7 +62,8 @@ demo: deps venv kernels
 # require_tool).  One pytest-xdist worker per core; --dist loadgroup keeps each test module
 # (its guest, daemons) on one worker (tests/conftest.py pytest_collection_modifyitems).
 test: deps venv kernels
-	CI=true $(BIN)/python -m pytest -q -ra -n auto --dist loadgroup --durations=15
+	CI=true $(BIN)/python -m pytest -q -ra -n auto --dist loadgroup --durations=15 -m "not serial"
+	CI=true $(BIN)/python -m pytest -q -ra -m serial
 
 clean:
 	$(MAKE) -C kernels clean

@@ -190,7 +190,7 @@ def test_an_unwritable_report_path_is_refused_before_any_work(capsys, finished, 
 
 @pytest.mark.parametrize("edit,needle,commands", [
     ("UPDATE campaigns SET spec_json='{not json'", "campaigns", ("report", "resume")),
-    ("UPDATE campaigns SET spec_json=json_remove(spec_json, '$.baseline')", "baseline",
+    ("UPDATE campaigns SET spec_json=json_set(spec_json, '$.baseline', 7)", "baseline",
      ("report", "resume")),
     ("UPDATE campaigns SET spec_json=json_set(spec_json, '$.repeats', -3)", "repeats",
      ("resume",)),
