@@ -15,6 +15,7 @@ import pytest
 
 from vhpc import placement, topology
 from vhpc.environments.vcluster import network as vclusternet
+from vhpc.host.owned import start_ticks
 from vhpc.environments.vcluster.environment import parse_rank_log, plan_cluster, program_index
 from vhpc.spec.parse import SpecError, env as env_spec, from_cli
 
@@ -93,7 +94,7 @@ def test_orphans_of_a_dead_vhpc_are_removed_and_reported(tmp_path):
     dead_shm = shm / f"vhpc-ivshmem-{_dead_pid()}-456-abc"
     dead_shm.write_bytes(b"\0" * 16)
     me = os.getpid()
-    mine = tmp_path / f"vhpc-vcluster-{me}-{vclusternet._start_ticks(me)}-xyz"
+    mine = tmp_path / f"vhpc-vcluster-{me}-{start_ticks(me)}-xyz"
     mine.mkdir()
     found = vclusternet.reap_orphans(tmp_path, shm)
     assert not dead.exists() and not dead_shm.exists() and mine.exists()

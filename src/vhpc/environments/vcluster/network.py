@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vhpc.host import facts as hostinfo
+from vhpc.host.owned import owner_tag, start_ticks
 
 #: The private segment's addresses (RFC 1918), guest names and the exec service port (peer.c).
 SUBNET = "10.77.0.0/24"
@@ -54,17 +55,8 @@ def mac(i: int) -> str:
     return f"52:54:00:77:00:{i + 1:02x}"
 
 
-def _start_ticks(pid: int) -> str | None:
-    """Process start time in clock ticks (proc(5) stat field 22), None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def _owner_tag() -> str:
-    return f"{os.getpid()}-{_start_ticks(os.getpid())}"
+    return owner_tag()
 
 
 @dataclass
@@ -157,7 +149,7 @@ def _owner_alive(name: str) -> bool:
     m = _OWNED.match(name)
     if not m:
         return True  # not ours to judge
-    return _start_ticks(int(m.group(1))) == m.group(2)
+    return start_ticks(int(m.group(1))) == m.group(2)
 
 
 def _qemu_using(path: Path) -> list[int]:

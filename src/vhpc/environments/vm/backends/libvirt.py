@@ -37,6 +37,7 @@ from vhpc import placement as placement_room
 from vhpc.core import records
 from vhpc.environments.vm import guestimage
 from vhpc.host import facts as hostinfo
+from vhpc.host.owned import start_ticks
 from vhpc.environments.vm.backends import libvirt_xml as lx
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm.agent import AgentChannel
@@ -81,14 +82,6 @@ def connect(uri: str):
                        "and pass its URI as uri= or LIBVIRT_DEFAULT_URI; docs/libvirt.md)") from None
 
 
-def proc_start(pid: int) -> str | None:
-    """Start time of process ``pid`` (field 22 of /proc/PID/stat, proc(5)); None when gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def _running(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie (state field of /proc/PID/stat)."""
     try:
@@ -111,7 +104,7 @@ def remove_leftovers(conn, out=None) -> list[str]:
             owner = lx.read_owner(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, lx.OWNER_NS))
         except libvirt.libvirtError:
             continue
-        if owner is None or proc_start(owner[0]) == owner[1]:
+        if owner is None or start_ticks(owner[0]) == owner[1]:
             continue
         workdir = _agent_workdir(dom)
         destroy(dom)
@@ -190,7 +183,7 @@ class LibvirtGuest(GuestSession):
             shutil.rmtree(self.workdir, ignore_errors=True)
             raise
         self.name = dom_el.findtext("name")
-        lx.owner_metadata(dom_el, os.getpid(), proc_start(os.getpid()) or "")
+        lx.owner_metadata(dom_el, os.getpid(), start_ticks(os.getpid()) or "")
         self.xml = lx.to_text(dom_el)
 
     @property
