@@ -218,8 +218,17 @@ void vhpc_report_placement(int rank)
         if (*h == ' ' || *h == '=')
             *h = '_';
     cpulist(&all, list, sizeof list);
-    printf("VHPC-RANK rank=%d host=%s cpu=%d cpus=%s tasks=%d\n", rank, host, sched_getcpu(),
-           list[0] ? list : "none", tasks);
+    /* the Slurm node when started by srun (several slurmd may share one host name) */
+    char node[128] = "";
+    const char *sn = getenv("SLURMD_NODENAME");
+    if (sn && *sn) {
+        snprintf(node, sizeof node, " node=%s", sn);
+        for (char *h = node + 6; *h; h++)
+            if (*h == ' ' || *h == '=')
+                *h = '_';
+    }
+    printf("VHPC-RANK rank=%d host=%s cpu=%d cpus=%s tasks=%d%s\n", rank, host, sched_getcpu(),
+           list[0] ? list : "none", tasks, node);
     fflush(stdout);
 }
 

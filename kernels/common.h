@@ -109,7 +109,9 @@ int vhpc_msg_check(const unsigned char *buf, size_t n, int src);
 
 /*
  * Print one line on stdout describing where this process ran:
- *   VHPC-RANK rank=R host=NAME cpu=C cpus=LIST tasks=T
+ *   VHPC-RANK rank=R host=NAME cpu=C cpus=LIST tasks=T [node=SLURM_NODE]
+ * node: $SLURMD_NODENAME when Slurm started the rank (srun), so ranks on
+ * different Slurm nodes of one host are told apart;
  * cpu: the CPU the calling thread last ran on (sched_getcpu(3));
  * cpus: the union of the affinity masks (sched_getaffinity(2)) of every thread
  * of the process (/proc/self/task), as a Linux CPU list ("0-3,8"), i.e. the

@@ -115,15 +115,19 @@ class Launch:
 
 
 def rank_lines(stdout: str) -> list[dict[str, Any]]:
-    """The ``VHPC-RANK`` lines of ``stdout`` as dicts {rank, host, cpu, cpus (list), tasks},
-    sorted by rank; lines that do not parse are skipped (output of a crashed rank)."""
+    """The ``VHPC-RANK`` lines of ``stdout`` as dicts {rank, host, cpu, cpus (list), tasks,
+    and ``node`` (the Slurm node) when the line has one}, sorted by rank; lines that do not
+    parse are skipped (output of a crashed rank)."""
     out = []
     for m in RANK_RE.finditer(stdout):
         kv = dict(tok.partition("=")[::2] for tok in m.group(1).split())
         try:
-            out.append({"rank": int(kv["rank"]), "host": kv.get("host", ""),
-                        "cpu": int(kv["cpu"]), "cpus": list(parse_cpu_list(kv["cpus"])),
-                        "tasks": int(kv.get("tasks", 0))})
+            row = {"rank": int(kv["rank"]), "host": kv.get("host", ""),
+                   "cpu": int(kv["cpu"]), "cpus": list(parse_cpu_list(kv["cpus"])),
+                   "tasks": int(kv.get("tasks", 0))}
+            if kv.get("node"):
+                row["node"] = kv["node"]
+            out.append(row)
         except (KeyError, ValueError):
             continue
     return sorted(out, key=lambda r: r["rank"])
@@ -144,10 +148,11 @@ def readback(launch: Launch, stdout: str) -> dict[str, Any]:
         seen: dict[tuple[str, int], int] = {}
         for r in ranks:
             for cpu in set(r["cpus"]) | {r["cpu"]}:
-                other = seen.setdefault((r["host"], cpu), r["rank"])
+                where = r.get("node") or r["host"]
+                other = seen.setdefault((where, cpu), r["rank"])
                 if other != r["rank"]:
                     problems.append(f"ranks {other} and {r['rank']} share CPU {cpu} on "
-                                    f"{r['host']} although there was a CPU for each")
+                                    f"{where} although there was a CPU for each")
                     break
     if problems:
         out["mismatches"] = problems

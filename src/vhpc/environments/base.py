@@ -61,6 +61,9 @@ class Environment(ABC):
     """Where a benchmark runs.  ``name`` is unique in a campaign; ``kind`` is ``native``/``vm``."""
 
     kind: str = ""
+    #: Its guests may be spread over an executor's compute nodes (the executor then hands it
+    #: remote members: :meth:`VclusterEnvironment.attach_nodes`); runs on one host otherwise.
+    spans_nodes: bool = False
 
     def __init__(self, name: str):
         self.name = name

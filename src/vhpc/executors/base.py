@@ -64,6 +64,11 @@ class Executor(ABC):
         self.plan_trials = 0
         self.plan_seconds: float | None = None
 
+    @classmethod
+    def node_count(cls, options: ExecutorOptions) -> int:
+        """Compute nodes an environment may spread over under ``options`` (1: one host)."""
+        return 1
+
     def preflight(self) -> None:
         """Check, before a campaign is stored, that this executor can run (commands installed,
         controller answers).  Raises a VhpcError subclass saying what to change."""

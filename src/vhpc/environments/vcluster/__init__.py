@@ -8,6 +8,14 @@ from vhpc.environments.options import HostFacts
 from vhpc.environments.vcluster.options import VclusterOptions
 
 
+def guests_per_node(options: VclusterOptions, nodes: int) -> int:
+    """Guests each compute node holds: ``vms_per_node`` when given, else one per node when
+    there are ``vms`` nodes or more, else ⌈vms / nodes⌉ (``nodes`` = 1: all on this host)."""
+    if nodes <= 1:
+        return options.vms
+    return min(options.vms, options.vms_per_node or -(-options.vms // nodes))
+
+
 @KINDS.register("vcluster")
 class VclusterKind(EnvironmentKind):
     """Guests on a private segment (virtio, or ivshmem beside it); their placements are
@@ -17,19 +25,35 @@ class VclusterKind(EnvironmentKind):
     summary = "several guests on one host, one MPI job across them"
 
     def plan(self, options: VclusterOptions, host: HostFacts) -> EnvPlan:
-        """One placement per guest (``placement`` holds the tuple).  Raises HostError (not
-        enough CPUs) or PlacementError."""
+        """One placement per guest of a host (``placement`` holds the tuple): all ``vms`` on
+        this host, or — when the executor offers ``host.nodes`` > 1 compute nodes — the
+        :func:`guests_per_node` that each node holds (each node plans them again on its own
+        topology when its guest host starts).  Raises HostError (not enough CPUs or nodes,
+        shared memory across nodes) or PlacementError."""
         from vhpc.environments.vcluster.environment import plan_cluster
 
-        if options.policy != "float" and options.vms * options.vcpus > len(host.cpus):
-            raise HostError(f"vcluster: {options.vms} VMs x {options.vcpus} vCPUs need "
-                            f"{options.vms * options.vcpus} CPUs, the host has {len(host.cpus)}: "
+        per_node = guests_per_node(options, host.nodes)
+        nodes = -(-options.vms // per_node)
+        spread = host.nodes > 1
+        if spread and options.net == "ivshmem" and nodes > 1:
+            raise HostError("vcluster: net=ivshmem shares memory between guests of one host; "
+                            f"with vms={options.vms} on {nodes} nodes use net=virtio, or "
+                            f"vms_per_node={options.vms} to keep them on one node")
+        if spread and nodes > host.nodes:
+            raise HostError(f"vcluster: vms={options.vms} at vms_per_node={per_node} need "
+                            f"{nodes} nodes, the allocation has {host.nodes}: raise "
+                            "slurm:nodes= or vms_per_node=")
+        where = " per node" if spread else ""
+        if options.policy != "float" and per_node * options.vcpus > len(host.cpus):
+            raise HostError(f"vcluster: {per_node} VMs x {options.vcpus} vCPUs{where} need "
+                            f"{per_node * options.vcpus} CPUs, the host has {len(host.cpus)}: "
                             "use fewer VMs or vCPUs, or policy=float (oversubscribed)")
-        plans = tuple(plan_cluster(host.topology, options.vms, options.vcpus, options.memory,
+        plans = tuple(plan_cluster(host.topology, per_node, options.vcpus, options.memory,
                                    options.policy))
-        return EnvPlan(f"{options.vms} VMs x {options.vcpus} vCPUs, policy {options.policy}, "
-                       f"net {options.net}, {options.ranks_per_vm or options.vcpus} rank(s) "
-                       "per VM", plans)
+        spans = f", {per_node} per node on {nodes} Slurm node(s)" if spread else ""
+        return EnvPlan(f"{options.vms} VMs x {options.vcpus} vCPUs{spans}, policy "
+                       f"{options.policy}, net {options.net}, "
+                       f"{options.ranks_per_vm or options.vcpus} rank(s) per VM", plans)
 
     def build(self, name, options: VclusterOptions, plan: EnvPlan, host: HostFacts):
         """A VclusterEnvironment on the planned placements."""

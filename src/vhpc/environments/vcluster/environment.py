@@ -27,7 +27,7 @@ import re
 import sys
 import time
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Callable
 
 from vhpc import placement as placement_room
 from vhpc.core import records
@@ -136,6 +136,7 @@ class VclusterEnvironment(Environment):
     """
 
     kind = "vcluster"
+    spans_nodes = True
 
     def __init__(self, name: str, options: VclusterOptions,
                  placements: list[placement_room.Placement], topo: topology_room.Topology):
@@ -154,6 +155,21 @@ class VclusterEnvironment(Environment):
         self.total_ranks = o.vms * self.ranks_per_vm
         self.net: vclusternet.ClusterNet | None = None
         self.orphans: list[str] = []
+        self.guests_per_node = len(placements)
+        self._hub: tuple[str, Callable[[int], list[int]]] | None = None
+
+    def attach_nodes(self, members: list, hub_host: str,
+                     ports: Callable[[int], list[int]]) -> None:
+        """Run the guests on other nodes: ``members`` (one per guest, in guest order, each
+        with the interface of a VmEnvironment member and a ``node`` name, e.g.
+        :class:`vhpc.executors.slurm.guests.RemoteVm`) replace the local VMs; the links become
+        TCP to guest 0's QEMU listening on ``hub_host``, on ports ``ports(n)`` picked afresh
+        at every boot.  Raises ValueError when the count is not ``vms``."""
+        if len(members) != self.vms:
+            raise ValueError(f"{len(members)} members for {self.vms} guests")
+        self.close()
+        self.members = list(members)
+        self._hub = (hub_host, ports)
 
     @property
     def accel(self) -> str:
@@ -171,8 +187,9 @@ class VclusterEnvironment(Environment):
                   plan=self.placements[0].to_dict(), plans=[p.to_dict() for p in self.placements],
                   network=(self.net or vclusternet.ClusterNet(  # describe, create nothing
                       self.vms, Path("."), Path(".") if self.transport == "ivshmem" else None,
-                      self._shm_node())).describe(),
-                  orphans_removed=self.orphans)
+                      self._shm_node(), self._hub[0] if self._hub else None)).describe(),
+                  orphans_removed=self.orphans,
+                  nodes=[getattr(m, "node", None) for m in self.members] if self._hub else None)
         return fp
 
     def _shm_node(self) -> int | None:
@@ -182,15 +199,21 @@ class VclusterEnvironment(Environment):
         return self.topo.node_ids[0] if self.topo.node_ids else None
 
     def _net(self) -> vclusternet.ClusterNet:
+        """The private segment (made once), its links (re)assigned to the members: across
+        nodes with fresh ports for this boot."""
+        if self.net is None and self._hub is not None:
+            self.net = vclusternet.ClusterNet.over_tcp(self.vms, self._hub[0])
         if self.net is None:
             self.orphans = vclusternet.reap_orphans()
             for line in self.orphans:
                 print(f"vhpc: {line} (left by a killed vhpc)", file=sys.stderr)
             self.net = vclusternet.ClusterNet.create(self.vms, self.transport == "ivshmem",
                                                      self._shm_node())
-            for i, m in enumerate(self.members):
-                m.extra_args = self.net.qemu_args(i)
-                m.append = self.net.kernel_args(i)
+        if self._hub is not None:
+            self.net.ports = tuple(self._hub[1](self.vms - 1))
+        for i, m in enumerate(self.members):
+            m.extra_args = self.net.qemu_args(i)
+            m.append = self.net.kernel_args(i)
         return self.net
 
     def start(self) -> None:
@@ -300,7 +323,8 @@ class VclusterEnvironment(Environment):
             threads = {v["vcpu"]: v for v in m.guest.read_affinity()}
             for r in parse_rank_log(reply.get("data", ""), i):
                 t = threads.get(r["vcpu"], {})
-                r.update(host_cpus_allowed=t.get("allowed"), host_cpu=t.get("last_cpu"))
+                r.update(host_cpus_allowed=t.get("allowed"), host_cpu=t.get("last_cpu"),
+                         node=getattr(m, "node", None))
                 ranks.append(r)
         return sorted(ranks, key=lambda r: r["rank"])
 

@@ -9,6 +9,12 @@ VM 0, which also holds VM 0's own NIC), so frames between VM 1 and VM 2 pass thr
 QEMU main loop.  Guest *i* is ``vhpc-vm<i>`` at ``10.77.0.<i+1>/24`` with MAC
 ``52:54:00:77:00:<i+1>`` (fixed and recorded in the environment's fingerprint).
 
+Across nodes (a vcluster spread over a Slurm allocation, executors/slurm/guests.py) the same
+links are TCP (``addr.type=inet``): VM 0's QEMU listens on its node's address (``hub_host``) on
+one port per other guest (``ports``, picked free on that node at each boot), and every other
+guest's QEMU connects there; the segment still exists only between the campaign's QEMU
+processes (no bridge, tap or route on any node).
+
 Shared memory (``net=ivshmem``): one file ``/dev/shm/vhpc-ivshmem-<pid>-*`` backs an
 ``ivshmem-plain`` PCI device in every guest (``memory-backend-file,share=on``, bound to one host
 node with ``host-nodes=N,policy=bind``); guests map BAR 2 (``resource2`` in sysfs).
@@ -69,9 +75,11 @@ class ClusterNet:
     """
 
     vms: int
-    workdir: Path
+    workdir: Path | None
     shm_path: Path | None = None
     shm_node: int | None = None
+    hub_host: str | None = None
+    ports: tuple[int, ...] = ()
 
     @classmethod
     def create(cls, vms: int, ivshmem: bool, shm_node: int | None) -> "ClusterNet":
@@ -88,8 +96,23 @@ class ClusterNet:
                 os.close(fd)
         return cls(vms, workdir, shm, shm_node)
 
+    @classmethod
+    def over_tcp(cls, vms: int, hub_host: str) -> "ClusterNet":
+        """Links over TCP to VM 0's QEMU listening on ``hub_host`` (set :attr:`ports`, one per
+        guest 1..vms-1, before :meth:`qemu_args`); nothing is created on this host."""
+        return cls(vms, None, hub_host=hub_host)
+
     def sock(self, j: int) -> Path:
         return self.workdir / f"net-{j}.sock"
+
+    def link_addr(self, j: int) -> str:
+        """The netdev address of guest ``j``'s link to the hub (``j`` ≥ 1): its UNIX socket
+        or, across nodes, the hub node's address and the port for ``j``."""
+        if self.hub_host is None:
+            return f"addr.type=unix,addr.path={self.sock(j)}"
+        if len(self.ports) < self.vms - 1:
+            raise ValueError(f"{self.vms - 1} link ports needed, {len(self.ports)} given")
+        return f"addr.type=inet,addr.host={self.hub_host},addr.port={self.ports[j - 1]}"
 
     def qemu_args(self, i: int) -> list[str]:
         """QEMU argv for guest ``i``: its NIC and its end of the stream links (VM 0 listens)."""
@@ -97,7 +120,7 @@ class ClusterNet:
 
         def stream(nid: str, j: int, server: bool) -> list[str]:
             return ["-netdev", f"stream,id={nid},server={'on' if server else 'off'},"
-                               f"addr.type=unix,addr.path={self.sock(j)}"]
+                               f"{self.link_addr(j)}"]
 
         if i > 0:
             args = stream("net0", i, False) + nic
@@ -122,12 +145,13 @@ class ClusterNet:
 
     def clear_sockets(self) -> None:
         """Remove stale socket files before a (re)boot: a listening QEMU needs a free path."""
-        for p in self.workdir.glob("net-*.sock"):
+        for p in self.workdir.glob("net-*.sock") if self.workdir else ():
             p.unlink(missing_ok=True)
 
     def describe(self) -> dict:
         """What the fingerprint records: transport, addresses, names, MACs, shared region."""
-        return {"segment": "QEMU stream netdevs over UNIX sockets" + (
+        links = "UNIX sockets" if self.hub_host is None else f"TCP to {self.hub_host}"
+        return {"segment": f"QEMU stream netdevs over {links}" + (
                     " (hub in VM 0)" if self.vms > 2 else " (point to point)"),
                 "subnet": SUBNET,
                 "guests": [{"name": hostname(i), "address": address(i), "mac": mac(i)}
@@ -137,7 +161,8 @@ class ClusterNet:
 
     def remove(self) -> None:
         """Delete the work directory and the shared file (idempotent)."""
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
         if self.shm_path is not None:
             self.shm_path.unlink(missing_ok=True)
 

@@ -22,10 +22,14 @@ class VclusterOptions(EnvOptions):
     """``vcluster``: ``vms`` guests of ``vcpus`` vCPUs and ``memory`` MiB each, placed by
     ``policy`` (``partition``: spread over the host's sockets; or any ``vm`` policy applied to
     each VM's own share), linked by ``net`` (``virtio`` network, or ``ivshmem`` shared memory
-    beside it), ``ranks_per_vm`` MPI ranks in each (default: vcpus), ``accel``, ``kernel``,
-    ``boot_timeout`` (s), ``strict``."""
+    beside it), ``ranks_per_vm`` MPI ranks in each (default: vcpus),
+    ``vms_per_node`` guests on each compute node when the executor offers several
+    (``slurm:nodes=N``; default one per node when there are enough nodes, else
+    ⌈vms / nodes⌉), ``accel``, ``kernel``, ``boot_timeout`` (s), ``strict``.  ``vms=1`` is a
+    cluster of one guest (the one-node point of a scaling curve)."""
 
-    vms: int = Field(2, ge=2, le=200)  # one VM is -e vm; 200 fit the private /24
+    vms: int = Field(2, ge=1, le=200)  # 200 fit the private /24
+    vms_per_node: int | None = Field(None, ge=1, le=200)
     vcpus: int = Field(1, ge=1, le=MAX_CPUS)
     memory: int = Field(1024, ge=128, le=MAX_MEMORY_MIB)
     policy: str = "partition"

@@ -43,7 +43,9 @@ from vhpc.core import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 from vhpc.environments.vcluster.environment import program_index
 from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
-from vhpc.executors.slurm.step import MARK, encode
+from vhpc.host.owned import die_with_parent
+from vhpc.executors.slurm.guests import NodeLink, RemoteVm
+from vhpc.executors.slurm.step import MARK, encode, result_from_fields
 
 #: Seconds a trial's step may take beyond the trial timeout (environment start: a VM boot).
 STEP_MARGIN = 240.0
@@ -102,14 +104,17 @@ def _tail(text: str) -> str:
 
 class SlurmOptions(ExecutorOptions):
     """``--executor slurm:...`` options, passed to salloc(1) as ``--partition --nodes --time
-    --account`` (unset: the cluster's defaults).  ``nodes`` is a count in ASCII digits."""
+    --account`` (unset: the cluster's defaults); ``ranks_per_node`` (default 1): MPI ranks of
+    a native job on each node (R ranks run on ⌈R / ranks_per_node⌉ nodes).  Counts are ASCII
+    digits."""
 
     partition: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     nodes: int | None = Field(None, ge=1, le=100_000)
     time: str | None = Field(None, min_length=1, max_length=32, pattern=r"^[0-9:-]+$")
     account: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    ranks_per_node: int = Field(1, ge=1, le=4096)
 
-    @field_validator("nodes", mode="before")
+    @field_validator("nodes", "ranks_per_node", mode="before")
     @classmethod
     def _ascii_count(cls, v):
         if isinstance(v, str) and not re.fullmatch(r"[0-9]+", v):
@@ -134,10 +139,18 @@ class SlurmExecutor(Executor):
         self.job_name = f"vhpc-{campaign_id}" if campaign_id else "vhpc"
         self.partition, self.time, self.account = options.partition, options.time, options.account
         self.nodes = options.nodes
+        self.ranks_per_node = options.ranks_per_node
+        #: guest hosts of the environments whose guests span nodes, by environment name
+        self._guest_hosts: dict[str, list[NodeLink]] = {}
         self.job_id: str | None = None
         self.nodelist: list[str] = []
         self.cpus_per_node = 1
         self._fps: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def node_count(cls, options: SlurmOptions) -> int:
+        """``nodes=`` (1 when left to the cluster's default)."""
+        return options.nodes or 1
 
     # -- allocation ------------------------------------------------------------------------
     def comment(self) -> str:
@@ -261,6 +274,10 @@ class SlurmExecutor(Executor):
         return self
 
     def __exit__(self, *exc):
+        for links in self._guest_hosts.values():
+            for link in links:
+                link.close()
+        self._guest_hosts.clear()
         if self.job_id:
             subprocess.run(["scancel", self.job_id], capture_output=True)
         return False
@@ -282,6 +299,8 @@ class SlurmExecutor(Executor):
             timeout: float, key: str) -> RunResult:
         """Run one trial as a job step; never raises for a failing command.  Raises
         AllocationLost when the allocation is gone (the trial stays unfinished)."""
+        if env.spans_nodes:
+            return self._run_spanning(env, env_spec, argv, environ, timeout, key)
         mpi = self._mpi_ranks(env, argv)
         if mpi:
             return self._run_mpi(mpi, argv, environ, timeout)
@@ -300,14 +319,90 @@ class SlurmExecutor(Executor):
             return RunResult(None, out, err, started, time.monotonic() - t0,
                              error=f"slurm step failed ({why})")
         data = json.loads(line[len(MARK):])
-        fields = data["result"]
-        fields.update(applied=records.load_applied(fields["applied"]),
-                      diagnostics=records.load_diagnostics(fields["diagnostics"]))
-        result = RunResult(**fields)
+        result = result_from_fields(data["result"])
         if "fingerprint" in data:
             self._fps[env.name] = {**data["fingerprint"], "slurm_node": data["slurm"]["node"],
                                    "slurm_job": self.job_id}
         return self._account(result, data["slurm"])
+
+    def node_address(self, node: str) -> str:
+        """``node``'s address as Slurm reaches it (``NodeAddr``, scontrol(1)); the node name
+        when Slurm does not say."""
+        out = subprocess.run(["scontrol", "show", "node", node], capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL).stdout
+        m = re.search(r"\bNodeAddr=(\S+)", out)
+        return m.group(1) if m else node
+
+    def _attach(self, env: Environment, env_spec: Any) -> list[NodeLink]:
+        """Start a guest host (executors/slurm/guests.py) on each node that holds guests of
+        ``env`` and hand ``env`` its remote members.  Raises EnvError naming the node that
+        failed (the others are stopped)."""
+        per_node, vms = env.guests_per_node, env.vms
+        need = -(-vms // per_node)
+        if need > len(self.nodelist):
+            raise EnvError(f"{env.name}: {vms} guests at {per_node} per node need {need} "
+                           f"nodes, allocation {self.job_id} has {len(self.nodelist)}")
+        member = env_spec.options.model_dump(include={"vcpus", "memory", "accel", "kernel",
+                                                      "boot_timeout", "strict"})
+        links: list[NodeLink] = []
+        try:
+            for k, node in enumerate(self.nodelist[:need]):
+                count = min(per_node, vms - k * per_node)
+                payload = {"name": env.name, "first": k * per_node, "count": count,
+                           "policy": env.policy, "member": member}
+                argv = ["srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", "--overlap",
+                        f"--nodelist={node}", f"--cpus-per-task={self.cpus_per_node}",
+                        f"--job-name=guests-{env.name}"[:120], sys.executable, "-m",
+                        "vhpc.executors.slurm.guests", encode(payload)]
+                links.append(NodeLink(argv, node, self.node_address(node), die_with_parent))
+        except EnvError:
+            for link in links:
+                link.close(10.0)
+            raise
+        members = [RemoteVm(link, i, f"{env.name}/vm{k * per_node + i}",
+                            env_spec.options.boot_timeout)
+                   for k, link in enumerate(links) for i in range(len(link.info["guests"]))]
+        hub = links[0]
+        env.attach_nodes(members, hub.address,
+                         lambda n: hub.call("ports", 60.0, host=hub.address, n=n))
+        return links
+
+    def _run_spanning(self, env: Environment, env_spec: Any, argv: list[str],
+                      environ: dict[str, str], timeout: float, key: str) -> RunResult:
+        """A trial of an environment whose guests run on several nodes: guest hosts started
+        once per environment (kept for its later trials, so warm sessions stay warm), the
+        trial itself driven from here (VclusterEnvironment.run).  A node that fails gives a
+        failed trial naming it; the next trial starts fresh guest hosts."""
+        started, t0 = now(), time.monotonic()
+        links = self._guest_hosts.get(env.name)
+        if links is None or not all(link.alive() for link in links):
+            for link in links or []:
+                link.close(10.0)
+            try:
+                self._check_alive()
+                links = self._guest_hosts[env.name] = self._attach(env, env_spec)
+            except EnvError as exc:
+                self._guest_hosts.pop(env.name, None)
+                if isinstance(exc, AllocationLost):
+                    raise
+                self._check_alive()
+                return RunResult(None, "", "", started, time.monotonic() - t0, error=str(exc))
+        result = env.run(argv, environ, timeout=timeout, key=key)
+        if result.error and not all(link.alive() for link in links):
+            self._check_alive()
+        if env.name not in self._fps:
+            try:
+                self._fps[env.name] = {**env.fingerprint(), "slurm_job": self.job_id,
+                                       "slurm_nodes": [link.node for link in links]}
+            except EnvError:
+                pass
+        result.applied = records.extended(
+            result.applied, records.AppliedPlacement,
+            slurm={"job_id": self.job_id, "nodes": [link.node for link in links],
+                   "guest_hosts": [{"node": link.node, "address": link.address,
+                                    "step_id": link.info.get("step_id"),
+                                    "pid": link.info.get("pid")} for link in links]})
+        return result
 
     def _srun(self, argv: list[str], limit: float) -> tuple[str, str, int | None, bool]:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -355,11 +450,22 @@ class SlurmExecutor(Executor):
 
     def _run_mpi(self, ranks: int, argv: list[str], environ: dict[str, str],
                  timeout: float) -> RunResult:
-        """An MPI benchmark as its own srun MPI job step (PMIx) over up to ``nodes`` nodes."""
+        """An MPI benchmark as its own srun MPI job step (PMIx) over ⌈ranks / ranks_per_node⌉
+        nodes (at most the allocation's), bound as mpirun would bind it on one node: each
+        rank ``--cpus-per-task`` = the PE count of ``--map-by slot:PE=T``, ``--cpu-bind=cores``
+        when the launch binds to cores (srun(1)).  Each rank's node, CPU and mask are read
+        back from its ``VHPC-RANK`` line (the kernels add ``node=$SLURMD_NODENAME``)."""
         program = argv[program_index(argv):]  # the launcher's own options dropped
-        nodes = max(1, min(ranks, len(self.nodelist) or 1))
+        nodes = max(1, min(-(-ranks // self.ranks_per_node), len(self.nodelist) or 1))
+        bind = []
+        mapping = argv[argv.index("--map-by") + 1] if "--map-by" in argv else ""
+        if "PE=" in mapping:
+            bind.append(f"--cpus-per-task={mapping.split('PE=', 1)[1].split(':')[0]}")
+        if "--bind-to" in argv and argv[argv.index("--bind-to") + 1] == "core":
+            bind.append("--cpu-bind=cores")
         step = ["srun", f"--jobid={self.job_id}", f"--ntasks={ranks}", f"--nodes={nodes}",
-                "--mpi=pmix", "--overlap", "--overcommit", f"--time={int(timeout // 60) + 1}",
+                "--mpi=pmix", "--overlap", "--overcommit", *bind,
+                f"--time={int(timeout // 60) + 1}",
                 "--export=ALL," + ",".join(f"{k}={v}" for k, v in environ.items())
                 if environ else "--export=ALL", *program]
         started, t0 = now(), time.monotonic()
@@ -368,8 +474,9 @@ class SlurmExecutor(Executor):
                            timed_out=killed)
         if rc not in (0, None) and not killed:
             self._check_alive()
-        result.applied = records.AppliedPlacement(launcher="srun --mpi=pmix", ranks=ranks,
-                                                  nodes=nodes)
+        result.applied = records.AppliedPlacement(
+            launcher=" ".join(["srun --mpi=pmix", f"--nodes={nodes}", *bind]), mpi_ranks=ranks,
+            slurm_nodes=nodes)
         step_id = self._last_step()
         return self._account(result, {"job_id": self.job_id, "step_id": step_id,
                                       "node": None})

@@ -15,8 +15,12 @@ import json
 import os
 import socket
 import sys
+from typing import TYPE_CHECKING, Any
 
 from vhpc.core import records
+
+if TYPE_CHECKING:
+    from vhpc.environments.base import RunResult
 
 MARK = "VHPC-STEP "
 
@@ -24,6 +28,24 @@ MARK = "VHPC-STEP "
 def encode(payload: dict) -> str:
     """The command-line argument for :func:`main`."""
     return base64.b64encode(json.dumps(payload).encode()).decode()
+
+
+def result_fields(result: "RunResult") -> dict[str, Any]:
+    """A RunResult as JSON-able fields, records as versioned JSON text (records.dump)."""
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    fields.update(applied=records.dump(result.applied),
+                  diagnostics=records.dump(result.diagnostics))
+    return fields
+
+
+def result_from_fields(fields: dict[str, Any]) -> "RunResult":
+    """The inverse of :func:`result_fields`.  Raises RecordError for unreadable records."""
+    from vhpc.environments.base import RunResult
+
+    fields = dict(fields)
+    fields.update(applied=records.load_applied(fields.get("applied")),
+                  diagnostics=records.load_diagnostics(fields.get("diagnostics")))
+    return RunResult(**fields)
 
 
 def main(argv: list[str]) -> int:
@@ -42,10 +64,7 @@ def main(argv: list[str]) -> int:
     try:
         result = env.run(payload["argv"], payload["environ"], timeout=payload["timeout"],
                          key=payload["key"])
-        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
-        fields.update(applied=records.dump(result.applied),  # versioned JSON (records.py)
-                      diagnostics=records.dump(result.diagnostics))
-        out["result"] = fields
+        out["result"] = result_fields(result)
         if payload.get("fingerprint"):
             try:
                 out["fingerprint"] = env.fingerprint()
