@@ -120,7 +120,7 @@ def test_bad_executor_is_one_line_error(tmp_path, value):
     assert len(lines) == 1 and "executor" in lines[0]
 
 
-def test_scaling_study_doubles_nodes_up_to_the_allocation():
+def test_scaling_study_runs_every_node_count_native_and_one_guest_per_node():
     from vhpc.campaign import studies
     from vhpc import topology
     from vhpc.campaign.studies import StudyError
@@ -128,12 +128,25 @@ def test_scaling_study_doubles_nodes_up_to_the_allocation():
     topo = topology.from_synthetic("pack:2 numa:1 l3:1 core:4 pu:1")
     spec = studies.build("scaling", topo, [], executor="slurm:nodes=6,partition=batch")
     ranks = sorted(b.params["ranks"] for b in spec.benchmarks if b.name == "hpccg")
-    assert ranks == [1, 2, 4, 6]
+    assert ranks == [1, 2, 3, 4, 6]  # k = 1..4, then powers of two, and the allocation's 6
+    colls = {(b.params["op"], b.params["ranks"]) for b in spec.benchmarks if b.name == "osu-coll"}
+    assert colls == {(op, k) for op in ("allreduce", "barrier", "bcast", "alltoall")
+                     for k in (2, 3, 4, 6)}  # a collective needs two ranks
+    assert [b.params for b in spec.benchmarks if b.name == "osu-latency"] == [{"sizes": "8"}]
     assert spec.executor == "slurm:nodes=6,partition=batch"
-    assert [e.kind for e in spec.environments] == ["native", "vm"]
+    native, vm = spec.environments
+    assert (native.kind, vm.kind) == ("native", "vcluster")
+    assert (vm.options.vms, vm.options.vms_per_node, vm.options.ranks_per_vm) == (6, 1, 1)
     assert studies.build("scaling", topo, []).executor == "slurm"  # the cluster's default
     with pytest.raises(StudyError, match="--executor slurm:nodes=N"):
         studies.build("scaling", topo, [], executor="local")
+    # the user's own -b items run at every node count, with ranks_per_node ranks per node
+    spec = studies.build("scaling", topo, ["hpccg:nx=8", "osu-coll:op=bcast", "stream"],
+                         executor="slurm:nodes=3,ranks_per_node=2")
+    got = sorted((b.name, b.params.get("ranks")) for b in spec.benchmarks)
+    assert got == [("hpccg", 2), ("hpccg", 4), ("hpccg", 6), ("osu-coll", 2), ("osu-coll", 4),
+                   ("osu-coll", 6), ("stream", None)]
+    assert spec.environments[1].options.vcpus == 2
 
 
 def test_no_slurm_controller_is_one_line_error_before_anything_is_stored(tmp_path):

@@ -16,7 +16,7 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``paging`` | 004 Fig. 12-13 | VMs backed by 4 KiB vs 2 MiB pages (reserve them with ``--host-knob hugepages_2m=N``): HPL, STREAM, RandomAccess |
 | ``noise`` | 004 Sec. 6 | native and a VM: selfish-detour noise, longer runs |
 | ``oversubscription`` | 003 Fig. 2 | native and a VM with all host CPUs: P NPB jobs at once, single-threaded vs 4 threads each (P = host CPUs) |
-| ``scaling`` | 004 Fig. 6-9 | native and a VM over a Slurm allocation: HPCCG and Allreduce at 1, 2, 4, ... ranks, one per node (``--executor slurm:nodes=N``) |
+| ``scaling`` | 004 Fig. 1-9 | native vs a vcluster of one guest per node over a Slurm allocation (``--executor slurm:nodes=N``): HPCCG, Barrier/Allreduce/Bcast/Alltoall at 16 B and a two-node ping-pong at 1, 2, ... N nodes |
 | ``partition`` | 000 Fig. 8, 11, 12 | native, one VM over all sockets, one VM per socket, 2 VMs per socket (``vcluster``), same total ranks: NPB MPI kernels, pingpong, ivshmem-pingpong |
 | ``co-run`` | 003 Fig. 5 | a VM alone vs beside a co-runner VM of low / medium / high memory intensity, on the same NUMA node or (with ≥ 2 nodes) another one |
 | ``pagefault-latency`` | 000 Fig. 13 | native and a VM: page-fault latency of malloc (private anonymous), shared anonymous and (``-b pagefault:file=PATH``) device mmap |
@@ -41,13 +41,16 @@ from vhpc.spec.parse import CampaignSpec, bench, campaign, env, parse_bench
 @dataclass(frozen=True)
 class Study:
     """A study: ``name``, ``summary`` (one line with the seed figure), ``template``, the
-    function ``(topology, in_vm, protocol) -> (default benchmarks, environments)``, and
-    ``figure``, the seed figure it draws (None: the generic report only)."""
+    function ``(topology, in_vm, protocol) -> (default benchmarks, environments)``,
+    ``figure``, the seed figure it draws (None: the generic report only), and ``expand``,
+    ``(given -b items, protocol) -> benchmarks``: how the user's own items become the
+    study's points (None: they run as given)."""
 
     name: str
     summary: str
     template: Callable[..., tuple[list, list]]
     figure: FigureSpec | None = None
+    expand: Callable[[list, dict], list] | None = None
 
     @property
     def seed(self) -> str | None:
@@ -59,10 +62,11 @@ class Study:
 STUDIES: Registry[Study] = Registry("study")
 
 
-def study(name: str, summary: str, figure: FigureSpec | None = None):
+def study(name: str, summary: str, figure: FigureSpec | None = None,
+          expand: Callable[[list, dict], list] | None = None):
     """Decorator registering a template function as study ``name`` drawing ``figure``."""
     def add(template):
-        STUDIES.register(name)(Study(name, summary, template, figure))
+        STUDIES.register(name)(Study(name, summary, template, figure, expand))
         return template
     return add
 
@@ -95,6 +99,8 @@ def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bo
             raise SpecError(f"--host-knob: {exc}") from None
     given = [parse_bench(b) for b in benches]
     default, envs = STUDIES.get(name).template(topo, in_vm, protocol)
+    if given and STUDIES.get(name).expand:
+        given = STUDIES.get(name).expand(given, protocol)
     return campaign(given or default, envs, f"study {name}", **protocol)
 
 
@@ -256,15 +262,20 @@ def _oversubscription(topo, in_vm, protocol):
     return default, [env("native"), env("vm", vcpus=p)]
 
 
-@study("scaling", "HPCCG and Allreduce vs node count over a Slurm allocation (seed 004 Fig. 6-9)", FigureSpec(
-    "004", "Fig. 6-9", "scaling vs node count", (
-        Panel("mflops", "HPCCG [Mflops]", "param:ranks", "nodes", bench="hpccg", xlog=True),
-        Panel("avg", "Allreduce latency [µs]", "param:ranks", "nodes", bench="osu-coll",
-              xlog=True, ylog=True))))
-def _scaling(topo, in_vm, protocol):
-    """Seed 004 Fig. 6-9: one rank per node at 1, 2, 4, ... nodes up to the allocation's
-    ``nodes``; native ranks are an ``srun --mpi=pmix`` job over that many nodes, the VM runs
-    the same ranks inside one guest on one node (docs/scale-out.md)."""
+#: Seed 004 Fig. 2-5's collectives, timed at 16 B (barrier has no message).
+SCALING_OPS = ("allreduce", "barrier", "bcast", "alltoall")
+
+
+def node_counts(n: int) -> list[int]:
+    """The node counts of a scaling curve up to ``n``: every count up to 4, then powers of
+    two, and ``n`` itself (``n`` = 3 → 1, 2, 3; 16 → 1, 2, 3, 4, 8, 16)."""
+    return sorted({k for k in range(1, min(n, 4) + 1)} | {2 ** i for i in range(n.bit_length())}
+                  | {n})
+
+
+def _scaling_layout(protocol) -> tuple[list[int], int, int]:
+    """(node counts, allocation nodes, ranks per node) of the scaling study's executor.
+    Raises StudyError unless it runs over a Slurm-like allocation."""
     from vhpc import executors
 
     protocol.setdefault("executor", "slurm")  # the cluster's default allocation
@@ -275,13 +286,52 @@ def _scaling(topo, in_vm, protocol):
     if executors.EXECUTORS.get(ex.kind).runs_here:
         raise StudyError("scaling runs over a Slurm allocation: use --executor slurm:nodes=N "
                          "(docs/scale-out.md)")
-    n = int(getattr(ex.options, "nodes", None) or 1)
-    counts = sorted({2 ** i for i in range(n.bit_length())} | {n})
-    default = [bench("hpccg", ranks=k) for k in counts]
-    default += [bench("osu-coll", op="allreduce", ranks=k, max_size=65536)
-                for k in sorted({max(2, k) for k in counts})]
-    vcpus = max(2, min(max(counts), len(topo.pu_ids)))
-    return default, [env("native"), env("vm", vcpus=vcpus)]
+    n = executors.EXECUTORS.get(ex.kind).node_count(ex.options)
+    return node_counts(n), n, int(getattr(ex.options, "ranks_per_node", 1) or 1)
+
+
+def _scaling_points(given: list, protocol) -> list:
+    """The user's ``-b`` items at every node count: a benchmark with a ``ranks`` parameter
+    that the item leaves unset runs once per count k with ranks = k × ranks_per_node (counts
+    below the benchmark's minimum skipped); others run as given."""
+    from vhpc import benchmarks
+
+    counts, _, rpn = _scaling_layout(protocol)
+    out = []
+    for b in given:
+        declared = {p.name: p for p in benchmarks.get(b.name).params}
+        if "ranks" not in declared or "ranks" in b.params:
+            out.append(b)
+            continue
+        low = declared["ranks"].minimum or 1
+        out += [bench(b.name, **b.params, ranks=k * rpn) for k in counts if k * rpn >= low]
+    return out
+
+
+@study("scaling", "a virtualized cluster vs native over 1..N nodes: HPCCG, collectives, ping-pong (seed 004 Fig. 1-9)", FigureSpec(
+    "004", "Fig. 1-9", "native vs one guest per node, against node count", (
+        Panel("mflops", "HPCCG [Mflop/s]", "param:ranks", "MPI ranks (ranks_per_node per node)",
+              bench="hpccg", title="HPCCG weak scaling (Fig. 6-9)"),
+        Panel("avg(?:_16)?", "latency at 16 B [µs]", "param:ranks",
+              "MPI ranks (ranks_per_node per node)", bench="osu-coll", split="param:op",
+              ylog=True, title="collectives (Fig. 2-5)"),
+        Panel("lat_8", "one-way latency at 8 B [µs]", "env", "environment",
+              bench="osu-latency", title="ping-pong across two nodes (Fig. 1)")),
+    ), expand=_scaling_points)
+def _scaling(topo, in_vm, protocol):
+    """Seed 004's virtualized cluster: at k = 1, 2, ... N nodes of the allocation, ``native``
+    runs k × ranks_per_node ranks as one ``srun --mpi=pmix`` job over k nodes, and ``vm`` the
+    same ranks in a ``vcluster`` of one guest per node (N guests, ranks_per_node vCPUs each,
+    ranks filling guests 0..k-1, i.e. k nodes); HPCCG weak scaling (a fixed grid per rank),
+    Barrier/Allreduce/Bcast/Alltoall at 16 B from 2 ranks on, and a ping-pong between two
+    nodes (docs/scale-out.md)."""
+    counts, n, rpn = _scaling_layout(protocol)
+    default = [bench("hpccg", ranks=k * rpn) for k in counts]
+    default += [bench("osu-coll", op=op, sizes="16", ranks=k * rpn)
+                for op in SCALING_OPS for k in counts if k * rpn >= 2]
+    default.append(bench("osu-latency", sizes="8"))
+    vm = env("vcluster", "vm", vms=n, vcpus=rpn, ranks_per_vm=rpn, vms_per_node=1)
+    return default, [env("native"), vm]
 
 
 def _partition_layout(topo) -> tuple[int, int, list, str | None]:

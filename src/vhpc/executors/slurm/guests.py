@@ -46,6 +46,9 @@ from vhpc.executors.slurm.step import encode, result_fields, result_from_fields 
 
 #: Marks the guest host's replies on its standard output (QEMU or a library may print too).
 MARK = "VHPC-NODE "
+#: What a guest host answers (RemoteVm, RemoteGuest and the hub's port choice ask them).
+OPERATIONS = frozenset({"ports", "pause", "resume", "close", "boot", "accel", "alive",
+                        "fingerprint", "request", "affinity", "applied", "run"})
 #: Seconds a guest host may take to start (Python, the host's topology from hwloc).
 READY_SECONDS = 120.0
 
@@ -96,6 +99,8 @@ class GuestHost:
         """Answer one request (see :class:`RemoteVm` for the operations).  Raises EnvError,
         OSError, ValueError, KeyError, IndexError for a request that cannot be met."""
         op = req["op"]
+        if op not in OPERATIONS:
+            raise KeyError(f"unknown operation {op!r}")
         if op == "ports":
             return free_ports(str(req["host"]), int(req["n"]))
         m = self.members[int(req["i"])] if req.get("i") is not None else None
@@ -123,10 +128,8 @@ class GuestHost:
             return m.guest.read_affinity()
         if op == "applied":
             return records.dump(m.applied())
-        if op == "run":
-            return result_fields(m.run(req["argv"], req["env"], timeout=float(req["timeout"]),
-                                       key=str(req["key"])))
-        raise KeyError(f"unknown operation {op!r}")
+        return result_fields(m.run(req["argv"], req["env"], timeout=float(req["timeout"]),
+                                   key=str(req["key"])))  # "run"
 
 
 def _reply(out, value: Any = None, error: str | None = None) -> None:

@@ -1,0 +1,276 @@
+"""A virtualized cluster over a real three-node Slurm cluster on this host (issue 20, seed 004):
+one guest per Slurm node, booted by a guest-host job step on that node, the guests' segment
+carried by QEMU stream links over TCP between the nodes' loopback addresses, one MPI job
+across the guests; native MPI across the same nodes through srun --mpi=pmix.  Killing the
+campaign (SIGKILL of vhpc, scancel of its allocation) leaves no QEMU, step or guest folder,
+and --resume runs exactly the missing trials."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SLURM_TOOLS, _cluster_up, _procs
+from vhpc.store import Store
+
+CLI = [sys.executable, "-m", "vhpc.cli"]
+NODES = {"vhpc1", "vhpc2", "vhpc3"}
+# a tiny collective: what is tested is where the ranks run, not the latency
+COLL = "osu-coll:op=allreduce,ranks=3,sizes=16,iters=10,iters_large=2"
+
+
+@pytest.fixture(scope="module")
+def cluster3(tmp_path_factory, kernels_built):
+    info = _cluster_up(tmp_path_factory, {**SLURM_TOOLS, "sacct": "slurm-client",
+                                          "qemu-system-x86_64": "qemu-system-x86"},
+                       "--nodes", "3", VHPC_CLUSTER_SSH="0", VHPC_CLUSTER_MUNGE="shared")
+    yield info
+    subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+
+
+def _env(cluster) -> dict[str, str]:
+    return {**os.environ, "SLURM_CONF": cluster["SLURM_CONF"]}
+
+
+def _cluster_qemu(cluster) -> set[int]:
+    """QEMU processes started under this cluster (their environment names its slurm.conf)."""
+    needle = f"SLURM_CONF={cluster['SLURM_CONF']}".encode()
+    out = set()
+    for pid, (comm, state, _) in _procs().items():
+        if "qemu-system" in comm and state != "Z":
+            try:
+                if needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                    out.add(pid)
+            except OSError:
+                continue
+    return out
+
+
+def _steps(cluster) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-s", "-o", "%i"], capture_output=True, text=True,
+                         env=_env(cluster))
+    return [s for s in out.stdout.split() if s.strip()]
+
+
+def _guest_dirs(pids: set[int]) -> list[Path]:
+    """Guest work folders (owned_tempdir: vhpc-guest-<owner pid>-...) of the guest hosts."""
+    return [p for p in Path("/tmp").glob("vhpc-guest-*")
+            if int(p.name.split("-")[2]) in pids]
+
+
+def _wait_gone(cluster, seconds: float = 90.0) -> tuple[set[int], list[str]]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        qemu, steps = _cluster_qemu(cluster), _steps(cluster)
+        if not qemu and not steps:
+            break
+        time.sleep(1)
+    return _cluster_qemu(cluster), _steps(cluster)
+
+
+def _host_pids(store: Store, cid: str) -> set[int]:
+    return {h["pid"] for t in store.trials(cid) if t.applied and t.applied.slurm
+            for h in t.applied.slurm.get("guest_hosts", [])}
+
+
+def _compare(tmp_path, *extra: str) -> list[str]:
+    return CLI + ["compare", "-b", COLL, "-e", "native", "-e", "vcluster:vms=3,vcpus=1",
+                  "--executor", "slurm:nodes=3", "--warmup", "0", "--out", str(tmp_path),
+                  *extra]
+
+
+def test_vcluster_guests_on_three_nodes_and_native_ranks_on_three_nodes(cluster3, tmp_path):
+    out = subprocess.run(_compare(tmp_path, "--repeats", "2"), capture_output=True,
+                         text=True, env=_env(cluster3), timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    store = Store(tmp_path / "vhpc.db")
+    cid = store.campaigns()[0]["id"]
+    trials = store.trials(cid)
+    assert len(trials) == 4 and all(t.status == "done" for t in trials), \
+        [(t.environment, t.status, t.error) for t in trials]
+    for t in trials:
+        ranks = t.applied.ranks
+        assert sorted(r["rank"] for r in ranks) == [0, 1, 2]
+        assert {r["node"] for r in ranks} == NODES  # every rank on its own Slurm node
+        if t.environment == "vcluster":
+            assert sorted(r["vm"] for r in ranks) == [0, 1, 2]
+            assert all(isinstance(r["host_cpu"], int) for r in ranks)
+            hosts = t.applied.slurm["guest_hosts"]
+            assert {h["node"] for h in hosts} == NODES
+            assert [h["address"] for h in hosts] == ["127.0.0.11", "127.0.0.12", "127.0.0.13"]
+            assert not t.applied.mismatches
+        else:
+            assert t.applied.slurm_nodes == 3
+            assert "3" in t.diagnostics.sacct["NodeList"] or \
+                t.diagnostics.sacct["NodeList"] == "vhpc[1-3]"
+    fp = store.environments(cid)["vcluster"].fingerprint
+    assert "TCP to 127.0.0.11" in fp["network"]["segment"]
+    assert sorted(fp["nodes"]) == sorted(NODES)
+    qemu, steps = _wait_gone(cluster3, 30)
+    assert not qemu and not steps
+    assert not _guest_dirs(_host_pids(store, cid))
+
+
+def _start_and_wait_for_guests(cluster, tmp_path) -> tuple[subprocess.Popen, Path]:
+    proc = subprocess.Popen(_compare(tmp_path, "--repeats", "3"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(cluster))
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(_cluster_qemu(cluster)) >= 3:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None and len(_cluster_qemu(cluster)) >= 3, "no guests came up"
+    return proc, tmp_path / "vhpc.db"
+
+
+def _resume_and_check(cluster, tmp_path, db: Path, before: dict) -> None:
+    store = Store(db)
+    cid = store.campaigns()[0]["id"]
+    # guest folders whose owner (a guest host of the killed run) is gone
+    dead_hosts = {int(p.name.split("-")[2]) for p in Path("/tmp").glob("vhpc-guest-*")
+                  if not Path(f"/proc/{p.name.split('-')[2]}").exists()}
+    out = subprocess.run(CLI + ["compare", "--resume", cid, "--out", str(tmp_path)],
+                         capture_output=True, text=True, env=_env(cluster), timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    trials = store.trials(cid)
+    assert len(trials) == 6 and all(t.status == "done" for t in trials)
+    for t in trials:
+        if t.id in before:  # finished before the kill: kept, not run again
+            assert t.started == before[t.id]
+    obs = store.observations(cid)
+    assert len({(o.trial_id, o.metric) for o in obs}) == len(obs)  # nothing twice
+    assert {o.trial_id for o in obs} == {t.id for t in trials}  # nothing lost
+    qemu, steps = _wait_gone(cluster, 30)
+    assert not qemu and not steps
+    assert not _guest_dirs(dead_hosts | _host_pids(store, cid))
+
+
+def _done(db: Path) -> dict[int, float]:
+    store = Store(db)
+    cid = store.campaigns()[0]["id"]
+    return {t.id: t.started for t in store.trials(cid, "done")}
+
+
+def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(cluster3, tmp_path):
+    proc, db = _start_and_wait_for_guests(cluster3, tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    qemu, steps = _wait_gone(cluster3)
+    assert not qemu, f"QEMU left on the nodes after SIGKILL: {qemu}"
+    assert not steps, f"job steps left after SIGKILL: {steps}"
+    _resume_and_check(cluster3, tmp_path, db, _done(db))
+
+
+def test_scancel_mid_trial_is_one_line_and_resume_completes(cluster3, tmp_path):
+    proc, db = _start_and_wait_for_guests(cluster3, tmp_path)
+    jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
+                          env=_env(cluster3)).stdout.split()
+    subprocess.run(["scancel", *jobs], env=_env(cluster3), check=True)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err[-2000:]
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert "--resume" in lines[-1], err[-2000:]
+    qemu, steps = _wait_gone(cluster3)
+    assert not qemu and not steps
+    _resume_and_check(cluster3, tmp_path, db, _done(db))
+
+
+# ---------------------------------------------------------------- no cluster needed below
+def _host(nodes: int):
+    from vhpc import topology
+    from vhpc.environments.options import HostFacts
+
+    return HostFacts((0, 1), topology.from_synthetic("pack:1 numa:1 core:2 pu:1"), nodes)
+
+
+def _plan(nodes: int, **opts):
+    from vhpc.environments.vcluster import VclusterKind
+    from vhpc.environments.vcluster.options import VclusterOptions
+
+    return VclusterKind().plan(VclusterOptions(**opts), _host(nodes))
+
+
+def test_guests_spread_one_per_node_and_impossible_spreads_are_one_line():
+    from vhpc.core.errors import HostError
+
+    plan = _plan(3, vms=3, vcpus=1)
+    assert len(plan.placement) == 1  # what each node holds
+    assert "1 per node on 3 Slurm node(s)" in plan.text
+    assert len(_plan(3, vms=4, vcpus=1).placement) == 2  # 4 guests on 3 nodes: 2 per node
+    assert len(_plan(1, vms=2, vcpus=1).placement) == 2  # one host: all guests here
+    with pytest.raises(HostError, match="need 3 CPUs, the host has 2"):
+        _plan(1, vms=3, vcpus=1)
+    with pytest.raises(HostError, match="net=ivshmem"):
+        _plan(3, vms=3, vcpus=1, net="ivshmem")
+    with pytest.raises(HostError, match="need 4 nodes, the allocation has 3"):
+        _plan(3, vms=4, vcpus=1, vms_per_node=1)
+
+
+def test_links_across_nodes_are_tcp_streams_to_guest_0s_node():
+    from vhpc.environments.vcluster.network import ClusterNet
+
+    net = ClusterNet.over_tcp(3, "127.0.0.11")
+    net.ports = (40001, 40002)
+    hub = " ".join(net.qemu_args(0))
+    assert "stream,id=up1,server=on,addr.type=inet,addr.host=127.0.0.11,addr.port=40001" in hub
+    assert "stream,id=up2,server=on,addr.type=inet,addr.host=127.0.0.11,addr.port=40002" in hub
+    leaf = " ".join(net.qemu_args(2))
+    assert "stream,id=net0,server=off,addr.type=inet,addr.host=127.0.0.11,addr.port=40002" in leaf
+    assert "TCP to 127.0.0.11" in net.describe()["segment"]
+    net.ports = (40001,)
+    with pytest.raises(ValueError, match="2 link ports needed"):
+        net.qemu_args(1)
+
+
+def _guest_host(payload: dict):
+    from vhpc.executors.slurm.guests import NodeLink
+    from vhpc.executors.slurm.step import encode
+
+    return NodeLink([sys.executable, "-m", "vhpc.executors.slurm.guests", encode(payload)],
+                    "here", "127.0.0.1")
+
+
+MEMBER = {"vcpus": 1, "memory": 256}
+
+
+def test_guest_host_protocol_without_booting():
+    from vhpc.environments.base import EnvError
+
+    link = _guest_host({"name": "c", "first": 1, "count": 1, "policy": "float",
+                        "member": MEMBER})
+    assert link.info["guests"] == ["c/vm1"] and link.info["pid"] > 0
+    ports = link.call("ports", 30, host="127.0.0.1", n=2)
+    assert len(set(ports)) == 2 and all(1024 <= p < 65536 for p in ports)
+    assert link.call("alive", 30, i=0) is False  # not booted
+    with pytest.raises(EnvError, match="^node here: the guest is not running$"):
+        link.call("request", 30, i=0, what="read", wait=5, payload={"path": "/proc/version"})
+    with pytest.raises(EnvError, match="^node here: .*unknown operation"):
+        link.call("reboot-the-host", 30, i=0)
+    with pytest.raises(EnvError, match="^node here: "):
+        link.call("pause", 30, i=7)  # no such guest
+    link.close(30)
+    assert link.proc.returncode == 0
+    with pytest.raises(EnvError, match="^node here: its guest host ended"):
+        link.call("alive", 30, i=0)
+
+
+def test_guest_host_that_cannot_place_its_guests_names_the_node():
+    from vhpc.environments.base import EnvError
+
+    with pytest.raises(EnvError, match=r"^node \S+: .*CPU"):
+        _guest_host({"name": "c", "first": 0, "count": 64, "policy": "partition",
+                     "member": {"vcpus": 64, "memory": 256}})
+
+
+def test_guest_host_ends_and_closes_at_end_of_input():
+    link = _guest_host({"name": "c", "first": 0, "count": 1, "policy": "float",
+                        "member": MEMBER})
+    link.proc.stdin.close()  # what a dead campaign process leaves: EOF
+    assert link.proc.wait(timeout=30) == 0
