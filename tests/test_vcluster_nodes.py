@@ -118,68 +118,66 @@ def test_vcluster_guests_on_three_nodes_and_native_ranks_on_three_nodes(cluster3
     assert not _guest_dirs(_host_pids(store, cid))
 
 
-def _start_and_wait_for_guests(cluster, tmp_path) -> tuple[subprocess.Popen, Path]:
-    proc = subprocess.Popen(_compare(tmp_path, "--repeats", "3"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(cluster))
+def _wait_for_guests(cluster, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
         if len(_cluster_qemu(cluster)) >= 3:
             break
         time.sleep(0.5)
     assert proc.poll() is None and len(_cluster_qemu(cluster)) >= 3, "no guests came up"
-    return proc, tmp_path / "vhpc.db"
 
 
-def _resume_and_check(cluster, tmp_path, db: Path, before: dict) -> None:
-    store = Store(db)
-    cid = store.campaigns()[0]["id"]
-    # guest folders whose owner (a guest host of the killed run) is gone
-    dead_hosts = {int(p.name.split("-")[2]) for p in Path("/tmp").glob("vhpc-guest-*")
-                  if not Path(f"/proc/{p.name.split('-')[2]}").exists()}
-    out = subprocess.run(CLI + ["compare", "--resume", cid, "--out", str(tmp_path)],
-                         capture_output=True, text=True, env=_env(cluster), timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    trials = store.trials(cid)
-    assert len(trials) == 6 and all(t.status == "done" for t in trials)
-    for t in trials:
-        if t.id in before:  # finished before the kill: kept, not run again
-            assert t.started == before[t.id]
-    obs = store.observations(cid)
-    assert len({(o.trial_id, o.metric) for o in obs}) == len(obs)  # nothing twice
-    assert {o.trial_id for o in obs} == {t.id for t in trials}  # nothing lost
-    qemu, steps = _wait_gone(cluster, 30)
-    assert not qemu and not steps
-    assert not _guest_dirs(dead_hosts | _host_pids(store, cid))
-
-
-def _done(db: Path) -> dict[int, float]:
-    store = Store(db)
-    cid = store.campaigns()[0]["id"]
+def _done(store: Store, cid: str) -> dict[int, float]:
     return {t.id: t.started for t in store.trials(cid, "done")}
 
 
-def test_sigkill_mid_trial_leaves_nothing_and_resume_completes(cluster3, tmp_path):
-    proc, db = _start_and_wait_for_guests(cluster3, tmp_path)
-    proc.send_signal(signal.SIGKILL)
+def _dead_guest_hosts() -> set[int]:
+    """Owners of guest folders (vhpc-guest-<pid>-...) that are gone."""
+    return {int(p.name.split("-")[2]) for p in Path("/tmp").glob("vhpc-guest-*")
+            if not Path(f"/proc/{p.name.split('-')[2]}").exists()}
+
+
+def test_sigkill_and_scancel_mid_trial_leave_nothing_and_resume_completes(cluster3, tmp_path):
+    env = _env(cluster3)
+    proc = subprocess.Popen(_compare(tmp_path, "--repeats", "3"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    _wait_for_guests(cluster3, proc)
+    proc.send_signal(signal.SIGKILL)  # vhpc dies mid-trial, its guests on three nodes
     proc.wait(timeout=30)
     qemu, steps = _wait_gone(cluster3)
     assert not qemu, f"QEMU left on the nodes after SIGKILL: {qemu}"
     assert not steps, f"job steps left after SIGKILL: {steps}"
-    _resume_and_check(cluster3, tmp_path, db, _done(db))
-
-
-def test_scancel_mid_trial_is_one_line_and_resume_completes(cluster3, tmp_path):
-    proc, db = _start_and_wait_for_guests(cluster3, tmp_path)
+    store = Store(tmp_path / "vhpc.db")
+    cid = store.campaigns()[0]["id"]
+    before, dead = _done(store, cid), _dead_guest_hosts()
+    resume = CLI + ["compare", "--resume", cid, "--out", str(tmp_path)]
+    proc = subprocess.Popen(resume, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    _wait_for_guests(cluster3, proc)
     jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
-                          env=_env(cluster3)).stdout.split()
-    subprocess.run(["scancel", *jobs], env=_env(cluster3), check=True)
+                          env=env).stdout.split()
+    subprocess.run(["scancel", *jobs], env=env, check=True)  # the allocation ends under it
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 2, err[-2000:]
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert "--resume" in lines[-1], err[-2000:]
     qemu, steps = _wait_gone(cluster3)
+    assert not qemu and not steps, (qemu, steps)
+    before.update(_done(store, cid))
+    dead |= _dead_guest_hosts()
+    out = subprocess.run(resume, capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    trials = store.trials(cid)
+    assert len(trials) == 6 and all(t.status == "done" for t in trials)
+    for t in trials:
+        if t.id in before:  # finished before a kill: kept, not run again
+            assert t.started == before[t.id]
+    obs = store.observations(cid)
+    assert len({(o.trial_id, o.metric) for o in obs}) == len(obs)  # nothing twice
+    assert {o.trial_id for o in obs} == {t.id for t in trials}  # nothing lost
+    qemu, steps = _wait_gone(cluster3, 30)
     assert not qemu and not steps
-    _resume_and_check(cluster3, tmp_path, db, _done(db))
+    assert not _guest_dirs(dead | _host_pids(store, cid))  # removed at the next start
 
 
 # ---------------------------------------------------------------- no cluster needed below
