@@ -106,8 +106,10 @@ def test_bad_vcluster_options_are_one_line_errors():
         from_cli(["pingpong"], ["vcluster:vm=2"])
     spec = from_cli(["pingpong"], ["vcluster:vms=2"])
     assert spec.baseline == "vcluster"  # no native: the only environment is the baseline
-    with pytest.raises(SpecError, match="vms: Input should be greater than or equal to 2"):
-        from_cli(["pingpong"], ["vcluster:vms=1"])
+    with pytest.raises(SpecError, match="vms: Input should be greater than or equal to 1"):
+        from_cli(["pingpong"], ["vcluster:vms=0"])
+    with pytest.raises(SpecError, match="vms_per_node: Input should be greater than or equal to 1"):
+        from_cli(["pingpong"], ["vcluster:vms_per_node=0"])
     with pytest.raises(SpecError, match="net: Input should be 'virtio' or 'ivshmem'"):
         from_cli(["pingpong"], ["vcluster:net=x"])
 
