@@ -81,13 +81,21 @@ def test_mpi_p2p_message_size_axis_log_and_linpack_relative():
         for size in (1, 8, 64):
             spec[(env, "osu-latency", "max_size=64", f"lat_{size}", "us", False)] = f * (1 + size / 64)
             spec[(env, "osu-bw", "max_size=64", f"bw_avg_{size}", "MB/s", True)] = 10.0 * size / f
+        for pairs in (1, 2):
+            spec[(env, "osu-multi-lat", f"pairs={pairs}", "max_8", "us", False)] = f * pairs
         for m, v in (("factor_s", 1.0), ("solve_s", 0.1), ("total_s", 1.1), ("mflops", 500.0)):
             spec[(env, "linpack", "n=200", m, "s" if m != "mflops" else "Mflop/s", m == "mflops")] = v * (f if m != "mflops" else 1 / f)
     a = analyse(_obs(spec), _envs(["native", "vm"], tcg=("vm",)), "native")
     fd = figure_data(studies.STUDIES.get("mpi-p2p").figure, a)
-    lat = next(p for p in fd.panels if p.title.startswith("Fig. 4"))
+    lat = next(p for p in fd.panels if p.title.startswith("latency vs message size"))
     assert lat.xlog and lat.ylog and lat.numeric_x
     assert [p.x for p in lat.series[0].points] == [1, 8, 64]
+    # seed 001 Fig. 4: latency against the number of communicating processes (pairs)
+    procs = next(p for p in fd.panels if p.title.startswith("Fig. 4"))
+    assert procs.numeric_x and "pairs" in procs.xlabel
+    got = {s.label: [(p.x, p.y) for p in s.points] for s in procs.series}
+    assert got == {"native": [(1, pytest.approx(1.0, rel=0.05)), (2, pytest.approx(2.0, rel=0.05))],
+                   "vm": [(1, pytest.approx(1.2, rel=0.05)), (2, pytest.approx(2.4, rel=0.05))]}
     assert fd.emulated and any(p.emulated for s in lat.series for p in s.points)
     assert studyfig.draw(fd, "png")[:4] == b"\x89PNG"
     lp = figure_data(studies.STUDIES.get("linpack").figure, a)

@@ -103,11 +103,16 @@ def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bo
         Panel("triad_bw", "STREAM triad [MB/s]", "group", "trial", bench="stream",
               title="memory bandwidth"),
         Panel("(private|shared)_us", "µs per page fault", "group", "trial", bench="pagefault",
-              split="metric", title="page-fault latency"))))
+              split="metric", title="page-fault latency"),
+        Panel("time", "NPB run time [s]", "group", "trial", bench="npb-*", split="benchmark",
+              title="Fig. 6: NPB run time, cold vs warm"))))
 def _cold_warm(topo, in_vm, protocol):
+    """Seed 000 Fig. 4-6: STREAM and page-fault latency (the locality the KVM fault path
+    sets up, Fig. 4-5) and an NPB kernel's run time (Fig. 6: warm runs slower than cold)."""
     protocol.setdefault("warmup", 0)
     protocol["protocol"] = "cold-warm"
-    return [bench("stream"), bench("pagefault")], [env("native"), env("vm")]
+    return ([bench("stream"), bench("pagefault"), bench("npb-is", **{"class": "S"})],
+            [env("native"), env("vm")])
 
 
 @study("socket-span", "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)", FigureSpec(
@@ -173,12 +178,22 @@ def _memory_profile(topo, in_vm, protocol):
               series="env&benchmark", bench="osu-*bw", xlog=True, ylog=True, title="Fig. 2: maximum bandwidth"),
         Panel(r"optime_(\d+)", "OpTime [µs]", "metric", "message size [bytes]",
               series="env&benchmark", bench="osu-*bw", xlog=True, ylog=True, title="Fig. 3: OpTime"),
+        Panel("max_8", "latency, maximum over pairs [µs]", "param:pairs",
+              "communicating pairs (2 processes each)", bench="osu-multi-lat",
+              title="Fig. 4: latency vs communicating processes (8 bytes)"),
         Panel(r"lat_(\d+)", "latency [µs]", "metric", "message size [bytes]",
-              series="env&benchmark", bench="osu-*lat*", xlog=True, ylog=True, title="Fig. 4: latency"))))
+              bench="osu-latency", xlog=True, ylog=True,
+              title="latency vs message size (seed 004 Fig. 1)"))))
 def _mpi_p2p(topo, in_vm, protocol):
+    """Seed 001 Fig. 1-3 (Presta Com: bandwidth and OpTime vs message size), Fig. 4 (Presta
+    Laten: latency vs the number of communicating processes: 1, 2, 4, ... pairs up to one
+    process per host CPU) and a ping-pong latency curve (seed 004 Fig. 1)."""
+    most = max(1, len(topo.pu_ids) // 2)
+    pairs = [2 ** i for i in range(most.bit_length())]
     return ([bench("osu-latency", max_size=1048576), bench("osu-bw", max_size=1048576),
-             bench("osu-bibw", max_size=1048576), bench("osu-multi-lat", max_size=1024)],
-            [env("native"), env("vm")])
+             bench("osu-bibw", max_size=1048576)]
+            + [bench("osu-multi-lat", max_size=1024, pairs=k) for k in pairs],
+            [env("native"), env("vm", vcpus=min(len(topo.pu_ids), 2 * pairs[-1]))])
 
 
 @study("collectives", "Barrier/Allreduce/Bcast/Alltoall vs size and ranks (seed 004 Fig. 2-5)", FigureSpec(
