@@ -173,6 +173,8 @@ def _panel(panel: Panel, analysis: Analysis) -> list[PanelData]:
         x = _source(panel.x, *args)
         series = _source(panel.series, *args)
         key = _source(panel.split, *args) if panel.split else ""
+        if key and panel.split.startswith("param:") and "&" not in panel.split:
+            key = f"{panel.split[6:]}={key}"  # "threads=4", not a bare "4", in the title
         if x is None or series is None or key is None:
             continue
         raw_of.setdefault(labels.get(x, x), x)

@@ -262,8 +262,8 @@ def _co_run(topo, in_vm, protocol):
 
 @study("oversubscription", "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)", FigureSpec(
     "003", "Fig. 2", "P jobs at once: single-threaded vs multi-threaded, native vs VM", (
-        Panel("time", "run time [s]", "benchmark", "NPB kernel", series="env&param:threads",
-              bench="npb-*"),)))
+        Panel("time", "run time [s]", "benchmark", "NPB kernel", bench="npb-*",
+              split="param:threads", title="Fig. 2: P jobs at once"),)))
 def _oversubscription(topo, in_vm, protocol):
     p = len(topo.pu_ids)
     default = [bench(f"npb-{k}", **{"class": "S", "copies": p, "threads": t})
