@@ -268,3 +268,19 @@ def test_study_writes_figure_data_and_finding_lines(name, tmp_path):
                for p in fig["panels"] for s in p["series"] for pt in s["points"])
     assert len(doc["study"]["paper_findings"]) == len(paper.stated(name))
     assert (next(tmp_path.glob("*/figure.png"))).stat().st_size > 0
+
+
+def test_log_x_panel_leaves_size_zero_out_of_the_drawing_not_the_data():
+    from matplotlib.figure import Figure
+
+    spec = {}
+    for env in ("native", "vm"):
+        for size in (0, 1, 8):
+            spec[(env, "osu-latency", "", f"lat_{size}", "us", False)] = 1.0 + size
+    fd = figure_data(studies.STUDIES.get("mpi-p2p").figure, analyse(_obs(spec), _envs(["native", "vm"]), "native"))
+    (panel,) = [p for p in fd.panels if p.xlog and p.series]
+    assert [p.x for p in panel.series[0].points] == [0, 1, 8]  # results.json keeps size 0
+    ax = Figure().subplots()
+    studyfig._draw_panel(ax, panel, [])
+    drawn = [x for line in ax.lines for x in line.get_xdata()]
+    assert drawn and min(drawn) == 1 and ax.get_xscale() == "log"

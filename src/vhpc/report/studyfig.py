@@ -30,12 +30,15 @@ def _err(p) -> tuple[float, float]:
 def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
     if pd.numeric_x:
         for i, s in enumerate(pd.series):
-            if not s.points:
+            # a log x axis has no place for x <= 0 (message size 0): left out of the drawing,
+            # kept in the data
+            pts = [p for p in s.points if not pd.xlog or p.x > 0]
+            if not pts:
                 continue
-            xs = [p.x for p in s.points]
-            ys = [p.y for p in s.points]
-            errs = np.array([_err(p) for p in s.points]).T
-            tcg = any(p.emulated for p in s.points)
+            xs = [p.x for p in pts]
+            ys = [p.y for p in pts]
+            errs = np.array([_err(p) for p in pts]).T
+            tcg = any(p.emulated for p in pts)
             ax.errorbar(xs, ys, yerr=errs, marker="o", ms=3, capsize=2,
                         color=_COLORS[i % len(_COLORS)], linestyle="--" if tcg else "-",
                         label=s.label + (" (TCG)" if tcg else ""))
