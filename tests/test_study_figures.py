@@ -81,8 +81,9 @@ def test_mpi_p2p_message_size_axis_log_and_linpack_relative():
         for size in (1, 8, 64):
             spec[(env, "osu-latency", "max_size=64", f"lat_{size}", "us", False)] = f * (1 + size / 64)
             spec[(env, "osu-bw", "max_size=64", f"bw_avg_{size}", "MB/s", True)] = 10.0 * size / f
-        for pairs in (1, 2):
-            spec[(env, "osu-multi-lat", f"pairs={pairs}", "max_8", "us", False)] = f * pairs
+        # pairs=1 is osu-multi-lat's default: a stored parameter string without it
+        for params, pairs in (("max_size=8", 1), ("pairs=2", 2)):
+            spec[(env, "osu-multi-lat", params, "max_8", "us", False)] = f * pairs
         for m, v in (("factor_s", 1.0), ("solve_s", 0.1), ("total_s", 1.1), ("mflops", 500.0)):
             spec[(env, "linpack", "n=200", m, "s" if m != "mflops" else "Mflop/s", m == "mflops")] = v * (f if m != "mflops" else 1 / f)
     a = analyse(_obs(spec), _envs(["native", "vm"], tcg=("vm",)), "native")
@@ -117,6 +118,9 @@ def test_pagefault_memory_types_and_cold_warm_groups():
     cw = figure_data(studies.STUDIES.get("cold-warm").figure, a)
     vm = next(s for p in cw.panels for s in p.series if s.label == "vm")
     assert [p.x for p in vm.points] == ["cold", "warm"]
+    # native has no VM sessions: its trials stand beside the VM's cold and warm ones
+    native = next(s for p in cw.panels for s in p.series if s.label == "native")
+    assert [(p.x, p.n) for p in native.points] == [("all trials (no VM boot)", 4)]
     assert studyfig.draw(cw).lstrip().startswith("<")
 
 
