@@ -288,3 +288,39 @@ def test_log_x_panel_leaves_size_zero_out_of_the_drawing_not_the_data():
     studyfig._draw_panel(ax, panel, [])
     drawn = [x for line in ax.lines for x in line.get_xdata()]
     assert drawn and min(drawn) == 1 and ax.get_xscale() == "log"
+
+
+def test_a_unit_in_a_panel_label_is_the_unit_its_metrics_declare():
+    """"STREAM triad [MB/s]" over GB/s values misleads: every "[unit]" a study panel names must
+    be the unit of each metric of the study's default benchmarks that the panel draws."""
+    import fnmatch
+
+    from vhpc import benchmarks
+
+    topo = topology_2x2()
+    wrong = []
+    for name, st in studies.STUDIES.items():
+        if st.figure is None or not st.figure.panels:
+            continue
+        try:
+            default, _ = st.template(topo, False, {"executor": "slurm:nodes=2"})
+        except studies.StudyError:
+            continue
+        for panel in st.figure.panels:
+            m = re.search(r"\[([^\]]+)\]", panel.ylabel)
+            if not m:
+                continue
+            for b in {b.name for b in default if fnmatch.fnmatchcase(b.name, panel.bench)}:
+                for metric in benchmarks.get(b).metrics:
+                    same = {metric.unit, metric.unit.replace("us", "µs"),
+                            metric.unit.replace("flop/s", "flops")}  # spellings of one unit
+                    if re.fullmatch(panel.y, re.sub(r"<[^>]+>", "8", metric.name)) and \
+                            m.group(1) not in same:
+                        wrong.append((name, panel.ylabel, b, metric.name, metric.unit))
+    assert wrong == [], wrong
+
+
+def topology_2x2():
+    from vhpc import topology
+
+    return topology.from_synthetic("pack:2 numa:2 l3:1 core:2 pu:1")

@@ -100,7 +100,7 @@ def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bo
 
 @study("cold-warm", "first trial after boot vs later ones (seed 000 Fig. 4-6)", FigureSpec(
     "000", "Fig. 4-6", "first trial after boot (cold) vs later ones (warm)", (
-        Panel("triad_bw", "STREAM triad [MB/s]", "group", "trial", bench="stream",
+        Panel("triad_bw", "STREAM triad [GB/s]", "group", "trial", bench="stream",
               title="memory bandwidth"),
         Panel("(private|shared)_us", "µs per page fault", "group", "trial", bench="pagefault",
               split="metric", title="page-fault latency"),
@@ -117,7 +117,7 @@ def _cold_warm(topo, in_vm, protocol):
 
 @study("socket-span", "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)", FigureSpec(
     "000", "Fig. 2", "slowdown as the VM spans more sockets", (
-        Panel("triad_bw", "STREAM triad [MB/s]", r"env:(\d+)", "sockets spanned",
+        Panel("triad_bw", "STREAM triad [GB/s]", r"env:(\d+)", "sockets spanned",
               series=r"env:^(native|vm)", bench="stream"),)))
 def _socket_span(topo, in_vm, protocol):
     per_pkg = min(len(p.cores) for p in topo.packages)
