@@ -172,3 +172,22 @@ def test_a_statement_against_another_environment_uses_that_one():
     # 4 nodes: 8 MB/s against 5 on 1 node; the worse-is-higher ratio 5 / 8 = 0.625: faster
     assert line.outcome == F.AGREES and "vm-4node vs vm-1node" in line.measured
     assert "ratio 0.625" in line.measured
+
+
+def test_a_statement_about_a_placement_the_campaign_lacks_says_so():
+    """Seed 000's "one VM per socket" on a 1-socket host (no vm-per-socket environment): the
+    one-vm measurement is not taken for it."""
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo, Observation
+    from vhpc.report import paper
+
+    obs = [Observation(env, "npb-cg", "class=S", "mops", "Mop/s", True, v * k, valid=True,
+                       warmup=False, trial_id=i * 10 + j, session_index=None)
+           for i, (env, v) in enumerate((("native", 100.0), ("one-vm", 90.0)))
+           for j, k in enumerate((0.99, 1.0, 1.01, 1.0))]
+    envs = {"native": EnvInfo("native", "native", None, {}), "one-vm": EnvInfo("one-vm", "vm", "kvm", {})}
+    lines = paper.judge("partition", analyse(obs, envs, "native"))
+    assert len(lines) == 2
+    for line in lines:
+        assert line.outcome == F.CANNOT_TELL and line.measured == "no matching measurement"
+        assert "no environment vm-per-socket in this campaign" in line.reason

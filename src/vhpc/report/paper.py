@@ -133,6 +133,10 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> li
         found = evidence(f, analysis)
         if not found:
             why = not_makeable or "not measured in this campaign"
+            if not not_makeable and f.environment and not any(
+                    findings.matches(f.environment, e) for e in analysis.environments):
+                why = (f"no environment {f.environment} in this campaign (a placement this "
+                       "host may not make)")
             out.append(Line(f.quote, source, f"paper: {f.stated()}", "no matching measurement",
                             CANNOT_TELL, f"placement not makeable: {why}" if not_makeable else why))
             continue
