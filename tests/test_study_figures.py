@@ -356,3 +356,24 @@ def topology_2x2():
     from vhpc import topology
 
     return topology.from_synthetic("pack:2 numa:2 l3:1 core:2 pu:1")
+
+
+def test_bars_hatch_tcg_points_only_and_cut_runaway_intervals():
+    """x = environment, one series per metric (noise, pingpong): native's bar is not hatched,
+    the TCG guest's is; an interval 13 times the bar (2 runs) does not flatten the bars."""
+    from matplotlib.figure import Figure
+
+    obs = [Observation(env, "noise", "", "detour_pct", "%", False, v, valid=True, warmup=False,
+                       trial_id=i, session_index=None)
+           for i, (env, v) in enumerate((("native", 1.0), ("native", 1.02), ("vm", 1.0), ("vm", 50.0)))]
+    fd = figure_data(studies.STUDIES.get("noise").figure,
+                     analyse(obs, _envs(["native", "vm"], tcg=("vm",)), "native"))
+    (panel,) = fd.panels
+    ax = Figure().subplots()
+    studyfig._draw_panel(ax, panel, [])
+    native_bar, vm_bar = ax.patches[:2]
+    assert native_bar.get_hatch() is None and vm_bar.get_hatch() == "//"
+    # vm: mean 25.5, t(0.975, 1) = 12.71, sd = 34.65: the interval reaches 25.5 + 311 = 337
+    vm = panel.series[0].points[1]
+    assert vm.high == pytest.approx(25.5 + 12.706 * 34.648 / 2 ** 0.5, rel=1e-3)
+    assert 25.5 < ax.get_ylim()[1] < 337
