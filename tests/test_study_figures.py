@@ -377,3 +377,21 @@ def test_bars_hatch_tcg_points_only_and_cut_runaway_intervals():
     vm = panel.series[0].points[1]
     assert vm.high == pytest.approx(25.5 + 12.706 * 34.648 / 2 ** 0.5, rel=1e-3)
     assert 25.5 < ax.get_ylim()[1] < 337
+
+
+def test_paper_dry_run_names_the_accelerator_the_probe_finds(tmp_path):
+    """A host with /dev/kvm whose guests fall back to TCG (this one: nested kvm_pvm) must not
+    be announced as "kvm"."""
+    require_tool("qemu-system-x86_64")
+    from vhpc.environments.vm import guestimage
+    from vhpc.environments.vm.backends import qemu
+
+    probe = qemu.probe_kvm(guestimage.find_kernel())
+    proc = subprocess.run([sys.executable, "-m", "vhpc.cli", "paper", "001", "--repeats", "2",
+                           "--dry-run", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = " ".join(proc.stdout.split())
+    kind = "hardware virtualization" if probe.accel == "kvm" else "emulation"
+    assert f"accelerator {probe.accel} ({kind})" in out
+    assert "nothing was run" in out and not list(tmp_path.glob("*/results.json"))
