@@ -171,7 +171,7 @@ def _memory_profile(topo, in_vm, protocol):
 
 
 @study("mpi-p2p", "MPI latency / bandwidth vs message size, multi-pair latency (seed 001 Fig. 1-4)", FigureSpec(
-    "001", "Fig. 1-4", "MPI point-to-point: bandwidth (average, maximum, OpTime) and latency vs message size", (
+    "001", "Fig. 1-4", "MPI point-to-point: bandwidth (average, maximum, OpTime) vs message size, latency vs communicating processes", (
         Panel(r"bw_avg_(\d+)", "bandwidth, average [MB/s]", "metric", "message size [bytes]",
               series="env&benchmark", bench="osu-*bw", xlog=True, ylog=True, title="Fig. 1: average bandwidth"),
         Panel(r"bw_max_(\d+)", "bandwidth, maximum [MB/s]", "metric", "message size [bytes]",
