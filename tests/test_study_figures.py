@@ -247,7 +247,7 @@ SMALL = {
                  "osu-multi-lat:max_size=8,iters=20,iters_large=5"],
                 {"message size [bytes]": [0, 1, 2, 4, 8],
                  "communicating pairs (2 processes each)": [1]}),
-    "oversubscription": (["npb-ep:class=S,copies=2,threads=1"], {"NPB kernel": ["npb-ep"]}),
+    "oversubscription": (["npb-is:class=S,copies=2,threads=1"], {"NPB kernel": ["npb-is"]}),
     "cold-warm": (["pagefault:mib=4,reps=1"], {"trial": None}),
     "partition": (["pingpong:iters=20"], {"environment": "ENVS"}),
 }
