@@ -38,6 +38,8 @@ class Point:
 
 @dataclass
 class Series:
+    """One series of a panel: its ``label`` and points in x order."""
+
     label: str
     points: list[Point] = field(default_factory=list)
 
@@ -65,6 +67,9 @@ class PanelData:
 
 @dataclass
 class FigureData:
+    """A study's figure filled with data: seed, figure number, title, baseline, panels;
+    ``emulated`` when any environment ran under TCG."""
+
     seed: str
     number: str
     title: str
@@ -74,9 +79,11 @@ class FigureData:
 
     @property
     def caption(self) -> str:
+        """"seed 000 Fig. 2: title"."""
         return f"seed {self.seed} {self.number}: {self.title}"
 
     def empty(self) -> bool:
+        """True when no panel holds a point."""
         return not any(s.points for p in self.panels for s in p.series)
 
     def to_dict(self) -> dict[str, Any]:

@@ -61,6 +61,7 @@ class Line:
     reason: str
 
     def text(self) -> str:
+        """The line as plain text ("paper found: ... / this host: ... → outcome (reason)")."""
         return (f"paper found: {self.statement} ({self.source}; {self.paper}) / this host: "
                 f"{self.measured} → {self.outcome}" + (f" ({self.reason})" if self.reason else ""))
 
