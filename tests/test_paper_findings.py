@@ -191,3 +191,20 @@ def test_a_statement_about_a_placement_the_campaign_lacks_says_so():
     for line in lines:
         assert line.outcome == F.CANNOT_TELL and line.measured == "no matching measurement"
         assert "no environment vm-per-socket in this campaign" in line.reason
+
+
+def test_an_unbounded_fieller_set_is_named_not_called_missing():
+    """A baseline around 0 (Fieller's set unbounded, 1 excluded): "cannot tell", saying why."""
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo, Observation
+    from vhpc.report import paper
+
+    obs = [Observation(env, "noise", "", "detour_pct", "%", False, v, valid=True, warmup=False,
+                       trial_id=i, session_index=None)
+           for i, (env, v) in enumerate([("vm", 5.0), ("vm", 5.5), ("vm", 4.5),
+                                         ("native", -1.0), ("native", 0.5), ("native", 2.0)])]
+    envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
+    a = analyse(obs, envs, "native")
+    assert a.comparisons[0].ratio_ci == (None, None)
+    (line,) = paper.judge("noise", a)
+    assert line.outcome == F.CANNOT_TELL and "confidence set is unbounded" in line.reason

@@ -135,11 +135,12 @@ def for_study(name: str) -> list[Finding]:
 
 
 def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | None, n: int,
-            emulated: bool, placement_ok: bool = True) -> tuple[str, str]:
+            emulated: bool, placement_ok: bool = True, unbounded: bool = False) -> tuple[str, str]:
     """(``agrees`` | ``disagrees`` | ``cannot tell``, reason) for ``finding`` against a measured
     VM/native ``ratio`` (> 1: VM worse) with confidence interval ``ci`` from ``n`` samples per
     side.  Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
-    describe hardware virtualization), a placement this host could not make, or no interval.
+    describe hardware virtualization), a placement this host could not make, or no interval
+    (``unbounded``: an unbounded Fieller set, said so).
     Rules (issue 21): ``overhead_pct`` agrees when the interval of (ratio − 1)·100 overlaps
     value ± tolerance; ``direction`` slower when the interval lies above 1, faster below 1,
     no-difference when it contains 1; ``within_pct`` when the whole interval lies in
@@ -151,6 +152,9 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     if not placement_ok:
         return CANNOT_TELL, "this host cannot make the paper's placement"
     if ratio is None or ci is None or None in ci:
+        if unbounded:  # Fieller's set: the baseline mean is not different from 0
+            return CANNOT_TELL, ("the ratio's confidence set is unbounded (the baseline mean "
+                                 "is not significantly different from 0)")
         return CANNOT_TELL, "no confidence interval"
     lo, hi = ci
     if finding.claim == "overhead_pct":

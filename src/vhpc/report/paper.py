@@ -96,6 +96,7 @@ class Evidence:
     ci: tuple[float | None, float | None]
     n: int
     emulated: bool
+    unbounded: bool = False
 
 
 def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
@@ -106,13 +107,14 @@ def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
 
     if f.against_baseline:
         rows = [(c.environment, c.benchmark, c.metric, analysis.baseline, c.higher_is_better,
-                 c.ratio, c.ratio_ci, min(c.n, c.n_baseline)) for c in analysis.comparisons]
+                 c.ratio, c.ratio_ci, min(c.n, c.n_baseline), c.ratio_ci_method)
+                for c in analysis.comparisons]
     else:
         rows = [(p.environment, p.benchmark, p.metric, p.versus, p.higher_is_better, p.ratio,
-                 (p.low, p.high), p.n)
+                 (p.low, p.high), p.n, p.method)
                 for p in versus.pairs(analysis, f.group, f.versus, f.versus_group)]
     out = []
-    for env, bench, metric, ref, hib, ratio, ci, n in rows:
+    for env, bench, metric, ref, hib, ratio, ci, n, method in rows:
         if ratio is None or not (findings.matches(f.metric, metric)
                                  and findings.matches(f.benchmark, bench)
                                  and findings.matches(f.environment, env)):
@@ -120,7 +122,8 @@ def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
         worse, wci = _worse_ratio(ratio, ci, hib)
         emulated = any(analysis.environments.get(e) is not None and analysis.environments[e].emulated
                        for e in (env, ref))
-        out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated))
+        unbounded = method == "fieller" and None in ci
+        out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated, unbounded))
     return out
 
 
@@ -142,7 +145,8 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> li
                             CANNOT_TELL, f"placement not makeable: {why}" if not_makeable else why))
             continue
         verdicts = [(e, *findings.verdict(f, e.ratio, e.ci, e.n, e.emulated,
-                                          placement_ok=not_makeable is None)) for e in found]
+                                          placement_ok=not_makeable is None,
+                                          unbounded=e.unbounded)) for e in found]
         outs = {v[1] for v in verdicts}
         outcome = DISAGREES if DISAGREES in outs else (AGREES if outs == {AGREES} else CANNOT_TELL)
         e, _, reason = next(v for v in verdicts if v[1] == outcome)
