@@ -78,3 +78,133 @@ def test_cannot_tell_says_why():
     assert "TCG" in F.verdict(f, 1.2, (1.1, 1.3), 5, True)[1]
     assert "placement" in F.verdict(f, 1.2, (1.1, 1.3), 5, False, placement_ok=False)[1]
     assert F.verdict(f, None, None, 5, False)[0] == F.CANNOT_TELL
+
+
+def _study_defaults(study: str) -> tuple[list, list]:
+    """(benchmarks, environments) of ``study``'s template on a 2-socket synthetic host."""
+    from vhpc import topology
+
+    topo = topology.from_synthetic("pack:2 numa:2 l3:1 core:2 pu:1")
+    proto = {"executor": "slurm:nodes=2"} if study == "scaling" else {}
+    return STUDIES.get(study).template(topo, False, proto)
+
+
+def test_every_statement_is_compared_on_what_its_study_measures():
+    """A statement whose metric, benchmark or environment the study never measures is
+    "cannot tell" on every host: each pattern must match the study's defaults."""
+    import re
+
+    from vhpc import benchmarks
+
+    wrong = []
+    for f in F.load():
+        benches, envs = _study_defaults(f.study)
+        names = [b.name for b in benches if F.matches(f.benchmark, b.name)]
+        metrics = {re.sub(r"<[^>]+>", "8", m.name) for b in names
+                   for m in benchmarks.get(b).metrics}
+        env_names = [e.name for e in envs]
+        if (not names or not any(F.matches(f.metric, m) for m in metrics)
+                or not any(F.matches(f.environment, e) for e in env_names)
+                or f.versus not in (None, "self", *env_names)):
+            wrong.append((f.study, f.benchmark, f.metric, f.environment, f.versus))
+    assert wrong == []
+
+
+def test_matches_takes_alternatives_and_none():
+    assert F.matches("npb-cg|npb-is", "npb-is") and not F.matches("npb-cg|npb-is", "npb-ep")
+    assert F.matches(None, "anything") and F.matches("optime_*", "optime_8")
+    with pytest.raises(F.FindingsError, match="versus self needs group and versus_group"):
+        F.parse("- {study: noise, seed: 004_2f6700c948358fb8.txt, where: s, quote: 0123456789ab,"
+                " claim: direction, expect: slower, versus: self}")
+
+
+def _cold_warm_analysis(warm: float):
+    """native npb-is time 1.0 s; the VM's first trial after each of 4 boots 1.27 s, its later
+    trials ``warm`` s (± 1 %, fixed values)."""
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo, Observation
+
+    noise = (0.99, 1.0, 1.01, 1.0)
+    obs, tid = [], 0
+
+    def add(env, value, session):
+        nonlocal tid
+        obs.append(Observation(env, "npb-is", "class=S", "time", "s", False, value, valid=True,
+                               warmup=False, trial_id=tid, session_index=session))
+        tid += 1
+
+    for boot in range(4):
+        add("native", 1.0 * noise[boot], None)
+        add("vm", 1.27 * noise[boot], 0)
+        add("vm", warm * noise[boot], 1)
+        add("vm", warm * noise[(boot + 1) % 4], 2)
+    envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
+    return analyse(obs, envs, "native")
+
+
+def test_cold_warm_statements_compare_cold_with_native_and_warm_with_cold():
+    from vhpc.report import paper
+
+    cold, warm = paper.judge("cold-warm", _cold_warm_analysis(warm=1.65))
+    # cold VM runs 27 % slower than native (paper: 27 % ± 15): measured 1.27 / 1.0
+    assert cold.outcome == F.AGREES and "vm (cold) vs native" in cold.measured
+    assert "+27.0 %" in cold.measured
+    # warm runs 1.65 / 1.27 = 1.30 times the cold ones: slower, as the paper found
+    assert warm.outcome == F.AGREES and "vm (warm) vs vm (cold)" in warm.measured
+    assert "ratio 1.299" in warm.measured and ": slower" in warm.measured
+    # warm as fast as cold: the paper's "slower" is contradicted
+    _, same = paper.judge("cold-warm", _cold_warm_analysis(warm=1.27))
+    assert same.outcome == F.DISAGREES and "no-difference" in same.measured
+
+
+def test_a_statement_against_another_environment_uses_that_one():
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo, Observation
+    from vhpc.report import paper
+
+    obs = [Observation(env, "stream", "", "triad_bw", "MB/s", True, v * k, valid=True,
+                       warmup=False, trial_id=i * 10 + j, session_index=None)
+           for i, (env, v) in enumerate((("native", 10.0), ("vm-1node", 5.0), ("vm-4node", 8.0)))
+           for j, k in enumerate((0.99, 1.0, 1.01, 1.0))]
+    envs = {n: EnvInfo(n, "native" if n == "native" else "vm", None if n == "native" else "kvm", {})
+            for n in ("native", "vm-1node", "vm-4node")}
+    (line,) = paper.judge("vcpu-mapping", analyse(obs, envs, "native"))
+    # 4 nodes: 8 MB/s against 5 on 1 node; the worse-is-higher ratio 5 / 8 = 0.625: faster
+    assert line.outcome == F.AGREES and "vm-4node vs vm-1node" in line.measured
+    assert "ratio 0.625" in line.measured
+
+
+def test_a_statement_about_a_placement_the_campaign_lacks_says_so():
+    """Seed 000's "one VM per socket" on a 1-socket host (no vm-per-socket environment): the
+    one-vm measurement is not taken for it."""
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo, Observation
+    from vhpc.report import paper
+
+    obs = [Observation(env, "npb-cg", "class=S", "mops", "Mop/s", True, v * k, valid=True,
+                       warmup=False, trial_id=i * 10 + j, session_index=None)
+           for i, (env, v) in enumerate((("native", 100.0), ("one-vm", 90.0)))
+           for j, k in enumerate((0.99, 1.0, 1.01, 1.0))]
+    envs = {"native": EnvInfo("native", "native", None, {}), "one-vm": EnvInfo("one-vm", "vm", "kvm", {})}
+    lines = paper.judge("partition", analyse(obs, envs, "native"))
+    assert len(lines) == 2
+    for line in lines:
+        assert line.outcome == F.CANNOT_TELL and line.measured == "no matching measurement"
+        assert "no environment vm-per-socket in this campaign" in line.reason
+
+
+def test_an_unbounded_fieller_set_is_named_not_called_missing():
+    """A baseline around 0 (Fieller's set unbounded, 1 excluded): "cannot tell", saying why."""
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo, Observation
+    from vhpc.report import paper
+
+    obs = [Observation(env, "noise", "", "detour_pct", "%", False, v, valid=True, warmup=False,
+                       trial_id=i, session_index=None)
+           for i, (env, v) in enumerate([("vm", 5.0), ("vm", 5.5), ("vm", 4.5),
+                                         ("native", -1.0), ("native", 0.5), ("native", 2.0)])]
+    envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
+    a = analyse(obs, envs, "native")
+    assert a.comparisons[0].ratio_ci == (None, None)
+    (line,) = paper.judge("noise", a)
+    assert line.outcome == F.CANNOT_TELL and "confidence set is unbounded" in line.reason

@@ -104,6 +104,7 @@ def test_fieller_kept_where_valid_and_unbounded_otherwise():
     assert not inside(1.0) and inside(100.0) and inside(-100.0)
     assert stats.fieller_contains(1.0, 5.0, 0.25, 3, 0.5, 2.25, 3) is False
     assert c.verdict == NO_DIFFERENCE and c.p_value < 0.05  # Welch alone would say "slower"
+    assert "contains 1" not in c.note and "unbounded" in c.note and "excludes 1" in c.note
 
 
 def test_no_exported_ratio_interval_has_a_negative_bound(tmp_path):

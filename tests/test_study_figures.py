@@ -24,6 +24,8 @@ from vhpc.report import paper, studyfig
 from vhpc.report.header import spec_section, vcluster_section
 from vhpc.report.html import write_html
 
+from conftest import require_tool
+
 
 def _obs(spec: dict, seed: int = 1, n: int = 3) -> list[Observation]:
     """spec: (env, bench, params, metric, unit, hib) → mean; n samples each, 1 % noise."""
@@ -81,13 +83,22 @@ def test_mpi_p2p_message_size_axis_log_and_linpack_relative():
         for size in (1, 8, 64):
             spec[(env, "osu-latency", "max_size=64", f"lat_{size}", "us", False)] = f * (1 + size / 64)
             spec[(env, "osu-bw", "max_size=64", f"bw_avg_{size}", "MB/s", True)] = 10.0 * size / f
+        # pairs=1 is osu-multi-lat's default: a stored parameter string without it
+        for params, pairs in (("max_size=8", 1), ("pairs=2", 2)):
+            spec[(env, "osu-multi-lat", params, "max_8", "us", False)] = f * pairs
         for m, v in (("factor_s", 1.0), ("solve_s", 0.1), ("total_s", 1.1), ("mflops", 500.0)):
             spec[(env, "linpack", "n=200", m, "s" if m != "mflops" else "Mflop/s", m == "mflops")] = v * (f if m != "mflops" else 1 / f)
     a = analyse(_obs(spec), _envs(["native", "vm"], tcg=("vm",)), "native")
     fd = figure_data(studies.STUDIES.get("mpi-p2p").figure, a)
-    lat = next(p for p in fd.panels if p.title.startswith("Fig. 4"))
+    lat = next(p for p in fd.panels if p.title.startswith("latency vs message size"))
     assert lat.xlog and lat.ylog and lat.numeric_x
     assert [p.x for p in lat.series[0].points] == [1, 8, 64]
+    # seed 001 Fig. 4: latency against the number of communicating processes (pairs)
+    procs = next(p for p in fd.panels if p.title.startswith("Fig. 4"))
+    assert procs.numeric_x and "pairs" in procs.xlabel
+    got = {s.label: [(p.x, p.y) for p in s.points] for s in procs.series}
+    assert got == {"native": [(1, pytest.approx(1.0, rel=0.05)), (2, pytest.approx(2.0, rel=0.05))],
+                   "vm": [(1, pytest.approx(1.2, rel=0.05)), (2, pytest.approx(2.4, rel=0.05))]}
     assert fd.emulated and any(p.emulated for s in lat.series for p in s.points)
     assert studyfig.draw(fd, "png")[:4] == b"\x89PNG"
     lp = figure_data(studies.STUDIES.get("linpack").figure, a)
@@ -109,6 +120,9 @@ def test_pagefault_memory_types_and_cold_warm_groups():
     cw = figure_data(studies.STUDIES.get("cold-warm").figure, a)
     vm = next(s for p in cw.panels for s in p.series if s.label == "vm")
     assert [p.x for p in vm.points] == ["cold", "warm"]
+    # native has no VM sessions: its trials stand beside the VM's cold and warm ones
+    native = next(s for p in cw.panels for s in p.series if s.label == "native")
+    assert [(p.x, p.n) for p in native.points] == [("all trials (no VM boot)", 4)]
     assert studyfig.draw(cw).lstrip().startswith("<")
 
 
@@ -222,41 +236,162 @@ def test_study_report_and_seed_page_render_in_chromium(tmp_path):
     assert dom.index('id="sec-mpi-p2p"') < dom.index('id="sec-linpack"')
 
 
-# -- real studies at --repeats 2 (boot guests: TCG here, minutes each) ------------------------
+# -- real studies at --repeats 2 on this host (guests boot: TCG here) --------------------------
 
+#: per study: tiny ``-b`` items, and per x-axis label of the seed figure the x values each
+#: series must hold ("ENVS": the study's environment names on this host)
 SMALL = {
-    "noise": ["noise:duration=0.2"],
-    "linpack": ["linpack:n=100"],
-    "mpi-p2p": ["osu-latency:max_size=8,iters=20,iters_large=5"],
-    "oversubscription": ["npb-ep:class=S,copies=2,threads=1"],
-    "cold-warm": ["pagefault:mib=4,reps=1"],
-    "partition": ["pingpong:iters=20"],
+    "noise": (["noise:duration=0.2"], {"environment": "ENVS"}),
+    "linpack": (["linpack:n=100"], {"phase": ["factor_s", "solve_s", "total_s", "mflops"]}),
+    "mpi-p2p": (["osu-latency:max_size=8,iters=20,iters_large=5",
+                 "osu-multi-lat:max_size=8,iters=20,iters_large=5"],
+                {"message size [bytes]": [0, 1, 2, 4, 8],
+                 "communicating pairs (2 processes each)": [1]}),
+    "oversubscription": (["npb-is:class=S,copies=2,threads=1"], {"NPB kernel": ["npb-is"]}),
+    "cold-warm": (["pagefault:mib=4,reps=1"], {"trial": None}),
+    "partition": (["pingpong:iters=20"], {"environment": "ENVS"}),
 }
 
+#: studies that run in every test run (each well under a minute here); the others boot more
+#: guests for longer and run with VHPC_VM_TESTS=1
+CHEAP = ("noise", "linpack", "mpi-p2p", "oversubscription", "cold-warm")
 
-#: linpack runs in every test run (one small guest); the others with VHPC_VM_TESTS=1, as each
-#: boots guests for minutes under TCG (``make test`` must stay within 8 minutes here)
-CHEAP = ("linpack",)
+
+def _study(name: str, tmp_path: Path) -> dict:
+    """Run ``vhpc study NAME --repeats 2`` with the tiny benchmarks; its results.json."""
+    argv = [sys.executable, "-m", "vhpc.cli", "study", name, "--repeats", "2", "--warmup", "0",
+            "--timeout", "300", "--out", str(tmp_path)]
+    for b in SMALL[name][0]:
+        argv += ["-b", b]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
+    (doc,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/results.json")]
+    assert (next(tmp_path.glob("*/figure.png"))).stat().st_size > 0
+    return doc
 
 
 @pytest.mark.parametrize("name", [n if n in CHEAP else pytest.param(n, marks=pytest.mark.skipif(
-    os.environ.get("VHPC_VM_TESTS") != "1", reason="boots VMs for minutes: VHPC_VM_TESTS=1"))
+    os.environ.get("VHPC_VM_TESTS") != "1", reason="boots guests for minutes: VHPC_VM_TESTS=1"))
     for n in SMALL])
-def test_study_writes_figure_data_and_finding_lines(name, tmp_path):
-    argv = [sys.executable, "-m", "vhpc.cli", "study", name, "--repeats", "2", "--warmup", "0",
-            "--timeout", "300", "--out", str(tmp_path)]
-    for b in SMALL[name]:
-        argv += ["-b", b]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
-    (doc,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/results.json")]
-    fig = doc["study"]["figure"]
-    spec = studies.STUDIES.get(name).figure
+def test_study_writes_figure_data_and_finding_lines(name, tmp_path, kernels_built, no_qemu_leak):
+    require_tool("qemu-system-x86_64")
+    doc = _study(name, tmp_path)
+    fig, spec = doc["study"]["figure"], studies.STUDIES.get(name).figure
     assert fig["seed"] == spec.seed and fig["figure"] == spec.number
-    labels = {p["x"]["label"] for p in fig["panels"]}
-    assert labels <= {p.xlabel for p in spec.panels}
-    assert any(s["points"] for p in fig["panels"] for s in p["series"])
-    assert all({"x", "y", "low", "high", "n"} <= set(pt)
-               for p in fig["panels"] for s in p["series"] for pt in s["points"])
-    assert len(doc["study"]["paper_findings"]) == len(paper.stated(name))
-    assert (next(tmp_path.glob("*/figure.png"))).stat().st_size > 0
+    xlabels = {p.xlabel for p in spec.panels}
+    assert all(p["x"]["label"] in xlabels for p in fig["panels"])
+    envs = list(doc["environments"])
+    for label, want in SMALL[name][1].items():
+        drawn = [p for p in fig["panels"] if p["x"]["label"] == label]
+        assert drawn and all(p["series"] for p in drawn), label
+        for p in drawn:
+            for s in p["series"]:
+                xs = [pt["x"] for pt in s["points"]]
+                if want == "ENVS":  # one bar per environment of this host's study
+                    assert sorted(xs) == sorted(envs) and xs[0] == doc["baseline"], xs
+                elif want is None:  # cold/warm: the VM's first trial after boot and later ones
+                    assert xs in (["cold", "warm"], ["all trials (no VM boot)"]), xs
+                else:
+                    assert xs == want, (label, s["label"], xs)
+                assert all(pt["n"] >= 1 and (pt["low"] is None or pt["low"] <= pt["y"] <= pt["high"])
+                           for pt in s["points"])
+    # one "paper found / this host" line per stated finding, in the file's order; 2 runs are
+    # too few for a verdict on any host
+    lines = doc["study"]["paper_findings"]
+    assert [l["statement"] for l in lines] == [f.quote for f in paper.stated(name)]
+    assert lines, f"no finding stored for {name}"
+    for l in lines:
+        assert l["line"].startswith("paper found: ") and " / this host: " in l["line"]
+        assert l["outcome"] == "cannot tell", l["line"]
+        assert re.search(r"too few runs|not measured|placement", l["reason"]), l["reason"]
+
+
+def test_log_x_panel_leaves_size_zero_out_of_the_drawing_not_the_data():
+    from matplotlib.figure import Figure
+
+    spec = {}
+    for env in ("native", "vm"):
+        for size in (0, 1, 8):
+            spec[(env, "osu-latency", "", f"lat_{size}", "us", False)] = 1.0 + size
+    fd = figure_data(studies.STUDIES.get("mpi-p2p").figure, analyse(_obs(spec), _envs(["native", "vm"]), "native"))
+    (panel,) = [p for p in fd.panels if p.xlog and p.series]
+    assert [p.x for p in panel.series[0].points] == [0, 1, 8]  # results.json keeps size 0
+    ax = Figure().subplots()
+    studyfig._draw_panel(ax, panel, [])
+    drawn = [x for line in ax.lines for x in line.get_xdata()]
+    assert drawn and min(drawn) == 1 and ax.get_xscale() == "log"
+
+
+def test_a_unit_in_a_panel_label_is_the_unit_its_metrics_declare():
+    """"STREAM triad [MB/s]" over GB/s values misleads: every "[unit]" a study panel names must
+    be the unit of each metric of the study's default benchmarks that the panel draws."""
+    import fnmatch
+
+    from vhpc import benchmarks
+
+    topo = topology_2x2()
+    wrong = []
+    for name, st in studies.STUDIES.items():
+        if st.figure is None or not st.figure.panels:
+            continue
+        try:
+            default, _ = st.template(topo, False, {"executor": "slurm:nodes=2"})
+        except studies.StudyError:
+            continue
+        for panel in st.figure.panels:
+            m = re.search(r"\[([^\]]+)\]", panel.ylabel)
+            if not m:
+                continue
+            for b in {b.name for b in default if fnmatch.fnmatchcase(b.name, panel.bench)}:
+                for metric in benchmarks.get(b).metrics:
+                    same = {metric.unit, metric.unit.replace("us", "µs"),
+                            metric.unit.replace("flop/s", "flops")}  # spellings of one unit
+                    if re.fullmatch(panel.y, re.sub(r"<[^>]+>", "8", metric.name)) and \
+                            m.group(1) not in same:
+                        wrong.append((name, panel.ylabel, b, metric.name, metric.unit))
+    assert wrong == [], wrong
+
+
+def topology_2x2():
+    from vhpc import topology
+
+    return topology.from_synthetic("pack:2 numa:2 l3:1 core:2 pu:1")
+
+
+def test_bars_hatch_tcg_points_only_and_cut_runaway_intervals():
+    """x = environment, one series per metric (noise, pingpong): native's bar is not hatched,
+    the TCG guest's is; an interval 13 times the bar (2 runs) does not flatten the bars."""
+    from matplotlib.figure import Figure
+
+    obs = [Observation(env, "noise", "", "detour_pct", "%", False, v, valid=True, warmup=False,
+                       trial_id=i, session_index=None)
+           for i, (env, v) in enumerate((("native", 1.0), ("native", 1.02), ("vm", 1.0), ("vm", 50.0)))]
+    fd = figure_data(studies.STUDIES.get("noise").figure,
+                     analyse(obs, _envs(["native", "vm"], tcg=("vm",)), "native"))
+    (panel,) = fd.panels
+    ax = Figure().subplots()
+    studyfig._draw_panel(ax, panel, [])
+    native_bar, vm_bar = ax.patches[:2]
+    assert native_bar.get_hatch() is None and vm_bar.get_hatch() == "//"
+    # vm: mean 25.5, t(0.975, 1) = 12.71, sd = 34.65: the interval reaches 25.5 + 311 = 337
+    vm = panel.series[0].points[1]
+    assert vm.high == pytest.approx(25.5 + 12.706 * 34.648 / 2 ** 0.5, rel=1e-3)
+    assert 25.5 < ax.get_ylim()[1] < 337
+
+
+def test_paper_dry_run_names_the_accelerator_the_probe_finds(tmp_path):
+    """A host with /dev/kvm whose guests fall back to TCG (this one: nested kvm_pvm) must not
+    be announced as "kvm"."""
+    require_tool("qemu-system-x86_64")
+    from vhpc.environments.vm import guestimage
+    from vhpc.environments.vm.backends import qemu
+
+    probe = qemu.probe_kvm(guestimage.find_kernel())
+    proc = subprocess.run([sys.executable, "-m", "vhpc.cli", "paper", "001", "--repeats", "2",
+                           "--dry-run", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = " ".join(proc.stdout.split())
+    kind = "hardware virtualization" if probe.accel == "kvm" else "emulation"
+    assert f"accelerator {probe.accel} ({kind})" in out
+    assert "nothing was run" in out and not list(tmp_path.glob("*/results.json"))

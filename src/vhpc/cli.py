@@ -227,7 +227,7 @@ def cmd_paper(args) -> int:
     seed = studies.of_seed(args.seed)[0].seed
     if args.dry_run:
         store = _store(args.out) if Path(args.out, "vhpc.db").is_file() else None
-        accel = "kvm" if os.access("/dev/kvm", os.R_OK | os.W_OK) else "tcg"
+        accel, why = paper.accelerator()
         total = 0.0
         for it in items:
             fig = studies.STUDIES.get(it.name).figure
@@ -242,8 +242,11 @@ def cmd_paper(args) -> int:
                           f"{len(it.spec.environments)} environment(s) × {it.spec.warmup}+"
                           f"{it.spec.repeats} rounds), about {est / 60:.0f} min", highlight=False)
         console.print(f"seed {seed}: {sum(1 for i in items if i.spec)} of {len(items)} studies "
-                      f"runnable, about {total / 60:.0f} min in all (accelerator {accel}); "
-                      "nothing was run.", highlight=False)
+                      f"runnable, about {total / 60:.0f} min in all; nothing was run.",
+                      highlight=False)
+        kind = "hardware virtualization" if accel == "kvm" else "emulation"
+        console.print(f"accelerator {accel} ({kind}): {why}", highlight=False, markup=False,
+                      soft_wrap=True)
         return 0
     rc = 0
     if not args.from_store:

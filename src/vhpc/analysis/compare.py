@@ -100,6 +100,10 @@ def verdict(p_adjusted: float | None, ratio: float | None, decision: stats.Ratio
     if p_adjusted < alpha and side:
         worse = side < 0 if higher_is_better else side > 0
         return (SLOWER if worse else FASTER), ""
+    if p_adjusted < alpha and decision.unbounded and decision.contains_one is False:
+        return NO_DIFFERENCE, (f"Welch p (Holm) < {alpha:g} and the {decision.method} set excludes"
+                               " 1, but it is unbounded (the baseline mean is not different from"
+                               " 0): no direction")
     if p_adjusted < alpha:
         return NO_DIFFERENCE, (f"Welch p (Holm) < {alpha:g} but the {decision.method} interval"
                                " contains 1")

@@ -19,6 +19,10 @@ from vhpc.analysis.results import GROUP_ALL, GROUP_COLD, GROUP_WARM, Analysis
 from vhpc.campaign.figures import FigureSpec, Panel
 
 
+#: x label of an environment's trials on a cold/warm axis when it has no VM sessions (native)
+ALL_TRIALS = "all trials (no VM boot)"
+
+
 @dataclass(frozen=True)
 class Point:
     """One point: ``x`` (number or label), ``y``, its interval ``low``/``high`` (None when
@@ -34,6 +38,8 @@ class Point:
 
 @dataclass
 class Series:
+    """One series of a panel: its ``label`` and points in x order."""
+
     label: str
     points: list[Point] = field(default_factory=list)
 
@@ -61,6 +67,9 @@ class PanelData:
 
 @dataclass
 class FigureData:
+    """A study's figure filled with data: seed, figure number, title, baseline, panels;
+    ``emulated`` when any environment ran under TCG."""
+
     seed: str
     number: str
     title: str
@@ -70,9 +79,11 @@ class FigureData:
 
     @property
     def caption(self) -> str:
+        """"seed 000 Fig. 2: title"."""
         return f"seed {self.seed} {self.number}: {self.title}"
 
     def empty(self) -> bool:
+        """True when no panel holds a point."""
         return not any(s.points for p in self.panels for s in p.series)
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,6 +113,19 @@ def _params(text: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
 
 
+def _param(bench: str, params: str, name: str) -> str | None:
+    """Parameter ``name`` of a trial: its override in ``params`` (stored parameter strings
+    hold only overrides), else the benchmark's declared default (None: neither)."""
+    v = _params(params).get(name)
+    if v is not None:
+        return v
+    from vhpc import benchmarks
+
+    b = benchmarks.REGISTRY.get(bench)
+    default = next((p.default for p in (b.params if b else ()) if p.name == name), None)
+    return None if default is None else str(default)
+
+
 def _source(src: str, bench: str, params: str, metric: str, env: str, group: str,
             ymatch: re.Match) -> str | None:
     """The value of one source (module docstring of vhpc.campaign.figures) for a summary."""
@@ -117,7 +141,7 @@ def _source(src: str, bench: str, params: str, metric: str, env: str, group: str
             else:
                 parts.append(env)
         elif kind == "param":
-            v = _params(params).get(arg)
+            v = _param(bench, params, arg)
             parts.append(f"{arg}={v}" if len(src.split("&")) > 1 and v is not None else v)
             if v is None:
                 return None
@@ -144,7 +168,12 @@ def figure_data(spec: FigureSpec, analysis: Analysis) -> FigureData:
 def _panel(panel: Panel, analysis: Analysis) -> list[PanelData]:
     ymatch_re = re.compile(panel.y)
     labels = dict(panel.labels)
-    groups = (GROUP_COLD, GROUP_WARM) if panel.x == "group" or panel.series == "group" else (GROUP_ALL,)
+    by_group = "group" in (panel.x, panel.series)
+    groups = (GROUP_COLD, GROUP_WARM) if by_group else (GROUP_ALL,)
+    # cold/warm x: an environment without sessions (native) is drawn with all its trials
+    sessions = {s.environment for s in analysis.summaries if s.group != GROUP_ALL}
+    if by_group:
+        labels.setdefault(GROUP_ALL, ALL_TRIALS)
     split: dict[str, dict[str, list[Point]]] = {}
     units: dict[str, str] = {}
     metrics: dict[str, list[str]] = {}
@@ -153,7 +182,8 @@ def _panel(panel: Panel, analysis: Analysis) -> list[PanelData]:
     m = re.fullmatch(r"[\w|]+", panel.y) or re.search(r"\(([\w|]+)\)", panel.y)
     alts = (m.group(1) if m and m.groups() else m.group(0)).split("|") if m else []
     for s in analysis.summaries:
-        if s.group not in groups or s.mean is None:
+        if s.mean is None or (s.group not in groups and not (
+                by_group and s.group == GROUP_ALL and s.environment not in sessions)):
             continue
         if not fnmatch.fnmatchcase(s.benchmark, panel.bench):
             continue
@@ -173,6 +203,8 @@ def _panel(panel: Panel, analysis: Analysis) -> list[PanelData]:
         x = _source(panel.x, *args)
         series = _source(panel.series, *args)
         key = _source(panel.split, *args) if panel.split else ""
+        if key and panel.split.startswith("param:") and "&" not in panel.split:
+            key = f"{panel.split[6:]}={key}"  # "threads=4", not a bare "4", in the title
         if x is None or series is None or key is None:
             continue
         raw_of.setdefault(labels.get(x, x), x)

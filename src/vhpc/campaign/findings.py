@@ -9,6 +9,7 @@ confidence interval.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 from importlib import resources
 from typing import Literal
@@ -28,11 +29,25 @@ class FindingsError(VhpcError):
     """The findings file is malformed; the message names the entry and the field."""
 
 
+Group = Literal["all", "cold", "warm"]
+
+
+def matches(pattern: str | None, name: str) -> bool:
+    """True when ``name`` matches ``pattern``: fnmatch patterns separated by ``|``
+    (``npb-cg|npb-is``, ``optime_*``); None matches everything."""
+    return pattern is None or any(fnmatch.fnmatchcase(name, p.strip()) for p in pattern.split("|"))
+
+
 class Finding(BaseModel):
     """One stated result: ``study``, ``seed`` (file name), ``where`` (section/figure),
-    ``quote`` (verbatim), ``metric`` (vhpc metric or None), ``claim`` and its values:
-    ``overhead_pct``: ``value`` ± ``tolerance`` percentage points; ``direction``: ``expect``;
-    ``within_pct``: ``value`` percent."""
+    ``quote`` (verbatim), ``metric`` (vhpc metric pattern, :func:`matches`; None: any),
+    ``claim`` and its values: ``overhead_pct``: ``value`` ± ``tolerance`` percentage points;
+    ``direction``: ``expect``; ``within_pct``: ``value`` percent.
+
+    What is compared: ``benchmark`` and ``environment`` (patterns; None: every benchmark, every
+    environment but the reference) in trial ``group`` (``all``, ``cold``: first trial after a
+    boot, ``warm``: later ones) against ``versus`` (an environment name; None: the campaign's
+    baseline; ``self``: the same environment) in ``versus_group``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     study: str = Field(min_length=1)
@@ -40,6 +55,11 @@ class Finding(BaseModel):
     where: str = Field(min_length=1)
     quote: str = Field(min_length=10)
     metric: str | None = None
+    benchmark: str | None = None
+    environment: str | None = None
+    group: Group = "all"
+    versus: str | None = None
+    versus_group: Group = "all"
     claim: Literal["overhead_pct", "direction", "within_pct"]
     value: float | None = None
     tolerance: float | None = Field(None, ge=0)
@@ -52,7 +72,25 @@ class Finding(BaseModel):
         missing = [k for k in need if getattr(self, k) is None]
         if missing:
             raise ValueError(f"claim {self.claim} needs {', '.join(missing)}")
+        if self.versus == "self" and self.group == self.versus_group:
+            raise ValueError("versus self needs group and versus_group to differ")
         return self
+
+    @property
+    def against_baseline(self) -> bool:
+        """True when the statement compares whole environments with the baseline (the
+        campaign's comparisons answer it directly)."""
+        return self.versus is None and self.group == "all" and self.versus_group == "all"
+
+    def compares(self) -> str:
+        """What is set against what, in words (``cold trials vs the baseline``)."""
+        me = "" if self.group == "all" else f"{self.group} trials"
+        ref = {None: "the baseline", "self": "the same environment"}.get(self.versus, self.versus)
+        ref_group = "" if self.versus_group == "all" else f"'s {self.versus_group} trials"
+        if self.versus == "self" and ref_group:
+            ref = f"{self.versus_group} trials"
+            ref_group = ""
+        return f"{me or 'environment'} vs {ref}{ref_group}"
 
     def stated(self) -> str:
         """The paper's value in a few words (``31 % ± 15``, ``slower``, ``within 5 %``)."""
@@ -97,11 +135,12 @@ def for_study(name: str) -> list[Finding]:
 
 
 def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | None, n: int,
-            emulated: bool, placement_ok: bool = True) -> tuple[str, str]:
+            emulated: bool, placement_ok: bool = True, unbounded: bool = False) -> tuple[str, str]:
     """(``agrees`` | ``disagrees`` | ``cannot tell``, reason) for ``finding`` against a measured
     VM/native ``ratio`` (> 1: VM worse) with confidence interval ``ci`` from ``n`` samples per
     side.  Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
-    describe hardware virtualization), a placement this host could not make, or no interval.
+    describe hardware virtualization), a placement this host could not make, or no interval
+    (``unbounded``: an unbounded Fieller set, said so).
     Rules (issue 21): ``overhead_pct`` agrees when the interval of (ratio − 1)·100 overlaps
     value ± tolerance; ``direction`` slower when the interval lies above 1, faster below 1,
     no-difference when it contains 1; ``within_pct`` when the whole interval lies in
@@ -113,6 +152,9 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     if not placement_ok:
         return CANNOT_TELL, "this host cannot make the paper's placement"
     if ratio is None or ci is None or None in ci:
+        if unbounded:  # Fieller's set: the baseline mean is not different from 0
+            return CANNOT_TELL, ("the ratio's confidence set is unbounded (the baseline mean "
+                                 "is not significantly different from 0)")
         return CANNOT_TELL, "no confidence interval"
     lo, hi = ci
     if finding.claim == "overhead_pct":

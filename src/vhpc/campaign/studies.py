@@ -106,19 +106,24 @@ def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bo
 
 @study("cold-warm", "first trial after boot vs later ones (seed 000 Fig. 4-6)", FigureSpec(
     "000", "Fig. 4-6", "first trial after boot (cold) vs later ones (warm)", (
-        Panel("triad_bw", "STREAM triad [MB/s]", "group", "trial", bench="stream",
+        Panel("triad_bw", "STREAM triad [GB/s]", "group", "trial", bench="stream",
               title="memory bandwidth"),
         Panel("(private|shared)_us", "µs per page fault", "group", "trial", bench="pagefault",
-              split="metric", title="page-fault latency"))))
+              split="metric", title="page-fault latency"),
+        Panel("time", "NPB run time [s]", "group", "trial", bench="npb-*", split="benchmark",
+              title="Fig. 6: NPB run time, cold vs warm"))))
 def _cold_warm(topo, in_vm, protocol):
+    """Seed 000 Fig. 4-6: STREAM and page-fault latency (the locality the KVM fault path
+    sets up, Fig. 4-5) and an NPB kernel's run time (Fig. 6: warm runs slower than cold)."""
     protocol.setdefault("warmup", 0)
     protocol["protocol"] = "cold-warm"
-    return [bench("stream"), bench("pagefault")], [env("native"), env("vm")]
+    return ([bench("stream"), bench("pagefault"), bench("npb-is", **{"class": "S"})],
+            [env("native"), env("vm")])
 
 
 @study("socket-span", "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)", FigureSpec(
     "000", "Fig. 2", "slowdown as the VM spans more sockets", (
-        Panel("triad_bw", "STREAM triad [MB/s]", r"env:(\d+)", "sockets spanned",
+        Panel("triad_bw", "STREAM triad [GB/s]", r"env:(\d+)", "sockets spanned",
               series=r"env:^(native|vm)", bench="stream"),)))
 def _socket_span(topo, in_vm, protocol):
     per_pkg = min(len(p.cores) for p in topo.packages)
@@ -172,19 +177,29 @@ def _memory_profile(topo, in_vm, protocol):
 
 
 @study("mpi-p2p", "MPI latency / bandwidth vs message size, multi-pair latency (seed 001 Fig. 1-4)", FigureSpec(
-    "001", "Fig. 1-4", "MPI point-to-point: bandwidth (average, maximum, OpTime) and latency vs message size", (
+    "001", "Fig. 1-4", "MPI point-to-point: bandwidth (average, maximum, OpTime) vs message size, latency vs communicating processes", (
         Panel(r"bw_avg_(\d+)", "bandwidth, average [MB/s]", "metric", "message size [bytes]",
               series="env&benchmark", bench="osu-*bw", xlog=True, ylog=True, title="Fig. 1: average bandwidth"),
         Panel(r"bw_max_(\d+)", "bandwidth, maximum [MB/s]", "metric", "message size [bytes]",
               series="env&benchmark", bench="osu-*bw", xlog=True, ylog=True, title="Fig. 2: maximum bandwidth"),
         Panel(r"optime_(\d+)", "OpTime [µs]", "metric", "message size [bytes]",
               series="env&benchmark", bench="osu-*bw", xlog=True, ylog=True, title="Fig. 3: OpTime"),
+        Panel("max_8", "latency, maximum over pairs [µs]", "param:pairs",
+              "communicating pairs (2 processes each)", bench="osu-multi-lat",
+              title="Fig. 4: latency vs communicating processes (8 bytes)"),
         Panel(r"lat_(\d+)", "latency [µs]", "metric", "message size [bytes]",
-              series="env&benchmark", bench="osu-*lat*", xlog=True, ylog=True, title="Fig. 4: latency"))))
+              bench="osu-latency", xlog=True, ylog=True,
+              title="latency vs message size (seed 004 Fig. 1)"))))
 def _mpi_p2p(topo, in_vm, protocol):
+    """Seed 001 Fig. 1-3 (Presta Com: bandwidth and OpTime vs message size), Fig. 4 (Presta
+    Laten: latency vs the number of communicating processes: 1, 2, 4, ... pairs up to one
+    process per host CPU) and a ping-pong latency curve (seed 004 Fig. 1)."""
+    most = max(1, len(topo.pu_ids) // 2)
+    pairs = [2 ** i for i in range(most.bit_length())]
     return ([bench("osu-latency", max_size=1048576), bench("osu-bw", max_size=1048576),
-             bench("osu-bibw", max_size=1048576), bench("osu-multi-lat", max_size=1024)],
-            [env("native"), env("vm")])
+             bench("osu-bibw", max_size=1048576)]
+            + [bench("osu-multi-lat", max_size=1024, pairs=k) for k in pairs],
+            [env("native"), env("vm", vcpus=min(len(topo.pu_ids), 2 * pairs[-1]))])
 
 
 @study("collectives", "Barrier/Allreduce/Bcast/Alltoall vs size and ranks (seed 004 Fig. 2-5)", FigureSpec(
@@ -253,8 +268,8 @@ def _co_run(topo, in_vm, protocol):
 
 @study("oversubscription", "P jobs at once, 1 vs 4 threads each, native vs VM (seed 003 Fig. 2)", FigureSpec(
     "003", "Fig. 2", "P jobs at once: single-threaded vs multi-threaded, native vs VM", (
-        Panel("time", "run time [s]", "benchmark", "NPB kernel", series="env&param:threads",
-              bench="npb-*"),)))
+        Panel("time", "run time [s]", "benchmark", "NPB kernel", bench="npb-*",
+              split="param:threads", title="Fig. 2: P jobs at once"),)))
 def _oversubscription(topo, in_vm, protocol):
     p = len(topo.pu_ids)
     default = [bench(f"npb-{k}", **{"class": "S", "copies": p, "threads": t})

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,6 +61,7 @@ class Line:
     reason: str
 
     def text(self) -> str:
+        """The line as plain text ("paper found: ... / this host: ... → outcome (reason)")."""
         return (f"paper found: {self.statement} ({self.source}; {self.paper}) / this host: "
                 f"{self.measured} → {self.outcome}" + (f" ({self.reason})" if self.reason else ""))
 
@@ -71,42 +71,89 @@ def stated(study: str) -> list[findings.Finding]:
     return findings.for_study(study)
 
 
-def _worse_ratio(c) -> tuple[float, tuple[float | None, float | None]]:
-    """A comparison's ratio and interval in the "worse is higher" sense the findings use:
-    inverted for higher-is-better metrics (a VM at half the bandwidth is ratio 2)."""
-    lo, hi = c.ratio_ci
-    if not c.higher_is_better:
-        return c.ratio, (lo, hi)
+def _worse_ratio(ratio: float, ci: tuple[float | None, float | None], higher_is_better: bool
+                 ) -> tuple[float, tuple[float | None, float | None]]:
+    """A ratio and its interval in the "worse is higher" sense the findings use: inverted for
+    higher-is-better metrics (a VM at half the bandwidth is ratio 2)."""
+    lo, hi = ci
+    if not higher_is_better:
+        return ratio, (lo, hi)
     inv = (lambda v: 1 / v if v else None)
-    return 1 / c.ratio, (inv(hi), inv(lo))
+    return 1 / ratio, (inv(hi), inv(lo))
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One measurement a finding is set beside: ``environment``/``benchmark`` ``metric`` against
+    ``versus`` (an environment), the worse-is-higher ``ratio`` and interval ``ci``, ``n`` (the
+    smaller side), ``emulated`` (either side ran under TCG)."""
+
+    environment: str
+    benchmark: str
+    metric: str
+    versus: str
+    ratio: float
+    ci: tuple[float | None, float | None]
+    n: int
+    emulated: bool
+    unbounded: bool = False
+
+
+def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
+    """The measurements of ``analysis`` that statement ``f`` compares (its metric, benchmark,
+    environment and groups; against the baseline: the campaign's comparisons, otherwise
+    :func:`vhpc.analysis.versus.pairs`)."""
+    from vhpc.analysis import versus
+
+    if f.against_baseline:
+        rows = [(c.environment, c.benchmark, c.metric, analysis.baseline, c.higher_is_better,
+                 c.ratio, c.ratio_ci, min(c.n, c.n_baseline), c.ratio_ci_method)
+                for c in analysis.comparisons]
+    else:
+        rows = [(p.environment, p.benchmark, p.metric, p.versus, p.higher_is_better, p.ratio,
+                 (p.low, p.high), p.n, p.method)
+                for p in versus.pairs(analysis, f.group, f.versus, f.versus_group)]
+    out = []
+    for env, bench, metric, ref, hib, ratio, ci, n, method in rows:
+        if ratio is None or not (findings.matches(f.metric, metric)
+                                 and findings.matches(f.benchmark, bench)
+                                 and findings.matches(f.environment, env)):
+            continue
+        worse, wci = _worse_ratio(ratio, ci, hib)
+        emulated = any(analysis.environments.get(e) is not None and analysis.environments[e].emulated
+                       for e in (env, ref))
+        unbounded = method == "fieller" and None in ci
+        out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated, unbounded))
+    return out
 
 
 def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> list[Line]:
     """One line per stated finding of ``study`` (:func:`vhpc.campaign.findings.verdict` on
-    each comparison of the finding's metric; one disagreement decides); a finding whose
-    metric the campaign did not measure is "cannot tell"."""
+    each measurement :func:`evidence` finds; one disagreement decides); a finding with no
+    matching measurement is "cannot tell"."""
     out = []
     for f in stated(study):
         source = f"seed {f.seed[:3]}, {f.where}"
-        comps = [c for c in analysis.comparisons if c.ratio is not None and
-                 (f.metric is None or fnmatch.fnmatchcase(c.metric, f.metric))]
-        if not comps:
+        found = evidence(f, analysis)
+        if not found:
             why = not_makeable or "not measured in this campaign"
+            if not not_makeable and f.environment and not any(
+                    findings.matches(f.environment, e) for e in analysis.environments):
+                why = (f"no environment {f.environment} in this campaign (a placement this "
+                       "host may not make)")
             out.append(Line(f.quote, source, f"paper: {f.stated()}", "no matching measurement",
                             CANNOT_TELL, f"placement not makeable: {why}" if not_makeable else why))
             continue
-        verdicts = []
-        for c in comps:
-            env = analysis.environments.get(c.environment)
-            ratio, ci = _worse_ratio(c)
-            verdicts.append((c, *findings.verdict(f, ratio, ci, min(c.n, c.n_baseline),
-                                                  bool(env and env.emulated),
-                                                  placement_ok=not_makeable is None)))
+        verdicts = [(e, *findings.verdict(f, e.ratio, e.ci, e.n, e.emulated,
+                                          placement_ok=not_makeable is None,
+                                          unbounded=e.unbounded)) for e in found]
         outs = {v[1] for v in verdicts}
         outcome = DISAGREES if DISAGREES in outs else (AGREES if outs == {AGREES} else CANNOT_TELL)
-        c, _, reason = next(v for v in verdicts if v[1] == outcome)
-        measured = (f"{c.environment}/{c.benchmark} {c.metric}: {reason}"
-                    + (f" and {len(comps) - 1} more" if len(comps) > 1 else ""))
+        e, _, reason = next(v for v in verdicts if v[1] == outcome)
+        group = "" if f.group == "all" else f" ({f.group})"
+        ref = e.versus + ("" if f.versus_group == "all" else f" ({f.versus_group})")
+        measured = (f"{e.environment}{group} vs {ref}, {e.benchmark} {e.metric}: {reason}"
+                    + (f" and {len(found) - 1} more" if len(found) > 1 else ""))
         reasons = sorted({v[2] for v in verdicts if v[1] == outcome and v[1] == CANNOT_TELL})
         out.append(Line(f.quote, source, f"paper: {f.stated()}", measured, outcome,
                         "; ".join(reasons)))
@@ -121,7 +168,7 @@ def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, 
         if f.claim != "overhead_pct":
             continue
         for i, p in enumerate(fd.panels):
-            if p.relative and any(fnmatch.fnmatchcase(m, f.metric or "*") for m in p.metrics):
+            if p.relative and f.against_baseline and any(findings.matches(f.metric, m) for m in p.metrics):
                 refs.setdefault(i, []).append((f.where[:30], 1 + f.value / 100))
     return refs
 

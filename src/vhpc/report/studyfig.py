@@ -27,15 +27,58 @@ def _err(p) -> tuple[float, float]:
     return max(below, 0.0), max(above, 0.0)
 
 
+#: a bar panel's linear y axis stops at this multiple of its tallest bar: wider intervals (two
+#: runs under TCG reach 10^5 times the bar) are cut at the edge and said so, rather than
+#: flattening every bar
+CLIP = 3.0
+
+
+def _draw_bars(ax, pd: PanelData) -> None:
+    """Grouped bars, one group per x value, one bar per series; a TCG point's bar is hatched."""
+    cats: list = []
+    for s in pd.series:
+        for p in s.points:
+            if p.x not in cats:
+                cats.append(p.x)
+    n = max(1, len(pd.series))
+    w = 0.8 / n
+    idx = {c: k for k, c in enumerate(cats)}
+    for i, s in enumerate(pd.series):
+        xs = [idx[p.x] - 0.4 + w * (i + 0.5) for p in s.points]
+        errs = np.array([_err(p) for p in s.points]).T if s.points else None
+        tcg = [p.emulated for p in s.points]
+        tag = " (TCG)" if tcg and all(tcg) else (" (hatched: TCG)" if any(tcg) else "")
+        bars = ax.bar(xs, [p.y for p in s.points], width=w * 0.95, yerr=errs, capsize=2,
+                      color=_COLORS[i % len(_COLORS)], edgecolor=_COLORS[i % len(_COLORS)],
+                      linewidth=0.5, label=s.label + tag)
+        for patch, emulated in zip(bars.patches, tcg):
+            if emulated:
+                patch.set_hatch("//")
+                patch.set_edgecolor("black")
+    ax.set_xticks(range(len(cats)))
+    ax.set_xticklabels([str(c) for c in cats], rotation=20 if len(cats) > 4 else 0,
+                       ha="right" if len(cats) > 4 else "center")
+    tallest = max((p.y for s in pd.series for p in s.points), default=0.0)
+    highest = max((p.high for s in pd.series for p in s.points
+                   if p.high is not None and math.isfinite(p.high)), default=0.0)
+    if not pd.ylog and tallest > 0 and highest > CLIP * tallest:
+        ax.set_ylim(min(0.0, ax.get_ylim()[0]), CLIP * tallest)
+        ax.text(0.99, 0.98, "interval bars cut at the top", transform=ax.transAxes,
+                ha="right", va="top", fontsize=7, color="#555")
+
+
 def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
     if pd.numeric_x:
         for i, s in enumerate(pd.series):
-            if not s.points:
+            # a log x axis has no place for x <= 0 (message size 0): left out of the drawing,
+            # kept in the data
+            pts = [p for p in s.points if not pd.xlog or p.x > 0]
+            if not pts:
                 continue
-            xs = [p.x for p in s.points]
-            ys = [p.y for p in s.points]
-            errs = np.array([_err(p) for p in s.points]).T
-            tcg = any(p.emulated for p in s.points)
+            xs = [p.x for p in pts]
+            ys = [p.y for p in pts]
+            errs = np.array([_err(p) for p in pts]).T
+            tcg = any(p.emulated for p in pts)
             ax.errorbar(xs, ys, yerr=errs, marker="o", ms=3, capsize=2,
                         color=_COLORS[i % len(_COLORS)], linestyle="--" if tcg else "-",
                         label=s.label + (" (TCG)" if tcg else ""))
@@ -50,25 +93,7 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
         if pd.xlog:
             ax.set_xscale("log", base=2)
     else:
-        cats: list = []
-        for s in pd.series:
-            for p in s.points:
-                if p.x not in cats:
-                    cats.append(p.x)
-        n = max(1, len(pd.series))
-        w = 0.8 / n
-        for i, s in enumerate(pd.series):
-            idx = {c: k for k, c in enumerate(cats)}
-            xs = [idx[p.x] - 0.4 + w * (i + 0.5) for p in s.points]
-            errs = np.array([_err(p) for p in s.points]).T if s.points else None
-            tcg = any(p.emulated for p in s.points)
-            ax.bar(xs, [p.y for p in s.points], width=w * 0.95, yerr=errs, capsize=2,
-                   color=_COLORS[i % len(_COLORS)], hatch="//" if tcg else None,
-                   edgecolor="black" if tcg else _COLORS[i % len(_COLORS)], linewidth=0.5,
-                   label=s.label + (" (TCG)" if tcg else ""))
-        ax.set_xticks(range(len(cats)))
-        ax.set_xticklabels([str(c) for c in cats], rotation=20 if len(cats) > 4 else 0,
-                           ha="right" if len(cats) > 4 else "center")
+        _draw_bars(ax, pd)
     if pd.relative:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
     for label, value in refs:

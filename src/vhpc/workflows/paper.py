@@ -70,6 +70,24 @@ def _past_seconds(store) -> dict[tuple[str, str], float]:
     return {k: sum(v) / len(v) for k, v in out.items()}
 
 
+def accelerator() -> tuple[str, str]:
+    """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the KVM probe's
+    answer (:func:`vhpc.environments.vm.backends.qemu.probe_kvm`, cached per host boot), not
+    whether ``/dev/kvm`` exists — a host can offer /dev/kvm and still fall back to TCG."""
+    from vhpc.environments.vm import guestimage
+    from vhpc.environments.vm.backends import qemu
+    from vhpc.host.facts import qemu_version
+
+    if qemu_version() is None:
+        return "tcg", "QEMU is not installed: no guest can run (apt-get install qemu-system-x86)"
+    try:
+        kernel = guestimage.find_kernel()
+    except guestimage.GuestImageError as exc:
+        return "tcg", f"not probed: {exc}"
+    probe = qemu.probe_kvm(kernel)
+    return probe.accel, probe.reason
+
+
 def estimate_s(item: Item, accel: str, store=None) -> float:
     """Seconds the item's trials may take on this host (past trials, else rule of thumb)."""
     if item.spec is None:
