@@ -92,6 +92,10 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
             ax.axvline(v, color="lightgray", lw=0.8)
         if pd.xlog:
             ax.set_xscale("log", base=2)
+        elif all(float(p.x).is_integer() for s in pd.series for p in s.points):
+            from matplotlib.ticker import MaxNLocator  # counts (ranks, nodes): whole ticks
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     else:
         _draw_bars(ax, pd)
     if pd.relative:
