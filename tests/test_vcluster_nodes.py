@@ -269,3 +269,22 @@ def test_guest_host_ends_and_closes_at_end_of_input():
                         "member": MEMBER})
     link.proc.stdin.close()  # what a dead campaign process leaves: EOF
     assert link.proc.wait(timeout=30) == 0
+
+
+def test_report_rank_table_names_each_ranks_slurm_node():
+    from types import SimpleNamespace
+
+    from vhpc.report.header import vcluster_section
+
+    vm = {"vcpus": [{"vcpu": 0, "allowed": [0], "last_cpu": 0, "last_node": 0}]}
+    applied = {"vms": [vm, vm], "ranks": [
+        {"rank": 0, "vm": 0, "vcpu": 0, "host_cpu": 0, "node": "vhpc1"},
+        {"rank": 1, "vm": 1, "vcpu": 0, "host_cpu": 0, "node": "vhpc2"}]}
+    html = str(vcluster_section([SimpleNamespace(environment="vm", applied=applied,
+                                                 benchmark="osu-coll", round=0)]))
+    assert "<th>Slurm node</th>" in html
+    assert "<td>1</td><td>vhpc2</td><td>vm1</td>" in html
+    applied["ranks"] = [{k: v for k, v in r.items() if k != "node"} for r in applied["ranks"]]
+    html = str(vcluster_section([SimpleNamespace(environment="vm", applied=applied,
+                                                 benchmark="osu-coll", round=0)]))
+    assert "Slurm node" not in html  # one host: no such column

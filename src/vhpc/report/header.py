@@ -76,8 +76,8 @@ VCLUSTER_TPL = _ENV.from_string("""
 <td>{{ g.memory if loop.first else "" }}</td></tr>{% else %}<tr><td>{{ g.name }}</td><td colspan="4">not read back</td><td>{{ g.memory }}</td></tr>{% endfor %}{% endfor %}
 </tbody></table>
 {% if e.ranks %}
-<table class="vc-ranks"><thead><tr><th>rank</th><th>guest</th><th>vCPU</th><th>host CPU</th><th>host node</th></tr></thead><tbody>
-{% for r in e.ranks %}<tr><td>{{ r.rank }}</td><td>{{ r.guest }}</td><td>{{ r.vcpu }}</td><td>{{ r.host_cpu }}</td><td>{{ r.node }}</td></tr>{% endfor %}
+<table class="vc-ranks"><thead><tr><th>rank</th>{% if e.slurm %}<th>Slurm node</th>{% endif %}<th>guest</th><th>vCPU</th><th>host CPU</th><th>host node</th></tr></thead><tbody>
+{% for r in e.ranks %}<tr><td>{{ r.rank }}</td>{% if e.slurm %}<td>{{ r.slurm_node }}</td>{% endif %}<td>{{ r.guest }}</td><td>{{ r.vcpu }}</td><td>{{ r.host_cpu }}</td><td>{{ r.node }}</td></tr>{% endfor %}
 </tbody></table>
 {% else %}<p>No rank placement was read back (not an MPI trial, or the guests' rank logs were empty).</p>{% endif %}
 {% endfor %}
@@ -120,8 +120,9 @@ def vcluster_section(trials: Iterable[Any]) -> Markup | None:
                            "memory": ", ".join(f"node {n}: {float(m):.0f}" for n, m in sorted(mem.items())) or "—"})
         ranks = [{"rank": _get(r, "rank"), "guest": f"vm{_get(r, 'vm')}" + (f" ({_get(r, 'guest')})" if _get(r, "guest") else ""),
                   "vcpu": _get(r, "vcpu"), "host_cpu": _get(r, "host_cpu", "—"),
-                  "node": node_of.get((_get(r, "vm"), _get(r, "vcpu")), "—")}
+                  "node": node_of.get((_get(r, "vm"), _get(r, "vcpu")), "—"),
+                  "slurm_node": _get(r, "node") or "—"}  # the Slurm node across nodes
                  for r in _get(a, "ranks") or []]
         envs.append({"name": name, "trial": f"{t.benchmark} round {t.round}", "guests": guests,
-                     "ranks": ranks})
+                     "ranks": ranks, "slurm": any(_get(r, "node") for r in _get(a, "ranks") or [])})
     return Markup(VCLUSTER_TPL.render(envs=envs))
