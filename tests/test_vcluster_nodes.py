@@ -105,7 +105,7 @@ def _check_placement(store: Store, cid: str) -> None:
             assert t.applied.slurm_nodes == 3
             assert t.diagnostics.sacct["NodeList"] == "vhpc[1-3]"
     fp = store.environments(cid)["vcluster"].fingerprint
-    assert "TCP to 127.0.0.11" in fp["network"]["segment"]
+    assert "UDP datagrams to 127.0.0.11" in fp["network"]["segment"]
     assert sorted(fp["nodes"]) == sorted(NODES)
 
 
@@ -222,6 +222,33 @@ def test_links_across_nodes_are_tcp_streams_to_guest_0s_node():
     net.ports = (40001,)
     with pytest.raises(ValueError, match="2 link ports needed"):
         net.qemu_args(1)
+
+
+def test_links_across_nodes_as_udp_datagrams_pair_each_guest_with_the_hub():
+    from vhpc.environments.vcluster.network import ClusterNet
+
+    net = ClusterNet.over_tcp(3, "127.0.0.11")
+    net.ports = (40001, 40002)
+    net.leaves = (("127.0.0.12", 41001), ("127.0.0.13", 41002))
+    hub = " ".join(net.qemu_args(0))
+    assert ("dgram,id=up2,local.type=inet,local.host=127.0.0.11,local.port=40002,"
+            "remote.type=inet,remote.host=127.0.0.13,remote.port=41002") in hub
+    assert "hubport,id=hp2,hubid=0,netdev=up2" in hub
+    leaf = " ".join(net.qemu_args(1))
+    assert ("dgram,id=net0,local.type=inet,local.host=127.0.0.12,local.port=41001,"
+            "remote.type=inet,remote.host=127.0.0.11,remote.port=40001") in leaf
+    assert "UDP datagrams to 127.0.0.11" in net.describe()["segment"]
+
+
+def test_free_ports_are_free_for_tcp_and_udp():
+    import socket
+
+    from vhpc.executors.slurm.guests import free_ports
+
+    for port in free_ports("127.0.0.1", 3):
+        for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+            with socket.socket(socket.AF_INET, kind) as s:
+                s.bind(("127.0.0.1", port))  # raises if it were taken
 
 
 def _guest_host(payload: dict):

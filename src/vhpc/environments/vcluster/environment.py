@@ -156,6 +156,7 @@ class VclusterEnvironment(Environment):
         self.net: vclusternet.ClusterNet | None = None
         self.orphans: list[str] = []
         self.guests_per_node = len(placements)
+        self.link = o.link
         self._hub: tuple[str, Callable[[int], list[int]]] | None = None
 
     def attach_nodes(self, members: list, hub_host: str,
@@ -211,6 +212,8 @@ class VclusterEnvironment(Environment):
                                                      self._shm_node())
         if self._hub is not None:
             self.net.ports = tuple(self._hub[1](self.vms - 1))
+            if self.link == "dgram":
+                self.net.leaves = tuple((m.address, m.free_port()) for m in self.members[1:])
         for i, m in enumerate(self.members):
             m.extra_args = self.net.qemu_args(i)
             m.append = self.net.kernel_args(i)

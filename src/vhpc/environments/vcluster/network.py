@@ -9,11 +9,11 @@ VM 0, which also holds VM 0's own NIC), so frames between VM 1 and VM 2 pass thr
 QEMU main loop.  Guest *i* is ``vhpc-vm<i>`` at ``10.77.0.<i+1>/24`` with MAC
 ``52:54:00:77:00:<i+1>`` (fixed and recorded in the environment's fingerprint).
 
-Across nodes (a vcluster spread over a Slurm allocation, executors/slurm/guests.py) the same
-links are TCP (``addr.type=inet``): VM 0's QEMU listens on its node's address (``hub_host``) on
-one port per other guest (``ports``, picked free on that node at each boot), and every other
-guest's QEMU connects there; the segment still exists only between the campaign's QEMU
-processes (no bridge, tap or route on any node).
+Across nodes (a vcluster spread over a Slurm allocation, executors/slurm/guests.py) the links
+go between the nodes' addresses: UDP datagrams (``-netdev dgram``, ``leaves`` = each guest's own
+address and port) or TCP streams (``addr.type=inet``: VM 0's QEMU listens on its node's address,
+``hub_host``, on one port per other guest, ``ports``); ports are picked free at each boot.  The
+segment still exists only between the campaign's QEMU processes (no bridge, tap or route).
 
 Shared memory (``net=ivshmem``): one file ``/dev/shm/vhpc-ivshmem-<pid>-*`` backs an
 ``ivshmem-plain`` PCI device in every guest (``memory-backend-file,share=on``, bound to one host
@@ -80,6 +80,8 @@ class ClusterNet:
     shm_node: int | None = None
     hub_host: str | None = None
     ports: tuple[int, ...] = ()
+    #: across nodes, ``dgram``: guest j's own (address, port) for its UDP end, j = 1..vms-1
+    leaves: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def create(cls, vms: int, ivshmem: bool, shm_node: int | None) -> "ClusterNet":
@@ -105,6 +107,17 @@ class ClusterNet:
     def sock(self, j: int) -> Path:
         return self.workdir / f"net-{j}.sock"
 
+    def dgram_ends(self, j: int, hub: bool) -> str:
+        """``local.*`` and ``remote.*`` of the UDP link between the hub and guest ``j`` (the
+        hub's end when ``hub``): the hub's address and port for ``j``, guest ``j``'s own."""
+        if len(self.ports) < self.vms - 1 or len(self.leaves) < self.vms - 1:
+            raise ValueError(f"{self.vms - 1} link ports needed on each side")
+        ends = [("local", (self.hub_host, self.ports[j - 1])), ("remote", self.leaves[j - 1])]
+        if not hub:
+            ends = [("local", self.leaves[j - 1]), ("remote", (self.hub_host, self.ports[j - 1]))]
+        return ",".join(f"{side}.type=inet,{side}.host={h},{side}.port={port}"
+                        for side, (h, port) in ends)
+
     def link_addr(self, j: int) -> str:
         """The netdev address of guest ``j``'s link to the hub (``j`` ≥ 1): its UNIX socket
         or, across nodes, the hub node's address and the port for ``j``."""
@@ -119,6 +132,8 @@ class ClusterNet:
         nic = ["-device", f"virtio-net-pci,netdev=net0,mac={mac(i)}"]
 
         def stream(nid: str, j: int, server: bool) -> list[str]:
+            if self.leaves:  # datagrams between the nodes: hub end or guest j's end
+                return ["-netdev", f"dgram,id={nid},{self.dgram_ends(j, server)}"]
             return ["-netdev", f"stream,id={nid},server={'on' if server else 'off'},"
                                f"{self.link_addr(j)}"]
 
@@ -150,7 +165,8 @@ class ClusterNet:
 
     def describe(self) -> dict:
         """What the fingerprint records: transport, addresses, names, MACs, shared region."""
-        links = "UNIX sockets" if self.hub_host is None else f"TCP to {self.hub_host}"
+        links = ("UNIX sockets" if self.hub_host is None else
+                 f"UDP datagrams to {self.hub_host}" if self.leaves else f"TCP to {self.hub_host}")
         return {"segment": f"QEMU stream netdevs over {links}" + (
                     " (hub in VM 0)" if self.vms > 2 else " (point to point)"),
                 "subnet": SUBNET,

@@ -14,9 +14,10 @@ then serves requests from the campaign process: one JSON object per line on its 
 0, the agents' requests and every read-back go through the node's guest host, so the stored
 trial holds, per rank, the node, guest, vCPU and host CPU.
 
-The guests' private segment is carried by QEMU ``-netdev stream`` links over TCP to the hub in
-guest 0's QEMU, which listens on node 0's Slurm address (``NodeAddr``) on ports the guest host
-there picked free (:func:`free_ports`).
+The guests' private segment is carried by QEMU links to the hub in guest 0's QEMU, at node 0's
+Slurm address (``NodeAddr``), on ports the guest hosts pick free (:func:`free_ports`): UDP
+datagrams (``-netdev dgram``, the default) or TCP (``-netdev stream``; vcluster option
+``link``, docs/scale-out.md).
 
 Lifetime: the guest host ends, closing its guests, on ``exit``, at end of input (the campaign
 process closed the pipe or died) and on SIGTERM (``scancel``: slurmstepd sends SIGTERM, then
@@ -55,15 +56,23 @@ READY_SECONDS = 120.0
 
 # -------------------------------------------------------------------------------- node side
 def free_ports(host: str, n: int) -> list[int]:
-    """``n`` TCP ports free on address ``host`` now (bound to port 0 and released: the kernel's
-    choice, ip(7)); QEMU binds them moments later."""
-    socks, ports = [], []
+    """``n`` ports free on address ``host`` now for both TCP and UDP (the kernel's choice for a
+    TCP bind to port 0, kept when a UDP bind to it works too; ip(7)); QEMU binds them moments
+    later."""
+    socks: list[socket.socket] = []
+    ports: list[int] = []
     try:
-        for _ in range(max(0, int(n))):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
+        while len(ports) < max(0, int(n)) and len(socks) < 8 * max(1, int(n)) + 16:
+            tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            tcp.bind((host, 0))
+            socks.append(tcp)
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            socks.append(udp)
+            try:
+                udp.bind((host, tcp.getsockname()[1]))
+            except OSError:
+                continue
+            ports.append(tcp.getsockname()[1])
     finally:
         for s in socks:
             s.close()
@@ -303,6 +312,7 @@ class RemoteVm:
 
     def __init__(self, link: NodeLink, i: int, name: str, boot_timeout: float):
         self.link, self.i, self.name, self.node = link, i, name, link.node
+        self.address = link.address
         self.boot_timeout = boot_timeout
         self.extra_args: list[str] = []
         self.append: list[str] = []
@@ -325,6 +335,10 @@ class RemoteVm:
                                extra_args=self.extra_args, append=self.append)
         self.guest = RemoteGuest(self.link, self.i, reply.get("pid"))
         self.sessions = int(reply.get("sessions", self.sessions + 1))
+
+    def free_port(self) -> int:
+        """A UDP/TCP port free on this guest's node address now (its link's end)."""
+        return int(self.link.call("ports", 60.0, host=self.address, n=1)[0])
 
     def _quiet(self, op: str) -> None:
         if self.link.alive():
