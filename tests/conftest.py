@@ -80,9 +80,11 @@ SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
 
 
 #: Modules ``make test`` runs alone, after the parallel pass: each failed only beside other
-#: workers' guests (a private libvirtd's socket stopped answering; sacct and a killed ssh run's
-#: remote cleanup raced a loaded second core) and passes on its own.
-SERIAL_MODULES = {"test_libvirt", "test_cluster_multinode", "test_hostile"}
+#: workers' load (sacct and a killed ssh run's remote cleanup raced a loaded second core) and
+#: passes on its own.  (test_libvirt ran here too: its private libvirtd died when a second one
+#: ran on the host, which a system-mode QEMU driver refuses (/run/libvirt/qemu/driver.pid);
+#: each private daemon now has its own mount namespace, backends/libvirtd.py.)
+SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
