@@ -62,9 +62,11 @@ demo: deps venv kernels
 
 # CI=true: a test whose tool (above) is missing fails instead of skipping (tests/conftest.py
 # require_tool).  One pytest-xdist worker per core; --dist loadgroup keeps each test module
-# (its guest, daemons) on one worker (tests/conftest.py pytest_collection_modifyitems).
+# (its guest, daemons) on one worker (tests/conftest.py pytest_collection_modifyitems), and
+# --no-loadscope-reorder deals the groups in collection order, which puts the slowest first
+# (conftest.SLOW_FIRST).
 test: deps venv kernels
-	CI=true $(BIN)/python -m pytest -q -ra -n auto --dist loadgroup --durations=15 -m "not serial"
+	CI=true $(BIN)/python -m pytest -q -ra -n auto --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial"
 	CI=true $(BIN)/python -m pytest -q -ra -m serial
 
 clean:
