@@ -80,22 +80,41 @@ SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
 
 
 #: Modules ``make test`` runs alone, after the parallel pass: each failed only beside other
-#: workers' guests (a private libvirtd's socket stopped answering; sacct and a killed ssh run's
-#: remote cleanup raced a loaded second core) and passes on its own.
-SERIAL_MODULES = {"test_libvirt", "test_cluster_multinode", "test_hostile"}
+#: workers' load (sacct and a killed ssh run's remote cleanup raced a loaded second core) and
+#: passes on its own.  (test_libvirt ran here too: its private libvirtd died when a second one
+#: ran on the host, which a system-mode QEMU driver refuses (/run/libvirt/qemu/driver.pid);
+#: each private daemon now has its own mount namespace, backends/libvirtd.py.)
+SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
+
+
+#: xdist groups that take longest (seconds of one full run here, slowest first), handed out
+#: first: with ``--no-loadscope-reorder`` (Makefile) pytest-xdist deals groups in collection
+#: order, and its default order (most tests first) left these one-test guest modules to the
+#: end, where they ran alone on one worker for minutes while the other idled.
+SLOW_FIRST = ("test_vm_numa_binding", "guest", "test_store_robust", "test_install",
+              "test_vcluster", "test_npb", "test_diff", "test_tune", "test_cli", "test_slurm",
+              "test_libvirt", "test_stats", "test_quick_suite", "test_study_figures")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
 def pytest_collection_modifyitems(config, items):
     """Under ``--dist loadgroup`` each test module runs on one worker (its module-scoped guests,
     daemons and sshd/Slurm session fixtures start once), and the modules of
-    :data:`SHARED_WORKER` share one; a test's own ``xdist_group`` mark wins."""
-    for item in items:
+    :data:`SHARED_WORKER` share one; a test's own ``xdist_group`` mark wins.  Groups of
+    :data:`SLOW_FIRST` come first, in that order; the others keep collection order."""
+    rank = {}
+    for i, item in enumerate(items):
         module = item.module.__name__.rsplit(".", 1)[-1]
         if module in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(SHARED_WORKER.get(module, module)))
+        mark = item.get_closest_marker("xdist_group")
+        if mark is None:
+            mark = pytest.mark.xdist_group(SHARED_WORKER.get(module, module))
+            item.add_marker(mark)
+        group = mark.args[0] if mark.args else mark.kwargs.get("name", "")
+        slow = SLOW_FIRST.index(group) if group in SLOW_FIRST else len(SLOW_FIRST)
+        rank[item.nodeid] = (slow, i)
+    items.sort(key=lambda item: rank[item.nodeid])
 
 
 def pytest_runtest_setup(item):

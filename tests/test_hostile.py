@@ -387,8 +387,11 @@ def test_a_dead_owners_folders_are_reaped_with_their_processes(tmp_path):
                                                                      "PYTHONPATH": str(ROOT / "src")})
     folder = Path(child.stdout.readline().strip())
     child.wait()
-    user = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)",
-                             str(folder)])  # a process still naming it
+    # a process still naming it; its first line says it runs (until exec, a child's command
+    # line is still pytest's, which names no folder: reaping before would miss it)
+    user = subprocess.Popen([sys.executable, "-c", "import time; print(1, flush=True); "
+                             "time.sleep(300)", str(folder)], stdout=subprocess.PIPE, text=True)
+    assert user.stdout.readline().strip() == "1"
     mine = owned.owned_tempdir("vhpc-guest-", tmp_path)  # a live owner's: kept
     try:
         owned.reap("vhpc-guest-", tmp_path)

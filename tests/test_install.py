@@ -26,10 +26,12 @@ def _run(argv, **kw):
     return subprocess.run(argv, capture_output=True, text=True, timeout=900, **kw)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory):
     """(venv bin dir, environment) of a fresh virtualenv holding the wheel, built with
-    ``python -m build`` (sdist, then the wheel from it)."""
+    ``python -m build`` (sdist, then the wheel from it).  Session-scoped: built once per run
+    (per pytest-xdist worker) even when the worker runs other modules' tests in between; pip
+    skips byte-compiling (``--no-compile``: Python compiles what it imports)."""
     for tool in ("cc", "make", "mpicc"):
         require_tool(tool)
     tmp = tmp_path_factory.mktemp("install")
@@ -56,7 +58,7 @@ def installed(tmp_path_factory):
            "HOME": str(tmp / "home"), "VHPC_CACHE": str(tmp / "home" / "cache")}
     for key in ("PYTHONPATH", "VHPC_KERNELS", "VIRTUAL_ENV"):
         env.pop(key, None)
-    r = _run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], env=env)
+    r = _run([str(venv / "bin" / "pip"), "install", "-q", "--no-compile", str(wheel)], env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     return venv / "bin", env
 

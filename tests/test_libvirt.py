@@ -195,13 +195,37 @@ def vhpc_domains(uri: str) -> list[str]:
     return [n for n in out.split() if n.startswith("vhpc-")]
 
 
-def libvirt_qemus() -> set[int]:
-    """QEMU processes libvirt started for vhpc domains (``-name guest=vhpc-...``); other QEMUs
-    on the host (other users' guests) are not counted."""
+def _mount_ns(pid: int | str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def _daemon_ns(uri: str) -> str | None:
+    """Mount namespace of the private libvirtd behind ``uri`` (its pid file beside its socket,
+    backends/libvirtd.py); None for a daemon vhpc did not start."""
+    if "socket=" not in uri:
+        return None
+    pidfile = Path(uri.split("socket=", 1)[1].split("&", 1)[0]).parent / "libvirtd.pid"
+    try:
+        ns = _mount_ns(pidfile.read_text().strip())
+    except OSError:
+        return None
+    return ns if ns != _mount_ns("self") else None
+
+
+def libvirt_qemus(uri: str) -> set[int]:
+    """QEMU processes libvirt started for vhpc domains (``-name guest=vhpc-...``) through the
+    daemon at ``uri``: a private daemon's guests share its mount namespace, so guests of
+    another private daemon on this host (another worker's, another user's) are not counted;
+    other QEMUs on the host (other users' guests) are not counted either."""
+    ns = _daemon_ns(uri)
     pids = set()
     for cmd in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if b"\0guest=vhpc-" in cmd.read_bytes():
+            if b"\0guest=vhpc-" in cmd.read_bytes() and (
+                    ns is None or _mount_ns(cmd.parent.name) == ns):
                 pids.add(int(cmd.parent.name))
         except OSError:
             pass
@@ -212,10 +236,10 @@ def libvirt_qemus() -> set[int]:
 def no_domain_left(libvirt_uri):
     """Fail the test if it leaves a vhpc domain defined or its QEMU running."""
     assert vhpc_domains(libvirt_uri) == [], "vhpc domains defined before the test"
-    before = libvirt_qemus()
+    before = libvirt_qemus(libvirt_uri)
     yield libvirt_uri
     assert vhpc_domains(libvirt_uri) == [], "vhpc domains left behind"
-    assert libvirt_qemus() - before == set(), "QEMU of a vhpc domain left running"
+    assert libvirt_qemus(libvirt_uri) - before == set(), "QEMU of a vhpc domain left running"
 
 
 def test_generated_domain_runs_pauses_and_reads_back(no_domain_left):
@@ -347,3 +371,23 @@ def test_guest_numa_cells_reach_the_guest(no_domain_left):
     assert r.ok, r.error
     assert [(n["node"], n["cpus"]) for n in r.applied.model_dump()["guest_numa"]] == [(0, "0"), (1, "1")]
     assert r.applied.mismatches == []
+
+
+def test_a_second_private_daemon_on_the_host_leaves_the_first_answering(libvirt_uri):
+    """Another private libvirtd on the same host (another test worker's, another user's) runs
+    beside this module's: a system-mode QEMU driver takes /run/libvirt/qemu/driver.pid, so
+    without a mount namespace of its own one of the two would exit after opening its socket."""
+    import shutil
+    import tempfile
+
+    from vhpc.environments.vm.backends.libvirtd import PrivateLibvirtd
+
+    workdir = Path(tempfile.mkdtemp(prefix="vhpc-lvd-", dir="/tmp"))
+    second = PrivateLibvirtd(workdir)
+    try:
+        uri = second.start()
+        assert vhpc_domains(uri) == [] and vhpc_domains(libvirt_uri) == []
+    finally:
+        second.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert vhpc_domains(libvirt_uri) == []  # stopping the second left the first running

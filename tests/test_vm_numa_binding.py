@@ -28,8 +28,19 @@ DUMP = ("import json,sys; from vhpc.store import Store; s=Store(sys.argv[1]); "
 PLANT = "#!/bin/sh\nshift 2\nexec /usr/bin/numactl --cpunodebind=0 --membind=0 \"$@\"\n"
 
 
+def _mpl_cache() -> str:
+    """The host's matplotlib cache (font list built here if missing).  The guest gets a copy
+    in its own /tmp: under TCG, rebuilding the font list costs each vhpc process seconds."""
+    import matplotlib
+    import matplotlib.font_manager  # noqa: F401 - builds the font list
+
+    return matplotlib.get_cachedir()
+
+
 def _in_guest(vm, script: str, timeout: float = 900.0):
-    env = {"PYTHONPATH": str(REPO / "src"), "VHPC_CACHE": "/tmp/vhpc-cache", "COLUMNS": "200"}
+    env = {"PYTHONPATH": str(REPO / "src"), "VHPC_CACHE": "/tmp/vhpc-cache", "COLUMNS": "200",
+           "MPLCONFIGDIR": "/tmp/mpl"}
+    script = f"[ -d /tmp/mpl ] || cp -r {shlex.quote(_mpl_cache())} /tmp/mpl; {script}"
     r = vm.run(["sh", "-c", script], env, timeout=timeout)
     assert r.returncode is not None and r.error is None, (r.error, r.stderr[-2000:])
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("VHPC-JSON ")), None)

@@ -4,8 +4,17 @@
 sockets in a directory of its own, loading only the QEMU driver (``LIBVIRT_DRIVER_DIR`` points
 at a directory holding just ``libvirt_driver_qemu.so``), so libvirt's network, nwfilter and
 firewall code never runs and nothing under /etc/libvirt is read for networks or changed.
-QEMU's output goes through ``virtlogd`` (libvirt's default ``stdio_handler``), which is started
-too when its socket is not live; both are stopped by the pid they were started with.
+QEMU's output goes through ``virtlogd`` (libvirt's default ``stdio_handler``).
+
+Private means private: a system-mode libvirtd keeps host-wide state (``/run/libvirt``, whose
+``qemu/driver.pid`` lock admits ONE QEMU driver per host: a second daemon logs "Failed to
+acquire pid file '/run/libvirt/qemu/driver.pid'" and exits after its socket opened; persistent
+domain XML in ``/etc/libvirt/qemu``; domain state in ``/var/lib/libvirt/qemu``).  So when it can
+(root and ``unshare`` from util-linux), :meth:`PrivateLibvirtd.start` runs virtlogd and libvirtd
+in a mount namespace of their own with an empty tmpfs over each of those directories
+(unshare(1), mount_namespaces(7)): daemons started for two test workers, or by two users of
+one host, never see each other.  Their sockets and pid files stay in the private directory,
+which every namespace sees.  Both are stopped by the pid they were started with.
 
 Command line: ``python -m vhpc.environments.vm.backends.libvirtd start DIR`` prints the connection URI
 (``qemu:///system?socket=DIR/libvirt-sock``, use it as ``LIBVIRT_DEFAULT_URI`` or
@@ -29,6 +38,8 @@ DRIVER_DIRS = (Path("/usr/lib/x86_64-linux-gnu/libvirt/connection-driver"),
                Path("/usr/lib64/libvirt/connection-driver"),
                Path("/usr/lib/libvirt/connection-driver"))
 VIRTLOGD_SOCK = Path("/run/libvirt/virtlogd-sock")
+#: Host-wide libvirt state a private daemon gets empty copies of (module docstring).
+PRIVATE_STATE = ("/run/libvirt", "/etc/libvirt/qemu", "/var/lib/libvirt/qemu")
 
 
 class DaemonError(RuntimeError):
@@ -93,7 +104,8 @@ class PrivateLibvirtd:
         self.uri = f"qemu:///system?socket={self.socket}"
 
     def start(self) -> str:
-        """Start virtlogd (when not live) and libvirtd; returns the URI.  Idempotent."""
+        """Start virtlogd and libvirtd (in a mount namespace of their own when root; else
+        virtlogd only when its socket is not live); returns the URI.  Idempotent."""
         if socket_live(self.socket):
             return self.uri
         libvirtd, virtlogd = shutil.which("libvirtd"), shutil.which("virtlogd")
@@ -107,22 +119,51 @@ class PrivateLibvirtd:
         link = drivers / driver.name
         if not link.exists():
             link.symlink_to(driver)
-        if not socket_live(VIRTLOGD_SOCK):
-            subprocess.run([virtlogd, "--daemon", "--pid-file", str(self.dir / "virtlogd.pid")],
-                           check=True)
-            _wait_socket(VIRTLOGD_SOCK, "virtlogd")
         conf = self.dir / "libvirtd.conf"
         conf.write_text(f'unix_sock_dir = "{self.dir}"\n'
                         f'log_outputs = "3:file:{self.dir / "libvirtd.log"}"\n')
         env = dict(os.environ, LIBVIRT_DRIVER_DIR=str(drivers))
-        subprocess.run([libvirtd, "--daemon", "--config", str(conf), "--pid-file",
-                        str(self.dir / "libvirtd.pid")], check=True, env=env)
+        libvirtd_argv = [libvirtd, "--daemon", "--config", str(conf), "--pid-file",
+                         str(self.dir / "libvirtd.pid")]
+        virtlogd_argv = [virtlogd, "--daemon", "--pid-file", str(self.dir / "virtlogd.pid")]
+        unshare = shutil.which("unshare")
+        if os.geteuid() == 0 and unshare:
+            self._start_in_namespace(unshare, virtlogd_argv, libvirtd_argv, env)
+        else:  # shares the host's /run/libvirt: one such daemon per host
+            if not socket_live(VIRTLOGD_SOCK):
+                subprocess.run(virtlogd_argv, check=True)
+                _wait_socket(VIRTLOGD_SOCK, "virtlogd")
+            subprocess.run(libvirtd_argv, check=True, env=env)
         try:
             _wait_socket(self.socket, "libvirtd")
         except DaemonError:
             self.stop()
             raise
         return self.uri
+
+    def _start_in_namespace(self, unshare: str, virtlogd_argv: list[str],
+                            libvirtd_argv: list[str], env: dict[str, str]) -> None:
+        """virtlogd, then libvirtd, in a new mount namespace with empty tmpfs over
+        :data:`PRIVATE_STATE` (module docstring).  Raises DaemonError with the shell's
+        message when a mount or a daemon fails."""
+        script = (
+            'set -e\n'
+            'for d in ' + " ".join(PRIVATE_STATE) + '; do\n'
+            '  mkdir -p "$d"; mount -t tmpfs -o mode=0755 vhpc-libvirtd "$d"\n'
+            'done\n'
+            '"$1" --daemon --pid-file "$2"\n'
+            'shift 2\n'
+            'i=0; while [ ! -S /run/libvirt/virtlogd-sock ] && [ $i -lt 600 ]; do\n'
+            '  i=$((i+1)); sleep 0.05; done\n'
+            'exec "$@"\n')
+        out = subprocess.run([unshare, "--mount", "--propagation", "private", "--", "/bin/sh",
+                              "-c", script, "vhpc-libvirtd", virtlogd_argv[0],
+                              virtlogd_argv[-1], *libvirtd_argv], env=env,
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            self.stop()
+            raise DaemonError("cannot start a private libvirtd in its own mount namespace: "
+                              + (out.stderr.strip().splitlines() or ["?"])[-1])
 
     def stop(self) -> None:
         """Stop libvirtd, then virtlogd if this directory started it."""

@@ -174,6 +174,28 @@ def spawn(argv: list[str], **kw) -> subprocess.Popen:
     return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kw)
 
 
+def _qmp_connect(path: Path, deadline: float, exit_status):
+    """A connected QMP client for the socket at ``path``.  QEMU opens its chardevs one after
+    another, so the agent's socket may accept before the QMP socket exists (seen as
+    "Connection refused" on a loaded host): retry every 20 ms until ``deadline``.  Raises
+    EnvError when QEMU exits or the time runs out."""
+    from qemu.qmp import ConnectError
+    from qemu.qmp.legacy import QEMUMonitorProtocol
+
+    while True:
+        qmp = QEMUMonitorProtocol(str(path))
+        try:
+            qmp.connect()
+            return qmp
+        except ConnectError as exc:
+            status = exit_status()
+            if status is not None:
+                raise EnvError(f"QEMU exited with status {status} during boot") from None
+            if time.monotonic() > deadline:
+                raise EnvError(f"QEMU's QMP socket did not answer in time: {exc}") from None
+            time.sleep(0.02)
+
+
 class QemuGuest(GuestSession):
     """One running QEMU guest (one *session*), booted by :meth:`boot`.
 
@@ -205,8 +227,6 @@ class QemuGuest(GuestSession):
         Raises EnvError (with the console tail) when QEMU exits or the agent is not ready
         within ``cfg.boot_timeout``; QEMU is killed before raising.
         """
-        from qemu.qmp.legacy import QEMUMonitorProtocol
-
         argv = build_argv(self.cfg, self.workdir)
         t0 = time.monotonic()
         self.proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -215,8 +235,7 @@ class QemuGuest(GuestSession):
         try:
             self.agent = AgentChannel.connect(self.workdir / "agent.sock", deadline,
                                               self._exit_status)
-            self.qmp = QEMUMonitorProtocol(str(self.workdir / "qmp.sock"))
-            self.qmp.connect()
+            self.qmp = _qmp_connect(self.workdir / "qmp.sock", deadline, self._exit_status)
             self.agent.wait_ready(deadline)
             self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
                                  for c in self.qmp.cmd("query-cpus-fast")}
