@@ -373,6 +373,25 @@ def test_hpccg_two_ranks_matches_one_rank(kernels_built):
 
 
 @needs_mpi
+def test_hpccg_mflops_count_27_per_row_as_mantevo(kernels_built):
+    # Mantevo HPCCG (main.cpp): per iteration and row 4 (ddot) + 6 (waxpby) + 2 x 27 (sparsemv)
+    # flops, boundary rows included; mflops_actual counts the non-zeros really there
+    _, proc, samples = run_trial(HPCCG, {"nx": 12, "ny": 12, "nz": 12, "ranks": 1},
+                                 kernels_built)
+    assert proc.returncode == 0, proc.stderr
+    s = by_name(samples)
+    rows, it, seconds = 12 ** 3, 149, s["time_s"].value
+    assert s["iterations"].value == it
+    assert s["mflops"].value * seconds * 1e6 == pytest.approx(64 * rows * it, rel=1e-4)
+    # actually done: 2 ddot + 3 waxpby + 1 sparsemv per iteration, plus the set-up
+    # r = b - A x (2 waxpby, 1 sparsemv, 1 ddot); nnz = (3 n - 2)^3 for the clipped stencil
+    nnz = 34 ** 3
+    actual = 2 * rows * (2 * it + 1 + 3 * it + 2) + 2 * nnz * (it + 1)
+    assert s["mflops_actual"].value * seconds * 1e6 == pytest.approx(actual, rel=1e-4)
+    assert s["mflops_actual"].value < s["mflops"].value
+
+
+@needs_mpi
 def test_hpccg_openmp_threads(kernels_built):
     _, proc, samples = run_trial(HPCCG, {"nx": 10, "ny": 10, "nz": 10, "ranks": 1,
                                          "threads": 2}, kernels_built)
