@@ -372,6 +372,19 @@ def test_hpccg_two_ranks_matches_one_rank(kernels_built):
         assert s2[k].value > 0
 
 
+def test_every_builtin_benchmark_says_how_it_times():
+    # docs/benchmarks.md carries a "timing" line per benchmark (issue 22): none may be missing
+    from vhpc.benchmarks import REGISTRY
+    from vhpc.benchmarks.catalog import TIMING, render_markdown
+    from vhpc.benchmarks.custom import CommandBenchmark
+
+    names = {b.name for b in REGISTRY.values() if not isinstance(b, CommandBenchmark)}
+    assert names <= set(TIMING), sorted(names - set(TIMING))
+    doc = render_markdown(list(REGISTRY.values()))
+    assert doc.count("\n- timing: ") == len(names)
+    assert "timed on its own" in TIMING["osu-latency"] and "OSU 7.4" in TIMING["osu-latency"]
+
+
 @needs_mpi
 def test_hpccg_mflops_count_27_per_row_as_mantevo(kernels_built):
     # Mantevo HPCCG (main.cpp): per iteration and row 4 (ddot) + 6 (waxpby) + 2 x 27 (sparsemv)
