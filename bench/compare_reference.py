@@ -41,8 +41,15 @@ How the two sides are run (the same for both, so the ratio measures the code, no
     <1e-20 in 149 iterations), OSU's ``-c`` validation run once before the pairs (``Pass``);
     vhpc's side: ``valid=1`` in its result line.  ``verified`` counts runs that verified.
 
+``--clock cpu`` (for a shared, loaded machine): both sides' wall clocks (clock_gettime,
+gettimeofday) read the process's CPU time instead, through a small LD_PRELOAD library this
+script compiles into its temporary folder; every figure then leaves out the time the process
+waited for a CPU that others held (cache and memory contention stay in).  Single-process cases
+only (OSU's ranks spin while they wait, so their CPU time is their wall time): osu is left out.
+
 ``--write FILE`` also puts the table, with date and machine, between the markers
-``<!-- compare_reference:begin -->`` and ``<!-- compare_reference:end -->`` of FILE.
+``<!-- compare_reference:begin -->`` and ``<!-- compare_reference:end -->`` of FILE
+(``--clock cpu``: ``compare_reference:cpu:begin`` / ``compare_reference:cpu:end``).
 """
 
 from __future__ import annotations
@@ -67,7 +74,12 @@ sys.path.insert(0, str(HERE.parent / "src"))
 from vhpc.benchmarks.mpilaunch import Launch  # noqa: E402  (the repository's own launch line)
 
 KERNELS = Path(os.environ.get("VHPC_KERNELS", HERE.parent / "kernels" / "build"))
-BEGIN, END = "<!-- compare_reference:begin -->", "<!-- compare_reference:end -->"
+
+def markers(clock: str) -> tuple[str, str]:
+    """The --write markers: one block per clock (wall: compare_reference, cpu: ...:cpu)."""
+    tag = "compare_reference" if clock == "wall" else f"compare_reference:{clock}"
+    return f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
+
 #: OpenMP environment of a bound single-threaded run (Launch(1).environ()), both sides.
 OMP_ONE = Launch(1).environ()
 
@@ -161,9 +173,43 @@ def find(refdir: Path, pattern: str) -> Path | None:
     return hits[0] if hits else None
 
 
+#: --clock cpu: wall clocks read as process CPU time (both sides, via LD_PRELOAD).
+CPU_CLOCK_C = r"""
+#define _GNU_SOURCE
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    if (id == CLOCK_MONOTONIC || id == CLOCK_REALTIME || id == CLOCK_MONOTONIC_RAW)
+        id = CLOCK_PROCESS_CPUTIME_ID;
+    return (int)syscall(SYS_clock_gettime, id, ts);
+}
+int gettimeofday(struct timeval *tv, void *tz)
+{
+    struct timespec ts;
+    (void)tz;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    tv->tv_sec = ts.tv_sec;
+    tv->tv_usec = ts.tv_nsec / 1000;
+    return 0;
+}
+"""
+PRELOAD: list[str] = []  # ["env", "LD_PRELOAD=<lib>"] under --clock cpu
+
+
+def cpu_clock(tmp: Path) -> list[str]:
+    """Build the CPU-time clock library in ``tmp``; the argv prefix that loads it."""
+    src, lib = tmp / "cpuclock.c", tmp / "cpuclock.so"
+    src.write_text(CPU_CLOCK_C)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return ["env", f"LD_PRELOAD={lib}"]
+
+
 def pinned(cpu: int) -> list[str]:
     """The single-process launch prefix of both sides."""
-    return ["taskset", "-c", str(cpu)]
+    return ["taskset", "-c", str(cpu)] + PRELOAD
 
 
 def mpi(ranks: int, cpus: tuple[int, ...]) -> list[str]:
@@ -234,9 +280,9 @@ def hpccg_case(refdir: Path, ranks: int, grid: int, cpus: tuple[int, ...],
 
     g = str(grid)
     return [Case(f"HPCCG {grid}^3 x{ranks} 149 it", "MFLOPS", True, cpus,
-                 mpi(ranks, cpus) + [str(ref), g, g, g],  # prints its YAML report (and files it)
-                 mpi(ranks, cpus) + [str(KERNELS / "vhpc-hpccg"), "-x", g, "-y", g, "-z", g,
-                                     "-i", "149", "-t", "0"],
+                 mpi(ranks, cpus) + PRELOAD + [str(ref), g, g, g],  # prints its YAML report
+                 mpi(ranks, cpus) + PRELOAD + [str(KERNELS / "vhpc-hpccg"), "-x", g, "-y", g,
+                                               "-z", g, "-i", "149", "-t", "0"],
                  ref_parse, vhpc_result("mflops"), cwd=str(tmp))]
 
 
@@ -293,8 +339,11 @@ def table(cases: list[Case], cmdline: str) -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                   if line.startswith("model name")), platform.processor())
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    clock = "process CPU time (--clock cpu)" if PRELOAD else "wall"
     lines = [f"{now} on {platform.node()} ({model}, {os.cpu_count()} CPUs, "
-             f"{platform.system()} {platform.release()}):", "", f"    {cmdline}", "",
+             f"{platform.system()} {platform.release()}), load average at the end {load}, "
+             f"clock: {clock}:", "", f"    {cmdline}", "",
              "| case | unit | ratio min | ratio median | ratio max | ratio of bests | "
              "reference best | vhpc best | pairs | loaded | verified ref / vhpc |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -311,8 +360,9 @@ def table(cases: list[Case], cmdline: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_block(path: Path, text: str) -> None:
-    """Replace the marked block of ``path`` with ``text`` (the markers must exist)."""
+def write_block(path: Path, text: str, clock: str) -> None:
+    """Replace the marked block of ``path`` for ``clock`` with ``text`` (markers must exist)."""
+    BEGIN, END = markers(clock)
     doc = path.read_text()
     if BEGIN not in doc or END not in doc:
         raise SystemExit(f"compare_reference.py: {path} lacks the {BEGIN} / {END} markers")
@@ -347,6 +397,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="largest busy share of a CPU counted as quiet (default 0.10)")
     ap.add_argument("--wait", type=float, default=60.0,
                     help="longest wait for quiet CPUs before a run starts anyway (s)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: wall clocks read as process CPU time on both sides (no osu)")
     ap.add_argument("--write", type=Path, default=None,
                     help="also put the table into this Markdown file's marked block")
     args = ap.parse_args(argv)
@@ -371,6 +423,10 @@ def build_cases(args: argparse.Namespace, tmp: Path) -> list[Case]:
     ncpu = os.cpu_count() or 1
     cpu = ncpu - 1 if args.cpu is None else args.cpu
     groups = dict((g.partition(":")[0], g.partition(":")[2]) for g in args.only.split(","))
+    if args.clock == "cpu":
+        PRELOAD[:] = cpu_clock(tmp)
+        if groups.pop("osu", None) is not None:
+            print("skip OSU: --clock cpu measures single-process cases only", file=sys.stderr)
     cases: list[Case] = []
     if "npb" in groups:
         ks = groups["npb"].split("+") if groups["npb"] else ["ep", "mg", "ft", "cg", "is"]
@@ -399,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(cases, cmdline)
     print(text, end="")
     if args.write:
-        write_block(args.write, text)
+        write_block(args.write, text, args.clock)
     return 0
 
 
