@@ -39,7 +39,7 @@
  * barrier itself, whose calls follow each other as in osu_barrier).  Timing
  * the whole loop once instead leaves out one clock read per iteration and
  * the loop's own gaps, which makes an 8-byte shared-memory latency look about
- * 10 % lower than osu_latency's (issue 22).
+ * 12 % lower than osu_latency's (issue 22).
  *
  * Data check: every received buffer of the last iteration is compared with
  * the sender's pattern (allreduce: the exact sum of rank+1); any mismatch
