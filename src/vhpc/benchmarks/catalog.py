@@ -22,7 +22,7 @@ command, metric regexes (name, unit, direction) and an optional success pattern.
 _OSU = ("every timed iteration is timed on its own (MPI_Wtime before and after it) and the "
         "times are summed, as OSU 7.4 does")
 _OSU_WHY = ("; why: OSU 7.4 measures so, and timing the whole loop once leaves out one clock "
-            "read per iteration, which made the 8-byte shared-memory latency look about 10 % "
+            "read per iteration, which made the 8-byte shared-memory latency look about 12 % "
             "lower than osu_latency's (issue 22)")
 _NPB = ("one wall-clock interval around the section NPB 3.4 times (the same steps, after the "
         "same untimed first pass), Mop/s from NPB's operation count; why: so that Mop/s can be "
