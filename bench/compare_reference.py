@@ -1,167 +1,465 @@
 #!/usr/bin/env python3
 """vhpc's kernels against the official reference codes, side by side on this machine.
 
-    python3 bench/compare_reference.py REFDIR [--repeats 5] [--only npb,stream,hpccg,osu]
+    python3 bench/compare_reference.py REFDIR [--repeats 7] [--only npb,stream,hpccg,osu]
+                                      [--cpu N] [--quiet 0.10] [--wait 60] [--write docs/fidelity.md]
 
-REFDIR holds the reference codes the user built beforehand (this script downloads nothing):
-  - NPB 3.4 OpenMP: ``REFDIR/**/NPB3.4-OMP/bin/{ep,mg,ft,cg,is}.<CLASS>.x`` (make suite,
-    config/make.def from make.def.template: gfortran/gcc -O3 -fopenmp);
+REFDIR holds the reference codes, built beforehand outside the repository (this script
+downloads and builds nothing but STREAM, which is one file):
+  - NPB 3.4 OpenMP: ``REFDIR/**/NPB3.4-OMP/bin/{ep,mg,ft,cg,is}.<CLASS>.x`` (config/make.def
+    from make.def.template: gfortran/gcc -O3 -fopenmp);
   - STREAM: ``REFDIR/**/stream.c`` (McCalpin); compiled here with ``gcc -O3 -fopenmp
-    -DSTREAM_ARRAY_SIZE=<n>`` at the array size vhpc-stream uses;
-  - Mantevo HPCCG: ``REFDIR/**/test_HPCCG`` (make USE_MPI=-DUSING_MPI CXX=mpicxx, -O3);
-  - OSU Micro-Benchmarks: ``REFDIR/**/osu_latency``.
+    -DSTREAM_ARRAY_SIZE=<n> -DNTIMES=10`` at the n vhpc-stream chooses on this host;
+  - Mantevo HPCCG: ``REFDIR/**/test_HPCCG`` (make USE_MPI=-DUSING_MPI CXX=mpicxx
+    LINKER=mpicxx CPP_OPT_FLAGS=-O3);
+  - OSU Micro-Benchmarks 7.4: ``REFDIR/**/osu_latency``, configured with
+    ``CC=mpicc CFLAGS='-O3 -DFLOAT_PRECISION=6'`` so that it prints microseconds with six
+    decimals instead of two (osu_util.h defines FLOAT_PRECISION only where it is not defined:
+    no OSU source is changed).
 vhpc's side: the kernels in ``$VHPC_KERNELS`` or ``kernels/build``.
 
-Each repeat runs every case as reference then vhpc, or vhpc then reference (alternating), so
-that drift hits both; the ratio vhpc / reference is formed per pair, for "higher is better"
-figures (Mop/s, MB/s, MFLOPS), and reference / vhpc for latency, so a ratio below 1 always
-means vhpc looks slower.  Prints min / median / max of the pair ratios per figure, and the
-ratio of the best figures (on a shared, loaded host load only ever slows a run, so the best
-of several runs is the steadiest estimate; STREAM itself reports best-of-NTIMES), as Markdown.
-MPI runs use one launch line for both sides: ``mpirun -np R --map-by slot:PE=1 --bind-to core``.
+How the two sides are run (the same for both, so the ratio measures the code, not the set-up):
+  - one launch line: single-process cases run under ``taskset -c CPU`` with vhpc's OpenMP
+    environment for a bound run (OMP_NUM_THREADS=1 OMP_PLACES=cores OMP_PROC_BIND=close); MPI
+    cases use the line vhpc itself launches with (:class:`vhpc.benchmarks.mpilaunch.Launch`:
+    ``mpirun -np R --cpu-set LIST --bind-to core``), so mapping and binding are identical;
+  - full-precision figures: each side's own result line (NPB's ``Mop/s total``, STREAM's best
+    rates, HPCCG's ``MFLOPS Summary: Total``, OSU's latency with six decimals) and vhpc's
+    VHPC-RESULT keys (six significant digits);
+  - pairs interleaved: repeat i runs reference then vhpc for even i, vhpc then reference for
+    odd i, so that drift of the machine's speed hits both sides alike;
+  - quiet CPUs: before each run, the CPUs the case uses are sampled from /proc/stat (busy share
+    of 0.25 s, which on an idle wait is other processes' load); the run starts when every one is
+    below ``--quiet``, or after ``--wait`` seconds in any case, and a pair that had to start on
+    a loaded CPU is counted in the table's ``loaded`` column;
+  - the ratio is formed per pair, vhpc / reference for rates and reference / vhpc for latency,
+    so below 1 always means vhpc looks slower; the table gives min / median / max of the pair
+    ratios and the ratio of each side's best figure (load only ever slows a run, so a side's
+    best is its steadiest estimate);
+  - verified: NPB's ``Verification = SUCCESSFUL``, STREAM's ``Solution Validates``, HPCCG's
+    ``Final residual`` <= 1e-6 (Mantevo prints no verdict; its residual falls from ~1e2 to
+    <1e-20 in 149 iterations), OSU's ``-c`` validation run once before the pairs (``Pass``);
+    vhpc's side: ``valid=1`` in its result line.  ``verified`` counts runs that verified.
+
+``--clock cpu`` (for a shared, loaded machine): both sides' wall clocks (clock_gettime,
+gettimeofday) read the process's CPU time instead, through a small LD_PRELOAD library this
+script compiles into its temporary folder; every figure then leaves out the time the process
+waited for a CPU that others held (cache and memory contention stay in).  Single-process cases
+only (OSU's ranks spin while they wait, so their CPU time is their wall time): osu is left out.
+
+``--write FILE`` also puts the table, with date and machine, between the markers
+``<!-- compare_reference:begin -->`` and ``<!-- compare_reference:end -->`` of FILE
+(``--clock cpu``: ``compare_reference:cpu:begin`` / ``compare_reference:cpu:end``).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
+import platform
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+from vhpc.benchmarks.mpilaunch import Launch  # noqa: E402  (the repository's own launch line)
+
 KERNELS = Path(os.environ.get("VHPC_KERNELS", HERE.parent / "kernels" / "build"))
-MPIRUN = [shutil.which("mpirun.openmpi") or "mpirun", "--allow-run-as-root"]
+
+def markers(clock: str) -> tuple[str, str]:
+    """The --write markers: one block per clock (wall: compare_reference, cpu: ...:cpu)."""
+    tag = "compare_reference" if clock == "wall" else f"compare_reference:{clock}"
+    return f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
+
+#: OpenMP environment of a bound single-threaded run (Launch(1).environ()), both sides.
+OMP_ONE = Launch(1).environ()
+
+Parser = Callable[[str], "tuple[float, bool]"]
 
 
-def find(refdir: Path, pattern: str) -> Path | None:
-    hits = sorted(refdir.glob(f"**/{pattern}"))
-    return hits[0] if hits else None
+@dataclass
+class Case:
+    """One compared figure: how each side is started and how its output is read."""
 
-
-def run(argv: list[str], env: dict[str, str], cwd: str | None = None) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **env},
-                          cwd=cwd, timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-500:]}")
-    return proc.stdout
+    name: str
+    unit: str
+    higher: bool  # higher is better (rates); False: latency
+    cpus: tuple[int, ...]  # CPUs the case runs on (sampled for quiet before each run)
+    ref_argv: list[str]
+    vhpc_argv: list[str]
+    ref_parse: Parser
+    vhpc_parse: Parser
+    env: dict[str, str] = field(default_factory=lambda: dict(OMP_ONE))
+    cwd: str | None = None
+    pairs: list[tuple[float, float]] = field(default_factory=list)
+    verified: list[int] = field(default_factory=lambda: [0, 0])  # reference, vhpc
+    loaded: int = 0  # pairs with a run that started on a loaded CPU
+    share: str = ""  # cases with the same key read one run per side and pair (STREAM)
 
 
 def grab(pattern: str, text: str) -> float:
+    """The first group of ``pattern`` in ``text`` as a float (RuntimeError when absent)."""
     m = re.search(pattern, text, re.M)
     if not m:
         raise RuntimeError(f"no match for {pattern!r} in output:\n{text[-800:]}")
     return float(m.group(1))
 
 
-def vhpc_key(key: str, text: str) -> float:
-    return grab(rf"^VHPC-RESULT .*\b{key}=(\S+)", text)
+def vhpc_result(key: str) -> Parser:
+    """Parser of a vhpc kernel's ``VHPC-RESULT`` line: (key's value, valid=1)."""
+    def parse(text: str) -> tuple[float, bool]:
+        line = re.search(r"^VHPC-RESULT (.*)$", text, re.M)
+        kv = dict(t.partition("=")[::2] for t in line.group(1).split()) if line else {}
+        if key not in kv:
+            raise RuntimeError(f"no {key}= in vhpc's result line:\n{text[-800:]}")
+        return float(kv[key]), kv.get("valid") == "1"
+    return parse
 
 
-def mpi(ranks: int) -> list[str]:
-    return MPIRUN + ["-np", str(ranks), "--map-by", "slot:PE=1", "--bind-to", "core"]
-
-
-def cases(refdir: Path, only: set[str], cls: str, stream_n: int | None, hpccg: tuple[int, int],
-          tmp: Path) -> list[tuple]:
-    """(name, metric, reference runner, vhpc runner, higher_is_better) per compared figure."""
-    one = {"OMP_NUM_THREADS": "1", "OMP_PROC_BIND": "true"}
-    out = []
-    if "npb" in only:
-        bindir = find(refdir, "NPB3.4-OMP/bin")
-        for k in ("ep", "mg", "ft", "cg", "is"):
-            ref = bindir / f"{k}.{cls}.x" if bindir else None
-            if not ref or not ref.exists():
-                print(f"skip NPB {k.upper()}: no {k}.{cls}.x under {refdir}", file=sys.stderr)
-                continue
-            out.append((f"NPB {k.upper()} {cls}", "Mop/s",
-                        lambda ref=ref: grab(r"Mop/s total\s*=\s*(\S+)", run([str(ref)], one)),
-                        lambda k=k: vhpc_key("mops", run([str(KERNELS / "vhpc-npb-omp"), "-k", k,
-                                                          "-c", cls], one)), True))
-    if "stream" in only and find(refdir, "stream.c"):
-        n = stream_n or int(vhpc_key("n", run([str(KERNELS / "vhpc-stream"), "-t", "2"], one)))
-        exe = tmp / "stream"
-        subprocess.run(["gcc", "-O3", "-fopenmp", f"-DSTREAM_ARRAY_SIZE={n}", "-o", str(exe),
-                        str(find(refdir, "stream.c"))], check=True)
-        cache: dict[str, str] = {}
-        for name, ref_label in (("copy", "Copy"), ("scale", "Scale"), ("add", "Add"),
-                                ("triad", "Triad")):
-            # one run of each program serves the four kernels: reuse the output within a repeat
-            def ref_run(label=ref_label):
-                if label == "Copy":
-                    cache["ref"] = run([str(exe)], one)
-                return grab(rf"^{label}:\s+(\S+)", cache["ref"])
-
-            def vhpc_run(name=name):
-                if name == "copy":
-                    cache["vhpc"] = run([str(KERNELS / "vhpc-stream"), "-n", str(n)], one)
-                return 1000.0 * vhpc_key(f"{name}_bw", cache["vhpc"])
-            out.append((f"STREAM {name} n={n}", "MB/s", ref_run, vhpc_run, True))
-    if "hpccg" in only and find(refdir, "test_HPCCG"):
-        ref, (ranks, g) = find(refdir, "test_HPCCG"), hpccg
-        out.append((f"HPCCG {g}^3 x{ranks} 149 it", "MFLOPS",
-                    lambda ref=ref, ranks=ranks, g=g: grab(r"MFLOPS Summary:\s*\n\s*Total\s*:\s*(\S+)",
-                                 run(mpi(ranks) + [str(ref), str(g), str(g), str(g)], one,
-                                     cwd=str(tmp))),
-                    lambda ranks=ranks, g=g: vhpc_key("mflops", run(mpi(ranks) + [
-                        str(KERNELS / "vhpc-hpccg"), "-x", str(g), "-y", str(g), "-z", str(g),
-                        "-i", "149", "-t", "0"], one)), True))
-    if "osu" in only and find(refdir, "osu_latency"):
-        ref = find(refdir, "osu_latency")
-        out.append(("osu latency 8 B", "us",
-                    lambda ref=ref: grab(r"^8\s+(\S+)", run(mpi(2) + [str(ref), "-m", "8:8", "-i", "10000",
-                                                             "-x", "100"], one)),
-                    lambda: vhpc_key("lat_8", run(mpi(2) + [
-                        str(KERNELS / "vhpc-osu"), "-b", "latency", "-s", "8", "-i", "10000",
-                        "-w", "100"], one)), False))
+def cpu_times() -> dict[int, tuple[int, int]]:
+    """Per CPU from /proc/stat: (busy jiffies, total jiffies); idle and iowait are not busy."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            m = re.match(r"cpu(\d+)\s+(.*)", line)
+            if m:
+                v = [int(x) for x in m.group(2).split()]
+                total = sum(v[:8])  # user nice system idle iowait irq softirq steal
+                out[int(m.group(1))] = (total - v[3] - v[4], total)
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def busy(cpus: tuple[int, ...], window: float = 0.25) -> float:
+    """The largest busy share among ``cpus`` over ``window`` seconds (0 idle, 1 fully used)."""
+    a = cpu_times()
+    time.sleep(window)
+    b = cpu_times()
+    shares = [(b[c][0] - a[c][0]) / max(1, b[c][1] - a[c][1]) for c in cpus if c in a]
+    return max(shares, default=0.0)
+
+
+def wait_quiet(cpus: tuple[int, ...], limit: float, wait: float) -> bool:
+    """Block until every CPU of ``cpus`` is below ``limit`` busy, for at most ``wait`` seconds;
+    True when they were quiet, False when the wait ran out."""
+    deadline = time.monotonic() + wait
+    while True:
+        if busy(cpus) <= limit:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+
+
+def run(argv: list[str], env: dict[str, str], cwd: str | None = None) -> str:
+    """Run one side to completion; its stdout (RuntimeError on a non-zero exit)."""
+    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **env},
+                          cwd=cwd, timeout=1800)
+    if proc.returncode not in (0, 3):  # 3: a vhpc kernel whose verification failed
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-500:]}")
+    return proc.stdout
+
+
+def find(refdir: Path, pattern: str) -> Path | None:
+    """The first path under ``refdir`` matching ``**/pattern`` (None when there is none)."""
+    hits = sorted(refdir.glob(f"**/{pattern}"))
+    return hits[0] if hits else None
+
+
+#: --clock cpu: wall clocks read as process CPU time (both sides, via LD_PRELOAD).
+CPU_CLOCK_C = r"""
+#define _GNU_SOURCE
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    if (id == CLOCK_MONOTONIC || id == CLOCK_REALTIME || id == CLOCK_MONOTONIC_RAW)
+        id = CLOCK_PROCESS_CPUTIME_ID;
+    return (int)syscall(SYS_clock_gettime, id, ts);
+}
+int gettimeofday(struct timeval *tv, void *tz)
+{
+    struct timespec ts;
+    (void)tz;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    tv->tv_sec = ts.tv_sec;
+    tv->tv_usec = ts.tv_nsec / 1000;
+    return 0;
+}
+"""
+PRELOAD: list[str] = []  # ["env", "LD_PRELOAD=<lib>"] under --clock cpu
+
+
+def cpu_clock(tmp: Path) -> list[str]:
+    """Build the CPU-time clock library in ``tmp``; the argv prefix that loads it."""
+    src, lib = tmp / "cpuclock.c", tmp / "cpuclock.so"
+    src.write_text(CPU_CLOCK_C)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return ["env", f"LD_PRELOAD={lib}"]
+
+
+def pinned(cpu: int) -> list[str]:
+    """The single-process launch prefix of both sides."""
+    return ["taskset", "-c", str(cpu)] + PRELOAD
+
+
+def mpi(ranks: int, cpus: tuple[int, ...]) -> list[str]:
+    """vhpc's own MPI launch line for ``ranks`` single-threaded ranks on ``cpus``."""
+    return Launch(ranks, 1, "openmpi", len(cpus), cpuset=cpus).argv()
+
+
+def npb_cases(refdir: Path, cls: str, kernels: list[str], cpu: int) -> list[Case]:
+    """NPB 3.4 OpenMP against vhpc-npb-omp, one thread each."""
+    bindir = find(refdir, "NPB3.4-OMP/bin")
+    out = []
+
+    def ref_parse(text: str) -> tuple[float, bool]:
+        ok = re.search(r"Verification\s*=\s*SUCCESSFUL", text) is not None
+        return grab(r"Mop/s total\s*=\s*(\S+)", text), ok
+
+    for k in kernels:
+        ref = bindir / f"{k}.{cls}.x" if bindir else None
+        if not ref or not ref.exists():
+            print(f"skip NPB {k.upper()}: no {k}.{cls}.x under {refdir}", file=sys.stderr)
+            continue
+        out.append(Case(f"NPB {k.upper()} {cls}", "Mop/s", True, (cpu,),
+                        pinned(cpu) + [str(ref)],
+                        pinned(cpu) + [str(KERNELS / "vhpc-npb-omp"), "-k", k, "-c", cls],
+                        ref_parse, vhpc_result("mops")))
+    return out
+
+
+def stream_cases(refdir: Path, n: int | None, cpu: int, tmp: Path) -> list[Case]:
+    """McCalpin's stream.c at vhpc-stream's n: one case per kernel, the four reading the same
+    run of each program per pair."""
+    src = find(refdir, "stream.c")
+    if not src:
+        print(f"skip STREAM: no stream.c under {refdir}", file=sys.stderr)
+        return []
+    vhpc = pinned(cpu) + [str(KERNELS / "vhpc-stream")]
+    n = n or int(vhpc_result("n")(run(vhpc + ["-t", "2"], OMP_ONE))[0])
+    exe = tmp / "stream"
+    subprocess.run(["gcc", "-O3", "-fopenmp", f"-DSTREAM_ARRAY_SIZE={n}", "-DNTIMES=10",
+                    "-o", str(exe), str(src)], check=True)
+    out = []
+    for name in ("copy", "scale", "add", "triad"):
+        def ref_parse(text: str, label=name.capitalize()) -> tuple[float, bool]:
+            return grab(rf"^{label}:\s+(\S+)", text), "Solution Validates" in text
+
+        def vhpc_parse(text: str, key=f"{name}_bw") -> tuple[float, bool]:
+            value, ok = vhpc_result(key)(text)
+            return 1000.0 * value, ok  # GB/s -> MB/s
+
+        out.append(Case(f"STREAM {name} n={n}", "MB/s", True, (cpu,), pinned(cpu) + [str(exe)],
+                        vhpc + ["-n", str(n), "-t", "10"], ref_parse, vhpc_parse,
+                        share="stream"))
+    return out
+
+
+def hpccg_case(refdir: Path, ranks: int, grid: int, cpus: tuple[int, ...],
+               tmp: Path) -> list[Case]:
+    """Mantevo HPCCG (MPI build) against vhpc-hpccg: 149 iterations, MFLOPS as Mantevo counts
+    them (27 non-zeros per row) on both sides."""
+    ref = find(refdir, "test_HPCCG")
+    if not ref:
+        print(f"skip HPCCG: no test_HPCCG under {refdir}", file=sys.stderr)
+        return []
+
+    def ref_parse(text: str) -> tuple[float, bool]:
+        resid = grab(r"^Final residual:\s*(\S+)", text)
+        return grab(r"MFLOPS Summary:\s*\n\s*Total\s*:\s*(\S+)", text), resid <= 1e-6
+
+    g = str(grid)
+    return [Case(f"HPCCG {grid}^3 x{ranks} 149 it", "MFLOPS", True, cpus,
+                 mpi(ranks, cpus) + PRELOAD + [str(ref), g, g, g],  # prints its YAML report
+                 mpi(ranks, cpus) + PRELOAD + [str(KERNELS / "vhpc-hpccg"), "-x", g, "-y", g,
+                                               "-z", g, "-i", "149", "-t", "0"],
+                 ref_parse, vhpc_result("mflops"), cwd=str(tmp))]
+
+
+def osu_case(refdir: Path, cpus: tuple[int, ...], iters: int, warmup: int) -> list[Case]:
+    """osu_latency (OSU 7.4, six decimals) against vhpc-osu -b latency at 8 bytes."""
+    ref = find(refdir, "mpi/pt2pt/standard/osu_latency") or find(refdir, "osu_latency")
+    if not ref:
+        print(f"skip OSU: no osu_latency under {refdir}", file=sys.stderr)
+        return []
+    check = run(mpi(2, cpus) + [str(ref), "-m", "8:8", "-i", "100", "-x", "10", "-c"], OMP_ONE)
+    validated = re.search(r"^8\s+\S+\s+Pass\s*$", check, re.M) is not None
+
+    def ref_parse(text: str) -> tuple[float, bool]:
+        return grab(r"^8\s+(\S+)", text), validated
+
+    return [Case("OSU latency 8 B", "us", False, cpus,
+                 mpi(2, cpus) + [str(ref), "-m", "8:8", "-i", str(iters), "-x", str(warmup)],
+                 mpi(2, cpus) + [str(KERNELS / "vhpc-osu"), "-b", "latency", "-s", "8",
+                                 "-i", str(iters), "-w", str(warmup)],
+                 ref_parse, vhpc_result("lat_8"))]
+
+
+def measure(case: Case, rep: int, quiet: float, wait: float,
+            shared: dict[tuple[str, int, str], tuple[str, bool]]) -> None:
+    """One interleaved pair of ``case``; appends (reference, vhpc) to ``case.pairs``.
+    ``shared`` keeps the outputs of cases with a ``share`` key for the others of this pair."""
+    got: dict[str, float] = {}
+    was_loaded = False
+    for side in (("ref", "vhpc") if rep % 2 == 0 else ("vhpc", "ref")):
+        argv, parse = (case.ref_argv, case.ref_parse) if side == "ref" else \
+            (case.vhpc_argv, case.vhpc_parse)
+        key = (case.share, rep, side)
+        if not case.share or key not in shared:
+            loaded = not wait_quiet(case.cpus, quiet, wait)
+            shared[key] = (run(argv, case.env, case.cwd), loaded)
+        text, loaded = shared[key]
+        was_loaded |= loaded
+        value, ok = parse(text)
+        got[side] = value
+        case.verified[side == "vhpc"] += int(ok)
+    case.pairs.append((got["ref"], got["vhpc"]))
+    case.loaded += int(was_loaded)
+    print(f"# pair {rep} {case.name}: reference {got['ref']:g} vhpc {got['vhpc']:g}"
+          f"{' (loaded CPU)' if was_loaded else ''}", file=sys.stderr, flush=True)
+
+
+def ratio(case: Case, ref: float, vhpc: float) -> float:
+    """vhpc / reference for rates, reference / vhpc for latency (below 1: vhpc slower)."""
+    return vhpc / ref if case.higher else ref / vhpc
+
+
+def table(cases: list[Case], cmdline: str) -> str:
+    """The Markdown result: a heading line with date and machine, the command, the table."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                  if line.startswith("model name")), platform.processor())
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    clock = "process CPU time (--clock cpu)" if PRELOAD else "wall"
+    lines = [f"{now} on {platform.node()} ({model}, {os.cpu_count()} CPUs, "
+             f"{platform.system()} {platform.release()}), load average at the end {load}, "
+             f"clock: {clock}:", "", f"    {cmdline}", "",
+             "| case | unit | ratio min | ratio median | ratio max | ratio of bests | "
+             "reference best | vhpc best | pairs | loaded | verified ref / vhpc |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        if not c.pairs:
+            continue
+        rs = [ratio(c, r, v) for r, v in c.pairs]
+        best = max if c.higher else min  # load on a shared host only ever slows a run down
+        rb, vb = best(r for r, _ in c.pairs), best(v for _, v in c.pairs)
+        n = len(c.pairs)
+        lines.append(f"| {c.name} | {c.unit} | {min(rs):.3f} | {statistics.median(rs):.3f} | "
+                     f"{max(rs):.3f} | {ratio(c, rb, vb):.3f} | {rb:g} | {vb:g} | {n} | "
+                     f"{c.loaded} | {c.verified[0]}/{n} / {c.verified[1]}/{n} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_block(path: Path, text: str, clock: str) -> None:
+    """Replace the marked block of ``path`` for ``clock`` with ``text`` (markers must exist)."""
+    BEGIN, END = markers(clock)
+    doc = path.read_text()
+    if BEGIN not in doc or END not in doc:
+        raise SystemExit(f"compare_reference.py: {path} lacks the {BEGIN} / {END} markers")
+    head, rest = doc.split(BEGIN, 1)
+    path.write_text(f"{head}{BEGIN}\n{text}{END}{rest.split(END, 1)[1]}")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block), exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"compare_reference.py: {message}\n")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command line; a bad value is a one-line error and exit status 2."""
+    ap = OneLineParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("refdir", type=Path, help="directory holding the built reference codes")
-    ap.add_argument("--repeats", type=int, default=3, help="interleaved pairs per case")
-    ap.add_argument("--only", default="npb,stream,hpccg,osu", help="comma-separated groups")
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved pairs per case")
+    ap.add_argument("--only", default="npb,stream,hpccg,osu",
+                    help="comma-separated groups; npb:ft+is picks NPB kernels")
     ap.add_argument("--npb-class", default="A", choices=("S", "W", "A", "B", "C"))
     ap.add_argument("--stream-n", type=int, default=None,
                     help="STREAM elements per array (default: vhpc-stream's own LLC rule)")
     ap.add_argument("--hpccg-ranks", type=int, default=1)
     ap.add_argument("--hpccg-grid", type=int, default=32)
-    args = ap.parse_args()
+    ap.add_argument("--osu-iters", type=int, default=10000)
+    ap.add_argument("--osu-warmup", type=int, default=100)
+    ap.add_argument("--cpu", type=int, default=None,
+                    help="CPU of the single-process cases (default: the last one)")
+    ap.add_argument("--quiet", type=float, default=0.10,
+                    help="largest busy share of a CPU counted as quiet (default 0.10)")
+    ap.add_argument("--wait", type=float, default=60.0,
+                    help="longest wait for quiet CPUs before a run starts anyway (s)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: wall clocks read as process CPU time on both sides (no osu)")
+    ap.add_argument("--write", type=Path, default=None,
+                    help="also put the table into this Markdown file's marked block")
+    args = ap.parse_args(argv)
+    ncpu = os.cpu_count() or 1
     if not args.refdir.is_dir():
         ap.error(f"{args.refdir} is not a directory: give the folder holding the reference builds")
-    only = set(args.only.split(","))
+    if args.repeats < 1 or args.hpccg_ranks < 1 or args.hpccg_grid < 2 or args.osu_iters < 1:
+        ap.error("--repeats, --hpccg-ranks, --osu-iters must be >= 1 and --hpccg-grid >= 2")
+    if args.cpu is not None and not 0 <= args.cpu < ncpu:
+        ap.error(f"--cpu {args.cpu}: this machine has CPUs 0-{ncpu - 1}")
+    if args.hpccg_ranks > ncpu or ncpu < 2 and "osu" in args.only:
+        ap.error(f"not enough CPUs ({ncpu}) for the MPI cases: lower --hpccg-ranks or drop osu")
+    if not 0.0 < args.quiet <= 1.0 or args.wait < 0:
+        ap.error("--quiet must be in (0, 1] and --wait >= 0")
+    if args.write and not args.write.is_file():
+        ap.error(f"--write {args.write}: no such file")
+    return args
+
+
+def build_cases(args: argparse.Namespace, tmp: Path) -> list[Case]:
+    """Every case the ``--only`` groups ask for, in a fixed order."""
+    ncpu = os.cpu_count() or 1
+    cpu = ncpu - 1 if args.cpu is None else args.cpu
+    groups = dict((g.partition(":")[0], g.partition(":")[2]) for g in args.only.split(","))
+    if args.clock == "cpu":
+        PRELOAD[:] = cpu_clock(tmp)
+        if groups.pop("osu", None) is not None:
+            print("skip OSU: --clock cpu measures single-process cases only", file=sys.stderr)
+    cases: list[Case] = []
+    if "npb" in groups:
+        ks = groups["npb"].split("+") if groups["npb"] else ["ep", "mg", "ft", "cg", "is"]
+        cases += npb_cases(args.refdir, args.npb_class, ks, cpu)
+    if "stream" in groups:
+        cases += stream_cases(args.refdir, args.stream_n, cpu, tmp)
+    if "hpccg" in groups:
+        hcpus = tuple(range(ncpu - args.hpccg_ranks, ncpu)) if args.hpccg_ranks > 1 else (cpu,)
+        cases += hpccg_case(args.refdir, args.hpccg_ranks, args.hpccg_grid, hcpus, tmp)
+    if "osu" in groups:
+        cases += osu_case(args.refdir, (ncpu - 2, ncpu - 1), args.osu_iters, args.osu_warmup)
+    return cases
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every case's interleaved pairs; print (and optionally write) the table."""
+    args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vhpc-ref-") as tmp:
-        todo = cases(args.refdir, only, args.npb_class, args.stream_n,
-                     (args.hpccg_ranks, args.hpccg_grid), Path(tmp))
-        ratios: dict[str, list[float]] = {c[0]: [] for c in todo}
-        raw: dict[str, list[tuple[float, float]]] = {c[0]: [] for c in todo}
+        cases = build_cases(args, Path(tmp))
         for rep in range(args.repeats):
-            for name, _unit, ref_fn, vhpc_fn, higher in todo:
-                if rep % 2 == 0:
-                    r, v = ref_fn(), vhpc_fn()
-                else:
-                    v, r = vhpc_fn(), ref_fn()
-                raw[name].append((r, v))
-                ratios[name].append(v / r if higher else r / v)
-                print(f"# rep {rep} {name}: reference {r:g} vhpc {v:g}", file=sys.stderr,
-                      flush=True)
-    print("| case | unit | ratio min | ratio median | ratio max | ratio of bests | reference "
-          "best | vhpc best | pairs |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, unit, _ref, _v, higher in todo:
-        rs = ratios[name]
-        best = max if higher else min  # load on a shared host only ever slows a run down
-        ref_best, v_best = best(r for r, _ in raw[name]), best(v for _, v in raw[name])
-        of_bests = v_best / ref_best if higher else ref_best / v_best
-        print(f"| {name} | {unit} | {min(rs):.3f} | {statistics.median(rs):.3f} | {max(rs):.3f} "
-              f"| {of_bests:.3f} | {ref_best:g} | {v_best:g} | {len(rs)} |")
+            shared: dict[tuple[str, int, str], tuple[str, bool]] = {}
+            for case in cases:
+                measure(case, rep, args.quiet, args.wait, shared)
+    cmdline = "python3 bench/compare_reference.py " + " ".join(sys.argv[1:] if argv is None
+                                                               else argv)
+    text = table(cases, cmdline)
+    print(text, end="")
+    if args.write:
+        write_block(args.write, text, args.clock)
     return 0
 
 
 if __name__ == "__main__":
+    if not shutil.which("taskset"):
+        sys.exit("compare_reference.py: taskset (util-linux) is needed to pin both sides")
     sys.exit(main())

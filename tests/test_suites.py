@@ -372,6 +372,38 @@ def test_hpccg_two_ranks_matches_one_rank(kernels_built):
         assert s2[k].value > 0
 
 
+def test_every_builtin_benchmark_says_how_it_times():
+    # docs/benchmarks.md carries a "timing" line per benchmark (issue 22): none may be missing
+    from vhpc.benchmarks import REGISTRY
+    from vhpc.benchmarks.catalog import TIMING, render_markdown
+    from vhpc.benchmarks.custom import CommandBenchmark
+
+    names = {b.name for b in REGISTRY.values() if not isinstance(b, CommandBenchmark)}
+    assert names <= set(TIMING), sorted(names - set(TIMING))
+    doc = render_markdown(list(REGISTRY.values()))
+    assert doc.count("\n- timing: ") == len(names)
+    assert "timed on its own" in TIMING["osu-latency"] and "OSU 7.4" in TIMING["osu-latency"]
+
+
+@needs_mpi
+def test_hpccg_mflops_count_27_per_row_as_mantevo(kernels_built):
+    # Mantevo HPCCG (main.cpp): per iteration and row 4 (ddot) + 6 (waxpby) + 2 x 27 (sparsemv)
+    # flops, boundary rows included; mflops_actual counts the non-zeros really there
+    _, proc, samples = run_trial(HPCCG, {"nx": 12, "ny": 12, "nz": 12, "ranks": 1},
+                                 kernels_built)
+    assert proc.returncode == 0, proc.stderr
+    s = by_name(samples)
+    rows, it, seconds = 12 ** 3, 149, s["time_s"].value
+    assert s["iterations"].value == it
+    assert s["mflops"].value * seconds * 1e6 == pytest.approx(64 * rows * it, rel=1e-4)
+    # actually done: 2 ddot + 3 waxpby + 1 sparsemv per iteration, plus the set-up
+    # r = b - A x (2 waxpby, 1 sparsemv, 1 ddot); nnz = (3 n - 2)^3 for the clipped stencil
+    nnz = 34 ** 3
+    actual = 2 * rows * (2 * it + 1 + 3 * it + 2) + 2 * nnz * (it + 1)
+    assert s["mflops_actual"].value * seconds * 1e6 == pytest.approx(actual, rel=1e-4)
+    assert s["mflops_actual"].value < s["mflops"].value
+
+
 @needs_mpi
 def test_hpccg_openmp_threads(kernels_built):
     _, proc, samples = run_trial(HPCCG, {"nx": 10, "ny": 10, "nz": 10, "ranks": 1,
