@@ -62,7 +62,8 @@ class Environment(ABC):
 
     kind: str = ""
     #: Its guests may be spread over an executor's compute nodes (the executor then hands it
-    #: remote members: :meth:`VclusterEnvironment.attach_nodes`); runs on one host otherwise.
+    #: remote members built from its ``node_shares()``: :meth:`VclusterEnvironment.attach_nodes`);
+    #: runs on one host otherwise.
     spans_nodes: bool = False
 
     def __init__(self, name: str):

@@ -150,6 +150,7 @@ class VclusterEnvironment(Environment):
         self.placements = placements
         member = VmOptions(vcpus=o.vcpus, memory=o.memory, accel=o.accel, kernel=o.kernel,
                            boot_timeout=o.boot_timeout, strict=o.strict)
+        self.member_options = member
         self.members = [VmEnvironment(f"{name}/vm{i}", member, p, topo)
                         for i, p in enumerate(self.placements)]
         self.total_ranks = o.vms * self.ranks_per_vm
@@ -158,6 +159,15 @@ class VclusterEnvironment(Environment):
         self.guests_per_node = len(placements)
         self.link = o.link
         self._hub: tuple[str, Callable[[int], list[int]]] | None = None
+
+    def node_shares(self) -> list[dict[str, Any]]:
+        """What each compute node holding guests builds, in node order (``guests_per_node``
+        each, the last one the rest): ``{"name", "first" (global index of its first guest),
+        "count", "policy", "member" (the guests' VmOptions fields as given)}``."""
+        per = self.guests_per_node
+        member = self.member_options.model_dump(mode="json", exclude_unset=True)
+        return [{"name": self.name, "first": first, "count": min(per, self.vms - first),
+                 "policy": self.policy, "member": member} for first in range(0, self.vms, per)]
 
     def attach_nodes(self, members: list, hub_host: str,
                      ports: Callable[[int], list[int]]) -> None:

@@ -337,31 +337,25 @@ class SlurmExecutor(Executor):
         """Start a guest host (executors/slurm/guests.py) on each node that holds guests of
         ``env`` and hand ``env`` its remote members.  Raises EnvError naming the node that
         failed (the others are stopped)."""
-        per_node, vms = env.guests_per_node, env.vms
-        need = -(-vms // per_node)
-        if need > len(self.nodelist):
-            raise EnvError(f"{env.name}: {vms} guests at {per_node} per node need {need} "
-                           f"nodes, allocation {self.job_id} has {len(self.nodelist)}")
-        member = env_spec.options.model_dump(include={"vcpus", "memory", "accel", "kernel",
-                                                      "boot_timeout", "strict"})
+        shares = env.node_shares()
+        if len(shares) > len(self.nodelist):
+            raise EnvError(f"{env.name}: its guests need {len(shares)} nodes, allocation "
+                           f"{self.job_id} has {len(self.nodelist)}")
         links: list[NodeLink] = []
         try:
-            for k, node in enumerate(self.nodelist[:need]):
-                count = min(per_node, vms - k * per_node)
-                payload = {"name": env.name, "first": k * per_node, "count": count,
-                           "policy": env.policy, "member": member}
+            for node, share in zip(self.nodelist, shares):
                 argv = ["srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", "--overlap",
                         f"--nodelist={node}", f"--cpus-per-task={self.cpus_per_node}",
                         f"--job-name=guests-{env.name}"[:120], sys.executable, "-m",
-                        "vhpc.executors.slurm.guests", encode(payload)]
+                        "vhpc.executors.slurm.guests", encode(share)]
                 links.append(NodeLink(argv, node, self.node_address(node), die_with_parent))
         except EnvError:
             for link in links:
                 link.close(10.0)
             raise
-        members = [RemoteVm(link, i, f"{env.name}/vm{k * per_node + i}",
-                            env_spec.options.boot_timeout)
-                   for k, link in enumerate(links) for i in range(len(link.info["guests"]))]
+        boot = env_spec.options.boot_timeout
+        members = [RemoteVm(link, i, name, boot) for link in links
+                   for i, name in enumerate(link.info["guests"])]
         hub = links[0]
         env.attach_nodes(members, hub.address,
                          lambda n: hub.call("ports", 60.0, host=hub.address, n=n))
