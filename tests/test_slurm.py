@@ -60,7 +60,9 @@ def test_mpi_job_over_two_tasks_through_srun(slurm_cluster, tmp_path, kernels_bu
     assert out.returncode == 0, out.stderr[-2000:]
     store = Store(tmp_path / "vhpc.db")
     (trial,) = store.trials(store.campaigns()[0]["id"])
-    assert trial.status == "done" and trial.applied.launcher == "srun --mpi=pmix"
+    assert trial.status == "done" and trial.applied.launcher.startswith("srun --mpi=pmix")
+    assert "--cpu-bind=cores" in trial.applied.launcher  # bound as mpirun --bind-to core
+    assert trial.applied.mpi_ranks == 2
     slurm = trial.applied.slurm
     row = _sacct(slurm_cluster, slurm["job_id"])[f"{slurm['job_id']}.{slurm['step_id']}"]
     assert row["ntasks"] == "2" and row["name"] == "vhpc-pingpong" and row["state"] == "COMPLETED"

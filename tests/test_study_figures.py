@@ -126,9 +126,13 @@ def test_pagefault_memory_types_and_cold_warm_groups():
     assert studyfig.draw(cw).lstrip().startswith("<")
 
 
-def test_scaling_figure_is_generic_node_count():
+def test_scaling_figure_is_rate_and_latency_against_ranks_over_nodes():
     fig = studies.STUDIES.get("scaling").figure
-    assert all(p.x == "param:ranks" and p.xlabel == "nodes" for p in fig.panels)
+    hpccg, coll, pingpong = fig.panels  # seed 004 Fig. 6-9, Fig. 2-5, Fig. 1
+    assert (hpccg.bench, hpccg.x) == ("hpccg", "param:ranks")
+    assert (coll.bench, coll.x, coll.split) == ("osu-coll", "param:ranks", "param:op")
+    assert "per node" in hpccg.xlabel and "per node" in coll.xlabel
+    assert pingpong.bench == "osu-latency" and pingpong.x == "env"
 
 
 def test_spec_header_tables_raw_json_only_in_details():
