@@ -116,7 +116,9 @@ def test_native_membind_reads_back_pages_and_strict_fails_a_planted_mismatch(tmp
     from vhpc.environments.native.environment import NativeEnvironment
 
     env = NativeEnvironment("n", membind="0", strict=True)
-    r = env.run([str(kernels_built / "vhpc-stream"), "-n", "2000000", "-t", "20"],
+    # -t 200: a second or more, so the wrapper's sampling sees the arrays resident even on a
+    # loaded host (a 0.2 s run could end between two samples: "binding not verified")
+    r = env.run([str(kernels_built / "vhpc-stream"), "-n", "2000000", "-t", "200"],
                 {"OMP_NUM_THREADS": "1"}, timeout=120)
     assert r.ok, (r.stderr, r.error)
     assert r.applied.mismatches == [] and r.applied.page_locality.percent == 100.0
