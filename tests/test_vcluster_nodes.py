@@ -211,7 +211,7 @@ def test_guests_spread_one_per_node_and_impossible_spreads_are_one_line():
 def test_links_across_nodes_are_tcp_streams_to_guest_0s_node():
     from vhpc.environments.vcluster.network import ClusterNet
 
-    net = ClusterNet.over_tcp(3, "127.0.0.11")
+    net = ClusterNet.across_nodes(3, "127.0.0.11")
     net.ports = (40001, 40002)
     hub = " ".join(net.qemu_args(0))
     assert "stream,id=up1,server=on,addr.type=inet,addr.host=127.0.0.11,addr.port=40001" in hub
@@ -227,7 +227,7 @@ def test_links_across_nodes_are_tcp_streams_to_guest_0s_node():
 def test_links_across_nodes_as_udp_datagrams_pair_each_guest_with_the_hub():
     from vhpc.environments.vcluster.network import ClusterNet
 
-    net = ClusterNet.over_tcp(3, "127.0.0.11")
+    net = ClusterNet.across_nodes(3, "127.0.0.11")
     net.ports = (40001, 40002)
     net.leaves = (("127.0.0.12", 41001), ("127.0.0.13", 41002))
     hub = " ".join(net.qemu_args(0))

@@ -173,9 +173,10 @@ class VclusterEnvironment(Environment):
                      ports: Callable[[int], list[int]]) -> None:
         """Run the guests on other nodes: ``members`` (one per guest, in guest order, each
         with the interface of a VmEnvironment member and a ``node`` name, e.g.
-        :class:`vhpc.executors.slurm.guests.RemoteVm`) replace the local VMs; the links become
-        TCP to guest 0's QEMU listening on ``hub_host``, on ports ``ports(n)`` picked afresh
-        at every boot.  Raises ValueError when the count is not ``vms``."""
+        :class:`vhpc.executors.slurm.guests.RemoteVm`) replace the local VMs; the links go to
+        guest 0's QEMU at ``hub_host`` on ports ``ports(n)`` picked afresh at every boot, as
+        UDP datagrams (``link=dgram``, each guest's own end from its ``free_port()``) or TCP
+        (``link=stream``).  Raises ValueError when the count is not ``vms``."""
         if len(members) != self.vms:
             raise ValueError(f"{len(members)} members for {self.vms} guests")
         self.close()
@@ -213,7 +214,7 @@ class VclusterEnvironment(Environment):
         """The private segment (made once), its links (re)assigned to the members: across
         nodes with fresh ports for this boot."""
         if self.net is None and self._hub is not None:
-            self.net = vclusternet.ClusterNet.over_tcp(self.vms, self._hub[0])
+            self.net = vclusternet.ClusterNet.across_nodes(self.vms, self._hub[0])
         if self.net is None:
             self.orphans = vclusternet.reap_orphans()
             for line in self.orphans:

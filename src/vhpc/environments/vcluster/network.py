@@ -99,9 +99,10 @@ class ClusterNet:
         return cls(vms, workdir, shm, shm_node)
 
     @classmethod
-    def over_tcp(cls, vms: int, hub_host: str) -> "ClusterNet":
-        """Links over TCP to VM 0's QEMU listening on ``hub_host`` (set :attr:`ports`, one per
-        guest 1..vms-1, before :meth:`qemu_args`); nothing is created on this host."""
+    def across_nodes(cls, vms: int, hub_host: str) -> "ClusterNet":
+        """Links between nodes to VM 0's QEMU at ``hub_host`` (set :attr:`ports`, one per guest
+        1..vms-1, and for UDP datagrams :attr:`leaves`, before :meth:`qemu_args`); nothing is
+        created on this host."""
         return cls(vms, None, hub_host=hub_host)
 
     def sock(self, j: int) -> Path:
