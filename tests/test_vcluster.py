@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -182,7 +184,11 @@ def test_sigkill_of_vhpc_leaves_no_qemu_and_the_next_start_reaps(tmp_path, no_qe
             "e.start()\n"
             "print(e.net.workdir, e.net.shm_path, *[m.guest.pid for m in e.members], flush=True)\n"
             "time.sleep(600)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    # a private, short temporary folder: another vcluster starting anywhere on the host may
+    # reap a dead owner's work folder before this test looks (short: UNIX socket paths)
+    private = Path(tempfile.mkdtemp(prefix="vc-", dir="/tmp"))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(private)})
     try:
         line = proc.stdout.readline().split()
         assert len(line) == 4, "the cluster did not start"
@@ -196,9 +202,10 @@ def test_sigkill_of_vhpc_leaves_no_qemu_and_the_next_start_reaps(tmp_path, no_qe
     assert not any(Path(f"/proc/{p}/cmdline").exists() and b"qemu" in Path(f"/proc/{p}/cmdline").read_bytes()
                    for p in pids), "QEMU outlived a SIGKILLed vhpc"
     assert Path(workdir).exists() and Path(shm).exists()  # what a kill -9 leaves ...
-    found = vclusternet.reap_orphans()
+    found = vclusternet.reap_orphans(private)
     assert not Path(workdir).exists() and not Path(shm).exists()  # ... the next start removes
     assert any(workdir in f for f in found) and any(shm in f for f in found)
+    shutil.rmtree(private)  # the killed child's guest folders, as any kill -9 leaves them
 
 
 @pytest.mark.vm

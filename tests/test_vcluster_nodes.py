@@ -7,7 +7,6 @@ and --resume runs exactly the missing trials."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SLURM_TOOLS, _cluster_up, _procs
+from conftest import ROOT, SLURM_TOOLS, _cluster_up, _cmdline, _procs
 from vhpc.store import Store
 
 CLI = [sys.executable, "-m", "vhpc.cli"]
@@ -110,12 +109,17 @@ def _check_placement(store: Store, cid: str) -> None:
 
 
 def _wait_for_guests(cluster, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 600
+    """Until three guests run on the nodes (QEMU named vhpc-guest: not a short-lived probe);
+    kills ``proc`` when they do not come up, so no campaign outlives the test."""
+    deadline, up = time.monotonic() + 600, set()
     while time.monotonic() < deadline and proc.poll() is None:
-        if len(_cluster_qemu(cluster)) >= 3:
-            break
+        up = {p for p in _cluster_qemu(cluster) if b"vhpc-guest" in _cmdline(p)}
+        if len(up) >= 3:
+            return
         time.sleep(0.5)
-    assert proc.poll() is None and len(_cluster_qemu(cluster)) >= 3, "no guests came up"
+    if proc.poll() is None:
+        proc.kill()
+    raise AssertionError(f"no guests came up ({len(up)} guest QEMU, vhpc exit {proc.wait()})")
 
 
 def _done(store: Store, cid: str) -> dict[int, float]:

@@ -168,7 +168,7 @@ class ClusterNet:
         """What the fingerprint records: transport, addresses, names, MACs, shared region."""
         links = ("UNIX sockets" if self.hub_host is None else
                  f"UDP datagrams to {self.hub_host}" if self.leaves else f"TCP to {self.hub_host}")
-        return {"segment": f"QEMU stream netdevs over {links}" + (
+        return {"segment": f"QEMU {'dgram' if self.leaves else 'stream'} netdevs over {links}" + (
                     " (hub in VM 0)" if self.vms > 2 else " (point to point)"),
                 "subnet": SUBNET,
                 "guests": [{"name": hostname(i), "address": address(i), "mac": mac(i)}

@@ -31,7 +31,6 @@ import os
 import re
 import shutil
 import socket
-import signal
 import subprocess
 import sys
 import time
@@ -45,7 +44,7 @@ from vhpc.environments.vcluster.environment import program_index
 from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
 from vhpc.host.owned import die_with_parent
 from vhpc.executors.slurm.guests import NodeLink, RemoteVm
-from vhpc.executors.slurm.step import MARK, encode, result_from_fields
+from vhpc.executors.slurm.step import MARK, cancel_srun, encode, result_from_fields
 
 #: Seconds a trial's step may take beyond the trial timeout (environment start: a VM boot).
 STEP_MARGIN = 240.0
@@ -407,24 +406,11 @@ class SlurmExecutor(Executor):
         except subprocess.TimeoutExpired:
             killed = True
         except BaseException:
-            self._stop(proc)
+            cancel_srun(proc)
             raise
-        self._stop(proc)
+        cancel_srun(proc)
         out, err = proc.communicate()
         return out, err, None, killed
-
-    @staticmethod
-    def _stop(proc: subprocess.Popen) -> None:
-        # two SIGINTs within a second make srun cancel its step (srun(1), SIGNALS)
-        for _ in range(2):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-                time.sleep(0.3)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
     def _check_alive(self) -> None:
         if not self.alive():

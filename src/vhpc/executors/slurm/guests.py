@@ -29,7 +29,6 @@ removed when a guest host starts on that node again (:func:`vhpc.host.owned.reap
 
 from __future__ import annotations
 
-import base64
 import collections
 import json
 import os
@@ -42,8 +41,8 @@ import threading
 from typing import Any, Callable
 
 from vhpc.core import records
-from vhpc.environments.base import EnvError, RunResult
-from vhpc.executors.slurm.step import encode, result_fields, result_from_fields  # noqa: F401
+from vhpc.environments.base import EnvError, RunResult, now
+from vhpc.executors.slurm.step import cancel_srun, decode, result_fields, result_from_fields
 
 #: Marks the guest host's replies on its standard output (QEMU or a library may print too).
 MARK = "VHPC-NODE "
@@ -79,6 +78,11 @@ def free_ports(host: str, n: int) -> list[int]:
     return ports
 
 
+def node_name() -> str:
+    """This node's Slurm name (``SLURMD_NODENAME`` in a job step), else the host name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 class GuestHost:
     """The guests of one node (node side).  ``payload``: ``{"name", "first" (global index of
     the first guest here), "count", "policy", "member" (VmOptions fields)}``.  Raises
@@ -95,7 +99,7 @@ class GuestHost:
         plans = plan_cluster(facts.topology, int(payload["count"]), options.vcpus,
                              options.memory, str(payload["policy"]))
         first = int(payload["first"])
-        self.node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        self.node = node_name()
         self.members = [VmEnvironment(f"{payload['name']}/vm{first + k}", options, p,
                                       facts.topology) for k, p in enumerate(plans)]
 
@@ -159,8 +163,7 @@ def serve(payload: dict[str, Any], inp=sys.stdin, out=sys.stdout) -> int:
     try:
         host = GuestHost(payload)
     except (VhpcError, ValueError) as exc:
-        _reply(out, error=f"node {os.environ.get('SLURMD_NODENAME', socket.gethostname())}: "
-                          f"{exc}")
+        _reply(out, error=f"node {node_name()}: {exc}")
         return 2
     try:
         _reply(out, {"node": host.node, "pid": os.getpid(),
@@ -271,13 +274,7 @@ class NodeLink:
         try:
             self.proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
-            for _ in range(2):
-                self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            cancel_srun(self.proc)
 
 
 class RemoteGuest:
@@ -376,8 +373,6 @@ class RemoteVm:
     def run(self, argv, env=None, timeout: float = 600.0, key: str = "") -> RunResult:
         """Run ``argv`` in this guest (VmEnvironment.run on its node).  A node that fails is
         a failed result whose error names the node."""
-        from vhpc.environments.base import now
-
         try:
             return result_from_fields(self.link.call(
                 "run", timeout + 300.0, i=self.i, argv=list(argv), env=dict(env or {}),
@@ -393,7 +388,7 @@ class RemoteVm:
 
 def main(argv: list[str]) -> int:
     """``python -m vhpc.executors.slurm.guests PAYLOAD``: :func:`serve`."""
-    return serve(json.loads(base64.b64decode(argv[0])))
+    return serve(decode(argv[0]))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,11 @@ import base64
 import dataclasses
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from vhpc.core import records
@@ -26,8 +29,27 @@ MARK = "VHPC-STEP "
 
 
 def encode(payload: dict) -> str:
-    """The command-line argument for :func:`main`."""
+    """The command-line argument for :func:`main` (and the guest host's, slurm/guests.py)."""
     return base64.b64encode(json.dumps(payload).encode()).decode()
+
+
+def decode(arg: str) -> dict:
+    """The payload :func:`encode` made."""
+    return json.loads(base64.b64decode(arg))
+
+
+def cancel_srun(proc: "subprocess.Popen") -> None:
+    """Cancel the step of a running ``srun`` and reap it: two SIGINTs within a second make srun
+    cancel its step (srun(1), SIGNALS); SIGKILL when it has not ended 30 s later."""
+    for _ in range(2):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.3)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def result_fields(result: "RunResult") -> dict[str, Any]:
@@ -54,7 +76,7 @@ def main(argv: list[str]) -> int:
     from vhpc.environments.base import EnvError
     from vhpc.environments.options import HostFacts
 
-    payload = json.loads(base64.b64decode(argv[0]))
+    payload = decode(argv[0])
     spec = payload["env"]  # an EnvSpec's fields: kind, name, options (validated by its kind)
     options = kind.KINDS.get(spec["kind"]).options.model_validate(spec["options"])
     env = kind.build(spec["kind"], spec["name"], options, HostFacts.live())
