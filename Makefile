@@ -13,11 +13,12 @@ OUT    ?= vhpc-results
 # hpcc + OpenBLAS/LAPACKE for the standard suite, libvirt-clients to validate generated XML,
 # MPICH beside Open MPI for mpi=mpich: Debian gives it a lower alternatives priority, so the
 # default mpicc/mpirun stay Open MPI's; OpenSSH, Slurm, munge and MariaDB (slurmdbd's store,
-# for sacct) for the ssh environment, the slurm executor and tests/cluster/up).
+# for sacct) for the ssh environment, the slurm executor and tests/cluster/up); strace for the
+# tests that check how the kernels write their records.
 APT_PACKAGES := qemu-system-x86 hwloc numactl libnuma-dev openmpi-bin libopenmpi-dev \
 	build-essential linux-perf python3-venv busybox-static cpio chromium \
 	hpcc libopenblas-dev liblapacke-dev libvirt-clients libxml2-utils mpich libmpich-dev \
-	openssh-client openssh-server slurm-wlm slurm-client slurmdbd munge mariadb-server
+	openssh-client openssh-server slurm-wlm slurm-client slurmdbd munge mariadb-server strace
 # libvirtd (QEMU driver only, no network) for vm:backend=libvirt; libvirt-dev + pkg-config build
 # the libvirt-python binding in the venv (docs/libvirt.md).
 APT_PACKAGES += libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-dev pkg-config

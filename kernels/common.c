@@ -143,8 +143,22 @@ void vhpc_result_word(const char *key, const char *word) { result_append(" %s=%s
 
 void vhpc_result_end(void)
 {
-    puts(result_line);
+    /* one write(2) with its newline, so no other rank's output can come in between: MPICH's
+       Hydra leaves the ranks' stdout unbuffered, and puts() then writes the newline on its
+       own (and GCC turns printf("%s\n") into puts) */
+    size_t n = strnlen(result_line, sizeof result_line - 1);
+    char line[sizeof result_line + 1];
+    memcpy(line, result_line, n);
+    line[n++] = '\n';
     fflush(stdout);
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(STDOUT_FILENO, line + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
 }
 
 void *vhpc_alloc(size_t bytes)

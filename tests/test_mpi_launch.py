@@ -89,6 +89,30 @@ def test_readback_flags_ranks_sharing_a_cpu():
     assert missing["mismatches"] == ["2 of 3 ranks reported their placement"]
 
 
+def test_records_split_by_another_ranks_write_still_parse():
+    # seen under MPICH's Hydra (ranks' stdout unbuffered): rank 1's placement record landed
+    # between rank 0's result pairs and their newline
+    out = ("data check: passed\n"
+           "VHPC-RESULT latency_us=0.136925 lat_size=8 valid=1VHPC-RANK rank=1 host=vm cpu=1 "
+           "cpus=1 tasks=2\n\nVHPC-RANK rank=0 host=vm cpu=0 cpus=0 tasks=2\n")
+    assert parse_result_line(out) == {"latency_us": "0.136925", "lat_size": "8", "valid": "1"}
+    got = readback(Launch(2, 1, "mpich", 2), out)
+    assert [(r["rank"], r["cpus"]) for r in got["ranks"]] == [(0, [0]), (1, [1])]
+    assert "mismatches" not in got
+
+
+def test_result_record_is_one_write_with_its_newline(kernels_built):
+    # an unbuffered stdout (as Hydra leaves it) must still get the record and its newline
+    # in a single write(2), so no other rank's output can come in between
+    strace = require_tool("strace")
+    out = subprocess.run(
+        [strace, "-f", "-s", "4096", "-e", "trace=write", "-e", "signal=none", "stdbuf", "-o0",
+         str(kernels_built / "vhpc-stream"), "-n", "20000", "-t", "2"],
+        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=60)
+    writes = [ln for ln in out.stderr.splitlines() if "VHPC-RESULT" in ln]
+    assert len(writes) == 1 and '\\n"' in writes[0], writes
+
+
 def test_compare_stores_per_rank_cpus(tmp_path):
     """`vhpc compare -b hpccg:ranks=2 -e native` binds to cores and reads back two CPUs."""
     need_mpirun()

@@ -50,7 +50,10 @@ def test_mpich_builds_and_runs_the_mpi_kernels(tmp_path):
     store = Store(tmp_path / "vhpc.db")
     cid = campaign.create(store, s)
     assert campaign.execute(store, cid) == {"done": 4, "failed": 0}
-    assert all(o.valid for o in store.observations(cid))
+    bad = {(o.benchmark, o.params) for o in store.observations(cid) if not o.valid}
+    assert not bad, [(t.benchmark, t.params, t.returncode, (t.stdout or "")[-600:],
+                      (t.stderr or "")[-600:]) for t in store.trials(cid)
+                     if (t.benchmark, t.params) in bad]
     dirs = campaign.kernel_dirs(s)
     assert set(dirs) == {"openmpi", "mpich"} and dirs["mpich"].name.endswith("-mpich")
     import subprocess

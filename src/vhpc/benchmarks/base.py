@@ -15,7 +15,6 @@ import fcntl
 import functools
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from vhpc.benchmarks.mpilaunch import Launch, mpi_tool, readback
+from vhpc.benchmarks.mpilaunch import Launch, marker_re, mpi_tool, readback
 from vhpc.core.errors import VhpcError
 from vhpc.core.paths import cache_dir
 from vhpc.core.metrics import Metric, Sample
@@ -158,7 +157,7 @@ class Benchmark:
         raise NotImplementedError
 
 
-RESULT_RE = re.compile(r"^VHPC-RESULT\s+(.*)$", re.M)
+RESULT_RE = marker_re("VHPC-RESULT")
 
 
 def parse_result_line(stdout: str) -> dict[str, str]:

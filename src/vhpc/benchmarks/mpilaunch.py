@@ -33,7 +33,18 @@ from typing import Any
 
 from vhpc.core.cpulist import parse_cpu_list
 
-RANK_RE = re.compile(r"^VHPC-RANK\s+(.*)$", re.M)
+
+
+def marker_re(marker: str) -> re.Pattern[str]:
+    """The pattern of a kernel's ``MARKER key=value ...`` record (``VHPC-RESULT``,
+    ``VHPC-RANK``); group 1 holds the pairs.  A record ends at the end of its line or where
+    another rank's record begins: MPICH's Hydra leaves the ranks' stdout unbuffered and
+    forwards each write as it comes, so a record of one rank can land in the middle of
+    another's line (seen with two ranks: ``... valid=1VHPC-RANK rank=1 ...``)."""
+    return re.compile(rf"{marker}[ \t]+(.*?)(?=VHPC-(?:RESULT|RANK)[ \t]|$)", re.M)
+
+
+RANK_RE = marker_re("VHPC-RANK")
 
 
 def mpi_tool(impl: str, name: str) -> str:
