@@ -43,7 +43,7 @@ typedef int32_t key_t;
 /* Bucket counters and slot offsets: 32-bit, as NPB's INT_TYPE for classes up to C (every
  * count is below TOTAL_KEYS <= 2^27, offsets below a rank's key count); 64-bit ones widen
  * the counting, scatter and ranking loops' memory traffic (issue 22: 0.89 of NPB). */
-typedef int32_t count_t;
+typedef uint32_t count_t;
 
 static const int is_log_keys[5] = {16, 20, 23, 25, 27};
 static const int is_log_max[5] = {11, 16, 19, 21, 23};
@@ -98,11 +98,15 @@ typedef struct {
 } is_state;
 
 /* Group n keys of `in` (all in buckets [blo, bhi)) by bucket into `out`, stable
- * within a thread's chunk.  Returns per-bucket totals in tot[0 .. bhi-blo). */
+ * within a thread's chunk.  Returns per-bucket totals in tot[0 .. bhi-blo).
+ * The per-thread counters and offsets are rows of nb indexed by the bucket number itself
+ * (only [blo, bhi) used), and keys (never negative) are shifted as unsigned: the counting
+ * and scatter loops run at a few cycles per key, and a "- blo" and a sign extension per key
+ * made counting 12 % slower than NPB's same loop (issue 22). */
 static void bucket_group(is_state *s, const key_t *in, long n, key_t *out, int blo, int bhi,
                          long long *tot)
 {
-    int nbr = bhi - blo, shift = s->shift;
+    int nb = s->nb, shift = s->shift;
     count_t *cnt = s->cnt, *offs = s->offs;
     int used = 1;
 #pragma omp parallel num_threads(s->nthreads)
@@ -115,18 +119,18 @@ static void bucket_group(is_state *s, const key_t *in, long n, key_t *out, int b
 #pragma omp single
         used = nt;
         long i0 = n * t / nt, i1 = n * (t + 1) / nt;
-        count_t *c = cnt + (size_t)t * nbr;
-        memset(c, 0, sizeof(count_t) * (size_t)nbr);
+        count_t *c = cnt + (size_t)t * nb;
+        memset(c + blo, 0, sizeof(count_t) * (size_t)(bhi - blo));
         for (long i = i0; i < i1; i++)
-            c[(in[i] >> shift) - blo]++;
+            c[(uint32_t)in[i] >> shift]++;
 #pragma omp barrier
         /* this thread's first slot in bucket b: keys of lower buckets, then of
          * lower-numbered threads in bucket b */
-        count_t *o = offs + (size_t)t * nbr, run = 0;
-        for (int b = 0; b < nbr; b++) {
+        count_t *o = offs + (size_t)t * nb, run = 0;
+        for (int b = blo; b < bhi; b++) {
             count_t before = 0, all = 0;
             for (int u = 0; u < nt; u++) {
-                count_t cu = cnt[(size_t)u * nbr + b];
+                count_t cu = cnt[(size_t)u * nb + b];
                 if (u < t)
                     before += cu;
                 all += cu;
@@ -136,14 +140,14 @@ static void bucket_group(is_state *s, const key_t *in, long n, key_t *out, int b
         }
         for (long i = i0; i < i1; i++) {
             key_t k = in[i];
-            out[o[(k >> shift) - blo]++] = k;
+            out[o[(uint32_t)k >> shift]++] = k;
         }
     }
-    for (int b = 0; b < nbr; b++) {
+    for (int b = blo; b < bhi; b++) {
         long long sum = 0;
         for (int u = 0; u < used; u++)
-            sum += cnt[(size_t)u * nbr + b];
-        tot[b] = sum;
+            sum += cnt[(size_t)u * nb + b];
+        tot[b - blo] = sum;
     }
 }
 

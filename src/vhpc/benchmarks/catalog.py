@@ -16,6 +16,10 @@ never averaged.
 
 Bring your own benchmark: a `custom:` entry in a campaign file (docs/campaigns.md) with a
 command, metric regexes (name, unit, direction) and an optional success pattern.
+
+Fidelity: each kernel that reimplements a reference code (NPB 3.4, STREAM, Mantevo HPCCG,
+OSU 7.4) is measured against it by `bench/compare_reference.py`; its last table, with date and
+machine, and what was changed to get there are in docs/fidelity.md.
 """
 
 
