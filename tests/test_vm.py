@@ -72,6 +72,14 @@ def test_guest_runs_host_binaries_with_its_own_cpus(vm):
     assert "tmp-writable" in lines
 
 
+def test_guest_init_is_told_to_prefetch_the_hosts_loader_and_libc(vm):
+    files = qemu.prefetch_files()
+    names = sorted(os.path.basename(f).split(".so")[0] for f in files)
+    assert names == ["ld-linux-x86-64", "libc"] and all(os.path.isfile(f) for f in files)
+    r = vm.run(["cat", "/proc/cmdline"], timeout=60)
+    assert r.ok and f"vhpc.prefetch={':'.join(files)}" in r.stdout.split(), r
+
+
 def test_vcpu_pinning_is_applied_and_read_back(vm):
     r = vm.run(["true"], timeout=60)
     vcpus = r.applied.vcpus

@@ -60,7 +60,7 @@ class AgentChannel:
 
     @classmethod
     def connect(cls, path: Path, deadline: float, exit_status: ExitStatus) -> "AgentChannel":
-        """Connect to the agent socket at ``path``, retrying every 50 ms until ``deadline``
+        """Connect to the agent socket at ``path``, retrying every 10 ms until ``deadline``
         (time.monotonic seconds).  Raises EnvError when the process exits or time runs out."""
         while True:
             status = exit_status()
@@ -74,7 +74,7 @@ class AgentChannel:
                 s.close()
                 if time.monotonic() > deadline:
                     raise EnvError("QEMU did not open its agent socket in time") from None
-                time.sleep(0.05)
+                time.sleep(0.01)  # a failed connect(2) costs microseconds; boot waits on it
 
     def close(self) -> None:
         """Close the socket; idempotent, never raises."""

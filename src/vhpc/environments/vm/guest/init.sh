@@ -19,7 +19,7 @@ read up _ < /proc/uptime
 echo "vhpc-init: modules $up"
 # the vhpc.* words of the kernel command line, parsed once into variables (no subshells)
 read -r cmdline < /proc/cmdline
-probe= ip_addr= host_name= hosts=
+probe= ip_addr= host_name= hosts= prefetch=
 share0= share1= share2= share3=
 for w in $cmdline; do
     case "$w" in
@@ -27,6 +27,7 @@ for w in $cmdline; do
         vhpc.ip=*) ip_addr=${w#*=};;
         vhpc.hostname=*) host_name=${w#*=};;
         vhpc.hosts=*) hosts=${w#*=};;
+        vhpc.prefetch=*) prefetch=${w#*=};;
         vhpc.share[0-3]=*) k=${w%%=*}; eval "share${k#vhpc.share}=\${w#*=}";;
     esac
 done
@@ -67,6 +68,12 @@ if [ -n "$hosts" ]; then
     IFS=, ; set -- $hosts; unset IFS
     for e in "$@"; do echo "${e%%:*} ${e#*:}" >> /newroot/run/vhpc-hosts; done
     mount --bind /newroot/run/vhpc-hosts /newroot/etc/hosts || echo "vhpc-init: cannot bind /etc/hosts"
+fi
+# the host's dynamic loader and libc (vhpc.prefetch=A:B), read once in large 9p requests so
+# that the first command does not fault them in page by page
+if [ -n "$prefetch" ]; then
+    IFS=: ; set -- $prefetch; unset IFS
+    for f in "$@"; do cat "/newroot$f" > /dev/null 2>&1; done
 fi
 read up _ < /proc/uptime
 echo "VHPC-INIT-DONE uptime $up"
