@@ -11,6 +11,7 @@ import errno
 import os
 import signal
 import sqlite3
+import shutil
 import subprocess
 import sys
 import time
@@ -99,8 +100,13 @@ def rows(db_path, sql, *args):
 
 
 def finished_campaign(tmp_path, out):
-    r = vhpc(tmp_path, "run", str(campaign_file(tmp_path)), "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    """A finished 3-trial campaign in ``out`` (its id): a copy of one that ``vhpc run`` made
+    once per worker (pytest's base temporary folder), as each test here damages its own."""
+    template = tmp_path.parent / "finished-campaign"
+    if not (template / "vhpc.db").exists():
+        r = vhpc(tmp_path, "run", str(campaign_file(tmp_path)), "--out", str(template))
+        assert r.returncode == 0, r.stderr
+    shutil.copytree(template, out)
     return rows(out / "vhpc.db", "SELECT id FROM campaigns")[0][0]
 
 
