@@ -118,23 +118,30 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank[item.nodeid])
 
 
+#: Set on a pytest-xdist worker whose tests did not get their group (pytest_collection_finish).
+UNGROUPED: list[str] = []
+
+
 def pytest_collection_finish(session):
     """Under ``--dist loadgroup`` every test id must carry its group (``...@group``, added by
     pytest-xdist on each worker): without it each test is its own group and a module's session
     fixtures start once per worker (as with pytest 9.2 and pytest-xdist 3.8, pyproject.toml).
-    Raises UsageError naming both versions."""
+    Then every test fails at set-up naming both versions (an error raised here is lost in
+    pytest-xdist's report of a crashed worker)."""
     if getattr(session.config.option, "loadgroup", False) and session.items:
         loose = [i.nodeid for i in session.items if "@" not in i.nodeid.rsplit("]", 1)[-1]]
         if loose:
             import xdist
 
-            raise pytest.UsageError(
+            UNGROUPED.append(
                 f"pytest {pytest.__version__} with pytest-xdist {xdist.__version__} does not "
                 f"group tests under --dist loadgroup ({loose[0]} has no @group): install the "
                 "versions pyproject.toml's [test] extra allows")
 
 
 def pytest_runtest_setup(item):
+    if UNGROUPED:
+        pytest.fail(UNGROUPED[0], pytrace=False)
     for mark in item.iter_markers("needs"):
         for tool in mark.args:
             require_tool(tool)
