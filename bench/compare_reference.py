@@ -2,7 +2,7 @@
 """vhpc's kernels against the official reference codes, side by side on this machine.
 
     python3 bench/compare_reference.py REFDIR [--repeats 7] [--only npb,stream,hpccg,osu]
-                                      [--cpu N] [--quiet 0.10] [--wait 60] [--write docs/fidelity.md]
+                                      [--cpu N] [--quiet 0.10] [--wait 60] [--write docs/benchmarks.md]
 
 REFDIR holds the reference codes, built beforehand outside the repository (this script
 downloads and builds nothing but STREAM, which is one file):

@@ -4,6 +4,8 @@ the documentation cannot drift from the code."""
 
 from __future__ import annotations
 
+import re
+
 from vhpc.benchmarks.base import Benchmark
 
 HEADER = """# Benchmarks
@@ -18,9 +20,27 @@ Bring your own benchmark: a `custom:` entry in a campaign file (docs/campaigns.m
 command, metric regexes (name, unit, direction) and an optional success pattern.
 
 Fidelity: each kernel that reimplements a reference code (NPB 3.4, STREAM, Mantevo HPCCG,
-OSU 7.4) is measured against it by `bench/compare_reference.py`; its last table, with date and
-machine, and what was changed to get there are in docs/fidelity.md.
+OSU 7.4) is measured against it by `bench/compare_reference.py`; its last table is at the end of
+this file, what was changed to get there and earlier runs are in docs/fidelity.md.
 """
+
+#: The end of docs/benchmarks.md: ``bench/compare_reference.py --write docs/benchmarks.md``
+#: fills the marked block (the test that compares this file with the code ignores its content).
+FIDELITY = """
+## Fidelity against the reference codes
+
+The last table of `bench/compare_reference.py REFDIR --repeats 7 --write docs/benchmarks.md`
+(reference codes built outside the repository; ratios are vhpc / reference for rates and
+reference / vhpc for latencies, so above 1 means vhpc measured better; bands of issue 22: NPB
+>= 0.90, STREAM copy >= 0.97, OSU 8 B 0.95-1.05, HPCCG MFLOPS within +-10 %):
+
+<!-- compare_reference:begin -->
+<!-- compare_reference:end -->
+"""
+
+#: The marked block of :data:`FIDELITY` with whatever a run wrote into it.
+FIDELITY_BLOCK = re.compile(r"(<!-- compare_reference:begin -->\n).*?(<!-- compare_reference:end -->)",
+                            re.S)
 
 
 _OSU = ("every timed iteration is timed on its own (MPI_Wtime before and after it) and the "
@@ -95,4 +115,5 @@ def render_markdown(benchmarks: list[Benchmark]) -> str:
             for m in b.metrics:
                 arrow = "↑" if m.higher_is_better else "↓"
                 out.append(f"| `{m.name}` | {m.unit} | {arrow} | {m.description} |\n")
+    out.append(FIDELITY)
     return "".join(out)
