@@ -39,8 +39,8 @@ reference / vhpc for latencies, so above 1 means vhpc measured better; bands of 
 """
 
 #: The marked block of :data:`FIDELITY` with whatever a run wrote into it.
-FIDELITY_BLOCK = re.compile(r"(<!-- compare_reference:begin -->\n).*?(<!-- compare_reference:end -->)",
-                            re.S)
+FIDELITY_BLOCK = re.compile(
+    r"(<!-- compare_reference:begin -->\n).*?(<!-- compare_reference:end -->)", re.S)
 
 
 _OSU = ("every timed iteration is timed on its own (MPI_Wtime before and after it) and the "

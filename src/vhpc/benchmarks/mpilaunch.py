@@ -34,7 +34,6 @@ from typing import Any
 from vhpc.core.cpulist import parse_cpu_list
 
 
-
 def marker_re(marker: str) -> re.Pattern[str]:
     """The pattern of a kernel's ``MARKER key=value ...`` record (``VHPC-RESULT``,
     ``VHPC-RANK``); group 1 holds the pairs.  A record ends at the end of its line or where
