@@ -71,6 +71,7 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
+from vhpc.benchmarks.base import ParseError, parse_result_line  # noqa: E402  (vhpc's own parser)
 from vhpc.benchmarks.mpilaunch import Launch  # noqa: E402  (the repository's own launch line)
 
 KERNELS = Path(os.environ.get("VHPC_KERNELS", HERE.parent / "kernels" / "build"))
@@ -115,10 +116,13 @@ def grab(pattern: str, text: str) -> float:
 
 
 def vhpc_result(key: str) -> Parser:
-    """Parser of a vhpc kernel's ``VHPC-RESULT`` line: (key's value, valid=1)."""
+    """Parser of a vhpc kernel's ``VHPC-RESULT`` line (vhpc's own parser,
+    benchmarks.base.parse_result_line): (key's value, valid=1).  RuntimeError without it."""
     def parse(text: str) -> tuple[float, bool]:
-        line = re.search(r"^VHPC-RESULT (.*)$", text, re.M)
-        kv = dict(t.partition("=")[::2] for t in line.group(1).split()) if line else {}
+        try:
+            kv = parse_result_line(text)
+        except ParseError:
+            kv = {}
         if key not in kv:
             raise RuntimeError(f"no {key}= in vhpc's result line:\n{text[-800:]}")
         return float(kv[key]), kv.get("valid") == "1"

@@ -108,25 +108,32 @@ class ClusterNet:
     def sock(self, j: int) -> Path:
         return self.workdir / f"net-{j}.sock"
 
+    def hub_end(self, j: int) -> tuple[str, int]:
+        """The hub's (address, port) for guest ``j``'s link across nodes (``j`` ≥ 1).  Raises
+        ValueError when :attr:`ports` does not hold one port per guest 1..vms-1."""
+        if len(self.ports) < self.vms - 1:
+            raise ValueError(f"{self.vms - 1} link ports needed, {len(self.ports)} given")
+        return self.hub_host, self.ports[j - 1]
+
     def dgram_ends(self, j: int, hub: bool) -> str:
         """``local.*`` and ``remote.*`` of the UDP link between the hub and guest ``j`` (the
-        hub's end when ``hub``): the hub's address and port for ``j``, guest ``j``'s own."""
-        if len(self.ports) < self.vms - 1 or len(self.leaves) < self.vms - 1:
-            raise ValueError(f"{self.vms - 1} link ports needed on each side")
-        ends = [("local", (self.hub_host, self.ports[j - 1])), ("remote", self.leaves[j - 1])]
+        hub's end when ``hub``): the hub's address and port for ``j``, guest ``j``'s own.
+        Raises ValueError when ports or guest ends are missing."""
+        if len(self.leaves) < self.vms - 1:
+            raise ValueError(f"{self.vms - 1} guest link ends needed, {len(self.leaves)} given")
+        ends = [self.hub_end(j), self.leaves[j - 1]]
         if not hub:
-            ends = [("local", self.leaves[j - 1]), ("remote", (self.hub_host, self.ports[j - 1]))]
+            ends.reverse()
         return ",".join(f"{side}.type=inet,{side}.host={h},{side}.port={port}"
-                        for side, (h, port) in ends)
+                        for side, (h, port) in zip(("local", "remote"), ends))
 
     def link_addr(self, j: int) -> str:
         """The netdev address of guest ``j``'s link to the hub (``j`` ≥ 1): its UNIX socket
         or, across nodes, the hub node's address and the port for ``j``."""
         if self.hub_host is None:
             return f"addr.type=unix,addr.path={self.sock(j)}"
-        if len(self.ports) < self.vms - 1:
-            raise ValueError(f"{self.vms - 1} link ports needed, {len(self.ports)} given")
-        return f"addr.type=inet,addr.host={self.hub_host},addr.port={self.ports[j - 1]}"
+        host, port = self.hub_end(j)
+        return f"addr.type=inet,addr.host={host},addr.port={port}"
 
     def qemu_args(self, i: int) -> list[str]:
         """QEMU argv for guest ``i``: its NIC and its end of the stream links (VM 0 listens)."""

@@ -22,12 +22,12 @@ class VclusterOptions(EnvOptions):
     """``vcluster``: ``vms`` guests of ``vcpus`` vCPUs and ``memory`` MiB each, placed by
     ``policy`` (``partition``: spread over the host's sockets; or any ``vm`` policy applied to
     each VM's own share), linked by ``net`` (``virtio`` network, or ``ivshmem`` shared memory
-    beside it), ``ranks_per_vm`` MPI ranks in each (default: vcpus),
-    ``vms_per_node`` guests on each compute node when the executor offers several
-    (``slurm:nodes=N``; default one per node when there are enough nodes, else
-    ⌈vms / nodes⌉), ``link`` between nodes (``dgram``: UDP, the default; ``stream``: TCP,
-    which QEMU 7.2 leaves to Nagle's algorithm), ``accel``, ``kernel``, ``boot_timeout`` (s), ``strict``.  ``vms=1`` is a
-    cluster of one guest (the one-node point of a scaling curve)."""
+    beside it), ``ranks_per_vm`` MPI ranks in each (default: vcpus), ``vms_per_node`` guests
+    on each compute node when the executor offers several (``slurm:nodes=N``; default one per
+    node when there are enough nodes, else ⌈vms / nodes⌉), ``link`` between nodes (``dgram``:
+    UDP, the default; ``stream``: TCP, which QEMU 7.2 leaves to Nagle's algorithm),
+    ``accel``, ``kernel``, ``boot_timeout`` (s), ``strict``.  ``vms=1`` is a cluster of one
+    guest (the one-node point of a scaling curve)."""
 
     vms: int = Field(2, ge=1, le=200)  # 200 fit the private /24
     vms_per_node: int | None = Field(None, ge=1, le=200)

@@ -47,6 +47,26 @@ def encode_request(rid: int, op: str, payload: dict[str, Any]) -> bytes:
     return head.encode() + body
 
 
+def retry_connect(attempt: Callable[[], Any], errors: tuple[type[BaseException], ...],
+                  deadline: float, exit_status: ExitStatus, what: str) -> Any:
+    """``attempt()``'s result, retried every 10 ms while it raises one of ``errors`` (the
+    hypervisor has not opened that socket yet: QEMU opens its chardevs one after another, so
+    the agent's may accept before the QMP socket exists).  A failed connect(2) costs
+    microseconds and boot waits on it.  Raises EnvError when the process exits ("QEMU exited
+    with status N during boot") or ``deadline`` (time.monotonic) passes ("QEMU did not open
+    ``what`` in time")."""
+    while True:
+        status = exit_status()
+        if status is not None:
+            raise EnvError(f"QEMU exited with status {status} during boot")
+        try:
+            return attempt()
+        except errors as exc:
+            if time.monotonic() > deadline:
+                raise EnvError(f"QEMU did not open {what} in time ({exc})") from None
+            time.sleep(0.01)
+
+
 class AgentChannel:
     """One connection to a guest's agent.  ``sock``: the connected unix stream socket;
     ``exit_status``: the hypervisor process's exit status, None while it runs (EnvError
@@ -60,21 +80,19 @@ class AgentChannel:
 
     @classmethod
     def connect(cls, path: Path, deadline: float, exit_status: ExitStatus) -> "AgentChannel":
-        """Connect to the agent socket at ``path``, retrying every 10 ms until ``deadline``
-        (time.monotonic seconds).  Raises EnvError when the process exits or time runs out."""
-        while True:
-            status = exit_status()
-            if status is not None:
-                raise EnvError(f"QEMU exited with status {status} during boot")
+        """Connect to the agent socket at ``path``, retrying (:func:`retry_connect`) until
+        ``deadline`` (time.monotonic seconds).  Raises EnvError when the process exits or
+        time runs out."""
+        def attempt() -> "AgentChannel":
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 s.connect(str(path))
-                return cls(s, exit_status)
             except OSError:
                 s.close()
-                if time.monotonic() > deadline:
-                    raise EnvError("QEMU did not open its agent socket in time") from None
-                time.sleep(0.01)  # a failed connect(2) costs microseconds; boot waits on it
+                raise
+            return cls(s, exit_status)
+
+        return retry_connect(attempt, (OSError,), deadline, exit_status, "its agent socket")
 
     def close(self) -> None:
         """Close the socket; idempotent, never raises."""

@@ -31,7 +31,7 @@ from vhpc import placement as placement_room
 from vhpc.core.paths import cache_dir
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import guestimage
-from vhpc.environments.vm.agent import AgentChannel
+from vhpc.environments.vm.agent import AgentChannel, retry_connect
 from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
                                                 HypervisorBackend, ProbeResult)
 
@@ -203,25 +203,17 @@ def spawn(argv: list[str], **kw) -> subprocess.Popen:
 
 
 def _qmp_connect(path: Path, deadline: float, exit_status):
-    """A connected QMP client for the socket at ``path``.  QEMU opens its chardevs one after
-    another, so the agent's socket may accept before the QMP socket exists (seen as
-    "Connection refused" on a loaded host): retry every 20 ms until ``deadline``.  Raises
-    EnvError when QEMU exits or the time runs out."""
+    """A connected QMP client for the socket at ``path`` (agent.retry_connect: QEMU may open
+    it after the agent's).  Raises EnvError when QEMU exits or the time runs out."""
     from qemu.qmp import ConnectError
     from qemu.qmp.legacy import QEMUMonitorProtocol
 
-    while True:
+    def attempt():
         qmp = QEMUMonitorProtocol(str(path))
-        try:
-            qmp.connect()
-            return qmp
-        except ConnectError as exc:
-            status = exit_status()
-            if status is not None:
-                raise EnvError(f"QEMU exited with status {status} during boot") from None
-            if time.monotonic() > deadline:
-                raise EnvError(f"QEMU's QMP socket did not answer in time: {exc}") from None
-            time.sleep(0.02)
+        qmp.connect()
+        return qmp
+
+    return retry_connect(attempt, (ConnectError,), deadline, exit_status, "its QMP socket")
 
 
 class QemuGuest(GuestSession):
