@@ -197,7 +197,11 @@ def cmd_study(args) -> int:
                          host_knobs=args.host_knob, repeats=args.repeats, warmup=args.warmup,
                          timeout=args.timeout, executor=args.executor)
     if args.dry_run:
-        return _dry_run(spec)
+        from vhpc.workflows.paper import dry_run_estimate
+
+        _dry_run(spec)
+        console.print(dry_run_estimate(spec, args.out), highlight=False, markup=False)
+        return 0
     args.resume = None
     rc, cid = run_campaign(args, spec)
     if args.name == "memory-profile":
@@ -206,63 +210,10 @@ def cmd_study(args) -> int:
 
 
 def cmd_paper(args) -> int:
-    """``vhpc paper SEED``: every study of one seed paper, run (or ``--from-store``: from the
-    stored campaigns) and presented on one page (vhpc.workflows.paper)."""
-    from vhpc.campaign import execute as campaign, studies
+    """``vhpc paper SEED`` (vhpc.workflows.paper)."""
     from vhpc.workflows import paper
 
-    overrides: dict[str, list[str]] = {}
-    for item in args.bench or []:
-        name, sep, b = item.partition("=")
-        if not sep or not b:
-            raise UsageError(f"-b {item!r}: give STUDY=BENCH[:k=v,...], e.g. linpack=linpack:n=200")
-        overrides.setdefault(name.strip(), []).append(b)
-    host = campaign.host_facts()
-    items = paper.plan(args.seed, host.topology, overrides, repeats=args.repeats,
-                       warmup=args.warmup, timeout=args.timeout)
-    unknown = set(overrides) - {i.name for i in items}
-    if unknown:
-        raise UsageError(f"-b: {', '.join(sorted(unknown))} is not a study of seed {args.seed}: "
-                         f"choose {', '.join(i.name for i in items)}")
-    seed = studies.of_seed(args.seed)[0].seed
-    if args.dry_run:
-        store = _store(args.out) if Path(args.out, "vhpc.db").is_file() else None
-        accel, why = paper.accelerator()
-        total = 0.0
-        for it in items:
-            fig = studies.STUDIES.get(it.name).figure
-            console.print(f"[bold]{it.name}[/] ({fig.number})", highlight=False)
-            console.print(fig.describe(), highlight=False, markup=False)
-            if it.spec is None:
-                console.print(f"  not runnable here: {it.reason}", highlight=False, markup=False)
-                continue
-            est = paper.estimate_s(it, accel, store)
-            total += est
-            console.print(f"  {len(it.trials)} trials ({len(it.spec.benchmarks)} benchmark(s) × "
-                          f"{len(it.spec.environments)} environment(s) × {it.spec.warmup}+"
-                          f"{it.spec.repeats} rounds), about {est / 60:.0f} min", highlight=False)
-        console.print(f"seed {seed}: {sum(1 for i in items if i.spec)} of {len(items)} studies "
-                      f"runnable, about {total / 60:.0f} min in all; nothing was run.",
-                      highlight=False)
-        kind = "hardware virtualization" if accel == "kvm" else "emulation"
-        console.print(f"accelerator {accel} ({kind}): {why}", highlight=False, markup=False,
-                      soft_wrap=True)
-        return 0
-    rc = 0
-    if not args.from_store:
-        for it in items:
-            if it.spec is None:
-                console.print(f"{it.name}: not runnable here: {it.reason}", highlight=False,
-                              markup=False)
-                continue
-            console.print(f"[bold]{it.name}[/] ({it.number})")
-            args.resume = None
-            cmd = " ".join(shlex.quote(a) for a in sys.argv) + f" # study {it.name}"
-            r, _ = run_campaign(args, it.spec, command=cmd)
-            rc = max(rc, r)
-    path = paper.page(seed, items, _store(args.out), args.out)
-    console.print(f"Seed {seed} page: [bold]{path}[/]")
-    return rc
+    return paper.run(args)
 
 
 def cmd_calibrate(args) -> int:
@@ -616,16 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
     _campaign_flags(st, dry_run=True)
 
-    pp = sub.add_parser("paper", help="all studies of one seed paper, run and shown on one page")
-    pp.add_argument("seed", help="seed number: 000, 001, 003 or 004")
-    pp.add_argument("-b", "--bench", action="append", metavar="STUDY=BENCH[:k=v,...]",
-                    help="replace a study's benchmarks, e.g. linpack=linpack:n=200")
-    pp.add_argument("--repeats", type=int)
-    pp.add_argument("--warmup", type=int)
-    pp.add_argument("--timeout", type=float)
-    pp.add_argument("--from-store", action="store_true",
-                    help="run nothing: the page from each study's newest stored campaign")
-    _campaign_flags(pp, dry_run=True)
+    from vhpc.workflows.paper import add_parser as add_paper
+
+    add_paper(sub)
 
     pl = sub.add_parser("plan", help="plan a VM placement on this host or another topology")
     pl.add_argument("--topology", help="hwloc XML file, synthetic description (e.g. "

@@ -44,13 +44,16 @@ class Study:
     function ``(topology, in_vm, protocol) -> (default benchmarks, environments)``,
     ``figure``, the seed figure it draws (None: the generic report only), and ``expand``,
     ``(given -b items, protocol) -> benchmarks``: how the user's own items become the
-    study's points (None: they run as given)."""
+    study's points (None: they run as given); ``spans_nodes``: the paper ran it across
+    compute nodes, so without a multi-node executor it is not the paper's experiment
+    (``vhpc paper`` refuses it then)."""
 
     name: str
     summary: str
     template: Callable[..., tuple[list, list]]
     figure: FigureSpec | None = None
     expand: Callable[[list, dict], list] | None = None
+    spans_nodes: bool = False
 
     @property
     def seed(self) -> str | None:
@@ -63,10 +66,10 @@ STUDIES: Registry[Study] = Registry("study")
 
 
 def study(name: str, summary: str, figure: FigureSpec | None = None,
-          expand: Callable[[list, dict], list] | None = None):
+          expand: Callable[[list, dict], list] | None = None, spans_nodes: bool = False):
     """Decorator registering a template function as study ``name`` drawing ``figure``."""
     def add(template):
-        STUDIES.register(name)(Study(name, summary, template, figure, expand))
+        STUDIES.register(name)(Study(name, summary, template, figure, expand, spans_nodes))
         return template
     return add
 
@@ -332,7 +335,7 @@ def _scaling_points(given: list, protocol) -> list:
               ylog=True, title="collectives (Fig. 2-5)"),
         Panel("lat_8", "one-way latency at 8 B [µs]", "env", "environment",
               bench="osu-latency", title="ping-pong across two nodes (Fig. 1)")),
-    ), expand=_scaling_points)
+    ), expand=_scaling_points, spans_nodes=True)
 def _scaling(topo, in_vm, protocol):
     """Seed 004's virtualized cluster: at k = 1, 2, ... N nodes of the allocation, ``native``
     runs k × ranks_per_node ranks as one ``srun --mpi=pmix`` job over k nodes, and ``vm`` the

@@ -2,29 +2,41 @@
 paper's figure order, run as campaigns (or taken from the store with ``--from-store``) and
 presented on one page with the figures and the paper-found / this-host lines.
 
-:func:`plan` builds each study's spec on this host (a study the host cannot make is kept with
-its reason), :func:`estimate_s` guesses how long its trials take (from this store's past trials
-of the same benchmark and environment kind when there are some, else a rule of thumb), and
-:func:`page` writes ``OUT/paper-SEED/index.html`` from the stored campaigns.
+:func:`plan` builds each study's spec on this host with the studies' own planner
+(:func:`vhpc.campaign.studies.build`, the executor and host knobs passed through); a study this
+host cannot run as the paper did is kept with its reason (refused, in one line each, before
+anything runs: a study across nodes without ``--executor``, 2 MiB-backed guests without
+hugepages). :func:`estimate_s` guesses how long a study's trials take from their actual
+parameters (``vhpc study --dry-run`` prints the same estimate), and :func:`page` writes
+``OUT/paper-SEED/index.html`` from the stored campaigns.  :func:`add_parser` and :func:`run`
+are the command.
 """
 
 from __future__ import annotations
 
+import argparse
+import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vhpc.core.errors import VhpcError
 
-#: rule-of-thumb seconds when the store has no past trial: per trial, per VM session start
-TRIAL_S = {"native": 5.0, "vm": 10.0, "vcluster": 20.0, "ssh": 10.0}
+#: seconds a guest takes to boot (a fresh session), by accelerator
 BOOT_S = {"kvm": 15.0, "tcg": 60.0}
-TCG_FACTOR = 10.0
+#: parameters that spread work over CPUs rather than add to it (left out of the work factor)
+PARALLEL = frozenset({"ranks", "threads", "copies", "pairs", "vcpus"})
+#: a parameter of this name is wall-clock seconds (noise runs that long in any environment)
+DURATION = "duration"
+#: the work factor's bounds (a parameter far from its default is still a rule of thumb)
+FACTOR = (0.02, 50.0)
 
 
 @dataclass
 class Item:
-    """One study of the seed: its spec (None when this host cannot make it, ``reason`` then)."""
+    """One study of the seed: its spec (None when this host cannot run it as the paper did:
+    ``reason`` then, one line), ``trials`` as the study plans them."""
 
     name: str
     number: str
@@ -34,8 +46,39 @@ class Item:
     trials: list = field(default_factory=list)
 
 
+def _refusal(study, spec, executor: str | None) -> str | None:
+    """Why ``spec`` of ``study`` would not run as the paper ran it here (None: it would)."""
+    from vhpc.host.facts import read_hugepages
+    from vhpc.placement import PlacementError, check_hugepages
+
+    if study.spans_nodes and not executor:
+        return (f"it runs across compute nodes ({study.figure.number}: {study.figure.title}) and "
+                "no --executor was given; add --executor slurm:nodes=N (docs/scale-out.md)")
+    if spec.host_knobs and any(k.startswith("hugepages") for k in spec.host_knobs):
+        return None  # the knob reserves the pages before the guests boot
+    from vhpc import executors
+    from vhpc.campaign import execute as campaign
+
+    ex = executors.parse(spec.executor)
+    if not executors.EXECUTORS.get(ex.kind).runs_here:
+        return None  # the compute nodes' pages are theirs: checked where the guests boot
+
+    plans = campaign.placements(spec, campaign.host_facts())
+    for name, p in plans.items():
+        if p.placement is not None and getattr(p.placement, "hugepage_kib", None):
+            try:
+                check_hugepages(p.placement, read_hugepages())
+            except PlacementError as exc:
+                first = " ".join(str(exc).split())
+                return (f"its guest {name} needs hugepages this host has not reserved ({first}); "
+                        "add --host-knob hugepages_2m=N")
+    return None
+
+
 def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) -> list[Item]:
-    """The seed's studies on ``topology``; ``overrides``: study → ``-b`` items."""
+    """The seed's studies on ``topology``; ``overrides``: study → ``-b`` items; ``protocol``:
+    repeats, warmup, timeout, ``executor`` and ``host_knobs`` as ``vhpc study`` takes them,
+    passed to every study."""
     from vhpc.campaign import execute as campaign, studies
 
     items = []
@@ -43,32 +86,103 @@ def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) 
     if not found:
         seeds = sorted({s.seed for _, s in studies.STUDIES.items() if s.seed})
         raise studies.StudyError(f"no study reproduces seed {seed!r}: choose one of {', '.join(seeds)}")
+    executor = protocol.get("executor")
     for s in found:
         item = Item(s.name, s.figure.number, note=studies.note(s.name, topology))
         try:
-            item.spec = studies.build(s.name, topology, overrides.get(s.name, []), **dict(protocol))
-            item.trials = campaign.plan(item.spec)
+            spec = studies.build(s.name, topology, overrides.get(s.name, []), **dict(protocol))
+            item.reason = _refusal(s, spec, executor)
+            if item.reason is None:
+                item.spec = spec
+                item.trials = campaign.plan(spec)
         except VhpcError as exc:
             item.reason = " ".join(str(exc).split())
         items.append(item)
     return items
 
 
-def _past_seconds(store) -> dict[tuple[str, str], float]:
-    """Mean stored duration per (benchmark, environment kind-ish name) of finished trials."""
-    out: dict[tuple[str, str], list[float]] = {}
+def _past_seconds(store) -> dict[tuple[str, str, str], float]:
+    """Mean stored duration per (benchmark, parameters, environment) of finished trials."""
+    out: dict[tuple[str, str, str], list[float]] = {}
     if store is None:
         return {}
     try:
-        rows = store.db.execute("SELECT benchmark, environment, started, ended FROM trials "
-                                "WHERE status='done' AND started IS NOT NULL AND ended IS NOT NULL "
-                                "ORDER BY id DESC LIMIT 5000").fetchall()
+        rows = store.db.execute("SELECT benchmark, params, environment, started, ended FROM "
+                                "trials WHERE status='done' AND started IS NOT NULL AND ended "
+                                "IS NOT NULL ORDER BY id DESC LIMIT 5000").fetchall()
     except Exception:  # an old or foreign store: rule of thumb only
         return {}
     for r in rows:
-        out.setdefault((r["benchmark"], r["environment"]), []).append(r["ended"] - r["started"])
+        out.setdefault((r["benchmark"], r["params"], r["environment"]), []).append(
+            r["ended"] - r["started"])
     return {k: sum(v) / len(v) for k, v in out.items()}
 
+
+def work_factor(bench_spec) -> float:
+    """How much more (or less) work a benchmark's given parameters ask for than its defaults:
+    the product of value / default over the numeric parameters given (those that spread work
+    over CPUs, :data:`PARALLEL`, and a :data:`DURATION` left out; a ``*_log2`` parameter
+    counts as 2^(value − default)), bounded by :data:`FACTOR`.  ``linpack:n=200`` → 0.2 of
+    the default ``n=1000``; ``hpccg:nx=64`` → 2."""
+    from vhpc import benchmarks
+
+    declared = {p.name: p for p in benchmarks.get(bench_spec.name).params}
+    f = 1.0
+    for name, value in bench_spec.params.items():
+        p = declared.get(name)
+        if (p is None or name in PARALLEL or name == DURATION or isinstance(p.default, bool)
+                or not isinstance(p.default, (int, float)) or not p.default
+                or isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            continue
+        f *= 2.0 ** (value - p.default) if name.endswith("_log2") else value / p.default
+    return min(max(f, FACTOR[0]), FACTOR[1])
+
+
+def estimate_s(spec, trials, accel: str, store=None) -> float:
+    """Seconds the planned ``trials`` of ``spec`` may take here: a past finished trial of the
+    same benchmark, parameters and environment in ``store`` when there is one, else the
+    environment kind's rule of thumb (:meth:`EnvironmentKind.trial_seconds` under ``accel``)
+    times the benchmark's :func:`work_factor` plus its given :data:`DURATION`; each trial at
+    most the spec's timeout; a boot per fresh session of a kind that boots guests."""
+    from vhpc.environments.kind import KINDS
+
+    past = _past_seconds(store)
+    kinds = {e.name: KINDS.get(e.kind)() for e in spec.environments}
+    factors = {b.name + "\0" + b.key: (work_factor(b), float(b.params.get(DURATION) or 0))
+               for b in spec.benchmarks}
+    limit = getattr(spec, "timeout", None) or float("inf")
+    total = 0.0
+    for t in trials:
+        kind = kinds[t.environment]
+        s = past.get((t.benchmark, t.params, t.environment))
+        if s is None:
+            f, wall = factors.get(t.benchmark + "\0" + t.params, (1.0, 0.0))
+            s = kind.trial_seconds(accel) * f + wall
+        total += min(s, limit)
+        if t.fresh and kind.boots_guests:
+            total += BOOT_S.get(accel, 60.0)
+    return total
+
+
+def estimate_line(spec, trials, accel: str, store=None) -> str:
+    """One line for ``--dry-run``: the trial count and the estimate (``about 3 min``)."""
+    s = estimate_s(spec, trials, accel, store)
+    when = f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
+    return (f"{len(trials)} trials ({len(spec.benchmarks)} benchmark(s) × "
+            f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} rounds), "
+            f"about {when} on this host (guests under {accel})")
+
+
+
+def dry_run_estimate(spec, out: str | Path) -> str:
+    """The estimate line ``vhpc study --dry-run`` prints for ``spec`` (the same as ``vhpc
+    paper --dry-run`` gives the study), past trials read from ``out``'s store if it has one."""
+    from vhpc.campaign import execute as campaign
+    from vhpc.store import Store
+
+    db = Path(out, "vhpc.db")
+    store = Store(db) if db.is_file() else None
+    return estimate_line(spec, campaign.plan(spec), accelerator()[0], store)
 
 def accelerator() -> tuple[str, str]:
     """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the KVM probe's
@@ -86,23 +200,6 @@ def accelerator() -> tuple[str, str]:
         return "tcg", f"not probed: {exc}"
     probe = qemu.probe_kvm(kernel)
     return probe.accel, probe.reason
-
-
-def estimate_s(item: Item, accel: str, store=None) -> float:
-    """Seconds the item's trials may take on this host (past trials, else rule of thumb)."""
-    if item.spec is None:
-        return 0.0
-    past = _past_seconds(store)
-    total = 0.0
-    for t in item.trials:
-        kind = item.spec.environment(t.environment).kind
-        s = past.get((t.benchmark, t.environment))
-        if s is None:
-            s = TRIAL_S.get(kind, 10.0) * (TCG_FACTOR if kind != "native" and accel == "tcg" else 1)
-        total += s
-        if t.fresh and kind in ("vm", "vcluster"):
-            total += BOOT_S.get(accel, 60.0)
-    return total
 
 
 def latest_campaigns(store) -> dict[str, str]:
@@ -144,8 +241,102 @@ def page(seed: str, items: list[Item], store, out: str | Path) -> Path:
     entries = []
     for it in items:
         e = {"name": it.name, "number": it.number, "cid": None, "block": None,
-             "status": it.reason and f"placement not makeable on this host: {it.reason}" or "no stored campaign"}
+             "status": it.reason and f"not run as the paper did: {it.reason}" or "no stored campaign"}
         if it.name in have:
             e.update(entry(store, have[it.name], out, it.name, it.note))
         entries.append(e)
     return write_seed_page(seed, entries, out / f"paper-{seed}" / "index.html")
+
+
+# -- the command ---------------------------------------------------------------------------
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add the ``paper`` sub-command (its flags) to an argparse sub-parsers object."""
+    from vhpc.core.argtypes import ascii_float, ascii_int
+
+    pp = sub.add_parser("paper", help="all studies of one seed paper, run and shown on one page")
+    pp.add_argument("seed", help="seed number: 000, 001, 003 or 004")
+    pp.add_argument("-b", "--bench", action="append", metavar="STUDY=BENCH[:k=v,...]",
+                    help="replace a study's benchmarks, e.g. linpack=linpack:n=200")
+    pp.add_argument("--repeats", type=ascii_int)
+    pp.add_argument("--warmup", type=ascii_int)
+    pp.add_argument("--timeout", type=ascii_float)
+    pp.add_argument("--executor", metavar="local|slurm[:k=v,...]",
+                    help="passed to every study; a study across nodes (seed 004's scaling) "
+                         "needs slurm:nodes=N and is refused without it")
+    pp.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
+                    help="passed to every study, e.g. hugepages_2m=1024 for the paging study")
+    pp.add_argument("--from-store", action="store_true",
+                    help="run nothing: the page from each study's newest stored campaign")
+    pp.add_argument("--out", default="vhpc-results", help="results directory (default: %(default)s)")
+    pp.add_argument("--dry-run", action="store_true",
+                    help="print each study's figure, trials and time estimate; start nothing")
+    return pp
+
+
+def _overrides(items: list[str]) -> dict[str, list[str]]:
+    from vhpc.cli import UsageError
+
+    out: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, b = item.partition("=")
+        if not sep or not b:
+            raise UsageError(f"-b {item!r}: give STUDY=BENCH[:k=v,...], e.g. linpack=linpack:n=200")
+        out.setdefault(name.strip(), []).append(b)
+    return out
+
+
+def run(args) -> int:
+    """``vhpc paper SEED``: every study of one seed paper, run (or ``--from-store``: from the
+    stored campaigns) and presented on one page.  A study this host cannot run as the paper
+    did is named in one line before anything runs.  Returns the exit status."""
+    from vhpc.campaign import execute as campaign, studies
+    from vhpc.cli import UsageError, _store, console, run_campaign
+
+    overrides = _overrides(args.bench or [])
+    protocol = {k: v for k, v in dict(repeats=args.repeats, warmup=args.warmup,
+                                      timeout=args.timeout, executor=args.executor,
+                                      host_knobs=args.host_knob).items() if v is not None}
+    host = campaign.host_facts()
+    items = plan(args.seed, host.topology, overrides, **protocol)
+    unknown = set(overrides) - {i.name for i in items}
+    if unknown:
+        raise UsageError(f"-b: {', '.join(sorted(unknown))} is not a study of seed {args.seed}: "
+                         f"choose {', '.join(i.name for i in items)}")
+    seed = studies.of_seed(args.seed)[0].seed
+    say = dict(highlight=False, markup=False, soft_wrap=True)
+    if not args.from_store:
+        for it in items:  # before anything runs
+            if it.spec is None:
+                console.print(f"vhpc paper {seed}: will not run {it.name}: {it.reason}", **say)
+    if args.dry_run:
+        store = _store(args.out) if Path(args.out, "vhpc.db").is_file() else None
+        accel, why = accelerator()
+        total = 0.0
+        for it in items:
+            fig = studies.STUDIES.get(it.name).figure
+            console.print(f"[bold]{it.name}[/] ({fig.number})", highlight=False)
+            console.print(fig.describe(), **say)
+            if it.spec is None:
+                console.print(f"  not run: {it.reason}", **say)
+                continue
+            total += estimate_s(it.spec, it.trials, accel, store)
+            console.print("  " + estimate_line(it.spec, it.trials, accel, store), **say)
+            console.print(f"  executor {it.spec.executor}", **say)
+        console.print(f"seed {seed}: {sum(1 for i in items if i.spec)} of {len(items)} studies "
+                      f"to run, about {total / 60:.0f} min in all; nothing was run.", **say)
+        kind = "hardware virtualization" if accel == "kvm" else "emulation"
+        console.print(f"accelerator {accel} ({kind}): {why}", **say)
+        return 0
+    rc = 0
+    if not args.from_store:
+        for it in items:
+            if it.spec is None:
+                continue
+            console.print(f"[bold]{it.name}[/] ({it.number})")
+            args.resume = None
+            cmd = " ".join(shlex.quote(a) for a in sys.argv) + f" # study {it.name}"
+            r, _ = run_campaign(args, it.spec, command=cmd)
+            rc = max(rc, r)
+    path = page(seed, items, _store(args.out), args.out)
+    console.print(f"Seed {seed} page: [bold]{path}[/]")
+    return rc

@@ -1,0 +1,126 @@
+"""``vhpc paper`` never degrades silently (issue 29): --executor and --host-knob reach every
+study, a study it cannot run as the paper did is refused in one line before anything runs, and
+the dry-run's trials and time estimate come from the studies' own planner and parameters (the
+same estimate ``vhpc study --dry-run`` prints)."""
+
+import re
+
+import pytest
+
+from vhpc import cli, topology
+from vhpc.campaign import execute as campaign, studies
+from vhpc.spec.parse import bench
+from vhpc.workflows import paper
+
+TWO = topology.load("pack:1 numa:1 core:2 pu:1")
+
+
+def _cli(capsys, *argv):
+    rc = cli.main(list(argv))
+    out = capsys.readouterr()
+    return rc, " ".join(out.out.split()), out.err
+
+
+def test_paper_004_without_executor_refuses_scaling_in_one_line(capsys, tmp_path):
+    rc, out, _ = _cli(capsys, "paper", "004", "--dry-run", "--repeats", "2", "--out", str(tmp_path))
+    assert rc == 0
+    first = out.split("scaling (Fig. 1-9)")[0]
+    assert re.search(r"vhpc paper 004: will not run scaling: it runs across compute nodes .* no "
+                     r"--executor was given; add --executor slurm:nodes=N", first)
+    assert "not run: it runs across compute nodes" in out
+    assert not (tmp_path / "vhpc.db").exists()
+
+
+def test_paper_004_with_a_slurm_executor_plans_scaling_across_nodes(capsys, tmp_path):
+    rc, out, _ = _cli(capsys, "paper", "004", "--dry-run", "--repeats", "2",
+                      "--executor", "slurm:nodes=3", "--out", str(tmp_path))
+    assert rc == 0
+    assert "will not run scaling" not in out
+    block = out.split("scaling (Fig. 1-9)")[1].split("executor slurm:nodes=3")[0]
+    # HPCCG at 1, 2, 3 nodes; 4 collectives at 2 and 3 ranks; one ping-pong = 12 benchmarks,
+    # × native and vm × (1 warm-up + 2) rounds
+    assert "72 trials (12 benchmark(s) × 2 environment(s) × 1+2 rounds)" in block
+
+
+def test_every_study_gets_the_executor_and_host_knobs():
+    items = paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=2")
+    assert {i.name for i in items} == {"scaling", "collectives", "paging", "noise"}
+    for it in items:
+        assert it.reason is None, it.reason
+        assert it.spec.executor == "slurm:nodes=2"
+    scaling = next(i for i in items if i.name == "scaling")
+    ranks = sorted(b.params["ranks"] for b in scaling.spec.benchmarks if b.name == "hpccg")
+    assert ranks == [1, 2]  # the scaling study across the 2 nodes, not one point
+    local = paper.plan("004", TWO, {}, repeats=2, host_knobs=["hugepages_2m=1024"])
+    for it in local:
+        if it.name != "scaling":
+            assert it.spec.host_knobs == {"hugepages_2m": "1024"}, it.reason
+    # knobs cannot reach Slurm's nodes: said per study, in one line, not dropped
+    remote = paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=2",
+                        host_knobs=["hugepages_2m=1024"])
+    assert all(it.spec is None and "host knobs cannot be set" in it.reason for it in remote)
+
+
+def test_paging_without_hugepages_is_refused_before_anything_runs(monkeypatch):
+    import vhpc.host.facts as facts
+
+    monkeypatch.setattr(facts, "read_hugepages", lambda *a, **k: {0: {2048: 0}})
+    (item,) = [i for i in paper.plan("004", TWO, {}, repeats=2) if i.name == "paging"]
+    assert item.spec is None and item.trials == []
+    assert "needs hugepages" in item.reason and "--host-knob hugepages_2m=N" in item.reason
+    (ok,) = [i for i in paper.plan("004", TWO, {}, repeats=2, host_knobs=["hugepages_2m=600"])
+             if i.name == "paging"]
+    assert ok.reason is None and ok.trials
+
+
+def test_the_estimate_follows_the_benchmark_parameters():
+    def spec_of(n):
+        return studies.build("linpack", TWO, [f"linpack:n={n}"], repeats=2, warmup=0)
+
+    assert paper.work_factor(bench("linpack", n=200)) == pytest.approx(200 / 1000)
+    assert paper.work_factor(bench("hpccg", nx=64, ranks=4)) == pytest.approx(2.0)  # ranks: parallel
+    assert paper.work_factor(bench("randomaccess", table_log2=22)) == pytest.approx(4.0)
+    small, big = spec_of(200), spec_of(1000)
+    boots = sum(paper.BOOT_S["kvm"] for t in campaign.plan(small) if t.fresh and t.environment == "vm")
+    s_small = paper.estimate_s(small, campaign.plan(small), "kvm") - boots
+    s_big = paper.estimate_s(big, campaign.plan(big), "kvm") - boots
+    assert s_small == pytest.approx(0.2 * s_big)
+    # a wall-clock duration adds its seconds in any environment
+    noise = studies.build("noise", TWO, ["noise:duration=30"], repeats=2, warmup=0)
+    longer = studies.build("noise", TWO, ["noise:duration=60"], repeats=2, warmup=0)
+    trials = campaign.plan(noise)
+    assert (paper.estimate_s(longer, campaign.plan(longer), "tcg")
+            - paper.estimate_s(noise, trials, "tcg")) == pytest.approx(30 * len(trials))
+
+
+def test_the_estimate_prefers_past_trials_of_the_same_parameters(tmp_path):
+    from vhpc.store import Store
+
+    spec = studies.build("linpack", TWO, ["linpack:n=300"], repeats=2, warmup=0)
+    trials = campaign.plan(spec)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, spec, "vhpc study linpack")
+    store.db.execute("UPDATE trials SET status='done', started=100, ended=103 WHERE campaign_id=?",
+                     (cid,))
+    store.db.commit()
+    boots = sum(paper.BOOT_S["tcg"] for t in trials if t.fresh and t.environment == "vm")
+    assert paper.estimate_s(spec, trials, "tcg", store) == pytest.approx(3.0 * len(trials) + boots)
+
+
+def test_study_dry_run_prints_the_same_estimate_as_paper(capsys, tmp_path):
+    args = ("--dry-run", "--repeats", "2", "--out", str(tmp_path))
+    rc, study_out, _ = _cli(capsys, "study", "linpack", "-b", "linpack:n=200", *args)
+    assert rc == 0
+    rc, paper_out, _ = _cli(capsys, "paper", "001", "-b", "linpack=linpack:n=200", *args)
+    assert rc == 0
+    line = re.search(r"\d+ trials \(1 benchmark\(s\) × 2 environment\(s\) × 1\+2 rounds\), about "
+                     r"\d+ (?:s|min) on this host", study_out)
+    assert line and line.group(0) in paper_out
+
+
+def test_paper_command_lives_in_the_workflow_module():
+    import inspect
+
+    src = inspect.getsource(cli)
+    assert "add_paper(sub)" in src and '"--from-store"' not in src
+    assert "paper.run(args)" in inspect.getsource(cli.cmd_paper)
