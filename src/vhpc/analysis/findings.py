@@ -128,9 +128,14 @@ def _scope(subject: str, obj: Any) -> str:
 def apply_rules(envs: dict[str, EnvInfo], summaries: list[Summary],
                 comparisons: list[Comparison], rules: tuple[Rule, ...] = RULES) -> list[Finding]:
     """Findings of every rule, in rule order, one per (rule, scope) with its items."""
+    from vhpc.analysis.families import natural_key
+
+    def order(x: Any) -> tuple:  # items in numeric order: lat_128 before lat_1024
+        return (natural_key(x.params), natural_key(x.metric))
+
     subjects = {"environment": list(envs.values()),
-                "summary": [s for s in summaries if s.group == GROUP_ALL],
-                "comparison": comparisons}
+                "summary": sorted((s for s in summaries if s.group == GROUP_ALL), key=order),
+                "comparison": sorted(comparisons, key=order)}
     out: list[Finding] = []
     for rule in rules:
         scopes: dict[str, list[str]] = {}

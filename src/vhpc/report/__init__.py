@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from vhpc.core import stats
 from vhpc.analysis import Analysis, Comparison, Summary
+from vhpc.analysis.families import Family, FamilySummary, fmt_size, sorted_keys
 
 __all__ = [
     "fmt_num",
@@ -30,6 +31,12 @@ __all__ = [
     "METHOD_TAG",
     "ComparisonRow",
     "comparison_rows",
+    "fmt_points",
+    "fmt_family_ratio",
+    "fmt_family_overhead",
+    "fmt_family_range",
+    "fmt_family_verdict",
+    "family_metric_label",
 ]
 
 #: marker appended to the name of an environment whose results come from TCG emulation
@@ -137,13 +144,15 @@ class ComparisonRow:
     first: bool
 
 
-def comparison_rows(analysis: Analysis) -> list[ComparisonRow]:
+def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
     """The summary table shared by the terminal and the HTML report: one row per (benchmark,
-    params, metric, non-baseline environment that has data), in report order; a metric only the
-    baseline has gets one row with empty environment cells."""
+    params, metric, non-baseline environment that has data), in report order (numbers inside
+    params and metric names ascending numerically: ``lat_128`` before ``lat_1024``); a metric
+    only the baseline has gets one row with empty environment cells.  keys: restrict to these
+    (benchmark, params, metric) keys (default: all)."""
     base, others = analysis.baseline, analysis.others()
     rows: list[ComparisonRow] = []
-    for bench, params, metric in analysis.keys():
+    for bench, params, metric in sorted_keys(analysis.keys() if keys is None else keys):
         sums = {e: analysis.summary(bench, params, metric, e) for e in [base, *others]}
         s0 = next((s for s in sums.values() if s is not None), None)
         unit, hib = (s0.unit, s0.higher_is_better) if s0 else ("", False)
@@ -161,3 +170,57 @@ def comparison_rows(analysis: Analysis) -> list[ComparisonRow]:
                 overhead=fmt_overhead(c) if env else "", p=fmt_p(c) if env else "",
                 verdict=c.verdict if c else None, note=c.note if c else "", first=i == 0))
     return rows
+
+
+def family_metric_label(fam: Family) -> str:
+    """"lat [us] ↓" — the family's quantity, unit and direction."""
+    return f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}"
+
+
+def fmt_points(fam: Family) -> str:
+    """The points of a family as text: "21 sizes, 0 B – 1 MiB" (ascending), "" for a scalar."""
+    if not fam.sweep:
+        return ""
+    xs = [x for x in fam.xs if x is not None]
+    return f"{len(xs)} sizes, {fmt_size(min(xs))} – {fmt_size(max(xs))}" if xs else ""
+
+
+def fmt_family_ratio(fs: FamilySummary) -> str:
+    """"1.234 [1.100, 1.380]" — the (geometric-mean) ratio with its interval; the ratio alone
+    when there is no interval; "—" when unknown."""
+    if fs.ratio is None:
+        return "—"
+    if fs.low is None or fs.high is None:
+        return f"{fs.ratio:.3f}"
+    return f"{fs.ratio:.3f} [{_bound(fs.low)}, {_bound(fs.high)}]"
+
+
+def fmt_family_overhead(fs: FamilySummary) -> str:
+    """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval."""
+    if fs.overhead_pct is None:
+        return "—"
+    text = f"{fs.overhead_pct:+.1f} %"
+    if fs.overhead_low is not None and fs.overhead_high is not None:
+        text += f" [{fs.overhead_low:+.1f}, {fs.overhead_high:+.1f}]"
+    return text
+
+
+def fmt_family_range(fs: FamilySummary) -> str:
+    """"0.98 (at 8 B) – 1.35 (at 1 MiB)": the smallest and largest per-point ratio of a sweep
+    and where each occurs, in that order; "" for a one-point family."""
+    if not fs.family.sweep or fs.ratio_min is None:
+        return ""
+    return (f"{fs.ratio_min:.3f} (at {fmt_size(fs.x_min)}) – "
+            f"{fs.ratio_max:.3f} (at {fmt_size(fs.x_max)})")
+
+
+def fmt_family_verdict(fs: FamilySummary) -> str:
+    """The family's verdict, for a sweep followed by the per-point verdict counts:
+    "slower (slower at 15 of 19 sizes)"."""
+    if not fs.family.sweep:
+        return fs.verdict
+    parts = [f"{k} at {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])
+             if k in ("slower", "faster")]
+    if not parts:
+        return f"{fs.verdict} (none of {fs.n_points} sizes alone significant)"
+    return f"{fs.verdict} ({', '.join(parts)} of {fs.n_points} sizes)"

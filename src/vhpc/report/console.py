@@ -58,7 +58,8 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
                                 {"html": html, "samples-csv": csv, "json": jsn})
     html_path = written["html"]
     if not quiet:
-        terminal.render_table(result, console, title=f"vhpc campaign {cid}")
+        terminal.render_table(result, console, title=f"vhpc campaign {cid}",
+                              html_path=str(html_path))
         if meta["failed"]:
             console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "
                           "their errors are in the report.")
@@ -102,7 +103,7 @@ def dry_run(console: Console, spec, trials, placements: dict[str, str]) -> None:
         b = by_name[t.benchmark + "\0" + t.params]
         bench = spec.benchmark(t.benchmark)
         resolved = bench.resolve(b.params)
-        auto = bench.auto_values(resolved, spec.environment(t.environment).kind)
+        auto = bench.auto_values(resolved, spec.environment(t.environment).part.llc_owner)
         params = ",".join(f"{k}={auto.get(k, 'auto') if v is None else v}"
                           for k, v in resolved.items())
         rnd = f"warm-up {t.round}" if t.warmup else str(t.round - spec.warmup)

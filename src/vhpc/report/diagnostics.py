@@ -226,9 +226,9 @@ def sections(trials: list[Any], envs: Mapping[str, EnvInfo],
              analysis: Any = None) -> list[tuple[str, str, Markup]]:
     """All extra report sections that have content, in report order."""
     out = []
+    # sweeps over message size are drawn by the report itself (html.render_html: one figure per
+    # metric family), so size_sweep_section is not repeated here
     for anchor, title, body in (
-        ("message-size", "Latency and bandwidth vs message size",
-         size_sweep_section(analysis) if analysis is not None else None),
         ("placement", "Placement as applied", placement_section(trials, envs)),
         ("diagnostics", "Diagnostics and counters", diagnostics_section(trials)),
         ("memory-profile", "Memory profile", memory_profile_section(trials)),

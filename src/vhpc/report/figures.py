@@ -10,6 +10,9 @@ draw.  Nothing is written to disk and no global matplotlib state is changed.
 * :func:`distributions` — individual samples and a box per environment for each metric; invalid
   samples drawn hollow and red.
 * :func:`cold_warm_bars` — mean of cold (first after boot) vs warm trials per environment.
+* :func:`family_figure` — a sweep (one quantity over message size) as curves: the mean per
+  environment against the point, and the ratio to the baseline with its interval.
+* :func:`family_distribution` — every sample of a sweep per point and environment.
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis  # noqa: E402
+from vhpc.analysis.families import Family, fmt_size, sorted_keys  # noqa: E402
 from vhpc.core.metrics import Observation  # noqa: E402
 from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
 
-__all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar"]
+__all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar",
+           "family_figure", "family_distribution", "LOG_SPAN"]
+
+#: values spanning more than this factor (two decades) are drawn on a log axis
+LOG_SPAN = 100.0
 
 _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 _RC = {"svg.fonttype": "path", "font.size": 9, "axes.titlesize": 10}
@@ -108,7 +116,7 @@ def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j
     return max(ys)
 
 
-def relative_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
+def relative_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | bytes | None:
     """Bar chart of every metric's mean relative to the baseline (baseline = 1.0).
 
     One panel per benchmark (with its parameters), one group of bars per metric, one bar per
@@ -117,16 +125,21 @@ def relative_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
     n < 2; :func:`ratio_error_bar`; the y axis stops at 3× the tallest bar).  Tick labels
     carry ↑ (higher is better) or ↓ (lower is better); a star marks a significant verdict (Holm-adjusted
     p < alpha); TCG environments are hatched and labelled "(TCG emulation)".
+    keys: restrict to these (benchmark, params, metric) keys (default: every key; the report
+    passes its scalar metrics, sweeps have their own figures).
     Returns SVG text / PNG bytes, or None when there is no comparison with a ratio.
     """
-    comps = [c for c in analysis.comparisons if c.ratio is not None]
+    wanted = None if keys is None else set(keys)
+    comps = [c for c in analysis.comparisons if c.ratio is not None
+             and (wanted is None or c.key in wanted)]
     if not comps:
         return None
     others = [e for e in analysis.others() if any(c.environment == e for c in comps)]
     colors = _env_colors(analysis)
     panels: dict[str, list[tuple[str, str]]] = {}
-    for bench, params, metric in analysis.keys():
-        if any(c.key == (bench, params, metric) for c in comps):
+    comp_keys = {c.key for c in comps}
+    for bench, params, metric in sorted_keys(analysis.keys()):
+        if (bench, params, metric) in comp_keys:
             panels.setdefault(bench, []).append((params, metric))
     nmax = max(len(v) for v in panels.values())
     width = min(18.0, max(6.0, 0.35 * nmax * max(1, len(others)) + 2.0))
@@ -171,8 +184,10 @@ def distributions(
     observations: Iterable[Observation],
     fmt: str = "svg",
     max_points: int = 400,
+    keys=None,
 ) -> list[tuple[str, str | bytes]]:
-    """One figure per (benchmark, params, metric): individual samples per environment.
+    """One figure per (benchmark, params, metric): individual samples per environment
+    (``keys``: only these (benchmark, params, metric) keys; default all).
 
     Each environment gets a box plot of its valid samples (median, quartiles, 1.5 IQR whiskers)
     and a jittered strip of individual samples: valid ones filled, invalid ones hollow red
@@ -181,8 +196,9 @@ def distributions(
     metric's unit.  Returns a list of (title, SVG text / PNG bytes) in report order.
     """
     data: dict[tuple[str, str, str], dict[str, tuple[list[float], list[float]]]] = {}
+    wanted = None if keys is None else set(keys)
     for o in observations:
-        if o.warmup:
+        if o.warmup or (wanted is not None and (o.benchmark, o.params, o.metric) not in wanted):
             continue
         d = data.setdefault((o.benchmark, o.params, o.metric), {})
         valid, invalid = d.setdefault(o.environment, ([], []))
@@ -194,7 +210,10 @@ def distributions(
             invalid.append(np.nan)
     colors = _env_colors(analysis)
     order = analysis.environment_order()
-    keys = [k for k in analysis.keys() if k in data] + [k for k in data if k not in set(analysis.keys())]
+    known = sorted_keys(analysis.keys())
+    keys = [k for k in known if k in data] + [k for k in data if k not in set(known)]
+    if wanted is not None:
+        keys = [k for k in keys if k in wanted]
     out: list[tuple[str, str | bytes]] = []
     rng = np.random.default_rng(12345)
     for key in keys:
@@ -237,15 +256,19 @@ def distributions(
     return out
 
 
-def cold_warm_bars(analysis: Analysis, fmt: str = "svg") -> str | bytes | None:
+def cold_warm_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | bytes | None:
     """Cold vs warm mean per environment, one panel per (benchmark, params, metric).
 
     Cold = first trial after a VM boot (``session_index == 0``), warm = later trials.  Bars show
     means in the metric's unit with Student-t CI error bars; the baseline's overall mean is a
-    dashed line when it exists.  Returns None when the analysis has no cold/warm summaries.
+    dashed line when it exists.  keys: restrict to these (benchmark, params, metric) keys
+    (default: all).  Only keys where some environment has cold trials with valid samples are
+    drawn; returns None when there is none (a warm-only or native-only campaign).
     """
-    keys = [k for k in analysis.keys()
-            if any(analysis.summary(*k, e, g) for e in analysis.environment_order() for g in (GROUP_COLD, GROUP_WARM))]
+    pool = sorted_keys(analysis.keys() if keys is None else keys)
+    keys = [k for k in pool
+            if any((s := analysis.summary(*k, e, GROUP_COLD)) is not None and s.n > 0
+                   for e in analysis.environment_order())]
     if not keys:
         return None
     ncols = min(3, len(keys))
@@ -333,3 +356,170 @@ def size_sweeps(analysis: Analysis, fmt: str = "svg", min_points: int = 3) -> li
         ax.grid(True, which="both", alpha=0.3)
         out.append((title, render(fig, fmt)))
     return out
+
+
+def _span_log(values: list[float]) -> bool:
+    """True when positive ``values`` span more than :data:`LOG_SPAN` (two decades)."""
+    pos = [v for v in values if v is not None and v > 0]
+    return len(pos) > 1 and max(pos) / min(pos) > LOG_SPAN
+
+
+def _size_label(x: float) -> str:
+    """Compact tick label of a size in bytes: 1, 16, 256, 4K, 64K, 1M."""
+    for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if x >= scale:
+            return f"{x / scale:g}{suffix}"
+    return f"{x:g}"
+
+
+def _size_axis(ax, xs: list[float]) -> None:
+    """Log2 x axis with ticks at powers of two labelled in bytes (K = KiB, M = MiB), at most
+    about 10 of them."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax.set_xscale("log", base=2)
+    lo, hi = int(np.floor(np.log2(max(min(xs), 1)))), int(np.ceil(np.log2(max(max(xs), 1))))
+    step = max(1, -(-(hi - lo) // 9))
+    ticks = [2.0 ** e for e in range(lo, hi + 1, step)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _size_label(v)))
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | bytes | None:
+    """A sweep as the seeds draw it (seed 001 Fig. 1-3, seed 004 Fig. 1): two panels.
+
+    Left: the mean of ``fam``'s quantity (its unit) against the point (message size in bytes,
+    log2 axis; 0 B drawn at 1 B), one line per environment including the baseline, error bars
+    = the Student-t interval of each mean; y on a log axis when the means span more than two
+    decades (:data:`LOG_SPAN`).  Right: the ratio env / baseline per point with its interval
+    (the table's: Fieller, log-delta or BCa), a dashed line at 1; filled markers where the
+    point's verdict is significant (Holm), hollow otherwise.  Returns SVG text / PNG bytes, or
+    None when ``fam`` is not a sweep or has no mean.
+    """
+    if not fam.sweep:
+        return None
+    colors = _env_colors(analysis)
+    fig = _new_figure(10.0, 3.3)
+    ax, axr = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1.0]})
+    means: list[float] = []
+    drawn = False
+    with matplotlib.rc_context(_RC):
+        for env in analysis.environment_order():
+            pts = [(x, s) for x, m in fam.points
+                   if (s := analysis.summary(fam.benchmark, fam.params, m, env)) is not None
+                   and s.mean is not None and x is not None]
+            if not pts:
+                continue
+            xs = [max(x, 1) for x, _ in pts]
+            ys = [s.mean for _, s in pts]
+            means += ys
+            bars = [_mean_error_bar(s) for _, s in pts]
+            ax.errorbar(xs, ys, yerr=[[b for b, _ in bars], [h for _, h in bars]], marker="o",
+                        ms=3, capsize=2, color=colors.get(env, "grey"), linewidth=1.2,
+                        label=env_header(analysis, env) + (" (baseline)" if env == analysis.baseline else ""))
+            drawn = True
+        if not drawn:
+            return None
+        allx = [max(x, 1) for x in fam.xs if x is not None]
+        _size_axis(ax, allx)
+        if _span_log(means) and min(means) > 0:
+            ax.set_yscale("log")
+            ax.set_ylim(bottom=min(means) / 4)  # a bar reaching 0 must not stretch the axis
+        ax.set_xlabel("message size [bytes; K = KiB, M = MiB] (0 B drawn at 1)")
+        ax.set_ylabel(f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}")
+        ax.set_title(f"{fam.label}: {fam.quantity} vs message size")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+        ratios: list[float] = []
+        for env in analysis.others():
+            pts = [(x, c) for x, m in fam.points
+                   if (c := analysis.comparison(fam.benchmark, fam.params, m, env)) is not None
+                   and c.ratio is not None and x is not None]
+            if not pts:
+                continue
+            xs = [max(x, 1) for x, _ in pts]
+            ys = [c.ratio for _, c in pts]
+            ratios += ys
+            err = [ratio_error_bar(c.ratio, c.ratio_ci) for _, c in pts]
+            color = colors.get(env, "grey")
+            axr.errorbar(xs, ys, yerr=[[b for b, _ in err], [h for _, h in err]], color=color,
+                         capsize=2, linewidth=1.0, marker=None, label=env_header(analysis, env))
+            sig = [c.verdict in (SLOWER, FASTER) for _, c in pts]
+            axr.scatter([x for x, g in zip(xs, sig) if g], [y for y, g in zip(ys, sig) if g],
+                        s=14, color=color, zorder=3)
+            axr.scatter([x for x, g in zip(xs, sig) if not g], [y for y, g in zip(ys, sig) if not g],
+                        s=14, facecolors="white", edgecolors=color, zorder=3)
+        axr.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        _size_axis(axr, allx)
+        if ratios and min(ratios) > 0:
+            # ratios on a log axis (2× and 0.5× equally far from 1); an interval from a few
+            # noisy samples can be huge: the axis stops at 3× beyond the extreme ratios
+            axr.set_yscale("log")
+            axr.set_ylim(min(min(ratios), 1.0) / 3.0, max(max(ratios), 1.0) * 3.0)
+        axr.set_xlabel("message size [bytes]")
+        axr.set_ylabel(f"ratio to {analysis.baseline} (1 = same)")
+        axr.set_title("ratio per size (filled: significant, Holm)")
+        axr.grid(True, which="major", alpha=0.3)
+        if ratios and len(analysis.others()) > 1:
+            axr.legend(fontsize=7, loc="best")
+    return render(fig, fmt)
+
+
+def family_distribution(analysis: Analysis, observations: Iterable[Observation], fam: Family,
+                        fmt: str = "svg", max_points: int = 400) -> str | bytes | None:
+    """Every valid sample of ``fam`` per point and environment (a strip per point, environments
+    side by side; invalid samples hollow red), points in ascending order; y in the metric's
+    unit, on a log axis when the values span more than two decades.  At most ``max_points``
+    samples per (point, environment) are drawn (a seeded random subset).  Warm-up samples are
+    not drawn.  Returns SVG text / PNG bytes, or None when there is no sample."""
+    index = {m: i for i, (_, m) in enumerate(fam.points)}
+    envs = analysis.environment_order()
+    data: dict[tuple[int, str], tuple[list[float], list[float]]] = {}
+    for o in observations:
+        if o.warmup or o.benchmark != fam.benchmark or o.params != fam.params or o.metric not in index:
+            continue
+        valid, invalid = data.setdefault((index[o.metric], o.environment), ([], []))
+        if o.value is None or not np.isfinite(o.value):
+            continue
+        (valid if o.valid else invalid).append(float(o.value))
+    if not data:
+        return None
+    envs = [e for e in envs if any(k[1] == e for k in data)] + sorted(
+        {k[1] for k in data} - set(envs))
+    colors = _env_colors(analysis)
+    rng = np.random.default_rng(12345)
+    width = min(14.0, max(4.0, 0.45 * len(fam.points) * max(1, len(envs)) ** 0.5 + 1.5))
+    fig = _new_figure(width, 3.0)
+    ax = fig.subplots()
+    step = 0.7 / max(1, len(envs))
+    values: list[float] = []
+    with matplotlib.rc_context(_RC):
+        for j, env in enumerate(envs):
+            xs, ys, ixs, iys = [], [], [], []
+            for i in range(len(fam.points)):
+                valid, invalid = data.get((i, env), ([], []))
+                v = np.asarray(valid)
+                if v.size > max_points:
+                    v = rng.choice(v, max_points, replace=False)
+                off = -0.35 + step * (j + 0.5)
+                xs += list(i + off + rng.uniform(-step / 4, step / 4, v.size))
+                ys += list(v)
+                ixs += [i + off] * len(invalid)
+                iys += invalid
+            values += ys
+            ax.scatter(xs, ys, s=8, color=colors.get(env, "grey"), alpha=0.7,
+                       label=env_header(analysis, env))
+            if iys:
+                ax.scatter(ixs, iys, s=14, facecolors="none", edgecolors="red",
+                           label=f"{env}: invalid (excluded)")
+        if _span_log(values) and min(values) > 0:
+            ax.set_yscale("log")
+        ax.set_xticks(range(len(fam.points)))
+        ax.set_xticklabels([fmt_size(x) if x is not None else m for x, m in fam.points],
+                           rotation=45 if len(fam.points) > 8 else 0, ha="right" if len(fam.points) > 8 else "center")
+        ax.set_xlim(-0.6, len(fam.points) - 0.4)
+        ax.set_ylabel(f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}")
+        ax.set_title(f"{fam.label}: {fam.quantity}, every sample")
+        ax.legend(fontsize=7, loc="best")
+    return render(fig, fmt)

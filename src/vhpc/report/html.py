@@ -22,7 +22,9 @@ from vhpc import __version__
 from vhpc.core import stats
 from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
 from vhpc.core.metrics import Observation
-from vhpc.report import comparison_rows, env_header
+from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
+from vhpc.report import (comparison_rows, env_header, family_metric_label, fmt_family_overhead,
+                         fmt_family_range, fmt_family_ratio, fmt_family_verdict, fmt_points)
 from vhpc.report import figures
 
 __all__ = ["write_html", "render_html", "inline_svg"]
@@ -79,17 +81,55 @@ def _jsonish(v: Any) -> str:
     return json.dumps(v, default=str) if isinstance(v, bool) else str(v)
 
 
-def _rows(analysis: Analysis) -> list[dict[str, Any]]:
-    """Summary-table rows (:func:`vhpc.report.comparison_rows`) with the verdict's CSS class
-    and the interval method's full name."""
+def _rows(analysis: Analysis, keys=None) -> list[dict[str, Any]]:
+    """Summary-table rows (:func:`vhpc.report.comparison_rows`, restricted to ``keys``) with
+    the verdict's CSS class and the interval method's full name."""
     out = []
-    for r in comparison_rows(analysis):
+    for r in comparison_rows(analysis, keys):
         d = dict(r.__dict__)
         d["verdict_text"] = r.verdict if r.verdict is not None else ("no baseline" if r.environment else "")
         d["verdict_class"] = _VERDICT_CLASS.get(r.verdict, "v-insufficient")
         d["method_name"] = stats.METHODS.get(r.method, "")
         out.append(d)
     return out
+
+
+def _family_row(analysis: Analysis, fs: FamilySummary, first: bool) -> dict[str, Any]:
+    """One row of the headline / metrics table: a family against the baseline, as text."""
+    fam = fs.family
+    return {"bench": fam.label, "metric": family_metric_label(fam), "points": fmt_points(fam),
+            "env_label": env_header(analysis, fs.environment), "emulated": fs.emulated,
+            "overhead": fmt_family_overhead(fs), "ratio": fmt_family_ratio(fs),
+            "range": fmt_family_range(fs), "verdict_text": fmt_family_verdict(fs),
+            "verdict_class": _VERDICT_CLASS.get(fs.verdict, "v-insufficient"),
+            "trust": list(fs.trust), "first": first, "sweep": fam.sweep,
+            "anchor": _anchor(fam)}
+
+
+def _anchor(fam: Family) -> str:
+    return "fam-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{fam.label}-{fam.quantity}").strip("-")
+
+
+def _family_rows(analysis: Analysis, summaries: list[FamilySummary]) -> list[dict[str, Any]]:
+    rows, last = [], None
+    for fs in summaries:
+        key = (fs.family.benchmark, fs.family.params, fs.family.quantity)
+        rows.append(_family_row(analysis, fs, key != last))
+        last = key
+    return rows
+
+
+def _cold_warm_keys(analysis: Analysis, fams: list[Family]) -> list[tuple[str, str, str]]:
+    """Keys drawn in the cold/warm figure: the primary families', a sweep at its smallest,
+    middle and largest point."""
+    keys = []
+    for fam in fams:
+        if not fam.primary:
+            continue
+        pts = fam.points if len(fam.points) <= 3 else [fam.points[0], fam.points[len(fam.points) // 2],
+                                                       fam.points[-1]]
+        keys += [(fam.benchmark, fam.params, m) for _, m in pts]
+    return keys
 
 
 def _fingerprints(analysis: Analysis) -> tuple[list[dict[str, Any]], list[tuple[str, list[str], bool]]]:
@@ -128,12 +168,38 @@ def render_html(
     def pfx() -> str:
         return f"f{next(counter)}-"
 
-    relative = _embed(figures.relative_bars(analysis, fmt), pfx(), f"relative to {analysis.baseline}")
-    cold_warm = _embed(figures.cold_warm_bars(analysis, fmt), pfx(), "cold vs warm")
-    dists = [
-        (title, _embed(fig, pfx(), title))
-        for title, fig in figures.distributions(analysis, observations, fmt, max_points=max_points)
-    ]
+    fams = families(analysis)
+    sums = family_summaries(analysis, fams)
+    headline = _family_rows(analysis, [fs for fs in sums if fs.family.primary])
+    metric_rows = _family_rows(analysis, [fs for fs in sums if not fs.family.primary
+                                          and not fs.family.secondary])
+    secondary_rows = _family_rows(analysis, [fs for fs in sums if fs.family.secondary])
+    secondary_names = sorted({f.quantity for f in fams if f.secondary})
+    shown = [f for f in fams if not f.secondary]
+    curves = []
+    for fam in shown:
+        fig = figures.family_figure(analysis, fam, fmt) if fam.sweep else None
+        if fig is not None:
+            curves.append({"title": f"{fam.label}: {fam.quantity}", "anchor": _anchor(fam),
+                           "figure": _embed(fig, pfx(), f"{fam.label} {fam.quantity} vs message size")})
+    scalar_keys = [(f.benchmark, f.params, f.metrics[0]) for f in shown if not f.sweep]
+    relative = _embed(figures.relative_bars(analysis, fmt, keys=scalar_keys), pfx(),
+                      f"relative to {analysis.baseline}") if scalar_keys else None
+    cold_warm = _embed(figures.cold_warm_bars(analysis, fmt, keys=_cold_warm_keys(analysis, fams)),
+                       pfx(), "cold vs warm")
+    dists = []
+    for fam in shown:
+        if fam.sweep:
+            fig = figures.family_distribution(analysis, observations, fam, fmt, max_points)
+            items = [(f"{fam.label}: {fam.quantity}", fig)] if fig is not None else []
+        else:
+            items = figures.distributions(analysis, observations, fmt, max_points=max_points,
+                                          keys=[(fam.benchmark, fam.params, fam.metrics[0])])
+        dists += [(title, _embed(fig, pfx(), title)) for title, fig in items]
+    point_tables = [{"title": f"{fam.label}: {family_metric_label(fam)}", "anchor": _anchor(fam) + "-points",
+                     "secondary": fam.secondary, "points": fmt_points(fam),
+                     "rows": _rows(analysis, [(fam.benchmark, fam.params, m) for m in fam.metrics])}
+                    for fam in fams]
     fp_headers, fp_rows = _fingerprints(analysis)
     camp = dict(campaign)
     cid = camp.pop("id", None) or camp.pop("campaign_id", None) or "(unnamed)"
@@ -164,7 +230,13 @@ def render_html(
         alpha=f"{analysis.alpha:g}",
         confidence_pct=f"{analysis.confidence * 100:g}",
         emulated=analysis.emulated(),
-        rows=_rows(analysis),
+        headline=headline,
+        metric_rows=metric_rows,
+        secondary_rows=secondary_rows,
+        secondary_names=secondary_names,
+        point_tables=point_tables,
+        curves=curves,
+        n_trials=camp.get("trials"),
         base_header=env_header(analysis, analysis.baseline),
         base_emulated=analysis.environments.get(analysis.baseline) is not None
         and analysis.environments[analysis.baseline].emulated,
@@ -203,11 +275,18 @@ def write_html(
     header — ``id``, ``date`` (or ``created``), ``command`` (str or argv list); other keys are
     listed as they are.  fmt: ``"svg"`` (inline SVG, default) or ``"png"`` (``data:`` URIs);
     max_points: samples drawn per environment in each distribution figure.
-    Sections: header, TCG banner (when an environment is emulated), summary table,
-    relative-to-baseline figure, cold/warm figure (when sessions exist), distributions,
+    Sections, the answer first: a one-line header; the TCG banner (when an environment is
+    emulated); the headline (per benchmark and environment the primary metric's overhead —
+    for a sweep the geometric mean of the per-size ratios with its interval and their range
+    (:mod:`vhpc.analysis.families`) — its verdict and what limits trust); the study's figure;
+    one figure per sweep (curves vs message size and the ratio per size); the other metrics,
+    one row per family, secondary ones (min/max, counts) and every per-size table folded; the
+    relative-to-baseline figure of scalar metrics; cold vs warm (only when cold trials exist,
+    folded); distributions (one figure per family, folded);
     extra ``sections`` ((anchor id, title, HTML Markup) built by :mod:`vhpc.report.diagnostics`:
     placement as applied, diagnostics, memory profile), findings, environment fingerprints
-    (key rows × environment columns; nested values as JSON).
+    (key rows × environment columns; nested values as JSON); the campaign (command, spec,
+    protocol, failed trials) last.
     Raises OSError when the file cannot be written, ValueError for an unknown fmt.
     """
     text = render_html(analysis, observations, campaign, fmt=fmt, max_points=max_points,

@@ -8,9 +8,12 @@ from rich.table import Table
 from rich.text import Text
 
 from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
-from vhpc.report import TCG_MARK, comparison_rows, env_header
+from vhpc.analysis.families import families, family_summaries
+from vhpc.report import (TCG_MARK, comparison_rows, env_header, family_metric_label,
+                         fmt_family_overhead, fmt_family_range, fmt_family_ratio,
+                         fmt_family_verdict, fmt_points)
 
-__all__ = ["render_table", "VERDICT_STYLE"]
+__all__ = ["render_table", "render_families", "VERDICT_STYLE"]
 
 #: rich style of each verdict
 VERDICT_STYLE = {
@@ -30,8 +33,14 @@ def _caption(analysis: Analysis) -> str:
             " p < α and the interval to exclude 1")
 
 
-def render_table(analysis: Analysis, console: Console | None = None, title: str | None = None) -> Table:
+def render_table(analysis: Analysis, console: Console | None = None, title: str | None = None,
+                 html_path: str | None = None, detail: bool | None = None) -> Table:
     """Print the comparison table and the findings to ``console``; return the rich Table.
+
+    A campaign with a sweep (a metric over message size, :mod:`vhpc.analysis.families`) gets
+    the compact summary of :func:`render_families` instead (``detail=None``, the default,
+    decides so; ``detail=True`` forces the per-metric table below, ``False`` the compact one);
+    ``html_path``: the report the compact summary points to for the per-size numbers.
 
     One row per (benchmark, params, metric, non-baseline environment)
     (:func:`vhpc.report.comparison_rows`), so many environments never stack in one cell.
@@ -46,6 +55,11 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
     "Overhead relative to <baseline>").  Raises nothing for an empty analysis (prints a note).
     """
     console = console or Console()
+    fams = families(analysis)
+    if detail is False or (detail is None and any(f.sweep for f in fams)):
+        return render_families(analysis, console, title, html_path)
+    secondary = [f for f in fams if f.secondary] if detail is None else []
+    keys = [(f.benchmark, f.params, m) for f in fams if f not in secondary for m in f.metrics]
     base = analysis.baseline
     multi = len(analysis.others()) > 1
     table = Table(title=escape(title or f"Overhead relative to {env_header(analysis, base)}"),
@@ -59,7 +73,7 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
     table.add_column("overhead", justify="right")
     table.add_column("p (Holm)", justify="right")
     table.add_column("verdict")
-    rows = comparison_rows(analysis)
+    rows = comparison_rows(analysis, keys)
     for i, r in enumerate(rows):
         # Text, not str: "[unit]" and "bench[params]" must not be read as rich markup
         head = [Text(r.bench), Text(r.metric), Text(r.base)] if r.first else [Text("")] * 3
@@ -76,6 +90,17 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
         console.print("[yellow]no observations to analyse[/yellow]")
     else:
         console.print(table)
+    if secondary:
+        names = ", ".join(sorted({f.quantity for f in secondary}))
+        console.print(Text(f"Secondary metrics ({names}) are in the HTML report"
+                           + (f": {html_path}" if html_path else "") + ".", style="dim"))
+    _footer(analysis, console, advice=True)
+    return table
+
+
+def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
+    """The TCG footnote and the findings, one line per kind (its scopes listed; the advice
+    when ``advice``)."""
     emulated = analysis.emulated()
     if emulated:
         console.print(
@@ -101,6 +126,66 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
                 head = group[0].message.split(":")[0]
                 line.append(f"{head}: ", style="bold")
                 line.append(", ".join(f.scope for f in group))
-            line.append(f" → {group[0].advice}", style="dim")
+            if advice:
+                line.append(f" → {group[0].advice}", style="dim")
             console.print(line)
+
+
+def render_families(analysis: Analysis, console: Console | None = None, title: str | None = None,
+                    html_path: str | None = None) -> Table:
+    """Print the compact summary of a campaign with sweeps and return its rich Table.
+
+    One row per metric family (:func:`vhpc.analysis.families.families`) and non-baseline
+    environment, primary families first: benchmark (never cut) with its sizes in ascending
+    order ("19 sizes, 1 B – 256 KiB"), metric [unit] ↑/↓, environment, overhead [CI] and
+    ratio [CI] (for a sweep: geometric mean of the per-size ratios, its interval the geometric
+    means of the per-size bounds), the smallest and largest per-size ratio with their sizes,
+    the verdict with the count of significant sizes, and what limits trust.  Secondary
+    families (min/max beside an average, counts) are named in one line; the per-size numbers
+    are left to the HTML report (``html_path``).  Then the TCG footnote and one line per kind
+    of finding (advice in the HTML).
+    """
+    console = console or Console()
+    fams = families(analysis)
+    sums = family_summaries(analysis, [f for f in fams if not f.secondary])
+    table = Table(title=Text(title or f"Overhead relative to {env_header(analysis, analysis.baseline)}"),
+                  caption=Text("ratio = env / " + analysis.baseline + "; sweeps: geometric mean over "
+                               "sizes [interval], and the range of the per-size ratios"),
+                  show_lines=False)
+    width = max([len(f.label) for f in fams] + [9])
+    table.add_column("benchmark", style="bold", no_wrap=True, min_width=width)
+    table.add_column("metric [unit]", no_wrap=True)
+    table.add_column("environment")
+    table.add_column("overhead [CI]", justify="right")
+    table.add_column("ratio [CI]", justify="right")
+    table.add_column("range over sizes")
+    table.add_column("verdict")
+    table.add_column("limits trust")
+    last = None
+    for i, fs in enumerate(sums):
+        fam = fs.family
+        key = (fam.benchmark, fam.params, fam.quantity)
+        first = key != last
+        last = key
+        bench = Text(fam.label)
+        if first and fam.sweep:
+            bench.append("\n" + fmt_points(fam), style="dim")
+        nxt = sums[i + 1].family if i + 1 < len(sums) else None
+        table.add_row(bench if first else Text(""),
+                      Text(family_metric_label(fam)) if first else Text(""),
+                      Text(env_header(analysis, fs.environment), style="red" if fs.emulated else ""),
+                      Text(fmt_family_overhead(fs)), Text(fmt_family_ratio(fs)),
+                      Text(fmt_family_range(fs)),
+                      Text(fmt_family_verdict(fs), style=VERDICT_STYLE.get(fs.verdict, "")),
+                      Text("; ".join(fs.trust) or "—", style="yellow" if fs.trust else "dim"),
+                      end_section=nxt is None or (nxt.benchmark, nxt.params, nxt.quantity) != key)
+    if not sums:
+        console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
+    else:
+        console.print(table)
+    secondary = sorted({f.quantity for f in fams if f.secondary})
+    where = f"the HTML report: {html_path}" if html_path else "the HTML report"
+    extra = f"; secondary metrics ({', '.join(secondary)}) too" if secondary else ""
+    console.print(Text(f"Per-size numbers, figures and details: {where}{extra}.", style="dim"))
+    _footer(analysis, console, advice=False)
     return table

@@ -1,0 +1,321 @@
+"""Metric families: one quantity over a parameter is one curve, not many rows.
+
+A benchmark that sweeps a parameter (the OSU benchmarks' message size) reports one metric per
+point — ``lat_8``, ``lat_1024``, ``avg_1048576`` — which the analysis compares one by one.  This
+module groups them back into :class:`Family` records (benchmark, params, quantity → points in
+numeric order), marks each benchmark's *primary* family (the quantity a reader asks about) and
+*secondary* ones (``min``/``max`` beside an average, verification counts such as ``iterations``
+or ``residual``), and summarises each family against the baseline in one
+:class:`FamilySummary`: the geometric mean of the per-point ratios with an interval, their
+range, an overhead, a verdict and what limits trust in it.  :func:`headline` picks the primary
+family of every (benchmark, params) and environment: the first screen of a report.
+
+Numbers sort as numbers everywhere (:func:`natural_key`): ``lat_128`` before ``lat_1024``.
+
+Pure computation on an :class:`~vhpc.analysis.Analysis`; the benchmark registry (a room to the
+left) is read only for the declared order of metrics.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from vhpc.analysis.compare import overhead_pct
+from vhpc.analysis.results import (
+    CV_THRESHOLD, FASTER, INSUFFICIENT, MIN_SAMPLES, NO_DIFFERENCE, SLOWER, Analysis, Comparison,
+)
+
+__all__ = [
+    "natural_key", "split_metric", "Family", "FamilySummary", "families", "summarise_family",
+    "family_summaries", "headline", "SHARED_CPU_KINDS", "fmt_size", "sorted_keys",
+]
+
+#: finding kinds that say ranks or vCPUs of different nodes or guests share a host CPU
+SHARED_CPU_KINDS = ("shared-cpus", "shared-cpu", "contention")
+
+#: a metric name that carries the point of a sweep: ``<quantity>_<integer>``
+_SIZED = re.compile(r"(.+)_(\d+)")
+_CHUNK = re.compile(r"(\d+(?:\.\d+)?)")
+#: quantities that are spread statistics beside a central one (folded when a central exists)
+_SPREAD = re.compile(r"(^|_)(min|max)$")
+#: units of counts and verification figures rather than performance (folded)
+_SECONDARY_UNITS = ("count", "1", "")
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key that orders the numbers inside ``text`` numerically: ``"lat_128"`` <
+    ``"lat_1024"``, ``"ranks=2"`` < ``"ranks=16"``.  Text chunks compare as text (case kept),
+    numeric chunks as floats; a key is a tuple of (0, text) / (1, number) pairs, so keys of any
+    two strings compare without TypeError."""
+    out = []
+    for i, part in enumerate(_CHUNK.split(text)):
+        if i % 2:
+            out.append((1, float(part)))
+        elif part:
+            out.append((0, part))
+    return tuple(out)
+
+
+def split_metric(name: str) -> tuple[str, int | None]:
+    """(quantity, point) of a metric name: ``"lat_1024"`` → ``("lat", 1024)``,
+    ``"bw_avg_8"`` → ``("bw_avg", 8)``, ``"mflops"`` → ``("mflops", None)``."""
+    m = _SIZED.fullmatch(name)
+    if m:
+        return m.group(1), int(m.group(2))
+    return name, None
+
+
+def sorted_keys(keys) -> list[tuple[str, str, str]]:
+    """(benchmark, params, metric) keys in report order: benchmark, then params and metric with
+    :func:`natural_key` (so message sizes and rank counts ascend numerically)."""
+    return sorted(keys, key=lambda k: (k[0], natural_key(k[1]), natural_key(k[2])))
+
+
+def fmt_size(x: int | float | None) -> str:
+    """A message size in bytes as text with a binary prefix: 8 → "8 B", 1024 → "1 KiB",
+    1048576 → "1 MiB", 1536 → "1.5 KiB"; "—" for None."""
+    if x is None:
+        return "—"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(x) >= scale:
+            return f"{x / scale:g} {unit}"
+    return f"{x:g} B"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One quantity of one (benchmark, params) over its points.
+
+    ``points``: (x, metric name) in ascending x; x is the message size in bytes for a sized
+    metric (``lat_<size>``), None for a scalar metric (one point).  ``unit`` and
+    ``higher_is_better`` are the metric's.  ``primary``: the quantity a reader asks about first
+    (the benchmark's first declared metric present, else the first in report order);
+    ``secondary``: a spread statistic beside a central one (``min``/``max`` beside ``avg``,
+    ``bw_max`` beside ``bw_avg``) or a count/verification figure (unit ``count`` or ``1``).
+    """
+
+    benchmark: str
+    params: str
+    quantity: str
+    unit: str
+    higher_is_better: bool
+    points: tuple[tuple[int | None, str], ...]
+    primary: bool = False
+    secondary: bool = False
+
+    @property
+    def sweep(self) -> bool:
+        """True when the family has more than one point (a curve)."""
+        return len(self.points) > 1
+
+    @property
+    def metrics(self) -> list[str]:
+        """Metric names in point order."""
+        return [m for _, m in self.points]
+
+    @property
+    def xs(self) -> list[int | None]:
+        """Point values (bytes) in ascending order."""
+        return [x for x, _ in self.points]
+
+    @property
+    def label(self) -> str:
+        """"benchmark[params]" or "benchmark"."""
+        return f"{self.benchmark}[{self.params}]" if self.params else self.benchmark
+
+    @property
+    def parameter(self) -> str | None:
+        """What the points vary: "message size" for a sweep, None for a scalar."""
+        return "message size" if self.sweep else None
+
+
+def _declared_order(benchmark: str) -> list[str]:
+    """Quantities as the benchmark declares its metrics (``lat_<size>`` → ``lat``); [] when the
+    benchmark is not registered (a custom command)."""
+    try:
+        from vhpc import benchmarks
+    except ImportError:  # pragma: no cover - the registry is part of the package
+        return []
+    b = benchmarks.REGISTRY.get(benchmark)
+    if b is None:
+        return []
+    return [m.name.removesuffix("_<size>") for m in b.metrics]
+
+
+def families(analysis: Analysis) -> list[Family]:
+    """Every metric of ``analysis`` grouped into families, in report order: benchmark, params
+    (numeric-aware), then the primary family, the other central ones, the secondary ones; each
+    group in the benchmark's declared metric order, then :func:`natural_key` of the quantity."""
+    groups: dict[tuple[str, str, str], list[tuple[int | None, str]]] = {}
+    meta: dict[tuple[str, str, str], tuple[str, bool]] = {}
+    for bench, params, metric in analysis.keys():
+        q, x = split_metric(metric)
+        groups.setdefault((bench, params, q), []).append((x, metric))
+        if (bench, params, q) not in meta:
+            s = next((s for e in analysis.environment_order()
+                      if (s := analysis.summary(bench, params, metric, e)) is not None), None)
+            meta[(bench, params, q)] = (s.unit, s.higher_is_better) if s else ("", False)
+    # a quantity with sized and unsized metrics (osu-coll barrier: "avg" beside "avg_8"
+    # is impossible in one trial, but keep them apart if it ever happens)
+    by_bench: dict[tuple[str, str], list[str]] = {}
+    for bench, params, q in groups:
+        by_bench.setdefault((bench, params), []).append(q)
+    out: list[Family] = []
+    for (bench, params) in sorted(by_bench, key=lambda bp: (bp[0], natural_key(bp[1]))):
+        qs = by_bench[(bench, params)]
+        declared = _declared_order(bench)
+        qs.sort(key=lambda q: (declared.index(q) if q in declared else len(declared),
+                               natural_key(q)))
+        central = [q for q in qs if not _SPREAD.search(q)]
+        fams = []
+        for q in qs:
+            unit, hib = meta[(bench, params, q)]
+            pts = groups[(bench, params, q)]
+            pts.sort(key=lambda p: (p[0] is not None, p[0] if p[0] is not None else 0,
+                                    natural_key(p[1])))
+            secondary = (unit in _SECONDARY_UNITS
+                         or (bool(_SPREAD.search(q)) and bool(central)))
+            fams.append(Family(bench, params, q, unit, hib, tuple(pts), secondary=secondary))
+        first = next((f for f in fams if not f.secondary), fams[0] if fams else None)
+        fams = [Family(f.benchmark, f.params, f.quantity, f.unit, f.higher_is_better, f.points,
+                       primary=True, secondary=False) if f is first else f for f in fams]
+        out.extend(sorted(fams, key=lambda f: (not f.primary, f.secondary)))  # stable
+    return out
+
+
+@dataclass(frozen=True)
+class FamilySummary:
+    """One environment against the baseline over one :class:`Family`.
+
+    * ``ratio``: geometric mean over the points of the per-point ratio env / baseline (each the
+      :class:`~vhpc.analysis.Comparison` ratio of means); for a one-point family the ratio.
+    * ``low``/``high``: geometric means of the per-point interval bounds (each at the analysis'
+      confidence).  On the log scale this is the mean of the per-point intervals, whose
+      half-width is the mean of the per-point half-widths; as the standard deviation of a mean
+      of correlated terms is at most the mean of their standard deviations (Minkowski), the
+      interval is conservative whatever the correlation between sizes (all sizes come from
+      the same trials).  None when some point has no bounded interval.
+    * ``ratio_min``/``ratio_max`` and ``x_min``/``x_max``: the smallest and largest per-point
+      ratio and the point (bytes) where each occurs.
+    * ``overhead_pct``/``overhead_low``/``overhead_high``: ``ratio``/``high``/``low`` mapped by
+      :func:`vhpc.analysis.compare.overhead_pct` (positive: the environment is worse in the
+      metric's direction); for higher-is-better metrics the bounds swap.
+    * ``verdict``: ``slower``/``faster`` when the interval excludes 1 (in the metric's
+      direction), ``no significant difference`` when it contains 1 or is missing although
+      n ≥ 2, ``insufficient data`` when some side has fewer than 2 valid samples.
+    * ``counts``: per-point verdicts (Holm-adjusted, :class:`~vhpc.analysis.Comparison`),
+      verdict → number of points.  ``n_points``: points compared; ``n_min``: the smallest
+      valid sample count of either side over the points; ``cv_max``: the largest coefficient
+      of variation of either side (None: unknown).
+    * ``trust``: short notes on what limits trust (TCG emulation, n < 3, shared CPUs, noise).
+    """
+
+    family: Family
+    environment: str
+    ratio: float | None
+    low: float | None
+    high: float | None
+    ratio_min: float | None
+    ratio_max: float | None
+    x_min: int | None
+    x_max: int | None
+    overhead_pct: float | None
+    overhead_low: float | None
+    overhead_high: float | None
+    verdict: str
+    counts: dict[str, int] = field(default_factory=dict)
+    n_points: int = 0
+    n_min: int = 0
+    cv_max: float | None = None
+    emulated: bool = False
+    trust: tuple[str, ...] = ()
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _shared_cpu_scopes(analysis: Analysis) -> list[str]:
+    return [f.scope for f in analysis.findings if f.kind in SHARED_CPU_KINDS]
+
+
+def summarise_family(analysis: Analysis, fam: Family, env: str) -> FamilySummary | None:
+    """:class:`FamilySummary` of ``env`` over ``fam`` (see there for every field); None when
+    ``env`` has no comparison with a ratio at any point of the family."""
+    comps: list[tuple[int | None, Comparison]] = []
+    for x, metric in fam.points:
+        c = analysis.comparison(fam.benchmark, fam.params, metric, env)
+        if c is not None and c.ratio is not None and c.ratio > 0:
+            comps.append((x, c))
+    if not comps:
+        return None
+    ratios = [c.ratio for _, c in comps]
+    gm = _geomean(ratios)
+    bounds = [c.ratio_ci for _, c in comps]
+    if all(lo is not None and hi is not None and lo > 0 and hi > 0 for lo, hi in bounds):
+        low, high = _geomean([lo for lo, _ in bounds]), _geomean([hi for _, hi in bounds])
+    else:
+        low = high = None
+    i_min = min(range(len(comps)), key=lambda i: ratios[i])
+    i_max = max(range(len(comps)), key=lambda i: ratios[i])
+    n_min = min(min(c.n, c.n_baseline) for _, c in comps)
+    if n_min < 2:
+        verdict = INSUFFICIENT
+    elif low is None or low <= 1.0 <= high:
+        verdict = NO_DIFFERENCE
+    else:
+        worse = (high < 1.0) if fam.higher_is_better else (low > 1.0)
+        verdict = SLOWER if worse else FASTER
+    counts: dict[str, int] = {}
+    for _, c in comps:
+        counts[c.verdict] = counts.get(c.verdict, 0) + 1
+    oh = overhead_pct(gm, fam.higher_is_better)
+    ob = (overhead_pct(low, fam.higher_is_better), overhead_pct(high, fam.higher_is_better))
+    o_lo, o_hi = (ob[1], ob[0]) if fam.higher_is_better else ob
+    cvs = []
+    for _, metric in fam.points:
+        for e in (env, analysis.baseline):
+            s = analysis.summary(fam.benchmark, fam.params, metric, e)
+            if s is not None and s.cv is not None:
+                cvs.append(s.cv)
+    cv_max = max(cvs) if cvs else None
+    info = analysis.environments.get(env)
+    base_info = analysis.environments.get(analysis.baseline)
+    emulated = bool(info and info.emulated)
+    trust = []
+    if emulated or (base_info is not None and base_info.emulated):
+        trust.append("TCG emulation, not KVM")
+    if n_min < MIN_SAMPLES:
+        trust.append(f"n = {n_min} < {MIN_SAMPLES}")
+    shared = [s for s in _shared_cpu_scopes(analysis)
+              if s == "campaign" or s == env or s.startswith(f"{env} ") or s == analysis.baseline
+              or s.startswith(f"{analysis.baseline} ")]
+    if shared:
+        trust.append("CPUs shared between nodes/guests: contention, not scaling")
+    if cv_max is not None and cv_max > CV_THRESHOLD:
+        trust.append(f"noisy (CV up to {cv_max * 100:.0f} %)")
+    return FamilySummary(fam, env, gm, low, high, ratios[i_min], ratios[i_max],
+                         comps[i_min][0], comps[i_max][0], oh, o_lo, o_hi, verdict, counts,
+                         len(comps), n_min, cv_max, emulated, tuple(trust))
+
+
+def family_summaries(analysis: Analysis, fams: list[Family] | None = None) -> list[FamilySummary]:
+    """:func:`summarise_family` of every family (default :func:`families`) and non-baseline
+    environment that has data, in family then environment order."""
+    fams = families(analysis) if fams is None else fams
+    out = []
+    for fam in fams:
+        for env in analysis.others():
+            fs = summarise_family(analysis, fam, env)
+            if fs is not None:
+                out.append(fs)
+    return out
+
+
+def headline(analysis: Analysis, fams: list[Family] | None = None) -> list[FamilySummary]:
+    """The answer first: the primary family of every (benchmark, params) against the baseline,
+    one :class:`FamilySummary` per non-baseline environment, in report order."""
+    fams = families(analysis) if fams is None else fams
+    return family_summaries(analysis, [f for f in fams if f.primary])
