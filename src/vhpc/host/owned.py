@@ -5,9 +5,10 @@ A ``kill -9`` of vhpc must leave nothing of its trial behind once the campaign r
 * :func:`die_with_parent` (a ``preexec_fn``) asks the kernel to SIGKILL a child when vhpc
   dies (``prctl(PR_SET_PDEATHSIG)``, prctl(2)); it reaches that child only, so
 * :class:`GroupGuard` supervises a child's whole process group (perf, numactl, a shell and
-  the benchmark under it, MPI ranks): a tiny ``sh`` in its own session reads a pipe whose
-  write end only vhpc holds; when vhpc dies the pipe closes and the guard kills the group.
-  At a normal end vhpc tells the guard ``done`` and it exits without killing anything.
+  the benchmark under it, MPI ranks): one tiny ``sh`` per vhpc process, in its own session,
+  reads ``watch PGID`` / ``done PGID`` lines from a pipe whose write end only vhpc holds; when
+  vhpc dies the pipe closes and the guard kills every group still watched.  Watching a group
+  costs one pipe write, not a process per trial.
 * :func:`owned_tempdir` makes temporary folders whose names carry the owner's pid and start
   time (``<prefix><pid>-<start ticks>-XXXX``); :func:`reap` removes those whose owner is
   gone, first killing any of the user's processes whose command line names them (a QEMU or
@@ -17,6 +18,7 @@ A ``kill -9`` of vhpc must leave nothing of its trial behind once the campaign r
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import re
@@ -24,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 #: prctl(2) option: signal delivered to the calling process when its parent dies.
@@ -132,29 +135,105 @@ def reap_all(base: str | Path | None = None) -> list[str]:
     return [line for prefix in PREFIXES for line in reap(prefix, base)]
 
 
+class _Warden:
+    """The one guard ``sh`` of this process (see :class:`GroupGuard`); started on first use,
+    restarted when it has died, forgotten in a forked child (the child must not hold the pipe)."""
+
+    #: watched groups are a space-separated list; at end of file (vhpc gone) each is killed.
+    #: dash's kill takes no ``--``: ``-9 -PGID`` is the portable spelling (kill(1p)); pkill
+    #: ``-s`` reaches groups a trial made inside its session (coreutils timeout makes one)
+    SCRIPT = ('g=" "; while read c p; do case $c in '
+              'watch) g="$g$p ";; '
+              'done) n=" "; for x in $g; do [ "$x" = "$p" ] || n="$n$x "; done; g=$n;; '
+              'esac; done; '
+              'for p in $g; do kill -9 -"$p"; pkill -9 -s "$p"; done 2>/dev/null')
+
+    lock = threading.Lock()
+    current: "_Warden | None" = None
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(["/bin/sh", "-c", self.SCRIPT, "vhpc-guard"], bufsize=0,
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+    @classmethod
+    def send(cls, line: str) -> None:
+        """Write one line to the live guard (starting one if needed).  Raises OSError when no
+        guard can be started."""
+        data = (line + "\n").encode()
+        with cls.lock:
+            for attempt in (0, 1):
+                w = cls.current
+                if w is None or w.proc.poll() is not None:
+                    if w is not None:
+                        w.close()
+                    w = cls.current = cls()
+                try:
+                    os.write(w.proc.stdin.fileno(), data)  # type: ignore[union-attr]
+                    return
+                except BrokenPipeError:
+                    if attempt:
+                        raise
+                    w.proc.wait()  # it died between poll and write: start another
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    @classmethod
+    def shutdown(cls) -> None:
+        """At a normal exit: end of file to the guard (nothing is watched then) and reap it."""
+        with cls.lock:
+            if cls.current is not None:
+                cls.current.close()
+                cls.current = None
+
+    @classmethod
+    def forget_in_child(cls) -> None:
+        """After ``os.fork``: close the inherited write end, so only vhpc's end keeps the guard
+        waiting, and start afresh if the child runs trials itself."""
+        cls.lock = threading.Lock()
+        w, cls.current = cls.current, None
+        if w is not None:
+            try:
+                w.proc.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+            w.proc.returncode = 0  # not this process's child: never wait for it here
+
+
+atexit.register(_Warden.shutdown)
+os.register_at_fork(after_in_child=_Warden.forget_in_child)
+
+
 class GroupGuard:
     """Kills process group ``pgid`` and every process of the session it leads if vhpc dies
     before :meth:`done` (see the module doc; the child is started with ``start_new_session``).
 
-    The guard is ``sh`` in a session of its own, reading a pipe that only this process can
-    write (children are started with ``close_fds``); end of file without ``done`` means vhpc
-    is gone, and the guard sends SIGKILL to the group."""
-
-    #: dash's kill takes no ``--``: ``-9 -PGID`` is the portable spelling (kill(1p)); pkill
-    #: ``-s`` reaches groups the trial made inside its session (coreutils timeout makes one)
-    SCRIPT = ('read x; [ "$x" = done ] || { kill -9 -"$1"; pkill -9 -s "$1"; } 2>/dev/null')
+    Every group of this process is watched by one shared guard: ``sh`` in a session of its
+    own, reading a pipe that only this process can write (the pipe is close-on-exec and
+    children are started with ``close_fds``).  Creating a GroupGuard writes ``watch PGID``;
+    once that write returns the guard is bound to kill the group (the line waits in the pipe
+    even if vhpc dies before the guard reads it).  End of file with the group still watched
+    means vhpc is gone, and the guard sends SIGKILL to the group and its session.  Raises
+    OSError when the guard cannot be started."""
 
     def __init__(self, pgid: int):
         self.pgid = pgid
-        self.proc = subprocess.Popen(["/bin/sh", "-c", self.SCRIPT, "vhpc-guard", str(pgid)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self._open = True
+        _Warden.send(f"watch {pgid}")
 
     def done(self) -> None:
-        """The group's trial ended here: let the guard exit without killing."""
-        try:
-            self.proc.stdin.write(b"done\n")  # type: ignore[union-attr]
-            self.proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
-        self.proc.wait()
+        """The group's trial ended here: stop watching it (idempotent; never raises)."""
+        if self._open:
+            self._open = False
+            try:
+                _Warden.send(f"done {self.pgid}")
+            except OSError:
+                pass

@@ -55,11 +55,12 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
                 cwd: str | None = None) -> RunResult:
     """Run ``argv`` in its own process group; on timeout kill the whole group (SIGKILL).
 
-    The group dies with vhpc: its leader has a parent-death signal and a
-    :class:`~vhpc.host.owned.GroupGuard` kills the whole group if vhpc is killed (``kill -9``)
-    while it runs, so a resumed trial never runs beside a survivor.  The command waits (in a
-    ``sh`` that then ``exec``s it, stdin /dev/null) until the guard is watching: a vhpc killed
-    in between leaves nothing that started.
+    The group dies with vhpc: a :class:`~vhpc.host.owned.GroupGuard` (one guard process shared
+    by all trials) kills the whole group if vhpc is killed (``kill -9``) while it runs, so a
+    resumed trial never runs beside a survivor.  The command waits (in a ``sh`` that then
+    ``exec``s it, stdin /dev/null) until the guard is watching: a vhpc killed in between
+    closes the gate's pipe, and the ``sh`` exits without starting anything.  No ``preexec_fn``:
+    subprocess may then start the child with vfork, without copying vhpc's memory.
 
     Returns a :class:`RunResult`; a missing executable gives returncode 127 and the reason in
     stderr, as a shell would.
@@ -75,10 +76,16 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
         proc = subprocess.Popen(["/bin/sh", "-c", GATE, "vhpc-trial", *argv],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=full_env, cwd=cwd,
-                                start_new_session=True, preexec_fn=owned.die_with_parent)
+                                start_new_session=True)
     except (OSError, subprocess.SubprocessError) as exc:
         return RunResult(127, "", f"cannot start {argv[0]}: {exc}", started, 0.0)
-    guard = owned.GroupGuard(proc.pid)
+    try:
+        guard = owned.GroupGuard(proc.pid)
+    except OSError as exc:  # no guard: the gate's pipe closes and the sh exits unstarted
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.communicate()
+        return RunResult(127, "", f"cannot start {argv[0]}: no process guard: {exc}",
+                         started, time.monotonic() - t0)
     try:
         proc.stdin.write(b"go\n")  # type: ignore[union-attr]  # the guard watches: start
         proc.stdin.close()  # type: ignore[union-attr]

@@ -1,0 +1,125 @@
+"""The process guard of native trials (issue 31): one guard process per vhpc process, a group
+it watches dies with vhpc, a group it was told ``done`` about survives, a fork does not keep
+the guard waiting, and a trial whose gate never opens starts nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from vhpc.environments.native.environment import GATE, run_process
+from vhpc.host import owned
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_until(predicate, what: str, limit: float = 30) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def guards_of(pid: int) -> list[int]:
+    """Live guard processes (``vhpc-guard`` in the command line) whose parent is ``pid``."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (d / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"\0vhpc-guard" in argv and alive(int(d.name)):
+            out.append(int(d.name))
+    return out
+
+
+def test_trials_share_one_guard_process():
+    for _ in range(3):
+        r = run_process(["sh", "-c", "echo $$"], None, 30)
+        assert r.returncode == 0 and r.stdout.strip().isdigit()
+    assert len(guards_of(os.getpid())) == 1
+
+
+def test_a_missing_executable_is_127_without_a_guard_write():
+    r = run_process(["/nonexistent/vhpc-nothing"], None, 30)
+    assert r.returncode == 127 and "no such executable" in r.stderr
+
+
+# A stand-in for vhpc: starts three sleeps in sessions of their own; the guard watches the
+# first, watched-then-done the second, and after a fork (a child that keeps running and holds
+# whatever it inherited) watches the third.  Prints the pids, then waits to be killed.
+OWNER = """
+import os, subprocess, sys, time
+from vhpc.host import owned
+def sleeper():
+    return subprocess.Popen(["sleep", "300"], start_new_session=True).pid
+watched, done = sleeper(), sleeper()
+owned.GroupGuard(watched)
+owned.GroupGuard(done).done()
+child = os.fork()
+if child == 0:
+    time.sleep(300)
+    os._exit(0)
+after_fork = sleeper()
+owned.GroupGuard(after_fork)
+print(watched, done, after_fork, child, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_killed_owners_watched_groups_die_and_done_ones_live():
+    proc = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    pids: list[int] = []
+    try:
+        pids = [int(x) for x in proc.stdout.readline().split()]  # type: ignore[union-attr]
+        assert len(pids) == 4, "the owner did not start"
+        watched, done, after_fork, child = pids
+        assert all(alive(p) for p in pids)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        wait_until(lambda: not alive(watched) and not alive(after_fork),
+                   "the guard to kill the watched groups")
+        assert alive(done), "the guard killed a group it had been told was done"
+        assert alive(child), "the forked child is not a trial: nothing kills it"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def test_a_gate_that_never_opens_starts_nothing(tmp_path):
+    mark = tmp_path / "ran"
+    proc = subprocess.Popen(["/bin/sh", "-c", GATE, "vhpc-trial", "touch", str(mark)],
+                            stdin=subprocess.PIPE, start_new_session=True)
+    proc.stdin.close()  # type: ignore[union-attr]  # as when vhpc dies before "go"
+    assert proc.wait(timeout=30) == 125
+    assert not mark.exists()
+
+
+def test_a_dead_guard_is_replaced():
+    run_process(["true"], None, 30)
+    (first,) = guards_of(os.getpid())
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: not alive(first), "the guard to die")
+    r = run_process(["sh", "-c", "echo ok"], None, 30)
+    assert r.returncode == 0 and r.stdout.strip() == "ok"
+    (second,) = guards_of(os.getpid())
+    assert second != first
