@@ -29,7 +29,7 @@ def bare_boot(accel: str) -> float:
             "-smp", "1", "-m", "256M", "-nodefaults", "-no-user-config", "-display", "none",
             "-no-reboot", "-kernel", str(guestimage.unpack_vmlinux(kernel)),
             "-initrd", str(guestimage.build_initramfs(kernel)),
-            "-append", qemu.kernel_cmdline(probe=True), "-serial", "stdio"]
+            "-append", guestimage.kernel_cmdline(probe=True), "-serial", "stdio"]
     t0 = time.monotonic()
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     dt = time.monotonic() - t0

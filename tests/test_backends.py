@@ -100,7 +100,8 @@ class ToyBackend(HypervisorBackend):
 
     booted: list[BootRequest] = []
 
-    def probe_accel(self, kernel):
+    @classmethod
+    def probe_accel(cls, kernel=None, use_cache=True):
         return ProbeResult("tcg", "the toy backend emulates nothing")
 
     def boot(self, request):
@@ -204,10 +205,33 @@ def test_a_registered_backend_is_listed_and_chosen_without_other_edits(toy):
     assert again.ok and again.session_index == 1  # same key, same session: warm
     assert [(b.vcpus, b.memory_mib, b.session) for b in toy.booted] == [(1, 256, 0)]
     a = r.applied
-    assert a.qemu_pid == pid and [v.allowed for v in a.vcpus] == [[0]]
+    assert a.hypervisor_pid == pid and [v.allowed for v in a.vcpus] == [[0]]
     assert [g.cpus for g in a.guest_numa] == ["0"] and a.mismatches == []
     assert a.notes == f"toy agent pid {pid}"  # the backend's applied() hook ran
     with pytest.raises(ProcessLookupError):  # close() killed the session
         os.kill(pid, 0)
     fp = env.fingerprint()
     assert fp["hypervisor"] == "toy 1.0" and fp["accel"] == "tcg" and fp["emulated"] is True
+
+
+def test_an_option_a_backend_cannot_honour_is_refused_at_parse_and_in_dry_run(toy, monkeypatch,
+                                                                              tmp_path, capsys):
+    """A backend declares what it cannot honour; the spec refuses it before anything runs, so
+    ``vhpc compare --dry-run`` says it in one line and exits 2 (and stores nothing)."""
+    from vhpc import cli
+
+    monkeypatch.setattr(toy, "unsupported_options", {"corunner": "use backend=qemu"})
+    parse.env("vm", backend="toy", vcpus=1)  # without the option: fine
+    with pytest.raises(SpecError, match="corunner= is not supported with backend=toy: use "
+                                        "backend=qemu"):
+        parse.env("vm", backend="toy", vcpus=1, corunner="low")
+    rc = cli.main(["compare", "-b", "stream", "-e", "native", "-e",
+                   "vm:backend=toy,corunner=low", "--dry-run", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "corunner= is not supported with backend=toy" in err[0]
+    assert not (tmp_path / "vhpc.db").exists()
+    # libvirt declares the same: refused at parse, not at boot
+    with pytest.raises(SpecError, match="corunner= is not supported with backend=libvirt"):
+        parse.env("vm", backend="libvirt", corunner="low")
+    with pytest.raises(SpecError, match="slowdown= is not supported with backend=libvirt"):
+        parse.env("vm", backend="libvirt", slowdown=0.1)

@@ -23,9 +23,9 @@ from vhpc.placement import (
     place,
     plan_partition,
     plan_vms,
-    qemu_numa_args,
-    to_libvirt_xml,
 )
+from vhpc.environments.vm.backends.libvirt_xml import to_libvirt_xml
+from vhpc.environments.vm.backends.qemu import qemu_numa_args
 
 # conftest.require_tool: under CI=true (make test installs hwloc) a missing lstopo fails
 pytestmark = pytest.mark.needs("lstopo")

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from virtxml import validate_domain
 
 from vhpc import topology as T
-from vhpc.placement import PlacementError, PlacementRequest as R, place, plan_partition, to_libvirt_xml
+from vhpc.environments.vm.backends.libvirt_xml import to_libvirt_xml
+from vhpc.placement import PlacementError, PlacementRequest as R, place, plan_partition
 
 GIB = 1 << 30
 

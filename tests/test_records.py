@@ -46,6 +46,8 @@ def test_records_are_typed_and_versioned_in_the_store(tmp_path):
     assert t.diagnostics.rusage.minflt == 2048 and t.diagnostics.perf.cpi is None
     assert t.diagnostics.unavailable == {"perf": "a TCG guest has no PMU", "kvm_exits": "needs KVM"}
     assert t.diagnostics.kvm_exits is None
+    # stored as qemu_pid by earlier versions: read as the backend-neutral hypervisor_pid
+    assert t.applied.hypervisor_pid == 42 and "qemu_pid" not in raw[0]
 
 
 def test_page_locality_of_the_planned_nodes():

@@ -176,3 +176,59 @@ def test_a_kind_registered_in_a_test_is_used_by_the_spec_and_the_campaign(monkey
     assert spec.environments[1].options.word == "yo"
     envs = campaign.prepare(spec, HOST)
     assert isinstance(envs["echo"], EchoEnvironment) and envs["echo"].benchmark_cpus() >= 1
+
+
+#: Registered names and the folder (under src/vhpc) that may compare against each.
+OWN_FOLDER = {"native": "environments/native", "vm": "environments/vm",
+              "vcluster": "environments/vcluster", "ssh": "environments/ssh",
+              "qemu": "environments/vm", "libvirt": "environments/vm",
+              "local": "executors/local", "slurm": "executors/slurm"}
+
+
+def kind_name_comparisons(root: Path) -> list[str]:
+    """``file:line: expression`` for every comparison (==, !=, in, not in) of a registered kind,
+    backend or executor name with an expression about kinds, backends or executors, outside
+    that part's own folder and the registries."""
+    import ast
+
+    hits = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            names = [c.value for s in sides
+                     for c in ([s] if isinstance(s, ast.Constant) else
+                               getattr(s, "elts", []) if isinstance(s, (ast.Tuple, ast.List, ast.Set))
+                               else [])
+                     if isinstance(c, ast.Constant) and c.value in OWN_FOLDER]
+            about = " ".join(ast.unparse(s) for s in sides if not isinstance(s, ast.Constant))
+            if not re.search(r"kind|backend|executor|KINDS|BACKENDS|EXECUTORS", about):
+                continue
+            for name in names:
+                if not rel.startswith(OWN_FOLDER[name]):
+                    hits.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    return hits
+
+
+def test_no_kind_backend_or_executor_name_is_compared_outside_its_own_folder():
+    assert kind_name_comparisons(SRC) == []
+
+
+def test_the_name_check_sees_a_kind_comparison(tmp_path):
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "w.py").write_text(
+        "def f(env, b):\n    if env.kind == 'native':\n        return b.backend in ('qemu',)\n")
+    (tmp_path / "placement.py").write_text("def g(pol):\n    return pol.mem == 'local'\n")
+    hits = kind_name_comparisons(tmp_path)
+    assert [h.split(":")[:2] for h in hits] == [["workflows/w.py", "2"], ["workflows/w.py", "3"]]
+
+
+def test_environment_kind_names_come_from_the_registry():
+    for path in (SRC / "environments").rglob("environment.py"):
+        assert not re.search(r"^    kind\s*=\s*['\"]", path.read_text(), re.M), path
+    host = HostFacts.live()
+    assert KINDS.get("native")().build("n", KINDS.get("native").options(), None, host).kind == ""
+    from vhpc.environments import kind as kinds
+    assert kinds.build("native", "n", KINDS.get("native").options(), host).kind == "native"

@@ -14,7 +14,8 @@ import pytest
 from virtxml import validate_domain
 
 from vhpc import topology as T
-from vhpc.placement import PlacementError, PlacementRequest as R, place, plan_partition, to_libvirt_xml
+from vhpc.environments.vm.backends.libvirt_xml import to_libvirt_xml
+from vhpc.placement import PlacementError, PlacementRequest as R, place, plan_partition
 
 DATA = Path(__file__).parent / "data" / "topologies"
 

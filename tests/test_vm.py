@@ -73,7 +73,7 @@ def test_guest_runs_host_binaries_with_its_own_cpus(vm):
 
 
 def test_guest_init_is_told_to_prefetch_the_hosts_loader_and_libc(vm):
-    files = qemu.prefetch_files()
+    files = guestimage.prefetch_files()
     names = sorted(os.path.basename(f).split(".so")[0] for f in files)
     assert names == ["ld-linux-x86-64", "libc"] and all(os.path.isfile(f) for f in files)
     r = vm.run(["cat", "/proc/cmdline"], timeout=60)
@@ -275,9 +275,9 @@ def test_corunner_vm_loads_the_host_while_trials_run_and_pauses_with_them(kernel
         co = r.applied.corunner
         assert co.load == "high" and co.vcpus[0].allowed == [1]
         tids = [v.thread for v in co.vcpus]
-        runtime = lambda: _runtime_ns(co.qemu_pid, tids)
+        runtime = lambda: _runtime_ns(co.hypervisor_pid, tids)
         assert _advances(runtime)  # the co-runner guest computes on its own pCPU
-        last_cpu = int(open(f"/proc/{co.qemu_pid}/task/{tids[0]}/stat").read().rsplit(")", 1)[1].split()[36])
+        last_cpu = int(open(f"/proc/{co.hypervisor_pid}/task/{tids[0]}/stat").read().rsplit(")", 1)[1].split()[36])
         assert last_cpu == 1
         running = _growth(runtime)
         env.pause()

@@ -356,7 +356,7 @@ def cmd_doctor(args) -> int:
 def cmd_host(args) -> int:
     from vhpc.environments.vm import guestimage
     from vhpc.host import facts as hostinfo
-    from vhpc.environments.vm.backends import qemu
+    from vhpc.environments.vm import VmKind
 
     from vhpc import topology
 
@@ -379,7 +379,7 @@ def cmd_host(args) -> int:
     if args.no_probe or kernel is None or hostinfo.qemu_version() is None:
         console.print("accelerator   not probed")
     else:
-        probe = qemu.probe_kvm(kernel, use_cache=not args.reprobe)
+        probe = VmKind.probe_accel(kernel, use_cache=not args.reprobe)
         style = "green" if probe.accel == "kvm" else "yellow"
         console.print(f"accelerator   [{style}]{probe.accel}[/]: {probe.reason}")
         if probe.accel == "tcg":

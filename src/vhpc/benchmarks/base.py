@@ -134,10 +134,12 @@ class Benchmark:
         """The MPI launch of one trial (None: not an MPI trial)."""
         return None
 
-    def auto_values(self, params: Mapping[str, Any], kind: str) -> dict[str, str]:
+    def auto_values(self, params: Mapping[str, Any], llc_owner: str | None) -> dict[str, str]:
         """Text for parameters left unset (``None``) that the benchmark derives at run time,
-        as a plan (``--dry-run``) shows them for an environment of ``kind``; parameters not
-        listed show ``auto``.  Reads host facts only (sysfs), never runs anything."""
+        as a plan (``--dry-run``) shows them for an environment whose caches are
+        ``llc_owner``'s (e.g. "the guest's"; None: this host's, read now — the kind's
+        :attr:`~vhpc.environments.kind.EnvironmentKind.llc_owner`); parameters not listed show
+        ``auto``.  Reads host facts only (sysfs), never runs anything."""
         return {}
 
     def readback(self, params: Mapping[str, Any], ctx: RunContext,

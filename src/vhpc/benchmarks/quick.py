@@ -88,15 +88,14 @@ class StreamBenchmark(KernelBenchmark):
         argv = [str(ctx.bindir / self.binary), "-t", str(params["ntimes"])]
         return argv + (["-n", str(params["n"])] if params.get("n") else [])
 
-    def auto_values(self, params, kind):
-        """``n`` as the kernel will size it: natively from this host's LLC
+    def auto_values(self, params, llc_owner):
+        """``n`` as the kernel will size it: on this host from its LLC
         (:func:`stream_auto_n`); elsewhere from the LLC that environment reports at run
         time."""
         if params.get("n"):
             return {}
-        if kind != "native":
-            where = "the guest's" if kind in ("vm", "vcluster") else "that host's"
-            return {"n": f"auto (4x {where} LLC, at run time)"}
+        if llc_owner is not None:
+            return {"n": f"auto (4x {llc_owner} LLC, at run time)"}
         llc = llc_bytes()
         return {"n": f"{stream_auto_n(llc)} (4x LLC {llc / 2**20:.0f} MiB)"}
 

@@ -212,10 +212,12 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
 
     for line in clean_leftovers(store, cid) + reap_all():  # what a killed vhpc left
         logging.getLogger("vhpc").info(line)
+    recorded = []
     for env in envs.values():
-        if hasattr(env, "leftover_record"):  # ssh: remote trials named by the campaign
-            env.run_tag = cid
-            store.set_leftover(cid, env.name, env.leftover_record())
+        record = env.leftover_record(cid)  # ssh: remote trials named by the campaign
+        if record is not None:
+            store.set_leftover(cid, env.name, record)
+            recorded.append(env.name)
     all_trials = len(store.trials(cid))
     booted = store.attempted_environments(cid)  # sessions were started by an earlier run
     bindirs = kernel_dirs(spec) if todo or spec.target_ci or next_round else {}
@@ -255,7 +257,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
     finally:
         for env in envs.values():
             env.close()
-            if hasattr(env, "leftover_record"):
+            if env.name in recorded:
                 store.clear_leftover(cid, env.name)
     return counts
 
@@ -264,12 +266,12 @@ def clean_leftovers(store: Store, cid: str) -> list[str]:
     """Before campaign ``cid`` runs again: kill the remote process groups and close the ssh
     ControlMaster that an earlier, killed run of it left (:meth:`Store.leftovers`), so a
     resumed trial never runs beside a survivor.  Returns one line per action."""
-    from vhpc.environments.ssh.environment import clean_leftover
+    from vhpc.environments.kind import KINDS
 
     lines = []
     for name, record in store.leftovers(cid).items():
-        if record.get("kind") == "ssh":
-            lines += clean_leftover(record)
+        if record.get("kind") in KINDS:  # a record of a kind this vhpc no longer has: dropped
+            lines += KINDS.get(record["kind"]).clean_leftover(record)
         store.clear_leftover(cid, name)
     return lines
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from vhpc.core.errors import VhpcError
 
@@ -37,6 +37,11 @@ RECORD_VERSION = 1
 class RecordError(VhpcError):
     """A stored record cannot be read (written by a newer vhpc, or corrupt); one line with
     what to do."""
+
+
+#: The hypervisor process id is read under its name and under ``qemu_pid`` (stores written
+#: before the backends owned their dialects).
+PID_ALIASES = AliasChoices("hypervisor_pid", "qemu_pid")
 
 
 class Record(BaseModel):
@@ -108,11 +113,11 @@ class GuestNode(Record):
 
 
 class CorunnerReadback(Record):
-    """The co-runner VM beside a measured VM: ``load`` label, QEMU pid, its vCPU threads, the
+    """The co-runner VM beside a measured VM: ``load`` label, its hypervisor process id, its vCPU threads, the
     placement description."""
 
     load: str = ""
-    qemu_pid: int | None = None
+    hypervisor_pid: int | None = Field(None, validation_alias=PID_ALIASES)
     vcpus: list[VcpuReadback] = []
     plan: str | None = None
 
@@ -121,7 +126,8 @@ class AppliedPlacement(Record):
     """Placement as applied, read back after a trial.
 
     Native: ``cpus`` the command may run on, ``numactl`` prefix used.  VM: ``accel``,
-    ``qemu_pid``, ``session`` (boot count), ``vcpus`` read back, ``emulator_cpus`` (QEMU's other
+    ``hypervisor_pid`` (the process running the guest, whichever backend started it; stored
+    as ``qemu_pid`` before 0.4 and still read under that name), ``session`` (boot count), ``vcpus`` read back, ``emulator_cpus`` (QEMU's other
     threads: CPU list, or a sentence when shared), ``memory`` per host node, ``page_locality``
     on the planned nodes, ``guest_numa`` (the guest's view), ``corunner``.  ``mismatches``:
     differences from the plan, one sentence each ([] when all agree).
@@ -130,7 +136,7 @@ class AppliedPlacement(Record):
     cpus: list[int] | None = None
     numactl: list[str] | None = None
     accel: str | None = None
-    qemu_pid: int | None = None
+    hypervisor_pid: int | None = Field(None, validation_alias=PID_ALIASES)
     session: int | None = None
     vcpus: list[VcpuReadback] = []
     emulator_cpus: list[int] | str | None = None

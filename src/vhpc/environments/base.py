@@ -58,9 +58,18 @@ class RunResult:
 
 
 class Environment(ABC):
-    """Where a benchmark runs.  ``name`` is unique in a campaign; ``kind`` is ``native``/``vm``."""
+    """Where a benchmark runs.  ``name`` is unique in a campaign; ``kind`` is the name its
+    kind registered under (set by :func:`vhpc.environments.kind.build` from the registry, empty
+    for an environment built by hand).
+
+    What an environment can do is asked through the attributes and methods below (each with a
+    default), never by comparing ``kind`` with a name: ``mpi_job_step``,
+    :meth:`leftover_record`, :meth:`throttle_pid`."""
 
     kind: str = ""
+    #: Its MPI commands run on the executor's node itself, so an executor with its own MPI
+    #: launcher (Slurm's ``srun --mpi=pmix``) may launch them as a job step across its nodes.
+    mpi_job_step: bool = False
     #: Its guests may be spread over an executor's compute nodes (the executor then hands it
     #: remote members built from its ``node_shares()``: :meth:`VclusterEnvironment.attach_nodes`);
     #: runs on one host otherwise.
@@ -109,6 +118,21 @@ class Environment(ABC):
     def mpi_cpuset(self) -> tuple[int, ...] | None:
         """Host CPUs an MPI launch should bind its ranks to (native with ``cpus=``/``nodes=``),
         or None to let MPI choose."""
+        return None
+
+    def leftover_record(self, tag: str) -> dict[str, Any] | None:
+        """What a killed run of this environment may leave behind that the next run must clean
+        (ssh: the remote process groups of this campaign's trials, which it names after
+        ``tag``, the campaign id, from now on), as a JSON-serialisable dict with ``kind`` set;
+        None (the default) when nothing can outlive vhpc's own process group.  The campaign
+        stores it before the first trial and hands it back to
+        :meth:`EnvironmentKind.clean_leftover` on resume."""
+        return None
+
+    def throttle_pid(self) -> int | None:
+        """The host process whose CPU time is this environment's work, for a CPU bandwidth
+        limit (VM: the hypervisor process), or None when the limit wraps each command instead
+        (native) or cannot reach it (remote hosts)."""
         return None
 
     def kernel_dir(self, local: Path | None, impl: str, binary: str) -> Path | None:

@@ -20,6 +20,9 @@ from vhpc.core.registry import Registry
 from vhpc.environments.base import Environment
 from vhpc.environments.options import EnvOptions, HostFacts, Slowdown
 
+#: How much slower a guest trial is under TCG emulation than under KVM, for estimates only.
+TCG_FACTOR = 10.0
+
 #: Every environment kind, by name; the packages under vhpc/environments/ register themselves.
 KINDS: Registry[type["EnvironmentKind"]] = Registry("environment", "vhpc.environments")
 
@@ -44,6 +47,29 @@ class EnvironmentKind(ABC):
     name: ClassVar[str] = ""
     options: ClassVar[type[EnvOptions]]
     summary: ClassVar[str] = ""
+    #: It boots guests: a fresh session costs a boot (time estimates, cold/warm protocol).
+    boots_guests: ClassVar[bool] = False
+    #: ``slowdown=`` can be applied to it (a CPU bandwidth limit on its processes), so
+    #: ``vhpc calibrate`` can slow a copy of it.
+    supports_slowdown: ClassVar[bool] = False
+    #: Whose last-level cache sizes an auto-sized working set at run time ("the guest's",
+    #: "that host's"), or None when it is this host's, known before the run.
+    llc_owner: ClassVar[str | None] = None
+    #: Rule-of-thumb seconds of one trial when no past trial says better (``vhpc paper
+    #: --dry-run``), before the emulation factor.
+    trial_s: ClassVar[float] = 10.0
+
+    def trial_seconds(self, accel: str) -> float:
+        """Rule-of-thumb seconds for one trial of a quick kernel here, with guests running under
+        ``accel`` (``"kvm"`` or ``"tcg"``; TCG emulation is about 10x slower: the measured
+        cycles of docs/fidelity.md).  Used only for estimates, never for timeouts."""
+        return self.trial_s * (TCG_FACTOR if self.boots_guests and accel == "tcg" else 1.0)
+
+    @classmethod
+    def clean_leftover(cls, record: dict[str, Any]) -> list[str]:
+        """Clean what a killed run left (``record``: what :meth:`Environment.leftover_record`
+        stored); one line per action.  Nothing by default."""
+        return []
 
     def plan(self, options: EnvOptions, host: HostFacts) -> EnvPlan:
         """Check ``options`` against ``host`` and compute the placement (pure: reads no host
@@ -78,6 +104,7 @@ def build(kind: str, name: str, options: EnvOptions, host: HostFacts,
         raise
     except ValueError as exc:
         raise HostError(f"environment {name}: {exc}") from None
+    env.kind = kind_.name
     if isinstance(options, Slowdown):
         env = slowed(env, options, plan_)
     return env

@@ -92,6 +92,16 @@ class ThrottledEnvironment(Environment):
         return self.inner.kernel_dir(local, impl, binary)
 
     @property
+    def mpi_job_step(self) -> bool:  # type: ignore[override]
+        return self.inner.mpi_job_step
+
+    def leftover_record(self, tag: str):
+        return self.inner.leftover_record(tag)
+
+    def throttle_pid(self):
+        return self.inner.throttle_pid()
+
+    @property
     def accel(self) -> str | None:
         return self.inner.accel
 
@@ -136,12 +146,11 @@ class ThrottledEnvironment(Environment):
             self.start()
         except EnvError as exc:
             return RunResult(None, "", "", 0.0, 0.0, error=str(exc))
-        guest = getattr(self.inner, "guest", None)
+        pid = self.inner.throttle_pid()
         with throttle.CpuBandwidthLimit(self.slowdown, self.cpus, self.period_us) as lim:
-            if self.inner.kind == "native":
+            if pid is None:  # the command itself runs here: it starts inside the group
                 result = self.inner.run(lim.wrap(list(argv)), env, timeout, key)
-            elif guest is not None:
-                pid = guest.pid
+            else:
                 home = _cgroup_home(pid, lim)
                 lim.add(pid)
                 lim.start()
@@ -153,8 +162,6 @@ class ThrottledEnvironment(Environment):
                             (d / "cgroup.procs").write_text(f"{pid}\n")
                         except OSError:
                             pass
-            else:
-                raise EnvError(f"slowdown= is supported for native and vm, not {self.kind}")
             reading = lim.read()
         result.diagnostics = records.extended(result.diagnostics, records.Diagnostics,
                                               throttle=reading_dict(reading))

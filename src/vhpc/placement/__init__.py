@@ -60,10 +60,11 @@ Errors: :class:`PlacementError` (a ValueError) with a one-line message saying wh
 from __future__ import annotations
 
 from vhpc.placement.memory import check_hugepages
-from vhpc.placement.model import BACKINGS, GuestNode, Placement, PlacementError, PlacementRequest
+from vhpc.placement.model import (BACKINGS, GuestNode, Placement, PlacementError,
+                                  PlacementRequest, needs_guest_numa)
 from vhpc.placement.place import check_plan, place, plan_partition, plan_vms
 from vhpc.placement.policy import Policy, parse_policy
-from vhpc.placement.render import describe, qemu_numa_args, render_plans, to_libvirt_xml
+from vhpc.placement.render import describe, render_plans
 
 __all__ = [
     "PlacementError",
@@ -77,8 +78,7 @@ __all__ = [
     "plan_partition",
     "check_plan",
     "check_hugepages",
-    "qemu_numa_args",
-    "to_libvirt_xml",
+    "needs_guest_numa",
     "describe",
     "render_plans",
     "BACKINGS",

@@ -109,3 +109,13 @@ class Placement:
         d["notes"] = list(self.notes)
         d["guest_nodes"] = [dict(g, vcpus=list(g["vcpus"]), host_nodes=list(g["host_nodes"])) for g in d["guest_nodes"]]
         return d
+
+
+def needs_guest_numa(p: Placement) -> bool:
+    """True when a hypervisor must be told the guest's NUMA layout or memory binding: more
+    than one guest node, hugepage backing, or memory bound to host nodes (else a plain
+    ``-m``/``<memory>`` describes the guest)."""
+    if len(p.guest_nodes) > 1 or p.backing != "4k":
+        return True
+    g = p.guest_nodes[0]
+    return g.policy != "default" and bool(g.host_nodes)

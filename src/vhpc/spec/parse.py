@@ -106,6 +106,13 @@ class EnvSpec(BaseModel):
             data = {**data, "options": opts}
         return data
 
+    @property
+    def part(self):
+        """The registered :class:`~vhpc.environments.kind.EnvironmentKind` of this environment:
+        what the kind can do (``boots_guests``, ``llc_owner``, :meth:`trial_seconds`, ...) is
+        asked of it, never read from the kind's name."""
+        return KINDS.get(self.kind)()
+
     def plan(self, host: HostFacts) -> EnvPlan:
         """Host checks and the placement of this environment on ``host``, computed once (the
         kind's :meth:`~vhpc.environments.kind.EnvironmentKind.plan`).  Raises

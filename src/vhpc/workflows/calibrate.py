@@ -65,9 +65,13 @@ class Settings:
             raise SpecError("--delta must be in (0, 10), e.g. 0.05 for 5 %")
         if not 0 < self.alpha < 1:
             raise SpecError("--alpha must be in (0, 1), e.g. 0.05")
+        from vhpc.environments.options import Slowdown
+
         for e in self.environments:
-            if e.kind not in ("native", "vm"):
-                raise SpecError(f"-e {e.kind}: calibrate supports native and vm environments")
+            if not issubclass(e.part.options, Slowdown):
+                raise SpecError(f"-e {e.kind}: calibrate slows a copy of the environment, which "
+                                "this kind cannot be (no slowdown=): use an environment that "
+                                "takes slowdown=, e.g. native or vm")
             if {"slowdown", "slowdown_cpus"} & e.options.model_fields_set:
                 raise SpecError(f"-e {e.kind}: calibrate slows its copy itself: drop "
                                 "slowdown=/slowdown_cpus=")

@@ -186,10 +186,10 @@ def dry_run_estimate(spec, out: str | Path) -> str:
 
 def accelerator() -> tuple[str, str]:
     """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the KVM probe's
-    answer (:func:`vhpc.environments.vm.backends.qemu.probe_kvm`, cached per host boot), not
+    answer (:meth:`vhpc.environments.vm.VmKind.probe_accel`, cached per host boot), not
     whether ``/dev/kvm`` exists — a host can offer /dev/kvm and still fall back to TCG."""
     from vhpc.environments.vm import guestimage
-    from vhpc.environments.vm.backends import qemu
+    from vhpc.environments.vm import VmKind
     from vhpc.host.facts import qemu_version
 
     if qemu_version() is None:
@@ -198,7 +198,7 @@ def accelerator() -> tuple[str, str]:
         kernel = guestimage.find_kernel()
     except guestimage.GuestImageError as exc:
         return "tcg", f"not probed: {exc}"
-    probe = qemu.probe_kvm(kernel)
+    probe = VmKind.probe_accel(kernel)
     return probe.accel, probe.reason
 
 

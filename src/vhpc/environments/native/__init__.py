@@ -14,6 +14,7 @@ class NativeKind(EnvironmentKind):
 
     options = NativeOptions
     summary = "benchmarks directly on the host"
+    trial_s = 5.0
 
     def plan(self, options: NativeOptions, host: HostFacts) -> EnvPlan:
         """Checks that the CPUs and nodes exist; the plan's text is the binding."""

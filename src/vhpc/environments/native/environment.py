@@ -127,7 +127,7 @@ class NativeEnvironment(Environment):
     planned memory nodes, is a placement mismatch; with ``strict`` it fails the trial.
     """
 
-    kind = "native"
+    mpi_job_step = True
 
     def __init__(self, name: str = "native", cpus: list[int] | None = None,
                  nodes: str | None = None, membind: str | None = None, counters: bool = True,

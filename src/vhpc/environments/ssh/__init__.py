@@ -14,6 +14,15 @@ class SshKind(EnvironmentKind):
 
     options = SshOptions
     summary = "benchmarks on an existing machine over OpenSSH"
+    llc_owner = "that host's"
+
+    @classmethod
+    def clean_leftover(cls, record):
+        """Kill the remote process groups a killed run left and close its ControlMaster
+        (:func:`~vhpc.environments.ssh.environment.clean_leftover`)."""
+        from vhpc.environments.ssh.environment import clean_leftover
+
+        return clean_leftover(record)
 
     def plan(self, options: SshOptions, host: HostFacts) -> EnvPlan:
         """The remote binding as text; the remote host is checked by the environment's

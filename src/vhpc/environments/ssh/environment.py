@@ -158,7 +158,6 @@ class SshEnvironment(Environment):
     cannot be reached or refuses the key.
     """
 
-    kind = "ssh"
 
     def __init__(self, name: str, host: str, user: str | None = None, port: int | None = None,
                  identity: str | None = None, cpus: str | None = None, nodes: str | None = None,
@@ -409,9 +408,11 @@ class SshEnvironment(Environment):
         proc.communicate()
         self.kill_remote(pidfile)
 
-    def leftover_record(self) -> dict[str, Any]:
+    def leftover_record(self, tag: str) -> dict[str, Any]:
         """What the next start of this campaign needs to clean up after a killed vhpc (stored
-        in the store's ``leftovers`` table): the connection and the trials' pid file tag."""
+        in the store's ``leftovers`` table): the connection and the trials' pid file tag, which
+        is ``tag`` (the campaign id) from now on."""
+        self.run_tag = tag
         return {"kind": "ssh", "host": self.host, "user": self.user, "port": self.port,
                 "identity": self.identity, "workdir": self.workdir, "tag": self.run_tag,
                 "control": self._ctl}

@@ -22,6 +22,9 @@ class VclusterKind(EnvironmentKind):
     planned once here, one per guest."""
 
     options = VclusterOptions
+    boots_guests = True
+    llc_owner = "the guest's"
+    trial_s = 20.0
     summary = "several guests on one host, one MPI job across them"
 
     def plan(self, options: VclusterOptions, host: HostFacts) -> EnvPlan:

@@ -74,6 +74,22 @@ def plan_cluster(topo: topology_room.Topology, vms: int, vcpus: int, memory: int
     return placement_room.plan_vms(topo, reqs)
 
 
+def node_guests(name: str, first: int, count: int, policy: str,
+                member: dict[str, Any]) -> list[VmEnvironment]:
+    """The guests ``first`` .. ``first + count - 1`` of vcluster ``name`` that one compute node
+    holds (the node side of a cluster spanning an executor's nodes), placed on this node's own
+    topology with ``policy`` (:func:`plan_cluster`); ``member``: the guests' VmOptions fields.
+    Nothing is booted.  Raises PlacementError/HostError/ValueError when the node cannot hold
+    them."""
+    from vhpc.environments.options import HostFacts
+
+    options = VmOptions.model_validate(member)
+    facts = HostFacts.live()
+    plans = plan_cluster(facts.topology, count, options.vcpus, options.memory, policy)
+    return [VmEnvironment(f"{name}/vm{first + k}", options, p, facts.topology)
+            for k, p in enumerate(plans)]
+
+
 def program_index(argv: list[str]) -> int | None:
     """Index of the program an MPI launcher command starts (after the launcher's options), or
     None when ``argv`` has no launcher or no program.  The launcher may follow a wrapper (e.g.
@@ -135,7 +151,6 @@ class VclusterEnvironment(Environment):
     None before start), total_ranks, orphans (what :func:`reap_orphans` removed at start).
     """
 
-    kind = "vcluster"
     spans_nodes = True
 
     def __init__(self, name: str, options: VclusterOptions,

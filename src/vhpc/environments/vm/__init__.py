@@ -17,6 +17,18 @@ class VmKind(EnvironmentKind):
 
     options = VmOptions
     summary = "benchmarks in a QEMU guest sharing the host's root"
+    boots_guests = True
+    llc_owner = "the guest's"
+
+    @staticmethod
+    def probe_accel(kernel=None, use_cache: bool = True):
+        """The accelerator guests of the default backend (a plain ``-e vm``) get on this host:
+        that backend's :meth:`~vhpc.environments.vm.backends.base.HypervisorBackend.probe_accel`
+        (a :class:`~vhpc.environments.vm.backends.base.ProbeResult`).  Raises GuestImageError
+        when no guest kernel exists."""
+        from vhpc.environments.vm.backends.base import BACKENDS
+
+        return BACKENDS.get(VmOptions().backend_name).probe_accel(kernel, use_cache)
 
     def plan(self, options: VmOptions, host: HostFacts) -> EnvPlan:
         """The guest's placement (and its co-runner's) on ``host``.  Raises HostError (more

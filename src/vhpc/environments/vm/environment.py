@@ -97,7 +97,6 @@ class VmEnvironment(Environment):
     ``sessions`` (boots so far), ``removed_leftovers`` (guests of killed vhpc runs removed).
     """
 
-    kind = "vm"
 
     def __init__(self, name: str, options: VmOptions, placement: placement_room.Placement | None,
                  topo: topology_room.Topology, corunner: placement_room.Placement | None = None,
@@ -247,6 +246,10 @@ class VmEnvironment(Environment):
             if g is not None:
                 g.resume()
 
+    def throttle_pid(self) -> int | None:
+        """The guest's hypervisor process (its vCPU threads do the guest's work)."""
+        return self.guest.pid if self.guest is not None else None
+
     def applied(self) -> records.AppliedPlacement | None:
         """Placement as applied, read back from the host and the guest: per vCPU thread the
         allowed host CPUs and the CPU it last ran on; where the hypervisor's other threads may
@@ -262,12 +265,12 @@ class VmEnvironment(Environment):
         memory = read_numa_maps(self.guest.pid)
         corunner = None
         if self.corunner is not None:
-            corunner = {"load": self.corunner_label, "qemu_pid": self.corunner.pid,
+            corunner = {"load": self.corunner_label, "hypervisor_pid": self.corunner.pid,
                         "vcpus": self.corunner.read_affinity(),
                         "plan": placement_room.describe(self.corunner_placement)}
         mem = records.MemoryReadback(**memory) if memory else None
         return self.backend.applied(self.guest, records.AppliedPlacement(
-            accel=self.accel, qemu_pid=self.guest.pid, session=self.sessions, corunner=corunner,
+            accel=self.accel, hypervisor_pid=self.guest.pid, session=self.sessions, corunner=corunner,
             emulator_cpus=self.emulator_cpus or "shared with the vCPUs (no free host CPU)",
             vcpus=vcpus, memory=mem, guest_numa=self.guest_numa,
             page_locality=mem.locality(self.placement.host_nodes) if mem else None,

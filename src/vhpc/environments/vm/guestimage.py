@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import lzma
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -209,3 +210,80 @@ def build_initramfs(kernel: GuestKernel) -> Path:
             raise GuestImageError(f"cpio failed: {out.stderr.decode().strip()}")
         _atomic_write(dest, out.stdout)
     return dest
+
+
+def host_khz() -> int | None:
+    """Host TSC/CPU frequency in kHz from /proc/cpuinfo (``tsc_early_khz=`` on the guest
+    command line avoids the PIT calibration hang seen under TCG, vm-mechanics.md)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]) * 1000)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+#: Directories the guest gets privately (tmpfs), hiding the host's content (guest/init.sh).
+GUEST_PRIVATE = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+
+
+def hidden_in_guest(path: Path) -> bool:
+    """True when ``path`` lies under a directory the guest replaces with its own tmpfs."""
+    p = Path(path).resolve()
+    return any(p == Path(d) or Path(d) in p.parents for d in GUEST_PRIVATE)
+
+
+def guest_shares() -> list[Path]:
+    """vhpc's own files that the guest must see but that its private /tmp etc. would hide
+    (e.g. a checkout in /tmp): the source tree and the Python environment, each exported
+    read-only over an extra virtio-9p device and mounted at the same path in the guest."""
+    import sys
+
+    import vhpc
+
+    out: list[Path] = []
+    for cand in (Path(vhpc.__file__).resolve().parents[2], Path(sys.prefix).resolve()):
+        if hidden_in_guest(cand) and " " not in str(cand):
+            if not any(cand == o or o in cand.parents for o in out):
+                out = [o for o in out if cand not in o.parents] + [cand]
+    return out
+
+
+def prefetch_files() -> list[str]:
+    """The dynamic loader and C library this process runs on (from /proc/self/maps), which
+    every dynamically linked guest command maps first.  The guest's init reads them once
+    through virtio-9p before its agent starts (vhpc.prefetch=, guest/init.sh): a few large
+    9p reads instead of the first exec's page-fault-sized ones, which made a cold guest's
+    first command 0.1 s slower than its second under TCG (bench/bench_vm_cycle.py).  Paths
+    with characters the kernel command line cannot carry are left out."""
+    found: list[str] = []
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return found
+    for line in maps.splitlines():
+        fields = line.split(None, 5)
+        path = fields[5] if len(fields) == 6 else ""
+        name = Path(path).name
+        if (name.startswith("ld-linux") or name.startswith("libc.so")) and path not in found \
+                and re.fullmatch(r"/[A-Za-z0-9_./+-]+", path):
+            found.append(path)
+    return found
+
+
+def kernel_cmdline(probe: bool = False, shares: list[Path] | None = None) -> str:
+    """The guest kernel command line (serial console, quiet, extra shares and the files to
+    prefetch for init)."""
+    words = ["console=ttyS0", "quiet", "panic=-1", "mitigations=off"]
+    khz = host_khz()
+    if khz:
+        words.append(f"tsc_early_khz={khz}")
+    if probe:
+        words.append("vhpc.probe=1")
+    else:
+        files = prefetch_files()
+        if files:
+            words.append("vhpc.prefetch=" + ":".join(files))
+    words += [f"vhpc.share{i}={p}" for i, p in enumerate(shares or [])]
+    return " ".join(words)

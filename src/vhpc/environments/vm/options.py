@@ -104,11 +104,17 @@ class VmOptions(EnvOptions, Slowdown):
     def _pin_or_policy(self):
         if self.pin is not None and self.policy is not None:
             raise ValueError("give either pin= or policy=, not both")
-        chosen = BACKENDS.get(self.backend_name).own_options
+        chosen = BACKENDS.get(self.backend_name)
         for owner, backend in BACKENDS.items():
             for opt in backend.own_options:
-                if getattr(self, opt) is not None and opt not in chosen:
+                if getattr(self, opt) is not None and opt not in chosen.own_options:
                     raise ValueError(f"{opt}= needs backend={owner}")
+        for opt, advice in chosen.unsupported_options.items():
+            # compared with the default, not the fields set: a stored spec has them all set
+            if getattr(self, opt) != type(self).model_fields[opt].get_default(
+                    call_default_factory=True):
+                raise ValueError(f"{opt}= is not supported with backend={self.backend_name}: "
+                                 f"{advice}")
         if self.domain_xml:
             # compared with the defaults, not the fields set: a stored spec has them all set
             given = sorted(k for k in ("vcpus", "memory", "pin", "policy", "numa", "backing",

@@ -421,7 +421,7 @@ class SlurmExecutor(Executor):
     @staticmethod
     def _mpi_ranks(env: Environment, argv: list[str]) -> int:
         """Rank count when ``argv`` is an mpirun command of the native environment, else 0."""
-        if (getattr(env, "kind", "") != "native" or not argv or "mpirun" not in argv[0]
+        if (not env.mpi_job_step or not argv or "mpirun" not in argv[0]
                 or "mpich" in argv[0]):  # MPICH keeps mpirun (Hydra) inside a single step
             return 0
         if "-np" in argv and program_index(argv) is not None:

@@ -89,19 +89,12 @@ class GuestHost:
     PlacementError / HostError / ValueError when the node cannot hold them."""
 
     def __init__(self, payload: dict[str, Any]):
-        from vhpc.environments.options import HostFacts
-        from vhpc.environments.vcluster.environment import plan_cluster
-        from vhpc.environments.vm.environment import VmEnvironment
-        from vhpc.environments.vm.options import VmOptions
+        from vhpc.environments.vcluster.environment import node_guests
 
-        options = VmOptions.model_validate(payload["member"])
-        facts = HostFacts.live()
-        plans = plan_cluster(facts.topology, int(payload["count"]), options.vcpus,
-                             options.memory, str(payload["policy"]))
-        first = int(payload["first"])
         self.node = node_name()
-        self.members = [VmEnvironment(f"{payload['name']}/vm{first + k}", options, p,
-                                      facts.topology) for k, p in enumerate(plans)]
+        self.members = node_guests(str(payload["name"]), int(payload["first"]),
+                                   int(payload["count"]), str(payload["policy"]),
+                                   payload["member"])
 
     def close(self) -> None:
         """Stop every guest of this node (idempotent)."""

@@ -94,7 +94,7 @@ class Candidate:
     def options(self, memory_mib: int, accel: str = "auto") -> dict:
         """The environment options (typed spec fields of the ``vm`` / ``vcluster`` kind)."""
         p = self.placements[0]
-        if self.kind == "vcluster":
+        if self.policy == "partition":  # n VMs per socket: the vcluster's options
             return {"vms": self.vms, "vcpus": p.vcpus, "memory": p.memory_mib,
                     "policy": "partition", "accel": accel}
         return {"vcpus": p.vcpus, "memory": memory_mib, "policy": self.policy, "numa": self.numa,

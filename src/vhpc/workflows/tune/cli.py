@@ -71,7 +71,6 @@ def _candidates(args, topo):
     """(candidates, skipped, listed-only) for the flags on ``topo``."""
     from vhpc import benchmarks
     from vhpc.host.facts import read_hugepages
-    from vhpc.environments.kind import KINDS
     from vhpc.spec.parse import from_cli
     from vhpc.workflows.tune import candidates as cm
 
@@ -80,7 +79,7 @@ def _candidates(args, topo):
               for b in parsed.benchmarks)
     knob = any(k.startswith("hugepages_2m") for k in parsed.host_knobs)
     offer = cm.HostOffer(free_hugepages={} if args.topology else read_hugepages(),
-                         hugepages_knob=knob, vcluster="vcluster" in KINDS)
+                         hugepages_knob=knob, vcluster=True)
     cands, skipped = cm.generate(topo, args.vcpus, args.memory, offer, mpi=mpi)
     if args.candidates:
         cands = cm.restrict(cands, [w for c in args.candidates for w in c.split(",") if w.strip()])

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from vhpc import placement
 from vhpc.core.cpulist import format_cpu_list
+from vhpc.environments.vm.backends.libvirt_xml import to_libvirt_xml
+from vhpc.environments.vm.backends.qemu import qemu_numa_args
 from vhpc.workflows.tune.candidates import Candidate
 from vhpc.workflows.tune.race import (CONTENDER, ELIMINATED, EQUIVALENT, FAILED, LEADER, RaceState, order_by_prior)
 from vhpc.workflows.tune.run import Definition
@@ -84,19 +86,19 @@ def flavor_specs(c: Candidate) -> dict[str, str]:
 
 def qemu_args(c: Candidate) -> list[str]:
     """QEMU argv for the candidate's (first) VM: ``-smp``, ``-m`` and the NUMA/memory
-    backends (:func:`vhpc.placement.qemu_numa_args`); vCPU pinning is applied after start
-    (QMP ``query-cpus-fast`` thread ids + sched_setaffinity), listed in :func:`libvirt_xml`."""
+    backends (:func:`vhpc.environments.vm.backends.qemu.qemu_numa_args`); vCPU pinning is
+    applied after start (QMP ``query-cpus-fast`` thread ids + sched_setaffinity), listed in :func:`libvirt_xml`."""
     p = c.placements[0]
-    return ["-smp", str(p.vcpus), "-m", f"{p.memory_mib}M", *placement.qemu_numa_args(p)]
+    return ["-smp", str(p.vcpus), "-m", f"{p.memory_mib}M", *qemu_numa_args(p)]
 
 
 def libvirt_xml(c: Candidate, name: str = "vhpc-tuned") -> str:
     """Validating libvirt domain XML of the candidate's VMs (one ``<domain>`` per VM;
-    :func:`vhpc.placement.to_libvirt_xml`) with a ``<vcpupin>`` per vCPU: its PUs when pinned;
-    for ``float``, all the host's usable PUs (``pool``), which is where the raced VM's vCPUs
+    :func:`vhpc.environments.vm.backends.libvirt_xml.to_libvirt_xml`) with a ``<vcpupin>`` per
+    vCPU: its PUs when pinned; for ``float``, all the host's usable PUs (``pool``), which is where the raced VM's vCPUs
     could run (vhpc's own CPU affinity), written out so the domain floats over the same set."""
     def one(p, n):
-        xml = placement.to_libvirt_xml(p, name=n, full=True)
+        xml = to_libvirt_xml(p, name=n, full=True)
         if p.pinned or not c.pool:
             return xml
         dom = ET.fromstring(xml)

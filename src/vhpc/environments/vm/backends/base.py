@@ -188,6 +188,9 @@ class HypervisorBackend(ABC):
     name: ClassVar[str] = ""
     #: VmOptions fields only this backend reads; giving one with another backend is an error.
     own_options: ClassVar[tuple[str, ...]] = ()
+    #: VmOptions fields this backend cannot honour → what to do instead; ``VmOptions`` refuses
+    #: them when this backend is chosen, at parse (so ``--dry-run`` does too).
+    unsupported_options: ClassVar[dict[str, str]] = {}
 
     def __init__(self, env_name: str, options: "VmOptions", placement: "Placement | None",
                  topo: "Topology"):
@@ -196,10 +199,15 @@ class HypervisorBackend(ABC):
         self.placement = placement
         self.topo = topo
 
+    @classmethod
     @abstractmethod
-    def probe_accel(self, kernel: "GuestKernel") -> ProbeResult:
-        """Whether hardware virtualization (``kvm``) is usable here, else ``tcg``, and why.
-        Never raises for an unusable accelerator."""
+    def probe_accel(cls, kernel: "GuestKernel | None" = None,
+                    use_cache: bool = True) -> ProbeResult:
+        """Whether hardware virtualization (``kvm``) is usable on this host for this backend's
+        guests, else ``tcg``, and why (``kernel``: the guest kernel a probe may boot, None:
+        the host's own; ``use_cache``: a cached answer of this host boot may be used).  A
+        class method: the host is asked before any environment exists (``vhpc host``, ``vhpc
+        paper --dry-run``).  Never raises for an unusable accelerator."""
 
     @abstractmethod
     def boot(self, request: BootRequest) -> GuestSession:

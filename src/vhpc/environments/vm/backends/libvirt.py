@@ -43,8 +43,8 @@ from vhpc.environments.base import EnvError
 from vhpc.environments.vm.agent import AgentChannel
 from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
                                                 HypervisorBackend, ProbeResult)
-from vhpc.environments.vm.backends.qemu import (guest_shares, kernel_cmdline, probe_kvm,
-                                                require_qemu)
+from vhpc.environments.vm.backends.qemu import probe_kvm, require_qemu
+from vhpc.environments.vm.guestimage import guest_shares, kernel_cmdline
 
 #: Prefix of every domain name vhpc creates (leftover detection looks for it).
 PREFIX = "vhpc-"
@@ -336,17 +336,16 @@ class LibvirtBackend(HypervisorBackend):
     """``vm`` with ``backend=libvirt`` (module docstring).  Its own options: ``uri`` (libvirt
     connection URI; default :func:`default_uri`) and ``domain_xml`` (a file with the user's
     domain; then the vCPUs, memory, accelerator and placement come from the file, and the
-    vCPUs float as far as vhpc's plan knows).  Raises ValueError for options it cannot serve
-    (``corunner``, ``slowdown``), an unreadable or invalid domain XML, or a missing
-    libvirt-python or QEMU."""
+    vCPUs float as far as vhpc's plan knows).  Options it cannot serve (``corunner``,
+    ``slowdown``) are refused at parse (``unsupported_options``).  Raises ValueError for an
+    unreadable or invalid domain XML, or a missing libvirt-python or QEMU."""
 
     own_options = ("domain_xml", "uri")
+    unsupported_options = {"corunner": "use backend=qemu",
+                           "slowdown": "use backend=qemu (its QEMU process is limited)",
+                           "slowdown_cpus": "use backend=qemu"}
 
     def __init__(self, env_name, options, placement, topo):
-        if options.slowdown is not None:
-            raise ValueError("slowdown= needs the qemu backend")
-        if options.corunner:
-            raise ValueError("corunner is not supported with backend=libvirt: use backend=qemu")
         self.uri = options.uri or default_uri()
         self.user_xml_path = options.domain_xml
         self.user_xml: str | None = None
@@ -372,9 +371,10 @@ class LibvirtBackend(HypervisorBackend):
         self.submitted_xml: str | None = None
         self.removed_leftovers: list[str] = []
 
-    def probe_accel(self, kernel) -> ProbeResult:
+    @classmethod
+    def probe_accel(cls, kernel=None, use_cache: bool = True) -> ProbeResult:
         """libvirt runs QEMU: the QEMU probe (:func:`~.qemu.probe_kvm`)."""
-        return probe_kvm(kernel)
+        return probe_kvm(kernel, use_cache=use_cache)
 
     def remove_leftovers(self) -> list[str]:
         """Connect once (an unreachable daemon is a setup error, said before any trial) and

@@ -91,7 +91,7 @@ def add_vhpc_parts(dom: ET.Element, *, name: str, vmlinux: Path, initrd: Path, c
     Sets ``<name>`` (and drops ``<uuid>``) so the transient domain is vhpc's; direct kernel
     boot of vhpc's vmlinux/initramfs (``<os><kernel><initrd><cmdline>``, replacing any given);
     the host root, read-only over virtio-9p (``<filesystem accessmode='passthrough'>`` with
-    target ``hostroot``, plus ``shareN`` for :func:`vhpc.environments.vm.backends.qemu.guest_shares`); the
+    target ``hostroot``, plus ``shareN`` for :func:`vhpc.environments.vm.guestimage.guest_shares`); the
     agent's virtio-serial port ``vhpc.agent`` as a unix socket in ``workdir``; a serial console
     to ``workdir/console.log`` when the domain has no ``<serial>``; and a DAC ``<seclabel>``
     running QEMU as vhpc's own user (it reads vhpc's cache and the host root) unless the domain
@@ -151,7 +151,7 @@ def generated_domain(placement: placement_room.Placement, *, accel: str,
     rather than reboot (``on_reboot`` destroy).  Devices not listed are libvirt's defaults
     (e.g. its memory balloon), which is what ``-e vm:backend=libvirt`` measures.
     """
-    dom = ET.fromstring(placement_room.to_libvirt_xml(placement, full=False))
+    dom = ET.fromstring(to_libvirt_xml(placement, full=False))
     dom.set("type", "kvm" if accel == "kvm" else "qemu")
     ET.SubElement(dom, "memory", unit="MiB").text = str(placement.memory_mib)
     if emulator_cpus:
@@ -271,3 +271,66 @@ def to_text(dom: ET.Element) -> str:
     copy = ET.fromstring(ET.tostring(dom))
     ET.indent(copy)
     return ET.tostring(copy, encoding="unicode")
+
+
+#: vhpc's memory policies in libvirt's <numatune> words.
+_LIBVIRT_MODE = {"bind": "strict", "preferred": "preferred", "interleave": "interleave"}
+
+
+def to_libvirt_xml(placement: placement_room.Placement, name: str = "vm", full: bool = False) -> str:
+    """libvirt domain XML for the placement: ``<vcpu>``, ``<cputune><vcpupin vcpu cpuset/>``
+    (pinned policies), ``<numatune><memory mode nodeset/><memnode cellid mode nodeset/>``
+    (bound memory; bind → strict; the domain-wide ``<memory>`` takes the guest nodes' common
+    mode, or ``restrictive`` when they differ), ``<memoryBacking><hugepages><page size unit nodeset/>``
+    (2m/1g), and ``<cpu><numa><cell id cpus memory unit='MiB'>`` with ``<distances><sibling/>``
+    when the guest has NUMA or bound memory.
+
+    ``full=False`` gives a ``<domain>`` element with only these parts (a fragment to merge);
+    ``full=True`` adds ``type='kvm'``, ``<name>``, ``<memory>`` and ``<os>`` so the result
+    validates with ``virt-xml-validate``.
+    """
+    p = placement
+    dom = ET.Element("domain")
+    if full:
+        dom.set("type", "kvm")
+        ET.SubElement(dom, "name").text = name
+        ET.SubElement(dom, "memory", unit="MiB").text = str(p.memory_mib)
+    if p.backing != "4k":
+        mb = ET.SubElement(dom, "memoryBacking")
+        hp = ET.SubElement(mb, "hugepages")
+        ET.SubElement(hp, "page", size=str(placement_room.BACKINGS[p.backing]), unit="KiB",
+                      nodeset=format_list(g.id for g in p.guest_nodes))
+    ET.SubElement(dom, "vcpu", placement="static").text = str(p.vcpus)
+    if p.pinned:
+        ct = ET.SubElement(dom, "cputune")
+        for v, pins in enumerate(p.vcpu_pins):
+            ET.SubElement(ct, "vcpupin", vcpu=str(v), cpuset=format_list(pins))
+    bound = [g for g in p.guest_nodes if g.policy != "default" and g.host_nodes]
+    numa = placement_room.needs_guest_numa(p)
+    if bound:
+        nt = ET.SubElement(dom, "numatune")
+        modes = {_LIBVIRT_MODE[g.policy] for g in bound}
+        all_nodes = format_list(n for g in bound for n in g.host_nodes)
+        # domain-wide policy: the guest nodes' common mode; mixed modes (or "preferred" over
+        # several nodes, which libvirt's top-level <memory> cannot express) → "restrictive"
+        # (cgroup cpuset.mems only, the per-cell memnode policies still apply)
+        top = modes.pop() if len(modes) == 1 else "restrictive"
+        if top == "preferred" and len({n for g in bound for n in g.host_nodes}) > 1:
+            top = "restrictive"
+        ET.SubElement(nt, "memory", mode=top, nodeset=all_nodes)
+        for g in bound:
+            ET.SubElement(nt, "memnode", cellid=str(g.id), mode=_LIBVIRT_MODE[g.policy], nodeset=format_list(g.host_nodes))
+    if full:
+        os_el = ET.SubElement(dom, "os")
+        ET.SubElement(os_el, "type", arch="x86_64", machine="pc").text = "hvm"
+    if numa:
+        cpu = ET.SubElement(dom, "cpu")
+        nm = ET.SubElement(cpu, "numa")
+        for g in p.guest_nodes:
+            cell = ET.SubElement(nm, "cell", id=str(g.id), cpus=format_list(g.vcpus), memory=str(g.memory_mib), unit="MiB")
+            if len(p.guest_nodes) > 1:
+                ds = ET.SubElement(cell, "distances")
+                for j, d in enumerate(p.distances[g.id]):
+                    ET.SubElement(ds, "sibling", id=str(j), value=str(d))
+    ET.indent(dom)
+    return ET.tostring(dom, encoding="unicode")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -28,9 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhpc import placement as placement_room
+from vhpc.core.cpulist import runs as _runs
 from vhpc.core.paths import cache_dir
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import guestimage
+from vhpc.environments.vm.guestimage import guest_shares, kernel_cmdline
 from vhpc.environments.vm.agent import AgentChannel, retry_connect
 from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
                                                 HypervisorBackend, ProbeResult)
@@ -72,83 +73,6 @@ def machine_for(placement) -> str:
     several NUMA nodes, which need ``pc``: QEMU 7.2's microvm builds no ACPI SRAT, so its
     guest sees one node whatever ``-numa`` says (measured: numa=2 read back as 1 node)."""
     return "pc" if len(placement.guest_nodes) > 1 else "microvm,pcie=on"
-
-
-def host_khz() -> int | None:
-    """Host TSC/CPU frequency in kHz from /proc/cpuinfo (``tsc_early_khz=`` on the guest
-    command line avoids the PIT calibration hang seen under TCG, vm-mechanics.md)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("cpu MHz"):
-                return int(float(line.split(":")[1]) * 1000)
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-#: Directories the guest gets privately (tmpfs), hiding the host's content (guest/init.sh).
-GUEST_PRIVATE = ("/tmp", "/var/tmp", "/run", "/dev/shm")
-
-
-def hidden_in_guest(path: Path) -> bool:
-    """True when ``path`` lies under a directory the guest replaces with its own tmpfs."""
-    p = Path(path).resolve()
-    return any(p == Path(d) or Path(d) in p.parents for d in GUEST_PRIVATE)
-
-
-def guest_shares() -> list[Path]:
-    """vhpc's own files that the guest must see but that its private /tmp etc. would hide
-    (e.g. a checkout in /tmp): the source tree and the Python environment, each exported
-    read-only over an extra virtio-9p device and mounted at the same path in the guest."""
-    import sys
-
-    import vhpc
-
-    out: list[Path] = []
-    for cand in (Path(vhpc.__file__).resolve().parents[2], Path(sys.prefix).resolve()):
-        if hidden_in_guest(cand) and " " not in str(cand):
-            if not any(cand == o or o in cand.parents for o in out):
-                out = [o for o in out if cand not in o.parents] + [cand]
-    return out
-
-
-def prefetch_files() -> list[str]:
-    """The dynamic loader and C library this process runs on (from /proc/self/maps), which
-    every dynamically linked guest command maps first.  The guest's init reads them once
-    through virtio-9p before its agent starts (vhpc.prefetch=, guest/init.sh): a few large
-    9p reads instead of the first exec's page-fault-sized ones, which made a cold guest's
-    first command 0.1 s slower than its second under TCG (bench/bench_vm_cycle.py).  Paths
-    with characters the kernel command line cannot carry are left out."""
-    found: list[str] = []
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return found
-    for line in maps.splitlines():
-        fields = line.split(None, 5)
-        path = fields[5] if len(fields) == 6 else ""
-        name = Path(path).name
-        if (name.startswith("ld-linux") or name.startswith("libc.so")) and path not in found \
-                and re.fullmatch(r"/[A-Za-z0-9_./+-]+", path):
-            found.append(path)
-    return found
-
-
-def kernel_cmdline(probe: bool = False, shares: list[Path] | None = None) -> str:
-    """The guest kernel command line (serial console, quiet, extra shares and the files to
-    prefetch for init)."""
-    words = ["console=ttyS0", "quiet", "panic=-1", "mitigations=off"]
-    khz = host_khz()
-    if khz:
-        words.append(f"tsc_early_khz={khz}")
-    if probe:
-        words.append("vhpc.probe=1")
-    else:
-        files = prefetch_files()
-        if files:
-            words.append("vhpc.prefetch=" + ":".join(files))
-    words += [f"vhpc.share{i}={p}" for i, p in enumerate(shares or [])]
-    return " ".join(words)
 
 
 def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str]:
@@ -353,9 +277,10 @@ class QemuBackend(HypervisorBackend):
         super().__init__(env_name, options, placement, topo)
         require_qemu()
 
-    def probe_accel(self, kernel) -> ProbeResult:
+    @classmethod
+    def probe_accel(cls, kernel=None, use_cache: bool = True) -> ProbeResult:
         """:func:`probe_kvm` (cached per host boot and QEMU version)."""
-        return probe_kvm(kernel)
+        return probe_kvm(kernel, use_cache=use_cache)
 
     def boot(self, request: BootRequest) -> QemuGuest:
         """Boot QEMU for ``request``, pin its vCPU threads to the placement's pins and (with
@@ -363,7 +288,7 @@ class QemuBackend(HypervisorBackend):
         p = request.placement
         cfg = GuestConfig(vcpus=request.vcpus, memory_mib=request.memory_mib,
                           accel=request.accel, kernel=request.kernel,
-                          extra_args=placement_room.qemu_numa_args(p) + list(request.extra_args),
+                          extra_args=qemu_numa_args(p) + list(request.extra_args),
                           boot_timeout=request.boot_timeout,
                           append=list(request.append) + clock_words(machine_for(p), request.accel),
                           machine=machine_for(p))
@@ -450,3 +375,40 @@ def _probe(kernel, timeout: float) -> ProbeResult:
             return ProbeResult("kvm", f"a Linux guest booted under KVM in {seconds:.1f} s", seconds)
         last = text.strip().splitlines()[-1] if text.strip() else f"exit status {proc.returncode}"
         return ProbeResult("tcg", f"KVM guest failed: {last}{hint}", seconds)
+
+
+def qemu_numa_args(placement: placement_room.Placement) -> list[str]:
+    """QEMU argv fragment for guest memory and NUMA (a list of strings, never a shell string).
+
+    Per guest node i: ``-object memory-backend-ram,id=m<i>,size=<N>M[,host-nodes=..,policy=..]``
+    (2m/1g backing: ``memory-backend-memfd`` with ``hugetlb=on,hugetlbsize=2M|1G,prealloc=on``,
+    so a short hugepage pool fails at start, not with SIGBUS later), then
+    ``-numa node,nodeid=i,cpus=<range>[,cpus=<range>...],memdev=m<i>`` (one ``cpus=`` per
+    contiguous run), then ``-numa dist,src=i,dst=j,val=d`` for every i ≠ j.
+    Non-contiguous host node sets repeat ``host-nodes=``.
+
+    Returns ``[]`` when the placement has one guest node, no host binding and 4k backing: the
+    caller then passes plain ``-m <memory_mib>M``. The caller always passes ``-m`` (equal to
+    the total, QEMU checks it) and ``-smp <vcpus>``.
+    """
+    if not placement_room.needs_guest_numa(placement):
+        return []
+    args: list[str] = []
+    for g in placement.guest_nodes:
+        if placement.backing == "4k":
+            obj = f"memory-backend-ram,id=m{g.id},size={g.memory_mib}M"
+        else:
+            hs = "2M" if placement.backing == "2m" else "1G"
+            obj = f"memory-backend-memfd,id=m{g.id},size={g.memory_mib}M,hugetlb=on,hugetlbsize={hs},prealloc=on"
+        if g.host_nodes and g.policy != "default":
+            obj += "".join(f",host-nodes={a}" if a == b else f",host-nodes={a}-{b}" for a, b in _runs(g.host_nodes))
+            obj += f",policy={g.policy}"
+        args += ["-object", obj]
+    for g in placement.guest_nodes:
+        cpus = "".join(f",cpus={a}" if a == b else f",cpus={a}-{b}" for a, b in _runs(g.vcpus))
+        args += ["-numa", f"node,nodeid={g.id}{cpus},memdev=m{g.id}"]
+    for i, row in enumerate(placement.distances):
+        for j, d in enumerate(row):
+            if i != j:
+                args += ["-numa", f"dist,src={i},dst={j},val={d}"]
+    return args
