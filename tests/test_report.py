@@ -252,7 +252,7 @@ def test_export_all_writes_every_format_through_one_protocol(data, tmp_path):
 
     obs, a = data
     out = export_all(ReportData(a, obs, CAMPAIGN), tmp_path / "c", {"json": tmp_path / "x.json"})
-    assert set(out) == set(EXPORTERS) == {"html", "samples-csv", "comparisons-csv", "json"}
+    assert set(out) == set(EXPORTERS) == {"html", "samples-csv", "comparisons-csv", "families-csv", "json"}
     assert out["json"] == tmp_path / "x.json" and out["html"] == tmp_path / "c" / "report.html"
     assert "c-0042" in out["html"].read_text()
     with out["comparisons-csv"].open() as fh:

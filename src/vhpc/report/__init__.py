@@ -206,12 +206,12 @@ def fmt_family_overhead(fs: FamilySummary) -> str:
 
 
 def fmt_family_range(fs: FamilySummary) -> str:
-    """"0.98 (at 8 B) – 1.35 (at 1 MiB)": the smallest and largest per-point ratio of a sweep
-    and where each occurs, in that order; "" for a one-point family."""
+    """"0.980 (8 B) – 1.350 (1 MiB)": the smallest and largest per-point ratio of a sweep and
+    the size where each occurs, in that order; "" for a one-point family."""
     if not fs.family.sweep or fs.ratio_min is None:
         return ""
-    return (f"{fs.ratio_min:.3f} (at {fmt_size(fs.x_min)}) – "
-            f"{fs.ratio_max:.3f} (at {fmt_size(fs.x_max)})")
+    return (f"{fs.ratio_min:.3f} ({fmt_size(fs.x_min)}) – "
+            f"{fs.ratio_max:.3f} ({fmt_size(fs.x_max)})")
 
 
 def fmt_family_verdict(fs: FamilySummary) -> str:
@@ -222,5 +222,5 @@ def fmt_family_verdict(fs: FamilySummary) -> str:
     parts = [f"{k} at {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])
              if k in ("slower", "faster")]
     if not parts:
-        return f"{fs.verdict} (none of {fs.n_points} sizes alone significant)"
+        return f"{fs.verdict} (0 of {fs.n_points} sizes significant)"
     return f"{fs.verdict} ({', '.join(parts)} of {fs.n_points} sizes)"

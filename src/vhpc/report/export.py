@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
-from vhpc.analysis import Analysis
+from vhpc.analysis import FASTER, NO_DIFFERENCE, SLOWER, Analysis
+from vhpc.analysis.families import FamilySummary, family_summaries, natural_key
 from vhpc.core.errors import VhpcError
 from vhpc.core.metrics import Observation
 
-__all__ = ["write_csv", "write_json", "SAMPLE_COLUMNS", "COMPARISON_COLUMNS", "ReportData",
-           "Exporter", "EXPORTERS", "export_all"]
+__all__ = ["write_csv", "write_json", "SAMPLE_COLUMNS", "COMPARISON_COLUMNS", "FAMILY_COLUMNS",
+           "ReportData", "Exporter", "EXPORTERS", "export_all", "family_rows"]
 
 #: columns of the samples CSV, in order
 SAMPLE_COLUMNS = [
@@ -35,6 +36,15 @@ COMPARISON_COLUMNS = [
     "emulated", "baseline", "n", "n_baseline", "mean", "mean_baseline", "ratio", "ratio_ci_low",
     "ratio_ci_high", "overhead_pct", "overhead_ci_low", "overhead_ci_high", "p_value",
     "p_adjusted", "verdict", "df", "ratio_ci_method", "note",
+]
+
+#: columns of the families CSV (one row per metric family and environment), in order
+FAMILY_COLUMNS = [
+    "benchmark", "params", "quantity", "unit", "higher_is_better", "primary", "secondary",
+    "parameter", "points", "x_min", "x_max", "environment", "accel", "emulated", "baseline",
+    "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_min", "at_min", "ratio_max", "at_max",
+    "overhead_pct", "overhead_ci_low", "overhead_ci_high", "verdict", "n_slower", "n_faster",
+    "n_no_difference", "n_min", "cv_max", "trust",
 ]
 
 
@@ -97,6 +107,17 @@ def write_csv(
     return samples_path, comparisons_path
 
 
+def _json_ready(x: Any) -> Any:
+    """NaN/inf → None, recursively (strict JSON)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _json_ready(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_ready(v) for v in x]
+    return x
+
+
 def _cell(v: Any) -> Any:
     if v is None:
         return ""
@@ -115,11 +136,26 @@ def _write_rows(path: str | Path, columns: list[str], rows: Iterable[dict[str, A
             w.writerow({k: _cell(v) for k, v in row.items()})
 
 
+def _order(analysis: Analysis):
+    """Sort key of a summary/comparison (object or dict): benchmark, params and metric with
+    numbers ascending numerically (``lat_128`` before ``lat_1024``), then environment in report
+    order, then group (all, cold, warm as stored)."""
+    rank = {e: i for i, e in enumerate(analysis.environment_order())}
+    groups = {"all": 0, "cold": 1, "warm": 2}
+
+    def key(x: Any) -> tuple:
+        get = x.get if isinstance(x, dict) else (lambda k, d=None: getattr(x, k, d))
+        return (get("benchmark"), natural_key(get("params") or ""), natural_key(get("metric") or ""),
+                rank.get(get("environment"), len(rank)), groups.get(get("group", "all"), 3))
+    return key
+
+
 def comparison_rows(analysis: Analysis) -> list[dict[str, Any]]:
     """One dict per comparison with the keys of :data:`COMPARISON_COLUMNS` (ratio interval
-    split into low/high, its method in ``ratio_ci_method``, the environment's accelerator)."""
+    split into low/high, its method in ``ratio_ci_method``, the environment's accelerator), in
+    report order: numbers in params and metric names ascending numerically."""
     rows = []
-    for c in analysis.comparisons:
+    for c in sorted(analysis.comparisons, key=_order(analysis)):
         accel, emulated = _env(analysis, c.environment)
         d = {k: getattr(c, k, None) for k in COMPARISON_COLUMNS}
         d.update(accel=accel, emulated=emulated, ratio_ci_low=c.ratio_ci[0],
@@ -129,6 +165,36 @@ def comparison_rows(analysis: Analysis) -> list[dict[str, Any]]:
     return rows
 
 
+def _family_row(analysis: Analysis, fs: FamilySummary) -> dict[str, Any]:
+    fam = fs.family
+    accel, emulated = _env(analysis, fs.environment)
+    xs = [x for x in fam.xs if x is not None]
+    return {"benchmark": fam.benchmark, "params": fam.params, "quantity": fam.quantity,
+            "unit": fam.unit, "higher_is_better": fam.higher_is_better, "primary": fam.primary,
+            "secondary": fam.secondary, "parameter": fam.parameter or "",
+            "points": len(fam.points), "x_min": min(xs) if xs else None,
+            "x_max": max(xs) if xs else None, "environment": fs.environment, "accel": accel,
+            "emulated": emulated, "baseline": analysis.baseline, "ratio": fs.ratio,
+            "ratio_ci_low": fs.low, "ratio_ci_high": fs.high, "ratio_min": fs.ratio_min,
+            "at_min": fs.x_min, "ratio_max": fs.ratio_max, "at_max": fs.x_max,
+            "overhead_pct": fs.overhead_pct, "overhead_ci_low": fs.overhead_low,
+            "overhead_ci_high": fs.overhead_high, "verdict": fs.verdict,
+            "n_slower": fs.counts.get(SLOWER, 0), "n_faster": fs.counts.get(FASTER, 0),
+            "n_no_difference": fs.counts.get(NO_DIFFERENCE, 0), "n_min": fs.n_min,
+            "cv_max": fs.cv_max, "trust": "; ".join(fs.trust)}
+
+
+def family_rows(analysis: Analysis) -> list[dict[str, Any]]:
+    """One dict per (metric family, non-baseline environment) with the keys of
+    :data:`FAMILY_COLUMNS` (:mod:`vhpc.analysis.families`): for a sweep over message size
+    ``ratio`` is the geometric mean of the per-size ratios, ``ratio_ci_low``/``high`` its
+    conservative interval, ``ratio_min``/``ratio_max`` the extreme per-size ratios and
+    ``at_min``/``at_max`` their sizes in bytes, ``n_slower``/``n_faster``/``n_no_difference``
+    the per-size verdict counts, ``trust`` the notes on what limits trust ("; "-joined).
+    Primary families first within each benchmark; report order otherwise."""
+    return [_family_row(analysis, fs) for fs in family_summaries(analysis)]
+
+
 def write_json(analysis: Analysis, observations: Iterable[Observation], path: str | Path,
                trials: Iterable[Any] = (), study: Mapping[str, Any] | None = None) -> Path:
     """Write one JSON document: ``analysis.to_dict()`` plus ``"samples"`` (one object per
@@ -136,10 +202,24 @@ def write_json(analysis: Analysis, observations: Iterable[Observation], path: st
     ``"rank_placement"``: for each stored MPI trial, every rank's CPUs as read back (and, in a
     multi-guest ``vcluster``, its guest and vCPU).
 
+    ``"families"``: :func:`family_rows` (with ``"sizes"``: the points in bytes, ascending, and
+    ``"metrics"``: their metric names).  Summaries and comparisons are listed in report order
+    (numbers in params and metric names ascending numerically).
+
     Strict JSON (NaN/inf written as null).  Returns the path; raises OSError when it cannot be
     written.
     """
     doc = analysis.to_dict()
+    key = _order(analysis)
+    doc["summaries"] = sorted(doc["summaries"], key=key)
+    doc["comparisons"] = sorted(doc["comparisons"], key=key)
+    fams = []
+    for fs in family_summaries(analysis):
+        row = _family_row(analysis, fs)
+        row["sizes"] = [x for x in fs.family.xs if x is not None]
+        row["metrics"] = fs.family.metrics
+        fams.append(row)
+    doc["families"] = _json_ready(fams)
     doc["samples"] = [_sample_row(analysis, o) for o in observations]
     doc["rank_placement"] = [
         {"environment": t.environment, "benchmark": t.benchmark, "params": t.params,
@@ -202,6 +282,16 @@ class _ComparisonsCsv:
 
 
 @dataclass(frozen=True)
+class _FamiliesCsv:
+    name: str = "families-csv"
+    filename: str = "families.csv"
+
+    def write(self, data: ReportData, path: Path) -> Path:
+        _write_rows(path, FAMILY_COLUMNS, family_rows(data.analysis))
+        return Path(path)
+
+
+@dataclass(frozen=True)
 class _Json:
     name: str = "json"
     filename: str = "results.json"
@@ -223,7 +313,8 @@ class _Html:
 
 
 #: every exporter by name, in the order :func:`export_all` writes them
-EXPORTERS: dict[str, Exporter] = {e.name: e for e in (_Html(), _SamplesCsv(), _ComparisonsCsv(), _Json())}
+EXPORTERS: dict[str, Exporter] = {e.name: e for e in (_Html(), _SamplesCsv(), _ComparisonsCsv(),
+                                                      _FamiliesCsv(), _Json())}
 
 
 def export_all(data: ReportData, folder: str | Path,

@@ -10,8 +10,7 @@ from rich.text import Text
 from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
 from vhpc.analysis.families import families, family_summaries
 from vhpc.report import (TCG_MARK, comparison_rows, env_header, family_metric_label,
-                         fmt_family_overhead, fmt_family_range, fmt_family_ratio,
-                         fmt_family_verdict, fmt_points)
+                         fmt_family_overhead, fmt_family_range, fmt_family_verdict, fmt_points)
 
 __all__ = ["render_table", "render_families", "VERDICT_STYLE"]
 
@@ -131,14 +130,23 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
             console.print(line)
 
 
+def _verdict_cell(fs) -> Text:
+    """The family's verdict in its colour, for a sweep the per-size counts on a second line."""
+    cell = Text(fs.verdict, style=VERDICT_STYLE.get(fs.verdict, ""))
+    full = fmt_family_verdict(fs)
+    if full != fs.verdict:
+        cell.append("\n" + full[len(fs.verdict):].strip(" ()"), style="dim")
+    return cell
+
+
 def render_families(analysis: Analysis, console: Console | None = None, title: str | None = None,
                     html_path: str | None = None) -> Table:
     """Print the compact summary of a campaign with sweeps and return its rich Table.
 
     One row per metric family (:func:`vhpc.analysis.families.families`) and non-baseline
     environment, primary families first: benchmark (never cut) with its sizes in ascending
-    order ("19 sizes, 1 B – 256 KiB"), metric [unit] ↑/↓, environment, overhead [CI] and
-    ratio [CI] (for a sweep: geometric mean of the per-size ratios, its interval the geometric
+    order ("19 sizes, 1 B – 256 KiB"), metric [unit] ↑/↓, environment, overhead [CI] (for a
+    sweep: from the geometric mean of the per-size ratios, its interval from the geometric
     means of the per-size bounds), the smallest and largest per-size ratio with their sizes,
     the verdict with the count of significant sizes, and what limits trust.  Secondary
     families (min/max beside an average, counts) are named in one line; the per-size numbers
@@ -149,16 +157,17 @@ def render_families(analysis: Analysis, console: Console | None = None, title: s
     fams = families(analysis)
     sums = family_summaries(analysis, [f for f in fams if not f.secondary])
     table = Table(title=Text(title or f"Overhead relative to {env_header(analysis, analysis.baseline)}"),
-                  caption=Text("ratio = env / " + analysis.baseline + "; sweeps: geometric mean over "
-                               "sizes [interval], and the range of the per-size ratios"),
+                  caption=Text("overhead > 0: worse than " + analysis.baseline + " in the metric's "
+                               "direction; sweeps: from the geometric mean of the per-size ratios "
+                               "env / " + analysis.baseline + " [interval]; ratio range: smallest and "
+                               "largest per-size ratio"),
                   show_lines=False)
     width = max([len(f.label) for f in fams] + [9])
     table.add_column("benchmark", style="bold", no_wrap=True, min_width=width)
     table.add_column("metric [unit]", no_wrap=True)
     table.add_column("environment")
-    table.add_column("overhead [CI]", justify="right")
-    table.add_column("ratio [CI]", justify="right")
-    table.add_column("range over sizes")
+    table.add_column("overhead [CI]", justify="right", no_wrap=True)
+    table.add_column("ratio range (size)")
     table.add_column("verdict")
     table.add_column("limits trust")
     last = None
@@ -174,9 +183,8 @@ def render_families(analysis: Analysis, console: Console | None = None, title: s
         table.add_row(bench if first else Text(""),
                       Text(family_metric_label(fam)) if first else Text(""),
                       Text(env_header(analysis, fs.environment), style="red" if fs.emulated else ""),
-                      Text(fmt_family_overhead(fs)), Text(fmt_family_ratio(fs)),
-                      Text(fmt_family_range(fs)),
-                      Text(fmt_family_verdict(fs), style=VERDICT_STYLE.get(fs.verdict, "")),
+                      Text(fmt_family_overhead(fs)), Text(fmt_family_range(fs)),
+                      _verdict_cell(fs),
                       Text("; ".join(fs.trust) or "—", style="yellow" if fs.trust else "dim"),
                       end_section=nxt is None or (nxt.benchmark, nxt.params, nxt.quantity) != key)
     if not sums:

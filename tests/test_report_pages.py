@@ -1,0 +1,315 @@
+"""The campaign report answers first (issue 29): metric families, the headline on the first
+screen, sweeps as curves, numeric order everywhere, and a page that fits (rendered in Chromium).
+
+A sweep campaign is built from observations shaped like the OSU benchmarks' (``lat_<size>``
+over 24 sizes, ``avg/min/max_<size>`` over 19), so the page checks are fast and deterministic;
+one test runs the real command line (`vhpc compare`) on a small native-only sweep.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from vhpc.analysis import FASTER, NO_DIFFERENCE, SLOWER, analyse
+from vhpc.analysis.families import families, fmt_size, headline, natural_key, split_metric
+from vhpc.core.metrics import EnvInfo, Observation
+from vhpc.report.export import EXPORTERS, ReportData, export_all
+from vhpc.report.html import write_html
+from vhpc.report.terminal import render_table
+
+from conftest import require_file, require_tool
+
+ENVS = {"native": EnvInfo("native", "native"), "other": EnvInfo("other", "native")}
+LAT_SIZES = [0] + [1 << i for i in range(23)]          # 0 B .. 4 MiB: 24 sizes
+COLL_SIZES = [1 << i for i in range(2, 21)]            # 4 B .. 1 MiB: 19 sizes
+#: "other" is 20 % slower in latency at every size, equal in the collective
+SLOWDOWN = {"osu-latency": 1.2, "osu-coll": 1.0}
+
+
+def sweep_observations(repeats: int = 3, seed: int = 7) -> list[Observation]:
+    """native and other × osu-latency (lat) and osu-coll[op=allreduce] (avg/min/max), values
+    that grow with the size (0.2 µs .. ~5 ms, more than two decades), 1 % noise."""
+    rng = np.random.default_rng(seed)
+    out, tid = [], 0
+    for r in range(repeats):
+        for env in ("native", "other"):
+            for bench, params, sizes, qs in (("osu-latency", "", LAT_SIZES, ("lat",)),
+                                             ("osu-coll", "op=allreduce", COLL_SIZES, ("avg", "min", "max"))):
+                f = SLOWDOWN[bench] if env == "other" else 1.0
+                for size in sizes:
+                    for q, k in zip(qs, (1.0, 0.8, 1.3)):
+                        v = (0.2 + size / 1000.0) * k * f * (1 + rng.normal(0, 0.01))
+                        out.append(Observation(env, bench, params, f"{q}_{size}", "us", False,
+                                               float(v), True, False, tid, r))
+                tid += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    obs = sweep_observations()
+    return obs, analyse(obs, ENVS, "native")
+
+
+# ---------------------------------------------------------------- families (analysis room)
+
+
+def test_natural_key_orders_numbers_inside_names():
+    names = ["lat_1024", "lat_1048576", "lat_128", "lat_16", "lat_2", "lat_0"]
+    assert sorted(names, key=natural_key) == ["lat_0", "lat_2", "lat_16", "lat_128", "lat_1024",
+                                              "lat_1048576"]
+    assert sorted(["ranks=16", "ranks=2", "ranks=4"], key=natural_key) == ["ranks=2", "ranks=4",
+                                                                            "ranks=16"]
+    # text and numbers at the same place never raise
+    assert sorted(["a1", "ab", "1a"], key=natural_key)
+    assert split_metric("bw_avg_1048576") == ("bw_avg", 1048576)
+    assert split_metric("mflops") == ("mflops", None)
+    assert [fmt_size(x) for x in (0, 8, 1024, 1536, 1 << 20)] == ["0 B", "8 B", "1 KiB", "1.5 KiB",
+                                                                 "1 MiB"]
+
+
+def test_families_group_sizes_and_mark_primary_and_secondary(sweep):
+    _, a = sweep
+    fams = families(a)
+    got = [(f.benchmark, f.quantity, f.primary, f.secondary, len(f.points)) for f in fams]
+    # osu-coll declares avg, min, max: avg is the primary, min and max beside it secondary
+    assert got == [("osu-coll", "avg", True, False, 19), ("osu-coll", "min", False, True, 19),
+                   ("osu-coll", "max", False, True, 19), ("osu-latency", "lat", True, False, 24)]
+    assert fams[3].xs == LAT_SIZES and fams[0].xs == COLL_SIZES  # numeric, not text order
+
+
+def test_hpccg_counts_are_secondary_and_mflops_primary():
+    obs = [Observation(env, "hpccg", "", m, unit, hib, v * (1.1 if env == "other" and hib is False else 1.0) + i * 0.01,
+                       True, False, i)
+           for env in ("native", "other") for i in range(3)
+           for m, unit, hib, v in (("mflops", "Mflop/s", True, 900.0), ("time_s", "s", False, 2.0),
+                                   ("iterations", "count", False, 150.0), ("residual", "1", False, 1e-9))]
+    fams = families(analyse(obs, ENVS, "native"))
+    by = {f.quantity: f for f in fams}
+    assert by["mflops"].primary and not by["time_s"].secondary
+    assert by["iterations"].secondary and by["residual"].secondary
+    assert [f.quantity for f in fams][0] == "mflops"
+
+
+def test_headline_is_the_geometric_mean_of_the_per_size_ratios(sweep):
+    obs, a = sweep
+    rows = {fs.family.benchmark: fs for fs in headline(a)}
+    assert set(rows) == {"osu-latency", "osu-coll"}
+    lat = rows["osu-latency"]
+    # expected from the observations themselves: mean per size and environment, their ratio
+    means = {}
+    for o in obs:
+        if o.benchmark == "osu-latency":
+            means.setdefault((o.environment, o.metric), []).append(o.value)
+    ratios = [np.mean(means[("other", f"lat_{s}")]) / np.mean(means[("native", f"lat_{s}")])
+              for s in LAT_SIZES]
+    assert lat.ratio == pytest.approx(math.exp(np.mean(np.log(ratios))), rel=1e-9)
+    assert lat.ratio_min == pytest.approx(min(ratios)) and lat.ratio_max == pytest.approx(max(ratios))
+    assert lat.x_min == LAT_SIZES[int(np.argmin(ratios))]
+    assert lat.low < 1.2 < lat.high and lat.low > 1.0   # the 20 % slowdown, interval above 1
+    assert lat.verdict == SLOWER and lat.overhead_pct == pytest.approx((lat.ratio - 1) * 100)
+    assert lat.n_points == 24 and sum(lat.counts.values()) == 24
+    coll = rows["osu-coll"]
+    assert coll.verdict == NO_DIFFERENCE and coll.low < 1.0 < coll.high
+    assert lat.trust == () and coll.trust == ()  # n = 3, 1 % noise, no emulation
+
+
+def test_headline_interval_is_conservative_against_correlated_sizes():
+    """Every size of one trial moves together (one slow trial is slow at all sizes): the
+    interval of the geometric mean must still cover the true ratio in most campaigns."""
+    covered = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        obs = []
+        for env, f in (("native", 1.0), ("other", 1.1)):
+            for t in range(4):
+                trial = rng.normal(0, 0.05)  # shared by all sizes of this trial
+                obs += [Observation(env, "osu-latency", "", f"lat_{s}", "us", False,
+                                    (1 + s / 100) * f * math.exp(trial + rng.normal(0, 0.005)),
+                                    True, False, t) for s in (1, 8, 64, 512)]
+        fs = headline(analyse(obs, ENVS, "native"))[0]
+        covered += fs.low <= 1.1 <= fs.high
+    assert covered >= 36  # ≥ 90 % of 40 at a 95 % level
+
+
+def test_trust_notes_name_tcg_few_runs_and_shared_cpus():
+    from vhpc.analysis.results import Finding
+
+    envs = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "tcg")}
+    obs = [Observation(env, "osu-latency", "", f"lat_{s}", "us", False, (1 + s) * (3 if env == "vm" else 1) + i,
+                       True, False, i) for env in envs for s in (1, 8, 64) for i in range(2)]
+    a = analyse(obs, envs, "native")
+    a.findings.append(Finding("warn", "vm", "vCPUs of two guests share host CPU 0", "pin", kind="shared-cpus"))
+    (fs,) = headline(a)
+    text = " | ".join(fs.trust)
+    assert "TCG" in text and "n = 2 < 3" in text and "contention, not scaling" in text
+
+
+# ---------------------------------------------------------------- terminal, CSV, JSON
+
+
+def _terminal(a, **kw) -> str:
+    console = Console(record=True, width=160, color_system=None)
+    render_table(a, console=console, html_path="/x/report.html", **kw)
+    return console.export_text()
+
+
+def test_terminal_summary_of_a_sweep_is_short_and_numeric(sweep):
+    _, a = sweep
+    text = _terminal(a)
+    lines = text.splitlines()
+    assert len(lines) <= 30, text
+    assert "osu-coll[op=allreduce]" in text  # label not cut
+    assert "19 sizes, 4 B – 1 MiB" in text and "24 sizes, 0 B – 4 MiB" in text
+    assert "/x/report.html" in text and "max, min" in text
+    row = next(line for line in lines if "osu-latency" in line)
+    assert "slower" in row
+    # no per-size rows in the summary
+    assert "lat_1024" not in text and "avg_128 " not in text
+
+
+def test_terminal_detail_table_lists_sizes_in_numeric_order(sweep):
+    _, a = sweep
+    text = _terminal(a, detail=True)
+    sizes = [int(m) for m in re.findall(r"│ lat_(\d+) \[us\]", text)]
+    assert sizes == LAT_SIZES
+
+
+def test_csv_and_json_list_sizes_in_numeric_order(sweep, tmp_path):
+    obs, a = sweep
+    out = export_all(ReportData(a, obs, {"id": "c1"}), tmp_path)
+    assert set(out) == set(EXPORTERS)
+    with out["comparisons-csv"].open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["benchmark"] == "osu-latency"]
+    assert [int(r["metric"].split("_")[1]) for r in rows] == LAT_SIZES
+    with out["families-csv"].open() as fh:
+        fams = list(csv.DictReader(fh))
+    assert [(r["benchmark"], r["quantity"], r["primary"]) for r in fams] == [
+        ("osu-coll", "avg", "true"), ("osu-coll", "min", "false"), ("osu-coll", "max", "false"),
+        ("osu-latency", "lat", "true")]
+    lat = fams[3]
+    assert lat["x_min"] == "0" and lat["x_max"] == str(1 << 22) and lat["verdict"] == SLOWER
+    doc = json.loads(out["json"].read_text())
+    lat_sums = [s["metric"] for s in doc["summaries"] if s["benchmark"] == "osu-latency"
+                and s["environment"] == "native"]
+    assert [int(m.split("_")[1]) for m in lat_sums] == LAT_SIZES
+    assert doc["families"][3]["sizes"] == LAT_SIZES
+
+
+# ---------------------------------------------------------------- the page in Chromium
+
+
+def page_facts(exe: str, path: Path, tmp_path: Path, height: int = 900) -> dict[str, int]:
+    """Load ``path`` in headless Chromium at 1400 px wide and return what the page's script
+    measured: pageHeight, pageWidth, headlineBottom, clipped, figuresOk, figuresTotal."""
+    proc = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+         f"--user-data-dir={tmp_path / 'profile'}", f"--window-size=1400,{height}",
+         "--virtual-time-budget=5000", "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    body = re.search(r"<body[^>]*>", proc.stdout).group(0)
+    facts = {re.sub(r"-(\w)", lambda m: m.group(1).upper(), k): int(v)
+             for k, v in re.findall(r'data-([\w-]+)="(\d+)"', body)}
+    assert "pageHeight" in facts, "the page script did not run: " + body
+    return facts
+
+
+def headline_texts(html: str) -> list[str]:
+    table = re.search(r'<section id="headline">(.*?)</section>', html, re.S).group(1)
+    return [re.sub(r"<[^>]+>", " ", row) for row in re.findall(r"<tr class=.*?</tr>", table, re.S)]
+
+
+@pytest.mark.browser
+def test_sweep_page_fits_and_answers_on_the_first_screen(sweep, tmp_path):
+    exe = require_tool("chromium", "chromium-browser", "google-chrome")
+    obs, a = sweep
+    path = write_html(a, obs, tmp_path / "r.html", {"id": "c-7", "command": "vhpc compare"})
+    html = path.read_text()
+    facts = page_facts(exe, path, tmp_path)
+    assert facts["pageHeight"] <= 8000, facts
+    assert facts["pageWidth"] <= 1400 and facts["clipped"] == 0, facts
+    assert facts["headlineBottom"] <= 900, facts
+    assert facts["figuresOk"] == facts["figuresTotal"] > 0
+    # the headline: one row per benchmark, its verdict and the sizes it covers
+    rows = headline_texts(html)
+    assert len(rows) == 2
+    assert "osu-coll[op=allreduce]" in rows[0] and "no significant difference" in rows[0]
+    assert "osu-latency" in rows[1] and "slower" in rows[1] and "0 B – 4 MiB" in rows[1]
+    # the headline comes before the campaign's metadata and spec
+    assert html.index('id="headline"') < html.index('id="campaign"')
+    assert 'id="cold-warm"' not in html  # native only: no cold trials
+    # one curve figure per shown family (avg and lat), min/max folded
+    curves = re.search(r'<section id="curves">(.*?)</section>', html, re.S).group(1)
+    assert curves.count('<svg class="figure"') == 2
+    assert re.search(r"<details[^>]*><summary>Secondary metrics \(max, min\)", html)
+    # the per-size table of the latency family, folded, sizes ascending
+    table = re.search(r'id="fam-osu-latency-lat-points">(.*?)</details>', html, re.S).group(1)
+    assert [int(s) for s in re.findall(r"<td>lat_(\d+) \[us\]", table)] == LAT_SIZES
+    # distributions: one figure per shown family, folded
+    dist = re.search(r'<section id="distributions">(.*?)</section>', html, re.S).group(1)
+    assert "<details>" in dist and dist.count('<svg class="figure"') == 2
+
+
+@pytest.mark.browser
+def test_first_screen_screenshot_shows_the_headline(sweep, tmp_path):
+    """The 1400×900 screenshot itself: the headline table's verdict colours are on it."""
+    exe = require_tool("chromium", "chromium-browser", "google-chrome")
+    from PIL import Image
+
+    obs, a = sweep
+    path = write_html(a, obs, tmp_path / "r.html", {"id": "c-7"})
+    png = tmp_path / "first.png"
+    proc = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,900",
+         f"--screenshot={png}", path.as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and png.exists(), proc.stderr[-2000:]
+    img = Image.open(png).convert("RGB")
+    assert img.size == (1400, 900)
+    pixels = {c for _, c in img.getcolors(1400 * 900)}
+    # .v-slower text (#b00020) and .v-nodiff text (#8a6d00), anti-aliased: near those colours
+    near = lambda c, t: all(abs(x - y) <= 40 for x, y in zip(c, t))
+    assert any(near(p, (0xb0, 0x00, 0x20)) for p in pixels), "no 'slower' verdict on screen"
+    assert any(near(p, (0x8a, 0x6d, 0x00)) for p in pixels), "no 'no significant difference' on screen"
+
+
+# ---------------------------------------------------------------- the real command
+
+
+@pytest.mark.browser
+def test_compare_sweep_campaign_end_to_end(kernels_built, tmp_path):
+    exe = require_tool("chromium", "chromium-browser", "google-chrome")
+    require_tool("mpirun")
+    require_file(kernels_built / "vhpc-osu")
+    out = tmp_path / "res"
+    proc = subprocess.run(
+        [sys.executable, "-m", "vhpc.cli", "compare", "-b", "osu-latency:max_size=4096,iters=20",
+         "-b", "osu-coll:op=allreduce,max_size=4096,iters=20", "-e", "native",
+         "-e", "native:name=other", "--repeats", "3", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "COLUMNS": "160"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (folder,) = [p for p in out.iterdir() if p.is_dir()]
+    summary = proc.stdout[:proc.stdout.index("Report:")]
+    assert len(summary.splitlines()) <= 30, summary
+    assert "osu-coll[iters=20,max_size=4096,op=allreduce]" in summary  # label not cut
+    assert "14 sizes, 0 B – 4 KiB" in summary and "11 sizes, 4 B – 4 KiB" in summary
+    with (folder / "comparisons.csv").open() as fh:
+        metrics = [r["metric"] for r in csv.DictReader(fh) if r["benchmark"] == "osu-latency"]
+    assert [int(m.split("_")[1]) for m in metrics] == [0] + [1 << i for i in range(13)]
+    facts = page_facts(exe, folder / "report.html", tmp_path)
+    assert facts["pageHeight"] <= 8000 and facts["clipped"] == 0 and facts["headlineBottom"] <= 900
+    html = (folder / "report.html").read_text()
+    assert 'id="cold-warm"' not in html and len(headline_texts(html)) == 2
