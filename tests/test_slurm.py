@@ -135,11 +135,15 @@ def test_scaling_study_runs_every_node_count_native_and_one_guest_per_node():
     assert colls == {(op, k) for op in ("allreduce", "barrier", "bcast", "alltoall")
                      for k in (2, 3, 4, 6)}  # a collective needs two ranks
     assert [b.params for b in spec.benchmarks if b.name == "osu-latency"] == [{"sizes": "8"}]
-    assert spec.executor == "slurm:nodes=6,partition=batch"
+    # parsed once, typed: the stored text reads back as the same executor
+    assert (spec.executor.kind, spec.executor.given()) == ("slurm", {"partition": "batch",
+                                                                     "nodes": 6})
+    assert spec.model_dump()["executor"] == "slurm:partition=batch,nodes=6"
+    assert spec.study == "scaling"
     native, vm = spec.environments
     assert (native.kind, vm.kind) == ("native", "vcluster")
     assert (vm.options.vms, vm.options.vms_per_node, vm.options.ranks_per_vm) == (6, 1, 1)
-    assert studies.build("scaling", topo, []).executor == "slurm"  # the cluster's default
+    assert str(studies.build("scaling", topo, []).executor) == "slurm"  # the cluster's default
     with pytest.raises(StudyError, match="--executor slurm:nodes=N"):
         studies.build("scaling", topo, [], executor="local")
     # the user's own -b items run at every node count, with ranks_per_node ranks per node

@@ -149,8 +149,10 @@ def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]
                       f"rounds → {args.out}/")
     progress = RichProgress(console)
     try:
-        counts = campaign.execute(store, cid, progress, envs=envs, notify=lambda m: err_console.print(
-            f"vhpc: {m}", highlight=False, markup=False, soft_wrap=True))
+        counts = campaign.execute(store, cid, progress, envs=envs, spec=spec,
+                                  notify=lambda m: err_console.print(
+                                      f"vhpc: {m}", highlight=False, markup=False,
+                                      soft_wrap=True))
     except KeyboardInterrupt:
         progress.stop()
         done = len(store.trials(cid, "done")) + len(store.trials(cid, "failed"))

@@ -431,9 +431,12 @@ class Store:
 
     @_guard
     def campaigns(self) -> list[dict[str, Any]]:
-        """All campaigns, newest first, with trial counts per status."""
+        """All campaigns, newest first, with trial counts per status and the study a campaign
+        ran (``study``: its spec's field, None for other campaigns)."""
         rows = self.db.execute(
             "SELECT c.id, c.created, c.status, c.command, "
+            " CASE WHEN json_valid(c.spec_json) THEN json_extract(c.spec_json, '$.study') END "
+            " AS study, "
             " SUM(t.status='done') AS done, SUM(t.status='failed') AS failed, COUNT(t.id) AS total "
             "FROM campaigns c LEFT JOIN trials t ON t.campaign_id=c.id "
             "GROUP BY c.id ORDER BY c.created DESC").fetchall()

@@ -103,10 +103,7 @@ def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, EnvPlan]:
     raises HostError/PlacementError when the host cannot give an environment what it asks for."""
     from dataclasses import replace
 
-    from vhpc import executors
-
-    ex = executors.parse(getattr(spec, "executor", None))
-    host = replace(host, nodes=executors.EXECUTORS.get(ex.kind).node_count(ex.options))
+    host = replace(host, nodes=spec.executor.node_count())
     return {e.name: e.plan(host) for e in spec.environments}
 
 
@@ -157,8 +154,12 @@ def outcome(bench: benchmarks.Benchmark, params: dict[str, Any],
 def execute(store: Store, cid: str, progress: Progress | None = None,
             envs: dict[str, Environment] | None = None,
             notify: Callable[[str], None] | None = None,
-            next_round: Callable[[int], list[dict[str, Any]]] | None = None) -> dict[str, int]:
+            next_round: Callable[[int], list[dict[str, Any]]] | None = None,
+            spec: CampaignSpec | None = None) -> dict[str, int]:
     """Run every unfinished trial of campaign ``cid``; returns counts by status.
+
+    ``spec``: the campaign's spec when the caller holds it (it just created the campaign from
+    it); None (a resume) reads it from the store, validated once.
 
     ``next_round`` (``vhpc tune``'s race): called with the number of rounds stored once their
     trials ran; returns the trials of one more round (dicts as :func:`plan` gives, a subset of
@@ -182,7 +183,7 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
     with store.own(cid, takeover):
         store.set_campaign_status(cid, "running")
         try:
-            counts = _execute_owned(store, cid, progress, envs, next_round)
+            counts = _execute_owned(store, cid, progress, envs, next_round, spec)
         except BaseException as exc:
             try:
                 store.set_campaign_status(cid, "interrupted")
@@ -200,9 +201,10 @@ def execute(store: Store, cid: str, progress: Progress | None = None,
 
 
 def _execute_owned(store: Store, cid: str, progress: Progress | None,
-                   envs: dict[str, Environment] | None, next_round=None) -> dict[str, int]:
+                   envs: dict[str, Environment] | None, next_round=None,
+                   spec: CampaignSpec | None = None) -> dict[str, int]:
     """:func:`execute` once the campaign is owned."""
-    spec = stored_spec(store, cid)
+    spec = spec if spec is not None else stored_spec(store, cid)
     if envs is None:
         host = host_facts()
         envs = prepare(spec, host)
@@ -226,7 +228,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
         progress.start(all_trials, all_trials - len(todo))
     from vhpc import executors
 
-    executor = executors.make(getattr(spec, "executor", "local"), cid)
+    executor = executors.make(spec.executor, cid)
     executor.resume_hint = f"vhpc compare --resume {cid} --out {store.path.parent}"
     executor.plan_seconds = sum(
         (limit(spec.timeout) if (limit := getattr(spec.benchmark(t.benchmark), "trial_timeout",

@@ -44,6 +44,21 @@ class ExecutorSpec:
         """The options set explicitly (``{"nodes": 2}``)."""
         return self.options.model_dump(exclude_unset=True)
 
+    @property
+    def part(self) -> type["Executor"]:
+        """The registered :class:`Executor` class (``runs_here``, :meth:`Executor.node_count`)."""
+        return EXECUTORS.get(self.kind)
+
+    def node_count(self) -> int:
+        """Compute nodes an environment may spread over (1: one host)."""
+        return self.part.node_count(self.options)
+
+    def __str__(self) -> str:
+        """The ``--executor`` text that :func:`parse` reads back into this spec
+        (``slurm:nodes=3``; ``local``)."""
+        given = self.given()
+        return self.kind + (":" + ",".join(f"{k}={v}" for k, v in given.items()) if given else "")
+
 
 class Executor(ABC):
     """Runs trials of environments.  Used as a context manager (an allocation lives inside the
@@ -91,9 +106,14 @@ class Executor(ABC):
         return env.fingerprint()
 
 
-def parse(text: str | None) -> ExecutorSpec:
-    """``"slurm:partition=batch,nodes=2"`` → ExecutorSpec (``None``/empty: ``local``).
-    Raises SpecError (one line: the known executors, or the option and what it allows)."""
+def parse(text: "str | ExecutorSpec | None") -> ExecutorSpec:
+    """``"slurm:partition=batch,nodes=2"`` → ExecutorSpec (``None``/empty: ``local``; an
+    ExecutorSpec is returned as it is).  Raises SpecError (one line: the known executors, or
+    the option and what it allows)."""
+    if isinstance(text, ExecutorSpec):
+        return text
+    if not isinstance(text, str) and text is not None:
+        raise SpecError(f"executor: {text!r}: give a name like local or slurm:nodes=2")
     text = (text or "local").strip()
     kind, _, rest = text.partition(":")
     cls = EXECUTORS.get(kind.strip())
@@ -113,7 +133,6 @@ def parse(text: str | None) -> ExecutorSpec:
                         f"{err['msg'].removeprefix('Value error, ')}") from None
 
 
-def make(text: str | None, campaign_id: str = "") -> Executor:
-    """The executor ``text`` names (not yet entered).  Raises SpecError as :func:`parse`."""
-    spec = parse(text)
-    return EXECUTORS.get(spec.kind)(campaign_id, spec.options)
+def make(spec: ExecutorSpec, campaign_id: str = "") -> Executor:
+    """The executor ``spec`` describes (not yet entered)."""
+    return spec.part(campaign_id, spec.options)

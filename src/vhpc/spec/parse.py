@@ -38,12 +38,13 @@ or file, the field, the value and what is allowed.
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializeAsAny, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr,
+                      SerializeAsAny, ValidationError, field_validator, model_validator)
 
 from vhpc import benchmarks, executors
 from vhpc.core.cpulist import foreign_digit
@@ -193,13 +194,12 @@ class CampaignSpec(BaseModel):
     host_knobs: dict[str, str] = Field(default_factory=dict)
     target_ci: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
     max_repeats: int = Field(30, ge=1, le=10000)
-    executor: str = "local"  # local | slurm[:partition=P,nodes=N,time=T,account=A]
-
-    @field_validator("executor")
-    @classmethod
-    def _executor(cls, v):
-        executors.parse(v)
-        return v
+    #: where the trials run, parsed once (``local`` | ``slurm[:partition=P,nodes=N,...]``);
+    #: stored as its text
+    #: the study (a name in vhpc.campaign.studies.STUDIES) this campaign reproduces, if any
+    study: str | None = Field(None, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    executor: Annotated[executors.ExecutorSpec, BeforeValidator(executors.parse),
+                        PlainSerializer(str, return_type=str)] = executors.parse("local")
 
     _custom: dict[str, benchmarks.Benchmark] = PrivateAttr(default_factory=dict)
 
@@ -255,7 +255,7 @@ class CampaignSpec(BaseModel):
         if self.target_ci is not None and self.max_repeats < self.repeats:
             raise ValueError(f"max_repeats={self.max_repeats} is below repeats={self.repeats}: "
                              "raise max_repeats")
-        if self.host_knobs and not executors.EXECUTORS.get(executors.parse(self.executor).kind).runs_here:
+        if self.host_knobs and not self.executor.part.runs_here:
             raise ValueError("host knobs cannot be set on the executor's nodes from here: drop "
                              "--host-knob or use --executor local")
         keys = [(b.name, b.key) for b in self.benchmarks]
@@ -291,12 +291,29 @@ class CampaignSpec(BaseModel):
 
 
 def _custom_benchmarks(definitions: Any) -> dict[str, benchmarks.Benchmark]:
-    """Bring-your-own benchmarks by name.  Raises SpecError for a bad definition or a name a
-    built-in benchmark already uses."""
-    from vhpc.benchmarks.custom import from_mapping
-
+    """Bring-your-own benchmarks by name, each definition built once per process (a spec
+    validated again, from its file, the store or a copy, reuses the built objects).  Raises
+    SpecError for a bad definition or a name a built-in benchmark already uses."""
     if not isinstance(definitions, list):
         raise SpecError("custom must be a list of benchmark definitions")
+    try:
+        key = json.dumps(definitions)
+    except (TypeError, ValueError):  # not JSON data: built (and refused) without the cache
+        return _build_custom(definitions)
+    if key not in _CUSTOM_BUILT:
+        if len(_CUSTOM_BUILT) >= 64:
+            _CUSTOM_BUILT.clear()
+        _CUSTOM_BUILT[key] = _build_custom(definitions)
+    return dict(_CUSTOM_BUILT[key])
+
+
+#: Custom benchmarks built from their definitions (JSON text → name → benchmark).
+_CUSTOM_BUILT: dict[str, dict[str, benchmarks.Benchmark]] = {}
+
+
+def _build_custom(definitions: list) -> dict[str, benchmarks.Benchmark]:
+    from vhpc.benchmarks.custom import from_mapping
+
     out = {}
     for d in definitions:
         try:

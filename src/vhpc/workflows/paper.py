@@ -56,11 +56,9 @@ def _refusal(study, spec, executor: str | None) -> str | None:
                 "no --executor was given; add --executor slurm:nodes=N (docs/scale-out.md)")
     if spec.host_knobs and any(k.startswith("hugepages") for k in spec.host_knobs):
         return None  # the knob reserves the pages before the guests boot
-    from vhpc import executors
     from vhpc.campaign import execute as campaign
 
-    ex = executors.parse(spec.executor)
-    if not executors.EXECUTORS.get(ex.kind).runs_here:
+    if not spec.executor.part.runs_here:
         return None  # the compute nodes' pages are theirs: checked where the guests boot
 
     plans = campaign.placements(spec, campaign.host_facts())
@@ -208,7 +206,7 @@ def latest_campaigns(store) -> dict[str, str]:
 
     out: dict[str, str] = {}
     for row in store.campaigns():  # newest first
-        name = study_of({"command": row["command"]})
+        name = study_of(row)
         if name and name not in out and (row["done"] or 0) > 0:
             out[name] = row["id"]
     return out
