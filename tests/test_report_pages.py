@@ -313,3 +313,27 @@ def test_compare_sweep_campaign_end_to_end(kernels_built, tmp_path):
     assert facts["pageHeight"] <= 8000 and facts["clipped"] == 0 and facts["headlineBottom"] <= 900
     html = (folder / "report.html").read_text()
     assert 'id="cold-warm"' not in html and len(headline_texts(html)) == 2
+
+
+def _session_observations() -> list[Observation]:
+    """native and a KVM guest, osu-latency over 4 sizes; the guest's trials carry session
+    indices 0 (first after a boot) and 1..3."""
+    rng = np.random.default_rng(1)
+    return [Observation(env, "osu-latency", "", f"lat_{s}", "us", False,
+                        (1 + s) * (1.3 if env == "vm" else 1.0) * (1 + rng.normal(0, 0.01)), True,
+                        False, t, t, None if env == "native" else t % 4)
+            for env in ("native", "vm") for t in range(8) for s in (1, 8, 64, 512)]
+
+
+@pytest.mark.parametrize("protocol, shown", [("warm", False), ("cold-warm", True)])
+def test_cold_vs_warm_only_when_the_protocol_has_cold_trials(tmp_path, protocol, shown):
+    envs = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm")}
+    obs = _session_observations()
+    a = analyse(obs, envs, "native")
+    html = write_html(a, obs, tmp_path / "r.html",
+                      {"id": "c", "spec": {"protocol": protocol, "baseline": "native"}}).read_text()
+    assert ('id="cold-warm"' in html) is shown
+    if shown:  # folded, never a wall of panels above the answer
+        section = re.search(r'<section id="cold-warm">(.*?)</section>', html, re.S).group(1)
+        assert "<details>" in section
+        assert html.index('id="headline"') < html.index('id="cold-warm"')

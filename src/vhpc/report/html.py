@@ -185,8 +185,12 @@ def render_html(
     scalar_keys = [(f.benchmark, f.params, f.metrics[0]) for f in shown if not f.sweep]
     relative = _embed(figures.relative_bars(analysis, fmt, keys=scalar_keys), pfx(),
                       f"relative to {analysis.baseline}") if scalar_keys else None
-    cold_warm = _embed(figures.cold_warm_bars(analysis, fmt, keys=_cold_warm_keys(analysis, fams)),
-                       pfx(), "cold vs warm")
+    # cold vs warm only means something when the protocol boots for it (cold, cold-warm) and
+    # cold trials exist (a warm campaign's first trial after a boot is no experiment)
+    spec = campaign.get("spec") if isinstance(campaign.get("spec"), Mapping) else {}
+    cold_warm = None if spec.get("protocol") == "warm" else _embed(
+        figures.cold_warm_bars(analysis, fmt, keys=_cold_warm_keys(analysis, fams)), pfx(),
+        "cold vs warm")
     dists = []
     for fam in shown:
         if fam.sweep:
