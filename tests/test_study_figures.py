@@ -126,13 +126,18 @@ def test_pagefault_memory_types_and_cold_warm_groups():
     assert studyfig.draw(cw).lstrip().startswith("<")
 
 
-def test_scaling_figure_is_rate_and_latency_against_ranks_over_nodes():
+def test_scaling_figure_is_drawn_as_seed_004_drew_it():
     fig = studies.STUDIES.get("scaling").figure
-    hpccg, coll, pingpong = fig.panels  # seed 004 Fig. 6-9, Fig. 2-5, Fig. 1
-    assert (hpccg.bench, hpccg.x) == ("hpccg", "param:ranks")
-    assert (coll.bench, coll.x, coll.split) == ("osu-coll", "param:ranks", "param:op")
-    assert "per node" in hpccg.xlabel and "per node" in coll.xlabel
-    assert pingpong.bench == "osu-latency" and pingpong.x == "env"
+    pingpong, coll, hpccg, ratio = fig.panels  # seed 004 Fig. 1, Fig. 2-5, Fig. 6, VM / native
+    assert pingpong.bench == "osu-latency" and pingpong.x == "metric"
+    assert pingpong.xlog and pingpong.ylog  # latency vs size, log-log
+    assert (coll.bench, coll.x, coll.split, coll.x_nodes) == ("osu-coll", "param:ranks", "param:op", True)
+    assert dict(coll.titles)["op=barrier"] == "Fig. 2: Barrier (no message)"  # not "at 16 B"
+    assert (hpccg.bench, hpccg.per_node, hpccg.x_nodes) == ("hpccg", True, True)
+    assert "per node" in hpccg.ylabel and not hpccg.relative
+    assert ratio.relative and ratio.bench == "hpccg" and ratio.x_nodes
+    for p in fig.panels:  # no unfilled placeholder in any label
+        assert "ranks_per_node" not in p.xlabel + p.ylabel
 
 
 def test_spec_header_tables_raw_json_only_in_details():
@@ -343,9 +348,10 @@ def test_a_unit_in_a_panel_label_is_the_unit_its_metrics_declare():
         except studies.StudyError:
             continue
         for panel in st.figure.panels:
-            m = re.search(r"\[([^\]]+)\]", panel.ylabel)
+            m = re.search(r"\[([^\]]+?)(?: per node)?\]", panel.ylabel)
             if not m:
                 continue
+            assert ("per node" in panel.ylabel) == panel.per_node, panel  # y divided by nodes
             for b in {b.name for b in default if fnmatch.fnmatchcase(b.name, panel.bench)}:
                 for metric in benchmarks.get(b).metrics:
                     same = {metric.unit, metric.unit.replace("us", "µs"),

@@ -17,6 +17,12 @@ y is the ratio to the baseline with its confidence interval (else the mean with 
 interval).  ``split`` draws one sub-panel per value of a source.  ``labels`` renames x values
 (``private`` → ``malloc``).  Numeric x values are drawn as lines, others as grouped bars.
 
+Across nodes (seed 004): ``x_nodes`` draws an ``x = param:ranks`` axis as compute nodes (ranks
+divided by the ranks per node the campaign ran with), ``per_node`` also divides y and its
+interval by the node count (Mflop/s per node, Fig. 6); ``titles`` names split panels
+(``op=barrier`` → ``Fig. 2: Barrier``).  A y axis whose values span more than two decades is
+drawn on a log scale whatever ``ylog`` says.
+
 Pure data: nothing here reads results (:mod:`vhpc.analysis.figdata` does).
 """
 
@@ -41,6 +47,9 @@ class Panel:
     split: str | None = None
     title: str = ""
     labels: tuple[tuple[str, str], ...] = ()
+    titles: tuple[tuple[str, str], ...] = ()
+    x_nodes: bool = False
+    per_node: bool = False
 
     def describe(self) -> str:
         """One line: "y vs x per series" for ``--dry-run``."""

@@ -16,7 +16,7 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``paging`` | 004 Fig. 12-13 | VMs backed by 4 KiB vs 2 MiB pages (reserve them with ``--host-knob hugepages_2m=N``): HPL, STREAM, RandomAccess |
 | ``noise`` | 004 Sec. 6 | native and a VM: selfish-detour noise, longer runs |
 | ``oversubscription`` | 003 Fig. 2 | native and a VM with all host CPUs: P NPB jobs at once, single-threaded vs 4 threads each (P = host CPUs) |
-| ``scaling`` | 004 Fig. 1-9 | native vs a vcluster of one guest per node over a Slurm allocation (``--executor slurm:nodes=N``): HPCCG, Barrier/Allreduce/Bcast/Alltoall at 16 B and a two-node ping-pong at 1, 2, ... N nodes |
+| ``scaling`` | 004 Fig. 1-6 | native vs a vcluster of one guest per node over a Slurm allocation (``--executor slurm:nodes=N``): HPCCG, Barrier/Allreduce/Bcast/Alltoall at 16 B at 1, 2, ... N nodes and a two-node ping-pong latency vs message size |
 | ``partition`` | 000 Fig. 8, 11, 12 | native, one VM over all sockets, one VM per socket, 2 VMs per socket (``vcluster``), same total ranks: NPB MPI kernels, pingpong, ivshmem-pingpong |
 | ``co-run`` | 003 Fig. 5 | a VM alone vs beside a co-runner VM of low / medium / high memory intensity, on the same NUMA node or (with ≥ 2 nodes) another one |
 | ``pagefault-latency`` | 000 Fig. 13 | native and a VM: page-fault latency of malloc (private anonymous), shared anonymous and (``-b pagefault:file=PATH``) device mmap |
@@ -104,7 +104,7 @@ def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bo
     default, envs = STUDIES.get(name).template(topo, in_vm, protocol)
     if given and STUDIES.get(name).expand:
         given = STUDIES.get(name).expand(given, protocol)
-    return campaign(given or default, envs, f"study {name}", **protocol)
+    return campaign(given or default, envs, f"study {name}", study=name, **protocol)
 
 
 @study("cold-warm", "first trial after boot vs later ones (seed 000 Fig. 4-6)", FigureSpec(
@@ -205,10 +205,20 @@ def _mpi_p2p(topo, in_vm, protocol):
             [env("native"), env("vm", vcpus=min(len(topo.pu_ids), 2 * pairs[-1]))])
 
 
+#: Seed 004's figure per collective (Sec. 3.3.2: Fig. 2 Barrier ... Fig. 5 Alltoall).
+COLLECTIVE_FIGS = (("barrier", "Fig. 2: Barrier"), ("allreduce", "Fig. 3: Allreduce"),
+                   ("bcast", "Fig. 4: Broadcast"), ("alltoall", "Fig. 5: Alltoall"))
+#: The scaling study's collective panel titles: at 16 B, as the paper timed them (barrier has
+#: no message).
+SCALING_TITLES = tuple((f"op={op}", t + (" (no message)" if op == "barrier" else ", 16 B"))
+                       for op, t in COLLECTIVE_FIGS)
+
+
 @study("collectives", "Barrier/Allreduce/Bcast/Alltoall vs size and ranks (seed 004 Fig. 2-5)", FigureSpec(
     "004", "Fig. 2-5", "collective latency vs process count", (
         Panel("avg", "latency [µs]", "param:ranks", "processes", bench="osu-coll",
-              split="param:op", xlog=True, ylog=True),)))
+              split="param:op", xlog=True, ylog=True,
+              titles=tuple((f"op={op}", t) for op, t in COLLECTIVE_FIGS)),)))
 def _collectives(topo, in_vm, protocol):
     ranks = sorted({2, max(2, len(topo.pu_ids))})
     default = [bench("osu-coll", op=op, ranks=r, max_size=65536)
@@ -298,13 +308,13 @@ def _scaling_layout(protocol) -> tuple[list[int], int, int]:
 
     protocol.setdefault("executor", "slurm")  # the cluster's default allocation
     try:
-        ex = executors.parse(protocol["executor"])
+        ex = protocol["executor"] = executors.parse(protocol["executor"])  # parsed once, here
     except ValueError as exc:
         raise StudyError(str(exc)) from None
-    if executors.EXECUTORS.get(ex.kind).runs_here:
+    if ex.part.runs_here:
         raise StudyError("scaling runs over a Slurm allocation: use --executor slurm:nodes=N "
                          "(docs/scale-out.md)")
-    n = executors.EXECUTORS.get(ex.kind).node_count(ex.options)
+    n = ex.node_count()
     return node_counts(n), n, int(getattr(ex.options, "ranks_per_node", 1) or 1)
 
 
@@ -326,15 +336,17 @@ def _scaling_points(given: list, protocol) -> list:
     return out
 
 
-@study("scaling", "a virtualized cluster vs native over 1..N nodes: HPCCG, collectives, ping-pong (seed 004 Fig. 1-9)", FigureSpec(
-    "004", "Fig. 1-9", "native vs one guest per node, against node count", (
-        Panel("mflops", "HPCCG [Mflop/s]", "param:ranks", "MPI ranks (ranks_per_node per node)",
-              bench="hpccg", title="HPCCG weak scaling (Fig. 6-9)"),
-        Panel("avg(?:_16)?", "latency at 16 B [µs]", "param:ranks",
-              "MPI ranks (ranks_per_node per node)", bench="osu-coll", split="param:op",
-              ylog=True, title="collectives (Fig. 2-5)"),
-        Panel("lat_8", "one-way latency at 8 B [µs]", "env", "environment",
-              bench="osu-latency", title="ping-pong across two nodes (Fig. 1)")),
+@study("scaling", "a virtualized cluster vs native over 1..N nodes: HPCCG, collectives, ping-pong (seed 004 Fig. 1-6)", FigureSpec(
+    "004", "Fig. 1-6", "native vs one guest per node, against node count", (
+        Panel(r"lat_(\d+)", "one-way latency [µs]", "metric", "message size [bytes]",
+              bench="osu-latency", xlog=True, ylog=True,
+              title="Fig. 1(a): ping-pong between two nodes"),
+        Panel("avg(?:_16)?", "latency [µs]", "param:ranks", "nodes", bench="osu-coll",
+              split="param:op", titles=SCALING_TITLES, x_nodes=True),
+        Panel("mflops", "HPCCG [Mflop/s per node]", "param:ranks", "nodes", bench="hpccg",
+              x_nodes=True, per_node=True, title="Fig. 6: HPCCG weak scaling"),
+        Panel("mflops", "HPCCG Mflop/s", "param:ranks", "nodes", bench="hpccg", relative=True,
+              x_nodes=True, title="HPCCG: VM / native vs nodes")),
     ), expand=_scaling_points, spans_nodes=True)
 def _scaling(topo, in_vm, protocol):
     """Seed 004's virtualized cluster: at k = 1, 2, ... N nodes of the allocation, ``native``
@@ -347,7 +359,7 @@ def _scaling(topo, in_vm, protocol):
     default = [bench("hpccg", ranks=k * rpn) for k in counts]
     default += [bench("osu-coll", op=op, sizes="16", ranks=k * rpn)
                 for op in SCALING_OPS for k in counts if k * rpn >= 2]
-    default.append(bench("osu-latency", sizes="8"))
+    default.append(bench("osu-latency", max_size=65536))  # Fig. 1(a): latency vs size
     vm = env("vcluster", "vm", vms=n, vcpus=rpn, ranks_per_vm=rpn, vms_per_node=1)
     return default, [env("native"), vm]
 

@@ -1,6 +1,6 @@
 """What the paper found beside what this host measured, and the whole-seed page.
 
-* :func:`study_of` — the study a stored campaign ran (from its command line).
+* :func:`study_of` — the study a stored campaign ran (its spec's ``study`` field).
 * :func:`study_figure` — the study's :class:`~vhpc.analysis.figdata.FigureData`.
 * :func:`judge` — one :class:`Line` per stated finding of the study (statements from
   :mod:`vhpc.campaign.findings`, seed data): the paper's value, this host's measurement and
@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -27,31 +26,97 @@ from vhpc.campaign.findings import AGREES, CANNOT_TELL, DISAGREES
 
 
 def study_of(meta: dict[str, Any] | None) -> str | None:
-    """Study name of a campaign from its stored command (``vhpc study NAME ...``, or the
-    ``# study NAME`` tag ``vhpc paper`` appends), or None."""
+    """Study name of a stored campaign (``meta``: a campaign row of the store): its spec's
+    ``study`` field (``meta["spec"]["study"]``, or ``meta["study"]`` in a
+    :meth:`~vhpc.store.Store.campaigns` row), or None when it ran no known study."""
     from vhpc.campaign.studies import STUDIES
 
-    cmd = (meta or {}).get("command") or ""
-    m = re.search(r"(?:^|\s)(?:#\s*)?study\s+([\w.-]+)", cmd)
-    return m.group(1) if m and m.group(1) in STUDIES else None
+    meta = meta or {}
+    spec = meta.get("spec")
+    name = spec.get("study") if isinstance(spec, dict) else meta.get("study")
+    return name if isinstance(name, str) and name in STUDIES else None
 
 
 def study_figure(name: str, analysis: Analysis, trials: Iterable[Any] = ()) -> figdata.FigureData | None:
     """The declared figure of study ``name`` filled from ``analysis`` (memory-profile: from
-    the stored trials); None when the study declares none."""
+    the stored trials); None when the study declares none.  Each panel is then dressed as the
+    paper drew it (:func:`dress`): node counts from the trials' rank placement, per-node
+    values, panel titles, the metrics' directions and the node counts whose ranks shared host
+    CPUs."""
+    from dataclasses import replace
+
     from vhpc.campaign.studies import STUDIES
+    from vhpc.report import scaleout
 
     spec = STUDIES.get(name).figure
     if spec is None:
         return None
+    trials = list(trials)
     if spec.kind == "memprofile":
-        return figdata.memory_profile_data(spec, list(trials), analysis.baseline)
-    return figdata.figure_data(spec, analysis)
+        return figdata.memory_profile_data(spec, trials, analysis.baseline)
+    out = figdata.FigureData(spec.seed, spec.number, spec.title, analysis.baseline, [],
+                             emulated=bool(analysis.emulated()))
+    nodes = scaleout.nodes_by_ranks(trials)
+    shared = sorted({s.nodes for s in scaleout.shared_cpus(trials)})
+    for panel in spec.panels:
+        dressed = [dress(pd, panel, analysis, nodes, shared)
+                   for pd in figdata.figure_data(replace(spec, panels=(panel,)), analysis).panels]
+        order = [t for _, t in panel.titles]  # split panels in the paper's figure order
+        dressed.sort(key=lambda pd: order.index(pd.title) if pd.title in order else len(order))
+        out.panels.extend(dressed)
+    return out
+
+
+def dress(pd: figdata.PanelData, panel, analysis: Analysis, nodes: dict[tuple[str, int], int],
+          shared: list[int]) -> figdata.PanelData:
+    """``pd`` (from ``panel``) as the paper drew it: ``titles`` applied to a split panel;
+    ``x_nodes``: x = Slurm nodes of the point's ranks (``nodes``: (benchmark, ranks) → nodes,
+    from the trials) with the ranks per node in the axis label; ``per_node``: y and interval
+    divided by the node count; ``pd.higher`` = metric → higher is better (the paper's numbers
+    are drawn in the panel's own units with it); ``pd.shared_x`` = the node counts in
+    ``shared`` (ranks of different nodes or guests on one host CPU) drawn on this axis."""
+    import fnmatch
+    from dataclasses import replace
+
+    titles = dict(panel.titles)
+    key = pd.title[len(panel.title):].lstrip(" —") if pd.title.startswith(panel.title) else pd.title
+    if key in titles:
+        pd.title = titles[key]
+    pd.higher = {c.metric: c.higher_is_better for c in analysis.comparisons
+                 if c.metric in pd.metrics}
+    for s in analysis.summaries:
+        if s.metric in pd.metrics and s.metric not in pd.higher:
+            pd.higher[s.metric] = getattr(s, "higher_is_better", None)
+    pd.shared_x = []
+    if not (panel.x_nodes and pd.numeric_x):
+        return pd
+    mine = {r: n for (b, r), n in nodes.items() if fnmatch.fnmatchcase(b, panel.bench)}
+    per = {r / n for r, n in mine.items() if n}
+    found = all(int(p.x) in mine for s in pd.series for p in s.points)
+    if not mine or not found:
+        pd.xlabel = "MPI ranks (node count not recorded)"
+        return pd
+    for s in pd.series:
+        pts = []
+        for p in s.points:
+            k = mine[int(p.x)]
+            div = k if panel.per_node else 1
+            pts.append(replace(p, x=k, y=p.y / div,
+                               low=None if p.low is None else p.low / div,
+                               high=None if p.high is None else p.high / div))
+        s.points = sorted(pts, key=lambda p: p.x)
+    rpn = per.pop() if len(per) == 1 else None
+    pd.xlabel = (f"{pd.xlabel} ({rpn:g} MPI rank{'s' if rpn != 1 else ''} per node)"
+                 if rpn else pd.xlabel)
+    pd.shared_x = [n for n in shared if any(p.x == n for s in pd.series for p in s.points)]
+    return pd
 
 
 @dataclass(frozen=True)
 class Line:
-    """One stated finding judged on this host."""
+    """One stated finding judged on this host; ``more``: the other measurements it was set
+    beside (one text each: what, value with interval, outcome); ``kind``: ``paper`` (a seed's
+    statement) or ``host`` (what vhpc found about this host's run, e.g. shared CPUs)."""
 
     statement: str
     source: str
@@ -59,11 +124,16 @@ class Line:
     measured: str
     outcome: str
     reason: str
+    more: tuple[str, ...] = ()
+    kind: str = "paper"
 
     def text(self) -> str:
         """The line as plain text ("paper found: ... / this host: ... → outcome (reason)")."""
-        return (f"paper found: {self.statement} ({self.source}; {self.paper}) / this host: "
-                f"{self.measured} → {self.outcome}" + (f" ({self.reason})" if self.reason else ""))
+        head = (f"paper found: {self.statement} ({self.source}; {self.paper})"
+                if self.kind == "paper" else f"{self.statement} ({self.source})")
+        more = f" and {len(self.more)} more" if self.more else ""
+        return (f"{head} / this host: {self.measured}{more} → {self.outcome}"
+                + (f" ({self.reason})" if self.reason else ""))
 
 
 def stated(study: str) -> list[findings.Finding]:
@@ -86,7 +156,8 @@ def _worse_ratio(ratio: float, ci: tuple[float | None, float | None], higher_is_
 class Evidence:
     """One measurement a finding is set beside: ``environment``/``benchmark`` ``metric`` against
     ``versus`` (an environment), the worse-is-higher ``ratio`` and interval ``ci``, ``n`` (the
-    smaller side), ``emulated`` (either side ran under TCG)."""
+    smaller side), ``emulated`` (either side ran under TCG); ``higher_is_better``: the metric's
+    direction (:func:`value_text` shows the ratio as measured, environment / reference)."""
 
     environment: str
     benchmark: str
@@ -97,6 +168,7 @@ class Evidence:
     n: int
     emulated: bool
     unbounded: bool = False
+    higher_is_better: bool = False
 
 
 def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
@@ -123,7 +195,7 @@ def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
         emulated = any(analysis.environments.get(e) is not None and analysis.environments[e].emulated
                        for e in (env, ref))
         unbounded = method == "fieller" and None in ci
-        out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated, unbounded))
+        out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated, unbounded, hib))
     return out
 
 
@@ -149,27 +221,77 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> li
                                           unbounded=e.unbounded)) for e in found]
         outs = {v[1] for v in verdicts}
         outcome = DISAGREES if DISAGREES in outs else (AGREES if outs == {AGREES} else CANNOT_TELL)
-        e, _, reason = next(v for v in verdicts if v[1] == outcome)
+        first = next(v for v in verdicts if v[1] == outcome)
+        rest = [v for v in verdicts if v is not first]
+
+        def said(v) -> str:
+            e, o, why = v
+            group = "" if f.group == "all" else f" ({f.group})"
+            ref = e.versus + ("" if f.versus_group == "all" else f" ({f.versus_group})")
+            what = f"{e.environment}{group} vs {ref}, {e.benchmark} {e.metric}: {value_text(f, e)}"
+            return what + (f" ({why})" if o == CANNOT_TELL else "")
+
+        e = first[0]
         group = "" if f.group == "all" else f" ({f.group})"
         ref = e.versus + ("" if f.versus_group == "all" else f" ({f.versus_group})")
-        measured = (f"{e.environment}{group} vs {ref}, {e.benchmark} {e.metric}: {reason}"
-                    + (f" and {len(found) - 1} more" if len(found) > 1 else ""))
+        seen = first[2].rsplit(": ", 1)[-1] if f.claim == "direction" else ""
+        measured = (f"{e.environment}{group} vs {ref}, {e.benchmark} {e.metric}: {value_text(f, e)}"
+                    + (f": {seen}" if outcome != CANNOT_TELL and seen else ""))
         reasons = sorted({v[2] for v in verdicts if v[1] == outcome and v[1] == CANNOT_TELL})
         out.append(Line(f.quote, source, f"paper: {f.stated()}", measured, outcome,
-                        "; ".join(reasons)))
+                        "; ".join(reasons), tuple(f"{said(v)} → {v[1]}" for v in rest)))
     return out
 
 
+def value_text(f: findings.Finding, e: Evidence) -> str:
+    """The measured value of ``e`` with its interval and n, as the figure shows it: the
+    overhead for an overhead statement (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the environment
+    is worse), else the ratio environment / reference in the metric's own sense (``ratio 0.020
+    [0.015, 0.026], n = 5``: bandwidth at 2 %); ``no interval`` when there is none."""
+    lo, hi = e.ci
+    has = lo is not None and hi is not None
+    if f.claim == "overhead_pct":
+        val = f"overhead {(e.ratio - 1) * 100:+.1f} %"
+        ci = f" [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]" if has else " (no interval)"
+    else:
+        raw = (lambda v: 1 / v if v else float("nan")) if e.higher_is_better else (lambda v: v)
+        val = f"ratio {raw(e.ratio):.3f}"
+        ends = sorted((raw(lo), raw(hi))) if has else None
+        ci = f" [{ends[0]:.3f}, {ends[1]:.3f}]" if ends else " (no interval)"
+    return f"{val}{ci}, n = {e.n}"
+
+
+def host_lines(trials: Iterable[Any]) -> list[Line]:
+    """Findings about this run itself: one line per node count at which ranks of different
+    Slurm nodes or guests shared a host CPU (contention, not scaling)."""
+    from vhpc.report import scaleout
+
+    return [Line(f"at {n} nodes ranks of different nodes or guests share a host CPU",
+                 "rank placement read back", "", text, CANNOT_TELL,
+                 "contention, not scaling: these points do not measure scaling", kind="host")
+            for n, text in scaleout.by_node_count(scaleout.shared_cpus(trials)).items()]
+
+
 def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, float]]]:
-    """Paper values to draw beside the measurement: panel index → [(label, ratio)] for
-    overhead findings (ratio 1 + value/100) on a relative panel showing their metric."""
+    """Paper values to draw beside the measurement, in the panel's own units: panel index →
+    [(label, ratio)] for overhead findings on a relative panel showing their metric.  An
+    overhead of v % is a VM/native ratio of 1 + v/100 for a lower-is-better metric (time,
+    latency) and 1 / (1 + v/100) for a higher-is-better one (a 31 % penalty on GUPS is drawn
+    at 0.76, where the VM's bar would stand) — the ratio :func:`findings.verdict` compares."""
     refs: dict[int, list[tuple[str, float]]] = {}
     for f in stated(study):
         if f.claim != "overhead_pct":
             continue
         for i, p in enumerate(fd.panels):
-            if p.relative and f.against_baseline and any(findings.matches(f.metric, m) for m in p.metrics):
-                refs.setdefault(i, []).append((f.where[:30], 1 + f.value / 100))
+            hit = [m for m in p.metrics if findings.matches(f.metric, m)]
+            if not (p.relative and f.against_baseline and hit):
+                continue
+            higher = {getattr(p, "higher", {}).get(m) for m in hit}
+            if len(higher) != 1 or None in higher:
+                continue  # direction unknown or mixed: no single place on this axis
+            worse = 1 + f.value / 100
+            refs.setdefault(i, []).append(
+                (f"{f.value:g} % overhead ({f.where[:24]})", 1 / worse if higher.pop() else worse))
     return refs
 
 
@@ -178,34 +300,49 @@ _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 BLOCK_TPL = _ENV.from_string("""
 <div class="study" id="study-{{ name }}">
 <h3>{{ caption }}</h3>
+{% for n, text in shared %}<div class="shared-cpus" data-nodes="{{ n }}" style="background:#fde8e6;border-left:4px solid #b00020;padding:.4rem .8rem;margin:.4rem 0"><b>At {{ n }} nodes: contention, not scaling.</b>
+Ranks of different nodes or guests shared a host CPU ({{ text }}); these points measure CPUs taken in turns, not a larger machine.</div>
+{% endfor %}
 {% if figure %}<figure class="wide study-figure">{{ figure }}</figure>
 {% if png %}<p class="caption">PNG: <a href="{{ png }}">{{ png }}</a></p>{% endif %}
 {% else %}<p class="caption">Nothing to draw: the campaign has no data for this figure's axes.</p>{% endif %}
 <h4>What the paper found / this host</h4>
 {% if lines %}<ul class="paper-findings">
-{% for l in lines %}<li class="finding-line o-{{ l.outcome|replace(' ', '-') }}"><b>paper found:</b> {{ l.statement }}
-<span class="src">({{ l.source }}; {{ l.paper }})</span> — <b>this host:</b> {{ l.measured }} →
-<span class="outcome">{{ l.outcome }}</span>{% if l.reason %} ({{ l.reason }}){% endif %}</li>
+{% for l in lines %}<li class="finding-line o-{{ l.outcome|replace(' ', '-') }} k-{{ l.kind }}">{% if l.kind == "paper" %}<b>paper found:</b> {{ l.statement }}
+<span class="src">({{ l.source }}; {{ l.paper }})</span>{% else %}<b>this run:</b> {{ l.statement }} <span class="src">({{ l.source }})</span>{% endif %} — <b>this host:</b> {{ l.measured }} →
+<span class="outcome">{{ l.outcome }}</span>{% if l.reason %} ({{ l.reason }}){% endif %}
+{% if l.more %}<details class="more"><summary>… and {{ l.more|length }} more</summary><ul>{% for m in l.more %}<li>{{ m }}</li>{% endfor %}</ul></details>{% endif %}</li>
 {% endfor %}</ul>
 {% else %}<p class="no-findings">No stated findings are stored for this study.</p>{% endif %}
+{% if tables %}<details class="placement"><summary>Where the ranks ran: {{ tables|length }} placement table(s), one per benchmark and node count</summary>
+{% for t in tables %}<table class="placement-table" data-nodes="{{ t.nodes }}" style="margin:.4rem 0"><caption>{{ t.nodes }} node(s): {{ t.benchmarks|join(", ") }}</caption>
+<thead><tr><th>environment</th><th>rank</th><th>Slurm node</th><th>guest</th><th>vCPU</th><th>host CPU</th></tr></thead><tbody>
+{% for r in t.rows %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}
+</tbody></table>
+{% endfor %}</details>{% endif %}
 </div>
 """)
 
 
 def study_block(name: str, analysis: Analysis, trials: Iterable[Any] = (), *, prefix: str = "s-",
                 note: str | None = None, png: str | None = None) -> tuple[Markup, figdata.FigureData | None, list[Line]]:
-    """(HTML block, figure data, finding lines) of study ``name`` for a campaign."""
+    """(HTML block, figure data, finding lines) of study ``name`` for a campaign: a banner per
+    node count whose ranks shared host CPUs, the figure, the paper-found / this-host lines
+    (and this run's own: shared CPUs), and the folded placement tables of a multi-node run."""
     from vhpc.campaign.studies import STUDIES
-    from vhpc.report import studyfig
+    from vhpc.report import scaleout, studyfig
     from vhpc.report.html import embed_figure
 
+    trials = list(trials)
     fd = study_figure(name, analysis, trials)
     svg = studyfig.draw(fd, "svg", references(fd, name)) if fd else None
-    lines = judge(name, analysis, note)
+    lines = judge(name, analysis, note) + host_lines(trials)
     spec = STUDIES.get(name).figure
     caption = f"Seed {spec.seed} {spec.number}: {spec.title}" if spec else name
+    shared = scaleout.by_node_count(scaleout.shared_cpus(trials))
     html = BLOCK_TPL.render(name=name, caption=caption, figure=embed_figure(svg, prefix, caption),
-                            png=png if svg else None, lines=lines)
+                            png=png if svg else None, lines=lines, shared=list(shared.items()),
+                            tables=scaleout.placement_tables(trials))
     return Markup(html), fd, lines
 
 

@@ -3,7 +3,10 @@ seed paper's axes: numeric x as lines with CI bars (log axes where the paper use
 categorical x as grouped bars with CI error bars; a relative panel has a dashed line at 1.0; the
 paper's stated values (``references``) are drawn beside the measurement as dotted lines
 labelled "paper: ...".  The title carries the seed figure number; TCG series are hatched or
-dashed and labelled.
+dashed and labelled.  A y axis whose positive values span more than two decades (:data:`DECADES`)
+is logarithmic; a point from fewer than :data:`MIN_N` samples is drawn hollow (a bar: pale)
+without an interval, and the panel says so; node counts whose ranks shared a host CPU
+(``shared_x``) are shaded and marked "shared CPUs: contention, not scaling".
 """
 
 from __future__ import annotations
@@ -27,6 +30,21 @@ def _err(p) -> tuple[float, float]:
     return max(below, 0.0), max(above, 0.0)
 
 
+#: fewest samples for an interval to be drawn (seed findings need 3 as well)
+MIN_N = 3
+#: a y axis spanning more than this many decades is drawn on a log scale
+DECADES = 2.0
+
+
+def _span_decades(pd: PanelData) -> float:
+    ys = [p.y for s in pd.series for p in s.points if p.y > 0]
+    return math.log10(max(ys) / min(ys)) if len(ys) > 1 else 0.0
+
+
+def _few(p) -> bool:
+    return p.n < MIN_N
+
+
 #: a bar panel's linear y axis stops at this multiple of its tallest bar: wider intervals (two
 #: runs under TCG reach 10^5 times the bar) are cut at the edge and said so, rather than
 #: flattening every bar
@@ -45,16 +63,18 @@ def _draw_bars(ax, pd: PanelData) -> None:
     idx = {c: k for k, c in enumerate(cats)}
     for i, s in enumerate(pd.series):
         xs = [idx[p.x] - 0.4 + w * (i + 0.5) for p in s.points]
-        errs = np.array([_err(p) for p in s.points]).T if s.points else None
+        errs = np.array([(0.0, 0.0) if _few(p) else _err(p) for p in s.points]).T if s.points else None
         tcg = [p.emulated for p in s.points]
         tag = " (TCG)" if tcg and all(tcg) else (" (hatched: TCG)" if any(tcg) else "")
         bars = ax.bar(xs, [p.y for p in s.points], width=w * 0.95, yerr=errs, capsize=2,
                       color=_COLORS[i % len(_COLORS)], edgecolor=_COLORS[i % len(_COLORS)],
                       linewidth=0.5, label=s.label + tag)
-        for patch, emulated in zip(bars.patches, tcg):
+        for patch, emulated, p in zip(bars.patches, tcg, s.points):
             if emulated:
                 patch.set_hatch("//")
                 patch.set_edgecolor("black")
+            if _few(p):
+                patch.set_alpha(0.35)
     ax.set_xticks(range(len(cats)))
     ax.set_xticklabels([str(c) for c in cats], rotation=20 if len(cats) > 4 else 0,
                        ha="right" if len(cats) > 4 else "center")
@@ -77,11 +97,15 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
                 continue
             xs = [p.x for p in pts]
             ys = [p.y for p in pts]
-            errs = np.array([_err(p) for p in pts]).T
+            errs = np.array([(0.0, 0.0) if _few(p) else _err(p) for p in pts]).T
             tcg = any(p.emulated for p in pts)
-            ax.errorbar(xs, ys, yerr=errs, marker="o", ms=3, capsize=2,
-                        color=_COLORS[i % len(_COLORS)], linestyle="--" if tcg else "-",
-                        label=s.label + (" (TCG)" if tcg else ""))
+            color = _COLORS[i % len(_COLORS)]
+            ax.errorbar(xs, ys, yerr=errs, marker="o", ms=4, capsize=2, color=color,
+                        linestyle="--" if tcg else "-", label=s.label + (" (TCG)" if tcg else ""))
+            few = [p for p in pts if _few(p)]
+            if few:  # hollow: no interval from fewer than MIN_N samples
+                ax.plot([p.x for p in few], [p.y for p in few], "o", ms=6, color=color,
+                        markerfacecolor="white", zorder=3)
         if pd.fit:
             xs = [p.x for s in pd.series for p in s.points]
             if xs:
@@ -90,6 +114,10 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
                         color="gray", label=f"fit (r² = {pd.fit['r2']:.2f})")
         for v in pd.vlines:
             ax.axvline(v, color="lightgray", lw=0.8)
+        for x in getattr(pd, "shared_x", []):
+            ax.axvspan(x - 0.3, x + 0.3, color="#f4c7c3", alpha=0.6, zorder=0)
+            ax.text(x, 0.02, "shared CPUs:\ncontention,\nnot scaling", transform=ax.get_xaxis_transform(),
+                    ha="center", va="bottom", fontsize=6, color="#b00020")
         if pd.xlog:
             ax.set_xscale("log", base=2)
         elif all(float(p.x).is_integer() for s in pd.series for p in s.points):
@@ -102,8 +130,13 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
     for label, value in refs:
         ax.axhline(value, color="#b00020", lw=1.0, ls=":", label=f"paper: {label}")
-    if pd.ylog and all(p.y > 0 for s in pd.series for p in s.points):
+    positive = all(p.y > 0 for s in pd.series for p in s.points)
+    if positive and (pd.ylog or _span_decades(pd) > DECADES):
         ax.set_yscale("log")
+    if any(_few(p) for s in pd.series for p in s.points):  # said in the legend
+        ax.plot([], [], "o" if pd.numeric_x else "s", color="gray", markerfacecolor="white",
+                alpha=1.0 if pd.numeric_x else 0.35,
+                label=f"{'hollow' if pd.numeric_x else 'pale'}: n < {MIN_N}, no interval")
     ax.set_xlabel(pd.xlabel)
     ax.set_ylabel(pd.ylabel + (f" [{pd.unit}]" if pd.unit and "[" not in pd.ylabel else ""))
     if pd.title:
