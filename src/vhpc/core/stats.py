@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from typing import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
+from scipy import special as spc
 from scipy import stats as sps
-from statsmodels.stats.multitest import multipletests
 
 __all__ = [
     "RatioInterval",
@@ -419,14 +419,20 @@ def holm_adjust(p_values: Iterable[float], alpha: float = 0.05) -> list[float]:
     """Holm–Bonferroni adjusted p-values (Holm 1979), same order as the input.
 
     Sort ascending p_(1) ≤ … ≤ p_(m); adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)).
-    Computed with ``statsmodels.stats.multitest.multipletests(method="holm")``; an empty input
-    gives an empty list.
+    The same operations, in the same order, as
+    ``statsmodels.stats.multitest.multipletests(method="holm")`` (the tests check that the
+    results are identical), without its full garbage collection on every call; an empty input
+    gives an empty list.  ``alpha`` does not change the adjusted values (kept for callers).
     """
-    ps = [float(p) for p in p_values]
-    if not ps:
+    ps = np.asarray([float(p) for p in p_values], dtype=float)
+    if not ps.size:
         return []
-    _, padj, _, _ = multipletests(ps, alpha=alpha, method="holm")
-    return [float(x) for x in padj]
+    order = np.argsort(ps)
+    adjusted = np.maximum.accumulate(ps[order] * np.arange(ps.size, 0, -1))
+    adjusted[adjusted > 1] = 1
+    out = np.empty_like(adjusted)
+    out[order] = adjusted
+    return [float(x) for x in out]
 
 
 def modified_z_outliers(values: Sequence[float], threshold: float = MAD_THRESHOLD) -> int:
@@ -467,12 +473,28 @@ def t_test_power(d: float, n: float, alpha: float = 0.05) -> float:
     """Power of the two-sided two-sample t-test with ``n`` runs per side for Cohen's effect size
     ``d``: ``P(|T| > t_{1−α/2, 2n−2})`` with T noncentral t, df = 2n − 2, noncentrality
     ``d·√(n/2)`` (Cohen 1988 ch. 2; :data:`scipy.stats.nct`; the same quantity as
-    ``statsmodels.stats.power.TTestIndPower.power``)."""
+    ``statsmodels.stats.power.TTestIndPower.power``).
+
+    Calls the special functions behind ``scipy.stats.t.ppf``, ``nct.sf`` and ``nct.cdf``
+    directly (``stdtrit``, Boost's noncentral-t survival function, ``nctdtr``): the same
+    values without the distribution objects' argument checks, which cost most of the time in
+    the root searches of :func:`runs_needed` and :func:`detectable_effect`.  Needs n > 1."""
     df = 2.0 * n - 2.0
-    crit = float(sps.t.ppf(1.0 - alpha / 2.0, df))
+    crit = float(spc.stdtrit(df, 1.0 - alpha / 2.0))
     nc = d * math.sqrt(n / 2.0)
-    p = float(sps.nct.sf(crit, df, nc) + sps.nct.cdf(-crit, df, nc))
+    if _NCT_SF is None:  # a scipy without the routine: through the distribution object
+        sf = float(sps.nct.sf(crit, df, nc))
+    else:
+        with np.errstate(over="ignore"):  # as scipy.stats.nct.sf (scipy gh-17432)
+            sf = min(max(float(_NCT_SF(crit, df, nc)), 0.0), 1.0)
+    p = float(sf + float(spc.nctdtr(df, nc, -crit)))
     return min(1.0, p) if math.isfinite(p) else 1.0
+
+
+try:  # the Boost survival function behind scipy.stats.nct.sf (scipy >= 1.10)
+    from scipy.special._ufuncs import _nct_sf as _NCT_SF
+except ImportError:  # pragma: no cover - depends on the scipy build
+    _NCT_SF = None
 
 
 def pooled_relative_sd(groups: Iterable[Sequence[float]]) -> float | None:
