@@ -36,6 +36,7 @@ __all__ = [
     "fmt_family_overhead",
     "fmt_family_range",
     "fmt_family_verdict",
+    "fmt_family_counts",
     "family_metric_label",
 ]
 
@@ -214,13 +215,21 @@ def fmt_family_range(fs: FamilySummary) -> str:
             f"{fs.ratio_max:.3f} ({fmt_size(fs.x_max)})")
 
 
-def fmt_family_verdict(fs: FamilySummary) -> str:
-    """The family's verdict, for a sweep followed by the per-point verdict counts:
-    "slower (slower at 15 of 19 sizes)"."""
+def fmt_family_counts(fs: FamilySummary) -> str:
+    """How many sizes of a sweep have a significant verdict of their own (Holm-adjusted):
+    "slower at 15 of 19 sizes", "slower at 3, faster at 1 of 19 sizes", "0 of 19 sizes
+    significant"; "" for a one-point family."""
     if not fs.family.sweep:
-        return fs.verdict
+        return ""
     parts = [f"{k} at {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])
              if k in ("slower", "faster")]
     if not parts:
-        return f"{fs.verdict} (0 of {fs.n_points} sizes significant)"
-    return f"{fs.verdict} ({', '.join(parts)} of {fs.n_points} sizes)"
+        return f"0 of {fs.n_points} sizes significant"
+    return f"{', '.join(parts)} of {fs.n_points} sizes"
+
+
+def fmt_family_verdict(fs: FamilySummary) -> str:
+    """The family's verdict, for a sweep followed by :func:`fmt_family_counts` in
+    parentheses: "slower (slower at 15 of 19 sizes)"."""
+    counts = fmt_family_counts(fs)
+    return f"{fs.verdict} ({counts})" if counts else fs.verdict

@@ -386,6 +386,19 @@ def _size_axis(ax, xs: list[float]) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
+def _ratio_ticks(ax, lo: float, hi: float) -> None:
+    """Plain tick labels (0.5, 1, 2, 5 ...) on a log ratio axis from ``lo`` to ``hi``."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ticks = [m * 10.0 ** e for e in range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1)
+             for m in (1, 2, 5) if lo <= m * 10.0 ** e <= hi]
+    if len(ticks) > 8:
+        ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")] or ticks
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
 def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | bytes | None:
     """A sweep as the seeds draw it (seed 001 Fig. 1-3, seed 004 Fig. 1): two panels.
 
@@ -456,7 +469,9 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
             # ratios on a log axis (2× and 0.5× equally far from 1); an interval from a few
             # noisy samples can be huge: the axis stops at 3× beyond the extreme ratios
             axr.set_yscale("log")
-            axr.set_ylim(min(min(ratios), 1.0) / 3.0, max(max(ratios), 1.0) * 3.0)
+            lo, hi = min(min(ratios), 1.0) / 3.0, max(max(ratios), 1.0) * 3.0
+            axr.set_ylim(lo, hi)
+            _ratio_ticks(axr, lo, hi)
         axr.set_xlabel("message size [bytes]")
         axr.set_ylabel(f"ratio to {analysis.baseline} (1 = same)")
         axr.set_title("ratio per size (filled: significant, Holm)")

@@ -24,7 +24,7 @@ from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
 from vhpc.core.metrics import Observation
 from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
 from vhpc.report import (comparison_rows, env_header, family_metric_label, fmt_family_overhead,
-                         fmt_family_range, fmt_family_ratio, fmt_family_verdict, fmt_points)
+                         fmt_family_counts, fmt_family_range, fmt_family_ratio, fmt_points)
 from vhpc.report import figures
 
 __all__ = ["write_html", "render_html", "inline_svg"]
@@ -100,7 +100,8 @@ def _family_row(analysis: Analysis, fs: FamilySummary, first: bool) -> dict[str,
     return {"bench": fam.label, "metric": family_metric_label(fam), "points": fmt_points(fam),
             "env_label": env_header(analysis, fs.environment), "emulated": fs.emulated,
             "overhead": fmt_family_overhead(fs), "ratio": fmt_family_ratio(fs),
-            "range": fmt_family_range(fs), "verdict_text": fmt_family_verdict(fs),
+            "range": fmt_family_range(fs), "verdict_text": fs.verdict,
+            "counts": fmt_family_counts(fs),
             "verdict_class": _VERDICT_CLASS.get(fs.verdict, "v-insufficient"),
             "trust": list(fs.trust), "first": first, "sweep": fam.sweep,
             "anchor": _anchor(fam)}

@@ -10,7 +10,7 @@ from rich.text import Text
 from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
 from vhpc.analysis.families import families, family_summaries
 from vhpc.report import (TCG_MARK, comparison_rows, env_header, family_metric_label,
-                         fmt_family_overhead, fmt_family_range, fmt_family_verdict, fmt_points)
+                         fmt_family_counts, fmt_family_overhead, fmt_family_range, fmt_points)
 
 __all__ = ["render_table", "render_families", "VERDICT_STYLE"]
 
@@ -133,9 +133,9 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
 def _verdict_cell(fs) -> Text:
     """The family's verdict in its colour, for a sweep the per-size counts on a second line."""
     cell = Text(fs.verdict, style=VERDICT_STYLE.get(fs.verdict, ""))
-    full = fmt_family_verdict(fs)
-    if full != fs.verdict:
-        cell.append("\n" + full[len(fs.verdict):].strip(" ()"), style="dim")
+    counts = fmt_family_counts(fs)
+    if counts:
+        cell.append("\n" + counts, style="dim")
     return cell
 
 
@@ -167,18 +167,18 @@ def render_families(analysis: Analysis, console: Console | None = None, title: s
     table.add_column("metric [unit]", no_wrap=True)
     table.add_column("environment")
     table.add_column("overhead [CI]", justify="right", no_wrap=True)
-    table.add_column("ratio range (size)")
+    table.add_column("ratio range")
     table.add_column("verdict")
     table.add_column("limits trust")
-    last = None
+    last = last_bench = None
     for i, fs in enumerate(sums):
         fam = fs.family
         key = (fam.benchmark, fam.params, fam.quantity)
-        first = key != last
-        last = key
-        bench = Text(fam.label)
+        first, new_bench = key != last, (fam.benchmark, fam.params) != last_bench
+        last, last_bench = key, (fam.benchmark, fam.params)
+        bench = Text(fam.label) if new_bench else Text("")
         if first and fam.sweep:
-            bench.append("\n" + fmt_points(fam), style="dim")
+            bench.append(("\n" if new_bench else "") + fmt_points(fam), style="dim")
         nxt = sums[i + 1].family if i + 1 < len(sums) else None
         table.add_row(bench if first else Text(""),
                       Text(family_metric_label(fam)) if first else Text(""),
@@ -186,7 +186,7 @@ def render_families(analysis: Analysis, console: Console | None = None, title: s
                       Text(fmt_family_overhead(fs)), Text(fmt_family_range(fs)),
                       _verdict_cell(fs),
                       Text("; ".join(fs.trust) or "—", style="yellow" if fs.trust else "dim"),
-                      end_section=nxt is None or (nxt.benchmark, nxt.params, nxt.quantity) != key)
+                      end_section=nxt is None or (nxt.benchmark, nxt.params) != (fam.benchmark, fam.params))
     if not sums:
         console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
     else:
