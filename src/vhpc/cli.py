@@ -8,63 +8,19 @@ saying what to change), 130 interrupted (everything measured so far is stored; r
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import signal
 import sys
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
 from vhpc import __version__
 from vhpc.core.argtypes import ascii_float, ascii_int
 from vhpc.core.errors import SpecError, VhpcError
-
-DEFAULT_OUT = "vhpc-results"
-QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
-
-# Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
-_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-console = Console(width=_WIDTH)
-err_console = Console(stderr=True)
-
-
-class RichProgress:
-    """Campaign progress: a bar with done/total, elapsed time and ETA; failures are printed."""
-
-    def __init__(self, con: Console):
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                            TimeRemainingColumn(), console=con, transient=False)
-        self.task = None
-
-    def start(self, total, done):
-        self.bar.start()
-        self.task = self.bar.add_task("trials", total=total, completed=done)
-
-    def trial(self, row):
-        kind = "warm-up" if row.warmup else f"round {row.round}"
-        self.bar.update(self.task, description=f"{row.environment} {row.benchmark} ({kind})")
-
-    def grow(self, n):
-        self.bar.update(self.task, total=self.bar.tasks[0].total + n)
-        self.bar.console.print(f"adaptive repeats: adding a round ({n} trials) to reach the "
-                               "target precision")
-
-    def finished(self, row, status, note):
-        self.bar.advance(self.task)
-        if note:
-            first = note.splitlines()[0][:160]
-            self.bar.console.print(f"[yellow]{row.environment} {row.benchmark}: {status}: {first}")
-
-    def stop(self):
-        self.bar.stop()
-
-
-class UsageError(VhpcError):
-    """A command line argparse rejects (unknown flag, missing value, bad number)."""
+from vhpc.workflows.common import (QUICK, UsageError, campaign_flags as _campaign_flags,
+                                   console, count as _count, dry_run as _dry_run, err_console,
+                                   open_store as _store, run_campaign,
+                                   spec_from_flags as _spec_from_flags)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,97 +28,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
-
-
-def _count(lo: int, hi: int):
-    """argparse type: an int in [lo, hi] (the message says the range)."""
-    def convert(text: str) -> int:
-        try:
-            if not text.strip().isascii():
-                raise ValueError(text)
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (ASCII digits "
-                                             "0-9)") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is out of range: give {lo}..{hi}")
-        return value
-    return convert
-
-
-def _store(out: str):
-    """The store of results folder ``out`` (created if missing).  Raises StoreError (one line)
-    when ``out`` is not a folder or cannot be created or opened."""
-    from vhpc.store import Store
-
-    return Store(Path(out) / "vhpc.db")
-
-
-def _spec_from_flags(args):
-    from vhpc.spec import parse as specmod
-
-    return specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
-                            strict_placement=args.strict_placement,
-                            target_ci=args.target_ci / 100 if args.target_ci else None,
-                            max_repeats=args.max_repeats, repeats=args.repeats,
-                            warmup=args.warmup, baseline=args.baseline, timeout=args.timeout,
-                            order=args.order, protocol=args.protocol,
-                            session_trials=args.session_trials, host_knobs=args.host_knob,
-                            executor=getattr(args, "executor", None))
-
-
-def _dry_run(spec) -> int:
-    """Print the plan of ``spec`` with placements on this host; start nothing."""
-    from vhpc.campaign import execute as campaign
-    from vhpc.report import console as views
-
-    plans = campaign.placements(spec, campaign.host_facts())
-    views.dry_run(console, spec, campaign.plan(spec), {n: p.text for n, p in plans.items()})
-    return 0
-
-
-def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]:
-    """Create (or resume, ``--resume``) and execute a campaign, then report it; returns
-    (exit status, campaign id).  ``command``: stored instead of this process's argv."""
-    from vhpc.campaign import execute as campaign
-    from vhpc.report import console as views
-
-    store = _store(args.out)
-    envs = None
-    if args.resume:
-        cid = args.resume
-        store.campaign(cid)  # raises StoreError for an unknown id
-        store.check_not_owned(cid)  # another live vhpc runs it: refuse before printing anything
-        console.print(f"Resuming campaign [bold]{cid}[/]")
-    else:
-        envs = campaign.prepare(spec)  # host checks and environments, before anything is stored
-        for env in envs.values():
-            env.preflight()  # ssh: the host answers and accepts the key
-        from vhpc import executors
-
-        executor = executors.make(spec.executor)
-        executor.preflight()  # slurm: commands installed, controller answers
-        campaign.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
-        cid = campaign.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
-        console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
-                      f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
-                      f"rounds → {args.out}/")
-    progress = RichProgress(console)
-    try:
-        counts = campaign.execute(store, cid, progress, envs=envs, spec=spec,
-                                  notify=lambda m: err_console.print(
-                                      f"vhpc: {m}", highlight=False, markup=False,
-                                      soft_wrap=True))
-    except KeyboardInterrupt:
-        progress.stop()
-        done = len(store.trials(cid, "done")) + len(store.trials(cid, "failed"))
-        err_console.print(f"vhpc: interrupted; {done} trials are stored. Resume with: "
-                          f"vhpc compare --resume {cid} --out {args.out}")
-        return 130, cid
-    finally:
-        progress.stop()
-    views.campaign_report(store, cid, args.out, console)
-    return (1 if counts.get("failed") else 0), cid
 
 
 def cmd_compare(args) -> int:
@@ -238,68 +103,6 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
-def _diff_store(path: str):
-    """The store at ``path``: a vhpc.db file or a results folder holding one; it must exist
-    (a diff never creates an empty store)."""
-    from vhpc.analysis.diff import DiffError
-    from vhpc.store import Store
-
-    p = Path(path)
-    db = p if p.suffix == ".db" or p.is_file() else p / "vhpc.db"
-    if not db.is_file():
-        raise DiffError(f"no vhpc store at {db}: give the results folder (--out) or the "
-                        "vhpc.db of the campaigns (--store)")
-    return Store(db)
-
-
-def cmd_diff(args) -> int:
-    """``vhpc diff A B``: campaign against campaign, overhead changes with PASS/FAIL against
-    a tolerance (docs/diff.md).  Exit 0 all within, 1 a regression beyond it, 2 bad input."""
-    from vhpc.analysis import diff as d
-    from vhpc.report import diff as present
-
-    from vhpc.report.export import check_writable
-
-    for flag in ("html", "json"):
-        check_writable(getattr(args, flag), f"--{flag}")
-    paths = args.store or [args.out]
-    if len(paths) > 2:
-        raise UsageError("vhpc diff: give --store at most twice (the store of A, then of B)")
-    stores = [_diff_store(p) for p in paths]
-    a, b = d.load(stores[0], args.a), d.load(stores[-1], args.b)
-    tol = None
-    if args.tolerance is not None:
-        if Path(args.tolerance).is_file():
-            tol = d.parse_tolerance_file(Path(args.tolerance).read_text(), args.tolerance)
-        else:
-            tol = d.Tolerance(d.parse_percent(args.tolerance, "--tolerance"))
-    result = d.diff(a, b, alpha=args.alpha, tolerance=tol)
-    hist = None
-    if args.history:
-        found: dict[str, d.CampaignData] = {}
-        for st in stores:
-            for row in st.campaigns():
-                cid = row["id"]
-                if cid in found or row["created"] > b.created:
-                    continue
-                try:
-                    if d.same_spec(st.campaign(cid)["spec"], b.spec):
-                        found[cid] = d.load(st, cid)
-                except VhpcError as exc:  # an unreadable old campaign: left out, said so
-                    err_console.print(f"vhpc: history: {cid} left out ({exc})", markup=False,
-                                      highlight=False, soft_wrap=True)
-        found.setdefault(a.id, a)
-        found.setdefault(b.id, b)
-        chosen = sorted(found.values(), key=lambda c: c.created)[-args.history:]
-        hist = d.history(chosen, args.alpha)
-    present.render_terminal(result, console)
-    folder = Path(args.out) / f"diff-{a.id}-{b.id}"
-    html = present.write_html(result, Path(args.html) if args.html else folder / "diff.html", hist)
-    js = present.write_json(result, Path(args.json) if args.json else folder / "diff.json", hist)
-    console.print(f"Diff: [bold]{html}[/]  (JSON: {js})")
-    return result.exit_status
-
-
 def cmd_report(args) -> int:
     from vhpc.campaign import execute as campaign
     from vhpc.report import console as views
@@ -332,75 +135,6 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_doctor(args) -> int:
-    """``vhpc doctor``: each component with present/missing and the package that provides it."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from vhpc.host import doctor
-
-    table = Table(title="What this host has for vhpc (vhpc doctor)")
-    for col in ("component", "needed for", "status", "Debian/Ubuntu", "RHEL"):
-        table.add_column(col, overflow="fold")
-    rows = doctor.report()
-    for c, ok, detail in rows:
-        table.add_row(c.name, c.needed_for, f"[green]present[/] {escape(detail)}" if ok else
-                      f"[red]missing[/] {escape(detail)}", escape(c.debian), escape(c.rhel))
-    console.print(table)
-    missing = [c for c, ok, _ in rows if not ok]
-    console.print(f"{len(rows) - len(missing)} of {len(rows)} present"
-                  + (f"; to install on Debian: apt-get install "
-                     + " ".join(c.debian for c in missing if not c.debian.startswith(("(", "pip")))
-                     if missing else ""), highlight=False)
-    return 0
-
-
-def cmd_host(args) -> int:
-    from vhpc.environments.vm import guestimage
-    from vhpc.host import facts as hostinfo
-    from vhpc.environments.vm import VmKind
-
-    from vhpc import topology
-
-    if args.ssh:
-        return remote_host_report(args.ssh)
-    topo = topology.load(args.topology)
-    console.print(topology.render_text(topo), highlight=False, markup=False, soft_wrap=True)
-    if args.topology:
-        return 0
-    fp = hostinfo.fingerprint()
-    console.print(f"CPU model     {fp['cpu_model']}  ({fp['host_cpus']} CPUs)")
-    console.print(f"host kernel   {fp['host_kernel']}")
-    console.print(f"QEMU          {hostinfo.qemu_version() or 'not installed (apt-get install qemu-system-x86)'}")
-    try:
-        kernel = guestimage.find_kernel()
-        console.print(f"guest kernel  {kernel.image} ({kernel.release})")
-    except guestimage.GuestImageError as exc:
-        kernel = None
-        console.print(f"guest kernel  none: {exc}")
-    if args.no_probe or kernel is None or hostinfo.qemu_version() is None:
-        console.print("accelerator   not probed")
-    else:
-        probe = VmKind.probe_accel(kernel, use_cache=not args.reprobe)
-        style = "green" if probe.accel == "kvm" else "yellow"
-        console.print(f"accelerator   [{style}]{probe.accel}[/]: {probe.reason}")
-        if probe.accel == "tcg":
-            console.print("              VM results on this host are TCG emulation, not hardware "
-                          "virtualization overheads.")
-    console.print("host knobs    " + json.dumps(fp["knobs"]))
-    return 0
-
-
-def remote_host_report(target: str) -> int:
-    """``vhpc host --ssh [USER@]HOST[:PORT]``: the remote machine's topology and fingerprint."""
-    from vhpc.environments.ssh import environment as ssh
-
-    lines = ssh.host_report(target)
-    for line in lines:
-        console.print(line, highlight=False, markup=False)
-    return 0
-
-
 def cmd_plan(args) -> int:
     from vhpc import placement, topology
     from vhpc.environments.options import guest_numa
@@ -423,15 +157,6 @@ def cmd_plan(args) -> int:
         plans = placement.plan_vms(topo, reqs)
     console.print(placement.render_plans(topo, plans), highlight=False, markup=False, soft_wrap=True)
     return 0
-
-
-def _campaign_flags(sp, dry_run=False):
-    """--out, and --dry-run for the commands that start campaigns."""
-    sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
-    if dry_run:
-        sp.add_argument("--dry-run", action="store_true",
-                        help="print the planned trials (round, environment, benchmark with "
-                             "its parameters, placement) and start nothing")
 
 
 def _compare_parser(sub) -> None:
@@ -490,29 +215,6 @@ def _calibrate_parser(sub) -> None:
                      "%(default)s)")
     cal.add_argument("--timeout", type=ascii_float, default=600.0, help="seconds per trial")
     _campaign_flags(cal)
-
-
-def _diff_parser(sub) -> None:
-    """``vhpc diff A B`` and its flags (docs/diff.md)."""
-    d = sub.add_parser("diff", help="campaign against campaign: did the overhead change, and "
-                       "what changed on the host (exit 1 on a regression beyond --tolerance)")
-    d.add_argument("a", metavar="A", help="campaign id before (e.g. before the update)")
-    d.add_argument("b", metavar="B", help="campaign id after")
-    d.add_argument("--store", action="append", metavar="PATH",
-                   help="vhpc.db or results folder of A (and of B unless given twice: the "
-                        "second is B's); default: --out")
-    d.add_argument("--tolerance", metavar="PCT|FILE",
-                   help="how much the overhead may grow: '5%%', or a file of 'PATTERN PCT' "
-                        "lines (benchmark/metric shell patterns, '*' default) → PASS/FAIL, "
-                        "exit 1 on a regression beyond it")
-    d.add_argument("--alpha", type=ascii_float, default=0.05,
-                   help="significance level, Holm-corrected over the diff (default %(default)s)")
-    d.add_argument("--history", type=_count(2, 1000), metavar="N",
-                   help="also draw the ratio over the last N campaigns of the same spec "
-                        "(up to B) in the HTML")
-    d.add_argument("--html", help="HTML path (default OUT/diff-A-B/diff.html)")
-    d.add_argument("--json", help="JSON path (default OUT/diff-A-B/diff.json)")
-    _campaign_flags(d)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -595,7 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
     from vhpc.workflows.tune.cli import add_parser as add_tune
 
     add_tune(sub)
-    _diff_parser(sub)
+    from vhpc.workflows import diff
+
+    diff.add_parser(sub)
     return p
 
 
@@ -609,6 +313,27 @@ def cmd_tune(args) -> int:
     from vhpc.workflows.tune.cli import cmd_tune as tune
 
     return tune(args)
+
+
+def cmd_diff(args) -> int:
+    """``vhpc diff A B`` (vhpc.workflows.diff, docs/diff.md)."""
+    from vhpc.workflows import diff
+
+    return diff.run(args)
+
+
+def cmd_doctor(args) -> int:
+    """``vhpc doctor`` (vhpc.workflows.host)."""
+    from vhpc.workflows import host
+
+    return host.doctor(args)
+
+
+def cmd_host(args) -> int:
+    """``vhpc host`` (vhpc.workflows.host)."""
+    from vhpc.workflows import host
+
+    return host.host(args)
 
 
 COMMANDS = {"host": cmd_host, "compare": cmd_compare, "run": cmd_run, "report": cmd_report,

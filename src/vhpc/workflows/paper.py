@@ -217,17 +217,19 @@ def entry(store, cid: str, out: Path, name: str, note: str | None = None) -> dic
     its full report written into ``out/cid/``."""
     from vhpc import analysis
     from vhpc.report import console as views
-    from vhpc.report.paper import study_block
+    from vhpc.report.paper import answer, limits, study_block
 
     camp = store.campaign(cid)
     envs = store.environments(cid)
     result = analysis.analyse(store.observations(cid), envs, camp["spec"]["baseline"])
     trials = store.trials(cid)
     html = views.campaign_report(store, cid, out, None, quiet=True)
-    block = study_block(name, result, trials, prefix=f"{name}-", note=note,
-                        png=f"../{cid}/figure.png")[0]
+    block, fd, lines = study_block(name, result, trials, prefix=f"{name}-", note=note,
+                                   png=f"../{cid}/figure.png")
+    emulated = bool(result.emulated())
     return {"cid": cid, "block": block, "report": f"../{cid}/{Path(html).name}",
-            "status": camp["status"], "emulated": bool(result.emulated())}
+            "status": camp["status"], "emulated": emulated, "answer": answer(lines),
+            "limits": limits(fd, trials, emulated)}
 
 
 def page(seed: str, items: list[Item], store, out: str | Path) -> Path:
@@ -272,7 +274,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _overrides(items: list[str]) -> dict[str, list[str]]:
-    from vhpc.cli import UsageError
+    from vhpc.workflows.common import UsageError
 
     out: dict[str, list[str]] = {}
     for item in items:
@@ -288,7 +290,8 @@ def run(args) -> int:
     stored campaigns) and presented on one page.  A study this host cannot run as the paper
     did is named in one line before anything runs.  Returns the exit status."""
     from vhpc.campaign import execute as campaign, studies
-    from vhpc.cli import UsageError, _store, console, run_campaign
+    from vhpc.workflows.common import UsageError, console, run_campaign
+    from vhpc.workflows.common import open_store as _store
 
     overrides = _overrides(args.bench or [])
     protocol = {k: v for k, v in dict(repeats=args.repeats, warmup=args.warmup,

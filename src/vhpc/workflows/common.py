@@ -1,0 +1,162 @@
+"""What the ``vhpc`` sub-commands share: the consoles, the one-line usage error, the results
+store of ``--out``, argument types and flags, the campaign progress bar, and running a campaign
+from a spec (create or resume, execute, report).  The ``cli`` room dispatches to these; the
+workflows (``paper``, ``diff``, ``host``, ``tune``) use them without importing the cli."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from vhpc.core.errors import VhpcError
+
+DEFAULT_OUT = "vhpc-results"
+QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
+
+# Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
+console = Console(width=_WIDTH)
+err_console = Console(stderr=True)
+
+
+class UsageError(VhpcError):
+    """A command line argparse rejects (unknown flag, missing value, bad number)."""
+
+
+class RichProgress:
+    """Campaign progress: a bar with done/total, elapsed time and ETA; failures are printed."""
+
+    def __init__(self, con: Console):
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                            TimeRemainingColumn(), console=con, transient=False)
+        self.task = None
+
+    def start(self, total, done):
+        self.bar.start()
+        self.task = self.bar.add_task("trials", total=total, completed=done)
+
+    def trial(self, row):
+        kind = "warm-up" if row.warmup else f"round {row.round}"
+        self.bar.update(self.task, description=f"{row.environment} {row.benchmark} ({kind})")
+
+    def grow(self, n):
+        self.bar.update(self.task, total=self.bar.tasks[0].total + n)
+        self.bar.console.print(f"adaptive repeats: adding a round ({n} trials) to reach the "
+                               "target precision")
+
+    def finished(self, row, status, note):
+        self.bar.advance(self.task)
+        if note:
+            first = note.splitlines()[0][:160]
+            self.bar.console.print(f"[yellow]{row.environment} {row.benchmark}: {status}: {first}")
+
+    def stop(self):
+        self.bar.stop()
+
+
+def count(lo: int, hi: int):
+    """argparse type: an int in [lo, hi] (the message says the range)."""
+    def convert(text: str) -> int:
+        try:
+            if not text.strip().isascii():
+                raise ValueError(text)
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (ASCII digits "
+                                             "0-9)") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range: give {lo}..{hi}")
+        return value
+    return convert
+
+
+def open_store(out: str):
+    """The store of results folder ``out`` (created if missing).  Raises StoreError (one line)
+    when ``out`` is not a folder or cannot be created or opened."""
+    from vhpc.store import Store
+
+    return Store(Path(out) / "vhpc.db")
+
+
+def campaign_flags(sp, dry_run=False):
+    """--out, and --dry-run for the commands that start campaigns."""
+    sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
+    if dry_run:
+        sp.add_argument("--dry-run", action="store_true",
+                        help="print the planned trials (round, environment, benchmark with "
+                             "its parameters, placement) and start nothing")
+
+
+def spec_from_flags(args):
+    from vhpc.spec import parse as specmod
+
+    return specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
+                            strict_placement=args.strict_placement,
+                            target_ci=args.target_ci / 100 if args.target_ci else None,
+                            max_repeats=args.max_repeats, repeats=args.repeats,
+                            warmup=args.warmup, baseline=args.baseline, timeout=args.timeout,
+                            order=args.order, protocol=args.protocol,
+                            session_trials=args.session_trials, host_knobs=args.host_knob,
+                            executor=getattr(args, "executor", None))
+
+
+def dry_run(spec) -> int:
+    """Print the plan of ``spec`` with placements on this host; start nothing."""
+    from vhpc.campaign import execute as campaign
+    from vhpc.report import console as views
+
+    plans = campaign.placements(spec, campaign.host_facts())
+    views.dry_run(console, spec, campaign.plan(spec), {n: p.text for n, p in plans.items()})
+    return 0
+
+
+def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]:
+    """Create (or resume, ``--resume``) and execute a campaign, then report it; returns
+    (exit status, campaign id).  ``command``: stored instead of this process's argv."""
+    from vhpc.campaign import execute as campaign
+    from vhpc.report import console as views
+
+    store = open_store(args.out)
+    envs = None
+    if args.resume:
+        cid = args.resume
+        store.campaign(cid)  # raises StoreError for an unknown id
+        store.check_not_owned(cid)  # another live vhpc runs it: refuse before printing anything
+        console.print(f"Resuming campaign [bold]{cid}[/]")
+    else:
+        envs = campaign.prepare(spec)  # host checks and environments, before anything is stored
+        for env in envs.values():
+            env.preflight()  # ssh: the host answers and accepts the key
+        from vhpc import executors
+
+        executor = executors.make(spec.executor)
+        executor.preflight()  # slurm: commands installed, controller answers
+        campaign.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
+        cid = campaign.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
+        console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
+                      f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
+                      f"rounds → {args.out}/")
+    progress = RichProgress(console)
+    try:
+        counts = campaign.execute(store, cid, progress, envs=envs, spec=spec,
+                                  notify=lambda m: err_console.print(
+                                      f"vhpc: {m}", highlight=False, markup=False,
+                                      soft_wrap=True))
+    except KeyboardInterrupt:
+        progress.stop()
+        done = len(store.trials(cid, "done")) + len(store.trials(cid, "failed"))
+        err_console.print(f"vhpc: interrupted; {done} trials are stored. Resume with: "
+                          f"vhpc compare --resume {cid} --out {args.out}")
+        return 130, cid
+    finally:
+        progress.stop()
+    views.campaign_report(store, cid, args.out, console)
+    return (1 if counts.get("failed") else 0), cid

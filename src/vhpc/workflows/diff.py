@@ -1,0 +1,96 @@
+"""``vhpc diff A B``: campaign against campaign (docs/diff.md) — the sub-command's flags, the
+stores it reads (never creating one), the tolerance, and the history of campaigns of the same
+spec drawn beside the diff."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vhpc.core.argtypes import ascii_float
+from vhpc.core.errors import VhpcError
+from vhpc.workflows.common import UsageError, campaign_flags, console, count, err_console
+
+
+def add_parser(sub) -> None:
+    """``vhpc diff A B`` and its flags (docs/diff.md)."""
+    d = sub.add_parser("diff", help="campaign against campaign: did the overhead change, and "
+                       "what changed on the host (exit 1 on a regression beyond --tolerance)")
+    d.add_argument("a", metavar="A", help="campaign id before (e.g. before the update)")
+    d.add_argument("b", metavar="B", help="campaign id after")
+    d.add_argument("--store", action="append", metavar="PATH",
+                   help="vhpc.db or results folder of A (and of B unless given twice: the "
+                        "second is B's); default: --out")
+    d.add_argument("--tolerance", metavar="PCT|FILE",
+                   help="how much the overhead may grow: '5%%', or a file of 'PATTERN PCT' "
+                        "lines (benchmark/metric shell patterns, '*' default) → PASS/FAIL, "
+                        "exit 1 on a regression beyond it")
+    d.add_argument("--alpha", type=ascii_float, default=0.05,
+                   help="significance level, Holm-corrected over the diff (default %(default)s)")
+    d.add_argument("--history", type=count(2, 1000), metavar="N",
+                   help="also draw the ratio over the last N campaigns of the same spec "
+                        "(up to B) in the HTML")
+    d.add_argument("--html", help="HTML path (default OUT/diff-A-B/diff.html)")
+    d.add_argument("--json", help="JSON path (default OUT/diff-A-B/diff.json)")
+    campaign_flags(d)
+
+
+def _diffopen_store(path: str):
+    """The store at ``path``: a vhpc.db file or a results folder holding one; it must exist
+    (a diff never creates an empty store)."""
+    from vhpc.analysis.diff import DiffError
+    from vhpc.store import Store
+
+    p = Path(path)
+    db = p if p.suffix == ".db" or p.is_file() else p / "vhpc.db"
+    if not db.is_file():
+        raise DiffError(f"no vhpc store at {db}: give the results folder (--out) or the "
+                        "vhpc.db of the campaigns (--store)")
+    return Store(db)
+
+
+def run(args) -> int:
+    """``vhpc diff A B``: campaign against campaign, overhead changes with PASS/FAIL against
+    a tolerance (docs/diff.md).  Exit 0 all within, 1 a regression beyond it, 2 bad input."""
+    from vhpc.analysis import diff as d
+    from vhpc.report import diff as present
+
+    from vhpc.report.export import check_writable
+
+    for flag in ("html", "json"):
+        check_writable(getattr(args, flag), f"--{flag}")
+    paths = args.store or [args.out]
+    if len(paths) > 2:
+        raise UsageError("vhpc diff: give --store at most twice (the store of A, then of B)")
+    stores = [_diffopen_store(p) for p in paths]
+    a, b = d.load(stores[0], args.a), d.load(stores[-1], args.b)
+    tol = None
+    if args.tolerance is not None:
+        if Path(args.tolerance).is_file():
+            tol = d.parse_tolerance_file(Path(args.tolerance).read_text(), args.tolerance)
+        else:
+            tol = d.Tolerance(d.parse_percent(args.tolerance, "--tolerance"))
+    result = d.diff(a, b, alpha=args.alpha, tolerance=tol)
+    hist = None
+    if args.history:
+        found: dict[str, d.CampaignData] = {}
+        for st in stores:
+            for row in st.campaigns():
+                cid = row["id"]
+                if cid in found or row["created"] > b.created:
+                    continue
+                try:
+                    if d.same_spec(st.campaign(cid)["spec"], b.spec):
+                        found[cid] = d.load(st, cid)
+                except VhpcError as exc:  # an unreadable old campaign: left out, said so
+                    err_console.print(f"vhpc: history: {cid} left out ({exc})", markup=False,
+                                      highlight=False, soft_wrap=True)
+        found.setdefault(a.id, a)
+        found.setdefault(b.id, b)
+        chosen = sorted(found.values(), key=lambda c: c.created)[-args.history:]
+        hist = d.history(chosen, args.alpha)
+    present.render_terminal(result, console)
+    folder = Path(args.out) / f"diff-{a.id}-{b.id}"
+    html = present.write_html(result, Path(args.html) if args.html else folder / "diff.html", hist)
+    js = present.write_json(result, Path(args.json) if args.json else folder / "diff.json", hist)
+    console.print(f"Diff: [bold]{html}[/]  (JSON: {js})")
+    return result.exit_status
