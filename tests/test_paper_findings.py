@@ -209,3 +209,54 @@ def test_an_unbounded_fieller_set_is_named_not_called_missing():
     assert a.comparisons[0].ratio_ci == (None, None)
     (line,) = paper.judge("noise", a)
     assert line.outcome == F.CANNOT_TELL and "confidence set is unbounded" in line.reason
+
+
+def _section(text: str, number: str) -> str:
+    """Lines of section ``number`` ("3.4") of a seed whose headers are "3.4 Title" lines, up
+    to the next header of any level."""
+    import re
+
+    lines = text.splitlines()
+    head = re.compile(r"^(\d+(?:\.\d+)*) [A-Z]")
+    out, inside = [], False
+    for ln in lines:
+        m = head.match(ln)
+        if m:
+            inside = m.group(1) == number or m.group(1).startswith(number + ".")
+            continue
+        if inside:
+            out.append(ln)
+    return " ".join(" ".join(out).split())
+
+
+def _caption(text: str, fig: str) -> str:
+    import re
+
+    m = re.search(rf"^Figure {fig}\. .*$", text, re.M)
+    return " ".join(m.group(0).split()) if m else ""
+
+
+def test_each_numbered_statement_cites_its_own_section_or_figure():
+    """Issue 29: a statement's ``where`` names the section it is written in, or the figure
+    whose caption holds it (seeds with numbered sections: 001, 004); and no statement is
+    filed under a study whose figure it does not describe (the collectives are not given
+    the HPCCG caption's "within 5 %")."""
+    import re
+
+    seeds = _seeds()
+    if seeds is None:
+        pytest.skip("seed papers not found: set VHPC_SEEDS to the folder holding them")
+    checked = 0
+    for f in F.load():
+        if not f.seed.startswith(("001", "004")):
+            continue
+        text = (seeds / f.seed).read_text()
+        quote = " ".join(f.quote.split())
+        sec = re.search(r"Sec\. (\d+(?:\.\d+)*)", f.where)
+        figs = re.findall(r"\d+", f.where.split("Fig.", 1)[1]) if "Fig." in f.where else []
+        places = ([_section(text, sec.group(1))] if sec else []) + [_caption(text, n) for n in figs]
+        assert any(quote in p for p in places), (f.study, f.where, f.quote)
+        checked += 1
+    assert checked >= 8
+    within = [f for f in F.load() if f.claim == "within_pct" and f.seed.startswith("004")]
+    assert [(f.study, f.benchmark, f.where) for f in within] == [("scaling", "hpccg", "Sec. 3.4, Fig. 6")]

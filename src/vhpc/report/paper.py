@@ -169,6 +169,13 @@ class Evidence:
     emulated: bool
     unbounded: bool = False
     higher_is_better: bool = False
+    params: str = ""
+
+    @property
+    def label(self) -> str:
+        """``hpccg[nx=16,ranks=3] mflops``: which point of which benchmark."""
+        return f"{self.benchmark}[{self.params}] {self.metric}" if self.params else \
+            f"{self.benchmark} {self.metric}"
 
 
 def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
@@ -179,14 +186,14 @@ def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
 
     if f.against_baseline:
         rows = [(c.environment, c.benchmark, c.metric, analysis.baseline, c.higher_is_better,
-                 c.ratio, c.ratio_ci, min(c.n, c.n_baseline), c.ratio_ci_method)
+                 c.ratio, c.ratio_ci, min(c.n, c.n_baseline), c.ratio_ci_method, c.params)
                 for c in analysis.comparisons]
     else:
         rows = [(p.environment, p.benchmark, p.metric, p.versus, p.higher_is_better, p.ratio,
-                 (p.low, p.high), p.n, p.method)
+                 (p.low, p.high), p.n, p.method, p.params)
                 for p in versus.pairs(analysis, f.group, f.versus, f.versus_group)]
     out = []
-    for env, bench, metric, ref, hib, ratio, ci, n, method in rows:
+    for env, bench, metric, ref, hib, ratio, ci, n, method, params in rows:
         if ratio is None or not (findings.matches(f.metric, metric)
                                  and findings.matches(f.benchmark, bench)
                                  and findings.matches(f.environment, env)):
@@ -195,7 +202,8 @@ def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
         emulated = any(analysis.environments.get(e) is not None and analysis.environments[e].emulated
                        for e in (env, ref))
         unbounded = method == "fieller" and None in ci
-        out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated, unbounded, hib))
+        out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated, unbounded, hib,
+                            params or ""))
     return out
 
 
@@ -228,14 +236,14 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> li
             e, o, why = v
             group = "" if f.group == "all" else f" ({f.group})"
             ref = e.versus + ("" if f.versus_group == "all" else f" ({f.versus_group})")
-            what = f"{e.environment}{group} vs {ref}, {e.benchmark} {e.metric}: {value_text(f, e)}"
+            what = f"{e.environment}{group} vs {ref}, {e.label}: {value_text(f, e)}"
             return what + (f" ({why})" if o == CANNOT_TELL else "")
 
         e = first[0]
         group = "" if f.group == "all" else f" ({f.group})"
         ref = e.versus + ("" if f.versus_group == "all" else f" ({f.versus_group})")
         seen = first[2].rsplit(": ", 1)[-1] if f.claim == "direction" else ""
-        measured = (f"{e.environment}{group} vs {ref}, {e.benchmark} {e.metric}: {value_text(f, e)}"
+        measured = (f"{e.environment}{group} vs {ref}, {e.label}: {value_text(f, e)}"
                     + (f": {seen}" if outcome != CANNOT_TELL and seen else ""))
         reasons = sorted({v[2] for v in verdicts if v[1] == outcome and v[1] == CANNOT_TELL})
         out.append(Line(f.quote, source, f"paper: {f.stated()}", measured, outcome,
@@ -346,6 +354,32 @@ def study_block(name: str, analysis: Analysis, trials: Iterable[Any] = (), *, pr
     return Markup(html), fd, lines
 
 
+def answer(lines: list[Line]) -> str:
+    """The paper-found / this-host lines in a few words: ``1 agrees · 2 cannot tell``."""
+    counts: dict[str, int] = {}
+    for l in lines:
+        if l.kind == "paper":
+            counts[l.outcome] = counts.get(l.outcome, 0) + 1
+    order = (AGREES, DISAGREES, CANNOT_TELL)
+    return " · ".join(f"{counts[o]} {o}" for o in order if o in counts)
+
+
+def limits(fd: figdata.FigureData | None, trials: Iterable[Any], emulated: bool) -> list[str]:
+    """What limits trust in a study's result, one phrase each: TCG emulation, points from
+    fewer than 3 runs, node counts whose ranks shared host CPUs."""
+    from vhpc.report import scaleout, studyfig
+
+    out = ["TCG emulation, not KVM"] if emulated else []
+    pts = [p for pd in (fd.panels if fd else []) for s in pd.series for p in s.points]
+    if any(p.n < studyfig.MIN_N for p in pts):
+        out.append(f"n < {studyfig.MIN_N} at some points (min n = {min(p.n for p in pts)})")
+    shared = scaleout.by_node_count(scaleout.shared_cpus(trials))
+    if shared:
+        out.append("shared host CPUs at " + ", ".join(map(str, shared)) + " nodes: contention, "
+                   "not scaling")
+    return out
+
+
 def figure_json(fd: figdata.FigureData | None, lines: list[Line]) -> dict[str, Any]:
     """The ``study_figure`` entry of results.json: the figure's data and the finding lines."""
     return {"figure": fd.to_dict() if fd else None,
@@ -360,12 +394,14 @@ h2 { border-bottom: 1px solid #ccc; } svg.figure, img.figure { max-width: 100%; 
 .o-agrees .outcome { color: #1b7f2a; font-weight: bold; } .o-disagrees .outcome { color: #b00020; font-weight: bold; }
 .o-cannot-tell .outcome { color: #8a6d00; font-weight: bold; } .src, .caption { color: #555; font-size: .85rem; }
 .banner { background: #b00020; color: #fff; padding: .6rem 1rem; border-radius: 4px; }
+td.limits { color: #8a6d00; }
 table { border-collapse: collapse; font-size: .85rem; } th, td { border: 1px solid #ddd; padding: .2rem .5rem; }
 </style></head><body>
 <h1>Seed {{ seed }}: the paper's evaluation re-run on this host</h1>
 <p>{{ title }}</p>
-<table class="seed-studies"><thead><tr><th>study</th><th>figure</th><th>campaign</th><th>status</th></tr></thead><tbody>
-{% for e in entries %}<tr><td><a href="#study-{{ e.name }}">{{ e.name }}</a></td><td>{{ e.number }}</td><td>{{ e.cid or "—" }}</td><td>{{ e.status }}</td></tr>{% endfor %}
+<table class="seed-studies" id="headline"><thead><tr><th>study</th><th>figure</th><th>paper found / this host</th><th>limits trust</th><th>campaign</th><th>status</th></tr></thead><tbody>
+{% for e in entries %}<tr><td><a href="#study-{{ e.name }}">{{ e.name }}</a></td><td>{{ e.number }}</td><td>{{ e.answer or "—" }}</td>
+<td class="limits">{% for l in e.limits %}<div>{{ l }}</div>{% else %}—{% endfor %}</td><td>{{ e.cid or "—" }}</td><td>{{ e.status }}</td></tr>{% endfor %}
 </tbody></table>
 {% if emulated %}<div class="banner">Some results come from TCG emulation, not hardware virtualization: their overheads are not KVM overheads.</div>{% endif %}
 {% for e in entries %}
@@ -380,6 +416,9 @@ window.addEventListener("load", function () {
     if (f.tagName.toLowerCase() === "img") { if (f.complete && f.naturalWidth > 0) ok++; }
     else { var b = f.getBBox(); if (b && b.width > 0) ok++; } } catch (e) {} }
   document.body.dataset.figuresOk = String(ok); document.body.dataset.figuresTotal = String(figs.length);
+  document.body.dataset.pageHeight = String(Math.ceil(document.documentElement.scrollHeight));
+  var h = document.getElementById("headline");
+  document.body.dataset.headlineBottom = String(Math.ceil(h.getBoundingClientRect().bottom + window.scrollY));
 });
 </script>
 </body></html>
@@ -397,7 +436,7 @@ def write_seed_page(seed: str, entries: list[dict[str, Any]], path: str | Path) 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = [{"number": "", "cid": None, "status": "", "block": None, "report": None,
-                "emulated": False, **e} for e in entries]
+                "emulated": False, "answer": "", "limits": [], **e} for e in entries]
     path.write_text(PAGE_TPL.render(seed=seed, title=SEED_TITLES.get(seed, ""), entries=entries,
                                     emulated=any(e.get("emulated") for e in entries)), encoding="utf-8")
     return path
