@@ -337,3 +337,32 @@ def test_cold_vs_warm_only_when_the_protocol_has_cold_trials(tmp_path, protocol,
         section = re.search(r'<section id="cold-warm">(.*?)</section>', html, re.S).group(1)
         assert "<details>" in section
         assert html.index('id="headline"') < html.index('id="cold-warm"')
+
+
+def test_a_parameter_swept_across_runs_is_one_family():
+    """hpccg at ranks 1, 2, 4 and a barrier-like osu-coll at 16 B over ranks 2, 4, 8: one
+    family per quantity over ``ranks``, points ascending, the other parameters kept."""
+    obs = []
+    for env, f in (("native", 1.0), ("other", 1.5)):
+        for t in range(3):
+            for r in (4, 1, 2):
+                obs.append(Observation(env, "hpccg", f"ranks={r}", "mflops", "Mflop/s", True,
+                                       900.0 * r / f + t, True, False, t))
+                obs.append(Observation(env, "hpccg", f"ranks={r}", "residual", "1", False,
+                                       1e-9, True, False, t))
+            for r in (8, 2, 4):
+                obs.append(Observation(env, "osu-coll", f"op=barrier,ranks={r},sizes=16", "avg_16", "us",
+                                       False, 3.0 * r * f + 0.01 * t, True, False, t))
+    a = analyse(obs, ENVS, "native")
+    fams = families(a)
+    got = [(f.label, f.quantity, f.parameter, f.xs, f.primary, f.secondary) for f in fams]
+    assert got == [("hpccg", "mflops", "ranks", [1, 2, 4], True, False),
+                   ("hpccg", "residual", "ranks", [1, 2, 4], False, True),
+                   ("osu-coll[op=barrier,sizes=16]", "avg", "ranks", [2, 4, 8], True, False)]
+    assert fams[0].keys[0] == ("hpccg", "ranks=1", "mflops")
+    rows = {fs.family.benchmark: fs for fs in headline(a)}
+    assert rows["hpccg"].ratio == pytest.approx(1 / 1.5, rel=0.01) and rows["hpccg"].verdict == SLOWER
+    console = Console(record=True, width=160, color_system=None)
+    render_table(a, console=console)
+    text = console.export_text()
+    assert "ranks 1 – 4 (3 points)" in text and "ranks 2 – 8 (3 points)" in text

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vhpc.analysis.compare import overhead_pct
 from vhpc.analysis.results import (
@@ -29,7 +29,7 @@ from vhpc.analysis.results import (
 
 __all__ = [
     "natural_key", "split_metric", "Family", "FamilySummary", "families", "summarise_family",
-    "family_summaries", "headline", "SHARED_CPU_KINDS", "fmt_size", "sorted_keys",
+    "family_summaries", "headline", "SHARED_CPU_KINDS", "fmt_size", "sorted_keys", "SIZE",
 ]
 
 #: finding kinds that say ranks or vCPUs of different nodes or guests share a host CPU
@@ -86,14 +86,19 @@ def fmt_size(x: int | float | None) -> str:
 
 @dataclass(frozen=True)
 class Family:
-    """One quantity of one (benchmark, params) over its points.
+    """One quantity of one benchmark over its points.
 
-    ``points``: (x, metric name) in ascending x; x is the message size in bytes for a sized
-    metric (``lat_<size>``), None for a scalar metric (one point).  ``unit`` and
-    ``higher_is_better`` are the metric's.  ``primary``: the quantity a reader asks about first
-    (the benchmark's first declared metric present, else the first in report order);
-    ``secondary``: a spread statistic beside a central one (``min``/``max`` beside ``avg``,
-    ``bw_max`` beside ``bw_avg``) or a count/verification figure (unit ``count`` or ``1``).
+    ``points``: (x, params, metric name) in ascending x.  For a sweep over message size
+    (``lat_<size>``) x is the size in bytes and every point has the family's ``params``; for a
+    sweep over a numeric benchmark parameter (``ranks``, ``nodes``, ``threads``: the same
+    benchmark run with only that parameter changing) x is the parameter's value, each point
+    has its own parameter string and ``params`` holds the ones they share; for a scalar metric
+    (one point) x is None.  ``parameter``: what x is — ``"message size"``, the parameter's
+    name, or "" for a scalar.  ``unit`` and ``higher_is_better`` are the metric's.
+    ``primary``: the quantity a reader asks about first (the benchmark's first declared metric
+    present, else the first in report order); ``secondary``: a spread statistic beside a
+    central one (``min``/``max`` beside ``avg``, ``bw_max`` beside ``bw_avg``) or a
+    count/verification figure (unit ``count`` or ``1``).
     """
 
     benchmark: str
@@ -101,9 +106,10 @@ class Family:
     quantity: str
     unit: str
     higher_is_better: bool
-    points: tuple[tuple[int | None, str], ...]
+    points: tuple[tuple[int | float | None, str, str], ...]
     primary: bool = False
     secondary: bool = False
+    parameter: str = ""
 
     @property
     def sweep(self) -> bool:
@@ -111,24 +117,40 @@ class Family:
         return len(self.points) > 1
 
     @property
-    def metrics(self) -> list[str]:
-        """Metric names in point order."""
-        return [m for _, m in self.points]
+    def by_size(self) -> bool:
+        """True for a sweep over message size."""
+        return self.parameter == SIZE
 
     @property
-    def xs(self) -> list[int | None]:
-        """Point values (bytes) in ascending order."""
-        return [x for x, _ in self.points]
+    def metrics(self) -> list[str]:
+        """Metric names in point order."""
+        return [m for _, _, m in self.points]
+
+    @property
+    def keys(self) -> list[tuple[str, str, str]]:
+        """(benchmark, params, metric) of every point, in point order."""
+        return [(self.benchmark, p, m) for _, p, m in self.points]
+
+    @property
+    def xs(self) -> list[int | float | None]:
+        """Point values in ascending order (bytes for a size sweep)."""
+        return [x for x, _, _ in self.points]
 
     @property
     def label(self) -> str:
-        """"benchmark[params]" or "benchmark"."""
+        """"benchmark[params]" or "benchmark" (params: the ones all points share)."""
         return f"{self.benchmark}[{self.params}]" if self.params else self.benchmark
 
-    @property
-    def parameter(self) -> str | None:
-        """What the points vary: "message size" for a sweep, None for a scalar."""
-        return "message size" if self.sweep else None
+    def fmt_x(self, x: int | float | None) -> str:
+        """One point's value as text: a size with its binary prefix ("4 KiB"), else the
+        number ("16"); "—" for None."""
+        if x is None:
+            return "—"
+        return fmt_size(x) if self.by_size else f"{x:g}"
+
+
+#: :attr:`Family.parameter` of a sweep over message size
+SIZE = "message size"
 
 
 def _declared_order(benchmark: str) -> list[str]:
@@ -144,21 +166,36 @@ def _declared_order(benchmark: str) -> list[str]:
     return [m.name.removesuffix("_<size>") for m in b.metrics]
 
 
+def _params_dict(params: str) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in params.split(",") if "=" in kv)
+
+
+def _number(v: str) -> int | float | None:
+    try:
+        f = float(v)
+    except ValueError:
+        return None
+    return int(f) if f.is_integer() else f
+
+
 def families(analysis: Analysis) -> list[Family]:
     """Every metric of ``analysis`` grouped into families, in report order: benchmark, params
     (numeric-aware), then the primary family, the other central ones, the secondary ones; each
-    group in the benchmark's declared metric order, then :func:`natural_key` of the quantity."""
-    groups: dict[tuple[str, str, str], list[tuple[int | None, str]]] = {}
+    group in the benchmark's declared metric order, then :func:`natural_key` of the quantity.
+
+    Two steps: metrics ``<quantity>_<size>`` of one (benchmark, params) form a size sweep;
+    then one-point families of one benchmark and quantity whose parameter strings differ in
+    exactly one parameter, numeric in all of them (``ranks=2`` / ``ranks=4`` / ``ranks=8``),
+    form a sweep over that parameter (at least 2 points)."""
+    groups: dict[tuple[str, str, str], list[tuple[int | None, str, str]]] = {}
     meta: dict[tuple[str, str, str], tuple[str, bool]] = {}
     for bench, params, metric in analysis.keys():
         q, x = split_metric(metric)
-        groups.setdefault((bench, params, q), []).append((x, metric))
+        groups.setdefault((bench, params, q), []).append((x, params, metric))
         if (bench, params, q) not in meta:
             s = next((s for e in analysis.environment_order()
                       if (s := analysis.summary(bench, params, metric, e)) is not None), None)
             meta[(bench, params, q)] = (s.unit, s.higher_is_better) if s else ("", False)
-    # a quantity with sized and unsized metrics (osu-coll barrier: "avg" beside "avg_8"
-    # is impossible in one trial, but keep them apart if it ever happens)
     by_bench: dict[tuple[str, str], list[str]] = {}
     for bench, params, q in groups:
         by_bench.setdefault((bench, params), []).append(q)
@@ -174,15 +211,64 @@ def families(analysis: Analysis) -> list[Family]:
             unit, hib = meta[(bench, params, q)]
             pts = groups[(bench, params, q)]
             pts.sort(key=lambda p: (p[0] is not None, p[0] if p[0] is not None else 0,
-                                    natural_key(p[1])))
+                                    natural_key(p[2])))
             secondary = (unit in _SECONDARY_UNITS
                          or (bool(_SPREAD.search(q)) and bool(central)))
-            fams.append(Family(bench, params, q, unit, hib, tuple(pts), secondary=secondary))
+            fams.append(Family(bench, params, q, unit, hib, tuple(pts), secondary=secondary,
+                               parameter=SIZE if len(pts) > 1 else ""))
         first = next((f for f in fams if not f.secondary), fams[0] if fams else None)
-        fams = [Family(f.benchmark, f.params, f.quantity, f.unit, f.higher_is_better, f.points,
-                       primary=True, secondary=False) if f is first else f for f in fams]
+        fams = [replace(f, primary=True, secondary=False) if f is first else f for f in fams]
         out.extend(sorted(fams, key=lambda f: (not f.primary, f.secondary)))  # stable
-    return out
+    return _merge_parameter_sweeps(out)
+
+
+#: parameters tried first when several could be the swept one
+SWEEP_PARAMS = ("nodes", "ranks", "threads", "pairs", "copies", "vms", "vcpus")
+
+
+def _merge_parameter_sweeps(fams: list[Family]) -> list[Family]:
+    """One-point families of one benchmark, quantity and metric whose parameter strings
+    differ only in one numeric parameter → one sweep over it, placed where its first member
+    was.  Members are partitioned by their other parameters (``op=barrier`` and
+    ``op=allreduce`` stay apart); the parameter tried first is the first of
+    :data:`SWEEP_PARAMS` that varies, then the others in name order."""
+    candidates: dict[tuple, list[Family]] = {}
+    for f in fams:
+        if len(f.points) == 1:
+            candidates.setdefault((f.benchmark, f.quantity, f.metrics[0], f.unit), []).append(f)
+    merged: dict[int, Family] = {}   # id(first member) → sweep
+    gone: set[int] = set()
+    for members in candidates.values():
+        if len(members) < 2:
+            continue
+        dicts = [_params_dict(f.params) for f in members]
+        names = sorted(set().union(*dicts), key=lambda n: (
+            SWEEP_PARAMS.index(n) if n in SWEEP_PARAMS else len(SWEEP_PARAMS), n))
+        for name in names:
+            values = [_number(d.get(name, "")) for d in dicts]
+            if any(v is None for v in values) or len(set(values)) < 2:
+                continue
+            parts: dict[tuple, list[int]] = {}
+            for i, d in enumerate(dicts):
+                parts.setdefault(tuple(sorted((k, v) for k, v in d.items() if k != name)), []).append(i)
+            groups = [ix for ix in parts.values()
+                      if len(ix) > 1 and len({values[i] for i in ix}) == len(ix)]
+            if not groups:
+                continue
+            for ix in groups:
+                ix.sort(key=lambda i: values[i])
+                head = members[ix[0]]
+                sweep = Family(head.benchmark,
+                               ",".join(f"{k}={v}" for k, v in sorted(dicts[ix[0]].items()) if k != name),
+                               head.quantity, head.unit, head.higher_is_better,
+                               tuple((values[i], members[i].params, members[i].metrics[0]) for i in ix),
+                               primary=any(members[i].primary for i in ix),
+                               secondary=all(members[i].secondary for i in ix), parameter=name)
+                first = min(ix, key=lambda i: fams.index(members[i]))
+                merged[id(members[first])] = sweep
+                gone.update(id(members[i]) for i in ix if i != first)
+            break
+    return [merged.get(id(f), f) for f in fams if id(f) not in gone]
 
 
 @dataclass(frozen=True)
@@ -198,7 +284,7 @@ class FamilySummary:
       interval is conservative whatever the correlation between sizes (all sizes come from
       the same trials).  None when some point has no bounded interval.
     * ``ratio_min``/``ratio_max`` and ``x_min``/``x_max``: the smallest and largest per-point
-      ratio and the point (bytes) where each occurs.
+      ratio and the point (bytes, or the parameter's value) where each occurs.
     * ``overhead_pct``/``overhead_low``/``overhead_high``: ``ratio``/``high``/``low`` mapped by
       :func:`vhpc.analysis.compare.overhead_pct` (positive: the environment is worse in the
       metric's direction); for higher-is-better metrics the bounds swap.
@@ -219,8 +305,8 @@ class FamilySummary:
     high: float | None
     ratio_min: float | None
     ratio_max: float | None
-    x_min: int | None
-    x_max: int | None
+    x_min: int | float | None
+    x_max: int | float | None
     overhead_pct: float | None
     overhead_low: float | None
     overhead_high: float | None
@@ -244,9 +330,9 @@ def _shared_cpu_scopes(analysis: Analysis) -> list[str]:
 def summarise_family(analysis: Analysis, fam: Family, env: str) -> FamilySummary | None:
     """:class:`FamilySummary` of ``env`` over ``fam`` (see there for every field); None when
     ``env`` has no comparison with a ratio at any point of the family."""
-    comps: list[tuple[int | None, Comparison]] = []
-    for x, metric in fam.points:
-        c = analysis.comparison(fam.benchmark, fam.params, metric, env)
+    comps: list[tuple[int | float | None, Comparison]] = []
+    for x, params, metric in fam.points:
+        c = analysis.comparison(fam.benchmark, params, metric, env)
         if c is not None and c.ratio is not None and c.ratio > 0:
             comps.append((x, c))
     if not comps:
@@ -275,9 +361,9 @@ def summarise_family(analysis: Analysis, fam: Family, env: str) -> FamilySummary
     ob = (overhead_pct(low, fam.higher_is_better), overhead_pct(high, fam.higher_is_better))
     o_lo, o_hi = (ob[1], ob[0]) if fam.higher_is_better else ob
     cvs = []
-    for _, metric in fam.points:
+    for _, params, metric in fam.points:
         for e in (env, analysis.baseline):
-            s = analysis.summary(fam.benchmark, fam.params, metric, e)
+            s = analysis.summary(fam.benchmark, params, metric, e)
             if s is not None and s.cv is not None:
                 cvs.append(s.cv)
     cv_max = max(cvs) if cvs else None

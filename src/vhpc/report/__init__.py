@@ -179,11 +179,16 @@ def family_metric_label(fam: Family) -> str:
 
 
 def fmt_points(fam: Family) -> str:
-    """The points of a family as text: "21 sizes, 0 B – 1 MiB" (ascending), "" for a scalar."""
+    """The points of a family as text, ascending: "21 sizes, 0 B – 1 MiB" for a size sweep,
+    "ranks 2 – 16 (4 points)" for a parameter sweep, "" for a scalar."""
     if not fam.sweep:
         return ""
     xs = [x for x in fam.xs if x is not None]
-    return f"{len(xs)} sizes, {fmt_size(min(xs))} – {fmt_size(max(xs))}" if xs else ""
+    if not xs:
+        return ""
+    if fam.by_size:
+        return f"{len(xs)} sizes, {fmt_size(min(xs))} – {fmt_size(max(xs))}"
+    return f"{fam.parameter} {min(xs):g} – {max(xs):g} ({len(xs)} points)"
 
 
 def fmt_family_ratio(fs: FamilySummary) -> str:
@@ -211,8 +216,9 @@ def fmt_family_range(fs: FamilySummary) -> str:
     the size where each occurs, in that order; "" for a one-point family."""
     if not fs.family.sweep or fs.ratio_min is None:
         return ""
-    return (f"{fs.ratio_min:.3f} ({fmt_size(fs.x_min)}) – "
-            f"{fs.ratio_max:.3f} ({fmt_size(fs.x_max)})")
+    fam = fs.family
+    at = (lambda x: fam.fmt_x(x)) if fam.by_size else (lambda x: f"{fam.parameter}={fam.fmt_x(x)}")
+    return f"{fs.ratio_min:.3f} ({at(fs.x_min)}) – {fs.ratio_max:.3f} ({at(fs.x_max)})"
 
 
 def fmt_family_counts(fs: FamilySummary) -> str:
@@ -223,9 +229,10 @@ def fmt_family_counts(fs: FamilySummary) -> str:
         return ""
     parts = [f"{k} at {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])
              if k in ("slower", "faster")]
+    what = "sizes" if fs.family.by_size else "points"
     if not parts:
-        return f"0 of {fs.n_points} sizes significant"
-    return f"{', '.join(parts)} of {fs.n_points} sizes"
+        return f"0 of {fs.n_points} {what} significant"
+    return f"{', '.join(parts)} of {fs.n_points} {what}"
 
 
 def fmt_family_verdict(fs: FamilySummary) -> str:

@@ -399,11 +399,27 @@ def _ratio_ticks(ax, lo: float, hi: float) -> None:
     ax.yaxis.set_minor_locator(NullLocator())
 
 
+def _x_axis(ax, fam: Family, xs: list[float]) -> None:
+    """A size sweep's x axis (:func:`_size_axis`); a parameter sweep's: log2 with ticks at
+    its values when they span a factor of 8 or more, else linear with ticks at its values."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    if fam.by_size:
+        _size_axis(ax, xs)
+        return
+    if min(xs) > 0 and max(xs) / min(xs) >= 8:
+        ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(set(xs))))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
 def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | bytes | None:
-    """A sweep as the seeds draw it (seed 001 Fig. 1-3, seed 004 Fig. 1): two panels.
+    """A sweep as the seeds draw it (seed 001 Fig. 1-3, seed 004 Fig. 1-6): two panels.
 
     Left: the mean of ``fam``'s quantity (its unit) against the point (message size in bytes,
-    log2 axis; 0 B drawn at 1 B), one line per environment including the baseline, error bars
+    log2 axis, 0 B drawn at 1 B; or the swept parameter's value, log2 when it spans a factor
+    of 8), one line per environment including the baseline, error bars
     = the Student-t interval of each mean; y on a log axis when the means span more than two
     decades (:data:`LOG_SPAN`).  Right: the ratio env / baseline per point with its interval
     (the table's: Fieller, log-delta or BCa), a dashed line at 1; filled markers where the
@@ -419,8 +435,8 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
     drawn = False
     with matplotlib.rc_context(_RC):
         for env in analysis.environment_order():
-            pts = [(x, s) for x, m in fam.points
-                   if (s := analysis.summary(fam.benchmark, fam.params, m, env)) is not None
+            pts = [(x, s) for x, p, m in fam.points
+                   if (s := analysis.summary(fam.benchmark, p, m, env)) is not None
                    and s.mean is not None and x is not None]
             if not pts:
                 continue
@@ -435,19 +451,20 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
         if not drawn:
             return None
         allx = [max(x, 1) for x in fam.xs if x is not None]
-        _size_axis(ax, allx)
+        _x_axis(ax, fam, allx)
         if _span_log(means) and min(means) > 0:
             ax.set_yscale("log")
             ax.set_ylim(bottom=min(means) / 4)  # a bar reaching 0 must not stretch the axis
-        ax.set_xlabel("message size [bytes; K = KiB, M = MiB] (0 B drawn at 1)")
+        ax.set_xlabel("message size [bytes; K = KiB, M = MiB] (0 B drawn at 1)" if fam.by_size
+                      else fam.parameter)
         ax.set_ylabel(f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}")
-        ax.set_title(f"{fam.label}: {fam.quantity} vs message size")
+        ax.set_title(f"{fam.label}: {fam.quantity} vs {fam.parameter}")
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
         ratios: list[float] = []
         for env in analysis.others():
-            pts = [(x, c) for x, m in fam.points
-                   if (c := analysis.comparison(fam.benchmark, fam.params, m, env)) is not None
+            pts = [(x, c) for x, p, m in fam.points
+                   if (c := analysis.comparison(fam.benchmark, p, m, env)) is not None
                    and c.ratio is not None and x is not None]
             if not pts:
                 continue
@@ -464,7 +481,7 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
             axr.scatter([x for x, g in zip(xs, sig) if not g], [y for y, g in zip(ys, sig) if not g],
                         s=14, facecolors="white", edgecolors=color, zorder=3)
         axr.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-        _size_axis(axr, allx)
+        _x_axis(axr, fam, allx)
         if ratios and min(ratios) > 0:
             # ratios on a log axis (2× and 0.5× equally far from 1); an interval from a few
             # noisy samples can be huge: the axis stops at 3× beyond the extreme ratios
@@ -472,9 +489,9 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
             lo, hi = min(min(ratios), 1.0) / 3.0, max(max(ratios), 1.0) * 3.0
             axr.set_ylim(lo, hi)
             _ratio_ticks(axr, lo, hi)
-        axr.set_xlabel("message size [bytes]")
+        axr.set_xlabel("message size [bytes]" if fam.by_size else fam.parameter)
         axr.set_ylabel(f"ratio to {analysis.baseline} (1 = same)")
-        axr.set_title("ratio per size (filled: significant, Holm)")
+        axr.set_title(f"ratio per {'size' if fam.by_size else fam.parameter} (filled: significant, Holm)")
         axr.grid(True, which="major", alpha=0.3)
         if ratios and len(analysis.others()) > 1:
             axr.legend(fontsize=7, loc="best")
@@ -488,13 +505,13 @@ def family_distribution(analysis: Analysis, observations: Iterable[Observation],
     unit, on a log axis when the values span more than two decades.  At most ``max_points``
     samples per (point, environment) are drawn (a seeded random subset).  Warm-up samples are
     not drawn.  Returns SVG text / PNG bytes, or None when there is no sample."""
-    index = {m: i for i, (_, m) in enumerate(fam.points)}
+    index = {(p, m): i for i, (_, p, m) in enumerate(fam.points)}
     envs = analysis.environment_order()
     data: dict[tuple[int, str], tuple[list[float], list[float]]] = {}
     for o in observations:
-        if o.warmup or o.benchmark != fam.benchmark or o.params != fam.params or o.metric not in index:
+        if o.warmup or o.benchmark != fam.benchmark or (o.params, o.metric) not in index:
             continue
-        valid, invalid = data.setdefault((index[o.metric], o.environment), ([], []))
+        valid, invalid = data.setdefault((index[(o.params, o.metric)], o.environment), ([], []))
         if o.value is None or not np.isfinite(o.value):
             continue
         (valid if o.valid else invalid).append(float(o.value))
@@ -531,7 +548,7 @@ def family_distribution(analysis: Analysis, observations: Iterable[Observation],
         if _span_log(values) and min(values) > 0:
             ax.set_yscale("log")
         ax.set_xticks(range(len(fam.points)))
-        ax.set_xticklabels([fmt_size(x) if x is not None else m for x, m in fam.points],
+        ax.set_xticklabels([fam.fmt_x(x) if x is not None else m for x, _, m in fam.points],
                            rotation=45 if len(fam.points) > 8 else 0, ha="right" if len(fam.points) > 8 else "center")
         ax.set_xlim(-0.6, len(fam.points) - 0.4)
         ax.set_ylabel(f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}")

@@ -129,7 +129,7 @@ def _cold_warm_keys(analysis: Analysis, fams: list[Family]) -> list[tuple[str, s
             continue
         pts = fam.points if len(fam.points) <= 3 else [fam.points[0], fam.points[len(fam.points) // 2],
                                                        fam.points[-1]]
-        keys += [(fam.benchmark, fam.params, m) for _, m in pts]
+        keys += [(fam.benchmark, p, m) for _, p, m in pts]
     return keys
 
 
@@ -182,8 +182,8 @@ def render_html(
         fig = figures.family_figure(analysis, fam, fmt) if fam.sweep else None
         if fig is not None:
             curves.append({"title": f"{fam.label}: {fam.quantity}", "anchor": _anchor(fam),
-                           "figure": _embed(fig, pfx(), f"{fam.label} {fam.quantity} vs message size")})
-    scalar_keys = [(f.benchmark, f.params, f.metrics[0]) for f in shown if not f.sweep]
+                           "figure": _embed(fig, pfx(), f"{fam.label} {fam.quantity} vs {fam.parameter}")})
+    scalar_keys = [f.keys[0] for f in shown if not f.sweep]
     relative = _embed(figures.relative_bars(analysis, fmt, keys=scalar_keys), pfx(),
                       f"relative to {analysis.baseline}") if scalar_keys else None
     # cold vs warm only means something when the protocol boots for it (cold, cold-warm) and
@@ -199,11 +199,12 @@ def render_html(
             items = [(f"{fam.label}: {fam.quantity}", fig)] if fig is not None else []
         else:
             items = figures.distributions(analysis, observations, fmt, max_points=max_points,
-                                          keys=[(fam.benchmark, fam.params, fam.metrics[0])])
+                                          keys=fam.keys[:1])
         dists += [(title, _embed(fig, pfx(), title)) for title, fig in items]
     point_tables = [{"title": f"{fam.label}: {family_metric_label(fam)}", "anchor": _anchor(fam) + "-points",
                      "secondary": fam.secondary, "points": fmt_points(fam),
-                     "rows": _rows(analysis, [(fam.benchmark, fam.params, m) for m in fam.metrics])}
+                     "by_param": fam.sweep and not fam.by_size,
+                     "rows": _rows(analysis, fam.keys)}
                     for fam in fams]
     fp_headers, fp_rows = _fingerprints(analysis)
     camp = dict(campaign)

@@ -58,7 +58,7 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
     if detail is False or (detail is None and any(f.sweep for f in fams)):
         return render_families(analysis, console, title, html_path)
     secondary = [f for f in fams if f.secondary] if detail is None else []
-    keys = [(f.benchmark, f.params, m) for f in fams if f not in secondary for m in f.metrics]
+    keys = [k for f in fams if f not in secondary for k in f.keys]
     base = analysis.baseline
     multi = len(analysis.others()) > 1
     table = Table(title=escape(title or f"Overhead relative to {env_header(analysis, base)}"),
