@@ -366,3 +366,45 @@ def test_a_parameter_swept_across_runs_is_one_family():
     render_table(a, console=console)
     text = console.export_text()
     assert "ranks 1 – 4 (3 points)" in text and "ranks 2 – 8 (3 points)" in text
+
+
+@pytest.mark.browser
+def test_mpi_p2p_like_page_with_three_environments_fits(tmp_path):
+    """Four MPI sweeps (latency, bw and bibw with avg/max/optime, multi-pair latency) over
+    ~23 sizes in three environments — the page that used to run to 68,000 px."""
+    exe = require_tool("chromium", "chromium-browser", "google-chrome")
+    envs = {"native": EnvInfo("native", "native"), "vm-1node": EnvInfo("vm-1node", "vm", "kvm"),
+            "vm-2node": EnvInfo("vm-2node", "vm", "kvm")}
+    rng = np.random.default_rng(0)
+    obs, tid = [], 0
+    sizes = [1 << i for i in range(23)]
+    for r in range(3):
+        for env, f in (("native", 1.0), ("vm-1node", 1.1), ("vm-2node", 1.3)):
+            for bench, qs in (("osu-latency", (("lat", "us", False),)),
+                              ("osu-bw", (("bw_avg", "MB/s", True), ("bw_max", "MB/s", True), ("optime", "us", False))),
+                              ("osu-bibw", (("bw_avg", "MB/s", True), ("bw_max", "MB/s", True), ("optime", "us", False))),
+                              ("osu-multi-lat", (("lat", "us", False), ("max", "us", False)))):
+                for q, unit, hib in qs:
+                    for s in sizes:
+                        v = (s + 1) / (1 + s / 5000) / f if hib else (0.2 + s / 1000) * f
+                        obs.append(Observation(env, bench, "", f"{q}_{s}", unit, hib,
+                                               v * (1 + rng.normal(0, 0.02)), True, False, tid, r))
+                tid += 1
+    a = analyse(obs, envs, "native")
+    path = write_html(a, obs, tmp_path / "r.html", {"id": "p2p", "spec": {"protocol": "warm"}})
+    facts = page_facts(exe, path, tmp_path)
+    assert facts["pageHeight"] <= 8000 and facts["clipped"] == 0, facts
+    assert facts["headlineBottom"] <= 900, facts
+    assert len(headline_texts(path.read_text())) == 8   # 4 benchmarks × 2 environments
+
+
+def test_terminal_of_scalar_metrics_leaves_secondary_ones_to_the_html():
+    obs = [Observation(env, "hpccg", "", m, unit, hib, v * (0.8 if env == "other" and hib else 1.0) + i,
+                       True, False, i)
+           for env in ("native", "other") for i in range(3)
+           for m, unit, hib, v in (("mflops", "Mflop/s", True, 900.0), ("time_s", "s", False, 2.0),
+                                   ("iterations", "count", False, 150.0), ("residual", "1", False, 1e-9))]
+    text = _terminal(analyse(obs, ENVS, "native"))
+    assert "mflops [Mflop/s]" in text and "time_s [s]" in text
+    assert "iterations [count]" not in text and "residual [1]" not in text
+    assert "Secondary metrics (iterations, residual) are in the HTML report: /x/report.html" in text
