@@ -46,3 +46,21 @@ def test_power_still_matches_statsmodels():
     for d, n in ((0.5, 20), (1.2, 8), (0.1, 500)):
         want = TTestIndPower().power(effect_size=d, nobs1=n, alpha=0.05, ratio=1.0)
         assert stats.t_test_power(d, n, 0.05) == pytest.approx(want, rel=1e-9)
+
+
+def test_t_intervals_are_scipys_bit_for_bit():
+    for n in (2, 3, 10, 57, 10_000):
+        for c in (0.5, 0.9, 0.95, 0.99, 0.999):
+            for mean, sd in ((0.0, 1.0), (123.456, 7.89), (-3.2, 1e-9), (1e12, 3e9)):
+                lo, hi = sps.t.interval(c, n - 1, loc=mean, scale=sd / math.sqrt(n))
+                assert stats.student_t_ci(mean, sd, n, c) == (float(lo), float(hi))
+            for df in (1.0, 2.5, 30.0, 1e6, math.inf):
+                assert stats._tq(c, df) == float(sps.t.ppf(0.5 + c / 2.0, df))
+    assert math.isnan(stats._tq(0.95, math.nan))  # edge cases still go through scipy
+
+
+def test_describe_counts_outliers_as_modified_z_outliers():
+    rng = np.random.default_rng(3)
+    for x in (rng.normal(0, 1, 500), np.r_[rng.normal(10, 1, 50), [100.0, -80.0]],
+              np.ones(9), np.r_[np.ones(9), [5.0]]):
+        assert stats.describe(list(x)).outliers == stats.modified_z_outliers(x)

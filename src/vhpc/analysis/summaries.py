@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Iterable
 
 from vhpc.core import stats
@@ -47,18 +48,43 @@ class Group:
 
 def group_observations(observations: Iterable[Observation]) -> dict[GroupKey, Group]:
     """One :class:`Group` per (benchmark, params, metric, environment); warm-up observations
-    are skipped; invalid (``valid=False``) or non-finite values are counted, not kept."""
+    are skipped; invalid (``valid=False``) or non-finite values are counted, not kept.
+
+    The same grouping as :meth:`Group.add` once per observation, in one loop over plain lists
+    (10^6 observations: the loop is most of :func:`vhpc.analysis.analyse`'s time)."""
     groups: dict[GroupKey, Group] = {}
+    # per key: [all values, all invalid, cold values, cold invalid, warm values, warm invalid]
+    slots: dict[GroupKey, list] = {}
     isfinite = math.isfinite
+    key_of = attrgetter("benchmark", "params", "metric", "environment")
+    fields = attrgetter("warmup", "value", "valid", "session_index")
     for o in observations:
-        if o.warmup:
+        warmup, v, valid, session_index = fields(o)
+        if warmup:
             continue
-        key = (o.benchmark, o.params, o.metric, o.environment)
-        g = groups.get(key)
-        if g is None:
+        key = key_of(o)
+        s = slots.get(key)
+        if s is None:
             g = groups[key] = Group(o.unit, o.higher_is_better)
-        v = o.value
-        g.add(v, bool(o.valid and v is not None and isfinite(v)), o.session_index)
+            s = slots[key] = [g.values[GROUP_ALL], 0, [], 0, [], 0]
+        ok = valid and v is not None and isfinite(v)
+        if ok:
+            s[0].append(v)
+        else:
+            s[1] += 1
+        if session_index is not None:
+            j = 2 if session_index == 0 else 4
+            if ok:
+                s[j].append(v)
+            else:
+                s[j + 1] += 1
+    for key, (_, bad, cold, bad_cold, warm, bad_warm) in slots.items():
+        g = groups[key]
+        g.invalid[GROUP_ALL] = bad
+        for name, vals, n_bad in ((GROUP_COLD, cold, bad_cold), (GROUP_WARM, warm, bad_warm)):
+            if vals or n_bad:  # seen at least once
+                g.sessions = True
+                g.values[name], g.invalid[name] = vals, n_bad
     return groups
 
 

@@ -118,7 +118,7 @@ def describe(values: Sequence[float], confidence: float = 0.95) -> Description:
     sd = float(x.std(ddof=1))
     lo, hi = student_t_ci(m, sd, n, confidence)
     return Description(n, m, med, sd, lo, hi, sd / abs(m) if m != 0 else None,
-                       modified_z_outliers(x))
+                       _outliers(x, med, MAD_THRESHOLD))
 
 
 def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
@@ -131,9 +131,18 @@ def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, fl
     return float(res.slope), float(res.intercept), float(res.rvalue ** 2)
 
 
+def _t_ppf(q: float, df: float) -> float:
+    """``scipy.stats.t.ppf(q, df)`` through the special function behind it (``stdtrit``):
+    the same value without the distribution object's argument handling; edge cases (q not in
+    (0, 1), df not > 0) still go through ``scipy.stats.t``."""
+    if 0.0 < q < 1.0 and df > 0:
+        return float(spc.stdtrit(df, q))
+    return float(sps.t.ppf(q, df))
+
+
 def _tq(confidence: float, df: float) -> float:
     """Two-sided Student-t quantile t_{(1+c)/2, df}."""
-    return float(sps.t.ppf(0.5 + confidence / 2.0, df))
+    return _t_ppf(0.5 + confidence / 2.0, df)
 
 
 def student_t_ci(mean: float, stdev: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -146,8 +155,13 @@ def student_t_ci(mean: float, stdev: float, n: int, confidence: float = 0.95) ->
         raise ValueError(f"a confidence interval needs n >= 2 samples, got n={n}")
     if stdev == 0:
         return (mean, mean)
-    lo, hi = sps.t.interval(confidence, n - 1, loc=mean, scale=stdev / math.sqrt(n))
-    return (float(lo), float(hi))
+    scale = stdev / math.sqrt(n)
+    if not (0.0 < confidence < 1.0 and scale > 0):  # edge cases as scipy answers them
+        lo, hi = sps.t.interval(confidence, n - 1, loc=mean, scale=scale)
+        return (float(lo), float(hi))
+    # scipy.stats.t.interval's arithmetic: ppf((1 ∓ c)/2) · scale + loc
+    return (_t_ppf((1.0 - confidence) / 2, n - 1) * scale + mean,
+            _t_ppf((1.0 + confidence) / 2, n - 1) * scale + mean)
 
 
 def relative_halfwidth(values: Sequence[float], confidence: float = 0.95) -> float | None:
@@ -444,9 +458,14 @@ def modified_z_outliers(values: Sequence[float], threshold: float = MAD_THRESHOL
     are equal and there is no outlier.  Returns the count (0 for fewer than 3 values).
     """
     x = np.asarray(values, dtype=float)
+    return _outliers(x, float(np.median(x)), threshold) if x.size else 0
+
+
+def _outliers(x: np.ndarray, median: float, threshold: float) -> int:
+    """:func:`modified_z_outliers` of ``x`` whose median is known."""
     if x.size < 3:
         return 0
-    dev = np.abs(x - np.median(x))
+    dev = np.abs(x - median)
     mad = float(np.median(dev))
     scale = MAD_SCALE * mad if mad > 0 else MEANAD_SCALE * float(np.mean(dev))
     if scale == 0:
