@@ -22,6 +22,9 @@ APT_PACKAGES := qemu-system-x86 hwloc numactl libnuma-dev openmpi-bin libopenmpi
 # libvirtd (QEMU driver only, no network) for vm:backend=libvirt; libvirt-dev + pkg-config build
 # the libvirt-python binding in the venv (docs/libvirt.md).
 APT_PACKAGES += libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-dev pkg-config
+# Real applications as benchmarks (docs/applications.md): lmp (built with Open MPI, potentials
+# in lammps-data) and gmx/gmx_mpi with their force fields and water boxes (gromacs-data).
+APT_PACKAGES += lammps gromacs
 
 .PHONY: all deps venv kernels demo test clean help
 

@@ -23,7 +23,7 @@ TOOL_PACKAGES = {
     "/usr/sbin/sshd": "openssh-server", "slurmctld": "slurm-wlm", "slurmd": "slurm-wlm",
     "srun": "slurm-client", "munged": "munge", "slurmdbd": "slurmdbd",
     "mariadbd": "mariadb-server", "busybox": "busybox-static", "cpio": "cpio",
-    "strace": "strace",
+    "strace": "strace", "lmp": "lammps", "gmx_mpi": "gromacs", "gmx": "gromacs",
 }
 
 

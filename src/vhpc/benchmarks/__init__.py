@@ -7,6 +7,7 @@ one up with a helpful error.  The quick suite (own C kernels under ``kernels/``)
 
 from __future__ import annotations
 
+from vhpc.benchmarks.apps import APPS_SUITE
 from vhpc.benchmarks.base import Benchmark, BenchmarkError, ParseError, RunContext
 from vhpc.benchmarks.ivshmem import IVSHMEM_SUITE
 from vhpc.benchmarks.npb import NPB_SUITE
@@ -16,7 +17,7 @@ from vhpc.benchmarks.suites import STANDARD_SUITE
 
 #: Every suite vhpc ships; each module exports a tuple of Benchmark objects.
 SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE, STANDARD_SUITE, NPB_SUITE, NPB_EXTERNAL_SUITE,
-                                       IVSHMEM_SUITE]
+                                       IVSHMEM_SUITE, APPS_SUITE]
 
 REGISTRY: dict[str, Benchmark] = {b.name: b for suite in SUITES for b in suite}
 

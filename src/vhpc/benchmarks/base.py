@@ -88,6 +88,21 @@ MPI_PARAM_HELP = "MPI implementation the kernel is built and launched with"
 MPI_PARAM = Param("mpi", "openmpi", str, MPI_PARAM_HELP, choices=MPI_IMPLS)
 
 
+@dataclass(frozen=True)
+class Check:
+    """A correctness check against the baseline environment (as ReFrame's hpctestlib checks an
+    application's energy against a reference): ``metric`` names a figure the run prints (an
+    energy, a residual) that the benchmark also reports as a sample; a trial whose value
+    differs from the baseline environment's by more than ``rtol`` (relative, |v - ref| / |ref|)
+    fails the check and all its samples are stored invalid.  ``what`` names the figure for
+    people ("final total energy per atom").  Trials are compared only with baseline trials
+    that ran the same problem (:meth:`Benchmark.check_key`)."""
+
+    metric: str
+    rtol: float
+    what: str = ""
+
+
 class Benchmark:
     """Base class.  Subclasses set ``name``, ``summary``, ``provenance`` (seed figure),
     ``params``, ``metrics``, ``verification`` and implement :meth:`command` and :meth:`parse`.
@@ -100,6 +115,16 @@ class Benchmark:
     params: tuple[Param, ...] = ()
     metrics: tuple[Metric, ...] = ()
     timeout: float = 600.0
+    #: correctness check against the baseline environment's value (None: the benchmark has
+    #: its own verification or none); see :class:`Check` and vhpc.campaign.checks
+    check: Check | None = None
+
+    def check_key(self, params: Mapping[str, Any], stdout: str) -> str:
+        """What a trial's check value may be compared with: only baseline trials with the same
+        key (e.g. "4000 atoms on 2 ranks": ranks=auto resolves per environment).  Parsed from
+        the trial's own output; "" (the default) compares every trial of the same
+        parameters."""
+        return ""
 
     def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Parameters with defaults filled in and overrides converted and validated.

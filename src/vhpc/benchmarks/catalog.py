@@ -63,6 +63,11 @@ TIMING: dict[str, str] = {
                         "number; why: no MPI in the path and no reference code to follow; it "
                         "omits the per-iteration clock read that osu-latency includes (tens of "
                         "ns), so compare it with osu-latency at larger sizes",
+    "gromacs": "GROMACS's own timers, unchanged: md.log's Performance (ns/day) and Time (wall "
+               "s) lines of mdrun; the preparation (solvate, minimisation, grompp) runs once, "
+               "before the trials, and is not timed",
+    "lammps": "LAMMPS's own timers, unchanged: 'Loop time of' (the run's main loop, set-up "
+              "excluded) and the Performance line (timesteps/s)",
     "linpack": "one wall-clock interval each around dgetrf and dgetrs, as seed 001 reports "
                "factor, solve and total time",
     "noise": "selfish detour: a spinning thread reads CLOCK_MONOTONIC back to back and counts "

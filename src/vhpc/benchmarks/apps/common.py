@@ -1,0 +1,115 @@
+"""What vhpc's application benchmarks (LAMMPS, GROMACS) share: finding the application's
+binary, inputs prepared once per content in vhpc's cache, and the per-rank launch.
+
+Launch: the same :class:`~vhpc.benchmarks.mpilaunch.Launch` (launch line, binding, OpenMP
+variables) as vhpc's own MPI kernels, with every rank started through ``rankrun.py``
+(``python3 -S rankrun.py --stage INPUT ... -- APP ARGS``): it stages the inputs into a fresh
+working directory of that rank (``/tmp`` is writable in guests too; the inputs come from the
+host's file system, which guests share read-only), runs the application there, prints the
+files named with ``--show`` on rank 0 and one ``VHPC-RANK`` line per rank, the record vhpc's
+kernels print, so :func:`~vhpc.benchmarks.mpilaunch.readback`, the vcluster's per-guest rank
+log and the Slurm executor's ``srun --mpi=pmix`` job step treat an application like a kernel.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Mapping
+
+from vhpc.benchmarks.base import BenchmarkError, ParseError
+from vhpc.benchmarks.mpilaunch import Launch
+from vhpc.core.paths import cache_dir
+
+#: The per-rank wrapper (standard library only).
+RANKRUN = Path(__file__).resolve().with_name("rankrun.py")
+
+FILE_RE = re.compile(r"^VHPC-FILE-BEGIN name=(\S+)\n(.*?)^VHPC-FILE-END name=\1$", re.M | re.S)
+
+
+def require(binary: str, package: str, bench: str) -> str:
+    """Absolute path of ``binary`` on PATH.  Raises BenchmarkError (one line naming the Debian
+    package) when it is missing."""
+    path = shutil.which(binary)
+    if path is None:
+        raise BenchmarkError(f"{bench}: {binary} not found: apt-get install {package}")
+    return path
+
+
+def rank_command(launch: Launch, stage: list[str], show: list[str], argv: list[str]) -> list[str]:
+    """argv of one application trial: the launcher prefix, then ``rankrun.py`` with the files
+    to stage (``SRC`` or ``SRC=NAME``) and to print (``show``), then the application."""
+    cmd = [*launch.argv(), sys.executable, "-S", str(RANKRUN)]
+    for item in stage:
+        cmd += ["--stage", item]
+    for name in show:
+        cmd += ["--show", name]
+    return cmd + ["--", *argv]
+
+
+def shown_file(stdout: str, name: str) -> str | None:
+    """The text of file ``name`` as rank 0 printed it after the run (``VHPC-FILE-BEGIN`` ...
+    ``VHPC-FILE-END``), None when the output has no such block."""
+    for m in FILE_RE.finditer(stdout):
+        if m.group(1) == name:
+            return m.group(2)
+    return None
+
+
+def prepared(kind: str, files: Mapping[str, str],
+             build: Callable[[Path], None] | None = None, salt: str = "") -> Path:
+    """A folder in vhpc's cache holding ``files`` (name → text) and whatever ``build(folder)``
+    adds (e.g. a GROMACS run input made by grompp), named after the SHA-256 of the files, the
+    ``salt`` (e.g. the application's version) and ``kind``: made once, under a file lock (a
+    second vhpc waits), reused by every later trial, and readable in guests (they share the
+    host's root file system).  Raises BenchmarkError when ``build`` fails (its message)."""
+    h = hashlib.sha256(f"{kind}\0{salt}".encode())
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    root = cache_dir() / "apps"
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root / f"{kind}-{h.hexdigest()[:16]}"
+    done = folder / ".done"
+    if done.exists():
+        return folder
+    with open(root / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return folder
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        if build is not None:
+            build(folder)
+        done.write_text("")
+    return folder
+
+
+def run_tool(argv: list[str], cwd: Path, what: str, stdin: str = "") -> str:
+    """Run a preparation tool (``gmx solvate``, ``gmx grompp``) in ``cwd``; its stdout.
+    Raises BenchmarkError naming ``what`` failed with the tool's last error lines."""
+    try:
+        out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, input=stdin,
+                             timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BenchmarkError(f"{what} failed: {exc}") from None
+    if out.returncode != 0:
+        lines = [ln.strip() for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
+        fatal = [ln for i, ln in enumerate(lines) if i and lines[i - 1].startswith("Fatal error")]
+        tail = "; ".join(fatal or lines[-2:])
+        raise BenchmarkError(f"{what} failed (exit status {out.returncode}): {tail}")
+    return out.stdout
+
+
+def number(text: str, what: str) -> float:
+    """``float(text)``; raises ParseError naming ``what`` when it is not a number."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ParseError(f"{what}: {text!r} is not a number") from None
