@@ -204,14 +204,25 @@ def test_paper_overhead_is_drawn_in_the_panels_units():
     1 / 1.31 ≈ 0.76, where a VM 31 % worse would stand, not at 1.31."""
     obs = []
     for i, (env, v) in enumerate((("native", 1.0), ("vm-4k", 0.7), ("vm-2m", 0.8))):
-        for j in range(3):
-            obs.append(Observation(env, "randomaccess", "", "gups", "GUP/s", True, v * (1 + 0.001 * j),
-                                   valid=True, warmup=False, trial_id=i * 10 + j, session_index=None))
+        for k, (bench, metric) in enumerate((("randomaccess", "gups"), ("stream", "triad_bw"))):
+            for j in range(3):
+                obs.append(Observation(env, bench, "", metric, "x", True, v * (1 + 0.001 * j),
+                                       valid=True, warmup=False, trial_id=i * 100 + k * 10 + j,
+                                       session_index=None))
     envs = {n: EnvInfo(n, "native" if n == "native" else "vm", None if n == "native" else "kvm", {})
             for n in ("native", "vm-4k", "vm-2m")}
     fd = paper.study_figure("paging", analyse(obs, envs, "native"))
-    ((label, value),) = paper.references(fd, "paging")[0]
+    refs = paper.references(fd, "paging")
+    ((label, value, cats),) = refs[0]
     assert value == pytest.approx(1 / 1.31) and "31 % overhead" in label
+    assert cats == ("randomaccess",)  # a RandomAccess statement, drawn over its bars only
+    ax = Figure().subplots()
+    studyfig._draw_panel(ax, fd.panels[0], refs[0])
+    (ref,) = [c for c in ax.collections if c.get_label() == f"paper: {label}"]
+    (seg,) = ref.get_segments()
+    ticks = {t.get_text(): t.get_position()[0] for t in ax.get_xticklabels()}
+    assert seg[0][0] < ticks["randomaccess"] < seg[1][0] < ticks["stream"]
+    assert seg[0][1] == pytest.approx(1 / 1.31)
 
 
 @pytest.mark.browser
@@ -238,3 +249,13 @@ def test_seed_page_renders_with_banner_and_headline(scaling, tmp_path):
     headline = re.search(r'<table class="seed-studies" id="headline">(.*?)</table>', proc.stdout, re.S).group(1)
     assert "shared host CPUs at 3 nodes" in headline and "disagrees" in headline
     assert re.search(r'class="shared-cpus" data-nodes="3"', proc.stdout)
+
+
+def test_one_point_on_a_linear_axis_is_not_zoomed():
+    """Seed 001 Fig. 4 on a small host is one point: its axis starts at 0, not at 0.945."""
+    pd = PanelData("t", "pairs", "latency", False, False, False, True, "us",
+                   [Series("native", [Point(1, 1.0, 0.99, 1.01, 5)])])
+    ax = Figure().subplots()
+    studyfig._draw_panel(ax, pd, [])
+    lo, hi = ax.get_ylim()
+    assert lo == 0 and hi >= 1.01

@@ -87,6 +87,7 @@ def dress(pd: figdata.PanelData, panel, analysis: Analysis, nodes: dict[tuple[st
     for s in analysis.summaries:
         if s.metric in pd.metrics and s.metric not in pd.higher:
             pd.higher[s.metric] = getattr(s, "higher_is_better", None)
+    pd.x_metrics = _x_metrics(panel, analysis) if not pd.numeric_x else {}
     pd.shared_x = []
     if not (panel.x_nodes and pd.numeric_x):
         return pd
@@ -110,6 +111,28 @@ def dress(pd: figdata.PanelData, panel, analysis: Analysis, nodes: dict[tuple[st
                  if rpn else pd.xlabel)
     pd.shared_x = [n for n in shared if any(p.x == n for s in pd.series for p in s.points)]
     return pd
+
+
+def _x_metrics(panel, analysis: Analysis) -> dict[str, set[str]]:
+    """Category → the metrics drawn at it, for a panel with categorical x (the paper's
+    number for one metric is drawn over its own bars only)."""
+    import fnmatch
+    import re as re_
+
+    labels = dict(panel.labels)
+    out: dict[str, set[str]] = {}
+    for s in analysis.summaries:
+        m = re_.fullmatch(panel.y, s.metric)
+        if not m or not fnmatch.fnmatchcase(s.benchmark, panel.bench):
+            continue
+        try:
+            x = figdata._source(panel.x, s.benchmark, s.params, s.metric, s.environment,
+                                s.group, m)
+        except ValueError:
+            continue
+        if x is not None:
+            out.setdefault(labels.get(x, x), set()).add(s.metric)
+    return out
 
 
 @dataclass(frozen=True)
@@ -280,9 +303,10 @@ def host_lines(trials: Iterable[Any]) -> list[Line]:
             for n, text in scaleout.by_node_count(scaleout.shared_cpus(trials)).items()]
 
 
-def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, float]]]:
+def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, float, tuple]]]:
     """Paper values to draw beside the measurement, in the panel's own units: panel index →
-    [(label, ratio)] for overhead findings on a relative panel showing their metric.  An
+    [(label, ratio, categories)] for overhead findings on a relative panel showing their
+    metric (``categories``: the bars of a categorical panel it is about; () for all).  An
     overhead of v % is a VM/native ratio of 1 + v/100 for a lower-is-better metric (time,
     latency) and 1 / (1 + v/100) for a higher-is-better one (a 31 % penalty on GUPS is drawn
     at 0.76, where the VM's bar would stand) — the ratio :func:`findings.verdict` compares."""
@@ -298,8 +322,11 @@ def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, 
             if len(higher) != 1 or None in higher:
                 continue  # direction unknown or mixed: no single place on this axis
             worse = 1 + f.value / 100
+            cats = tuple(x for x, ms in getattr(p, "x_metrics", {}).items()
+                         if any(findings.matches(f.metric, m) for m in ms))
             refs.setdefault(i, []).append(
-                (f"{f.value:g} % overhead ({f.where[:24]})", 1 / worse if higher.pop() else worse))
+                (f"{f.value:g} % overhead ({f.where[:24]})", 1 / worse if higher.pop() else worse,
+                 cats))
     return refs
 
 

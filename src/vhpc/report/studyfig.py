@@ -128,11 +128,21 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
         _draw_bars(ax, pd)
     if pd.relative:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
-    for label, value in refs:
-        ax.axhline(value, color="#b00020", lw=1.0, ls=":", label=f"paper: {label}")
+    for label, value, *cats in refs:
+        where = [c for c in (cats[0] if cats else ()) if not pd.numeric_x]
+        ticks = {t.get_text(): t.get_position()[0] for t in ax.get_xticklabels()}
+        if where and all(str(c) in ticks for c in where):  # over its own bars only
+            for k, c in enumerate(where):
+                x = ticks[str(c)]
+                ax.hlines(value, x - 0.45, x + 0.45, color="#b00020", lw=1.2, ls=":",
+                          label=f"paper: {label}" if k == 0 else None)
+        else:
+            ax.axhline(value, color="#b00020", lw=1.0, ls=":", label=f"paper: {label}")
     positive = all(p.y > 0 for s in pd.series for p in s.points)
     if positive and (pd.ylog or _span_decades(pd) > DECADES):
         ax.set_yscale("log")
+    elif positive and pd.numeric_x:  # a linear axis starts at 0: one point is not zoomed to ±5 %
+        ax.set_ylim(bottom=0)
     if any(_few(p) for s in pd.series for p in s.points):  # said in the legend
         ax.plot([], [], "o" if pd.numeric_x else "s", color="gray", markerfacecolor="white",
                 alpha=1.0 if pd.numeric_x else 0.35,
@@ -147,9 +157,10 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
 
 
 def draw(fd: FigureData, fmt: str = "svg",
-         references: dict[int, list[tuple[str, float]]] | None = None) -> str | bytes | None:
+         references: dict[int, list[tuple]] | None = None) -> str | bytes | None:
     """The figure as SVG text or PNG bytes; None when it has no point.  ``references``:
-    panel index → [(label, paper's value)] drawn as dotted lines (relative panels)."""
+    panel index → [(label, paper's value[, categories])] drawn as dotted lines (relative
+    panels), over the named categories' bars only when given."""
     panels = [p for p in fd.panels if any(s.points for s in p.series)]
     if not panels:
         return None
