@@ -123,3 +123,35 @@ def test_a_dead_guard_is_replaced():
     assert r.returncode == 0 and r.stdout.strip() == "ok"
     (second,) = guards_of(os.getpid())
     assert second != first
+
+
+def test_vcluster_orphans_go_through_the_one_reaper(tmp_path):
+    """vcluster's work folders and shared files are reaped by owned.reap: a dead owner's are
+    removed with the processes using them, a live owner's (also one whose start time was
+    unknown, ``None``) are kept."""
+    from vhpc.environments.vcluster import network
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    gone = tmp_path / f"{network.WORK_PREFIX}{dead.pid}-None-a"
+    gone.mkdir()
+    gone_shm = shm / f"{network.SHM_PREFIX}{dead.pid}-77-a"
+    gone_shm.write_bytes(b"\0")
+    kept = tmp_path / f"{network.WORK_PREFIX}{os.getpid()}-None-b"
+    kept.mkdir()
+    user = subprocess.Popen([sys.executable, "-c", "import time; print(1, flush=True); "
+                             "time.sleep(300)", str(gone_shm)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert user.stdout.readline().strip() == "1"  # type: ignore[union-attr]
+        found = network.reap_orphans(tmp_path, shm)
+        assert user.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if user.poll() is None:
+            user.kill()
+            user.wait()
+    assert not gone.exists() and not gone_shm.exists() and kept.exists()
+    assert len(found) == 3 and all("orphaned" in line for line in found)
+    assert any(str(user.pid) in line for line in found)
+    assert owned.owner_alive(kept.name, network.WORK_PREFIX)

@@ -34,7 +34,8 @@ PR_SET_PDEATHSIG = 1
 #: Prefixes of vhpc's owned temporary folders and files under the temporary directory.
 PREFIXES = ("vhpc-guest-", "vhpc-run-", "vhpc-ssh-", "vhpc-perf-")
 
-_TAG = re.compile(r"^(\d+)-(\d+)-")
+#: ``<pid>-<start ticks>-`` after the prefix; ticks ``None`` when /proc could not be read
+_TAG = re.compile(r"^(\d+)-(\d+|None)-")
 
 
 def die_with_parent() -> None:
@@ -64,7 +65,10 @@ def owner_alive(name: str, prefix: str) -> bool:
     m = _TAG.match(name[len(prefix):]) if name.startswith(prefix) else None
     if m is None:
         return True
-    return start_ticks(int(m.group(1))) == m.group(2)
+    ticks = start_ticks(int(m.group(1)))
+    if m.group(2) == "None":  # start time unknown at creation: alive while the pid is
+        return ticks is not None
+    return ticks == m.group(2)
 
 
 def owned_tempdir(prefix: str, base: str | Path | None = None) -> Path:
@@ -99,8 +103,10 @@ def _users_processes_naming(path: Path) -> list[int]:
 
 def reap(prefix: str, base: str | Path | None = None) -> list[str]:
     """Remove this user's ``<prefix>*`` folders and files under ``base`` (default: the
-    temporary directory) whose owner is dead, killing processes that still name them.
-    Returns one line per thing removed or killed; never raises."""
+    temporary directory) whose owner is dead, killing processes that still name them (a QEMU
+    using a vcluster's sockets or shared-memory file, an ssh ControlMaster...).  The one
+    orphan reaper of vhpc: every owned folder or file is named by :func:`owner_tag`.
+    Returns one line per thing removed or killed, each saying ``orphaned``; never raises."""
     base = Path(base or tempfile.gettempdir())
     done: list[str] = []
     try:
@@ -116,7 +122,7 @@ def reap(prefix: str, base: str | Path | None = None) -> list[str]:
         for pid in _users_processes_naming(p):
             try:
                 os.kill(pid, signal.SIGKILL)
-                done.append(f"killed process {pid} left by a dead vhpc ({p})")
+                done.append(f"killed orphaned process {pid} using {p} (its vhpc is gone)")
             except OSError:
                 pass
         if p.is_dir() and not p.is_symlink():
@@ -126,7 +132,7 @@ def reap(prefix: str, base: str | Path | None = None) -> list[str]:
                 p.unlink()
             except OSError:
                 continue
-        done.append(f"removed {p} (its vhpc is gone)")
+        done.append(f"removed orphaned {p} (its vhpc is gone)")
     return done
 
 

@@ -27,15 +27,12 @@ vcluster starts — removes work directories and shared files whose owning vhpc 
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from vhpc.host import facts as hostinfo
-from vhpc.host.owned import owner_tag, start_ticks
+from vhpc.host import owned
 
 #: The private segment's addresses (RFC 1918), guest names and the exec service port (peer.c).
 SUBNET = "10.77.0.0/24"
@@ -61,10 +58,6 @@ def mac(i: int) -> str:
     return f"52:54:00:77:00:{i + 1:02x}"
 
 
-def _owner_tag() -> str:
-    return owner_tag()
-
-
 @dataclass
 class ClusterNet:
     """One vcluster's private segment and optional shared-memory file.
@@ -87,10 +80,10 @@ class ClusterNet:
     def create(cls, vms: int, ivshmem: bool, shm_node: int | None) -> "ClusterNet":
         """Make the work directory (and the shared file, zero-filled, mode 0600).  Names carry
         vhpc's pid and start time, so :func:`reap_orphans` can tell a dead owner."""
-        workdir = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{_owner_tag()}-"))
+        workdir = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{owned.owner_tag()}-"))
         shm = None
         if ivshmem:
-            shm = SHM_DIR / f"{SHM_PREFIX}{_owner_tag()}-{workdir.name.rsplit('-', 1)[1]}"
+            shm = SHM_DIR / f"{SHM_PREFIX}{owned.owner_tag()}-{workdir.name.rsplit('-', 1)[1]}"
             fd = os.open(shm, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
             try:
                 os.ftruncate(fd, IVSHMEM_MIB << 20)
@@ -191,46 +184,9 @@ class ClusterNet:
             self.shm_path.unlink(missing_ok=True)
 
 
-_OWNED = re.compile(rf"^(?:{WORK_PREFIX}|{SHM_PREFIX})(\d+)-(\d+|None)-")
-
-
-def _owner_alive(name: str) -> bool:
-    m = _OWNED.match(name)
-    if not m:
-        return True  # not ours to judge
-    return start_ticks(int(m.group(1))) == m.group(2)
-
-
-def _qemu_using(path: Path) -> list[int]:
-    """PIDs of QEMU processes whose command line mentions ``path``."""
-    needle = str(path).encode()
-    return [pid for pid, argv in hostinfo.process_cmdlines()
-            if argv and b"qemu-system" in argv[0] and any(needle in a for a in argv)]
-
-
 def reap_orphans(tmp: Path | None = None, shm: Path = SHM_DIR) -> list[str]:
-    """Remove what a killed vhpc left of its vclusters: work directories under ``tmp`` and
-    shared files under ``shm`` whose owner (pid + start time in the name) is gone, killing any
-    QEMU still using them (normally none: PR_SET_PDEATHSIG).  Returns one line per item."""
-    tmp = Path(tmp or tempfile.gettempdir())
-    found = []
-    for base, prefix in ((tmp, WORK_PREFIX), (shm, SHM_PREFIX)):
-        try:
-            entries = sorted(base.glob(prefix + "*"))
-        except OSError:
-            continue
-        for p in entries:
-            if _owner_alive(p.name):
-                continue
-            for pid in _qemu_using(p):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    found.append(f"killed orphaned QEMU {pid} of {p}")
-                except OSError:
-                    pass
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
-            found.append(f"removed orphaned {p}")
-    return found
+    """Remove what a killed vhpc left of its vclusters: work directories under ``tmp`` (default:
+    the temporary directory) and shared files under ``shm`` whose owner (pid + start time in
+    the name) is gone, killing any process still using them (normally none: QEMU has
+    PR_SET_PDEATHSIG), with :func:`vhpc.host.owned.reap`.  Returns one line per item."""
+    return owned.reap(WORK_PREFIX, tmp) + owned.reap(SHM_PREFIX, shm)
