@@ -408,3 +408,24 @@ def test_terminal_of_scalar_metrics_leaves_secondary_ones_to_the_html():
     assert "mflops [Mflop/s]" in text and "time_s [s]" in text
     assert "iterations [count]" not in text and "residual [1]" not in text
     assert "Secondary metrics (iterations, residual) are in the HTML report: /x/report.html" in text
+
+
+def test_ranks_sharing_a_host_cpu_across_nodes_limit_trust_in_the_headline(sweep, tmp_path):
+    """Trials whose ranks on two Slurm nodes may both run on host CPU 0 (a test cluster on one
+    host): the headline, families.csv and the terminal say contention, not scaling."""
+    from types import SimpleNamespace
+
+    obs, a = sweep
+    ranks = [{"rank": 0, "node": "vhpc1", "cpus": [0]}, {"rank": 1, "node": "vhpc2", "cpus": [0]}]
+    trials = tuple(SimpleNamespace(environment="other", benchmark="osu-latency", params="", round=r,
+                                   status="done", applied={"ranks": ranks}) for r in range(3))
+    out = export_all(ReportData(a, obs, {"id": "c"}, trials=trials), tmp_path)
+    rows = headline_texts(out["html"].read_text())
+    assert "contention, not scaling" in rows[1] and "contention" not in rows[0]  # latency only
+    with out["families-csv"].open() as fh:
+        trust = {r["benchmark"] + "/" + r["quantity"]: r["trust"] for r in csv.DictReader(fh)}
+    assert "contention, not scaling" in trust["osu-latency/lat"] and trust["osu-coll/avg"] == ""
+    console = Console(record=True, width=200, color_system=None)
+    from vhpc.report.export import shared_points
+    render_table(a, console=console, shared=shared_points(trials))
+    assert "contention, not scaling" in console.export_text()

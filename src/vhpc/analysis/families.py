@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from typing import Iterable
 
 from vhpc.analysis.compare import overhead_pct
 from vhpc.analysis.results import (
@@ -327,9 +328,14 @@ def _shared_cpu_scopes(analysis: Analysis) -> list[str]:
     return [f.scope for f in analysis.findings if f.kind in SHARED_CPU_KINDS]
 
 
-def summarise_family(analysis: Analysis, fam: Family, env: str) -> FamilySummary | None:
+def summarise_family(analysis: Analysis, fam: Family, env: str,
+                     shared: Iterable[tuple[str, str, str]] = ()) -> FamilySummary | None:
     """:class:`FamilySummary` of ``env`` over ``fam`` (see there for every field); None when
-    ``env`` has no comparison with a ratio at any point of the family."""
+    ``env`` has no comparison with a ratio at any point of the family.  ``shared``:
+    (environment, benchmark, params) whose trials put ranks of different nodes or guests on
+    one host CPU (read from the trials by the caller); a point of ``env`` or of the baseline
+    among them, or a finding of a :data:`SHARED_CPU_KINDS` kind, adds the trust note
+    "CPUs shared between nodes/guests: contention, not scaling"."""
     comps: list[tuple[int | float | None, Comparison]] = []
     for x, params, metric in fam.points:
         c = analysis.comparison(fam.benchmark, params, metric, env)
@@ -375,10 +381,12 @@ def summarise_family(analysis: Analysis, fam: Family, env: str) -> FamilySummary
         trust.append("TCG emulation, not KVM")
     if n_min < MIN_SAMPLES:
         trust.append(f"n = {n_min} < {MIN_SAMPLES}")
-    shared = [s for s in _shared_cpu_scopes(analysis)
+    scopes = [s for s in _shared_cpu_scopes(analysis)
               if s == "campaign" or s == env or s.startswith(f"{env} ") or s == analysis.baseline
               or s.startswith(f"{analysis.baseline} ")]
-    if shared:
+    shared = set(shared)
+    if scopes or any((e, fam.benchmark, p) in shared
+                     for _, p, _ in fam.points for e in (env, analysis.baseline)):
         trust.append("CPUs shared between nodes/guests: contention, not scaling")
     if cv_max is not None and cv_max > CV_THRESHOLD:
         trust.append(f"noisy (CV up to {cv_max * 100:.0f} %)")
@@ -387,21 +395,24 @@ def summarise_family(analysis: Analysis, fam: Family, env: str) -> FamilySummary
                          len(comps), n_min, cv_max, emulated, tuple(trust))
 
 
-def family_summaries(analysis: Analysis, fams: list[Family] | None = None) -> list[FamilySummary]:
+def family_summaries(analysis: Analysis, fams: list[Family] | None = None,
+                     shared: Iterable[tuple[str, str, str]] = ()) -> list[FamilySummary]:
     """:func:`summarise_family` of every family (default :func:`families`) and non-baseline
-    environment that has data, in family then environment order."""
+    environment that has data, in family then environment order (``shared``: see there)."""
     fams = families(analysis) if fams is None else fams
+    shared = set(shared)
     out = []
     for fam in fams:
         for env in analysis.others():
-            fs = summarise_family(analysis, fam, env)
+            fs = summarise_family(analysis, fam, env, shared)
             if fs is not None:
                 out.append(fs)
     return out
 
 
-def headline(analysis: Analysis, fams: list[Family] | None = None) -> list[FamilySummary]:
+def headline(analysis: Analysis, fams: list[Family] | None = None,
+             shared: Iterable[tuple[str, str, str]] = ()) -> list[FamilySummary]:
     """The answer first: the primary family of every (benchmark, params) against the baseline,
     one :class:`FamilySummary` per non-baseline environment, in report order."""
     fams = families(analysis) if fams is None else fams
-    return family_summaries(analysis, [f for f in fams if f.primary])
+    return family_summaries(analysis, [f for f in fams if f.primary], shared)

@@ -45,6 +45,9 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     result = analysis.analyse(obs, envs, camp["spec"]["baseline"])
     meta = report_meta(store, cid)
     trials = store.trials(cid)
+    from vhpc.analysis.checks import check_findings
+
+    result.findings[:0] = check_findings(trials)  # why check: made samples invalid
     from vhpc.report.header import vcluster_section
 
     vc = vcluster_section(trials)
@@ -59,7 +62,7 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     html_path = written["html"]
     if not quiet:
         terminal.render_table(result, console, title=f"vhpc campaign {cid}",
-                              html_path=str(html_path))
+                              html_path=str(html_path), shared=export.shared_points(trials))
         if meta["failed"]:
             console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "
                           "their errors are in the report.")

@@ -184,19 +184,29 @@ def _family_row(analysis: Analysis, fs: FamilySummary) -> dict[str, Any]:
             "cv_max": fs.cv_max, "trust": "; ".join(fs.trust)}
 
 
-def family_rows(analysis: Analysis) -> list[dict[str, Any]]:
+def shared_points(trials: Iterable[Any]) -> list[tuple[str, str, str]]:
+    """(environment, benchmark, params) whose trials put ranks of different nodes or guests
+    on one host CPU (:func:`vhpc.report.scaleout.shared_cpus`); [] without trials."""
+    from vhpc.report.scaleout import shared_cpus
+
+    return [(s.environment, s.benchmark, s.params) for s in shared_cpus(trials)] if trials else []
+
+
+def family_rows(analysis: Analysis, shared: Iterable[tuple[str, str, str]] = ()) -> list[dict[str, Any]]:
     """One dict per (metric family, non-baseline environment) with the keys of
     :data:`FAMILY_COLUMNS` (:mod:`vhpc.analysis.families`): for a sweep over message size
     ``ratio`` is the geometric mean of the per-size ratios, ``ratio_ci_low``/``high`` its
     conservative interval, ``ratio_min``/``ratio_max`` the extreme per-size ratios and
     ``at_min``/``at_max`` their sizes in bytes, ``n_slower``/``n_faster``/``n_no_difference``
     the per-size verdict counts, ``trust`` the notes on what limits trust ("; "-joined).
-    Primary families first within each benchmark; report order otherwise."""
-    return [_family_row(analysis, fs) for fs in family_summaries(analysis)]
+    Primary families first within each benchmark; report order otherwise.  ``shared``: see
+    :func:`shared_points`."""
+    return [_family_row(analysis, fs) for fs in family_summaries(analysis, shared=shared)]
 
 
 def write_json(analysis: Analysis, observations: Iterable[Observation], path: str | Path,
-               trials: Iterable[Any] = (), study: Mapping[str, Any] | None = None) -> Path:
+               trials: Iterable[Any] = (), study: Mapping[str, Any] | None = None,
+               shared: Iterable[tuple[str, str, str]] = ()) -> Path:
     """Write one JSON document: ``analysis.to_dict()`` plus ``"samples"`` (one object per
     observation, same fields as the samples CSV, with ``accel`` and ``emulated``) and
     ``"rank_placement"``: for each stored MPI trial, every rank's CPUs as read back (and, in a
@@ -214,7 +224,7 @@ def write_json(analysis: Analysis, observations: Iterable[Observation], path: st
     doc["summaries"] = sorted(doc["summaries"], key=key)
     doc["comparisons"] = sorted(doc["comparisons"], key=key)
     fams = []
-    for fs in family_summaries(analysis):
+    for fs in family_summaries(analysis, shared=shared):
         row = _family_row(analysis, fs)
         row["sizes"] = [x for x in fs.family.xs if x is not None]
         row["metrics"] = fs.family.metrics
@@ -287,7 +297,7 @@ class _FamiliesCsv:
     filename: str = "families.csv"
 
     def write(self, data: ReportData, path: Path) -> Path:
-        _write_rows(path, FAMILY_COLUMNS, family_rows(data.analysis))
+        _write_rows(path, FAMILY_COLUMNS, family_rows(data.analysis, shared_points(data.trials)))
         return Path(path)
 
 
@@ -297,7 +307,8 @@ class _Json:
     filename: str = "results.json"
 
     def write(self, data: ReportData, path: Path) -> Path:
-        return write_json(data.analysis, data.observations, path, data.trials, data.study)
+        return write_json(data.analysis, data.observations, path, data.trials, data.study,
+                          shared=shared_points(data.trials))
 
 
 @dataclass(frozen=True)
@@ -309,7 +320,8 @@ class _Html:
         from vhpc.report.html import write_html
 
         return write_html(data.analysis, data.observations, path, data.campaign,
-                          sections=data.sections, study=data.study_html)
+                          sections=data.sections, study=data.study_html,
+                          shared=shared_points(data.trials))
 
 
 #: every exporter by name, in the order :func:`export_all` writes them

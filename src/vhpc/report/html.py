@@ -161,6 +161,7 @@ def render_html(
     max_points: int = 400,
     sections: Iterable[tuple[str, str, Markup]] = (),
     study: Markup | None = None,
+    shared: Iterable[tuple[str, str, str]] = (),
 ) -> str:
     """The report as one HTML string (see :func:`write_html`)."""
     observations = list(observations)
@@ -170,7 +171,7 @@ def render_html(
         return f"f{next(counter)}-"
 
     fams = families(analysis)
-    sums = family_summaries(analysis, fams)
+    sums = family_summaries(analysis, fams, shared)
     headline = _family_rows(analysis, [fs for fs in sums if fs.family.primary])
     metric_rows = _family_rows(analysis, [fs for fs in sums if not fs.family.primary
                                           and not fs.family.secondary])
@@ -273,6 +274,7 @@ def write_html(
     max_points: int = 400,
     sections: Iterable[tuple[str, str, Markup]] = (),
     study: Markup | None = None,
+    shared: Iterable[tuple[str, str, str]] = (),
 ) -> Path:
     """Write the self-contained HTML report to ``path`` and return the path.
 
@@ -280,7 +282,9 @@ def write_html(
     (for the distribution figures; warm-up ones are not drawn); campaign: metadata shown in the
     header — ``id``, ``date`` (or ``created``), ``command`` (str or argv list); other keys are
     listed as they are.  fmt: ``"svg"`` (inline SVG, default) or ``"png"`` (``data:`` URIs);
-    max_points: samples drawn per environment in each distribution figure.
+    max_points: samples drawn per environment in each distribution figure; shared:
+    (environment, benchmark, params) whose ranks of different nodes or guests shared a host
+    CPU (:func:`vhpc.report.scaleout.shared_cpus`), named in the headline's "limits trust".
     Sections, the answer first: a one-line header; the TCG banner (when an environment is
     emulated); the headline (per benchmark and environment the primary metric's overhead —
     for a sweep the geometric mean of the per-size ratios with its interval and their range
@@ -296,7 +300,7 @@ def write_html(
     Raises OSError when the file cannot be written, ValueError for an unknown fmt.
     """
     text = render_html(analysis, observations, campaign, fmt=fmt, max_points=max_points,
-                       sections=sections, study=study)
+                       sections=sections, study=study, shared=shared)
     path = Path(path)
     path.write_text(text, encoding="utf-8")
     return path

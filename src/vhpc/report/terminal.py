@@ -33,13 +33,16 @@ def _caption(analysis: Analysis) -> str:
 
 
 def render_table(analysis: Analysis, console: Console | None = None, title: str | None = None,
-                 html_path: str | None = None, detail: bool | None = None) -> Table:
+                 html_path: str | None = None, detail: bool | None = None,
+                 shared=()) -> Table:
     """Print the comparison table and the findings to ``console``; return the rich Table.
 
     A campaign with a sweep (a metric over message size, :mod:`vhpc.analysis.families`) gets
     the compact summary of :func:`render_families` instead (``detail=None``, the default,
     decides so; ``detail=True`` forces the per-metric table below, ``False`` the compact one);
-    ``html_path``: the report the compact summary points to for the per-size numbers.
+    ``html_path``: the report the compact summary points to for the per-size numbers;
+    ``shared``: (environment, benchmark, params) whose ranks shared host CPUs across nodes or
+    guests (:func:`vhpc.report.export.shared_points`), named under "limits trust".
 
     One row per (benchmark, params, metric, non-baseline environment)
     (:func:`vhpc.report.comparison_rows`), so many environments never stack in one cell.
@@ -56,7 +59,7 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
     console = console or Console()
     fams = families(analysis)
     if detail is False or (detail is None and any(f.sweep for f in fams)):
-        return render_families(analysis, console, title, html_path)
+        return render_families(analysis, console, title, html_path, shared)
     secondary = [f for f in fams if f.secondary] if detail is None else []
     keys = [k for f in fams if f not in secondary for k in f.keys]
     base = analysis.baseline
@@ -140,7 +143,7 @@ def _verdict_cell(fs) -> Text:
 
 
 def render_families(analysis: Analysis, console: Console | None = None, title: str | None = None,
-                    html_path: str | None = None) -> Table:
+                    html_path: str | None = None, shared=()) -> Table:
     """Print the compact summary of a campaign with sweeps and return its rich Table.
 
     One row per metric family (:func:`vhpc.analysis.families.families`) and non-baseline
@@ -155,7 +158,7 @@ def render_families(analysis: Analysis, console: Console | None = None, title: s
     """
     console = console or Console()
     fams = families(analysis)
-    sums = family_summaries(analysis, [f for f in fams if not f.secondary])
+    sums = family_summaries(analysis, [f for f in fams if not f.secondary], shared)
     table = Table(title=Text(title or f"Overhead relative to {env_header(analysis, analysis.baseline)}"),
                   caption=Text("overhead > 0: worse than " + analysis.baseline + " in the metric's "
                                "direction; sweeps: from the geometric mean of the per-size ratios "
