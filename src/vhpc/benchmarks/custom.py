@@ -12,20 +12,40 @@ from a campaign-file entry with :func:`from_mapping`::
     env: {OMP_NUM_THREADS: "2"}   # optional
     timeout: 300                   # optional, seconds: the trial is killed and stored failed
                                    # after min(timeout, the campaign's --timeout)
+    mpi: {ranks: 2, threads: 1, implementation: openmpi}   # optional: an MPI application
+    inputs: [/abs/path/in.lj, /abs/path/potentials/]       # optional: staged per trial
+    check: {metric: energy, rtol: 1.0e-4}                  # optional: against the baseline's
+
+``mpi:`` launches the command exactly as vhpc's own MPI kernels (:class:`Launch`: ``mpirun
+-np R --map-by slot:PE=T --bind-to core``, MPICH ``-bind-to core:T``; OpenMP variables per
+rank), so it runs natively, in a VM, across the guests of a ``vcluster`` and as an ``srun
+--mpi=pmix`` job step under ``--executor slurm``; ``ranks`` defaults to the environment's CPUs.
+With ``mpi:`` or ``inputs:`` every rank (or the single process) runs under ``rankrun.py``
+(:mod:`vhpc.benchmarks.apps.common`): a fresh working directory per rank under ``/tmp`` with
+the ``inputs`` copied in (files, or folders with their contents; guests and Slurm nodes read
+them from the host's file system), ``env:`` set for the rank itself (remote ranks too), and one
+``VHPC-RANK`` line per rank for the placement read-back.  ``check:`` names a metric (or gives
+``name``/``regex``/``unit`` for a figure that is only checked) whose value must agree with the
+baseline environment's within the relative tolerance ``rtol``; a trial that fails it is stored
+invalid (:mod:`vhpc.campaign.checks`).  A metric's direction is ``higher_is_better: true|false``
+or ``direction: higher|lower``.
 
 Regexes are Python ``re`` patterns searched with MULTILINE in stdout followed by stderr; when a
 pattern matches several times the **last** match counts (final results are usually printed
-last).  The command runs in the environment as given (on the host, or inside the guest, which
-sees the host's root filesystem read-only and a writable /tmp), so use absolute paths.
+last).  Without ``mpi:``/``inputs:`` the command runs in the environment as given (on the
+host, or inside the guest, which sees the host's root filesystem read-only and a writable
+/tmp), so use absolute paths; with them, in the rank's working directory.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from typing import Any, Iterable, Mapping
 
-from vhpc.benchmarks.base import Benchmark, ParseError
+from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Check, ParseError
+from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
 
 #: Longest ``timeout:`` a custom benchmark may ask for (seconds; a week).
@@ -67,7 +87,9 @@ class CommandBenchmark(Benchmark):
 
     def __init__(self, name: str, argv: Iterable[str],
                  metrics: Iterable[tuple[str, str, str, bool]], success: str | None = None,
-                 env: Mapping[str, str] | None = None, timeout: float | None = None):
+                 env: Mapping[str, str] | None = None, timeout: float | None = None,
+                 mpi: Mapping[str, Any] | None = None, inputs: Iterable[str] | None = None,
+                 check: Mapping[str, Any] | None = None):
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError(f"custom benchmark name {name!r}: use letters, digits and _ . + - "
                              "(starting with a letter or digit)")
@@ -125,6 +147,62 @@ class CommandBenchmark(Benchmark):
             raise ValueError(f"{where}: timeout must be a number of seconds in (0, "
                              f"{MAX_TIMEOUT}], got {timeout!r}")
         self.timeout = float(timeout)
+        self.mpi = _mpi_block(where, mpi)
+        self.inputs = _inputs(where, inputs)
+        self.check = self._check(where, check)
+        if self.mpi is not None or self.inputs:
+            self.verification += "; every rank's placement read back"
+
+    def _check(self, where: str, check: Mapping[str, Any] | None) -> Check | None:
+        """The ``check:`` block as a :class:`Check`; a ``regex`` adds the figure as a metric
+        (lower is better, never compared for overhead in earnest)."""
+        if check is None:
+            return None
+        if not isinstance(check, Mapping):
+            raise ValueError(f"{where}: check must be a mapping {{metric, rtol}} or "
+                             "{name, regex, rtol}")
+        bad = sorted(set(check) - set(CHECK_KEYS))
+        if bad:
+            raise ValueError(f"{where}: check: unknown key(s) {', '.join(map(str, bad))} "
+                             f"(allowed: {', '.join(CHECK_KEYS)})")
+        rtol = check.get("rtol")
+        if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1e6:
+            raise ValueError(f"{where}: check: rtol must be a relative tolerance >= 0 such as "
+                             f"1.0e-4, got {rtol!r}")
+        if "regex" in check:
+            mname = check.get("name") or "check"
+            if not isinstance(mname, str) or not NAME_RE.match(mname) or mname in self.patterns:
+                raise ValueError(f"{where}: check: name {mname!r} must be a new metric name "
+                                 "(letters, digits, _ . + -)")
+            unit = check.get("unit", "")
+            if not isinstance(unit, str):
+                raise ValueError(f"{where}: check: unit must be a string")
+            self.patterns[mname] = _compile(f"{where}: check", check["regex"], 1)
+            self.metrics = self.metrics + (Metric(mname, unit, False,
+                                                  f"check figure, regex {check['regex']}"),)
+        else:
+            mname = check.get("metric")
+            if mname not in self.patterns:
+                raise ValueError(f"{where}: check: metric {mname!r} is not one of the metrics "
+                                 f"({', '.join(self.patterns)}); or give name and regex")
+        return Check(mname, float(rtol))
+
+    def launch(self, params, ctx):
+        """The MPI launch of the ``mpi:`` block (None without one): ranks (default: the
+        environment's CPUs) x threads with the given implementation, bound as vhpc's kernels."""
+        if self.mpi is None:
+            return None
+        return Launch(self.mpi["ranks"] or ctx.ncpus, self.mpi["threads"],
+                      self.mpi["implementation"], ctx.ncpus, cpuset=ctx.cpuset)
+
+    def preflight(self, params: Mapping[str, Any]) -> None:
+        """Before any trial: every input exists.  Raises BenchmarkError naming the missing
+        one."""
+        for path in self.inputs:
+            src = path.partition("=")[0]
+            if not os.path.exists(src):
+                raise BenchmarkError(f"custom benchmark {self.name!r}: input {src} does not "
+                                     "exist: fix inputs: in the campaign file")
 
     def __repr__(self) -> str:
         return f"CommandBenchmark({self.name!r}, {self.argv!r})"
@@ -135,10 +213,18 @@ class CommandBenchmark(Benchmark):
         return min(self.timeout, campaign_timeout) if self.own_timeout else campaign_timeout
 
     def command(self, params, ctx):
-        return list(self.argv)
+        """The command as given; with ``mpi:`` or ``inputs:``, the launcher (if any), then
+        ``rankrun.py`` with the inputs and ``env:``, then the command."""
+        if self.mpi is None and not self.inputs:
+            return list(self.argv)
+        from vhpc.benchmarks.apps.common import rank_command
+
+        return rank_command(self.launch(params, ctx), list(self.inputs), [], list(self.argv),
+                            env=self.env)
 
     def environ(self, params, ctx):
-        return dict(self.env)
+        launch = self.launch(params, ctx)
+        return {**(launch.environ() if launch else {}), **self.env}
 
     def parse(self, params, stdout, stderr, returncode):
         text = f"{stdout}\n{stderr}"
@@ -159,8 +245,62 @@ class CommandBenchmark(Benchmark):
         return samples
 
 
-KEYS = ("name", "command", "metrics", "success", "env", "timeout")
-METRIC_KEYS = ("name", "regex", "unit", "higher_is_better")
+KEYS = ("name", "command", "metrics", "success", "env", "timeout", "mpi", "inputs", "check")
+METRIC_KEYS = ("name", "regex", "unit", "higher_is_better", "direction")
+MPI_KEYS = ("ranks", "threads", "implementation")
+CHECK_KEYS = ("metric", "rtol", "name", "regex", "unit")
+
+
+def _count(where: str, key: str, value: Any, default: int | None) -> int | None:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65536:
+        raise ValueError(f"{where}: mpi: {key} must be a whole number from 1 to 65536, got "
+                         f"{value!r}")
+    return value
+
+
+def _mpi_block(where: str, mpi: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``mpi:`` block validated: {ranks (None: the environment's CPUs), threads,
+    implementation}.  Raises ValueError saying what to change."""
+    if mpi is None:
+        return None
+    if not isinstance(mpi, Mapping):
+        raise ValueError(f"{where}: mpi must be a mapping such as {{ranks: 2}}")
+    if "ranks_per_node" in mpi:
+        raise ValueError(f"{where}: mpi: ranks_per_node is set where the nodes are: "
+                         "--executor slurm:ranks_per_node=N, or vcluster:ranks_per_vm=N")
+    bad = sorted(set(mpi) - set(MPI_KEYS))
+    if bad:
+        raise ValueError(f"{where}: mpi: unknown key(s) {', '.join(map(str, bad))} (allowed: "
+                         f"{', '.join(MPI_KEYS)})")
+    impl = mpi.get("implementation", "openmpi")
+    if impl not in MPI_IMPLS:
+        raise ValueError(f"{where}: mpi: implementation {impl!r}: choose one of "
+                         f"{', '.join(MPI_IMPLS)}")
+    return {"ranks": _count(where, "ranks", mpi.get("ranks"), None),
+            "threads": _count(where, "threads", mpi.get("threads"), 1), "implementation": impl}
+
+
+def _inputs(where: str, inputs: Iterable[str] | None) -> tuple[str, ...]:
+    """``inputs:`` as absolute paths (``~`` expanded; a relative path is taken from the
+    current directory).  Raises ValueError for anything but a list of path strings."""
+    if inputs is None:
+        return ()
+    if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):
+        raise ValueError(f"{where}: inputs must be a list of files or folders")
+    out = []
+    for item in inputs:
+        if not isinstance(item, str) or not item or "\x00" in item or item.startswith("-"):
+            raise ValueError(f"{where}: inputs: {item!r} is not a path (give files or folders "
+                             "as strings)")
+        out.append(os.path.abspath(os.path.expanduser(item)))
+    names = [os.path.basename(p.rstrip("/")) for p in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{where}: inputs: two inputs named {dupes[0]!r} would land on the "
+                         "same name in the working directory")
+    return tuple(out)
 
 
 def from_mapping(d: Mapping[str, Any]) -> CommandBenchmark:
@@ -204,17 +344,27 @@ def from_mapping(d: Mapping[str, Any]) -> CommandBenchmark:
         if bad:
             raise ValueError(f"{where}: metrics[{i}]: unknown key(s) {', '.join(map(str, bad))} "
                              f"(allowed: {', '.join(METRIC_KEYS)})")
-        for key in ("name", "regex", "higher_is_better"):
+        for key in ("name", "regex"):
             if key not in m:
-                hint = " (true or false)" if key == "higher_is_better" else ""
-                raise ValueError(f"{where}: metrics[{i}]: missing '{key}'{hint}")
-        tuples.append((m["name"], m["regex"], m.get("unit", ""), m["higher_is_better"]))
+                raise ValueError(f"{where}: metrics[{i}]: missing '{key}'")
+        if "direction" in m:
+            if m["direction"] not in ("higher", "lower") or "higher_is_better" in m:
+                raise ValueError(f"{where}: metrics[{i}]: direction must be higher or lower "
+                                 "(and not given together with higher_is_better)")
+            higher = m["direction"] == "higher"
+        elif "higher_is_better" in m:
+            higher = m["higher_is_better"]
+        else:
+            raise ValueError(f"{where}: metrics[{i}]: missing 'higher_is_better' (true or false)"
+                             " or 'direction' (higher or lower)")
+        tuples.append((m["name"], m["regex"], m.get("unit", ""), higher))
     env = d.get("env") or {}
     if not isinstance(env, Mapping):
         raise ValueError(f"{where}: env must be a mapping of variable names to values")
     env = {k: v if isinstance(v, str) else str(v) for k, v in env.items()}
     return CommandBenchmark(name, command, tuples, success=d.get("success"), env=env,
-                            timeout=d.get("timeout"))
+                            timeout=d.get("timeout"), mpi=d.get("mpi"), inputs=d.get("inputs"),
+                            check=d.get("check"))
 
 
 __all__ = ["CommandBenchmark", "from_mapping"]

@@ -261,6 +261,9 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
             env.close()
             if env.name in recorded:
                 store.clear_leftover(cid, env.name)
+    from vhpc.campaign import checks
+
+    checks.apply(store, cid, spec)  # check: figures against the baseline's, once all ran
     return counts
 
 
@@ -296,14 +299,20 @@ def _check_rows(store: Store, spec: CampaignSpec, rows: list[TrialRow]) -> None:
 
 def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
     """Kernel binary directory per MPI implementation the campaign uses (built if needed,
-    before any trial runs).  Raises BenchmarkError when a build fails."""
+    before any trial runs); a benchmark's ``preflight(params)`` (an application's binary and
+    prepared inputs, a custom benchmark's inputs) runs here too.  Raises BenchmarkError when a
+    build fails or a preflight names what is missing."""
     need: dict[str, set[str]] = {}
     if any(getattr(e.options, "corunner", None) for e in spec.environments):
         need["openmpi"] = {"vhpc-noise", "vhpc-stream"}
     for b in spec.benchmarks:
-        binary = getattr(spec.benchmark(b.name), "binary", "")
+        bench = spec.benchmark(b.name)
+        binary = getattr(bench, "binary", "")
         if binary:
             need.setdefault(str(b.params.get("mpi", "openmpi")), set()).add(binary)
+        preflight = getattr(bench, "preflight", None)  # applications: binary, inputs prepared
+        if preflight is not None:
+            preflight(bench.resolve(b.params))
     return {impl: ensure_kernels(sorted(bins), impl) for impl, bins in need.items()}
 
 
@@ -421,5 +430,8 @@ def _reparse(store: Store, cid: str) -> int:
         status, samples, error = outcome(bench, params, result)
         store.replace_samples(row.id, status, samples, error)
         n += 1
+    from vhpc.campaign import checks
+
+    checks.apply(store, cid, spec)
     return n
 

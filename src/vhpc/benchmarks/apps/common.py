@@ -41,14 +41,19 @@ def require(binary: str, package: str, bench: str) -> str:
     return path
 
 
-def rank_command(launch: Launch, stage: list[str], show: list[str], argv: list[str]) -> list[str]:
-    """argv of one application trial: the launcher prefix, then ``rankrun.py`` with the files
-    to stage (``SRC`` or ``SRC=NAME``) and to print (``show``), then the application."""
-    cmd = [*launch.argv(), sys.executable, "-S", str(RANKRUN)]
+def rank_command(launch: Launch | None, stage: list[str], show: list[str], argv: list[str],
+                 env: Mapping[str, str] | None = None) -> list[str]:
+    """argv of one application trial: the launcher prefix (none when ``launch`` is None: one
+    process), then ``rankrun.py`` with the files to stage (``SRC`` or ``SRC=NAME``), to print
+    (``show``) and the variables to set in each rank (``env``: remote ranks get them too,
+    which a launcher's own environment does not reach), then the application."""
+    cmd = [*(launch.argv() if launch else []), sys.executable, "-S", str(RANKRUN)]
     for item in stage:
         cmd += ["--stage", item]
     for name in show:
         cmd += ["--show", name]
+    for key, value in (env or {}).items():
+        cmd += ["--env", f"{key}={value}"]
     return cmd + ["--", *argv]
 
 

@@ -174,6 +174,13 @@ class Gromacs(Benchmark):
                                            "md.mdp": MD_MDP, "box": edge},
                                build, salt=gmx)
 
+    def preflight(self, params: Mapping[str, Any]) -> None:
+        """Before any trial: gmx_mpi is installed and the run input for ``box`` is prepared
+        (so the first trial does not include it).  Raises BenchmarkError naming the package or
+        the preparation step that failed."""
+        require(self.app_binary, self.package, self.name)
+        self.prepare(float(params["box"]))
+
     def launch(self, params, ctx):
         return Launch(self.ranks(params, ctx.ncpus), int(params.get("threads") or 1), "openmpi",
                       ctx.ncpus, cpuset=ctx.cpuset)

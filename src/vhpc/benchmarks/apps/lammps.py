@@ -177,6 +177,14 @@ class Lammps(Benchmark):
         return template.format(nx=nx, ny=ny, nz=nz, steps=steps, thermo=max(1, steps // 2),
                                potential=EAM_FILE)
 
+    def preflight(self, params: Mapping[str, Any]) -> None:
+        """Before any trial: lmp (and for eam the potential) is installed.  Raises
+        BenchmarkError naming the Debian package."""
+        require(self.app_binary, self.package, self.name)
+        pot = os.path.join(POTENTIALS, EAM_FILE)
+        if params["problem"] == "eam" and not os.path.exists(pot):
+            raise BenchmarkError(f"lammps: {pot} not found: apt-get install lammps-data")
+
     def launch(self, params, ctx):
         return Launch(self.ranks(params, ctx.ncpus), int(params.get("threads") or 1), "openmpi",
                       ctx.ncpus, cpuset=ctx.cpuset)

@@ -11,7 +11,8 @@ For each rank it
 1. creates a fresh working directory under ``$TMPDIR`` (else ``/tmp``), named after the rank,
    and copies every ``--stage`` path (a file, or a folder with its contents) into it under its
    own name (``--stage SRC=NAME`` renames it);
-2. runs the program there as a child (same environment, same CPU binding: the launcher bound
+2. runs the program there as a child (same environment plus every ``--env NAME=VALUE``, same
+   CPU binding: the launcher bound
    this process and the child inherits its mask), forwarding SIGTERM/SIGINT/SIGHUP to it;
 3. while it runs, samples the CPU masks of the child's threads (``/proc/PID/task/*/status``,
    ``Cpus_allowed_list``) every ``--sample`` seconds, and when it exits reads the CPU it last
@@ -155,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="file or folder copied into the working directory")
     ap.add_argument("--show", action="append", default=[], metavar="FILE",
                     help="file of the working directory printed by rank 0 after the run")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="environment variable set for the program")
     ap.add_argument("--sample", type=float, default=0.2, help="seconds between mask samples")
     ap.add_argument("--keep", action="store_true", help="leave the working directory")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
@@ -171,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"rankrun: rank {rank}: cannot stage an input: {exc}\n")
             return 127
         try:
-            child = subprocess.Popen(command, cwd=workdir)
+            environ = dict(os.environ)
+            environ.update(item.partition("=")[::2] for item in args.env)
+            child = subprocess.Popen(command, cwd=workdir, env=environ)
         except OSError as exc:
             sys.stderr.write(f"rankrun: rank {rank}: cannot run {command[0]}: {exc}\n")
             return 127

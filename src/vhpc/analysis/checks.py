@@ -1,0 +1,48 @@
+"""Findings for the ``check:`` of a campaign's benchmarks (:mod:`vhpc.campaign.checks` stored
+each failing trial's samples invalid and wrote why into the trial's ``error``): the reader sees
+which trials were excluded and the figure that disagreed with the baseline's, not only an
+"invalid samples" count."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from vhpc.analysis.findings import fmt_list, label
+from vhpc.analysis.results import Finding
+from vhpc.campaign.checks import FAILED_PREFIX, NOT_APPLIED_PREFIX
+
+
+def check_findings(trials: Iterable) -> list[Finding]:
+    """One ``check-failed`` finding (warn) per environment and benchmark[params] whose trials
+    failed their check, quoting the reason of each distinct failure, and one
+    ``check-not-applied`` (info) where no baseline value could be compared.  ``trials``: the
+    campaign's stored trials (:class:`vhpc.store.TrialRow`); warm-up trials count too (their
+    samples are never analysed, but a failing warm-up still says something is wrong)."""
+    failed: dict[str, list[tuple[int, str]]] = {}
+    skipped: dict[str, list[str]] = {}
+    for t in trials:
+        error = getattr(t, "error", None) or ""
+        scope = f"{t.environment} / {label(t.benchmark, t.params)}"
+        if t.status == "done" and error.startswith(FAILED_PREFIX):
+            failed.setdefault(scope, []).append((t.round, error[len(FAILED_PREFIX):]))
+        elif t.status == "done" and error.startswith(NOT_APPLIED_PREFIX):
+            skipped.setdefault(scope, []).append(error[len(NOT_APPLIED_PREFIX):])
+    out = []
+    for scope, items in failed.items():
+        reasons = list(dict.fromkeys(r.split("; all samples", 1)[0] for _, r in items))
+        rounds = sorted({r for r, _ in items})
+        out.append(Finding(
+            "warn", scope,
+            f"{len(items)} trial(s) failed the check against the baseline and were excluded "
+            f"(all their samples stored invalid; rounds {fmt_list([str(r) for r in rounds])}): "
+            + " | ".join(reasons[:3]) + (f" | and {len(reasons) - 3} more" if len(reasons) > 3
+                                        else ""),
+            "the run computed something else than the baseline's: compare the inputs, "
+            "binaries and libraries of the two environments (raw output: vhpc report ID --json)",
+            kind="check-failed"))
+    for scope, items in skipped.items():
+        out.append(Finding(
+            "info", scope, f"{len(items)} trial(s) not checked: {items[0]}",
+            "run the baseline with the same problem (e.g. give ranks= explicitly) so that its "
+            "figure can be compared", kind="check-not-applied"))
+    return out

@@ -1,0 +1,102 @@
+"""The ``check:`` of a benchmark, applied once the environments have run: a figure each run
+prints (an energy, a residual; :class:`vhpc.benchmarks.base.Check`) compared with the baseline
+environment's within a relative tolerance, as ReFrame's hpctestlib checks an application's
+energy against a reference.
+
+The reference for one (benchmark, parameters) is the median of the baseline environment's own
+valid check values (measured rounds; warm-up rounds only when there are none), per *check key*
+(:meth:`~vhpc.benchmarks.base.Benchmark.check_key`: e.g. "4000 atoms on 2 ranks", since
+``ranks`` left to ``auto`` resolves per environment).  A trial whose value lies further than
+``rtol`` x |reference| from it fails: all its samples are stored invalid (never averaged in)
+and its ``error`` column says why ("check failed: ..."), which the report's findings show
+(:func:`vhpc.analysis.checks.check_findings`).  Baseline trials are held to the same
+reference, so one broken baseline run among good ones is caught too.  A trial with no
+baseline value to compare with keeps its samples and says so ("check not applied: ...").
+
+Idempotent: every pass re-parses the stored raw output (parsing is pure), so resuming a
+campaign, adding rounds or ``vhpc report --reparse`` re-derives the same outcome from all
+trials there are.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from vhpc.benchmarks.base import ParseError
+from vhpc.store import DONE, Store
+
+#: Prefixes of the trial ``error`` texts this module writes (and may rewrite).
+FAILED_PREFIX = "check failed: "
+NOT_APPLIED_PREFIX = "check not applied: "
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def verdict(value: float, reference: float, rtol: float) -> tuple[bool, float]:
+    """(passes, relative difference) of ``value`` against ``reference``: passes when
+    |value - reference| <= rtol x |reference| (a reference of 0 needs value 0 within rtol)."""
+    diff = abs(value - reference)
+    rel = diff / abs(reference) if reference else (0.0 if diff == 0 else math.inf)
+    return rel <= rtol, rel
+
+
+def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
+    """Apply every benchmark's check to campaign ``cid`` (module docstring); ``spec``: its
+    :class:`~vhpc.spec.parse.CampaignSpec`.  Returns counts ``{"passed", "failed",
+    "not_applied"}`` over the trials of benchmarks that have a check."""
+    counts = {"passed": 0, "failed": 0, "not_applied": 0}
+    bspecs = {(b.name, b.key): b for b in spec.benchmarks}
+    groups: dict[tuple[str, str], list] = {}
+    for row in store.trials(cid, DONE):
+        groups.setdefault((row.benchmark, row.params), []).append(row)
+    for (name, key), rows in groups.items():
+        bench = spec.benchmark(name)
+        chk = getattr(bench, "check", None)
+        if chk is None or (name, key) not in bspecs:
+            continue
+        params = bench.resolve(bspecs[(name, key)].params)
+        parsed = []
+        for row in rows:
+            try:
+                samples = bench.parse(params, row.stdout or "", row.stderr or "", row.returncode)
+            except ParseError:
+                continue
+            value = next((s.value for s in samples if s.metric == chk.metric), None)
+            parsed.append((row, samples, value, bench.check_key(params, row.stdout or "")))
+        refs: dict[str, float] = {}
+        for ckey in {p[3] for p in parsed}:
+            base = [(r.warmup, v) for r, s, v, k in parsed if k == ckey and v is not None
+                    and r.environment == spec.baseline and all(x.valid for x in s)
+                    and math.isfinite(v)]
+            values = [v for w, v in base if not w] or [v for _, v in base]
+            if values:
+                refs[ckey] = statistics.median(values)
+        for row, samples, value, ckey in parsed:
+            what = (chk.metric if not chk.what or chk.what == chk.metric
+                    else f"{chk.what} ({chk.metric})")
+            error = None
+            if value is None:
+                error = f"{NOT_APPLIED_PREFIX}the output has no {chk.metric}"
+            elif ckey not in refs:
+                other = ", ".join(sorted(k for k in refs if k)) or "no valid run"
+                error = (f"{NOT_APPLIED_PREFIX}no baseline ({spec.baseline}) value of the {what} "
+                         f"for {ckey or 'these parameters'} (baseline: {other})")
+            elif all(s.valid for s in samples):
+                ok, rel = verdict(value, refs[ckey], chk.rtol)
+                if not ok:
+                    error = (f"{FAILED_PREFIX}{what} = {_fmt(value)}, baseline "
+                             f"{spec.baseline} {_fmt(refs[ckey])}"
+                             f"{' (' + ckey + ')' if ckey else ''}: {rel:.3g} relative "
+                             f"difference > tolerance {chk.rtol:g}; all samples of this trial "
+                             "stored invalid")
+                    samples = [type(s)(s.metric, s.value, s.unit, s.higher_is_better, False)
+                               for s in samples]
+            counts["failed" if error and error.startswith(FAILED_PREFIX) else
+                   "not_applied" if error else "passed"] += 1
+            if error != row.error:
+                store.replace_samples(row.id, DONE, samples, error)
+    return counts
