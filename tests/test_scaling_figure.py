@@ -168,6 +168,9 @@ def test_one_deduplicated_placement_table_per_benchmark_and_node_count(scaling):
     assert len(three) == 6  # 3 ranks × native and vm, not × repeats
     two = tables[1].rows
     assert sorted(r[5] for r in two if r[0] == "native") == ["0", "1"]  # 2 nodes: 2 distinct CPUs
+    assert tables[1].shared == set()
+    assert sorted((three[i][0], three[i][2]) for i in tables[2].shared) == [
+        ("native", "vhpc1"), ("native", "vhpc3"), ("vm", "vhpc1"), ("vm", "vhpc3")]
 
 
 def test_block_banners_the_shared_point_and_lists_the_placement(scaling):
@@ -176,6 +179,7 @@ def test_block_banners_the_shared_point_and_lists_the_placement(scaling):
     assert re.findall(r'class="shared-cpus" data-nodes="(\d+)"', html) == ["3"]
     assert "contention, not scaling" in html and "vhpc1, vhpc3" in html
     assert html.count('class="placement-table"') == 3
+    assert html.count('class="shared-cpu"') == 4  # vhpc1 and vhpc3 rows, native and vm, 3 nodes
     host = [l for l in lines if l.kind == "host"]
     assert len(host) == 1 and "3 nodes" in host[0].statement and "CPU 0" in host[0].measured
 

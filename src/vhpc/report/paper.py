@@ -352,7 +352,7 @@ Ranks of different nodes or guests shared a host CPU ({{ text }}); these points 
 {% if tables %}<details class="placement"><summary>Where the ranks ran: {{ tables|length }} placement table(s), one per benchmark and node count</summary>
 {% for t in tables %}<table class="placement-table" data-nodes="{{ t.nodes }}" style="margin:.4rem 0"><caption>{{ t.nodes }} node(s): {{ t.benchmarks|join(", ") }}</caption>
 <thead><tr><th>environment</th><th>rank</th><th>Slurm node</th><th>guest</th><th>vCPU</th><th>host CPU</th></tr></thead><tbody>
-{% for r in t.rows %}<tr>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}
+{% set sh = t.shared %}{% for r in t.rows %}<tr{% if loop.index0 in sh %} class="shared-cpu" style="color:#b00020;font-weight:bold" title="this host CPU also runs a rank of another node or guest"{% endif %}>{% for c in r %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}
 </tbody></table>
 {% endfor %}</details>{% endif %}
 </div>

@@ -139,6 +139,17 @@ class PlacementTable:
     benchmarks: list[str]
     rows: list[tuple[str, int, str, str, str, str]] = field(default_factory=list)
 
+    @property
+    def shared(self) -> set[int]:
+        """Row indexes whose host CPUs another node or guest of the same environment uses."""
+        out = set()
+        for i, a in enumerate(self.rows):
+            for b in self.rows:
+                if a[0] == b[0] and (a[2], a[3]) != (b[2], b[3]) and \
+                        set(a[5].split(",")) & set(b[5].split(",")) - {"?"}:
+                    out.add(i)
+        return out
+
 
 def _label(benchmark: str, params: str) -> str:
     p = _params(params)
