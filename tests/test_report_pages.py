@@ -429,3 +429,30 @@ def test_ranks_sharing_a_host_cpu_across_nodes_limit_trust_in_the_headline(sweep
     from vhpc.report.export import shared_points
     render_table(a, console=console, shared=shared_points(trials))
     assert "contention, not scaling" in console.export_text()
+
+
+@pytest.mark.browser
+def test_vcluster_like_page_warm_protocol_tcg_two_repeats(tmp_path):
+    """The issue's vcluster campaign in shape: osu-coll[op=allreduce,ranks=3] avg/min/max over
+    19 sizes, native against a TCG vcluster whose trials carry session indices, 2 repeats,
+    warm protocol: no cold-vs-warm section, and the headline says TCG and n < 3."""
+    exe = require_tool("chromium", "chromium-browser", "google-chrome")
+    envs = {"native": EnvInfo("native", "native"),
+            "vcluster": EnvInfo("vcluster", "vcluster", "tcg")}
+    rng = np.random.default_rng(5)
+    obs = [Observation(env, "osu-coll", "op=allreduce,ranks=3", f"{q}_{s}", "us", False,
+                       (5 + s / 100) * k * (40 if env == "vcluster" else 1) * (1 + rng.normal(0, 0.05)),
+                       True, False, t, t, t if env == "vcluster" else None)
+           for env in envs for t in range(2) for s in COLL_SIZES
+           for q, k in (("avg", 1.0), ("min", 0.8), ("max", 1.2))]
+    a = analyse(obs, envs, "native")
+    path = write_html(a, obs, tmp_path / "r.html", {"id": "vc", "spec": {"protocol": "warm"}})
+    html = path.read_text()
+    facts = page_facts(exe, path, tmp_path)
+    assert facts["pageHeight"] <= 8000 and facts["clipped"] == 0, facts
+    assert facts["headlineBottom"] <= 900, facts
+    assert 'id="cold-warm"' not in html and 'id="tcg-banner"' in html
+    (row,) = headline_texts(html)
+    assert "TCG emulation" in row and "n = 2 &lt; 3" in row and "19 sizes, 4 B – 1 MiB" in row
+    text = _terminal(a)
+    assert len(text.splitlines()) <= 30 and "osu-coll[op=allreduce,ranks=3]" in text
