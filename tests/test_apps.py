@@ -1,0 +1,146 @@
+"""LAMMPS and GROMACS as benchmarks (issue 30): real runs of Debian's lmp and gmx_mpi on inputs
+vhpc writes, figures of merit parsed from the applications' own output (compared here with the
+lines the applications printed, read with the test's own patterns), ranks read back."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import require_tool
+from vhpc.benchmarks import get
+from vhpc.benchmarks.apps import common
+from vhpc.benchmarks.apps.lammps import box, thermo_table
+from vhpc.benchmarks.base import BenchmarkError, RunContext
+from vhpc.benchmarks.mpilaunch import readback
+
+
+def run(bench, params, ncpus=2):
+    """Run one trial of ``bench`` natively as vhpc would (command + environment) and return
+    (stdout, stderr, returncode, ctx)."""
+    ctx = RunContext(Path("/nonexistent"), ncpus)
+    argv = bench.command(params, ctx)
+    env = {**os.environ, **bench.environ(params, ctx)}
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    return out.stdout, out.stderr, out.returncode, ctx
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
+
+
+def test_lammps_lj_two_ranks_parsed_from_lammps_own_lines_and_read_back():
+    require_tool("lmp")
+    require_tool("mpirun")
+    b = get("lammps")
+    p = b.resolve({"ranks": 2, "atoms": 864, "steps": 20})
+    stdout, stderr, rc, ctx = run(b, p)
+    assert rc == 0, stderr[-2000:]
+    s = {x.metric: x for x in b.parse(p, stdout, stderr, rc)}
+    loop = re.search(r"Loop time of (\S+) on (\d+) procs for (\d+) steps with (\d+) atoms", stdout)
+    perf = re.search(r"Performance: .*?, (\S+) timesteps/s", stdout)
+    assert loop.group(2) == "2" and loop.group(3) == "20"
+    assert int(loop.group(4)) == 4 * 6 * 6 * 6  # 864 atoms = 6x6x6 fcc cells, LAMMPS says
+    assert s["loop_time"].value == float(loop.group(1))
+    assert s["timesteps_per_s"].value == float(perf.group(1))
+    assert s["matom_steps_per_s"].value == pytest.approx(float(perf.group(1)) * 864 / 1e6)
+    last = [ln.split() for ln in stdout.splitlines() if re.match(r"\s+20\s", ln)][-1]
+    assert s["etotal"].value == float(last[4])  # TotEng column of the step-20 thermo row
+    assert all(x.valid for x in s.values())
+    assert b.check_key(p, stdout) == "864 atoms on 2 ranks"
+    applied, diag = b.readback(p, ctx, stdout)
+    assert [r["rank"] for r in applied["ranks"]] == [0, 1]
+    assert not applied.get("mismatches"), applied
+    assert diag["mpi"]["ranks"] == 2 and diag["mpi"]["bound"]
+    assert not [d for d in os.listdir("/tmp") if d.startswith("vhpc-app-r")
+                and str(os.getpid()) in d]  # working directories removed
+
+
+def test_lammps_eam_stages_the_potential_into_the_working_directory():
+    require_tool("lmp")
+    require_tool("mpirun")
+    b = get("lammps")
+    p = b.resolve({"problem": "eam", "ranks": 1, "atoms_per_rank": 500, "steps": 10})
+    argv = b.command(p, RunContext(Path("/x"), 2))
+    assert "/usr/share/lammps/potentials/Cu_u3.eam" in argv  # staged, not referenced
+    stdout, stderr, rc, _ = run(b, p)
+    assert rc == 0, stderr[-2000:]
+    assert "Cu_u3.eam" in stdout and "units           metal" not in stdout
+    s = {x.metric: x for x in b.parse(p, stdout, stderr, rc)}
+    header, rows = thermo_table(stdout)
+    assert s["etotal"].value == float(rows[-1][header.index("TotEng")])
+    assert -4.0 < s["etotal"].value < -3.0  # Cu cohesive energy 3.54 eV/atom, heated
+
+
+def test_lammps_box_is_the_nearest_fcc_box():
+    assert box(32000) == (20, 20, 20)
+    assert box(4) == (1, 1, 1)
+    nx, ny, nz = box(2048 * 3)
+    assert abs(4 * nx * ny * nz - 6144) / 6144 < 0.1
+
+
+def test_lammps_failed_run_is_invalid_or_a_parse_error():
+    b = get("lammps")
+    p = b.resolve({"steps": 100})
+    text = ("Step Temp E_pair E_mol TotEng Press\n 0 1.44 -6.77 0 -4.61 -5.0\n"
+            " 50 0.74 -5.73 0 -4.62 0.3\n"
+            "Loop time of 0.5 on 1 procs for 50 steps with 4000 atoms\n\n"
+            "Performance: 43200 tau/day, 100.0 timesteps/s\n")
+    s = b.parse(p, text, "", 0)
+    assert not any(x.valid for x in s)  # 50 of 100 steps run: not the requested problem
+    from vhpc.benchmarks.base import ParseError
+
+    with pytest.raises(ParseError, match="Loop time"):
+        b.parse(p, "ERROR: Lost atoms\n", "", 1)
+
+
+def test_gromacs_water_box_parsed_from_md_log():
+    require_tool("gmx_mpi")
+    require_tool("mpirun")
+    b = get("gromacs")
+    p = b.resolve({"box": 2.0, "steps": 20, "ranks": 1})
+    b.preflight(p)  # solvate, minimisation and grompp, once, into the cache
+    stdout, stderr, rc, ctx = run(b, p)
+    assert rc == 0, stderr[-3000:]
+    log = common.shown_file(stdout, "md.log")
+    assert log and "There are:" in log
+    s = {x.metric: x for x in b.parse(p, stdout, stderr, rc)}
+    perf = re.search(r"^Performance:\s+(\S+)", log, re.M)
+    wall = re.search(r"^\s+Time:\s+\S+\s+(\S+)", log, re.M)
+    assert s["ns_per_day"].value == float(perf.group(1))
+    assert s["wall_time"].value == float(wall.group(1))
+    # the potential energy of the last step: the Potential column of the last block before
+    # the averages, located by the column's position in its header line
+    body = log.split("A V E R A G E S")[0]
+    block = body[body.rindex("Energies (kJ/mol)"):].splitlines()
+    for names, values in zip(block[1::2], block[2::2]):
+        if "Potential" in names:
+            col = (names.index("Potential") + len("Potential") - 1) // 15  # 15-wide fields
+            assert s["epot"].value == float(values.split()[col])
+            break
+    else:
+        pytest.fail("no Potential column in md.log")
+    assert s["epot"].value < 0 and all(x.valid for x in s.values())
+    assert re.search(r"^\d+ atoms on 1 ranks$", b.check_key(p, stdout))
+    applied, _ = b.readback(p, ctx, stdout)
+    assert [r["rank"] for r in applied["ranks"]] == [0]
+
+
+def test_missing_application_is_one_line_naming_the_package(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name, package in (("lammps", "lammps"), ("gromacs", "gromacs")):
+        b = get(name)
+        with pytest.raises(BenchmarkError, match=f"apt-get install {package}$"):
+            b.preflight(b.resolve({}))
+
+
+def test_doctor_names_both_applications():
+    from vhpc.host.doctor import COMPONENTS
+
+    probes = {c.probe: c.debian for c in COMPONENTS}
+    assert probes["cmd:lmp"] == "lammps" and probes["cmd:gmx_mpi"] == "gromacs"
