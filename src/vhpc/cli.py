@@ -47,7 +47,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_study(args) -> int:
-    from vhpc.campaign import execute as campaign, studies
+    from vhpc.campaign import execute, studies
     from vhpc.report import console as views
 
     if args.name == "list":
@@ -57,7 +57,7 @@ def cmd_study(args) -> int:
     fig = studies.STUDIES.get(args.name).figure if args.name in studies.STUDIES else None
     if args.dry_run and fig is not None:
         console.print(fig.describe(), highlight=False, markup=False)
-    host = campaign.host_facts()
+    host = execute.host_facts()
     if studies.note(args.name, host.topology):
         console.print(studies.note(args.name, host.topology))
     spec = studies.build(args.name, host.topology, args.bench or [], in_vm=args.in_vm,
@@ -104,7 +104,7 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from vhpc.campaign import execute as campaign
+    from vhpc.campaign import execute
     from vhpc.report import console as views
 
     from vhpc.report.export import check_writable
@@ -114,7 +114,7 @@ def cmd_report(args) -> int:
     store = _store(args.out)
     store.campaign(args.id)
     if args.reparse:
-        n = campaign.reparse(store, args.id)
+        n = execute.reparse(store, args.id)
         console.print(f"Re-parsed {n} trials from their stored raw output")
     from vhpc.workflows.tune.output import report_sections as race
 
@@ -155,7 +155,14 @@ def cmd_plan(args) -> int:
                                            backing=args.backing, vm_index=i, vms=args.vms)
                 for i in range(args.vms)]
         plans = placement.plan_vms(topo, reqs)
-    console.print(placement.render_plans(topo, plans), highlight=False, markup=False, soft_wrap=True)
+    from vhpc.environments.vm.backends.base import BACKENDS
+
+    def dialects(p, name):  # each hypervisor backend shows the plan in its own words
+        return [line for _, backend in BACKENDS.items()
+                for line in backend.render_placement(p, name)]
+
+    console.print(placement.render_plans(topo, plans, dialects), highlight=False, markup=False,
+                  soft_wrap=True)
     return 0
 
 

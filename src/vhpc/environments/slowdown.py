@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vhpc.core import records
-from vhpc.host import cpu_bandwidth as throttle
+from vhpc.host import cpu_bandwidth
 from vhpc.environments.base import Environment, EnvError, RunResult
 
 
@@ -31,7 +31,7 @@ from vhpc.environments.base import Environment, EnvError, RunResult
 PERIOD_US = 10_000
 
 
-def _cgroup_home(pid: int, lim: throttle.CpuBandwidthLimit) -> list[Path]:
+def _cgroup_home(pid: int, lim: cpu_bandwidth.CpuBandwidthLimit) -> list[Path]:
     """For each directory of ``lim``, the cgroup of the same hierarchy that ``pid`` is in now
     (from ``/proc/PID/cgroup``, cgroups(7)); [] when unreadable."""
     try:
@@ -50,7 +50,7 @@ def _cgroup_home(pid: int, lim: throttle.CpuBandwidthLimit) -> list[Path]:
     return home
 
 
-def reading_dict(r: throttle.ThrottleReading) -> dict[str, Any]:
+def reading_dict(r: cpu_bandwidth.ThrottleReading) -> dict[str, Any]:
     """The reading's fields with ``applied`` and ``applied_from_usage`` (JSON-ready)."""
     return {**dataclasses.asdict(r), "applied": r.applied,
             "applied_from_usage": r.applied_from_usage}
@@ -115,9 +115,9 @@ class ThrottledEnvironment(Environment):
         environment's own preflight if it has one.  Raises :class:`EnvError`."""
         if not self._probed:
             try:
-                with throttle.CpuBandwidthLimit(self.slowdown, self.cpus, self.period_us):
+                with cpu_bandwidth.CpuBandwidthLimit(self.slowdown, self.cpus, self.period_us):
                     pass
-            except throttle.ThrottleError as exc:
+            except cpu_bandwidth.ThrottleError as exc:
                 raise EnvError(f"environment {self.name}: slowdown= needs CPU bandwidth "
                                f"control: {exc}") from None
             self._probed = True
@@ -147,7 +147,7 @@ class ThrottledEnvironment(Environment):
         except EnvError as exc:
             return RunResult(None, "", "", 0.0, 0.0, error=str(exc))
         pid = self.inner.throttle_pid()
-        with throttle.CpuBandwidthLimit(self.slowdown, self.cpus, self.period_us) as lim:
+        with cpu_bandwidth.CpuBandwidthLimit(self.slowdown, self.cpus, self.period_us) as lim:
             if pid is None:  # the command itself runs here: it starts inside the group
                 result = self.inner.run(lim.wrap(list(argv)), env, timeout, key)
             else:

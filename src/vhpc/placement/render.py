@@ -4,7 +4,7 @@ dialects (QEMU argv, libvirt domain XML) belong to their backends
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vhpc.core.cpulist import format_cpu_list as format_list
 from vhpc.placement.model import Placement
@@ -53,10 +53,12 @@ def _pin_table(placement: Placement, topo: Topology) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
-def render_plans(topo: Topology, placements: Sequence[Placement]) -> str:
+def render_plans(topo: Topology, placements: Sequence[Placement],
+                 dialects: Callable[[Placement, str], list[str]] | None = None) -> str:
     """What ``vhpc plan`` prints: the topology's counts (allowed of total when restricted, with
-    what was left out), then per VM its one-line description, the vCPU table, notes, the
-    libvirt XML (:func:`to_libvirt_xml`) and the QEMU arguments (:func:`qemu_numa_args`)."""
+    what was left out), then per VM its one-line description, the vCPU table, notes, and the
+    lines ``dialects(placement, vm_name)`` gives (each hypervisor backend's own rendering:
+    QEMU arguments, libvirt XML; the placement room knows no hypervisor)."""
     lines = [f"topology: {topo.summary()} ({topo.source})"]
     lines += [f"  left out: {lo.text()}" for lo in topo.left_out]
     lines += [f"  note: {n}" for n in topo.notes]
@@ -65,8 +67,6 @@ def render_plans(topo: Topology, placements: Sequence[Placement]) -> str:
         lines.append(f"--- {name}: {describe(p)}")
         lines += _pin_table(p, topo)
         lines += [f"note: {n}" for n in p.notes]
-        lines += ["libvirt XML", to_libvirt_xml(p, name=name)]
-        qargs = qemu_numa_args(p)
-        lines.append("QEMU arguments (plus -smp/-m; vCPU threads pinned via QMP query-cpus-fast + sched_setaffinity)")
-        lines.append(" ".join(qargs) if qargs else f"-m {p.memory_mib}M (no NUMA backends)")
+        if dialects is not None:
+            lines += dialects(p, name)
     return "\n".join(lines)

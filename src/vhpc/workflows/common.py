@@ -110,18 +110,18 @@ def spec_from_flags(args):
 
 def dry_run(spec) -> int:
     """Print the plan of ``spec`` with placements on this host; start nothing."""
-    from vhpc.campaign import execute as campaign
+    from vhpc.campaign import execute
     from vhpc.report import console as views
 
-    plans = campaign.placements(spec, campaign.host_facts())
-    views.dry_run(console, spec, campaign.plan(spec), {n: p.text for n, p in plans.items()})
+    plans = execute.placements(spec, execute.host_facts())
+    views.dry_run(console, spec, execute.plan(spec), {n: p.text for n, p in plans.items()})
     return 0
 
 
 def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]:
     """Create (or resume, ``--resume``) and execute a campaign, then report it; returns
     (exit status, campaign id).  ``command``: stored instead of this process's argv."""
-    from vhpc.campaign import execute as campaign
+    from vhpc.campaign import execute
     from vhpc.report import console as views
 
     store = open_store(args.out)
@@ -132,21 +132,21 @@ def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]
         store.check_not_owned(cid)  # another live vhpc runs it: refuse before printing anything
         console.print(f"Resuming campaign [bold]{cid}[/]")
     else:
-        envs = campaign.prepare(spec)  # host checks and environments, before anything is stored
+        envs = execute.prepare(spec)  # host checks and environments, before anything is stored
         for env in envs.values():
             env.preflight()  # ssh: the host answers and accepts the key
         from vhpc import executors
 
         executor = executors.make(spec.executor)
         executor.preflight()  # slurm: commands installed, controller answers
-        campaign.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
-        cid = campaign.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
+        execute.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
+        cid = execute.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
                       f"rounds → {args.out}/")
     progress = RichProgress(console)
     try:
-        counts = campaign.execute(store, cid, progress, envs=envs, spec=spec,
+        counts = execute.execute(store, cid, progress, envs=envs, spec=spec,
                                   notify=lambda m: err_console.print(
                                       f"vhpc: {m}", highlight=False, markup=False,
                                       soft_wrap=True))

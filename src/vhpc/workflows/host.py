@@ -26,7 +26,7 @@ def doctor(args) -> int:
     console.print(table)
     missing = [c for c, ok, _ in rows if not ok]
     console.print(f"{len(rows) - len(missing)} of {len(rows)} present"
-                  + (f"; to install on Debian: apt-get install "
+                  + ("; to install on Debian: apt-get install "
                      + " ".join(c.debian for c in missing if not c.debian.startswith(("(", "pip")))
                      if missing else ""), highlight=False)
     return 0
@@ -34,7 +34,7 @@ def doctor(args) -> int:
 
 def host(args) -> int:
     from vhpc.environments.vm import guestimage
-    from vhpc.host import facts as hostinfo
+    from vhpc.host import facts
     from vhpc.environments.vm import VmKind
 
     from vhpc import topology
@@ -45,17 +45,17 @@ def host(args) -> int:
     console.print(topology.render_text(topo), highlight=False, markup=False, soft_wrap=True)
     if args.topology:
         return 0
-    fp = hostinfo.fingerprint()
+    fp = facts.fingerprint()
     console.print(f"CPU model     {fp['cpu_model']}  ({fp['host_cpus']} CPUs)")
     console.print(f"host kernel   {fp['host_kernel']}")
-    console.print(f"QEMU          {hostinfo.qemu_version() or 'not installed (apt-get install qemu-system-x86)'}")
+    console.print(f"QEMU          {facts.qemu_version() or 'not installed (apt-get install qemu-system-x86)'}")
     try:
         kernel = guestimage.find_kernel()
         console.print(f"guest kernel  {kernel.image} ({kernel.release})")
     except guestimage.GuestImageError as exc:
         kernel = None
         console.print(f"guest kernel  none: {exc}")
-    if args.no_probe or kernel is None or hostinfo.qemu_version() is None:
+    if args.no_probe or kernel is None or facts.qemu_version() is None:
         console.print("accelerator   not probed")
     else:
         probe = VmKind.probe_accel(kernel, use_cache=not args.reprobe)

@@ -12,7 +12,7 @@ from typing import Any
 
 from vhpc.core import records
 from vhpc.core.cpulist import parse_cpu_list
-from vhpc.host import counters, facts as hostinfo, owned
+from vhpc.host import counters, facts, owned
 from vhpc.environments.base import Environment, RunResult, now
 from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
 
@@ -152,7 +152,7 @@ class NativeEnvironment(Environment):
         return len(self.cpus) if self.cpus else super().benchmark_cpus()
 
     def fingerprint(self) -> dict[str, Any]:
-        fp = hostinfo.fingerprint()
+        fp = facts.fingerprint()
         fp.update(kind="native", accel=None, cpus=self.cpus, numactl=self.numactl or None)
         return fp
 

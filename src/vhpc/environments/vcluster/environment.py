@@ -29,9 +29,9 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from vhpc import placement as placement_room
+import vhpc.placement
 from vhpc.core import records
-from vhpc import topology as topology_room
+import vhpc.topology
 from vhpc.environments.vcluster import network as vclusternet
 from vhpc.environments.base import EnvError, Environment, RunResult, now
 from vhpc.environments.vcluster.options import VclusterOptions
@@ -51,8 +51,8 @@ RANK_LOG = "/tmp/vhpc-ranks.log"
 POLICIES_HELP = "partition or a vm policy (compact, spread, span:K, confine:N, nodes:LIST, float)"
 
 
-def plan_cluster(topo: topology_room.Topology, vms: int, vcpus: int, memory: int,
-                 policy: str = "partition") -> list[placement_room.Placement]:
+def plan_cluster(topo: vhpc.topology.Topology, vms: int, vcpus: int, memory: int,
+                 policy: str = "partition") -> list[vhpc.placement.Placement]:
     """One Placement per VM.  ``partition``: ``vms`` spread evenly over the host's packages
     (a multiple of the package count: that many VMs per socket; a divisor: one VM per group
     of sockets), via :func:`plan_partition`; another policy: each VM takes its own disjoint
@@ -60,18 +60,18 @@ def plan_cluster(topo: topology_room.Topology, vms: int, vcpus: int, memory: int
     npk = len(topo.packages)
     if policy == "partition":
         if vms % npk == 0:
-            return placement_room.plan_partition(topo, vms // npk, vcpus, memory,
+            return vhpc.placement.plan_partition(topo, vms // npk, vcpus, memory,
                                                  check_memory=False)
         if npk % vms == 0:
-            return placement_room.plan_partition(topo, 1, vcpus, memory, sockets_per_vm=npk // vms,
+            return vhpc.placement.plan_partition(topo, 1, vcpus, memory, sockets_per_vm=npk // vms,
                                                  check_memory=False)
-        raise placement_room.PlacementError(
+        raise vhpc.placement.PlacementError(
             f"vms={vms} cannot partition the host's {npk} sockets evenly: use a multiple or a "
             f"divisor of {npk}, or another policy")
-    reqs = [placement_room.PlacementRequest(vcpus=vcpus, memory_mib=memory, policy=policy,
+    reqs = [vhpc.placement.PlacementRequest(vcpus=vcpus, memory_mib=memory, policy=policy,
                                             vm_index=i, vms=vms, exclusive=policy != "float",
                                             check_memory=False) for i in range(vms)]
-    return placement_room.plan_vms(topo, reqs)
+    return vhpc.placement.plan_vms(topo, reqs)
 
 
 def node_guests(name: str, first: int, count: int, policy: str,
@@ -154,7 +154,7 @@ class VclusterEnvironment(Environment):
     spans_nodes = True
 
     def __init__(self, name: str, options: VclusterOptions,
-                 placements: list[placement_room.Placement], topo: topology_room.Topology):
+                 placements: list[vhpc.placement.Placement], topo: vhpc.topology.Topology):
         super().__init__(name)
         o = options
         self.ranks_per_vm = o.vcpus if o.ranks_per_vm is None else o.ranks_per_vm
@@ -209,7 +209,7 @@ class VclusterEnvironment(Environment):
         fp = self.members[0].fingerprint()
         fp.update(kind="vcluster", vms=self.vms, ranks_per_vm=self.ranks_per_vm,
                   transport=self.transport, policy=self.policy,
-                  placement="; ".join(f"vm{i}: {placement_room.describe(p)}"
+                  placement="; ".join(f"vm{i}: {vhpc.placement.describe(p)}"
                                       for i, p in enumerate(self.placements)),
                   plan=self.placements[0].to_dict(), plans=[p.to_dict() for p in self.placements],
                   network=(self.net or vclusternet.ClusterNet(  # describe, create nothing

@@ -34,10 +34,10 @@ import tempfile
 import time
 from typing import Any
 
-from vhpc import placement as placement_room
+import vhpc.placement
 from vhpc.core import records
-from vhpc import topology as topology_room
-from vhpc.host import counters, facts as hostinfo
+import vhpc.topology
+from vhpc.host import counters, facts
 from vhpc.environments.vm import guestimage
 from vhpc.environments.base import EnvError, Environment, RunResult, now
 from vhpc.host.numa import guest_nodes, read_numa_maps
@@ -67,13 +67,13 @@ def placement_mismatches(plan, vcpus: list[dict], memory: dict | None,
             for n, mib in m["node_mib"].items():
                 if n not in bound and mib >= 1:
                     out.append(f"{mib:.0f} MiB of guest memory on host node {n}, planned "
-                               f"{topology_room.format_list(bound)}")
+                               f"{vhpc.topology.format_list(bound)}")
     if guest_numa is not None:
         if len(guest_numa) != len(plan.guest_nodes):
             out.append(f"guest sees {len(guest_numa)} NUMA nodes, planned {len(plan.guest_nodes)}")
         else:
             for seen, gn in zip(guest_numa, plan.guest_nodes):
-                want = topology_room.format_list(gn.vcpus)
+                want = vhpc.topology.format_list(gn.vcpus)
                 if seen["cpus"] != want:
                     out.append(f"guest node {gn.id} has vCPUs {seen['cpus'] or 'none'}, planned {want}")
     return out
@@ -98,8 +98,8 @@ class VmEnvironment(Environment):
     """
 
 
-    def __init__(self, name: str, options: VmOptions, placement: placement_room.Placement | None,
-                 topo: topology_room.Topology, corunner: placement_room.Placement | None = None,
+    def __init__(self, name: str, options: VmOptions, placement: vhpc.placement.Placement | None,
+                 topo: vhpc.topology.Topology, corunner: vhpc.placement.Placement | None = None,
                  extra_args: list[str] | None = None, append: list[str] | None = None):
         super().__init__(name)
         try:
@@ -119,7 +119,7 @@ class VmEnvironment(Environment):
         self.strict = options.strict
         self.guest_numactl: list[str] = []
         if options.guest_bind is not None:
-            cpu_nodes, mem_nodes = (topology_room.format_list(n) for n in options.guest_bind)
+            cpu_nodes, mem_nodes = (vhpc.topology.format_list(n) for n in options.guest_bind)
             self.guest_numactl = ["numactl", f"--cpunodebind={cpu_nodes}",
                                   f"--membind={mem_nodes}"]
         self.requested_accel = options.accel
@@ -152,20 +152,20 @@ class VmEnvironment(Environment):
         """The host's fingerprint plus the guest's (accelerator, kernel, size, placement as
         planned, co-runner), then the backend's fields (hypervisor version, machine, ...)."""
         kernel = guestimage.find_kernel(self.kernel_path)
-        fp = hostinfo.fingerprint()
+        fp = facts.fingerprint()
         fp.update(
             kind="vm", accel=self.accel, accel_reason=self.accel_reason,
             emulated=self.accel == "tcg", guest_kernel=kernel.release, vcpus=self.vcpus,
-            memory_mib=self.memory, placement=placement_room.describe(self.placement),
+            memory_mib=self.memory, placement=vhpc.placement.describe(self.placement),
             plan=self.placement.to_dict(),
             corunner=(f"{self.corunner_label}: "
-                      f"{placement_room.describe(self.corunner_placement)}"
+                      f"{vhpc.placement.describe(self.corunner_placement)}"
                       if self.corunner_argv else None),
         )
         fp.update(self.backend.fingerprint())
         return fp
 
-    def _request(self, placement: placement_room.Placement, main: bool) -> BootRequest:
+    def _request(self, placement: vhpc.placement.Placement, main: bool) -> BootRequest:
         """What the backend boots for this session: the measured guest (``main``: the
         options' size, the vcluster's argv, emulator threads moved off the vCPUs) or the
         co-runner (the size of its placement)."""
@@ -182,8 +182,8 @@ class VmEnvironment(Environment):
     def _boot(self) -> None:
         if self.placement.hugepage_kib:  # checked at boot: --host-knob may reserve them first
             try:
-                placement_room.check_hugepages(self.placement, hostinfo.read_hugepages())
-            except placement_room.PlacementError as exc:
+                vhpc.placement.check_hugepages(self.placement, facts.read_hugepages())
+            except vhpc.placement.PlacementError as exc:
                 raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
         guest = self.backend.boot(self._request(self.placement, main=True))
         self.boot_times.append(guest.boot_seconds)
@@ -267,7 +267,7 @@ class VmEnvironment(Environment):
         if self.corunner is not None:
             corunner = {"load": self.corunner_label, "hypervisor_pid": self.corunner.pid,
                         "vcpus": self.corunner.read_affinity(),
-                        "plan": placement_room.describe(self.corunner_placement)}
+                        "plan": vhpc.placement.describe(self.corunner_placement)}
         mem = records.MemoryReadback(**memory) if memory else None
         return self.backend.applied(self.guest, records.AppliedPlacement(
             accel=self.accel, hypervisor_pid=self.guest.pid, session=self.sessions, corunner=corunner,

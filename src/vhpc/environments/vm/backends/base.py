@@ -209,6 +209,12 @@ class HypervisorBackend(ABC):
         class method: the host is asked before any environment exists (``vhpc host``, ``vhpc
         paper --dry-run``).  Never raises for an unusable accelerator."""
 
+    @classmethod
+    def render_placement(cls, placement: "Placement", name: str) -> list[str]:
+        """``placement`` in this backend's own dialect for ``vhpc plan`` (a title line, then
+        the text: QEMU arguments, libvirt XML); [] when it has none to show."""
+        return []
+
     @abstractmethod
     def boot(self, request: BootRequest) -> GuestSession:
         """Boot one guest as ``request`` says, apply its vCPU pinning (and, with

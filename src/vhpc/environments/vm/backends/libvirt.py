@@ -33,10 +33,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from vhpc import placement as placement_room
+import vhpc.placement
 from vhpc.core import records
 from vhpc.environments.vm import guestimage
-from vhpc.host import facts as hostinfo
+from vhpc.host import facts
 from vhpc.host.owned import start_ticks
 from vhpc.environments.vm.backends import libvirt_xml as lx
 from vhpc.environments.base import EnvError
@@ -148,7 +148,7 @@ def qemu_pid(name: str) -> int | None:
     """PID of the QEMU process of domain ``name`` (libvirt starts it with ``-name
     guest=NAME,...``), found in /proc; None when not running."""
     want = f"guest={name},".encode()
-    return next((pid for pid, argv in hostinfo.process_cmdlines()
+    return next((pid for pid, argv in facts.process_cmdlines()
                  if b"-name" in argv and any(a.startswith(want) for a in argv)), None)
 
 
@@ -361,7 +361,7 @@ class LibvirtBackend(HypervisorBackend):
             options = options.model_copy(update=dict(
                 vcpus=req["vcpus"], memory=req["memory_mib"],
                 accel="kvm" if req["type"] == "kvm" else "tcg"))
-            placement = placement_room.place(topo, placement_room.PlacementRequest(
+            placement = vhpc.placement.place(topo, vhpc.placement.PlacementRequest(
                 vcpus=req["vcpus"], memory_mib=req["memory_mib"], policy="float"))
         _libvirt()
         require_qemu()
@@ -375,6 +375,11 @@ class LibvirtBackend(HypervisorBackend):
     def probe_accel(cls, kernel=None, use_cache: bool = True) -> ProbeResult:
         """libvirt runs QEMU: the QEMU probe (:func:`~.qemu.probe_kvm`)."""
         return probe_kvm(kernel, use_cache=use_cache)
+
+    @classmethod
+    def render_placement(cls, placement, name: str) -> list[str]:
+        """The domain XML fragment of the placement (:func:`~.libvirt_xml.to_libvirt_xml`)."""
+        return ["libvirt XML", lx.to_libvirt_xml(placement, name=name)]
 
     def remove_leftovers(self) -> list[str]:
         """Connect once (an unreachable daemon is a setup error, said before any trial) and
@@ -439,7 +444,7 @@ class LibvirtBackend(HypervisorBackend):
         """QEMU's version, machine, backend, URI, libvirt version and the domain XML: as given
         (domain_xml) and as submitted (after the first boot), with vhpc's changes."""
         libvirt = _libvirt()
-        fp = dict(qemu_version=hostinfo.qemu_version(), machine="pc",
+        fp = dict(qemu_version=facts.qemu_version(), machine="pc",
                   backend="libvirt", libvirt_uri=self.uri,
                   libvirt_version=".".join(str(libvirt.getVersion() // d % 1000)
                                            for d in (1000000, 1000, 1)),

@@ -21,7 +21,7 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from vhpc import placement as placement_room
+import vhpc.placement
 from vhpc.core.cpulist import format_cpu_list as format_list
 from vhpc.core.cpulist import parse_cpu_list
 
@@ -139,7 +139,7 @@ def add_vhpc_parts(dom: ET.Element, *, name: str, vmlinux: Path, initrd: Path, c
     return changes
 
 
-def generated_domain(placement: placement_room.Placement, *, accel: str,
+def generated_domain(placement: vhpc.placement.Placement, *, accel: str,
                      emulator_cpus: list[int] | None = None) -> ET.Element:
     """vhpc's domain for ``placement`` (without the parts :func:`add_vhpc_parts` adds).
 
@@ -277,7 +277,7 @@ def to_text(dom: ET.Element) -> str:
 _LIBVIRT_MODE = {"bind": "strict", "preferred": "preferred", "interleave": "interleave"}
 
 
-def to_libvirt_xml(placement: placement_room.Placement, name: str = "vm", full: bool = False) -> str:
+def to_libvirt_xml(placement: vhpc.placement.Placement, name: str = "vm", full: bool = False) -> str:
     """libvirt domain XML for the placement: ``<vcpu>``, ``<cputune><vcpupin vcpu cpuset/>``
     (pinned policies), ``<numatune><memory mode nodeset/><memnode cellid mode nodeset/>``
     (bound memory; bind → strict; the domain-wide ``<memory>`` takes the guest nodes' common
@@ -298,7 +298,7 @@ def to_libvirt_xml(placement: placement_room.Placement, name: str = "vm", full: 
     if p.backing != "4k":
         mb = ET.SubElement(dom, "memoryBacking")
         hp = ET.SubElement(mb, "hugepages")
-        ET.SubElement(hp, "page", size=str(placement_room.BACKINGS[p.backing]), unit="KiB",
+        ET.SubElement(hp, "page", size=str(vhpc.placement.BACKINGS[p.backing]), unit="KiB",
                       nodeset=format_list(g.id for g in p.guest_nodes))
     ET.SubElement(dom, "vcpu", placement="static").text = str(p.vcpus)
     if p.pinned:
@@ -306,7 +306,7 @@ def to_libvirt_xml(placement: placement_room.Placement, name: str = "vm", full: 
         for v, pins in enumerate(p.vcpu_pins):
             ET.SubElement(ct, "vcpupin", vcpu=str(v), cpuset=format_list(pins))
     bound = [g for g in p.guest_nodes if g.policy != "default" and g.host_nodes]
-    numa = placement_room.needs_guest_numa(p)
+    numa = vhpc.placement.needs_guest_numa(p)
     if bound:
         nt = ET.SubElement(dom, "numatune")
         modes = {_LIBVIRT_MODE[g.policy] for g in bound}

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vhpc import placement as placement_room
+import vhpc.placement
 from vhpc.core.cpulist import runs as _runs
 from vhpc.core.paths import cache_dir
 from vhpc.environments.base import EnvError
@@ -282,6 +282,14 @@ class QemuBackend(HypervisorBackend):
         """:func:`probe_kvm` (cached per host boot and QEMU version)."""
         return probe_kvm(kernel, use_cache=use_cache)
 
+    @classmethod
+    def render_placement(cls, placement, name: str) -> list[str]:
+        """The guest's memory and NUMA arguments (:func:`qemu_numa_args`)."""
+        qargs = qemu_numa_args(placement)
+        return ["QEMU arguments (plus -smp/-m; vCPU threads pinned via QMP query-cpus-fast + "
+                "sched_setaffinity)",
+                " ".join(qargs) if qargs else f"-m {placement.memory_mib}M (no NUMA backends)"]
+
     def boot(self, request: BootRequest) -> QemuGuest:
         """Boot QEMU for ``request``, pin its vCPU threads to the placement's pins and (with
         ``move_emulator``) its other threads to the host CPUs left.  Raises EnvError."""
@@ -377,7 +385,7 @@ def _probe(kernel, timeout: float) -> ProbeResult:
         return ProbeResult("tcg", f"KVM guest failed: {last}{hint}", seconds)
 
 
-def qemu_numa_args(placement: placement_room.Placement) -> list[str]:
+def qemu_numa_args(placement: vhpc.placement.Placement) -> list[str]:
     """QEMU argv fragment for guest memory and NUMA (a list of strings, never a shell string).
 
     Per guest node i: ``-object memory-backend-ram,id=m<i>,size=<N>M[,host-nodes=..,policy=..]``
@@ -391,7 +399,7 @@ def qemu_numa_args(placement: placement_room.Placement) -> list[str]:
     caller then passes plain ``-m <memory_mib>M``. The caller always passes ``-m`` (equal to
     the total, QEMU checks it) and ``-smp <vcpus>``.
     """
-    if not placement_room.needs_guest_numa(placement):
+    if not vhpc.placement.needs_guest_numa(placement):
         return []
     args: list[str] = []
     for g in placement.guest_nodes:
