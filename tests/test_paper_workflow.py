@@ -80,11 +80,15 @@ def test_the_estimate_follows_the_benchmark_parameters():
     assert paper.work_factor(bench("linpack", n=200)) == pytest.approx(200 / 1000)
     assert paper.work_factor(bench("hpccg", nx=64, ranks=4)) == pytest.approx(2.0)  # ranks: parallel
     assert paper.work_factor(bench("randomaccess", table_log2=22)) == pytest.approx(4.0)
+    from vhpc.environments.kind import KINDS
+
+    native, vm = (KINDS.get(k)().trial_seconds("kvm") for k in ("native", "vm"))
     small, big = spec_of(200), spec_of(1000)
-    boots = sum(paper.BOOT_S["kvm"] for t in campaign.plan(small) if t.fresh and t.environment == "vm")
-    s_small = paper.estimate_s(small, campaign.plan(small), "kvm") - boots
-    s_big = paper.estimate_s(big, campaign.plan(big), "kvm") - boots
-    assert s_small == pytest.approx(0.2 * s_big)
+    # 2 rounds × (native + vm), half of each trial scaled by the work; one guest boot (warm)
+    assert paper.estimate_s(small, campaign.plan(small), "kvm") == pytest.approx(
+        2 * (native + vm) * (0.5 + 0.5 * 0.2) + paper.BOOT_S["kvm"])
+    assert paper.estimate_s(big, campaign.plan(big), "kvm") == pytest.approx(
+        2 * (native + vm) + paper.BOOT_S["kvm"])
     # a wall-clock duration adds its seconds in any environment
     noise = studies.build("noise", TWO, ["noise:duration=30"], repeats=2, warmup=0)
     longer = studies.build("noise", TWO, ["noise:duration=60"], repeats=2, warmup=0)
@@ -103,8 +107,11 @@ def test_the_estimate_prefers_past_trials_of_the_same_parameters(tmp_path):
     store.db.execute("UPDATE trials SET status='done', started=100, ended=103 WHERE campaign_id=?",
                      (cid,))
     store.db.commit()
-    boots = sum(paper.BOOT_S["tcg"] for t in trials if t.fresh and t.environment == "vm")
-    assert paper.estimate_s(spec, trials, "tcg", store) == pytest.approx(3.0 * len(trials) + boots)
+    # 4 trials of 3 s each as stored, and the guest's one boot under TCG
+    assert paper.estimate_s(spec, trials, "tcg", store) == pytest.approx(3.0 * 4 + paper.BOOT_S["tcg"])
+    cold = studies.build("linpack", TWO, ["linpack:n=300"], repeats=2, warmup=0, protocol="cold")
+    assert paper.estimate_s(cold, campaign.plan(cold), "tcg", store) == pytest.approx(
+        3.0 * 4 + 2 * paper.BOOT_S["tcg"])  # a boot before each of the 2 VM trials
 
 
 def test_study_dry_run_prints_the_same_estimate_as_paper(capsys, tmp_path):

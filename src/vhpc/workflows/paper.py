@@ -56,12 +56,12 @@ def _refusal(study, spec, executor: str | None) -> str | None:
                 "no --executor was given; add --executor slurm:nodes=N (docs/scale-out.md)")
     if spec.host_knobs and any(k.startswith("hugepages") for k in spec.host_knobs):
         return None  # the knob reserves the pages before the guests boot
-    from vhpc.campaign import execute as campaign
+    from vhpc.campaign import execute
 
     if not spec.executor.part.runs_here:
         return None  # the compute nodes' pages are theirs: checked where the guests boot
 
-    plans = campaign.placements(spec, campaign.host_facts())
+    plans = execute.placements(spec, execute.host_facts())
     for name, p in plans.items():
         if p.placement is not None and getattr(p.placement, "hugepage_kib", None):
             try:
@@ -77,7 +77,7 @@ def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) 
     """The seed's studies on ``topology``; ``overrides``: study → ``-b`` items; ``protocol``:
     repeats, warmup, timeout, ``executor`` and ``host_knobs`` as ``vhpc study`` takes them,
     passed to every study."""
-    from vhpc.campaign import execute as campaign, studies
+    from vhpc.campaign import execute, studies
 
     items = []
     found = studies.of_seed(seed)
@@ -92,7 +92,7 @@ def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) 
             item.reason = _refusal(s, spec, executor)
             if item.reason is None:
                 item.spec = spec
-                item.trials = campaign.plan(spec)
+                item.trials = execute.plan(spec)
         except VhpcError as exc:
             item.reason = " ".join(str(exc).split())
         items.append(item)
@@ -139,9 +139,11 @@ def work_factor(bench_spec) -> float:
 def estimate_s(spec, trials, accel: str, store=None) -> float:
     """Seconds the planned ``trials`` of ``spec`` may take here: a past finished trial of the
     same benchmark, parameters and environment in ``store`` when there is one, else the
-    environment kind's rule of thumb (:meth:`EnvironmentKind.trial_seconds` under ``accel``)
-    times the benchmark's :func:`work_factor` plus its given :data:`DURATION`; each trial at
-    most the spec's timeout; a boot per fresh session of a kind that boots guests."""
+    environment kind's rule of thumb (:meth:`EnvironmentKind.trial_seconds` under ``accel``),
+    half of it fixed (starting the trial) and half scaled by the benchmark's
+    :func:`work_factor`, plus its given :data:`DURATION`; each trial at most the spec's
+    timeout; a boot for the first session of a kind that boots guests and for every fresh
+    one."""
     from vhpc.environments.kind import KINDS
 
     past = _past_seconds(store)
@@ -150,15 +152,17 @@ def estimate_s(spec, trials, accel: str, store=None) -> float:
                for b in spec.benchmarks}
     limit = getattr(spec, "timeout", None) or float("inf")
     total = 0.0
+    booted: set[str] = set()
     for t in trials:
         kind = kinds[t.environment]
         s = past.get((t.benchmark, t.params, t.environment))
-        if s is None:
+        if s is None:  # half of a rule-of-thumb trial is starting it, half is the work
             f, wall = factors.get(t.benchmark + "\0" + t.params, (1.0, 0.0))
-            s = kind.trial_seconds(accel) * f + wall
+            s = kind.trial_seconds(accel) * (0.5 + 0.5 * f) + wall
         total += min(s, limit)
-        if t.fresh and kind.boots_guests:
-            total += BOOT_S.get(accel, 60.0)
+        if kind.boots_guests and (t.fresh or t.environment not in booted):
+            total += BOOT_S.get(accel, 60.0)  # the first session's boot, and every fresh one
+            booted.add(t.environment)
     return total
 
 
@@ -175,12 +179,12 @@ def estimate_line(spec, trials, accel: str, store=None) -> str:
 def dry_run_estimate(spec, out: str | Path) -> str:
     """The estimate line ``vhpc study --dry-run`` prints for ``spec`` (the same as ``vhpc
     paper --dry-run`` gives the study), past trials read from ``out``'s store if it has one."""
-    from vhpc.campaign import execute as campaign
+    from vhpc.campaign import execute
     from vhpc.store import Store
 
     db = Path(out, "vhpc.db")
     store = Store(db) if db.is_file() else None
-    return estimate_line(spec, campaign.plan(spec), accelerator()[0], store)
+    return estimate_line(spec, execute.plan(spec), accelerator()[0], store)
 
 def accelerator() -> tuple[str, str]:
     """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the KVM probe's
@@ -289,7 +293,7 @@ def run(args) -> int:
     """``vhpc paper SEED``: every study of one seed paper, run (or ``--from-store``: from the
     stored campaigns) and presented on one page.  A study this host cannot run as the paper
     did is named in one line before anything runs.  Returns the exit status."""
-    from vhpc.campaign import execute as campaign, studies
+    from vhpc.campaign import execute, studies
     from vhpc.workflows.common import UsageError, console, run_campaign
     from vhpc.workflows.common import open_store as _store
 
@@ -297,7 +301,7 @@ def run(args) -> int:
     protocol = {k: v for k, v in dict(repeats=args.repeats, warmup=args.warmup,
                                       timeout=args.timeout, executor=args.executor,
                                       host_knobs=args.host_knob).items() if v is not None}
-    host = campaign.host_facts()
+    host = execute.host_facts()
     items = plan(args.seed, host.topology, overrides, **protocol)
     unknown = set(overrides) - {i.name for i in items}
     if unknown:
