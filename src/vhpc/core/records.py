@@ -26,7 +26,7 @@ from vhpc.core.errors import VhpcError
 
 __all__ = [
     "RECORD_VERSION", "RecordError", "Record", "VcpuReadback", "MappingMemory",
-    "MemoryReadback", "PageLocality", "GuestNode", "CorunnerReadback", "AppliedPlacement",
+    "MemoryReadback", "PageLocality", "GuestNodeReadback", "CorunnerReadback", "AppliedPlacement",
     "Rusage", "PerfCounters", "Diagnostics", "dump", "extended", "load_applied", "load_diagnostics",
 ]
 
@@ -103,7 +103,7 @@ class MemoryReadback(Record):
         return PageLocality(nodes=sorted(nodes), on_nodes_mib=on, total_mib=total)
 
 
-class GuestNode(Record):
+class GuestNodeReadback(Record):
     """A NUMA node as the guest sees it (its sysfs): ``cpus`` list text ("" for memory-only),
     ``mem_mib``."""
 
@@ -142,7 +142,7 @@ class AppliedPlacement(Record):
     emulator_cpus: list[int] | str | None = None
     memory: MemoryReadback | None = None
     page_locality: PageLocality | None = None
-    guest_numa: list[GuestNode] | None = None
+    guest_numa: list[GuestNodeReadback] | None = None
     corunner: CorunnerReadback | None = None
     mismatches: list[str] = []
 
