@@ -134,7 +134,9 @@ def test_scaling_study_runs_every_node_count_native_and_one_guest_per_node():
     colls = {(b.params["op"], b.params["ranks"]) for b in spec.benchmarks if b.name == "osu-coll"}
     assert colls == {(op, k) for op in ("allreduce", "barrier", "bcast", "alltoall")
                      for k in (2, 3, 4, 6)}  # a collective needs two ranks
-    assert [b.params for b in spec.benchmarks if b.name == "osu-latency"] == [{"sizes": "8"}]
+    # seed 004 Fig. 1(a): ping-pong latency against message size, between two nodes
+    assert [b.params for b in spec.benchmarks if b.name == "osu-latency"] == [
+        {"max_size": 65536, "iters": 200, "iters_large": 50}]
     # parsed once, typed: the stored text reads back as the same executor
     assert (spec.executor.kind, spec.executor.given()) == ("slurm", {"partition": "batch",
                                                                      "nodes": 6})

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from vhpc import topology as topology_room
+import vhpc.topology
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.registry import Registry
 from vhpc.campaign.figures import FigureSpec, Panel
@@ -85,7 +85,7 @@ class StudyError(VhpcError, ValueError):
     """This study cannot run as asked on this host; the message says what to do."""
 
 
-def build(name: str, topo: topology_room.Topology, benches: list[str], in_vm: bool = False,
+def build(name: str, topo: vhpc.topology.Topology, benches: list[str], in_vm: bool = False,
           **protocol: Any) -> CampaignSpec:
     """The campaign spec of study ``name`` on ``topo``; ``benches`` are ``-b`` items replacing
     the study's default benchmarks.  Raises StudyError (unknown study, host too small) or
@@ -361,7 +361,9 @@ def _scaling(topo, in_vm, protocol):
     default = [bench("hpccg", ranks=k * rpn) for k in counts]
     default += [bench("osu-coll", op=op, sizes="16", ranks=k * rpn)
                 for op in SCALING_OPS for k in counts if k * rpn >= 2]
-    default.append(bench("osu-latency", max_size=65536))  # Fig. 1(a): latency vs size
+    # Fig. 1(a): latency vs size; 200 / 50 iterations keep a guest-to-guest sweep under TCG
+    # (milliseconds per round trip) to minutes
+    default.append(bench("osu-latency", max_size=65536, iters=200, iters_large=50))
     vm = env("vcluster", "vm", vms=n, vcpus=rpn, ranks_per_vm=rpn, vms_per_node=1)
     return default, [env("native"), vm]
 
@@ -392,7 +394,7 @@ def _partition_layout(topo) -> tuple[int, int, list, str | None]:
     return sockets, cores, envs, note
 
 
-def note(name: str, topo: topology_room.Topology) -> str | None:
+def note(name: str, topo: vhpc.topology.Topology) -> str | None:
     """What study ``name`` reduces to on ``topo`` (None when it runs as designed)."""
     if name == "partition":
         return _partition_layout(topo)[3]
