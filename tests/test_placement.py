@@ -317,7 +317,7 @@ def test_parse_errors(policy):
 
 def test_parse_policy_forms():
     p = parse_policy(" nodes:1,0 ; mem=interleave:0-3 ; pin=node ")
-    assert (p.kind, p.targets, p.mem, p.mem_nodes, p.pin) == ("nodes", (1, 0), "interleave", (0, 1, 2, 3), "node")
+    assert (p.name, p.targets, p.mem, p.mem_nodes, p.pin) == ("nodes", (1, 0), "interleave", (0, 1, 2, 3), "node")
     p = parse_policy("map:0-1=0,4,2=n1;mem=1,0")
     assert p.vcpu_map == (((0, 1), (0, 4), None), ((2,), (), 1))
     assert (p.mem, p.mem_nodes) == ("bind", (1, 0))

@@ -123,7 +123,7 @@ def test_parsing_never_touches_the_host(monkeypatch):
         monkeypatch.setattr(obj, name, forbidden)
     s = spec.from_cli(["stream"], ["native:cpus=0", "vm:vcpus=3,policy=span:2,numa=mirror",
                                    "vm:pin=1,0,vcpus=2,corunner=high"])
-    assert s.environments[1].options.policy.kind == "span"
+    assert s.environments[1].options.policy.name == "span"
     assert s.environments[2].options.pin == (1, 0)
 
 
@@ -150,7 +150,7 @@ def test_a_stored_spec_in_the_old_text_form_reloads_to_typed_options():
     s = spec.CampaignSpec.model_validate(old)
     native, vm = (e.options for e in s.environments)
     assert native.cpus == (0, 1)
-    assert (vm.pin, vm.strict, vm.numa, vm.corunner_policy.kind) == ((1, 0), True, 2, "map")
+    assert (vm.pin, vm.strict, vm.numa, vm.corunner_policy.name) == ((1, 0), True, 2, "map")
     assert spec.CampaignSpec.model_validate_json(s.model_dump_json()) == s
 
 

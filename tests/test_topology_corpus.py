@@ -112,7 +112,7 @@ def test_hbm_memory_only_node():
     t = load("hbm-memory-only.xml")
     assert t.pu_ids == tuple(range(8)) and len(t.pus) == 8  # not 16: PUs counted once
     assert t.node(0).pus == tuple(range(8)) and t.node(1).pus == ()
-    assert t.node(1).memory_only and t.node(1).kind == "HBM" and t.node(1).near_pus == tuple(range(8))
+    assert t.node(1).memory_only and t.node(1).memory_type == "HBM" and t.node(1).near_pus == tuple(range(8))
     assert t.node(1).memory_bytes == 1 << 30
     assert t.cpu_node_ids == (0,) and t.memory_node_ids == (0, 1)
     with pytest.raises(PlacementError, match=r"9 vCPUs .* has 8 PUs: give at most 8"):

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.vm
 def _pins(pin, vcpus, host_cpus):
     """vCPU -> host CPUs of the ``pin`` option on a host with ``host_cpus`` (None: float)."""
     policy = env_spec("vm", vcpus=vcpus, pin=pin).options.resolved_policy(tuple(host_cpus))
-    return None if policy.kind == "float" else {v[0]: set(c) for v, c, _ in policy.vcpu_map}
+    return None if policy.name == "float" else {v[0]: set(c) for v, c, _ in policy.vcpu_map}
 
 
 def test_pinning_option_resolution():

@@ -72,7 +72,7 @@ def _memory_binding(pol: Policy, groups: list[tuple[int, ...]], pins, topo: Topo
     t = pol.text
     for n in pol.mem_nodes:
         _memory_node(topo, n, t)
-    mem_only = tuple(n for n in pol.targets if pol.kind == "nodes" and not topo.node(n).pus)
+    mem_only = tuple(n for n in pol.targets if pol.name == "nodes" and not topo.node(n).pus)
     if mem_only and not pol.mem_nodes and pol.mem in ("auto", "bind", "interleave"):
         mode = pol.mem if pol.mem != "auto" else ("bind" if len(mem_only) == 1 else "interleave")
         return [(tuple(sorted(mem_only)), mode)] * len(groups)

@@ -58,7 +58,7 @@ def _cpu_node(topo: Topology, n: int, policy: str) -> None:
     if not node.pus:
         near = f", near PUs {format_list(node.near_pus)}" if node.near_pus else ""
         raise PlacementError(
-            f"policy {policy!r}: node {n} is memory-only ({node.kind}{near}), not CPU capacity: put vCPUs on a "
+            f"policy {policy!r}: node {n} is memory-only ({node.memory_type}{near}), not CPU capacity: put vCPUs on a "
             f"CPU node ({cpu}) and memory on {n}, e.g. nodes:{topo.cpu_node_ids[0] if topo.cpu_node_ids else 0},{n} "
             f"or ;mem={n}")
 
@@ -85,15 +85,15 @@ def _take(groups: list[tuple[str, list[int]]], req: PlacementRequest, policy: st
 def _chosen(topo: Topology, pol: Policy, req: PlacementRequest) -> list[int]:
     """One PU per vCPU for the policies that pick PUs themselves (not ``map``)."""
     t = pol.text
-    if pol.kind == "compact":
+    if pol.name == "compact":
         return _take([("the host", [p for o in _host_orders(topo) for p in o])], req, t, topo)
-    if pol.kind == "spread":
+    if pol.name == "spread":
         orders = _host_orders(topo)
         rr = [o[i] for i in range(max(map(len, orders), default=0)) for o in orders if i < len(o)]
         return _take([("the host", rr)], req, t, topo)
-    if pol.kind in ("span", "packages"):
+    if pol.name in ("span", "packages"):
         pk_ids = [p.index for p in topo.packages]
-        if pol.kind == "span":
+        if pol.name == "span":
             if pol.count > len(pk_ids):
                 raise PlacementError(f"policy {t!r}: the host has {topo.package_count_text()}: use span:1..{len(pk_ids)}"
                                      if len(pk_ids) > 1 else
@@ -105,7 +105,7 @@ def _chosen(topo: Topology, pol: Policy, req: PlacementRequest) -> list[int]:
                     raise PlacementError(f"policy {t!r}: {topo._why('package', p)}: use one of {format_list(pk_ids)}")
             pkgs = list(pol.targets)
         return _take([(f"package {p}", _package_order(topo, p)) for p in pkgs], req, t, topo)
-    if pol.kind == "confine":
+    if pol.name == "confine":
         _cpu_node(topo, pol.targets[0], t)
         targets = list(pol.targets)
     else:  # nodes: memory-only nodes in the list take memory, not vCPUs
@@ -120,7 +120,7 @@ def _chosen(topo: Topology, pol: Policy, req: PlacementRequest) -> list[int]:
 
 def _pins(topo: Topology, pol: Policy, req: PlacementRequest) -> list[tuple[int, ...]]:
     """Per-vCPU allowed PU sets for a pinned policy."""
-    if pol.kind == "map":
+    if pol.name == "map":
         return _map_pins(topo, pol, req)
     chosen = _chosen(topo, pol, req)
     if pol.pin == "node":
@@ -204,7 +204,7 @@ def place(topo: Topology, req: PlacementRequest) -> Placement:
 def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
     notes: list[str] = []
     pins = _pins(topo, pol, req) if pol.pinned else None
-    if pins is not None and pol.kind != "map" and pol.pin == "pu" and topo.smt > 1:
+    if pins is not None and pol.name != "map" and pol.pin == "pu" and topo.smt > 1:
         cores = {topo.pu(p).core for s in pins for p in s}
         if len(cores) < sum(len(s) for s in pins):
             notes.append("some vCPUs share a core (SMT siblings)")
@@ -220,15 +220,15 @@ def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
         for i, (g, b) in enumerate(zip(groups, binding)))
     if len(set(sizes)) > 1 and len(gnodes) > 1:
         notes.append("guest node sizes " + "/".join(map(str, sizes)) + " MiB (proportional to vCPUs, whole pages)")
-    if pol.kind in ("span", "packages", "nodes") and pins is not None:
-        k = pol.count if pol.kind == "span" else len([n for n in pol.targets if pol.kind == "packages" or topo.node(n).pus])
+    if pol.name in ("span", "packages", "nodes") and pins is not None:
+        k = pol.count if pol.name == "span" else len([n for n in pol.targets if pol.name == "packages" or topo.node(n).pus])
         if req.vcpus % k:
             notes.append(f"{req.vcpus} vCPUs do not divide evenly over {k} places: the first get one more")
     if any(g.policy == "interleave" for g in gnodes) and pol.mem == "auto":
         notes.append("a guest node spans host nodes: its memory is interleaved (use guest_numa='mirror' to split it)")
     mem_only = sorted({n for g in gnodes for n in g.host_nodes if topo.node(n).memory_only})
     if mem_only:
-        kinds = "/".join(sorted({topo.node(n).kind for n in mem_only}))
+        kinds = "/".join(sorted({topo.node(n).memory_type for n in mem_only}))
         notes.append(f"memory on memory-only node(s) {format_list(mem_only)} ({kinds}), no CPU there")
     if any(g.policy == "default" for g in gnodes):
         notes.append("memory unbound: the host kernel places pages where vCPU threads first touch them")

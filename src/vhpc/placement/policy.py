@@ -16,14 +16,14 @@ _MEM_MODES = ("auto", "bind", "interleave", "preferred", "local")
 class Policy:
     """A parsed policy string (see the module docstring for the grammar).
 
-    kind: one of ``float compact spread span packages confine nodes map``; count: K of
+    name: one of ``float compact spread span packages confine nodes map``; count: K of
     ``span:K``; targets: packages (``packages``) or nodes (``confine``, ``nodes``);
     vcpu_map: for ``map``, entries ``(vcpus, pus, node)`` where either pus (tuple of PU OS
     indexes) or node (an int, ``nN``) is set; mem: ``auto bind interleave preferred local``;
     mem_nodes: explicit host nodes for memory (empty = derived from vCPUs); pin: ``pu``/``node``.
     """
 
-    kind: str
+    name: str
     text: str
     count: int | None = None
     targets: tuple[int, ...] = ()
@@ -35,7 +35,7 @@ class Policy:
     @property
     def pinned(self) -> bool:
         """True unless the policy is ``float``."""
-        return self.kind != "float"
+        return self.name != "float"
 
 
 def _plist(text: str, what: str, policy: str) -> tuple[int, ...]:
@@ -115,7 +115,7 @@ def parse_policy(text: str) -> Policy:
             raise PlacementError(f"policy {raw!r}: unknown modifier {key!r}: use mem= or pin=")
     if kind == "float" and pin != "pu":
         raise PlacementError(f"policy {raw!r}: float is unpinned, pin= does not apply: drop it")
-    return Policy(kind=kind, text=raw, count=count, targets=targets, vcpu_map=tuple(vmap), mem=mem,
+    return Policy(name=kind, text=raw, count=count, targets=targets, vcpu_map=tuple(vmap), mem=mem,
                   mem_nodes=mem_nodes, pin=pin)
 
 

@@ -36,12 +36,12 @@ class RawPU:
 
 @dataclass
 class RawNode:
-    """A NUMA node as a loader saw it: memory in bytes (None unknown), cpuset, kind."""
+    """A NUMA node as a loader saw it: memory in bytes (None unknown), cpuset, memory type (DRAM, HBM, ...)."""
 
     os_index: int
     memory_bytes: int | None
     cpuset: frozenset[int]
-    kind: str = "DRAM"
+    memory_type: str = "DRAM"
 
 
 @dataclass
@@ -101,9 +101,9 @@ def _local_nodes(raw: Raw, pus: set[int], nodes: set[int]) -> dict[int, int]:
     then the lowest OS index; a PU whose local node is not usable gets none. HBM/CXL/NVDIMM/GPU
     nodes are memory-only whenever the machine has DRAM nodes (online or offline), so they never
     take a CPU node's place; on a machine with only such nodes they are the CPU nodes."""
-    dram = any(n.kind == "DRAM" for n in raw.nodes) or bool(raw.offline_nodes)
-    rank = sorted((n for n in raw.nodes if n.kind == "DRAM" or not dram),
-                  key=lambda n: (_KIND_RANK.get(n.kind, 1), n.memory_bytes == 0, n.os_index))
+    dram = any(n.memory_type == "DRAM" for n in raw.nodes) or bool(raw.offline_nodes)
+    rank = sorted((n for n in raw.nodes if n.memory_type == "DRAM" or not dram),
+                  key=lambda n: (_KIND_RANK.get(n.memory_type, 1), n.memory_bytes == 0, n.os_index))
     local: dict[int, int] = {}
     for n in rank:
         for p in n.cpuset:
@@ -182,7 +182,7 @@ def build(raw: Raw) -> Topology:
         node_objs.append(NumaNode(os_index=n.os_index, memory_bytes=n.memory_bytes, pus=n_pus,
                                   package=pk.pop() if len(pk) == 1 else None,
                                   l3s=tuple(sorted({by_os[p].l3 for p in n_pus if by_os[p].l3 is not None})),
-                                  kind=n.kind, near_pus=near))
+                                  memory_type=n.memory_type, near_pus=near))
     packages = []
     for k, idx in pkg_index.items():
         p_pus = pus_of_pkg.get(idx, ())

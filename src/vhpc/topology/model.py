@@ -73,7 +73,7 @@ class NumaNode:
     """A NUMA memory node: Linux ``os_index``, ``memory_bytes`` (None when unknown, 0 when the
     node has no memory), ``pus``: the usable PUs whose *local* node this is (empty for a
     memory-only node such as HBM/CXL/NVDIMM sharing a CPU node's cpuset), the package holding
-    it (None if it spans packages, as on a UMA machine), its L3 domains, ``kind`` (one of
+    it (None if it spans packages, as on a UMA machine), its L3 domains, ``memory_type`` (one of
     :data:`MEMORY_KINDS`, from hwloc's ``subtype``; ``DRAM`` when hwloc says nothing) and
     ``near_pus``: the usable PUs of its cpuset (its locality; equals ``pus`` for a CPU node)."""
 
@@ -82,7 +82,7 @@ class NumaNode:
     pus: tuple[int, ...]
     package: int | None
     l3s: tuple[int, ...] = ()
-    kind: str = "DRAM"
+    memory_type: str = "DRAM"
     near_pus: tuple[int, ...] = ()
 
     @property

@@ -23,7 +23,7 @@ def size_text(n: int | None) -> str:
 
 def _node_label(topo: Topology, n) -> str:
     mem_note = "" if topo.memory_known else ", invented"
-    kind = "" if n.kind == "DRAM" else f"{n.kind}, "
+    kind = "" if n.memory_type == "DRAM" else f"{n.memory_type}, "
     return f"node {n.os_index} ({kind}{size_text(n.memory_bytes)}{mem_note})"
 
 
