@@ -5,22 +5,54 @@ which trials were excluded and the figure that disagreed with the baseline's, no
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from vhpc.analysis.findings import fmt_list, label
 from vhpc.analysis.results import Finding
 from vhpc.campaign.checks import FAILED_PREFIX, NOT_APPLIED_PREFIX
 
 
-def check_findings(trials: Iterable) -> list[Finding]:
+def checked(spec: Mapping[str, Any] | None) -> dict[str, str]:
+    """Benchmarks of a stored campaign spec (its JSON form) that carry a check: name → "the
+    FIGURE within RTOL" (built-in benchmarks' :attr:`~vhpc.benchmarks.base.Benchmark.check`,
+    custom ones' ``check:``)."""
+    from vhpc import benchmarks
+
+    out: dict[str, str] = {}
+    if not spec:
+        return out
+    for b in spec.get("benchmarks") or []:
+        name = b.get("name") if isinstance(b, Mapping) else None
+        chk = getattr(benchmarks.REGISTRY.get(name or ""), "check", None)
+        if chk is not None:
+            out[name] = f"{chk.what or chk.metric} within {chk.rtol:g}"
+    for c in spec.get("custom") or []:
+        chk = c.get("check") if isinstance(c, Mapping) else None
+        if isinstance(chk, Mapping):
+            out[c.get("name", "")] = (f"{chk.get('metric') or chk.get('name') or 'check'} "
+                                      f"within {chk.get('rtol')}")
+    return out
+
+
+def check_findings(trials: Iterable, spec: Mapping[str, Any] | None = None) -> list[Finding]:
     """One ``check-failed`` finding (warn) per environment and benchmark[params] whose trials
     failed their check, quoting the reason of each distinct failure, and one
     ``check-not-applied`` (info) where no baseline value could be compared.  ``trials``: the
     campaign's stored trials (:class:`vhpc.store.TrialRow`); warm-up trials count too (their
-    samples are never analysed, but a failing warm-up still says something is wrong)."""
+    samples are never analysed, but a failing warm-up still says something is wrong).  With the
+    campaign's ``spec`` (JSON form) also one ``check-passed`` (info) per checked benchmark
+    saying how many trials agreed with the baseline, so a reader sees every sample was
+    checked."""
     failed: dict[str, list[tuple[int, str]]] = {}
     skipped: dict[str, list[str]] = {}
+    with_check = checked(spec)
+    passed: dict[str, list[int]] = {}
     for t in trials:
+        if t.benchmark in with_check and t.status == "done":
+            key = label(t.benchmark, t.params)
+            passed.setdefault(key, [0, 0])[1] += 1
+            if not (getattr(t, "error", None) or ""):
+                passed[key][0] += 1
         error = getattr(t, "error", None) or ""
         scope = f"{t.environment} / {label(t.benchmark, t.params)}"
         if t.status == "done" and error.startswith(FAILED_PREFIX):
@@ -45,4 +77,11 @@ def check_findings(trials: Iterable) -> list[Finding]:
             "info", scope, f"{len(items)} trial(s) not checked: {items[0]}",
             "run the baseline with the same problem (e.g. give ranks= explicitly) so that its "
             "figure can be compared", kind="check-not-applied"))
+    baseline = (spec or {}).get("baseline", "the baseline")
+    for key, (ok, total) in passed.items():
+        what = with_check[key.split("[", 1)[0]]
+        out.append(Finding(
+            "info", key, f"check: {ok} of {total} trials agree with {baseline} ({what}, "
+            "relative)", "the figures of merit come from runs that computed the baseline's result"
+            if ok == total else "see the check-failed findings", kind="check-passed"))
     return out

@@ -282,9 +282,27 @@ def _mpi_block(where: str, mpi: Mapping[str, Any] | None) -> dict[str, Any] | No
             "threads": _count(where, "threads", mpi.get("threads"), 1), "implementation": impl}
 
 
+def anchor_inputs(definitions: Any, folder: str) -> Any:
+    """``definitions`` (a campaign file's ``custom:`` list) with every relative ``inputs:``
+    path joined to ``folder`` (the campaign file's), so a file names its inputs relative to
+    itself and the stored spec holds absolute paths (a resume from elsewhere finds them).
+    Anything that is not such a list is returned unchanged (validated later)."""
+    if not isinstance(definitions, list):
+        return definitions
+    out = []
+    for d in definitions:
+        inputs = d.get("inputs") if isinstance(d, Mapping) else None
+        if isinstance(inputs, list):
+            d = {**d, "inputs": [os.path.join(folder, os.path.expanduser(i))
+                                 if isinstance(i, str) and i and not i.startswith("-") else i
+                                 for i in inputs]}
+        out.append(d)
+    return out
+
+
 def _inputs(where: str, inputs: Iterable[str] | None) -> tuple[str, ...]:
     """``inputs:`` as absolute paths (``~`` expanded; a relative path is taken from the
-    current directory).  Raises ValueError for anything but a list of path strings."""
+    current directory; a campaign file's are anchored at the file first, :func:`anchor_inputs`).  Raises ValueError for anything but a list of path strings."""
     if inputs is None:
         return ()
     if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):

@@ -47,7 +47,9 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     trials = store.trials(cid)
     from vhpc.analysis.checks import check_findings
 
-    result.findings[:0] = check_findings(trials)  # why check: made samples invalid
+    checks = check_findings(trials, camp["spec"])  # check: outcomes, and why
+    result.findings[:0] = [f for f in checks if f.level == "warn"]
+    result.findings += [f for f in checks if f.level != "warn"]
     from vhpc.report.header import vcluster_section
 
     vc = vcluster_section(trials)

@@ -498,7 +498,12 @@ def from_file(path) -> CampaignSpec:
     envs_in = doc.pop("environments", ["native", "vm"])
     if not isinstance(benches_in, list) or not isinstance(envs_in, list):
         raise SpecError(f"{path}: benchmarks and environments must be lists")
-    custom = _custom_benchmarks(doc.get("custom") or [])
+    from os.path import abspath, dirname
+
+    from vhpc.benchmarks.custom import anchor_inputs  # inputs: relative to the file
+
+    doc["custom"] = anchor_inputs(doc.get("custom") or [], dirname(abspath(str(path))))
+    custom = _custom_benchmarks(doc["custom"])
     benches, envs, taken = [], [], []
     for i, item in enumerate(benches_in):
         where = f"{path}: benchmarks[{i}]"
