@@ -155,7 +155,7 @@ class VmOptions(EnvOptions, Slowdown):
                                 f"{self.vcpus} vCPUs: give one per vCPU")
             check_subset("pin", cpus, host_cpus, "CPU")
         text = f"map:0-{self.vcpus - 1}=" + ",".join(map(str, cpus))
-        return placement.Policy(kind="map", text=text, vcpu_map=tuple(
+        return placement.Policy(name="map", text=text, vcpu_map=tuple(
             ((v,), (c,), None) for v, c in enumerate(cpus)))
 
     def request(self, host_cpus: tuple[int, ...]) -> placement.PlacementRequest:
