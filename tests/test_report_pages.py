@@ -456,3 +456,18 @@ def test_vcluster_like_page_warm_protocol_tcg_two_repeats(tmp_path):
     assert "TCG emulation" in row and "n = 2 &lt; 3" in row and "19 sizes, 4 B – 1 MiB" in row
     text = _terminal(a)
     assert len(text.splitlines()) <= 30 and "osu-coll[op=allreduce,ranks=3]" in text
+
+
+def test_a_finding_that_counts_more_items_names_them_all_in_the_html(tmp_path):
+    obs = sweep_observations()
+    # every latency size of "other" noisy: far more than the 6 items a message names
+    obs = [Observation(o.environment, o.benchmark, o.params, o.metric, o.unit, o.higher_is_better,
+                       o.value * (1 + 0.5 * (o.round % 2)) if o.environment == "other" else o.value,
+                       o.valid, o.warmup, o.trial_id, o.round) for o in obs]
+    a = analyse(obs, ENVS, "native")
+    f = next(f for f in a.findings if f.kind == "high-variation" and f.scope == "other / osu-latency")
+    assert "and 18 more" in f.message and len(f.items) == 24
+    html = write_html(a, obs, tmp_path / "r.html", {"id": "c"}).read_text()
+    block = re.search(r"<summary>all 24</summary><p class=\"caption\">(.*?)</p>", html).group(1)
+    named = re.findall(r"lat_(\d+) \(CV", block)
+    assert [int(x) for x in named] == LAT_SIZES   # every one, in numeric order

@@ -144,8 +144,10 @@ def apply_rules(envs: dict[str, EnvInfo], summaries: list[Summary],
             if item is not None:
                 scopes.setdefault(_scope(rule.subject, obj), []).append(item)
         for scope, items in scopes.items():
-            message = rule.message.format(items=fmt_list([i for i in items if i]), name=scope)
-            out.append(Finding(rule.level, scope, message, rule.advice, kind=rule.kind))
+            named = [i for i in items if i]
+            message = rule.message.format(items=fmt_list(named), name=scope)
+            out.append(Finding(rule.level, scope, message, rule.advice, kind=rule.kind,
+                               items=tuple(named)))
     return out
 
 

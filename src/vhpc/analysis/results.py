@@ -168,7 +168,8 @@ class Finding:
     ``few-samples``, ``outliers``, ``tcg``, ``invalid``, ``baseline-missing``, ``underpowered``,
     ``unknown-environment``); scope: what it is about — ``"campaign"``, an environment name, or
     ``"<environment> / <benchmark>[<params>]"`` (metrics are named in the message);
-    message: what was observed; advice: what to do about it.
+    message: what was observed; advice: what to do about it; items: every item the message
+    aggregates (the message names the first few and counts the rest).
     """
 
     level: str
@@ -176,6 +177,7 @@ class Finding:
     message: str
     advice: str
     kind: str = ""
+    items: tuple[str, ...] = ()
 
 
 @dataclass
