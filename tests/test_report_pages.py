@@ -9,7 +9,6 @@ one test runs the real command line (`vhpc compare`) on a small native-only swee
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import re
@@ -21,7 +20,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from vhpc.analysis import FASTER, NO_DIFFERENCE, SLOWER, analyse
+from vhpc.analysis import NO_DIFFERENCE, SLOWER, analyse
 from vhpc.analysis.families import families, fmt_size, headline, natural_key, split_metric
 from vhpc.core.metrics import EnvInfo, Observation
 from vhpc.report.export import EXPORTERS, ReportData, export_all

@@ -1,9 +1,10 @@
 """Metric families: one quantity over a parameter is one curve, not many rows.
 
 A benchmark that sweeps a parameter (the OSU benchmarks' message size) reports one metric per
-point — ``lat_8``, ``lat_1024``, ``avg_1048576`` — which the analysis compares one by one.  This
-module groups them back into :class:`Family` records (benchmark, params, quantity → points in
-numeric order), marks each benchmark's *primary* family (the quantity a reader asks about) and
+point — ``lat_8``, ``lat_1024``, ``avg_1048576`` — and a study runs one benchmark at several
+values of one parameter (``ranks=2``, ``ranks=4``: seed 004's node counts); the analysis
+compares every point one by one.  This module groups them back into :class:`Family` records
+(benchmark, shared params, quantity → points in numeric order), marks each benchmark's *primary* family (the quantity a reader asks about) and
 *secondary* ones (``min``/``max`` beside an average, verification counts such as ``iterations``
 or ``residual``), and summarises each family against the baseline in one
 :class:`FamilySummary`: the geometric mean of the per-point ratios with an interval, their

@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis  # noqa: E402
-from vhpc.analysis.families import Family, fmt_size, sorted_keys  # noqa: E402
+from vhpc.analysis.families import Family, sorted_keys  # noqa: E402
 from vhpc.core.metrics import Observation  # noqa: E402
 from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
 
