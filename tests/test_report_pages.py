@@ -203,7 +203,7 @@ def test_csv_and_json_list_sizes_in_numeric_order(sweep, tmp_path):
     lat_sums = [s["metric"] for s in doc["summaries"] if s["benchmark"] == "osu-latency"
                 and s["environment"] == "native"]
     assert [int(m.split("_")[1]) for m in lat_sums] == LAT_SIZES
-    assert doc["families"][3]["sizes"] == LAT_SIZES
+    assert doc["families"][3]["x"] == LAT_SIZES and doc["families"][3]["parameter"] == "message size"
 
 
 # ---------------------------------------------------------------- the page in Chromium

@@ -212,8 +212,9 @@ def write_json(analysis: Analysis, observations: Iterable[Observation], path: st
     ``"rank_placement"``: for each stored MPI trial, every rank's CPUs as read back (and, in a
     multi-guest ``vcluster``, its guest and vCPU).
 
-    ``"families"``: :func:`family_rows` (with ``"sizes"``: the points in bytes, ascending, and
-    ``"metrics"``: their metric names).  Summaries and comparisons are listed in report order
+    ``"families"``: :func:`family_rows` (with ``"x"``: the points, ascending — bytes for a
+    size sweep, the parameter's values for a parameter sweep — and per point its
+    ``"point_params"`` and ``"metrics"`` name).  Summaries and comparisons are listed in report order
     (numbers in params and metric names ascending numerically).
 
     Strict JSON (NaN/inf written as null).  Returns the path; raises OSError when it cannot be
@@ -226,7 +227,8 @@ def write_json(analysis: Analysis, observations: Iterable[Observation], path: st
     fams = []
     for fs in family_summaries(analysis, shared=shared):
         row = _family_row(analysis, fs)
-        row["sizes"] = [x for x in fs.family.xs if x is not None]
+        row["x"] = [x for x in fs.family.xs if x is not None]
+        row["point_params"] = [p for _, p, _ in fs.family.points]
         row["metrics"] = fs.family.metrics
         fams.append(row)
     doc["families"] = _json_ready(fams)
