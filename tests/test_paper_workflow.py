@@ -131,3 +131,16 @@ def test_paper_command_lives_in_the_workflow_module():
     src = inspect.getsource(cli)
     assert "add_paper(sub)" in src and '"--from-store"' not in src
     assert "paper.run(args)" in inspect.getsource(cli.cmd_paper)
+
+
+def test_a_study_this_host_reduces_is_said_before_anything_runs(capsys, tmp_path):
+    from vhpc.campaign.execute import host_facts
+
+    note = studies.note("partition", host_facts().topology)
+    rc, out, _ = _cli(capsys, "paper", "000", "--dry-run", "--out", str(tmp_path))
+    assert rc == 0
+    first = out.split("socket-span (Fig. 2)")[0]
+    if note:  # this host has fewer sockets or cores than the paper's
+        assert f"vhpc paper 000: partition runs reduced: {' '.join(note.split())}" in first
+    else:
+        assert "runs reduced" not in first

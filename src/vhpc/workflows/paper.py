@@ -313,6 +313,8 @@ def run(args) -> int:
         for it in items:  # before anything runs
             if it.spec is None:
                 console.print(f"vhpc paper {seed}: will not run {it.name}: {it.reason}", **say)
+            elif it.note:
+                console.print(f"vhpc paper {seed}: {it.name} runs reduced: {it.note}", **say)
     if args.dry_run:
         store = _store(args.out) if Path(args.out, "vhpc.db").is_file() else None
         accel, why = accelerator()
