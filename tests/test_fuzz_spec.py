@@ -4,6 +4,7 @@ may escape but the project's one-line user error (VhpcError, exit status 2).
 
 Bounded: a fixed number of examples per property, no deadline (the machine is shared)."""
 
+import signal
 from unittest import mock
 
 import pytest
@@ -141,3 +142,64 @@ def test_raw_files_read_or_give_one_user_error(tmp_path_factory, raw):
         spec.from_file(f)
     except VhpcError as exc:
         assert "\n" not in str(exc)
+
+
+# issue 32: anchors and aliases, including aliases that refer to the node holding them
+# (``a: &a [*a]``, a cycle) and aliases of aliases; written as YAML text, since safe_dump
+# never writes a cycle
+anchor_names = st.sampled_from(["a", "b", "c"])
+
+
+@st.composite
+def aliased_texts(draw):
+    """A YAML flow document whose nodes carry anchors and aliases, some of them cyclic."""
+    defined: list[str] = []
+
+    def node(depth: int) -> str:
+        kind = draw(st.sampled_from(["scalar", "alias", "list", "map"] if depth < 4
+                                    else ["scalar", "alias"]))
+        if kind == "alias":
+            return "*" + draw(anchor_names) if defined or draw(st.booleans()) else "1"
+        anchor = draw(st.one_of(st.none(), anchor_names))
+        prefix = f"&{anchor} " if anchor else ""
+        if kind == "scalar":
+            body = draw(st.sampled_from(["1", "stream", "native", "x", "'[/y]'", "~"]))
+        elif kind == "list":
+            if anchor:  # opened: an alias inside may refer to it
+                defined.append(anchor)
+            body = "[" + ", ".join(node(depth + 1) for _ in range(draw(st.integers(0, 3)))) + "]"
+        else:
+            if anchor:
+                defined.append(anchor)
+            keys = draw(st.lists(st.sampled_from(["benchmarks", "environments", "repeats", "k"]),
+                                 unique=True, max_size=3))
+            body = "{" + ", ".join(f"{k}: {node(depth + 1)}" for k in keys) + "}"
+        if anchor and kind == "scalar":
+            defined.append(anchor)
+        return prefix + body
+
+    return node(0) + "\n"
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=aliased_texts())
+def test_yaml_anchors_and_aliases_read_or_give_one_line(quiet_host, capsys, tmp_path_factory,
+                                                        text):
+    f = tmp_path_factory.mktemp("alias") / "c.yaml"
+    f.write_text(text)
+
+    def hung(*_):
+        raise TimeoutError(f"vhpc run --dry-run hangs on {text!r}")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)  # a cyclic document used to hang the walk of its values
+    try:
+        rc = cli.main(["run", "--dry-run", str(f)])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    err = capsys.readouterr().err
+    assert rc in (0, 2)
+    if rc == 2:
+        assert len(err.strip().splitlines()) == 1 and err.startswith("vhpc: error:")

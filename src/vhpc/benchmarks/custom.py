@@ -44,6 +44,8 @@ import re
 import shlex
 from typing import Any, Iterable, Mapping
 
+import regex
+
 from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Check, ParseError
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
@@ -54,12 +56,43 @@ MAX_TIMEOUT = 7 * 24 * 3600
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
-def _compile(what: str, pattern: Any, groups: int | None) -> re.Pattern[str]:
+#: Seconds one user regex may search one trial's output: a pattern that backtracks
+#: catastrophically (``((?:a+)+)b``) fails that trial's parse instead of hanging vhpc.
+REGEX_TIMEOUT = 10.0
+
+
+class UserRegex:
+    """A user's regex (third-party ``regex`` engine) whose searches are bounded in time by
+    :data:`REGEX_TIMEOUT`: past it, :class:`ParseError` naming the pattern."""
+
+    def __init__(self, rx: Any):
+        self.rx = rx
+        self.pattern: str = rx.pattern
+        self.groups: int = rx.groups
+
+    def _bounded(self, how: str, text: str) -> Any:
+        try:
+            return getattr(self.rx, how)(text, timeout=REGEX_TIMEOUT)
+        except TimeoutError:
+            raise ParseError(f"regex {self.pattern!r} took over {REGEX_TIMEOUT:g} s on the "
+                             "output (catastrophic backtracking): simplify it, e.g. no nested "
+                             "repeats like (a+)+") from None
+
+    def search(self, text: str) -> Any:
+        """The first match in ``text`` or None (bounded in time)."""
+        return self._bounded("search", text)
+
+    def findall(self, text: str) -> list:
+        """Every match in ``text`` (bounded in time)."""
+        return self._bounded("findall", text)
+
+
+def _compile(what: str, pattern: Any, groups: int | None) -> UserRegex:
     if not isinstance(pattern, str) or not pattern:
         raise ValueError(f"{what}: give a regular expression as a non-empty string")
     try:
-        rx = re.compile(pattern, re.M)
-    except re.error as exc:
+        rx = UserRegex(regex.compile(pattern, regex.M | regex.V0))
+    except (regex.error, ValueError, OverflowError) as exc:
         raise ValueError(f"{what}: invalid regular expression {pattern!r} ({exc})") from None
     if groups is not None and rx.groups != groups:
         raise ValueError(f"{what}: regex {pattern!r} has {rx.groups} capture groups; it needs "
@@ -105,7 +138,7 @@ class CommandBenchmark(Benchmark):
         self.summary = f"user command: {shlex.join(argv)}"
         self.provenance = "user-defined"
         self.params = ()
-        self.patterns: dict[str, re.Pattern[str]] = {}
+        self.patterns: dict[str, UserRegex] = {}
         metric_objs = []
         for i, item in enumerate(metrics):
             try:

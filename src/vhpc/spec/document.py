@@ -5,7 +5,9 @@ the limit instead of filling memory), decoded as UTF-8 (a binary file is an erro
 ``UnicodeDecodeError``), and scanned with PyYAML's event parser (iterative) before it is
 composed, so nesting deeper than :data:`MAX_DEPTH` levels, more than :data:`MAX_NODES` nodes or
 :data:`MAX_ALIASES` aliases (exponential "billion laughs" documents) are refused in one line
-(PyYAML's composer is recursive and would otherwise end in ``RecursionError``).
+(PyYAML's composer is recursive and would otherwise end in ``RecursionError``).  An alias that
+refers to a node still open around it (``a: &a [*a]``) would compose a cyclic document that no
+walk ends: it is refused there too.
 
 The parsed document is then walked once (:func:`check_values`): a mapping key that is not text
 (``1:``, ``null:``, ``yes:``), a NUL byte in any text (it cannot reach a command line or an
@@ -56,6 +58,9 @@ def check_structure(text: str, where: str) -> None:
     """Refuse documents nested deeper than MAX_DEPTH, or with too many nodes or aliases,
     before they are composed.  Raises SpecError (also for YAML syntax errors)."""
     depth = nodes = aliases = 0
+    # anchors: the latest node of each name (an anchor may be redefined) and which are open
+    latest: dict[str, int] = {}
+    open_nodes: list[int | None] = []
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
@@ -63,13 +68,26 @@ def check_structure(text: str, where: str) -> None:
                 if depth > MAX_DEPTH:
                     raise SpecError(f"{where}: nested deeper than {MAX_DEPTH} levels: a "
                                     "campaign file needs a few")
+                if event.anchor is not None:
+                    latest[event.anchor] = nodes
+                    open_nodes.append(nodes)
+                else:
+                    open_nodes.append(None)
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
+                if open_nodes:
+                    open_nodes.pop()
             elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_ALIASES:
                     raise SpecError(f"{where}: more than {MAX_ALIASES} YAML aliases: write the "
                                     "values out")
+                target = latest.get(event.anchor)
+                if target is not None and target in open_nodes:
+                    raise SpecError(f"{where}: YAML alias *{event.anchor} refers to a node that "
+                                    "contains it (a cycle): write the value out")
+            elif isinstance(event, yaml.ScalarEvent) and event.anchor is not None:
+                latest[event.anchor] = -1 - nodes  # closed at once: never an open container
             if isinstance(event, yaml.NodeEvent):
                 nodes += 1
                 if nodes > MAX_NODES:
@@ -79,14 +97,39 @@ def check_structure(text: str, where: str) -> None:
         raise SpecError(f"{where}: not valid YAML: {str(exc).splitlines()[0]}") from None
 
 
+def expanded_size(doc: Any) -> int:
+    """How many values ``doc`` holds once its aliases are written out (a container shared
+    through aliases counts every time it appears).  Iterative and linear in the distinct
+    containers; ``doc`` must be acyclic (:func:`check_structure` refuses cycles)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(doc, False)]
+    while stack:
+        node, done = stack.pop()
+        if not isinstance(node, (dict, list)) or (id(node) in sizes and not done):
+            continue
+        children = list(node.values()) if isinstance(node, dict) else node
+        if done:
+            sizes[id(node)] = 1 + sum(sizes.get(id(c), 1) if isinstance(c, (dict, list))
+                                      else 1 for c in children)
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if isinstance(c, (dict, list)))
+    return sizes.get(id(doc), 1)
+
+
 def check_values(doc: Any, where: str) -> None:
     """Refuse, in one line naming ``where`` and the path inside the document, a mapping key
     that is not a string, a string holding a NUL byte, or an integer beyond :data:`MAX_INT`.
     Iterative (the document is already bounded by :func:`check_structure`)."""
     stack: list[tuple[Any, str]] = [(doc, "")]
+    seen: set[int] = set()  # a container shared through aliases is checked once
     while stack:
         node, at = stack.pop()
         here = at or "top level"
+        if isinstance(node, (dict, list)):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
         if isinstance(node, dict):
             for k, v in node.items():
                 if not isinstance(k, str):
@@ -117,5 +160,8 @@ def read_document(path: str | Path) -> Any:
         raise SpecError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
     except (ValueError, OverflowError, RecursionError) as exc:  # e.g. a timestamp out of range
         raise SpecError(f"{path}: cannot read a value: {str(exc)[:120]}") from None
+    if expanded_size(doc) > MAX_NODES:  # aliases of aliases ("billion laughs")
+        raise SpecError(f"{path}: more than {MAX_NODES} values once its YAML aliases are "
+                        "written out: write the values out")
     check_values(doc, str(path))
     return doc

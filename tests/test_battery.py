@@ -1,0 +1,104 @@
+"""The third hostile battery (issue 32), part A: each reproducer as a test.  Hangs are bounded
+by a generous subprocess or call timeout (never a timing assert); bad input must give one
+line ``vhpc: error: ...`` and exit status 2, leave nothing running and write nothing that is
+not vhpc's own."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vhpc import cli
+from vhpc.core.errors import VhpcError
+
+ROOT = Path(__file__).resolve().parents[1]
+VHPC = [sys.executable, "-m", "vhpc.cli"]
+#: Bound on a reproducer that used to hang (seconds; generous: the machine is shared).
+HANG = 240
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def run_sub(*argv, cwd=None, env=None) -> subprocess.CompletedProcess:
+    """``vhpc ARGV`` in a child, bounded by :data:`HANG` (a hang fails the test)."""
+    return subprocess.run(VHPC + [str(a) for a in argv], capture_output=True, text=True,
+                          timeout=HANG, cwd=cwd, env={**os.environ, **(env or {})})
+
+
+def one_line(rc: int, err: str, *needles: str) -> str:
+    """Exit status 2 and one stderr line ``vhpc: error: ...`` holding every needle."""
+    assert rc == 2, (rc, err[-2000:])
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vhpc: error:"), err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+# ------------------------------------------------------------------ 1. YAML aliases
+
+@pytest.mark.parametrize("text", ["a: &a [*a]\n", "a: &a {b: *a}\n", "x: &a 1\ny: &a [*a]\n",
+                                  "benchmarks: &b [stream, [*b]]\nenvironments: [native]\n"])
+def test_a_self_referencing_yaml_alias_is_refused_not_a_hang(tmp_path, text):
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    p = run_sub("run", f, "--dry-run", "--out", tmp_path / "o")
+    one_line(p.returncode, p.stderr, "alias", "cycle")
+    assert not (tmp_path / "o").exists()
+
+
+def test_aliases_of_aliases_are_bounded_once_written_out(tmp_path, capsys):
+    lines = ["l0: &l0 [1, 1]"] + [f"l{i}: &l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, 40)]
+    lines += ["benchmarks: [{stream: {n: *l39}}]", "environments: [native]"]
+    f = tmp_path / "c.yaml"
+    f.write_text("\n".join(lines) + "\n")
+    p = run_sub("run", f, "--dry-run", "--out", tmp_path / "o")
+    one_line(p.returncode, p.stderr, "aliases are written out")
+
+
+def test_a_harmless_alias_still_reads(tmp_path):
+    from vhpc.spec.document import read_document
+
+    f = tmp_path / "c.yaml"
+    f.write_text("x: &a [1, 2]\ny: [*a, *a]\nz: &s 3\nw: *s\n")
+    assert read_document(f) == {"x": [1, 2], "y": [[1, 2], [1, 2]], "z": 3, "w": 3}
+
+
+# ------------------------------------------------------------------ 2. user regexes
+
+def test_a_backtracking_custom_regex_fails_the_parse_not_vhpc(monkeypatch):
+    from vhpc.benchmarks import custom
+    from vhpc.benchmarks.base import ParseError
+
+    probe = custom.from_mapping({"name": "probe", "command": ["true"], "metrics": [
+        {"name": "t", "regex": r"t: ((?:\d|\d\d)+)x", "unit": "s", "higher_is_better": False}]})
+    monkeypatch.setattr(custom, "REGEX_TIMEOUT", 0.2)
+    with pytest.raises(ParseError, match="catastrophic backtracking"):
+        probe.parse({}, "t: " + "1" * 200 + "!", "", 0)
+    # an ordinary output still parses
+    assert probe.parse({}, "t: 12x\n", "", 0)[0].value == 12
+
+
+def test_the_batterys_backtracking_regex_campaign_ends(tmp_path):
+    doc = {"custom": [{"name": "probe", "command": ["sh", "-c", "printf 't: '; head -c 30000 "
+                                                    "/dev/zero | tr '\\0' a; echo"],
+                       "metrics": [{"name": "t", "regex": "t: ((?:a+)+)b", "unit": "s",
+                                    "higher_is_better": False}], "timeout": 5}],
+           "benchmarks": ["probe"], "environments": ["native"], "repeats": 1, "warmup": 0}
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    p = run_sub("run", f, "--out", tmp_path / "o")
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    with sqlite3.connect(tmp_path / "o" / "vhpc.db") as db:
+        assert db.execute("SELECT status FROM trials").fetchall() == [("failed",)]
