@@ -447,3 +447,6 @@ def _class_b_c(topo, in_vm, protocol):
     default = [bench(f"npb-{k}", variant="mpi", ranks=ranks, **{"class": c})
                for k in ("cg", "mg", "ft", "is") for c in ("B", "C")]
     return default, envs
+
+
+from vhpc.campaign import appstudy  # noqa: E402,F401  registers "applications" (issue 30)

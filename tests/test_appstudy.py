@@ -1,0 +1,41 @@
+"""The applications study (issue 30): LAMMPS and GROMACS at every rank/node count, natively and
+virtualized; its figure and the seed's captions as findings."""
+
+from __future__ import annotations
+
+from vhpc import topology
+from vhpc.campaign import findings as F
+from vhpc.campaign import studies
+from vhpc.campaign.appstudy import box_for
+
+
+def _spec(**protocol):
+    topo = topology.from_synthetic("pack:1 numa:1 l3:1 core:4 pu:1")
+    return studies.build("applications", topo, [], repeats=2, **protocol)
+
+
+def test_one_host_runs_1_to_all_cores_in_one_vm():
+    s = _spec()
+    envs = {e.name: e for e in s.environments}
+    assert set(envs) == {"native", "vm"} and envs["vm"].options.vcpus == 4
+    ranks = sorted((b.name, b.params["ranks"]) for b in s.benchmarks)
+    assert ranks == [("gromacs", 1), ("gromacs", 2), ("gromacs", 3), ("gromacs", 4),
+                     ("lammps", 1), ("lammps", 2), ("lammps", 3), ("lammps", 4)]
+
+
+def test_slurm_runs_a_guest_per_node_and_weak_scales_the_water_box():
+    s = _spec(executor="slurm:nodes=3")
+    vm = s.environment("vm")
+    assert vm.kind == "vcluster" and vm.options.vms == 3 and vm.options.vms_per_node == 1
+    boxes = {b.params["ranks"]: b.params["box"] for b in s.benchmarks if b.name == "gromacs"}
+    assert boxes == {1: 2.5, 2: 3.15, 3: 3.61}
+    # constant volume per rank: edge^3 / ranks within rounding
+    assert all(abs(box_for(k) ** 3 / k - 2.5 ** 3) / 2.5 ** 3 < 0.01 for k in (1, 2, 3, 8))
+
+
+def test_the_seed_captions_are_set_beside_the_applications():
+    mine = [f for f in F.load() if f.study == "applications"]
+    assert {(f.benchmark, f.metric, f.claim, f.value) for f in mine} == {
+        ("lammps", "timesteps_per_s", "within_pct", 5), ("gromacs", "ns_per_day", "within_pct", 5)}
+    fig = studies.STUDIES.get("applications").figure
+    assert fig.seed == "004" and {p.bench for p in fig.panels} >= {"lammps", "gromacs"}
