@@ -98,12 +98,12 @@ def host_facts(topology_source: str | None = None) -> HostFacts:
 
 def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, EnvPlan]:
     """Environment name → its plan on ``host`` (placement, and one line saying where its trials
-    run; nothing is started), with ``host.nodes`` set to the compute nodes the campaign's
+    run; nothing is started), with ``host.compute_nodes`` set to the compute nodes the campaign's
     executor offers (:meth:`Executor.node_count`).  This is also the host check of a campaign:
     raises HostError/PlacementError when the host cannot give an environment what it asks for."""
     from dataclasses import replace
 
-    host = replace(host, nodes=spec.executor.node_count())
+    host = replace(host, compute_nodes=spec.executor.node_count())
     return {e.name: e.plan(host) for e in spec.environments}
 
 

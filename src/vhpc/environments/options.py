@@ -31,14 +31,14 @@ MAX_SECONDS = 7 * 24 * 3600.0
 class HostFacts:
     """What host-dependent checks need, read once when a campaign starts (or is dry-run):
     ``cpus``: host CPUs this process may use (sched_getaffinity, ascending);
-    ``topology``: the host :class:`~vhpc.topology.Topology` (hwloc); ``nodes``: the compute
+    ``topology``: the host :class:`~vhpc.topology.Topology` (hwloc); ``compute_nodes``: the compute
     nodes an environment may spread over (the executor's allocation, ``slurm:nodes=N``; 1 =
     this host only).  Under an executor that does not run here, ``cpus`` and ``topology``
     stand for each compute node's."""
 
     cpus: tuple[int, ...]
     topology: Topology
-    nodes: int = 1
+    compute_nodes: int = 1
 
     @classmethod
     def live(cls, topology_source: str | None = None) -> "HostFacts":

@@ -29,8 +29,8 @@ class NativeKind(EnvironmentKind):
             parts.append(f"numactl --cpunodebind={format_list(options.nodes)}")
         if options.nodes is not None or options.membind is not None:
             parts.append(f"--membind={format_list(options.membind or options.nodes)}")
-        if host.nodes > 1:  # an executor's allocation: MPI trials span its nodes
-            parts.append(f"on each node; MPI ranks over up to {host.nodes} nodes")
+        if host.compute_nodes > 1:  # an executor's allocation: MPI trials span its nodes
+            parts.append(f"on each node; MPI ranks over up to {host.compute_nodes} nodes")
         return EnvPlan(" ".join(parts))
 
     def build(self, name, options: NativeOptions, plan: EnvPlan, host: HostFacts):

@@ -29,22 +29,22 @@ class VclusterKind(EnvironmentKind):
 
     def plan(self, options: VclusterOptions, host: HostFacts) -> EnvPlan:
         """One placement per guest of a host (``placement`` holds the tuple): all ``vms`` on
-        this host, or — when the executor offers ``host.nodes`` > 1 compute nodes — the
+        this host, or — when the executor offers ``host.compute_nodes`` > 1 compute nodes — the
         :func:`guests_per_node` that each node holds (each node plans them again on its own
         topology when its guest host starts).  Raises HostError (not enough CPUs or nodes,
         shared memory across nodes) or PlacementError."""
         from vhpc.environments.vcluster.environment import plan_cluster
 
-        per_node = guests_per_node(options, host.nodes)
+        per_node = guests_per_node(options, host.compute_nodes)
         nodes = -(-options.vms // per_node)
-        spread = host.nodes > 1
+        spread = host.compute_nodes > 1
         if spread and options.net == "ivshmem" and nodes > 1:
             raise HostError("vcluster: net=ivshmem shares memory between guests of one host; "
                             f"with vms={options.vms} on {nodes} nodes use net=virtio, or "
                             f"vms_per_node={options.vms} to keep them on one node")
-        if spread and nodes > host.nodes:
+        if spread and nodes > host.compute_nodes:
             raise HostError(f"vcluster: vms={options.vms} at vms_per_node={per_node} need "
-                            f"{nodes} nodes, the allocation has {host.nodes}: raise "
+                            f"{nodes} nodes, the allocation has {host.compute_nodes}: raise "
                             "slurm:nodes= or vms_per_node=")
         where = " per node" if spread else ""
         if options.policy != "float" and per_node * options.vcpus > len(host.cpus):
