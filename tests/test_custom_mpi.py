@@ -156,3 +156,57 @@ def test_bad_blocks_are_one_line_errors(tmp_path, block, message):
     with pytest.raises(SpecError, match=re.escape(message)) as exc:
         spec.from_file(f)
     assert "\n" not in str(exc.value)
+
+
+def test_docs_example_is_the_file_and_runs(tmp_path, monkeypatch):
+    """docs/applications.md shows docs/examples/lammps-mpi.yaml verbatim (10 lines without its
+    comment), and that file runs: natively here, 1 round (the guest is left to the VM tests)."""
+    from pathlib import Path
+
+    require_tool("lmp")
+    require_tool("mpirun")
+    root = Path(__file__).resolve().parents[1]
+    example = (root / "docs" / "examples" / "lammps-mpi.yaml").read_text()
+    body = "".join(ln + "\n" for ln in example.splitlines() if not ln.startswith("#"))
+    doc = (root / "docs" / "applications.md").read_text()
+    assert f"```yaml\n{body}```" in doc and len(body.splitlines()) == 10
+    copy = tmp_path / "c.yaml"
+    copy.write_text(body.replace("environments: [native, {vm: {vcpus: 2}}]",
+                                 "environments: [native]\nrepeats: 1\nwarmup: 0")
+                    .replace("inputs: [in.lj]", f"inputs: [{root / 'docs' / 'examples' / 'in.lj'}]"))
+    s = spec.from_file(copy)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, s)
+    campaign.execute(store, cid)
+    (t,) = store.trials(cid)
+    assert t.status == "done" and "on 2 procs for 100 steps with 4000 atoms" in t.stdout
+    assert [r["rank"] for r in t.applied.ranks] == [0, 1]
+    assert all(o.valid for o in store.observations(cid))
+
+
+def test_relative_inputs_are_taken_from_the_campaign_file(tmp_path):
+    sub = tmp_path / "case"
+    sub.mkdir()
+    (sub / "in.txt").write_text("v 3\n")
+    f = sub / "c.yaml"
+    f.write_text("benchmarks: [p]\nenvironments: [native]\ncustom:\n  - name: p\n"
+                 "    command: cat in.txt\n    inputs: [in.txt]\n"
+                 "    metrics: [{name: v, regex: 'v (\\d+)', direction: higher}]\n")
+    s = spec.from_file(f)
+    assert s.benchmark("p").inputs == (str(sub / "in.txt"),)
+    assert s.custom[0]["inputs"] == [str(sub / "in.txt")]  # stored absolute: resumes anywhere
+
+
+def test_a_missing_input_is_refused_before_any_trial(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("benchmarks: [p]\nenvironments: [native]\ncustom:\n  - name: p\n"
+                 "    command: cat in.txt\n    inputs: [nowhere.txt]\n"
+                 "    metrics: [{name: v, regex: 'v (\\d+)', direction: higher}]\n")
+    s = spec.from_file(f)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, s)
+    from vhpc.benchmarks.base import BenchmarkError
+
+    with pytest.raises(BenchmarkError, match="nowhere.txt does not exist"):
+        campaign.execute(store, cid)
+    assert all(t.status == "pending" for t in store.trials(cid))

@@ -1,7 +1,7 @@
 """``lammps``: Debian's LAMMPS (``lmp``, built with Open MPI) on the two classic LAMMPS
 benchmark problems, with inputs vhpc writes itself.
 
-Problems (after ``bench/in.lj`` and ``bench/in.eam`` of the LAMMPS distribution):
+Problems (after the ``in.lj`` and ``in.eam`` inputs of the LAMMPS distribution's bench folder):
 
 - ``lj``: Lennard-Jones melt, reduced units, fcc lattice at density 0.8442, T = 1.44,
   cut-off 2.5 σ, NVE, Δt = 0.005 τ.
@@ -17,7 +17,7 @@ atom count LAMMPS reports ("with K atoms") is the nearest such box, not exactly 
 Metrics, from LAMMPS's own output: ``timesteps_per_s`` (the ``Performance:`` line),
 ``matom_steps_per_s`` (that line's ``Matom-step/s`` or ``katom-step/s`` where this LAMMPS
 prints one; else timesteps/s x atoms / 10^6, LAMMPS's own formula,
-``Finish::end`` in ``src/finish.cpp``), ``loop_time`` (``Loop time of T on P procs for S steps
+``Finish::end`` in LAMMPS's finish.cpp), ``loop_time`` (``Loop time of T on P procs for S steps
 with K atoms``), and ``etotal``: the total energy per atom (thermo ``TotEng``, normalised) at
 the last step, which is the check: it must agree with the baseline environment's within a
 relative 1e-4 (NVE conserves it, so reordered floating-point sums change it by far less; a
@@ -44,7 +44,7 @@ POTENTIALS = "/usr/share/lammps/potentials"
 EAM_FILE = "Cu_u3.eam"
 
 LJ_INPUT = """\
-# vhpc lammps problem=lj: Lennard-Jones melt (after LAMMPS bench/in.lj)
+# vhpc lammps problem=lj: Lennard-Jones melt (after LAMMPS's in.lj benchmark)
 units           lj
 atom_style      atomic
 lattice         fcc 0.8442
@@ -65,7 +65,7 @@ run             {steps}
 """
 
 EAM_INPUT = """\
-# vhpc lammps problem=eam: Cu with the EAM potential Cu_u3.eam (after LAMMPS bench/in.eam)
+# vhpc lammps problem=eam: Cu with the EAM potential Cu_u3.eam (after LAMMPS's in.eam benchmark)
 units           metal
 atom_style      atomic
 lattice         fcc 3.615
