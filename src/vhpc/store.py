@@ -244,10 +244,7 @@ class Store:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        # In WAL mode, NORMAL keeps every commit through a crash or kill -9 of vhpc and the
-        # file consistent through a power loss (which may only undo the last commits: those
-        # trials run again on resume); it saves an fsync per commit, two per trial (issue 31).
-        # Without WAL (a file system that refuses it) FULL stays.
+        # WAL + NORMAL: commits survive a kill -9, a power loss may undo the last ones (rerun)
         self.db.execute(f"PRAGMA synchronous={'NORMAL' if str(mode).lower() == 'wal' else 'FULL'}")
         # Schema and version row in one write transaction: two processes creating the same
         # fresh store serialise here instead of both inserting the version row.
