@@ -1,14 +1,13 @@
 """Issue 21: every study declares its seed figure; the figure's data (x, y, interval per point)
 is filled from an analysis, drawn, written to results.json; the report header is tables (raw
 JSON only in a collapsed block); vcluster per-guest / per-rank tables; the whole-seed page.
-The ``vm`` tests boot guests (TCG here: slow) and run only with VHPC_VM_TESTS=1."""
+The studies run for real at tiny sizes (guests boot under TCG here); the partition study's
+four guests are left to tests/test_partition_study.py."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -178,17 +177,8 @@ def test_vcluster_guest_and_rank_tables():
 
 # -- browser: a study report and a whole-seed page -------------------------------------------
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
 def _render(path: Path, tmp_path: Path) -> tuple[str, list[str]]:
-    exe = _chromium()
-    if exe is None:
-        pytest.skip("no chromium on PATH")
+    exe = require_tool("chromium", "chromium-browser", "google-chrome")  # fails under CI=true
     proc = subprocess.run(
         [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -261,12 +251,11 @@ SMALL = {
                  "communicating pairs (2 processes each)": [1]}),
     "oversubscription": (["npb-is:class=S,copies=2,threads=1"], {"NPB kernel": ["npb-is"]}),
     "cold-warm": (["pagefault:mib=4,reps=1"], {"trial": None}),
-    "partition": (["pingpong:iters=20"], {"environment": "ENVS"}),
 }
+# the partition study (four guests, minutes under TCG) is checked without booting them in
+# tests/test_partition_study.py
 
-#: studies that run in every test run (each well under a minute here); the others boot more
-#: guests for longer and run with VHPC_VM_TESTS=1
-CHEAP = ("noise", "linpack", "mpi-p2p", "oversubscription", "cold-warm")
+
 
 
 def _study(name: str, tmp_path: Path) -> dict:
@@ -282,9 +271,7 @@ def _study(name: str, tmp_path: Path) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("name", [n if n in CHEAP else pytest.param(n, marks=pytest.mark.skipif(
-    os.environ.get("VHPC_VM_TESTS") != "1", reason="boots guests for minutes: VHPC_VM_TESTS=1"))
-    for n in SMALL])
+@pytest.mark.parametrize("name", list(SMALL))
 def test_study_writes_figure_data_and_finding_lines(name, tmp_path, kernels_built, no_qemu_leak):
     require_tool("qemu-system-x86_64")
     doc = _study(name, tmp_path)
