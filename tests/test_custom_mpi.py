@@ -210,3 +210,21 @@ def test_a_missing_input_is_refused_before_any_trial(tmp_path):
     with pytest.raises(BenchmarkError, match="nowhere.txt does not exist"):
         campaign.execute(store, cid)
     assert all(t.status == "pending" for t in store.trials(cid))
+
+
+def test_an_input_guests_cannot_see_is_refused_before_any_trial(tmp_path):
+    """Guests replace /tmp (and /var/tmp, /run, /dev/shm) with their own: an input there would
+    be missing in the guest; pytest's tmp_path lies under /tmp."""
+    (tmp_path / "in.txt").write_text("v 1\n")
+    f = tmp_path / "c.yaml"
+    f.write_text("benchmarks: [p]\nenvironments: [native, vm]\ncustom:\n  - name: p\n"
+                 "    command: cat in.txt\n    inputs: [in.txt]\n"
+                 "    metrics: [{name: v, regex: 'v (\\d+)', direction: higher}]\n")
+    s = spec.from_file(f)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, s)
+    from vhpc.benchmarks.base import BenchmarkError
+
+    with pytest.raises(BenchmarkError, match=r"in.txt lies under /tmp.*replace with their own"):
+        campaign.execute(store, cid)
+    assert all(t.status == "pending" for t in store.trials(cid))

@@ -119,6 +119,14 @@ class Benchmark:
     #: its own verification or none); see :class:`Check` and vhpc.campaign.checks
     check: Check | None = None
 
+    def host_paths(self, params: Mapping[str, Any]) -> list[str]:
+        """Files and folders of the host a trial reads where it runs (inputs staged into the
+        working directory, prepared run inputs): a guest sees them through the shared root,
+        except under the directories it replaces with its own (``/tmp``, ...), which the
+        campaign refuses before anything runs.  Call after :meth:`preflight` where there is
+        one.  [] by default."""
+        return []
+
     def check_key(self, params: Mapping[str, Any], stdout: str) -> str:
         """What a trial's check value may be compared with: only baseline trials with the same
         key (e.g. "4000 atoms on 2 ranks": ranks=auto resolves per environment).  Parsed from

@@ -237,6 +237,9 @@ class CommandBenchmark(Benchmark):
                 raise BenchmarkError(f"custom benchmark {self.name!r}: input {src} does not "
                                      "exist: fix inputs: in the campaign file")
 
+    def host_paths(self, params):
+        return [p.partition("=")[0] for p in self.inputs]
+
     def __repr__(self) -> str:
         return f"CommandBenchmark({self.name!r}, {self.argv!r})"
 

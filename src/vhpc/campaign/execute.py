@@ -313,7 +313,27 @@ def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
         preflight = getattr(bench, "preflight", None)  # applications: binary, inputs prepared
         if preflight is not None:
             preflight(bench.resolve(b.params))
+        _refuse_hidden_inputs(spec, bench, bench.resolve(b.params))
     return {impl: ensure_kernels(sorted(bins), impl) for impl, bins in need.items()}
+
+
+def _refuse_hidden_inputs(spec: CampaignSpec, bench, params) -> None:
+    """Raise BenchmarkError when the campaign has guests and ``bench`` reads a host path that
+    guests cannot see (under the directories a guest replaces with its own tmpfs, ``/tmp``
+    and others: vm/guestimage.GUEST_PRIVATE), naming the path and what to do; before any
+    trial, so nothing runs that would fail in the guest."""
+    from vhpc.benchmarks.base import BenchmarkError
+    from vhpc.environments.vm.guestimage import GUEST_PRIVATE, hidden_in_guest
+
+    guests = [e.name for e in spec.environments if e.kind in ("vm", "vcluster")]
+    if not guests:
+        return
+    for path in bench.host_paths(params):
+        if hidden_in_guest(path):
+            raise BenchmarkError(
+                f"{bench.name}: {path} lies under {', '.join(GUEST_PRIVATE)}, which the guests "
+                f"({', '.join(guests)}) replace with their own: move it elsewhere (inputs:), or "
+                "set VHPC_CACHE outside them (prepared application inputs)")
 
 
 def imprecise(observations, target: float, confidence: float = 0.95) -> list[tuple]:

@@ -66,6 +66,11 @@ def shown_file(stdout: str, name: str) -> str | None:
     return None
 
 
+def apps_dir() -> Path:
+    """Where prepared application inputs live: ``apps`` in vhpc's cache (``$VHPC_CACHE``)."""
+    return cache_dir() / "apps"
+
+
 def prepared(kind: str, files: Mapping[str, str],
              build: Callable[[Path], None] | None = None, salt: str = "") -> Path:
     """A folder in vhpc's cache holding ``files`` (name → text) and whatever ``build(folder)``
@@ -76,7 +81,7 @@ def prepared(kind: str, files: Mapping[str, str],
     h = hashlib.sha256(f"{kind}\0{salt}".encode())
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
-    root = cache_dir() / "apps"
+    root = apps_dir()
     root.mkdir(parents=True, exist_ok=True)
     folder = root / f"{kind}-{h.hexdigest()[:16]}"
     done = folder / ".done"

@@ -181,6 +181,9 @@ class Gromacs(Benchmark):
         require(self.app_binary, self.package, self.name)
         self.prepare(float(params["box"]))
 
+    def host_paths(self, params):
+        return [str(common.apps_dir())]
+
     def launch(self, params, ctx):
         return Launch(self.ranks(params, ctx.ncpus), int(params.get("threads") or 1), "openmpi",
                       ctx.ncpus, cpuset=ctx.cpuset)

@@ -185,6 +185,12 @@ class Lammps(Benchmark):
         if params["problem"] == "eam" and not os.path.exists(pot):
             raise BenchmarkError(f"lammps: {pot} not found: apt-get install lammps-data")
 
+    def host_paths(self, params):
+        paths = [str(common.apps_dir())]
+        if params["problem"] == "eam":
+            paths.append(os.path.join(POTENTIALS, EAM_FILE))
+        return paths
+
     def launch(self, params, ctx):
         return Launch(self.ranks(params, ctx.ncpus), int(params.get("threads") or 1), "openmpi",
                       ctx.ncpus, cpuset=ctx.cpuset)
