@@ -39,3 +39,14 @@ def test_the_seed_captions_are_set_beside_the_applications():
         ("lammps", "timesteps_per_s", "within_pct", 5), ("gromacs", "ns_per_day", "within_pct", 5)}
     fig = studies.STUDIES.get("applications").figure
     assert fig.seed == "004" and {p.bench for p in fig.panels} >= {"lammps", "gromacs"}
+
+
+def test_given_items_run_at_every_count():
+    topo = topology.from_synthetic("pack:1 numa:1 l3:1 core:2 pu:1")
+    s = studies.build("applications", topo, ["lammps:steps=20", "gromacs:steps=10",
+                                             "lammps:ranks=1,atoms=500"], repeats=2)
+    got = sorted(str((b.name, b.params.get("ranks"), b.params.get("box"), b.params.get("steps")))
+                 for b in s.benchmarks)
+    assert got == sorted(map(str, [("gromacs", 1, 2.5, 10), ("gromacs", 2, 3.15, 10),
+                                   ("lammps", 1, None, 20), ("lammps", 1, None, None),
+                                   ("lammps", 2, None, 20)]))

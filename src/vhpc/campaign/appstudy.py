@@ -24,6 +24,9 @@ from vhpc.campaign.figures import FigureSpec, Panel
 from vhpc.campaign.studies import StudyError, node_counts, study
 from vhpc.spec.parse import bench, env
 
+#: Rank counts of the last :func:`_applications` call (the template runs before ``expand``).
+_COUNTS: list[int] = []
+
 #: Edge of the GROMACS water box on one rank (nm); k ranks get 2.5 x k^(1/3).
 BOX_NM = 2.5
 
@@ -59,6 +62,22 @@ def _layout(topo, protocol) -> tuple[list[int], str, list]:
     return node_counts(cores), "host", [env("native"), env("vm", vcpus=cores)]
 
 
+def _points(given: list, protocol) -> list:
+    """The user's ``-b`` items (e.g. ``lammps:steps=50``) at every rank count of
+    :func:`_layout`, unless the item sets ``ranks`` itself; a ``gromacs`` item without ``box``
+    gets the weak-scaling box of each count."""
+    counts = list(_COUNTS) or [1]
+    out = []
+    for b in given:
+        if "ranks" in b.params or b.name not in ("lammps", "gromacs"):
+            out.append(b)
+            continue
+        for k in counts:
+            extra = {"box": box_for(k)} if b.name == "gromacs" and "box" not in b.params else {}
+            out.append(bench(b.name, **b.params, **extra, ranks=k))
+    return out
+
+
 @study("applications", "LAMMPS and GROMACS, native vs a guest per node over 1..N nodes "
        "(seed 004 Fig. 7-8 with public codes)", FigureSpec(
            "004", "Fig. 7-8", "applications (CTH, Sage → LAMMPS, GROMACS): native vs "
@@ -71,11 +90,12 @@ def _layout(topo, protocol) -> tuple[list[int], str, list]:
                      title="Fig. 8 (Sage → GROMACS): weak scaling"),
                Panel("timesteps_per_s|ns_per_day", "VM / native", "param:ranks",
                      "MPI ranks", series="env&benchmark", relative=True,
-                     title="virtualized relative to native"))))
+                     title="virtualized relative to native"))), expand=_points)
 def _applications(topo, in_vm, protocol):
     """LAMMPS (lj, atoms per rank fixed) and GROMACS (water, volume per rank fixed) at every
     rank count of :func:`_layout`, natively and virtualized."""
     counts, _, envs = _layout(topo, protocol)
+    _COUNTS[:] = counts  # for _points (-b items): studies.build runs the template first
     default = [bench("lammps", ranks=k) for k in counts]
     default += [bench("gromacs", ranks=k, box=box_for(k)) for k in counts]
     return default, envs
