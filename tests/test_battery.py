@@ -102,3 +102,86 @@ def test_the_batterys_backtracking_regex_campaign_ends(tmp_path):
     assert "Traceback" not in p.stderr
     with sqlite3.connect(tmp_path / "o" / "vhpc.db") as db:
         assert db.execute("SELECT status FROM trials").fetchall() == [("failed",)]
+
+
+# ------------------------------------------------------------------ 3. foreign stores
+
+def _foreign(path: Path, wal: bool) -> bytes:
+    db = sqlite3.connect(path)
+    if wal:
+        db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE t (x)")
+    db.execute("INSERT INTO t VALUES (1)")
+    db.commit()
+    db.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("wal", [False, True])
+def test_diff_with_a_foreign_sqlite_store_leaves_it_untouched(tmp_path, capsys, wal):
+    other = tmp_path / "other.db"
+    before = _foreign(other, wal)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    rc, _, err = run_cli(capsys, "diff", "A", "B", "--store", other, "--out", tmp_path / "o")
+    one_line(rc, err, "not a vhpc store")
+    assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == files
+    with sqlite3.connect(other) as db:
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["t"]
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == ("wal" if wal else "delete")
+
+
+@pytest.mark.parametrize("content", [b"", b"hello, not a database\n"])
+def test_a_campaign_refuses_an_out_whose_vhpc_db_is_foreign(tmp_path, capsys, content):
+    out = tmp_path / "o"
+    out.mkdir()
+    if content:
+        (out / "vhpc.db").write_bytes(content)
+    else:
+        _foreign(out / "vhpc.db", False)
+    before = (out / "vhpc.db").read_bytes()
+    rc, _, err = run_cli(capsys, "list", "campaigns", "--out", out)
+    one_line(rc, err, "not a vhpc store")
+    assert (out / "vhpc.db").read_bytes() == before and sorted(os.listdir(out)) == ["vhpc.db"]
+
+
+@pytest.mark.parametrize("argv", [["list", "campaigns"], ["report", "20260101-000000-abcd"],
+                                  ["diff", "A", "B"]])
+def test_read_only_commands_never_create_a_store(tmp_path, capsys, argv):
+    out = tmp_path / "typo"
+    rc, _, err = run_cli(capsys, *argv, "--out", out)
+    one_line(rc, err, "no vhpc store")
+    assert not out.exists()
+
+
+def test_an_existing_vhpc_store_still_opens_and_an_empty_file_becomes_one(tmp_path):
+    from vhpc.store import Store
+
+    (tmp_path / "vhpc.db").touch()
+    Store(tmp_path / "vhpc.db").close()
+    s = Store(tmp_path / "vhpc.db", existing=True)
+    assert s.campaigns() == []
+    s.close()
+
+
+# ------------------------------------------------------------------ 4. nan from a benchmark
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_benchmark_printing_nan_finishes_its_trial(tmp_path, capsys, value):
+    doc = {"custom": [{"name": "probe", "command": ["sh", "-c", f"echo v {value}; echo w 2"],
+                       "metrics": [{"name": "v", "regex": r"v (\S+)", "unit": "1",
+                                    "higher_is_better": True},
+                                   {"name": "w", "regex": r"w (\S+)", "unit": "1",
+                                    "higher_is_better": True}]}],
+           "benchmarks": ["probe"], "environments": ["native"], "repeats": 1, "warmup": 0}
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "o"
+    rc, _, err = run_cli(capsys, "run", f, "--out", out)
+    assert rc in (0, 1) and "NOT NULL" not in err, err
+    with sqlite3.connect(out / "vhpc.db") as db:
+        (status, error), = db.execute("SELECT status, error FROM trials").fetchall()
+        samples = db.execute("SELECT metric, value FROM samples").fetchall()
+        (cstatus,), = db.execute("SELECT status FROM campaigns").fetchall()
+    assert status == "done" and "not a finite number" in error and "v=" in error
+    assert samples == [("w", 2.0)] and cstatus == "finished"

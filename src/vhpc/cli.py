@@ -111,7 +111,7 @@ def cmd_report(args) -> int:
 
     for flag in ("html", "csv", "json"):
         check_writable(getattr(args, flag), f"--{flag}")
-    store = _store(args.out)
+    store = _store(args.out, existing=True)
     store.campaign(args.id)
     if args.reparse:
         n = execute.reparse(store, args.id)
@@ -131,7 +131,8 @@ def cmd_list(args) -> int:
 
         views.benchmarks(console, REGISTRY, markdown=args.markdown)
         return 0
-    views.campaigns(console, _store(args.out).campaigns(), f"{args.out}/vhpc.db")
+    views.campaigns(console, _store(args.out, existing=True).campaigns(),
+                    f"{args.out}/vhpc.db")
     return 0
 
 

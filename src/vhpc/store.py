@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import math
 import os
 import sqlite3
 import time
@@ -201,6 +202,69 @@ class TrialRow:
     fresh: bool = False
 
 
+#: The first bytes of every SQLite 3 database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_is_store(path: Path) -> None:
+    """Raise StoreError unless ``path`` is a vhpc store, an empty file or an SQLite database
+    without tables (one another vhpc is creating this instant).  Reads only: the file is
+    opened read-only (immutable when it has no ``-wal`` beside it, so no ``-shm`` is made),
+    so a foreign database is refused untouched."""
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder, not a vhpc store: give the results folder "
+                         "(--out) or its vhpc.db", "cantopen")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"cannot open {path} ({_access_problem(path)}; {exc.strerror or exc}"
+                         f"): make {path.parent} and the file readable and writable (chmod u+rwx "
+                         "the folder and u+rw the file) or pick another --out",
+                         "cantopen") from None
+    if not head:
+        return
+    if head != SQLITE_MAGIC:
+        raise StoreError(f"{path} is not a vhpc store (not a database: no SQLite header), "
+                         "left untouched: move it aside or pick another --out", "corrupt")
+    wal = path.with_name(path.name + "-wal")
+    mode = "ro" if wal.exists() else "ro&immutable=1"
+    from urllib.parse import quote
+
+    try:
+        db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode={mode}", uri=True,
+                             timeout=30)
+        try:
+            tables = {r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+            version = (db.execute("SELECT value FROM meta WHERE key='schema_version'")
+                       .fetchone() if "meta" in tables else None)
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise describe_sqlite_error(path, exc) from None
+    if tables and version is None:
+        shown = ", ".join(sorted(tables)[:4]) + (", ..." if len(tables) > 4 else "")
+        raise StoreError(f"{path} is an SQLite database but not a vhpc store (tables: "
+                         f"{shown}): it is left untouched; give a vhpc results folder (--out) "
+                         "or its vhpc.db", "corrupt")
+
+
+def finite_samples(samples: list[Sample], error: str | None) -> tuple[list[Sample], str | None]:
+    """``samples`` without those whose value is not a finite number (a benchmark that printed
+    ``nan`` or ``inf``: SQLite would store NaN as NULL, and no statistic holds either), and
+    ``error`` with a note naming each dropped metric (the trial still finishes)."""
+    def finite(s: Sample) -> bool:
+        return isinstance(s.value, (int, float)) and math.isfinite(s.value)
+
+    kept = [s for s in samples if finite(s)]
+    if len(kept) == len(samples):
+        return samples, error
+    dropped = ", ".join(f"{s.metric}={s.value}" for s in samples if not finite(s))
+    note = f"not a finite number, sample dropped: {dropped}"
+    return kept, f"{error}; {note}" if error else note
+
+
 class Store:
     """A vhpc database at ``path`` (created with the current schema if missing; safe when
     several processes create it at once).
@@ -210,7 +274,11 @@ class Store:
     database written by a newer vhpc (schema_version too high).
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, existing: bool = False):
+        """Open (``existing=False``: create if missing) the store at ``path``.  With
+        ``existing=True`` (read-only commands: list, report, diff) a missing store is a
+        StoreError and nothing is created.  Either way a file that is not a vhpc store (not
+        SQLite, or SQLite with tables of its own) is refused before anything is written."""
         self.path = Path(path)
         if self.path.parent.exists() and not self.path.parent.is_dir():
             raise StoreError(f"--out {self.path.parent} is not a folder: pick another --out",
@@ -218,6 +286,11 @@ class Store:
         from vhpc.core.paths import make_private, private_results
 
         fresh = not self.path.exists()
+        if fresh and existing:
+            raise StoreError(f"no vhpc store at {self.path}: check --out (the folder that "
+                             "holds vhpc.db)", "cantopen")
+        if not fresh:
+            check_is_store(self.path)
         with private_results():  # a new store and its folder: 0600 / 0700 unless shared
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -517,6 +590,7 @@ class Store:
         ``reboot``: the trial was the first of its benchmark in a VM session the plan did not
         ask for (a resume after a kill, a guest that died): it is stored and analysed as a
         warm-up (see :meth:`observations`)."""
+        samples, error = finite_samples(samples, error)
         with self.transaction() as db:
             db.execute("DELETE FROM samples WHERE trial_id=?", (trial_id,))
             db.execute(
@@ -536,6 +610,7 @@ class Store:
     def replace_samples(self, trial_id: int, status: str, samples: list[Sample],
                         error: str | None) -> None:
         """Re-derived samples for a stored trial (re-parse), one transaction."""
+        samples, error = finite_samples(samples, error)
         with self.transaction() as db:
             db.execute("DELETE FROM samples WHERE trial_id=?", (trial_id,))
             db.execute("UPDATE trials SET status=?, error=? WHERE id=?", (status, error, trial_id))

@@ -78,12 +78,14 @@ def count(lo: int, hi: int):
     return convert
 
 
-def open_store(out: str):
-    """The store of results folder ``out`` (created if missing).  Raises StoreError (one line)
-    when ``out`` is not a folder or cannot be created or opened."""
+def open_store(out: str, existing: bool = False):
+    """The store of results folder ``out`` (created if missing; with ``existing``, as for
+    read-only commands, it must exist and nothing is created).  Raises StoreError (one line)
+    when ``out`` is not a folder, holds no store (``existing``) or a file that is not a vhpc
+    store, or cannot be created or opened."""
     from vhpc.store import Store
 
-    return Store(Path(out) / "vhpc.db")
+    return Store(Path(out) / "vhpc.db", existing=existing)
 
 
 def campaign_flags(sp, dry_run=False):

@@ -45,7 +45,7 @@ def _diffopen_store(path: str):
     if not db.is_file():
         raise DiffError(f"no vhpc store at {db}: give the results folder (--out) or the "
                         "vhpc.db of the campaigns (--store)")
-    return Store(db)
+    return Store(db, existing=True)
 
 
 def run(args) -> int:

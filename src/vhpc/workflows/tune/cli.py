@@ -208,7 +208,7 @@ def cmd_tune(args) -> int:
         topo = topology.load(args.topology)
         cands, skipped = _candidates(args, topo)
         return _dry_run(con, topo, cands, skipped, args)
-    store = Store(Path(args.out) / "vhpc.db")
+    store = Store(Path(args.out) / "vhpc.db", existing=bool(args.resume))
     if args.resume:
         cid, d = args.resume, runmod.load(args.out, args.resume)
         store.campaign(cid)
