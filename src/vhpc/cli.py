@@ -17,6 +17,7 @@ from pathlib import Path
 from vhpc import __version__
 from vhpc.core.argtypes import ascii_float, ascii_int
 from vhpc.core.errors import SpecError, VhpcError
+from vhpc.core.text import markup as esc
 from vhpc.workflows.common import (QUICK, UsageError, campaign_flags as _campaign_flags,
                                    console, count as _count, dry_run as _dry_run, err_console,
                                    open_store as _store, run_campaign,
@@ -59,7 +60,7 @@ def cmd_study(args) -> int:
         console.print(fig.describe(), highlight=False, markup=False)
     host = execute.host_facts()
     if studies.note(args.name, host.topology):
-        console.print(studies.note(args.name, host.topology))
+        console.print(studies.note(args.name, host.topology), highlight=False, markup=False)
     spec = studies.build(args.name, host.topology, args.bench or [], in_vm=args.in_vm,
                          host_knobs=args.host_knob, repeats=args.repeats, warmup=args.warmup,
                          timeout=args.timeout, executor=args.executor)
@@ -99,7 +100,7 @@ def cmd_calibrate(args) -> int:
                         say=lambda m: console.print(m, highlight=False, markup=False))
     calibrate_report.render_terminal(doc, console)
     jpath, hpath = calibrate_report.write(doc, Path(args.out))
-    console.print(f"Calibration: [bold]{hpath}[/]  (JSON: {jpath})")
+    console.print(f"Calibration: [bold]{esc(hpath)}[/]  (JSON: {esc(jpath)})")
     return 0
 
 

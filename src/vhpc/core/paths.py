@@ -63,3 +63,49 @@ def make_private(path: Path) -> None:
         os.chmod(path, 0o700 if path.is_dir() else 0o600)
     except OSError:
         pass
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "utf-8") -> Path:
+    """Write ``data`` to ``path`` atomically: a new temporary file in the same folder,
+    created with O_CREAT|O_EXCL|O_NOFOLLOW (0600 unless results are shared, see
+    :func:`sharing`), written, fsync'ed, then renamed onto ``path`` with ``os.replace``.  A
+    symbolic link at ``path`` is replaced, never followed; a failed write (full disk) removes
+    the temporary file and leaves the old file, or none.  Returns ``path``."""
+    path = Path(path)
+    raw = data.encode(encoding) if isinstance(data, str) else bytes(data)
+    folder = path.parent
+    mode = 0o666 if sharing() else 0o600
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = folder / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        try:
+            fd = os.open(tmp, flags, mode)
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover - 100 random names taken
+        raise FileExistsError(f"cannot create a temporary file beside {path}")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # the one-line error names the file, not the temp
+        raise
+    try:  # the rename itself survives a crash once the folder is synced; best effort
+        dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+    return path

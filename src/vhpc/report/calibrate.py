@@ -14,6 +14,9 @@ import jinja2
 from rich.console import Console
 from rich.table import Table
 
+from vhpc.core.paths import write_atomic
+from vhpc.core.text import markup as esc
+
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 
 
@@ -63,14 +66,14 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
         table.add_column(title)
     for row in doc["rows"]:
         c = cells(row)
-        table.add_row(*(c[k] for k, _ in COLUMNS))
+        table.add_row(*(esc(c[k]) for k, _ in COLUMNS))
     console.print(table)
     for env, p in doc["placement"].items():
         if p["trials"]:
-            console.print(f"placement {env}: {p['matching']}/{p['trials']} trials read back as "
-                          f"planned ({pct(p['rate'], 0)})")
+            console.print(f"placement {esc(env)}: {p['matching']}/{p['trials']} trials read back "
+                          f"as planned ({pct(p['rate'], 0)})")
         else:
-            console.print(f"placement {env}: no placement read-back recorded")
+            console.print(f"placement {esc(env)}: no placement read-back recorded")
 
 
 HTML_TPL = _ENV.from_string("""<!doctype html><html><head><meta charset="utf-8">
@@ -101,9 +104,9 @@ def write(doc: dict[str, Any], folder: Path) -> tuple[Path, Path]:
     paths."""
     folder.mkdir(parents=True, exist_ok=True)
     jpath, hpath = folder / "calibration.json", folder / "calibration.html"
-    jpath.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    write_atomic(jpath, json.dumps(doc, indent=2, default=str) + "\n")
     s = doc["settings"]
-    hpath.write_text(HTML_TPL.render(
+    write_atomic(hpath, HTML_TPL.render(
         s=s, delta=pct(s["delta"]), conf=pct(1 - s["alpha"], 0), columns=COLUMNS,
         rows=[cells(r) for r in doc["rows"]], placement=doc["placement"],
         cids=doc["campaign_ids"]))

@@ -15,6 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from vhpc.core.paths import write_atomic
+from vhpc.core.text import markup as esc
+from vhpc.core.text import plain
+
 
 def report_meta(store, cid: str) -> dict[str, Any]:
     """Report metadata of campaign ``cid``: id, date (UTC), command, status, spec, trial and
@@ -68,7 +72,7 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
         if meta["failed"]:
             console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "
                           "their errors are in the report.")
-        console.print(f"Report: [bold]{html_path}[/]  (CSV and JSON beside it)")
+        console.print(f"Report: [bold]{esc(html_path)}[/]  (CSV and JSON beside it)")
     return html_path
 
 
@@ -85,8 +89,8 @@ def study_outputs(result, meta, trials, folder: Path, name: str | None = None,
     block, fd, lines = paper.study_block(name, result, trials, note=note, png="figure.png")
     if fd is not None and not fd.empty():
         refs = paper.references(fd, name)
-        (folder / "figure.svg").write_text(studyfig.draw(fd, "svg", refs), encoding="utf-8")
-        (folder / "figure.png").write_bytes(studyfig.draw(fd, "png", refs))
+        write_atomic(folder / "figure.svg", studyfig.draw(fd, "svg", refs))
+        write_atomic(folder / "figure.png", studyfig.draw(fd, "png", refs))
     return {"name": name, **paper.figure_json(fd, lines)}, block, lines
 
 
@@ -112,8 +116,8 @@ def dry_run(console: Console, spec, trials, placements: dict[str, str]) -> None:
         params = ",".join(f"{k}={auto.get(k, 'auto') if v is None else v}"
                           for k, v in resolved.items())
         rnd = f"warm-up {t.round}" if t.warmup else str(t.round - spec.warmup)
-        table.add_row(str(t.seq), rnd + (" (new session)" if t.fresh else ""), t.environment,
-                      t.benchmark, escape(params), escape(placements[t.environment]))
+        table.add_row(str(t.seq), rnd + (" (new session)" if t.fresh else ""), esc(t.environment),
+                      esc(t.benchmark), esc(params), esc(placements[t.environment]))
     console.print(table)
     if len(trials) > DRY_RUN_ROWS:
         console.print(f"... and {len(trials) - DRY_RUN_ROWS} more trials in the same pattern")
@@ -132,7 +136,7 @@ def memory_profile(console: Console, trials) -> None:
     for col in ("benchmark", "NUMA penalty", "basis", "MPKI", "class"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.benchmark, f"{r.penalty:.3f}" if r.penalty else "n/a", r.basis,
+        table.add_row(esc(r.benchmark), f"{r.penalty:.3f}" if r.penalty else "n/a", esc(r.basis),
                       f"{r.mpki:.2f}" if r.mpki is not None else "unavailable", r.intensity or "-")
     console.print(table)
     if any(r.basis == "time" for r in rows):
@@ -167,10 +171,10 @@ def benchmarks(console: Console, registry: dict, markdown: bool = False) -> None
 
 def campaigns(console: Console, rows: list[dict], where: str) -> None:
     """``vhpc list campaigns``: id, status, done/failed/total trials, command."""
-    table = Table(title=f"campaigns in {where}")
+    table = Table(title=esc(f"campaigns in {where}"))
     for col in ("id", "status", "done", "failed", "total", "command"):
         table.add_column(col)
-    for c in rows:
-        table.add_row(c["id"], c["status"], str(c["done"] or 0), str(c["failed"] or 0),
-                      str(c["total"]), (c["command"] or "")[:80])
+    for c in rows:  # store rows are foreign text: no markup, no terminal escapes
+        table.add_row(esc(c["id"]), esc(c["status"]), str(c["done"] or 0),
+                      str(c["failed"] or 0), str(c["total"]), esc(plain(c["command"] or "")[:80]))
     console.print(table)

@@ -203,7 +203,10 @@ def memory_profile_section(trials: Iterable[Any]) -> Markup | None:
             ax.axvline(x, color="lightgray", lw=0.8)
         ax.set_xlabel("MPKI (LLC misses per 1000 instructions)")
         ax.set_ylabel("NUMA penalty (CPI remote / local)")
+        from vhpc.report.figures import literal_text
+
         buf = io.StringIO()
+        literal_text(fig)  # benchmark names are text, never math text
         fig.savefig(buf, format="svg", bbox_inches="tight")
         figure = embed_figure(buf.getvalue(), "mp-", "memory profile")
     return Markup(PROFILE_TPL.render(rows=rows, fit=fit, figure=figure,

@@ -16,6 +16,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from vhpc.core.paths import write_atomic
+from vhpc.core.text import markup as esc
+from vhpc.core.text import plain
 from vhpc.analysis.diff import (
     FAIL, IMPROVEMENT, PASS, REGRESSION, Diff, HistoryPoint, RowKey,
 )
@@ -108,7 +111,7 @@ def _header(d: Diff) -> str:
 def render_terminal(d: Diff, console: Console) -> None:
     """Fingerprint changes first, then the overhead changes, raw figures, unmatched rows and
     the PASS/FAIL summary."""
-    console.print(f"[bold]vhpc diff[/]  {_header(d)}", highlight=False)
+    console.print(f"[bold]vhpc diff[/]  {esc(_header(d))}", highlight=False)
     if d.fingerprint:
         t = Table(title="What changed (fingerprints, environment options, protocol)")
         for col in ("scope", "field", "A", "B"):
@@ -119,16 +122,17 @@ def render_terminal(d: Diff, console: Console) -> None:
     else:
         console.print("Fingerprints: no recorded difference between A and B")
     if d.overhead:
-        t = Table(title=f"Overhead change (ratio to {d.a.baseline}, B over A)")
+        t = Table(title=esc(f"Overhead change (ratio to {d.a.baseline}, B over A)"))
         for _, title in OVERHEAD_COLUMNS:
             t.add_column(title)
         for c in overhead_cells(d):
-            t.add_row(*(f"[{_STYLE[c[k]]}]{c[k]}[/]" if c[k] in _STYLE else escape(c[k])
+            t.add_row(*(f"[{_STYLE[c[k]]}]{c[k]}[/]" if c[k] in _STYLE else esc(c[k])
                         for k, _ in OVERHEAD_COLUMNS))
         console.print(t)
         notes = [(c["env"], c["bench"], c["metric"], c["note"]) for c in overhead_cells(d) if c["note"]]
         for env, bench, metric, note in notes:
-            console.print(f"  note {env} {bench} {metric}: {note}", highlight=False, markup=False)
+            console.print(plain(f"  note {env} {bench} {metric}: {note}"), highlight=False,
+                          markup=False)
     t = Table(title="Raw figures (mean B over mean A)")
     for _, title in RAW_COLUMNS:
         t.add_column(title)
@@ -148,10 +152,10 @@ def render_terminal(d: Diff, console: Console) -> None:
         if fails:
             names = ", ".join(f"{o.environment} {o.benchmark} {o.metric}" for o in fails)
             console.print(f"[bold red]FAIL[/]: {len(fails)} regression(s) beyond the tolerance "
-                          f"({d.tolerance.describe()}): {names}", highlight=False)
+                          f"({esc(d.tolerance.describe())}): {esc(names)}", highlight=False)
         else:
             console.print(f"[green]PASS[/]: no regression beyond the tolerance "
-                          f"({d.tolerance.describe()})", highlight=False)
+                          f"({esc(d.tolerance.describe())})", highlight=False)
 
 
 def write_json(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
@@ -163,7 +167,7 @@ def write_json(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]]
                                        "n": p.n} for p in pts]}
                           for k, pts in history.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    write_atomic(path, json.dumps(doc, indent=2, default=str) + "\n")
     return path
 
 
@@ -263,5 +267,5 @@ def write_html(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]]
         unmatched=d.unmatched, ncampaigns=ncampaigns,
         figures=[(t, embed_figure(f, f"h{i}-", t)) for i, (t, f) in enumerate(figs)])
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html)
+    write_atomic(path, html)
     return path

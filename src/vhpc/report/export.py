@@ -10,6 +10,7 @@ never be mistaken for a hardware-virtualization result.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -21,6 +22,8 @@ from vhpc.analysis import FASTER, NO_DIFFERENCE, SLOWER, Analysis
 from vhpc.analysis.families import FamilySummary, family_summaries, natural_key
 from vhpc.core.errors import VhpcError
 from vhpc.core.metrics import Observation
+from vhpc.core.paths import write_atomic
+from vhpc.core.text import csv_cell
 
 __all__ = ["write_csv", "write_json", "SAMPLE_COLUMNS", "COMPARISON_COLUMNS", "FAMILY_COLUMNS",
            "ReportData", "Exporter", "EXPORTERS", "export_all", "family_rows"]
@@ -129,11 +132,14 @@ def _cell(v: Any) -> Any:
 
 
 def _write_rows(path: str | Path, columns: list[str], rows: Iterable[dict[str, Any]]) -> None:
-    with Path(path).open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns)
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: _cell(v) for k, v in row.items()})
+    """CSV of ``rows`` written atomically; text cells neutralised against formula injection
+    (:func:`vhpc.core.text.csv_cell`), numbers left numeric."""
+    fh = io.StringIO(newline="")
+    w = csv.DictWriter(fh, fieldnames=columns)
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: csv_cell(_cell(v)) for k, v in row.items()})
+    write_atomic(path, fh.getvalue())
 
 
 def _order(analysis: Analysis):
@@ -240,9 +246,7 @@ def write_json(analysis: Analysis, observations: Iterable[Observation], path: st
     if study:
         doc["study"] = dict(study)  # {"name", "figure": x/y/interval per point, "paper_findings"}
     path = Path(path)
-    with path.open("w", encoding="utf-8") as fh:
-        json.dump(doc, fh, allow_nan=False, indent=1)
-        fh.write("\n")
+    write_atomic(path, json.dumps(doc, allow_nan=False, indent=1) + "\n")
     return path
 
 

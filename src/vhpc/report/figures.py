@@ -28,6 +28,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis  # noqa: E402
 from vhpc.analysis.families import Family, sorted_keys  # noqa: E402
 from vhpc.core.metrics import Observation  # noqa: E402
+from vhpc.core.text import mathtext  # noqa: E402
 from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
 
 __all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar",
@@ -40,14 +41,45 @@ _COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#1
 _RC = {"svg.fonttype": "path", "font.size": 9, "axes.titlesize": 10}
 
 
+def literal_text(fig: Figure) -> Figure:
+    """Make every text in ``fig`` literal: titles, axis labels, legends and annotations are
+    never parsed as math text (a unit ``$\\foo$`` is drawn as typed, not a parse error), and
+    tick labels given as text (environment, benchmark and category names) have ``$``
+    escaped.  Numeric tick labels keep matplotlib's own formatting.  Returns ``fig``."""
+    from matplotlib.category import StrCategoryFormatter
+    from matplotlib.text import Text
+    from matplotlib.ticker import (FixedFormatter, FormatStrFormatter, FuncFormatter,
+                                   StrMethodFormatter)
+
+    textual = (FixedFormatter, FuncFormatter, StrCategoryFormatter, StrMethodFormatter,
+               FormatStrFormatter)  # labels that are (or may hold) text: names, categories
+    ticks = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for major in (True, False):
+                f = axis.get_major_formatter() if major else axis.get_minor_formatter()
+                if isinstance(f, textual) and not getattr(f, "vhpc_literal", False):
+                    lit = FuncFormatter(lambda x, pos=None, f=f: mathtext(f(x, pos)))
+                    lit.vhpc_literal = True
+                    (axis.set_major_formatter if major else axis.set_minor_formatter)(lit)
+            ticks.update(id(t) for t in axis.get_ticklabels(which="both"))
+    for t in fig.findobj(Text):
+        if id(t) not in ticks:
+            t.set_parse_math(False)
+            t.set_usetex(False)
+    return fig
+
+
 def render(fig: Figure, fmt: str = "svg") -> str | bytes:
     """Render ``fig`` to SVG text (``fmt="svg"``) or PNG bytes (``fmt="png"``, 110 dpi).
+    Text in it is drawn literally (:func:`literal_text`), never as math text.
 
     SVG carries no date metadata, so identical input gives identical output apart from
     matplotlib's random clip-path ids.  Raises ValueError for another format.
     """
     if fmt not in ("svg", "png"):
         raise ValueError(f"figure format must be 'svg' or 'png', got {fmt!r}")
+    literal_text(fig)
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     with matplotlib.rc_context(_RC):

@@ -22,6 +22,7 @@ from vhpc import __version__
 from vhpc.core import stats
 from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
 from vhpc.core.metrics import Observation
+from vhpc.core.paths import write_atomic
 from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
 from vhpc.report import (comparison_rows, env_header, family_metric_label, fmt_family_overhead,
                          fmt_family_counts, fmt_family_range, fmt_family_ratio, fmt_points)
@@ -302,5 +303,5 @@ def write_html(
     text = render_html(analysis, observations, campaign, fmt=fmt, max_points=max_points,
                        sections=sections, study=study, shared=shared)
     path = Path(path)
-    path.write_text(text, encoding="utf-8")
+    write_atomic(path, text)
     return path

@@ -22,6 +22,7 @@ from markupsafe import Markup
 from vhpc.analysis import Analysis, figdata
 
 from vhpc.campaign import findings
+from vhpc.core.paths import write_atomic
 from vhpc.campaign.findings import AGREES, CANNOT_TELL, DISAGREES
 
 
@@ -464,6 +465,6 @@ def write_seed_page(seed: str, entries: list[dict[str, Any]], path: str | Path) 
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = [{"number": "", "cid": None, "status": "", "block": None, "report": None,
                 "emulated": False, "answer": "", "limits": [], **e} for e in entries]
-    path.write_text(PAGE_TPL.render(seed=seed, title=SEED_TITLES.get(seed, ""), entries=entries,
-                                    emulated=any(e.get("emulated") for e in entries)), encoding="utf-8")
+    write_atomic(path, PAGE_TPL.render(seed=seed, title=SEED_TITLES.get(seed, ""), entries=entries,
+                                    emulated=any(e.get("emulated") for e in entries)))
     return path

@@ -11,19 +11,53 @@ import shlex
 import sys
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Console, RenderHook
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
 from vhpc.core.errors import VhpcError
+from vhpc.core.text import markup as esc
+from vhpc.core.text import plain
 
 DEFAULT_OUT = "vhpc-results"
 QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
 
+class _Plain:
+    """A renderable whose text segments lose terminal escapes and control characters (the
+    styles rich adds, and rich's own control segments, are kept)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __rich_console__(self, con, options):
+        from rich.segment import Segment
+
+        for seg in con.render(self.inner, options):
+            if seg.control or not seg.text:
+                yield seg
+            else:
+                yield Segment(plain(seg.text), seg.style)
+
+
+class NoForeignEscapes(RenderHook):
+    """Render hook: whatever a console prints, foreign text in it (benchmark output, store
+    rows, paths) reaches the terminal without its escape sequences (``ESC[2J``, OSC titles)."""
+
+    def process_renderables(self, renderables):
+        """Wrap each renderable so its text segments are stripped of escapes."""
+        return [_Plain(r) for r in renderables]
+
+
+def safe_console(con: Console) -> Console:
+    """``con`` with :class:`NoForeignEscapes` installed; returns it."""
+    con.push_render_hook(NoForeignEscapes())
+    return con
+
+
 # Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
 _WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160
-console = Console(width=_WIDTH)
-err_console = Console(stderr=True)
+console = safe_console(Console(width=_WIDTH))
+err_console = safe_console(Console(stderr=True))
 
 
 class UsageError(VhpcError):
@@ -31,7 +65,8 @@ class UsageError(VhpcError):
 
 
 class RichProgress:
-    """Campaign progress: a bar with done/total, elapsed time and ETA; failures are printed."""
+    """Campaign progress: a bar with done/total, elapsed time and ETA; failures are printed.
+    Names, parameters and benchmark output are shown as text, never read as markup."""
 
     def __init__(self, con: Console):
         self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
@@ -45,7 +80,7 @@ class RichProgress:
 
     def trial(self, row):
         kind = "warm-up" if row.warmup else f"round {row.round}"
-        self.bar.update(self.task, description=f"{row.environment} {row.benchmark} ({kind})")
+        self.bar.update(self.task, description=esc(f"{row.environment} {row.benchmark} ({kind})"))
 
     def grow(self, n):
         self.bar.update(self.task, total=self.bar.tasks[0].total + n)
@@ -55,8 +90,9 @@ class RichProgress:
     def finished(self, row, status, note):
         self.bar.advance(self.task)
         if note:
-            first = note.splitlines()[0][:160]
-            self.bar.console.print(f"[yellow]{row.environment} {row.benchmark}: {status}: {first}")
+            first = (plain(note).splitlines() or [""])[0][:160]
+            self.bar.console.print(f"{row.environment} {row.benchmark}: {status}: {first}",
+                                   style="yellow", markup=False, highlight=False)
 
     def stop(self):
         self.bar.stop()
@@ -132,7 +168,7 @@ def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]
         cid = args.resume
         store.campaign(cid)  # raises StoreError for an unknown id
         store.check_not_owned(cid)  # another live vhpc runs it: refuse before printing anything
-        console.print(f"Resuming campaign [bold]{cid}[/]")
+        console.print(f"Resuming campaign [bold]{esc(cid)}[/]")
     else:
         envs = execute.prepare(spec)  # host checks and environments, before anything is stored
         for env in envs.values():
@@ -143,20 +179,21 @@ def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]
         executor.preflight()  # slurm: commands installed, controller answers
         execute.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
         cid = execute.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
-        console.print(f"Campaign [bold]{cid}[/]: {len(spec.benchmarks)} benchmark(s) × "
+        console.print(f"Campaign [bold]{esc(cid)}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
-                      f"rounds → {args.out}/")
+                      f"rounds → {esc(args.out)}/")
     progress = RichProgress(console)
     try:
         counts = execute.execute(store, cid, progress, envs=envs, spec=spec,
                                   notify=lambda m: err_console.print(
-                                      f"vhpc: {m}", highlight=False, markup=False,
+                                      f"vhpc: {plain(m)}", highlight=False, markup=False,
                                       soft_wrap=True))
     except KeyboardInterrupt:
         progress.stop()
         done = len(store.trials(cid, "done")) + len(store.trials(cid, "failed"))
         err_console.print(f"vhpc: interrupted; {done} trials are stored. Resume with: "
-                          f"vhpc compare --resume {cid} --out {args.out}")
+                          f"vhpc compare --resume {cid} --out {plain(args.out)}", markup=False,
+                          highlight=False)
         return 130, cid
     finally:
         progress.stop()

@@ -4,10 +4,13 @@ spec drawn beside the diff."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from vhpc.core.argtypes import ascii_float
 from vhpc.core.errors import VhpcError
+from vhpc.core.text import markup as esc
 from vhpc.workflows.common import UsageError, campaign_flags, console, count, err_console
 
 
@@ -46,6 +49,25 @@ def _diffopen_store(path: str):
         raise DiffError(f"no vhpc store at {db}: give the results folder (--out) or the "
                         "vhpc.db of the campaigns (--store)")
     return Store(db, existing=True)
+
+
+def _own_folder(folder: Path) -> None:
+    """Make the diff folder ``folder``, or accept it when it is a real folder of this user's:
+    its name is predictable, so one that is a symbolic link or belongs to someone else (a
+    shared results folder) is refused rather than written into."""
+    from vhpc.analysis.diff import DiffError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        st = os.lstat(folder)
+    except OSError as exc:
+        raise DiffError(f"cannot make the diff folder {folder}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise DiffError(f"{folder} is a symbolic link or not a folder: vhpc does not write "
+                        "through it (remove it, or give --html and --json)")
+    if st.st_uid != os.geteuid():
+        raise DiffError(f"{folder} belongs to another user (uid {st.st_uid}): vhpc does not "
+                        "write into it (remove it, or give --html and --json)")
 
 
 def run(args) -> int:
@@ -90,7 +112,9 @@ def run(args) -> int:
         hist = d.history(chosen, args.alpha)
     present.render_terminal(result, console)
     folder = Path(args.out) / f"diff-{a.id}-{b.id}"
+    if not (args.html and args.json):
+        _own_folder(folder)
     html = present.write_html(result, Path(args.html) if args.html else folder / "diff.html", hist)
     js = present.write_json(result, Path(args.json) if args.json else folder / "diff.json", hist)
-    console.print(f"Diff: [bold]{html}[/]  (JSON: {js})")
+    console.print(f"Diff: [bold]{esc(html)}[/]  (JSON: {esc(js)})")
     return result.exit_status

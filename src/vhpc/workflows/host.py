@@ -36,6 +36,7 @@ def host(args) -> int:
     from vhpc.environments.vm import guestimage
     from vhpc.host import facts
     from vhpc.environments.vm import VmKind
+    from rich.markup import escape
 
     from vhpc import topology
 
@@ -46,25 +47,26 @@ def host(args) -> int:
     if args.topology:
         return 0
     fp = facts.fingerprint()
-    console.print(f"CPU model     {fp['cpu_model']}  ({fp['host_cpus']} CPUs)")
-    console.print(f"host kernel   {fp['host_kernel']}")
-    console.print(f"QEMU          {facts.qemu_version() or 'not installed (apt-get install qemu-system-x86)'}")
+    say = dict(highlight=False, markup=False)  # host facts are foreign text, never markup
+    console.print(f"CPU model     {fp['cpu_model']}  ({fp['host_cpus']} CPUs)", **say)
+    console.print(f"host kernel   {fp['host_kernel']}", **say)
+    console.print(f"QEMU          {facts.qemu_version() or 'not installed (apt-get install qemu-system-x86)'}", **say)
     try:
         kernel = guestimage.find_kernel()
-        console.print(f"guest kernel  {kernel.image} ({kernel.release})")
+        console.print(f"guest kernel  {kernel.image} ({kernel.release})", **say)
     except guestimage.GuestImageError as exc:
         kernel = None
-        console.print(f"guest kernel  none: {exc}")
+        console.print(f"guest kernel  none: {exc}", **say)
     if args.no_probe or kernel is None or facts.qemu_version() is None:
         console.print("accelerator   not probed")
     else:
         probe = VmKind.probe_accel(kernel, use_cache=not args.reprobe)
         style = "green" if probe.accel == "kvm" else "yellow"
-        console.print(f"accelerator   [{style}]{probe.accel}[/]: {probe.reason}")
+        console.print(f"accelerator   [{style}]{escape(probe.accel)}[/]: {escape(probe.reason)}")
         if probe.accel == "tcg":
             console.print("              VM results on this host are TCG emulation, not hardware "
                           "virtualization overheads.")
-    console.print("host knobs    " + json.dumps(fp["knobs"]))
+    console.print("host knobs    " + json.dumps(fp["knobs"]), **say)
     return 0
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vhpc.core.errors import VhpcError
+from vhpc.core.text import markup as esc
 
 #: seconds a guest takes to boot (a fresh session), by accelerator
 BOOT_S = {"kvm": 15.0, "tcg": 60.0}
@@ -345,5 +346,5 @@ def run(args) -> int:
             r, _ = run_campaign(args, it.spec, command=cmd)
             rc = max(rc, r)
     path = page(seed, items, _store(args.out), args.out)
-    console.print(f"Seed {seed} page: [bold]{path}[/]")
+    console.print(f"Seed {seed} page: [bold]{esc(path)}[/]")
     return rc

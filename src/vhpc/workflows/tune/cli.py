@@ -15,6 +15,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from vhpc.core.paths import write_atomic
+from vhpc.core.text import markup as esc
+
 __all__ = ["add_parser", "cmd_tune"]
 
 
@@ -139,8 +142,8 @@ def _new_race(args, con, store):
                           tuple(racing), settings, args.warmup)
     spec = runmod.build_spec(args.bench, d, native_cpus, args.host_knob, args.timeout, args.accel)
     cid = runmod.start(store, spec, d, args.out, " ".join(shlex.quote(a) for a in sys.argv))
-    con.print(f"Race [bold]{cid}[/]: {len(racing)} candidate(s) + native, budget {args.budget} "
-              f"trials → {args.out}/")
+    con.print(f"Race [bold]{esc(cid)}[/]: {len(racing)} candidate(s) + native, budget {args.budget} "
+              f"trials → {esc(args.out)}/")
     return cid, d
 
 
@@ -177,7 +180,7 @@ class _Progress:
         self.task = self.bar.add_task("trials", total=total, completed=done)
 
     def trial(self, row):
-        self.bar.update(self.task, description=f"{row.environment} {row.benchmark} round {row.round}")
+        self.bar.update(self.task, description=esc(f"{row.environment} {row.benchmark} round {row.round}"))
 
     def grow(self, n):
         self.bar.update(self.task, total=self.bar.tasks[0].total + n)
@@ -202,7 +205,9 @@ def cmd_tune(args) -> int:
     from vhpc.store import Store
     from vhpc.workflows.tune import run as runmod
 
-    con = Console(width=None if sys.stdout.isatty() else 160)
+    from vhpc.workflows.common import safe_console
+
+    con = safe_console(Console(width=None if sys.stdout.isatty() else 160))
     _check(args)
     if args.dry_run:
         topo = topology.load(args.topology)
@@ -212,7 +217,7 @@ def cmd_tune(args) -> int:
     if args.resume:
         cid, d = args.resume, runmod.load(args.out, args.resume)
         store.campaign(cid)
-        con.print(f"Resuming race [bold]{cid}[/]")
+        con.print(f"Resuming race [bold]{esc(cid)}[/]")
     else:
         cid, d = _new_race(args, con, store)
     show = _round_printer(con, d)
@@ -239,7 +244,7 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
     intensity, prior_text = runmod.prior(store.trials(cid), d.settings.baseline)
     rec = output.recommend(d, st, intensity)
     emulated = output.emulated(store, cid)
-    table = Table(title=f"vhpc tune {cid}: {st.reason}")
+    table = Table(title=esc(f"vhpc tune {cid}: {st.reason}"))
     obs = store.observations(cid)
     per = {e: race.per_benchmark(obs, d.settings.baseline, e) for e in d.settings.candidates}
     benches = sorted({b for v in per.values() for b in v})
@@ -249,8 +254,8 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
     for e in race.order_by_prior(d.settings.candidates, lambda e: d.candidate(e).local, intensity):
         x = st.standings[e]
         cells = [output.ratio_text(*per[e].get(b, (None, None))) for b in benches]
-        table.add_row(d.candidate(e).name, *cells, output.ratio_text(x.ratio, x.ci),
-                      output.status_text(x))
+        table.add_row(esc(d.candidate(e).name), *map(esc, cells), esc(output.ratio_text(x.ratio, x.ci)),
+                      esc(output.status_text(x)))
     con.print(table)
     con.print(f"ratio: geometric mean over rounds of candidate/native (same round), 95 % CI; "
               f"eliminated: Welch t-test on the per-round log ratios vs the leader, Holm-adjusted "
@@ -275,7 +280,7 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
         row["per_benchmark"] = {b: {"ratio": r, "ci": list(c) if c else None}
                                 for b, (r, c) in per[row["environment"]].items()}
     for path in filter(None, [folder / "tune-result.json", json_path]):
-        Path(path).write_text(json.dumps(data, indent=1))
+        write_atomic(path, json.dumps(data, indent=1))
     page = output.write_html(folder / "tune.html",
                              output.html_section(d, st, rec, prior_text, emulated=emulated), cid)
     con.print(f"Report: {page} (JSON: {folder / 'tune-result.json'}; vhpc report {cid} "

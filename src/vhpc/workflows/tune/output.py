@@ -21,6 +21,7 @@ from pathlib import Path
 
 from vhpc import placement
 from vhpc.core.cpulist import format_cpu_list
+from vhpc.core.paths import write_atomic
 from vhpc.environments.vm.backends.libvirt_xml import to_libvirt_xml
 from vhpc.environments.vm.backends.qemu import qemu_numa_args
 from vhpc.workflows.tune.candidates import Candidate
@@ -264,7 +265,7 @@ def html_section(d: Definition, st: RaceState, rec: Recommendation | None, prior
 
 def write_html(path: Path, section: str, cid: str) -> Path:
     """A self-contained page holding :func:`html_section` (``<out>/<id>/tune.html``)."""
-    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>vhpc tune {cid}"
+    write_atomic(path, f"<!doctype html><html><head><meta charset='utf-8'><title>vhpc tune {cid}"
                     "</title><style>body{font-family:sans-serif;max-width:60em;margin:auto}"
                     "td,th{padding:2px 8px;border-bottom:1px solid #ddd}pre{background:#f6f6f6;"
                     f"padding:6px;overflow:auto}}</style></head><body>{section}</body></html>")

@@ -1,0 +1,273 @@
+"""Third hostile battery (issue 32), part B: foreign text is data everywhere it is shown —
+never rich markup, matplotlib math text, a spreadsheet formula or a terminal escape; files
+are written by create-new + atomic rename and never through a symlink; finite extremes give
+a result or an honest "cannot compute"; a slowdown the kernel did not apply is a finding.
+Real CLI runs in-process (tiny custom campaigns printing a fixed line), real files."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vhpc import cli
+from vhpc.core import paths
+from vhpc.core.text import csv_cell, markup, mathtext, plain
+
+ESC = "\x1b"
+
+
+# ------------------------------------------------------------------------------ helpers
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def campaign_file(path: Path, lines: str, unit: str = "1", regex: str = r"v (-?\d+)",
+                  envs=("native",), exit_status: int = 0, repeats: int = 2) -> Path:
+    """A campaign file of one custom benchmark ``probe`` that prints ``lines`` (a printf
+    format) and exits ``exit_status``; metric ``v`` with ``unit``."""
+    probe = {"name": "probe",
+             "command": ["sh", "-c", f"printf '{lines}'; exit {exit_status}"],
+             "metrics": [{"name": "v", "regex": regex, "unit": unit, "higher_is_better": True}]}
+    doc = {"custom": [probe], "benchmarks": ["probe"], "environments": list(envs),
+           "warmup": 0, "repeats": repeats}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def campaign_ids(out: Path) -> list[str]:
+    db = sqlite3.connect(out / "vhpc.db")
+    try:
+        return [r[0] for r in db.execute("SELECT id FROM campaigns ORDER BY created, id")]
+    finally:
+        db.close()
+
+
+def statuses(out: Path) -> list[str]:
+    db = sqlite3.connect(out / "vhpc.db")
+    try:
+        return [r[0] for r in db.execute("SELECT status FROM trials")]
+    finally:
+        db.close()
+
+
+# ---------------------------------------------------------------- 1. rich markup, ANSI
+
+def test_markup_and_escapes_in_output_command_and_out_path_are_text(capsys, tmp_path,
+                                                                   monkeypatch):
+    """A failing benchmark printing ``[/y]`` and ANSI escapes, a command line and an
+    ``--out`` path holding ``[/x]``: the campaign ends normally (no trial left running), the
+    text is shown literally without escapes, and ``list campaigns`` reads the store."""
+    out = tmp_path / "o[/x]"
+    f = campaign_file(tmp_path / "c.yaml", r"[/y] \033[31mred\033[0m\n", exit_status=3,
+                      regex=r"(?:\[/y\] )?v (\d+)", repeats=1)  # not found: the note quotes it
+    monkeypatch.setattr(sys, "argv", ["vhpc[/y]", "run", str(f), "--out", str(out)])
+    rc, so, se = run_cli(capsys, "run", f, "--out", out)
+    assert rc == 1, se[-2000:]  # every trial failed (exit 3): stored, campaign finished
+    assert set(statuses(out)) == {"failed"}
+    assert "/y" in so and "not found" in so and "[/x]" in so  # the note, the path: as text
+    assert ESC + "[31m" not in so + se and ESC + "[2J" not in so + se
+    rc, so, se = run_cli(capsys, "list", "campaigns", "--out", out)
+    assert rc == 0, se
+    assert "vhpc[/y]" in so and "[/x]" in so
+
+
+def test_a_parameter_holding_markup_runs_and_reports(capsys, tmp_path):
+    """``pagefault:file=.../d[/y]``: a parameter with a closing tag in it."""
+    (tmp_path / "d[").mkdir()
+    target = tmp_path / "d[" / "y]"
+    target.write_bytes(b"\0" * 65536)
+    rc, so, se = run_cli(capsys, "compare", "-b", f"pagefault:file={target},mib=1",
+                         "-e", "native", "--repeats", "2", "--warmup", "0",
+                         "--out", tmp_path / "out")
+    assert rc == 0, se[-2000:]
+    assert "d[/y]" in so
+
+
+def test_the_progress_line_and_store_rows_are_never_markup():
+    """The progress bar's description and ``list campaigns`` rows (the views themselves)."""
+    import io
+
+    from rich.console import Console
+
+    from vhpc.report import console as views
+    from vhpc.workflows.common import RichProgress, safe_console
+
+    buf = io.StringIO()
+    con = safe_console(Console(file=buf, width=200, force_terminal=True))
+    bar = RichProgress(con)
+
+    class Row:
+        environment, benchmark, warmup, round = "e[/a]", "b[bold]", False, 1
+    bar.start(2, 0)
+    bar.trial(Row)
+    bar.finished(Row, "failed", "[/z] boom " + ESC + "]0;title\a " + ESC + "[2J\nmore")
+    bar.stop()
+    views.campaigns(con, [{"id": "c[/i]", "status": "s[/s]", "done": 1, "failed": 0,
+                           "total": 1, "command": "vhpc run x --out [/x] " + ESC + "[2J"}],
+                    "w[/w]")
+    text = buf.getvalue()
+    for literal in ("e[/a]", "b[bold]", "[/z] boom", "c[/i]", "[/x]", "w[/w]"):
+        assert literal in text, literal
+    assert ESC + "[2J" not in text and ESC + "]0;" not in text
+
+
+def test_text_helpers():
+    assert plain("a" + ESC + "[31mb" + ESC + "[0m\tc\n\x07" + ESC + "]0;t\x07d") == "ab\tc\nd"
+    assert markup("[/y]") == "\\[/y]"
+    assert mathtext(r"$\foo$") == r"\$\foo\$"
+
+
+# -------------------------------------------------------------------- 2. math text
+
+def test_a_math_text_unit_is_drawn_literally(capsys, tmp_path):
+    """A metric unit ``$\\foo$`` (an unknown math symbol): the report and its figures are
+    written, the unit shown as typed."""
+    f = campaign_file(tmp_path / "c.yaml", r"v 3\n", unit=r"$\foo$",
+                      envs=("native", "native:name=b"))
+    out = tmp_path / "out"
+    rc, so, se = run_cli(capsys, "run", f, "--out", out)
+    assert rc == 0, se[-2000:]
+    (cid,) = campaign_ids(out)
+    rc, so, se = run_cli(capsys, "report", cid, "--out", out)
+    assert rc == 0, se[-2000:]
+    assert (out / cid / "report.html").stat().st_size > 0
+
+
+def test_every_figure_text_is_literal():
+    """Titles, labels, legends, annotations and text tick labels of a figure with ``$``."""
+    from vhpc.report.figures import _new_figure, render
+
+    fig = _new_figure(4, 3)
+    ax = fig.add_subplot()
+    ax.bar([0, 1], [1, 2], label=r"$\bar$ env")
+    ax.set_xticks([0, 1])
+    ax.set_xticklabels([r"$\foo$", "b$"])
+    ax.set_ylabel(r"v [$\foo$]")
+    ax.set_title(r"$\x{$")
+    ax.annotate(r"$\y$", (0, 1))
+    ax.legend()
+    fig.suptitle(r"$$\z")
+    assert render(fig, "svg").startswith("<?xml")
+    assert render(fig, "png")[:4] == b"\x89PNG"
+
+
+# -------------------------------------------------------------- 3. CSV formula injection
+
+def test_csv_cells_are_neutralised_but_numbers_stay_numeric(capsys, tmp_path):
+    unit = '=HYPERLINK("http://example.invalid","x")'
+    f = campaign_file(tmp_path / "c.yaml", r"v -3\n", unit=unit,
+                      envs=("native", "native:name=b"))
+    out = tmp_path / "out"
+    rc, so, se = run_cli(capsys, "run", f, "--out", out)
+    assert rc == 0, se[-2000:]
+    (cid,) = campaign_ids(out)
+    seen_unit = seen_value = False
+    for name in ("samples.csv", "comparisons.csv"):
+        with (out / cid / name).open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        assert rows, name
+        for row in rows:
+            for k, v in row.items():
+                assert not (v or "").startswith(("=", "+", "@", "\t", "\r")), (name, k, v)
+                if (v or "").startswith("-"):
+                    float(v)  # a genuine negative number, left numeric
+            if name == "samples.csv":
+                seen_unit |= row["unit"] == "'" + unit
+                seen_value |= float(row["value"]) == -3.0
+    assert seen_unit and seen_value
+
+
+@pytest.mark.parametrize("cell,want", [
+    ("=1+1", "'=1+1"), ("+1+1", "'+1+1"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"),
+    ("\tx", "'\tx"), ("\rx", "'\rx"), ("-1.5", "-1.5"), ("+2e3", "+2e3"), ("ok", "ok"),
+    (-3.0, -3.0), (5, 5), ("", "")])
+def test_csv_cell(cell, want):
+    assert csv_cell(cell) == want
+
+
+# ----------------------------------------------------- 4. atomic writes, no symlinks
+
+@pytest.fixture()
+def two_campaigns(capsys, tmp_path):
+    f = campaign_file(tmp_path / "c.yaml", r"v 3\n", repeats=2)
+    out = tmp_path / "out"
+    for _ in range(2):
+        rc, _, se = run_cli(capsys, "run", f, "--out", out)
+        assert rc == 0, se[-2000:]
+    a, b = campaign_ids(out)
+    return out, a, b
+
+
+def test_diff_replaces_a_planted_symlink_and_never_writes_its_target(capsys, tmp_path,
+                                                                    two_campaigns):
+    out, a, b = two_campaigns
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    folder = out / f"diff-{a}-{b}"
+    folder.mkdir()
+    (folder / "diff.html").symlink_to(victim)
+    (folder / "diff.json").symlink_to(victim)
+    rc, so, se = run_cli(capsys, "diff", a, b, "--out", out)
+    assert rc == 0, se[-2000:]
+    assert victim.read_text() == "precious\n"
+    for name in ("diff.html", "diff.json"):
+        p = folder / name
+        assert not p.is_symlink() and p.stat().st_size > 0
+        if not paths.sharing():
+            assert p.stat().st_mode & 0o077 == 0
+    json.loads((folder / "diff.json").read_text())
+
+
+def test_diff_refuses_a_diff_folder_that_is_a_symlink(capsys, tmp_path, two_campaigns):
+    out, a, b = two_campaigns
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / f"diff-{a}-{b}").symlink_to(elsewhere)
+    rc, so, se = run_cli(capsys, "diff", a, b, "--out", out)
+    assert rc == 2 and "symbolic link" in se, se
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_full_disk_leaves_the_old_report_not_a_truncated_one(capsys, tmp_path, monkeypatch,
+                                                                two_campaigns):
+    out, a, _ = two_campaigns
+    html = out / a / "report.html"
+    old = html.read_bytes()
+    assert old
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(paths.os, "fsync", full)
+    rc, so, se = run_cli(capsys, "report", a, "--out", out)
+    assert rc == 2 and "full" in se and len(se.strip().splitlines()) == 1, se
+    assert html.read_bytes() == old
+    assert not [p for p in (out / a).iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_atomic_never_follows_a_symlink_and_cleans_up(tmp_path, monkeypatch):
+    target = tmp_path / "t"
+    target.write_text("old")
+    link = tmp_path / "l"
+    link.symlink_to(target)
+    paths.write_atomic(link, "new")
+    assert target.read_text() == "old" and link.read_text() == "new" and not link.is_symlink()
+
+    def boom(fd):
+        raise OSError(errno.EIO, "I/O error")
+    monkeypatch.setattr(paths.os, "fsync", boom)
+    with pytest.raises(OSError) as exc:
+        paths.write_atomic(target, "partial")
+    assert exc.value.filename == str(target)
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l", "t"]
