@@ -337,12 +337,17 @@ class _Side:
     values: dict[RowKey, list[float]] = field(default_factory=dict)
     unit: dict[RowKey, str] = field(default_factory=dict)
     hib: dict[RowKey, bool] = field(default_factory=dict)
+    #: row keys stored with samples that are all invalid (no value to compare)
+    invalid: set[RowKey] = field(default_factory=set)
 
 
 def _side(c: CampaignData) -> _Side:
     s = _Side()
     for (bench, params, metric, env), g in group_observations(c.observations).items():
         k = (env, bench, params, metric)
+        if not len(g.values["all"]):  # every sample invalid: an unmatched row, not a ratio
+            s.invalid.add(k)
+            continue
         s.values[k], s.unit[k], s.hib[k] = list(g.values["all"]), g.unit, g.hib
     return s
 
@@ -408,9 +413,14 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
     sa, sb = _side(a), _side(b)
     unmatched: list[Unmatched] = []
     for k in sorted(set(sa.values) - set(sb.values)):
-        unmatched.append(Unmatched("A", *k, f"not in campaign {b.id}"))
+        unmatched.append(Unmatched("A", *k, f"no valid sample in campaign {b.id}"
+                                   if k in sb.invalid else f"not in campaign {b.id}"))
     for k in sorted(set(sb.values) - set(sa.values)):
-        unmatched.append(Unmatched("B", *k, f"not in campaign {a.id}"))
+        unmatched.append(Unmatched("B", *k, f"no valid sample in campaign {a.id}"
+                                   if k in sa.invalid else f"not in campaign {a.id}"))
+    for k in sorted((sa.invalid & sb.invalid) | (sa.invalid - set(sb.values))
+                    | (sb.invalid - set(sa.values))):
+        unmatched.append(Unmatched("both", *k, "no valid sample"))
     common = sorted(set(sa.values) & set(sb.values), key=lambda k: (k[1], k[2], k[3], k[0] != base, k[0]))
     raw: list[RawChange] = []
     drafts: list[dict[str, Any]] = []

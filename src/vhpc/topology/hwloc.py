@@ -41,12 +41,16 @@ def parse_bitmap(text: str | None) -> tuple[frozenset[int], int | None]:
         try:
             v = int(w or "0", 16)
         except ValueError:
-            raise TopologyError(f"unreadable bitmap {text!r} in hwloc XML: export it again with lstopo --of xml") from None
+            raise TopologyError(f"unreadable bitmap {text[:40]!r}{'...' if len(text) > 40 else ''}"
+                                " in hwloc XML: export it again with lstopo --of xml") from None
+        if not v:
+            continue
         shift = 32 * (n - 1 - i)
-        while v:
-            low = v & -v
-            bits.add(low.bit_length() - 1 + shift)
-            v ^= low
+        # linear in the word's length (clearing the lowest bit of a huge int one at a time
+        # was quadratic: a 500 KB word took minutes)
+        b = bin(v)
+        top = len(b) - 3 + shift  # the bit of b[2]
+        bits.update(top - j for j, c in enumerate(b[2:]) if c == "1")
     return frozenset(bits), (32 * n if inf else None)
 
 
@@ -125,7 +129,7 @@ class _Walk:
         os_i = os_i if os_i is not None else len(self.raw.nodes)
         infos = {i.get("name", ""): i.get("value", "") for i in el.findall("info")}
         self.raw.nodes.append(RawNode(os_index=os_i, memory_bytes=_int(el.get("local_memory")),
-                                      cpuset=parse_bitmap(el.get("cpuset"))[0], kind=memory_kind(el.get("subtype"), infos)))
+                                      cpuset=parse_bitmap(el.get("cpuset"))[0], memory_type=memory_kind(el.get("subtype"), infos)))
         self.node_order.append(os_i)
 
     def _pu(self, el: ET.Element, anc: dict) -> None:
