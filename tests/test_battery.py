@@ -249,3 +249,15 @@ def test_a_500_kb_cpuset_bitmap_plans_without_running_for_minutes(tmp_path):
                              1))
     p = run_sub("plan", "--topology", f, "--vcpus", "2")  # was quadratic: minutes
     assert p.returncode in (0, 2) and "Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+# ------------------------------------------------------------------ 10. calibrate, all failed
+
+def test_calibrate_where_every_trial_fails_is_not_a_success(tmp_path, kernels_built):
+    out = tmp_path / "cal"
+    p = run_sub("calibrate", "-b", "pagefault", "-e", "native", "--campaigns", "1",
+                "--repeats", "2", "--warmup", "0", "--timeout", "1e-9", "--out", out)
+    one_line(p.returncode, p.stderr, "no calibration trial succeeded")
+    assert not (out / "calibration.json").exists()
+    with sqlite3.connect(out / "vhpc.db") as db:  # what ran is kept
+        assert {r[0] for r in db.execute("SELECT status FROM trials")} == {"failed"}

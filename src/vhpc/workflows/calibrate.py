@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from vhpc import analysis, benchmarks
-from vhpc.campaign import execute as campaign
+from vhpc.campaign import execute
 from vhpc.core import stats
 from vhpc.spec import parse as specmod
 from vhpc.analysis import FASTER, SLOWER
 from vhpc.benchmarks.base import RunContext
-from vhpc.core.errors import SpecError
+from vhpc.core.errors import SpecError, VhpcError
 from vhpc.environments.options import HostFacts
 from vhpc.spec.parse import BenchSpec, CampaignSpec, EnvSpec
 from vhpc.store import Store
@@ -221,14 +221,36 @@ def placement_rate(store: Store, cids: list[str]) -> dict[str, Any]:
             "rate": matching / total if total else None}
 
 
+class CalibrationError(VhpcError):
+    """No calibration trial succeeded: there is nothing to calibrate (exit 2, one line)."""
+
+
+def check_some_succeeded(store: Store, cids: list[str]) -> None:
+    """Raise :class:`CalibrationError` naming the failures when no trial of the calibration
+    campaigns ``cids`` finished (``done``): an empty calibration is not a result."""
+    done = failed = 0
+    first = ""
+    for cid in cids:
+        for t in store.trials(cid):
+            done += t.status == "done"
+            if t.status == "failed":
+                failed += 1
+                first = first or " ".join(str(t.error or "").split())[:160]
+    if not done:
+        raise CalibrationError(f"no calibration trial succeeded ({failed} failed; first: "
+                               f"{first or 'no error recorded'}): fix the cause (a --timeout "
+                               "too short?) and calibrate again; the trials are stored (vhpc "
+                               f"list campaigns --out {store.path.parent})")
+
+
 def run(store: Store, s: Settings, command: str = "",
         say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run every calibration campaign (K per environment × benchmark) in ``store`` and return
     the calibration (the JSON document: settings, campaign ids, rows, placement).  Raises
     SpecError for bad settings before anything runs; EnvError when an environment (or CPU
-    bandwidth control) is unusable."""
+    bandwidth control) is unusable; CalibrationError when no trial succeeded."""
     s.check()
-    host = campaign.host_facts()
+    host = execute.host_facts()
     specs = {(label(e), b.label): campaign_spec(s, e, b, host)
              for e in s.environments for b in s.benchmarks}
     for spec in specs.values():  # CPU bandwidth control usable here? (EnvError otherwise)
@@ -241,14 +263,15 @@ def run(store: Store, s: Settings, command: str = "",
     cids: dict[str, list[str]] = {label(e): [] for e in s.environments}
     for k in range(s.campaigns):
         for (e, b), spec in specs.items():
-            cid = campaign.create(store, spec, command)
+            cid = execute.create(store, spec, command)
             say(f"calibration campaign {k + 1}/{s.campaigns}: {e} {b} ({cid})")
-            campaign.execute(store, cid)
+            execute.execute(store, cid)
             cids[e].append(cid)
             analyse_campaign(store, cid, e, s.alpha, out)
-    from vhpc.host import cpu_bandwidth as throttle
+    from vhpc.host import cpu_bandwidth
 
-    throttle.sweep_stale()
+    cpu_bandwidth.sweep_stale()
+    check_some_succeeded(store, [c for ids in cids.values() for c in ids])
     return {"settings": {"benchmarks": [b.label for b in s.benchmarks],
                          "environments": [label(e) for e in s.environments],
                          "campaigns": s.campaigns, "repeats": s.repeats, "delta": s.delta,
