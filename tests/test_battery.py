@@ -261,3 +261,74 @@ def test_calibrate_where_every_trial_fails_is_not_a_success(tmp_path, kernels_bu
     assert not (out / "calibration.json").exists()
     with sqlite3.connect(out / "vhpc.db") as db:  # what ran is kept
         assert {r[0] for r in db.execute("SELECT status FROM trials")} == {"failed"}
+
+
+# ------------------------------------------------------------------ 5. tolerance file, tune.json
+
+def test_a_non_utf8_tolerance_file_is_one_line(tmp_path, capsys):
+    from vhpc.store import Store
+
+    store = Store(tmp_path / "o" / "vhpc.db")
+    _campaign(store, "A", {"native": True, "vm": True}, 1000.0)
+    _campaign(store, "B", {"native": True, "vm": True}, 2000.0)
+    store.close()
+    tol = tmp_path / "tol.txt"
+    tol.write_bytes(b"* 5%\n\xff\xfe stream 3%\n")
+    rc, _, err = run_cli(capsys, "diff", "A", "B", "--out", tmp_path / "o", "--tolerance", tol)
+    one_line(rc, err, "not UTF-8", str(tol))
+
+
+def _race(tmp_path) -> tuple[str, Path]:
+    """A tune race started (its definition written), nothing run: (id, tune.json)."""
+    from vhpc import placement, topology
+    from vhpc.spec import parse as specmod
+    from vhpc.store import Store
+    from vhpc.workflows.tune import candidates as cm
+    from vhpc.workflows.tune import run as runmod
+    from vhpc.workflows.tune.race import Settings
+
+    fp = placement.place(topology.load("pack:1 numa:1 core:2 pu:1"),
+                         placement.PlacementRequest(vcpus=1, memory_mib=256, policy="float"))
+    cands = tuple(cm.Candidate(n, n, "native", "float", "hidden", "4k", (fp,)) for n in "ab")
+    d = runmod.Definition(1, 256, "this host", cands, Settings(candidates=("a", "b"),
+                                                                  min_rounds=2, budget=12),
+                          warmup=1)
+    spec = specmod.campaign([specmod.parse_bench("pagefault:mib=32,reps=3")],
+                            [specmod.env("native", n, cpus="0") for n in ("native", "a", "b")],
+                            warmup=1, repeats=2)
+    store = Store(tmp_path / "vhpc.db")
+    cid = runmod.start(store, spec, d, tmp_path)
+    store.close()
+    return cid, tmp_path / cid / "tune.json"
+
+
+def test_tune_json_is_written_atomically_and_private(tmp_path):
+    cid, path = _race(tmp_path)
+    assert (path.stat().st_mode & 0o777) == 0o600
+    assert json_ok(path) and sorted(os.listdir(path.parent)) == ["tune.json"]
+
+
+def json_ok(path: Path) -> bool:
+    import json
+
+    return isinstance(json.loads(path.read_text()), dict)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "edit", "binary"])
+def test_a_damaged_tune_json_is_one_line_for_report_and_resume(tmp_path, capsys, damage):
+    import json
+
+    cid, path = _race(tmp_path)
+    text = path.read_text()
+    if damage == "truncate":
+        path.write_text(text[: len(text) // 2])
+    elif damage == "edit":
+        doc = json.loads(text)
+        del doc["candidates"][0]["placements"]
+        doc["settings"] = "x"
+        path.write_text(json.dumps(doc))
+    else:
+        path.write_bytes(b"\xff" * 10)
+    for argv in (["report", cid], ["tune", "--resume", cid, "-b", "pagefault"]):
+        rc, _, err = run_cli(capsys, *argv, "--out", tmp_path)
+        one_line(rc, err, "tune.json is damaged")

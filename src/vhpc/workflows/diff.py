@@ -37,6 +37,30 @@ def add_parser(sub) -> None:
     campaign_flags(d)
 
 
+#: Largest --tolerance file read (bytes): a few lines of PATTERN PERCENT.
+MAX_TOLERANCE = 1 << 20
+
+
+def _tolerance_text(path: str) -> str:
+    """The text of the ``--tolerance`` file ``path``: a regular file of at most
+    :data:`MAX_TOLERANCE` bytes, UTF-8.  Raises DiffError (one line) otherwise."""
+    from vhpc.analysis.diff import DiffError
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_TOLERANCE + 1)
+    except OSError as exc:
+        raise DiffError(f"--tolerance {path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > MAX_TOLERANCE:
+        raise DiffError(f"--tolerance {path}: larger than {MAX_TOLERANCE // 1024} KiB: give a "
+                        "file of 'PATTERN PERCENT' lines or a percentage")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DiffError(f"--tolerance {path}: not UTF-8 text (byte {exc.start}): give a file of "
+                        "'PATTERN PERCENT' lines or a percentage") from None
+
+
 def _diffopen_store(path: str):
     """The store at ``path``: a vhpc.db file or a results folder holding one; it must exist
     (a diff never creates an empty store)."""
@@ -88,7 +112,7 @@ def run(args) -> int:
     tol = None
     if args.tolerance is not None:
         if Path(args.tolerance).is_file():
-            tol = d.parse_tolerance_file(Path(args.tolerance).read_text(), args.tolerance)
+            tol = d.parse_tolerance_file(_tolerance_text(args.tolerance), args.tolerance)
         else:
             tol = d.Tolerance(d.parse_percent(args.tolerance, "--tolerance"))
     result = d.diff(a, b, alpha=args.alpha, tolerance=tol)

@@ -19,6 +19,7 @@ from vhpc import placement
 from vhpc.core import stats
 from vhpc.spec import parse as specmod
 from vhpc.core.cpulist import format_cpu_list
+from vhpc.core.paths import write_atomic
 from vhpc.spec.parse import CampaignSpec
 from vhpc.store import DONE, FAILED, Store
 from vhpc.workflows.tune.candidates import Candidate, TuneError
@@ -27,6 +28,8 @@ from vhpc.workflows.tune.race import RaceState, Settings, next_round, replay
 __all__ = ["Definition", "build_spec", "start", "load", "run", "state", "prior"]
 
 DEFINITION = "tune.json"
+#: Largest race definition read (bytes): real ones are a few KiB.
+MAX_DEFINITION = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,9 @@ def start(store: Store, spec: CampaignSpec, d: Definition, out: str | Path, comm
     cid = campaign.create(store, spec, command)
     folder = Path(out) / cid
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / DEFINITION).write_text(json.dumps(d.to_dict(), indent=1))
+    # atomic (temporary file in the folder + rename, 0600): a kill or a full disk never
+    # leaves a truncated definition
+    write_atomic(folder / DEFINITION, json.dumps(d.to_dict(), indent=1))
     return cid
 
 
@@ -112,10 +117,24 @@ def load(out: str | Path, cid: str) -> Definition:
     """The stored definition of race ``cid``.  Raises TuneError when ``cid`` is not a race."""
     path = Path(out) / cid / DEFINITION
     try:
-        return Definition.from_dict(json.loads(path.read_text()))
+        with open(path, "rb") as f:
+            raw = f.read(MAX_DEFINITION + 1)
     except FileNotFoundError:
         raise TuneError(f"campaign {cid} is not a vhpc tune race (no {path}): resume it with "
                         f"vhpc compare --resume {cid}") from None
+    except OSError as exc:
+        raise TuneError(f"cannot read {path} ({exc.strerror or exc}): check its permissions") \
+            from None
+    try:
+        if len(raw) > MAX_DEFINITION:
+            raise ValueError(f"larger than {MAX_DEFINITION // 1024} KiB")
+        return Definition.from_dict(json.loads(raw.decode("utf-8")))
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError,
+            RecursionError) as exc:  # truncated, not JSON, or edited: a field missing or mistyped
+        what = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise TuneError(f"{path} is damaged ({' '.join(what.split())[:100]}): the race "
+                        f"definition cannot be read; restore it from a copy, or resume the "
+                        f"trials as a plain campaign (vhpc compare --resume {cid})") from None
 
 
 def state(store: Store, cid: str, d: Definition) -> RaceState:
