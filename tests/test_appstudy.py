@@ -28,9 +28,9 @@ def test_slurm_runs_a_guest_per_node_and_weak_scales_the_water_box():
     vm = s.environment("vm")
     assert vm.kind == "vcluster" and vm.options.vms == 3 and vm.options.vms_per_node == 1
     boxes = {b.params["ranks"]: b.params["box"] for b in s.benchmarks if b.name == "gromacs"}
-    assert boxes == {1: 2.5, 2: 3.15, 3: 3.61}
+    assert boxes == {1: 2.2, 2: 2.77, 3: 3.17}
     # constant volume per rank: edge^3 / ranks within rounding
-    assert all(abs(box_for(k) ** 3 / k - 2.5 ** 3) / 2.5 ** 3 < 0.01 for k in (1, 2, 3, 8))
+    assert all(abs(box_for(k) ** 3 / k - 2.2 ** 3) / 2.2 ** 3 < 0.01 for k in (1, 2, 3, 8))
 
 
 def test_the_seed_captions_are_set_beside_the_applications():
@@ -47,6 +47,6 @@ def test_given_items_run_at_every_count():
                                              "lammps:ranks=1,atoms=500"], repeats=2)
     got = sorted(str((b.name, b.params.get("ranks"), b.params.get("box"), b.params.get("steps")))
                  for b in s.benchmarks)
-    assert got == sorted(map(str, [("gromacs", 1, 2.5, 10), ("gromacs", 2, 3.15, 10),
+    assert got == sorted(map(str, [("gromacs", 1, 2.2, 10), ("gromacs", 2, 2.77, 10),
                                    ("lammps", 1, None, 20), ("lammps", 1, None, None),
                                    ("lammps", 2, None, 20)]))

@@ -12,7 +12,7 @@ scaling, native vs a guest per node, 1..4096 nodes); neither is public.  LAMMPS 
   same figure of merit against rank count.
 
 Weak scaling as the paper ran it: LAMMPS with its default atoms per rank (the Lennard-Jones
-melt), GROMACS with a water box whose volume grows with the ranks (edge 2.5 nm x k^(1/3)).  The
+melt), GROMACS with a water box whose volume grows with the ranks (edge 2.2 nm x k^(1/3)).  The
 figure: timesteps/s and ns/day against ranks (= nodes with one rank per node), native and
 virtualized, and the VM/native ratio; findings.yaml sets the seed's captions beside it ("within
 5 % of native"), and the report says "cannot tell" under TCG as for every study.
@@ -27,8 +27,8 @@ from vhpc.spec.parse import bench, env
 #: Rank counts of the last :func:`_applications` call (the template runs before ``expand``).
 _COUNTS: list[int] = []
 
-#: Edge of the GROMACS water box on one rank (nm); k ranks get 2.5 x k^(1/3).
-BOX_NM = 2.5
+#: Edge of the GROMACS water box on one rank (nm; gromacs's default); k ranks get 2.2 x k^(1/3).
+BOX_NM = 2.2
 
 
 def box_for(ranks: int) -> float:

@@ -130,9 +130,9 @@ class Gromacs(Benchmark):
     package = "gromacs"
     app_binary = "gmx_mpi"
     params = (
-        Param("box", 2.5, float, "edge of the cubic water box in nm (>= 2: twice the 0.9 nm "
+        Param("box", 2.2, float, "edge of the cubic water box in nm (>= 2: twice the 0.9 nm "
               "cut-off and a margin)", minimum=2.0),
-        Param("steps", 100, int, "MD steps of 2 fs", minimum=1),
+        Param("steps", 50, int, "MD steps of 2 fs", minimum=1),
         Param("ranks", None, int, "MPI ranks (default: all CPUs)", minimum=1),
         Param("threads", 1, int, "OpenMP threads per rank (mdrun -ntomp)", minimum=1),
     )
