@@ -11,9 +11,9 @@ For each rank it
 1. creates a fresh working directory under ``$TMPDIR`` (else ``/tmp``), named after the rank,
    and copies every ``--stage`` path (a file, or a folder with its contents) into it under its
    own name (``--stage SRC=NAME`` renames it);
-2. runs the program there as a child (same environment plus every ``--env NAME=VALUE``, same
-   CPU binding: the launcher bound
-   this process and the child inherits its mask), forwarding SIGTERM/SIGINT/SIGHUP to it;
+2. runs the program there as a child (same environment plus every ``--env NAME=VALUE``; same
+   CPU binding: the launcher bound this process and the child inherits its mask), forwarding
+   SIGTERM/SIGINT/SIGHUP to it;
 3. while it runs, samples the CPU masks of the child's threads (``/proc/PID/task/*/status``,
    ``Cpus_allowed_list``) every ``--sample`` seconds, and when it exits reads the CPU it last
    ran on from the zombie before reaping it (proc(5) ``stat`` field 39);
