@@ -144,3 +144,31 @@ def test_doctor_names_both_applications():
 
     probes = {c.probe: c.debian for c in COMPONENTS}
     assert probes["cmd:lmp"] == "lammps" and probes["cmd:gmx_mpi"] == "gromacs"
+
+
+def test_rankrun_stages_shows_and_reports_the_rank(tmp_path):
+    """rankrun.py as a launcher would start it: the rank from the launcher's variable, the
+    staged file in a fresh directory, the shown file printed, the child's status returned, the
+    VHPC-RANK line parsed by the kernels' read-back."""
+    import sys
+
+    from vhpc.benchmarks.apps import rankrun
+    from vhpc.benchmarks.mpilaunch import Launch, rank_lines
+
+    (tmp_path / "in.txt").write_text("hello\n")
+    argv = [sys.executable, "-S", str(common.RANKRUN), "--stage", f"{tmp_path / 'in.txt'}=x.txt",
+            "--show", "out.txt", "--env", "GREETING=hi", "--",
+            "sh", "-c", 'cp x.txt out.txt; echo "$GREETING" >> out.txt; exit 3']
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PMIX_RANK": "0"})
+    assert out.returncode == 3
+    assert common.shown_file(out.stdout, "out.txt") == "hello\nhi\n"
+    (row,) = rank_lines(out.stdout)
+    assert row["rank"] == 0 and set(row["cpus"]) <= os.sched_getaffinity(0)
+    assert readback(Launch(1, ncpus=len(os.sched_getaffinity(0))), out.stdout) == {"ranks": [row]}
+    other = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "OMPI_COMM_WORLD_RANK": "1"})
+    assert common.shown_file(other.stdout, "out.txt") is None  # only rank 0 prints files
+    assert rank_lines(other.stdout)[0]["rank"] == 1
+    assert rankrun.format_cpu_list({0, 1, 2, 5}) == "0-2,5"
+    assert rankrun.parse_cpu_list("0-2,5\n") == {0, 1, 2, 5}
