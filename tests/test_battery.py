@@ -332,3 +332,37 @@ def test_a_damaged_tune_json_is_one_line_for_report_and_resume(tmp_path, capsys,
     for argv in (["report", cid], ["tune", "--resume", cid, "-b", "pagefault"]):
         rc, _, err = run_cli(capsys, *argv, "--out", tmp_path)
         one_line(rc, err, "tune.json is damaged")
+
+
+# ------------------------------------------------------------------ 6. domain_xml=/dev/zero
+
+def test_domain_xml_reads_only_a_bounded_regular_file(tmp_path):
+    from vhpc.environments.vm.backends.libvirt import MAX_DOMAIN_XML, read_domain_xml
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opening it must not block
+    big = tmp_path / "big.xml"
+    big.write_bytes(b" " * (MAX_DOMAIN_XML + 1))
+    binary = tmp_path / "bin.xml"
+    binary.write_bytes(b"<domain>\xff</domain>")
+    for path, words in (("/dev/zero", "not a regular file"), (fifo, "not a regular file"),
+                        (tmp_path, "not a regular file"), (big, "larger than"),
+                        (binary, "not UTF-8"), (tmp_path / "none", "cannot read")):
+        with pytest.raises(ValueError, match=words):
+            read_domain_xml(str(path))
+    ok = tmp_path / "ok.xml"
+    ok.write_text("<domain type='kvm'/>")
+    assert read_domain_xml(str(ok)) == "<domain type='kvm'/>"
+
+
+def test_a_campaign_with_domain_xml_dev_zero_is_one_line(tmp_path):
+    import resource
+
+    def cap():  # the old read of /dev/zero grew until this limit: MemoryError, a traceback
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    p = subprocess.run(VHPC + ["compare", "-b", "stream:n=1000", "-e", "native", "-e",
+                               "vm:domain_xml=/dev/zero", "--repeats", "2", "--warmup", "0",
+                               "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=HANG, preexec_fn=cap)
+    one_line(p.returncode, p.stderr, "domain_xml=/dev/zero", "not a regular file")

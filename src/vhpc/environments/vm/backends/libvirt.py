@@ -331,6 +331,44 @@ def readback_mismatches(req: dict, lv: dict, vcpus: list[dict], memory: dict | N
 
 
 
+#: Largest ``domain_xml`` file read (bytes): a domain definition is a few KiB.
+MAX_DOMAIN_XML = 1 << 20
+
+
+def read_domain_xml(path: str) -> str:
+    """The text of the user's ``domain_xml`` file: a regular file (not a device, FIFO or
+    folder; opened without blocking) of at most :data:`MAX_DOMAIN_XML` bytes, UTF-8.  Raises
+    ValueError (one line naming the option) otherwise: ``/dev/zero`` is never read whole."""
+    import stat
+
+    what = f"domain_xml={path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ValueError(f"{what}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        data = b""
+        while regular and len(data) <= MAX_DOMAIN_XML:
+            chunk = os.read(fd, MAX_DOMAIN_XML + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if not regular:
+        raise ValueError(f"{what}: not a regular file: give the path of a libvirt domain XML "
+                         "file")
+    if len(data) > MAX_DOMAIN_XML:
+        raise ValueError(f"{what}: larger than {MAX_DOMAIN_XML // 1024} KiB: a domain XML is a "
+                         "few KiB; check the path")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what}: not UTF-8 text (byte {exc.start}): give a libvirt domain "
+                         "XML file") from None
+
+
 @BACKENDS.register("libvirt")
 class LibvirtBackend(HypervisorBackend):
     """``vm`` with ``backend=libvirt`` (module docstring).  Its own options: ``uri`` (libvirt
@@ -351,11 +389,7 @@ class LibvirtBackend(HypervisorBackend):
         self.user_xml: str | None = None
         self.user_dom: ET.Element | None = None
         if options.domain_xml is not None:  # the file gives size and accelerator; vCPUs float
-            try:
-                self.user_xml = Path(options.domain_xml).read_text()
-            except OSError as exc:
-                raise ValueError(f"domain_xml={options.domain_xml}: cannot read it "
-                                 f"({exc.strerror})") from None
+            self.user_xml = read_domain_xml(options.domain_xml)
             self.user_dom = lx.parse_user_xml(self.user_xml, options.domain_xml)
             req = lx.requested(self.user_dom)
             options = options.model_copy(update=dict(
