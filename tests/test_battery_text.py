@@ -271,3 +271,70 @@ def test_write_atomic_never_follows_a_symlink_and_cleans_up(tmp_path, monkeypatc
     assert exc.value.filename == str(target)
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["l", "t"]
+
+
+# ------------------------------------------------------------------ 5. finite extremes
+
+EXTREMES = {
+    "near 1e200": ([1.0e200, 1.1e200, 1.2e200, 1.05e200], [2.0e200, 2.1e200, 2.2e200, 1.9e200]),
+    "near max": ([1.7e308, 1.6e308, 1.5e308, 1.65e308], [1.7e308, 1.75e308, 1.69e308, 1.6e308]),
+    "subnormal": ([1e-320, 2e-320, 3e-320, 1.5e-320], [1e-320, 1e-320, 2e-320, 4e-320]),
+    "both ends": ([1e-300, 1e300, 1.0, 5.0], [1.7e308, 1e-308, 3.0, 4.0]),
+}
+
+
+def _obs(env, values, trial0=0):
+    from vhpc.core.metrics import Observation
+
+    return [Observation(environment=env, benchmark="b", params="n=1", metric="time", unit="s",
+                        higher_is_better=False, value=v, valid=True, warmup=False,
+                        trial_id=trial0 + i, session_index=None) for i, v in enumerate(values)]
+
+
+@pytest.mark.parametrize("case", sorted(EXTREMES))
+def test_finite_extremes_analyse_and_report(case, tmp_path):
+    """analyse() of finite extreme values gives a result or an honest "cannot compute"
+    (None), never an exception; the report writers (HTML with figures, CSV, JSON) cope."""
+    import math
+
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo
+    from vhpc.report import export, figures
+
+    native, vm = EXTREMES[case]
+    envs = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm", {})}
+    obs = _obs("native", native) + _obs("vm", vm, 100)
+    result = analyse(obs, envs, "native")
+    (c,) = result.comparisons
+    for v in (c.ratio, *c.ratio_ci, c.mean, c.mean_baseline, c.p_value):
+        assert v is None or math.isfinite(v), (case, c)
+    if case == "near 1e200":  # scale-free numbers: the same as for values near 1
+        scaled = analyse(_obs("native", [v / 1e200 for v in native])
+                         + _obs("vm", [v / 1e200 for v in vm], 100), envs, "native")
+        (ref,) = scaled.comparisons
+        assert c.ratio == pytest.approx(ref.ratio) and c.p_value == pytest.approx(ref.p_value)
+        assert c.ratio_ci == pytest.approx(ref.ratio_ci)
+    if case == "near max":
+        assert c.ratio == pytest.approx(sum(v / 1e308 for v in vm) / sum(v / 1e308 for v in native))
+        assert None not in c.ratio_ci
+    figures.relative_bars(result)
+    figures.distributions(result, obs)
+    meta = {"id": "x", "date": "", "command": "", "status": "finished", "spec": {},
+            "trials": 8, "failed": 0, "failures": None}
+    written = export.export_all(export.ReportData(result, obs, meta, (), ()), tmp_path, {})
+    doc = json.loads(Path(written["json"]).read_text())
+    assert doc["comparisons"]
+
+
+@pytest.mark.parametrize("case", sorted(EXTREMES))
+def test_finite_extremes_in_a_ratio_of_ratios(case):
+    import math
+
+    from vhpc.core import stats
+
+    a, b = EXTREMES[case]
+    q, lo, hi, df, p, method = stats.ratio_of_ratios(a, b, b, a)
+    for v in (q, lo, hi, p):
+        assert v is None or math.isfinite(v), (case, q, lo, hi, p)
+    if case != "both ends":
+        assert q is not None and lo is not None and lo <= q <= hi

@@ -54,8 +54,15 @@ def draft(env: Summary, base: Summary, x: list[float], y: list[float], confidenc
     and the overhead for one environment (``env``, values ``x``) against the baseline
     (``base``, values ``y``)."""
     ratio = env.mean / base.mean if env.mean is not None and base.mean not in (None, 0) else None
+    if ratio is not None and not math.isfinite(ratio):
+        ratio = None  # beyond the float range: cannot compute
     p = None
-    if env.n >= 2 and base.n >= 2:
+    k = stats.common_scale(x, y)
+    if env.n >= 2 and base.n >= 2 and k != 1.0:  # finite extremes: the test is scale-free
+        dx, dy = stats.describe([v / k for v in x]), stats.describe([v / k for v in y])
+        if dx.n >= 2 and dy.n >= 2:
+            p, _ = stats.welch_test(dx.mean, dx.stdev**2, dx.n, dy.mean, dy.stdev**2, dy.n)
+    elif env.n >= 2 and base.n >= 2:
         p, _ = stats.welch_test(env.mean, env.stdev**2, env.n, base.mean, base.stdev**2, base.n)
     shown = stats.ratio_interval(x, y, confidence)
     decision = shown

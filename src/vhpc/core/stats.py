@@ -85,6 +85,34 @@ BCA_RESAMPLES = 9999
 BCA_SEED = 20240501
 
 
+#: values whose magnitudes stay within [1/EXTREME, EXTREME] are computed as they are; beyond,
+#: scale-free statistics are computed on values divided by a common scale (squares and sums
+#: of values near 1e200 or 1e-320 would overflow to inf or underflow to 0)
+EXTREME = 1e150
+
+
+def common_scale(*samples: Sequence[float]) -> float:
+    """1.0 when every finite non-zero value of ``samples`` has a magnitude within
+    [1/EXTREME, EXTREME] (the usual case: nothing is rescaled); otherwise the largest
+    magnitude, by which the values are divided before scale-free statistics (ratios,
+    t-tests, CVs) are computed, so finite extremes give finite results."""
+    top = 0.0
+    low = math.inf
+    for s in samples:
+        x = np.abs(np.asarray(s, dtype=float))
+        x = x[np.isfinite(x) & (x > 0)]
+        if x.size:
+            top, low = max(top, float(x.max())), min(low, float(x.min()))
+    if top == 0.0 or (top <= EXTREME and low >= 1.0 / EXTREME):
+        return 1.0
+    return top
+
+
+def _finite(v: float | None) -> float | None:
+    """``v``, or None when it is not a finite number (a bound beyond the float range)."""
+    return v if v is not None and math.isfinite(v) else None
+
+
 def mean(values: Sequence[float]) -> float | None:
     """Arithmetic mean (same unit as the values), None for no values."""
     return float(np.mean(np.asarray(values, dtype=float))) if len(values) else None
@@ -112,6 +140,13 @@ def describe(values: Sequence[float], confidence: float = 0.95) -> Description:
     n = int(x.size)
     if n == 0:
         return Description(0)
+    k = common_scale(x)
+    if k != 1.0:  # finite extremes: computed on x / k, so sums and squares stay finite
+        d = describe(x / k, confidence)
+        with np.errstate(over="ignore"):
+            big = [None if v is None else _finite(v * k)
+                   for v in (d.mean, d.median, d.stdev, d.ci_low, d.ci_high)]
+        return Description(n, *big, d.cv, d.outliers)
     m, med = float(x.mean()), float(np.median(x))
     if n < 2:
         return Description(n, m, med)
@@ -368,6 +403,9 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0
     keep Fieller, possibly unbounded.
     """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    k = common_scale(x, y)
+    if k != 1.0:  # the ratio and its interval are scale-free: extremes computed at scale 1
+        x, y = x / k, y / k
     if x.size < 2 or y.size < 2 or float(y.mean()) == 0:
         return RatioInterval(None, None, NO_INTERVAL)
     ma, mb = float(x.mean()), float(y.mean())
@@ -412,21 +450,36 @@ def ratio_of_ratios(a_new: Sequence[float], b_new: Sequence[float], a_old: Seque
     side has fewer than 2 values or a mean is not positive (Q, when defined, but no interval,
     df or p)."""
     xs = [np.asarray(v, dtype=float) for v in (a_new, b_new, a_old, b_old)]
+    # each sample at its own scale (u_i and Q are scale-free per sample), so that finite
+    # extremes neither overflow nor underflow; Q from the scaled means and the scale factors
+    ks = [common_scale(x) for x in xs]
+    xs = [x / k if k != 1.0 else x for x, k in zip(xs, ks)]
     means = [float(x.mean()) if x.size else math.nan for x in xs]
     q = None
     if all(math.isfinite(m) for m in means) and means[1] != 0 and means[2] != 0 and means[3] != 0:
-        q = (means[0] / means[1]) / (means[2] / means[3])
+        with np.errstate(all="ignore"):
+            q = float(np.float64(means[0] / means[1]) / np.float64(means[2] / means[3])
+                      * np.float64(ks[0] / ks[1]) / np.float64(ks[2] / ks[3]))
+        if not math.isfinite(q) or (q == 0 and means[0] != 0):
+            q = None  # beyond the float range: cannot compute
     if q is None or any(x.size < 2 for x in xs) or any(m <= 0 for m in means):
         return (q, None, None, None, None, NO_INTERVAL)
     us = [float(x.var(ddof=1)) / (x.size * m * m) for x, m in zip(xs, means)]
     total = sum(us)
     if total == 0:
         return (q, q, q, None, 0.0 if q != 1.0 else 1.0, EXACT)
-    df = total * total / sum(u * u / (x.size - 1) for u, x in zip(us, xs) if u > 0)
+    den = sum(u * u / (x.size - 1) for u, x in zip(us, xs) if u > 0)
+    if den > 0 and math.isfinite(den) and total * total > 0:
+        df = total * total / den
+    else:  # squares of tiny u underflow: the same df from the shares u / Σu
+        df = 1.0 / sum((u / total) ** 2 / (x.size - 1) for u, x in zip(us, xs) if u > 0)
     se = math.sqrt(total)
     half = _tq(confidence, df) * se
     p = float(2.0 * sps.t.sf(abs(math.log(q)) / se, df))
-    return (q, q * math.exp(-half), q * math.exp(half), df, min(1.0, p), LOG_DELTA)
+    if not half < 700.0:  # exp would overflow: no finite bounds
+        return (q, None, None, df, min(1.0, p), LOG_DELTA)
+    return (q, _finite(q * math.exp(-half)), _finite(q * math.exp(half)), df, min(1.0, p),
+            LOG_DELTA)
 
 
 def holm_adjust(p_values: Iterable[float], alpha: float = 0.05) -> list[float]:
@@ -485,6 +538,9 @@ def pooled_cv(stdev_a: float, stdev_b: float, mean_b: float) -> float | None:
     None when ``mean_b`` is 0."""
     if mean_b == 0:
         return None
+    if common_scale([stdev_a, stdev_b, mean_b]) != 1.0:  # no overflow or underflow of squares
+        cv = math.hypot(stdev_a, stdev_b) / math.sqrt(2.0) / abs(mean_b)
+        return cv if math.isfinite(cv) else None
     return math.sqrt((stdev_a * stdev_a + stdev_b * stdev_b) / 2.0) / abs(mean_b)
 
 

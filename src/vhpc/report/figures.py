@@ -18,6 +18,7 @@ draw.  Nothing is written to disk and no global matplotlib state is changed.
 from __future__ import annotations
 
 import io
+import math
 from typing import Iterable
 
 import matplotlib
@@ -79,6 +80,47 @@ def render(fig: Figure, fmt: str = "svg") -> str | bytes:
     """
     if fmt not in ("svg", "png"):
         raise ValueError(f"figure format must be 'svg' or 'png', got {fmt!r}")
+    try:
+        return _render(fig, fmt)
+    except (ValueError, OverflowError):
+        top = _data_extent(fig)
+        if top is None:
+            raise
+        return _render(_cannot_draw(fig, top), fmt)
+
+
+#: data beyond this magnitude cannot be drawn: matplotlib's axis margins and tick positions
+#: overflow the float range (values near 1.7e308)
+DRAWABLE = 1e300
+
+
+def _data_extent(fig: Figure) -> float | None:
+    """The largest data magnitude of ``fig``'s axes when it is beyond :data:`DRAWABLE` (or not
+    finite); None when the data are drawable."""
+    top = 0.0
+    for ax in fig.axes:
+        lim = np.abs(np.asarray(ax.dataLim.get_points(), dtype=float))
+        if not np.isfinite(lim).all():
+            return math.inf
+        top = max(top, float(lim.max()))
+    return top if top > DRAWABLE else None
+
+
+def _cannot_draw(fig: Figure, top: float) -> Figure:
+    """A figure of the same size that says why ``fig`` was not drawn: an honest "cannot
+    draw" instead of an exception (the numbers are in the report's tables)."""
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    out = _new_figure(*fig.get_size_inches())
+    ax = out.add_subplot()
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, (titles[0] + "\n" if titles else "")
+            + f"not drawn: values reach {top:.3g}, beyond the range a plot can show;\n"
+            "the numbers are in the tables", ha="center", va="center", fontsize=9,
+            transform=ax.transAxes)
+    return out
+
+
+def _render(fig: Figure, fmt: str) -> str | bytes:
     literal_text(fig)
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
