@@ -366,3 +366,39 @@ def test_a_campaign_with_domain_xml_dev_zero_is_one_line(tmp_path):
                                "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=HANG, preexec_fn=cap)
     one_line(p.returncode, p.stderr, "domain_xml=/dev/zero", "not a regular file")
+
+
+# ------------------------------------------------------------------ 7. ssh port and workdir
+
+@pytest.mark.parametrize("target, words", [("HOST:0", "port 0"), ("HOST:１２", "ASCII digits"),
+                                           ("HOST:65536", "1-65535"), ("HOST:", "ASCII")])
+def test_ssh_ports_that_are_not_ports_are_one_line(capsys, target, words):
+    rc, _, err = run_cli(capsys, "host", "--ssh", target)
+    one_line(rc, err, words)
+
+
+def test_ssh_port_and_workdir_reach_ssh_as_meant():
+    from vhpc.environments.ssh.environment import SshEnvironment, parse_target
+
+    assert parse_target("me@h:2222") == {"host": "h", "user": "me", "port": 2222}
+    assert parse_target("h")["port"] is None
+    env = SshEnvironment("x", host="h", port=2222, workdir="~/vw/")
+    argv = env.ssh_argv()
+    assert argv[argv.index("-p") + 1] == "2222"
+    assert env.workdir == "vw" and env.kdir.startswith("vw/kernels-")  # not a folder named ~
+    assert SshEnvironment("x", host="h", workdir="~").workdir == "."
+    assert SshEnvironment("x", host="h", workdir="/abs/w").workdir == "/abs/w"
+    with pytest.raises(ValueError, match="~user"):
+        SshEnvironment("x", host="h", workdir="~bob/w")
+    with pytest.raises(ValueError, match="port"):
+        SshEnvironment("x", host="h", port=0)
+
+
+@pytest.mark.parametrize("item, words", [("ssh:host=h,port=0", "port"),
+                                         ("ssh:host=h,port=１２", "ASCII"),
+                                         ("ssh:host=h,workdir=~bob/x", "~user")])
+def test_ssh_items_refuse_bad_ports_and_home_paths(item, words):
+    from vhpc.spec import parse as spec
+
+    with pytest.raises(VhpcError, match=words):
+        spec.from_cli(["stream"], ["native", item])

@@ -170,9 +170,11 @@ class SshEnvironment(Environment):
         if shutil.which("ssh") is None:
             raise ValueError("the ssh environment needs the OpenSSH client: "
                              "apt-get install openssh-client")
+        if port is not None:
+            port = validate_port(port)
         self.host, self.user, self.port, self.identity = host, user, port, identity
         self.cpus, self.nodes, self.membind = cpus, nodes, membind
-        self.workdir = workdir.rstrip("/")
+        self.workdir = remote_workdir(workdir)
         self.hash = source_hash()
         self.kdir = f"{self.workdir}/kernels-{self.hash}"
         self._ctl: str | None = None
@@ -187,7 +189,7 @@ class SshEnvironment(Environment):
     def target(self) -> str:
         """``user@host:port`` as shown in messages."""
         return f"{self.user + '@' if self.user else ''}{self.host}" + (
-            f":{self.port}" if self.port else "")
+            f":{self.port}" if self.port is not None else "")
 
     def ssh_argv(self, *extra: str) -> list[str]:
         """The ssh(1) command line up to the host (multiplexed, BatchMode: never a password
@@ -202,7 +204,7 @@ class SshEnvironment(Environment):
                      "-o", f"ControlPersist={CONTROL_PERSIST}"]
         if self.user:
             argv += ["-l", self.user]
-        if self.port:
+        if self.port is not None:
             argv += ["-p", str(self.port)]
         if self.identity:
             argv += ["-i", os.path.expanduser(self.identity), "-o", "IdentitiesOnly=yes"]
@@ -488,13 +490,41 @@ def parse_target(text: str) -> dict[str, Any]:
     """``[user@]host[:port]`` → keyword arguments of :class:`SshEnvironment`.  Raises
     ValueError for an empty host or a non-numeric port."""
     user, _, hostport = text.rpartition("@")
-    host, _, port = hostport.partition(":")
+    host, colon, port = hostport.partition(":")
     if not host:
         raise ValueError(f"{text!r}: give [USER@]HOST[:PORT]")
     validate_host(host)
-    if port and not port.isdigit():
-        raise ValueError(f"{text!r}: the port must be a number")
-    return {"host": host, "user": user or None, "port": int(port) if port else None}
+    return {"host": host, "user": user or None,
+            "port": validate_port(port, text) if colon else None}
+
+
+def validate_port(port: Any, where: str = "") -> int:
+    """``port`` as a TCP port 1-65535, from an int or ASCII digits.  Raises ValueError: a
+    port 0 would make ssh(1) silently use 22, full-width digits are not what a user typed."""
+    text = str(port)
+    if isinstance(port, bool) or not (isinstance(port, int) or (
+            text.isascii() and text.isdigit())):
+        raise ValueError(f"{where + ': ' if where else ''}port {text!r}: write a number 1-65535 "
+                         "in ASCII digits")
+    if not 1 <= int(text) <= 65535:
+        raise ValueError(f"{where + ': ' if where else ''}port {text}: give a number 1-65535"
+                         + (" (ssh would take 0 as its default, 22)" if int(text) == 0 else ""))
+    return int(text)
+
+
+def remote_workdir(workdir: str) -> str:
+    """``workdir`` as given to the remote shell, which starts in the login's home: ``~`` and
+    ``~/x`` become ``.`` and ``x`` (the commands quote the path, so a ``~`` would otherwise be
+    a folder literally named ``~``).  Raises ValueError for ``~user/...`` (not expanded)."""
+    w = workdir.rstrip("/") or "/"
+    if w == "~":
+        return "."
+    if w.startswith("~/"):
+        return w[2:].lstrip("/").rstrip("/") or "."
+    if w.startswith("~"):
+        raise ValueError(f"workdir={workdir!r}: ~user is not expanded: give a path relative to "
+                         "the remote home (.cache/vhpc) or an absolute one")
+    return w
 
 
 def host_report(target: str) -> list[str]:

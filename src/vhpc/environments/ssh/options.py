@@ -21,6 +21,15 @@ class SshOptions(EnvOptions):
     membind: IndexList | None = None
     workdir: str = Field(".cache/vhpc", min_length=1, max_length=4096)
 
+    @field_validator("workdir")
+    @classmethod
+    def _home_relative(cls, v):
+        """``~/x`` is the remote home's ``x``; ``~user/...`` is refused (never expanded)."""
+        from vhpc.environments.ssh.environment import remote_workdir
+
+        remote_workdir(v)
+        return v
+
     @field_validator("host", "user")
     @classmethod
     def _not_an_option(cls, v, info):
