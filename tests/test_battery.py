@@ -402,3 +402,42 @@ def test_ssh_items_refuse_bad_ports_and_home_paths(item, words):
 
     with pytest.raises(VhpcError, match=words):
         spec.from_cli(["stream"], ["native", item])
+
+
+# ------------------------------------------------------------------ 9. numeric flags
+
+@pytest.mark.parametrize("argv, words", [
+    (["paper", "001", "--repeats", "-5", "--dry-run"], "--repeats"),
+    (["paper", "001", "--repeats", "١٢", "--dry-run"], "ASCII"),
+    (["paper", "001", "--timeout", "nan", "--dry-run"], "--timeout"),
+    (["tune", "-b", "stream", "--vcpus", "99999999999999999999", "--dry-run"], "--vcpus"),
+    (["tune", "-b", "stream", "--memory", "0", "--dry-run"], "--memory"),
+    (["tune", "-b", "stream", "--budget", "-1", "--dry-run"], "--budget"),
+    (["calibrate", "--campaigns", "0"], "--campaigns"),
+    (["calibrate", "--timeout", "-1"], "--timeout"),
+    (["calibrate", "--delta", "inf"], "--delta"),
+    (["compare", "--repeats", "0", "--dry-run"], "--repeats"),
+    (["compare", "--target-ci", "１", "--dry-run"], "ASCII"),
+    (["study", "socket-span", "--warmup", "-1", "--dry-run"], "--warmup"),
+    (["diff", "A", "B", "--alpha", "2"], "--alpha"),
+    (["plan", "--vcpus", "99999999999999999999"], "--vcpus")])
+def test_every_numeric_flag_is_typed_with_a_range(capsys, tmp_path, argv, words):
+    rc, out, err = run_cli(capsys, *argv, "--out", tmp_path / "o")
+    one_line(rc, err, words)
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_typed_parser_takes_what_it_should():
+    import argparse
+
+    from vhpc.core.argtypes import count, number
+    from vhpc.workflows import common
+
+    assert common.count is count  # one parser
+    assert count(1, 10)("7") == 7 and number(0, 1, lo_open=True)("1e-9") == 1e-9
+    for bad in ("-5", "١٢", "9" * 60, "1.5", "", "0x10"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            count(1, 10)(bad)
+    for bad in ("0", "nan", "inf", "２", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            number(0, 1, lo_open=True)(bad)

@@ -338,3 +338,59 @@ def test_finite_extremes_in_a_ratio_of_ratios(case):
         assert v is None or math.isfinite(v), (case, q, lo, hi, p)
     if case != "both ends":
         assert q is not None and lo is not None and lo <= q <= hi
+
+
+# ------------------------------------------------- 6. a slowdown= the kernel did not apply
+
+SPIN = ["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo v 1"]
+
+
+def test_an_unapplied_slowdown_is_a_finding_in_the_report_and_the_diff(capsys, tmp_path):
+    """``native:name=x,slowdown=0.3`` without cpus= on a one-thread benchmark: the quota is
+    for every CPU of the host and one is busy, so the kernel throttles nothing.  The report
+    and the diff say so, with the advice to pin or set slowdown_cpus."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs a host with 2 or more CPUs (with one, the quota does bite)")
+    probe = {"name": "spin", "command": SPIN,
+             "metrics": [{"name": "v", "regex": r"v (\d+)", "unit": "1",
+                          "higher_is_better": True}]}
+    doc = {"custom": [probe], "benchmarks": ["spin"],
+           "environments": ["native", "native:name=x,slowdown=0.3"], "warmup": 0, "repeats": 2}
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    for _ in range(2):
+        rc, so, se = run_cli(capsys, "run", f, "--out", out)
+        if rc == 2 and "bandwidth" in se:
+            pytest.skip(f"no CPU bandwidth control here: {se.strip()}")
+        assert rc == 0, se[-2000:]
+        assert "slowdown=0.3 was requested but the kernel applied" in so
+        assert "slowdown_cpus" in so
+    a, b = campaign_ids(out)
+    report = json.loads((out / b / "results.json").read_text())
+    kinds = [x for x in report["findings"] if x.get("kind") == "slowdown-not-applied"]
+    assert kinds and kinds[0]["scope"] == "x", report["findings"]
+    rc, so, se = run_cli(capsys, "diff", a, b, "--out", out)
+    assert rc == 0, se[-2000:]
+    assert "slowdown=0.3 was requested" in so and "slowdown_cpus" in so
+    dj = json.loads((out / f"diff-{a}-{b}" / "diff.json").read_text())
+    assert {x["campaign"] for x in dj["findings"]} == {"A", "B"}
+    assert "slowdown_cpus" in (out / f"diff-{a}-{b}" / "diff.html").read_text()
+
+
+def test_slowdown_findings_rule():
+    from types import SimpleNamespace as NS
+
+    from vhpc.analysis.findings import slowdown_findings
+
+    def trial(env, applied, requested=0.3, status="done", warmup=False):
+        th = {"applied": applied, "requested": requested, "cpus": 2}
+        return NS(environment=env, status=status, warmup=warmup,
+                  diagnostics=NS(throttle=th))
+    trials = [trial("ok", 0.29), trial("ok", 0.27), trial("off", 0.01), trial("off", 0.0),
+              trial("half", 0.16), trial("half", 0.14), trial("warm", 0.0, warmup=True),
+              trial("failed", 0.0, status="failed"), NS(environment="plain", status="done",
+                                                         warmup=False, diagnostics=NS())]
+    found = {f.scope: f for f in slowdown_findings(trials)}
+    assert set(found) == {"off"}
+    assert found["off"].level == "warn" and "cpus=" in found["off"].advice

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from vhpc import __version__
-from vhpc.core.argtypes import ascii_float, ascii_int
+from vhpc.core.argtypes import count, number
+from vhpc.environments.options import MAX_SECONDS
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.text import markup as esc
 from vhpc.workflows.common import (QUICK, UsageError, campaign_flags as _campaign_flags,
@@ -176,20 +177,20 @@ def _compare_parser(sub) -> None:
     c.add_argument("-e", "--env", action="append", metavar="ENV[:k=v,...]",
                    help="environment: native[:cpus=LIST] or vm[:vcpus=N,memory=MiB,pin=auto|none|LIST,"
                         "accel=auto|kvm|tcg,name=NAME] (repeatable; default: -e native -e vm)")
-    c.add_argument("--repeats", type=ascii_int, help="measured rounds (default 5)")
-    c.add_argument("--warmup", type=ascii_int, help="warm-up rounds, stored but not analysed (default 1)")
+    c.add_argument("--repeats", type=count(1, 10000), help="measured rounds (default 5)")
+    c.add_argument("--warmup", type=count(0, 1000), help="warm-up rounds, stored but not analysed (default 1)")
     c.add_argument("--baseline", help="environment the others are compared to (default native)")
-    c.add_argument("--timeout", type=ascii_float, help="seconds per trial before it is killed (default 600)")
+    c.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True), help="seconds per trial before it is killed (default 600)")
     c.add_argument("--order", choices=("alternate", "fixed"), help="environment order across rounds")
     c.add_argument("--protocol", choices=("warm", "cold", "cold-warm"),
                    help="VM sessions: warm = one boot (default), cold = a boot per trial, "
                         "cold-warm = a boot per benchmark block, first trial cold, later warm")
-    c.add_argument("--session-trials", type=ascii_int, metavar="N",
+    c.add_argument("--session-trials", type=count(2, 1000), metavar="N",
                    help="cold-warm: trials per benchmark in each session (default 3)")
-    c.add_argument("--target-ci", type=ascii_float, metavar="PCT",
+    c.add_argument("--target-ci", type=number(0, 100, lo_open=True, hi_open=True), metavar="PCT",
                    help="adaptive repeats: after --repeats rounds, add rounds until every mean's "
                         "95 %% CI half-width is within PCT %% of it (or --max-repeats)")
-    c.add_argument("--max-repeats", type=ascii_int, metavar="N",
+    c.add_argument("--max-repeats", type=count(1, 10000), metavar="N",
                    help="with --target-ci: at most N measured rounds (default 30)")
     c.add_argument("--strict-placement", action="store_true",
                    help="fail a VM trial whose placement does not read back as planned "
@@ -218,11 +219,11 @@ def _calibrate_parser(sub) -> None:
                      help="measured rounds per campaign (default %(default)s)")
     cal.add_argument("--warmup", type=_count(0, 1000), default=1,
                      help="warm-up rounds (default %(default)s)")
-    cal.add_argument("--delta", type=ascii_float, default=0.05, help="injected slowdown, a fraction "
+    cal.add_argument("--delta", type=number(0, 10, lo_open=True, hi_open=True), default=0.05, help="injected slowdown, a fraction "
                      "(default %(default)s = 5 %%)")
-    cal.add_argument("--alpha", type=ascii_float, default=0.05, help="significance level (default "
+    cal.add_argument("--alpha", type=number(0, 1, lo_open=True, hi_open=True), default=0.05, help="significance level (default "
                      "%(default)s)")
-    cal.add_argument("--timeout", type=ascii_float, default=600.0, help="seconds per trial")
+    cal.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True), default=600.0, help="seconds per trial")
     _campaign_flags(cal)
 
 
@@ -269,9 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "('vhpc study list' lists them)")
     st.add_argument("name", help="a study name ('vhpc study list' shows them)")
     st.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]")
-    st.add_argument("--repeats", type=ascii_int)
-    st.add_argument("--warmup", type=ascii_int)
-    st.add_argument("--timeout", type=ascii_float)
+    st.add_argument("--repeats", type=count(1, 10000))
+    st.add_argument("--warmup", type=count(0, 1000))
+    st.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True))
     st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                     help="as for compare, e.g. hugepages_2m=1024 for the paging study")
     st.add_argument("--executor", metavar="local|slurm[:k=v,...]",

@@ -36,6 +36,8 @@ from typing import Any, Iterable, Mapping
 from vhpc.core import stats
 from vhpc.analysis.fingerprints import FingerprintChange, fingerprint_changes
 from vhpc.analysis.compare import overhead_interval, overhead_pct
+from vhpc.analysis.findings import slowdown_findings
+from vhpc.analysis.results import Finding
 from vhpc.analysis.pipeline import analyse
 from vhpc.analysis.summaries import group_observations
 from vhpc.core.errors import VhpcError
@@ -74,6 +76,8 @@ class CampaignData:
     observations: tuple[Observation, ...]
     source: str = ""
     status: str = ""
+    #: findings read from the trials (a slowdown= the kernel did not apply)
+    findings: tuple[Finding, ...] = ()
 
     @property
     def baseline(self) -> str:
@@ -118,8 +122,12 @@ def load(store: Store, cid: str) -> CampaignData:
         raise DiffError(f"{store.path}: campaign {cid} cannot be diffed, its store lacks what "
                         f"this vhpc reads ({exc}); re-run the campaign with this vhpc") from None
     spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
+    try:  # trial diagnostics: a slowdown= that was not applied (best effort on old stores)
+        found = tuple(slowdown_findings(store.trials(cid)))
+    except (VhpcError, sqlite3.Error, KeyError, IndexError, ValueError, TypeError):
+        found = ()
     return CampaignData(cid, float(row.get("created") or 0.0), spec, envs, obs,
-                        str(store.path), str(row.get("status") or ""))
+                        str(store.path), str(row.get("status") or ""), found)
 
 
 # --------------------------------------------------------------------------------------------
@@ -290,6 +298,8 @@ class Diff:
     alpha: float
     confidence: float
     tolerance: Tolerance | None = None
+    #: (campaign "A" or "B", finding) read from either campaign's trials
+    findings: list[tuple[str, Finding]] = field(default_factory=list)
 
     @property
     def failures(self) -> list[OverheadChange]:
@@ -322,6 +332,7 @@ class Diff:
             "overhead": [asdict(o) for o in self.overhead],
             "raw": [asdict(r) for r in self.raw],
             "unmatched": [asdict(u) for u in self.unmatched],
+            "findings": [{"campaign": tag, **asdict(f)} for tag, f in self.findings],
         })
 
 
@@ -472,8 +483,9 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
         raise DiffError(f"campaigns {a.id} and {b.id} share no (environment, benchmark, "
                         "parameters, metric) with valid samples: nothing to diff (check the ids)")
     ref = lambda c: CampaignRef(c.id, c.created, c.source, c.baseline, c.status)  # noqa: E731
+    found = [("A", f) for f in a.findings] + [("B", f) for f in b.findings]
     return Diff(ref(a), ref(b), fingerprint_changes(a, b), overhead, raw, unmatched, alpha,
-                confidence, tolerance)
+                confidence, tolerance, found)
 
 
 # --------------------------------------------------------------------------------------------

@@ -166,3 +166,50 @@ def baseline_findings(baseline: str, has_baseline: bool,
                     "run this benchmark in the baseline environment too, or choose another"
                     " baseline with --baseline", kind="baseline-missing")
             for (b, p), metrics in missing.items()]
+
+
+#: a ``slowdown=`` counts as not applied when the kernel's accounting shows less than this
+#: share of the requested slowdown (mean over the environment's measured trials)
+SLOWDOWN_APPLIED_SHARE = 0.5
+
+
+def slowdown_findings(trials) -> list[Finding]:
+    """A warning per environment whose ``slowdown=`` the kernel did not apply: the mean
+    throttle-based slowdown of its finished measured trials (diagnostics ``throttle``,
+    :mod:`vhpc.host.cpu_bandwidth`) is below :data:`SLOWDOWN_APPLIED_SHARE` of the request.
+    The usual cause: the CPU quota is for more CPUs than the benchmark keeps busy (a
+    one-thread benchmark, quota for 2 CPUs), so it never reaches the quota.  ``trials``:
+    stored trials (environment, status, warmup, diagnostics)."""
+    per_env: dict[str, list[dict]] = {}
+    for t in trials:
+        diag = getattr(t, "diagnostics", None)
+        th = getattr(diag, "throttle", None) if diag is not None else None
+        if isinstance(diag, dict):
+            th = diag.get("throttle")
+        if getattr(t, "status", "done") != "done" or getattr(t, "warmup", False) \
+                or not isinstance(th, dict):
+            continue
+        per_env.setdefault(t.environment, []).append(th)
+    out = []
+    for env, readings in per_env.items():
+        try:
+            requested = max(float(r.get("requested") or 0.0) for r in readings)
+            applied = [float(r["applied"]) for r in readings if r.get("applied") is not None]
+        except (TypeError, ValueError):
+            continue
+        if requested <= 0 or not applied:
+            continue
+        mean = sum(applied) / len(applied)
+        if mean >= SLOWDOWN_APPLIED_SHARE * requested:
+            continue
+        cpus = readings[0].get("cpus")
+        out.append(Finding(
+            "warn", env,
+            f"slowdown={requested:g} was requested but the kernel applied {mean:.1%} on average "
+            f"over {len(applied)} trial(s) (less than half of {requested:.0%}): the CPU quota "
+            f"is for {cpus} CPU(s) and the benchmark kept fewer busy, so its results are not "
+            "slowed as asked",
+            f"pin the environment (cpus=LIST, e.g. {env}:cpus=0) or set slowdown_cpus= to the "
+            "number of CPUs the benchmark keeps busy, then run again",
+            kind="slowdown-not-applied", items=(f"applied {mean:.3f} of {requested:g}",)))
+    return out

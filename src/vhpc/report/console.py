@@ -52,6 +52,9 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     from vhpc.analysis.checks import check_findings
 
     checks = check_findings(trials, camp["spec"])  # check: outcomes, and why
+    from vhpc.analysis.findings import slowdown_findings
+
+    checks = [*slowdown_findings(trials), *checks]  # a slowdown= the kernel did not apply
     result.findings[:0] = [f for f in checks if f.level == "warn"]
     result.findings += [f for f in checks if f.level != "warn"]
     from vhpc.report.header import vcluster_section

@@ -143,6 +143,9 @@ def render_terminal(d: Diff, console: Console) -> None:
         console.print(f"[yellow]unmatched[/] {escape(u.environment)} "
                       f"{escape(params_label(u.benchmark, u.params))} {escape(u.metric)}: "
                       f"{escape(u.reason)}", highlight=False)
+    for tag, f in d.findings:  # e.g. a slowdown= the kernel did not apply
+        console.print(f"[bold yellow]{esc(f.level)}[/] campaign {tag} ({esc(f.scope)}): "
+                      f"{esc(f.message)} → {esc(f.advice)}", highlight=False)
     console.print(f"B/A of the ratios: delta method on the log scale, {d.confidence:.0%} CI; "
                   f"overhead change > 0: B's overhead worse in the metric's direction; p: "
                   f"Holm-adjusted over {sum(o.p_value is not None for o in d.overhead)} rows, "
@@ -238,6 +241,9 @@ excludes 1) larger than the tolerance.</p>
 <li>{{ u.environment }} {{ u.benchmark }}{% if u.params %}[{{ u.params }}]{% endif %}
 {{ u.metric }}: {{ u.reason }}</li>{% endfor %}</ul>{% else %}<p>None: every row is in
 both campaigns.</p>{% endif %}</section>
+{% if findings %}<section id="findings"><h2>Findings</h2><ul>{% for tag, f in findings %}
+<li class="{{ f.level }}"><b>{{ f.level }}</b> campaign {{ tag }} ({{ f.scope }}):
+{{ f.message }} → {{ f.advice }}</li>{% endfor %}</ul></section>{% endif %}
 {% if figures %}<section id="history"><h2>History</h2><p>Ratio to {{ a.baseline }} with its
 interval per campaign of the same spec ({{ ncampaigns }} campaigns).</p>
 {% for title, fig in figures %}<figure>{{ fig }}<figcaption>{{ title }}</figcaption></figure>
@@ -264,7 +270,7 @@ def write_html(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]]
         fingerprint=[{"scope": f.scope, "key": f.key, "a": _value(f.a), "b": _value(f.b)}
                      for f in d.fingerprint],
         ocols=OVERHEAD_COLUMNS, overhead=overhead_cells(d), rcols=RAW_COLUMNS, raw=raw_cells(d),
-        unmatched=d.unmatched, ncampaigns=ncampaigns,
+        unmatched=d.unmatched, ncampaigns=ncampaigns, findings=d.findings,
         figures=[(t, embed_figure(f, f"h{i}-", t)) for i, (t, f) in enumerate(figs)])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, html)

@@ -98,20 +98,7 @@ class RichProgress:
         self.bar.stop()
 
 
-def count(lo: int, hi: int):
-    """argparse type: an int in [lo, hi] (the message says the range)."""
-    def convert(text: str) -> int:
-        try:
-            if not text.strip().isascii():
-                raise ValueError(text)
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (ASCII digits "
-                                             "0-9)") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is out of range: give {lo}..{hi}")
-        return value
-    return convert
+from vhpc.core.argtypes import count  # noqa: E402,F401  the one typed parser (issue 32)
 
 
 def open_store(out: str, existing: bool = False):

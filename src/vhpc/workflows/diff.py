@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from vhpc.core.argtypes import ascii_float
+from vhpc.core.argtypes import number
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
 from vhpc.workflows.common import UsageError, campaign_flags, console, count, err_console
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
                    help="how much the overhead may grow: '5%%', or a file of 'PATTERN PCT' "
                         "lines (benchmark/metric shell patterns, '*' default) → PASS/FAIL, "
                         "exit 1 on a regression beyond it")
-    d.add_argument("--alpha", type=ascii_float, default=0.05,
+    d.add_argument("--alpha", type=number(0, 1, lo_open=True, hi_open=True), default=0.05,
                    help="significance level, Holm-corrected over the diff (default %(default)s)")
     d.add_argument("--history", type=count(2, 1000), metavar="N",
                    help="also draw the ratio over the last N campaigns of the same spec "

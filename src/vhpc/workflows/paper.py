@@ -256,15 +256,16 @@ def page(seed: str, items: list[Item], store, out: str | Path) -> Path:
 # -- the command ---------------------------------------------------------------------------
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``paper`` sub-command (its flags) to an argparse sub-parsers object."""
-    from vhpc.core.argtypes import ascii_float, ascii_int
+    from vhpc.core.argtypes import count, number
+    from vhpc.environments.options import MAX_SECONDS
 
     pp = sub.add_parser("paper", help="all studies of one seed paper, run and shown on one page")
     pp.add_argument("seed", help="seed number: 000, 001, 003 or 004")
     pp.add_argument("-b", "--bench", action="append", metavar="STUDY=BENCH[:k=v,...]",
                     help="replace a study's benchmarks, e.g. linpack=linpack:n=200")
-    pp.add_argument("--repeats", type=ascii_int)
-    pp.add_argument("--warmup", type=ascii_int)
-    pp.add_argument("--timeout", type=ascii_float)
+    pp.add_argument("--repeats", type=count(1, 10000))
+    pp.add_argument("--warmup", type=count(0, 1000))
+    pp.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True))
     pp.add_argument("--executor", metavar="local|slurm[:k=v,...]",
                     help="passed to every study; a study across nodes (seed 004's scaling) "
                          "needs slurm:nodes=N and is refused without it")

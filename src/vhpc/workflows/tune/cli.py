@@ -23,25 +23,26 @@ __all__ = ["add_parser", "cmd_tune"]
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command to an argparse sub-parsers object."""
-    from vhpc.core.argtypes import ascii_float, ascii_int  # ASCII digits only (issue 23)
+    from vhpc.core.argtypes import count, number  # ranged, ASCII digits only (issues 23, 32)
+    from vhpc.environments.options import MAX_SECONDS
 
     t = sub.add_parser("tune", help="race candidate VM placements and recommend the cheapest "
                        "(docs/tune.md)")
     t.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
                    help="the workload (repeatable)")
-    t.add_argument("--vcpus", type=ascii_int, default=2, help="vCPUs of the VM (default %(default)s)")
-    t.add_argument("--memory", type=ascii_int, default=1024, help="MiB of the VM (default %(default)s)")
+    t.add_argument("--vcpus", type=count(1, 4096), default=2, help="vCPUs of the VM (default %(default)s)")
+    t.add_argument("--memory", type=count(1, 1 << 24), default=1024, help="MiB of the VM (default %(default)s)")
     t.add_argument("--candidates", action="append", metavar="NAME[,NAME...]",
                    help="race only these candidates (names as --dry-run lists them)")
-    t.add_argument("--budget", type=ascii_int, default=60,
+    t.add_argument("--budget", type=count(1, 1_000_000), default=60,
                    help="most trials in all, native and warm-up included (default %(default)s)")
-    t.add_argument("--alpha", type=ascii_float, default=0.05, help="test level (default %(default)s)")
-    t.add_argument("--tolerance", type=ascii_float, default=2.0, metavar="PCT",
+    t.add_argument("--alpha", type=number(0, 0.5, lo_open=True, hi_open=True), default=0.05, help="test level (default %(default)s)")
+    t.add_argument("--tolerance", type=number(0, 100, lo_open=True, hi_open=True), default=2.0, metavar="PCT",
                    help="equivalence margin in %% of cost (default %(default)s)")
-    t.add_argument("--min-rounds", type=ascii_int, default=3,
+    t.add_argument("--min-rounds", type=count(2, 10000), default=3,
                    help="measured rounds before the first elimination (default %(default)s)")
-    t.add_argument("--warmup", type=ascii_int, default=1, help="warm-up rounds (default %(default)s)")
-    t.add_argument("--timeout", type=ascii_float, help="seconds per trial (default 600)")
+    t.add_argument("--warmup", type=count(0, 1000), default=1, help="warm-up rounds (default %(default)s)")
+    t.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True), help="seconds per trial (default 600)")
     t.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto")
     t.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                    help="as for compare; hugepages_2m=N adds the 2m-backed candidates")
