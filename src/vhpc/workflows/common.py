@@ -5,7 +5,6 @@ workflows (``paper``, ``diff``, ``host``, ``tune``) use them without importing t
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import sys
