@@ -441,3 +441,128 @@ def test_the_typed_parser_takes_what_it_should():
     for bad in ("0", "nan", "inf", "２", "1.5"):
         with pytest.raises(argparse.ArgumentTypeError):
             number(0, 1, lo_open=True)(bad)
+
+
+# ------------------------------------------------------------------ 8. kernels
+
+def test_a_relative_vhpc_kernels_is_made_absolute(tmp_path, monkeypatch):
+    from vhpc.benchmarks.base import kernel_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VHPC_KERNELS", "rel/k")
+    assert kernel_dir() == tmp_path / "rel" / "k"  # make -C runs elsewhere: never relative
+    assert kernel_dir("mpich") == tmp_path / "rel" / "k-mpich"
+
+
+@pytest.mark.parametrize("how", ["world-writable", "other-owner"])
+def test_a_kernel_folder_others_can_write_is_refused(tmp_path, monkeypatch, how):
+    from vhpc.benchmarks import base
+
+    k = tmp_path / "k"
+    k.mkdir()
+    (k / "vhpc-stream").write_text("#!/bin/sh\necho planted\n")
+    if how == "world-writable":
+        k.chmod(0o777)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("chown needs root")
+        os.chown(k, 12345, 12345)
+    monkeypatch.setenv("VHPC_KERNELS", str(k))
+    calls = []
+    monkeypatch.setattr(base, "_make", lambda argv: calls.append(argv))
+    with pytest.raises(base.BenchmarkError, match="writable by others|belongs to uid"):
+        base.ensure_kernels(["vhpc-stream"])
+    assert not calls
+
+
+def test_kernels_are_rebuilt_when_their_build_key_changes(tmp_path, monkeypatch):
+    from vhpc.benchmarks import base
+
+    monkeypatch.setenv("VHPC_KERNELS", str(tmp_path / "k"))
+    for mpi in ("openmpi", "mpich"):
+        d = base.kernel_dir(mpi)
+        d.mkdir()
+        (d / "vhpc-pingpong").write_text("old")
+        (d / "build-key").write_text("0123456789abcdef\n")  # built from other sources
+        calls = []
+
+        def fake_make(argv, calls=calls):
+            calls.append(argv)
+            return subprocess.CompletedProcess(argv, 0, "", "")
+
+        monkeypatch.setattr(base, "_make", fake_make)
+        if not __import__("shutil").which(base.mpi_tool(mpi, "mpicc")):
+            continue
+        assert base.ensure_kernels(["vhpc-pingpong"], mpi) == d
+        key = base.build_key(mpi)
+        assert len(calls) == 1 and f"VHPC_BUILD_KEY={key}" in calls[0]
+        assert f"BUILD={d}" in calls[0] and (d / "build-key").read_text().strip() == key
+        base.ensure_kernels(["vhpc-pingpong"], mpi)  # up to date: no second make
+        assert len(calls) == 1
+
+
+def test_build_key_ignores_build_folders(tmp_path, monkeypatch):
+    from vhpc.benchmarks import base
+
+    src = tmp_path / "kernels"
+    (src / "build-mpich").mkdir(parents=True)
+    (src / "a.c").write_text("int x;")
+    monkeypatch.setattr(base, "kernel_sources", lambda: src)
+    base.build_key.cache_clear()
+    try:
+        before = base.build_key("openmpi")
+        (src / "build-mpich" / "vhpc-x").write_text("binary")  # an output, not a source
+        base.build_key.cache_clear()
+        assert base.build_key("openmpi") == before
+        (src / "a.c").write_text("int y;")
+        base.build_key.cache_clear()
+        assert base.build_key("openmpi") != before
+    finally:
+        base.build_key.cache_clear()
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _in_session(sid: int) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+            and _session_of(int(p.name)) == sid]
+
+
+def test_a_first_use_kernel_build_dies_with_vhpc(tmp_path):
+    import signal
+    import time
+
+    k = tmp_path / "k"
+    child = subprocess.Popen([sys.executable, "-c", "from vhpc.benchmarks.base import "
+                              "ensure_kernels; ensure_kernels(['vhpc-stream'])"],
+                             env={**os.environ, "VHPC_KERNELS": str(k)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sid = None
+    try:
+        deadline = time.monotonic() + HANG
+        while sid is None and time.monotonic() < deadline and child.poll() is None:
+            for p in Path("/proc").iterdir():
+                try:
+                    cmd = (p / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if cmd[:1] == [b"make"] and f"BUILD={k}".encode() in cmd:
+                    sid = _session_of(int(p.name))
+                    break
+            time.sleep(0.05)
+        assert sid is not None, "the build never started"
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while _in_session(sid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _in_session(sid), "make or cc outlived vhpc"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

@@ -239,7 +239,11 @@ def build_key(mpi: str = "openmpi") -> str:
     environment, so a new compiler, MPI or source gets a build of its own."""
     h = hashlib.sha256()
     src = kernel_sources()
-    for path in sorted(p for p in src.rglob("*") if p.is_file() and "build" not in p.parts
+    # build folders (build, build-mpich, BUILD=build-x) hold outputs, not sources: hashing
+    # them would change the key with every build
+    for path in sorted(p for p in src.rglob("*") if p.is_file()
+                       and not any(part.startswith("build")
+                                   for part in p.relative_to(src).parts[:-1])
                        and p.suffix in (".c", ".h", ".mk", "") and not p.name.startswith(".")):
         h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes())
     for tool in (os.environ.get("CC") or "cc", mpi_tool(mpi, "mpicc")):
@@ -258,8 +262,8 @@ def kernel_dir(mpi: str = "openmpi") -> Path:
     vhpc builds there on first use, :func:`ensure_kernels`).  The MPICH build is the same path
     with ``-mpich`` appended."""
     env = os.environ.get("VHPC_KERNELS")
-    if env:
-        base = Path(env)
+    if env:  # absolute before use: make runs in the sources' folder (make -C), not here
+        base = Path(os.path.abspath(os.path.expanduser(env)))
     else:
         base = _checkout_build() or cache_dir() / f"kernels-{build_key()}"
     return base if mpi == "openmpi" else base.with_name(f"{base.name}-{mpi}")
@@ -276,39 +280,122 @@ def kernel_build_flags(mpi: str = "openmpi") -> str | None:
         return None
 
 
+def check_trusted(bindir: Path) -> None:
+    """Refuse a kernel folder (``$VHPC_KERNELS`` or a build folder) that belongs to another
+    user or that others may write: vhpc executes its binaries, as root when run as root (the
+    same rule as the host-knob journal's folder, :func:`vhpc.host.knobs.trusted`).  A folder
+    that does not exist yet is judged by the nearest existing folder above it.  Raises
+    BenchmarkError naming the folder and the fix."""
+    import stat
+
+    path = bindir
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if path != bindir and st.st_mode & stat.S_ISVTX:  # /tmp: sticky, new folders are ours
+        return
+    if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+        who = f"belongs to uid {st.st_uid}" if st.st_uid not in (0, os.geteuid()) else \
+            f"is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+        raise BenchmarkError(f"kernel folder {path} {who}: vhpc would run binaries someone else "
+                             "can replace; use a folder of your own (chown, chmod go-w) or "
+                             "unset VHPC_KERNELS")
+
+
+def _built_key(bindir: Path) -> str | None:
+    """The build key kernels/Makefile recorded in ``bindir/build-key`` (None before)."""
+    try:
+        return (bindir / "build-key").read_text().strip() or None
+    except OSError:
+        return None
+
+
+#: Holds the build until its guard watches, then runs make (``exec``: same pid and group).
+_GATE = 'read go || exit 125; exec "$@" </dev/null'
+
+
+def _make(argv: list[str]) -> subprocess.CompletedProcess:
+    """Run the kernel build ``argv`` (make) in a process group that dies with vhpc: a
+    ``kill -9`` of vhpc mid-build leaves no make or cc1 behind (the same guard as native
+    trials, :class:`vhpc.host.owned.GroupGuard`); an interrupt kills the group too."""
+    import signal
+
+    from vhpc.host import owned
+
+    proc = subprocess.Popen(["/bin/sh", "-c", _GATE, "vhpc-build", *argv],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        guard = owned.GroupGuard(proc.pid)
+    except OSError as exc:
+        proc.stdin.close()  # type: ignore[union-attr]  # the gate exits unstarted
+        proc.communicate()
+        raise BenchmarkError(f"cannot build the kernels: no process guard ({exc})") from None
+    try:
+        proc.stdin.write(b"go\n")  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+        proc.stdin = None
+        out, err = proc.communicate()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    finally:
+        guard.done()
+    return subprocess.CompletedProcess(argv, proc.returncode, out.decode("utf-8", "replace"),
+                                       err.decode("utf-8", "replace"))
+
+
 #: The tools a kernel build needs and the Debian packages that provide them.
 BUILD_TOOLS = {"make": "make", "cc": "build-essential (gcc)"}
 
 
 def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
     """Return the kernel directory for MPI implementation ``mpi``, building the kernels there
-    with make (``MPICC=mpicc.<impl>``) when a binary is missing: once, under a file lock (a
-    second vhpc waits for the first), with one progress line on stderr.
+    with make (``MPICC=mpicc.<impl>``) when a binary is missing or the folder was built for
+    another :func:`build_key` (a source, compiler, MPI or flag changed; recorded in
+    ``build-key``): once, under a file lock (a second vhpc waits for the first), with one
+    progress line on stderr, in a process group that dies with vhpc.  A ``$VHPC_KERNELS``
+    that another user owns or others may write is refused (:func:`check_trusted`).
 
     Raises BenchmarkError naming the missing tool (make, cc, mpicc) or the failed step.
     """
     bindir = kernel_dir(mpi)
-    if all((bindir / b).exists() for b in binaries):
+    check_trusted(bindir)
+    key = build_key(mpi)
+    have = all((bindir / b).exists() for b in binaries)
+    if have and _built_key(bindir) == key:
         return bindir
     src = kernel_sources()
     if not (src / "Makefile").exists():
+        if have:  # prebuilt, nothing to rebuild them from
+            return bindir
         raise BenchmarkError(f"kernel binaries missing in {bindir} and no kernel sources in "
                              f"{src}: reinstall vhpc or set VHPC_KERNELS")
     for tool, pkg in BUILD_TOOLS.items():
         if shutil.which(os.environ.get("CC", "cc") if tool == "cc" else tool) is None:
+            if have:  # cannot check them against the sources: use them as they are
+                return bindir
             raise BenchmarkError(f"building vhpc's kernels needs {tool}: apt-get install {pkg}")
     mpicc = mpi_tool(mpi, "mpicc")
     if shutil.which(mpicc) is None:
+        if have:
+            return bindir
         pkgs = "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
         raise BenchmarkError(f"mpi={mpi} needs {mpicc}: apt-get install {pkgs}")
     bindir.parent.mkdir(parents=True, exist_ok=True)
     with open(bindir.parent / f".{bindir.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another vhpc building the same kernels: wait for it
-        if not all((bindir / b).exists() for b in binaries):
-            sys.stderr.write(f"vhpc: building the kernels into {bindir} (first use)\n")
+        if not all((bindir / b).exists() for b in binaries) or _built_key(bindir) != key:
+            first = not all((bindir / b).exists() for b in binaries)
+            sys.stderr.write(f"vhpc: building the kernels into {bindir} "
+                             f"({'first use' if first else 'sources, compiler or flags changed'})\n")
             sys.stderr.flush()
-            out = subprocess.run(["make", "-C", str(src), f"BUILD={bindir}", f"MPICC={mpicc}"],
-                                 capture_output=True, text=True)
+            out = _make(["make", "-C", str(src), f"BUILD={bindir}", f"MPICC={mpicc}",
+                         f"VHPC_BUILD_KEY={key}"])
             if out.returncode != 0:
                 text = out.stderr or out.stdout
                 if "omp.h" in text or "fopenmp" in text:
@@ -317,6 +404,9 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
                 tail = text.strip().splitlines()[-1:]
                 raise BenchmarkError(f"building the kernels failed ({' '.join(tail)}): install "
                                      "build-essential, libopenmpi-dev and openmpi-bin")
+            missing = [b for b in binaries if not (bindir / b).exists()]
+            if not missing:  # recorded only now: a killed or failed build is redone
+                (bindir / "build-key").write_text(key + "\n")
     missing = [b for b in binaries if not (bindir / b).exists()]
     if missing:
         raise BenchmarkError(f"building the kernels did not produce {', '.join(missing)} "
