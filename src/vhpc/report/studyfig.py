@@ -116,8 +116,8 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
             ax.axvline(v, color="lightgray", lw=0.8)
         for x in getattr(pd, "shared_x", []):
             ax.axvspan(x - 0.3, x + 0.3, color="#f4c7c3", alpha=0.6, zorder=0)
-            ax.text(x, 0.02, "shared CPUs:\ncontention,\nnot scaling", transform=ax.get_xaxis_transform(),
-                    ha="center", va="bottom", fontsize=6, color="#b00020")
+            ax.text(x, 0.98, "shared CPUs:\ncontention,\nnot scaling", transform=ax.get_xaxis_transform(),
+                    ha="center", va="top", fontsize=6, color="#b00020")
         if pd.xlog:
             ax.set_xscale("log", base=2)
         elif all(float(p.x).is_integer() for s in pd.series for p in s.points):
