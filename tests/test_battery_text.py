@@ -394,3 +394,122 @@ def test_slowdown_findings_rule():
     found = {f.scope: f for f in slowdown_findings(trials)}
     assert set(found) == {"off"}
     assert found["off"].level == "warn" and "cpus=" in found["off"].advice
+
+
+# -------------------------------------- 7. generated input: markup in every user string
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+BOUNDED = settings(max_examples=8, deadline=None, derandomize=True,
+                   suppress_health_check=[HealthCheck.too_slow,
+                                          HealthCheck.function_scoped_fixture])
+PIECES = ["[", "]", "[/x]", "[bold]", "[/]", "$", r"\foo", "$x^2$", "=", "+", "-", "@", "\t",
+          "\r", "\n", ESC + "[31m", ESC + "[2J", ESC + "]0;t\x07", "<script>", "&amp;", "a",
+          "1", " ", "'", '"', "%s", "{x}", "\\", "=HYPERLINK(\"http://x\",\"y\")", "µ"]
+hostile = st.one_of(st.lists(st.sampled_from(PIECES), min_size=1, max_size=5).map("".join),
+                    st.text(min_size=1, max_size=6))
+
+
+def _assert_csv_inert(path: Path) -> None:
+    with path.open(newline="", encoding="utf-8") as fh:
+        for row in csv.reader(fh):
+            for cell in row:
+                assert not cell.startswith(("=", "+", "@", "\t", "\r")) or \
+                    _number(cell), (path.name, cell)
+                if cell.startswith("-"):
+                    assert _number(cell) or cell.startswith("'"), (path.name, cell)
+
+
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+        return True
+    except ValueError:
+        return False
+
+
+@BOUNDED
+@given(bench=hostile, params=hostile, metric=hostile, unit=hostile, env=hostile)
+def test_markup_in_every_user_string_through_every_writer(tmp_path_factory, bench, params,
+                                                          metric, unit, env):
+    """Observations whose benchmark, parameters, metric, unit and environment name hold
+    markup, math text, formulas and escapes: the terminal table, the HTML report with its
+    figures, CSV, JSON and the diff (terminal, HTML, JSON) are written without an exception;
+    the terminal gets no escape sequence, CSV cells are inert, HTML escapes the text."""
+    import io
+
+    from rich.console import Console
+
+    from vhpc.analysis import analyse
+    from vhpc.analysis import diff as d
+    from vhpc.core.metrics import EnvInfo, Observation
+    from vhpc.report import diff as present
+    from vhpc.report import export, terminal
+    from vhpc.workflows.common import safe_console
+
+    if env == "native":
+        env += "-x"
+    envs = {"native": EnvInfo("native", "native"), env: EnvInfo(env, "vm", "kvm", {"cpu": unit})}
+
+    def obs(scale, t0):
+        out = []
+        for i, (e, v) in enumerate([("native", 1.0), ("native", 1.1), ("native", 0.9),
+                                    (env, 2.0), (env, 2.2), (env, 1.9)]):
+            out.append(Observation(environment=e, benchmark=bench, params=params, metric=metric,
+                                   unit=unit, higher_is_better=False, value=v * scale,
+                                   valid=True, warmup=False, trial_id=t0 + i,
+                                   session_index=None))
+        return out
+    observations = obs(1.0, 0)
+    result = analyse(observations, envs, "native")
+    buf = io.StringIO()
+    con = safe_console(Console(file=buf, width=400, force_terminal=False, color_system=None))
+    terminal.render_table(result, con, title=f"campaign {bench}")
+    text = buf.getvalue()
+    assert ESC not in text and "\x07" not in text
+    folder = tmp_path_factory.mktemp("w")
+    meta = {"id": "x", "date": "", "command": f"vhpc run {bench}", "status": "finished",
+            "spec": {}, "trials": 6, "failed": 0, "failures": None}
+    written = export.export_all(export.ReportData(result, observations, meta, (), ()), folder, {})
+    for name in ("samples-csv", "comparisons-csv", "families-csv"):
+        _assert_csv_inert(Path(written[name]))
+    json.loads(Path(written["json"]).read_text())
+    html = Path(written["html"]).read_text()
+    assert html.count("<script") == 1  # the template's own; "<script>" in a name is escaped
+    a = d.CampaignData("A", 1.0, {"baseline": "native"}, envs, tuple(observations))
+    b = d.CampaignData("B", 2.0, {"baseline": "native"}, envs, tuple(obs(1.2, 100)))
+    result = d.diff(a, b)
+    buf = io.StringIO()
+    con = safe_console(Console(file=buf, width=400, force_terminal=False, color_system=None))
+    present.render_terminal(result, con)
+    assert ESC not in buf.getvalue()
+    present.write_html(result, folder / "diff.html")
+    json.loads(present.write_json(result, folder / "diff.json").read_text())
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(env=hostile, bench=hostile, note=hostile, command=hostile, out=hostile)
+def test_markup_in_the_progress_line_and_the_campaign_list(env, bench, note, command, out):
+    """The progress bar (description, failure notes) and ``list campaigns`` rows with
+    generated hostile text: no exception, no escape sequence reaches the terminal."""
+    import io
+
+    from rich.console import Console
+
+    from vhpc.report import console as views
+    from vhpc.workflows.common import RichProgress, safe_console
+
+    buf = io.StringIO()
+    con = safe_console(Console(file=buf, width=300, force_terminal=False, color_system=None))
+    bar = RichProgress(con)
+
+    class Row:
+        environment, benchmark, warmup, round = env, bench, False, 1
+    bar.start(1, 0)
+    bar.trial(Row)
+    bar.finished(Row, "failed", note)
+    bar.stop()
+    views.campaigns(con, [{"id": env, "status": bench, "done": 0, "failed": 1, "total": 1,
+                           "command": command}], out)
+    assert ESC not in buf.getvalue()

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis  # noqa: E402
 from vhpc.analysis.families import Family, sorted_keys  # noqa: E402
 from vhpc.core.metrics import Observation  # noqa: E402
-from vhpc.core.text import mathtext  # noqa: E402
+from vhpc.core.text import mathtext, plain  # noqa: E402
 from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
 
 __all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar",
@@ -68,6 +68,7 @@ def literal_text(fig: Figure) -> Figure:
         if id(t) not in ticks:
             t.set_parse_math(False)
             t.set_usetex(False)
+            t.set_text(plain(t.get_text()))  # no control characters (no glyph for them)
     return fig
 
 
