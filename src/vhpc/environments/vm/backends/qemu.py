@@ -15,11 +15,9 @@ QEMU is started with ``PR_SET_PDEATHSIG=SIGKILL`` so it dies with vhpc even on S
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -29,6 +27,7 @@ from pathlib import Path
 import vhpc.placement
 from vhpc.core.cpulist import runs as _runs
 from vhpc.core.paths import cache_dir
+from vhpc.host.owned import die_with_parent
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import guestimage
 from vhpc.environments.vm.guestimage import guest_shares, kernel_cmdline
@@ -37,7 +36,6 @@ from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSess
                                                 HypervisorBackend, ProbeResult)
 
 QEMU = "qemu-system-x86_64"
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -116,14 +114,9 @@ def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str
     return argv + list(cfg.extra_args)
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 def spawn(argv: list[str], **kw) -> subprocess.Popen:
     """Start QEMU so that it is killed when vhpc dies (PR_SET_PDEATHSIG, prctl(2))."""
-    return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kw)
+    return subprocess.Popen(argv, preexec_fn=die_with_parent, **kw)
 
 
 def _qmp_connect(path: Path, deadline: float, exit_status):
