@@ -228,3 +228,32 @@ def test_an_input_guests_cannot_see_is_refused_before_any_trial(tmp_path):
     with pytest.raises(BenchmarkError, match=r"in.txt lies under /tmp.*replace with their own"):
         campaign.execute(store, cid)
     assert all(t.status == "pending" for t in store.trials(cid))
+
+
+def test_no_valid_baseline_value_means_not_checked_and_said(tmp_path):
+    """The baseline's own runs fail their success pattern: there is no reference, so the other
+    environment's trials keep their samples and say they were not checked."""
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs to differ from the 1-CPU environment")
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "repeats: 1\nwarmup: 0\nbenchmarks: [p]\n"
+        "environments: [native, {native: {name: onecpu, cpus: '1'}}]\ncustom:\n  - name: p\n"
+        "    command: [sh, -c, 'echo e 5; [ $(nproc) -gt 1 ] || echo OK']\n    success: OK\n"
+        "    metrics: [{name: e, regex: 'e (\\d+)', direction: lower}]\n"
+        "    check: {metric: e, rtol: 0.01}\n")
+    s = spec.from_file(f)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, s)
+    campaign.execute(store, cid)
+    trials = {t.environment: t for t in store.trials(cid)}
+    assert trials["native"].error is None  # its own verification failed: invalid, no check
+    assert trials["onecpu"].error.startswith("check not applied: no baseline (native) value")
+    assert {o.environment: o.valid for o in store.observations(cid)} == {"native": False,
+                                                                         "onecpu": True}
+    bad = {o.trial_id for o in store.observations(cid) if not o.valid}
+    found = {f.kind: f for f in check_findings(store.trials(cid), store.campaign(cid)["spec"],
+                                              bad)}
+    assert set(found) == {"check-not-applied"}  # nothing was compared, nothing agreed

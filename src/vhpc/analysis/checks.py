@@ -34,7 +34,8 @@ def checked(spec: Mapping[str, Any] | None) -> dict[str, str]:
     return out
 
 
-def check_findings(trials: Iterable, spec: Mapping[str, Any] | None = None) -> list[Finding]:
+def check_findings(trials: Iterable, spec: Mapping[str, Any] | None = None,
+                   invalid: Iterable[int] = ()) -> list[Finding]:
     """One ``check-failed`` finding (warn) per environment and benchmark[params] whose trials
     failed their check, quoting the reason of each distinct failure, and one
     ``check-not-applied`` (info) where no baseline value could be compared.  ``trials``: the
@@ -42,16 +43,20 @@ def check_findings(trials: Iterable, spec: Mapping[str, Any] | None = None) -> l
     samples are never analysed, but a failing warm-up still says something is wrong).  With the
     campaign's ``spec`` (JSON form) also one ``check-passed`` (info) per checked benchmark
     saying how many trials agreed with the baseline, so a reader sees every sample was
-    checked."""
+    checked; ``invalid``: ids of trials with invalid samples (their own verification failed:
+    not checked, not counted as agreeing)."""
     failed: dict[str, list[tuple[int, str]]] = {}
     skipped: dict[str, list[str]] = {}
     with_check = checked(spec)
     passed: dict[str, list[int]] = {}
+    invalid = set(invalid)
     for t in trials:
-        if t.benchmark in with_check and t.status == "done":
+        error = getattr(t, "error", None) or ""
+        if t.benchmark in with_check and t.status == "done" and (
+                error.startswith(FAILED_PREFIX) or not (error or t.id in invalid)):
             key = label(t.benchmark, t.params)
             passed.setdefault(key, [0, 0])[1] += 1
-            if not (getattr(t, "error", None) or ""):
+            if not error:
                 passed[key][0] += 1
         error = getattr(t, "error", None) or ""
         scope = f"{t.environment} / {label(t.benchmark, t.params)}"

@@ -79,13 +79,15 @@ def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
             what = (chk.metric if not chk.what or chk.what == chk.metric
                     else f"{chk.what} ({chk.metric})")
             error = None
-            if value is None:
+            if not all(x.valid for x in samples):
+                pass  # its own verification failed: invalid already, nothing to check
+            elif value is None:
                 error = f"{NOT_APPLIED_PREFIX}the output has no {chk.metric}"
             elif ckey not in refs:
                 other = ", ".join(sorted(k for k in refs if k)) or "no valid run"
-                error = (f"{NOT_APPLIED_PREFIX}no baseline ({spec.baseline}) value of the {what} "
+                error = (f"{NOT_APPLIED_PREFIX}no baseline ({spec.baseline}) value of {what} "
                          f"for {ckey or 'these parameters'} (baseline: {other})")
-            elif all(s.valid for s in samples):
+            else:
                 ok, rel = verdict(value, refs[ckey], chk.rtol)
                 if not ok:
                     error = (f"{FAILED_PREFIX}{what} = {_fmt(value)}, baseline "
@@ -95,8 +97,9 @@ def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
                              "stored invalid")
                     samples = [type(s)(s.metric, s.value, s.unit, s.higher_is_better, False)
                                for s in samples]
-            counts["failed" if error and error.startswith(FAILED_PREFIX) else
-                   "not_applied" if error else "passed"] += 1
+            if all(x.valid for x in samples) or error:
+                counts["failed" if error and error.startswith(FAILED_PREFIX) else
+                       "not_applied" if error else "passed"] += 1
             if error != row.error:
                 store.replace_samples(row.id, DONE, samples, error)
     return counts

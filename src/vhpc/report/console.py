@@ -51,7 +51,8 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     trials = store.trials(cid)
     from vhpc.analysis.checks import check_findings
 
-    checks = check_findings(trials, camp["spec"])  # check: outcomes, and why
+    checks = check_findings(trials, camp["spec"],  # check: outcomes, and why
+                            {o.trial_id for o in obs if not o.valid})
     from vhpc.analysis.findings import slowdown_findings
 
     checks = [*slowdown_findings(trials), *checks]  # a slowdown= the kernel did not apply
