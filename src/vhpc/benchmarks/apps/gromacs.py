@@ -123,7 +123,7 @@ class Gromacs(Benchmark):
 
     name = "gromacs"
     summary = "GROMACS (Debian's gmx_mpi mdrun): SPC/E water box, PME, Verlet lists, built by vhpc"
-    provenance = ("seed 004 Fig. 7-9 (CTH, Sage: applications; GROMACS stands in as a public "
+    provenance = ("seed 004 Fig. 8 (Sage: an application; GROMACS stands in as a public "
                   "community code)")
     verification = ("check: potential energy at the last step within a relative 5e-3 of the "
                     "baseline environment's; exit status 0")

@@ -133,7 +133,7 @@ class Lammps(Benchmark):
 
     name = "lammps"
     summary = "LAMMPS (Debian's lmp): Lennard-Jones melt or Cu EAM, inputs written by vhpc"
-    provenance = ("seed 004 Fig. 7-9 (CTH, Sage: applications; LAMMPS stands in as a public "
+    provenance = ("seed 004 Fig. 7 (CTH: an application; LAMMPS stands in as a public "
                   "community code)")
     verification = ("check: final total energy per atom (thermo TotEng) within a relative 1e-4 "
                     "of the baseline environment's; exit status 0 and every step run")
