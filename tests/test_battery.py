@@ -566,3 +566,14 @@ def test_a_first_use_kernel_build_dies_with_vhpc(tmp_path):
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_store_from_an_older_vhpc_without_meta_is_still_a_vhpc_store(tmp_path):
+    from vhpc.store import check_is_store
+
+    db = sqlite3.connect(tmp_path / "vhpc.db")
+    for t in ("campaigns", "environments", "trials", "samples"):
+        db.execute(f"CREATE TABLE {t} (id)")
+    db.commit()
+    db.close()
+    check_is_store(tmp_path / "vhpc.db")  # no error

@@ -207,10 +207,10 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def check_is_store(path: Path) -> None:
-    """Raise StoreError unless ``path`` is a vhpc store, an empty file or an SQLite database
+    """Raise StoreError unless ``path`` is a vhpc store (a ``meta`` schema version, or an
+    older vhpc's campaigns, trials and samples tables), an empty file or an SQLite database
     without tables (one another vhpc is creating this instant).  Reads only: the file is
-    opened read-only (immutable when it has no ``-wal`` beside it, so no ``-shm`` is made),
-    so a foreign database is refused untouched."""
+    opened read-only, so a foreign database is refused untouched."""
     if path.is_dir():
         raise StoreError(f"{path} is a folder, not a vhpc store: give the results folder "
                          "(--out) or its vhpc.db", "cantopen")
@@ -227,8 +227,9 @@ def check_is_store(path: Path) -> None:
     if head != SQLITE_MAGIC:
         raise StoreError(f"{path} is not a vhpc store (not a database: no SQLite header), "
                          "left untouched: move it aside or pick another --out", "corrupt")
-    wal = path.with_name(path.name + "-wal")
-    mode = "ro" if wal.exists() else "ro&immutable=1"
+    # read-only with SQLite's locks (never immutable=1: a vhpc creating or checkpointing the
+    # store this instant would be read torn and called damaged)
+    mode = "ro"
     from urllib.parse import quote
 
     try:
@@ -243,7 +244,8 @@ def check_is_store(path: Path) -> None:
             db.close()
     except sqlite3.Error as exc:
         raise describe_sqlite_error(path, exc) from None
-    if tables and version is None:
+    # a store from an older vhpc (before the meta table) has campaigns, trials and samples
+    if tables and version is None and not {"campaigns", "trials", "samples"} <= tables:
         shown = ", ".join(sorted(tables)[:4]) + (", ..." if len(tables) > 4 else "")
         raise StoreError(f"{path} is an SQLite database but not a vhpc store (tables: "
                          f"{shown}): it is left untouched; give a vhpc results folder (--out) "
