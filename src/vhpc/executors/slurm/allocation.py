@@ -68,6 +68,20 @@ class ControllerUnreachable(AllocationLost):
     """Slurm's controller does not answer (slurmctld down or unreachable)."""
 
 
+class NodeLost(AllocationLost):
+    """A node of the allocation stopped answering during a trial (its slurmd died, the node
+    went down): that trial is stored failed naming the node, and the campaign stops before
+    burning the next trials against it (``--resume`` runs them)."""
+
+
+#: Seconds a probe step may take to start ``true`` on a node before the node counts as lost
+#: (Slurm's own MessageTimeout default is 10 s, slurm.conf(5)).
+PROBE_S = 20.0
+#: Node names srun(1) blames in its errors ("srun: error: vhpc2: task 1: Killed", "Task launch
+#: for StepId=... failed on node vhpc2: ...").
+BLAMED = re.compile(r"(?:srun: error: ([\w.-]+): task|failed on node ([\w.-]+))")
+
+
 def unreachable(stderr: str) -> bool:
     """True when a Slurm client's stderr says the controller could not be reached."""
     return any(s.lower() in stderr.lower() for s in UNREACHABLE)
@@ -145,6 +159,8 @@ class SlurmExecutor(Executor):
         self.nodelist: list[str] = []
         self.cpus_per_node = 1
         self._fps: dict[str, dict[str, Any]] = {}
+        #: nodes found lost after a failed trial: the next trial stops the campaign
+        self.lost: list[str] = []
 
     @classmethod
     def node_count(cls, options: SlurmOptions) -> int:
@@ -180,8 +196,10 @@ class SlurmExecutor(Executor):
 
     def salloc_argv(self) -> list[str]:
         """The salloc(1) command that requests the allocation (job name, comment with vhpc's
-        pid, time limit from the plan)."""
-        argv = ["salloc", "--no-shell", "--exclusive", f"--job-name={self.job_name}",
+        pid, time limit from the plan).  ``--no-kill``: a node that fails does not end the
+        job (salloc(1)); vhpc finds the lost node itself (:meth:`_lost_note`), stores that
+        trial failed naming it and stops before the next trial."""
+        argv = ["salloc", "--no-shell", "--exclusive", "--no-kill", f"--job-name={self.job_name}",
                 f"--comment={self.comment()}"]
         for flag, value in (("--partition", self.partition), ("--nodes", self.nodes),
                             ("--time", self.time_limit()), ("--account", self.account)):
@@ -297,7 +315,14 @@ class SlurmExecutor(Executor):
     def run(self, env: Environment, env_spec: Any, argv: list[str], environ: dict[str, str],
             timeout: float, key: str) -> RunResult:
         """Run one trial as a job step; never raises for a failing command.  Raises
-        AllocationLost when the allocation is gone (the trial stays unfinished)."""
+        AllocationLost when the allocation is gone (the trial stays unfinished), and NodeLost
+        when an earlier trial lost a node (this trial stays unfinished: ``--resume`` runs it)."""
+        if self.lost:
+            raise NodeLost(
+                f"node {', '.join(self.lost)} of the Slurm allocation {self.job_id} stopped "
+                "answering during a trial (stored failed, naming the node); the trials after it "
+                f"are not run against it: when the node is back, continue with "
+                f"{self.resume_hint}")
         if env.spans_nodes:
             return self._run_spanning(env, env_spec, argv, environ, timeout, key)
         mpi = self._mpi_ranks(env, argv)
@@ -316,7 +341,7 @@ class SlurmExecutor(Executor):
             self._check_alive()
             why = "step timed out" if killed else f"srun exit {rc}: {_tail(err)}"
             return RunResult(None, out, err, started, time.monotonic() - t0,
-                             error=f"slurm step failed ({why})")
+                             error=self._lost_note(err) + f"slurm step failed ({why})")
         data = json.loads(line[len(MARK):])
         result = result_from_fields(data["result"])
         if "fingerprint" in data:
@@ -383,6 +408,7 @@ class SlurmExecutor(Executor):
         result = env.run(argv, environ, timeout=timeout, key=key)
         if result.error and not all(link.alive() for link in links):
             self._check_alive()
+            result.error = self._lost_note("") + result.error
         if env.name not in self._fps:
             try:
                 self._fps[env.name] = {**env.fingerprint(), "slurm_job": self.job_id,
@@ -411,6 +437,27 @@ class SlurmExecutor(Executor):
         cancel_srun(proc)
         out, err = proc.communicate()
         return out, err, None, killed
+
+    def _lost_note(self, stderr: str) -> str:
+        """After a failed step: probe the allocation's nodes (those srun blamed first) and
+        return "node N lost: ... " naming the ones that no longer start a step, remembered in
+        :attr:`lost` so the next trial stops the campaign; "" when every node answers."""
+        blamed = [a or b for a, b in BLAMED.findall(stderr or "")]
+        order = list(dict.fromkeys([n for n in blamed if n in self.nodelist] + self.nodelist))
+        lost = [n for n in order if not self.node_answers(n)]
+        self.lost = lost
+        if not lost:
+            return ""
+        return (f"node {', '.join(lost)} lost (a probe step did not start there within "
+                f"{PROBE_S:.0f} s: slurmd dead or node down); ")
+
+    def node_answers(self, node: str) -> bool:
+        """True when a probe step (``srun -w NODE true`` in the allocation, srun(1)) starts
+        and ends on ``node`` within :data:`PROBE_S` seconds."""
+        probe = ["srun", f"--jobid={self.job_id}", "--overlap", f"--nodelist={node}", "--nodes=1",
+                 "--ntasks=1", "--time=1", "--job-name=vhpc-probe", "true"]
+        out, err, rc, killed = self._srun(probe, PROBE_S)
+        return rc == 0 and not killed
 
     def _check_alive(self) -> None:
         if not self.alive():
@@ -454,6 +501,9 @@ class SlurmExecutor(Executor):
                            timed_out=killed)
         if rc not in (0, None) and not killed:
             self._check_alive()
+            note = self._lost_note(err)
+            if note:
+                result.error = note + f"MPI step failed (srun exit {rc}: {_tail(err)})"
         result.applied = records.AppliedPlacement(
             launcher=" ".join(["srun --mpi=pmix", f"--nodes={nodes}", *bind]), mpi_ranks=ranks,
             slurm_nodes=nodes)
