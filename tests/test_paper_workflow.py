@@ -44,16 +44,18 @@ def test_paper_004_with_a_slurm_executor_plans_scaling_across_nodes(capsys, tmp_
 
 def test_every_study_gets_the_executor_and_host_knobs():
     items = paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=2")
-    assert {i.name for i in items} == {"scaling", "collectives", "paging", "noise"}
+    assert {"scaling", "collectives", "paging", "noise"} <= {i.name for i in items}
     for it in items:
-        assert it.reason is None, it.reason
-        assert str(it.spec.executor) == "slurm:nodes=2"
+        if it.name in ("scaling", "collectives", "paging", "noise"):
+            assert it.reason is None, it.reason
+        if it.reason is None:
+            assert str(it.spec.executor) == "slurm:nodes=2"
     scaling = next(i for i in items if i.name == "scaling")
     ranks = sorted(b.params["ranks"] for b in scaling.spec.benchmarks if b.name == "hpccg")
     assert ranks == [1, 2]  # the scaling study across the 2 nodes, not one point
     local = paper.plan("004", TWO, {}, repeats=2, host_knobs=["hugepages_2m=1024"])
     for it in local:
-        if it.name != "scaling":
+        if it.name in ("collectives", "paging", "noise"):
             assert it.spec.host_knobs == {"hugepages_2m": "1024"}, it.reason
     # knobs cannot reach Slurm's nodes: said per study, in one line, not dropped
     remote = paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=2",
