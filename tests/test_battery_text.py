@@ -513,3 +513,16 @@ def test_markup_in_the_progress_line_and_the_campaign_list(env, bench, note, com
     views.campaigns(con, [{"id": env, "status": bench, "done": 0, "failed": 1, "total": 1,
                            "command": command}], out)
     assert ESC not in buf.getvalue()
+
+
+def test_a_report_folder_that_is_a_symlink_is_refused(capsys, tmp_path, two_campaigns):
+    out, a, _ = two_campaigns
+    import shutil
+
+    shutil.rmtree(out / a)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / a).symlink_to(elsewhere)
+    rc, so, se = run_cli(capsys, "report", a, "--out", out)
+    assert rc == 2 and "symbolic link" in se and len(se.strip().splitlines()) == 1, se
+    assert list(elsewhere.iterdir()) == []

@@ -89,7 +89,9 @@ def study_outputs(result, meta, trials, folder: Path, name: str | None = None,
     name = name or paper.study_of(meta)
     if name is None:
         return None
-    folder.mkdir(parents=True, exist_ok=True)
+    from vhpc.report.export import report_folder
+
+    report_folder(folder)
     block, fd, lines = paper.study_block(name, result, trials, note=note, png="figure.png")
     if fd is not None and not fd.empty():
         refs = paper.references(fd, name)

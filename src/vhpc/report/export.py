@@ -345,11 +345,22 @@ def export_all(data: ReportData, folder: str | Path,
     folder = Path(folder)
     out = {}
     with private_results():  # reports hold raw outputs and host facts: 0600 unless shared
-        folder.mkdir(parents=True, exist_ok=True)
+        report_folder(folder)
         for name, exporter in EXPORTERS.items():
             target = (paths or {}).get(name)
             out[name] = exporter.write(data, Path(target) if target else folder / exporter.filename)
     return out
+
+
+def report_folder(folder: str | Path) -> Path:
+    """Create the report folder ``folder`` (parents too) and return it; refuse one that is a
+    symbolic link (a planted link would carry the report elsewhere): ReportPathError."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if folder.is_symlink():
+        raise ReportPathError(f"{folder} is a symbolic link: vhpc does not write reports "
+                              "through it (remove it, or give --html/--csv/--json)")
+    return folder
 
 
 def check_writable(path: str | Path | None, flag: str) -> None:
