@@ -15,7 +15,8 @@ baseline value to compare with keeps its samples and says so ("check not applied
 
 Idempotent: every pass re-parses the stored raw output (parsing is pure), so resuming a
 campaign, adding rounds or ``vhpc report --reparse`` re-derives the same outcome from all
-trials there are.
+trials there are.  A done trial whose ``error`` holds another note (the store's, e.g.
+non-finite values dropped) is left as it is.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
             if values:
                 refs[ckey] = statistics.median(values)
         for row, samples, value, ckey in parsed:
+            if row.error and not row.error.startswith((FAILED_PREFIX, NOT_APPLIED_PREFIX)):
+                continue  # a note of the trial's own (e.g. non-finite values dropped): kept
             what = (chk.metric if not chk.what or chk.what == chk.metric
                     else f"{chk.what} ({chk.metric})")
             error = None
