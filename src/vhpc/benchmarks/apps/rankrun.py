@@ -16,7 +16,8 @@ For each rank it
    SIGTERM/SIGINT/SIGHUP to it;
 3. while it runs, samples the CPU masks of the child's threads (``/proc/PID/task/*/status``,
    ``Cpus_allowed_list``) every ``--sample`` seconds, and when it exits reads the CPU it last
-   ran on from the zombie before reaping it (proc(5) ``stat`` field 39);
+   ran on and its main thread's final mask from the zombie before reaping it (proc(5)
+   ``stat`` field 39, ``status``);
 4. on rank 0 only, prints every ``--show`` file of the working directory on stdout between
    ``VHPC-FILE-BEGIN name=NAME`` and ``VHPC-FILE-END name=NAME`` lines;
 5. prints one ``VHPC-RANK rank=R host=H cpu=C cpus=LIST tasks=N [node=SLURM_NODE]`` line, the
@@ -93,7 +94,7 @@ class Sampler(threading.Thread):
         self.pid, self.interval = pid, interval
         self.masks: dict[str, set[int]] = {}
         self.tasks = 0
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     @property
     def cpus(self) -> set[int]:
@@ -121,11 +122,11 @@ class Sampler(threading.Thread):
         self.tasks = max(self.tasks, seen)
 
     def run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._done.wait(self.interval):
             self.sample()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
 
 
 def last_cpu(pid: int) -> int:
@@ -136,6 +137,20 @@ def last_cpu(pid: int) -> int:
         return int(text[text.rindex(")") + 2:].split()[36])
     except (OSError, ValueError, IndexError):
         return -1
+
+
+def main_mask(pid: int) -> set[int]:
+    """CPUs of ``pid``'s main thread as it exited (``Cpus_allowed_list`` of the zombie's
+    ``/proc/PID/status``; empty when unreadable): the mask after any temporary move, which a
+    sample taken during hwloc's CPUID walk would miss."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    return parse_cpu_list(line.split(":", 1)[1])
+    except OSError:
+        pass
+    return set()
 
 
 def stage(sources: list[str], workdir: str) -> None:
@@ -198,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
             except ChildProcessError:
                 break
         sampler.stop()
+        sampler.join(timeout=2 * args.sample + 1)
+        final = main_mask(child.pid)  # the exited main thread's own mask, from the zombie
+        if final:
+            sampler.masks[str(child.pid)] = final
         cpu = last_cpu(child.pid)
         rc = child.wait()
         rc = rc if rc >= 0 else 128 - rc
