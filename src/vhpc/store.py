@@ -216,7 +216,7 @@ def check_is_store(path: Path) -> None:
                          "(--out) or its vhpc.db", "cantopen")
     try:
         with open(path, "rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
+            head = f.read(100)  # the database header (byte 18: 2 in WAL mode)
     except OSError as exc:
         raise StoreError(f"cannot open {path} ({_access_problem(path)}; {exc.strerror or exc}"
                          f"): make {path.parent} and the file readable and writable (chmod u+rwx "
@@ -224,12 +224,16 @@ def check_is_store(path: Path) -> None:
                          "cantopen") from None
     if not head:
         return
-    if head != SQLITE_MAGIC:
+    if head[:len(SQLITE_MAGIC)] != SQLITE_MAGIC:
         raise StoreError(f"{path} is not a vhpc store (not a database: no SQLite header), "
                          "left untouched: move it aside or pick another --out", "corrupt")
-    # read-only with SQLite's locks (never immutable=1: a vhpc creating or checkpointing the
-    # store this instant would be read torn and called damaged)
-    mode = "ro"
+    # read-only with SQLite's locks (not immutable=1: a vhpc creating or checkpointing the
+    # store this instant would be read torn and called damaged) -- except a WAL-mode file
+    # without its -wal: no one writes it (a writer holds the -wal), and opening it read-only
+    # with locks would create -wal and -shm beside a file that may not be ours
+    wal_mode = len(head) > 18 and head[18] == 2
+    mode = "ro&immutable=1" if wal_mode and not path.with_name(path.name + "-wal").exists() \
+        else "ro"
     from urllib.parse import quote
 
     try:
