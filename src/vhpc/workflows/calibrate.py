@@ -71,7 +71,7 @@ class Settings:
             if not issubclass(e.part.options, Slowdown):
                 raise SpecError(f"-e {e.kind}: calibrate slows a copy of the environment, which "
                                 "this kind cannot be (no slowdown=): use an environment that "
-                                "takes slowdown=, e.g. native or vm")
+                                "takes slowdown= (native and vm do)")
             if {"slowdown", "slowdown_cpus"} & e.options.model_fields_set:
                 raise SpecError(f"-e {e.kind}: calibrate slows its copy itself: drop "
                                 "slowdown=/slowdown_cpus=")
