@@ -108,6 +108,18 @@ def _family_row(analysis: Analysis, fs: FamilySummary, first: bool) -> dict[str,
             "anchor": _anchor(fam)}
 
 
+def common_trust(rows: list[dict[str, Any]]) -> list[str]:
+    """The "limits trust" notes every row of ``rows`` (two or more) shares, in the first row's
+    order; they are removed from the rows (each row keeps only its own) so the headline says
+    them once, above the table, instead of once per row."""
+    if len(rows) < 2:
+        return []
+    shared = [t for t in rows[0]["trust"] if all(t in r["trust"] for r in rows[1:])]
+    for r in rows:
+        r["trust"] = [t for t in r["trust"] if t not in shared]
+    return shared
+
+
 def _anchor(fam: Family) -> str:
     return "fam-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{fam.label}-{fam.quantity}").strip("-")
 
@@ -174,6 +186,7 @@ def render_html(
     fams = families(analysis)
     sums = family_summaries(analysis, fams, shared)
     headline = _family_rows(analysis, [fs for fs in sums if fs.family.primary])
+    trust_all = common_trust(headline)
     metric_rows = _family_rows(analysis, [fs for fs in sums if not fs.family.primary
                                           and not fs.family.secondary])
     secondary_rows = _family_rows(analysis, [fs for fs in sums if fs.family.secondary])
@@ -239,6 +252,7 @@ def render_html(
         confidence_pct=f"{analysis.confidence * 100:g}",
         emulated=analysis.emulated(),
         headline=headline,
+        trust_all=trust_all,
         metric_rows=metric_rows,
         secondary_rows=secondary_rows,
         secondary_names=secondary_names,
