@@ -4,7 +4,7 @@ virtualized; its figure and the seed's captions as findings."""
 from __future__ import annotations
 
 from vhpc import topology
-from vhpc.campaign import findings as F
+from vhpc.campaign import paper_findings as F
 from vhpc.campaign import studies
 from vhpc.campaign.appstudy import box_for
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vhpc.campaign import findings as F
+from vhpc.campaign import paper_findings as F
 from vhpc.campaign.studies import STUDIES
 
 ROOT = Path(__file__).resolve().parents[1]

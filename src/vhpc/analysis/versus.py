@@ -1,7 +1,7 @@
 """Ratios between any two groups of an analysis, not only an environment against the baseline:
 a VM's cold trials (first after a boot) against native, its warm trials against its cold ones,
 one placement against another — what the seeds' stated findings compare
-(:mod:`vhpc.campaign.findings`).
+(:mod:`vhpc.campaign.paper_findings`).
 
 The ratio is mean(a) / mean(b) of two :class:`~vhpc.analysis.results.Summary` with its
 confidence interval from the summaries' means, standard deviations and counts: Fieller's

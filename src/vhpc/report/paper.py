@@ -3,7 +3,7 @@
 * :func:`study_of` — the study a stored campaign ran (its spec's ``study`` field).
 * :func:`study_figure` — the study's :class:`~vhpc.analysis.figdata.FigureData`.
 * :func:`judge` — one :class:`Line` per stated finding of the study (statements from
-  :mod:`vhpc.campaign.findings`, seed data): the paper's value, this host's measurement and
+  :mod:`vhpc.campaign.paper_findings`, seed data): the paper's value, this host's measurement and
   agrees / disagrees / cannot tell with the reason (too few runs, TCG emulation, placement
   not makeable here).
 * :func:`study_block` — figure (inline SVG) + finding lines as HTML, used by the campaign
@@ -21,9 +21,9 @@ from markupsafe import Markup
 
 from vhpc.analysis import Analysis, figdata
 
-from vhpc.campaign import findings
+from vhpc.campaign import paper_findings
 from vhpc.core.paths import write_atomic
-from vhpc.campaign.findings import AGREES, CANNOT_TELL, DISAGREES
+from vhpc.campaign.paper_findings import AGREES, CANNOT_TELL, DISAGREES
 
 
 def study_of(meta: dict[str, Any] | None) -> str | None:
@@ -160,9 +160,9 @@ class Line:
                 + (f" ({self.reason})" if self.reason else ""))
 
 
-def stated(study: str) -> list[findings.Finding]:
+def stated(study: str) -> list[paper_findings.Finding]:
     """The seed's stated findings for ``study`` ([] when none are stored)."""
-    return findings.for_study(study)
+    return paper_findings.for_study(study)
 
 
 def _worse_ratio(ratio: float, ci: tuple[float | None, float | None], higher_is_better: bool
@@ -202,7 +202,7 @@ class Evidence:
             f"{self.benchmark} {self.metric}"
 
 
-def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
+def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
     """The measurements of ``analysis`` that statement ``f`` compares (its metric, benchmark,
     environment and groups; against the baseline: the campaign's comparisons, otherwise
     :func:`vhpc.analysis.versus.pairs`)."""
@@ -218,9 +218,9 @@ def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
                 for p in versus.pairs(analysis, f.group, f.versus, f.versus_group)]
     out = []
     for env, bench, metric, ref, hib, ratio, ci, n, method, params in rows:
-        if ratio is None or not (findings.matches(f.metric, metric)
-                                 and findings.matches(f.benchmark, bench)
-                                 and findings.matches(f.environment, env)):
+        if ratio is None or not (paper_findings.matches(f.metric, metric)
+                                 and paper_findings.matches(f.benchmark, bench)
+                                 and paper_findings.matches(f.environment, env)):
             continue
         worse, wci = _worse_ratio(ratio, ci, hib)
         emulated = any(analysis.environments.get(e) is not None and analysis.environments[e].emulated
@@ -232,7 +232,7 @@ def evidence(f: findings.Finding, analysis: Analysis) -> list[Evidence]:
 
 
 def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> list[Line]:
-    """One line per stated finding of ``study`` (:func:`vhpc.campaign.findings.verdict` on
+    """One line per stated finding of ``study`` (:func:`vhpc.campaign.paper_findings.verdict` on
     each measurement :func:`evidence` finds; one disagreement decides); a finding with no
     matching measurement is "cannot tell"."""
     out = []
@@ -242,13 +242,13 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> li
         if not found:
             why = not_makeable or "not measured in this campaign"
             if not not_makeable and f.environment and not any(
-                    findings.matches(f.environment, e) for e in analysis.environments):
+                    paper_findings.matches(f.environment, e) for e in analysis.environments):
                 why = (f"no environment {f.environment} in this campaign (a placement this "
                        "host may not make)")
             out.append(Line(f.quote, source, f"paper: {f.stated()}", "no matching measurement",
                             CANNOT_TELL, f"placement not makeable: {why}" if not_makeable else why))
             continue
-        verdicts = [(e, *findings.verdict(f, e.ratio, e.ci, e.n, e.emulated,
+        verdicts = [(e, *paper_findings.verdict(f, e.ratio, e.ci, e.n, e.emulated,
                                           placement_ok=not_makeable is None,
                                           unbounded=e.unbounded)) for e in found]
         outs = {v[1] for v in verdicts}
@@ -275,7 +275,7 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> li
     return out
 
 
-def value_text(f: findings.Finding, e: Evidence) -> str:
+def value_text(f: paper_findings.Finding, e: Evidence) -> str:
     """The measured value of ``e`` with its interval and n, as the figure shows it: the
     overhead for an overhead statement (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the environment
     is worse), else the ratio environment / reference in the metric's own sense (``ratio 0.020
@@ -310,13 +310,13 @@ def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, 
     metric (``categories``: the bars of a categorical panel it is about; () for all).  An
     overhead of v % is a VM/native ratio of 1 + v/100 for a lower-is-better metric (time,
     latency) and 1 / (1 + v/100) for a higher-is-better one (a 31 % penalty on GUPS is drawn
-    at 0.76, where the VM's bar would stand) — the ratio :func:`findings.verdict` compares."""
+    at 0.76, where the VM's bar would stand) — the ratio :func:`vhpc.campaign.paper_findings.verdict` compares."""
     refs: dict[int, list[tuple[str, float]]] = {}
     for f in stated(study):
         if f.claim != "overhead_pct":
             continue
         for i, p in enumerate(fd.panels):
-            hit = [m for m in p.metrics if findings.matches(f.metric, m)]
+            hit = [m for m in p.metrics if paper_findings.matches(f.metric, m)]
             if not (p.relative and f.against_baseline and hit):
                 continue
             higher = {getattr(p, "higher", {}).get(m) for m in hit}
@@ -324,7 +324,7 @@ def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, 
                 continue  # direction unknown or mixed: no single place on this axis
             worse = 1 + f.value / 100
             cats = tuple(x for x, ms in getattr(p, "x_metrics", {}).items()
-                         if any(findings.matches(f.metric, m) for m in ms))
+                         if any(paper_findings.matches(f.metric, m) for m in ms))
             refs.setdefault(i, []).append(
                 (f"{f.value:g} % overhead ({f.where[:24]})", 1 / worse if higher.pop() else worse,
                  cats))

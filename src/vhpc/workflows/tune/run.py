@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from vhpc.campaign import execute as campaign
+from vhpc.campaign import execute
 from vhpc.analysis import memprofile
 from vhpc import placement
 from vhpc.core import stats
@@ -98,13 +98,13 @@ def start(store: Store, spec: CampaignSpec, d: Definition, out: str | Path, comm
     """Check the budget, create the campaign (:func:`vhpc.campaign.execute.create`) and write its
     definition; returns the campaign id.  Raises TuneError when the budget cannot pay for the
     warm-up and the first ``min_rounds`` rounds."""
-    first = len(campaign.plan(spec))
+    first = len(execute.plan(spec))
     if first > d.settings.budget:
         raise TuneError(f"--budget {d.settings.budget} is below the {first} trials of the warm-up "
                         f"and first {d.settings.min_rounds} rounds of {len(d.candidates)} "
                         f"candidate(s) and native: raise --budget to at least {first} or restrict "
                         "--candidates")
-    cid = campaign.create(store, spec, command)
+    cid = execute.create(store, spec, command)
     folder = Path(out) / cid
     folder.mkdir(parents=True, exist_ok=True)
     # atomic (temporary file in the folder + rename, 0600): a kill or a full disk never
@@ -162,13 +162,13 @@ def run(store: Store, cid: str, d: Definition, progress=None, envs=None,
         st = state(store, cid, d)
         if on_round:
             on_round(st)
-        planned = [t for t in campaign.plan(spec, rounds + 1) if t.round == rounds]
+        planned = [t for t in execute.plan(spec, rounds + 1) if t.round == rounds]
         trials, why = next_round(st, planned, len(store.trials(cid)), d.settings)
         if why:
             stopped.append(why)
         return [asdict(t) for t in trials]
 
-    campaign.execute(store, cid, progress, envs=envs, next_round=more)
+    execute.execute(store, cid, progress, envs=envs, next_round=more)
     final = state(store, cid, d)
     if not final.finished and stopped:
         final.reason = stopped[-1]
