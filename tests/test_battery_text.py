@@ -383,16 +383,20 @@ def test_slowdown_findings_rule():
 
     from vhpc.analysis.findings import slowdown_findings
 
-    def trial(env, applied, requested=0.3, status="done", warmup=False):
-        th = {"applied": applied, "requested": requested, "cpus": 2}
+    def trial(env, applied, requested=0.3, status="done", warmup=False, from_usage=None):
+        th = {"applied": applied, "requested": requested, "cpus": 2,
+              "applied_from_usage": from_usage}
         return NS(environment=env, status=status, warmup=warmup,
                   diagnostics=NS(throttle=th))
     trials = [trial("ok", 0.29), trial("ok", 0.27), trial("off", 0.01), trial("off", 0.0),
               trial("half", 0.16), trial("half", 0.14), trial("warm", 0.0, warmup=True),
               trial("failed", 0.0, status="failed"), NS(environment="plain", status="done",
-                                                         warmup=False, diagnostics=NS())]
+                                                         warmup=False, diagnostics=NS()),
+              # a busy host: the throttled time understates it, the usage shows it applied
+              trial("busy", 0.1, from_usage=0.31), trial("busy", 0.12, from_usage=0.29),
+              trial("idle", 0.0, from_usage=0.01)]
     found = {f.scope: f for f in slowdown_findings(trials)}
-    assert set(found) == {"off"}
+    assert set(found) == {"off", "idle"}
     assert found["off"].level == "warn" and "cpus=" in found["off"].advice
 
 

@@ -175,7 +175,8 @@ SLOWDOWN_APPLIED_SHARE = 0.5
 
 def slowdown_findings(trials) -> list[Finding]:
     """A warning per environment whose ``slowdown=`` the kernel did not apply: the mean
-    throttle-based slowdown of its finished measured trials (diagnostics ``throttle``,
+    slowdown of its finished measured trials — per trial the larger of the throttle-based and
+    the usage-based estimate (``applied``, ``applied_from_usage``; diagnostics ``throttle``,
     :mod:`vhpc.host.cpu_bandwidth`) is below :data:`SLOWDOWN_APPLIED_SHARE` of the request.
     The usual cause: the CPU quota is for more CPUs than the benchmark keeps busy (a
     one-thread benchmark, quota for 2 CPUs), so it never reaches the quota.  ``trials``:
@@ -194,7 +195,11 @@ def slowdown_findings(trials) -> list[Finding]:
     for env, readings in per_env.items():
         try:
             requested = max(float(r.get("requested") or 0.0) for r in readings)
-            applied = [float(r["applied"]) for r in readings if r.get("applied") is not None]
+            # the larger of the throttle-based figure and the usage-based upper bound: on a
+            # busy host a throttled process also waits for a CPU, so its throttled time
+            # understates the slowdown it got (the run's own ratio shows it applied)
+            applied = [max(float(r["applied"]), float(r.get("applied_from_usage") or 0.0))
+                       for r in readings if r.get("applied") is not None]
         except (TypeError, ValueError):
             continue
         if requested <= 0 or not applied:
