@@ -31,6 +31,9 @@ SMALLEST = {
     "npb-ep": {"class": "S"}, "npb-is": {"class": "S"}, "npb-cg": {"class": "S"},
     "npb-mg": {"class": "S"}, "npb-ft": {"class": "S"},
     "ivshmem-pingpong": {"max_size": 4096, "iters": 20, "iters_large": 5},  # POSIX shm in one VM
+    # the applications at their smallest: the same launcher, ranks read back, check figure
+    "lammps": {"atoms_per_rank": 256, "steps": 10, "ranks": 2},
+    "gromacs": {"box": 2.0, "steps": 5, "ranks": 1},
 }
 
 

@@ -325,7 +325,7 @@ def _refuse_hidden_inputs(spec: CampaignSpec, bench, params) -> None:
     from vhpc.benchmarks.base import BenchmarkError
     from vhpc.environments.vm.guestimage import GUEST_PRIVATE, hidden_in_guest
 
-    guests = [e.name for e in spec.environments if e.kind in ("vm", "vcluster")]
+    guests = [e.name for e in spec.environments if e.part.boots_guests]
     if not guests:
         return
     for path in bench.host_paths(params):
