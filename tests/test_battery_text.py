@@ -405,7 +405,7 @@ def test_slowdown_findings_rule():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-BOUNDED = settings(max_examples=8, deadline=None, derandomize=True,
+BOUNDED = settings(max_examples=4, deadline=None, derandomize=True,
                    suppress_health_check=[HealthCheck.too_slow,
                                           HealthCheck.function_scoped_fixture])
 PIECES = ["[", "]", "[/x]", "[bold]", "[/]", "$", r"\foo", "$x^2$", "=", "+", "-", "@", "\t",
