@@ -75,7 +75,13 @@ def test_markup_and_escapes_in_output_command_and_out_path_are_text(capsys, tmp_
     rc, so, se = run_cli(capsys, "run", f, "--out", out)
     assert rc == 1, se[-2000:]  # every trial failed (exit 3): stored, campaign finished
     assert set(statuses(out)) == {"failed"}
-    assert "/y" in so and "not found" in so and "[/x]" in so  # the note, the path: as text
+    assert "[/x]" in so  # the path: as text
+    db = sqlite3.connect(out / "vhpc.db")  # the note quotes the output literally
+    try:
+        errors = " ".join(r[0] or "" for r in db.execute("SELECT error FROM trials"))
+    finally:
+        db.close()
+    assert "/y" in errors and "not found" in errors, errors
     assert ESC + "[31m" not in so + se and ESC + "[2J" not in so + se
     rc, so, se = run_cli(capsys, "list", "campaigns", "--out", out)
     assert rc == 0, se
@@ -383,18 +389,19 @@ def test_slowdown_findings_rule():
 
     from vhpc.analysis.findings import slowdown_findings
 
-    def trial(env, applied, requested=0.3, status="done", warmup=False, from_usage=None):
+    def trial(env, applied, requested=0.3, status="done", warmup=False, periods=(100, 0)):
         th = {"applied": applied, "requested": requested, "cpus": 2,
-              "applied_from_usage": from_usage}
+              "periods": periods[0], "throttled_periods": periods[1]}
         return NS(environment=env, status=status, warmup=warmup,
                   diagnostics=NS(throttle=th))
     trials = [trial("ok", 0.29), trial("ok", 0.27), trial("off", 0.01), trial("off", 0.0),
               trial("half", 0.16), trial("half", 0.14), trial("warm", 0.0, warmup=True),
               trial("failed", 0.0, status="failed"), NS(environment="plain", status="done",
                                                          warmup=False, diagnostics=NS()),
-              # a busy host: the throttled time understates it, the usage shows it applied
-              trial("busy", 0.1, from_usage=0.31), trial("busy", 0.12, from_usage=0.29),
-              trial("idle", 0.0, from_usage=0.01)]
+              # a busy host: the throttled time understates it, but the quota ran out in
+              # most periods (the limit bit); a quota never reached is not applied
+              trial("busy", 0.1, periods=(134, 118)), trial("busy", 0.12, periods=(138, 116)),
+              trial("idle", 0.0, periods=(140, 2))]
     found = {f.scope: f for f in slowdown_findings(trials)}
     assert set(found) == {"off", "idle"}
     assert found["off"].level == "warn" and "cpus=" in found["off"].advice
