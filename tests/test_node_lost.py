@@ -48,7 +48,7 @@ def test_a_killed_slurmd_fails_one_trial_names_the_node_and_resume_runs_the_rest
     out = tmp_path / "out"
     bench = "osu-coll:op=allreduce,ranks=3,max_size=64,iters=200,iters_large=20"
     proc = _vhpc(cluster, out, "compare", "-b", bench, "-e", "native", "-e", "native:name=again",
-                 "--repeats", "2", "--warmup", "0", "--executor", "slurm:nodes=3")
+                 "--repeats", "4", "--warmup", "0", "--executor", "slurm:nodes=3")
     db = out / "vhpc.db"
     deadline = time.monotonic() + 600
     done = 0

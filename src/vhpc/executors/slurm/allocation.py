@@ -499,11 +499,12 @@ class SlurmExecutor(Executor):
         out, err, rc, killed = self._srun(step, timeout)
         result = RunResult(None if killed else rc, out, err, started, time.monotonic() - t0,
                            timed_out=killed)
-        if rc not in (0, None) and not killed:
+        if rc != 0:  # failed or timed out: a node that died under the step is named
             self._check_alive()
             note = self._lost_note(err)
             if note:
-                result.error = note + f"MPI step failed (srun exit {rc}: {_tail(err)})"
+                why = "timed out" if killed else f"srun exit {rc}: {_tail(err)}"
+                result.error = note + f"MPI step failed ({why})"
         result.applied = records.AppliedPlacement(
             launcher=" ".join(["srun --mpi=pmix", f"--nodes={nodes}", *bind]), mpi_ranks=ranks,
             slurm_nodes=nodes)
