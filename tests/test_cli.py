@@ -32,6 +32,21 @@ def test_bad_flags_give_one_line_errors(tmp_path):
     assert not list(tmp_path.glob("*/report.html"))
 
 
+def test_commands_that_compute_no_statistic_do_not_import_scipy(tmp_path):
+    """``vhpc list`` and a one-line error start without scipy.stats (about 1 s of a 2 s start:
+    core.stats imports it on first use)."""
+    code = ("import sys; from vhpc import cli\n"
+            "for argv in (['list', 'campaigns', '--out', sys.argv[1]],\n"
+            "             ['compare', '-b', 'nosuch', '-e', 'native', '--out', sys.argv[1]]):\n"
+            "    try: cli.main(argv)\n"
+            "    except SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout
+
+
 def test_list_benchmarks_shows_the_quick_suite():
     r = vhpc("list", "benchmarks")
     assert r.returncode == 0

@@ -109,3 +109,39 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "ut
     except OSError:
         pass
     return path
+
+
+def read_small_text(path: str | os.PathLike, limit: int, what: str, advice: str,
+                    regular_only: bool = True) -> str:
+    """The UTF-8 text of a small user file (a campaign file, a tolerance file, a domain XML)
+    of at most ``limit`` bytes.  ``regular_only``: a regular file, opened without blocking (a
+    FIFO or ``/dev/zero`` is never read); else a pipe (``vhpc run <(...)``) is read too, never
+    past ``limit`` + 1 bytes.  Raises ValueError, one line starting with ``what`` (how the
+    user named the file) and ending with ``advice``, when it cannot be opened, is not a
+    regular file, is larger than ``limit`` or is not UTF-8."""
+    import stat
+
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | (os.O_NONBLOCK if regular_only else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise ValueError(f"{what}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        regular = stat.S_ISREG(mode) or (not regular_only and not stat.S_ISDIR(mode))
+        data = b""
+        while regular and len(data) <= limit:
+            chunk = os.read(fd, limit + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if not regular:
+        raise ValueError(f"{what}: not a regular file: {advice}")
+    if len(data) > limit:
+        raise ValueError(f"{what}: larger than {limit // 1024} KiB: {advice}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what}: not UTF-8 text (byte {exc.start}): {advice}") from None

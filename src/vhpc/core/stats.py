@@ -40,8 +40,13 @@ from dataclasses import dataclass
 from typing import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy import special as spc
-from scipy import stats as sps
+
+from vhpc.core.lazy import LazyModule
+
+# scipy is imported on first use: a command that computes no statistic (``vhpc list``, a
+# one-line error, ``--dry-run``) does not pay its import (about 1 s of a 2 s start).
+spc = LazyModule("scipy.special")
+sps = LazyModule("scipy.stats")
 
 __all__ = [
     "RatioInterval",
@@ -557,19 +562,24 @@ def t_test_power(d: float, n: float, alpha: float = 0.05) -> float:
     df = 2.0 * n - 2.0
     crit = float(spc.stdtrit(df, 1.0 - alpha / 2.0))
     nc = d * math.sqrt(n / 2.0)
-    if _NCT_SF is None:  # a scipy without the routine: through the distribution object
+    nct_sf = _nct_sf()
+    if nct_sf is None:  # a scipy without the routine: through the distribution object
         sf = float(sps.nct.sf(crit, df, nc))
     else:
         with np.errstate(over="ignore"):  # as scipy.stats.nct.sf (scipy gh-17432)
-            sf = min(max(float(_NCT_SF(crit, df, nc)), 0.0), 1.0)
+            sf = min(max(float(nct_sf(crit, df, nc)), 0.0), 1.0)
     p = float(sf + float(spc.nctdtr(df, nc, -crit)))
     return min(1.0, p) if math.isfinite(p) else 1.0
 
 
-try:  # the Boost survival function behind scipy.stats.nct.sf (scipy >= 1.10)
-    from scipy.special._ufuncs import _nct_sf as _NCT_SF
-except ImportError:  # pragma: no cover - depends on the scipy build
-    _NCT_SF = None
+def _nct_sf():
+    """The Boost survival function behind scipy.stats.nct.sf (scipy >= 1.10), None when this
+    scipy build lacks it."""
+    try:
+        from scipy.special._ufuncs import _nct_sf as nct_sf
+    except ImportError:  # pragma: no cover - depends on the scipy build
+        return None
+    return nct_sf
 
 
 def pooled_relative_sd(groups: Iterable[Sequence[float]]) -> float | None:

@@ -37,21 +37,15 @@ MAX_INT = 2 ** 63 - 1
 
 
 def read_text(path: str | Path, limit: int = MAX_BYTES) -> str:
-    """The file's text, at most ``limit`` bytes, UTF-8.  Raises SpecError naming the file."""
-    path = Path(path)
+    """The file's text, at most ``limit`` bytes, UTF-8 (core.paths.read_small_text).  Raises
+    SpecError naming the file."""
+    from vhpc.core.paths import read_small_text
+
     try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise SpecError(f"{path}: larger than {limit // 1024} KiB: a campaign file is a short "
-                        "YAML document; check the path")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}): give a YAML campaign "
-                        "file") from None
+        return read_small_text(path, limit, str(path), "give a YAML campaign file (a short "
+                               "document; check the path)", regular_only=False)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def check_structure(text: str, where: str) -> None:

@@ -45,20 +45,13 @@ def _tolerance_text(path: str) -> str:
     """The text of the ``--tolerance`` file ``path``: a regular file of at most
     :data:`MAX_TOLERANCE` bytes, UTF-8.  Raises DiffError (one line) otherwise."""
     from vhpc.analysis.diff import DiffError
+    from vhpc.core.paths import read_small_text
 
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_TOLERANCE + 1)
-    except OSError as exc:
-        raise DiffError(f"--tolerance {path}: cannot read it ({exc.strerror or exc})") from None
-    if len(data) > MAX_TOLERANCE:
-        raise DiffError(f"--tolerance {path}: larger than {MAX_TOLERANCE // 1024} KiB: give a "
-                        "file of 'PATTERN PERCENT' lines or a percentage")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DiffError(f"--tolerance {path}: not UTF-8 text (byte {exc.start}): give a file of "
-                        "'PATTERN PERCENT' lines or a percentage") from None
+        return read_small_text(path, MAX_TOLERANCE, f"--tolerance {path}",
+                               "give a file of 'PATTERN PERCENT' lines or a percentage")
+    except ValueError as exc:
+        raise DiffError(str(exc)) from None
 
 
 def _diffopen_store(path: str):

@@ -336,37 +336,13 @@ MAX_DOMAIN_XML = 1 << 20
 
 
 def read_domain_xml(path: str) -> str:
-    """The text of the user's ``domain_xml`` file: a regular file (not a device, FIFO or
-    folder; opened without blocking) of at most :data:`MAX_DOMAIN_XML` bytes, UTF-8.  Raises
-    ValueError (one line naming the option) otherwise: ``/dev/zero`` is never read whole."""
-    import stat
+    """The text of the user's ``domain_xml`` file: a regular file of at most
+    :data:`MAX_DOMAIN_XML` bytes, UTF-8 (core.paths.read_small_text: ``/dev/zero`` is never
+    read whole).  Raises ValueError (one line naming the option) otherwise."""
+    from vhpc.core.paths import read_small_text
 
-    what = f"domain_xml={path}"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise ValueError(f"{what}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        data = b""
-        while regular and len(data) <= MAX_DOMAIN_XML:
-            chunk = os.read(fd, MAX_DOMAIN_XML + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(fd)
-    if not regular:
-        raise ValueError(f"{what}: not a regular file: give the path of a libvirt domain XML "
-                         "file")
-    if len(data) > MAX_DOMAIN_XML:
-        raise ValueError(f"{what}: larger than {MAX_DOMAIN_XML // 1024} KiB: a domain XML is a "
-                         "few KiB; check the path")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{what}: not UTF-8 text (byte {exc.start}): give a libvirt domain "
-                         "XML file") from None
+    return read_small_text(path, MAX_DOMAIN_XML, f"domain_xml={path}",
+                           "give the path of a libvirt domain XML file")
 
 
 @BACKENDS.register("libvirt")
