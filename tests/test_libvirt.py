@@ -325,7 +325,8 @@ def test_cli_compare_stream_through_libvirt(no_domain_left, tmp_path, kernels_bu
     """Both forms from the command line: vhpc's domain and the user's (the report's placement
     section renders both)."""
     env = dict(os.environ, LIBVIRT_DEFAULT_URI=no_domain_left)
-    r = _cli("compare", "-b", "stream", "-e", "native", "-e", "vm:backend=libvirt,memory=512",
+    r = _cli("compare", "-b", "stream:n=20000,ntimes=3", "-e", "native",  # tiny: TCG guests
+             "-e", "vm:backend=libvirt,memory=512",
              "-e", f"vm:domain_xml={EXAMPLE},name=mine", "--repeats", "1", "--warmup", "0",
              "--out", str(tmp_path), env=env)
     assert r.returncode == 0, r.stderr[-2000:]

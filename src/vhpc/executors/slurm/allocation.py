@@ -444,12 +444,32 @@ class SlurmExecutor(Executor):
         :attr:`lost` so the next trial stops the campaign; "" when every node answers."""
         blamed = [a or b for a, b in BLAMED.findall(stderr or "")]
         order = list(dict.fromkeys([n for n in blamed if n in self.nodelist] + self.nodelist))
-        lost = [n for n in order if not self.node_answers(n)]
+        down = self.nodes_down()
+        lost = [n for n in order if n in down or not self.node_answers(n)]
         self.lost = lost
         if not lost:
             return ""
-        return (f"node {', '.join(lost)} lost (a probe step did not start there within "
-                f"{PROBE_S:.0f} s: slurmd dead or node down); ")
+        why = ", ".join(f"{n}: {down[n]}" if n in down else
+                        f"{n}: a probe step did not start there within {PROBE_S:.0f} s"
+                        for n in lost)
+        return f"node {', '.join(lost)} lost ({why}: slurmd dead or node down); "
+
+    def nodes_down(self) -> dict[str, str]:
+        """Nodes of the allocation that slurmctld already counts out, with the state sinfo(1)
+        gives them (``down``, ``drained``, ``fail``; a ``*`` suffix: not responding): these
+        need no probe step (it would wait :data:`PROBE_S` for nothing).  {} when sinfo does not
+        answer."""
+        if not self.nodelist:
+            return {}
+        out = subprocess.run(["sinfo", "-h", "-N", "-n", ",".join(self.nodelist), "-o", "%N %T"],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        down = {}
+        for line in out.stdout.splitlines() if out.returncode == 0 else []:
+            node, _, state = line.strip().partition(" ")
+            if node in self.nodelist and (state.endswith("*") or state.rstrip("*~#!%$@^-+")
+                                          in ("down", "drained", "draining", "fail", "failing")):
+                down[node] = f"slurmctld says {state}"
+        return down
 
     def node_answers(self, node: str) -> bool:
         """True when a probe step (``srun -w NODE true`` in the allocation, srun(1)) starts
