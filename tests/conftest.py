@@ -265,3 +265,23 @@ def slurm_cluster(tmp_path_factory):
                        VHPC_CLUSTER_MUNGE="shared")
     yield info
     subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``vhpc ARGV`` run in this process."""
+    from vhpc import cli
+
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_line(rc: int, err: str, *needles: str) -> str:
+    """Assert exit status 2 and one stderr line ``vhpc: error: ...`` holding every needle;
+    returns that line."""
+    assert rc == 2, (rc, err[-2000:])
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vhpc: error:"), err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]

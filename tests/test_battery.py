@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vhpc import cli
 from vhpc.core.errors import VhpcError
+
+from conftest import one_line, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 VHPC = [sys.executable, "-m", "vhpc.cli"]
@@ -23,26 +24,10 @@ VHPC = [sys.executable, "-m", "vhpc.cli"]
 HANG = 240
 
 
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def run_sub(*argv, cwd=None, env=None) -> subprocess.CompletedProcess:
     """``vhpc ARGV`` in a child, bounded by :data:`HANG` (a hang fails the test)."""
     return subprocess.run(VHPC + [str(a) for a in argv], capture_output=True, text=True,
                           timeout=HANG, cwd=cwd, env={**os.environ, **(env or {})})
-
-
-def one_line(rc: int, err: str, *needles: str) -> str:
-    """Exit status 2 and one stderr line ``vhpc: error: ...`` holding every needle."""
-    assert rc == 2, (rc, err[-2000:])
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("vhpc: error:"), err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
 
 
 # ------------------------------------------------------------------ 1. YAML aliases

@@ -20,32 +20,17 @@ import pytest
 import yaml
 
 from vhpc import cli
-from vhpc.campaign import execute as campaign
 from vhpc.core.errors import VhpcError
 from vhpc.host import owned
 from vhpc.spec import parse as spec
+
+from conftest import one_line, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 VHPC = [sys.executable, "-m", "vhpc.cli"]
 
 
 # ------------------------------------------------------------------------------ helpers
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def one_line(rc: int, err: str, *needles: str) -> str:
-    """Exit status 2 and one stderr line ``vhpc: error: ...`` holding every needle."""
-    assert rc == 2, (rc, err[-2000:])
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("vhpc: error:"), err
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
-
 
 def custom_file(path: Path, command, extra: str = "", env: str = "native", **custom) -> Path:
     """A campaign file with one custom benchmark ``probe`` (metric ``v``) in ``env``."""

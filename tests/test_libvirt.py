@@ -310,8 +310,10 @@ def test_leftover_of_killed_vhpc_is_removed(no_domain_left, capsys):
     assert vhpc_domains(no_domain_left) == [name]
     xml = subprocess.run(["virsh", "-c", no_domain_left, "dumpxml", name], capture_output=True,
                          text=True, check=True).stdout
+    # the guest folder is the dead owner's: any vhpc starting a guest now (another test
+    # worker's) may already have reaped it, so only its absence at the end is checked
     workdir = Path(ET.fromstring(xml).find("devices/channel/source").get("path")).parent
-    assert workdir.is_dir()
+    assert workdir.name.startswith("vhpc-guest-")
     from vhpc.spec.parse import env as env_spec
 
     capsys.readouterr()
