@@ -255,16 +255,24 @@ SLURM_TOOLS = {"slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "munged": "munge
                "taskset": "util-linux"}
 
 
+def slurm_nodes(tmp_path_factory, nodes: int, **tools: str):
+    """Fixture body: a real single-host Slurm cluster of ``nodes`` compute nodes vhpc1..N with
+    accounting (tests/cluster/up --nodes N, Slurm only; ``tools``: more commands it needs, by
+    Debian package) yields its KEY=VALUE lines (SLURM_CONF, VHPC_CLUSTER_DIR, ...) and is stopped
+    with tests/cluster/down unless a test already stopped it.  VHPC_CLUSTER_MUNGE=shared: a
+    munged already serving munge's standard socket (another test cluster on this host) is used
+    rather than refused."""
+    info = _cluster_up(tmp_path_factory, {**SLURM_TOOLS, "sacct": "slurm-client", **tools},
+                       "--nodes", str(nodes), VHPC_CLUSTER_SSH="0", VHPC_CLUSTER_MUNGE="shared")
+    yield info
+    if Path(info["VHPC_CLUSTER_DIR"]).exists():
+        subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
-    """A real single-host, one-node (vhpc1) Slurm cluster with accounting (tests/cluster/up
-    --nodes 1, Slurm only): SLURM_CONF, VHPC_CLUSTER_DIR.  Stopped with tests/cluster/down."""
-    # VHPC_CLUSTER_MUNGE=shared: a munged already serving munge's standard socket (another
-    # test cluster on this host) is used rather than refused.
-    info = _cluster_up(tmp_path_factory, SLURM_TOOLS, "--nodes", "1", VHPC_CLUSTER_SSH="0",
-                       VHPC_CLUSTER_MUNGE="shared")
-    yield info
-    subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+    """A real single-host, one-node (vhpc1) Slurm cluster with accounting (:func:`slurm_nodes`)."""
+    yield from slurm_nodes(tmp_path_factory, 1)
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:

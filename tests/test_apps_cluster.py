@@ -6,12 +6,11 @@ vcluster of 2 one-vCPU guests, one rank per guest."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SLURM_TOOLS, _cluster_up, require_tool
+from conftest import ROOT, require_tool, slurm_nodes
 from vhpc.campaign import execute as campaign
 from vhpc.spec import parse as spec
 from vhpc.store import Store
@@ -35,10 +34,7 @@ def _file(folder: Path, environments: str, extra: str = "") -> Path:
 
 @pytest.fixture(scope="module")
 def cluster2(tmp_path_factory):
-    info = _cluster_up(tmp_path_factory, {**SLURM_TOOLS, "sacct": "slurm-client"},
-                       "--nodes", "2", VHPC_CLUSTER_SSH="0", VHPC_CLUSTER_MUNGE="shared")
-    yield info
-    subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+    yield from slurm_nodes(tmp_path_factory, 2)
 
 
 def test_custom_lmp_over_two_slurm_nodes(cluster2, tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SLURM_TOOLS, _cluster_up
+from conftest import ROOT, slurm_nodes
 
 NODES = ["vhpc1", "vhpc2", "vhpc3"]
 
@@ -37,14 +37,7 @@ int main(int argc, char **argv) {
 
 @pytest.fixture(scope="module")
 def cluster3(tmp_path_factory):
-    # VHPC_CLUSTER_MUNGE=shared: the one-node session cluster of test_slurm.py (or another
-    # user's) may already serve munge's standard socket; up then uses that munged.
-    info = _cluster_up(tmp_path_factory, {**SLURM_TOOLS, "mpicc": "libopenmpi-dev",
-                                          "sacct": "slurm-client"},
-                       "--nodes", "3", VHPC_CLUSTER_SSH="0", VHPC_CLUSTER_MUNGE="shared")
-    yield info
-    if Path(info["VHPC_CLUSTER_DIR"]).exists():  # test_down_leaves_nothing did not run
-        subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+    yield from slurm_nodes(tmp_path_factory, 3, mpicc="libopenmpi-dev")
 
 
 def _env(cluster) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SLURM_TOOLS, _cluster_up
+from conftest import slurm_nodes
 
 from vhpc.store import Store
 
@@ -24,10 +24,7 @@ NODES = ["vhpc1", "vhpc2", "vhpc3"]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    info = _cluster_up(tmp_path_factory, {**SLURM_TOOLS, "sacct": "slurm-client"}, "--nodes", "3",
-                       VHPC_CLUSTER_SSH="0", VHPC_CLUSTER_MUNGE="shared")
-    yield info
-    subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+    yield from slurm_nodes(tmp_path_factory, 3)
 
 
 def _slurmd(cluster, node: str) -> tuple[int, list[str]]:

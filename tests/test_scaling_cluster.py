@@ -12,21 +12,17 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SLURM_TOOLS, _cluster_up, require_tool
+from conftest import require_tool, slurm_nodes
 
 NODES = ["vhpc1", "vhpc2", "vhpc3"]
 
 
 @pytest.fixture(scope="module")
 def cluster3(tmp_path_factory):
-    info = _cluster_up(tmp_path_factory, {**SLURM_TOOLS, "mpicc": "libopenmpi-dev"}, "--nodes", "3",
-                       VHPC_CLUSTER_SSH="0", VHPC_CLUSTER_MUNGE="shared")
-    yield info
-    subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+    yield from slurm_nodes(tmp_path_factory, 3, mpicc="libopenmpi-dev")
 
 
 def _env(cluster) -> dict[str, str]:

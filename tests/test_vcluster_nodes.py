@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SLURM_TOOLS, _cluster_up, _cmdline, _procs
+from conftest import _cmdline, _procs, slurm_nodes
 from vhpc.store import Store
 
 CLI = [sys.executable, "-m", "vhpc.cli"]
@@ -27,11 +27,7 @@ COLL = "osu-coll:op=allreduce,ranks=3,sizes=16,iters=10,iters_large=2"
 
 @pytest.fixture(scope="module")
 def cluster3(tmp_path_factory, kernels_built):
-    info = _cluster_up(tmp_path_factory, {**SLURM_TOOLS, "sacct": "slurm-client",
-                                          "qemu-system-x86_64": "qemu-system-x86"},
-                       "--nodes", "3", VHPC_CLUSTER_SSH="0", VHPC_CLUSTER_MUNGE="shared")
-    yield info
-    subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
+    yield from slurm_nodes(tmp_path_factory, 3, **{"qemu-system-x86_64": "qemu-system-x86"})
 
 
 def _env(cluster) -> dict[str, str]:
