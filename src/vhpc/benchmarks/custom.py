@@ -191,13 +191,7 @@ class CommandBenchmark(Benchmark):
         (lower is better, never compared for overhead in earnest)."""
         if check is None:
             return None
-        if not isinstance(check, Mapping):
-            raise ValueError(f"{where}: check must be a mapping {{metric, rtol}} or "
-                             "{name, regex, rtol}")
-        bad = sorted(set(check) - set(CHECK_KEYS))
-        if bad:
-            raise ValueError(f"{where}: check: unknown key(s) {', '.join(map(str, bad))} "
-                             f"(allowed: {', '.join(CHECK_KEYS)})")
+        block(check, where, "check", CHECK_KEYS, "{metric, rtol} or {name, regex, rtol}")
         rtol = check.get("rtol")
         if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1e6:
             raise ValueError(f"{where}: check: rtol must be a relative tolerance >= 0 such as "
@@ -287,6 +281,19 @@ MPI_KEYS = ("ranks", "threads", "implementation")
 CHECK_KEYS = ("metric", "rtol", "name", "regex", "unit")
 
 
+
+def block(value: Any, where: str, name: str, allowed: Iterable[str], shape: str) -> Mapping:
+    """``value`` of the block ``name`` (``check:``, ``mpi:``) of a custom benchmark, checked to
+    be a mapping of ``allowed`` keys.  Raises ValueError (one line: ``where``, the block, and
+    ``shape``, an example of what is expected, or the unknown keys and the allowed ones)."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: {name} must be a mapping {shape}")
+    bad = sorted(set(value) - set(allowed))
+    if bad:
+        raise ValueError(f"{where}: {name}: unknown key(s) {', '.join(map(str, bad))} "
+                         f"(allowed: {', '.join(allowed)})")
+    return value
+
 def _count(where: str, key: str, value: Any, default: int | None) -> int | None:
     if value is None:
         return default
@@ -301,15 +308,10 @@ def _mpi_block(where: str, mpi: Mapping[str, Any] | None) -> dict[str, Any] | No
     implementation}.  Raises ValueError saying what to change."""
     if mpi is None:
         return None
-    if not isinstance(mpi, Mapping):
-        raise ValueError(f"{where}: mpi must be a mapping such as {{ranks: 2}}")
-    if "ranks_per_node" in mpi:
+    if isinstance(mpi, Mapping) and "ranks_per_node" in mpi:
         raise ValueError(f"{where}: mpi: ranks_per_node is set where the nodes are: "
                          "--executor slurm:ranks_per_node=N, or vcluster:ranks_per_vm=N")
-    bad = sorted(set(mpi) - set(MPI_KEYS))
-    if bad:
-        raise ValueError(f"{where}: mpi: unknown key(s) {', '.join(map(str, bad))} (allowed: "
-                         f"{', '.join(MPI_KEYS)})")
+    block(mpi, where, "mpi", MPI_KEYS, "such as {ranks: 2}")
     impl = mpi.get("implementation", "openmpi")
     if impl not in MPI_IMPLS:
         raise ValueError(f"{where}: mpi: implementation {impl!r}: choose one of "

@@ -474,6 +474,15 @@ def _ratio_ticks(ax, lo: float, hi: float) -> None:
     ax.yaxis.set_minor_locator(NullLocator())
 
 
+def _sweep_points(fam: Family, lookup, attr: str) -> tuple[list[float], list]:
+    """(x as drawn: 0 B at 1 on a log axis; the object) for each point of the sweep ``fam``
+    whose ``lookup(params, metric)`` gives an object with ``attr`` set (a summary's mean, a
+    comparison's ratio); two empty lists when none has."""
+    pts = [(max(x, 1), o) for x, p, m in fam.points
+           if x is not None and (o := lookup(p, m)) is not None and getattr(o, attr) is not None]
+    return [x for x, _ in pts], [o for _, o in pts]
+
+
 def _x_axis(ax, fam: Family, xs: list[float]) -> None:
     """A size sweep's x axis (:func:`_size_axis`); a parameter sweep's: log2 with ticks at
     its values when they span a factor of 8 or more, else linear with ticks at its values."""
@@ -510,15 +519,13 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
     drawn = False
     with matplotlib.rc_context(_RC):
         for env in analysis.environment_order():
-            pts = [(x, s) for x, p, m in fam.points
-                   if (s := analysis.summary(fam.benchmark, p, m, env)) is not None
-                   and s.mean is not None and x is not None]
-            if not pts:
+            xs, sums = _sweep_points(
+                fam, lambda p, m: analysis.summary(fam.benchmark, p, m, env), "mean")
+            if not xs:
                 continue
-            xs = [max(x, 1) for x, _ in pts]
-            ys = [s.mean for _, s in pts]
+            ys = [s.mean for s in sums]
             means += ys
-            bars = [_mean_error_bar(s) for _, s in pts]
+            bars = [_mean_error_bar(s) for s in sums]
             ax.errorbar(xs, ys, yerr=[[b for b, _ in bars], [h for _, h in bars]], marker="o",
                         ms=3, capsize=2, color=colors.get(env, "grey"), linewidth=1.2,
                         label=env_header(analysis, env) + (" (baseline)" if env == analysis.baseline else ""))
@@ -538,19 +545,17 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
         ax.legend(fontsize=7, loc="best")
         ratios: list[float] = []
         for env in analysis.others():
-            pts = [(x, c) for x, p, m in fam.points
-                   if (c := analysis.comparison(fam.benchmark, p, m, env)) is not None
-                   and c.ratio is not None and x is not None]
-            if not pts:
+            xs, comps = _sweep_points(
+                fam, lambda p, m: analysis.comparison(fam.benchmark, p, m, env), "ratio")
+            if not xs:
                 continue
-            xs = [max(x, 1) for x, _ in pts]
-            ys = [c.ratio for _, c in pts]
+            ys = [c.ratio for c in comps]
             ratios += ys
-            err = [ratio_error_bar(c.ratio, c.ratio_ci) for _, c in pts]
+            err = [ratio_error_bar(c.ratio, c.ratio_ci) for c in comps]
             color = colors.get(env, "grey")
             axr.errorbar(xs, ys, yerr=[[b for b, _ in err], [h for _, h in err]], color=color,
                          capsize=2, linewidth=1.0, marker=None, label=env_header(analysis, env))
-            sig = [c.verdict in (SLOWER, FASTER) for _, c in pts]
+            sig = [c.verdict in (SLOWER, FASTER) for c in comps]
             axr.scatter([x for x, g in zip(xs, sig) if g], [y for y, g in zip(ys, sig) if g],
                         s=14, color=color, zorder=3)
             axr.scatter([x for x, g in zip(xs, sig) if not g], [y for y, g in zip(ys, sig) if not g],
