@@ -74,10 +74,10 @@ def pytest_configure(config):
 
 #: modules whose tests must share one pytest-xdist worker: the cgroup tests create and judge
 #: groups named vhpc-throttle-<pid>-* (a stale group one of them makes on purpose would be swept
-#: or counted as a leak by another running beside it).  The users of the session-scoped
-#: ``guest`` (test_vm, test_suite_in_vm) do not share one: together they were the longest
-#: group (197 s of one run), and a second boot costs 5 s.
-SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups"}
+#: or counted as a leak by another running beside it); the guest tests share one boot.
+SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
+                 # the session-scoped ``guest`` boots once for all of these
+                 "test_vm": "guest", "test_suite_in_vm": "guest"}
 
 
 #: Modules ``make test`` runs alone, after the parallel pass: each failed only beside other
@@ -92,10 +92,9 @@ SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 #: first: with ``--no-loadscope-reorder`` (Makefile) pytest-xdist deals groups in collection
 #: order, and its default order (most tests first) left these one-test guest modules to the
 #: end, where they ran alone on one worker for minutes while the other idled.
-SLOW_FIRST = ("test_suite_in_vm", "test_vcluster", "test_vcluster_nodes", "test_study_figures",
-              "test_libvirt", "test_store_robust", "test_node_lost", "test_install", "test_vm",
-              "test_vm_numa_binding", "test_report_pages", "test_slurm", "cgroups", "test_diff",
-              "test_npb", "test_cli", "test_tune", "test_stats", "test_quick_suite")
+SLOW_FIRST = ("test_vm_numa_binding", "test_vcluster_nodes", "guest", "test_store_robust", "test_install",
+              "test_vcluster", "test_npb", "test_diff", "test_tune", "test_cli", "test_slurm",
+              "test_libvirt", "test_stats", "test_quick_suite", "test_study_figures")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
@@ -214,8 +213,8 @@ def guest():
     """One running QEMU guest per test run (per xdist worker), for tests that only need *a*
     running guest: 2 vCPUs pinned to host CPUs 0 and 1, 1 GiB (enough for NPB class S).  A test
     may pause it, kill it (the next run boots a fresh session) or run anything in it, but leaves
-    it running.  It boots once per worker that runs one of its tests (test_vm, test_suite_in_vm:
-    about 5 s under TCG); closing it at the end is checked like any other QEMU."""
+    it running.  Its modules share a worker (:data:`SHARED_WORKER`), so it boots once.  Under
+    TCG a boot costs seconds; closing it at the end is checked like any other QEMU."""
     from vhpc.spec.parse import env as env_spec
 
     before = qemu_pids()
