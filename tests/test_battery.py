@@ -340,6 +340,25 @@ def test_domain_xml_reads_only_a_bounded_regular_file(tmp_path):
     assert read_domain_xml(str(ok)) == "<domain type='kvm'/>"
 
 
+def test_campaign_and_tolerance_files_may_be_pipes_but_stay_bounded(tmp_path):
+    """``vhpc run <(...)`` and ``--tolerance <(...)`` read a pipe; /dev/zero still stops at the
+    limit and a folder is refused (core.paths.read_small_text, regular_only=False)."""
+    from vhpc.core.paths import read_small_text
+
+    r, w = os.pipe()
+    os.write(w, b"stream 5\n")
+    os.close(w)
+    try:
+        got = read_small_text(f"/proc/self/fd/{r}", 100, "pipe", "advice", regular_only=False)
+    finally:
+        os.close(r)
+    assert got == "stream 5\n"
+    with pytest.raises(ValueError, match="larger than 1 KiB: advice"):
+        read_small_text("/dev/zero", 1024, "zero", "advice", regular_only=False)
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_small_text(tmp_path, 1024, "folder", "advice", regular_only=False)
+
+
 def test_a_campaign_with_domain_xml_dev_zero_is_one_line(tmp_path):
     import resource
 

@@ -35,6 +35,7 @@ Sources:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Mapping, Sequence
@@ -572,6 +573,7 @@ def t_test_power(d: float, n: float, alpha: float = 0.05) -> float:
     return min(1.0, p) if math.isfinite(p) else 1.0
 
 
+@functools.cache
 def _nct_sf():
     """The Boost survival function behind scipy.stats.nct.sf (scipy >= 1.10), None when this
     scipy build lacks it."""

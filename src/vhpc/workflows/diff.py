@@ -42,14 +42,15 @@ MAX_TOLERANCE = 1 << 20
 
 
 def _tolerance_text(path: str) -> str:
-    """The text of the ``--tolerance`` file ``path``: a regular file of at most
+    """The text of the ``--tolerance`` file ``path`` (a file or a pipe) of at most
     :data:`MAX_TOLERANCE` bytes, UTF-8.  Raises DiffError (one line) otherwise."""
     from vhpc.analysis.diff import DiffError
     from vhpc.core.paths import read_small_text
 
     try:
         return read_small_text(path, MAX_TOLERANCE, f"--tolerance {path}",
-                               "give a file of 'PATTERN PERCENT' lines or a percentage")
+                               "give a file of 'PATTERN PERCENT' lines or a percentage",
+                               regular_only=False)
     except ValueError as exc:
         raise DiffError(str(exc)) from None
 

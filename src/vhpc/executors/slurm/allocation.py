@@ -456,9 +456,10 @@ class SlurmExecutor(Executor):
 
     def nodes_down(self) -> dict[str, str]:
         """Nodes of the allocation that slurmctld already counts out, with the state sinfo(1)
-        gives them (``down``, ``drained``, ``fail``; a ``*`` suffix: not responding): these
-        need no probe step (it would wait :data:`PROBE_S` for nothing).  {} when sinfo does not
-        answer."""
+        gives them (``down``, ``fail``, ``failing``; a ``*`` suffix: not responding): these
+        need no probe step (it would wait :data:`PROBE_S` for nothing).  A drained or draining
+        node still runs the allocation's steps and is probed like the others.  {} when sinfo
+        does not answer."""
         if not self.nodelist:
             return {}
         out = subprocess.run(["sinfo", "-h", "-N", "-n", ",".join(self.nodelist), "-o", "%N %T"],
@@ -467,7 +468,7 @@ class SlurmExecutor(Executor):
         for line in out.stdout.splitlines() if out.returncode == 0 else []:
             node, _, state = line.strip().partition(" ")
             if node in self.nodelist and (state.endswith("*") or state.rstrip("*~#!%$@^-+")
-                                          in ("down", "drained", "draining", "fail", "failing")):
+                                          in ("down", "fail", "failing")):
                 down[node] = f"slurmctld says {state}"
         return down
 
