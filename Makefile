@@ -65,13 +65,13 @@ demo: deps venv kernels
 	$(BIN)/vhpc compare --repeats 3 --out $(OUT)
 
 # CI=true: a test whose tool (above) is missing fails instead of skipping (tests/conftest.py
-# require_tool).  One pytest-xdist worker per core and one more: the tests wait on guests,
-# daemons and child processes for about a third of their time (2 cores: 64 % busy with 2
-# workers; 3 workers took the parallel part from 815 s to 585 s); --dist loadgroup keeps each test module
+# require_tool).  One pytest-xdist worker per core (TEST_WORKERS; with 2 cores, 3 workers
+# were no faster: 810-944 s over four runs against 912 s with 2, most tests being TCG guests
+# that want a core each); --dist loadgroup keeps each test module
 # (its guest, daemons) on one worker (tests/conftest.py pytest_collection_modifyitems), and
 # --no-loadscope-reorder deals the groups in collection order, which puts the slowest first
 # (conftest.SLOW_FIRST).
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+TEST_WORKERS ?= auto
 test: deps venv kernels
 	CI=true $(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial"
 	CI=true $(BIN)/python -m pytest -q -ra -m serial
