@@ -338,6 +338,10 @@ def _campaign(out: Path, guest: str) -> str:
     return r.stdout.split("Campaign ", 1)[1].split(":", 1)[0].strip()
 
 
+# alone, after the parallel pass: beside another worker's TCG guest the unslowed native
+# baseline of one campaign once ran 3.4x slower in bursts (private_us 3.9 -> 13.0 us, interval
+# [1.04, 10.8]), so the injected slowdown's overhead change was inconclusive and the diff passed
+@pytest.mark.serial
 def test_real_campaigns_diff_and_an_injected_slowdown_fails(kernels_built, tmp_path):
     """Three real campaigns of the same spec (native, and a second native environment named
     ``guest`` on CPU 0 standing in for the VM, which runs under slow TCG emulation here): two
