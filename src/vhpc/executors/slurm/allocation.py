@@ -156,6 +156,8 @@ class SlurmExecutor(Executor):
         #: guest hosts of the environments whose guests span nodes, by environment name
         self._guest_hosts: dict[str, list[NodeLink]] = {}
         self.job_id: str | None = None
+        #: the highest step id of this allocation accounted so far (:meth:`_last_step`)
+        self._step_seen = -1
         self.nodelist: list[str] = []
         self.cpus_per_node = 1
         self._fps: dict[str, dict[str, Any]] = {}
@@ -534,13 +536,23 @@ class SlurmExecutor(Executor):
                                       "node": None})
 
     def _last_step(self) -> str | None:
-        rows = self.sacct(self.job_id)
-        steps = [r["JobID"].split(".", 1)[1] for r in rows
-                 if "." in r["JobID"] and r["JobID"].split(".", 1)[1].isdigit()]
-        return max(steps, key=int) if steps else None
+        """Id of the allocation's newest step in accounting: the MPI step just run (or a lost-node
+        probe run after it).  A finished step reaches slurmdbd a moment later, so this waits
+        briefly (10 x 0.3 s) for a step above the last one accounted; the allocation's own row
+        stays RUNNING throughout and is not waited for."""
+        ids: list[int] = []
+        for _ in range(10):
+            ids = [int(r["JobID"].split(".", 1)[1]) for r in self.sacct(self.job_id, tries=1)
+                   if "." in r["JobID"] and r["JobID"].split(".", 1)[1].isdigit()]
+            if ids and max(ids) > self._step_seen:
+                break
+            time.sleep(0.3)
+        return str(max(ids)) if ids else None
 
     def _account(self, result: RunResult, slurm: dict[str, Any]) -> RunResult:
         step = f"{self.job_id}.{slurm.get('step_id')}" if slurm.get("step_id") else None
+        if step and str(slurm["step_id"]).isdigit():
+            self._step_seen = max(self._step_seen, int(slurm["step_id"]))
         rows = self.sacct(step) if step else []
         row = rows[0] if rows else {}
         nodes = row.get("NodeList") or slurm.get("node")
@@ -554,19 +566,25 @@ class SlurmExecutor(Executor):
 
     @staticmethod
     def sacct(job: str | None, tries: int = 10) -> list[dict[str, str]]:
-        """sacct(1) rows of ``job`` (``J`` or ``J.S``) as dicts of :data:`SACCT_FIELDS`; retried
-        briefly because a finished step reaches slurmdbd a moment later."""
+        """sacct(1) rows of ``job`` (``J`` or ``J.S``) as dicts of :data:`SACCT_FIELDS`.  For a
+        step, retried (``tries`` x 0.3 s) until it is listed and no longer RUNNING or PENDING:
+        a finished step reaches slurmdbd a moment later.  A whole job's rows are returned as
+        listed (a running allocation's own row stays RUNNING)."""
         if not job:
             return []
-        for _ in range(tries):
+        done: list[dict[str, str]] = []
+        for attempt in range(tries):
+            if attempt:
+                time.sleep(0.3)
             out = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", ",".join(SACCT_FIELDS)],
                                  capture_output=True, text=True)
             rows = [dict(zip(SACCT_FIELDS, ln.split("|"))) for ln in out.stdout.splitlines()
                     if ln.strip()]
-            done = [r for r in rows if r["JobID"] == job or "." not in job]
+            if "." not in job:
+                return rows
+            done = [r for r in rows if r["JobID"] == job]
             if done and all(r["State"] not in ("RUNNING", "PENDING") for r in done):
                 return done
-            time.sleep(0.3)
         return done
 
     def fingerprint(self, env: Environment) -> dict[str, Any]:
