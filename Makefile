@@ -57,7 +57,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 venv: $(VENV)/.installed
 
 kernels:
-	$(MAKE) -s -C kernels
+	$(MAKE) -s -j$$(nproc) -C kernels
 
 # 3 measured rounds (vhpc compare's default is 5): the demo stays within 3 minutes on a 2-core
 # host where the VM runs under TCG emulation (5 rounds took 3 min 26 s on a loaded one).

@@ -394,7 +394,8 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
             sys.stderr.write(f"vhpc: building the kernels into {bindir} "
                              f"({'first use' if first else 'sources, compiler or flags changed'})\n")
             sys.stderr.flush()
-            out = _make(["make", "-C", str(src), f"BUILD={bindir}", f"MPICC={mpicc}",
+            out = _make(["make", f"-j{min(os.cpu_count() or 1, 16)}", "-C", str(src),
+                         f"BUILD={bindir}", f"MPICC={mpicc}",
                          f"VHPC_BUILD_KEY={key}"])
             if out.returncode != 0:
                 text = out.stderr or out.stdout

@@ -274,7 +274,7 @@ class SshEnvironment(Environment):
         if want or binaries is None:
             targets = " ".join(shlex.quote(t) for t in want)
             check = f"for b in {targets}; do [ -x \"$b\" ] || exit 1; done" if want else "false"
-            make = f"make -s BUILD={build} MPICC={mpicc}"
+            make = f"make -s -j\"$(nproc 2>/dev/null || echo 1)\" BUILD={build} MPICC={mpicc}"
             # a binary that is no top-level target (NPB) comes with the full build
             res = self.shell(f"cd {shlex.quote(self.kdir)} && {{ ({check}) || {make} {targets} "
                              f">/dev/null 2>&1 || {make} 2>&1; }}", timeout=1800)
