@@ -107,20 +107,32 @@ double vhpc_parse_double(const char *arg, char opt, double min, double max)
     return v;
 }
 
-static char result_line[2048];
-static size_t result_len;
+/* The result line, grown as needed (vhpc-osu's can hold hundreds of sizes), written by
+   vhpc_result_end() in one write(2). */
+static char *result_line;
+static size_t result_len, result_cap;
 
 static void result_append(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void result_append(const char *fmt, ...)
 {
-    va_list ap;
-    if (result_len >= sizeof result_line)
-        return;
+    va_list ap, again;
     va_start(ap, fmt);
-    int n = vsnprintf(result_line + result_len, sizeof result_line - result_len, fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n > 0)
+    if (n > 0) {
+        if (result_len + (size_t)n + 2 > result_cap) { /* + newline and NUL */
+            size_t cap = 2 * (result_len + (size_t)n + 2);
+            char *grown = realloc(result_line, cap);
+            if (!grown)
+                vhpc_fatal("cannot allocate %zu bytes for the result line", cap);
+            result_line = grown;
+            result_cap = cap;
+        }
+        vsnprintf(result_line + result_len, result_cap - result_len, fmt, again);
         result_len += (size_t)n;
+    }
+    va_end(again);
 }
 
 void vhpc_result_begin(void)
@@ -144,21 +156,20 @@ void vhpc_result_word(const char *key, const char *word) { result_append(" %s=%s
 void vhpc_result_end(void)
 {
     /* one write(2) with its newline, so no other rank's output can come in between: MPICH's
-       Hydra leaves the ranks' stdout unbuffered, and puts() then writes the newline on its
-       own (and GCC turns printf("%s\n") into puts) */
-    size_t n = strnlen(result_line, sizeof result_line - 1);
-    char line[sizeof result_line + 1];
-    memcpy(line, result_line, n);
-    line[n++] = '\n';
+       Hydra leaves the ranks' stdout unbuffered, where stdio writes a line in pieces */
+    if (!result_line)
+        return;
+    result_line[result_len++] = '\n';
     fflush(stdout);
-    for (size_t done = 0; done < n;) {
-        ssize_t w = write(STDOUT_FILENO, line + done, n - done);
+    for (size_t done = 0; done < result_len;) {
+        ssize_t w = write(STDOUT_FILENO, result_line + done, result_len - done);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             break;
         done += (size_t)w;
     }
+    result_len = 0;
 }
 
 void *vhpc_alloc(size_t bytes)

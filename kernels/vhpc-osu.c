@@ -96,11 +96,12 @@ static void finalize_hook(void)
 
 static int rank, nranks;
 
-/* --- result line (own printer: the line can exceed common.c's buffer) --- */
+/* --- result line: common.c's, one write(2) per line (MPICH's Hydra forwards each write as it
+   comes, so a line printed in pieces could take another rank's line in between) --- */
 
-static void res_begin(void) { fputs("VHPC-RESULT", stdout); }
-static void res_word(const char *k, const char *v) { printf(" %s=%s", k, v); }
-static void res_int(const char *k, long long v) { printf(" %s=%lld", k, v); }
+static void res_begin(void) { vhpc_result_begin(); }
+static void res_word(const char *k, const char *v) { vhpc_result_word(k, v); }
+static void res_int(const char *k, long long v) { vhpc_result_int(k, v); }
 static void res_num(const char *prefix, long size, double v)
 {
     char key[64];
@@ -108,13 +109,9 @@ static void res_num(const char *prefix, long size, double v)
         snprintf(key, sizeof key, "%s", prefix);
     else
         snprintf(key, sizeof key, "%s_%ld", prefix, size);
-    printf(" %s=%.6g", key, v);
+    vhpc_result_num(key, v);
 }
-static void res_end(void)
-{
-    putchar('\n');
-    fflush(stdout);
-}
+static void res_end(void) { vhpc_result_end(); }
 
 /* Data patterns: vhpc_msg_fill / vhpc_msg_check (common.c, shared with vhpc-pingpong). */
 

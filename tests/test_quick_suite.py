@@ -49,7 +49,10 @@ def test_mpich_builds_and_runs_the_mpi_kernels(tmp_path):
                       ["native"], repeats=1, warmup=0)
     store = Store(tmp_path / "vhpc.db")
     cid = campaign.create(store, s)
-    assert campaign.execute(store, cid) == {"done": 4, "failed": 0}
+    counts = campaign.execute(store, cid)
+    assert counts == {"done": 4, "failed": 0}, [
+        (t.benchmark, t.params, t.error, (t.stderr or "")[-800:]) for t in store.trials(cid)
+        if t.status != "done"]
     bad = {(o.benchmark, o.params) for o in store.observations(cid) if not o.valid}
     assert not bad, [(t.benchmark, t.params, t.returncode, (t.stdout or "")[-600:],
                       (t.stderr or "")[-600:]) for t in store.trials(cid)
