@@ -75,6 +75,6 @@ def test_partition_figure_has_one_bar_per_environment_baseline_first():
     lat = next(s for p in panels for s in p.series if "latency" in s.label)
     by_env = {pt.x: pt.y for pt in lat.points}
     assert by_env["one-vm"] > by_env["vm-per-socket"] > by_env["native"]  # as measured
-    block, _, lines = paper.study_block("partition", result)
+    block, _, lines, _ = paper.study_block("partition", result)
     assert lines and all(line.source.startswith("seed 000") for line in lines)
     assert "partition" in str(block)

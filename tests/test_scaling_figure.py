@@ -175,7 +175,7 @@ def test_one_deduplicated_placement_table_per_benchmark_and_node_count(scaling):
 
 def test_block_banners_the_shared_point_and_lists_the_placement(scaling):
     a, trials, _ = scaling
-    html, fd, lines = paper.study_block("scaling", a, trials)
+    html, fd, lines, _ = paper.study_block("scaling", a, trials)
     assert re.findall(r'class="shared-cpus" data-nodes="(\d+)"', html) == ["3"]
     assert "contention, not scaling" in html and "vhpc1, vhpc3" in html
     assert html.count('class="placement-table"') == 3
@@ -233,7 +233,7 @@ def test_paper_overhead_is_drawn_in_the_panels_units():
 def test_seed_page_renders_with_banner_and_headline(scaling, tmp_path):
     exe = require_tool("chromium", "chromium-browser", "google-chrome")
     a, trials, fd = scaling
-    block, fd, lines = paper.study_block("scaling", a, trials, prefix="scaling-")
+    block, fd, lines, _ = paper.study_block("scaling", a, trials, prefix="scaling-")
     path = paper.write_seed_page("004", [
         {"name": "scaling", "number": "Fig. 1-6", "cid": "c-1", "block": block, "status": "finished",
          "answer": paper.answer(lines), "limits": paper.limits(fd, trials, False)},

@@ -220,7 +220,7 @@ def test_study_report_and_seed_page_render_in_chromium(tmp_path):
     a = _p2p_analysis()
     has_findings = True  # seed 001 states findings for both studies (campaign/findings.yaml)
     assert paper.stated("mpi-p2p") and paper.stated("linpack")
-    block, fd, _ = paper.study_block("mpi-p2p", a, prefix="a-")
+    block, fd, _, _ = paper.study_block("mpi-p2p", a, prefix="a-")
     spec = studies.build("mpi-p2p", _topo(), [], repeats=2).model_dump(mode="json")
     report = write_html(a, [], tmp_path / "report.html",
                         {"id": "c-1", "command": "vhpc study mpi-p2p", "spec": spec}, study=block)
@@ -230,7 +230,7 @@ def test_study_report_and_seed_page_render_in_chromium(tmp_path):
     assert '"benchmarks"' not in head.split("<details")[0]
     entries = []
     for name in ("mpi-p2p", "linpack"):
-        b, _, _ = paper.study_block(name, a, prefix=f"{name}-")
+        b, _, _, _ = paper.study_block(name, a, prefix=f"{name}-")
         entries.append({"name": name, "number": "Fig.", "cid": "c-1", "block": b, "status": "finished"})
     page = paper.write_seed_page("001", entries, tmp_path / "paper-001" / "index.html")
     dom = check_page(page, tmp_path, lines=has_findings)

@@ -92,11 +92,10 @@ def study_outputs(result, meta, trials, folder: Path, name: str | None = None,
     from vhpc.report.export import report_folder
 
     report_folder(folder)
-    block, fd, lines = paper.study_block(name, result, trials, note=note, png="figure.png")
-    if fd is not None and not fd.empty():
-        refs = paper.references(fd, name)
-        write_atomic(folder / "figure.svg", studyfig.draw(fd, "svg", refs))
-        write_atomic(folder / "figure.png", studyfig.draw(fd, "png", refs))
+    block, fd, lines, svg = paper.study_block(name, result, trials, note=note, png="figure.png")
+    if svg is not None:  # the figure has points: the SVG the block embeds, and a PNG
+        write_atomic(folder / "figure.svg", svg)
+        write_atomic(folder / "figure.png", studyfig.draw(fd, "png", paper.references(fd, name)))
     return {"name": name, **paper.figure_json(fd, lines)}, block, lines
 
 

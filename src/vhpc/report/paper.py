@@ -361,17 +361,21 @@ Ranks of different nodes or guests shared a host CPU ({{ text }}); these points 
 
 
 def study_block(name: str, analysis: Analysis, trials: Iterable[Any] = (), *, prefix: str = "s-",
-                note: str | None = None, png: str | None = None) -> tuple[Markup, figdata.FigureData | None, list[Line]]:
-    """(HTML block, figure data, finding lines) of study ``name`` for a campaign: a banner per
-    node count whose ranks shared host CPUs, the figure, the paper-found / this-host lines
-    (and this run's own: shared CPUs), and the folded placement tables of a multi-node run."""
+                note: str | None = None, png: str | None = None, svg: str | None = None
+                ) -> tuple[Markup, figdata.FigureData | None, list[Line], str | None]:
+    """(HTML block, figure data, finding lines, figure SVG or None when nothing is drawn) of
+    study ``name`` for a campaign: a banner per node count whose ranks shared host CPUs, the
+    figure, the paper-found / this-host lines (and this run's own: shared CPUs), and the folded
+    placement tables of a multi-node run.  ``svg``: the figure already drawn from the same
+    data (the campaign report's figure.svg); drawn here when None."""
     from vhpc.campaign.studies import STUDIES
     from vhpc.report import scaleout, studyfig
     from vhpc.report.html import embed_figure
 
     trials = list(trials)
     fd = study_figure(name, analysis, trials)
-    svg = studyfig.draw(fd, "svg", references(fd, name)) if fd else None
+    if svg is None and fd:
+        svg = studyfig.draw(fd, "svg", references(fd, name))
     lines = judge(name, analysis, note) + host_lines(trials)
     spec = STUDIES.get(name).figure
     caption = f"Seed {spec.seed} {spec.number}: {spec.title}" if spec else name
@@ -379,7 +383,7 @@ def study_block(name: str, analysis: Analysis, trials: Iterable[Any] = (), *, pr
     html = BLOCK_TPL.render(name=name, caption=caption, figure=embed_figure(svg, prefix, caption),
                             png=png if svg else None, lines=lines, shared=list(shared.items()),
                             tables=scaleout.placement_tables(trials))
-    return Markup(html), fd, lines
+    return Markup(html), fd, lines, svg
 
 
 def answer(lines: list[Line]) -> str:

@@ -229,8 +229,10 @@ def entry(store, cid: str, out: Path, name: str, note: str | None = None) -> dic
     result = analysis.analyse(store.observations(cid), envs, camp["spec"]["baseline"])
     trials = store.trials(cid)
     html = views.campaign_report(store, cid, out, None, quiet=True)
-    block, fd, lines = study_block(name, result, trials, prefix=f"{name}-", note=note,
-                                   png=f"../{cid}/figure.png")
+    drawn = Path(html).parent / "figure.svg"  # the campaign report drew the same figure
+    block, fd, lines, _ = study_block(name, result, trials, prefix=f"{name}-", note=note,
+                                      png=f"../{cid}/figure.png",
+                                      svg=drawn.read_text() if drawn.is_file() else None)
     emulated = bool(result.emulated())
     return {"cid": cid, "block": block, "report": f"../{cid}/{Path(html).name}",
             "status": camp["status"], "emulated": emulated, "answer": answer(lines),
