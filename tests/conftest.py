@@ -264,17 +264,15 @@ SLURM_TOOLS = {"slurmctld": "slurm-wlm", "slurmd": "slurm-wlm", "munged": "munge
                "taskset": "util-linux"}
 
 
-def slurm_nodes(tmp_path_factory, nodes: int, cluster_env: dict[str, str] | None = None,
-                **tools: str):
+def slurm_nodes(tmp_path_factory, nodes: int, **tools: str):
     """Fixture body: a real single-host Slurm cluster of ``nodes`` compute nodes vhpc1..N with
     accounting (tests/cluster/up --nodes N, Slurm only; ``tools``: more commands it needs, by
     Debian package) yields its KEY=VALUE lines (SLURM_CONF, VHPC_CLUSTER_DIR, ...) and is stopped
     with tests/cluster/down unless a test already stopped it.  VHPC_CLUSTER_MUNGE=shared: a
     munged already serving munge's standard socket (another test cluster on this host) is used
-    rather than refused.  ``cluster_env``: more of tests/cluster/up's VHPC_CLUSTER_* settings."""
+    rather than refused."""
     info = _cluster_up(tmp_path_factory, {**SLURM_TOOLS, "sacct": "slurm-client", **tools},
-                       "--nodes", str(nodes), VHPC_CLUSTER_SSH="0", VHPC_CLUSTER_MUNGE="shared",
-                       **(cluster_env or {}))
+                       "--nodes", str(nodes), VHPC_CLUSTER_SSH="0", VHPC_CLUSTER_MUNGE="shared")
     yield info
     if Path(info["VHPC_CLUSTER_DIR"]).exists():
         subprocess.run([str(ROOT / "tests/cluster/down"), info["VHPC_CLUSTER_DIR"]], check=True)
