@@ -232,7 +232,8 @@ def entry(store, cid: str, out: Path, name: str, note: str | None = None) -> dic
     drawn = Path(html).parent / "figure.svg"  # the campaign report drew the same figure
     block, fd, lines, _ = study_block(name, result, trials, prefix=f"{name}-", note=note,
                                       png=f"../{cid}/figure.png",
-                                      svg=drawn.read_text() if drawn.is_file() else None)
+                                      svg=drawn.read_text() if drawn.is_file()
+                                      and not drawn.is_symlink() else None)
     emulated = bool(result.emulated())
     return {"cid": cid, "block": block, "report": f"../{cid}/{Path(html).name}",
             "status": camp["status"], "emulated": emulated, "answer": answer(lines),
