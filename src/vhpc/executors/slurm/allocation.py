@@ -542,7 +542,7 @@ class SlurmExecutor(Executor):
         stays RUNNING throughout and is not waited for."""
         ids: list[int] = []
         for _ in range(10):
-            ids = [int(r["JobID"].split(".", 1)[1]) for r in self.sacct(self.job_id, tries=1)
+            ids = [int(r["JobID"].split(".", 1)[1]) for r in self.sacct(self.job_id)
                    if "." in r["JobID"] and r["JobID"].split(".", 1)[1].isdigit()]
             if ids and max(ids) > self._step_seen:
                 break
