@@ -40,10 +40,10 @@ def _cli(*args):
 def test_calibrate_pagefault_native(tmp_path, kernels_built):
     before = _groups()
     out = tmp_path / "cal"
-    # 16 MiB regions (default 64): 6 s instead of 18 s alone, and still throttled (applied
-    # 0.12-0.13 of the time against 0.17 at 64 MiB)
-    r = _cli("calibrate", "-b", "pagefault:mib=16", "-e", "native", "--campaigns", "3",
-             "--repeats", "3", "--delta", "0.2", "--out", str(out))
+    # the default 64 MiB regions: with 16 MiB (6 s instead of 18 s alone) a full make test
+    # once measured an applied slowdown of 0, trials too short for the quota to bite
+    r = _cli("calibrate", "-b", "pagefault", "-e", "native", "--campaigns", "3", "--repeats",
+             "3", "--delta", "0.2", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "A/A false positives" in r.stdout and "applied by the kernel" in r.stdout
     doc = json.loads((out / "calibration.json").read_text())

@@ -387,10 +387,29 @@ def test_a_second_private_daemon_on_the_host_leaves_the_first_answering(libvirt_
 
     workdir = Path(tempfile.mkdtemp(prefix="vhpc-lvd-", dir="/tmp"))
     second = PrivateLibvirtd(workdir)
+    qemu = []
     try:
         uri = second.start()
         assert vhpc_domains(uri) == [] and vhpc_domains(libvirt_uri) == []
+        # a domain still running when the daemon stops (a killed user's, say): no disk and no
+        # kernel, so QEMU sits in its firmware; libvirtd leaves such a QEMU running on exit
+        xml = ("<domain type='qemu'><name>vhpc-left</name><memory unit='MiB'>32</memory>"
+               "<os><type arch='x86_64' machine='pc'>hvm</type></os></domain>")
+        (workdir / "left.xml").write_text(xml)
+        subprocess.run(["virsh", "-c", uri, "create", str(workdir / "left.xml")], check=True,
+                       capture_output=True, timeout=60)
+        qemu = [p.parent.name for p in Path("/proc").glob("[0-9]*/cmdline")
+                if b"guest=vhpc-left," in _read(p)]
+        assert len(qemu) == 1, qemu
     finally:
-        second.stop()
+        destroyed = second.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    assert destroyed == ["vhpc-left"] and not Path(f"/proc/{qemu[0]}").exists()
     assert vhpc_domains(libvirt_uri) == []  # stopping the second left the first running
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # a process that ended
+        return b""

@@ -172,11 +172,16 @@ def baseline_findings(baseline: str, has_baseline: bool,
 #: share of the requested slowdown (mean over the environment's measured trials)
 SLOWDOWN_APPLIED_SHARE = 0.5
 
+#: ... unless the quota ran out in more than this share of the CFS periods (cgroup v2
+#: ``cpu.stat`` nr_throttled / nr_periods): then the limit did bite, whatever the throttled time
+SLOWDOWN_BIT_PERIODS = 0.5
+
 
 def slowdown_findings(trials) -> list[Finding]:
     """A warning per environment whose ``slowdown=`` the kernel did not apply: the mean
-    throttle-based slowdown of its finished measured trials (unless the quota ran out in most
-    CFS periods, i.e. the limit did bite; diagnostics ``throttle``,
+    throttle-based slowdown of its finished measured trials (unless the quota ran out in more
+    than :data:`SLOWDOWN_BIT_PERIODS` of the CFS periods, i.e. the limit did bite; diagnostics
+    ``throttle``,
     :mod:`vhpc.host.cpu_bandwidth`) is below :data:`SLOWDOWN_APPLIED_SHARE` of the request.
     The usual cause: the CPU quota is for more CPUs than the benchmark keeps busy (a
     one-thread benchmark, quota for 2 CPUs), so it never reaches the quota.  ``trials``:
@@ -206,7 +211,7 @@ def slowdown_findings(trials) -> list[Finding]:
         if requested <= 0 or not applied:
             continue
         mean = sum(applied) / len(applied)
-        if mean >= SLOWDOWN_APPLIED_SHARE * requested or (bit and sum(bit) / len(bit) > 0.5):
+        if mean >= SLOWDOWN_APPLIED_SHARE * requested or (bit and sum(bit) / len(bit) > SLOWDOWN_BIT_PERIODS):
             continue
         cpus = readings[0].get("cpus")
         out.append(Finding(

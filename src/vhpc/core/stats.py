@@ -181,6 +181,15 @@ def _t_ppf(q: float, df: float) -> float:
     return float(sps.t.ppf(q, df))
 
 
+def _t_sf(x: float, df: float) -> float:
+    """``scipy.stats.t.sf(x, df)`` through the special function behind it (``stdtr(df, -x)``),
+    so that a report's p-values do not import scipy.stats (1.1 s against 0.25 s for
+    scipy.special here); edge cases (df not > 0, x not finite) still go through scipy.stats."""
+    if df > 0 and math.isfinite(x):
+        return float(spc.stdtr(df, -x))
+    return float(sps.t.sf(x, df))
+
+
 def _tq(confidence: float, df: float) -> float:
     """Two-sided Student-t quantile t_{(1+c)/2, df}."""
     return _t_ppf(0.5 + confidence / 2.0, df)
@@ -238,7 +247,7 @@ def welch_test(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: floa
 
     var_a, var_b: sample variances (ddof = 1, unit²); n_a, n_b: sample counts.
     ``t = (mean_a − mean_b) / √(v_a + v_b)`` with ``v = var/n``,
-    ``df = (v_a + v_b)² / (v_a²/(n_a−1) + v_b²/(n_b−1))``; p from
+    ``df = (v_a + v_b)² / (v_a²/(n_a−1) + v_b²/(n_b−1))``; p = 2·P(T_df > |t|), the value of
     ``scipy.stats.ttest_ind_from_stats(equal_var=False)``.
     Returns (p, df).  Degenerate cases: n < 2 on either side → (None, None); zero variance on
     both sides → (0.0, None) when the means differ, (1.0, None) when they are equal.
@@ -251,9 +260,8 @@ def welch_test(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: floa
         return ((0.0 if mean_a != mean_b else 1.0), None)
     denom = (va * va / (n_a - 1) if va > 0 else 0.0) + (vb * vb / (n_b - 1) if vb > 0 else 0.0)
     df = se2 * se2 / denom
-    res = sps.ttest_ind_from_stats(mean_a, math.sqrt(var_a), n_a, mean_b, math.sqrt(var_b), n_b,
-                                   equal_var=False)
-    return (min(1.0, float(res.pvalue)), df)
+    t = (mean_a - mean_b) / math.sqrt(se2)
+    return (min(1.0, 2.0 * _t_sf(abs(t), df)), df)
 
 
 def _fieller_df(sa2: float, sb2: float, n_a: int, n_b: int, r: float) -> float:
@@ -357,7 +365,15 @@ def is_skewed(values: Sequence[float]) -> bool:
     x = np.asarray(values, dtype=float)
     if x.size < 3 or np.ptp(x) == 0:
         return False
-    return bool(abs(float(sps.skew(x, bias=False))) > SKEW_THRESHOLD)
+    # G1 = √(n(n−1))/(n−2) · m3/m2^1.5 with the central moments m2, m3: scipy.stats.skew's
+    # bias=False arithmetic, and like it no value (not skewed) when m2 is lost to rounding
+    n, mean = x.size, float(x.mean())
+    d = x - mean
+    m2, m3 = float(np.mean(d * d)), float(np.mean(d * d * d))
+    if m2 <= (np.finfo(float).resolution * mean) ** 2:
+        return False
+    g1 = math.sqrt(n * (n - 1)) / (n - 2) * m3 / m2 ** 1.5
+    return abs(g1) > SKEW_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -481,7 +497,7 @@ def ratio_of_ratios(a_new: Sequence[float], b_new: Sequence[float], a_old: Seque
         df = 1.0 / sum((u / total) ** 2 / (x.size - 1) for u, x in zip(us, xs) if u > 0)
     se = math.sqrt(total)
     half = _tq(confidence, df) * se
-    p = float(2.0 * sps.t.sf(abs(math.log(q)) / se, df))
+    p = 2.0 * _t_sf(abs(math.log(q)) / se, df)
     if not half < 700.0:  # exp would overflow: no finite bounds
         return (q, None, None, df, min(1.0, p), LOG_DELTA)
     return (q, _finite(q * math.exp(-half)), _finite(q * math.exp(half)), df, min(1.0, p),

@@ -165,10 +165,31 @@ class PrivateLibvirtd:
             raise DaemonError("cannot start a private libvirtd in its own mount namespace: "
                               + (out.stderr.strip().splitlines() or ["?"])[-1])
 
-    def stop(self) -> None:
-        """Stop libvirtd, then virtlogd if this directory started it."""
+    def stop(self) -> list[str]:
+        """Destroy the domains still running under this daemon (libvirtd leaves running
+        guests alone when it exits, so their QEMU would outlive it), then stop libvirtd, then
+        virtlogd if this directory started it.  Returns the names of the domains destroyed."""
+        destroyed = self._destroy_domains() if socket_live(self.socket) else []
         _stop_pid(self.dir / "libvirtd.pid")
         _stop_pid(self.dir / "virtlogd.pid")
+        return destroyed
+
+    def _destroy_domains(self) -> list[str]:
+        """``virsh destroy`` (virsh(1), libvirt-clients) each running domain of this private
+        daemon, every one of which a user of it started; [] when virsh is not installed or
+        does not answer within 30 s."""
+        virsh = shutil.which("virsh")
+        if not virsh:
+            return []
+        try:
+            names = subprocess.run([virsh, "-c", self.uri, "list", "--name"], capture_output=True,
+                                   text=True, timeout=30).stdout.split()
+            for name in names:
+                subprocess.run([virsh, "-c", self.uri, "destroy", "--", name],
+                               capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        return names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         if args[0] == "start":
             print(daemon.start())
         else:
-            daemon.stop()
+            for name in daemon.stop():
+                print(f"vhpc: destroyed domain {name}, still running", file=sys.stderr)
     except (DaemonError, OSError, subprocess.CalledProcessError) as exc:
         print(f"vhpc: {exc}", file=sys.stderr)
         return 1
