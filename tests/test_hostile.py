@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import stat
@@ -496,14 +497,17 @@ def campaign_id(out: Path) -> str:
 
 
 def kill9_then_resume(out: Path, proc, pids: list[int], folders: list[str],
-                      env=None) -> int:
-    """SIGKILL vhpc during a trial, start ``--resume``, check that once it has started
-    nothing of the killed trial is left (``pids``, ``folders`` of the killed run), and let
-    the resume end by itself (each test's resumed trial ends: a gate or the custom
-    ``timeout:``).  Returns the resume's exit status; it leaves no folder of its own."""
+                      env=None, gate: Path | None = None) -> int:
+    """SIGKILL vhpc during a trial, open ``gate`` (when given), start ``--resume``, check
+    that once it has started nothing of the killed trial is left (``pids``, ``folders`` of the
+    killed run), and let the resume end by itself (each test's resumed trial ends: a gate or
+    the custom ``timeout:``).  Returns the resume's exit status; it leaves no folder of its
+    own."""
     assert pids or folders, "the trial left nothing to check"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    if gate is not None:
+        gate.touch()
     resume = spawn("compare", "--resume", campaign_id(out), "--out", out, env=env)
     try:
         gone = lambda: not any(alive(p) for p in pids) and not any(  # noqa: E731
@@ -586,11 +590,28 @@ def test_kill9_during_an_ssh_trial_leaves_no_remote_process_or_master(sshd, tmp_
              "the remote wrappers to end (a remote wrapper of the killed run is left)", limit=20)
 
 
+@pytest.fixture
+def guest_gate():
+    """A gate file's path that guests see: under vhpc's cache folder (a guest sees the host's
+    files read-only at their own paths, but its /tmp is its own).  The trial waits until the
+    gate exists; the test opens it once the first run is killed, so the resumed trial ends at
+    once instead of at its timeout."""
+    from vhpc.core.paths import cache_dir
+
+    folder = Path(tempfile.mkdtemp(prefix="test-gate-", dir=cache_dir()))
+    yield folder / "gate"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _gated(gate: Path) -> list[str]:
+    return ["sh", "-c", f"if [ -e {gate} ]; then echo v 1; exit 0; fi; sleep 300; echo v 1"]
+
+
 @pytest.mark.vm
 def test_kill9_during_a_vm_trial_leaves_no_qemu_or_guest_folder(tmp_path, kernels_built,
-                                                               no_qemu_leak):
-    f = custom_file(tmp_path / "c.yaml", ["sh", "-c", "sleep 300; echo v 1"], timeout=10,
-                    env="vm:vcpus=1,memory=256,pin=none")  # the resumed trial times out
+                                                               no_qemu_leak, guest_gate):
+    f = custom_file(tmp_path / "c.yaml", _gated(guest_gate), timeout=30,
+                    env="vm:vcpus=1,memory=256,pin=none")
     out = tmp_path / "out"
     proc = spawn("run", f, "--out", out)
     found: dict[str, list] = {}
@@ -603,7 +624,7 @@ def test_kill9_during_a_vm_trial_leaves_no_qemu_or_guest_folder(tmp_path, kernel
 
     try:
         wait_for(qemu_up, "the guest of the trial", limit=300, proc=proc)
-        assert kill9_then_resume(out, proc, found["qemu"], found["dirs"]) in (0, 1)
+        assert kill9_then_resume(out, proc, found["qemu"], found["dirs"], gate=guest_gate) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -611,9 +632,10 @@ def test_kill9_during_a_vm_trial_leaves_no_qemu_or_guest_folder(tmp_path, kernel
 
 
 @pytest.mark.vm
-def test_kill9_during_a_vcluster_trial_leaves_nothing(tmp_path, kernels_built, no_qemu_leak):
-    f = custom_file(tmp_path / "c.yaml", ["sh", "-c", "sleep 300; echo v 1"], timeout=10,
-                    env="vcluster:vms=2,vcpus=1,memory=384")  # the resumed trial times out
+def test_kill9_during_a_vcluster_trial_leaves_nothing(tmp_path, kernels_built, no_qemu_leak,
+                                                      guest_gate):
+    f = custom_file(tmp_path / "c.yaml", _gated(guest_gate), timeout=60,
+                    env="vcluster:vms=2,vcpus=1,memory=384")
     out = tmp_path / "out"
     proc = spawn("run", f, "--out", out)
     found: dict[str, list] = {}
@@ -628,7 +650,7 @@ def test_kill9_during_a_vcluster_trial_leaves_nothing(tmp_path, kernels_built, n
 
     try:
         wait_for(cluster_up, "both guests of the trial", limit=400, proc=proc)
-        assert kill9_then_resume(out, proc, found["qemu"], found["dirs"]) in (0, 1)
+        assert kill9_then_resume(out, proc, found["qemu"], found["dirs"], gate=guest_gate) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
