@@ -33,8 +33,7 @@ def installed(tmp_path_factory):
     """(venv bin dir, environment) of a fresh virtualenv holding the wheel, built with
     ``python -m build`` (sdist, then the wheel from it), its dependencies those of the test
     run's own virtualenv.  Session-scoped: built once per run
-    (per pytest-xdist worker) even when the worker runs other modules' tests in between; pip
-    skips byte-compiling (``--no-compile``: Python compiles what it imports)."""
+    (per pytest-xdist worker) even when the worker runs other modules' tests in between."""
     for tool in ("cc", "make", "mpicc"):
         require_tool(tool)
     tmp = tmp_path_factory.mktemp("install")
@@ -73,8 +72,7 @@ def installed(tmp_path_factory):
         if not item.name.lower().startswith(BORROW_NOT) and \
                 item.name.split("-")[0].lower() not in own and not item.name.endswith(".pth"):
             (site / item.name).symlink_to(item)
-    r = _run([str(venv / "bin" / "pip"), "install", "-q", "--no-compile", "--no-deps",
-              str(wheel)], env=env)
+    r = _run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)], env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     r = _run([str(venv / "bin" / "pip"), "check"], env=env)  # every declared dependency present
     assert r.returncode == 0, r.stdout[-2000:]
