@@ -55,10 +55,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 # vhpc's own modules byte-compiled ahead (compileall skips those up to date): where
-# PYTHONDONTWRITEBYTECODE is set (as on the CI host), Python would otherwise compile every vhpc
-# module it imports again in every process (0.1 s a start here, seconds in a TCG guest), as
-# it would numpy, scipy and matplotlib without pip's byte-compiling (2.2 s against 0.8 s to
-# import what a report needs).
+# PYTHONDONTWRITEBYTECODE is set (as in this workplace's shell), Python would otherwise
+# compile every vhpc module it imports again in every process (0.1 s a start here, more in a
+# TCG guest), as it would numpy, scipy and matplotlib without pip's byte-compiling (2.2 s
+# against 0.8 s to import what a report needs).
 venv: $(VENV)/.installed
 	$(BIN)/python -m compileall -q src/vhpc
 
@@ -80,7 +80,7 @@ demo: deps venv kernels
 TEST_WORKERS ?= auto
 test: deps venv kernels
 	CI=true $(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial"
-	CI=true $(BIN)/python -m pytest -q -ra -m serial
+	CI=true $(BIN)/python -m pytest -q -ra --durations=5 -m serial
 
 clean:
 	$(MAKE) -C kernels clean

@@ -211,7 +211,8 @@ def slowdown_findings(trials) -> list[Finding]:
         if requested <= 0 or not applied:
             continue
         mean = sum(applied) / len(applied)
-        if mean >= SLOWDOWN_APPLIED_SHARE * requested or (bit and sum(bit) / len(bit) > SLOWDOWN_BIT_PERIODS):
+        if mean >= SLOWDOWN_APPLIED_SHARE * requested \
+                or (bit and sum(bit) / len(bit) > SLOWDOWN_BIT_PERIODS):
             continue
         cpus = readings[0].get("cpus")
         out.append(Finding(
