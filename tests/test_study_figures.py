@@ -78,6 +78,24 @@ def test_socket_span_x_is_sockets_series_native_vs_vm():
     assert set(d["panels"][0]["series"][0]["points"][0]) == {"x", "y", "low", "high", "n", "emulated"}
 
 
+def test_a_title_wider_than_the_figure_widens_the_drawing_instead_of_being_clipped():
+    """One panel is 5.2 in (374.4 pt) wide; an emulated study's suptitle (Seed 000 Fig. 2: ...
+    — TCG emulation, not hardware virtualization) is wider.  The saved drawing takes the
+    whole title in (figures.render's tight bounding box; constrained layout alone clipped it
+    on both sides)."""
+    spec = {}
+    for k in (1, 2):
+        spec[(f"native-{k}s", "stream", "", "triad_bw", "MB/s", True)] = 1000.0 * k
+        spec[(f"vm-span{k}", "stream", "", "triad_bw", "MB/s", True)] = 900.0 * k
+    names = [k[0] for k in spec]
+    a = analyse(_obs(spec), _envs(names, tcg={"vm-span1", "vm-span2"}), "native-1s")
+    fd = figure_data(studies.STUDIES.get("socket-span").figure, a)
+    assert fd.emulated and len(fd.panels) == 1
+    svg = studyfig.draw(fd)
+    width = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', svg)[1])
+    assert width > 5.2 * 72 + 100, width
+
+
 def test_mpi_p2p_message_size_axis_log_and_linpack_relative():
     spec = {}
     for env, f in (("native", 1.0), ("vm", 1.2)):
