@@ -274,10 +274,8 @@ def prefetch_files() -> list[str]:
 
 def kernel_cmdline(probe: bool = False, shares: list[Path] | None = None) -> str:
     """The guest kernel command line (serial console, quiet, extra shares and the files to
-    prefetch for init).  ``cryptomgr.notests`` skips the crypto API's boot-time self-tests
-    (kernel-parameters.txt): 0.3 s of a 2.5-3 s boot under TCG (initcall_debug:
-    crypto_algapi_init), for algorithms no trial uses."""
-    words = ["console=ttyS0", "quiet", "panic=-1", "mitigations=off", "cryptomgr.notests"]
+    prefetch for init)."""
+    words = ["console=ttyS0", "quiet", "panic=-1", "mitigations=off"]
     khz = host_khz()
     if khz:
         words.append(f"tsc_early_khz={khz}")
