@@ -89,7 +89,7 @@ SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
 
 #: Modules ``make test`` runs alone, after the parallel pass: each failed only beside other
 #: workers' load (sacct and a killed ssh run's remote cleanup raced a loaded second core) and
-#: passes on its own.  (test_libvirt ran here too: its private libvirtd died when a second one
+#: passes on its own.  A test of theirs marked ``parallel`` runs in the parallel pass.  (test_libvirt ran here too: its private libvirtd died when a second one
 #: ran on the host, which a system-mode QEMU driver refuses (/run/libvirt/qemu/driver.pid);
 #: each private daemon now has its own mount namespace, backends/libvirtd.py.)
 SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
@@ -100,9 +100,9 @@ SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 #: order, and its default order (most tests first) left these one-test guest modules to the
 #: end, where they ran alone on one worker for minutes while the other idled.
 SLOW_FIRST = ("guest", "test_vcluster", "test_libvirt", "test_study_figures", "test_store_robust",
-              "test_vcluster_nodes", "test_node_lost", "test_vm_numa_binding", "test_report_pages",
-              "test_cli", "test_tune", "cgroups", "test_install", "test_npb", "test_slurm",
-              "test_battery", "test_suites", "test_mpi_launch", "test_ssh")
+              "test_vcluster_nodes", "test_node_lost", "test_vm_numa_binding", "test_hostile",
+              "test_report_pages", "test_cli", "test_tune", "cgroups", "test_install", "test_npb",
+              "test_slurm", "test_battery", "test_suites", "test_mpi_launch", "test_ssh")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
@@ -114,7 +114,7 @@ def pytest_collection_modifyitems(config, items):
     rank = {}
     for i, item in enumerate(items):
         module = item.module.__name__.rsplit(".", 1)[-1]
-        if module in SERIAL_MODULES:
+        if module in SERIAL_MODULES and item.get_closest_marker("parallel") is None:
             item.add_marker(pytest.mark.serial)
         mark = item.get_closest_marker("xdist_group")
         if mark is None:

@@ -608,6 +608,7 @@ def _gated(gate: Path) -> list[str]:
 
 
 @pytest.mark.vm
+@pytest.mark.parallel  # the kill waits on a gate, not on timing: no race with load
 def test_kill9_during_a_vm_trial_leaves_no_qemu_or_guest_folder(tmp_path, kernels_built,
                                                                no_qemu_leak, guest_gate):
     f = custom_file(tmp_path / "c.yaml", _gated(guest_gate), timeout=30,
@@ -632,6 +633,7 @@ def test_kill9_during_a_vm_trial_leaves_no_qemu_or_guest_folder(tmp_path, kernel
 
 
 @pytest.mark.vm
+@pytest.mark.parallel  # as above (17.8 s of the serial pass alone)
 def test_kill9_during_a_vcluster_trial_leaves_nothing(tmp_path, kernels_built, no_qemu_leak,
                                                       guest_gate):
     f = custom_file(tmp_path / "c.yaml", _gated(guest_gate), timeout=60,

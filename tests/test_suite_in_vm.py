@@ -17,7 +17,7 @@ pytestmark = pytest.mark.vm
 SMALLEST = {
     "stream": {"n": 20000, "ntimes": 3},
     "randomaccess": {"table_log2": 18},
-    "pingpong": {"iters": 20, "bw_size": 65536},
+    "pingpong": {"iters": 20, "bw_size": 4096},
     "noise": {"duration": 0.1},
     "pagefault": {"mib": 2, "reps": 1},
     # one rank: 3.3 s instead of 7.7 s at the default 1x2 grid under TCG; the MPI launch in a
@@ -60,7 +60,7 @@ def test_every_benchmark_runs_verified_in_one_guest(kernels_built, shared_dir, g
     cases += [(n, {"class": "S", "variant": "mpi"}) for n in ("npb-cg", "npb-is")]
     cases.append(("npb-external", {"binary": str(exe), "class": "S", "threads": 2}))
     require_tool("mpicc.mpich")  # make test installs MPICH: fails under CI=true when missing
-    cases.append(("pingpong", {"iters": 20, "bw_size": 65536, "mpi": "mpich"}))
+    cases.append(("pingpong", {"iters": 20, "bw_size": 4096, "mpi": "mpich"}))
     covered = {name for name, _ in cases}
     assert covered == {n for n, b in REGISTRY.items() if type(b).__name__ != "CommandBenchmark"}
     failures = []
