@@ -76,13 +76,14 @@ demo: deps venv kernels
 	$(BIN)/vhpc compare --repeats 3 --out $(OUT)
 
 # CI=true: a test whose tool (above) is missing fails instead of skipping (tests/conftest.py
-# require_tool).  One pytest-xdist worker per core (TEST_WORKERS; with 2 cores, 3 workers
-# were no faster: 810-944 s over four runs against 912 s with 2, most tests being TCG guests
-# that want a core each); --dist loadgroup keeps each test module
-# (its guest, daemons) on one worker (tests/conftest.py pytest_collection_modifyitems), and
-# --no-loadscope-reorder deals the groups in collection order, which puts the slowest first
-# (conftest.SLOW_FIRST).
-TEST_WORKERS ?= auto
+# require_tool).  One pytest-xdist worker more than the cores (TEST_WORKERS): tests also wait
+# (Slurm's SlurmdTimeout, daemons, guests' consoles), and with 2 workers on this 2-core host the
+# CPU idled for 15 % of the parallel pass (559 s; 3 workers: 489 s at 97 % busy).  (An older
+# suite, with timeouts where gates now are, was no faster with 3.)  --dist loadgroup keeps each
+# test module (its guest, daemons) on one worker (tests/conftest.py
+# pytest_collection_modifyitems), and --no-loadscope-reorder deals the groups in collection
+# order, which puts the slowest first (conftest.SLOW_FIRST).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: deps venv kernels
 	CI=true $(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial"
 	CI=true $(BIN)/python -m pytest -q -ra --durations=5 -m serial
