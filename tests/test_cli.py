@@ -47,6 +47,29 @@ def test_commands_that_compute_no_statistic_do_not_import_scipy(tmp_path):
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout
 
 
+def test_no_report_stores_the_campaign_and_report_writes_it_later(tmp_path, kernels_built):
+    """``--no-report`` stores every trial, writes no report (nor draws: matplotlib is never
+    imported) and prints the ``vhpc report`` command that writes it from the store."""
+    out = tmp_path / "out"
+    code = ("import sys; from vhpc import cli\n"
+            "rc = cli.main(sys.argv[1:])\n"
+            "print('MPL', 'matplotlib' in sys.modules, 'RC', rc)")
+    r = subprocess.run([sys.executable, "-c", code, "compare", "-b", "stream:n=20000,ntimes=3",
+                        "-e", "native", "--repeats", "2", "--warmup", "0", "--no-report",
+                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("MPL False RC 0"), r.stdout + r.stderr
+    cid = sqlite3.connect(out / "vhpc.db").execute("SELECT id FROM campaigns").fetchone()[0]
+    assert f"vhpc report {cid} --out {out}" in " ".join(r.stdout.split())
+    assert not list(out.rglob("report.html")) and not list(out.rglob("results.json"))
+    rows = _done(out / "vhpc.db")
+    assert len(rows) == 2 and all(row[2] == "done" for row in rows)
+    later = vhpc("report", cid, "--out", str(out))
+    assert later.returncode == 0, later.stderr[-2000:]
+    doc = json.loads((out / cid / "results.json").read_text())
+    assert len({s["trial_id"] for s in doc["samples"]}) == 2
+    assert (out / cid / "report.html").stat().st_size > 0
+
+
 def test_list_benchmarks_shows_the_quick_suite():
     r = vhpc("list", "benchmarks")
     assert r.returncode == 0
@@ -122,7 +145,7 @@ def test_sigkill_midway_then_resume_loses_and_repeats_nothing(tmp_path, kernels_
     finished_before = {r[0]: r[3] for r in rows if r[2] == "done"}
     assert 0 < len(finished_before) < 6
     cid = sqlite3.connect(db_path).execute("SELECT id FROM campaigns").fetchone()[0]
-    r = vhpc("compare", "--resume", cid, "--out", str(tmp_path), timeout=900)
+    r = vhpc("compare", "--resume", cid, "--no-report", "--out", str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rows = _done(db_path)
     assert len(rows) == 6 and all(r[2] == "done" for r in rows)

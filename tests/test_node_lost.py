@@ -98,7 +98,7 @@ def test_a_killed_slurmd_fails_one_trial_names_the_node_and_resume_runs_the_rest
         if state in ("idle", "mixed", "allocated"):
             break
         time.sleep(1)
-    resumed = _vhpc(cluster, out, "compare", "--resume", cid)
+    resumed = _vhpc(cluster, out, "compare", "--resume", cid, "--no-report")
     r_out, r_err = resumed.communicate(timeout=900)
     assert resumed.returncode == 0, r_out[-2000:] + r_err[-2000:]  # every trial it ran passed
     rows = Store(db).trials(cid)

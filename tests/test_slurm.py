@@ -98,7 +98,7 @@ def test_killed_allocation_then_resume_loses_and_repeats_nothing(slurm_cluster, 
     cid = store.campaigns()[0]["id"]
     before = {t.id: (t.started, t.applied.slurm["job_id"]) for t in store.trials(cid, "done")}
     assert 2 <= len(before) < 8
-    out = subprocess.run(CLI + ["compare", "--resume", cid, "--out", str(tmp_path)],
+    out = subprocess.run(CLI + ["compare", "--resume", cid, "--no-report", "--out", str(tmp_path)],
                          capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     trials = store.trials(cid)

@@ -229,7 +229,7 @@ def test_a_full_disk_stops_the_campaign_as_interrupted_and_it_resumes(tmp_path):
         listing = vhpc(tmp_path, "list", "campaigns", "--out", str(out))
         assert cid in listing.stdout and "interrupted" in listing.stdout
         assert "running" not in listing.stdout.split(cid)[1].splitlines()[0]
-        r = vhpc(tmp_path, "compare", "--resume", cid, "--out", str(out))
+        r = vhpc(tmp_path, "compare", "--resume", cid, "--no-report", "--out", str(out))
         assert r.returncode == 0, r.stderr
         assert rows(db, "SELECT status FROM campaigns") == [("finished",)]
         assert rows(db, "SELECT status, COUNT(*) FROM trials GROUP BY status") == [("done", 3)]
@@ -288,7 +288,7 @@ def test_a_running_campaign_has_one_owner_and_a_dead_owner_is_taken_over(tmp_pat
     first.wait()
     assert "interrupted" in vhpc(tmp_path, "list", "campaigns", "--out", str(out)).stdout
     gate.touch()
-    third = vhpc(tmp_path, "compare", "--resume", cid, "--out", str(out))
+    third = vhpc(tmp_path, "compare", "--resume", cid, "--no-report", "--out", str(out))
     assert third.returncode == 0, third.stderr
     assert f"left by pid {first.pid} on" in third.stderr and "taking it over" in third.stderr
     # trial 1 ran once, trial 2 was killed and re-run once, trial 3 ran once
@@ -482,7 +482,7 @@ def test_kill_and_resume_of_a_warm_vm_campaign_labels_the_reboot_trial(tmp_path,
     proc.wait()
     gate.touch()
     cid = rows(db, "SELECT id FROM campaigns")[0][0]
-    r = vhpc(tmp_path, "compare", "--resume", cid, "--out", str(out), timeout=900)
+    r = vhpc(tmp_path, "compare", "--resume", cid, "--no-report", "--out", str(out), timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     assert rows(db, "SELECT seq, environment, session_index, reboot FROM trials "
                     "WHERE environment LIKE 'vm%' ORDER BY seq") == [

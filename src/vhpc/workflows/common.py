@@ -111,12 +111,15 @@ def open_store(out: str, existing: bool = False):
 
 
 def campaign_flags(sp, dry_run=False):
-    """--out, and --dry-run for the commands that start campaigns."""
+    """--out, and --dry-run and --no-report for the commands that start campaigns."""
     sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
     if dry_run:
         sp.add_argument("--dry-run", action="store_true",
                         help="print the planned trials (round, environment, benchmark with "
                              "its parameters, placement) and start nothing")
+        sp.add_argument("--no-report", action="store_true",
+                        help="store the results and write no report (scripted sweeps: "
+                             "'vhpc report ID' writes it later, from the store)")
 
 
 def spec_from_flags(args):
@@ -183,5 +186,11 @@ def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]
         return 130, cid
     finally:
         progress.stop()
-    views.campaign_report(store, cid, args.out, console)
-    return (1 if counts.get("failed") else 0), cid
+    failed = counts.get("failed", 0)
+    if getattr(args, "no_report", False):  # the analysis and figures: seconds a campaign
+        console.print(f"Stored{f' ({failed} failed trials)' if failed else ''}; no report "
+                      f"(--no-report): vhpc report {esc(cid)} --out {esc(args.out)}",
+                      highlight=False)
+    else:
+        views.campaign_report(store, cid, args.out, console)
+    return (1 if failed else 0), cid
