@@ -508,7 +508,7 @@ def kill9_then_resume(out: Path, proc, pids: list[int], folders: list[str],
     proc.wait()
     if gate is not None:
         gate.touch()
-    resume = spawn("compare", "--resume", campaign_id(out), "--out", out, env=env)
+    resume = spawn("compare", "--resume", campaign_id(out), "--no-report", "--out", out, env=env)
     try:
         gone = lambda: not any(alive(p) for p in pids) and not any(  # noqa: E731
             Path(f).exists() for f in folders)

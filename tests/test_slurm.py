@@ -30,8 +30,8 @@ def test_native_and_vm_trials_as_job_steps(slurm_cluster, tmp_path, kernels_buil
     campaign.write_text("executor: slurm\nrepeats: 1\nwarmup: 0\nbenchmarks:\n"
                         "  - stream: {n: 100000}\nenvironments:\n  - native\n"
                         "  - vm: {vcpus: 1, memory: 512}\n")
-    out = subprocess.run(CLI + ["run", str(campaign), "--out", str(tmp_path)], capture_output=True,
-                         text=True, env=_env(slurm_cluster), timeout=900)
+    out = subprocess.run(CLI + ["run", str(campaign), "--no-report", "--out", str(tmp_path)],
+                         capture_output=True, text=True, env=_env(slurm_cluster), timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     store = Store(tmp_path / "vhpc.db")
     cid = store.campaigns()[0]["id"]
@@ -54,7 +54,7 @@ def test_native_and_vm_trials_as_job_steps(slurm_cluster, tmp_path, kernels_buil
 
 def test_mpi_job_over_two_tasks_through_srun(slurm_cluster, tmp_path, kernels_built):
     out = subprocess.run(CLI + ["compare", "--executor", "slurm:nodes=1", "-b", "pingpong",
-                                "-e", "native", "--repeats", "1", "--warmup", "0",
+                                "-e", "native", "--repeats", "1", "--warmup", "0", "--no-report",
                                 "--out", str(tmp_path)],
                          capture_output=True, text=True, env=_env(slurm_cluster), timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
