@@ -146,8 +146,9 @@ def dry_run(spec) -> int:
 
 
 def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]:
-    """Create (or resume, ``--resume``) and execute a campaign, then report it; returns
-    (exit status, campaign id).  ``command``: stored instead of this process's argv."""
+    """Create (or resume, ``--resume``) and execute a campaign, then report it (with
+    ``--no-report``: print the ``vhpc report`` command instead); returns (exit status: 1 when
+    a trial failed, campaign id).  ``command``: stored instead of this process's argv."""
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
