@@ -89,9 +89,10 @@ SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
 
 #: Modules ``make test`` runs alone, after the parallel pass: each failed only beside other
 #: workers' load (sacct and a killed ssh run's remote cleanup raced a loaded second core) and
-#: passes on its own.  A test of theirs marked ``parallel`` runs in the parallel pass.  (test_libvirt ran here too: its private libvirtd died when a second one
-#: ran on the host, which a system-mode QEMU driver refuses (/run/libvirt/qemu/driver.pid);
-#: each private daemon now has its own mount namespace, backends/libvirtd.py.)
+#: passes on its own; a test of theirs marked ``parallel`` runs in the parallel pass.
+#: (test_libvirt ran here too: its private libvirtd died when a second one ran on the host,
+#: which a system-mode QEMU driver refuses (/run/libvirt/qemu/driver.pid); each private daemon
+#: now has its own mount namespace, backends/libvirtd.py.)
 SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 
 
