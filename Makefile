@@ -51,8 +51,8 @@ $(BIN)/python:
 
 # uv installs (pip installs uv, then uv the rest), byte-compiling on every core: a fresh venv
 # took 38 s with an empty uv cache and 32 s with a warm one here, against 56 s with pip, which
-# byte-compiles numpy, scipy and matplotlib on one core.  (11 s of uv's time is building
-# libvirt-python from its sdist: uv's cache finds the index answer changed on every run here.)
+# byte-compiles numpy, scipy and matplotlib on one core.  (uv builds libvirt-python from its
+# sdist on every run here, about 6 s of gcc: its cache finds the index answer changed.)
 # Copies, not links, so the venv does not depend on uv's cache; the system's CA bundle, as pip
 # uses it.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
@@ -81,8 +81,8 @@ demo: deps venv kernels
 # CI=true: a test whose tool (above) is missing fails instead of skipping (tests/conftest.py
 # require_tool).  One pytest-xdist worker more than the cores (TEST_WORKERS): tests also wait
 # (Slurm's SlurmdTimeout, daemons, guests' consoles), and with 2 workers on this 2-core host the
-# CPU idled for 15 % of the parallel pass (559 s; 3 workers: 489 s at 97 % busy).  (An older
-# suite, with timeouts where gates now are, was no faster with 3.)  --dist loadgroup keeps each
+# CPU idled for 15 % of the parallel pass (559 s; 3 workers: 489 s at 97 % busy).  (An older,
+# slower suite was no faster with 3: 810-944 s against 912 s.)  --dist loadgroup keeps each
 # test module (its guest, daemons) on one worker (tests/conftest.py
 # pytest_collection_modifyitems), and --no-loadscope-reorder deals the groups in collection
 # order, which puts the slowest first (conftest.SLOW_FIRST).
