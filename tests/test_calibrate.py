@@ -59,9 +59,13 @@ def test_calibrate_pagefault_native(tmp_path, kernels_built):
         assert row["aa"]["campaigns"] == 3 and 0 <= row["aa"]["false_positives"] <= 3
         inj = row["injected"]
         assert len(inj["campaigns"]) == 3
+        # the kernel throttled the slowed copy in at least one campaign
+        assert max(c["applied"] for c in inj["campaigns"]) > 0
         for c in inj["campaigns"]:
-            # the kernel throttled the slowed copy, and its CPU-time bound is never below it
-            assert 0 < c["applied"] <= c["applied_from_usage"] + 1e-9
+            # the CPU-time bound is never below what the kernel's throttling accounts for; 0
+            # when the slowed copy never reached its quota (CI once read 0 in one campaign
+            # of a full make test: 3 workers on 2 CPUs gave it less than 83 % of a CPU)
+            assert 0 <= c["applied"] <= c["applied_from_usage"] + 1e-9
             lo, hi = c["ci_pct"]
             assert c["covers_applied"] == (lo <= c["applied"] * 100 <= hi)
             covered += c["covers_applied"]
@@ -165,3 +169,35 @@ def test_no_cpu_bandwidth_control_is_a_one_line_error_before_anything_runs(tmp_p
     with pytest.raises(EnvError, match="slowdown= needs CPU bandwidth control"):
         calibrate.run(store, s, say=lambda m: None)
     assert store.campaigns() == []
+
+
+def test_an_injected_slowdown_the_kernel_barely_applied_is_named(tmp_path):
+    from rich.console import Console
+
+    from vhpc.report import calibrate as page
+
+    def row(metric, applied):
+        return {"environment": "native", "benchmark": "pagefault", "metric": metric, "unit": "us",
+                "aa": {"false_positives": 0, "campaigns": 3, "rate": 0.0, "rate_ci": [0.0, 0.7],
+                       "alpha": 0.05},
+                "injected": {"requested": 0.2, "applied": applied, "applied_from_usage": 0.3,
+                             "recovered_pct": 3.0, "coverage": 0.0, "coverage_ci": [0.0, 0.7],
+                             "detection": 0.0,
+                             "campaigns": [{"ci_pct": [-1.0, 7.0]}]},
+                "power": {"relative_sd": 0.05, "power": 0.8, "runs_needed": 4,
+                          "detectable_at_repeats": 0.3, "repeats": 3}}
+
+    doc = {"settings": {"campaigns": 3, "repeats": 3, "warmup": 1, "delta": 0.2, "alpha": 0.05},
+           "campaign_ids": {"native": ["c1"]},
+           "placement": {"native": {"trials": 0, "matching": 0, "rate": None}},
+           # 0.09 is under half of 0.2, 0.15 is not
+           "rows": [row("private_us", 0.09), row("shared_us", 0.15)]}
+    _, html = page.write(doc, tmp_path)
+    text = html.read_text()
+    assert text.count('class="note"') == 1
+    assert "private_us: the kernel applied 9.0 % of the 20.0 % asked" in text
+    con = Console(record=True, width=250)
+    page.render_terminal(doc, con)
+    out = con.export_text()
+    assert "note: native pagefault private_us: the kernel applied 9.0 %" in out
+    assert "shared_us: the kernel applied" not in out

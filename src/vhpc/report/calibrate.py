@@ -14,6 +14,7 @@ import jinja2
 from rich.console import Console
 from rich.table import Table
 
+from vhpc.analysis.findings import SLOWDOWN_APPLIED_SHARE
 from vhpc.core.paths import write_atomic
 from vhpc.core.text import markup as esc
 
@@ -51,6 +52,23 @@ def cells(row: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def shortfalls(doc: dict[str, Any]) -> list[str]:
+    """One sentence per row whose kernel-applied slowdown is under half the requested δ
+    (:data:`vhpc.analysis.findings.SLOWDOWN_APPLIED_SHARE`, as a campaign's finding): the
+    slowed copy seldom reached its CPU quota (other load on the host gave it less CPU than the
+    quota), so the injected slowdown is smaller than asked and detection is judged on less."""
+    out = []
+    for row in doc["rows"]:
+        inj = row["injected"]
+        applied = inj["applied"]
+        if applied is not None and applied < SLOWDOWN_APPLIED_SHARE * inj["requested"]:
+            out.append(f"{row['environment']} {row['benchmark']} {row['metric']}: the kernel "
+                       f"applied {pct(applied)} of the {pct(inj['requested'])} asked: "
+                       "the slowed copy seldom reached its CPU quota (other load on this host?); "
+                       "coverage is judged against what was applied")
+    return out
+
+
 COLUMNS = (("what", "environment benchmark metric"), ("aa", "A/A false positives"),
            ("recovered", "recovered slowdown"), ("applied", "applied by the kernel"),
            ("coverage", "CI covers applied"), ("detection", "detected"),
@@ -68,6 +86,8 @@ def render_terminal(doc: dict[str, Any], console: Console) -> None:
         c = cells(row)
         table.add_row(*(esc(c[k]) for k, _ in COLUMNS))
     console.print(table)
+    for line in shortfalls(doc):
+        console.print(f"note: {esc(line)}")
     for env, p in doc["placement"].items():
         if p["trials"]:
             console.print(f"placement {esc(env)}: {p['matching']}/{p['trials']} trials read back "
@@ -91,6 +111,7 @@ exact (Clopper–Pearson) 95 % intervals of the rates.</p>
 <table><thead><tr>{% for k, t in columns %}<th>{{ t }}</th>{% endfor %}</tr></thead><tbody>
 {% for c in rows %}<tr>{% for k, t in columns %}<td>{{ c[k] }}</td>{% endfor %}</tr>{% endfor %}
 </tbody></table>
+{% for line in notes %}<p class="note">Note: {{ line }}</p>{% endfor %}
 <h3>Placement</h3><ul>{% for env, p in placement.items() %}<li>{{ env }}:
 {{ p.matching }}/{{ p.trials }} trials read back as planned</li>{% endfor %}</ul>
 <p>Campaigns (each an ordinary campaign: <code>vhpc report ID</code>):
@@ -108,6 +129,6 @@ def write(doc: dict[str, Any], folder: Path) -> tuple[Path, Path]:
     s = doc["settings"]
     write_atomic(hpath, HTML_TPL.render(
         s=s, delta=pct(s["delta"]), conf=pct(1 - s["alpha"], 0), columns=COLUMNS,
-        rows=[cells(r) for r in doc["rows"]], placement=doc["placement"],
+        rows=[cells(r) for r in doc["rows"]], notes=shortfalls(doc), placement=doc["placement"],
         cids=doc["campaign_ids"]))
     return jpath, hpath
