@@ -47,7 +47,8 @@ deps:
 	fi
 
 # uv in a virtualenv of its own under the user's cache, made once (8 s: a venv with pip, then
-# pip install uv); each venv after it takes uv 1 s to create, pip seeded in it as venv does.
+# pip install uv); each venv after it takes uv 1 s to create, pip seeded in it as venv does,
+# on the same interpreter (never one uv would download).
 UV_HOME ?= $(HOME)/.cache/vhpc-build/uv
 UV := $(UV_HOME)/bin/uv
 $(UV):
@@ -55,7 +56,7 @@ $(UV):
 	$(UV_HOME)/bin/pip install -q uv
 
 $(BIN)/python: | $(UV)
-	$(UV) venv -q --seed --python $(PYTHON) $(VENV)
+	$(UV) venv -q --seed --no-python-downloads --python "$$(command -v $(PYTHON))" $(VENV)
 
 # uv installs the rest: a fresh venv took 38 s with an empty uv cache and 32 s with a warm one
 # here, against 56 s with pip.  Offline first: with every package in uv's cache the install
