@@ -196,8 +196,12 @@ def test_an_injected_slowdown_the_kernel_barely_applied_is_named(tmp_path):
     text = html.read_text()
     assert text.count('class="note"') == 1
     assert "private_us: the kernel applied 9.0 % of the 20.0 % asked" in text
+    # no trial read its placement back: said so, as in the terminal, not "0/0 as planned"
+    words = " ".join(text.split())
+    assert "native: no placement read-back recorded" in words and "0/0" not in text
     con = Console(record=True, width=250)
     page.render_terminal(doc, con)
     out = con.export_text()
     assert "note: native pagefault private_us: the kernel applied 9.0 %" in out
     assert "shared_us: the kernel applied" not in out
+    assert "placement native: no placement read-back recorded" in out

@@ -113,7 +113,8 @@ exact (Clopper–Pearson) 95 % intervals of the rates.</p>
 </tbody></table>
 {% for line in notes %}<p class="note">Note: {{ line }}</p>{% endfor %}
 <h3>Placement</h3><ul>{% for env, p in placement.items() %}<li>{{ env }}:
-{{ p.matching }}/{{ p.trials }} trials read back as planned</li>{% endfor %}</ul>
+{% if p.trials %}{{ p.matching }}/{{ p.trials }} trials read back as planned{% else %}no placement
+read-back recorded{% endif %}</li>{% endfor %}</ul>
 <p>Campaigns (each an ordinary campaign: <code>vhpc report ID</code>):
 {% for env, ids in cids.items() %}{{ env }}: {{ ids|join(", ") }}. {% endfor %}</p>
 </section></body></html>
