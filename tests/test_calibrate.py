@@ -37,6 +37,10 @@ def _cli(*args):
                           text=True, timeout=900, env={**os.environ, "COLUMNS": "250"})
 
 
+# Alone, after the parallel pass: the slowed copy's quota (8.3 ms of CPU per 10 ms) bites only
+# when the copy gets more CPU than that, and beside 3 workers on 2 CPUs it did not, in one
+# campaign of three (CI, stop 36) and in all three (a full make test here): applied 0.
+@pytest.mark.serial
 def test_calibrate_pagefault_native(tmp_path, kernels_built):
     before = _groups()
     out = tmp_path / "cal"
@@ -63,8 +67,7 @@ def test_calibrate_pagefault_native(tmp_path, kernels_built):
         assert max(c["applied"] for c in inj["campaigns"]) > 0
         for c in inj["campaigns"]:
             # the CPU-time bound is never below what the kernel's throttling accounts for; 0
-            # when the slowed copy never reached its quota (CI once read 0 in one campaign
-            # of a full make test: 3 workers on 2 CPUs gave it less than 83 % of a CPU)
+            # in a campaign whose slowed copy never reached its quota
             assert 0 <= c["applied"] <= c["applied_from_usage"] + 1e-9
             lo, hi = c["ci_pct"]
             assert c["covers_applied"] == (lo <= c["applied"] * 100 <= hi)

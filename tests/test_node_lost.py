@@ -91,13 +91,19 @@ def test_a_killed_slurmd_fails_one_trial_names_the_node_and_resume_runs_the_rest
     subprocess.Popen(argv, env={**os.environ, "SLURM_CONF": cluster["SLURM_CONF"]},
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True).wait(timeout=60)
-    for _ in range(120):  # slurmctld takes the node back (ReturnToService=2)
+    slurm_env = {**os.environ, "SLURM_CONF": cluster["SLURM_CONF"]}
+    for _ in range(120):  # slurmctld takes the node back (ReturnToService=2) ...
         state = subprocess.run(["sinfo", "-h", "-n", "vhpc2", "-o", "%T"], capture_output=True,
-                               text=True, env={**os.environ, "SLURM_CONF": cluster["SLURM_CONF"]}
-                               ).stdout.strip()
-        if state in ("idle", "mixed", "allocated"):
+                               text=True, env=slurm_env).stdout.strip()
+        # ... and the stopped campaign's job is gone: a resume whose job started while the
+        # restarted slurmd was still ending the old one hung once in a full make test (its
+        # third step never launched on vhpc2, and slurmctld then found vhpc2 not responding)
+        queued = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
+                                env=slurm_env).stdout.strip()
+        if state == "idle" and not queued:
             break
         time.sleep(1)
+    assert state == "idle" and not queued, (state, queued)
     resumed = _vhpc(cluster, out, "compare", "--resume", cid, "--no-report")
     r_out, r_err = resumed.communicate(timeout=900)
     assert resumed.returncode == 0, r_out[-2000:] + r_err[-2000:]  # every trial it ran passed
