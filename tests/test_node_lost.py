@@ -88,10 +88,9 @@ def test_a_killed_slurmd_fails_one_trial_names_the_node_and_resume_runs_the_rest
     assert not_run, "the trials after the lost node ran anyway"
     # the node comes back (its slurmd restarted from the same command line) and resume runs
     # exactly the trials that did not run
-    subprocess.Popen(argv, env={**os.environ, "SLURM_CONF": cluster["SLURM_CONF"]},
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True).wait(timeout=60)
     slurm_env = {**os.environ, "SLURM_CONF": cluster["SLURM_CONF"]}
+    subprocess.Popen(argv, env=slurm_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True).wait(timeout=60)
     for _ in range(120):  # slurmctld takes the node back (ReturnToService=2) ...
         state = subprocess.run(["sinfo", "-h", "-n", "vhpc2", "-o", "%T"], capture_output=True,
                                text=True, env=slurm_env).stdout.strip()
