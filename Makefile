@@ -100,9 +100,10 @@ demo: deps venv kernels
 # pytest keeps the test modules it rewrote for assert introspection in tests/__pycache__ only
 # when Python may write bytecode; the serial pass then collects in 3 s instead of 8.6 s.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+PYTEST := CI=true PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -ra
 test: deps venv kernels
-	CI=true PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial"
-	CI=true PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -ra --durations=5 -m serial
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial"
+	$(PYTEST) --durations=5 -m serial
 
 clean:
 	$(MAKE) -C kernels clean

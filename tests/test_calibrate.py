@@ -46,8 +46,8 @@ def test_calibrate_pagefault_native(tmp_path, kernels_built):
     out = tmp_path / "cal"
     # 16 MiB regions (6 s instead of 14 s with the default 64 MiB): alone, three calibrations
     # here each applied 12-14 % in every campaign and every CI covered it
-    r = _cli("calibrate", "-b", "pagefault:mib=16", "-e", "native", "--campaigns", "3", "--repeats",
-             "3", "--delta", "0.2", "--out", str(out))
+    r = _cli("calibrate", "-b", "pagefault:mib=16", "-e", "native", "--campaigns", "3",
+             "--repeats", "3", "--delta", "0.2", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "A/A false positives" in r.stdout and "applied by the kernel" in r.stdout
     doc = json.loads((out / "calibration.json").read_text())

@@ -202,7 +202,7 @@ def _compare_parser(sub) -> None:
                    help="where trials run: local (default) or slurm[:partition=P,nodes=N,time=T,"
                         "account=A], each trial a job step in one allocation (docs/scale-out.md)")
     c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
-    _campaign_flags(c, dry_run=True)
+    _campaign_flags(c, starts=True)
 
 
 def _calibrate_parser(sub) -> None:
@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a campaign described in a YAML file")
     r.add_argument("spec", help="campaign file (YAML)")
     r.add_argument("--resume", metavar="ID", help=argparse.SUPPRESS)
-    _campaign_flags(r, dry_run=True)
+    _campaign_flags(r, starts=True)
     r.set_defaults(resume=None)
 
     rep = sub.add_parser("report", help="re-analyse a stored campaign (no re-run)")
@@ -279,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="as for compare; the scaling study needs slurm:nodes=N")
     st.add_argument("--in-vm", action="store_true",
                     help="memory-profile: run inside a guest with 2 virtual NUMA nodes")
-    _campaign_flags(st, dry_run=True)
+    _campaign_flags(st, starts=True)
 
     from vhpc.workflows.paper import add_parser as add_paper
 

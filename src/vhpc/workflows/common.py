@@ -110,10 +110,11 @@ def open_store(out: str, existing: bool = False):
     return Store(Path(out) / "vhpc.db", existing=existing)
 
 
-def campaign_flags(sp, dry_run=False):
-    """--out, and --dry-run and --no-report for the commands that start campaigns."""
+def campaign_flags(sp, starts=False):
+    """--out; with ``starts`` (compare, run, study: the commands that start a campaign and
+    report it), also --dry-run and --no-report."""
     sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
-    if dry_run:
+    if starts:
         sp.add_argument("--dry-run", action="store_true",
                         help="print the planned trials (round, environment, benchmark with "
                              "its parameters, placement) and start nothing")
