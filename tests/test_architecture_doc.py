@@ -29,3 +29,10 @@ def test_the_module_index_names_every_module_and_nothing_gone():
 def test_the_index_check_sees_a_missing_and_a_stale_module():
     text = "## Every module\n| `core/errors.py` | x |\n| `core/gone.py` | y |\n"
     assert indexed_modules(text) == ["core/errors.py", "core/gone.py"]
+
+
+def test_no_module_is_over_600_lines():
+    """Issue 31's bound on a module's size: past it a module holds more than one thing."""
+    long = {p.relative_to(SRC).as_posix(): n for p in SRC.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}, f"split these modules: {long}"

@@ -573,7 +573,7 @@ def test_a_first_use_kernel_build_dies_with_vhpc(tmp_path):
 
 
 def test_a_store_from_an_older_vhpc_without_meta_is_still_a_vhpc_store(tmp_path):
-    from vhpc.store import check_is_store
+    from vhpc.storefile import check_is_store
 
     db = sqlite3.connect(tmp_path / "vhpc.db")
     for t in ("campaigns", "environments", "trials", "samples"):

@@ -152,9 +152,9 @@ def test_a_math_text_unit_is_drawn_literally(capsys, tmp_path):
 
 def test_every_figure_text_is_literal():
     """Titles, labels, legends, annotations and text tick labels of a figure with ``$``."""
-    from vhpc.report.figures import _new_figure, render
+    from vhpc.report.figures import new_figure, render
 
-    fig = _new_figure(4, 3)
+    fig = new_figure(4, 3)
     ax = fig.add_subplot()
     ax.bar([0, 1], [1, 2], label=r"$\bar$ env")
     ax.set_xticks([0, 1])

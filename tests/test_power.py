@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from vhpc.core import stats
+from vhpc.core import power
 from vhpc.analysis import NO_DIFFERENCE, analyse
 from vhpc.core.metrics import EnvInfo, Observation
 
@@ -20,7 +20,7 @@ from vhpc.core.metrics import EnvInfo, Observation
 @pytest.mark.parametrize("d, n_cohen", [(0.2, 393), (0.5, 64), (0.8, 26)])
 def test_runs_needed_matches_cohens_table(d, n_cohen):
     cv = 0.04
-    assert stats.runs_needed(d * cv, cv, alpha=0.05) in (n_cohen, n_cohen + 1)
+    assert power.runs_needed(d * cv, cv, alpha=0.05) in (n_cohen, n_cohen + 1)
 
 
 @pytest.mark.parametrize("d, n", [(0.2, 50), (0.5, 10), (1.0, 3), (2.0, 5), (0.05, 800)])
@@ -28,13 +28,13 @@ def test_power_matches_statsmodels(d, n):
     from statsmodels.stats.power import TTestIndPower
 
     ref = TTestIndPower().power(d, nobs1=n, alpha=0.05, alternative="two-sided")
-    assert stats.t_test_power(d, n) == pytest.approx(ref, rel=1e-6)
+    assert power.t_test_power(d, n) == pytest.approx(ref, rel=1e-6)
 
 
 def test_runs_needed_has_the_power_it_claims_by_simulation():
     # 5 % effect, 4 % CV: simulate many campaigns with n runs per side and count rejections
     cv, effect = 0.04, 0.05
-    n = stats.runs_needed(effect, cv)
+    n = power.runs_needed(effect, cv)
     rng = np.random.default_rng(7)
     a = rng.normal(1.0, cv, size=(20000, n))
     b = rng.normal(1.0 + effect, cv, size=(20000, n))
@@ -47,27 +47,27 @@ def test_runs_needed_has_the_power_it_claims_by_simulation():
 def test_detectable_effect_inverts_runs_needed_and_normal_approximation():
     cv = 0.03
     for n in (3, 5, 10, 30):
-        eff = stats.detectable_effect(cv, n)
-        assert stats.runs_needed(eff * 1.0001, cv) == n
+        eff = power.detectable_effect(cv, n)
+        assert power.runs_needed(eff * 1.0001, cv) == n
         # large-sample normal approximation d = (z_{.975} + z_{.8}) * sqrt(2/n), by hand:
         approx = (1.959964 + 0.841621) * math.sqrt(2.0 / n) * cv
         assert eff >= approx * 0.999  # the t test needs a little more than the normal one
-    assert stats.detectable_effect(cv, 1) is None
-    assert stats.detectable_effect(0.0, 5) == 0.0
-    assert stats.runs_needed(0.0, cv) is None
-    assert stats.runs_needed(1e-6, 0.5) is None  # not measurable in practice
+    assert power.detectable_effect(cv, 1) is None
+    assert power.detectable_effect(0.0, 5) == 0.0
+    assert power.runs_needed(0.0, cv) is None
+    assert power.runs_needed(1e-6, 0.5) is None  # not measurable in practice
     with pytest.raises(ValueError):
-        stats.runs_needed(0.05, -1.0)
+        power.runs_needed(0.05, -1.0)
 
 
 def test_pooled_cv_and_clopper_pearson_by_hand():
-    assert stats.pooled_cv(3.0, 4.0, 10.0) == pytest.approx(math.sqrt(12.5) / 10.0)
-    assert stats.pooled_cv(1.0, 1.0, 0.0) is None
-    lo, hi = stats.proportion_interval(0, 10)
+    assert power.pooled_cv(3.0, 4.0, 10.0) == pytest.approx(math.sqrt(12.5) / 10.0)
+    assert power.pooled_cv(1.0, 1.0, 0.0) is None
+    lo, hi = power.proportion_interval(0, 10)
     assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 10))  # 0.3085
-    lo, hi = stats.proportion_interval(10, 10)
+    lo, hi = power.proportion_interval(10, 10)
     assert hi == 1.0 and lo == pytest.approx(0.025 ** (1 / 10))
-    assert stats.proportion_interval(0, 0) is None
+    assert power.proportion_interval(0, 0) is None
 
 
 def _obs(env, values):
@@ -86,7 +86,7 @@ def test_underpowered_finding_names_the_runs_needed():
     c = a.comparisons[0]
     assert c.verdict == NO_DIFFERENCE
     sd = math.sqrt((np.var([10.0, 10.5, 9.5], ddof=1) + np.var([10.6, 11.2, 10.0], ddof=1)) / 2)
-    assert c.runs_needed == stats.runs_needed(c.ratio - 1, sd / 10.0) and c.runs_needed > 3
+    assert c.runs_needed == power.runs_needed(c.ratio - 1, sd / 10.0) and c.runs_needed > 3
     f = next(f for f in a.findings if f.kind == "underpowered")
     assert f.scope == "vm / b" and f"≈{c.runs_needed} runs each" in f.message
     assert "--repeats" in f.advice

@@ -55,7 +55,7 @@ def test_memory_profile_section_only_for_local_remote_campaigns():
 def test_message_size_sweeps_draw_one_figure_per_quantity():
     from vhpc import analysis
     from vhpc.core.metrics import Observation
-    from vhpc.report.figures import size_sweeps
+    from vhpc.report.sweeps import size_sweeps
 
     obs = [Observation(env, "osu-latency", "", f"lat_{size}", "us", False, base * (1 + size / 64) + i,
                        True, False, i)

@@ -18,7 +18,7 @@ ROOMS: list[tuple[str, ...]] = [
     ("host",),
     ("benchmarks",),
     ("environments",),
-    ("store",),
+    ("store", "storefile"),
     ("executors",),
     ("spec",),
     ("campaign",),

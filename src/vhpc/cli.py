@@ -398,7 +398,7 @@ def _dispatch(args) -> int:
         err_console.print("vhpc: interrupted")
         return 130
     except OSError as exc:  # results that cannot be written: full, read-only, no permission
-        from vhpc.store import describe_os_error
+        from vhpc.storefile import describe_os_error
 
         if describe_os_error(exc) is None:
             raise

@@ -8,11 +8,9 @@ stderr are kept so samples can be re-derived by a fixed parser without re-runnin
 
 from __future__ import annotations
 
-import errno
 import functools
 import json
 import math
-import os
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -21,10 +19,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from vhpc.core import records
-from vhpc.core.errors import VhpcError
 from vhpc.core.metrics import EnvInfo, Observation, Sample
 from vhpc.core.locks import FileLock, Owner, held
 from vhpc.core.records import AppliedPlacement, Diagnostics
+from vhpc.storefile import StoreError, check_is_store, damaged, describe_sqlite_error, json_column
 
 SCHEMA_VERSION = 1
 
@@ -62,100 +60,6 @@ CREATE TABLE IF NOT EXISTS leftovers (
 #: Trial states.  ``done``: ran and parsed (samples may be invalid); ``failed``: did not
 #: complete (non-zero exit without result, timeout, guest failure, parse error).
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
-
-
-class StoreError(VhpcError):
-    """The store cannot be used: unknown campaign id, newer schema, a damaged, unreadable,
-    read-only or full database, or a campaign another live process is running.  One line
-    naming the file and what to do.  ``kind``: ``corrupt``, ``full``, ``readonly``,
-    ``cantopen``, ``io``, ``busy``, ``owned`` or ``other``."""
-
-    def __init__(self, message: str, kind: str = "other"):
-        super().__init__(message)
-        self.kind = kind
-
-
-def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
-    """A one-line StoreError for an SQLite failure on the database ``path``, chosen by the
-    extended result code name (https://www.sqlite.org/rescode.html), e.g. SQLITE_CORRUPT for
-    "database disk image is malformed" or SQLITE_FULL for "database or disk is full"."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    text = str(exc)
-    folder = path.parent
-    if name.startswith("SQLITE_NOTADB") or "not a database" in text:
-        return StoreError(f"{path} is not a vhpc database, or its first page is damaged ({text}): "
-                          "move it aside or pick another --out", "corrupt")
-    if name.startswith("SQLITE_CORRUPT") or "malformed" in text:
-        return StoreError(
-            f"{path} is damaged ({text}): move it aside and use a new --out (rows that survive "
-            f"can be salvaged with: sqlite3 {path} .recover | sqlite3 recovered.db)", "corrupt")
-    if name.startswith("SQLITE_FULL") or "disk is full" in text:
-        return StoreError(f"the disk holding {path} is full ({text}): free space there "
-                          f"(df -h {folder})", "full")
-    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")) \
-            or "readonly" in text:
-        verb = "write" if "readonly" in text or "READONLY" in name else "open"
-        return StoreError(f"cannot {verb} {path} ({_access_problem(path)}; {text}): make "
-                          f"{folder} and the file writable (remount rw, chattr -i, chmod u+rwx "
-                          "the folder and u+rw the file) or pick another --out",
-                          "readonly" if verb == "write" else "cantopen")
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return StoreError(f"{path} stayed locked by another process for 30 s ({text}): retry "
-                          "when it is done", "busy")
-    if name.startswith("SQLITE_IOERR"):
-        return StoreError(f"I/O error on {path} ({text}): check the disk holding {folder} "
-                          f"(full? read-only? dmesg)", "io")
-    return StoreError(f"{path}: {text}")
-
-
-def damaged(path: Path, table: str, row: Any, what: str) -> StoreError:
-    """The one-line error for a store whose content is not what vhpc wrote (a row edited by
-    hand, a foreign database): ``<path>: not a vhpc store or damaged: TABLE ROW …``."""
-    return StoreError(f"{path}: not a vhpc store or damaged: {table} {row} {what}: restore it "
-                      "from a copy or pick another --out", "corrupt")
-
-
-def _json(path: Path, table: str, row: Any, column: str, text: Any, kind: type = dict) -> Any:
-    """``text`` decoded as JSON of type ``kind``; raises :func:`damaged` otherwise."""
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError, RecursionError):
-        raise damaged(path, table, row, f"{column} is not JSON ({str(text)[:40]!r})") from None
-    if not isinstance(value, kind):
-        raise damaged(path, table, row, f"{column} is not a JSON {kind.__name__}")
-    return value
-
-
-def _access_problem(path: Path) -> str:
-    """Why ``path`` (a database) may not open for writing: read-only filesystem, folder or file
-    permissions, or an immutable/unknown cause."""
-    folder = path.parent
-    try:
-        if os.statvfs(folder).f_flag & os.ST_RDONLY:
-            return f"{folder} is on a read-only filesystem"
-    except OSError:
-        return f"{folder} is not accessible"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{folder} is not writable by you"
-    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-        return "the file is not readable and writable by you"
-    return "the folder or file refuses writes (immutable? chattr -i)"
-
-
-#: errno values that mean "this path cannot be written" rather than a bug.
-USER_OS_ERRORS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
-                            errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENAMETOOLONG})
-
-
-def describe_os_error(exc: OSError) -> str | None:
-    """One line for a results file that cannot be written (full disk, read-only or
-    permission), or None when ``exc`` is not such an error (then it is a bug)."""
-    if exc.errno not in USER_OS_ERRORS:
-        return None
-    where = exc.filename or "a results file"
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"the disk holding {where} is full ({exc.strerror}): free space there"
-    return f"cannot write {where} ({exc.strerror}): make it writable or pick another --out"
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -200,60 +104,6 @@ class TrialRow:
     diagnostics: Diagnostics | None = None
     reboot: bool = False
     fresh: bool = False
-
-
-#: The first bytes of every SQLite 3 database file.
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def check_is_store(path: Path) -> None:
-    """Raise StoreError unless ``path`` is a vhpc store (a ``meta`` schema version, or an
-    older vhpc's campaigns, trials and samples tables), an empty file or an SQLite database
-    without tables (one another vhpc is creating this instant).  Reads only: the file is
-    opened read-only, so a foreign database is refused untouched."""
-    if path.is_dir():
-        raise StoreError(f"{path} is a folder, not a vhpc store: give the results folder "
-                         "(--out) or its vhpc.db", "cantopen")
-    try:
-        with open(path, "rb") as f:
-            head = f.read(100)  # the database header (byte 18: 2 in WAL mode)
-    except OSError as exc:
-        raise StoreError(f"cannot open {path} ({_access_problem(path)}; {exc.strerror or exc}"
-                         f"): make {path.parent} and the file readable and writable (chmod u+rwx "
-                         "the folder and u+rw the file) or pick another --out",
-                         "cantopen") from None
-    if not head:
-        return
-    if head[:len(SQLITE_MAGIC)] != SQLITE_MAGIC:
-        raise StoreError(f"{path} is not a vhpc store (not a database: no SQLite header), "
-                         "left untouched: move it aside or pick another --out", "corrupt")
-    # read-only with SQLite's locks (not immutable=1: a vhpc creating or checkpointing the
-    # store this instant would be read torn and called damaged) -- except a WAL-mode file
-    # without its -wal: no one writes it (a writer holds the -wal), and opening it read-only
-    # with locks would create -wal and -shm beside a file that may not be ours
-    wal_mode = len(head) > 18 and head[18] == 2
-    mode = "ro&immutable=1" if wal_mode and not path.with_name(path.name + "-wal").exists() \
-        else "ro"
-    from urllib.parse import quote
-
-    try:
-        db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode={mode}", uri=True,
-                             timeout=30)
-        try:
-            tables = {r[0] for r in db.execute(
-                "SELECT name FROM sqlite_master WHERE type='table'")}
-            version = (db.execute("SELECT value FROM meta WHERE key='schema_version'")
-                       .fetchone() if "meta" in tables else None)
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        raise describe_sqlite_error(path, exc) from None
-    # a store from an older vhpc (before the meta table) has campaigns, trials and samples
-    if tables and version is None and not {"campaigns", "trials", "samples"} <= tables:
-        shown = ", ".join(sorted(tables)[:4]) + (", ..." if len(tables) > 4 else "")
-        raise StoreError(f"{path} is an SQLite database but not a vhpc store (tables: "
-                         f"{shown}): it is left untouched; give a vhpc results folder (--out) "
-                         "or its vhpc.db", "corrupt")
 
 
 def finite_samples(samples: list[Sample], error: str | None) -> tuple[list[Sample], str | None]:
@@ -448,7 +298,7 @@ class Store:
     @_guard
     def leftovers(self, cid: str) -> dict[str, dict[str, Any]]:
         """Environment name → record left by an earlier run of ``cid`` that did not end."""
-        return {r[0]: _json(self.path, "leftovers", f"{cid}/{r[0]}", "record_json", r[1])
+        return {r[0]: json_column(self.path, "leftovers", f"{cid}/{r[0]}", "record_json", r[1])
                 for r in self.db.execute("SELECT environment, record_json FROM leftovers "
                                          "WHERE campaign_id=?", (cid,))}
 
@@ -499,7 +349,7 @@ class Store:
             hint = f" (recent: {', '.join(known)})" if known else " (the store has no campaigns)"
             raise StoreError(f"no campaign {cid!r} in {self.path}{hint}")
         out = dict(row)
-        spec = _json(self.path, "campaigns", cid, "spec_json", out.pop("spec_json"))
+        spec = json_column(self.path, "campaigns", cid, "spec_json", out.pop("spec_json"))
         for key, kind in (("baseline", str), ("environments", list), ("benchmarks", list)):
             if key == "baseline" and key not in spec:
                 continue  # older vhpc wrote no baseline: the spec's default applies
@@ -537,7 +387,7 @@ class Store:
     def environments(self, cid: str) -> dict[str, EnvInfo]:
         """Environments of a campaign keyed by name."""
         return {r["name"]: EnvInfo(r["name"], r["kind"], r["accel"],
-                                   _json(self.path, "environments", f"{cid}/{r['name']}",
+                                   json_column(self.path, "environments", f"{cid}/{r['name']}",
                                          "fingerprint_json", r["fingerprint_json"]))
                 for r in self.db.execute("SELECT * FROM environments WHERE campaign_id=?", (cid,))}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vhpc.core import stats
+from vhpc.core import power, stats
 from vhpc.analysis.results import (
     FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Comparison, Summary,
 )
@@ -82,14 +82,14 @@ def draft(env: Summary, base: Summary, x: list[float], y: list[float], confidenc
 
 def power_fields(env: Summary, base: Summary, ratio: float | None, alpha: float) -> dict:
     """``runs_needed`` (to detect the observed relative difference) and ``detectable`` (with
-    the smaller n) from the pooled CV of both sides (:mod:`vhpc.core.stats` power functions)."""
+    the smaller n) from the pooled CV of both sides (:mod:`vhpc.core.power`)."""
     if env.stdev is None or base.stdev is None or not base.mean or ratio is None:
         return {}
-    cv = stats.pooled_cv(env.stdev, base.stdev, base.mean)
+    cv = power.pooled_cv(env.stdev, base.stdev, base.mean)
     if cv is None:
         return {}
-    return {"runs_needed": stats.runs_needed(ratio - 1.0, cv, alpha),
-            "detectable": stats.detectable_effect(cv, min(env.n, base.n), alpha)}
+    return {"runs_needed": power.runs_needed(ratio - 1.0, cv, alpha),
+            "detectable": power.detectable_effect(cv, min(env.n, base.n), alpha)}
 
 
 def verdict(p_adjusted: float | None, ratio: float | None, decision: stats.RatioInterval,

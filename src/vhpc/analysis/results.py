@@ -122,7 +122,7 @@ class Comparison:
       the interval; when the two disagree the verdict is "no significant difference" and
       ``note`` says why.
     * ``n``/``n_baseline``, ``mean``/``mean_baseline``: valid sample counts and means (unit).
-    * Power (:func:`vhpc.core.stats.runs_needed`, :func:`vhpc.core.stats.detectable_effect`, two-sided
+    * Power (:func:`vhpc.core.power.runs_needed`, :func:`vhpc.core.power.detectable_effect`, two-sided
       two-sample t at alpha, 80 % power, pooled CV of both sides relative to the baseline mean):
       ``runs_needed`` per environment to detect the observed relative difference
       ``|mean/mean_baseline − 1|`` (None: no difference observed or unmeasurably small);

@@ -73,7 +73,7 @@ def stored_spec(store: Store, cid: str) -> CampaignSpec:
 
     from vhpc.core.errors import VhpcError
     from vhpc.spec.parse import one_line
-    from vhpc.store import damaged
+    from vhpc.storefile import damaged
 
     try:
         return CampaignSpec.model_validate(store.campaign(cid)["spec"])
@@ -284,7 +284,7 @@ def clean_leftovers(store: Store, cid: str) -> list[str]:
 def _check_rows(store: Store, spec: CampaignSpec, rows: list[TrialRow]) -> None:
     """Raise StoreError ("not a vhpc store or damaged: trials ID ...") for a stored trial whose
     environment or benchmark parameters are not in the campaign's spec (a hand-edited row)."""
-    from vhpc.store import damaged
+    from vhpc.storefile import damaged
 
     bkeys = {(b.name, b.key) for b in spec.benchmarks}
     names = {e.name for e in spec.environments}

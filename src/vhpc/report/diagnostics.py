@@ -214,8 +214,8 @@ def memory_profile_section(trials: Iterable[Any]) -> Markup | None:
 
 
 def size_sweep_section(analysis: Any) -> Markup | None:
-    """Latency / bandwidth vs message size figures (figures.size_sweeps), or None."""
-    from vhpc.report.figures import size_sweeps
+    """Latency / bandwidth vs message size figures (sweeps.size_sweeps), or None."""
+    from vhpc.report.sweeps import size_sweeps
 
     figs = size_sweeps(analysis)
     if not figs:

@@ -23,7 +23,7 @@ from vhpc.analysis.diff import (
     FAIL, IMPROVEMENT, PASS, REGRESSION, Diff, HistoryPoint, RowKey,
 )
 from vhpc.report import METHOD_TAG, direction_mark, fmt_num, params_label
-from vhpc.report.figures import _new_figure, ratio_error_bar, render
+from vhpc.report.figures import new_figure, ratio_error_bar, render
 from vhpc.report.html import embed_figure
 
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
@@ -184,7 +184,7 @@ def history_figures(history: Mapping[RowKey, list[HistoryPoint]], baseline: str,
         pts = [p for p in pts if p.ratio is not None]
         if len(pts) < 2:
             continue
-        fig = _new_figure(6.0, 2.8)
+        fig = new_figure(6.0, 2.8)
         ax = fig.add_subplot(1, 1, 1)
         xs = [date2num(_dt(p.created)) for p in pts]
         ys = [p.ratio for p in pts]

@@ -26,7 +26,7 @@ from vhpc.core.paths import write_atomic
 from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
 from vhpc.report import (comparison_rows, env_header, family_metric_label, fmt_family_overhead,
                          fmt_family_counts, fmt_family_range, fmt_family_ratio, fmt_points)
-from vhpc.report import figures
+from vhpc.report import figures, sweeps
 
 __all__ = ["write_html", "render_html", "inline_svg"]
 
@@ -194,7 +194,7 @@ def render_html(
     shown = [f for f in fams if not f.secondary]
     curves = []
     for fam in shown:
-        fig = figures.family_figure(analysis, fam, fmt) if fam.sweep else None
+        fig = sweeps.family_figure(analysis, fam, fmt) if fam.sweep else None
         if fig is not None:
             curves.append({"title": f"{fam.label}: {fam.quantity}", "anchor": _anchor(fam),
                            "figure": _embed(fig, pfx(), f"{fam.label} {fam.quantity} vs {fam.parameter}")})
@@ -210,7 +210,7 @@ def render_html(
     dists = []
     for fam in shown:
         if fam.sweep:
-            fig = figures.family_distribution(analysis, observations, fam, fmt, max_points)
+            fig = sweeps.family_distribution(analysis, observations, fam, fmt, max_points)
             items = [(f"{fam.label}: {fam.quantity}", fig)] if fig is not None else []
         else:
             items = figures.distributions(analysis, observations, fmt, max_points=max_points,

@@ -17,7 +17,7 @@ import matplotlib
 import numpy as np
 
 from vhpc.analysis.figdata import FigureData, PanelData
-from vhpc.report.figures import _COLORS, _RC, _new_figure, render
+from vhpc.report.figures import COLORS, RC, new_figure, render
 
 __all__ = ["draw"]
 
@@ -67,7 +67,7 @@ def _draw_bars(ax, pd: PanelData) -> None:
         tcg = [p.emulated for p in s.points]
         tag = " (TCG)" if tcg and all(tcg) else (" (hatched: TCG)" if any(tcg) else "")
         bars = ax.bar(xs, [p.y for p in s.points], width=w * 0.95, yerr=errs, capsize=2,
-                      color=_COLORS[i % len(_COLORS)], edgecolor=_COLORS[i % len(_COLORS)],
+                      color=COLORS[i % len(COLORS)], edgecolor=COLORS[i % len(COLORS)],
                       linewidth=0.5, label=s.label + tag)
         for patch, emulated, p in zip(bars.patches, tcg, s.points):
             if emulated:
@@ -99,7 +99,7 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
             ys = [p.y for p in pts]
             errs = np.array([(0.0, 0.0) if _few(p) else _err(p) for p in pts]).T
             tcg = any(p.emulated for p in pts)
-            color = _COLORS[i % len(_COLORS)]
+            color = COLORS[i % len(COLORS)]
             ax.errorbar(xs, ys, yerr=errs, marker="o", ms=4, capsize=2, color=color,
                         linestyle="--" if tcg else "-", label=s.label + (" (TCG)" if tcg else ""))
             few = [p for p in pts if _few(p)]
@@ -166,11 +166,11 @@ def draw(fd: FigureData, fmt: str = "svg",
         return None
     ncols = min(2, len(panels))
     nrows = -(-len(panels) // ncols)
-    fig = _new_figure(5.2 * ncols, 3.4 * nrows + 0.5)
+    fig = new_figure(5.2 * ncols, 3.4 * nrows + 0.5)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         for i, (ax, pd) in enumerate(zip(axes, panels)):
             _draw_panel(ax, pd, (references or {}).get(fd.panels.index(pd), []))
         title = f"Seed {fd.seed} {fd.number}: {fd.title}"

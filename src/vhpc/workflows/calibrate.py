@@ -12,7 +12,7 @@ copies of the same environment, interleaved as every campaign is (``order=altern
   slowdown, and whether the verdict is "slower" (detection).
 * **power**: the pooled relative standard deviation of the A/A samples gives the runs per
   environment needed to detect δ at α with 80 % power, and the smallest effect detectable with
-  ``repeats`` runs (:func:`vhpc.core.stats.runs_needed`, :func:`vhpc.core.stats.detectable_effect`).
+  ``repeats`` runs (:func:`vhpc.core.power.runs_needed`, :func:`vhpc.core.power.detectable_effect`).
 * **placement**: the share of trials whose placement read back as planned (no mismatches).
 
 Every statistic comes from :mod:`vhpc.core.stats`; the campaigns are stored like any other (``vhpc
@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from vhpc import analysis, benchmarks
 from vhpc.campaign import execute
-from vhpc.core import stats
+from vhpc.core import power, stats
 from vhpc.spec import parse as specmod
 from vhpc.analysis import FASTER, SLOWER
 from vhpc.benchmarks.base import RunContext
@@ -181,13 +181,13 @@ def summarise(o: Outcome, s: Settings) -> dict[str, Any]:
     inj = o.injected
     covered = sum(bool(i["covers_applied"]) for i in inj)
     detected = sum(i["verdict"] == SLOWER for i in inj)
-    cv = stats.pooled_relative_sd(o.aa_groups)
+    cv = power.pooled_relative_sd(o.aa_groups)
     return {
         "environment": o.environment, "benchmark": o.benchmark, "metric": o.metric,
         "unit": o.unit,
         "aa": {"false_positives": o.aa_false, "campaigns": o.aa_total,
                "rate": o.aa_false / o.aa_total if o.aa_total else None,
-               "rate_ci": stats.proportion_interval(o.aa_false, o.aa_total),
+               "rate_ci": power.proportion_interval(o.aa_false, o.aa_total),
                "alpha": s.alpha},
         "injected": {
             "requested": s.delta,
@@ -197,13 +197,13 @@ def summarise(o: Outcome, s: Settings) -> dict[str, Any]:
             "recovered_pct": stats.mean([i["overhead_pct"] for i in inj
                                          if i["overhead_pct"] is not None]),
             "coverage": covered / len(inj) if inj else None,
-            "coverage_ci": stats.proportion_interval(covered, len(inj)),
+            "coverage_ci": power.proportion_interval(covered, len(inj)),
             "detection": detected / len(inj) if inj else None,
             "campaigns": inj},
-        "power": {"relative_sd": cv, "power": stats.POWER,
-                  "runs_needed": stats.runs_needed(s.delta, cv, s.alpha) if cv is not None
+        "power": {"relative_sd": cv, "power": power.POWER,
+                  "runs_needed": power.runs_needed(s.delta, cv, s.alpha) if cv is not None
                   else None,
-                  "detectable_at_repeats": stats.detectable_effect(cv, s.repeats, s.alpha)
+                  "detectable_at_repeats": power.detectable_effect(cv, s.repeats, s.alpha)
                   if cv is not None else None,
                   "repeats": s.repeats},
     }
