@@ -54,8 +54,11 @@ def installed(tmp_path_factory):
     (fake / "pkg-config").write_text("#!/bin/sh\nexit 1\n")
     (fake / "pkg-config").chmod(0o755)
     venv = tmp / "venv"
-    r = _run([sys.executable, "-m", "venv", str(venv)])
+    # without pip of its own (ensurepip took 5-6 s): this run's pip installs into it
+    # (pip --python, pip(1) >= 22.3), as a user's pip would
+    r = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     assert r.returncode == 0, r.stderr
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
     env = {**os.environ, "PATH": f"{fake}:{venv / 'bin'}:{os.environ['PATH']}",
            "HOME": str(tmp / "home"), "VHPC_CACHE": str(tmp / "home" / "cache")}
     for key in ("PYTHONPATH", "VHPC_KERNELS", "VIRTUAL_ENV"):
@@ -63,7 +66,7 @@ def installed(tmp_path_factory):
     # The wheel itself is installed by pip; its dependencies (numpy, scipy, matplotlib, ...:
     # 390 MB, 20-40 s to unpack here) are linked from the test run's own virtualenv, which
     # `make test` installed with pip from the same pyproject.toml; not this checkout's editable
-    # vhpc, not the [libvirt] extra, not what the fresh venv has itself (pip, setuptools).
+    # vhpc, not the [libvirt] extra.
     deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and
                 str(p).startswith(sys.prefix))
     site = next((venv / "lib").glob("python3*/site-packages"))
@@ -72,9 +75,9 @@ def installed(tmp_path_factory):
         if not item.name.lower().startswith(BORROW_NOT) and \
                 item.name.split("-")[0].lower() not in own and not item.name.endswith(".pth"):
             (site / item.name).symlink_to(item)
-    r = _run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)], env=env)
+    r = _run([*pip, "install", "-q", "--no-deps", str(wheel)], env=env)
     assert r.returncode == 0, r.stderr[-2000:]
-    r = _run([str(venv / "bin" / "pip"), "check"], env=env)  # every declared dependency present
+    r = _run([*pip, "check"], env=env)  # every declared dependency present
     assert r.returncode == 0, r.stdout[-2000:]
     return venv / "bin", env
 
