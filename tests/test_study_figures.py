@@ -341,6 +341,36 @@ def test_log_x_panel_leaves_size_zero_out_of_the_drawing_not_the_data():
     assert drawn and min(drawn) == 1 and ax.get_xscale() == "log"
 
 
+def test_one_point_gets_its_own_tick_and_log_axes_plain_labels():
+    """A panel with one x (one communicating pair) shows that x as its only tick, not
+    matplotlib's 0.96 ... 1.04 around it; message sizes read 1, 2, 4, 8 and a log latency axis
+    0.5, 1, 2 (plain numbers, not 2^2 or 2 × 10^0)."""
+    from matplotlib.figure import Figure
+
+    spec = {}
+    for env, scale in (("native", 1.0), ("vm", 4.0)):
+        for size in (1, 2, 4, 8):
+            spec[(env, "osu-latency", "", f"lat_{size}", "us", False)] = 0.6 * scale
+        spec[(env, "osu-multi-lat", "pairs=1", "max_8", "us", False)] = 0.6 * scale
+    fd = figure_data(studies.STUDIES.get("mpi-p2p").figure,
+                     analyse(_obs(spec), _envs(["native", "vm"]), "native"))
+    (pairs,) = [p for p in fd.panels if p.series and not p.xlog]
+    assert {pt.x for s in pairs.series for pt in s.points} == {1}
+    ax = Figure().subplots()
+    studyfig._draw_panel(ax, pairs, [])
+    assert list(ax.get_xticks()) == [1] and ax.get_xlim() == (0, 2)
+    (sizes,) = [p for p in fd.panels if p.series and p.xlog]
+    ax = Figure().subplots()
+    studyfig._draw_panel(ax, sizes, [])
+    fmt = ax.xaxis.get_major_formatter()
+    assert [fmt(x, 0) for x in ax.get_xticks()] == ["1", "2", "4", "8"]
+    assert ax.get_yscale() == "log"
+    fmt = ax.yaxis.get_major_formatter()
+    labels = [fmt(y, 0) for y in ax.get_yticks()]
+    assert labels and all(re.fullmatch(r"[0-9.]+", t) for t in labels), labels
+    assert "1" in labels and "2" in labels
+
+
 def test_a_unit_in_a_panel_label_is_the_unit_its_metrics_declare():
     """"STREAM triad [MB/s]" over GB/s values misleads: every "[unit]" a study panel names must
     be the unit of each metric of the study's default benchmarks that the panel draws."""

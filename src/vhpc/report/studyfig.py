@@ -18,6 +18,7 @@ import numpy as np
 
 from vhpc.analysis.figdata import FigureData, PanelData
 from vhpc.report.figures import COLORS, RC, new_figure, render
+from vhpc.report.sweeps import log_ticks, size_axis
 
 __all__ = ["draw"]
 
@@ -118,9 +119,15 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
             ax.axvspan(x - 0.3, x + 0.3, color="#f4c7c3", alpha=0.6, zorder=0)
             ax.text(x, 0.98, "shared CPUs:\ncontention,\nnot scaling", transform=ax.get_xaxis_transform(),
                     ha="center", va="top", fontsize=6, color="#b00020")
-        if pd.xlog:
-            ax.set_xscale("log", base=2)
-        elif all(float(p.x).is_integer() for s in pd.series for p in s.points):
+        distinct = sorted({p.x for s in pd.series for p in s.points})
+        if pd.xlog:  # message sizes: 1, 16, 256, 4K, ... (every log-x panel is one)
+            size_axis(ax, [x for x in distinct if x > 0] or [1])
+        elif len(distinct) == 1:  # one point: its own tick, not matplotlib's ±5 % around it
+            (x,) = distinct
+            half = 1.0 if float(x).is_integer() or x == 0 else abs(x) / 2
+            ax.set_xticks([x])
+            ax.set_xlim(x - half, x + half)
+        elif all(float(x).is_integer() for x in distinct):
             from matplotlib.ticker import MaxNLocator  # counts (ranks, nodes): whole ticks
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -141,6 +148,7 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
     positive = all(p.y > 0 for s in pd.series for p in s.points)
     if positive and (pd.ylog or _span_decades(pd) > DECADES):
         ax.set_yscale("log")
+        log_ticks(ax, *ax.get_ylim())
     elif positive and pd.numeric_x:  # a linear axis starts at 0: one point is not zoomed to ±5 %
         ax.set_ylim(bottom=0)
     if any(_few(p) for s in pd.series for p in s.points):  # said in the legend

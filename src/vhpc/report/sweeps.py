@@ -25,7 +25,8 @@ from vhpc.report import direction_mark, env_header, params_label
 from vhpc.report.figures import (RC, env_colors, mean_error_bar, new_figure, ratio_error_bar,
                                  render)
 
-__all__ = ["size_sweeps", "family_figure", "family_distribution", "LOG_SPAN"]
+__all__ = ["size_sweeps", "family_figure", "family_distribution", "size_axis", "log_ticks",
+           "LOG_SPAN"]
 
 #: values spanning more than this factor (two decades) are drawn on a log axis
 LOG_SPAN = 100.0
@@ -95,7 +96,7 @@ def _size_label(x: float) -> str:
     return f"{x:g}"
 
 
-def _size_axis(ax, xs: list[float]) -> None:
+def size_axis(ax, xs: list[float]) -> None:
     """Log2 x axis with ticks at powers of two labelled in bytes (K = KiB, M = MiB), at most
     about 10 of them."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -109,12 +110,17 @@ def _size_axis(ax, xs: list[float]) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def _ratio_ticks(ax, lo: float, hi: float) -> None:
-    """Plain tick labels (0.5, 1, 2, 5 ...) on a log ratio axis from ``lo`` to ``hi``."""
+def log_ticks(ax, lo: float, hi: float) -> None:
+    """Plain tick labels (0.5, 1, 2, 5 ...) on a log y axis from ``lo`` to ``hi`` (> 0), not
+    matplotlib's ``2 × 10⁰``; ticks at 1-2-5 steps, or at every 1..9 step when the range holds
+    fewer than two of those, and at most about 8."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    ticks = [m * 10.0 ** e for e in range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1)
-             for m in (1, 2, 5) if lo <= m * 10.0 ** e <= hi]
+    decades = range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1)
+    for mantissas in ((1, 2, 5), range(1, 10)):
+        ticks = [m * 10.0 ** e for e in decades for m in mantissas if lo <= m * 10.0 ** e <= hi]
+        if len(ticks) >= 2:
+            break
     if len(ticks) > 8:
         ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")] or ticks
     ax.yaxis.set_major_locator(FixedLocator(ticks))
@@ -132,12 +138,12 @@ def _sweep_points(fam: Family, lookup, attr: str) -> tuple[list[float], list]:
 
 
 def _x_axis(ax, fam: Family, xs: list[float]) -> None:
-    """A size sweep's x axis (:func:`_size_axis`); a parameter sweep's: log2 with ticks at
+    """A size sweep's x axis (:func:`size_axis`); a parameter sweep's: log2 with ticks at
     its values when they span a factor of 8 or more, else linear with ticks at its values."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     if fam.by_size:
-        _size_axis(ax, xs)
+        size_axis(ax, xs)
         return
     if min(xs) > 0 and max(xs) / min(xs) >= 8:
         ax.set_xscale("log", base=2)
@@ -216,7 +222,7 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
             axr.set_yscale("log")
             lo, hi = min(min(ratios), 1.0) / 3.0, max(max(ratios), 1.0) * 3.0
             axr.set_ylim(lo, hi)
-            _ratio_ticks(axr, lo, hi)
+            log_ticks(axr, lo, hi)
         axr.set_xlabel("message size [bytes]" if fam.by_size else fam.parameter)
         axr.set_ylabel(f"ratio to {analysis.baseline} (1 = same)")
         axr.set_title(f"ratio per {'size' if fam.by_size else fam.parameter} (filled: significant, Holm)")
