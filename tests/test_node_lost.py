@@ -90,8 +90,10 @@ def test_a_killed_slurmd_fails_one_trial_names_the_node_and_resume_runs_the_rest
         cluster, tmp_path, kernels_built):
     out = tmp_path / "out"
     bench = "osu-coll:op=allreduce,ranks=3,max_size=64,iters=200,iters_large=20"
+    # a trial takes about 1 s: --timeout 120 fails a hung step in 2 minutes, not the default 10
     proc = _vhpc(cluster, out, "compare", "-b", bench, "-e", "native", "-e", "native:name=again",
-                 "--repeats", "4", "--warmup", "0", "--executor", "slurm:nodes=3")
+                 "--repeats", "4", "--warmup", "0", "--timeout", "120",
+                 "--executor", "slurm:nodes=3")
     db = out / "vhpc.db"
     deadline = time.monotonic() + 600
     done = 0
