@@ -24,8 +24,11 @@ from typing import Any
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
 
-#: seconds a guest takes to boot (a fresh session), by accelerator
-BOOT_S = {"kvm": 15.0, "tcg": 60.0}
+#: seconds a guest takes to boot (a fresh session), by accelerator: generous rules of thumb
+#: (a TCG guest of vhpc's was ready in 4.2-4.7 s on a 2-core host, 2 vCPUs, 1 GiB; its kernel
+#: reaches init in 1.85-2.3 s under TCG, shared/reference/vm-mechanics.md); a store's past
+#: trials replace the trial estimate, not this
+BOOT_S = {"kvm": 15.0, "tcg": 15.0}
 #: parameters that spread work over CPUs rather than add to it (left out of the work factor)
 PARALLEL = frozenset({"ranks", "threads", "copies", "pairs", "vcpus"})
 #: a parameter of this name is wall-clock seconds (noise runs that long in any environment)
