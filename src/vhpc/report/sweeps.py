@@ -113,8 +113,12 @@ def size_axis(ax, xs: list[float]) -> None:
 def log_ticks(ax, lo: float, hi: float) -> None:
     """Plain tick labels (0.5, 1, 2, 5 ...) on a log y axis from ``lo`` to ``hi`` (> 0), not
     matplotlib's ``2 × 10⁰``; ticks at 1-2-5 steps, or at every 1..9 step when the range holds
-    fewer than two of those, and at most about 8."""
+    fewer than two of those, and at most about 8.  Leaves the axis as it is unless
+    0 < lo < hi < inf."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    if not (0 < lo < hi < float("inf")):
+        return
 
     decades = range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1)
     for mantissas in ((1, 2, 5), range(1, 10)):
