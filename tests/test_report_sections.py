@@ -72,6 +72,33 @@ def test_message_size_sweeps_draw_one_figure_per_quantity():
     assert size_sweeps(analysis.analyse(obs[-6:], ENVS, "native")) == []
 
 
+def test_sweep_figures_label_log_axes_with_plain_numbers(monkeypatch):
+    """Latency over 4 decades on a log axis reads 1, 10, 100, 1000 in the report's sweep
+    figures (not 10^0 ... 10^3), in the message-size figure and the family figure alike."""
+    import re
+
+    from vhpc import analysis
+    from vhpc.analysis.families import families
+    from vhpc.core.metrics import Observation
+    from vhpc.report import sweeps
+
+    monkeypatch.setattr(sweeps, "render", lambda fig, fmt="svg": fig)  # the Figure, not SVG
+    obs = [Observation(env, "osu-latency", "", f"lat_{size}", "us", False,
+                       base * (1 + size / 8) + 0.01 * i, True, False, i)
+           for env, base in (("native", 1.0), ("vm", 50.0)) for size in (1, 8, 64, 512)
+           for i in range(3)]
+    res = analysis.analyse(obs, ENVS, "native")
+    ((_, sweep),) = sweeps.size_sweeps(res)
+    (fam,) = [f for f in families(res) if f.sweep]
+    family = sweeps.family_figure(res, fam)
+    for ax in (sweep.axes[0], family.axes[0]):
+        assert ax.get_yscale() == "log"
+        fmt = ax.yaxis.get_major_formatter()
+        labels = [fmt(y, 0) for y in ax.get_yticks()]
+        assert "10" in labels and "100" in labels, labels
+        assert all(re.fullmatch(r"[0-9.]+", t) for t in labels), labels
+
+
 def test_memory_profile_reads_cpi_and_mpki_from_the_diagnostics_record():
     perf = lambda cpi, mpki=None: {"perf": {"counts": {"cycles": 1.0}, "cpi": cpi, "mpki": mpki}}
     html = str(diagnostics.memory_profile_section([

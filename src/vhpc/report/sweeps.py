@@ -72,6 +72,7 @@ def size_sweeps(analysis: Analysis, fmt: str = "svg", min_points: int = 3) -> li
                         label=env_header(analysis, env))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        log_ticks(ax, *ax.get_ylim())
         ax.set_xlabel("message size [bytes] (0 B drawn at 1 B)")
         ax.set_ylabel(f"{quantity} [{unit}]")
         title = f"{params_label(bench, params)}: {quantity} vs message size"
@@ -195,6 +196,7 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
         if _span_log(means) and min(means) > 0:
             ax.set_yscale("log")
             ax.set_ylim(bottom=min(means) / 4)  # a bar reaching 0 must not stretch the axis
+            log_ticks(ax, *ax.get_ylim())
         ax.set_xlabel("message size [bytes; K = KiB, M = MiB] (0 B drawn at 1)" if fam.by_size
                       else fam.parameter)
         ax.set_ylabel(f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}")
@@ -285,6 +287,7 @@ def family_distribution(analysis: Analysis, observations: Iterable[Observation],
                            label=f"{env}: invalid (excluded)")
         if _span_log(values) and min(values) > 0:
             ax.set_yscale("log")
+            log_ticks(ax, *ax.get_ylim())
         ax.set_xticks(range(len(fam.points)))
         ax.set_xticklabels([fam.fmt_x(x) if x is not None else m for x, _, m in fam.points],
                            rotation=45 if len(fam.points) > 8 else 0, ha="right" if len(fam.points) > 8 else "center")
