@@ -227,6 +227,10 @@ def test_race_drops_the_candidate_slowed_by_cpu_bandwidth_control(tmp_path, kern
     assert all(t.status == "done" for t in store.trials(cid))
 
 
+# alone, after the parallel pass: beside the other workers' guests one identical candidate ran
+# 1 % slower for all three rounds (ratio interval [1.00001, 1.021], Holm p 0.004 < 0.01) and was
+# eliminated, once in a full make test
+@pytest.mark.serial
 def test_race_between_identical_candidates_ends_equivalent(tmp_path, kernels_built):
     # STREAM best-of-50 rates in a cache-sized array vary by about 2 % on a quiet host, but the
     # ratio's interval reached +-10 % with other jobs on both cores: a 15 % equivalence margin
