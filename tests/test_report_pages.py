@@ -470,3 +470,26 @@ def test_a_finding_that_counts_more_items_names_them_all_in_the_html(tmp_path):
     block = re.search(r"<summary>all 24</summary><p class=\"caption\">(.*?)</p>", html).group(1)
     named = re.findall(r"lat_(\d+) \(CV", block)
     assert [int(x) for x in named] == LAT_SIZES   # every one, in numeric order
+
+
+def test_a_scalar_metric_has_one_verdict_in_the_headline_and_its_own_row():
+    """Four metrics 30 % slower at n = 3: each 95 % interval excludes 1, but Welch's p ≈ 0.02
+    each, and Holm over four raises the smallest to ≈ 0.08 ≥ α.  The headline row of a scalar
+    metric must then say what its per-metric row says (the demo's page said "slower" above a
+    table saying "no significant difference" for the same metric)."""
+    from scipy import stats as sps
+
+    native, other = [1.0, 1.1, 0.9], [1.3, 1.4, 1.2]
+    raw = sps.ttest_ind(other, native, equal_var=False).pvalue
+    assert 0.0125 < raw < 0.05  # significant alone, not after Holm over four
+    obs = [Observation(env, f"bench{b}", "", "time", "s", False, v, True, False, i)
+           for b in range(4) for env, vs in (("native", native), ("other", other))
+           for i, v in enumerate(vs)]
+    a = analyse(obs, ENVS, "native")
+    rows = headline(a)
+    assert len(rows) == 4
+    for fs in rows:
+        c = a.comparison(fs.family.benchmark, "", "time", "other")
+        assert c.p_adjusted >= 0.05 and c.ratio_ci[0] > 1.0  # the two criteria disagree
+        assert fs.verdict == c.verdict == NO_DIFFERENCE
+        assert fs.low == pytest.approx(c.ratio_ci[0]) and fs.high == pytest.approx(c.ratio_ci[1])

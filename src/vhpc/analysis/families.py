@@ -290,9 +290,12 @@ class FamilySummary:
     * ``overhead_pct``/``overhead_low``/``overhead_high``: ``ratio``/``high``/``low`` mapped by
       :func:`vhpc.analysis.compare.overhead_pct` (positive: the environment is worse in the
       metric's direction); for higher-is-better metrics the bounds swap.
-    * ``verdict``: ``slower``/``faster`` when the interval excludes 1 (in the metric's
-      direction), ``no significant difference`` when it contains 1 or is missing although
-      n ≥ 2, ``insufficient data`` when some side has fewer than 2 valid samples.
+    * ``verdict``: for a sweep, ``slower``/``faster`` when the interval excludes 1 (in the
+      metric's direction), ``no significant difference`` when it contains 1 or is missing
+      although n ≥ 2, ``insufficient data`` when some side has fewer than 2 valid samples; for
+      a one-point family the :class:`~vhpc.analysis.Comparison`'s own verdict (Holm-adjusted
+      p < α and the interval excluding 1), so the headline row and the per-metric row of one
+      metric never disagree.
     * ``counts``: per-point verdicts (Holm-adjusted, :class:`~vhpc.analysis.Comparison`),
       verdict → number of points.  ``n_points``: points compared; ``n_min``: the smallest
       valid sample count of either side over the points; ``cv_max``: the largest coefficient
@@ -354,7 +357,9 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
     i_min = min(range(len(comps)), key=lambda i: ratios[i])
     i_max = max(range(len(comps)), key=lambda i: ratios[i])
     n_min = min(min(c.n, c.n_baseline) for _, c in comps)
-    if n_min < 2:
+    if len(comps) == 1:  # a scalar: the row of the per-metric table, one verdict for both
+        verdict = comps[0][1].verdict
+    elif n_min < 2:
         verdict = INSUFFICIENT
     elif low is None or low <= 1.0 <= high:
         verdict = NO_DIFFERENCE
