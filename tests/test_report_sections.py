@@ -106,3 +106,33 @@ def test_memory_profile_reads_cpi_and_mpki_from_the_diagnostics_record():
         trial("remote", diag=perf(1.65)), trial("remote", diag=perf(1.65), warmup=True)]))
     assert "1.500" in html and "5.00" in html and "high" in html  # 1.65 / 1.1, MPKI 5 > 3
     assert "CPI was unavailable" not in html
+
+
+def test_relative_bars_show_a_ratio_of_0_02_and_one_of_5_from_the_line_at_1(monkeypatch):
+    """The demo's "relative to native" figure drew STREAM at 0.02 of native beside latency at
+    5× on one linear axis: the small bar was a sliver and the line at 1 was off the axis of a
+    panel whose bars were all below 0.1.  Bars now run from 1 to the ratio on a log axis that
+    holds 1, every bar and its interval (up to 3× beyond the bars)."""
+    from matplotlib.patches import Rectangle
+
+    from vhpc import analysis
+    from vhpc.core.metrics import Observation
+    from vhpc.report import figures
+
+    monkeypatch.setattr(figures, "render", lambda fig, fmt="svg": fig)
+    obs = [Observation(env, "pingpong", "", metric, unit, hib, v * (1 + 0.01 * i), True, False, i)
+           for metric, unit, hib, native, vm in (("bandwidth_MBps", "MB/s", True, 10000.0, 200.0),
+                                                 ("latency_us", "us", False, 0.5, 2.5))
+           for env, v in (("native", native), ("vm", vm)) for i in range(3)]
+    res = analysis.analyse(obs, {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "tcg")},
+                           "native")
+    (ax,) = figures.relative_bars(res).axes
+    assert ax.get_yscale() == "log"
+    lo, hi = ax.get_ylim()
+    assert lo < 0.02 and 5.0 < hi <= 5.0 * 3 * 1.2 and lo < 1 < hi
+    spans = sorted((round(min(r.get_y(), r.get_y() + r.get_height()), 4),
+                    round(max(r.get_y(), r.get_y() + r.get_height()), 4))
+                   for r in ax.patches if isinstance(r, Rectangle) and r.get_width() > 0)
+    assert spans == [(0.02, 1.0), (1.0, 5.0)]  # from 1, down and up
+    fmt = ax.yaxis.get_major_formatter()
+    assert "1" in [fmt(y, 0) for y in ax.get_yticks()]

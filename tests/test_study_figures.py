@@ -370,7 +370,7 @@ def test_one_point_gets_its_own_tick_and_log_axes_plain_labels():
     assert labels and all(re.fullmatch(r"[0-9.]+", t) for t in labels), labels
     assert "1" in labels and "2" in labels
     # a log axis whose limit reads 0 (bars drawn from 0, then made log) keeps matplotlib's ticks
-    from vhpc.report.sweeps import log_ticks
+    from vhpc.report.figures import log_ticks
 
     before = list(ax.get_yticks())
     log_ticks(ax, 0.0, 10.0)

@@ -4,16 +4,16 @@ Every function returns the rendered figure — SVG text (``fmt="svg"``, text dra
 font is needed to display it) or PNG bytes (``fmt="png"``) — or None when there is nothing to
 draw.  Nothing is written to disk and no global matplotlib state is changed.
 
-* :func:`relative_bars` — each metric relative to the baseline (1.0 = same), grouped per
-  benchmark, one bar per non-baseline environment, the comparison's CI as error bars (the seeds' "time
-  relative to native" figure).
+* :func:`relative_bars` — each metric relative to the baseline (1 = same), grouped per
+  benchmark, one bar per non-baseline environment from 1 to its ratio on a log axis, the
+  comparison's CI as error bars (the seeds' "time relative to native" figure).
 * :func:`distributions` — individual samples and a box per environment for each metric; invalid
   samples drawn hollow and red.
 * :func:`cold_warm_bars` — mean of cold (first after boot) vs warm trials per environment.
 
 Size sweeps and benchmark families are drawn in :mod:`vhpc.report.sweeps`, with the helpers
 shared here (:func:`new_figure`, :data:`COLORS`, :data:`RC`, :func:`env_colors`,
-:func:`mean_error_bar`, :func:`render`).
+:func:`mean_error_bar`, :func:`log_ticks`, :func:`render`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from vhpc.core.text import mathtext, plain  # noqa: E402
 from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
 
 __all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar",
-           "new_figure", "env_colors", "mean_error_bar", "COLORS", "RC"]
+           "new_figure", "env_colors", "mean_error_bar", "log_ticks", "COLORS", "RC"]
 
 #: one colour per environment, in the analysis's environment order (matplotlib's tab10 cycle
 #: without its grey and red: red marks invalid samples)
@@ -174,15 +174,39 @@ def mean_error_bar(s) -> tuple[float, float]:
     return below, s.ci_high - s.mean
 
 
+def log_ticks(ax, lo: float, hi: float) -> None:
+    """Plain tick labels (0.5, 1, 2, 5 ...) on a log y axis from ``lo`` to ``hi`` (> 0), not
+    matplotlib's ``2 × 10⁰``; ticks at 1-2-5 steps, or at every 1..9 step when the range holds
+    fewer than two of those, and at most about 8.  Leaves the axis as it is unless
+    0 < lo < hi < inf."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    if not (0 < lo < hi < float("inf")):
+        return
+
+    decades = range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1)
+    for mantissas in ((1, 2, 5), range(1, 10)):
+        ticks = [m * 10.0 ** e for e in decades for m in mantissas if lo <= m * 10.0 ** e <= hi]
+        if len(ticks) >= 2:
+            break
+    if len(ticks) > 8:
+        ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")] or ticks
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
 def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j: int,
-              env: str, color: str, bar_w: float) -> float:
-    """Draw environment ``env``'s bars (position ``j`` in each group) on ``ax``; returns its
-    largest ratio (0 when it has none)."""
+              env: str, color: str, bar_w: float) -> list[tuple[float, float, float]]:
+    """Draw environment ``env``'s bars (position ``j`` in each group) on ``ax``, each from 1
+    (= the baseline) to its ratio, so a bar up is above the baseline and a bar down below it;
+    returns (x, ratio, interval low, interval high, significant) of every bar drawn (a bound
+    missing: the ratio), for the axis and the stars (:func:`_ratio_axis`)."""
     emulated = analysis.environments[env].emulated
     xs, ys, lo_err, hi_err, stars = [], [], [], [], []
     for i, (params, metric) in enumerate(cats):
         c = analysis.comparison(bench, params, metric, env)
-        if c is None or c.ratio is None:
+        if c is None or c.ratio is None or c.ratio <= 0:
             continue
         xs.append(i - 0.4 + bar_w * (j + 0.5))
         ys.append(c.ratio)
@@ -191,31 +215,56 @@ def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j
         hi_err.append(he)
         stars.append(c.verdict in (SLOWER, FASTER))
     if not xs:
-        return 0.0
-    ax.bar(xs, ys, width=bar_w * 0.95, color=color, hatch="//" if emulated else None,
-           edgecolor="black" if emulated else color, linewidth=0.5, yerr=[lo_err, hi_err],
-           capsize=2, error_kw={"elinewidth": 0.8}, label=env_header(analysis, env))
-    for xx, yy, he, st in zip(xs, ys, hi_err, stars):
-        if st:
-            ax.text(xx, yy + he, "*", ha="center", va="bottom", fontsize=9)
-    return max(ys)
+        return []
+    ax.bar(xs, [y - 1.0 for y in ys], bottom=1.0, width=bar_w * 0.95, color=color,
+           hatch="//" if emulated else None, edgecolor="black" if emulated else color,
+           linewidth=0.5, yerr=[lo_err, hi_err], capsize=2, error_kw={"elinewidth": 0.8},
+           label=env_header(analysis, env))
+    return [(x, y, y - le, y + he, st) for x, y, le, he, st in zip(xs, ys, lo_err, hi_err, stars)]
+
+
+def _ratio_axis(ax, bars: list[tuple[float, float, float, float, bool]]) -> None:
+    """A log y axis for ratios (2× and 0.5× equally far from 1, and a bar at 0.02 as visible
+    as one at 50) that always shows 1 and every bar with its interval, but stops at 3× beyond
+    the extreme bars: an interval from a few very noisy samples can be 1000× wide (the table
+    and exports keep it whole).  Plain tick labels (:func:`log_ticks`).  Then a star beyond
+    the end of each significant bar's error bar, on the bar's side of 1, inside the axis.
+    ``bars``: (x, ratio, interval low, interval high, significant) as :func:`_env_bars` gives."""
+    rs = [r for _, r, _, _, _ in bars] + [1.0]
+    lows = [lo for _, _, lo, _, _ in bars if lo > 0] + rs
+    lo = max(min(lows), min(rs) / 3.0) / 1.2
+    hi = min(max([h for _, _, _, h, _ in bars] + rs), max(rs) * 3.0) * 1.2
+    ax.set_yscale("log", nonpositive="clip")
+    ax.set_ylim(lo, hi)
+    log_ticks(ax, lo, hi)
+    for x, r, low, high, significant in bars:
+        if not significant:
+            continue
+        end = high if r >= 1.0 else low
+        if lo < end < hi:  # beyond the error bar's end
+            outward = r >= 1.0
+        else:  # the error bar leaves the axis: inside its edge
+            end, outward = (hi, False) if r >= 1.0 else (lo, True)
+        ax.annotate("*", (x, end), xytext=(0, 0 if outward else -4), textcoords="offset points",
+                    ha="center", va="bottom" if outward else "top", fontsize=9)
 
 
 def relative_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | bytes | None:
     """Bar chart of every metric's mean relative to the baseline (baseline = 1.0).
 
     One panel per benchmark (with its parameters), one group of bars per metric, one bar per
-    non-baseline environment with value = ratio of means (dimensionless) and error bars = its
-    confidence interval as in the table (Fieller, log-delta or BCa; absent when unbounded or
-    n < 2; :func:`ratio_error_bar`; the y axis stops at 3× the tallest bar).  Tick labels
-    carry ↑ (higher is better) or ↓ (lower is better); a star marks a significant verdict (Holm-adjusted
+    non-baseline environment from 1 to the ratio of means (dimensionless) on a log axis, and
+    error bars = its confidence interval as in the table (Fieller, log-delta or BCa; absent
+    when unbounded or n < 2; :func:`ratio_error_bar`; the axis stops at 3× beyond the extreme
+    bars, :func:`_ratio_axis`).  Tick labels carry ↑ (higher is better) or ↓ (lower is
+    better), slanted when they would touch; a star marks a significant verdict (Holm-adjusted
     p < alpha); TCG environments are hatched and labelled "(TCG emulation)".
     keys: restrict to these (benchmark, params, metric) keys (default: every key; the report
     passes its scalar metrics, sweeps have their own figures).
-    Returns SVG text / PNG bytes, or None when there is no comparison with a ratio.
+    Returns SVG text / PNG bytes, or None when there is no comparison with a positive ratio.
     """
     wanted = None if keys is None else set(keys)
-    comps = [c for c in analysis.comparisons if c.ratio is not None
+    comps = [c for c in analysis.comparisons if c.ratio is not None and c.ratio > 0
              and (wanted is None or c.key in wanted)]
     if not comps:
         return None
@@ -235,12 +284,9 @@ def relative_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | byte
         for ax, (bench, cats) in zip(axes, panels.items()):
             multi_params = len({p for p, _ in cats}) > 1
             x = np.arange(len(cats))
-            rmax = max(_env_bars(ax, analysis, bench, cats, j, env, colors[env], bar_w)
-                       for j, env in enumerate(others))
-            # an interval from a few very noisy samples can be 1000× wide: cut the axis at
-            # 3× the tallest bar (the table and exports keep the full interval)
-            bottom, top = ax.get_ylim()
-            ax.set_ylim(bottom, min(top, 3.0 * max(rmax, 1.0)))
+            bars = [b for j, env in enumerate(others)
+                    for b in _env_bars(ax, analysis, bench, cats, j, env, colors[env], bar_w)]
+            _ratio_axis(ax, bars)
             ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
             labels = []
             for params, metric in cats:
@@ -254,11 +300,18 @@ def relative_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | byte
                 if multi_params:
                     lab += f"\n{params}"
                 labels.append(lab)
+            # about 15 characters of 9 pt text per inch; the axes take the width less about
+            # 3.3 inches (y label, legend), a group of bars an n-th of that
+            crowded = (len(cats) > 6
+                       or max(len(t) for lab in labels for t in lab.split("\n")) / 15.0
+                       > (width - 3.3) / len(cats))
             ax.set_xticks(x)
-            ax.set_xticklabels(labels, rotation=30 if len(cats) > 6 else 0, ha="right" if len(cats) > 6 else "center")
+            ax.set_xticklabels(labels, rotation=30 if crowded else 0,
+                               ha="right" if crowded else "center",
+                               rotation_mode="anchor" if crowded else "default")
             title = bench if multi_params else params_label(bench, cats[0][0])
             ax.set_title(title)
-            ax.set_ylabel(f"relative to {analysis.baseline}\n(1.0 = same; direction per metric)")
+            ax.set_ylabel(f"relative to {analysis.baseline}\n(1 = same; direction per metric)")
             ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
                       title="↑ higher is better\n↓ lower is better\n* significant (Holm)", title_fontsize=7)
     return render(fig, fmt)

@@ -17,8 +17,8 @@ import matplotlib
 import numpy as np
 
 from vhpc.analysis.figdata import FigureData, PanelData
-from vhpc.report.figures import COLORS, RC, new_figure, render
-from vhpc.report.sweeps import log_ticks, size_axis
+from vhpc.report.figures import COLORS, RC, log_ticks, new_figure, render
+from vhpc.report.sweeps import size_axis
 
 __all__ = ["draw"]
 

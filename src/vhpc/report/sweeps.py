@@ -22,11 +22,10 @@ from vhpc.analysis import FASTER, SLOWER, Analysis
 from vhpc.analysis.families import Family
 from vhpc.core.metrics import Observation
 from vhpc.report import direction_mark, env_header, params_label
-from vhpc.report.figures import (RC, env_colors, mean_error_bar, new_figure, ratio_error_bar,
-                                 render)
+from vhpc.report.figures import (RC, env_colors, log_ticks, mean_error_bar, new_figure,
+                                 ratio_error_bar, render)
 
-__all__ = ["size_sweeps", "family_figure", "family_distribution", "size_axis", "log_ticks",
-           "LOG_SPAN"]
+__all__ = ["size_sweeps", "family_figure", "family_distribution", "size_axis", "LOG_SPAN"]
 
 #: values spanning more than this factor (two decades) are drawn on a log axis
 LOG_SPAN = 100.0
@@ -109,28 +108,6 @@ def size_axis(ax, xs: list[float]) -> None:
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _size_label(v)))
     ax.xaxis.set_minor_locator(NullLocator())
-
-
-def log_ticks(ax, lo: float, hi: float) -> None:
-    """Plain tick labels (0.5, 1, 2, 5 ...) on a log y axis from ``lo`` to ``hi`` (> 0), not
-    matplotlib's ``2 × 10⁰``; ticks at 1-2-5 steps, or at every 1..9 step when the range holds
-    fewer than two of those, and at most about 8.  Leaves the axis as it is unless
-    0 < lo < hi < inf."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
-    if not (0 < lo < hi < float("inf")):
-        return
-
-    decades = range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1)
-    for mantissas in ((1, 2, 5), range(1, 10)):
-        ticks = [m * 10.0 ** e for e in decades for m in mantissas if lo <= m * 10.0 ** e <= hi]
-        if len(ticks) >= 2:
-            break
-    if len(ticks) > 8:
-        ticks = [t for t in ticks if f"{t:g}".lstrip("0.").startswith("1")] or ticks
-    ax.yaxis.set_major_locator(FixedLocator(ticks))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_locator(NullLocator())
 
 
 def _sweep_points(fam: Family, lookup, attr: str) -> tuple[list[float], list]:
