@@ -493,3 +493,22 @@ def test_a_scalar_metric_has_one_verdict_in_the_headline_and_its_own_row():
         assert c.p_adjusted >= 0.05 and c.ratio_ci[0] > 1.0  # the two criteria disagree
         assert fs.verdict == c.verdict == NO_DIFFERENCE
         assert fs.low == pytest.approx(c.ratio_ci[0]) and fs.high == pytest.approx(c.ratio_ci[1])
+
+
+def test_findings_of_one_kind_are_one_item_with_the_advice_once(tmp_path):
+    """Three benchmarks noisy in both environments: six "high variation" findings.  The HTML
+    lists them as one item naming the six places, each with its own metrics and CVs, and its
+    advice once (the demo's page repeated the same advice ten times)."""
+    rng = np.random.default_rng(3)
+    obs = [Observation(env, f"bench{b}", "", "time", "s", False,
+                       float(1.0 + 0.3 * rng.standard_normal() ** 2 + 0.2 * i), True, False, i)
+           for b in range(3) for env in ("native", "other") for i in range(4)]
+    a = analyse(obs, ENVS, "native")
+    noisy = [f for f in a.findings if f.kind == "high-variation"]
+    assert len(noisy) == 6
+    html = write_html(a, obs, tmp_path / "r.html", {"id": "c"}).read_text()
+    findings = html.split('<section id="findings">')[1].split("</section>")[0]
+    assert findings.count(noisy[0].advice.split("(")[0]) == 1
+    assert "high variation (coefficient of variation &gt; 5 %)</b> in 6 places" in findings
+    for f in noisy:  # every place, with its metric and CV
+        assert re.search(rf"<b>{re.escape(f.scope)}</b>: time \(CV \d+\.\d %\)", findings), f.scope

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from vhpc.core import stats
 from vhpc.analysis import Analysis, Comparison, Summary
+from vhpc.analysis.results import Finding
 from vhpc.analysis.families import Family, FamilySummary, fmt_size, sorted_keys
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "fmt_family_verdict",
     "fmt_family_counts",
     "family_metric_label",
+    "FindingGroup",
+    "finding_groups",
 ]
 
 #: marker appended to the name of an environment whose results come from TCG emulation
@@ -240,3 +243,38 @@ def fmt_family_verdict(fs: FamilySummary) -> str:
     parentheses: "slower (slower at 15 of 19 sizes)"."""
     counts = fmt_family_counts(fs)
     return f"{fs.verdict} ({counts})" if counts else fs.verdict
+
+
+@dataclass(frozen=True)
+class FindingGroup:
+    """Findings of one level and kind, shown once with the advice they share.
+
+    ``head``: the message up to its first colon ("high variation (coefficient of variation >
+    5 %)"), or the whole message of a lone finding; ``findings``: the group's findings in the
+    analysis' order (each keeps its scope, message and items)."""
+
+    level: str
+    head: str
+    advice: str
+    findings: tuple[Finding, ...]
+
+    def detail(self, f: Finding) -> str:
+        """``f``'s message after the group's head ("bandwidth_MBps (CV 10.1 %), ..."), or the
+        whole message when it does not start with the head."""
+        prefix = self.head + ":"
+        return f.message[len(prefix):].strip() if f.message.startswith(prefix) else f.message
+
+
+def finding_groups(findings: list[Finding]) -> list[FindingGroup]:
+    """``findings`` grouped by (level, kind; the message when a finding has no kind), in the
+    order each group first occurs: the terminal prints one line per group and the HTML one
+    item with the group's scopes beneath it, so ten "high variation" findings do not repeat
+    their advice ten times."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.level, f.kind or f.message), []).append(f)
+    out = []
+    for (level, _), fs in groups.items():
+        head = fs[0].message if len(fs) == 1 else fs[0].message.split(":")[0]
+        out.append(FindingGroup(level, head, fs[0].advice, tuple(fs)))
+    return out

@@ -24,8 +24,9 @@ from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
 from vhpc.core.metrics import Observation
 from vhpc.core.paths import write_atomic
 from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
-from vhpc.report import (comparison_rows, env_header, family_metric_label, fmt_family_overhead,
-                         fmt_family_counts, fmt_family_range, fmt_family_ratio, fmt_points)
+from vhpc.report import (comparison_rows, env_header, family_metric_label, finding_groups,
+                         fmt_family_overhead, fmt_family_counts, fmt_family_range,
+                         fmt_family_ratio, fmt_points)
 from vhpc.report import figures, sweeps
 
 __all__ = ["write_html", "render_html", "inline_svg"]
@@ -266,7 +267,7 @@ def render_html(
         cold_warm_figure=cold_warm,
         distribution_figures=dists,
         max_points=max_points,
-        findings=analysis.findings,
+        findings=finding_groups(analysis.findings),
         fp_headers=fp_headers,
         fp_rows=fp_rows,
         sections=list(sections),

@@ -10,7 +10,8 @@ from rich.text import Text
 from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
 from vhpc.analysis.families import families, family_summaries
 from vhpc.report import (TCG_MARK, comparison_rows, env_header, family_metric_label,
-                         fmt_family_counts, fmt_family_overhead, fmt_family_range, fmt_points)
+                         finding_groups, fmt_family_counts, fmt_family_overhead, fmt_family_range,
+                         fmt_points)
 
 __all__ = ["render_table", "render_families", "VERDICT_STYLE"]
 
@@ -115,21 +116,17 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
     if analysis.findings:
         console.print(Text("Findings (details in the HTML report)", style="bold"))
         # one line per kind of finding, its scopes listed, the advice once
-        kinds: dict[tuple[str, str], list] = {}
-        for f in analysis.findings:
-            kinds.setdefault((f.level, f.kind or f.message), []).append(f)
-        for (level, _), group in kinds.items():
+        for g in finding_groups(analysis.findings):
             line = Text("  ")
-            line.append(f"{level:<4} ", style="bold yellow" if level == "warn" else "cyan")
-            if len(group) == 1:
-                line.append(f"{group[0].scope}: ", style="bold")
-                line.append(group[0].message)
+            line.append(f"{g.level:<4} ", style="bold yellow" if g.level == "warn" else "cyan")
+            if len(g.findings) == 1:
+                line.append(f"{g.findings[0].scope}: ", style="bold")
+                line.append(g.head)
             else:
-                head = group[0].message.split(":")[0]
-                line.append(f"{head}: ", style="bold")
-                line.append(", ".join(f.scope for f in group))
+                line.append(f"{g.head}: ", style="bold")
+                line.append(", ".join(f.scope for f in g.findings))
             if advice:
-                line.append(f" → {group[0].advice}", style="dim")
+                line.append(f" → {g.advice}", style="dim")
             console.print(line)
 
 
