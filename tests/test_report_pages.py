@@ -512,3 +512,18 @@ def test_findings_of_one_kind_are_one_item_with_the_advice_once(tmp_path):
     assert "high variation (coefficient of variation &gt; 5 %)</b> in 6 places" in findings
     for f in noisy:  # every place, with its metric and CV
         assert re.search(rf"<b>{re.escape(f.scope)}</b>: time \(CV \d+\.\d %\)", findings), f.scope
+
+
+def test_the_ratio_range_column_and_sweep_caption_only_where_a_sweep_is(sweep, tmp_path):
+    """A campaign of scalar metrics (the demo's) had an empty "ratio range" column in every
+    table and a caption about sweeps it did not have; a sweep campaign keeps both."""
+    obs = [Observation(env, f"bench{b}", "", "time", "s", False, v * (1 + 0.01 * i), True, False, i)
+           for b in range(2) for env, v in (("native", 1.0), ("other", 1.5)) for i in range(3)]
+    scalar = write_html(analyse(obs, ENVS, "native"), obs, tmp_path / "s.html", {"id": "s"}).read_text()
+    assert "ratio range" not in scalar and "geometric mean of its per-point" not in scalar
+    assert "<th>ratio [CI]</th><th>verdict</th>" in scalar.split('<section id="metrics">')[0]
+    sobs, a = sweep
+    swept = write_html(a, sobs, tmp_path / "w.html", {"id": "w"}).read_text()
+    head = swept.split('<section id="metrics">')[0]
+    assert "<th>ratio range</th>" in head and "geometric mean of its per-point" in head
+    assert re.search(r'<span class="nowrap">[0-9.]+ \([0-9.]+ [KM]?i?B\)</span>', head)
