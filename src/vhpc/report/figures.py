@@ -196,8 +196,12 @@ def log_ticks(ax, lo: float, hi: float) -> None:
     ax.yaxis.set_minor_locator(NullLocator())
 
 
+#: one bar of :func:`relative_bars`: (x, ratio, interval low, interval high, significant)
+Bar = tuple[float, float, float, float, bool]
+
+
 def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j: int,
-              env: str, color: str, bar_w: float) -> list[tuple[float, float, float]]:
+              env: str, color: str, bar_w: float) -> list[Bar]:
     """Draw environment ``env``'s bars (position ``j`` in each group) on ``ax``, each from 1
     (= the baseline) to its ratio, so a bar up is above the baseline and a bar down below it;
     returns (x, ratio, interval low, interval high, significant) of every bar drawn (a bound
@@ -223,7 +227,7 @@ def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j
     return [(x, y, y - le, y + he, st) for x, y, le, he, st in zip(xs, ys, lo_err, hi_err, stars)]
 
 
-def _ratio_axis(ax, bars: list[tuple[float, float, float, float, bool]]) -> None:
+def _ratio_axis(ax, bars: list[Bar]) -> None:
     """A log y axis for ratios (2× and 0.5× equally far from 1, and a bar at 0.02 as visible
     as one at 50) that always shows 1 and every bar with its interval, but stops at 3× beyond
     the extreme bars: an interval from a few very noisy samples can be 1000× wide (the table
@@ -261,7 +265,9 @@ def relative_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | byte
     p < alpha); TCG environments are hatched and labelled "(TCG emulation)".
     keys: restrict to these (benchmark, params, metric) keys (default: every key; the report
     passes its scalar metrics, sweeps have their own figures).
-    Returns SVG text / PNG bytes, or None when there is no comparison with a positive ratio.
+    A ratio ≤ 0 (a metric whose mean can be 0 or negative) has no place on the log axis and is
+    left to the tables.  Returns SVG text / PNG bytes, or None when there is no comparison with
+    a positive ratio.
     """
     wanted = None if keys is None else set(keys)
     comps = [c for c in analysis.comparisons if c.ratio is not None and c.ratio > 0
