@@ -527,3 +527,17 @@ def test_the_ratio_range_column_and_sweep_caption_only_where_a_sweep_is(sweep, t
     head = swept.split('<section id="metrics">')[0]
     assert "<th>ratio range</th>" in head and "geometric mean of its per-point" in head
     assert re.search(r'<span class="nowrap">[0-9.]+ \([0-9.]+ [KM]?i?B\)</span>', head)
+
+
+def test_all_metrics_says_a_note_every_row_shares_once(tmp_path):
+    """Under TCG every row of "All metrics" repeated "TCG emulation, not KVM" in its trust
+    cell; like the headline, the table now says it once above itself."""
+    envs = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "tcg")}
+    obs = [Observation(env, f"bench{b}", "", m, "s", False, v * (1 + 0.001 * i), True, False, i)
+           for b in range(2) for m in ("time", "wait") for env, v in (("native", 1.0), ("vm", 3.0))
+           for i in range(3)]
+    html = write_html(analyse(obs, envs, "native"), obs, tmp_path / "r.html", {"id": "t"}).read_text()
+    metrics = html.split('<section id="metrics">')[1].split("</table>")[0]
+    assert "<b>Limits trust in every row:</b> TCG emulation, not KVM." in metrics
+    cells = re.findall(r'<td class="trust">(.*?)</td>', metrics)
+    assert len(cells) == 2 and all("TCG" not in c for c in cells)

@@ -191,6 +191,7 @@ def render_html(
     trust_all = common_trust(headline)
     metric_rows = _family_rows(analysis, [fs for fs in sums if not fs.family.primary
                                           and not fs.family.secondary])
+    metric_trust_all = common_trust(metric_rows)
     secondary_rows = _family_rows(analysis, [fs for fs in sums if fs.family.secondary])
     secondary_names = sorted({f.quantity for f in fams if f.secondary})
     shown = [f for f in fams if not f.secondary]
@@ -255,6 +256,7 @@ def render_html(
         emulated=analysis.emulated(),
         headline=headline,
         trust_all=trust_all,
+        metric_trust_all=metric_trust_all,
         metric_rows=metric_rows,
         secondary_rows=secondary_rows,
         secondary_names=secondary_names,
