@@ -99,7 +99,7 @@ def _rows(analysis: Analysis, keys=None) -> list[dict[str, Any]]:
 def _family_row(analysis: Analysis, fs: FamilySummary, first: bool) -> dict[str, Any]:
     """One row of the headline / metrics table: a family against the baseline, as text."""
     fam = fs.family
-    return {"bench": fam.label, "name": fam.benchmark, "params": fam.params,
+    return {"name": fam.benchmark, "params": fam.params,
             "metric": family_metric_label(fam), "points": fmt_points(fam),
             "env_label": env_header(analysis, fs.environment), "emulated": fs.emulated,
             "overhead": fmt_family_overhead(fs), "ratio": fmt_family_ratio(fs),
