@@ -4,9 +4,9 @@ export (:mod:`.export`, which also holds the one :class:`~vhpc.report.export.Exp
 every output format).  Imports only :mod:`vhpc.core.metrics`, :mod:`vhpc.core.records`, :mod:`vhpc.core.stats`
 (method names) and :mod:`vhpc.analysis`; never runs a benchmark.
 
-This module holds the text formatters and the summary-table rows (:func:`comparison_rows`, one
-row per metric and environment) shared by the terminal table and the HTML report, so both show
-the same numbers the same way.
+This module holds the text formatters, the summary-table rows (:func:`comparison_rows`, one
+row per metric and environment) and the grouping of findings by kind (:func:`finding_groups`)
+shared by the terminal table and the HTML report, so both show the same numbers the same way.
 """
 
 from __future__ import annotations
