@@ -229,6 +229,27 @@ def test_cli_exit_status_outputs_and_two_stores(tmp_path, capsys):
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_a_tolerance_with_no_overhead_row_checks_nothing_and_says_so(store, tmp_path, capsys):
+    """Two campaigns of native alone: the raw figures match (B is 50 % slower) but there is no
+    overhead row to hold to the tolerance.  That used to read "PASS: no regression" with exit
+    0; a regression gate that checked nothing now says NOTHING CHECKED and exits 2, the report
+    still written."""
+    make_campaign(store, "A", {"native": {"pagefault": {"private_us": [1.0, 1.1, 0.9]}}}, created=1.0)
+    make_campaign(store, "B", {"native": {"pagefault": {"private_us": [1.5, 1.6, 1.4]}}}, created=2.0)
+    r = d.diff(d.load(store, "A"), d.load(store, "B"), tolerance=d.Tolerance(0.2))
+    assert r.overhead == [] and len(r.raw) == 1 and r.raw[0].ratio == pytest.approx(1.5)
+    assert r.outcome[0] == d.NOTHING_CHECKED and r.exit_status == 2
+    out = tmp_path / "res"
+    args = ["diff", "A", "B", "--store", str(store.path), "--out", str(out)]
+    assert main(args + ["--tolerance", "20%"]) == 2
+    text = capsys.readouterr().out
+    assert "NOTHING CHECKED" in text and "PASS" not in text and "'native'" in text
+    page = (out / "diff-A-B" / "diff.html").read_text()
+    assert '<p class="NOTHING-CHECKED">NOTHING CHECKED: no overhead row' in page
+    assert json.loads((out / "diff-A-B" / "diff.json").read_text())["exit_status"] == 2
+    assert main(args) == 0  # no tolerance: a report, nothing to pass or fail
+
+
 def test_history_draws_the_ratio_over_campaigns_of_the_same_spec(store, tmp_path):
     for i, vm in enumerate(([20, 21, 19], [22, 23, 21], [30, 31, 29])):
         make_campaign(store, f"C{i}", {"native": {"pagefault": {"private_us": [10, 11, 9]}},

@@ -49,6 +49,8 @@ IMPROVEMENT = "improvement"
 NO_CHANGE = "no significant change"
 INSUFFICIENT = "insufficient data"
 PASS, FAIL, NA = "PASS", "FAIL", "n/a"
+#: :attr:`Diff.outcome` when a tolerance was given but no overhead row had an interval to hold to it
+NOTHING_CHECKED = "NOTHING CHECKED"
 
 RowKey = tuple[str, str, str, str]  # (environment, benchmark, params, metric)
 
@@ -306,9 +308,29 @@ class Diff:
         return [o for o in self.overhead if o.status == FAIL]
 
     @property
+    def outcome(self) -> tuple[str, str] | None:
+        """(status, sentence) of the diff against its tolerance: FAIL when a row FAILs, PASS
+        when every row with an interval is within it, NOTHING CHECKED when no overhead row
+        could be judged (each campaign needs an environment beside its baseline, with data in
+        both: a gate that checked nothing must not read as PASS).  None without a tolerance."""
+        if self.tolerance is None:
+            return None
+        tol = self.tolerance.describe()
+        if self.failures:
+            return FAIL, f"{len(self.failures)} regression(s) beyond the tolerance ({tol})"
+        if not any(o.status == PASS for o in self.overhead):
+            return NOTHING_CHECKED, (
+                f"no overhead row to hold to the tolerance ({tol}): each campaign needs an "
+                f"environment beside its baseline {self.a.baseline!r}, with data in both; the "
+                f"raw figures are not judged")
+        return PASS, f"no regression beyond the tolerance ({tol})"
+
+    @property
     def exit_status(self) -> int:
-        """1 when a row FAILs its tolerance, else 0."""
-        return 1 if self.failures else 0
+        """1 when a row FAILs its tolerance, 2 when a tolerance was given and nothing could be
+        checked against it (:attr:`outcome`), else 0."""
+        status = (self.outcome or ("", ""))[0]
+        return {FAIL: 1, NOTHING_CHECKED: 2}.get(status, 0)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (NaN/inf as None)."""

@@ -20,7 +20,7 @@ from vhpc.core.paths import write_atomic
 from vhpc.core.text import markup as esc
 from vhpc.core.text import plain
 from vhpc.analysis.diff import (
-    FAIL, IMPROVEMENT, PASS, REGRESSION, Diff, HistoryPoint, RowKey,
+    FAIL, IMPROVEMENT, NOTHING_CHECKED, PASS, REGRESSION, Diff, HistoryPoint, RowKey,
 )
 from vhpc.report import METHOD_TAG, direction_mark, fmt_num, params_label
 from vhpc.report.figures import new_figure, ratio_error_bar, render
@@ -99,7 +99,8 @@ RAW_COLUMNS = (("bench", "benchmark"), ("metric", "metric"), ("env", "environmen
                ("a", "mean A"), ("b", "mean B"), ("ratio", "B/A [CI]"),
                ("change", "change [CI]"))
 
-_STYLE = {REGRESSION: "red", IMPROVEMENT: "green", FAIL: "bold red", PASS: "green"}
+_STYLE = {REGRESSION: "red", IMPROVEMENT: "green", FAIL: "bold red", PASS: "green",
+          NOTHING_CHECKED: "bold yellow"}
 
 
 def _header(d: Diff) -> str:
@@ -150,15 +151,11 @@ def render_terminal(d: Diff, console: Console) -> None:
                   f"overhead change > 0: B's overhead worse in the metric's direction; p: "
                   f"Holm-adjusted over {sum(o.p_value is not None for o in d.overhead)} rows, "
                   f"α = {d.alpha:g}", highlight=False)
-    if d.tolerance is not None:
-        fails = d.failures
-        if fails:
-            names = ", ".join(f"{o.environment} {o.benchmark} {o.metric}" for o in fails)
-            console.print(f"[bold red]FAIL[/]: {len(fails)} regression(s) beyond the tolerance "
-                          f"({esc(d.tolerance.describe())}): {esc(names)}", highlight=False)
-        else:
-            console.print(f"[green]PASS[/]: no regression beyond the tolerance "
-                          f"({esc(d.tolerance.describe())})", highlight=False)
+    if d.outcome is not None:
+        status, sentence = d.outcome
+        names = ", ".join(f"{o.environment} {o.benchmark} {o.metric}" for o in d.failures)
+        console.print(f"[{_STYLE[status]}]{status}[/]: {esc(sentence)}"
+                      f"{': ' + esc(names) if names else ''}", highlight=False)
 
 
 def write_json(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
@@ -213,7 +210,7 @@ HTML_TPL = _ENV.from_string("""<!doctype html><html><head><meta charset="utf-8">
 <title>vhpc diff {{ a.id }} {{ b.id }}</title><style>body{font-family:sans-serif;margin:2em}
 table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;padding:4px 8px;
 font-size:90%}th{background:#eee}.FAIL,.regression{color:#b00;font-weight:bold}
-.PASS,.improvement{color:#070}svg.figure,img.figure{max-width:100%}</style></head><body>
+.PASS,.improvement{color:#070}.NOTHING-CHECKED{color:#8a6d00;font-weight:bold}svg.figure,img.figure{max-width:100%}</style></head><body>
 <h1>vhpc diff</h1>
 <p>A = <b>{{ a.id }}</b> ({{ a.date }}, {{ a.source }}); B = <b>{{ b.id }}</b>
 ({{ b.date }}, {{ b.source }}); baseline {{ a.baseline }}; α = {{ alpha }};
@@ -257,11 +254,9 @@ def write_html(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]]
     figs = history_figures(history or {}, d.a.baseline)
     ncampaigns = len({p.campaign for pts in (history or {}).values() for p in pts})
     summary, cls = "", ""
-    if d.tolerance is not None:
-        if d.failures:
-            summary, cls = f"FAIL: {len(d.failures)} regression(s) beyond the tolerance", FAIL
-        else:
-            summary, cls = "PASS: no regression beyond the tolerance", PASS
+    if d.outcome is not None:
+        status, sentence = d.outcome
+        summary, cls = f"{status}: {sentence}", status.replace(" ", "-")
     ref = lambda c: {**c.__dict__, "date": _date(c.created)}  # noqa: E731
     html = HTML_TPL.render(
         a=ref(d.a), b=ref(d.b), alpha=f"{d.alpha:g}", conf=f"{d.confidence:.0%}",

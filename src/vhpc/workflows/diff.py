@@ -90,7 +90,8 @@ def _own_folder(folder: Path) -> None:
 
 def run(args) -> int:
     """``vhpc diff A B``: campaign against campaign, overhead changes with PASS/FAIL against
-    a tolerance (docs/diff.md).  Exit 0 all within, 1 a regression beyond it, 2 bad input."""
+    a tolerance (docs/diff.md).  Exit 0 all within, 1 a regression beyond it, 2 bad input or
+    a tolerance with nothing to check (:attr:`vhpc.analysis.diff.Diff.outcome`)."""
     from vhpc.analysis import diff as d
     from vhpc.report import diff as present
 
