@@ -22,6 +22,7 @@ import yaml
 
 from vhpc import cli
 from vhpc.core.errors import VhpcError
+from vhpc.environments.vcluster import network as vclusternet
 from vhpc.host import owned
 from vhpc.spec import parse as spec
 
@@ -637,7 +638,7 @@ def test_kill9_during_a_vm_trial_leaves_no_qemu_or_guest_folder(tmp_path, kernel
 def test_kill9_during_a_vcluster_trial_leaves_nothing(tmp_path, kernels_built, no_qemu_leak,
                                                       guest_gate):
     f = custom_file(tmp_path / "c.yaml", _gated(guest_gate), timeout=60,
-                    env="vcluster:vms=2,vcpus=1,memory=384")
+                    env="vcluster:vms=2,vcpus=1,memory=384,net=ivshmem")
     out = tmp_path / "out"
     proc = spawn("run", f, "--out", out)
     found: dict[str, list] = {}
@@ -646,9 +647,11 @@ def test_kill9_during_a_vcluster_trial_leaves_nothing(tmp_path, kernels_built, n
         tmp = Path(tempfile.gettempdir())
         dirs = [str(p) for pre in ("vhpc-guest-", "vhpc-vcluster-")
                 for p in tmp.glob(f"{pre}{proc.pid}-*")]
+        # the guests' shared memory (net=ivshmem): a kill -9 leaves it, the resume removes it
+        shm = [str(p) for p in vclusternet.SHM_DIR.glob(f"{vclusternet.SHM_PREFIX}{proc.pid}-*")]
         qemu = [p for d in dirs for p in naming(d)]
-        found.update(dirs=dirs, qemu=qemu)
-        return len([d for d in dirs if "guest" in d]) == 2 and len(set(qemu)) >= 2
+        found.update(dirs=dirs + shm, qemu=qemu)
+        return len([d for d in dirs if "guest" in d]) == 2 and len(set(qemu)) >= 2 and bool(shm)
 
     try:
         wait_for(cluster_up, "both guests of the trial", limit=400, proc=proc)

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -179,38 +177,6 @@ def test_guests_reach_each_other_only_on_the_private_segment(cluster):
 
 
 @pytest.mark.vm
-def test_sigkill_of_vhpc_leaves_no_qemu_and_the_next_start_reaps(tmp_path, no_qemu_leak):
-    code = ("import sys,time\n"
-            "from vhpc.spec.parse import env\n"
-            "e = env('vcluster', 'k', vms=2, vcpus=1, memory=384, net='ivshmem', accel='tcg').build()\n"
-            "e.start()\n"
-            "print(e.net.workdir, e.net.shm_path, *[m.guest.pid for m in e.members], flush=True)\n"
-            "time.sleep(600)\n")
-    # a private, short temporary folder: another vcluster starting anywhere on the host may
-    # reap a dead owner's work folder before this test looks (short: UNIX socket paths)
-    private = Path(tempfile.mkdtemp(prefix="vc-", dir="/tmp"))
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(private)})
-    try:
-        line = proc.stdout.readline().split()
-        assert len(line) == 4, "the cluster did not start"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    workdir, shm, *pids = line
-    deadline = time.monotonic() + 20
-    while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(Path(f"/proc/{p}/cmdline").exists() and b"qemu" in Path(f"/proc/{p}/cmdline").read_bytes()
-                   for p in pids), "QEMU outlived a SIGKILLed vhpc"
-    assert Path(workdir).exists() and Path(shm).exists()  # what a kill -9 leaves ...
-    found = vclusternet.reap_orphans(private)
-    assert not Path(workdir).exists() and not Path(shm).exists()  # ... the next start removes
-    assert any(workdir in f for f in found) and any(shm in f for f in found)
-    shutil.rmtree(private)  # the killed child's guest folders, as any kill -9 leaves them
-
-
-@pytest.mark.vm
 def test_campaign_records_ranks_in_two_guests_and_cleans_up(tmp_path, kernels_built, no_qemu_leak):
     out = tmp_path / "res"
     cmd = [sys.executable, "-m", "vhpc.cli", "compare", "-b", "pingpong:iters=5,bw_size=4096",
@@ -227,28 +193,6 @@ def test_campaign_records_ranks_in_two_guests_and_cleans_up(tmp_path, kernels_bu
     # the CLI's work folders and shared memory (named after its pid) are gone; other
     # processes' (another xdist worker's cluster, say) are not this test's business
     assert _leftovers(proc.pid) == []
-
-
-@pytest.mark.vm
-def test_guest_failure_fails_the_trial_and_close_removes_everything(kernels_built, no_qemu_leak):
-    env = env_spec("vcluster", "err", vms=2, vcpus=1, memory=384, accel="tcg").build()
-    try:
-        env.start()
-        pids = [m.guest.pid for m in env.members]
-        import threading
-
-        victim = env.members[0].guest.pid  # guest 0 (the launcher's) dies under the job
-        threading.Timer(8.0, os.kill, (victim, signal.SIGKILL)).start()
-        r = env.run(["mpirun.openmpi", "--allow-run-as-root", "-np", "2", "sleep", "60"],
-                    timeout=120)
-        assert not r.ok and "guest failed" in (r.error or "")
-        assert all(m.guest is None for m in env.members)  # the next trial boots all afresh
-        net = env.net
-    finally:
-        env.close()
-    assert not net.workdir.exists()
-    assert not [p for p in pids if Path(f"/proc/{p}/cmdline").exists()
-                and b"qemu" in Path(f"/proc/{p}/cmdline").read_bytes()]
 
 
 def _ivshmem_trial(env_run, bindir, **params):
@@ -352,3 +296,21 @@ def test_pause_stops_every_guest_of_the_cluster(cluster):
     finally:
         cluster.resume()
     assert [m.guest.qmp.cmd("query-status")["status"] for m in cluster.members] == ["running"] * 2
+
+
+# last in the module: it kills the module cluster's guests (the fixture's close() then checks
+# that the cluster's work folder and shared memory are gone); a cluster of its own cost two
+# more TCG boots
+@pytest.mark.vm
+def test_guest_failure_fails_the_trial_and_close_removes_everything(cluster, no_qemu_leak):
+    import threading
+
+    pids = [m.guest.pid for m in cluster.members]
+    victim = cluster.members[0].guest.pid  # guest 0 (the launcher's) dies under the job
+    threading.Timer(8.0, os.kill, (victim, signal.SIGKILL)).start()
+    r = cluster.run(["mpirun.openmpi", "--allow-run-as-root", "-np", "2", "sleep", "60"],
+                    timeout=120)
+    assert not r.ok and "guest failed" in (r.error or "")
+    assert all(m.guest is None for m in cluster.members)  # the next trial boots all afresh
+    assert not [p for p in pids if Path(f"/proc/{p}/cmdline").exists()
+                and b"qemu" in Path(f"/proc/{p}/cmdline").read_bytes()]
