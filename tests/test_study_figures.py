@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -317,6 +318,13 @@ def test_study_writes_figure_data_and_finding_lines(name, tmp_path, kernels_buil
                     assert xs == want, (label, s["label"], xs)
                 assert all(pt["n"] >= 1 and (pt["low"] is None or pt["low"] <= pt["y"] <= pt["high"])
                            for pt in s["points"])
+    if name == "cold-warm":  # per VM boot a cold trial then warm ones, a fresh boot per round
+        db = sqlite3.connect(tmp_path / "vhpc.db")
+        rows = list(db.execute("SELECT environment, session_index, json_extract(applied_json, "
+                               "'$.session') FROM trials ORDER BY id"))
+        db.close()
+        assert [r[1:] for r in rows if r[0] == "vm"] == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (2, 2)]
+        assert all(r[1:] == (None, None) for r in rows if r[0] == "native")
     # one "paper found / this host" line per stated finding, in the file's order; 1 or 2 runs
     # are too few for a verdict on any host
     lines = doc["study"]["paper_findings"]

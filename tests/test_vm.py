@@ -197,24 +197,6 @@ def test_guest_numa_nodes_match_the_plan_and_memory_is_read_back(policy, numa, v
             assert "bind:0" in policies
 
 
-def test_cold_warm_campaign_records_session_indices(tmp_path, kernels_built, no_qemu_leak):
-    from vhpc.campaign import execute as campaign
-    from vhpc.spec import parse as spec
-    from vhpc.store import Store
-
-    s = spec.from_cli(["pagefault:mib=2,reps=1"], ["native", "vm:memory=512"], repeats=2,
-                      warmup=0, protocol="cold-warm", session_trials=2)
-    store = Store(tmp_path / "vhpc.db")
-    cid = campaign.create(store, s)
-    campaign.execute(store, cid)
-    rows = [(t.environment, t.session_index, t.applied.session if t.environment == "vm" else None)
-            for t in store.trials(cid)]
-    vm_rows = [r for r in rows if r[0] == "vm"]
-    assert [r[1] for r in vm_rows] == [0, 1, 0, 1]          # cold, warm per boot
-    assert [r[2] for r in vm_rows] == [1, 1, 2, 2]          # a fresh boot per block
-    assert all(r[1] is None for r in rows if r[0] == "native")
-
-
 def _qemu_faults(pid: int) -> tuple[int, int]:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return int(fields[7]), int(fields[9])  # proc(5): minflt, majflt
