@@ -246,6 +246,8 @@ def test_a_tolerance_with_no_overhead_row_checks_nothing_and_says_so(store, tmp_
     assert "NOTHING CHECKED" in text and "PASS" not in text and "'native'" in text
     page = (out / "diff-A-B" / "diff.html").read_text()
     assert '<p class="NOTHING-CHECKED">NOTHING CHECKED: no overhead row' in page
+    overhead = page.split('<section id="overhead">', 1)[1].split("</section>", 1)[0]
+    assert "<table" not in overhead and "no overhead to compare" in overhead  # no empty table
     assert json.loads((out / "diff-A-B" / "diff.json").read_text())["exit_status"] == 2
     assert main(args) == 0  # no tolerance: a report, nothing to pass or fail
 

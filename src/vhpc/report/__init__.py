@@ -24,6 +24,7 @@ __all__ = [
     "fmt_mean_ci",
     "fmt_ratio",
     "fmt_overhead",
+    "fmt_pct",
     "fmt_p",
     "direction_mark",
     "params_label",
@@ -89,11 +90,19 @@ def _bound(x: float) -> str:
     return f"{x:.3f}" if abs(x) >= 0.01 or x == 0 else f"{x:.2g}"
 
 
+def fmt_pct(x: float, unit: bool = True) -> str:
+    """A signed percentage: one decimal ("+12.3 %"), or whole with thousands separators from
+    ±1000 % on ("+359,391 %": an emulated guest thousands of times slower reads at a glance,
+    not as "+359391.1 %").  ``unit=False`` leaves out " %" (interval bounds)."""
+    text = f"{x:+.1f}" if abs(round(x, 1)) < 1000 else f"{x:+,.0f}"
+    return text + " %" if unit else text
+
+
 def fmt_overhead(c: Comparison | None) -> str:
-    """Overhead in percent with sign ("+12.3 %"), "—" when unknown."""
+    """Overhead in percent with sign (:func:`fmt_pct`), "—" when unknown."""
     if c is None or c.overhead_pct is None:
         return "—"
-    return f"{c.overhead_pct:+.1f} %"
+    return fmt_pct(c.overhead_pct)
 
 
 def fmt_p(c: Comparison | None) -> str:
@@ -208,9 +217,9 @@ def fmt_family_overhead(fs: FamilySummary) -> str:
     """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval."""
     if fs.overhead_pct is None:
         return "—"
-    text = f"{fs.overhead_pct:+.1f} %"
+    text = fmt_pct(fs.overhead_pct)
     if fs.overhead_low is not None and fs.overhead_high is not None:
-        text += f" [{fs.overhead_low:+.1f}, {fs.overhead_high:+.1f}]"
+        text += f" [{fmt_pct(fs.overhead_low, False)}, {fmt_pct(fs.overhead_high, False)}]"
     return text
 
 

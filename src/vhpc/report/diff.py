@@ -22,7 +22,7 @@ from vhpc.core.text import plain
 from vhpc.analysis.diff import (
     FAIL, IMPROVEMENT, NOTHING_CHECKED, PASS, REGRESSION, Diff, HistoryPoint, RowKey,
 )
-from vhpc.report import METHOD_TAG, direction_mark, fmt_num, params_label
+from vhpc.report import METHOD_TAG, direction_mark, fmt_num, fmt_pct, params_label
 from vhpc.report.figures import new_figure, ratio_error_bar, render
 from vhpc.report.html import embed_figure
 
@@ -46,8 +46,8 @@ def _pct(x: float | None, ci: tuple[float | None, float | None] | None = None) -
     if x is None:
         return "—"
     if ci is None or ci[0] is None or ci[1] is None:
-        return f"{x:+.1f} %"
-    return f"{x:+.1f} % [{ci[0]:+.1f}, {ci[1]:+.1f}]"
+        return fmt_pct(x)
+    return f"{fmt_pct(x)} [{fmt_pct(ci[0], False)}, {fmt_pct(ci[1], False)}]"
 
 
 def _p(p: float | None) -> str:
@@ -222,7 +222,9 @@ tolerance: {{ tolerance }}.</p>
 <td>{{ f.a }}</td><td>{{ f.b }}</td></tr>{% endfor %}</tbody></table>
 {% else %}<p>No recorded difference between the fingerprints.</p>{% endif %}</section>
 <section id="overhead"><h2>Overhead change</h2>
-<p>Ratio = environment / {{ a.baseline }} in each campaign; B/A is their quotient with a
+{% if not overhead %}<p>No environment besides the baseline {{ a.baseline }} is in both
+campaigns, so there is no overhead to compare: the raw figures below are the comparison.</p>
+{% else %}<p>Ratio = environment / {{ a.baseline }} in each campaign; B/A is their quotient with a
 {{ conf }} interval (delta method on the log scale, docs/statistics.md); the overhead change
 is positive when B's overhead is worse in the metric's direction; p: Welch-type t on the log
 ratio, Holm-adjusted over the diff. FAIL = a regression (adjusted p &lt; α and the interval
@@ -230,7 +232,7 @@ excludes 1) larger than the tolerance.</p>
 <table><thead><tr>{% for k, t in ocols %}<th>{{ t }}</th>{% endfor %}<th>note</th></tr>
 </thead><tbody>{% for c in overhead %}<tr>{% for k, t in ocols %}
 <td class="{{ c[k] }}">{{ c[k] }}</td>{% endfor %}<td>{{ c.note }}</td></tr>{% endfor %}
-</tbody></table></section>
+</tbody></table>{% endif %}</section>
 <section id="raw"><h2>Raw figures</h2><table><thead><tr>{% for k, t in rcols %}
 <th>{{ t }}</th>{% endfor %}</tr></thead><tbody>{% for c in raw %}<tr>{% for k, t in rcols %}
 <td>{{ c[k] }}</td>{% endfor %}</tr>{% endfor %}</tbody></table></section>

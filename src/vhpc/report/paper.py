@@ -23,6 +23,7 @@ from vhpc.analysis import Analysis, figdata
 
 from vhpc.campaign import paper_findings
 from vhpc.core.paths import write_atomic
+from vhpc.report import fmt_pct
 from vhpc.campaign.paper_findings import AGREES, CANNOT_TELL, DISAGREES
 
 
@@ -283,8 +284,9 @@ def value_text(f: paper_findings.Finding, e: Evidence) -> str:
     lo, hi = e.ci
     has = lo is not None and hi is not None
     if f.claim == "overhead_pct":
-        val = f"overhead {(e.ratio - 1) * 100:+.1f} %"
-        ci = f" [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]" if has else " (no interval)"
+        val = f"overhead {fmt_pct((e.ratio - 1) * 100)}"
+        ci = (f" [{fmt_pct((lo - 1) * 100, False)}, {fmt_pct((hi - 1) * 100, False)}]" if has
+              else " (no interval)")
     else:
         raw = (lambda v: 1 / v if v else float("nan")) if e.higher_is_better else (lambda v: v)
         val = f"ratio {raw(e.ratio):.3f}"
