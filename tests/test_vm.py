@@ -175,8 +175,23 @@ def test_hung_guest_is_killed_and_reported_with_console(vm, monkeypatch):
     assert vm.guest is None
     with pytest.raises(ProcessLookupError):
         os.kill(old_pid, 0)
-    r = vm.run(["true"], timeout=60)  # the next trial boots a fresh session
+    # the next trial boots a fresh session; that guest hangs before its first answer (QMP
+    # stop, as a stalled TCG boot would), so it is killed and booted once more
+    monkeypatch.setattr(vmmod, "FIRST_ANSWER_WAIT", 2.0)
+    boot, hung = vm.backend.boot, []
+
+    def boot_that_hangs_once(request):
+        guest = boot(request)
+        if not hung:
+            hung.append(guest.pid)
+            guest.qmp.cmd("stop")
+        return guest
+
+    monkeypatch.setattr(vm.backend, "boot", boot_that_hangs_once)
+    r = vm.run(["true"], timeout=60)
     assert r.ok and r.session_index == 0
+    assert len(vm.boot_hangs) == 1 and "did not answer in time" in vm.boot_hangs[0]
+    assert vm.guest.pid != hung[0] and not os.path.exists(f"/proc/{hung[0]}/cmdline")
 
 
 @pytest.mark.parametrize("policy,numa,vcpus", [("spread", 2, 2), ("float", 4, 4)])

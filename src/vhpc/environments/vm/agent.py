@@ -67,6 +67,12 @@ def retry_connect(attempt: Callable[[], Any], errors: tuple[type[BaseException],
             time.sleep(0.01)
 
 
+class GuestHung(EnvError):
+    """The guest agent did not answer before its deadline while QEMU kept running: a hung
+    guest (a boot that stalls under TCG, a kernel stuck after init), not a refused
+    configuration.  :meth:`VmEnvironment._boot` boots once more after one of these."""
+
+
 class AgentChannel:
     """One connection to a guest's agent.  ``sock``: the connected unix stream socket;
     ``exit_status``: the hypervisor process's exit status, None while it runs (EnvError
@@ -102,10 +108,11 @@ class AgentChannel:
             pass
 
     def _fill(self, deadline: float) -> None:
-        """Read more bytes into the buffer.  Raises EnvError on timeout, exit or EOF."""
+        """Read more bytes into the buffer.  Raises GuestHung on timeout, EnvError on exit or
+        EOF."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise EnvError("guest agent did not answer in time (guest hung?)")
+            raise GuestHung("guest agent did not answer in time (guest hung?)")
         status = self.exit_status()
         if status is not None:
             raise EnvError(f"QEMU exited with status {status}")

@@ -39,6 +39,7 @@ from vhpc.core import records
 import vhpc.topology
 from vhpc.host import counters, facts
 from vhpc.environments.vm import guestimage
+from vhpc.environments.vm.agent import GuestHung
 from vhpc.environments.base import EnvError, Environment, RunResult, now
 from vhpc.host.numa import guest_nodes, read_numa_maps
 from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
@@ -77,6 +78,10 @@ def placement_mismatches(plan, vcpus: list[dict], memory: dict | None,
                 if seen["cpus"] != want:
                     out.append(f"guest node {gn.id} has vCPUs {seen['cpus'] or 'none'}, planned {want}")
     return out
+
+
+#: seconds a freshly booted guest may take to answer its first request (its NUMA nodes)
+FIRST_ANSWER_WAIT = 30.0
 
 
 class VmEnvironment(Environment):
@@ -132,6 +137,10 @@ class VmEnvironment(Environment):
         self.emulator_cpus: list[int] | None = None
         self.sessions = 0
         self.boot_times: list[float] = []
+        #: why a boot was done again: the guest hung before its first answer (GuestHung), as
+        #: one TCG boot did in a dozen full test runs here (some 500 boots); a second hang
+        #: fails the trial
+        self.boot_hangs: list[str] = []
         self._trials_in_session: dict[str, int] = {}
         try:  # an unreachable hypervisor is a setup error, said once before any trial
             self.removed_leftovers: list[str] = self.backend.remove_leftovers()
@@ -185,14 +194,14 @@ class VmEnvironment(Environment):
                 vhpc.placement.check_hugepages(self.placement, facts.read_hugepages())
             except vhpc.placement.PlacementError as exc:
                 raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
-        guest = self.backend.boot(self._request(self.placement, main=True))
-        self.boot_times.append(guest.boot_seconds)
-        try:
-            self.guest_numa = guest_nodes(
-                lambda path: guest.request("read", 30.0, path=path).get("data"))
-        except (EnvError, OSError) as exc:
-            guest.kill()
-            raise EnvError(str(exc)) from None
+        for attempt in (1, 2):
+            try:
+                guest = self._boot_main()
+                break
+            except GuestHung as exc:
+                if attempt == 2:
+                    raise EnvError(f"the guest hung twice while booting: {exc}") from None
+                self.boot_hangs.append(str(exc))
         self.guest, self.emulator_cpus = guest, guest.emulator_cpus
         if self.corunner_argv:
             try:
@@ -202,6 +211,20 @@ class VmEnvironment(Environment):
                 raise
         self.sessions += 1
         self._trials_in_session = {}
+
+    def _boot_main(self) -> GuestSession:
+        """Boot the measured VM and read its own view of its NUMA nodes.  Raises GuestHung
+        when its agent stops answering (the guest is killed first), EnvError otherwise."""
+        guest = self.backend.boot(self._request(self.placement, main=True))
+        self.boot_times.append(guest.boot_seconds)
+        try:
+            self.guest_numa = guest_nodes(
+                lambda path: guest.request("read", FIRST_ANSWER_WAIT, path=path).get("data"))
+        except (EnvError, OSError) as exc:
+            detail = guest.failure_detail()
+            guest.kill()
+            raise (GuestHung if isinstance(exc, GuestHung) else EnvError)(f"{exc}{detail}") from None
+        return guest
 
     def _boot_corunner(self) -> GuestSession:
         """A second VM, placed by ``corunner_policy``, that runs the co-runner load in a loop

@@ -217,8 +217,8 @@ class LibvirtGuest(GuestSession):
             if isinstance(exc, libvirt.libvirtError):
                 raise EnvError(f"libvirt could not start the domain: "
                                f"{exc.get_error_message()}{detail}") from None
-            if isinstance(exc, EnvError):
-                raise EnvError(f"{exc}{detail}") from None
+            if isinstance(exc, EnvError):  # GuestHung stays GuestHung: the caller may retry
+                raise type(exc)(f"{exc}{detail}") from None
             if isinstance(exc, OSError):
                 raise EnvError(f"guest failed to boot: {exc}{detail}") from None
             raise

@@ -179,8 +179,8 @@ class QemuGuest(GuestSession):
         except BaseException as exc:
             detail = self.failure_detail()
             self.kill()
-            if isinstance(exc, EnvError):
-                raise EnvError(f"{exc}{detail}") from None
+            if isinstance(exc, EnvError):  # GuestHung stays GuestHung: the caller may retry
+                raise type(exc)(f"{exc}{detail}") from None
             if isinstance(exc, (OSError, TimeoutError)) or exc.__class__.__name__.endswith("Error"):
                 raise EnvError(f"guest failed to boot: {exc}{detail}") from None
             raise
