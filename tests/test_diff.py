@@ -244,6 +244,7 @@ def test_a_tolerance_with_no_overhead_row_checks_nothing_and_says_so(store, tmp_
     assert main(args + ["--tolerance", "20%"]) == 2
     text = capsys.readouterr().out
     assert "NOTHING CHECKED" in text and "PASS" not in text and "'native'" in text
+    assert "Holm-adjusted over" not in text  # no caption for an overhead table it does not print
     page = (out / "diff-A-B" / "diff.html").read_text()
     assert '<p class="NOTHING-CHECKED">NOTHING CHECKED: no overhead row' in page
     overhead = page.split('<section id="overhead">', 1)[1].split("</section>", 1)[0]

@@ -119,8 +119,6 @@ def test_bad_vcluster_options_are_one_line_errors():
 
 def _leftovers(pid: int | None = None) -> list[str]:
     """Work folders and shared-memory files of process ``pid`` (default: this one)."""
-    import tempfile
-
     pid = os.getpid() if pid is None else pid
     mine = f"{vclusternet.WORK_PREFIX}{pid}-"
     return [str(p) for p in Path(tempfile.gettempdir()).glob(mine + "*")] + \

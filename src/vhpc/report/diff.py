@@ -147,10 +147,11 @@ def render_terminal(d: Diff, console: Console) -> None:
     for tag, f in d.findings:  # e.g. a slowdown= the kernel did not apply
         console.print(f"[bold yellow]{esc(f.level)}[/] campaign {tag} ({esc(f.scope)}): "
                       f"{esc(f.message)} → {esc(f.advice)}", highlight=False)
-    console.print(f"B/A of the ratios: delta method on the log scale, {d.confidence:.0%} CI; "
-                  f"overhead change > 0: B's overhead worse in the metric's direction; p: "
-                  f"Holm-adjusted over {sum(o.p_value is not None for o in d.overhead)} rows, "
-                  f"α = {d.alpha:g}", highlight=False)
+    if d.overhead:  # the caption explains the overhead table; without one it has nothing to say
+        console.print(f"B/A of the ratios: delta method on the log scale, {d.confidence:.0%} CI; "
+                      f"overhead change > 0: B's overhead worse in the metric's direction; p: "
+                      f"Holm-adjusted over {sum(o.p_value is not None for o in d.overhead)} rows, "
+                      f"α = {d.alpha:g}", highlight=False)
     if d.outcome is not None:
         status, sentence = d.outcome
         names = ", ".join(f"{o.environment} {o.benchmark} {o.metric}" for o in d.failures)
