@@ -303,7 +303,7 @@ def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path):
 
 def test_vm_race_under_tcg_recommends_with_pinned_libvirt_xml(tmp_path, kernels_built, no_qemu_leak):
     out = tmp_path / "res"
-    r = vhpc("tune", "-b", "pagefault:mib=16,reps=1", "--vcpus", "2", "--memory", "512",
+    r = vhpc("tune", "-b", "pagefault:mib=4,reps=1", "--vcpus", "2", "--memory", "512",
              "--min-rounds", "2", "--budget", "9", "--json", str(tmp_path / "t.json"),
              "--out", str(out), timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
