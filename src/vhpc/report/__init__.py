@@ -25,6 +25,7 @@ __all__ = [
     "fmt_ratio",
     "fmt_overhead",
     "fmt_pct",
+    "fmt_pct_ci",
     "fmt_p",
     "direction_mark",
     "params_label",
@@ -96,6 +97,14 @@ def fmt_pct(x: float, unit: bool = True) -> str:
     not as "+359391.1 %").  ``unit=False`` leaves out " %" (interval bounds)."""
     text = f"{x:+.1f}" if abs(round(x, 1)) < 1000 else f"{x:+,.0f}"
     return text + " %" if unit else text
+
+
+def fmt_pct_ci(x: float, low: float | None, high: float | None) -> str:
+    """``x`` with its interval, each by :func:`fmt_pct`: "+12.3 % [+8.1, +16.0]"; just
+    "+12.3 %" when a bound is missing."""
+    if low is None or high is None:
+        return fmt_pct(x)
+    return f"{fmt_pct(x)} [{fmt_pct(low, False)}, {fmt_pct(high, False)}]"
 
 
 def fmt_overhead(c: Comparison | None) -> str:
@@ -217,10 +226,7 @@ def fmt_family_overhead(fs: FamilySummary) -> str:
     """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval."""
     if fs.overhead_pct is None:
         return "—"
-    text = fmt_pct(fs.overhead_pct)
-    if fs.overhead_low is not None and fs.overhead_high is not None:
-        text += f" [{fmt_pct(fs.overhead_low, False)}, {fmt_pct(fs.overhead_high, False)}]"
-    return text
+    return fmt_pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
 
 
 def fmt_family_range(fs: FamilySummary) -> str:

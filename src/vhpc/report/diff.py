@@ -22,7 +22,7 @@ from vhpc.core.text import plain
 from vhpc.analysis.diff import (
     FAIL, IMPROVEMENT, NOTHING_CHECKED, PASS, REGRESSION, Diff, HistoryPoint, RowKey,
 )
-from vhpc.report import METHOD_TAG, direction_mark, fmt_num, fmt_pct, params_label
+from vhpc.report import METHOD_TAG, direction_mark, fmt_num, fmt_pct_ci, params_label
 from vhpc.report.figures import new_figure, ratio_error_bar, render
 from vhpc.report.html import embed_figure
 
@@ -45,9 +45,7 @@ def _ratio(r: float | None, ci: tuple[float | None, float | None], method: str =
 def _pct(x: float | None, ci: tuple[float | None, float | None] | None = None) -> str:
     if x is None:
         return "—"
-    if ci is None or ci[0] is None or ci[1] is None:
-        return fmt_pct(x)
-    return f"{fmt_pct(x)} [{fmt_pct(ci[0], False)}, {fmt_pct(ci[1], False)}]"
+    return fmt_pct_ci(x, *(ci or (None, None)))
 
 
 def _p(p: float | None) -> str:

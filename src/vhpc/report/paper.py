@@ -23,7 +23,7 @@ from vhpc.analysis import Analysis, figdata
 
 from vhpc.campaign import paper_findings
 from vhpc.core.paths import write_atomic
-from vhpc.report import fmt_pct
+from vhpc.report import fmt_pct_ci
 from vhpc.campaign.paper_findings import AGREES, CANNOT_TELL, DISAGREES
 
 
@@ -284,9 +284,10 @@ def value_text(f: paper_findings.Finding, e: Evidence) -> str:
     lo, hi = e.ci
     has = lo is not None and hi is not None
     if f.claim == "overhead_pct":
-        val = f"overhead {fmt_pct((e.ratio - 1) * 100)}"
-        ci = (f" [{fmt_pct((lo - 1) * 100, False)}, {fmt_pct((hi - 1) * 100, False)}]" if has
-              else " (no interval)")
+        pct = lambda r: (r - 1) * 100  # noqa: E731
+        val = "overhead " + fmt_pct_ci(pct(e.ratio), pct(lo) if has else None,
+                                       pct(hi) if has else None)
+        ci = "" if has else " (no interval)"
     else:
         raw = (lambda v: 1 / v if v else float("nan")) if e.higher_is_better else (lambda v: v)
         val = f"ratio {raw(e.ratio):.3f}"
