@@ -2,16 +2,12 @@
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-
-from conftest import qemu_pids
 
 VHPC = [sys.executable, "-m", "vhpc.cli"]
 
@@ -115,45 +111,6 @@ def _done(db_path):
         return rows
     except sqlite3.Error:
         return []
-
-
-@pytest.mark.vm
-def test_sigkill_midway_then_resume_loses_and_repeats_nothing(tmp_path, kernels_built):
-    before = qemu_pids()
-    proc = subprocess.Popen(VHPC + ["compare", "-b", "stream:n=50000,ntimes=3", "-e", "native",
-                                    "-e", "vm:memory=512", "--repeats", "3", "--warmup", "0",
-                                    "--out", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    db_path = tmp_path / "vhpc.db"
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        rows = _done(db_path)
-        if sum(1 for r in rows if r[1] == "vm" and r[2] == "done") >= 1 and proc.poll() is None:
-            break
-        time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail("the campaign did not complete a VM trial in time")
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    for _ in range(50):  # QEMU dies with vhpc (PR_SET_PDEATHSIG)
-        if not qemu_pids() - before:
-            break
-        time.sleep(0.1)
-    assert not qemu_pids() - before, "QEMU outlived a SIGKILLed vhpc"
-    rows = _done(db_path)
-    finished_before = {r[0]: r[3] for r in rows if r[2] == "done"}
-    assert 0 < len(finished_before) < 6
-    cid = sqlite3.connect(db_path).execute("SELECT id FROM campaigns").fetchone()[0]
-    r = vhpc("compare", "--resume", cid, "--no-report", "--out", str(tmp_path), timeout=900)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    rows = _done(db_path)
-    assert len(rows) == 6 and all(r[2] == "done" for r in rows)
-    for tid, started in finished_before.items():
-        assert dict((r[0], r[3]) for r in rows)[tid] == started  # not re-run
-    db = sqlite3.connect(db_path)
-    assert db.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 6 * 4
-    assert not qemu_pids() - before
 
 
 def test_plan_on_the_seed_opteron_prints_placement_and_libvirt_xml():

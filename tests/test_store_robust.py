@@ -464,8 +464,14 @@ def test_a_cold_warm_campaign_keeps_its_planned_cold_trials(tmp_path):
 
 def test_kill_and_resume_of_a_warm_vm_campaign_labels_the_reboot_trial(tmp_path, kernels_built,
                                                                        no_qemu_leak):
-    """The real thing: a QEMU guest, vhpc SIGKILLed, resumed.  The benchmark waits at the gate
-    only on the host (the guest's /tmp is its own, so the marks folder does not exist there)."""
+    """The real thing: a QEMU guest, vhpc SIGKILLed between two trials of its warm guest, then
+    resumed.  The guest dies with vhpc, not at the next start; the resume runs exactly the
+    trials that did not finish (nothing lost, nothing twice) and labels its first VM trial a
+    reboot.  The benchmark waits at the gate only on the host (the guest's /tmp is its own, so
+    the marks folder does not exist there)."""
+    from conftest import qemu_pids
+
+    before = qemu_pids()
     cmd, gate, marks = gated(tmp_path, first_free=1)
     cmd = f"if [ -d {marks} ]; then {cmd}; else echo v 1; fi"
     f = campaign_file(tmp_path, cmd, repeats=2)
@@ -478,8 +484,13 @@ def test_kill_and_resume_of_a_warm_vm_campaign_labels_the_reboot_trial(tmp_path,
     # plan: native(w) vm(w) | vm native | native vm; the native trial of round 1 waits
     wait_for(lambda: len(list(marks.iterdir())) == 2, "the measured native trial", proc, 600)
     assert rows(db, "SELECT seq FROM trials WHERE status='done' ORDER BY seq") == [(0,), (1,), (2,)]
+    finished = dict(rows(db, "SELECT id, started FROM trials WHERE status='done'"))
+    guest = qemu_pids() - before
+    assert guest, "the warm guest is not running"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    # QEMU dies with vhpc (PR_SET_PDEATHSIG): an orphaned guest would be counted here
+    wait_for(lambda: not qemu_pids() - before, "the guest to die with vhpc", limit=10)
     gate.touch()
     cid = rows(db, "SELECT id FROM campaigns")[0][0]
     r = vhpc(tmp_path, "compare", "--resume", cid, "--no-report", "--out", str(out), timeout=900)
@@ -488,5 +499,11 @@ def test_kill_and_resume_of_a_warm_vm_campaign_labels_the_reboot_trial(tmp_path,
                     "WHERE environment LIKE 'vm%' ORDER BY seq") == [
         (1, "vm", 0, 0), (2, "vm", 1, 0), (5, "vm", 0, 1)]
     store = Store(db)
+    trials = store.trials(cid)
+    assert len(trials) == 6 and all(t.status == "done" for t in trials)
+    assert all(t.started == finished[t.id] for t in trials if t.id in finished)  # not run again
+    obs = store.observations(cid)
+    assert len({(o.trial_id, o.metric) for o in obs}) == len(obs)  # nothing twice
+    assert {o.trial_id for o in obs} == {t.id for t in trials}  # nothing lost
     g = groups(store, cid)
     assert ("vm", "cold") not in g and g[("vm", "all")] == 1 and g[("vm", "warm")] == 1
