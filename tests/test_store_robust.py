@@ -24,6 +24,7 @@ from vhpc.campaign import execute as campaign
 from vhpc.spec import parse as spec
 from vhpc.environments.base import Environment, RunResult
 from vhpc.store import Store, StoreError
+from conftest import qemu_pids
 from test_campaign import StopAfter  # the Ctrl-C progress callback
 
 VHPC = [sys.executable, "-m", "vhpc.cli"]
@@ -469,8 +470,6 @@ def test_kill_and_resume_of_a_warm_vm_campaign_labels_the_reboot_trial(tmp_path,
     trials that did not finish (nothing lost, nothing twice) and labels its first VM trial a
     reboot.  The benchmark waits at the gate only on the host (the guest's /tmp is its own, so
     the marks folder does not exist there)."""
-    from conftest import qemu_pids
-
     before = qemu_pids()
     cmd, gate, marks = gated(tmp_path, first_free=1)
     cmd = f"if [ -d {marks} ]; then {cmd}; else echo v 1; fi"
@@ -485,8 +484,7 @@ def test_kill_and_resume_of_a_warm_vm_campaign_labels_the_reboot_trial(tmp_path,
     wait_for(lambda: len(list(marks.iterdir())) == 2, "the measured native trial", proc, 600)
     assert rows(db, "SELECT seq FROM trials WHERE status='done' ORDER BY seq") == [(0,), (1,), (2,)]
     finished = dict(rows(db, "SELECT id, started FROM trials WHERE status='done'"))
-    guest = qemu_pids() - before
-    assert guest, "the warm guest is not running"
+    assert qemu_pids() - before, "the warm guest is not running"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     # QEMU dies with vhpc (PR_SET_PDEATHSIG): an orphaned guest would be counted here
