@@ -28,12 +28,25 @@ needs_mpi = pytest.mark.needs("mpirun")  # conftest.require_tool: fails under CI
 
 
 @pytest.fixture(scope="module")
-def build() -> Path:
-    """Path of the build directory; runs make if a kernel is missing."""
-    if not all((BUILD / name).exists() for name in NAMES):
-        proc = subprocess.run(["make", "-C", str(KERNELS_DIR)], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+def build(kernels_built) -> Path:
+    """Path of the build directory (conftest.kernels_built: built as ``make kernels`` does)."""
+    assert kernels_built == BUILD
     return BUILD
+
+
+def test_the_checkout_build_carries_vhpcs_build_key(kernels_built):
+    """``make kernels`` (and kernels_built) build through vhpc, which records the build key:
+    a campaign's first use then rebuilds nothing.  A plain ``make -C kernels`` left no key, and
+    the first campaign relinked every kernel in place while a test's guest ran them."""
+    from vhpc.benchmarks import kernel_binaries
+    from vhpc.benchmarks.base import build_key, ensure_kernels
+
+    assert (kernels_built / "build-key").read_text().strip() == build_key()
+    built = {p.name for p in kernels_built.glob("vhpc-*") if os.access(p, os.X_OK)}
+    assert built == set(kernel_binaries())  # every program the benchmarks run, nothing else
+    before = {p: p.stat().st_mtime_ns for p in kernels_built.iterdir()}
+    assert ensure_kernels(kernel_binaries()) == kernels_built
+    assert {p: p.stat().st_mtime_ns for p in kernels_built.iterdir()} == before
 
 
 def parse_result(stdout: str) -> dict[str, float | str]:

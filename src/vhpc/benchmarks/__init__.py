@@ -7,10 +7,12 @@ one up with a helpful error.  The quick suite (own C kernels under ``kernels/``)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from vhpc.benchmarks.apps import APPS_SUITE
-from vhpc.benchmarks.base import Benchmark, BenchmarkError, ParseError, RunContext
+from vhpc.benchmarks.base import Benchmark, BenchmarkError, ParseError, RunContext, ensure_kernels
 from vhpc.benchmarks.ivshmem import IVSHMEM_SUITE
-from vhpc.benchmarks.npb import NPB_SUITE
+from vhpc.benchmarks.npb import BINARIES as NPB_BINARIES, NPB_SUITE
 from vhpc.benchmarks.npb_external import NPB_EXTERNAL_SUITE
 from vhpc.benchmarks.quick import QUICK_SUITE
 from vhpc.benchmarks.suites import STANDARD_SUITE
@@ -32,5 +34,21 @@ def get(name: str) -> Benchmark:
             "(see 'vhpc list benchmarks')") from None
 
 
+def kernel_binaries() -> list[str]:
+    """Every kernel binary vhpc's benchmarks run, sorted: each benchmark's own and both NPB
+    variants' (kernels/Makefile builds them all)."""
+    own = {b.binary for b in REGISTRY.values() if isinstance(getattr(b, "binary", None), str)}
+    return sorted(own | set(NPB_BINARIES.values()))
+
+
+def build_kernels(mpi: str = "openmpi") -> Path:
+    """Build every kernel for ``mpi`` into :func:`~vhpc.benchmarks.base.kernel_dir` as a
+    campaign's first use does (:func:`~vhpc.benchmarks.base.ensure_kernels`: make with the
+    build key, the key recorded), and return that folder.  ``make kernels`` calls this, so the
+    first campaign after it finds the key and builds nothing.  Raises BenchmarkError as
+    ensure_kernels does."""
+    return ensure_kernels(kernel_binaries(), mpi)
+
+
 __all__ = ["Benchmark", "BenchmarkError", "ParseError", "RunContext", "REGISTRY", "get",
-           "QUICK_SUITE"]
+           "QUICK_SUITE", "build_kernels", "kernel_binaries"]
