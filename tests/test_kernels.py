@@ -49,6 +49,29 @@ def test_the_checkout_build_carries_vhpcs_build_key(kernels_built):
     assert {p: p.stat().st_mtime_ns for p in kernels_built.iterdir()} == before
 
 
+def test_a_new_build_key_rebuilds_the_npb_binaries_too(tmp_path, kernels_built):
+    """The NPB binaries depend on build-key.want (kernels/stamps.mk) like every other kernel: a
+    new compiler, MPI or source gives vhpc a new key, and before, every kernel but NPB's was
+    rebuilt while the folder's build-key named the new build."""
+    build = tmp_path / "build"
+    build.mkdir()
+    for name in ("vhpc-npb-omp", "build-flags", "build-key.want"):
+        shutil.copy2(kernels_built / name, build / name)  # mtimes kept: up to date
+    key = (build / "build-key.want").read_text().strip()
+
+    def make(k: str) -> int:
+        r = subprocess.run(["make", "-s", "-C", str(KERNELS_DIR / "npb"), f"BUILD={build}",
+                            f"VHPC_BUILD_KEY={k}", str(build / "vhpc-npb-omp")],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return (build / "vhpc-npb-omp").stat().st_mtime_ns
+
+    built = (build / "vhpc-npb-omp").stat().st_mtime_ns
+    assert make(key) == built  # the same key: nothing to do
+    assert make("0123456789abcdef") > built  # a new key: built again
+    assert (build / "build-key.want").read_text().strip() == "0123456789abcdef"
+
+
 def parse_result(stdout: str) -> dict[str, float | str]:
     """The key=value pairs of the one VHPC-RESULT line (numbers as floats)."""
     lines = [line for line in stdout.splitlines() if line.startswith("VHPC-RESULT")]
