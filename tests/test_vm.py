@@ -152,7 +152,7 @@ def test_trial_timeout_kills_the_command_not_the_guest(vm):
     assert vm.run(["true"], timeout=60).ok
 
 
-# STREAM and pingpong run and parse in the guest with every other benchmark program: test_suite_in_vm.py
+# STREAM and pingpong run and parse in the guest with every other program: test_suite_in_vm.py
 
 
 def test_hung_guest_is_killed_and_reported_with_console(vm, monkeypatch):

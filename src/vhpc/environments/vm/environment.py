@@ -223,7 +223,8 @@ class VmEnvironment(Environment):
         except (EnvError, OSError) as exc:
             detail = guest.failure_detail()
             guest.kill()
-            raise (GuestHung if isinstance(exc, GuestHung) else EnvError)(f"{exc}{detail}") from None
+            # an EnvError keeps its type (GuestHung: _boot retries), as the backends' boot does
+            raise (type(exc) if isinstance(exc, EnvError) else EnvError)(f"{exc}{detail}") from None
         return guest
 
     def _boot_corunner(self) -> GuestSession:
