@@ -199,7 +199,7 @@ def test_a_store_edited_by_hand_is_named_damaged(capsys, finished, tmp_path, edi
     saved = sqlite3.connect(copy / "vhpc.db").execute("SELECT COUNT(*) FROM samples").fetchone()
     for name in commands:
         argv = ["report", cid] if name == "report" else ["compare", "--resume", cid]
-        one_line(*run_cli(capsys, *argv, "--out", copy)[::2], "not a vhpc store or damaged",
+        one_line(*run_cli(capsys, *argv, "--out", copy)[::2], "damaged store",
                  needle)
     # nothing measured is lost
     assert sqlite3.connect(copy / "vhpc.db").execute(

@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import sqlite3
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,9 @@ from vhpc.core import records
 from vhpc.core.metrics import EnvInfo, Observation, Sample
 from vhpc.core.locks import FileLock, Owner, held
 from vhpc.core.records import AppliedPlacement, Diagnostics
-from vhpc.storefile import StoreError, check_is_store, damaged, describe_sqlite_error, json_column
+from vhpc.storefile import (FLAG, ID, INT, REAL, TEXT, VERSION, StoreError, check_is_store,
+                            column, columns, damaged, describe_sqlite_error, json_column,
+                            valid_id)
 
 SCHEMA_VERSION = 1
 
@@ -56,6 +60,19 @@ CREATE TABLE IF NOT EXISTS leftovers (
     campaign_id TEXT NOT NULL REFERENCES campaigns(id), environment TEXT NOT NULL,
     record_json TEXT NOT NULL, PRIMARY KEY (campaign_id, environment));
 """
+
+#: The typed columns of a trial row, read through :func:`vhpc.storefile.column`.
+TRIAL_COLUMNS = {"id": (INT, False), "seq": (INT, False), "round": (INT, False),
+                 "warmup": (FLAG, False), "environment": (TEXT, False),
+                 "benchmark": (TEXT, False), "params": (TEXT, False), "status": (TEXT, False),
+                 "session_index": (INT, True), "returncode": (INT, True), "error": (TEXT, True),
+                 "stdout": (TEXT, True), "stderr": (TEXT, True), "started": (REAL, True),
+                 "ended": (REAL, True), "reboot": (FLAG, False)}
+#: The typed columns of a campaign row (``campaigns`` lists id, created, status, command).
+CAMPAIGN_COLUMNS = {"id": (ID, False), "created": (REAL, False), "status": (TEXT, False),
+                    "command": (TEXT, True)}
+#: The typed columns of an environment row (its fingerprint is JSON, :func:`json_column`).
+ENV_COLUMNS = {"name": (TEXT, False), "kind": (TEXT, False), "accel": (TEXT, True)}
 
 #: Trial states.  ``done``: ran and parsed (samples may be invalid); ``failed``: did not
 #: complete (non-zero exit without result, timeout, guest failure, parse error).
@@ -121,6 +138,64 @@ def finite_samples(samples: list[Sample], error: str | None) -> tuple[list[Sampl
     return kept, f"{error}; {note}" if error else note
 
 
+class _Connection(sqlite3.Connection):
+    """The one SQLite connection of this process to one store file (keyed by device and inode):
+    every :class:`Store` opened on the file shares it; it closes when the last of them is
+    closed, or when nothing refers to it any more.  SQLite's POSIX advisory locks belong to the
+    process, so closing any other descriptor of the file (a second connection, a header read)
+    drops the locks of the first; a reader elsewhere (the ``sqlite3`` shell) may then take the
+    file for itself and, closing, delete the ``-wal`` and ``-shm`` under the running campaign,
+    whose later commits go to an unlinked WAL ("How To Corrupt An SQLite Database File",
+    §2.2, https://www.sqlite.org/howtocorrupt.html)."""
+
+    _open: "weakref.WeakValueDictionary[tuple[int, int], _Connection]" = \
+        weakref.WeakValueDictionary()
+
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__(*args, **kw)
+        self.stores: "weakref.WeakSet[Store]" = weakref.WeakSet()
+        self.closed = False
+
+    @staticmethod
+    def _key(path: Path) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    @classmethod
+    def find(cls, path: Path) -> "_Connection | None":
+        """The open connection of the file at ``path`` in this process, None when none."""
+        key = cls._key(path)
+        db = cls._open.get(key) if key is not None else None
+        return db if db is not None and not db.closed else None
+
+    @classmethod
+    def connect(cls, path: Path) -> "_Connection":
+        """A new connection to ``path`` (created if missing), recorded as the file's."""
+        db = sqlite3.connect(path, isolation_level=None, timeout=30, factory=cls)
+        assert isinstance(db, cls)
+        key = cls._key(path)  # sqlite3.connect has opened (created) the file
+        if key is None:
+            db.close()
+            raise StoreError(f"{path} vanished while it was being opened: retry", "cantopen")
+        cls._open[key] = db
+        return db
+
+    def use(self, store: "Store") -> "_Connection":
+        """Count ``store`` as a user of this connection; returns the connection."""
+        self.stores.add(store)
+        return self
+
+    def release(self, store: "Store") -> None:
+        """``store`` is closed: close the connection when no other Store uses it."""
+        self.stores.discard(store)
+        if not self.stores and not self.closed:
+            self.closed = True
+            self.close()
+
+
 class Store:
     """A vhpc database at ``path`` (created with the current schema if missing; safe when
     several processes create it at once).
@@ -145,22 +220,34 @@ class Store:
         if fresh and existing:
             raise StoreError(f"no vhpc store at {self.path}: check --out (the folder that "
                              "holds vhpc.db)", "cantopen")
+        self.db: _Connection
+        shared = None if fresh else _Connection.find(self.path)
+        if shared is not None:  # this process holds the file already: the same connection
+            self.db = shared.use(self)
+            return
         if not fresh:
-            check_is_store(self.path)
+            check_is_store(self.path)  # before our first connection: no descriptor to close
         with private_results():  # a new store and its folder: 0600 / 0700 unless shared
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreError(f"cannot create the results folder {self.path.parent} "
                                  f"({exc.strerror}): pick another --out", "cantopen") from None
-            self.db: sqlite3.Connection
             self._open()
         if fresh and self.path.exists():
             make_private(self.path)  # -wal and -shm take the database file's mode
 
     @_guard
     def _open(self) -> None:
-        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        self.db = _Connection.connect(self.path).use(self)
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self) -> None:
+        """WAL mode, the schema and the version row of a connection just opened."""
         self.db.row_factory = sqlite3.Row
         # Switching a fresh file to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY
         # at once (no busy handler) when another process is doing the same: retry briefly.
@@ -187,12 +274,15 @@ class Store:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
                        (str(SCHEMA_VERSION),))
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has schema version {row[0]}, this vhpc reads up to "
+        version = column(self.path, "meta", "schema_version", "value", row[0], VERSION)
+        if int(version) > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}, this vhpc reads up to "
                              f"{SCHEMA_VERSION}: upgrade vhpc")
 
     def close(self) -> None:
-        self.db.close()
+        """Let go of the store; its connection closes with the last Store of the file in
+        this process (see :class:`_Connection`)."""
+        self.db.release(self)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -214,6 +304,9 @@ class Store:
     def lock_path(self, cid: str) -> Path:
         """The lock file of campaign ``cid``: ``.owner.lock`` in the campaign's results folder
         (``<out>/<cid>/``, where its report goes)."""
+        if not valid_id(cid):  # a folder name under --out, never a path elsewhere
+            raise StoreError(f"{cid[:60]!r} is not a campaign id (letters, digits, _ . -): "
+                             "give one that 'vhpc list' shows")
         return self.path.parent / cid / ".owner.lock"
 
     @_guard
@@ -221,7 +314,11 @@ class Store:
         """The process recorded as running ``cid`` (it may be dead: see :meth:`is_owned`)."""
         row = self.db.execute("SELECT pid, host, since FROM owners WHERE campaign_id=?",
                               (cid,)).fetchone()
-        return Owner(row[0], row[1], row[2]) if row else None
+        if row is None:
+            return None
+        return Owner(column(self.path, "owners", cid, "pid", row[0], INT),
+                     column(self.path, "owners", cid, "host", row[1], TEXT),
+                     column(self.path, "owners", cid, "since", row[2], REAL))
 
     def is_owned(self, cid: str) -> bool:
         """True while a live process holds campaign ``cid``'s lock."""
@@ -345,10 +442,13 @@ class Store:
         row = self.db.execute("SELECT * FROM campaigns WHERE id=?", (cid,)).fetchone()
         if row is None:
             known = [r[0] for r in self.db.execute(
-                "SELECT id FROM campaigns ORDER BY created DESC LIMIT 5")]
+                "SELECT id FROM campaigns ORDER BY created DESC LIMIT 5") if valid_id(r[0])]
             hint = f" (recent: {', '.join(known)})" if known else " (the store has no campaigns)"
             raise StoreError(f"no campaign {cid!r} in {self.path}{hint}")
         out = dict(row)
+        out.update(columns(self.path, "campaigns", cid, row, CAMPAIGN_COLUMNS))
+        out["finished"] = column(self.path, "campaigns", cid, "finished", row["finished"], REAL,
+                                 null=True)
         spec = json_column(self.path, "campaigns", cid, "spec_json", out.pop("spec_json"))
         for key, kind in (("baseline", str), ("environments", list), ("benchmarks", list)):
             if key == "baseline" and key not in spec:
@@ -370,7 +470,15 @@ class Store:
             " SUM(t.status='done') AS done, SUM(t.status='failed') AS failed, COUNT(t.id) AS total "
             "FROM campaigns c LEFT JOIN trials t ON t.campaign_id=c.id "
             "GROUP BY c.id ORDER BY c.created DESC").fetchall()
-        return [dict(r, status=self._live_status(r["id"], r["status"])) for r in rows]
+        out = []
+        for r in rows:
+            c = columns(self.path, "campaigns", r["id"], r, CAMPAIGN_COLUMNS)
+            counts = {k: column(self.path, "campaigns", c["id"], k, r[k], INT, null=True)
+                      for k in ("done", "failed", "total")}
+            study = column(self.path, "campaigns", c["id"], "study", r["study"], TEXT, null=True)
+            out.append(dict(c, **counts, study=study,
+                            status=self._live_status(c["id"], c["status"])))
+        return out
 
     @_guard
     def set_campaign_status(self, cid: str, status: str) -> None:
@@ -386,17 +494,24 @@ class Store:
     @_guard
     def environments(self, cid: str) -> dict[str, EnvInfo]:
         """Environments of a campaign keyed by name."""
-        return {r["name"]: EnvInfo(r["name"], r["kind"], r["accel"],
-                                   json_column(self.path, "environments", f"{cid}/{r['name']}",
-                                         "fingerprint_json", r["fingerprint_json"]))
-                for r in self.db.execute("SELECT * FROM environments WHERE campaign_id=?", (cid,))}
+        out = {}
+        for r in self.db.execute("SELECT * FROM environments WHERE campaign_id=?", (cid,)):
+            where = f"{cid}/{str(r['name'])[:40]}"
+            c = columns(self.path, "environments", where, r, ENV_COLUMNS)
+            out[c["name"]] = EnvInfo(c["name"], c["kind"], c["accel"], json_column(
+                self.path, "environments", where, "fingerprint_json", r["fingerprint_json"]))
+        return out
 
     # -- trials ----------------------------------------------------------------------------
     def _row(self, r: sqlite3.Row) -> TrialRow:
-        return TrialRow(r["id"], r["seq"], r["round"], bool(r["warmup"]), r["environment"],
-                        r["benchmark"], r["params"], r["status"], r["session_index"],
-                        r["returncode"], r["error"], r["stdout"], r["stderr"], r["started"],
-                        r["ended"], *self._records(r), bool(r["reboot"]))
+        c = columns(self.path, "trials", r["id"], r, TRIAL_COLUMNS)
+        if c["status"] not in (PENDING, RUNNING, DONE, FAILED):
+            raise damaged(self.path, "trials", r["id"], f"status {str(c['status'])[:20]!r} is "
+                          "not pending, running, done or failed")
+        return TrialRow(c["id"], c["seq"], c["round"], c["warmup"], c["environment"],
+                        c["benchmark"], c["params"], c["status"], c["session_index"],
+                        c["returncode"], c["error"], c["stdout"], c["stderr"], c["started"],
+                        c["ended"], *self._records(r), c["reboot"])
 
     def _records(self, r: sqlite3.Row) -> tuple:
         """(applied placement, diagnostics) records of a trial row (records.py, versioned)."""
@@ -475,6 +590,18 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [(trial_id, s.metric, s.value, s.unit, int(s.higher_is_better), int(s.valid))
                  for s in samples])
+
+    @_guard
+    def durations(self, limit: int = 5000) -> dict[tuple[str, str, str], float]:
+        """Mean run time in seconds of the newest ``limit`` finished trials of every campaign,
+        per (benchmark, parameters, environment), for time estimates."""
+        out: dict[tuple[str, str, str], list[float]] = {}
+        for r in self.db.execute("SELECT * FROM trials WHERE status='done' AND started IS NOT "
+                                 "NULL AND ended IS NOT NULL ORDER BY id DESC LIMIT ?", (limit,)):
+            t = self._row(r)
+            out.setdefault((t.benchmark, t.params, t.environment), []).append(
+                t.ended - t.started)  # type: ignore[operator]
+        return {k: sum(v) / len(v) for k, v in out.items()}
 
     @_guard
     def observations(self, cid: str) -> list[Observation]:

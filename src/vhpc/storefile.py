@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -64,9 +66,65 @@ def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
 
 def damaged(path: Path, table: str, row: Any, what: str) -> StoreError:
     """The one-line error for a store whose content is not what vhpc wrote (a row edited by
-    hand, a foreign database): ``<path>: not a vhpc store or damaged: TABLE ROW …``."""
-    return StoreError(f"{path}: not a vhpc store or damaged: {table} {row} {what}: restore it "
-                      "from a copy or pick another --out", "corrupt")
+    hand, a foreign database): ``damaged store: <path>: TABLE ROW …``."""
+    return StoreError(f"damaged store: {path}: {table} {row} {what}: restore it from a copy "
+                      "or pick another --out", "corrupt")
+
+
+#: Column kinds of :func:`column`: what SQLite must hand back for a vhpc-written value.
+INT, REAL, TEXT, FLAG, VERSION, ID = "integer", "number", "text", "flag", "version", "id"
+
+#: A campaign id as vhpc makes them (``YYYYmmdd-HHMMSS-xxxx``) or a user may have chosen in
+#: older versions: letters, digits, ``_ . -``, starting with a letter or digit, so it is one
+#: plain folder name under ``--out`` (never ``..``, ``/abs`` or a hidden file).
+ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def valid_id(cid: Any) -> bool:
+    """True when ``cid`` follows the campaign id grammar (:data:`ID_RE`)."""
+    return isinstance(cid, str) and ID_RE.fullmatch(cid) is not None
+
+
+def column(path: Path, table: str, row: Any, name: str, value: Any, kind: str,
+           null: bool = False) -> Any:
+    """``value`` of column ``name`` of ``row`` in ``table`` checked to be of ``kind``
+    (:data:`INT`, :data:`REAL`: a finite int or float, returned as float, :data:`TEXT`,
+    :data:`FLAG`: 0 or 1, returned as bool, :data:`VERSION`: a whole number >= 0 stored as
+    text or integer, returned as int, :data:`ID`: a campaign id, :func:`valid_id`); None passes
+    only with ``null``.  The one place a store's typed values are read: a value of another type
+    (a row edited by hand, another program's database) raises :func:`damaged`, one line."""
+    if value is None:
+        if null:
+            return None
+        raise damaged(path, table, row, f"{name} is empty")
+    ok = not isinstance(value, bool) and (
+        (kind == INT and isinstance(value, int))
+        or (kind == REAL and isinstance(value, (int, float)) and math.isfinite(value))
+        or (kind == TEXT and isinstance(value, str))
+        or (kind == FLAG and value in (0, 1) and isinstance(value, int))
+        or (kind == VERSION and (isinstance(value, int) and value >= 0
+                                 or isinstance(value, str) and value.isascii()
+                                 and value.isdigit() and len(value) < 10))
+        or (kind == ID and valid_id(value)))
+    if not ok:
+        shown = value[:40] if isinstance(value, str) else value
+        want = {ID: "a campaign id (letters, digits, _ . -)"}.get(kind, f"a {kind}")
+        raise damaged(path, table, row, f"{name} {shown!r} is not {want}")
+    if kind == REAL:
+        return float(value)
+    if kind == FLAG:
+        return bool(value)
+    if kind == VERSION:
+        return int(value)
+    return value
+
+
+def columns(path: Path, table: str, row: Any, values: Any, kinds: dict[str, tuple[str, bool]]
+            ) -> dict[str, Any]:
+    """The columns of ``kinds`` (name -> (kind, nullable)) of the mapping ``values`` (an
+    ``sqlite3.Row``), each read through :func:`column`."""
+    return {name: column(path, table, row, name, values[name], kind, null)
+            for name, (kind, null) in kinds.items()}
 
 
 def json_column(path: Path, table: str, row: Any, column: str, text: Any, kind: type = dict) -> Any:

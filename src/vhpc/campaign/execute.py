@@ -282,7 +282,7 @@ def clean_leftovers(store: Store, cid: str) -> list[str]:
 
 
 def _check_rows(store: Store, spec: CampaignSpec, rows: list[TrialRow]) -> None:
-    """Raise StoreError ("not a vhpc store or damaged: trials ID ...") for a stored trial whose
+    """Raise StoreError ("damaged store: ...: trials ID ...") for a stored trial whose
     environment or benchmark parameters are not in the campaign's spec (a hand-edited row)."""
     from vhpc.storefile import damaged
 

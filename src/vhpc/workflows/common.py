@@ -146,14 +146,15 @@ def dry_run(spec) -> int:
     return 0
 
 
-def run_campaign(args, spec=None, command: str | None = None) -> tuple[int, str]:
+def run_campaign(args, spec=None, command: str | None = None, store=None) -> tuple[int, str]:
     """Create (or resume, ``--resume``) and execute a campaign, then report it (with
     ``--no-report``: print the ``vhpc report`` command instead); returns (exit status: 1 when
-    a trial failed, campaign id).  ``command``: stored instead of this process's argv."""
+    a trial failed, campaign id).  ``command``: stored instead of this process's argv;
+    ``store``: the store of ``args.out`` when the caller holds it already (``vhpc paper``)."""
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
-    store = open_store(args.out)
+    store = store or open_store(args.out)
     envs = None
     if args.resume:
         cid = args.resume

@@ -104,20 +104,9 @@ def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) 
 
 
 def _past_seconds(store) -> dict[tuple[str, str, str], float]:
-    """Mean stored duration per (benchmark, parameters, environment) of finished trials."""
-    out: dict[tuple[str, str, str], list[float]] = {}
-    if store is None:
-        return {}
-    try:
-        rows = store.db.execute("SELECT benchmark, params, environment, started, ended FROM "
-                                "trials WHERE status='done' AND started IS NOT NULL AND ended "
-                                "IS NOT NULL ORDER BY id DESC LIMIT 5000").fetchall()
-    except Exception:  # an old or foreign store: rule of thumb only
-        return {}
-    for r in rows:
-        out.setdefault((r["benchmark"], r["params"], r["environment"]), []).append(
-            r["ended"] - r["started"])
-    return {k: sum(v) / len(v) for k, v in out.items()}
+    """Mean stored duration per (benchmark, parameters, environment) of finished trials
+    (:meth:`vhpc.store.Store.durations`; a damaged store raises its one-line StoreError)."""
+    return store.durations() if store is not None else {}
 
 
 def work_factor(bench_spec) -> float:
@@ -297,6 +286,23 @@ def _overrides(items: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def _check_flags(args) -> None:
+    """Refuse a bad ``--executor`` or ``--host-knob`` at once (UsageError, one line, exit 2),
+    rather than as a refusal of every study."""
+    from vhpc import executors
+    from vhpc.host.knobs import parse_knob
+    from vhpc.workflows.common import UsageError
+
+    try:
+        if args.executor is not None:
+            executors.parse(args.executor)
+        for knob in args.host_knob or []:
+            parse_knob(knob)
+    except VhpcError as exc:
+        flag = "--executor" if "executor" in str(exc) else "--host-knob"
+        raise UsageError(f"{flag}: {' '.join(str(exc).split())}") from None
+
+
 def run(args) -> int:
     """``vhpc paper SEED``: every study of one seed paper, run (or ``--from-store``: from the
     stored campaigns) and presented on one page.  A study this host cannot run as the paper
@@ -305,6 +311,7 @@ def run(args) -> int:
     from vhpc.workflows.common import UsageError, console, run_campaign
     from vhpc.workflows.common import open_store as _store
 
+    _check_flags(args)
     overrides = _overrides(args.bench or [])
     protocol = {k: v for k, v in dict(repeats=args.repeats, warmup=args.warmup,
                                       timeout=args.timeout, executor=args.executor,
@@ -324,7 +331,7 @@ def run(args) -> int:
             elif it.note:
                 console.print(f"vhpc paper {seed}: {it.name} runs reduced: {it.note}", **say)
     if args.dry_run:
-        store = _store(args.out) if Path(args.out, "vhpc.db").is_file() else None
+        store = _store(args.out, existing=True) if Path(args.out, "vhpc.db").is_file() else None
         accel, why = accelerator()
         total = 0.0
         for it in items:
@@ -342,7 +349,12 @@ def run(args) -> int:
         kind = "hardware virtualization" if accel == "kvm" else "emulation"
         console.print(f"accelerator {accel} ({kind}): {why}", **say)
         return 0
+    if not args.from_store and not any(it.spec for it in items):
+        raise UsageError(f"vhpc paper {seed}: no study of the seed can run here as asked (see "
+                         "the lines above): change the flags they name")
     rc = 0
+    # one store for every study and the page (with --from-store it must exist: never made)
+    store = _store(args.out, existing=args.from_store)
     if not args.from_store:
         for it in items:
             if it.spec is None:
@@ -350,8 +362,8 @@ def run(args) -> int:
             console.print(f"[bold]{it.name}[/] ({it.number})")
             args.resume = None
             cmd = " ".join(shlex.quote(a) for a in sys.argv) + f" # study {it.name}"
-            r, _ = run_campaign(args, it.spec, command=cmd)
+            r, _ = run_campaign(args, it.spec, command=cmd, store=store)
             rc = max(rc, r)
-    path = page(seed, items, _store(args.out), args.out)
+    path = page(seed, items, store, args.out)
     console.print(f"Seed {seed} page: [bold]{esc(path)}[/]")
     return rc

@@ -1,0 +1,159 @@
+"""The fourth hostile battery (issue 45): a store a reader corrupted, caches anyone could plant,
+ranks that outlived their trial, inputs that escaped, flags that ran nothing, damaged stores."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vhpc import cli
+
+from conftest import one_line, run_cli
+
+VHPC = [sys.executable, "-m", "vhpc.cli"]
+
+#: A reader as a user runs one beside a campaign (``sqlite3 vhpc.db 'select ...'`` every half
+#: second): while vhpc (pid argv[2]) holds the store open (its /proc fd table names the file)
+#: from before a poll to after it, the poll must still find the -wal; prints how many polls
+#: ran so and how many found it gone.
+READER = textwrap.dedent("""
+    import os, sqlite3, sys, time
+    db, pid = os.path.realpath(sys.argv[1]), sys.argv[2]
+    def alive():
+        return os.path.exists(f"/proc/{pid}/fd")
+    def holds():
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            return False
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == db:
+                    return True
+            except OSError:
+                pass
+        return False
+    polls = gone = 0
+    while alive():
+        if holds():
+            c = sqlite3.connect(db, timeout=5)
+            c.execute("select count(*) from trials").fetchone()
+            c.close()
+            missing = not os.path.exists(db + "-wal")
+            if holds():
+                polls += 1
+                gone += missing
+        time.sleep(0.5)
+    print(polls, gone)
+""")
+
+
+def test_a_paper_read_by_sqlite3_meanwhile_stores_every_trial(tmp_path, kernels_built):
+    """Two studies in one ``vhpc paper`` with a reader polling the store every 0.5 s: every
+    trial is stored, rc 0, and the WAL never vanishes while vhpc holds the store.  Before, the
+    second study's open dropped the first connection's locks, the reader's close deleted the
+    WAL and the paper ended "disk I/O error" with trials left pending (seed 001 shrunk to one
+    small benchmark per study: the same two stores, in a minute)."""
+    out = tmp_path / "out"
+    paper = subprocess.Popen(
+        [*VHPC, "paper", "001", "--repeats", "1", "--warmup", "0",
+         "-b", "mpi-p2p=osu-latency:max_size=8,iters=10,iters_large=10",
+         "-b", "linpack=linpack:n=50", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(out / "vhpc.db"),
+                               str(paper.pid)], stdout=subprocess.PIPE, text=True)
+    try:
+        text, _ = paper.communicate(timeout=600)
+    finally:
+        paper.kill()
+    polls, gone = map(int, reader.communicate(timeout=60)[0].split())
+    assert paper.returncode == 0, text[-2000:]
+    assert polls >= 10 and gone == 0, (polls, gone)
+    db = sqlite3.connect(out / "vhpc.db")
+    status = dict(db.execute("SELECT status, COUNT(*) FROM trials GROUP BY status").fetchall())
+    assert status == {"done": 4}, status
+
+
+# ------------------------------------------------------------------ stores: damaged, foreign ids
+
+def _custom(path: Path, command, name: str = "probe", **custom) -> Path:
+    """A campaign file with one custom benchmark ``name`` (metric ``v``), native, one round."""
+    probe = {"name": name, "command": command,
+             "metrics": [{"name": "v", "regex": r"v (\d+)", "unit": "1",
+                          "higher_is_better": True}], **custom}
+    doc = {"custom": [probe], "benchmarks": [name], "environments": ["native"], "warmup": 0,
+           "repeats": 1}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    """A finished native campaign of a custom benchmark: (results folder, campaign id)."""
+    tmp = tmp_path_factory.mktemp("stored")
+    assert cli.main(["run", str(_custom(tmp / "c.yaml", ["sh", "-c", "echo v 1"])),
+                     "--out", str(tmp / "out"), "--no-report"]) == 0
+    with sqlite3.connect(tmp / "out" / "vhpc.db") as db:
+        (cid,) = db.execute("SELECT id FROM campaigns").fetchone()
+    return tmp / "out", cid
+
+
+def _copy_edited(stored, tmp_path: Path, *edits: str, args=()) -> Path:
+    out = tmp_path / "out"
+    shutil.copytree(stored[0], out)
+    db = sqlite3.connect(out / "vhpc.db")
+    for edit in edits:
+        db.execute(edit, args)
+    db.commit()
+    db.close()
+    return out
+
+
+@pytest.mark.parametrize("edit", ["UPDATE trials SET started='soon'",
+                                  "UPDATE meta SET value='x' WHERE key='schema_version'"])
+def test_a_damaged_store_is_one_line_for_every_command(capsys, stored, tmp_path, edit):
+    """Text in trials.started or a schema version 'x': one line "damaged store" (exit 2) from
+    report, --resume, paper --dry-run and study --dry-run, never a TypeError/ValueError."""
+    out = _copy_edited(stored, tmp_path, edit)
+    cid = stored[1]
+    for argv in (["report", cid], ["compare", "--resume", cid],
+                 ["paper", "001", "--dry-run"], ["study", "linpack", "--dry-run"]):
+        one_line(*run_cli(capsys, *argv, "--out", out)[::2], "damaged store")
+
+
+def test_a_campaign_id_from_a_store_never_becomes_a_path_outside_out(capsys, stored, tmp_path):
+    """A received store whose campaign id is an absolute folder: paper --from-store and report
+    refuse it as damaged and write nothing there."""
+    elsewhere = tmp_path / "elsewhere"
+    ids = [("campaigns", "id"), ("trials", "campaign_id"), ("environments", "campaign_id")]
+    out = _copy_edited(stored, tmp_path, *(f"UPDATE {t} SET {c}=?" for t, c in ids),
+                       args=(str(elsewhere),))
+    for argv in (["paper", "001", "--from-store"], ["report", str(elsewhere)], ["list", "campaigns"]):
+        one_line(*run_cli(capsys, *argv, "--out", out)[::2], "damaged store", "campaign id")
+    assert not elsewhere.exists()
+
+
+# ------------------------------------------------------------------------------ paper flags
+
+@pytest.mark.parametrize("argv,needle", [
+    (["004", "--executor", "bogus"], "--executor"),
+    (["004", "--executor", "slurm:bogus=1"], "--executor"),
+    (["001", "--host-knob", "bogus=1"], "--host-knob"),
+    (["001", "--from-store"], "no vhpc store"),
+])
+def test_paper_with_a_flag_that_runs_nothing_exits_2_and_creates_nothing(capsys, tmp_path, argv,
+                                                                        needle):
+    """A bad --executor or --host-knob is refused before any study (exit 2, one line), and
+    --from-store on an empty or missing folder creates no store and no page."""
+    for out in (tmp_path / "missing", tmp_path):
+        one_line(*run_cli(capsys, "paper", *argv, "--out", out)[::2], needle)
+        assert not (out / "vhpc.db").exists() and not list(out.glob("paper-*"))
