@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from vhpc import cli
+from vhpc.core.errors import VhpcError
 
-from conftest import one_line, run_cli
+from conftest import one_line, require_tool, run_cli
 
 VHPC = [sys.executable, "-m", "vhpc.cli"]
 
@@ -157,3 +158,73 @@ def test_paper_with_a_flag_that_runs_nothing_exits_2_and_creates_nothing(capsys,
     for out in (tmp_path / "missing", tmp_path):
         one_line(*run_cli(capsys, "paper", *argv, "--out", out)[::2], needle)
         assert not (out / "vhpc.db").exists() and not list(out.glob("paper-*"))
+
+
+# ------------------------------------------------------------------------------ cache trust
+
+def _lammps_campaign(path: Path) -> Path:
+    path.write_text(yaml.safe_dump({"benchmarks": ["lammps:ranks=1,atoms=256,steps=5"],
+                                    "environments": ["native"], "warmup": 0, "repeats": 1}))
+    return path
+
+
+def test_a_planted_application_input_in_another_users_cache_never_runs(tmp_path, monkeypatch,
+                                                                       capsys):
+    """$VHPC_CACHE on a folder another user owns, holding a complete prepared LAMMPS input
+    whose ``shell touch`` would run as root: the campaign is refused in one line before any
+    trial, and the planted command never runs."""
+    require_tool("lmp")
+    if os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    from vhpc.benchmarks import get
+    from vhpc.benchmarks.apps import common
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("VHPC_CACHE", str(cache))
+    bench = get("lammps")
+    params = bench.resolve({"ranks": 1, "atoms": 256, "steps": 5})
+    folder = common.prepared("lammps", {"in.lmp": bench.input_text(params, 1)},
+                             salt=shutil.which(bench.app_binary))
+    marker = tmp_path / "planted"
+    with open(folder / "in.lmp", "a") as f:
+        f.write(f"shell touch {marker}\n")
+    for p in (cache, *cache.rglob("*")):
+        os.lchown(p, 12345, 12345)  # the cache and all in it: another user's
+    one_line(*run_cli(capsys, "run", _lammps_campaign(tmp_path / "c.yaml"),
+                      "--out", tmp_path / "out")[::2], str(cache), "belongs to uid 12345")
+    assert not marker.exists()
+    for p in (cache, cache / "apps"):  # the cache is ours again, the prepared folder is not
+        os.lchown(p, 0, 0)
+    one_line(*run_cli(capsys, "run", tmp_path / "c.yaml", "--out", tmp_path / "out")[::2],
+             folder.name, "belongs to uid 12345")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("cache_kind", ["apps", "kernels"])
+def test_a_symlink_planted_as_a_cache_lock_is_never_followed(tmp_path, monkeypatch, cache_kind):
+    """A lock file name in the cache made a symbolic link to a file of root's: refused in one
+    line, and the file keeps its content (open(..., "w") truncated it to 0 bytes)."""
+    from vhpc.benchmarks import base
+    from vhpc.benchmarks.apps import common
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("VHPC_CACHE", str(cache))
+    if cache_kind == "apps":
+        files = {"in.x": "input\n"}
+        common.prepared("probe", files)  # learn the folder's name: the lock is beside it
+        (folder,) = [p for p in (cache / "apps").iterdir() if p.is_dir()]
+        shutil.rmtree(folder)
+        (cache / "apps" / f".{folder.name}.lock").unlink()
+        (cache / "apps" / f".{folder.name}.lock").symlink_to(victim)
+        with pytest.raises(VhpcError, match="lock"):
+            common.prepared("probe", files)
+    else:
+        k = cache / "k"
+        monkeypatch.setenv("VHPC_KERNELS", str(k))
+        monkeypatch.setattr(base, "_make", lambda argv: pytest.fail("built through the link"))
+        cache.mkdir(mode=0o700)
+        (cache / ".k.lock").symlink_to(victim)
+        with pytest.raises(VhpcError, match="lock"):
+            base.ensure_kernels(["vhpc-stream"])
+    assert victim.read_text() == "precious\n"

@@ -11,7 +11,6 @@ exit 3 when their verification fails (kernels/README.md).
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import os
@@ -24,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from vhpc.benchmarks.mpilaunch import Launch, marker_re, mpi_tool, readback
 from vhpc.core.errors import VhpcError
-from vhpc.core.paths import cache_dir
+from vhpc.core.paths import cache_dir, cache_lock, untrusted
 from vhpc.core.metrics import Metric, Sample
 
 
@@ -283,24 +282,12 @@ def kernel_build_flags(mpi: str = "openmpi") -> str | None:
 def check_trusted(bindir: Path) -> None:
     """Refuse a kernel folder (``$VHPC_KERNELS`` or a build folder) that belongs to another
     user or that others may write: vhpc executes its binaries, as root when run as root (the
-    same rule as the host-knob journal's folder, :func:`vhpc.host.knobs.trusted`).  A folder
-    that does not exist yet is judged by the nearest existing folder above it.  Raises
-    BenchmarkError naming the folder and the fix."""
-    import stat
-
-    path = bindir
-    while not path.exists() and path.parent != path:
-        path = path.parent
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
-    if path != bindir and st.st_mode & stat.S_ISVTX:  # /tmp: sticky, new folders are ours
-        return
-    if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
-        who = f"belongs to uid {st.st_uid}" if st.st_uid not in (0, os.geteuid()) else \
-            f"is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-        raise BenchmarkError(f"kernel folder {path} {who}: vhpc would run binaries someone else "
+    rule of every cache, :func:`vhpc.core.paths.untrusted`).  A folder that does not exist yet
+    is judged by the nearest existing folder above it.  Raises BenchmarkError naming the
+    folder and the fix."""
+    why = untrusted(bindir, follow=True)
+    if why:
+        raise BenchmarkError(f"kernel folder {bindir}: {why}: vhpc would run binaries someone else "
                              "can replace; use a folder of your own (chown, chmod go-w) or "
                              "unset VHPC_KERNELS")
 
@@ -387,8 +374,8 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
         pkgs = "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
         raise BenchmarkError(f"mpi={mpi} needs {mpicc}: apt-get install {pkgs}")
     bindir.parent.mkdir(parents=True, exist_ok=True)
-    with open(bindir.parent / f".{bindir.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another vhpc building the same kernels: wait for it
+    # another vhpc building the same kernels: wait for it (a lock opened without following)
+    with cache_lock(bindir.parent / f".{bindir.name}.lock"):
         if not all((bindir / b).exists() for b in binaries) or _built_key(bindir) != key:
             first = not all((bindir / b).exists() for b in binaries)
             sys.stderr.write(f"vhpc: building the kernels into {bindir} "

@@ -52,7 +52,8 @@ class Owner:
 
 
 class FileLock:
-    """An exclusive, non-blocking flock on ``path`` (created if missing, mode 0644).
+    """An exclusive, non-blocking flock on ``path`` (created if missing, mode 0644; opened with
+    O_NOFOLLOW: a symbolic link planted at ``path`` is an OSError, never followed).
 
     :meth:`acquire` returns False when another open file description holds it.  Raises
     OSError when the file cannot be created or opened (read-only or missing directory).
@@ -67,7 +68,8 @@ class FileLock:
         unlinked by its previous owner between our open and our lock (then the lock we got
         is on a file nobody else will look at)."""
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                         0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -97,7 +99,7 @@ def held(path: str | Path) -> bool:
     ``path``; False when the file is missing or nobody holds it.  Opens read-only, so it
     works in a read-only directory."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return False
     try:

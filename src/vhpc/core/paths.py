@@ -5,17 +5,110 @@ how results are created: private (files 0600, folders 0700) unless shared
 from __future__ import annotations
 
 import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from vhpc.core.errors import VhpcError
+
+
+class UntrustedError(VhpcError):
+    """A folder or file vhpc would run or believe (a cache, a kernel folder, a lock) belongs to
+    another user, may be written by others or is a symbolic link planted in its place."""
+
+
+def untrusted(path: Path, follow: bool = False) -> str | None:
+    """Why ``path`` cannot be trusted (``it belongs to uid 1000``), None when it can: it must belong to root or to this user
+    and be writable by no one else (the rule of kernel folders and the host-knob journal), and
+    be no symbolic link unless ``follow`` (a folder the user named, such as ``$VHPC_CACHE``:
+    then its target is judged).  A path that does not exist yet is judged by the nearest
+    existing folder above it, where a sticky folder (``/tmp``) is fine: what vhpc creates there
+    is its own.  Root runs what such a folder holds, so another user must not be able to plant
+    or replace anything in it."""
+    here = path
+    while True:
+        try:
+            st = os.stat(here) if (follow or here != path) else os.lstat(here)
+            break
+        except FileNotFoundError:
+            if here.parent == here:
+                return None
+            here = here.parent
+        except OSError as exc:
+            return f"{here} cannot be examined ({exc.strerror})"
+    it = "it" if here == path else f"the folder above it, {here},"
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link"
+    if here != path and st.st_mode & stat.S_ISVTX:
+        return None
+    if st.st_uid not in (0, os.geteuid()):
+        return f"{it} belongs to uid {st.st_uid}"
+    if st.st_mode & 0o022:
+        return f"{it} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def check_trusted(path: Path, what: str, follow: bool = False) -> Path:
+    """``path`` when :func:`untrusted` finds nothing wrong; else raises UntrustedError (one
+    line: ``what`` holds, the reason and the fix).  ``follow``: see :func:`untrusted`."""
+    why = untrusted(path, follow)
+    if why:
+        raise UntrustedError(f"{what} {path}: {why}; vhpc would run or believe what someone "
+                             "else can plant there: use a folder of your own (chown, chmod "
+                             "go-w, or remove it and let vhpc make it again)")
+    return path
+
 
 def cache_dir() -> Path:
     """Directory for vhpc's derived artefacts: ``$VHPC_CACHE`` or ``~/.cache/vhpc``, created
-    private (0700) when missing.  Raises OSError when it cannot be created."""
+    private (0700) when missing and trusted (:func:`check_trusted`: this user's or root's,
+    writable by no one else) before and after.  Raises UntrustedError for a cache another user
+    could write, OSError when it cannot be created."""
     path = Path(os.environ.get("VHPC_CACHE") or Path.home() / ".cache" / "vhpc")
+    check_trusted(path, "the cache folder ($VHPC_CACHE)", follow=True)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return check_trusted(path, "the cache folder ($VHPC_CACHE)", follow=True)
+
+
+def trusted_folder(path: Path, what: str) -> Path:
+    """``path``, a folder inside a trusted one (:func:`cache_dir`), made private (0700) when
+    missing and checked as :func:`check_trusted` (no symbolic link in its place).  Raises
+    UntrustedError, or OSError when it cannot be made."""
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    check_trusted(path, what)
+    if not path.is_dir():
+        raise UntrustedError(f"{what} {path} is not a folder: remove it and let vhpc make it")
     return path
+
+
+@contextmanager
+def cache_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on ``path`` (a lock file in a trusted cache folder) for the
+    block, waiting while another vhpc holds it (building the same entry).  Created 0600 if
+    missing, opened with O_NOFOLLOW and O_NONBLOCK and never truncated: a symbolic link, FIFO
+    or another user's file planted at the name is refused (UntrustedError, one line), never
+    followed or written."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
+                     0o600)
+    except OSError as exc:
+        raise UntrustedError(f"cannot open the lock {path} ({exc.strerror}; a symbolic link "
+                             "there is never followed): remove it and retry") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, os.geteuid()):
+            raise UntrustedError(f"the lock {path} is not a regular file of yours: remove it "
+                                 "and retry")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 #: Environment variable that, set to 1, keeps results readable by others (the process umask
@@ -119,8 +212,6 @@ def read_small_text(path: str | os.PathLike, limit: int, what: str, advice: str,
     past ``limit`` + 1 bytes.  Raises ValueError, one line starting with ``what`` (how the
     user named the file) and ending with ``advice``, when it cannot be opened, is not a
     regular file, is larger than ``limit`` or is not UTF-8."""
-    import stat
-
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | (os.O_NONBLOCK if regular_only else 0)
     try:
         fd = os.open(path, flags)

@@ -13,8 +13,8 @@ log and the Slurm executor's ``srun --mpi=pmix`` job step treat an application l
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 
 from vhpc.benchmarks.base import BenchmarkError, ParseError
 from vhpc.benchmarks.mpilaunch import Launch
-from vhpc.core.paths import cache_dir
+from vhpc.core.paths import cache_dir, cache_lock, check_trusted, trusted_folder
 
 #: The per-rank wrapper (standard library only).
 RANKRUN = Path(__file__).resolve().with_name("rankrun.py")
@@ -81,15 +81,13 @@ def prepared(kind: str, files: Mapping[str, str],
     h = hashlib.sha256(f"{kind}\0{salt}".encode())
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
-    root = apps_dir()
-    root.mkdir(parents=True, exist_ok=True)
+    root = trusted_folder(apps_dir(), "the application cache")
     folder = root / f"{kind}-{h.hexdigest()[:16]}"
     done = folder / ".done"
-    if done.exists():
+    if _ready(folder):
         return folder
-    with open(root / f".{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if done.exists():
+    with cache_lock(root / f".{folder.name}.lock"):
+        if _ready(folder):
             return folder
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
@@ -99,6 +97,18 @@ def prepared(kind: str, files: Mapping[str, str],
             build(folder)
         done.write_text("")
     return folder
+
+
+def _ready(folder: Path) -> bool:
+    """True when the prepared ``folder`` is complete (its ``.done`` exists) and trusted, with
+    every file in it (this user's or root's, written by no one else, no symbolic link): the
+    application runs its inputs, as root when vhpc runs as root.  Raises UntrustedError."""
+    if not os.path.lexists(folder):
+        return False
+    check_trusted(folder, "the prepared application input")
+    for item in folder.rglob("*"):
+        check_trusted(item, "the prepared application input")
+    return (folder / ".done").is_file()
 
 
 def run_tool(argv: list[str], cwd: Path, what: str, stdin: str = "") -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import vhpc.placement
 from vhpc.core.cpulist import runs as _runs
-from vhpc.core.paths import cache_dir
+from vhpc.core.paths import cache_dir, write_atomic
 from vhpc.host.owned import die_with_parent
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import guestimage
@@ -343,7 +343,8 @@ def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0
         except (OSError, ValueError, KeyError):
             pass
     result = _probe(kernel, timeout)
-    cache.write_text(json.dumps({"key": key, "accel": result.accel, "reason": result.reason}))
+    # a new file renamed into place: a symbolic link planted at the name is never followed
+    write_atomic(cache, json.dumps({"key": key, "accel": result.accel, "reason": result.reason}))
     return result
 
 
