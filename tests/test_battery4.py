@@ -228,3 +228,34 @@ def test_a_symlink_planted_as_a_cache_lock_is_never_followed(tmp_path, monkeypat
         with pytest.raises(VhpcError, match="lock"):
             base.ensure_kernels(["vhpc-stream"])
     assert victim.read_text() == "precious\n"
+
+
+# ------------------------------------------------------------------------------ checks
+
+def test_a_check_value_that_is_not_a_number_fails_the_check(tmp_path, capsys):
+    """A custom check printing ``nan`` in one environment: that trial fails its check (every
+    sample invalid, the reason stored); before, the value was dropped with a note, the
+    environment's samples stayed valid and the findings said the trials agree."""
+    from vhpc.analysis.checks import check_findings
+    from vhpc.store import Store
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs to tell the environments apart")
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "repeats: 1\nwarmup: 0\nbenchmarks: [p]\n"
+        "environments: [native, {native: {name: onecpu, cpus: '1'}}]\ncustom:\n  - name: p\n"
+        "    command: [sh, -c, 'echo t 3; [ $(nproc) -gt 1 ] && echo e 5 || echo e nan']\n"
+        "    metrics: [{name: t, regex: 't (\\d+)', direction: lower}]\n"
+        "    check: {name: e, regex: 'e (\\S+)', rtol: 0.01}\n")
+    rc, _, err = run_cli(capsys, "run", f, "--out", tmp_path / "out", "--no-report")
+    store = Store(tmp_path / "out" / "vhpc.db", existing=True)
+    (cid,) = [c["id"] for c in store.campaigns()]
+    trials = {t.environment: t for t in store.trials(cid)}
+    assert trials["native"].error is None
+    assert trials["onecpu"].error.startswith("check failed: e = nan"), trials["onecpu"].error
+    valid = {(o.environment, o.metric): o.valid for o in store.observations(cid)}
+    assert valid == {("native", "t"): True, ("native", "e"): True, ("onecpu", "t"): False}
+    bad = {o.trial_id for o in store.observations(cid) if not o.valid}
+    found = {f.kind for f in check_findings(store.trials(cid), store.campaign(cid)["spec"], bad)}
+    assert "check-failed" in found, found

@@ -15,8 +15,9 @@ baseline value to compare with keeps its samples and says so ("check not applied
 
 Idempotent: every pass re-parses the stored raw output (parsing is pure), so resuming a
 campaign, adding rounds or ``vhpc report --reparse`` re-derives the same outcome from all
-trials there are.  A done trial whose ``error`` holds another note (the store's, e.g.
-non-finite values dropped) is left as it is.
+trials there are.  A check value that is not a finite number (``nan``, ``inf``) fails the
+check.  Another done trial whose ``error`` holds another note (the store's, e.g. a non-finite
+metric dropped) is left as it is.
 """
 
 from __future__ import annotations
@@ -77,12 +78,19 @@ def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
             if values:
                 refs[ckey] = statistics.median(values)
         for row, samples, value, ckey in parsed:
-            if row.error and not row.error.startswith((FAILED_PREFIX, NOT_APPLIED_PREFIX)):
+            nonfinite = value is not None and not math.isfinite(value)
+            if row.error and not row.error.startswith((FAILED_PREFIX, NOT_APPLIED_PREFIX)) \
+                    and not nonfinite:
                 continue  # a note of the trial's own (e.g. non-finite values dropped): kept
             what = (chk.metric if not chk.what or chk.what == chk.metric
                     else f"{chk.what} ({chk.metric})")
             error = None
-            if not all(x.valid for x in samples):
+            if nonfinite:  # nan or inf agrees with nothing: the check fails, whatever else
+                error = (f"{FAILED_PREFIX}{what} = {value}, not a finite number; all samples "
+                         "of this trial stored invalid")
+                samples = [type(s)(s.metric, s.value, s.unit, s.higher_is_better, False)
+                           for s in samples]
+            elif not all(x.valid for x in samples):
                 pass  # its own verification failed: invalid already, nothing to check
             elif value is None:
                 error = f"{NOT_APPLIED_PREFIX}the output has no {chk.metric}"
@@ -103,6 +111,8 @@ def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
             if all(x.valid for x in samples) or error:
                 counts["failed" if error and error.startswith(FAILED_PREFIX) else
                        "not_applied" if error else "passed"] += 1
-            if error != row.error:
+            if not (error == row.error or nonfinite and row.error
+                    and row.error.startswith(error or "\0")):
+                # (a non-finite value's row also keeps the store's note after the check's)
                 store.replace_samples(row.id, DONE, samples, error)
     return counts
