@@ -57,7 +57,7 @@ def test_lammps_lj_two_ranks_parsed_from_lammps_own_lines_and_read_back():
     assert [r["rank"] for r in applied["ranks"]] == [0, 1]
     assert not applied.get("mismatches"), applied
     assert diag["mpi"]["ranks"] == 2 and diag["mpi"]["bound"]
-    assert not [d for d in os.listdir("/tmp") if d.startswith("vhpc-app-r")
+    assert not [d for d in os.listdir("/tmp") if d.startswith("vhpc-app-")
                 and str(os.getpid()) in d]  # working directories removed
 
 

@@ -259,3 +259,63 @@ def test_a_check_value_that_is_not_a_number_fails_the_check(tmp_path, capsys):
     bad = {o.trial_id for o in store.observations(cid) if not o.valid}
     found = {f.kind for f in check_findings(store.trials(cid), store.campaign(cid)["spec"], bad)}
     assert "check-failed" in found, found
+
+
+# ------------------------------------------------------------------------------ orphans
+
+def _alive_naming(text: str) -> list[int]:
+    """PIDs of live (not zombie) processes whose command line holds ``text``."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if text.encode() in (d / "cmdline").read_bytes() and int(d.name) != os.getpid() \
+                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                out.append(int(d.name))
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def test_a_timed_out_or_killed_mpi_trial_leaves_no_rank_and_no_working_folder(tmp_path):
+    """An ``mpi:`` trial past its timeout: every rank dies with it (Open MPI gives each rank a
+    process group of its own, so killing mpirun's group left them running under init) and
+    the ranks' working folders ($TMPDIR/vhpc-app-*) go; after a kill -9 of vhpc mid-trial the
+    next campaign reaps the folders the dead ranks left."""
+    require_tool("mpirun")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    mark = f"{os.getpid() % 1000 + 100}.{time.time_ns() % 997}"  # a sleep no one else runs
+    f = _custom(tmp_path / "c.yaml", ["sh", "-c", f"sleep {mark}; echo v 1"],
+                mpi={"ranks": 2}, timeout=3)
+    out = tmp_path / "out"
+    done = subprocess.run([*VHPC, "run", str(f), "--out", str(out), "--no-report"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]  # the trial failed: timed out
+    with sqlite3.connect(out / "vhpc.db") as db:
+        assert "timed out" in db.execute("SELECT error FROM trials").fetchone()[0]
+    assert not _alive_naming(mark)  # no rank, rankrun, shell or mpirun
+    assert not list(tmpdir.glob("vhpc-app-*"))
+    # kill -9 of vhpc while the ranks run: its guard kills them; their folders stay until the
+    # next campaign starts, which reaps them
+    f = _custom(tmp_path / "k.yaml", ["sh", "-c", f"sleep {mark}; echo v 1"],
+                mpi={"ranks": 2}, timeout=300)
+    proc = subprocess.Popen([*VHPC, "run", str(f), "--out", str(out), "--no-report"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_alive_naming(f"sleep\0{mark}")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(list(tmpdir.glob("vhpc-app-*"))) == 2
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while _alive_naming(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive_naming(mark)
+    again = subprocess.run([*VHPC, "run", str(_custom(tmp_path / "q.yaml", ["echo", "v 1"])),
+                            "--out", str(out), "--no-report"], env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not list(tmpdir.glob("vhpc-app-*"))

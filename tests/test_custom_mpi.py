@@ -92,7 +92,7 @@ def test_env_reaches_the_rank_and_inputs_folders_are_staged(tmp_path):
     (t,) = store.trials(cid)
     assert t.status == "done", t.error
     assert {o.metric: o.value for o in store.observations(cid)} == {"v": 42.0, "w": 7.0}
-    assert re.search(r"^/tmp/vhpc-app-r0-", t.stdout, re.M)  # ran in its own working dir
+    assert re.search(r"^/tmp/vhpc-app-\d+-\d+-r0-", t.stdout, re.M)  # ran in its own working dir
 
 
 def test_check_fails_where_a_physical_input_differs(tmp_path):

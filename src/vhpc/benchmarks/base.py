@@ -308,8 +308,6 @@ def _make(argv: list[str]) -> subprocess.CompletedProcess:
     """Run the kernel build ``argv`` (make) in a process group that dies with vhpc: a
     ``kill -9`` of vhpc mid-build leaves no make or cc1 behind (the same guard as native
     trials, :class:`vhpc.host.owned.GroupGuard`); an interrupt kills the group too."""
-    import signal
-
     from vhpc.host import owned
 
     proc = subprocess.Popen(["/bin/sh", "-c", _GATE, "vhpc-build", *argv],
@@ -327,7 +325,7 @@ def _make(argv: list[str]) -> subprocess.CompletedProcess:
         proc.stdin = None
         out, err = proc.communicate()
     except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
+        owned.kill_session(proc.pid)
         proc.wait()
         raise
     finally:

@@ -32,7 +32,10 @@ from pathlib import Path
 #: prctl(2) option: signal delivered to the calling process when its parent dies.
 PR_SET_PDEATHSIG = 1
 #: Prefixes of vhpc's owned temporary folders and files under the temporary directory.
-PREFIXES = ("vhpc-guest-", "vhpc-run-", "vhpc-ssh-", "vhpc-perf-")
+PREFIXES = ("vhpc-guest-", "vhpc-run-", "vhpc-ssh-", "vhpc-perf-", "vhpc-app-")
+#: Prefix of an application rank's working folder (``rankrun.py``, which cannot import vhpc,
+#: names it the same way: ``vhpc-app-<pid>-<start ticks>-r<rank>-XXXX``).
+APP_PREFIX = "vhpc-app-"
 
 #: ``<pid>-<start ticks>-`` after the prefix; ticks ``None`` when /proc could not be read
 _TAG = re.compile(r"^(\d+)-(\d+|None)-")
@@ -45,10 +48,11 @@ def die_with_parent() -> None:
 
 
 def start_ticks(pid: int) -> str | None:
-    """Start time of process ``pid`` in clock ticks (proc(5) stat field 22); None when gone."""
+    """Start time of process ``pid`` in clock ticks (proc(5) stat field 22); None when gone
+    (exited: a zombie not yet collected by its parent counts as gone)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[19]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return None if fields[0] == "Z" else fields[19]
     except (OSError, IndexError):
         return None
 
@@ -134,6 +138,45 @@ def reap(prefix: str, base: str | Path | None = None) -> list[str]:
                 continue
         done.append(f"removed orphaned {p} (its vhpc is gone)")
     return done
+
+
+def session_members(sid: int) -> list[int]:
+    """PIDs of the live (not zombie) processes of session ``sid`` (proc(5) ``stat``: field 6 is
+    the session id), this process never among them."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z" \
+                and int(d.name) != os.getpid():
+            out.append(int(d.name))
+    return out
+
+
+def kill_session(sid: int, rounds: int = 50) -> int:
+    """SIGKILL every process of session ``sid`` (a trial started with ``start_new_session``:
+    its leader's pid) until none is left (a process forking while it dies is caught by the
+    next round; at most ``rounds`` rounds 10 ms apart).  Every process group in it dies, not
+    only the leader's: Open MPI's mpirun puts each rank in a group of its own, so killing
+    mpirun's group left the ranks running, reparented to init.  Returns how many processes
+    were signalled."""
+    import time
+
+    killed = 0
+    for _ in range(rounds):
+        pids = session_members(sid)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        time.sleep(0.01)
+    return killed
 
 
 def reap_all(base: str | Path | None = None) -> list[str]:

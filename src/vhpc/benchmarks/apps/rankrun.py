@@ -8,7 +8,9 @@ host, inside a guest (which sees the host's root file system read-only and has a
 
 For each rank it
 
-1. creates a fresh working directory under ``$TMPDIR`` (else ``/tmp``), named after the rank,
+1. creates a fresh working directory under ``$TMPDIR`` (else ``/tmp``), named after this
+   process and the rank (``vhpc-app-<pid>-<start ticks>-r<rank>-XXXX``: vhpc reaps the folder
+   of a rank that was killed),
    and copies every ``--stage`` path (a file, or a folder with its contents) into it under its
    own name (``--stage SRC=NAME`` renames it);
 2. runs the program there as a child (same environment plus every ``--env NAME=VALUE``; same
@@ -153,6 +155,18 @@ def main_mask(pid: int) -> set[int]:
     return set()
 
 
+def owner_tag() -> str:
+    """``<pid>-<start ticks>`` of this process (proc(5) ``stat`` field 22), the tag vhpc's
+    reaper (``vhpc.host.owned.reap``) reads to tell a live rank's working folder from one
+    whose rank was killed."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        ticks = "None"
+    return f"{os.getpid()}-{ticks}"
+
+
 def stage(sources: list[str], workdir: str) -> None:
     """Copy each ``SRC`` or ``SRC=NAME`` into ``workdir`` (folders with their contents)."""
     for item in sources:
@@ -181,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         ap.error("give the program after --")
     rank = rank_of(os.environ)
-    workdir = tempfile.mkdtemp(prefix=f"vhpc-app-r{rank}-")
+    workdir = tempfile.mkdtemp(prefix=f"vhpc-app-{owner_tag()}-r{rank}-")
     try:
         try:
             stage(args.stage, workdir)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -53,7 +52,9 @@ GATE = 'read go || exit 125; exec "$@" </dev/null'
 
 def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
                 cwd: str | None = None) -> RunResult:
-    """Run ``argv`` in its own process group; on timeout kill the whole group (SIGKILL).
+    """Run ``argv`` in a session of its own; on timeout, and when it ends, kill every process
+    left in that session (SIGKILL, :func:`~vhpc.host.owned.kill_session`: MPI ranks run in
+    groups of their own) and reap the working folders of ranks so killed.
 
     The group dies with vhpc: a :class:`~vhpc.host.owned.GroupGuard` (one guard process shared
     by all trials) kills the whole group if vhpc is killed (``kill -9``) while it runs, so a
@@ -97,14 +98,19 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
+        owned.kill_session(proc.pid)  # every group: Open MPI gives each rank its own
         out, err = proc.communicate()
     except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
+        owned.kill_session(proc.pid)
         proc.wait()
         raise
     finally:
-        guard.done()
+        try:
+            owned.kill_session(proc.pid)  # whatever the trial left running outlives it not
+        finally:
+            guard.done()
+    if timed_out:  # the killed ranks' working folders (their owners are gone now)
+        owned.reap(owned.APP_PREFIX)
     return RunResult(
         None if timed_out else proc.returncode,
         out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
