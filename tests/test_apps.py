@@ -156,7 +156,7 @@ def test_rankrun_stages_shows_and_reports_the_rank(tmp_path):
     from vhpc.benchmarks.mpilaunch import Launch, rank_lines
 
     (tmp_path / "in.txt").write_text("hello\n")
-    argv = [sys.executable, "-S", str(common.RANKRUN), "--stage", f"{tmp_path / 'in.txt'}=x.txt",
+    argv = [sys.executable, "-S", str(common.RANKRUN), "--stage", str(tmp_path / 'in.txt'), "x.txt",
             "--show", "out.txt", "--env", "GREETING=hi", "--",
             "sh", "-c", 'cp x.txt out.txt; echo "$GREETING" >> out.txt; exit 3']
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60,

@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -319,3 +320,83 @@ def test_a_timed_out_or_killed_mpi_trial_leaves_no_rank_and_no_working_folder(tm
                            text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
     assert not list(tmpdir.glob("vhpc-app-*"))
+
+
+# ------------------------------------------------------------------------------ inputs, env, names
+
+def _doc(tmp_path: Path, envs=("native",), **probe) -> Path:
+    """A campaign file with the custom benchmark ``p`` (metric ``v``) given by ``probe``."""
+    p = {"name": "p", "command": ["echo", "v 1"],
+         "metrics": [{"name": "v", "regex": r"v (\d+)", "direction": "higher"}], **probe}
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({"custom": [p], "benchmarks": ["p"], "environments": list(envs),
+                                 "warmup": 0, "repeats": 1}))
+    return f
+
+
+@pytest.mark.parametrize("probe,needle", [
+    ({"inputs": ["/dev/zero"]}, "not a regular file or folder"),
+    ({"inputs": ["src=/abs/X"]}, "does not exist"),
+    ({"inputs": [{"src": "/etc/hostname", "as": "/abs/X"}]}, "one plain file name"),
+    ({"inputs": [{"src": "/etc/hostname", "as": ".."}]}, "one plain file name"),
+    ({"inputs": [{"src": "/etc/hostname", "to": "x"}]}, "unknown key"),
+    ({"env": {"-x": "1"}}, "not a variable name"),
+    ({"env": {"A=B": "1"}}, "not a variable name"),
+])
+def test_inputs_and_env_that_cannot_work_are_one_line(tmp_path, capsys, probe, needle):
+    """/dev/zero (copied until the disk was full), a ``SRC=NAME`` that copied to /abs/X, a
+    rename leaving the rank's folder, an env key rankrun took for an option: refused in one
+    line before a campaign is stored, nothing written outside."""
+    one_line(*run_cli(capsys, "run", _doc(tmp_path, **probe), "--out", tmp_path / "o")[::2],
+             needle)
+    db = tmp_path / "o" / "vhpc.db"
+    assert not db.exists() or not sqlite3.connect(db).execute(
+        "SELECT * FROM campaigns").fetchall()
+    assert not os.path.exists("/abs/X")
+
+
+def test_two_custom_benchmarks_with_one_name_are_refused(tmp_path, capsys):
+    f = tmp_path / "c.yaml"
+    p = {"name": "p", "command": ["echo", "v 1"],
+         "metrics": [{"name": "v", "regex": r"v (\d+)", "direction": "higher"}]}
+    f.write_text(yaml.safe_dump({"custom": [p, {**p, "command": ["echo", "v 2"]}],
+                                 "benchmarks": ["p"], "environments": ["native"]}))
+    one_line(*run_cli(capsys, "run", f, "--out", tmp_path / "o")[::2], "two benchmarks",
+             "'p'")
+
+
+def test_an_input_named_with_equals_and_a_path_for_the_ranks_only(tmp_path, capsys):
+    """An input whose name holds ``=`` is staged as it is named, ``{src, as}`` renames one, and
+    ``env: {PATH: ...}`` reaches the rank without deciding which mpirun starts."""
+    require_tool("mpirun")
+    (tmp_path / "rate=7.txt").write_text("v 7\n")
+    (tmp_path / "other").write_text("w 8\n")
+    f = _doc(tmp_path, command=["/bin/sh", "-c", "/bin/cat rate=7.txt renamed.txt; echo path=$PATH"],
+             mpi={"ranks": 1}, env={"PATH": "/app/bin"},
+             inputs=[str(tmp_path / "rate=7.txt"), {"src": str(tmp_path / "other"),
+                                                     "as": "renamed.txt"}])
+    rc, _, err = run_cli(capsys, "run", f, "--out", tmp_path / "o", "--no-report")
+    assert rc == 0, err
+    with sqlite3.connect(tmp_path / "o" / "vhpc.db") as db:
+        (stdout, value), = db.execute("SELECT stdout, value FROM trials JOIN samples ON "
+                                      "samples.trial_id=trials.id").fetchall()
+    assert value == 7 and "w 8" in stdout and "path=/app/bin" in stdout, stdout
+
+
+def test_a_symlink_inside_an_input_folder_that_guests_cannot_see_is_refused(tmp_path, capsys):
+    """A folder input (where guests see it) holding a symbolic link into /tmp, which guests
+    replace with their own: refused before anything runs, naming the link's target."""
+    secret = tmp_path / "secret.dat"  # under /tmp: hidden in a guest
+    secret.write_text("x\n")
+    data = Path(tempfile.mkdtemp(prefix="vhpc-test-input-", dir=Path.home()))
+    try:
+        (data / "link.dat").symlink_to(secret)
+        f = _doc(tmp_path, envs=("native", "vm"), inputs=[str(data)])
+        one_line(*run_cli(capsys, "run", f, "--out", tmp_path / "o")[::2], str(secret),
+                 "/tmp")
+        (data / "link.dat").unlink()
+        (data / "link.dat").symlink_to(tmp_path / "nowhere")
+        one_line(*run_cli(capsys, "run", _doc(tmp_path, inputs=[str(data)]),
+                          "--out", tmp_path / "o")[::2], "leads nowhere")
+    finally:
+        shutil.rmtree(data)

@@ -193,7 +193,7 @@ def test_relative_inputs_are_taken_from_the_campaign_file(tmp_path):
                  "    command: cat in.txt\n    inputs: [in.txt]\n"
                  "    metrics: [{name: v, regex: 'v (\\d+)', direction: higher}]\n")
     s = spec.from_file(f)
-    assert s.benchmark("p").inputs == (str(sub / "in.txt"),)
+    assert s.benchmark("p").inputs == ((str(sub / "in.txt"), "in.txt"),)
     assert s.custom[0]["inputs"] == [str(sub / "in.txt")]  # stored absolute: resumes anywhere
 
 

@@ -13,7 +13,8 @@ from a campaign-file entry with :func:`from_mapping`::
     timeout: 300                   # optional, seconds: the trial is killed and stored failed
                                    # after min(timeout, the campaign's --timeout)
     mpi: {ranks: 2, threads: 1, implementation: openmpi}   # optional: an MPI application
-    inputs: [/abs/path/in.lj, /abs/path/potentials/]       # optional: staged per trial
+    inputs: [/abs/path/in.lj, /abs/path/potentials/,      # optional: staged per trial
+             {src: /abs/path/run-7.dat, as: data.in}]     # (renamed in the rank's folder)
     check: {metric: energy, rtol: 1.0e-4}                  # optional: against the baseline's
 
 ``mpi:`` launches the command exactly as vhpc's own MPI kernels (:class:`Launch`: ``mpirun
@@ -24,7 +25,9 @@ With ``mpi:`` or ``inputs:`` every rank (or the single process) runs under ``ran
 (:mod:`vhpc.benchmarks.apps.common`): a fresh working directory per rank under ``/tmp`` with
 the ``inputs`` copied in (files, or folders with their contents; guests and Slurm nodes read
 them from the host's file system), ``env:`` set for the rank itself (remote ranks too), and one
-``VHPC-RANK`` line per rank for the placement read-back.  ``check:`` names a metric (or gives
+``VHPC-RANK`` line per rank for the placement read-back.  An input is a regular file or a folder
+(every symbolic link inside it leading to one), copied under its own name or the plain file
+name given as ``as:``.  ``check:`` names a metric (or gives
 ``name``/``regex``/``unit`` for a figure that is only checked) whose value must agree with the
 baseline environment's within the relative tolerance ``rtol``; a trial that fails it is stored
 invalid (:mod:`vhpc.campaign.checks`).  A metric's direction is ``higher_is_better: true|false``
@@ -54,6 +57,8 @@ from vhpc.core.metrics import Metric, Sample
 MAX_TIMEOUT = 7 * 24 * 3600
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+#: An environment variable name (POSIX: letters, digits and underscores, no leading digit).
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 #: Seconds one user regex may search one trial's output: a pattern that backtracks
@@ -166,10 +171,12 @@ class CommandBenchmark(Benchmark):
         self.success = None if success is None else _compile(f"{where}: success", success, None)
         env = dict(env or {})
         for k, v in env.items():
-            if not isinstance(k, str) or not k or "=" in k or not isinstance(v, str):
-                raise ValueError(f"{where}: env must map variable names to strings "
-                                 f"(problem with {k!r})")
-            if "\x00" in k or "\x00" in v:
+            if not isinstance(k, str) or not ENV_NAME_RE.fullmatch(k):
+                raise ValueError(f"{where}: env: {k!r} is not a variable name (letters, digits "
+                                 "and _, not starting with a digit)")
+            if not isinstance(v, str):
+                raise ValueError(f"{where}: env {k}: give the value as a string")
+            if "\x00" in v:
                 raise ValueError(f"{where}: env {k!r} holds a NUL byte, which no environment "
                                  "variable can carry: remove it")
         self.env = env
@@ -223,16 +230,24 @@ class CommandBenchmark(Benchmark):
                       self.mpi["implementation"], ctx.ncpus, cpuset=ctx.cpuset)
 
     def preflight(self, params: Mapping[str, Any]) -> None:
-        """Before any trial: every input exists.  Raises BenchmarkError naming the missing
-        one."""
-        for path in self.inputs:
-            src = path.partition("=")[0]
-            if not os.path.exists(src):
-                raise BenchmarkError(f"custom benchmark {self.name!r}: input {src} does not "
-                                     "exist: fix inputs: in the campaign file")
+        """Before any trial: every input is a regular file or a folder (``/dev/zero`` or a FIFO
+        would be copied until the disk is full, or block), and so is whatever each symbolic
+        link in an input folder leads to.  Raises BenchmarkError naming the input and what
+        to fix."""
+        for src, _ in self.inputs:
+            for path, why in _input_problems(src):
+                raise BenchmarkError(f"custom benchmark {self.name!r}: input {path} {why}: "
+                                     "inputs must be regular files or folders; fix inputs: "
+                                     "in the campaign file")
 
     def host_paths(self, params):
-        return [p.partition("=")[0] for p in self.inputs]
+        """Every host path a trial reads: the inputs, and where each symbolic link inside an
+        input folder leads (a guest must see those too)."""
+        out = []
+        for src, _ in self.inputs:
+            out += [src, *(os.path.realpath(p) for p in [src, *_links(src)]
+                           if os.path.islink(p))]
+        return out
 
     def __repr__(self) -> str:
         return f"CommandBenchmark({self.name!r}, {self.argv!r})"
@@ -253,8 +268,12 @@ class CommandBenchmark(Benchmark):
                             env=self.env)
 
     def environ(self, params, ctx):
+        """The launcher's variables; ``env:`` too when the command runs without rankrun
+        (no ``mpi:``/``inputs:``).  With rankrun, ``env:`` is set in the ranks only (its
+        ``--env``): a ``PATH`` meant for the program must not decide which mpirun starts."""
         launch = self.launch(params, ctx)
-        return {**(launch.environ() if launch else {}), **self.env}
+        ranks_only = self.mpi is not None or bool(self.inputs)
+        return {**(launch.environ() if launch else {}), **({} if ranks_only else self.env)}
 
     def parse(self, params, stdout, stderr, returncode):
         text = f"{stdout}\n{stderr}"
@@ -331,32 +350,90 @@ def anchor_inputs(definitions: Any, folder: str) -> Any:
     for d in definitions:
         inputs = d.get("inputs") if isinstance(d, Mapping) else None
         if isinstance(inputs, list):
-            d = {**d, "inputs": [os.path.join(folder, os.path.expanduser(i))
-                                 if isinstance(i, str) and i and not i.startswith("-") else i
-                                 for i in inputs]}
+            d = {**d, "inputs": [_anchor(i, folder) for i in inputs]}
         out.append(d)
     return out
 
 
-def _inputs(where: str, inputs: Iterable[str] | None) -> tuple[str, ...]:
-    """``inputs:`` as absolute paths (``~`` expanded; a relative path is taken from the
-    current directory; a campaign file's are anchored at the file first, :func:`anchor_inputs`).  Raises ValueError for anything but a list of path strings."""
+def _anchor(item: Any, folder: str) -> Any:
+    """One ``inputs:`` item (a path, or ``{src: PATH, as: NAME}``) with a relative path
+    joined to ``folder``; anything else unchanged (validated later)."""
+    if isinstance(item, Mapping) and isinstance(item.get("src"), str):
+        return {**item, "src": _anchor(item["src"], folder)}
+    if isinstance(item, str) and item and not item.startswith("-"):
+        return os.path.join(folder, os.path.expanduser(item))
+    return item
+
+
+def _inputs(where: str, inputs: Iterable[Any] | None) -> tuple[tuple[str, str], ...]:
+    """``inputs:`` as (absolute source path, name in the rank's working folder) pairs.  An item
+    is a path (its name is the path's last component; ``~`` expanded; a relative path is taken
+    from the current directory, a campaign file's are anchored at the file first,
+    :func:`anchor_inputs`) or an explicit mapping ``{src: PATH, as: NAME}``; a ``=`` in a path
+    is part of the path.  NAME is one plain file name (:func:`plain_name`), so a copy can
+    never land outside the rank's folder.  Raises ValueError (one line) for anything else."""
     if inputs is None:
         return ()
     if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)):
         raise ValueError(f"{where}: inputs must be a list of files or folders")
     out = []
     for item in inputs:
-        if not isinstance(item, str) or not item or "\x00" in item or item.startswith("-"):
-            raise ValueError(f"{where}: inputs: {item!r} is not a path (give files or folders "
-                             "as strings)")
-        out.append(os.path.abspath(os.path.expanduser(item)))
-    names = [os.path.basename(p.rstrip("/")) for p in out]
+        src, name = item, None
+        if isinstance(item, Mapping):
+            block(item, where, "inputs", ("src", "as"), "{src: PATH, as: NAME}")
+            src, name = item.get("src"), item.get("as")
+        if not isinstance(src, str) or not src or "\x00" in src or src.startswith("-"):
+            raise ValueError(f"{where}: inputs: {src!r} is not a path (give files or folders "
+                             "as strings, or {src: PATH, as: NAME})")
+        src = os.path.abspath(os.path.expanduser(src))
+        name = os.path.basename(src.rstrip("/")) if name is None else name
+        if not plain_name(name):
+            raise ValueError(f"{where}: inputs: as {name!r} must be one plain file name (no /, "
+                             "not . or .., not starting with -), the name in the rank's "
+                             "working folder")
+        out.append((src, name))
+    names = [n for _, n in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"{where}: inputs: two inputs named {dupes[0]!r} would land on the "
-                         "same name in the working directory")
+                         "same name in the working directory: rename one with "
+                         "{src: PATH, as: NAME}")
     return tuple(out)
+
+
+def plain_name(name: Any) -> bool:
+    """True when ``name`` is one plain file name: a non-empty string without ``/`` or NUL,
+    not ``.`` or ``..``, not starting with ``-`` (no option to rankrun)."""
+    return (isinstance(name, str) and bool(name) and "/" not in name and "\x00" not in name
+            and name not in (".", "..") and not name.startswith("-"))
+
+
+def _links(src: str) -> list[str]:
+    """Paths of the symbolic links inside the folder ``src`` (none for a file)."""
+    if not os.path.isdir(src) or os.path.islink(src):
+        return []
+    out = []
+    for root, dirs, files in os.walk(src):
+        out += [os.path.join(root, n) for n in dirs + files
+                if os.path.islink(os.path.join(root, n))]
+    return out
+
+
+def _input_problems(src: str) -> Iterable[tuple[str, str]]:
+    """(path, what is wrong) for the input ``src`` and every symbolic link inside it: each
+    must lead to an existing regular file or folder."""
+    import stat as st
+
+    for path in [src, *_links(src)]:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            yield path, ("does not exist" if path == src else
+                         f"is a symbolic link that leads nowhere ({exc.strerror})")
+            continue
+        if not (st.S_ISREG(mode) or st.S_ISDIR(mode)):
+            yield path, ("is not a regular file or folder" if path == src else
+                         "is a symbolic link to something that is not a regular file or folder")
 
 
 def from_mapping(d: Mapping[str, Any]) -> CommandBenchmark:

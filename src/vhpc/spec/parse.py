@@ -323,6 +323,9 @@ def _build_custom(definitions: list) -> dict[str, benchmarks.Benchmark]:
         if b.name in benchmarks.REGISTRY:
             raise SpecError(f"custom benchmark {b.name!r} clashes with a built-in benchmark: "
                             "choose another name")
+        if b.name in out:
+            raise SpecError(f"custom: two benchmarks are named {b.name!r}: give each its own "
+                            "name")
         out[b.name] = b
     return out
 

@@ -3,7 +3,7 @@ binary, inputs prepared once per content in vhpc's cache, and the per-rank launc
 
 Launch: the same :class:`~vhpc.benchmarks.mpilaunch.Launch` (launch line, binding, OpenMP
 variables) as vhpc's own MPI kernels, with every rank started through ``rankrun.py``
-(``python3 -S rankrun.py --stage INPUT ... -- APP ARGS``): it stages the inputs into a fresh
+(``python3 -S rankrun.py --stage INPUT NAME ... -- APP ARGS``): it stages the inputs into a fresh
 working directory of that rank (``/tmp`` is writable in guests too; the inputs come from the
 host's file system, which guests share read-only), runs the application there, prints the
 files named with ``--show`` on rank 0 and one ``VHPC-RANK`` line per rank, the record vhpc's
@@ -41,15 +41,18 @@ def require(binary: str, package: str, bench: str) -> str:
     return path
 
 
-def rank_command(launch: Launch | None, stage: list[str], show: list[str], argv: list[str],
-                 env: Mapping[str, str] | None = None) -> list[str]:
+def rank_command(launch: Launch | None, stage: list[str | tuple[str, str]], show: list[str],
+                 argv: list[str], env: Mapping[str, str] | None = None) -> list[str]:
     """argv of one application trial: the launcher prefix (none when ``launch`` is None: one
-    process), then ``rankrun.py`` with the files to stage (``SRC`` or ``SRC=NAME``), to print
-    (``show``) and the variables to set in each rank (``env``: remote ranks get them too,
-    which a launcher's own environment does not reach), then the application."""
+    process), then ``rankrun.py`` with the files to stage (an absolute path, copied under its
+    own name, or (path, name)), to print (``show``) and the variables to set in each rank
+    (``env``: remote ranks get them too, which a launcher's own environment does not reach),
+    then the application."""
     cmd = [*(launch.argv() if launch else []), sys.executable, "-S", str(RANKRUN)]
     for item in stage:
-        cmd += ["--stage", item]
+        src, name = (item, os.path.basename(item.rstrip("/"))) if isinstance(item, str) \
+            else item
+        cmd += ["--stage", src, name]
     for name in show:
         cmd += ["--show", name]
     for key, value in (env or {}).items():

@@ -3,7 +3,7 @@ and record where it ran.  Standard library only: it runs as ``python3 -S rankrun
 host, inside a guest (which sees the host's root file system read-only and has a writable
 ``/tmp``) and on Slurm nodes::
 
-    mpirun ... -np 2 python3 -S rankrun.py --stage /path/in.lj --show log.lammps \
+    mpirun ... -np 2 python3 -S rankrun.py --stage /path/in.lj in.lj --show log.lammps \
         -- lmp -in in.lj
 
 For each rank it
@@ -11,8 +11,8 @@ For each rank it
 1. creates a fresh working directory under ``$TMPDIR`` (else ``/tmp``), named after this
    process and the rank (``vhpc-app-<pid>-<start ticks>-r<rank>-XXXX``: vhpc reaps the folder
    of a rank that was killed),
-   and copies every ``--stage`` path (a file, or a folder with its contents) into it under its
-   own name (``--stage SRC=NAME`` renames it);
+   and copies every ``--stage SRC NAME`` (a file, or a folder with its contents) into it as
+   NAME (one plain file name);
 2. runs the program there as a child (same environment plus every ``--env NAME=VALUE``; same
    CPU binding: the launcher bound this process and the child inherits its mask), forwarding
    SIGTERM/SIGINT/SIGHUP to it;
@@ -167,22 +167,31 @@ def owner_tag() -> str:
     return f"{os.getpid()}-{ticks}"
 
 
-def stage(sources: list[str], workdir: str) -> None:
-    """Copy each ``SRC`` or ``SRC=NAME`` into ``workdir`` (folders with their contents)."""
-    for item in sources:
-        src, sep, name = item.partition("=")
-        dest = os.path.join(workdir, name if sep else os.path.basename(src.rstrip("/")))
-        if os.path.isdir(src):
+def stage(sources: list[list[str]], workdir: str) -> None:
+    """Copy each (SRC, NAME) into ``workdir`` as NAME (folders with their contents, symbolic
+    links followed).  NAME must be one plain file name (no ``/``, not ``.``/``..``): a copy
+    never lands outside ``workdir``.  Only regular files and folders are copied (a device or
+    FIFO, say ``/dev/zero``, would never end).  Raises OSError naming what is wrong."""
+    import stat
+
+    for src, name in sources:
+        if not name or "/" in name or name in (".", ".."):
+            raise OSError(f"{name!r} is not a plain file name")
+        dest = os.path.join(workdir, name)
+        mode = os.stat(src).st_mode
+        if stat.S_ISDIR(mode):
             shutil.copytree(src, dest, symlinks=False)
-        else:
+        elif stat.S_ISREG(mode):
             shutil.copy(src, dest)
+        else:
+            raise OSError(f"{src} is not a regular file or folder")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (see the module docstring)."""
     ap = argparse.ArgumentParser(prog="rankrun.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--stage", action="append", default=[], metavar="SRC[=NAME]",
-                    help="file or folder copied into the working directory")
+    ap.add_argument("--stage", action="append", default=[], nargs=2, metavar=("SRC", "NAME"),
+                    help="file or folder copied into the working directory as NAME")
     ap.add_argument("--show", action="append", default=[], metavar="FILE",
                     help="file of the working directory printed by rank 0 after the run")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
