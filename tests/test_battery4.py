@@ -400,3 +400,16 @@ def test_a_symlink_inside_an_input_folder_that_guests_cannot_see_is_refused(tmp_
                           "--out", tmp_path / "o")[::2], "leads nowhere")
     finally:
         shutil.rmtree(data)
+
+
+# ------------------------------------------------------------------------------ tune
+
+def test_tune_offers_only_candidates_compare_accepts_and_stores_nothing_else(tmp_path, capsys):
+    """--memory beyond the host: the unpinned candidate compare refuses ("the host has N
+    MiB") is not offered, and the race stops in one line before a store exists (before, it
+    stored the race, then exited 2)."""
+    rc, out, _ = run_cli(capsys, "tune", "-b", "stream", "--memory", "16777216", "--dry-run")
+    assert rc == 0 and "0 candidate(s)" in out and "not a candidate: float" in out, out
+    one_line(*run_cli(capsys, "tune", "-b", "stream", "--memory", "16777216",
+                      "--out", tmp_path / "o")[::2], "no runnable candidate")
+    assert not (tmp_path / "o").exists()

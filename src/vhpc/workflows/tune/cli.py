@@ -85,9 +85,34 @@ def _candidates(args, topo):
     offer = cm.HostOffer(free_hugepages={} if args.topology else read_hugepages(),
                          hugepages_knob=knob, vcluster=True)
     cands, skipped = cm.generate(topo, args.vcpus, args.memory, offer, mpi=mpi)
+    cands = _accepted(cands, skipped, parsed, args)
     if args.candidates:
         cands = cm.restrict(cands, [w for c in args.candidates for w in c.split(",") if w.strip()])
     return cands, skipped
+
+
+def _accepted(cands, skipped, parsed, args):
+    """The candidates whose environment ``vhpc compare`` accepts on this host (or on
+    ``--topology``): each is checked as a campaign's environments are before it is stored
+    (:func:`vhpc.campaign.execute.placements`: more memory than the host has, pins it lacks);
+    the others are added to ``skipped`` with the reason.  Never offers what a race would
+    store and then refuse."""
+    from vhpc.campaign import execute
+    from vhpc.core.errors import VhpcError
+    from vhpc.spec.parse import campaign, env
+    from vhpc.workflows.tune.candidates import Skipped
+
+    host = execute.host_facts(args.topology)
+    out = []
+    for c in cands:
+        try:
+            execute.placements(campaign(list(parsed.benchmarks),
+                                        [env(c.kind, c.env, **c.options(args.memory))]), host)
+        except VhpcError as exc:
+            skipped.append(Skipped(c.name, " ".join(str(exc).split())))
+            continue
+        out.append(c)
+    return out
 
 
 def _dry_run(con: Console, topo, cands, skipped, args) -> int:
@@ -116,9 +141,14 @@ def _dry_run(con: Console, topo, cands, skipped, args) -> int:
     return 0
 
 
-def _new_race(args, con, store):
+def _new_race(args, con):
+    """Check the candidates and the campaign as compare would, then open the store and start
+    the race; returns (campaign id, definition, store).  Nothing is stored when a check
+    fails."""
     from vhpc import topology
+    from vhpc.campaign import execute
     from vhpc.placement import PlacementError, PlacementRequest, place
+    from vhpc.store import Store
     from vhpc.workflows.tune import run as runmod
     from vhpc.workflows.tune.candidates import TuneError
     from vhpc.workflows.tune.race import Settings
@@ -142,10 +172,12 @@ def _new_race(args, con, store):
     d = runmod.Definition(args.vcpus, args.memory, f"{topo.summary()} ({topo.source})",
                           tuple(racing), settings, args.warmup)
     spec = runmod.build_spec(args.bench, d, native_cpus, args.host_knob, args.timeout, args.accel)
+    execute.placements(spec, execute.host_facts())  # compare's host check, before storing
+    store = Store(Path(args.out) / "vhpc.db")
     cid = runmod.start(store, spec, d, args.out, " ".join(shlex.quote(a) for a in sys.argv))
     con.print(f"Race [bold]{esc(cid)}[/]: {len(racing)} candidate(s) + native, budget {args.budget} "
               f"trials → {esc(args.out)}/")
-    return cid, d
+    return cid, d, store
 
 
 def _round_printer(con, d):
@@ -214,13 +246,13 @@ def cmd_tune(args) -> int:
         topo = topology.load(args.topology)
         cands, skipped = _candidates(args, topo)
         return _dry_run(con, topo, cands, skipped, args)
-    store = Store(Path(args.out) / "vhpc.db", existing=bool(args.resume))
     if args.resume:
+        store = Store(Path(args.out) / "vhpc.db", existing=True)
+        store.campaign(args.resume)  # a valid id of this store before it names a folder
         cid, d = args.resume, runmod.load(args.out, args.resume)
-        store.campaign(cid)
         con.print(f"Resuming race [bold]{esc(cid)}[/]")
     else:
-        cid, d = _new_race(args, con, store)
+        cid, d, store = _new_race(args, con)
     show = _round_printer(con, d)
     progress = _progress(con)
     try:
