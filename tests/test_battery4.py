@@ -59,6 +59,7 @@ READER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.xdist_group("paper_reader")  # two TCG guests: started first, beside the rest
 def test_a_paper_read_by_sqlite3_meanwhile_stores_every_trial(tmp_path, kernels_built):
     """Two studies in one ``vhpc paper`` with a reader polling the store every 0.5 s: every
     trial is stored, rc 0, and the WAL never vanishes while vhpc holds the store.  Before, the

@@ -11,10 +11,8 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import sqlite3
 import time
-import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +22,9 @@ from vhpc.core import records
 from vhpc.core.metrics import EnvInfo, Observation, Sample
 from vhpc.core.locks import FileLock, Owner, held
 from vhpc.core.records import AppliedPlacement, Diagnostics
-from vhpc.storefile import (FLAG, ID, INT, REAL, TEXT, VERSION, StoreError, check_is_store,
-                            column, columns, damaged, describe_sqlite_error, json_column,
-                            valid_id)
+from vhpc.storefile import (FLAG, ID, INT, REAL, TEXT, VERSION, Connection, StoreError,
+                            check_is_store, column, columns, damaged, describe_sqlite_error,
+                            json_column, valid_id)
 
 SCHEMA_VERSION = 1
 
@@ -138,64 +136,6 @@ def finite_samples(samples: list[Sample], error: str | None) -> tuple[list[Sampl
     return kept, f"{error}; {note}" if error else note
 
 
-class _Connection(sqlite3.Connection):
-    """The one SQLite connection of this process to one store file (keyed by device and inode):
-    every :class:`Store` opened on the file shares it; it closes when the last of them is
-    closed, or when nothing refers to it any more.  SQLite's POSIX advisory locks belong to the
-    process, so closing any other descriptor of the file (a second connection, a header read)
-    drops the locks of the first; a reader elsewhere (the ``sqlite3`` shell) may then take the
-    file for itself and, closing, delete the ``-wal`` and ``-shm`` under the running campaign,
-    whose later commits go to an unlinked WAL ("How To Corrupt An SQLite Database File",
-    §2.2, https://www.sqlite.org/howtocorrupt.html)."""
-
-    _open: "weakref.WeakValueDictionary[tuple[int, int], _Connection]" = \
-        weakref.WeakValueDictionary()
-
-    def __init__(self, *args: Any, **kw: Any):
-        super().__init__(*args, **kw)
-        self.stores: "weakref.WeakSet[Store]" = weakref.WeakSet()
-        self.closed = False
-
-    @staticmethod
-    def _key(path: Path) -> tuple[int, int] | None:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
-
-    @classmethod
-    def find(cls, path: Path) -> "_Connection | None":
-        """The open connection of the file at ``path`` in this process, None when none."""
-        key = cls._key(path)
-        db = cls._open.get(key) if key is not None else None
-        return db if db is not None and not db.closed else None
-
-    @classmethod
-    def connect(cls, path: Path) -> "_Connection":
-        """A new connection to ``path`` (created if missing), recorded as the file's."""
-        db = sqlite3.connect(path, isolation_level=None, timeout=30, factory=cls)
-        assert isinstance(db, cls)
-        key = cls._key(path)  # sqlite3.connect has opened (created) the file
-        if key is None:
-            db.close()
-            raise StoreError(f"{path} vanished while it was being opened: retry", "cantopen")
-        cls._open[key] = db
-        return db
-
-    def use(self, store: "Store") -> "_Connection":
-        """Count ``store`` as a user of this connection; returns the connection."""
-        self.stores.add(store)
-        return self
-
-    def release(self, store: "Store") -> None:
-        """``store`` is closed: close the connection when no other Store uses it."""
-        self.stores.discard(store)
-        if not self.stores and not self.closed:
-            self.closed = True
-            self.close()
-
-
 class Store:
     """A vhpc database at ``path`` (created with the current schema if missing; safe when
     several processes create it at once).
@@ -220,8 +160,8 @@ class Store:
         if fresh and existing:
             raise StoreError(f"no vhpc store at {self.path}: check --out (the folder that "
                              "holds vhpc.db)", "cantopen")
-        self.db: _Connection
-        shared = None if fresh else _Connection.find(self.path)
+        self.db: Connection
+        shared = None if fresh else Connection.find(self.path)
         if shared is not None:  # this process holds the file already: the same connection
             self.db = shared.use(self)
             return
@@ -239,7 +179,7 @@ class Store:
 
     @_guard
     def _open(self) -> None:
-        self.db = _Connection.connect(self.path).use(self)
+        self.db = Connection.connect(self.path).use(self)
         try:
             self._setup()
         except BaseException:
@@ -281,7 +221,7 @@ class Store:
 
     def close(self) -> None:
         """Let go of the store; its connection closes with the last Store of the file in
-        this process (see :class:`_Connection`)."""
+        this process (see :class:`Connection`)."""
         self.db.release(self)
 
     @contextmanager

@@ -1,6 +1,8 @@
-"""What can be wrong with a store file, said in one line: the :class:`StoreError` family that
-:mod:`vhpc.store` raises, the check that a file is a vhpc store before it is opened for
-writing, and the one-line reasons for SQLite and file-system failures.
+"""The store file itself: its one connection per process (:class:`Connection`), the check that
+a file is a vhpc store before it is first opened, the validating layer its typed columns are
+read through (:func:`column`), and what can be wrong with it, said in one line: the
+:class:`StoreError` family that :mod:`vhpc.store` raises and the one-line reasons for SQLite
+and file-system failures.
 
 SQLite's result codes: https://www.sqlite.org/rescode.html; its file header:
 https://www.sqlite.org/fileformat.html (the 16-byte magic string, byte 18: 2 in WAL mode).
@@ -14,6 +16,7 @@ import math
 import os
 import re
 import sqlite3
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +171,64 @@ def describe_os_error(exc: OSError) -> str | None:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"the disk holding {where} is full ({exc.strerror}): free space there"
     return f"cannot write {where} ({exc.strerror}): make it writable or pick another --out"
+
+
+class Connection(sqlite3.Connection):
+    """The one SQLite connection of this process to one store file (keyed by device and inode):
+    every :class:`vhpc.store.Store` opened on the file shares it; it closes when the last of them is
+    closed, or when nothing refers to it any more.  SQLite's POSIX advisory locks belong to the
+    process, so closing any other descriptor of the file (a second connection, a header read)
+    drops the locks of the first; a reader elsewhere (the ``sqlite3`` shell) may then take the
+    file for itself and, closing, delete the ``-wal`` and ``-shm`` under the running campaign,
+    whose later commits go to an unlinked WAL ("How To Corrupt An SQLite Database File",
+    §2.2, https://www.sqlite.org/howtocorrupt.html)."""
+
+    _open: "weakref.WeakValueDictionary[tuple[int, int], Connection]" = \
+        weakref.WeakValueDictionary()
+
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__(*args, **kw)
+        self.stores: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.closed = False
+
+    @staticmethod
+    def _key(path: Path) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    @classmethod
+    def find(cls, path: Path) -> "Connection | None":
+        """The open connection of the file at ``path`` in this process, None when none."""
+        key = cls._key(path)
+        db = cls._open.get(key) if key is not None else None
+        return db if db is not None and not db.closed else None
+
+    @classmethod
+    def connect(cls, path: Path) -> "Connection":
+        """A new connection to ``path`` (created if missing), recorded as the file's."""
+        db = sqlite3.connect(path, isolation_level=None, timeout=30, factory=cls)
+        assert isinstance(db, cls)
+        key = cls._key(path)  # sqlite3.connect has opened (created) the file
+        if key is None:
+            db.close()
+            raise StoreError(f"{path} vanished while it was being opened: retry", "cantopen")
+        cls._open[key] = db
+        return db
+
+    def use(self, store: Any) -> "Connection":
+        """Count ``store`` as a user of this connection; returns the connection."""
+        self.stores.add(store)
+        return self
+
+    def release(self, store: Any) -> None:
+        """``store`` is closed: close the connection when no other Store uses it."""
+        self.stores.discard(store)
+        if not self.stores and not self.closed:
+            self.closed = True
+            self.close()
 
 
 #: The first bytes of every SQLite 3 database file.
