@@ -215,7 +215,7 @@ class Store:
                        (str(SCHEMA_VERSION),))
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         version = column(self.path, "meta", "schema_version", "value", row[0], VERSION)
-        if int(version) > SCHEMA_VERSION:
+        if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has schema version {version}, this vhpc reads up to "
                              f"{SCHEMA_VERSION}: upgrade vhpc")
 

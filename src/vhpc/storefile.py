@@ -70,6 +70,7 @@ def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
 def damaged(path: Path, table: str, row: Any, what: str) -> StoreError:
     """The one-line error for a store whose content is not what vhpc wrote (a row edited by
     hand, a foreign database): ``damaged store: <path>: TABLE ROW …``."""
+    row = " ".join(str(row).split())[:60]  # a row named by text read from the store
     return StoreError(f"damaged store: {path}: {table} {row} {what}: restore it from a copy "
                       "or pick another --out", "corrupt")
 

@@ -45,7 +45,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from typing import Any, Iterable, Mapping
+import stat
+from typing import Any, Iterable, Iterator, Mapping
 
 import regex
 
@@ -235,9 +236,10 @@ class CommandBenchmark(Benchmark):
         link in an input folder leads to.  Raises BenchmarkError naming the input and what
         to fix."""
         for src, _ in self.inputs:
-            for path, why in _input_problems(src):
-                raise BenchmarkError(f"custom benchmark {self.name!r}: input {path} {why}: "
-                                     "inputs must be regular files or folders; fix inputs: "
+            problem = next(_input_problems(src), None)
+            if problem is not None:
+                raise BenchmarkError(f"custom benchmark {self.name!r}: input {' '.join(problem)}"
+                                     ": inputs must be regular files or folders; fix inputs: "
                                      "in the campaign file")
 
     def host_paths(self, params):
@@ -419,11 +421,9 @@ def _links(src: str) -> list[str]:
     return out
 
 
-def _input_problems(src: str) -> Iterable[tuple[str, str]]:
+def _input_problems(src: str) -> Iterator[tuple[str, str]]:
     """(path, what is wrong) for the input ``src`` and every symbolic link inside it: each
     must lead to an existing regular file or folder."""
-    import stat as st
-
     for path in [src, *_links(src)]:
         try:
             mode = os.stat(path).st_mode
@@ -431,7 +431,7 @@ def _input_problems(src: str) -> Iterable[tuple[str, str]]:
             yield path, ("does not exist" if path == src else
                          f"is a symbolic link that leads nowhere ({exc.strerror})")
             continue
-        if not (st.S_ISREG(mode) or st.S_ISDIR(mode)):
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             yield path, ("is not a regular file or folder" if path == src else
                          "is a symbolic link to something that is not a regular file or folder")
 

@@ -111,8 +111,8 @@ def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
             if all(x.valid for x in samples) or error:
                 counts["failed" if error and error.startswith(FAILED_PREFIX) else
                        "not_applied" if error else "passed"] += 1
-            if not (error == row.error or nonfinite and row.error
-                    and row.error.startswith(error or "\0")):
-                # (a non-finite value's row also keeps the store's note after the check's)
+            # a non-finite value's row keeps the store's note after the check's: same outcome
+            same = error == row.error or nonfinite and (row.error or "").startswith(str(error))
+            if not same:
                 store.replace_samples(row.id, DONE, samples, error)
     return counts
