@@ -100,7 +100,8 @@ SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 #: first: with ``--no-loadscope-reorder`` (Makefile) pytest-xdist deals groups in collection
 #: order, and its default order (most tests first) left these one-test guest modules to the
 #: end, where they ran alone on one worker for minutes while the other idled.
-SLOW_FIRST = ("guest", "paper_reader", "test_vcluster", "test_libvirt", "test_study_figures", "test_store_robust",
+SLOW_FIRST = ("guest", "paper_reader", "test_vcluster", "test_libvirt", "test_study_figures",
+              "test_store_robust",
               "test_vcluster_nodes", "test_node_lost", "test_vm_numa_binding", "test_hostile",
               "test_report_pages", "test_cli", "test_tune", "cgroups", "test_install", "test_npb",
               "test_slurm", "test_battery", "test_suites", "test_mpi_launch", "test_ssh")

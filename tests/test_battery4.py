@@ -88,14 +88,13 @@ def test_a_paper_read_by_sqlite3_meanwhile_stores_every_trial(tmp_path, kernels_
 
 # ------------------------------------------------------------------ stores: damaged, foreign ids
 
-def _custom(path: Path, command, name: str = "probe", **custom) -> Path:
-    """A campaign file with one custom benchmark ``name`` (metric ``v``), native, one round."""
-    probe = {"name": name, "command": command,
-             "metrics": [{"name": "v", "regex": r"v (\d+)", "unit": "1",
-                          "higher_is_better": True}], **custom}
-    doc = {"custom": [probe], "benchmarks": [name], "environments": ["native"], "warmup": 0,
-           "repeats": 1}
-    path.write_text(yaml.safe_dump(doc))
+def _custom(path: Path, command=("echo", "v 1"), envs=("native",), **probe) -> Path:
+    """A campaign file at ``path``: the custom benchmark ``p`` (``command``, metric ``v``, the
+    other keys of ``probe``) in ``envs``, one round, no warm-up."""
+    p = {"name": "p", "command": list(command),
+         "metrics": [{"name": "v", "regex": r"v (\d+)", "direction": "higher"}], **probe}
+    path.write_text(yaml.safe_dump({"custom": [p], "benchmarks": ["p"], "environments": list(envs),
+                                    "warmup": 0, "repeats": 1}))
     return path
 
 
@@ -140,7 +139,8 @@ def test_a_campaign_id_from_a_store_never_becomes_a_path_outside_out(capsys, sto
     ids = [("campaigns", "id"), ("trials", "campaign_id"), ("environments", "campaign_id")]
     out = _copy_edited(stored, tmp_path, *(f"UPDATE {t} SET {c}=?" for t, c in ids),
                        args=(str(elsewhere),))
-    for argv in (["paper", "001", "--from-store"], ["report", str(elsewhere)], ["list", "campaigns"]):
+    for argv in (["paper", "001", "--from-store"], ["report", str(elsewhere)],
+                 ["list", "campaigns"]):
         one_line(*run_cli(capsys, *argv, "--out", out)[::2], "damaged store", "campaign id")
     assert not elsewhere.exists()
 
@@ -243,13 +243,10 @@ def test_a_check_value_that_is_not_a_number_fails_the_check(tmp_path, capsys):
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 CPUs to tell the environments apart")
-    f = tmp_path / "c.yaml"
-    f.write_text(
-        "repeats: 1\nwarmup: 0\nbenchmarks: [p]\n"
-        "environments: [native, {native: {name: onecpu, cpus: '1'}}]\ncustom:\n  - name: p\n"
-        "    command: [sh, -c, 'echo t 3; [ $(nproc) -gt 1 ] && echo e 5 || echo e nan']\n"
-        "    metrics: [{name: t, regex: 't (\\d+)', direction: lower}]\n"
-        "    check: {name: e, regex: 'e (\\S+)', rtol: 0.01}\n")
+    f = _custom(tmp_path / "c.yaml",
+                ["sh", "-c", "echo v 3; [ $(nproc) -gt 1 ] && echo e 5 || echo e nan"],
+                envs=("native", {"native": {"name": "onecpu", "cpus": "1"}}),
+                check={"name": "e", "regex": r"e (\S+)", "rtol": 0.01})
     rc, _, err = run_cli(capsys, "run", f, "--out", tmp_path / "out", "--no-report")
     store = Store(tmp_path / "out" / "vhpc.db", existing=True)
     (cid,) = [c["id"] for c in store.campaigns()]
@@ -257,7 +254,7 @@ def test_a_check_value_that_is_not_a_number_fails_the_check(tmp_path, capsys):
     assert trials["native"].error is None
     assert trials["onecpu"].error.startswith("check failed: e = nan"), trials["onecpu"].error
     valid = {(o.environment, o.metric): o.valid for o in store.observations(cid)}
-    assert valid == {("native", "t"): True, ("native", "e"): True, ("onecpu", "t"): False}
+    assert valid == {("native", "v"): True, ("native", "e"): True, ("onecpu", "v"): False}
     bad = {o.trial_id for o in store.observations(cid) if not o.valid}
     found = {f.kind for f in check_findings(store.trials(cid), store.campaign(cid)["spec"], bad)}
     assert "check-failed" in found, found
@@ -316,7 +313,7 @@ def test_a_timed_out_or_killed_mpi_trial_leaves_no_rank_and_no_working_folder(tm
     while _alive_naming(mark) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive_naming(mark)
-    again = subprocess.run([*VHPC, "run", str(_custom(tmp_path / "q.yaml", ["echo", "v 1"])),
+    again = subprocess.run([*VHPC, "run", str(_custom(tmp_path / "q.yaml")),
                             "--out", str(out), "--no-report"], env=env, capture_output=True,
                            text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
@@ -324,16 +321,6 @@ def test_a_timed_out_or_killed_mpi_trial_leaves_no_rank_and_no_working_folder(tm
 
 
 # ------------------------------------------------------------------------------ inputs, env, names
-
-def _doc(tmp_path: Path, envs=("native",), **probe) -> Path:
-    """A campaign file with the custom benchmark ``p`` (metric ``v``) given by ``probe``."""
-    p = {"name": "p", "command": ["echo", "v 1"],
-         "metrics": [{"name": "v", "regex": r"v (\d+)", "direction": "higher"}], **probe}
-    f = tmp_path / "c.yaml"
-    f.write_text(yaml.safe_dump({"custom": [p], "benchmarks": ["p"], "environments": list(envs),
-                                 "warmup": 0, "repeats": 1}))
-    return f
-
 
 @pytest.mark.parametrize("probe,needle", [
     ({"inputs": ["/dev/zero"]}, "not a regular file or folder"),
@@ -348,8 +335,8 @@ def test_inputs_and_env_that_cannot_work_are_one_line(tmp_path, capsys, probe, n
     """/dev/zero (copied until the disk was full), a ``SRC=NAME`` that copied to /abs/X, a
     rename leaving the rank's folder, an env key rankrun took for an option: refused in one
     line before a campaign is stored, nothing written outside."""
-    one_line(*run_cli(capsys, "run", _doc(tmp_path, **probe), "--out", tmp_path / "o")[::2],
-             needle)
+    f = _custom(tmp_path / "c.yaml", **probe)
+    one_line(*run_cli(capsys, "run", f, "--out", tmp_path / "o")[::2], needle)
     db = tmp_path / "o" / "vhpc.db"
     assert not db.exists() or not sqlite3.connect(db).execute(
         "SELECT * FROM campaigns").fetchall()
@@ -372,10 +359,11 @@ def test_an_input_named_with_equals_and_a_path_for_the_ranks_only(tmp_path, caps
     require_tool("mpirun")
     (tmp_path / "rate=7.txt").write_text("v 7\n")
     (tmp_path / "other").write_text("w 8\n")
-    f = _doc(tmp_path, command=["/bin/sh", "-c", "/bin/cat rate=7.txt renamed.txt; echo path=$PATH"],
-             mpi={"ranks": 1}, env={"PATH": "/app/bin"},
-             inputs=[str(tmp_path / "rate=7.txt"), {"src": str(tmp_path / "other"),
-                                                     "as": "renamed.txt"}])
+    f = _custom(tmp_path / "c.yaml",
+                ["/bin/sh", "-c", "/bin/cat rate=7.txt renamed.txt; echo path=$PATH"],
+                mpi={"ranks": 1}, env={"PATH": "/app/bin"},
+                inputs=[str(tmp_path / "rate=7.txt"), {"src": str(tmp_path / "other"),
+                                                        "as": "renamed.txt"}])
     rc, _, err = run_cli(capsys, "run", f, "--out", tmp_path / "o", "--no-report")
     assert rc == 0, err
     with sqlite3.connect(tmp_path / "o" / "vhpc.db") as db:
@@ -392,12 +380,12 @@ def test_a_symlink_inside_an_input_folder_that_guests_cannot_see_is_refused(tmp_
     data = Path(tempfile.mkdtemp(prefix="vhpc-test-input-", dir=Path.home()))
     try:
         (data / "link.dat").symlink_to(secret)
-        f = _doc(tmp_path, envs=("native", "vm"), inputs=[str(data)])
+        f = _custom(tmp_path / "c.yaml", envs=("native", "vm"), inputs=[str(data)])
         one_line(*run_cli(capsys, "run", f, "--out", tmp_path / "o")[::2], str(secret),
                  "/tmp")
         (data / "link.dat").unlink()
         (data / "link.dat").symlink_to(tmp_path / "nowhere")
-        one_line(*run_cli(capsys, "run", _doc(tmp_path, inputs=[str(data)]),
+        one_line(*run_cli(capsys, "run", _custom(tmp_path / "c.yaml", inputs=[str(data)]),
                           "--out", tmp_path / "o")[::2], "leads nowhere")
     finally:
         shutil.rmtree(data)

@@ -21,8 +21,8 @@ class UntrustedError(VhpcError):
 def untrusted(path: Path, follow: bool = False) -> str | None:
     """Why ``path`` cannot be trusted (``it belongs to uid 1000``), None when it can: it must
     belong to root or to this user and be writable by no one else (the rule of kernel folders
-    and the host-knob journal), and be no symbolic link unless ``follow`` (a folder the user named, such as ``$VHPC_CACHE``:
-    then its target is judged).  A path that does not exist yet is judged by the nearest
+    and the host-knob journal), and be no symbolic link unless ``follow`` (a folder the user
+    named, such as ``$VHPC_CACHE``: then its target is judged).  A path that does not exist yet is judged by the nearest
     existing folder above it, where a sticky folder (``/tmp``) is fine: what vhpc creates there
     is its own.  Root runs what such a folder holds, so another user must not be able to plant
     or replace anything in it."""
