@@ -50,7 +50,8 @@ def test_lammps_lj_two_ranks_parsed_from_lammps_own_lines_and_read_back():
     assert s["timesteps_per_s"].value == float(perf.group(1))
     assert s["matom_steps_per_s"].value == pytest.approx(float(perf.group(1)) * 864 / 1e6)
     last = [ln.split() for ln in stdout.splitlines() if re.match(r"\s+20\s", ln)][-1]
-    assert s["etotal"].value == float(last[4])  # TotEng column of the step-20 thermo row
+    assert s["temp"].value == float(last[1])  # Temp, E_pair of the step-20 thermo row
+    assert s["epair"].value == float(last[2])
     assert all(x.valid for x in s.values())
     assert b.check_key(p, stdout) == "864 atoms on 2 ranks"
     applied, diag = b.readback(p, ctx, stdout)
@@ -65,7 +66,7 @@ def test_lammps_eam_stages_the_potential_into_the_working_directory():
     require_tool("lmp")
     require_tool("mpirun")
     b = get("lammps")
-    p = b.resolve({"problem": "eam", "ranks": 1, "atoms_per_rank": 500, "steps": 10})
+    p = b.resolve({"problem": "eam", "ranks": 1, "atoms": 500, "steps": 10})
     argv = b.command(p, RunContext(Path("/x"), 2))
     assert "/usr/share/lammps/potentials/Cu_u3.eam" in argv  # staged, not referenced
     stdout, stderr, rc, _ = run(b, p)
@@ -73,8 +74,8 @@ def test_lammps_eam_stages_the_potential_into_the_working_directory():
     assert "Cu_u3.eam" in stdout and "units           metal" not in stdout
     s = {x.metric: x for x in b.parse(p, stdout, stderr, rc)}
     header, rows = thermo_table(stdout)
-    assert s["etotal"].value == float(rows[-1][header.index("TotEng")])
-    assert -4.0 < s["etotal"].value < -3.0  # Cu cohesive energy 3.54 eV/atom, heated
+    assert s["epair"].value == float(rows[-1][header.index("E_pair")])
+    assert -4.0 < s["epair"].value < -3.0  # Cu cohesive energy 3.54 eV/atom, heated
 
 
 def test_lammps_box_is_the_nearest_fcc_box():
@@ -103,7 +104,7 @@ def test_gromacs_water_box_parsed_from_md_log():
     require_tool("gmx_mpi")
     require_tool("mpirun")
     b = get("gromacs")
-    p = b.resolve({"box": 2.0, "steps": 20, "ranks": 1})
+    p = b.resolve({"size": 1.5, "steps": 20, "ranks": 1})
     b.preflight(p)  # solvate, minimisation and grompp, once, into the cache
     stdout, stderr, rc, ctx = run(b, p)
     assert rc == 0, stderr[-3000:]
@@ -113,7 +114,7 @@ def test_gromacs_water_box_parsed_from_md_log():
     perf = re.search(r"^Performance:\s+(\S+)", log, re.M)
     wall = re.search(r"^\s+Time:\s+\S+\s+(\S+)", log, re.M)
     assert s["ns_per_day"].value == float(perf.group(1))
-    assert s["wall_time"].value == float(wall.group(1))
+    assert s["timed_window"].value == float(wall.group(1))
     # the potential energy of the last step: the Potential column of the last block before
     # the averages, located by the column's position in its header line
     body = log.split("A V E R A G E S")[0]

@@ -14,7 +14,8 @@ from vhpc.campaign.checks import FAILED_PREFIX, NOT_APPLIED_PREFIX
 
 def checked(spec: Mapping[str, Any] | None) -> dict[str, str]:
     """Benchmarks of a stored campaign spec (its JSON form) that carry a check: name → "the
-    FIGURE within RTOL" (built-in benchmarks' :attr:`~vhpc.benchmarks.base.Benchmark.check`,
+    FIGURE[, FIGURE] within RTOL" (built-in benchmarks'
+    :meth:`~vhpc.benchmarks.base.Benchmark.all_checks`,
     custom ones' ``check:``)."""
     from vhpc import benchmarks
 
@@ -23,9 +24,16 @@ def checked(spec: Mapping[str, Any] | None) -> dict[str, str]:
         return out
     for b in spec.get("benchmarks") or []:
         name = b.get("name") if isinstance(b, Mapping) else None
-        chk = getattr(benchmarks.REGISTRY.get(name or ""), "check", None)
-        if chk is not None:
-            out[name] = f"{chk.what or chk.metric} within {chk.rtol:g}"
+        bench = benchmarks.REGISTRY.get(name or "")
+        chks = bench.all_checks() if bench is not None else ()
+        if chks:
+            try:
+                params = bench.resolve(b.get("params") or {})
+                tols = {bench.check_rtol(c, params) for c in chks}
+            except (TypeError, ValueError):  # a damaged stored spec: the declared tolerances
+                tols = {c.rtol for c in chks}
+            out[name] = (", ".join(c.what or c.metric for c in chks) + " within "
+                         + ", ".join(f"{t:g}" for t in sorted(tols)))
     for c in spec.get("custom") or []:
         chk = c.get("check") if isinstance(c, Mapping) else None
         if isinstance(chk, Mapping):

@@ -117,6 +117,33 @@ class Benchmark:
     #: correctness check against the baseline environment's value (None: the benchmark has
     #: its own verification or none); see :class:`Check` and vhpc.campaign.checks
     check: Check | None = None
+    #: every check when there are several (an application's energy and temperature); ``check``
+    #: is then the first of them.  Read both through :meth:`all_checks`.
+    checks: tuple[Check, ...] = ()
+    #: parameters kept in the stored spec even when left at their defaults: the problem's size
+    #: (an application's atoms and steps), so a stored campaign says what was computed
+    stored_params: tuple[str, ...] = ()
+
+    def all_checks(self) -> tuple[Check, ...]:
+        """The benchmark's checks: :attr:`checks`, else (:attr:`check`,), else ()."""
+        return self.checks or ((self.check,) if self.check is not None else ())
+
+    def check_rtol(self, check: Check, params: Mapping[str, Any]) -> float:
+        """Relative tolerance of ``check`` for a run with ``params`` (an application's grows
+        with its steps); ``check.rtol`` by default."""
+        return check.rtol
+
+    def problem(self, params: Mapping[str, Any], ncpus: int) -> dict[str, Any] | None:
+        """The problem a trial computes in an environment offering ``ncpus`` CPUs, resolved
+        (e.g. ``{"ranks": 2, "atoms": 32000}``): two environments whose problems differ are not
+        compared (:func:`vhpc.campaign.likewise.refuse_unlike`).  None (the default): the
+        benchmark declares none."""
+        return None
+
+    def bounds(self, params: Mapping[str, Any], ncpus: int, memory: int | None) -> None:
+        """Refuse parameters an environment of ``ncpus`` CPUs and ``memory`` bytes (None:
+        unknown) cannot hold, before anything runs.  Raises BenchmarkError (one line saying
+        what to change); nothing by default."""
 
     def host_paths(self, params: Mapping[str, Any]) -> list[str]:
         """Files and folders of the host a trial reads where it runs (inputs staged into the

@@ -47,8 +47,9 @@ def verdict(value: float, reference: float, rtol: float) -> tuple[bool, float]:
 
 
 def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
-    """Apply every benchmark's check to campaign ``cid`` (module docstring); ``spec``: its
-    :class:`~vhpc.spec.parse.CampaignSpec`.  Returns counts ``{"passed", "failed",
+    """Apply every benchmark's checks (:meth:`~vhpc.benchmarks.base.Benchmark.all_checks`) to
+    campaign ``cid`` (module docstring); ``spec``: its :class:`~vhpc.spec.parse.CampaignSpec`.
+    A trial fails when any check does.  Returns counts ``{"passed", "failed",
     "not_applied"}`` over the trials of benchmarks that have a check."""
     counts = {"passed": 0, "failed": 0, "not_applied": 0}
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
@@ -57,8 +58,9 @@ def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
         groups.setdefault((row.benchmark, row.params), []).append(row)
     for (name, key), rows in groups.items():
         bench = spec.benchmark(name)
-        chk = getattr(bench, "check", None)
-        if chk is None or (name, key) not in bspecs:
+        all_checks = getattr(bench, "all_checks", None)
+        chks = all_checks() if all_checks else ()
+        if not chks or (name, key) not in bspecs:
             continue
         params = bench.resolve(bspecs[(name, key)].params)
         parsed = []
@@ -67,52 +69,71 @@ def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
                 samples = bench.parse(params, row.stdout or "", row.stderr or "", row.returncode)
             except ParseError:
                 continue
-            value = next((s.value for s in samples if s.metric == chk.metric), None)
-            parsed.append((row, samples, value, bench.check_key(params, row.stdout or "")))
-        refs: dict[str, float] = {}
-        for ckey in {p[3] for p in parsed}:
-            base = [(r.warmup, v) for r, s, v, k in parsed if k == ckey and v is not None
-                    and r.environment == spec.baseline and all(x.valid for x in s)
-                    and math.isfinite(v)]
-            values = [v for w, v in base if not w] or [v for _, v in base]
-            if values:
-                refs[ckey] = statistics.median(values)
-        for row, samples, value, ckey in parsed:
-            nonfinite = value is not None and not math.isfinite(value)
+            values = {s.metric: s.value for s in samples}
+            parsed.append((row, samples, values, bench.check_key(params, row.stdout or "")))
+        refs: dict[tuple[str, str], float] = {}
+        for chk in chks:
+            for ckey in {p[3] for p in parsed}:
+                base = [(r.warmup, v[chk.metric]) for r, s, v, k in parsed if k == ckey
+                        and v.get(chk.metric) is not None and r.environment == spec.baseline
+                        and all(x.valid for x in s) and math.isfinite(v[chk.metric])]
+                measured = [v for w, v in base if not w] or [v for _, v in base]
+                if measured:
+                    refs[(chk.metric, ckey)] = statistics.median(measured)
+        for row, samples, values, ckey in parsed:
+            nonfinite = [c for c in chks if values.get(c.metric) is not None
+                         and not math.isfinite(values[c.metric])]
             if row.error and not row.error.startswith((FAILED_PREFIX, NOT_APPLIED_PREFIX)) \
                     and not nonfinite:
                 continue  # a note of the trial's own (e.g. non-finite values dropped): kept
-            what = (chk.metric if not chk.what or chk.what == chk.metric
-                    else f"{chk.what} ({chk.metric})")
             error = None
             if nonfinite:  # nan or inf agrees with nothing: the check fails, whatever else
-                error = (f"{FAILED_PREFIX}{what} = {value}, not a finite number; all samples "
-                         "of this trial stored invalid")
+                error = (FAILED_PREFIX + "; ".join(f"{_what(c)} = {values[c.metric]}, not a "
+                                                   "finite number" for c in nonfinite)
+                         + "; all samples of this trial stored invalid")
+            elif all(x.valid for x in samples):  # else its own verification failed already
+                error = _judge(chks, values, ckey, refs, spec.baseline)
+            if error and error.startswith(FAILED_PREFIX):
                 samples = [type(s)(s.metric, s.value, s.unit, s.higher_is_better, False)
                            for s in samples]
-            elif not all(x.valid for x in samples):
-                pass  # its own verification failed: invalid already, nothing to check
-            elif value is None:
-                error = f"{NOT_APPLIED_PREFIX}the output has no {chk.metric}"
-            elif ckey not in refs:
-                other = ", ".join(sorted(k for k in refs if k)) or "no valid run"
-                error = (f"{NOT_APPLIED_PREFIX}no baseline ({spec.baseline}) value of {what} "
-                         f"for {ckey or 'these parameters'} (baseline: {other})")
-            else:
-                ok, rel = verdict(value, refs[ckey], chk.rtol)
-                if not ok:
-                    error = (f"{FAILED_PREFIX}{what} = {_fmt(value)}, baseline "
-                             f"{spec.baseline} {_fmt(refs[ckey])}"
-                             f"{' (' + ckey + ')' if ckey else ''}: {rel:.3g} relative "
-                             f"difference > tolerance {chk.rtol:g}; all samples of this trial "
-                             "stored invalid")
-                    samples = [type(s)(s.metric, s.value, s.unit, s.higher_is_better, False)
-                               for s in samples]
             if all(x.valid for x in samples) or error:
                 counts["failed" if error and error.startswith(FAILED_PREFIX) else
                        "not_applied" if error else "passed"] += 1
             # a non-finite value's row keeps the store's note after the check's: same outcome
-            same = error == row.error or nonfinite and (row.error or "").startswith(str(error))
+            same = error == row.error or bool(nonfinite) and (row.error or "").startswith(
+                str(error))
             if not same:
                 store.replace_samples(row.id, DONE, samples, error)
     return counts
+
+
+def _what(chk) -> str:
+    """The check as the trial's error names it: "FIGURE (metric)" or the metric."""
+    return chk.metric if not chk.what or chk.what == chk.metric else f"{chk.what} ({chk.metric})"
+
+
+def _judge(chks, values: dict[str, float], ckey: str,
+           refs: dict[tuple[str, str], float], baseline: str) -> str | None:
+    """The ``error`` of one trial whose own verification passed and whose check values are
+    finite: None when every check agrees with its reference; ``check failed: ...`` naming each
+    check that does not; ``check not applied: ...`` when a value or its reference is missing
+    (and none failed)."""
+    failed, missing = [], None
+    for chk in chks:
+        value, ref = values.get(chk.metric), refs.get((chk.metric, ckey))
+        if value is None:
+            missing = missing or f"the output has no {chk.metric}"
+        elif ref is None:
+            other = ", ".join(sorted({k for m, k in refs if m == chk.metric and k})) \
+                or "no valid run"
+            missing = missing or (f"no baseline ({baseline}) value of {_what(chk)} for "
+                                  f"{ckey or 'these parameters'} (baseline: {other})")
+        else:
+            ok, rel = verdict(value, ref, chk.rtol)
+            if not ok:
+                failed.append(f"{_what(chk)} = {_fmt(value)}, baseline {baseline} {_fmt(ref)}"
+                              f"{' (' + ckey + ')' if ckey else ''}: {rel:.3g} relative "
+                              f"difference > tolerance {chk.rtol:g}")
+    if failed:
+        return FAILED_PREFIX + "; ".join(failed) + "; all samples of this trial stored invalid"
+    return NOT_APPLIED_PREFIX + missing if missing else None

@@ -100,11 +100,17 @@ def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, EnvPlan]:
     """Environment name → its plan on ``host`` (placement, and one line saying where its trials
     run; nothing is started), with ``host.compute_nodes`` set to the compute nodes the campaign's
     executor offers (:meth:`Executor.node_count`).  This is also the host check of a campaign:
-    raises HostError/PlacementError when the host cannot give an environment what it asks for."""
+    raises HostError/PlacementError when the host cannot give an environment what it asks for,
+    BenchmarkError when a benchmark's parameters exceed an environment or resolve to different
+    problems in two (:func:`vhpc.campaign.likewise.check`)."""
     from dataclasses import replace
 
+    from vhpc.campaign import likewise
+
     host = replace(host, compute_nodes=spec.executor.node_count())
-    return {e.name: e.plan(host) for e in spec.environments}
+    plans = {e.name: e.plan(host) for e in spec.environments}
+    likewise.check(spec, host)  # parameters each environment holds; like compared with like
+    return plans
 
 
 def prepare(spec: CampaignSpec, host: HostFacts | None = None) -> dict[str, Environment]:

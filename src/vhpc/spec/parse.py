@@ -150,7 +150,9 @@ def _finite_number(b: str, p, raw: Any) -> Any:
 
 
 def _check_params(bench: benchmarks.Benchmark, params: Any) -> dict[str, Any]:
-    """Explicit overrides converted by the benchmark's own parameter declarations."""
+    """Explicit overrides converted by the benchmark's own parameter declarations, plus the
+    benchmark's :attr:`~vhpc.benchmarks.base.Benchmark.stored_params` (its problem size) at
+    their defaults, so the stored campaign says what was computed."""
     if not isinstance(params, dict):
         raise SpecError(f"{bench.name}: parameters must be a mapping, got {params!r}")
     known = {p.name: p for p in bench.params}
@@ -172,7 +174,8 @@ def _check_params(bench: benchmarks.Benchmark, params: Any) -> dict[str, Any]:
         if isinstance(exc, VhpcError):
             raise SpecError(str(exc)) from None
         raise SpecError(f"{bench.name}: bad parameters {params!r}: {exc}") from None
-    return {k: v for k, v in resolved.items() if k in params}
+    kept = set(params) | set(getattr(bench, "stored_params", ()))  # an application's size
+    return {k: v for k, v in resolved.items() if k in kept}
 
 
 class CampaignSpec(BaseModel):

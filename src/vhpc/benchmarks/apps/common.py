@@ -14,6 +14,7 @@ log and the Slurm executor's ``srun --mpi=pmix`` job step treat an application l
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -74,44 +75,68 @@ def apps_dir() -> Path:
     return cache_dir() / "apps"
 
 
+def _manifest(folder: Path) -> str:
+    """``SHA256  NAME`` lines (sorted) of every file directly in ``folder`` but the manifest."""
+    lines = []
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name != ".done":
+            lines.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}")
+    return "\n".join(lines) + "\n"
+
+
+def _intact(folder: Path) -> bool:
+    """True when ``folder`` was finished (its ``.done`` manifest exists) and every file still
+    has the checksum recorded there (none changed, none missing, none added)."""
+    try:
+        return (folder / ".done").read_text() == _manifest(folder)
+    except OSError:
+        return False
+
+
 def prepared(kind: str, files: Mapping[str, str],
              build: Callable[[Path], None] | None = None, salt: str = "") -> Path:
     """A folder in vhpc's cache holding ``files`` (name → text) and whatever ``build(folder)``
     adds (e.g. a GROMACS run input made by grompp), named after the SHA-256 of the files, the
     ``salt`` (e.g. the application's version) and ``kind``: made once, under a file lock (a
     second vhpc waits), reused by every later trial, and readable in guests (they share the
-    host's root file system).  Raises BenchmarkError when ``build`` fails (its message)."""
+    host's root file system).  Its ``.done`` records every file's SHA-256; a folder whose files
+    no longer match (a damaged or edited ``topol.tpr``, a file missing) is made again, with a
+    warning on vhpc's log.  Raises BenchmarkError when ``build`` fails (its message)."""
     h = hashlib.sha256(f"{kind}\0{salt}".encode())
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
     root = trusted_folder(apps_dir(), "the application cache")
     folder = root / f"{kind}-{h.hexdigest()[:16]}"
-    done = folder / ".done"
     if _ready(folder):
         return folder
     with cache_lock(root / f".{folder.name}.lock"):
         if _ready(folder):
             return folder
+        if (folder / ".done").exists():
+            logging.getLogger("vhpc").warning(
+                "%s: a prepared input no longer matches its checksum: preparing it again",
+                folder)
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
         for name, text in files.items():
             (folder / name).write_text(text)
         if build is not None:
             build(folder)
-        done.write_text("")
+        (folder / ".done").write_text(_manifest(folder))
     return folder
 
 
 def _ready(folder: Path) -> bool:
-    """True when the prepared ``folder`` is complete (its ``.done`` exists) and trusted, with
-    every file in it (this user's or root's, written by no one else, no symbolic link): the
-    application runs its inputs, as root when vhpc runs as root.  Raises UntrustedError."""
+    """True when the prepared ``folder`` is complete and intact (its ``.done`` manifest matches
+    every file's SHA-256: :func:`_intact`) and trusted, with every file in it (this user's or
+    root's, written by no one else, no symbolic link): the application runs its inputs, as root
+    when vhpc runs as root.  Raises UntrustedError."""
     if not os.path.lexists(folder):
         return False
     check_trusted(folder, "the prepared application input")
     for item in folder.rglob("*"):
         check_trusted(item, "the prepared application input")
-    return (folder / ".done").is_file()
+    return (folder / ".done").is_file() and _intact(folder)
 
 
 def run_tool(argv: list[str], cwd: Path, what: str, stdin: str = "") -> str:

@@ -1,26 +1,40 @@
 """``gromacs``: Debian's GROMACS (``gmx_mpi mdrun``) on a box of SPC/E water that vhpc builds
 itself from GROMACS's own files (``/usr/share/gromacs/top``: ``spc216.gro``, ``oplsaa.ff``).
 
-Preparation, once per box size and GROMACS version, on the host, into vhpc's cache
-(:func:`vhpc.benchmarks.apps.common.prepared`; guests and Slurm nodes read it there):
-``gmx solvate -cs spc216.gro -box B B B`` fills a cubic box of edge ``box`` nm with water and
-writes the molecule count into vhpc's topology (OPLS-AA with SPC/E, SETTLE-rigid water); 50
-steps of steepest descent (``em.mdp``) remove the close contacts ``solvate`` leaves across the
-periodic boundary; ``gmx grompp`` then makes the run input ``topol.tpr`` from vhpc's ``md.mdp``:
-leap-frog MD, Δt = 2 fs, PME electrostatics (0.12 nm grid), Verlet cut-off scheme with 0.9 nm
-cut-offs, NVE, velocities drawn at 300 K with a fixed seed.
+Size: ``size`` thousand atoms, as the size classes of GROMACS's water benchmark set
+(``water_GMX50_bare``: folders 0001.5, 0003, 0006, 0012, ... 3072, thousands of atoms of water
+with 1.0 nm cut-offs and PME; GROMACS's developers run it for performance work), default 6
+(class 0006).  The cubic box's edge is ``(1000 x size / 90.9)^(1/3)`` nm: 90.9 atoms per nm³
+is how densely ``gmx solvate`` fills a box with ``spc216.gro`` (measured: 5,433 atoms in a
+3.91 nm box), so the atom count mdrun reports ("There are: N Atoms", stored in every trial's
+output and used by the check) is within a few percent of the class.
+
+Preparation, once per size and GROMACS version, on the host, into vhpc's cache
+(:func:`vhpc.benchmarks.apps.common.prepared`, checked by checksum at every use; guests and
+Slurm nodes read it there): ``gmx solvate`` fills the box and writes the molecule count into
+vhpc's topology (OPLS-AA with SPC/E, SETTLE-rigid water); 50 steps of steepest descent
+(``em.mdp``) remove the close contacts ``solvate`` leaves across the periodic boundary;
+``gmx grompp`` then makes the run input ``topol.tpr`` from vhpc's ``md.mdp``: leap-frog MD,
+Δt = 2 fs, PME electrostatics (0.12 nm grid), Verlet cut-off scheme with 1.0 nm cut-offs (the
+benchmark set's), NVE, velocities drawn at 300 K with a fixed seed.
 
 Trial: ``mpirun ... rankrun.py --stage topol.tpr --show md.log -- gmx_mpi mdrun -s topol.tpr
--deffnm md -nsteps N -ntomp T -pin off -nb cpu -notunepme -noconfout``.  ``-pin off``: the
-ranks are bound by the launcher as vhpc's kernels are (mdrun's own pinning would override
-it); ``-notunepme``: PME tuning shifts the cut-off during the run, so the work would differ
-between environments.
+-deffnm md -nsteps N -resetstep N/2 -ntomp T -pin off -nb cpu -notunepme -noconfout``.
+``-resetstep N/2`` (:func:`reset_step`): mdrun resets its performance counters half way, so
+ns/day and the timed window leave out start-up, domain decomposition and load balancing, as
+GROMACS benchmarks are timed (``-resethway``, which GROMACS 2022 deprecates);
+``steps`` (default 2000: a timed window of 1,000 steps, a few seconds at size 6 on two cores) is
+what the whole run takes.  ``-pin off``: the ranks are bound by the launcher as vhpc's kernels
+are (mdrun's own pinning would override it); ``-notunepme``: PME tuning shifts the cut-off
+during the run, so the work would differ between environments.
 
-Metrics, from ``md.log`` (rank 0 prints it after the run): ``ns_per_day`` and ``wall_time``
-(s) from the ``Performance:`` and ``Time:`` lines GROMACS writes at the end, and ``epot``: the
-potential energy at the last step (kJ/mol), the check: it must agree with the baseline
-environment's within a relative 5e-3 (water at 300 K: different summation orders move it by
-far less over a hundred steps; a different force field, box or time step does not).
+Metrics, from ``md.log`` (rank 0 prints it after the run): ``ns_per_day`` and
+``timed_window`` (wall seconds after the reset) from the ``Performance:`` and ``Time:`` lines
+GROMACS writes at the end, and three checks from the energies of step 100 (of the last step
+in a shorter run: :func:`check_step`; later, two correct runs have diverged):
+``epot`` (Potential), ``temperature`` and ``coul_recip`` (the PME mesh part of the
+electrostatics, which the cut-off moves most), each within its tolerance of the baseline
+environment's (docs/applications.md, "How the checks were sized").
 """
 
 from __future__ import annotations
@@ -58,8 +72,8 @@ nsteps        = 50
 emtol         = 1000
 cutoff-scheme = Verlet
 coulombtype   = PME
-rcoulomb      = 0.9
-rvdw          = 0.9
+rcoulomb      = 1.0
+rvdw          = 1.0
 """
 
 MD_MDP = """\
@@ -67,8 +81,8 @@ MD_MDP = """\
 integrator    = md
 dt            = 0.002
 nsteps        = 100
-nstlog        = 50
-nstcalcenergy = 50
+nstlog        = 100
+nstcalcenergy = 100
 nstenergy     = 0
 nstxout       = 0
 nstvout       = 0
@@ -76,10 +90,10 @@ nstfout       = 0
 nstxout-compressed = 0
 cutoff-scheme = Verlet
 coulombtype   = PME
-rcoulomb      = 0.9
+rcoulomb      = 1.0
 fourierspacing = 0.12
 vdwtype       = cut-off
-rvdw          = 0.9
+rvdw          = 1.0
 tcoupl        = no
 pcoupl        = no
 gen_vel       = yes
@@ -87,20 +101,61 @@ gen_temp      = 300
 gen_seed      = 1
 """
 
+#: Atoms per nm³ that ``gmx solvate -cs spc216.gro`` puts in a box (measured: module docstring).
+SOLVATE_ATOMS_PER_NM3 = 90.9
+#: The water benchmark set's size classes (thousands of atoms) vhpc's 1.0 nm cut-off allows
+#: (a box edge over twice the pair-list radius).
+SIZE_CLASSES = (1.5, 3, 6, 12, 24, 48, 96, 192, 384, 768, 1536, 3072)
+DEFAULT_SIZE, DEFAULT_STEPS = 6.0, 2000
+#: Memory one mdrun rank needs besides its atoms, and per atom (measured: 34 MB for 5,433
+#: atoms on one rank; both generous), and the smallest domain-decomposition cell (nm: the
+#: 1.0 nm cut-off plus the pair-list buffer), which caps the ranks a box can be split into.
+RANK_BYTES, ATOM_BYTES, MIN_CELL_NM = 256 << 20, 4096, 1.1
+#: The energy terms checked: md.log name → metric.
+CHECKED = {"Potential": "epot", "Temperature": "temperature", "Coul. recip.": "coul_recip"}
+#: The checks are read at step min(steps, CHECK_HORIZON) (md.log has energies every 100
+#: steps): two correct runs on 1 and 2 ranks (single precision, another summation order)
+#: stayed within 4e-5 (Potential), 2e-5 (Temperature) and 3e-5 (Coul. recip.) up to step 120,
+#: then diverged tenfold every ~40 steps (docs/applications.md, "How the checks were sized").
+CHECK_HORIZON = 100
+
 PERF_RE = re.compile(r"^Performance:\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)", re.M)
 TIME_RE = re.compile(r"^\s+Time:\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)", re.M)
 ATOMS_RE = re.compile(r"^There are:\s+(\d+) Atoms", re.M)
 PROCS_RE = re.compile(r"^Using (\d+) MPI process", re.M)
+STEP_RE = re.compile(r"^\s+Step\s+Time\s*\n\s+(\d+)\s", re.M)
 AVERAGES = "A V E R A G E S"
 
 
-def energies(log: str) -> list[dict[str, float]]:
-    """Every ``Energies (kJ/mol)`` block of an md.log before its averages, in order: term
-    name → value.  GROMACS prints the names right-aligned in 15-character columns with the
-    values on the line below (``md.log``; ``EnergyOutput::printStepToEnergyFile``)."""
+def box_edge(size: float) -> float:
+    """Edge (nm, 3 decimals) of the cubic box that ``gmx solvate`` fills with about ``size``
+    thousand atoms of water (module docstring)."""
+    return round((1000 * size / SOLVATE_ATOMS_PER_NM3) ** (1 / 3), 3)
+
+
+def reset_step(steps: int) -> int:
+    """The step at which mdrun resets its performance counters: half way (what
+    ``-resethway`` did; GROMACS 2022 deprecates that flag in favour of ``-resetstep``)."""
+    return steps // 2
+
+
+def check_step(steps: int) -> int:
+    """The step whose energies the checks read: the last, or :data:`CHECK_HORIZON`."""
+    return min(int(steps), CHECK_HORIZON)
+
+
+def energies(log: str) -> dict[int, dict[str, float]]:
+    """Every ``Energies (kJ/mol)`` block of an md.log before its averages, by step: term name
+    → value.  GROMACS prints ``Step Time`` and their values above each block, then the term
+    names right-aligned in 15-character columns with the values on the line below
+    (``md.log``; ``EnergyOutput::printStepToEnergyFile``)."""
     log = log.split(AVERAGES, 1)[0]
-    out = []
-    for block in re.split(r"^\s*Energies \(kJ/mol\)\s*$", log, flags=re.M)[1:]:
+    out: dict[int, dict[str, float]] = {}
+    parts = re.split(r"^\s*Energies \(kJ/mol\)\s*$", log, flags=re.M)
+    for head, block in zip(parts[:-1], parts[1:]):
+        steps = STEP_RE.findall(head)
+        if not steps:
+            continue
         terms: dict[str, float] = {}
         lines = block.split("\n")[1:]
         for names, values in zip(lines[::2], lines[1::2]):
@@ -114,7 +169,7 @@ def energies(log: str) -> list[dict[str, float]]:
                 terms.update(zip([k for k in keys if k], map(float, vals)))
             except ValueError:
                 break
-        out.append(terms)
+        out[int(steps[-1])] = terms
     return out
 
 
@@ -125,37 +180,78 @@ class Gromacs(Benchmark):
     summary = "GROMACS (Debian's gmx_mpi mdrun): SPC/E water box, PME, Verlet lists, built by vhpc"
     provenance = ("seed 004 Fig. 8 (Sage: an application; GROMACS stands in as a public "
                   "community code)")
-    verification = ("check: potential energy at the last step within a relative 5e-3 of the "
-                    "baseline environment's; exit status 0")
+    verification = ("checks: Potential, Temperature and Coul. recip. of the last step within "
+                    "the baseline environment's, relative tolerance from the steps "
+                    "(docs/applications.md); exit status 0")
     package = "gromacs"
     app_binary = "gmx_mpi"
     params = (
-        Param("box", 2.2, float, "edge of the cubic water box in nm (>= 2: twice the 0.9 nm "
-              "cut-off and a margin)", minimum=2.0),
-        Param("steps", 50, int, "MD steps of 2 fs", minimum=1),
+        Param("size", DEFAULT_SIZE, float, "thousands of water atoms, as the size classes of "
+              "GROMACS's water benchmark set (" + ", ".join(f"{c:g}" for c in SIZE_CLASSES)
+              + ")", minimum=SIZE_CLASSES[0]),
+        Param("steps", DEFAULT_STEPS, int, "MD steps of 2 fs; mdrun times the second half "
+              "(-resetstep steps/2)", minimum=2),
         Param("ranks", None, int, "MPI ranks (default: all CPUs)", minimum=1),
         Param("threads", 1, int, "OpenMP threads per rank (mdrun -ntomp)", minimum=1),
     )
     metrics = (
-        Metric("ns_per_day", "ns/day", True, "md.log's Performance line"),
-        Metric("wall_time", "s", False, "mdrun's wall time (md.log's Time line)"),
-        Metric("epot", "kJ/mol", False, "potential energy at the last step: the check"),
+        Metric("ns_per_day", "ns/day", True, "md.log's Performance line (the timed window)"),
+        Metric("timed_window", "s", False, "wall seconds mdrun timed: the steps after its "
+               "counters were reset half way (md.log's Time line)"),
+        Metric("epot", "kJ/mol", False, "potential energy at step 100 (or the last): a check"),
+        Metric("temperature", "K", False, "temperature at step 100 (or the last): a check"),
+        Metric("coul_recip", "kJ/mol", False, "PME mesh (Coul. recip.) energy at step 100 (or "
+               "the last): a check"),
     )
-    check = Check("epot", 5e-3, "potential energy at the last step")
+    # tolerances: about ten times the largest difference measured between correct runs
+    # (CHECK_HORIZON); a 10 % longer time step moved them 2.4e-3, 1.7e-2 and 1.2e-2 at step 100
+    checks = (Check("epot", 4e-4, "potential energy at step 100 (or the last)"),
+              Check("temperature", 2e-4, "temperature at step 100 (or the last)"),
+              Check("coul_recip", 3e-4, "PME mesh energy at step 100 (or the last)"))
+    check = checks[0]
+    #: Kept in the stored parameters (the problem's size), defaults included.
+    stored_params = ("size", "steps")
     timeout = 1800.0
 
     def ranks(self, params: Mapping[str, Any], ncpus: int) -> int:
         return int(params.get("ranks") or ncpus)
 
-    def prepare(self, box: float) -> Path:
-        """The cache folder holding ``topol.tpr`` for a ``box`` nm water box (module
-        docstring), made on first use.  Raises BenchmarkError naming the step that failed or
+    def problem(self, params, ncpus):
+        """Ranks, size (thousand atoms) and steps of a trial on ``ncpus`` CPUs."""
+        return {"ranks": self.ranks(params, ncpus), "size": float(params["size"]),
+                "steps": int(params["steps"])}
+
+    def bounds(self, params, ncpus, memory):
+        """Ranks x threads within the environment's CPUs, ranks within the domain
+        decomposition the box allows (cells of at least :data:`MIN_CELL_NM`), atoms and ranks
+        within its memory (:data:`RANK_BYTES`, :data:`ATOM_BYTES`)."""
+        ranks, threads = self.ranks(params, ncpus), int(params.get("threads") or 1)
+        size = float(params["size"])
+        if ranks * threads > ncpus:
+            raise BenchmarkError(f"gromacs: ranks={ranks} x threads={threads} is more than the "
+                                 f"{ncpus} CPUs there: give ranks <= {max(1, ncpus // threads)}")
+        cells = max(1, int(box_edge(size) / MIN_CELL_NM)) ** 3
+        if ranks > cells:
+            raise BenchmarkError(f"gromacs: a {box_edge(size):g} nm box (size={size:g}) splits "
+                                 f"into at most {cells} domains: give ranks <= {cells} or a "
+                                 "larger size")
+        need = ranks * RANK_BYTES + size * 1000 * ATOM_BYTES
+        if memory is not None and need > memory:
+            most = max(0.0, (memory - ranks * RANK_BYTES) / ATOM_BYTES / 1000)
+            raise BenchmarkError(f"gromacs: size={size:g} on {ranks} ranks needs about "
+                                 f"{need / 2**30:.3g} GiB, more than the {memory / 2**30:.3g} "
+                                 f"GiB there: give size <= {most:.3g}")
+
+    def prepare(self, size: float) -> Path:
+        """The cache folder holding ``topol.tpr`` for ``size`` thousand atoms of water (module
+        docstring), made on first use (and again when a file there no longer matches its
+        checksum).  Raises BenchmarkError naming the step that failed or
         the missing package."""
         gmx = shutil.which("gmx") or require("gmx_mpi", self.package, self.name)
         if not (TOPDIR / "spc216.gro").exists():
             raise BenchmarkError(f"gromacs: {TOPDIR / 'spc216.gro'} not found: apt-get install "
                                  "gromacs-data")
-        edge = f"{box:.3f}"
+        edge = f"{box_edge(size):.3f}"
 
         def build(folder: Path) -> None:
             common.run_tool([gmx, "-quiet", "solvate", "-cs", "spc216.gro", "-box", edge, edge,
@@ -169,17 +265,20 @@ class Gromacs(Benchmark):
                             folder, "gromacs: gmx mdrun (energy minimisation)")
             common.run_tool([gmx, "-quiet", "grompp", "-f", "md.mdp", "-c", "em.gro", "-p",
                              "topol.top", "-o", "topol.tpr"], folder, "gromacs: gmx grompp (md)")
+            for junk in ("em.trr", "em.edr", "*.pdb", "#*#"):  # the minimisation's leftovers
+                for path in folder.glob(junk):
+                    path.unlink()
 
         return common.prepared("gromacs", {"topol.top": TOPOLOGY, "em.mdp": EM_MDP,
                                            "md.mdp": MD_MDP, "box": edge},
                                build, salt=gmx)
 
     def preflight(self, params: Mapping[str, Any]) -> None:
-        """Before any trial: gmx_mpi is installed and the run input for ``box`` is prepared
+        """Before any trial: gmx_mpi is installed and the run input for ``size`` is prepared
         (so the first trial does not include it).  Raises BenchmarkError naming the package or
         the preparation step that failed."""
         require(self.app_binary, self.package, self.name)
-        self.prepare(float(params["box"]))
+        self.prepare(float(params["size"]))
 
     def host_paths(self, params):
         return [str(common.apps_dir())]
@@ -192,9 +291,10 @@ class Gromacs(Benchmark):
         """See the module docstring.  Raises BenchmarkError when gmx_mpi is missing or the
         preparation fails."""
         gmx_mpi = require(self.app_binary, self.package, self.name)
-        folder = self.prepare(float(params["box"]))
+        folder = self.prepare(float(params["size"]))
         argv = [gmx_mpi, "mdrun", "-s", "topol.tpr", "-deffnm", "md", "-nsteps",
-                str(params["steps"]), "-ntomp", str(params.get("threads") or 1), "-pin", "off",
+                str(params["steps"]), "-resetstep", str(reset_step(int(params["steps"]))),
+                "-ntomp", str(params.get("threads") or 1), "-pin", "off",
                 "-nb", "cpu", "-notunepme", "-noconfout"]
         return rank_command(self.launch(params, ctx), [str(folder / "topol.tpr")], ["md.log"],
                             argv)
@@ -210,9 +310,8 @@ class Gromacs(Benchmark):
         return f"{atoms[-1]} atoms on {procs[-1]} ranks" if atoms and procs else ""
 
     def parse(self, params, stdout, stderr, returncode):
-        """Samples from md.log (module docstring).  Valid: exit status 0 and a finite
-        potential energy.  Raises ParseError when md.log or its Performance, Time or energy
-        lines are missing."""
+        """Samples from md.log (module docstring).  Valid: exit status 0 and finite checks.
+        Raises ParseError when md.log or its Performance, Time or energy lines are missing."""
         log = shown_file(stdout, "md.log")
         if log is None:
             raise ParseError("gromacs: mdrun wrote no md.log (did it start? see stderr)")
@@ -220,12 +319,13 @@ class Gromacs(Benchmark):
         if not perf or not wall:
             raise ParseError("gromacs: md.log has no Performance/Time lines (the run did not "
                              "finish)")
-        blocks = [b for b in energies(log) if "Potential" in b]
-        if not blocks:
-            raise ParseError("gromacs: md.log has no energies with a Potential term")
-        epot = blocks[-1]["Potential"]
-        values = {"ns_per_day": number(perf[-1][0], "gromacs ns/day"),
-                  "wall_time": number(wall[-1][1], "gromacs wall time"), "epot": epot}
-        valid = returncode == 0 and math.isfinite(epot)
+        at = energies(log).get(check_step(int(params["steps"])), {})
+        if not set(CHECKED) <= set(at):
+            raise ParseError(f"gromacs: md.log has no energies with Potential, Temperature and "
+                             f"Coul. recip. at step {check_step(int(params['steps']))}")
+        values = {metric: at[term] for term, metric in CHECKED.items()}
+        values.update(ns_per_day=number(perf[-1][0], "gromacs ns/day"),
+                      timed_window=number(wall[-1][1], "gromacs wall time"))
+        valid = returncode == 0 and all(math.isfinite(values[m]) for m in CHECKED.values())
         return [Sample(m.name, values[m.name], m.unit, m.higher_is_better, valid)
                 for m in self.metrics]

@@ -9,19 +9,24 @@ Problems (after the ``in.lj`` and ``in.eam`` inputs of the LAMMPS distribution's
   ``/usr/share/lammps/potentials``; staged into each rank's working directory), fcc lattice
   3.615 Å, T = 1600 K, NVE, Δt = 5 fs.
 
-Size: ``atoms`` (strong scaling: the same problem whatever the rank count) when given, else
-``atoms_per_rank`` x ranks (weak scaling, as seed 004 ran HPCCG).  The box holds 4 atoms per
-fcc cell: ``nx = ny = round(C^(1/3))``, ``nz = round(C / nx²)`` cells for C = atoms / 4, so the
-atom count LAMMPS reports ("with K atoms") is the nearest such box, not exactly the request.
+Size, as LAMMPS's bench folder runs them (bench/README: "fixed" and "scaled" problems): by
+default 32,000 atoms (in.lj's and in.eam's 20 x 20 x 20 fcc cells) for 100 steps.  ``scaling``
+says what ``atoms`` counts: ``fixed`` (strong scaling: ``atoms`` in all, whatever the rank
+count) or ``scaled`` (weak scaling: ``atoms`` per rank, ``atoms`` x ranks in all, as LAMMPS's
+scaled runs and seed 004's weak scaling).  The box holds 4 atoms per fcc cell: ``nx = ny =
+round(C^(1/3))``, ``nz = round(C / nx²)`` cells for C = atoms / 4, so the atom count LAMMPS
+reports ("with K atoms") is the nearest such box, not exactly the request (32,000 is exact).
 
 Metrics, from LAMMPS's own output: ``timesteps_per_s`` (the ``Performance:`` line),
 ``matom_steps_per_s`` (that line's ``Matom-step/s`` or ``katom-step/s`` where this LAMMPS
 prints one; else timesteps/s x atoms / 10^6, LAMMPS's own formula,
 ``Finish::end`` in LAMMPS's finish.cpp), ``loop_time`` (``Loop time of T on P procs for S steps
-with K atoms``), and ``etotal``: the total energy per atom (thermo ``TotEng``, normalised) at
-the last step, which is the check: it must agree with the baseline environment's within a
-relative 1e-4 (NVE conserves it, so reordered floating-point sums change it by far less; a
-different time step or lattice does not).
+with K atoms``), and the checks, from the thermo row of the last step (of step 1,000 in a
+longer run: :func:`check_step`): ``epair`` (E_pair, the potential energy per atom) and
+``temp`` (Temp).  Both must agree with the baseline
+environment's within :func:`check_rtol` of the run's steps.  Not TotEng: NVE conserves it, so
+a time step 10 % too long moved it 4e-5 after 100 steps while E_pair moved 5e-4 and Temp 2e-3
+(docs/applications.md, "How the checks were sized").
 """
 
 from __future__ import annotations
@@ -84,11 +89,42 @@ thermo_modify   norm yes
 run             {steps}
 """
 
+#: LAMMPS's bench defaults (in.lj, in.eam): atoms and steps of one run.
+BENCH_ATOMS, BENCH_STEPS = 32_000, 100
+
+#: Check tolerance model (docs/applications.md, measured on in.lj with 2,048 and 32,000 atoms,
+#: 1 vs 2 ranks, repeats): the relative difference of E_pair and Temp between rank counts
+#: (another summation order) was 0 in 10 printed digits up to 500 steps, 2e-10 at 1,000 and
+#: 2e-6 at 1,500, then saturated at the thermal fluctuation (~2e-3): a chaotic divergence
+#: growing e-fold every ~62 steps (Lyapunov rate 0.016 per step at Δt = 0.005 τ) from the
+#: 1e-16 of double precision.  Tolerance: 100 x that divergence, never below 1e-6 (LAMMPS
+#: prints 8 significant digits).
+CHECK_FLOOR, LYAPUNOV_PER_STEP, CHECK_MARGIN = 1e-6, 0.016, 100.0
+#: The checks are read at step min(steps, CHECK_HORIZON): beyond it two correct runs have
+#: diverged too far for a changed time step to stand out (2e-6 at 1,500 steps, 2e-3 at 2,000).
+CHECK_HORIZON = 1000
+#: Memory one rank needs besides its atoms, and per atom (measured: lmp on in.lj holds 32 MB
+#: at 2,048 atoms and 68 MB at 108,000, 0.35 KB per atom; both doubled or more).
+RANK_BYTES, ATOM_BYTES = 64 << 20, 1024
+
 LOOP_RE = re.compile(r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms",
                      re.M)
 PERF_RE = re.compile(r"^Performance:(.*)$", re.M)
 STEPS_S_RE = re.compile(r"([0-9.eE+-]+) timesteps/s")
 ATOMSTEPS_RE = re.compile(r"([0-9.eE+-]+) ([kM])atom-step/s")
+
+
+def check_step(steps: int) -> int:
+    """The step whose thermo row the checks read: the last, or :data:`CHECK_HORIZON`."""
+    return min(int(steps), CHECK_HORIZON)
+
+
+def check_rtol(steps: int) -> float:
+    """Relative tolerance of the E_pair and Temp checks of a run of ``steps`` MD steps:
+    ``max(1e-6, 100 x 1e-16 x exp(0.016 x s))`` at the checked step s = :func:`check_step`
+    (constants above, measured): 1e-6 up to the horizon."""
+    s = check_step(steps)
+    return max(CHECK_FLOOR, CHECK_MARGIN * 1e-16 * math.exp(LYAPUNOV_PER_STEP * s))
 
 
 def box(atoms: int) -> tuple[int, int, int]:
@@ -128,6 +164,13 @@ def has_openmp(lmp: str) -> bool:
     return bool(re.search(r"\bOPENMP\b", out.stdout))
 
 
+def _refuse_threads(lmp: str, threads: int) -> None:
+    """Raise BenchmarkError (one line) when ``threads`` > 1 and ``lmp`` lacks OPENMP."""
+    if threads > 1 and not has_openmp(lmp):
+        raise BenchmarkError(f"lammps: threads={threads} needs lmp built with the OPENMP "
+                             "package; Debian's has none: use threads=1 and more ranks")
+
+
 class Lammps(Benchmark):
     """See the module docstring."""
 
@@ -135,18 +178,20 @@ class Lammps(Benchmark):
     summary = "LAMMPS (Debian's lmp): Lennard-Jones melt or Cu EAM, inputs written by vhpc"
     provenance = ("seed 004 Fig. 7 (CTH: an application; LAMMPS stands in as a public "
                   "community code)")
-    verification = ("check: final total energy per atom (thermo TotEng) within a relative 1e-4 "
-                    "of the baseline environment's; exit status 0 and every step run")
+    verification = ("checks: E_pair and Temp of the last step within the baseline "
+                    "environment's, relative tolerance from the steps (1e-6 at 100 steps; "
+                    "docs/applications.md); exit status 0 and every step run")
     package = "lammps"
     app_binary = "lmp"
     params = (
-        Param("problem", "lj", str, "lj (Lennard-Jones melt) or eam (Cu, EAM potential)",
-              choices=("lj", "eam")),
-        Param("atoms_per_rank", 2048, int, "atoms per rank (weak scaling; used when atoms is "
-              "0)", minimum=4),
-        Param("atoms", 0, int, "total atoms (strong scaling; 0: atoms_per_rank x ranks)",
-              minimum=0),
-        Param("steps", 100, int, "MD time steps", minimum=1),
+        Param("problem", "lj", str, "lj (Lennard-Jones melt, in.lj) or eam (Cu, EAM "
+              "potential, in.eam)", choices=("lj", "eam")),
+        Param("atoms", BENCH_ATOMS, int, "atoms in all (scaling=fixed) or per rank "
+              "(scaling=scaled); in.lj's and in.eam's 32,000 by default", minimum=4),
+        Param("scaling", "fixed", str, "fixed: the same atoms on any rank count (strong "
+              "scaling); scaled: atoms per rank (weak scaling), as LAMMPS's bench runs",
+              choices=("fixed", "scaled")),
+        Param("steps", BENCH_STEPS, int, "MD time steps (in.lj's and in.eam's 100)", minimum=1),
         Param("ranks", None, int, "MPI ranks (default: all CPUs)", minimum=1),
         Param("threads", 1, int, "OpenMP threads per rank (needs lmp with the OPENMP package)",
               minimum=1),
@@ -156,31 +201,66 @@ class Lammps(Benchmark):
         Metric("matom_steps_per_s", "Matom-steps/s", True,
                "atom-steps per second / 10^6 (LAMMPS's Performance line, or timesteps/s x atoms)"),
         Metric("loop_time", "s", False, "LAMMPS's 'Loop time of' (the run's main loop)"),
-        Metric("etotal", "energy/atom", False,
-               "total energy per atom at the last step (thermo TotEng): the check"),
+        Metric("epair", "energy/atom", False,
+               "potential energy per atom at the last step (thermo E_pair): a check"),
+        Metric("temp", "T", False, "temperature at the last step (thermo Temp): a check"),
     )
-    check = Check("etotal", 1e-4, "final total energy per atom")
+    checks = (Check("epair", CHECK_FLOOR, "E_pair per atom at the last step"),
+              Check("temp", CHECK_FLOOR, "Temp at the last step"))
+    check = checks[0]
+    #: Kept in the stored parameters (the problem's size), defaults included.
+    stored_params = ("atoms", "steps")
     timeout = 1800.0
 
     def ranks(self, params: Mapping[str, Any], ncpus: int) -> int:
         return int(params.get("ranks") or ncpus)
 
     def atoms(self, params: Mapping[str, Any], ncpus: int) -> int:
-        """Requested total atoms: ``atoms``, else ``atoms_per_rank`` x ranks."""
-        return int(params["atoms"] or params["atoms_per_rank"] * self.ranks(params, ncpus))
+        """Requested total atoms: ``atoms``, times the ranks under ``scaling=scaled``."""
+        per = self.ranks(params, ncpus) if params["scaling"] == "scaled" else 1
+        return int(params["atoms"]) * per
+
+    def check_rtol(self, check: Check, params: Mapping[str, Any]) -> float:
+        """:func:`check_rtol` of the run's steps."""
+        return check_rtol(int(params["steps"]))
+
+    def problem(self, params, ncpus):
+        """Ranks, atoms (the fcc box's), steps and problem of a trial on ``ncpus`` CPUs."""
+        nx, ny, nz = box(self.atoms(params, ncpus))
+        return {"problem": params["problem"], "ranks": self.ranks(params, ncpus),
+                "atoms": 4 * nx * ny * nz, "steps": int(params["steps"])}
+
+    def bounds(self, params, ncpus, memory):
+        """Ranks x threads within the environment's CPUs (an oversubscribed application
+        measures the oversubscription), atoms and ranks within its memory
+        (:data:`RANK_BYTES`, :data:`ATOM_BYTES`)."""
+        ranks, threads = self.ranks(params, ncpus), int(params.get("threads") or 1)
+        if ranks * threads > ncpus:
+            raise BenchmarkError(f"lammps: ranks={ranks} x threads={threads} is more than the "
+                                 f"{ncpus} CPUs there: give ranks <= {max(1, ncpus // threads)}")
+        atoms = self.problem(params, ncpus)["atoms"]
+        need = ranks * RANK_BYTES + atoms * ATOM_BYTES
+        if memory is not None and need > memory:
+            most = max(0, (memory - ranks * RANK_BYTES) // ATOM_BYTES)
+            raise BenchmarkError(f"lammps: {atoms} atoms on {ranks} ranks need about "
+                                 f"{need / 2**30:.3g} GiB, more than the {memory / 2**30:.3g} "
+                                 f"GiB there: give at most {most} atoms in all")
 
     def input_text(self, params: Mapping[str, Any], ncpus: int) -> str:
         """The LAMMPS input script for ``params`` (ranks resolved against ``ncpus``)."""
         nx, ny, nz = box(self.atoms(params, ncpus))
         steps = int(params["steps"])
         template = LJ_INPUT if params["problem"] == "lj" else EAM_INPUT
-        return template.format(nx=nx, ny=ny, nz=nz, steps=steps, thermo=max(1, steps // 2),
+        # thermo every 100 steps (in.lj's) prints the checked step (check_step) too
+        return template.format(nx=nx, ny=ny, nz=nz, steps=steps, thermo=min(steps, 100),
                                potential=EAM_FILE)
 
     def preflight(self, params: Mapping[str, Any]) -> None:
-        """Before any trial: lmp (and for eam the potential) is installed.  Raises
-        BenchmarkError naming the Debian package."""
-        require(self.app_binary, self.package, self.name)
+        """Before anything is stored: lmp (and for eam the potential) is installed, and
+        ``threads`` > 1 has an ``lmp`` with the OPENMP package.  Raises BenchmarkError naming
+        the Debian package or the parameter to change."""
+        lmp = require(self.app_binary, self.package, self.name)
+        _refuse_threads(lmp, int(params.get("threads") or 1))
         pot = os.path.join(POTENTIALS, EAM_FILE)
         if params["problem"] == "eam" and not os.path.exists(pot):
             raise BenchmarkError(f"lammps: {pot} not found: apt-get install lammps-data")
@@ -202,9 +282,7 @@ class Lammps(Benchmark):
         missing."""
         lmp = require(self.app_binary, self.package, self.name)
         threads = int(params.get("threads") or 1)
-        if threads > 1 and not has_openmp(lmp):
-            raise BenchmarkError("lammps: threads > 1 needs lmp built with the OPENMP package; "
-                                 "Debian's has none: use threads=1 and more ranks")
+        _refuse_threads(lmp, threads)
         folder = common.prepared("lammps", {"in.lmp": self.input_text(params, ctx.ncpus)},
                                  salt=lmp)
         stage = [str(folder / "in.lmp")]
@@ -227,8 +305,8 @@ class Lammps(Benchmark):
 
     def parse(self, params, stdout, stderr, returncode):
         """Samples from LAMMPS's screen output (module docstring).  Valid: exit status 0, the
-        requested steps run and a finite energy.  Raises ParseError without a ``Loop time``
-        or ``Performance`` line, or without a thermo table with TotEng."""
+        requested steps run and finite checks.  Raises ParseError without a ``Loop time``
+        or ``Performance`` line, or without a thermo table with E_pair and Temp."""
         loops = LOOP_RE.findall(stdout)
         perf = PERF_RE.findall(stdout)
         if not loops:
@@ -249,12 +327,15 @@ class Lammps(Benchmark):
         else:
             matom = steps_s * int(atoms) / 1e6
         header, rows = thermo_table(stdout)
-        if "TotEng" not in header or not rows:
-            raise ParseError("lammps: no thermo table with TotEng in the output")
-        etotal = number(rows[-1][header.index("TotEng")], "lammps TotEng")
+        if not {"Step", "E_pair", "Temp"} <= set(header) or not rows:
+            raise ParseError("lammps: no thermo table with E_pair and Temp in the output")
+        at = str(check_step(int(params["steps"])))
+        row = next((r for r in rows if r[0] == at), rows[-1])
+        epair = number(row[header.index("E_pair")], "lammps E_pair")
+        temp = number(row[header.index("Temp")], "lammps Temp")
         valid = (returncode == 0 and int(steps) == int(params["steps"])
-                 and math.isfinite(etotal))
+                 and math.isfinite(epair) and math.isfinite(temp))
         values = {"timesteps_per_s": steps_s, "matom_steps_per_s": matom, "loop_time": loop_s,
-                  "etotal": etotal}
+                  "epair": epair, "temp": temp}
         return [Sample(m.name, values[m.name], m.unit, m.higher_is_better, valid)
                 for m in self.metrics]

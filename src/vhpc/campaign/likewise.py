@@ -1,0 +1,86 @@
+"""Like with like, checked when a campaign is planned (``--dry-run`` too, nothing started): every
+benchmark's parameters must fit each environment (:meth:`~vhpc.benchmarks.base.Benchmark.bounds`:
+ranks within its CPUs, atoms within its memory), and a benchmark that declares its resolved
+problem (:meth:`~vhpc.benchmarks.base.Benchmark.problem`: ranks, atoms, steps) must resolve to
+the same problem in every environment, since its overhead is the ratio of two runs of one
+problem: timesteps/s of 4,000 atoms on 2 ranks against 2,048 atoms on 1 rank is no overhead.
+
+What an environment offers is read from its spec and the host's facts, never by starting it:
+``native``: its ``cpus=`` (or the CPUs of its ``nodes=``, else every usable CPU) and the host's
+memory; ``vm``: ``vcpus`` and ``memory``; ``vcluster``: its ranks (``vms`` x ``ranks_per_vm``, or
+x ``vcpus``) and ``vms`` x ``memory``.  A kind this module does not know (``ssh``: its CPUs are
+read when it runs), and ``native`` under an executor spanning several nodes, are not checked
+here (the trials' check keys still keep unlike problems apart).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vhpc.benchmarks.base import BenchmarkError
+
+
+def offered(env: Any, host: Any) -> tuple[int, int | None] | None:
+    """(CPUs, memory in bytes or None when unknown) that environment spec ``env`` offers a
+    benchmark on ``host`` (:class:`~vhpc.environments.options.HostFacts`); None for a kind
+    whose size is only known once it runs (module docstring)."""
+    opts, topo = env.options, host.topology
+    host_mem = (sum(n.memory_bytes or 0 for n in topo.nodes)
+                if topo.memory_known and all(n.memory_bytes for n in topo.nodes
+                                             if not n.memory_only) else None)
+    if env.kind == "native":
+        if int(getattr(host, "compute_nodes", 1) or 1) > 1:
+            return None
+        if opts.cpus:
+            cpus = len(opts.cpus)
+        elif opts.nodes:
+            cpus = sum(len(topo.pus_of_node(n)) for n in opts.nodes if n in topo.node_ids)
+        else:
+            cpus = len(host.cpus)
+        return cpus, host_mem
+    if env.kind == "vm":
+        return opts.vcpus, opts.memory << 20
+    if env.kind == "vcluster":
+        return opts.vms * (opts.ranks_per_vm or opts.vcpus), opts.vms * (opts.memory << 20)
+    return None
+
+
+def check(spec: Any, host: Any) -> None:
+    """Refuse ``spec`` (a :class:`~vhpc.spec.parse.CampaignSpec`) on ``host`` when a benchmark's
+    parameters exceed what an environment holds, or when a benchmark's resolved problem differs
+    between environments (module docstring).  Raises BenchmarkError: one line naming the
+    benchmark, the environments, the two problems and the parameter to give."""
+    sizes = {e.name: offered(e, host) for e in spec.environments}
+    for b in spec.benchmarks:
+        bench = spec.benchmark(b.name)
+        params = bench.resolve(b.params)
+        problems: dict[str, dict[str, Any]] = {}
+        for e in spec.environments:
+            size = sizes[e.name]
+            if size is None:
+                continue
+            try:
+                bench.bounds(params, *size)
+            except BenchmarkError as exc:
+                raise BenchmarkError(f"{exc} (environment {e.name})") from None
+            problem = bench.problem(params, size[0])
+            if problem is not None:
+                problems[e.name] = problem
+        _refuse_unlike(b.label, problems, spec.baseline)
+
+
+def _refuse_unlike(label: str, problems: dict[str, dict[str, Any]], baseline: str) -> None:
+    """Raise BenchmarkError when two environments' resolved problems differ."""
+    if len(problems) < 2:
+        return
+    ref_env = baseline if baseline in problems else next(iter(problems))
+    ref = problems[ref_env]
+    for name, problem in problems.items():
+        if problem != ref:
+            diff = ", ".join(f"{k} {ref[k]} in {ref_env} but {problem[k]} in {name}"
+                             for k in ref if problem.get(k) != ref[k])
+            hint = ("give ranks= explicitly" if ref.get("ranks") != problem.get("ranks")
+                    else "give the same parameters")
+            raise BenchmarkError(f"{label}: {diff}: not the same problem, so no overhead can be "
+                                 f"computed; {hint} so that every environment runs the same "
+                                 "problem")
