@@ -11,8 +11,9 @@ scaling, native vs a guest per node, 1..4096 nodes); neither is public.  LAMMPS 
   the host's cores), which is not the paper's experiment (no network between guests) but the
   same figure of merit against rank count.
 
-Weak scaling as the paper ran it: LAMMPS with its default atoms per rank (the Lennard-Jones
-melt), GROMACS with a water box whose volume grows with the ranks (edge 2.2 nm x k^(1/3)).  The
+Weak scaling as the paper ran it: LAMMPS's scaled in.lj (``scaling=scaled``: 32,000 atoms per
+rank, as LAMMPS's bench scales it), GROMACS with water whose atoms grow with the ranks (its
+default size per rank: 6,000 atoms, class 0006 of GROMACS's water set, x k).  The
 figure: timesteps/s and ns/day against ranks (= nodes with one rank per node), native and
 virtualized, and the VM/native ratio; findings.yaml sets the seed's captions beside it ("within
 5 % of native"), and the report says "cannot tell" under TCG as for every study.
@@ -21,20 +22,20 @@ virtualized, and the VM/native ratio; findings.yaml sets the seed's captions bes
 from __future__ import annotations
 
 from vhpc.campaign.figures import FigureSpec, Panel
-from vhpc.campaign.studies import StudyError, node_counts, study
+from vhpc.campaign.study import StudyError, node_counts, study
 from vhpc.spec.parse import bench, env
 
 #: Rank counts of the last :func:`_applications` call (the template runs before ``expand``).
 _COUNTS: list[int] = []
 
-#: Edge of the GROMACS water box on one rank (nm; gromacs's default); k ranks get 2.2 x k^(1/3).
-BOX_NM = 2.2
+#: GROMACS water per rank (thousands of atoms: gromacs's default size); k ranks get k times it.
+SIZE_PER_RANK = 6.0
 
 
-def box_for(ranks: int) -> float:
-    """Water-box edge (nm) for ``ranks`` ranks: constant volume per rank (weak scaling),
-    rounded to 0.01 nm."""
-    return round(BOX_NM * ranks ** (1 / 3), 2)
+def size_for(ranks: int) -> float:
+    """GROMACS ``size`` (thousands of atoms) for ``ranks`` ranks: constant atoms per rank
+    (weak scaling)."""
+    return SIZE_PER_RANK * ranks
 
 
 def _layout(topo, protocol) -> tuple[list[int], str, list]:
@@ -64,8 +65,9 @@ def _layout(topo, protocol) -> tuple[list[int], str, list]:
 
 def _points(given: list, protocol) -> list:
     """The user's ``-b`` items (e.g. ``lammps:steps=50``) at every rank count of
-    :func:`_layout`, unless the item sets ``ranks`` itself; a ``gromacs`` item without ``box``
-    gets the weak-scaling box of each count."""
+    :func:`_layout`, unless the item sets ``ranks`` itself; a ``gromacs`` item without ``size``
+    gets the weak-scaling size of each count, a ``lammps`` item without ``scaling`` scales its
+    atoms with the ranks (``scaling=scaled``)."""
     counts = list(_COUNTS) or [1]
     out = []
     for b in given:
@@ -73,7 +75,9 @@ def _points(given: list, protocol) -> list:
             out.append(b)
             continue
         for k in counts:
-            extra = {"box": box_for(k)} if b.name == "gromacs" and "box" not in b.params else {}
+            extra = ({"size": size_for(k)} if b.name == "gromacs" and "size" not in b.params
+                     else {"scaling": "scaled"} if b.name == "lammps"
+                     and "scaling" not in b.params else {})
             out.append(bench(b.name, **b.params, **extra, ranks=k))
     return out
 
@@ -92,10 +96,10 @@ def _points(given: list, protocol) -> list:
                      "MPI ranks", series="env&benchmark", relative=True,
                      title="virtualized relative to native"))), expand=_points)
 def _applications(topo, in_vm, protocol):
-    """LAMMPS (lj, atoms per rank fixed) and GROMACS (water, volume per rank fixed) at every
+    """LAMMPS (lj, atoms per rank fixed) and GROMACS (water, atoms per rank fixed) at every
     rank count of :func:`_layout`, natively and virtualized."""
     counts, _, envs = _layout(topo, protocol)
     _COUNTS[:] = counts  # for _points (-b items): studies.build runs the template first
-    default = [bench("lammps", ranks=k) for k in counts]
-    default += [bench("gromacs", ranks=k, box=box_for(k)) for k in counts]
+    default = [bench("lammps", ranks=k, scaling="scaled") for k in counts]
+    default += [bench("gromacs", ranks=k, size=size_for(k)) for k in counts]
     return default, envs

@@ -22,6 +22,11 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``pagefault-latency`` | 000 Fig. 13 | native and a VM: page-fault latency of malloc (private anonymous), shared anonymous and (``-b pagefault:file=PATH``) device mmap |
 | ``class-b-c`` | 000 Fig. 14 | the partition placements at NPB classes B and C |
 
+Every study module registers its templates into :data:`vhpc.campaign.study.STUDIES` (this one;
+:mod:`vhpc.campaign.appstudy`: ``applications``); the package's ``__init__`` imports them all,
+so the registry is complete whichever module is imported first, and no study module imports
+another.
+
 Each study declares the figure it draws (:class:`vhpc.campaign.figures.FigureSpec`: x = what the
 paper varied, series, y = the metric, relative to the baseline or not, log axes, the seed's
 figure number); :func:`vhpc.analysis.figdata.figure_data` fills it from an analysis.
@@ -29,61 +34,14 @@ figure number); :func:`vhpc.analysis.figdata.figure_data` fills it from an analy
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import vhpc.topology
 from vhpc.core.errors import SpecError, VhpcError
-from vhpc.core.registry import Registry
 from vhpc.campaign.figures import FigureSpec, Panel
+from vhpc.campaign.study import (STUDIES, Study, StudyError, node_counts, of_seed,  # noqa: F401
+                                 study)
 from vhpc.spec.parse import CampaignSpec, bench, campaign, env, parse_bench
-
-@dataclass(frozen=True)
-class Study:
-    """A study: ``name``, ``summary`` (one line with the seed figure), ``template``, the
-    function ``(topology, in_vm, protocol) -> (default benchmarks, environments)``,
-    ``figure``, the seed figure it draws (None: the generic report only), and ``expand``,
-    ``(given -b items, protocol) -> benchmarks``: how the user's own items become the
-    study's points (None: they run as given); ``spans_nodes``: the paper ran it across
-    compute nodes, so without a multi-node executor it is not the paper's experiment
-    (``vhpc paper`` refuses it then)."""
-
-    name: str
-    summary: str
-    template: Callable[..., tuple[list, list]]
-    figure: FigureSpec | None = None
-    expand: Callable[[list, dict], list] | None = None
-    spans_nodes: bool = False
-
-    @property
-    def seed(self) -> str | None:
-        """The seed paper's number ("000", "001", "003", "004") of this study's figure."""
-        return self.figure.seed if self.figure else None
-
-
-#: Every study by name, in the order above.
-STUDIES: Registry[Study] = Registry("study")
-
-
-def study(name: str, summary: str, figure: FigureSpec | None = None,
-          expand: Callable[[list, dict], list] | None = None, spans_nodes: bool = False):
-    """Decorator registering a template function as study ``name`` drawing ``figure``."""
-    def add(template):
-        STUDIES.register(name)(Study(name, summary, template, figure, expand, spans_nodes))
-        return template
-    return add
-
-
-def of_seed(seed: str) -> list[Study]:
-    """The studies of seed paper ``seed`` ("001" or "1"), in the paper's figure order."""
-    seed = f"{int(seed):03d}" if str(seed).isdigit() else str(seed)
-    found = [s for _, s in STUDIES.items() if s.figure and s.figure.seed == seed]
-    return sorted(found, key=lambda s: s.figure.order)
-
-
-class StudyError(VhpcError, ValueError):
-    """This study cannot run as asked on this host; the message says what to do."""
-
 
 def build(name: str, topo: vhpc.topology.Topology, benches: list[str], in_vm: bool = False,
           **protocol: Any) -> CampaignSpec:
@@ -296,13 +254,6 @@ def _oversubscription(topo, in_vm, protocol):
 SCALING_OPS = ("allreduce", "barrier", "bcast", "alltoall")
 
 
-def node_counts(n: int) -> list[int]:
-    """The node counts of a scaling curve up to ``n``: every count up to 4, then powers of
-    two, and ``n`` itself (``n`` = 3 → 1, 2, 3; 16 → 1, 2, 3, 4, 8, 16)."""
-    return sorted({k for k in range(1, min(n, 4) + 1)} | {2 ** i for i in range(n.bit_length())}
-                  | {n})
-
-
 def _scaling_layout(protocol) -> tuple[list[int], int, int]:
     """(node counts, allocation nodes, ranks per node) of the scaling study's executor.
     Raises StudyError unless it runs over a Slurm-like allocation."""
@@ -448,5 +399,3 @@ def _class_b_c(topo, in_vm, protocol):
                for k in ("cg", "mg", "ft", "is") for c in ("B", "C")]
     return default, envs
 
-
-from vhpc.campaign import appstudy  # noqa: E402,F401  registers "applications" (issue 30)
