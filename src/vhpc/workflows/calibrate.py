@@ -78,14 +78,18 @@ class Settings:
 
 
 def busy_cpus(bench: benchmarks.Benchmark, params: dict[str, Any], ncpus: int) -> int:
-    """CPUs a benchmark keeps busy: MPI ranks × OpenMP threads, OpenMP threads, or 1 (a serial
-    kernel), with unset counts meaning all ``ncpus`` of the environment."""
+    """CPUs a benchmark keeps busy: its MPI launch's ranks × OpenMP threads (kernels,
+    applications, custom MPI commands: :meth:`~vhpc.benchmarks.base.Benchmark.launch`), else its
+    OpenMP threads, else 1 (a serial kernel), with unset counts meaning all ``ncpus`` of the
+    environment."""
     ctx = RunContext(None, ncpus)
+    launch = bench.launch(params, ctx)
+    if launch is not None:
+        return max(1, int(launch.ranks) * int(launch.threads))
     value = getattr(bench, "value", None)
-    ranks = value(params, bench.mpi_ranks, ctx) if getattr(bench, "mpi_ranks", None) else 1
     threads = value(params, bench.threads_param, ctx) if getattr(bench, "threads_param",
                                                                  None) else 1
-    return max(1, int(ranks) * int(threads))
+    return max(1, int(threads))
 
 
 def label(e: EnvSpec) -> str:

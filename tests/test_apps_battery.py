@@ -1,0 +1,206 @@
+"""Applications measured as their communities measure them (issue 43): checks that catch a wrong
+run (a wrapped ``lmp``/``gmx_mpi`` that changes the time step or the cut-off in one
+environment), like compared with like, parameters bounded by the environment, an unsupported
+parameter refused before anything is stored, a damaged cached input rebuilt, and calibrate
+sizing the slowdown for the CPUs an MPI application keeps busy.  Small problems throughout (the
+community defaults are for users)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import require_tool
+from vhpc import benchmarks, topology
+from vhpc.benchmarks.apps import common
+from vhpc.benchmarks.base import BenchmarkError
+from vhpc.campaign import execute as campaign
+from vhpc.environments.options import HostFacts
+from vhpc.spec import parse as spec
+from vhpc.store import Store
+
+VHPC = [sys.executable, "-m", "vhpc.cli"]
+
+#: The wrapper's test: the rank runs on host CPU 1 (the "wrong" environment is native:cpus=1).
+ON_CPU1 = "grep -qx 'Cpus_allowed_list:[[:space:]]*1' /proc/self/status"
+
+
+def _wrap(tmp_path: Path, name: str, body: str) -> Path:
+    """A folder with an executable ``name`` running ``body`` then the real program."""
+    real = subprocess.run(["sh", "-c", f"command -v {name}"], capture_output=True,
+                          text=True).stdout.strip()
+    folder = tmp_path / "wrap"
+    folder.mkdir(exist_ok=True)
+    script = folder / name
+    script.write_text(f"#!/bin/sh\nif {ON_CPU1}; then\n{body}\nfi\nexec {real} \"$@\"\n")
+    script.chmod(0o755)
+    return folder
+
+
+def _two_cpus():
+    if not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("needs host CPUs 0 and 1: one environment on each")
+
+
+def _run(tmp_path, item: str):
+    """A campaign of ``item`` natively on CPU 0 (baseline) and on CPU 1 (``wrong``)."""
+    s = spec.from_cli([item], ["native:cpus=0", "native:cpus=1,name=wrong"], repeats=1,
+                      warmup=0)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, s)
+    campaign.execute(store, cid)
+    return store, cid
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("change, sed", [
+    ("dt +10 %", "s/^timestep .*/timestep 0.0055/"),
+    ("cut-off 2.5 -> 2.6", "s/2\\.5$/2.6/"),
+])
+def test_lammps_wrong_time_step_or_cut_off_fails_the_checks(tmp_path, monkeypatch, change, sed):
+    require_tool("lmp")
+    require_tool("mpirun")
+    _two_cpus()
+    wrap = _wrap(tmp_path, "lmp", f"  sed -i '{sed}' in.lmp")
+    monkeypatch.setenv("PATH", f"{wrap}{os.pathsep}{os.environ['PATH']}")
+    store, cid = _run(tmp_path, "lammps:ranks=1,atoms=864,steps=100")
+    trials = {t.environment: t for t in store.trials(cid)}
+    assert all(t.status == "done" for t in trials.values()), [t.error for t in trials.values()]
+    assert trials["native"].error is None
+    bad = trials["wrong"].error
+    assert bad.startswith("check failed: ") and "(epair) = " in bad, (change, bad)
+    assert "tolerance 1e-06" in bad  # 100 steps: lammps.check_rtol
+    valid = {(o.environment, o.valid) for o in store.observations(cid)}
+    assert valid == {("native", True), ("wrong", False)}  # every sample of the wrong run
+
+
+def test_gromacs_double_time_step_fails_the_checks(tmp_path, monkeypatch):
+    require_tool("gmx_mpi")
+    require_tool("gmx")
+    require_tool("mpirun")
+    _two_cpus()
+    body = ('  for d in "$VHPC_CACHE"/apps/gromacs-*/; do src=$d; done\n'
+            '  sed "s/^dt .*/dt = 0.004/" "$src/md.mdp" > wrong.mdp\n'
+            '  gmx -quiet grompp -f wrong.mdp -c "$src/em.gro" -p "$src/topol.top" '
+            '-o topol.tpr -po wrong-out.mdp >/dev/null 2>&1 || exit 97')
+    wrap = _wrap(tmp_path, "gmx_mpi", body)
+    monkeypatch.setenv("PATH", f"{wrap}{os.pathsep}{os.environ['PATH']}")
+    store, cid = _run(tmp_path, "gromacs:ranks=1,size=1.5,steps=100")
+    trials = {t.environment: t for t in store.trials(cid)}
+    assert all(t.status == "done" for t in trials.values()), [t.error for t in trials.values()]
+    assert trials["native"].error is None
+    bad = trials["wrong"].error
+    assert bad.startswith("check failed: ") and "(temperature) = " in bad, bad
+    valid = {(o.environment, o.valid) for o in store.observations(cid)}
+    assert valid == {("native", True), ("wrong", False)}
+    window = [o.value for o in store.observations(cid) if o.metric == "timed_window"]
+    md_log = common.shown_file(trials["native"].stdout, "md.log")
+    assert "-resetstep 50" in trials["native"].stdout or "resetstep" in md_log
+    assert len(window) == 2 and all(w > 0 for w in window)
+
+
+def _host(cores: int = 4) -> HostFacts:
+    topo = topology.from_synthetic(f"pack:1 numa:1 l3:1 core:{cores} pu:1")
+    return HostFacts(tuple(range(cores)), topo)
+
+
+def test_environments_resolving_another_problem_are_refused_at_plan_time():
+    """auto_ranks_compare: ranks left to auto resolve to 4 and 1: two problems, no overhead."""
+    s = spec.from_cli(["lammps"], ["native", "native:cpus=0,name=one"])
+    with pytest.raises(BenchmarkError) as exc:
+        campaign.placements(s, _host())
+    msg = str(exc.value)
+    assert "\n" not in msg and "ranks 4 in native but 1 in one" in msg
+    assert "give ranks= explicitly" in msg
+    scaled = spec.from_cli(["lammps:ranks=1,scaling=scaled", "gromacs:ranks=1"],
+                           ["native", "native:cpus=0,name=one", "vm:vcpus=1"])
+    assert set(campaign.placements(scaled, _host())) == {"native", "one", "vm"}  # same problem
+
+
+@pytest.mark.parametrize("item, words", [
+    ("lammps:ranks=1000000000", "more than the 2 CPUs there: give ranks <= 2"),
+    ("lammps:ranks=1,atoms=1000000000000", "GiB there: give at most"),
+    ("gromacs:ranks=1,size=100000", "GiB there: give size <="),
+])
+def test_parameters_beyond_the_environment_are_refused_at_dry_run(tmp_path, item, words):
+    """unbounded_params: one line, exit 2, from --dry-run (nothing started)."""
+    r = subprocess.run(VHPC + ["compare", "--dry-run", "-b", item, "-e", "native:cpus=0-1",
+                               "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                       env={**os.environ, "COLUMNS": "250"}, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "(environment native)" in lines[0], r.stderr
+    assert not (tmp_path / "out" / "vhpc.db").exists()
+
+
+def test_more_ranks_than_the_water_box_has_domains_is_refused():
+    s = spec.from_cli(["gromacs:ranks=9,size=1.5"], ["native"])  # a 2.55 nm box: 2 x 2 x 2
+    with pytest.raises(BenchmarkError, match="splits into at most 8 domains: give ranks <= 8"):
+        campaign.placements(s, _host(16))
+    assert campaign.placements(spec.from_cli(["gromacs:ranks=8,size=1.5"], ["native"]),
+                               _host(16))
+
+
+def test_threads_without_openmp_are_refused_before_anything_is_stored(tmp_path):
+    """lammps_threads: Debian's lmp has no OPENMP package; refused before the campaign is
+    stored, so no campaign is left that can never finish."""
+    require_tool("lmp")
+    from vhpc.benchmarks.apps.lammps import has_openmp
+    import shutil
+
+    assert not has_openmp(shutil.which("lmp"))  # Debian 12's lmp: the premise of this test
+    r = subprocess.run(VHPC + ["compare", "-b", "lammps:ranks=1,threads=2,atoms=500,steps=10",
+                               "-e", "native:cpus=0-1", "--repeats", "1", "--out",
+                               str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "COLUMNS": "250"})
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "threads=2 needs lmp built with the OPENMP package" in r.stderr
+    db = tmp_path / "out" / "vhpc.db"
+    assert not db.exists() or Store(db).campaigns() == []
+
+
+def test_a_damaged_cached_input_is_detected_by_checksum_and_rebuilt():
+    """gromacs_stale_cache, at the layer that prepares every application input."""
+    built = []
+
+    def build(folder: Path) -> None:
+        built.append(folder)
+        (folder / "topol.tpr").write_bytes(b"run input " * 100)
+
+    folder = common.prepared("gromacs", {"md.mdp": "dt = 0.002\n"}, build)
+    again = common.prepared("gromacs", {"md.mdp": "dt = 0.002\n"}, build)
+    assert again == folder and len(built) == 1  # intact: reused, not rebuilt
+    (folder / "topol.tpr").write_bytes(b"run input " * 50 + b"\0garbage")  # damaged in place
+    assert common.prepared("gromacs", {"md.mdp": "dt = 0.002\n"}, build) == folder
+    assert len(built) == 2 and (folder / "topol.tpr").read_bytes() == b"run input " * 100
+    (folder / "topol.tpr").unlink()  # missing
+    common.prepared("gromacs", {"md.mdp": "dt = 0.002\n"}, build)
+    assert len(built) == 3 and (folder / "topol.tpr").exists()
+
+
+def test_calibrate_sizes_the_slowdown_for_every_busy_rank():
+    """calibrate_busy: an MPI application keeps ranks x threads CPUs busy, not one."""
+    from vhpc.workflows.calibrate import busy_cpus
+
+    for name, params, busy in (("lammps", {"ranks": 2}, 2), ("gromacs", {"ranks": 2}, 2),
+                               ("gromacs", {}, 4), ("osu-coll", {"ranks": 3}, 3),
+                               ("stream", {"threads": 2}, 2)):
+        b = benchmarks.get(name)
+        assert busy_cpus(b, b.resolve(params), 4) == busy, name
+
+
+def test_check_tolerances_grow_with_the_steps_and_stop_at_the_horizon():
+    from vhpc.benchmarks.apps import gromacs, lammps
+
+    assert lammps.check_rtol(100) == 1e-6 == lammps.check_rtol(1000)
+    assert lammps.check_rtol(50_000) == lammps.check_rtol(1000)  # read at step 1,000
+    assert lammps.check_step(50) == 50 and lammps.check_step(5000) == 1000
+    assert gromacs.check_step(2000) == 100 and gromacs.reset_step(2000) == 1000
