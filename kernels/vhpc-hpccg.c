@@ -47,12 +47,29 @@
 #include <string.h>
 
 #define FIXED_TOL 1e-9 /* tol = 0: the recomputed residual must reach this */
+/* Bytes one row holds: 27 values and column indices, its row pointer, and x, b, r, p, Ap. */
+#define BYTES_PER_ROW (27.0 * (sizeof(double) + sizeof(int)) + sizeof(long) + 5.0 * sizeof(double))
+#define MIN_AUTO_EDGE 32L /* the former default: a run on an unknown cache stays timed */
+
+/* Auto size, STREAM's rule as vhpc-stream applies it ("each array at least 4 times the
+ * last-level cache"): the edge of every rank's cube such that all ranks' rows together hold
+ * at least 4 x llc bytes, so the CG streams from memory rather than from cache; at least
+ * MIN_AUTO_EDGE (llc 0: unknown). */
+static long auto_edge(long llc, int nranks)
+{
+    long edge = MIN_AUTO_EDGE;
+    while ((double)nranks * (double)edge * (double)edge * (double)edge * BYTES_PER_ROW <
+           4.0 * (double)llc)
+        edge++;
+    return edge;
+}
 
 static const char usage[] =
     "usage: mpirun -np R vhpc-hpccg [-x NX] [-y NY] [-z NZ] [-i MAX_ITER] [-t TOL] [-X] [-h]\n"
     "Unpreconditioned CG on a 27-point 3-D stencil (HPCCG), MPI + OpenMP, weak scaling:\n"
     "every rank owns NX x NY x NZ points, blocks stacked in z.\n"
-    "  -x NX, -y NY, -z NZ  local grid (default 20 20 20)\n"
+    "  -x NX, -y NY, -z NZ  local grid (default, or 0: auto, a cube whose edge puts all\n"
+    "                       ranks' matrix and vectors at 4x the last-level cache, >= 32)\n"
     "  -i MAX_ITER          maximum CG iterations (default 149, HPCCG's count)\n"
     "  -t TOL               relative residual ||r||/||b|| to reach (default 0: run exactly\n"
     "                       MAX_ITER iterations as HPCCG does; valid if ||b-Ax||/||b|| <= 2e-9)\n"
@@ -62,7 +79,8 @@ static const char usage[] =
     "Result keys: mflops, ddot_mflops, waxpby_mflops, sparsemv_mflops (1e6 flop/s, all ranks,\n"
     "flops counted as Mantevo HPCCG: 27 per row), mflops_actual (non-zeros actually used),\n"
     "time_s, iterations, residual (||r||/||b|| of the iteration), true_residual (recomputed),\n"
-    "nx, ny, nz, ranks, threads, rows (global), nnz (global), valid.\n";
+    "nx, ny, nz, n_auto (1: the grid was sized from the cache), llc_bytes (0: unknown), ranks,\n"
+    "threads, rows (global), nnz (global), valid.\n";
 
 static void finalize_hook(void)
 {
@@ -177,19 +195,27 @@ int main(int argc, char **argv)
     vhpc_set_exit_hook(finalize_hook);
     vhpc_set_quiet(rank != 0);
 
-    struct problem pb = {.nx = 20, .ny = 20, .nz = 20};
+    struct problem pb = {.nx = 0, .ny = 0, .nz = 0};
     long max_iter = 149;
     double tol = 0.0;
     int corrupt = 0, c;
     while ((c = vhpc_getopt(argc, argv, "x:y:z:i:t:X", usage)) != -1) {
         switch (c) {
-        case 'x': pb.nx = vhpc_parse_long(optarg, 'x', 1, 4096); break;
-        case 'y': pb.ny = vhpc_parse_long(optarg, 'y', 1, 4096); break;
-        case 'z': pb.nz = vhpc_parse_long(optarg, 'z', 1, 4096); break;
+        case 'x': pb.nx = vhpc_parse_long(optarg, 'x', 0, 4096); break;
+        case 'y': pb.ny = vhpc_parse_long(optarg, 'y', 0, 4096); break;
+        case 'z': pb.nz = vhpc_parse_long(optarg, 'z', 0, 4096); break;
         case 'i': max_iter = vhpc_parse_long(optarg, 'i', 1, 1000000); break;
         case 't': tol = vhpc_parse_double(optarg, 't', 0.0, 1.0); break;
         case 'X': corrupt = 1; break;
         }
+    }
+    long llc = vhpc_llc_bytes();
+    int n_auto = !pb.nx || !pb.ny || !pb.nz;
+    if (n_auto) {
+        long edge = auto_edge(llc, nranks);
+        pb.nx = pb.nx ? pb.nx : edge;
+        pb.ny = pb.ny ? pb.ny : edge;
+        pb.nz = pb.nz ? pb.nz : edge;
     }
     if (pb.nx * pb.ny * pb.nz * 27 > 2147483647L / 2)
         vhpc_usage_error("local grid %ld x %ld x %ld is too large; use fewer points per rank",
@@ -294,6 +320,8 @@ int main(int argc, char **argv)
         vhpc_result_int("nx", pb.nx);
         vhpc_result_int("ny", pb.ny);
         vhpc_result_int("nz", pb.nz);
+        vhpc_result_int("n_auto", n_auto);
+        vhpc_result_int("llc_bytes", llc);
         vhpc_result_int("ranks", nranks);
         vhpc_result_int("threads", threads);
         vhpc_result_int("rows", rows);

@@ -218,3 +218,28 @@ def test_build_flags_in_the_stored_fingerprint(kernels_built, tmp_path):
                                                 warmup=0))
     campaign.execute(store, cid)
     assert store.environments(cid)["native"].fingerprint["kernel_build"] == flags
+
+
+def test_hpccg_default_grid_is_at_least_4x_llc(kernels_built):
+    """Issue 43: HPCCG's default problem no longer sits in L3 (32³ per rank was ~12 MB): the
+    grid is sized from the cache as STREAM's n is, all ranks' rows at 4x the LLC."""
+    need_mpirun()
+    llc = sysfs_llc()
+    if llc == 0:
+        pytest.skip("no cache information in sysfs")
+    from vhpc import benchmarks
+    from vhpc.benchmarks.base import RunContext
+
+    b = benchmarks.get("hpccg")
+    p = b.resolve({"ranks": 1, "max_iter": 1})
+    argv = b.command(p, RunContext(kernels_built, 1))
+    assert argv[argv.index("-x") + 1] == "0"  # auto, decided by the kernel where it runs
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, **b.environ(p, RunContext(kernels_built, 1))})
+    res = parse_result_line(out.stdout)
+    edge = int(res["nx"])
+    assert res["n_auto"] == "1" and int(res["llc_bytes"]) == llc
+    assert res["nx"] == res["ny"] == res["nz"] and int(res["rows"]) == edge ** 3
+    row = 27 * (8 + 4) + 8 + 5 * 8  # values + int columns, row pointer, five vectors
+    assert edge ** 3 * row >= 4 * llc and (edge == 32 or (edge - 1) ** 3 * row < 4 * llc)
+    assert b.auto_values({**p, "ranks": 1}, None)["nx"].startswith(f"{edge} (auto")

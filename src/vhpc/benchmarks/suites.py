@@ -468,7 +468,42 @@ LINPACK = BlasKernelBenchmark(
     ),
 )
 
-HPCCG = KernelBenchmark(
+#: Bytes one HPCCG row holds (kernels/vhpc-hpccg.c BYTES_PER_ROW: 27 x (8 + 4) + 8 + 5 x 8).
+HPCCG_ROW_BYTES = 372
+#: What ``nx``/``ny``/``nz`` = 0 means (kernels/vhpc-hpccg.c ``auto_edge``).
+HPCCG_AUTO = ("a cube per rank whose edge puts all ranks' matrix and vectors (372 bytes a row) at "
+              "4x the last-level cache, as STREAM's auto size, at least 32; read from the cache "
+              "where the kernel runs")
+
+
+@dataclass(frozen=True)
+class HpccgBenchmark(KernelBenchmark):
+    """HPCCG with its grid sized from the last-level cache by default (:data:`HPCCG_AUTO`)."""
+
+    def auto_values(self, params, llc_owner):
+        """The auto grid as ``--dry-run`` shows it: this host's edge for a native run, else
+        "auto (... at run time)"."""
+        from vhpc.benchmarks.quick import llc_bytes
+
+        auto = [k for k in ("nx", "ny", "nz") if not params.get(k)]
+        if not auto:
+            return {}
+        if llc_owner is not None or not params.get("ranks"):
+            return {k: f"auto (4x {llc_owner or 'the'} LLC, at run time)" for k in auto}
+        edge = hpccg_edge(llc_bytes(), int(params["ranks"]))
+        return {k: f"{edge} (auto: 4x LLC)" for k in auto}
+
+
+def hpccg_edge(llc: int, ranks: int) -> int:
+    """The kernel's auto edge (kernels/vhpc-hpccg.c ``auto_edge``): the smallest cube edge e
+    with ranks x e³ x 372 bytes >= 4 x ``llc``, at least 32."""
+    edge = 32
+    while ranks * edge ** 3 * HPCCG_ROW_BYTES < 4 * llc:
+        edge += 1
+    return edge
+
+
+HPCCG = HpccgBenchmark(
     name="hpccg",
     summary="HPCCG: unpreconditioned CG on a 27-point 3-D stencil, MPI + OpenMP, weak scaling",
     provenance="seed 004 Fig. 6 (HPCCG MFLOPS vs node count)",
@@ -477,9 +512,11 @@ HPCCG = KernelBenchmark(
                  "(exact solution all ones)",
     binary="vhpc-hpccg",
     params=(
-        Param("nx", 32, int, "local grid points in x per rank", minimum=1),
-        Param("ny", 32, int, "local grid points in y per rank", minimum=1),
-        Param("nz", 32, int, "local grid points in z per rank (blocks stacked in z)", minimum=1),
+        Param("nx", 0, int, "local grid points in x per rank (0: auto: " + HPCCG_AUTO + ")",
+              minimum=0),
+        Param("ny", 0, int, "local grid points in y per rank (0: auto)", minimum=0),
+        Param("nz", 0, int, "local grid points in z per rank, blocks stacked in z (0: auto)",
+              minimum=0),
         Param("max_iter", 149, int, "CG iterations (maximum when tol > 0); 149 as Mantevo HPCCG",
               minimum=1),
         Param("tol", 0.0, float, "relative residual to reach; 0 = exactly max_iter iterations, "

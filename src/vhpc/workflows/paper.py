@@ -114,7 +114,8 @@ def work_factor(bench_spec) -> float:
     the product of value / default over the numeric parameters given (those that spread work
     over CPUs, :data:`PARALLEL`, and a :data:`DURATION` left out; a ``*_log2`` parameter
     counts as 2^(value − default)), bounded by :data:`FACTOR`.  ``linpack:n=200`` → 0.2 of
-    the default ``n=1000``; ``hpccg:nx=64`` → 2."""
+    the default ``n=1000``; a parameter whose default is 0 or auto (``hpccg:nx``) counts as
+    1."""
     from vhpc import benchmarks
 
     declared = {p.name: p for p in benchmarks.get(bench_spec.name).params}

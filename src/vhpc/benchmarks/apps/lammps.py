@@ -9,7 +9,7 @@ Problems (after the ``in.lj`` and ``in.eam`` inputs of the LAMMPS distribution's
   ``/usr/share/lammps/potentials``; staged into each rank's working directory), fcc lattice
   3.615 Å, T = 1600 K, NVE, Δt = 5 fs.
 
-Size, as LAMMPS's bench folder runs them (bench/README: "fixed" and "scaled" problems): by
+Size, as LAMMPS's own benchmarks run them ("fixed" and "scaled" problem sizes): by
 default 32,000 atoms (in.lj's and in.eam's 20 x 20 x 20 fcc cells) for 100 steps.  ``scaling``
 says what ``atoms`` counts: ``fixed`` (strong scaling: ``atoms`` in all, whatever the rank
 count) or ``scaled`` (weak scaling: ``atoms`` per rank, ``atoms`` x ranks in all, as LAMMPS's
