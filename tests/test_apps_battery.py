@@ -77,7 +77,7 @@ def test_lammps_wrong_time_step_or_cut_off_fails_the_checks(tmp_path, monkeypatc
     assert trials["native"].error is None
     bad = trials["wrong"].error
     assert bad.startswith("check failed: ") and "(epair) = " in bad, (change, bad)
-    assert "tolerance 1e-06" in bad  # 100 steps: lammps.check_rtol
+    assert "tolerance 1e-06" in bad  # lammps.CHECK_RTOL
     valid = {(o.environment, o.valid) for o in store.observations(cid)}
     assert valid == {("native", True), ("wrong", False)}  # every sample of the wrong run
 
@@ -197,10 +197,19 @@ def test_calibrate_sizes_the_slowdown_for_every_busy_rank():
         assert busy_cpus(b, b.resolve(params), 4) == busy, name
 
 
-def test_check_tolerances_grow_with_the_steps_and_stop_at_the_horizon():
+def test_checks_are_read_before_correct_runs_diverge():
+    """A long run is checked at the horizon (LAMMPS 1,000 steps, GROMACS 100), where correct
+    runs still agree within the tolerance; the parser reads that step's row."""
     from vhpc.benchmarks.apps import gromacs, lammps
 
-    assert lammps.check_rtol(100) == 1e-6 == lammps.check_rtol(1000)
-    assert lammps.check_rtol(50_000) == lammps.check_rtol(1000)  # read at step 1,000
     assert lammps.check_step(50) == 50 and lammps.check_step(5000) == 1000
     assert gromacs.check_step(2000) == 100 and gromacs.reset_step(2000) == 1000
+    b = benchmarks.get("lammps")
+    p = b.resolve({"steps": 1500})
+    assert "thermo          100\n" in b.input_text(p, 1)  # prints the row of step 1,000
+    rows = "".join(f"{s:8d} {0.7 + s / 1e5:.7f} {-5.7 - s / 1e5:.7f} 0 -4.62 0.2\n"
+                   for s in range(0, 1501, 100))
+    text = ("Step Temp E_pair E_mol TotEng Press\n" + rows + "Loop time of 9 on 1 procs for "
+            "1500 steps with 32000 atoms\n\nPerformance: 1 tau/day, 166.6 timesteps/s\n")
+    got = {x.metric: x.value for x in b.parse(p, text, "", 0)}
+    assert got["epair"] == pytest.approx(-5.71) and got["temp"] == pytest.approx(0.71)

@@ -37,8 +37,8 @@ SMALLEST = {
     "npb-cg": {"class": "S"},
     "ivshmem-pingpong": {"max_size": 4096, "iters": 20, "iters_large": 5},  # POSIX shm in one VM
     # the applications at their smallest: the same launcher, ranks read back, check figure
-    "lammps": {"atoms_per_rank": 256, "steps": 10, "ranks": 2},
-    "gromacs": {"box": 2.0, "steps": 5, "ranks": 1},
+    "lammps": {"atoms": 512, "steps": 10, "ranks": 2},
+    "gromacs": {"size": 1.5, "steps": 5, "ranks": 1},
 }
 
 

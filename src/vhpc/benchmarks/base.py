@@ -128,11 +128,6 @@ class Benchmark:
         """The benchmark's checks: :attr:`checks`, else (:attr:`check`,), else ()."""
         return self.checks or ((self.check,) if self.check is not None else ())
 
-    def check_rtol(self, check: Check, params: Mapping[str, Any]) -> float:
-        """Relative tolerance of ``check`` for a run with ``params`` (an application's grows
-        with its steps); ``check.rtol`` by default."""
-        return check.rtol
-
     def problem(self, params: Mapping[str, Any], ncpus: int) -> dict[str, Any] | None:
         """The problem a trial computes in an environment offering ``ncpus`` CPUs, resolved
         (e.g. ``{"ranks": 2, "atoms": 32000}``): two environments whose problems differ are not

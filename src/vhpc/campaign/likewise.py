@@ -22,27 +22,26 @@ from vhpc.benchmarks.base import BenchmarkError
 
 def offered(env: Any, host: Any) -> tuple[int, int | None] | None:
     """(CPUs, memory in bytes or None when unknown) that environment spec ``env`` offers a
-    benchmark on ``host`` (:class:`~vhpc.environments.options.HostFacts`); None for a kind
-    whose size is only known once it runs (module docstring)."""
+    benchmark on ``host`` (:class:`~vhpc.environments.options.HostFacts`), read from its
+    options (module docstring): guests by their ``vcpus``/``memory`` (and ``vms``,
+    ``ranks_per_vm``), an environment on this host (its kind's ``llc_owner`` is None) by its
+    ``cpus``/``nodes`` and the host's memory; None for one whose size is only known once it
+    runs."""
     opts, topo = env.options, host.topology
+    if getattr(opts, "vcpus", None):  # guests: vm, vcluster
+        vms = int(getattr(opts, "vms", 1) or 1)
+        per_vm = getattr(opts, "ranks_per_vm", None) or opts.vcpus
+        return vms * per_vm, vms * (int(opts.memory) << 20)
+    if env.part.llc_owner is not None or int(getattr(host, "compute_nodes", 1) or 1) > 1:
+        return None  # another host's CPUs (ssh), or the executor's nodes
     host_mem = (sum(n.memory_bytes or 0 for n in topo.nodes)
                 if topo.memory_known and all(n.memory_bytes for n in topo.nodes
                                              if not n.memory_only) else None)
-    if env.kind == "native":
-        if int(getattr(host, "compute_nodes", 1) or 1) > 1:
-            return None
-        if opts.cpus:
-            cpus = len(opts.cpus)
-        elif opts.nodes:
-            cpus = sum(len(topo.pus_of_node(n)) for n in opts.nodes if n in topo.node_ids)
-        else:
-            cpus = len(host.cpus)
-        return cpus, host_mem
-    if env.kind == "vm":
-        return opts.vcpus, opts.memory << 20
-    if env.kind == "vcluster":
-        return opts.vms * (opts.ranks_per_vm or opts.vcpus), opts.vms * (opts.memory << 20)
-    return None
+    if getattr(opts, "cpus", None):
+        return len(opts.cpus), host_mem
+    if getattr(opts, "nodes", None):
+        return sum(len(topo.pus_of_node(n)) for n in opts.nodes if n in topo.node_ids), host_mem
+    return len(host.cpus), host_mem
 
 
 def check(spec: Any, host: Any) -> None:
