@@ -61,6 +61,22 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
 
 
+def _wrong_run(tmp_path, monkeypatch, program: str, body: str, item: str):
+    """Run ``item`` with ``program`` wrapped to run ``body`` first on CPU 1 (:func:`_run`):
+    every trial done, the baseline's without an error; (store, campaign id, the wrong trial's
+    error)."""
+    _two_cpus()
+    wrap = _wrap(tmp_path, program, body)
+    monkeypatch.setenv("PATH", f"{wrap}{os.pathsep}{os.environ['PATH']}")
+    store, cid = _run(tmp_path, item)
+    trials = {t.environment: t for t in store.trials(cid)}
+    assert all(t.status == "done" for t in trials.values()), [t.error for t in trials.values()]
+    assert trials["native"].error is None
+    valid = {(o.environment, o.valid) for o in store.observations(cid)}
+    assert valid == {("native", True), ("wrong", False)}  # every sample of the wrong run
+    return store, cid, trials["wrong"].error
+
+
 @pytest.mark.parametrize("change, sed", [
     ("dt +10 %", "s/^timestep .*/timestep 0.0055/"),
     ("cut-off 2.5 -> 2.6", "s/2\\.5$/2.6/"),
@@ -68,42 +84,27 @@ def _cache(tmp_path, monkeypatch):
 def test_lammps_wrong_time_step_or_cut_off_fails_the_checks(tmp_path, monkeypatch, change, sed):
     require_tool("lmp")
     require_tool("mpirun")
-    _two_cpus()
-    wrap = _wrap(tmp_path, "lmp", f"  sed -i '{sed}' in.lmp")
-    monkeypatch.setenv("PATH", f"{wrap}{os.pathsep}{os.environ['PATH']}")
-    store, cid = _run(tmp_path, "lammps:ranks=1,atoms=864,steps=100")
-    trials = {t.environment: t for t in store.trials(cid)}
-    assert all(t.status == "done" for t in trials.values()), [t.error for t in trials.values()]
-    assert trials["native"].error is None
-    bad = trials["wrong"].error
+    _, _, bad = _wrong_run(tmp_path, monkeypatch, "lmp", f"  sed -i '{sed}' in.lmp",
+                           "lammps:ranks=1,atoms=864,steps=100")
     assert bad.startswith("check failed: ") and "(epair) = " in bad, (change, bad)
     assert "tolerance 1e-06" in bad  # lammps.CHECK_RTOL
-    valid = {(o.environment, o.valid) for o in store.observations(cid)}
-    assert valid == {("native", True), ("wrong", False)}  # every sample of the wrong run
 
 
 def test_gromacs_double_time_step_fails_the_checks(tmp_path, monkeypatch):
     require_tool("gmx_mpi")
     require_tool("gmx")
     require_tool("mpirun")
-    _two_cpus()
     body = ('  for d in "$VHPC_CACHE"/apps/gromacs-*/; do src=$d; done\n'
             '  sed "s/^dt .*/dt = 0.004/" "$src/md.mdp" > wrong.mdp\n'
             '  gmx -quiet grompp -f wrong.mdp -c "$src/em.gro" -p "$src/topol.top" '
             '-o topol.tpr -po wrong-out.mdp >/dev/null 2>&1 || exit 97')
-    wrap = _wrap(tmp_path, "gmx_mpi", body)
-    monkeypatch.setenv("PATH", f"{wrap}{os.pathsep}{os.environ['PATH']}")
-    store, cid = _run(tmp_path, "gromacs:ranks=1,size=1.5,steps=100")
-    trials = {t.environment: t for t in store.trials(cid)}
-    assert all(t.status == "done" for t in trials.values()), [t.error for t in trials.values()]
-    assert trials["native"].error is None
-    bad = trials["wrong"].error
+    store, cid, bad = _wrong_run(tmp_path, monkeypatch, "gmx_mpi", body,
+                                 "gromacs:ranks=1,size=1.5,steps=100")
     assert bad.startswith("check failed: ") and "(temperature) = " in bad, bad
-    valid = {(o.environment, o.valid) for o in store.observations(cid)}
-    assert valid == {("native", True), ("wrong", False)}
+    (native,) = [t for t in store.trials(cid) if t.environment == "native"]
+    md_log = common.shown_file(native.stdout, "md.log")
+    assert "-resetstep 50" in md_log and "step 50: resetting all time and cycle counters" in md_log
     window = [o.value for o in store.observations(cid) if o.metric == "timed_window"]
-    md_log = common.shown_file(trials["native"].stdout, "md.log")
-    assert "-resetstep 50" in trials["native"].stdout or "resetstep" in md_log
     assert len(window) == 2 and all(w > 0 for w in window)
 
 

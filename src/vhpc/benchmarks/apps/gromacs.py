@@ -20,9 +20,11 @@ benchmark set's), NVE, velocities drawn at 300 K with a fixed seed.
 
 Trial: ``mpirun ... rankrun.py --stage topol.tpr --show md.log -- gmx_mpi mdrun -s topol.tpr
 -deffnm md -nsteps N -resetstep N/2 -ntomp T -pin off -nb cpu -notunepme -noconfout``.
-``-resetstep N/2`` (:func:`reset_step`): mdrun resets its performance counters half way, so
-ns/day and the timed window leave out start-up, domain decomposition and load balancing, as
-GROMACS benchmarks are timed (``-resethway``, which GROMACS 2022 deprecates);
+``-resetstep N/2`` (:func:`reset_step`): mdrun resets its performance counters half way
+("step N/2: resetting all time and cycle counters" in md.log; a run without that line is
+invalid), so ns/day and the timed window leave out start-up, domain decomposition and load
+balancing, as GROMACS benchmarks are timed (GROMACS 2022 marks ``-resetstep`` and
+``-resethway`` deprecated and still honours them);
 ``steps`` (default 2000: a timed window of 1,000 steps, a few seconds at size 6 on two cores) is
 what the whole run takes.  ``-pin off``: the ranks are bound by the launcher as vhpc's kernels
 are (mdrun's own pinning would override it); ``-notunepme``: PME tuning shifts the cut-off
@@ -125,6 +127,8 @@ ATOMS_RE = re.compile(r"^There are:\s+(\d+) Atoms", re.M)
 PROCS_RE = re.compile(r"^Using (\d+) MPI process", re.M)
 STEP_RE = re.compile(r"^\s+Step\s+Time\s*\n\s+(\d+)\s", re.M)
 AVERAGES = "A V E R A G E S"
+#: What md.log says when mdrun reset its counters (-resetstep): the timed window starts there.
+RESET = "resetting all time and cycle counters"
 
 
 def box_edge(size: float) -> float:
@@ -134,8 +138,8 @@ def box_edge(size: float) -> float:
 
 
 def reset_step(steps: int) -> int:
-    """The step at which mdrun resets its performance counters: half way (what
-    ``-resethway`` did; GROMACS 2022 deprecates that flag in favour of ``-resetstep``)."""
+    """The step at which mdrun resets its performance counters: half way, as
+    ``-resethway`` does."""
     return steps // 2
 
 
@@ -310,7 +314,8 @@ class Gromacs(Benchmark):
         return f"{atoms[-1]} atoms on {procs[-1]} ranks" if atoms and procs else ""
 
     def parse(self, params, stdout, stderr, returncode):
-        """Samples from md.log (module docstring).  Valid: exit status 0 and finite checks.
+        """Samples from md.log (module docstring).  Valid: exit status 0, the counters reset
+        (:data:`RESET`) and finite checks.
         Raises ParseError when md.log or its Performance, Time or energy lines are missing."""
         log = shown_file(stdout, "md.log")
         if log is None:
@@ -326,6 +331,7 @@ class Gromacs(Benchmark):
         values = {metric: at[term] for term, metric in CHECKED.items()}
         values.update(ns_per_day=number(perf[-1][0], "gromacs ns/day"),
                       timed_window=number(wall[-1][1], "gromacs wall time"))
-        valid = returncode == 0 and all(math.isfinite(values[m]) for m in CHECKED.values())
+        valid = (returncode == 0 and RESET in log
+                 and all(math.isfinite(values[m]) for m in CHECKED.values()))
         return [Sample(m.name, values[m.name], m.unit, m.higher_is_better, valid)
                 for m in self.metrics]
