@@ -110,9 +110,10 @@ SOLVATE_ATOMS_PER_NM3 = 90.9
 SIZE_CLASSES = (1.5, 3, 6, 12, 24, 48, 96, 192, 384, 768, 1536, 3072)
 DEFAULT_SIZE, DEFAULT_STEPS = 6.0, 2000
 #: Memory one mdrun rank needs besides its atoms, and per atom (measured: 34 MB for 5,433
-#: atoms on one rank; both generous), and the smallest domain-decomposition cell (nm: the
-#: 1.0 nm cut-off plus the pair-list buffer), which caps the ranks a box can be split into.
-RANK_BYTES, ATOM_BYTES, MIN_CELL_NM = 256 << 20, 4096, 1.1
+#: atoms on one rank; the per-atom share is an estimate, not measured), and the smallest
+#: domain-decomposition cell (nm: the 1.0 nm cut-off plus the pair-list buffer), which caps
+#: the ranks a box can be split into.
+RANK_BYTES, ATOM_BYTES, MIN_CELL_NM = 48 << 20, 2048, 1.1
 #: The energy terms checked: md.log name → metric.
 CHECKED = {"Potential": "epot", "Temperature": "temperature", "Coul. recip.": "coul_recip"}
 #: The checks are read at step min(steps, CHECK_HORIZON) (md.log has energies every 100

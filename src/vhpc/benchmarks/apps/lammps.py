@@ -101,8 +101,8 @@ BENCH_ATOMS, BENCH_STEPS = 32_000, 100
 #: too long moves E_pair 5e-4 at step 100, 2e-3 at step 1,000.
 CHECK_HORIZON, CHECK_RTOL = 1000, 1e-6
 #: Memory one rank needs besides its atoms, and per atom (measured: lmp on in.lj holds 32 MB
-#: at 2,048 atoms and 68 MB at 108,000, 0.35 KB per atom; both doubled or more).
-RANK_BYTES, ATOM_BYTES = 64 << 20, 1024
+#: at 2,048 atoms and 68 MB at 108,000, 0.35 KB per atom; with a margin of 1.25-1.5).
+RANK_BYTES, ATOM_BYTES = 40 << 20, 512
 
 LOOP_RE = re.compile(r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms",
                      re.M)
