@@ -491,7 +491,7 @@ class HpccgBenchmark(KernelBenchmark):
         if llc_owner is not None or not params.get("ranks"):
             return {k: f"auto (4x {llc_owner or 'the'} LLC, at run time)" for k in auto}
         edge = hpccg_edge(llc_bytes(), int(params["ranks"]))
-        return {k: f"{edge} (auto: 4x LLC)" for k in auto}
+        return {k: f"{edge} (auto)" for k in auto}
 
 
 def hpccg_edge(llc: int, ranks: int) -> int:
