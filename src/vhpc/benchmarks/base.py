@@ -95,7 +95,8 @@ class Check:
     differs from the baseline environment's by more than ``rtol`` (relative, |v - ref| / |ref|)
     fails the check and all its samples are stored invalid.  ``what`` names the figure for
     people ("final total energy per atom").  Trials are compared only with baseline trials
-    that ran the same problem (:meth:`Benchmark.check_key`)."""
+    that ran the same problem (:meth:`Benchmark.check_key`).  A benchmark may carry several
+    (:attr:`Benchmark.checks`); a trial fails when any of them does."""
 
     metric: str
     rtol: float
@@ -131,7 +132,7 @@ class Benchmark:
     def problem(self, params: Mapping[str, Any], ncpus: int) -> dict[str, Any] | None:
         """The problem a trial computes in an environment offering ``ncpus`` CPUs, resolved
         (e.g. ``{"ranks": 2, "atoms": 32000}``): two environments whose problems differ are not
-        compared (:func:`vhpc.campaign.likewise.refuse_unlike`).  None (the default): the
+        compared (:func:`vhpc.campaign.likewise.check`).  None (the default): the
         benchmark declares none."""
         return None
 
