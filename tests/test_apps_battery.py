@@ -129,7 +129,7 @@ def test_environments_resolving_another_problem_are_refused_at_plan_time():
 @pytest.mark.parametrize("item, words", [
     ("lammps:ranks=1000000000", "more than the 2 CPUs there: give ranks <= 2"),
     ("lammps:ranks=1,atoms=1000000000000", "GiB there: give at most"),
-    ("gromacs:ranks=1,size=100000", "GiB there: give size <="),
+    ("gromacs:ranks=1,size=3000000", "GiB there: give size <="),  # 3e9 atoms: ~6 TiB
 ])
 def test_parameters_beyond_the_environment_are_refused_at_dry_run(tmp_path, item, words):
     """unbounded_params: one line, exit 2, from --dry-run (nothing started)."""
