@@ -5,9 +5,10 @@ Size: ``size`` thousand atoms, as the size classes of GROMACS's water benchmark 
 (``water_GMX50_bare``: folders 0001.5, 0003, 0006, 0012, ... 3072, thousands of atoms of water
 with 1.0 nm cut-offs and PME; GROMACS's developers run it for performance work), default 6
 (class 0006).  The cubic box's edge is ``(1000 x size / 90.9)^(1/3)`` nm: 90.9 atoms per nm³
-is how densely ``gmx solvate`` fills a box with ``spc216.gro`` (measured: 5,433 atoms in a
-3.91 nm box), so the atom count mdrun reports ("There are: N Atoms", stored in every trial's
-output and used by the check) is within a few percent of the class.
+is how densely ``gmx solvate`` filled a 3.91 nm box with ``spc216.gro`` (5,433 atoms); its fill
+varies with how the 1.86 nm ``spc216`` tile fits the box, so the count is the class's within
+about 10 % (size 6: a 4.041 nm box, 6,591 atoms, water's own density).  The exact count is
+in every trial's md.log ("There are: N Atoms") and in its check key.
 
 Preparation, once per size and GROMACS version, on the host, into vhpc's cache
 (:func:`vhpc.benchmarks.apps.common.prepared`, checked by checksum at every use; guests and
@@ -103,7 +104,7 @@ gen_temp      = 300
 gen_seed      = 1
 """
 
-#: Atoms per nm³ that ``gmx solvate -cs spc216.gro`` puts in a box (measured: module docstring).
+#: Atoms per nm³ that ``gmx solvate -cs spc216.gro`` put in a 3.91 nm box (module docstring).
 SOLVATE_ATOMS_PER_NM3 = 90.9
 #: The water benchmark set's size classes (thousands of atoms) vhpc's 1.0 nm cut-off allows
 #: (a box edge over twice the pair-list radius).
