@@ -85,10 +85,11 @@ define uv_install
 	  $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 	touch $@
 endef
+TEST_EXTRAS := '.[test,libvirt]'
 $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	$(call uv_install,-e .)
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(call uv_install,-e '.[test,libvirt]')
+	$(call uv_install,-e $(TEST_EXTRAS))
 	touch $(VENV)/.installed-demo
 
 # Byte-compiled ahead, on every core (compileall skips what is up to date): site-packages

@@ -121,7 +121,8 @@ def cmd_report(args) -> int:
     from vhpc.workflows.tune.output import report_sections as race
 
     views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json,
-                          extra_sections=race(store, args.id, args.out))
+                          extra_sections=race(store, args.id, args.out),
+                          detail=True if args.all else None)
     return 0
 
 
@@ -264,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--csv", help="samples CSV path")
     rep.add_argument("--json", help="JSON export path")
     rep.add_argument("--reparse", action="store_true", help="re-derive samples from stored raw output first")
+    rep.add_argument("--all", action="store_true",
+                     help="print every metric (the per-metric table) before the headline")
     _campaign_flags(rep)
 
     st = sub.add_parser("study", help="run a seed paper's experiment as a campaign "

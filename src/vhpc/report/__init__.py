@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from vhpc.core import stats
 from vhpc.analysis import Analysis, Comparison, Summary
 from vhpc.analysis.results import Finding
-from vhpc.analysis.families import Family, FamilySummary, fmt_size, sorted_keys
+from vhpc.analysis.families import (Family, FamilySummary, families, fmt_size, headline,
+                                   sorted_keys)
 
 __all__ = [
     "fmt_num",
@@ -43,6 +44,12 @@ __all__ = [
     "family_metric_label",
     "FindingGroup",
     "finding_groups",
+    "HeadlineRow",
+    "headline_rows",
+    "MeasuredRow",
+    "measured_rows",
+    "common_notes",
+    "check_status",
 ]
 
 #: marker appended to the name of an environment whose results come from TCG emulation
@@ -292,4 +299,121 @@ def finding_groups(findings: list[Finding]) -> list[FindingGroup]:
     for (level, _), fs in groups.items():
         head = fs[0].message if len(fs) == 1 else fs[0].message.split(":")[0]
         out.append(FindingGroup(level, head, fs[0].advice, tuple(fs)))
+    return out
+
+
+def _has_check(benchmark: str) -> bool:
+    """Whether ``benchmark`` verifies its answer (its own verification) or is checked against
+    the baseline's figure (:attr:`~vhpc.benchmarks.base.Benchmark.check`); False for a custom
+    command the registry does not know (its ``check:`` shows as a check-passed finding)."""
+    try:
+        from vhpc import benchmarks
+    except ImportError:  # pragma: no cover - the registry is part of the package
+        return False
+    b = benchmarks.REGISTRY.get(benchmark)
+    return b is not None and (b.check is not None or (b.verification or "none") != "none")
+
+
+def check_status(analysis: Analysis, fam: Family, env: str) -> str:
+    """The check of ``fam``'s benchmark in ``env`` as one short cell: "fail: N invalid" when
+    samples of ``env`` were excluded (verification failed, or a check-failed finding names
+    ``env / benchmark[params]``), "pass" when the benchmark carries a check or verification
+    and nothing failed, "" when it carries none."""
+    from vhpc.analysis.findings import label
+
+    invalid = sum(s.n_invalid for _, p, m in fam.points
+                  if (s := analysis.summary(fam.benchmark, p, m, env)) is not None)
+    scopes = {f"{env} / {label(fam.benchmark, p)}" for _, p, _ in fam.points}
+    labels = {label(fam.benchmark, p) for _, p, _ in fam.points}
+    failed = [f for f in analysis.findings if f.kind == "check-failed" and f.scope in scopes]
+    if invalid or failed:
+        return f"fail: {invalid} invalid" if invalid else "fail"
+    checked = _has_check(fam.benchmark) or any(
+        f.kind == "check-passed" and f.scope in labels for f in analysis.findings)
+    return "pass" if checked else ""
+
+
+@dataclass(frozen=True)
+class HeadlineRow:
+    """One headline row: a primary family's :class:`FamilySummary` against the baseline (its
+    overhead, interval and verdict as the analysis gives them, never recomputed), what limits
+    trust in it, and its check ("pass", "fail: …", "": none; :func:`check_status`)."""
+
+    summary: FamilySummary
+    trust: tuple[str, ...]
+    check: str
+
+
+def headline_rows(analysis: Analysis, shared=()) -> list[HeadlineRow]:
+    """The headline: :func:`vhpc.analysis.families.headline` (the primary family of every
+    benchmark[params] against the baseline, one per non-baseline environment), in report
+    order, each with its trust notes and check (the environment's, or the baseline's when
+    that failed)."""
+    out = []
+    for fs in headline(analysis, shared=shared):
+        env_check = check_status(analysis, fs.family, fs.environment)
+        base_check = check_status(analysis, fs.family, analysis.baseline)
+        check = env_check if not base_check.startswith("fail") else (
+            f"{analysis.baseline} {base_check}")
+        out.append(HeadlineRow(fs, fs.trust, check))
+    return out
+
+
+def common_notes(notes: list[tuple[str, ...]]) -> list[str]:
+    """The notes every entry of ``notes`` (two or more) shares, in the first entry's order:
+    said once above a table instead of once per row."""
+    if len(notes) < 2:
+        return []
+    return [t for t in notes[0] if all(t in n for n in notes[1:])]
+
+
+@dataclass(frozen=True)
+class MeasuredRow:
+    """One row of a one-environment campaign's headline: benchmark[params], metric with its
+    direction mark, the environment, the measured value as text ("12.34 ± 0.56"; a sweep: the
+    value at its smallest and largest point), n (valid runs), the unit and the check."""
+
+    bench: str
+    metric: str
+    environment: str
+    value: str
+    n: str
+    unit: str
+    check: str
+    family: Family
+
+
+def _mean_pm(s: Summary | None) -> str:
+    if s is None or s.mean is None:
+        return "—"
+    hw = s.ci_halfwidth
+    return fmt_num(s.mean) if hw is None else f"{fmt_num(s.mean)} ± {fmt_num(hw, 2)}"
+
+
+def measured_rows(analysis: Analysis, primary_only: bool = True) -> list[MeasuredRow]:
+    """What a campaign measured in each environment, without comparison (the headline of a
+    one-environment campaign): one row per primary family (every non-secondary one with
+    ``primary_only=False``) and environment, in report order.  A one-point family shows
+    "mean ± half-width" of its confidence interval; a sweep the values at its smallest and
+    largest point ("0.91 (1 B) … 345 (4 MiB)")."""
+    out = []
+    for fam in families(analysis):
+        if (primary_only and not fam.primary) or fam.secondary:
+            continue
+        for env in analysis.environment_order():
+            sums = [analysis.summary(fam.benchmark, p, m, env) for _, p, m in fam.points]
+            have = [(x, s) for (x, _, _), s in zip(fam.points, sums) if s is not None]
+            if not have:
+                continue
+            if fam.sweep:
+                (x0, s0), (x1, s1) = have[0], have[-1]
+                value = (f"{fmt_num(s0.mean)} ({fam.fmt_x(x0)}) … "
+                         f"{fmt_num(s1.mean)} ({fam.fmt_x(x1)})")
+            else:
+                value = _mean_pm(have[0][1])
+            ns = [s.n for _, s in have]
+            out.append(MeasuredRow(fam.label, f"{fam.quantity} {direction_mark(fam.higher_is_better)}",
+                                   env, value, str(min(ns)) if len(set(ns)) == 1 else
+                                   f"{min(ns)}–{max(ns)}", fam.unit,
+                                   check_status(analysis, fam, env), fam))
     return out

@@ -36,10 +36,13 @@ def report_meta(store, cid: str) -> dict[str, Any]:
 
 
 def campaign_report(store, cid: str, out: str | Path, console: Console, html=None, csv=None,
-                    jsn=None, quiet: bool = False, extra_sections=()) -> Path:
+                    jsn=None, quiet: bool = False, extra_sections=(), detail: bool | None = None,
+                    ) -> Path:
     """Analyse stored campaign ``cid``; write the HTML report, CSV and JSON (default: in
-    ``out/cid/``); print the comparison table unless ``quiet``; return the HTML path.
-    ``extra_sections``: more ``(anchor, title, Markup)`` HTML sections (``vhpc tune``'s race)."""
+    ``out/cid/``); print the headline unless ``quiet`` (with ``detail``, ``vhpc report ID
+    --all``, every metric before it: :func:`vhpc.report.terminal.render_table`); return the
+    HTML path.  ``extra_sections``: more ``(anchor, title, Markup)`` HTML sections (``vhpc
+    tune``'s race)."""
     from vhpc import analysis
     from vhpc.report import diagnostics, export, terminal
 
@@ -72,7 +75,9 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     html_path = written["html"]
     if not quiet:
         terminal.render_table(result, console, title=f"vhpc campaign {cid}",
-                              html_path=str(html_path), shared=export.shared_points(trials))
+                              html_path=str(html_path), shared=export.shared_points(trials),
+                              detail=detail, all_hint=f"vhpc report {cid} --all"
+                              + ("" if str(out) == "vhpc-results" else f" --out {out}"))
         if meta["failed"]:
             console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "
                           "their errors are in the report.")

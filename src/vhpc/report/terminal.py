@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
-from vhpc.analysis.families import families, family_summaries
-from vhpc.report import (TCG_MARK, comparison_rows, env_header, family_metric_label,
-                         finding_groups, fmt_family_counts, fmt_family_overhead, fmt_family_range,
-                         fmt_points)
+from vhpc.analysis import Analysis
+from vhpc.report import (TCG_MARK, common_notes, comparison_rows, env_header,
+                         family_metric_label, finding_groups, fmt_family_counts,
+                         fmt_family_overhead, fmt_points, headline_rows, measured_rows)
 
-__all__ = ["render_table", "render_families", "VERDICT_STYLE"]
+__all__ = ["render_table", "render_headline", "render_metrics", "VERDICT_STYLE"]
 
-#: rich style of each verdict
-VERDICT_STYLE = {
-    SLOWER: "bold red",
-    FASTER: "bold green",
-    NO_DIFFERENCE: "yellow",
-    INSUFFICIENT: "magenta",
-}
+#: rich style of a verdict (by its text, so a new verdict word needs no import here); one not
+#: named is yellow
+VERDICT_STYLE = {"slower": "bold red", "faster": "bold green"}
 
 
 def _caption(analysis: Analysis) -> str:
@@ -35,69 +31,85 @@ def _caption(analysis: Analysis) -> str:
 
 def render_table(analysis: Analysis, console: Console | None = None, title: str | None = None,
                  html_path: str | None = None, detail: bool | None = None,
-                 shared=()) -> Table:
-    """Print the comparison table and the findings to ``console``; return the rich Table.
+                 shared=(), all_hint: str | None = None) -> Table:
+    """Print the headline (and, with ``detail``, every metric) and the findings to ``console``;
+    return the headline's rich Table.
 
-    A campaign with a sweep (a metric over message size, :mod:`vhpc.analysis.families`) gets
-    the compact summary of :func:`render_families` instead (``detail=None``, the default,
-    decides so; ``detail=True`` forces the per-metric table below, ``False`` the compact one);
-    ``html_path``: the report the compact summary points to for the per-size numbers;
-    ``shared``: (environment, benchmark, params) whose ranks shared host CPUs across nodes or
-    guests (:func:`vhpc.report.export.shared_points`), named under "limits trust".
-
-    One row per (benchmark, params, metric, non-baseline environment)
-    (:func:`vhpc.report.comparison_rows`), so many environments never stack in one cell.
-    Columns: benchmark, metric [unit] with ↑/↓ (higher/lower is better), the baseline's mean ±
-    half-width of its confidence interval, the environment (marked "(TCG emulation)" in red when
-    emulated), its mean ± half-width, ratio [CI] (tagged "(log)"/"(BCa)" when not Fieller's),
-    overhead %, Holm-adjusted p and verdict.  Benchmark, metric and baseline cells are printed
-    once per metric, with a line between metrics when there are several environments.  Then a
-    TCG footnote and the findings, one line per kind.
-
-    console: a rich Console (default: a new one on stdout); title: table title (default
-    "Overhead relative to <baseline>").  Raises nothing for an empty analysis (prints a note).
+    The headline (:func:`render_headline`) is the answer, and what a campaign's terminal ends
+    with: one row per benchmark's primary metric (family) and environment, at 80 columns
+    without a cut cell.  ``detail=True`` (``vhpc report ID --all``) prints the per-metric table
+    (:func:`render_metrics`) before it; ``None`` (the default) prints it too when it fits the
+    console's width in at most :data:`FIT_ROWS` rows, and says how to get it otherwise
+    (``all_hint``: the command, e.g. ``vhpc report ID --all``); ``False`` never prints it.
+    ``html_path``: the report named for figures and details; ``shared``: (environment,
+    benchmark, params) whose ranks shared host CPUs across nodes or guests
+    (:func:`vhpc.report.export.shared_points`), named under "trust".  Raises nothing for an
+    empty analysis (prints a note).
     """
     console = console or Console()
-    fams = families(analysis)
-    if detail is False or (detail is None and any(f.sweep for f in fams)):
-        return render_families(analysis, console, title, html_path, shared)
-    secondary = [f for f in fams if f.secondary] if detail is None else []
-    keys = [k for f in fams if f not in secondary for k in f.keys]
+    if not analysis.keys():
+        console.print(Text("no observations to analyse", style="yellow"))
+        _footer(analysis, console, advice=True)
+        return Table()
+    metrics = render_metrics(analysis, title=None) if analysis.others() else None
+    shown = False
+    if metrics is not None and (detail or (detail is None and _fits(console, metrics))):
+        console.print(metrics)
+        shown = True
+    table = render_headline(analysis, console, title, shared)
+    where = f"the HTML report: {html_path}" if html_path else "the HTML report"
+    more = [] if shown or metrics is None or detail is False else [
+        f"every metric: {all_hint}" if all_hint else "every metric: vhpc report ID --all"]
+    console.print(Text("; ".join([*more, f"figures and details: {where}"]) + ".", style="dim"),
+                  overflow="fold")
+    _footer(analysis, console, advice=False)
+    return table
+
+
+#: the per-metric table is printed unasked when it has at most this many rows and fits the
+#: console's width (a 2-benchmark, 2-environment demo stays within a screen, issue 42)
+FIT_ROWS = 8
+
+
+def _fits(console: Console, table: Table) -> bool:
+    """Whether ``table`` renders within the console's width in at most :data:`FIT_ROWS` rows."""
+    return (table.row_count <= FIT_ROWS
+            and console.measure(table).maximum <= console.width)
+
+
+def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
+    """The per-metric table (``vhpc report ID --all``), as a rich Table, not printed.
+
+    One row per (benchmark, params, metric, non-baseline environment)
+    (:func:`vhpc.report.comparison_rows`), secondary metrics included, so many environments
+    never stack in one cell.  Columns: benchmark, metric [unit] with ↑/↓ (higher/lower is
+    better), the baseline's mean ± half-width of its confidence interval, the environment
+    (marked "(TCG emulation)" when emulated), its mean ± half-width, ratio [CI] (tagged
+    "(log)"/"(BCa)" when not Fieller's), overhead %, Holm-adjusted p and verdict.  Benchmark,
+    metric and baseline cells are printed once per metric, with a line between metrics when
+    there are several environments.  Cells fold rather than being cut."""
     base = analysis.baseline
     multi = len(analysis.others()) > 1
-    table = Table(title=escape(title or f"Overhead relative to {env_header(analysis, base)}"),
+    table = Table(title=escape(title or f"Every metric, relative to {env_header(analysis, base)}"),
                   caption=escape(_caption(analysis)))
-    table.add_column("benchmark", style="bold")
-    table.add_column("metric [unit]")
-    table.add_column(Text(env_header(analysis, base) + " (baseline)"), justify="right")
-    table.add_column("environment")
-    table.add_column("mean", justify="right")
-    table.add_column("ratio [CI]", justify="right")
-    table.add_column("overhead", justify="right")
-    table.add_column("p (Holm)", justify="right")
-    table.add_column("verdict")
-    rows = comparison_rows(analysis, keys)
+    for name, right in (("benchmark", False), ("metric [unit]", False),
+                        (env_header(analysis, base) + " (baseline)", True), ("environment", False),
+                        ("mean", True), ("ratio [CI]", True), ("overhead", True),
+                        ("p (Holm)", True), ("verdict", False)):
+        table.add_column(Text(name), justify="right" if right else "left", overflow="fold",
+                         style="bold" if name == "benchmark" else "")
+    rows = comparison_rows(analysis)
     for i, r in enumerate(rows):
         # Text, not str: "[unit]" and "bench[params]" must not be read as rich markup
         head = [Text(r.bench), Text(r.metric), Text(r.base)] if r.first else [Text("")] * 3
         if r.verdict is None:
             verdict = Text("no baseline" if r.environment else "", style="dim")
         else:
-            verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, ""))
+            verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
         last = i + 1 == len(rows) or rows[i + 1].first
         table.add_row(*head, Text(r.env_label, style="red" if r.emulated else ""), Text(r.mean),
                       Text(r.ratio), Text(r.overhead), Text(r.p), verdict,
                       end_section=multi and last)
-
-    if not analysis.keys():
-        console.print("[yellow]no observations to analyse[/yellow]")
-    else:
-        console.print(table)
-    if secondary:
-        names = ", ".join(sorted({f.quantity for f in secondary}))
-        console.print(Text(f"Secondary metrics ({names}) are in the HTML report"
-                           + (f": {html_path}" if html_path else "") + ".", style="dim"))
-    _footer(analysis, console, advice=True)
     return table
 
 
@@ -130,70 +142,103 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
             console.print(line)
 
 
-def _verdict_cell(fs) -> Text:
-    """The family's verdict in its colour, for a sweep the per-size counts on a second line."""
-    cell = Text(fs.verdict, style=VERDICT_STYLE.get(fs.verdict, ""))
+def _short_env(analysis: Analysis, env: str) -> Text:
+    """The environment's name, "(TCG)" after it in red when emulated (the footnote says what
+    that means)."""
+    info = analysis.environments.get(env)
+    emulated = bool(info and info.emulated)
+    return Text(env + (" (TCG)" if emulated else ""), style="red" if emulated else "")
+
+
+def _verdict_cell(fs, check: str = "") -> Text:
+    """The family's verdict in its colour; beneath it a sweep's per-point counts and the
+    check ("check pass" / "check fail: …" in red)."""
+    cell = Text(fs.verdict, style=VERDICT_STYLE.get(fs.verdict, "yellow"))
     counts = fmt_family_counts(fs)
     if counts:
         cell.append("\n" + counts, style="dim")
+    if check:
+        cell.append("\ncheck " + check, style="bold red" if "fail" in check else "green")
     return cell
 
 
-def render_families(analysis: Analysis, console: Console | None = None, title: str | None = None,
-                    html_path: str | None = None, shared=()) -> Table:
-    """Print the compact summary of a campaign with sweeps and return its rich Table.
+def render_headline(analysis: Analysis, console: Console | None = None, title: str | None = None,
+                    shared=()) -> Table:
+    """Print the headline of ``analysis`` and return its rich Table: the answer, within 80
+    columns and without a cut cell (every column folds rather than cuts).
 
-    One row per metric family (:func:`vhpc.analysis.families.families`) and non-baseline
-    environment, primary families first: benchmark (never cut) with its sizes in ascending
-    order ("19 sizes, 1 B – 256 KiB"), metric [unit] ↑/↓, environment, overhead [CI] (for a
-    sweep: from the geometric mean of the per-size ratios, its interval from the geometric
-    means of the per-size bounds), the smallest and largest per-size ratio with their sizes,
-    the verdict with the count of significant sizes, and what limits trust.  Secondary
-    families (min/max beside an average, counts) are named in one line; the per-size numbers
-    are left to the HTML report (``html_path``).  Then the TCG footnote and one line per kind
-    of finding (advice in the HTML).
+    With a baseline and other environments (:func:`vhpc.report.headline_rows`): one row per
+    primary family (a benchmark's primary metric, or that metric over a swept parameter) and
+    non-baseline environment: benchmark[params] (a sweep's points beneath), metric [unit] ↑/↓,
+    environment ("(TCG)" when emulated), overhead [interval] (the analysis' family summary, at
+    its confidence), verdict (a sweep's per-point counts beneath) and what limits trust.  A
+    trust note every row shares is printed once above the table instead.  A campaign with one
+    environment has nothing to compare: one row per benchmark's primary family with its
+    measured value (:func:`vhpc.report.measured_rows`: mean ± interval half-width, n, unit).
     """
     console = console or Console()
-    fams = families(analysis)
-    sums = family_summaries(analysis, [f for f in fams if not f.secondary], shared)
-    table = Table(title=Text(title or f"Overhead relative to {env_header(analysis, analysis.baseline)}"),
-                  caption=Text("overhead > 0: worse than " + analysis.baseline + " in the metric's "
-                               "direction; sweeps: from the geometric mean of the per-size ratios "
-                               "env / " + analysis.baseline + " [interval]; ratio range: smallest and "
-                               "largest per-size ratio"),
-                  show_lines=False)
-    width = max([len(f.label) for f in fams] + [9])
-    table.add_column("benchmark", style="bold", no_wrap=True, min_width=width)
-    table.add_column("metric [unit]", no_wrap=True)
-    table.add_column("environment")
-    table.add_column("overhead [CI]", justify="right", no_wrap=True)
-    table.add_column("ratio range")
-    table.add_column("verdict")
-    table.add_column("limits trust")
-    last = last_bench = None
-    for i, fs in enumerate(sums):
+    if not analysis.others():
+        return _render_measured(analysis, console, title)
+    rows = headline_rows(analysis, shared)
+    common = common_notes([r.trust for r in rows])
+    conf = f"{analysis.confidence * 100:g} %"
+    table = Table(title=Text(title or f"Overhead relative to {analysis.baseline}"),
+                  box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                  caption=Text(f"overhead > 0: worse than {analysis.baseline} in the metric's "
+                               f"direction; [{conf} interval]; sweeps: geometric mean over the "
+                               "points"),
+                  caption_justify="left")
+    table.add_column("benchmark", style="bold", overflow="fold")
+    table.add_column("metric", overflow="fold")
+    table.add_column("env", overflow="fold")
+    table.add_column(f"overhead [{conf}]", justify="right", overflow="fold")
+    table.add_column("verdict", overflow="fold")
+    table.add_column("trust", overflow="fold")
+    last = None
+    for i, r in enumerate(rows):
+        fs = r.summary
         fam = fs.family
-        key = (fam.benchmark, fam.params, fam.quantity)
-        first, new_bench = key != last, (fam.benchmark, fam.params) != last_bench
-        last, last_bench = key, (fam.benchmark, fam.params)
-        bench = Text(fam.label) if new_bench else Text("")
+        first = (fam.benchmark, fam.params, fam.quantity) != last
+        last = (fam.benchmark, fam.params, fam.quantity)
+        bench = Text(fam.label) if first else Text("")
         if first and fam.sweep:
-            bench.append(("\n" if new_bench else "") + fmt_points(fam), style="dim")
-        nxt = sums[i + 1].family if i + 1 < len(sums) else None
-        table.add_row(bench if first else Text(""),
-                      Text(family_metric_label(fam)) if first else Text(""),
-                      Text(env_header(analysis, fs.environment), style="red" if fs.emulated else ""),
-                      Text(fmt_family_overhead(fs)), Text(fmt_family_range(fs)),
-                      _verdict_cell(fs),
-                      Text("; ".join(fs.trust) or "—", style="yellow" if fs.trust else "dim"),
-                      end_section=nxt is None or (nxt.benchmark, nxt.params) != (fam.benchmark, fam.params))
-    if not sums:
-        console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
-    else:
+            bench.append("\n" + fmt_points(fam), style="dim")
+        trust = [t for t in r.trust if t not in common]
+        nxt = rows[i + 1].summary.family if i + 1 < len(rows) else None
+        table.add_row(bench, Text(family_metric_label(fam)) if first else Text(""),
+                      _short_env(analysis, fs.environment), Text(fmt_family_overhead(fs)),
+                      _verdict_cell(fs, r.check),
+                      Text("; ".join(trust) or "—", style="yellow" if trust else "dim"),
+                      end_section=nxt is not None and nxt.benchmark != fam.benchmark)
+    if common:
+        console.print(Text("Limits trust in every row: " + "; ".join(common), style="yellow"),
+                      overflow="fold")
+    if rows:
         console.print(table)
-    secondary = sorted({f.quantity for f in fams if f.secondary})
-    where = f"the HTML report: {html_path}" if html_path else "the HTML report"
-    extra = f"; secondary metrics ({', '.join(secondary)}) too" if secondary else ""
-    console.print(Text(f"Per-size numbers, figures and details: {where}{extra}.", style="dim"))
-    _footer(analysis, console, advice=False)
+    else:
+        console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
+    return table
+
+
+def _render_measured(analysis: Analysis, console: Console, title: str | None) -> Table:
+    """The headline of a one-environment campaign: what was measured (no comparison)."""
+    rows = measured_rows(analysis)
+    env = analysis.environment_order()[0] if analysis.environments else ""
+    conf = f"{analysis.confidence * 100:g} %"
+    table = Table(title=Text(title or f"Measured in {env}"), box=box.SIMPLE_HEAD,
+                  pad_edge=False, show_edge=False, caption_justify="left",
+                  caption=Text(f"mean ± {conf} interval half-width over n valid runs; one "
+                               "environment: nothing to compare (add -e vm for an overhead)"))
+    table.add_column("benchmark", style="bold", overflow="fold")
+    table.add_column("metric", overflow="fold")
+    table.add_column("env", overflow="fold")
+    table.add_column("mean ± CI", justify="right", overflow="fold")
+    table.add_column("n", justify="right", overflow="fold")
+    table.add_column("unit", overflow="fold")
+    table.add_column("check", overflow="fold")
+    for r in rows:
+        table.add_row(Text(r.bench), Text(r.metric), _short_env(analysis, r.environment),
+                      Text(r.value), Text(r.n), Text(r.unit),
+                      Text(r.check, style="red" if r.check.startswith("fail") else ""))
+    console.print(table)
     return table
