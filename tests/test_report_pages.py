@@ -9,6 +9,7 @@ one test runs the real command line (`vhpc compare`) on a small native-only swee
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -158,24 +159,60 @@ def test_trust_notes_name_tcg_few_runs_and_shared_cpus():
 # ---------------------------------------------------------------- terminal, CSV, JSON
 
 
-def _terminal(a, **kw) -> str:
-    console = Console(record=True, width=160, color_system=None)
+def _terminal(a, width: int = 160, **kw) -> str:
+    console = Console(record=True, width=width, color_system=None, file=io.StringIO())
     render_table(a, console=console, html_path="/x/report.html", **kw)
     return console.export_text()
 
 
+def _headline_row(lines: list[str], bench: str) -> tuple[str, str]:
+    """(the headline's "bench · metric · points" line, the first environment's row under it)."""
+    i = next(i for i, line in enumerate(lines) if line.startswith(bench + " · "))
+    return lines[i], lines[i + 1]
+
+
 def test_terminal_summary_of_a_sweep_is_short_and_numeric(sweep):
     _, a = sweep
-    text = _terminal(a)
+    text = _terminal(a, width=80)
     lines = text.splitlines()
-    assert len(lines) <= 30, text
+    assert len(lines) <= 30 and max(map(len, lines)) <= 80 and "…" not in text, text
     assert "osu-coll[op=allreduce]" in text  # label not cut
     assert "19 sizes, 4 B – 1 MiB" in text and "24 sizes, 0 B – 4 MiB" in text
-    assert "/x/report.html" in text and "max, min" in text
-    row = next(line for line in lines if "osu-latency" in line)
-    assert "slower" in row
+    assert "/x/report.html" in text and "every metric: vhpc report ID --all" in text
+    head, row = _headline_row(lines, "osu-latency")
+    assert "24 sizes" in head and "other" in row
+    assert "slower" in row and re.search(r"\+\d+\.\d % \[\+\d+\.\d, \+\d+\.\d\]", row), row
     # no per-size rows in the summary
     assert "lat_1024" not in text and "avg_128 " not in text
+
+
+def test_terminal_headline_of_two_benchmarks_two_environments_fits_80_columns():
+    """Issue 42's "done when": STREAM and RandomAccess, native against a TCG guest, at
+    COLUMNS=80: no line over 80, no cut cell, at most 30 lines, an overhead % per benchmark,
+    and the output ends with the headline (the findings come before it)."""
+    rng = np.random.default_rng(1)
+    envs = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "tcg")}
+    obs = []
+    for r in range(3):
+        for env, f in (("native", 1.0), ("vm", 1.3)):
+            for m, v in (("copy_bw", 30.0), ("scale_bw", 29.0), ("add_bw", 33.0), ("triad_bw", 33.0)):
+                obs.append(Observation(env, "stream", "", m, "GB/s", True,
+                                       v / f * (1 + rng.normal(0, 0.02)), True, False, 2 * r, r))
+            obs.append(Observation(env, "randomaccess", "", "gups", "GUP/s", True,
+                                   0.05 / f * (1 + rng.normal(0, 0.02)), True, False, 2 * r + 1, r))
+    a = analyse(obs, envs, "native")
+    text = _terminal(a, width=80, all_hint="vhpc report C --all")
+    lines = text.splitlines()
+    assert len(lines) <= 30 and max(map(len, lines)) <= 80 and "…" not in text, text
+    for bench, metric in (("stream", "copy_bw [GB/s] ↑"), ("randomaccess", "gups [GUP/s] ↑")):
+        head, row = _headline_row(lines, bench)
+        assert metric in head and "vm (TCG)" in row and re.search(r"\+\d+\.\d %", row), row
+        assert "slower" in row
+    assert "every metric: vhpc report C --all" in text
+    assert text.rstrip().splitlines()[-1].startswith("every metric")
+    assert text.index("Findings") < text.index("Overhead relative to native")
+    assert "scale_bw" not in text  # the per-metric table is behind --all
+    assert "scale_bw [GB/s]" in _terminal(a, width=200, detail=True)
 
 
 def test_terminal_detail_table_lists_sizes_in_numeric_order(sweep):
@@ -403,10 +440,13 @@ def test_terminal_of_scalar_metrics_leaves_secondary_ones_to_the_html():
            for env in ("native", "other") for i in range(3)
            for m, unit, hib, v in (("mflops", "Mflop/s", True, 900.0), ("time_s", "s", False, 2.0),
                                    ("iterations", "count", False, 150.0), ("residual", "1", False, 1e-9))]
-    text = _terminal(analyse(obs, ENVS, "native"))
-    assert "mflops [Mflop/s]" in text and "time_s [s]" in text
+    a = analyse(obs, ENVS, "native")
+    text = _terminal(a, width=80)
+    assert "mflops [Mflop/s]" in text and "time_s [s]" not in text  # the headline: primary
     assert "iterations [count]" not in text and "residual [1]" not in text
-    assert "Secondary metrics (iterations, residual) are in the HTML report: /x/report.html" in text
+    assert "every metric: vhpc report ID --all" in text
+    every = _terminal(a, width=200, detail=True)  # --all: every metric, secondary ones too
+    assert all(m in every for m in ("time_s [s]", "iterations [count]", "residual [1]"))
 
 
 def test_ranks_sharing_a_host_cpu_across_nodes_limit_trust_in_the_headline(sweep, tmp_path):

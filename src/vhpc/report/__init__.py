@@ -383,11 +383,20 @@ class MeasuredRow:
     family: Family
 
 
+def fmt_halfwidth(x: float) -> str:
+    """An interval half-width with 2 significant digits, never in exponent form between 0.001
+    and 10^9 ("190", "1.9", "0.019"), as it stands beside a mean: "31.88 ± 190"."""
+    if not math.isfinite(x) or x == 0 or not 1e-3 <= abs(x) < 1e9:
+        return fmt_num(x, 2)
+    digits = max(0, 1 - math.floor(math.log10(abs(x))))
+    return f"{round(x, digits):.{digits}f}"
+
+
 def _mean_pm(s: Summary | None) -> str:
     if s is None or s.mean is None:
         return "—"
     hw = s.ci_halfwidth
-    return fmt_num(s.mean) if hw is None else f"{fmt_num(s.mean)} ± {fmt_num(hw, 2)}"
+    return fmt_num(s.mean) if hw is None else f"{fmt_num(s.mean)} ± {fmt_halfwidth(hw)}"
 
 
 def measured_rows(analysis: Analysis, primary_only: bool = True) -> list[MeasuredRow]:

@@ -74,8 +74,7 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
                                 {"html": html, "samples-csv": csv, "json": jsn})
     html_path = written["html"]
     if not quiet:
-        terminal.render_table(result, console, title=f"vhpc campaign {cid}",
-                              html_path=str(html_path), shared=export.shared_points(trials),
+        terminal.render_table(result, console, title=f"vhpc campaign {cid}", shared=export.shared_points(trials),
                               detail=detail, all_hint=f"vhpc report {cid} --all"
                               + ("" if str(out) == "vhpc-results" else f" --out {out}"))
         if meta["failed"]:

@@ -18,6 +18,8 @@ __all__ = ["render_table", "render_headline", "render_metrics", "VERDICT_STYLE"]
 #: rich style of a verdict (by its text, so a new verdict word needs no import here); one not
 #: named is yellow
 VERDICT_STYLE = {"slower": "bold red", "faster": "bold green"}
+#: the trust note of an emulated environment (its "(TCG)" mark and the footnote say it)
+TCG_TRUST = "TCG emulation, not KVM"
 
 
 def _caption(analysis: Analysis) -> str:
@@ -52,17 +54,17 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
         _footer(analysis, console, advice=True)
         return Table()
     metrics = render_metrics(analysis, title=None) if analysis.others() else None
-    shown = False
-    if metrics is not None and (detail or (detail is None and _fits(console, metrics))):
+    shown = metrics is not None and (detail or (detail is None and _fits(console, metrics)))
+    if shown:
         console.print(metrics)
-        shown = True
+    _footer(analysis, console, advice=False)  # the findings first: the answer ends the output
     table = render_headline(analysis, console, title, shared)
-    where = f"the HTML report: {html_path}" if html_path else "the HTML report"
     more = [] if shown or metrics is None or detail is False else [
         f"every metric: {all_hint}" if all_hint else "every metric: vhpc report ID --all"]
-    console.print(Text("; ".join([*more, f"figures and details: {where}"]) + ".", style="dim"),
-                  overflow="fold")
-    _footer(analysis, console, advice=False)
+    if html_path:
+        more.append(f"figures and details: {html_path}")
+    if more:
+        console.print(Text("; ".join(more), style="dim"), overflow="fold")
     return table
 
 
@@ -73,8 +75,8 @@ FIT_ROWS = 8
 
 def _fits(console: Console, table: Table) -> bool:
     """Whether ``table`` renders within the console's width in at most :data:`FIT_ROWS` rows."""
-    return (table.row_count <= FIT_ROWS
-            and console.measure(table).maximum <= console.width)
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    return table.row_count <= FIT_ROWS and natural <= console.width
 
 
 def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
@@ -114,8 +116,8 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
 
 
 def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
-    """The TCG footnote and the findings, one line per kind (its scopes listed; the advice
-    when ``advice``)."""
+    """The TCG footnote and the findings, one entry per kind (its scopes listed; the advice of
+    a warning, and with ``advice`` of every finding)."""
     emulated = analysis.emulated()
     if emulated:
         console.print(
@@ -127,19 +129,24 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
         )
     if analysis.findings:
         console.print(Text("Findings (details in the HTML report)", style="bold"))
-        # one line per kind of finding, its scopes listed, the advice once
-        for g in finding_groups(analysis.findings):
-            line = Text("  ")
-            line.append(f"{g.level:<4} ", style="bold yellow" if g.level == "warn" else "cyan")
+        # one entry per kind of finding, its scopes listed, the advice once; a long one
+        # continues under its text, not under the level
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=6, justify="right")
+        grid.add_column(overflow="fold")
+        for g in finding_groups([f for f in analysis.findings if f.kind != "tcg" or not emulated]):
+            level = Text(g.level, style="bold yellow" if g.level == "warn" else "cyan")
+            line = Text()
             if len(g.findings) == 1:
                 line.append(f"{g.findings[0].scope}: ", style="bold")
                 line.append(g.head)
             else:
                 line.append(f"{g.head}: ", style="bold")
                 line.append(", ".join(f.scope for f in g.findings))
-            if advice:
+            if advice or g.level == "warn":
                 line.append(f" → {g.advice}", style="dim")
-            console.print(line)
+            grid.add_row(level, line)
+        console.print(grid)
 
 
 def _short_env(analysis: Analysis, env: str) -> Text:
@@ -164,60 +171,80 @@ def _verdict_cell(fs, check: str = "") -> Text:
 
 def render_headline(analysis: Analysis, console: Console | None = None, title: str | None = None,
                     shared=()) -> Table:
-    """Print the headline of ``analysis`` and return its rich Table: the answer, within 80
-    columns and without a cut cell (every column folds rather than cuts).
+    """Print the headline of ``analysis`` and return its rows as a rich Table: the answer,
+    within the console's width (80 columns included) and without a cut cell.
 
-    With a baseline and other environments (:func:`vhpc.report.headline_rows`): one row per
-    primary family (a benchmark's primary metric, or that metric over a swept parameter) and
-    non-baseline environment: benchmark[params] (a sweep's points beneath), metric [unit] ↑/↓,
-    environment ("(TCG)" when emulated), overhead [interval] (the analysis' family summary, at
-    its confidence), verdict (a sweep's per-point counts beneath) and what limits trust.  A
-    trust note every row shares is printed once above the table instead.  A campaign with one
-    environment has nothing to compare: one row per benchmark's primary family with its
-    measured value (:func:`vhpc.report.measured_rows`: mean ± interval half-width, n, unit).
+    With a baseline and other environments (:func:`vhpc.report.headline_rows`): per primary
+    family (a benchmark's primary metric, or that metric over a swept parameter) one line
+    "benchmark[params] · metric [unit] ↑/↓ · its points", then one row per non-baseline
+    environment: the environment ("(TCG)" when emulated), overhead [interval] (the analysis'
+    family summary at its confidence, never recomputed here), the verdict (a sweep's per-point
+    counts and the check beneath it) and what limits trust.  Every row's column has one width
+    across the families, so the rows line up; cells fold, never cut.  A trust note every row
+    shares is printed once above instead.  A campaign with one environment has nothing to
+    compare: :func:`_render_measured` (what was measured).
     """
     console = console or Console()
     if not analysis.others():
         return _render_measured(analysis, console, title)
     rows = headline_rows(analysis, shared)
-    common = common_notes([r.trust for r in rows])
+    if not rows:
+        console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
+        return Table()
+    # said once: every row's note above the table; emulation by "(TCG)" and the footnote
+    common = [t for t in common_notes([r.trust for r in rows]) if t != TCG_TRUST]
+    said = {*common, TCG_TRUST}
     conf = f"{analysis.confidence * 100:g} %"
-    table = Table(title=Text(title or f"Overhead relative to {analysis.baseline}"),
-                  box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
-                  caption=Text(f"overhead > 0: worse than {analysis.baseline} in the metric's "
-                               f"direction; [{conf} interval]; sweeps: geometric mean over the "
-                               "points"),
-                  caption_justify="left")
-    table.add_column("benchmark", style="bold", overflow="fold")
-    table.add_column("metric", overflow="fold")
-    table.add_column("env", overflow="fold")
-    table.add_column(f"overhead [{conf}]", justify="right", overflow="fold")
-    table.add_column("verdict", overflow="fold")
-    table.add_column("trust", overflow="fold")
-    last = None
-    for i, r in enumerate(rows):
-        fs = r.summary
-        fam = fs.family
-        first = (fam.benchmark, fam.params, fam.quantity) != last
-        last = (fam.benchmark, fam.params, fam.quantity)
-        bench = Text(fam.label) if first else Text("")
-        if first and fam.sweep:
-            bench.append("\n" + fmt_points(fam), style="dim")
-        trust = [t for t in r.trust if t not in common]
-        nxt = rows[i + 1].summary.family if i + 1 < len(rows) else None
-        table.add_row(bench, Text(family_metric_label(fam)) if first else Text(""),
-                      _short_env(analysis, fs.environment), Text(fmt_family_overhead(fs)),
-                      _verdict_cell(fs, r.check),
-                      Text("; ".join(trust) or "—", style="yellow" if trust else "dim"),
-                      end_section=nxt is not None and nxt.benchmark != fam.benchmark)
+    envs = [_short_env(analysis, r.summary.environment) for r in rows]
+    cells = [fmt_family_overhead(r.summary) for r in rows]
+    verdicts = [_verdict_cell(r.summary, r.check) for r in rows]
+    trusts = [[t for t in r.trust if t not in said] for r in rows]
+    heads = ("environment", f"overhead [{conf}]", "verdict", "limits trust")
+    widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
+              max(len(heads[1]), *map(len, cells)),
+              min(max(len(heads[2]), *(len(x) for v in verdicts for x in v.plain.split("\n"))), 26)]
+    room = console.width - sum(widths) - 2 * 3
+    with_trust = any(trusts)
+    if with_trust:
+        widths.append(max(room, 12))
+
+    def grid() -> Table:
+        t = Table.grid(padding=(0, 2))
+        for i, w in enumerate(widths):
+            t.add_column(width=w, overflow="fold", justify="right" if i == 1 else "left")
+        return t
+
+    console.print(Text(title or f"Overhead relative to {analysis.baseline}", style="bold"),
+                  justify="center")
     if common:
         console.print(Text("Limits trust in every row: " + "; ".join(common), style="yellow"),
                       overflow="fold")
-    if rows:
-        console.print(table)
-    else:
-        console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
-    return table
+    head = grid()
+    head.add_row(*(Text(h, style="bold") for h in heads[:len(widths)]))
+    console.print(head)
+    console.print(Text("─" * min(console.width, sum(widths) + 2 * (len(widths) - 1)), style="dim"))
+    last, body = None, None
+    for i, r in enumerate(rows):
+        fam = r.summary.family
+        if (fam.benchmark, fam.params, fam.quantity) != last:
+            last = (fam.benchmark, fam.params, fam.quantity)
+            if body is not None:
+                console.print(body)
+            line = Text(fam.label, style="bold")
+            line.append(f" · {family_metric_label(fam)}")
+            if fam.sweep:
+                line.append(f" · {fmt_points(fam)}", style="dim")
+            console.print(line, overflow="fold")
+            body = grid()
+        env = Text("  ").append_text(envs[i])
+        trust = [Text("; ".join(trusts[i]) or "—", style="yellow" if trusts[i] else "dim")]
+        body.add_row(env, Text(cells[i]), verdicts[i], *(trust if with_trust else []))
+    console.print(body)
+    console.print(Text(f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
+                       f" [{conf} interval]" + ("; a sweep: the geometric mean over its points"
+                                                if any(r.summary.family.sweep for r in rows)
+                                                else ""), style="dim"), overflow="fold")
+    return body
 
 
 def _render_measured(analysis: Analysis, console: Console, title: str | None) -> Table:
