@@ -217,9 +217,9 @@ def test_terminal_headline_of_two_benchmarks_two_environments_fits_80_columns():
 
 def test_terminal_detail_table_lists_sizes_in_numeric_order(sweep):
     _, a = sweep
-    text = _terminal(a, detail=True)
-    sizes = [int(m) for m in re.findall(r"│ lat_(\d+) \[us\]", text)]
-    assert sizes == LAT_SIZES
+    text = _terminal(a, width=240, detail=True)
+    sizes = [m for m in re.findall(r"│ lat at (\d+ [KM]?i?B) \[us\]", text)]
+    assert sizes == [fmt_size(x) for x in LAT_SIZES]
 
 
 def test_csv_and_json_list_sizes_in_numeric_order(sweep, tmp_path):

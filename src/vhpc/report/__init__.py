@@ -42,6 +42,7 @@ __all__ = [
     "fmt_family_verdict",
     "fmt_family_counts",
     "family_metric_label",
+    "metric_label",
     "FindingGroup",
     "finding_groups",
     "HeadlineRow",
@@ -191,7 +192,8 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
             c = analysis.comparison(bench, params, metric, env) if env else None
             info = analysis.environments.get(env) if env else None
             rows.append(ComparisonRow(
-                bench=params_label(bench, params), metric=f"{metric} [{unit}] {direction_mark(hib)}",
+                bench=params_label(bench, params),
+                metric=f"{metric_label(metric)} [{unit}] {direction_mark(hib)}",
                 base=fmt_mean_ci(sums[base]), environment=env or "",
                 env_label=env_header(analysis, env) if env else "",
                 emulated=bool(info and info.emulated), mean=fmt_mean_ci(sums[env]) if env else "",
@@ -199,6 +201,15 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
                 overhead=fmt_overhead(c) if env else "", p=fmt_p(c) if env else "",
                 verdict=c.verdict if c else None, note=c.note if c else "", first=i == 0))
     return rows
+
+
+def metric_label(metric: str) -> str:
+    """A metric's name as a reader sees it: a size sweep's point with its unit ("lat at 4 MiB"
+    for ``lat_4194304``), any other name as it is."""
+    from vhpc.analysis.families import split_metric
+
+    q, x = split_metric(metric)
+    return metric if x is None else f"{q} at {fmt_size(x)}"
 
 
 def family_metric_label(fam: Family) -> str:

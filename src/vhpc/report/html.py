@@ -26,7 +26,7 @@ from vhpc.core.paths import write_atomic
 from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
 from vhpc.report import (comparison_rows, env_header, family_metric_label, finding_groups,
                          fmt_family_overhead, fmt_family_counts, fmt_family_range,
-                         fmt_family_ratio, fmt_points)
+                         fmt_family_ratio, fmt_points, measured_rows)
 from vhpc.report import figures, sweeps
 
 __all__ = ["write_html", "render_html", "inline_svg"]
@@ -202,8 +202,13 @@ def render_html(
             curves.append({"title": f"{fam.label}: {fam.quantity}", "anchor": _anchor(fam),
                            "figure": _embed(fig, pfx(), f"{fam.label} {fam.quantity} vs {fam.parameter}")})
     scalar_keys = [f.keys[0] for f in shown if not f.sweep]
+    compare = bool(analysis.others())  # one environment: what was measured, no ratio panel
     relative = _embed(figures.relative_bars(analysis, fmt, keys=scalar_keys), pfx(),
-                      f"relative to {analysis.baseline}") if scalar_keys else None
+                      f"relative to {analysis.baseline}") if scalar_keys and compare else None
+    measured = [] if compare else [
+        {"bench": r.bench, "metric": r.metric, "env": r.environment, "value": r.value,
+         "n": r.n, "unit": r.unit, "check": r.check, "first": i == 0 or r.bench != rows[i - 1].bench}
+        for rows in [measured_rows(analysis, primary_only=False)] for i, r in enumerate(rows)]
     # cold vs warm only means something when the protocol boots for it (cold, cold-warm) and
     # cold trials exist (a warm campaign's first trial after a boot is no experiment)
     spec = campaign.get("spec") if isinstance(campaign.get("spec"), Mapping) else {}
@@ -255,6 +260,8 @@ def render_html(
         confidence_pct=f"{analysis.confidence * 100:g}",
         emulated=analysis.emulated(),
         headline=headline,
+        compare=compare,
+        measured=measured,
         trust_all=trust_all,
         metric_trust_all=metric_trust_all,
         metric_rows=metric_rows,

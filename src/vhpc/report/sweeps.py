@@ -29,6 +29,14 @@ __all__ = ["size_sweeps", "family_figure", "family_distribution", "size_axis", "
 
 #: values spanning more than this factor (two decades) are drawn on a log axis
 LOG_SPAN = 100.0
+#: where 0 B sits on a log2 size axis: one octave left of 1 B, its tick labelled "0", so a
+#: zero-byte message is never drawn on top of the 1 B point
+ZERO_AT = 0.5
+
+
+def _at(x: float) -> float:
+    """A size as drawn on a log2 axis: 0 B at :data:`ZERO_AT`, others where they are."""
+    return x if x > 0 else ZERO_AT
 
 
 def size_sweeps(analysis: Analysis, fmt: str = "svg", min_points: int = 3) -> list[tuple[str, str | bytes]]:
@@ -60,7 +68,7 @@ def size_sweeps(analysis: Analysis, fmt: str = "svg", min_points: int = 3) -> li
             pts = sorted(by_env.get(env, []), key=lambda p: p[0])
             if not pts:
                 continue
-            xs = [max(x, 1) for x, _ in pts]
+            xs = [_at(x) for x, _ in pts]
             ys = [s.mean for _, s in pts]
             bars = [mean_error_bar(s) for _, s in pts]
             # log axis: the lower bar must end strictly above 0
@@ -72,7 +80,7 @@ def size_sweeps(analysis: Analysis, fmt: str = "svg", min_points: int = 3) -> li
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         log_ticks(ax, *ax.get_ylim())
-        ax.set_xlabel("message size [bytes] (0 B drawn at 1 B)")
+        ax.set_xlabel("message size [bytes]")
         ax.set_ylabel(f"{quantity} [{unit}]")
         title = f"{params_label(bench, params)}: {quantity} vs message size"
         ax.set_title(title, fontsize=9)
@@ -89,7 +97,10 @@ def _span_log(values: list[float]) -> bool:
 
 
 def _size_label(x: float) -> str:
-    """Compact tick label of a size in bytes: 1, 16, 256, 4K, 64K, 1M."""
+    """Compact tick label of a size in bytes: 0, 1, 16, 256, 4K, 64K, 1M (0 B sits at
+    :data:`ZERO_AT`)."""
+    if x < 1:
+        return "0"
     for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if x >= scale:
             return f"{x / scale:g}{suffix}"
@@ -105,16 +116,18 @@ def size_axis(ax, xs: list[float]) -> None:
     lo, hi = int(np.floor(np.log2(max(min(xs), 1)))), int(np.ceil(np.log2(max(max(xs), 1))))
     step = max(1, -(-(hi - lo) // 9))
     ticks = [2.0 ** e for e in range(lo, hi + 1, step)]
+    if min(xs) < 1:  # 0 B, drawn apart from 1 B
+        ticks.insert(0, ZERO_AT)
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _size_label(v)))
     ax.xaxis.set_minor_locator(NullLocator())
 
 
 def _sweep_points(fam: Family, lookup, attr: str) -> tuple[list[float], list]:
-    """(x as drawn: 0 B at 1 on a log axis; the object) for each point of the sweep ``fam``
+    """(x as drawn: 0 B at :data:`ZERO_AT` on a log axis; the object) for each point of the sweep ``fam``
     whose ``lookup(params, metric)`` gives an object with ``attr`` set (a summary's mean, a
     comparison's ratio); two empty lists when none has."""
-    pts = [(max(x, 1), o) for x, p, m in fam.points
+    pts = [(_at(x) if fam.by_size else x, o) for x, p, m in fam.points
            if x is not None and (o := lookup(p, m)) is not None and getattr(o, attr) is not None]
     return [x for x, _ in pts], [o for _, o in pts]
 
@@ -138,7 +151,7 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
     """A sweep as the seeds draw it (seed 001 Fig. 1-3, seed 004 Fig. 1-6): two panels.
 
     Left: the mean of ``fam``'s quantity (its unit) against the point (message size in bytes,
-    log2 axis, 0 B drawn at 1 B; or the swept parameter's value, log2 when it spans a factor
+    log2 axis, 0 B one octave left of 1 B; or the swept parameter's value, log2 when it spans a factor
     of 8), one line per environment including the baseline, error bars
     = the Student-t interval of each mean; y on a log axis when the means span more than two
     decades (:data:`LOG_SPAN`).  Right: the ratio env / baseline per point with its interval
@@ -149,8 +162,12 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
     if not fam.sweep:
         return None
     colors = env_colors(analysis)
-    fig = new_figure(10.0, 3.3)
-    ax, axr = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1.0]})
+    compare = bool(analysis.others())  # one environment: its curve, no ratio panel
+    fig = new_figure(10.0 if compare else 5.6, 3.3)
+    if compare:
+        ax, axr = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1.0]})
+    else:
+        ax, axr = fig.add_subplot(), None
     means: list[float] = []
     drawn = False
     with matplotlib.rc_context(RC):
@@ -168,18 +185,22 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
             drawn = True
         if not drawn:
             return None
-        allx = [max(x, 1) for x in fam.xs if x is not None]
+        allx = [_at(x) if fam.by_size else x for x in fam.xs if x is not None]
         _x_axis(ax, fam, allx)
         if _span_log(means) and min(means) > 0:
             ax.set_yscale("log")
             ax.set_ylim(bottom=min(means) / 4)  # a bar reaching 0 must not stretch the axis
             log_ticks(ax, *ax.get_ylim())
-        ax.set_xlabel("message size [bytes; K = KiB, M = MiB] (0 B drawn at 1)" if fam.by_size
+        zero = fam.by_size and 0 in fam.xs
+        ax.set_xlabel(("message size [bytes; K = KiB, M = MiB]" + (" (0 B left of 1 B)" if zero
+                                                                   else "")) if fam.by_size
                       else fam.parameter)
         ax.set_ylabel(f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}")
         ax.set_title(f"{fam.label}: {fam.quantity} vs {fam.parameter}")
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
+        if axr is None:
+            return render(fig, fmt)
         ratios: list[float] = []
         for env in analysis.others():
             xs, comps = _sweep_points(
