@@ -146,3 +146,55 @@ def test_a_study_this_host_reduces_is_said_before_anything_runs(capsys, tmp_path
         assert f"vhpc paper 000: partition runs reduced: {' '.join(note.split())}" in first
     else:
         assert "runs reduced" not in first
+
+
+def test_paper_study_runs_only_the_named_studies(capsys, tmp_path):
+    """``--study`` (repeatable) narrows the seed to the named studies, in the dry run as in a
+    run; an unknown name is one line naming the seed's studies, exit 2; --help lists it."""
+    with pytest.raises(SystemExit):
+        cli.main(["paper", "--help"])
+    assert "--study NAME" in capsys.readouterr().out
+    rc, out, _ = _cli(capsys, "paper", "003", "--dry-run", "--repeats", "2", "--study", "co-run",
+                      "--out", str(tmp_path))
+    assert rc == 0 and "co-run (Fig. 5)" in out and "oversubscription" not in out
+    assert "seed 003: 1 of 1 studies to run" in out
+    rc, _, err = _cli(capsys, "paper", "003", "--dry-run", "--study", "scaling", "--out",
+                      str(tmp_path))
+    assert rc == 2 and "--study scaling: not a study of seed 003: choose oversubscription" in err
+
+
+def test_a_study_status_says_failed_with_the_reason_from_stderr():
+    from types import SimpleNamespace as T
+
+    srun = ("srun: error: vhpc2: task 0: Exited with exit code 2\n"
+            "vhpc: error: vm: vcpus=2 but the host has 1 CPUs: give vcpus=1\n")
+    trials = [T(status="done", stderr="", error=None),
+              T(status="failed", stderr=srun, error="slurm step failed (srun exit 1)"),
+              T(status="failed", stderr="", error="timed out after 600 s")]
+    status, why = paper.study_status("finished", trials)
+    assert status == "failed 2 of 3"
+    assert why == "vhpc: error: vm: vcpus=2 but the host has 1 CPUs: give vcpus=1"
+    assert paper.study_status("finished", trials[:1]) == ("finished", "")
+    assert paper.study_status("interrupted", [trials[0], T(status="pending", stderr="", error=None)]
+                              )[0] == "interrupted"
+    assert paper.study_status("finished", []) == ("not run", "")
+
+
+def test_the_estimate_uses_past_trials_of_the_same_kind_and_the_measured_boot(tmp_path):
+    """A past campaign's trials of the same benchmark and parameters in an environment of the
+    same kind (another name) give the trial time; the gap before a session's first trial the
+    boot."""
+    from vhpc.store import Store
+
+    spec = studies.build("linpack", TWO, ["linpack:n=300"], repeats=2, warmup=0)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, spec, "vhpc study linpack")
+    store.db.execute("UPDATE environments SET name = name || '-old' WHERE campaign_id=?", (cid,))
+    store.db.execute("UPDATE environments SET accel='tcg' WHERE campaign_id=? AND kind='vm'", (cid,))
+    store.db.execute("UPDATE trials SET environment = environment || '-old', status='done', "
+                     "started = seq * 100 + 7, ended = seq * 100 + 10, session_index = "
+                     "CASE WHEN environment LIKE 'vm%' THEN 0 ELSE NULL END WHERE campaign_id=?",
+                     (cid,))
+    store.db.commit()
+    # each trial 3 s as stored; the VM's boot: its first trial began 97 s after the one before
+    assert paper.estimate_s(spec, campaign.plan(spec), "tcg", store) == pytest.approx(3.0 * 4 + 97)

@@ -37,7 +37,7 @@ def cmd_compare(args) -> int:
     if args.dry_run:
         if spec is None:
             raise UsageError("--dry-run plans a new campaign: drop --resume")
-        return _dry_run(spec)
+        return _dry_run(spec, args.out)
     return run_campaign(args, spec)[0]
 
 
@@ -45,7 +45,7 @@ def cmd_run(args) -> int:
     from vhpc.spec import parse as specmod
 
     spec = specmod.from_file(args.spec)
-    return _dry_run(spec) if args.dry_run else run_campaign(args, spec)[0]
+    return _dry_run(spec, args.out) if args.dry_run else run_campaign(args, spec)[0]
 
 
 def cmd_study(args) -> int:
@@ -66,10 +66,7 @@ def cmd_study(args) -> int:
                          host_knobs=args.host_knob, repeats=args.repeats, warmup=args.warmup,
                          timeout=args.timeout, executor=args.executor)
     if args.dry_run:
-        from vhpc.workflows.paper import dry_run_estimate
-
-        _dry_run(spec)
-        console.print(dry_run_estimate(spec, args.out), highlight=False, markup=False)
+        _dry_run(spec, args.out)
         return 0
     args.resume = None
     rc, cid = run_campaign(args, spec)

@@ -429,19 +429,28 @@ h2 { border-bottom: 1px solid #ccc; } svg.figure, img.figure { max-width: 100%; 
 .o-agrees .outcome { color: #1b7f2a; font-weight: bold; } .o-disagrees .outcome { color: #b00020; font-weight: bold; }
 .o-cannot-tell .outcome { color: #8a6d00; font-weight: bold; } .src, .caption { color: #555; font-size: .85rem; }
 .banner { background: #b00020; color: #fff; padding: .6rem 1rem; border-radius: 4px; }
-td.limits { color: #8a6d00; }
+td .limits, td.limits { color: #8a6d00; font-size: .8rem; } .why { color: #b00020; font-size: .8rem; max-width: 22rem; }
+.s-finished { color: #1b7f2a; } .s-failed, .s-interrupted { color: #b00020; } .s-not { color: #555; }
+table.seed-studies td { vertical-align: top; }
 table { border-collapse: collapse; font-size: .85rem; } th, td { border: 1px solid #ddd; padding: .2rem .5rem; }
 </style></head><body>
 <h1>Seed {{ seed }}: the paper's evaluation re-run on this host</h1>
 <p>{{ title }}</p>
-<table class="seed-studies" id="headline"><thead><tr><th>study</th><th>figure</th><th>paper found / this host</th><th>limits trust</th><th>campaign</th><th>status</th></tr></thead><tbody>
-{% for e in entries %}<tr><td><a href="#study-{{ e.name }}">{{ e.name }}</a></td><td>{{ e.number }}</td><td>{{ e.answer or "—" }}</td>
-<td class="limits">{% for l in e.limits %}<div>{{ l }}</div>{% else %}—{% endfor %}</td><td>{{ e.cid or "—" }}</td><td>{{ e.status }}</td></tr>{% endfor %}
+<table class="seed-studies" id="headline"><thead><tr><th>study</th><th>status</th><th>the paper found</th><th>this host measured</th><th>outcome</th></tr></thead><tbody>
+{% for e in entries %}{% set n = [e.lines|length, 1]|max %}
+<tr class="study-row" data-study="{{ e.name }}"><td rowspan="{{ n }}"><a href="#study-{{ e.name }}">{{ e.name }}</a><br><small>{{ e.number }}</small>{% if e.limits %}<div class="limits">{% for l in e.limits %}<div>{{ l }}</div>{% endfor %}</div>{% endif %}</td>
+<td rowspan="{{ n }}" class="status s-{{ e.status.split(' ')[0] }}"><b>{{ e.status }}</b>{% if e.why %}<div class="why">{{ e.why }}</div>{% endif %}</td>
+{% if e.lines %}{% for l in e.lines %}{% if not loop.first %}<tr>{% endif %}<td>{{ l.statement }}<div class="src">{{ l.paper }} ({{ l.source }})</div></td><td>{{ l.measured }}</td>
+<td class="o-{{ l.outcome|replace(' ', '-') }}"><span class="outcome">{{ l.outcome }}</span>{% if l.reason %}<div class="src">{{ l.reason }}</div>{% endif %}</td></tr>
+{% endfor %}{% else %}<td>—</td><td>—</td><td>—</td></tr>{% endif %}
+{% endfor %}
 </tbody></table>
+<p class="caption">Per stated finding of the paper, its number beside this host's (overhead or ratio with its interval and n) and whether they agree.
+Status: <b>finished</b> (every trial ran), <b>failed N of M</b> (with the first failed trial's reason), <b>interrupted</b> (resume with <code>vhpc compare --resume ID</code>), <b>not run</b>.</p>
 {% if emulated %}<div class="banner">Some results come from TCG emulation, not hardware virtualization: their overheads are not KVM overheads.</div>{% endif %}
 {% for e in entries %}
 <section id="sec-{{ e.name }}"><h2>{{ e.name }}{% if e.cid %} — campaign {{ e.cid }}{% if e.report %} (<a href="{{ e.report }}">full report</a>){% endif %}{% endif %}</h2>
-{% if e.block %}{{ e.block }}{% else %}<p>Not run: {{ e.status }}</p>{% endif %}
+{% if e.block %}{% if e.why %}<p class="why">{{ e.status }}: {{ e.why }}</p>{% endif %}{{ e.block }}{% else %}<p>{{ e.status }}{% if e.why %}: {{ e.why }}{% endif %}</p>{% endif %}
 </section>
 {% endfor %}
 <script>
@@ -470,8 +479,9 @@ def write_seed_page(seed: str, entries: list[dict[str, Any]], path: str | Path) 
     report link, emulated) in the paper's order.  Returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    entries = [{"number": "", "cid": None, "status": "", "block": None, "report": None,
-                "emulated": False, "answer": "", "limits": [], **e} for e in entries]
+    entries = [{"number": "", "cid": None, "status": "", "why": "", "block": None,
+                "report": None, "emulated": False, "answer": "", "limits": [], "lines": [], **e}
+               for e in entries]
     write_atomic(path, PAGE_TPL.render(seed=seed, title=SEED_TITLES.get(seed, ""), entries=entries,
                                     emulated=any(e.get("emulated") for e in entries)))
     return path

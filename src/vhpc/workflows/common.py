@@ -136,13 +136,18 @@ def spec_from_flags(args):
                             executor=getattr(args, "executor", None))
 
 
-def dry_run(spec) -> int:
-    """Print the plan of ``spec`` with placements on this host; start nothing."""
+def dry_run(spec, out: str | None = None) -> int:
+    """Print the plan of ``spec`` with placements on this host and, with ``out`` (the results
+    folder, whose store's past trials it reads), how long it may take; start nothing."""
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
     plans = execute.placements(spec, execute.host_facts())
     views.dry_run(console, spec, execute.plan(spec), {n: p.text for n, p in plans.items()})
+    if out is not None:
+        from vhpc.workflows.paper import dry_run_estimate
+
+        console.print(dry_run_estimate(spec, out), highlight=False, markup=False)
     return 0
 
 

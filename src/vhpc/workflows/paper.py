@@ -103,10 +103,62 @@ def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) 
     return items
 
 
-def _past_seconds(store) -> dict[tuple[str, str, str], float]:
-    """Mean stored duration per (benchmark, parameters, environment) of finished trials
-    (:meth:`vhpc.store.Store.durations`; a damaged store raises its one-line StoreError)."""
-    return store.durations() if store is not None else {}
+@dataclass
+class Past:
+    """What a store's finished trials say about time on this host (seconds): the mean trial
+    duration per (benchmark, parameters, environment) and per (benchmark, parameters,
+    environment kind, accelerator); per (kind, accelerator) the median trial and the median
+    measured boot (a session's first trial started this long after the trial before it ended,
+    in the same campaign: the guest's boot and the agent's start)."""
+
+    exact: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    by_kind: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    median: dict[tuple[str, str], float] = field(default_factory=dict)
+    boot: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def _past_seconds(store) -> Past:
+    """:class:`Past` from the newest 5000 trials of ``store`` (an empty one without a store,
+    or for an old or foreign store: the rules of thumb then)."""
+    if store is None:
+        return Past()
+    try:
+        rows = store.db.execute(
+            "SELECT t.campaign_id, t.seq, t.benchmark, t.params, t.environment, t.status, "
+            "t.session_index, t.started, t.ended, e.kind, e.accel FROM trials t LEFT JOIN "
+            "environments e ON e.campaign_id = t.campaign_id AND e.name = t.environment "
+            "WHERE t.started IS NOT NULL AND t.ended IS NOT NULL "
+            "ORDER BY t.id DESC LIMIT 5000").fetchall()
+    except Exception:  # an old or foreign store: rule of thumb only
+        return Past()
+    exact: dict[tuple, list[float]] = {}
+    by_kind: dict[tuple, list[float]] = {}
+    median: dict[tuple, list[float]] = {}
+    boot: dict[tuple, list[float]] = {}
+    ended: dict[tuple[str, int], float] = {}
+    for r in rows:
+        ended[(r["campaign_id"], r["seq"])] = r["ended"]
+    for r in rows:
+        kind = (r["kind"] or "", r["accel"] or "")
+        if r["session_index"] == 0:  # a session's first trial: the boot came before it
+            before = ended.get((r["campaign_id"], r["seq"] - 1))
+            if before is not None and 0 < r["started"] - before < 600:
+                boot.setdefault(kind, []).append(r["started"] - before)
+        if r["status"] != "done":
+            continue
+        d = r["ended"] - r["started"]
+        exact.setdefault((r["benchmark"], r["params"], r["environment"]), []).append(d)
+        by_kind.setdefault((r["benchmark"], r["params"], *kind), []).append(d)
+        median.setdefault(kind, []).append(d)
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    return Past({k: mean(v) for k, v in exact.items()}, {k: mean(v) for k, v in by_kind.items()},
+                {k: _median(v) for k, v in median.items()},
+                {k: _median(v) for k, v in boot.items()})
 
 
 def work_factor(bench_spec) -> float:
@@ -131,17 +183,20 @@ def work_factor(bench_spec) -> float:
 
 
 def estimate_s(spec, trials, accel: str, store=None) -> float:
-    """Seconds the planned ``trials`` of ``spec`` may take here: a past finished trial of the
-    same benchmark, parameters and environment in ``store`` when there is one, else the
-    environment kind's rule of thumb (:meth:`EnvironmentKind.trial_seconds` under ``accel``),
-    half of it fixed (starting the trial) and half scaled by the benchmark's
-    :func:`work_factor`, plus its given :data:`DURATION`; each trial at most the spec's
-    timeout; a boot for the first session of a kind that boots guests and for every fresh
-    one."""
+    """Seconds the planned ``trials`` of ``spec`` may take here, each trial at most the spec's
+    timeout, from what ``store`` measured on this host (:class:`Past`), best first: a past
+    finished trial of the same benchmark, parameters and environment; of the same benchmark and
+    parameters in an environment of the same kind and accelerator; the median past trial of
+    that kind scaled by the benchmark's :func:`work_factor`; else the kind's rule of thumb
+    (:meth:`EnvironmentKind.trial_seconds` under ``accel``), half of it fixed (starting the
+    trial) and half scaled by the work factor.  Plus a given :data:`DURATION`, and a boot for
+    the first session of a kind that boots guests and every fresh one: the median boot the
+    store measured for that kind, else :data:`BOOT_S`."""
     from vhpc.environments.kind import KINDS
 
     past = _past_seconds(store)
-    kinds = {e.name: KINDS.get(e.kind)() for e in spec.environments}
+    envs = {e.name: e for e in spec.environments}
+    kinds = {n: KINDS.get(e.kind)() for n, e in envs.items()}
     factors = {b.name + "\0" + b.key: (work_factor(b), float(b.params.get(DURATION) or 0))
                for b in spec.benchmarks}
     limit = getattr(spec, "timeout", None) or float("inf")
@@ -149,13 +204,18 @@ def estimate_s(spec, trials, accel: str, store=None) -> float:
     booted: set[str] = set()
     for t in trials:
         kind = kinds[t.environment]
-        s = past.get((t.benchmark, t.params, t.environment))
+        k = (envs[t.environment].kind, accel if kind.boots_guests else "")
+        f, wall = factors.get(t.benchmark + "\0" + t.params, (1.0, 0.0))
+        s = past.exact.get((t.benchmark, t.params, t.environment))
+        if s is None:
+            s = past.by_kind.get((t.benchmark, t.params, *k))
+        if s is None and k in past.median:
+            s = past.median[k] * f + wall
         if s is None:  # half of a rule-of-thumb trial is starting it, half is the work
-            f, wall = factors.get(t.benchmark + "\0" + t.params, (1.0, 0.0))
             s = kind.trial_seconds(accel) * (0.5 + 0.5 * f) + wall
         total += min(s, limit)
         if kind.boots_guests and (t.fresh or t.environment not in booted):
-            total += BOOT_S.get(accel, 60.0)  # the first session's boot, and every fresh one
+            total += past.boot.get(k, BOOT_S.get(accel, 60.0))
             booted.add(t.environment)
     return total
 
@@ -221,6 +281,7 @@ def entry(store, cid: str, out: Path, name: str, note: str | None = None) -> dic
     envs = store.environments(cid)
     result = analysis.analyse(store.observations(cid), envs, camp["spec"]["baseline"])
     trials = store.trials(cid)
+    status, why = study_status(camp["status"], trials)
     html = views.campaign_report(store, cid, out, None, quiet=True)
     drawn = Path(html).parent / "figure.svg"  # the campaign report drew the same figure
     block, fd, lines, _ = study_block(name, result, trials, prefix=f"{name}-", note=note,
@@ -229,8 +290,50 @@ def entry(store, cid: str, out: Path, name: str, note: str | None = None) -> dic
                                       and not drawn.is_symlink() else None)
     emulated = bool(result.emulated())
     return {"cid": cid, "block": block, "report": f"../{cid}/{Path(html).name}",
-            "status": camp["status"], "emulated": emulated, "answer": answer(lines),
+            "status": status, "why": why, "emulated": emulated, "answer": answer(lines),
+            "lines": [l for l in lines if l.kind == "paper"],
             "limits": limits(fd, trials, emulated)}
+
+
+#: words in a line of a failed trial's output that say why it failed (the first such line is
+#: the reason the page shows); checked case-insensitively
+_WHY = ("error", "cannot", "can't", "not ", "no ", "fail", "refus", "denied", "only", "exceed",
+        "too ", "invalid", "unable", "killed", "timed out", "timeout", "but ")
+
+
+def failure_reason(trial) -> str:
+    """Why ``trial`` failed, in one line: the first line of its stderr, then of its error, that
+    says why (:data:`_WHY`: "vcpus=2 but the host has 1 CPUs" rather than "srun: error: task 0
+    exited": the launchers' own lines and exit codes are passed over); the last line when none
+    does; "" when it stored nothing."""
+    from vhpc.core.text import plain
+
+    texts = [plain(getattr(trial, "stderr", None) or ""), plain(getattr(trial, "error", None) or "")]
+    lines = [" ".join(x.split()) for t in texts for x in t.splitlines() if x.strip()]
+    for line in lines:
+        low = line.lower()
+        launcher = low.startswith(("srun:", "slurmstepd:", "mpirun", "prterun"))
+        if (any(w in low for w in _WHY) and not launcher
+                and not any(g in low for g in ("exit code", "exit status", "step failed"))):
+            return line[:300]
+    return (lines[-1] if lines else "")[:300]
+
+
+def study_status(campaign_status: str, trials) -> tuple[str, str]:
+    """(status, reason) of a study's stored campaign: ``finished`` (every measured trial done),
+    ``failed N of M`` (N of its M trials failed; the reason: the first failed trial's
+    :func:`failure_reason`), ``interrupted`` (trials still pending or running: the campaign was
+    stopped; ``vhpc compare --resume ID`` continues it) or ``not run`` (no trial)."""
+    trials = list(trials)
+    if not trials:
+        return "not run", ""
+    failed = [t for t in trials if t.status == "failed"]
+    left = [t for t in trials if t.status in ("pending", "running")]
+    if failed:
+        return f"failed {len(failed)} of {len(trials)}", failure_reason(failed[0])
+    if left or campaign_status not in ("finished", "done"):
+        return "interrupted", f"{len(left)} of {len(trials)} trials not run"
+    return "finished", ""
 
 
 def page(seed: str, items: list[Item], store, out: str | Path) -> Path:
@@ -242,7 +345,8 @@ def page(seed: str, items: list[Item], store, out: str | Path) -> Path:
     entries = []
     for it in items:
         e = {"name": it.name, "number": it.number, "cid": None, "block": None,
-             "status": it.reason and f"not run as the paper did: {it.reason}" or "no stored campaign"}
+             "status": "not run", "why": it.reason and f"not run as the paper did: {it.reason}"
+             or "no stored campaign"}
         if it.name in have:
             e.update(entry(store, have[it.name], out, it.name, it.note))
         entries.append(e)
@@ -267,12 +371,28 @@ def add_parser(sub) -> argparse.ArgumentParser:
                          "needs slurm:nodes=N and is refused without it")
     pp.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                     help="passed to every study, e.g. hugepages_2m=1024 for the paging study")
+    pp.add_argument("--study", action="append", metavar="NAME",
+                    help="run (and show) only this study of the seed; repeatable "
+                         "(default: all of them; --dry-run lists their names)")
     pp.add_argument("--from-store", action="store_true",
                     help="run nothing: the page from each study's newest stored campaign")
     pp.add_argument("--out", default="vhpc-results", help="results directory (default: %(default)s)")
     pp.add_argument("--dry-run", action="store_true",
                     help="print each study's figure, trials and time estimate; start nothing")
     return pp
+
+
+def select(items: list[Item], names: list[str], seed: str) -> list[Item]:
+    """The items ``--study`` names (all of them when ``names`` is empty), in the paper's
+    order; raises UsageError naming the seed's studies for a name that is not one of them."""
+    from vhpc.workflows.common import UsageError
+
+    known = [i.name for i in items]
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise UsageError(f"--study {bad[0]}: not a study of seed {seed}: choose "
+                         f"{', '.join(known)}")
+    return [i for i in items if not names or i.name in names]
 
 
 def _overrides(items: list[str]) -> dict[str, list[str]]:
@@ -323,6 +443,7 @@ def run(args) -> int:
     if unknown:
         raise UsageError(f"-b: {', '.join(sorted(unknown))} is not a study of seed {args.seed}: "
                          f"choose {', '.join(i.name for i in items)}")
+    items = select(items, getattr(args, "study", None) or [], args.seed)
     seed = studies.of_seed(args.seed)[0].seed
     say = dict(highlight=False, markup=False, soft_wrap=True)
     if not args.from_store:
