@@ -198,3 +198,20 @@ def test_the_estimate_uses_past_trials_of_the_same_kind_and_the_measured_boot(tm
     store.db.commit()
     # each trial 3 s as stored; the VM's boot: its first trial began 97 s after the one before
     assert paper.estimate_s(spec, campaign.plan(spec), "tcg", store) == pytest.approx(3.0 * 4 + 97)
+
+
+def test_a_guest_larger_than_a_node_is_refused_before_anything_runs(monkeypatch):
+    """Under slurm the dry run asks what a node holds (sinfo's CPUs per node): a guest with
+    more vCPUs than a node has CPUs is refused with the reason, as the page then says."""
+    from vhpc import executors
+
+    slurm = executors.EXECUTORS.get("slurm")
+    monkeypatch.setattr(slurm, "node_cpus", classmethod(lambda cls, options: 1))
+    items = {i.name: i for i in paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=3")}
+    guests = [i for i in items.values()
+              if i.reason and "but a node of slurm:nodes=3 has 1 CPU(s) (sinfo)" in i.reason]
+    assert guests and all(i.spec is None and i.trials == [] for i in guests)
+    assert re.search(r"its guest \S+ has vcpus=\d+", guests[0].reason)
+    monkeypatch.setattr(slurm, "node_cpus", classmethod(lambda cls, options: 64))
+    assert all("(sinfo)" not in (i.reason or "") for i in
+               paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=3"))

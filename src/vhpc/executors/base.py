@@ -84,6 +84,13 @@ class Executor(ABC):
         """Compute nodes an environment may spread over under ``options`` (1: one host)."""
         return 1
 
+    @classmethod
+    def node_cpus(cls, options: ExecutorOptions) -> int | None:
+        """CPUs of the smallest compute node trials may land on under ``options``, when known
+        before anything runs (a dry run's check of what a node can hold); None: this host's
+        checks apply, or nothing is known."""
+        return None
+
     def preflight(self) -> None:
         """Check, before a campaign is stored, that this executor can run (commands installed,
         controller answers).  Raises a VhpcError subclass saying what to change."""

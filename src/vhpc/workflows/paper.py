@@ -63,7 +63,7 @@ def _refusal(study, spec, executor: str | None) -> str | None:
     from vhpc.campaign import execute
 
     if not spec.executor.part.runs_here:
-        return None  # the compute nodes' pages are theirs: checked where the guests boot
+        return _node_refusal(spec)  # the nodes' hugepages are theirs: checked where guests boot
 
     plans = execute.placements(spec, execute.host_facts())
     for name, p in plans.items():
@@ -74,6 +74,22 @@ def _refusal(study, spec, executor: str | None) -> str | None:
                 first = " ".join(str(exc).split())
                 return (f"its guest {name} needs hugepages this host has not reserved ({first}); "
                         "add --host-knob hugepages_2m=N")
+    return None
+
+
+def _node_refusal(spec) -> str | None:
+    """Why a compute node of ``spec``'s executor cannot hold one of its guests (None: it can,
+    or the executor does not say what its nodes hold): a guest's vCPUs against the fewest CPUs
+    of a node (:meth:`vhpc.executors.base.Executor.node_cpus`), one guest per node."""
+    cpus = spec.executor.part.node_cpus(spec.executor.options)
+    if cpus is None:
+        return None
+    for env in spec.environments:
+        vcpus = getattr(env.options, "vcpus", None)
+        if env.part.boots_guests and isinstance(vcpus, int) and vcpus > cpus:
+            return (f"its guest {env.name} has vcpus={vcpus} but a node of {spec.executor} has "
+                    f"{cpus} CPU(s) (sinfo): a node cannot hold it; use nodes with {vcpus} "
+                    "CPUs or more")
     return None
 
 

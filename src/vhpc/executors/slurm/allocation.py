@@ -169,6 +169,26 @@ class SlurmExecutor(Executor):
         """``nodes=`` (1 when left to the cluster's default)."""
         return options.nodes or 1
 
+    @classmethod
+    def node_cpus(cls, options: SlurmOptions) -> int | None:
+        """The fewest CPUs of a node of the partition (``sinfo -N -o '%N %P %c'``; the default
+        partition, marked *, when none is given); None when sinfo is missing or does not
+        answer."""
+        argv = ["sinfo", "-h", "-N", "-o", "%N %P %c"]
+        try:
+            out = subprocess.run(argv + (["-p", options.partition] if options.partition else []),
+                                 capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                 timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        rows = [ln.split() for ln in out.stdout.splitlines() if len(ln.split()) == 3]
+        if out.returncode != 0 or not rows:
+            return None
+        if not options.partition:
+            rows = [r for r in rows if r[1].endswith("*")] or rows
+        counts = [int(r[2]) for r in rows if r[2].isdigit()]
+        return min(counts) if counts else None
+
     # -- allocation ------------------------------------------------------------------------
     def comment(self) -> str:
         """The allocation's job comment: who holds it (vhpc's pid and host) and why."""
