@@ -581,3 +581,32 @@ def test_all_metrics_says_a_note_every_row_shares_once(tmp_path):
     assert "<b>Limits trust in every row:</b> TCG emulation, not KVM." in metrics
     cells = re.findall(r'<td class="trust">(.*?)</td>', metrics)
     assert len(cells) == 2 and all("TCG" not in c for c in cells)
+
+
+def test_headline_keeps_threads_apart_and_leaves_shared_cpu_points_out():
+    """Seed 003 Fig. 2 contrasts threads=1 with threads=4: one headline row each, never their
+    geometric mean; a ranks sweep whose 4-rank point shared host CPUs between nodes is
+    summarised without it, and says so."""
+    from vhpc.report import headline_rows
+
+    obs, tid = [], 0
+    for r in range(3):
+        for env, slow in (("native", 1.0), ("other", None)):
+            for threads, f in ((1, 1.1), (4, 2.0)):
+                obs.append(Observation(env, "npb-ep", f"class=S,threads={threads}", "time", "s",
+                                       False, 10.0 * (slow or f) + 0.01 * r, True, False, tid, r))
+                tid += 1
+            for ranks, f in ((1, 1.1), (2, 1.1), (4, 3.0)):
+                obs.append(Observation(env, "hpccg", f"ranks={ranks}", "mflops", "Mflop/s", True,
+                                       900.0 / (slow or f) + r, True, False, tid, r))
+                tid += 1
+    a = analyse(obs, ENVS, "native")
+    rows = headline_rows(a, shared=[("other", "hpccg", "ranks=4")])
+    ep = [r for r in rows if r.summary.family.benchmark == "npb-ep"]
+    assert [r.summary.family.params for r in ep] == ["class=S,threads=1", "class=S,threads=4"]
+    assert [round(r.summary.ratio, 2) for r in ep] == [1.1, 2.0]
+    (hp,) = [r for r in rows if r.summary.family.benchmark == "hpccg"]
+    assert hp.summary.family.xs == [1, 2] and hp.summary.ratio == pytest.approx(1 / 1.1, rel=0.01)
+    assert any("without ranks=4" in t and "contention" in t for t in hp.trust)
+    text = _terminal(a, width=80)
+    assert "npb-ep[class=S,threads=1]" in text and "npb-ep[class=S,threads=4]" in text

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from vhpc.core import stats
 from vhpc.analysis import Analysis, Comparison, Summary
 from vhpc.analysis.results import Finding
-from vhpc.analysis.families import (Family, FamilySummary, families, fmt_size, headline,
-                                   sorted_keys)
+from vhpc.analysis.families import Family, FamilySummary, families, fmt_size, sorted_keys
 
 __all__ = [
     "fmt_num",
@@ -50,6 +49,7 @@ __all__ = [
     "MeasuredRow",
     "measured_rows",
     "common_notes",
+    "KEEP_APART",
     "check_status",
 ]
 
@@ -355,18 +355,58 @@ class HeadlineRow:
     check: str
 
 
+#: parameters a study is about (seed 003 Fig. 2 contrasts threads=1 with threads=4): the
+#: headline keeps each value apart instead of averaging over them
+KEEP_APART = ("threads",)
+
+
+def _split(fam: Family, shared: set, env: str, base: str) -> list[tuple[Family, str]]:
+    """The families the headline shows for ``fam`` in ``env``, each with a note ("" or what it
+    leaves out): one per point of a sweep over a :data:`KEEP_APART` parameter; a sweep whose
+    points include ones where nodes or guests shared a host CPU (``shared``: (environment,
+    benchmark, params) in ``env`` or the baseline) without them, said in the note; else
+    ``fam``."""
+    from dataclasses import replace
+
+    if fam.sweep and fam.parameter in KEEP_APART:
+        return [(replace(fam, params=p, points=((None, p, m),), parameter=""), "")
+                for _, p, m in fam.points]
+    hit = [pt for pt in fam.points if (env, fam.benchmark, pt[1]) in shared
+           or (base, fam.benchmark, pt[1]) in shared]
+    if fam.sweep and hit and len(hit) < len(fam.points):
+        kept = tuple(pt for pt in fam.points if pt not in hit)
+        left = ", ".join(f"{fam.parameter}={fam.fmt_x(x)}" if not fam.by_size else fam.fmt_x(x)
+                         for x, _, _ in hit)
+        return [(replace(fam, points=kept, parameter=fam.parameter if len(kept) > 1 else ""),
+                 f"without {left}: CPUs shared between nodes/guests (contention)")]
+    return [(fam, "")]
+
+
 def headline_rows(analysis: Analysis, shared=()) -> list[HeadlineRow]:
-    """The headline: :func:`vhpc.analysis.families.headline` (the primary family of every
-    benchmark[params] against the baseline, one per non-baseline environment), in report
-    order, each with its trust notes and check (the environment's, or the baseline's when
-    that failed)."""
+    """The headline: per primary family (:func:`vhpc.analysis.families.families`) and
+    non-baseline environment, the analysis' :class:`FamilySummary`
+    (:func:`vhpc.analysis.families.summarise_family`), in report order, each with its trust
+    notes and check (the environment's, or the baseline's when that failed).  It never
+    averages across a parameter a study is about (:data:`KEEP_APART`: one row per value), and
+    a sweep's mean leaves out the points whose ranks of different nodes or guests shared a
+    host CPU (``shared``: (environment, benchmark, params)), saying so in its trust notes."""
+    from vhpc.analysis.families import summarise_family
+
+    shared = set(shared)
     out = []
-    for fs in headline(analysis, shared=shared):
-        env_check = check_status(analysis, fs.family, fs.environment)
-        base_check = check_status(analysis, fs.family, analysis.baseline)
-        check = env_check if not base_check.startswith("fail") else (
-            f"{analysis.baseline} {base_check}")
-        out.append(HeadlineRow(fs, fs.trust, check))
+    for fam in families(analysis):
+        if not fam.primary:
+            continue
+        for env in analysis.others():
+            for part, note in _split(fam, shared, env, analysis.baseline):
+                fs = summarise_family(analysis, part, env, () if note else shared)
+                if fs is None:
+                    continue
+                env_check = check_status(analysis, part, env)
+                base_check = check_status(analysis, part, analysis.baseline)
+                check = env_check if not base_check.startswith("fail") else (
+                    f"{analysis.baseline} {base_check}")
+                out.append(HeadlineRow(fs, (*fs.trust, *([note] if note else [])), check))
     return out
 
 

@@ -26,7 +26,7 @@ from vhpc.core.paths import write_atomic
 from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
 from vhpc.report import (comparison_rows, env_header, family_metric_label, finding_groups,
                          fmt_family_overhead, fmt_family_counts, fmt_family_range,
-                         fmt_family_ratio, fmt_points, measured_rows)
+                         fmt_family_ratio, fmt_points, headline_rows, measured_rows)
 from vhpc.report import figures, sweeps
 
 __all__ = ["write_html", "render_html", "inline_svg"]
@@ -187,7 +187,10 @@ def render_html(
 
     fams = families(analysis)
     sums = family_summaries(analysis, fams, shared)
-    headline = _family_rows(analysis, [fs for fs in sums if fs.family.primary])
+    rows = headline_rows(analysis, shared)
+    headline = _family_rows(analysis, [r.summary for r in rows])
+    for h, r in zip(headline, rows):  # the headline's own notes (what a mean leaves out), check
+        h["trust"], h["check"] = list(r.trust), r.check
     trust_all = common_trust(headline)
     metric_rows = _family_rows(analysis, [fs for fs in sums if not fs.family.primary
                                           and not fs.family.secondary])
