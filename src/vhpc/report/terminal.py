@@ -197,16 +197,18 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     conf = f"{analysis.confidence * 100:g} %"
     envs = [_short_env(analysis, r.summary.environment) for r in rows]
     cells = [fmt_family_overhead(r.summary) for r in rows]
-    verdicts = [_verdict_cell(r.summary, r.check) for r in rows]
+    all_pass = all(r.check == "pass" for r in rows)  # said once, above
+    verdicts = [_verdict_cell(r.summary, "" if all_pass else r.check) for r in rows]
     trusts = [[t for t in r.trust if t not in said] for r in rows]
     heads = ("environment", f"overhead [{conf}]", "verdict", "limits trust")
+    # the overhead with its interval on one line; the verdict and the trust notes fold
     widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
               max(len(heads[1]), *map(len, cells)),
-              min(max(len(heads[2]), *(len(x) for v in verdicts for x in v.plain.split("\n"))), 26)]
+              min(max(len(heads[2]), *(len(x) for v in verdicts for x in v.plain.split("\n"))), 16)]
     room = console.width - sum(widths) - 2 * 3
     with_trust = any(trusts)
     if with_trust:
-        widths.append(max(room, 12))
+        widths.append(max(room, len(heads[3])))
 
     def grid() -> Table:
         t = Table.grid(padding=(0, 2))
@@ -219,6 +221,9 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     if common:
         console.print(Text("Limits trust in every row: " + "; ".join(common), style="yellow"),
                       overflow="fold")
+    if all_pass:
+        console.print(Text("Check: every benchmark's verification or check passed in every run",
+                           style="green"), overflow="fold")
     head = grid()
     head.add_row(*(Text(h, style="bold") for h in heads[:len(widths)]))
     console.print(head)
