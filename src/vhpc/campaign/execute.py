@@ -26,6 +26,7 @@ Protocol (docs/campaigns.md, "Protocol"):
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import time
 from dataclasses import asdict
@@ -356,6 +357,14 @@ def imprecise(observations, target: float, confidence: float = 0.95) -> list[tup
     return stats.imprecise_keys(groups, target, confidence)
 
 
+def _loadavg() -> tuple[float, float, float] | None:
+    """This host's load averages (getloadavg(3)); None where the system has none."""
+    try:
+        return tuple(round(x, 2) for x in os.getloadavg())  # type: ignore[return-value]
+    except OSError:
+        return None
+
+
 def _add_rank_readback(result: RunResult, bench, params, ctx: RunContext) -> None:
     """Fold an MPI trial's per-rank placement (each rank's ``VHPC-RANK`` line, read by
     :meth:`Benchmark.readback`) and its launch diagnostics into the trial's records; ranks
@@ -404,9 +413,13 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         sessions = getattr(env, "sessions", None)
         limit = getattr(bench, "trial_timeout", None)  # a custom benchmark's own timeout:
         timeout = limit(spec.timeout) if limit else spec.timeout
+        load = _loadavg()
         result = executor.run(env, especs[env.name], bench.command(params, ctx),
                               bench.environ(params, ctx), timeout,
                               f"{row.benchmark}[{row.params}]")
+        if load is not None:  # how busy this host was around the trial, kept in the store
+            result.diagnostics = records.extended(result.diagnostics, records.Diagnostics,
+                                                  loadavg_before=load, loadavg_after=_loadavg())
         if getattr(env, "sessions", None) != sessions:  # this trial booted a session
             unplanned[env.name] = env.name in booted and not planned[row.seq].fresh
         if result.session_index is not None:

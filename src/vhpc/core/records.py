@@ -174,7 +174,8 @@ class Diagnostics(Record):
     """Per-trial diagnostics.  Counters as deltas over the trial: ``guest_vmstat``
     (/proc/vmstat of the guest), ``qemu_faults`` (QEMU's minflt/majflt), ``kvm_exits`` (KVM
     debugfs); ``memory_node_mib_before``/``after``: QEMU's resident MiB per host node.
-    ``unavailable``: counter name → reason, for counters the host or guest does not expose."""
+    ``unavailable``: counter name → reason, for counters the host or guest does not expose.
+    ``loadavg_before``/``after``: this host's load averages around the trial."""
 
     rusage: Rusage | None = None
     perf: PerfCounters | None = None
@@ -183,6 +184,10 @@ class Diagnostics(Record):
     kvm_exits: dict[str, float] | None = None
     memory_node_mib_before: dict[int, float] | None = None
     memory_node_mib_after: dict[int, float] | None = None
+    #: this host's load average (1, 5, 15 min; getloadavg(3)) just before and just after the
+    #: trial: how busy the machine vhpc ran on was while it measured
+    loadavg_before: tuple[float, float, float] | None = None
+    loadavg_after: tuple[float, float, float] | None = None
     unavailable: dict[str, str] = {}
 
     @classmethod

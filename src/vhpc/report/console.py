@@ -61,6 +61,10 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     checks = [*slowdown_findings(trials), *checks]  # a slowdown= the kernel did not apply
     result.findings[:0] = [f for f in checks if f.level == "warn"]
     result.findings += [f for f in checks if f.level != "warn"]
+    from vhpc.report import pagefacts
+
+    result.findings += pagefacts.short_region_findings(result)
+    facts = {"sizes": pagefacts.problem_sizes(camp["spec"]), "load": pagefacts.host_load(trials)}
     from vhpc.report.header import vcluster_section
 
     vc = vcluster_section(trials)
@@ -69,13 +73,14 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     study = study_outputs(result, meta, trials, Path(out) / cid)
     data = export.ReportData(result, obs, meta, sections, tuple(trials),
                              study=study[0] if study else None,
-                             study_html=study[1] if study else None)
+                             study_html=study[1] if study else None, facts=facts)
     written = export.export_all(data, Path(out) / cid,
                                 {"html": html, "samples-csv": csv, "json": jsn})
     html_path = written["html"]
     if not quiet:
         terminal.render_table(result, console, title=f"vhpc campaign {cid}", shared=export.shared_points(trials),
-                              detail=detail, all_hint=f"vhpc report {cid} --all"
+                              detail=detail, notes=[f"This host: {facts['load']}"]
+                              if facts["load"] else [], all_hint=f"vhpc report {cid} --all"
                               + ("" if str(out) == "vhpc-results" else f" --out {out}"))
         if meta["failed"]:
             console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "

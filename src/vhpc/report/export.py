@@ -263,6 +263,9 @@ class ReportData:
     trials: tuple = ()  # stored trials (store.TrialRow): per-rank placement for the JSON
     study: Mapping[str, Any] | None = None  # study, figure data, paper findings (report.paper)
     study_html: Any = None  # the study's figure and finding lines as HTML Markup
+    #: what every page states beside the answer (report.pagefacts): ``sizes`` (benchmark[params]
+    #: → resolved parameters), ``load`` (this host's load around the trials, or None)
+    facts: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Exporter(Protocol):
@@ -327,7 +330,7 @@ class _Html:
 
         return write_html(data.analysis, data.observations, path, data.campaign,
                           sections=data.sections, study=data.study_html,
-                          shared=shared_points(data.trials))
+                          shared=shared_points(data.trials), facts=data.facts)
 
 
 #: every exporter by name, in the order :func:`export_all` writes them

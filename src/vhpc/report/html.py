@@ -122,6 +122,16 @@ def common_trust(rows: list[dict[str, Any]]) -> list[str]:
     return shared
 
 
+def _size_text(fam: Family, sizes: Mapping[str, str]) -> str:
+    """The problem size of ``fam``'s benchmark: its points' resolved parameters (one text when
+    they share it); "" when the campaign's spec did not say."""
+    from vhpc.analysis.findings import label
+
+    texts = list(dict.fromkeys(sizes[k] for _, p, _ in fam.points
+                               if (k := label(fam.benchmark, p)) in sizes))
+    return texts[0] if len(texts) == 1 else " | ".join(texts)
+
+
 def _anchor(fam: Family) -> str:
     return "fam-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{fam.label}-{fam.quantity}").strip("-")
 
@@ -177,6 +187,7 @@ def render_html(
     sections: Iterable[tuple[str, str, Markup]] = (),
     study: Markup | None = None,
     shared: Iterable[tuple[str, str, str]] = (),
+    facts: Mapping[str, Any] | None = None,
 ) -> str:
     """The report as one HTML string (see :func:`write_html`)."""
     observations = list(observations)
@@ -189,8 +200,11 @@ def render_html(
     sums = family_summaries(analysis, fams, shared)
     rows = headline_rows(analysis, shared)
     headline = _family_rows(analysis, [r.summary for r in rows])
+    facts = facts or {}
+    sizes = facts.get("sizes") or {}
     for h, r in zip(headline, rows):  # the headline's own notes (what a mean leaves out), check
         h["trust"], h["check"] = list(r.trust), r.check
+        h["size"] = _size_text(r.summary.family, sizes)
     trust_all = common_trust(headline)
     metric_rows = _family_rows(analysis, [fs for fs in sums if not fs.family.primary
                                           and not fs.family.secondary])
@@ -210,7 +224,8 @@ def render_html(
                       f"relative to {analysis.baseline}") if scalar_keys and compare else None
     measured = [] if compare else [
         {"bench": r.bench, "metric": r.metric, "env": r.environment, "value": r.value,
-         "n": r.n, "unit": r.unit, "check": r.check, "first": i == 0 or r.bench != rows[i - 1].bench}
+         "n": r.n, "unit": r.unit, "check": r.check, "size": _size_text(r.family, sizes),
+         "first": i == 0 or r.bench != rows[i - 1].bench}
         for rows in [measured_rows(analysis, primary_only=False)] for i, r in enumerate(rows)]
     # cold vs warm only means something when the protocol boots for it (cold, cold-warm) and
     # cold trials exist (a warm campaign's first trial after a boot is no experiment)
@@ -263,6 +278,7 @@ def render_html(
         confidence_pct=f"{analysis.confidence * 100:g}",
         emulated=analysis.emulated(),
         headline=headline,
+        host_load=facts.get("load"),
         compare=compare,
         measured=measured,
         trust_all=trust_all,
@@ -304,6 +320,7 @@ def write_html(
     sections: Iterable[tuple[str, str, Markup]] = (),
     study: Markup | None = None,
     shared: Iterable[tuple[str, str, str]] = (),
+    facts: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the self-contained HTML report to ``path`` and return the path.
 
@@ -313,7 +330,9 @@ def write_html(
     listed as they are.  fmt: ``"svg"`` (inline SVG, default) or ``"png"`` (``data:`` URIs);
     max_points: samples drawn per environment in each distribution figure; shared:
     (environment, benchmark, params) whose ranks of different nodes or guests shared a host
-    CPU (:func:`vhpc.report.scaleout.shared_cpus`), named in the headline's "limits trust".
+    CPU (:func:`vhpc.report.scaleout.shared_cpus`), named in the headline's "limits trust";
+    facts: :class:`vhpc.report.export.ReportData` ``facts`` (problem sizes under each
+    headline benchmark, this host's load beneath the headline).
     Sections, the answer first: a one-line header; the TCG banner (when an environment is
     emulated); the headline (per benchmark and environment the primary metric's overhead —
     for a sweep the geometric mean of the per-size ratios with its interval and their range
@@ -329,7 +348,7 @@ def write_html(
     Raises OSError when the file cannot be written, ValueError for an unknown fmt.
     """
     text = render_html(analysis, observations, campaign, fmt=fmt, max_points=max_points,
-                       sections=sections, study=study, shared=shared)
+                       sections=sections, study=study, shared=shared, facts=facts)
     path = Path(path)
     write_atomic(path, text)
     return path

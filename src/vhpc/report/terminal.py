@@ -33,7 +33,7 @@ def _caption(analysis: Analysis) -> str:
 
 def render_table(analysis: Analysis, console: Console | None = None, title: str | None = None,
                  html_path: str | None = None, detail: bool | None = None,
-                 shared=(), all_hint: str | None = None) -> Table:
+                 shared=(), all_hint: str | None = None, notes=()) -> Table:
     """Print the headline (and, with ``detail``, every metric) and the findings to ``console``;
     return the headline's rich Table.
 
@@ -45,8 +45,9 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
     (``all_hint``: the command, e.g. ``vhpc report ID --all``); ``False`` never prints it.
     ``html_path``: the report named for figures and details; ``shared``: (environment,
     benchmark, params) whose ranks shared host CPUs across nodes or guests
-    (:func:`vhpc.report.export.shared_points`), named under "trust".  Raises nothing for an
-    empty analysis (prints a note).
+    (:func:`vhpc.report.export.shared_points`), named under "trust"; ``notes``: lines printed
+    after the findings (this host's load).  Raises nothing for an empty analysis (prints a
+    note).
     """
     console = console or Console()
     if not analysis.keys():
@@ -58,6 +59,8 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
     if shown:
         console.print(metrics)
     _footer(analysis, console, advice=False)  # the findings first: the answer ends the output
+    for note in notes:
+        console.print(Text(note, style="dim"), overflow="fold")
     table = render_headline(analysis, console, title, shared)
     more = [] if shown or metrics is None or detail is False else [
         f"every metric: {all_hint}" if all_hint else "every metric: vhpc report ID --all"]

@@ -1,0 +1,85 @@
+"""Facts every page states beside the answer: each benchmark's problem size (its resolved
+parameters), this host's load around the trials, and a finding where a timed region is too
+short to time.  Read from the stored campaign (its spec, its trials' diagnostics) and the
+analysis; nothing is run or measured here."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Iterable, Mapping
+
+from vhpc.analysis import Analysis
+from vhpc.analysis.results import Finding
+
+__all__ = ["problem_sizes", "host_load", "short_region_findings", "SHORT_REGION_S"]
+
+#: A timed region shorter than this (seconds) is reported: with Linux's CONFIG_HZ=250 (Debian's
+#: default) a timer tick lands every 4 ms, so one tick or one OS detour (docs/benchmarks.md:
+#: noise) in a region under 100 ms is more than 4 % of it, near the 5 % at which the analysis
+#: already calls a group noisy (CV_THRESHOLD); a region of 1-2 ms (NPB class S) is mostly
+#: start-up and interruptions.
+SHORT_REGION_S = 0.1
+
+
+def problem_sizes(spec: Mapping[str, Any] | None) -> dict[str, str]:
+    """benchmark[params] label → its resolved parameters as text ("class=S, threads=auto,
+    variant=omp"), declared defaults filled in (``auto``: derived from the environment at run
+    time); a benchmark the registry does not know or cannot resolve shows what was given.
+    ``spec``: the stored campaign spec (JSON form)."""
+    from vhpc import benchmarks
+    from vhpc.analysis.findings import label
+
+    out: dict[str, str] = {}
+    for b in (spec or {}).get("benchmarks") or []:
+        if not isinstance(b, Mapping) or not isinstance(b.get("name"), str):
+            continue
+        given = b.get("params") if isinstance(b.get("params"), Mapping) else {}
+        key = ",".join(f"{k}={v}" for k, v in sorted(given.items()))
+        try:
+            resolved = benchmarks.get(b["name"]).resolve(given)
+        except Exception:  # a custom command, or parameters the registry no longer takes
+            resolved = dict(given)
+        text = ", ".join(f"{k}={'auto' if v is None else v}" for k, v in resolved.items())
+        out[label(b["name"], key)] = text or "no parameters"
+    return out
+
+
+def host_load(trials: Iterable[Any]) -> str | None:
+    """This host's 1-minute load average around the measured trials, from their stored
+    diagnostics ("load average 1.9 – 10.8 (median 6.2) over 40 trials, 2 CPUs here"); None when
+    no trial stored one (campaigns from before it was recorded)."""
+    import os
+
+    loads = []
+    for t in trials:
+        d = getattr(t, "diagnostics", None)
+        for v in (getattr(d, "loadavg_before", None), getattr(d, "loadavg_after", None)):
+            if v:
+                loads.append(float(v[0]))
+    if not loads:
+        return None
+    n = sum(1 for t in trials if getattr(getattr(t, "diagnostics", None), "loadavg_before", None))
+    return (f"load average {min(loads):.1f} – {max(loads):.1f} (median "
+            f"{statistics.median(loads):.1f}) before and after {n} trials; "
+            f"{os.cpu_count() or '?'} CPUs here")
+
+
+def short_region_findings(analysis: Analysis) -> list[Finding]:
+    """One ``short-region`` finding (info) per benchmark[params] whose timed region — a metric
+    in seconds where lower is better — lasted under :data:`SHORT_REGION_S` on average in some
+    environment, naming the shortest."""
+    from vhpc.analysis.findings import label
+
+    short: dict[str, tuple[float, str]] = {}
+    for s in analysis.summaries:
+        if (s.group != "all" or s.unit != "s" or s.higher_is_better or s.mean is None
+                or not 0 < s.mean < SHORT_REGION_S):
+            continue
+        key = label(s.benchmark, s.params)
+        if key not in short or s.mean < short[key][0]:
+            short[key] = (s.mean, f"{s.metric} {s.mean * 1000:.3g} ms in {s.environment}")
+    return [Finding("info", key, f"timed region under {SHORT_REGION_S * 1000:g} ms: {what}",
+                    "a 4 ms timer tick or one OS detour is then several per cent of it: give a "
+                    "larger problem (class=, steps=, n=) before trusting small differences",
+                    kind="short-region")
+            for key, (_, what) in short.items()]
