@@ -462,3 +462,23 @@ def test_paper_dry_run_names_the_accelerator_the_probe_finds(tmp_path):
     kind = "hardware virtualization" if probe.accel == "kvm" else "emulation"
     assert f"accelerator {probe.accel} ({kind})" in out
     assert "nothing was run" in out and not list(tmp_path.glob("*/results.json"))
+
+
+def test_categories_in_their_natural_order_and_one_colour_per_environment():
+    """Co-runner intensity reads low < medium < high, not alphabetically; an environment keeps
+    its colour in every panel of a figure, the baseline's first (issue 42)."""
+    from vhpc.analysis.figdata import FigureData, PanelData, Point, Series
+    from vhpc.report import studyfig
+
+    assert studyfig.natural_order(["high", "low", "medium"]) == ["low", "medium", "high"]
+    assert studyfig.natural_order(["b", "zeta"]) == ["b", "zeta"]  # not all ordinal: as given
+
+    def panel(labels):
+        return PanelData("p", "x", "y", False, False, False, False, "",
+                         [Series(l, [Point("low", 1.0, None, None, 3)]) for l in labels])
+
+    fd = FigureData("003", "Fig. 5", "t", "native", [panel(["vm-same", "native"]),
+                                                     panel(["native", "vm-other", "vm-same"])])
+    colors = studyfig.series_colors(fd)
+    assert colors["native"] == studyfig.COLORS[0]
+    assert len(set(colors.values())) == 3

@@ -91,6 +91,8 @@ def dress(pd: figdata.PanelData, panel, analysis: Analysis, nodes: dict[tuple[st
             pd.higher[s.metric] = getattr(s, "higher_is_better", None)
     pd.x_metrics = _x_metrics(panel, analysis) if not pd.numeric_x else {}
     pd.shared_x = []
+    if not nodes and "under slurm" in pd.xlabel:  # a local run: no nodes to speak of
+        pd.xlabel = pd.xlabel.split(" (", 1)[0]
     if not (panel.x_nodes and pd.numeric_x):
         return pd
     mine = {r: n for (b, r), n in nodes.items() if fnmatch.fnmatchcase(b, panel.bench)}

@@ -52,13 +52,43 @@ def _few(p) -> bool:
 CLIP = 3.0
 
 
-def _draw_bars(ax, pd: PanelData) -> None:
-    """Grouped bars, one group per x value, one bar per series; a TCG point's bar is hatched."""
+#: categories that have an order of their own (co-runner intensity, sizes, NPB classes): a
+#: categorical axis made only of them is drawn in this order, not as the data came
+ORDINAL = {w: i for i, w in enumerate(("none", "idle", "low", "medium", "mid", "high",
+                                       "small", "large", "s", "w", "a", "b", "c", "d", "e"))}
+
+
+def natural_order(cats: list) -> list:
+    """``cats`` in their natural order where each is a word of :data:`ORDINAL` (low < medium <
+    high), else as given."""
+    if cats and all(str(c).lower() in ORDINAL for c in cats):
+        return sorted(cats, key=lambda c: ORDINAL[str(c).lower()])
+    return cats
+
+
+def series_colors(fd: FigureData) -> dict[str, str]:
+    """Series label → colour, one per label across every panel of the figure: the baseline's
+    series (its label starts with the figure's baseline name) first colour, the others in the
+    order they first appear; so a colour means one environment on the whole figure."""
+    labels: list[str] = []
+    for pd in fd.panels:
+        for s in pd.series:
+            if s.label not in labels:
+                labels.append(s.label)
+    base = [l for l in labels if fd.baseline and l.startswith(fd.baseline)]
+    rest = [l for l in labels if l not in base]
+    return {l: COLORS[i % len(COLORS)] for i, l in enumerate(base + rest)}
+
+
+def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None) -> None:
+    """Grouped bars, one group per x value (:func:`natural_order`), one bar per series, each
+    series in its colour (``colors``: label → colour); a TCG point's bar is hatched."""
     cats: list = []
     for s in pd.series:
         for p in s.points:
             if p.x not in cats:
                 cats.append(p.x)
+    cats = natural_order(cats)
     n = max(1, len(pd.series))
     w = 0.8 / n
     idx = {c: k for k, c in enumerate(cats)}
@@ -67,8 +97,9 @@ def _draw_bars(ax, pd: PanelData) -> None:
         errs = np.array([(0.0, 0.0) if _few(p) else _err(p) for p in s.points]).T if s.points else None
         tcg = [p.emulated for p in s.points]
         tag = " (TCG)" if tcg and all(tcg) else (" (hatched: TCG)" if any(tcg) else "")
+        color = (colors or {}).get(s.label, COLORS[i % len(COLORS)])
         bars = ax.bar(xs, [p.y for p in s.points], width=w * 0.95, yerr=errs, capsize=2,
-                      color=COLORS[i % len(COLORS)], edgecolor=COLORS[i % len(COLORS)],
+                      color=color, edgecolor=color,
                       linewidth=0.5, label=s.label + tag)
         for patch, emulated, p in zip(bars.patches, tcg, s.points):
             if emulated:
@@ -88,7 +119,8 @@ def _draw_bars(ax, pd: PanelData) -> None:
                 ha="right", va="top", fontsize=7, color="#555")
 
 
-def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
+def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
+                colors: dict[str, str] | None = None) -> None:
     if pd.numeric_x:
         for i, s in enumerate(pd.series):
             # a log x axis has no place for x <= 0 (message size 0): left out of the drawing,
@@ -100,7 +132,7 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
             ys = [p.y for p in pts]
             errs = np.array([(0.0, 0.0) if _few(p) else _err(p) for p in pts]).T
             tcg = any(p.emulated for p in pts)
-            color = COLORS[i % len(COLORS)]
+            color = (colors or {}).get(s.label, COLORS[i % len(COLORS)])
             ax.errorbar(xs, ys, yerr=errs, marker="o", ms=4, capsize=2, color=color,
                         linestyle="--" if tcg else "-", label=s.label + (" (TCG)" if tcg else ""))
             few = [p for p in pts if _few(p)]
@@ -115,10 +147,10 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
                         color="gray", label=f"fit (r² = {pd.fit['r2']:.2f})")
         for v in pd.vlines:
             ax.axvline(v, color="lightgray", lw=0.8)
-        for x in getattr(pd, "shared_x", []):
-            ax.axvspan(x - 0.3, x + 0.3, color="#f4c7c3", alpha=0.6, zorder=0)
-            ax.text(x, 0.98, "shared CPUs:\ncontention,\nnot scaling", transform=ax.get_xaxis_transform(),
-                    ha="center", va="top", fontsize=6, color="#b00020")
+        for k, x in enumerate(getattr(pd, "shared_x", [])):  # named in the legend, never
+            ax.axvspan(x - 0.3, x + 0.3, color="#f4c7c3", alpha=0.6, zorder=0,  # over the data
+                       label="shaded: CPUs shared between nodes (contention, not scaling)"
+                       if k == 0 else None)
         distinct = sorted({p.x for s in pd.series for p in s.points})
         if pd.xlog:  # message sizes: 1, 16, 256, 4K, ... (every log-x panel is one)
             size_axis(ax, [x for x in distinct if x > 0] or [1])
@@ -132,7 +164,7 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]]) -> None:
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     else:
-        _draw_bars(ax, pd)
+        _draw_bars(ax, pd, colors)
     if pd.relative:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
     for label, value, *cats in refs:
@@ -178,9 +210,10 @@ def draw(fd: FigureData, fmt: str = "svg",
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[len(panels):]:
         ax.set_visible(False)
+    colors = series_colors(fd)
     with matplotlib.rc_context(RC):
         for i, (ax, pd) in enumerate(zip(axes, panels)):
-            _draw_panel(ax, pd, (references or {}).get(fd.panels.index(pd), []))
+            _draw_panel(ax, pd, (references or {}).get(fd.panels.index(pd), []), colors)
         title = f"Seed {fd.seed} {fd.number}: {fd.title}"
         if fd.emulated:
             title += " — TCG emulation, not hardware virtualization"
