@@ -549,7 +549,8 @@ def test_findings_of_one_kind_are_one_item_with_the_advice_once(tmp_path):
     html = write_html(a, obs, tmp_path / "r.html", {"id": "c"}).read_text()
     findings = html.split('<section id="findings">')[1].split("</section>")[0]
     assert findings.count(noisy[0].advice.split("(")[0]) == 1
-    assert "high variation (coefficient of variation &gt; 5 %)</b> in 6 places" in findings
+    assert re.search(r"high variation \(coefficient of variation &gt; 5 %\)</b> .*\n"
+                     r"<details class=\"scopes\"><summary>in 6 places</summary>", findings)
     for f in noisy:  # every place, with its metric and CV
         assert re.search(rf"<b>{re.escape(f.scope)}</b>: time \(CV \d+\.\d %\)", findings), f.scope
 
