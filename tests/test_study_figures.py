@@ -482,3 +482,25 @@ def test_categories_in_their_natural_order_and_one_colour_per_environment():
     colors = studyfig.series_colors(fd)
     assert colors["native"] == studyfig.COLORS[0]
     assert len(set(colors.values())) == 3
+
+
+def test_a_sudden_drop_along_the_node_axis_is_a_line_with_its_cause():
+    """Seed 004's native HPCCG fell from 660 to 170 Mflop/s per node at 2 nodes: a line says
+    so; the cause is named where the ranks shared host CPUs there (issue 42)."""
+    from types import SimpleNamespace
+
+    from vhpc.analysis.figdata import FigureData, PanelData, Point, Series
+    from vhpc.report import paper
+
+    pd = PanelData("HPCCG", "nodes", "Mflop/s per node", False, False, False, True, "Mflop/s",
+                   [Series("native", [Point(1, 660.0, None, None, 3), Point(2, 170.0, None, None, 3),
+                                      Point(3, 160.0, None, None, 3)])])
+    pd.higher = {"mflops": True}
+    (line,) = paper.drop_lines(FigureData("004", "Fig. 6", "t", "native", [pd]), [])
+    assert "falls from 660 at 1 to 170 at 2" in line.statement and line.kind == "host"
+    assert "cause not known" in line.reason
+    ranks = [{"rank": 0, "node": "n1", "cpus": [0]}, {"rank": 1, "node": "n2", "cpus": [0]}]
+    trials = [SimpleNamespace(environment="native", benchmark="hpccg", params="ranks=2", round=r,
+                              status="done", applied={"ranks": ranks}) for r in range(2)]
+    (line,) = paper.drop_lines(FigureData("004", "Fig. 6", "t", "native", [pd]), trials)
+    assert "shared a host CPU" in line.reason

@@ -309,6 +309,43 @@ def host_lines(trials: Iterable[Any]) -> list[Line]:
             for n, text in scaleout.by_node_count(scaleout.shared_cpus(trials)).items()]
 
 
+#: a point of a numeric panel at most this fraction of the one before it (in the direction
+#: where more is better) is flagged as a sudden drop
+DROP = 0.5
+
+
+def drop_lines(fd: figdata.FigureData | None, trials: Iterable[Any]) -> list[Line]:
+    """A line per sudden drop along a numeric axis (nodes, ranks): a series whose value falls
+    to :data:`DROP` or less of the point before it, in the metric's better direction (seed
+    004's native HPCCG from 660 to 170 Mflop/s per node at 2 nodes), with its cause where vhpc
+    knows it: ranks of different nodes or guests sharing a host CPU at that point."""
+    from vhpc.report import scaleout
+
+    shared = set(scaleout.by_node_count(scaleout.shared_cpus(trials)))
+    out = []
+    for pd in (fd.panels if fd else []):
+        if not pd.numeric_x or pd.relative:
+            continue
+        higher = set(getattr(pd, "higher", {}).values())
+        if len(higher) != 1 or None in higher:
+            continue
+        up = higher.pop()
+        for s in pd.series:
+            pts = sorted(s.points, key=lambda p: p.x)
+            for a, b in zip(pts, pts[1:]):
+                worse = b.y / a.y if up else a.y / b.y if b.y else 0.0
+                if a.y <= 0 or b.y <= 0 or worse > DROP:
+                    continue
+                cause = ("ranks of different nodes or guests shared a host CPU there: "
+                         "contention, not scaling" if b.x in shared else
+                         "cause not known to vhpc: see the node's CPUs and load on the page")
+                out.append(Line(f"{s.label}: {pd.title or pd.ylabel} falls from {a.y:.4g} at "
+                                f"{a.x:g} to {b.y:.4g} at {b.x:g}", "this run", "",
+                                f"{worse:.2f}× of the point before", CANNOT_TELL, cause,
+                                kind="host"))
+    return out
+
+
 def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, float, tuple]]]:
     """Paper values to draw beside the measurement, in the panel's own units: panel index →
     [(label, ratio, categories)] for overhead findings on a relative panel showing their
@@ -381,7 +418,7 @@ def study_block(name: str, analysis: Analysis, trials: Iterable[Any] = (), *, pr
     fd = study_figure(name, analysis, trials)
     if svg is None and fd:
         svg = studyfig.draw(fd, "svg", references(fd, name))
-    lines = judge(name, analysis, note) + host_lines(trials)
+    lines = judge(name, analysis, note) + host_lines(trials) + drop_lines(fd, trials)
     spec = STUDIES.get(name).figure
     caption = f"Seed {spec.seed} {spec.number}: {spec.title}" if spec else name
     shared = scaleout.by_node_count(scaleout.shared_cpus(trials))
