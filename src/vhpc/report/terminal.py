@@ -18,6 +18,8 @@ __all__ = ["render_table", "render_headline", "render_metrics", "VERDICT_STYLE"]
 #: rich style of a verdict (by its text, so a new verdict word needs no import here); one not
 #: named is yellow
 VERDICT_STYLE = {"slower": "bold red", "faster": "bold green"}
+#: most places a finding of the terminal names (the HTML report lists every one)
+SCOPES = 3
 #: the trust note of an emulated environment (its "(TCG)" mark and the footnote say it)
 TCG_TRUST = "TCG emulation, not KVM"
 
@@ -145,7 +147,9 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
                 line.append(g.head)
             else:
                 line.append(f"{g.head}: ", style="bold")
-                line.append(", ".join(f.scope for f in g.findings))
+                scopes = [f.scope for f in g.findings]  # the rest in the HTML report
+                line.append(", ".join(scopes[:SCOPES]) + (
+                    f" and {len(scopes) - SCOPES} more" if len(scopes) > SCOPES else ""))
             if advice or g.level == "warn":
                 line.append(f" → {g.advice}", style="dim")
             grid.add_row(level, line)
