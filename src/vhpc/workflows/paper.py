@@ -125,7 +125,8 @@ class Past:
     duration per (benchmark, parameters, environment) and per (benchmark, parameters,
     environment kind, accelerator); per (kind, accelerator) the median trial and the median
     measured boot (a session's first trial started this long after the trial before it ended,
-    in the same campaign: the guest's boot and the agent's start)."""
+    in the same campaign; a campaign's first session: its first trial began this long after
+    the campaign was created, host checks included: the guest's boot and the agent's start)."""
 
     exact: dict[tuple[str, str, str], float] = field(default_factory=dict)
     by_kind: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
@@ -152,18 +153,28 @@ def _past_seconds(store) -> Past:
             "ORDER BY t.id DESC LIMIT 5000").fetchall()
     except Exception:  # an old or foreign store: rule of thumb only
         return Past()
+    from vhpc.environments.kind import KINDS
+
     exact: dict[tuple, list[float]] = {}
     by_kind: dict[tuple, list[float]] = {}
     median: dict[tuple, list[float]] = {}
     boot: dict[tuple, list[float]] = {}
     ended: dict[tuple[str, int], float] = {}
+    first: dict[str, float] = {}
+    boots: dict[str, tuple[str, str]] = {}  # campaign → a kind of it that boots guests
     for r in rows:
         ended[(r["campaign_id"], r["seq"])] = r["ended"]
+        first[r["campaign_id"]] = min(first.get(r["campaign_id"], r["started"]), r["started"])
+        try:
+            if r["kind"] and KINDS.get(r["kind"])().boots_guests:
+                boots[r["campaign_id"]] = (r["kind"], r["accel"] or "")
+        except Exception:  # a kind this vhpc does not know: no boot to learn from
+            pass
     for r in rows:
         kind = (r["kind"] or "", r["accel"] or "")
-        if r["session_index"] == 0:  # a session's first trial: the boot came before it
+        if r["session_index"] == 0:  # a fresh session's first trial: the boot came before it
             before = ended.get((r["campaign_id"], r["seq"] - 1))
-            if before is not None and 0 < r["started"] - before < 600:
+            if before is not None and 1.0 < r["started"] - before < 600:
                 boot.setdefault(kind, []).append(r["started"] - before)
         if r["status"] != "done":
             continue
@@ -171,6 +182,14 @@ def _past_seconds(store) -> Past:
         exact.setdefault((r["benchmark"], r["params"], r["environment"]), []).append(d)
         by_kind.setdefault((r["benchmark"], r["params"], *kind), []).append(d)
         median.setdefault(kind, []).append(d)
+    if boots:  # the first session boots before the first trial: creation → first trial
+        created = dict(store.db.execute(
+            "SELECT id, created FROM campaigns WHERE id IN (%s)" % ",".join("?" * len(boots)),
+            list(boots)).fetchall())
+        for cid, k in boots.items():
+            gap = first[cid] - created.get(cid, first[cid])
+            if 0 < gap < 600:
+                boot.setdefault(k, []).append(gap)
     mean = lambda v: sum(v) / len(v)  # noqa: E731
     return Past({k: mean(v) for k, v in exact.items()}, {k: mean(v) for k, v in by_kind.items()},
                 {k: _median(v) for k, v in median.items()},
