@@ -17,7 +17,7 @@ __all__ = ["render_table", "render_headline", "render_metrics", "VERDICT_STYLE"]
 
 #: rich style of a verdict (by its text, so a new verdict word needs no import here); one not
 #: named is yellow
-VERDICT_STYLE = {"slower": "bold red", "faster": "bold green"}
+VERDICT_STYLE = {"slower": "bold red", "faster": "bold green", "equivalent": "cyan"}
 #: most places a finding of the terminal names (the HTML report lists every one)
 SCOPES = 3
 #: the trust note of an emulated environment (its "(TCG)" mark and the footnote say it)
