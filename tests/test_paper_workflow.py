@@ -215,3 +215,24 @@ def test_a_guest_larger_than_a_node_is_refused_before_anything_runs(monkeypatch)
     monkeypatch.setattr(slurm, "node_cpus", classmethod(lambda cls, options: 64))
     assert all("(sinfo)" not in (i.reason or "") for i in
                paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=3"))
+
+
+def test_the_seed_page_first_table_puts_the_paper_beside_this_host(tmp_path):
+    """The first table: per stated finding the paper's number beside this host's and the
+    outcome; a failed study's status with its reason; a study not run with why."""
+    from vhpc.report.paper import Line, write_seed_page
+
+    line = Line("VM overhead of HPCCG is small", "seed 004, Sec. 5", "paper: overhead ≤ 10 %",
+                "vm vs native, hpccg: overhead +31.0 % [+20.1, +43.0], n = 3", "disagrees", "")
+    path = write_seed_page("004", [
+        {"name": "scaling", "number": "Fig. 1-6", "cid": "c1", "status": "failed 2 of 24",
+         "why": "vcpus=2 but the host has 1 CPUs", "lines": [line], "block": "<p>b</p>"},
+        {"name": "paging", "number": "Fig. 12-13", "status": "not run",
+         "why": "not run as the paper did: its guest vm-4k needs hugepages"}],
+        tmp_path / "index.html")
+    html = path.read_text()
+    first = html.split('id="headline"')[1].split("</table>")[0]
+    assert "paper: overhead ≤ 10 %" in first and "overhead +31.0 % [+20.1, +43.0], n = 3" in first
+    assert re.search(r"<b>failed 2 of 24</b><div class=\"why\">vcpus=2 but the host has 1 CPUs",
+                     first)
+    assert "<b>not run</b>" in first and "needs hugepages" in first

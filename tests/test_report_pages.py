@@ -293,7 +293,8 @@ def test_sweep_page_fits_and_answers_on_the_first_screen(sweep, tmp_path):
     assert re.search(r"<details[^>]*><summary>Secondary metrics \(max, min\)", html)
     # the per-size table of the latency family, folded, sizes ascending
     table = re.search(r'id="fam-osu-latency-lat-points">(.*?)</details>', html, re.S).group(1)
-    assert [int(s) for s in re.findall(r"<td>lat_(\d+) \[us\]", table)] == LAT_SIZES
+    # per-size rows read "lat at 4 MiB", in numeric order (issue 42)
+    assert re.findall(r"<td>lat at (\d+ [KM]?i?B) \[us\]", table) == [fmt_size(x) for x in LAT_SIZES]
     # distributions: one figure per shown family, folded
     dist = re.search(r'<section id="distributions">(.*?)</section>', html, re.S).group(1)
     assert "<details>" in dist and dist.count('<svg class="figure"') == 2
