@@ -324,7 +324,7 @@ def drop_lines(fd: figdata.FigureData | None, trials: Iterable[Any]) -> list[Lin
     shared = set(scaleout.by_node_count(scaleout.shared_cpus(trials)))
     out = []
     for pd in (fd.panels if fd else []):
-        if not pd.numeric_x or pd.relative:
+        if not pd.numeric_x or pd.relative or pd.xlog:  # a size axis grows by nature
             continue
         higher = set(getattr(pd, "higher", {}).values())
         if len(higher) != 1 or None in higher:

@@ -80,7 +80,8 @@ def series_colors(fd: FigureData) -> dict[str, str]:
     return {l: COLORS[i % len(COLORS)] for i, l in enumerate(base + rest)}
 
 
-def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None) -> None:
+def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None,
+               clip: bool = True) -> None:
     """Grouped bars, one group per x value (:func:`natural_order`), one bar per series, each
     series in its colour (``colors``: label → colour); a TCG point's bar is hatched."""
     cats: list = []
@@ -113,7 +114,7 @@ def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None) -> None:
     tallest = max((p.y for s in pd.series for p in s.points), default=0.0)
     highest = max((p.high for s in pd.series for p in s.points
                    if p.high is not None and math.isfinite(p.high)), default=0.0)
-    if not pd.ylog and tallest > 0 and highest > CLIP * tallest:
+    if clip and not pd.ylog and tallest > 0 and highest > CLIP * tallest:
         ax.set_ylim(min(0.0, ax.get_ylim()[0]), CLIP * tallest)
         ax.text(0.99, 0.98, "interval bars cut at the top", transform=ax.transAxes,
                 ha="right", va="top", fontsize=7, color="#555")
@@ -121,6 +122,8 @@ def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None) -> None:
 
 def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
                 colors: dict[str, str] | None = None) -> None:
+    positive = all(p.y > 0 for s in pd.series for p in s.points)
+    logy = positive and (pd.ylog or _span_decades(pd) > DECADES)
     if pd.numeric_x:
         for i, s in enumerate(pd.series):
             # a log x axis has no place for x <= 0 (message size 0): left out of the drawing,
@@ -163,8 +166,8 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
             from matplotlib.ticker import MaxNLocator  # counts (ranks, nodes): whole ticks
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    else:
-        _draw_bars(ax, pd, colors)
+    else:  # a log axis has room for every interval: bars are cut only on a linear one
+        _draw_bars(ax, pd, colors, clip=not logy)
     if pd.relative:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
     for label, value, *cats in refs:
@@ -177,9 +180,12 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
                           label=f"paper: {label}" if k == 0 else None)
         else:
             ax.axhline(value, color="#b00020", lw=1.0, ls=":", label=f"paper: {label}")
-    positive = all(p.y > 0 for s in pd.series for p in s.points)
-    if positive and (pd.ylog or _span_decades(pd) > DECADES):
+    if logy:  # from below the smallest value (a bar from 0 has no place on a log axis)
+        ys = [p.y for s in pd.series for p in s.points]
+        tops = [p.high for s in pd.series for p in s.points
+                if p.high is not None and math.isfinite(p.high) and p.high > 0]
         ax.set_yscale("log")
+        ax.set_ylim(min(ys) / 3, max([*ys, *tops]) * 2)
         log_ticks(ax, *ax.get_ylim())
     elif positive and pd.numeric_x:  # a linear axis starts at 0: one point is not zoomed to ±5 %
         ax.set_ylim(bottom=0)
