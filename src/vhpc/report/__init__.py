@@ -377,7 +377,9 @@ def _split(fam: Family, shared: set, env: str, base: str) -> list[tuple[Family, 
         kept = tuple(pt for pt in fam.points if pt not in hit)
         left = ", ".join(f"{fam.parameter}={fam.fmt_x(x)}" if not fam.by_size else fam.fmt_x(x)
                          for x, _, _ in hit)
-        return [(replace(fam, points=kept, parameter=fam.parameter if len(kept) > 1 else ""),
+        one = len(kept) == 1  # one point left: a scalar with that point's parameters
+        return [(replace(fam, points=kept, parameter="" if one else fam.parameter,
+                         params=kept[0][1] if one else fam.params),
                  f"without {left}: CPUs shared between nodes/guests (contention)")]
     return [(fam, "")]
 

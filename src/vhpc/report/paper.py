@@ -469,7 +469,7 @@ h2 { border-bottom: 1px solid #ccc; } svg.figure, img.figure { max-width: 100%; 
 .o-cannot-tell .outcome { color: #8a6d00; font-weight: bold; } .src, .caption { color: #555; font-size: .85rem; }
 .banner { background: #b00020; color: #fff; padding: .6rem 1rem; border-radius: 4px; }
 td .limits, td.limits { color: #8a6d00; font-size: .8rem; } .why { color: #b00020; font-size: .8rem; max-width: 22rem; }
-.s-finished { color: #1b7f2a; } .s-failed, .s-interrupted { color: #b00020; } .s-not { color: #555; }
+td.why-wide { color: #555; } .s-finished { color: #1b7f2a; } .s-failed, .s-interrupted { color: #b00020; } .s-not { color: #555; }
 table.seed-studies td { vertical-align: top; }
 table { border-collapse: collapse; font-size: .85rem; } th, td { border: 1px solid #ddd; padding: .2rem .5rem; }
 </style></head><body>
@@ -478,10 +478,10 @@ table { border-collapse: collapse; font-size: .85rem; } th, td { border: 1px sol
 <table class="seed-studies" id="headline"><thead><tr><th>study</th><th>status</th><th>the paper found</th><th>this host measured</th><th>outcome</th></tr></thead><tbody>
 {% for e in entries %}{% set n = [e.lines|length, 1]|max %}
 <tr class="study-row" data-study="{{ e.name }}"><td rowspan="{{ n }}"><a href="#study-{{ e.name }}">{{ e.name }}</a><br><small>{{ e.number }}</small>{% if e.limits %}<div class="limits">{% for l in e.limits %}<div>{{ l }}</div>{% endfor %}</div>{% endif %}</td>
-<td rowspan="{{ n }}" class="status s-{{ e.status.split(' ')[0] }}"><b>{{ e.status }}</b>{% if e.why %}<div class="why">{{ e.why }}</div>{% endif %}</td>
+<td rowspan="{{ n }}" class="status s-{{ e.status.split(' ')[0] }}"><b>{{ e.status }}</b>{% if e.why and e.lines %}<div class="why">{{ e.why }}</div>{% endif %}</td>
 {% if e.lines %}{% for l in e.lines %}{% if not loop.first %}<tr>{% endif %}<td>{{ l.statement }}<div class="src">{{ l.paper }} ({{ l.source }})</div></td><td>{{ l.measured }}</td>
 <td class="o-{{ l.outcome|replace(' ', '-') }}"><span class="outcome">{{ l.outcome }}</span>{% if l.reason %}<div class="src">{{ l.reason }}</div>{% endif %}</td></tr>
-{% endfor %}{% else %}<td>—</td><td>—</td><td>—</td></tr>{% endif %}
+{% endfor %}{% else %}<td colspan="3" class="why-wide">{{ e.why or "—" }}</td></tr>{% endif %}
 {% endfor %}
 </tbody></table>
 <p class="caption">Per stated finding of the paper, its number beside this host's (overhead or ratio with its interval and n) and whether they agree.

@@ -193,7 +193,8 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
         ax.plot([], [], "o" if pd.numeric_x else "s", color="gray", markerfacecolor="white",
                 alpha=1.0 if pd.numeric_x else 0.35,
                 label=f"{'hollow' if pd.numeric_x else 'pale'}: n < {MIN_N}, no interval")
-    ax.set_xlabel(pd.xlabel)
+    dropped = pd.numeric_x and pd.xlog and any(p.x <= 0 for s in pd.series for p in s.points)
+    ax.set_xlabel(pd.xlabel + (" (0 B left out: no place on a log axis)" if dropped else ""))
     ax.set_ylabel(pd.ylabel + (f" [{pd.unit}]" if pd.unit and "[" not in pd.ylabel else ""))
     if pd.title:
         ax.set_title(pd.title, fontsize=9)
