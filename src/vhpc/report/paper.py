@@ -315,13 +315,18 @@ DROP = 0.5
 
 
 def drop_lines(fd: figdata.FigureData | None, trials: Iterable[Any]) -> list[Line]:
-    """A line per sudden drop along a numeric axis (nodes, ranks): a series whose value falls
-    to :data:`DROP` or less of the point before it, in the metric's better direction (seed
-    004's native HPCCG from 660 to 170 Mflop/s per node at 2 nodes), with its cause where vhpc
-    knows it: ranks of different nodes or guests sharing a host CPU at that point."""
+    """A line per sudden drop along a node or rank axis: a series whose value falls to
+    :data:`DROP` or less of the point before it in the metric's better direction (seed 004's
+    native HPCCG from 660 to 170 Mflop/s per node at 2 nodes), with what vhpc knows of the
+    cause: this host's load average around those trials.  A point where ranks of different
+    nodes or guests shared a host CPU is left to that line and the figure's shading."""
     from vhpc.report import scaleout
 
+    trials = list(trials)
     shared = set(scaleout.by_node_count(scaleout.shared_cpus(trials)))
+    loads = [d.loadavg_before[0] for t in trials
+             if (d := getattr(t, "diagnostics", None)) is not None
+             and getattr(d, "loadavg_before", None)]
     out = []
     for pd in (fd.panels if fd else []):
         if not pd.numeric_x or pd.relative or pd.xlog:  # a size axis grows by nature
@@ -333,15 +338,17 @@ def drop_lines(fd: figdata.FigureData | None, trials: Iterable[Any]) -> list[Lin
         for s in pd.series:
             pts = sorted(s.points, key=lambda p: p.x)
             for a, b in zip(pts, pts[1:]):
-                worse = b.y / a.y if up else a.y / b.y if b.y else 0.0
-                if a.y <= 0 or b.y <= 0 or worse > DROP:
+                if a.y <= 0 or b.y <= 0 or b.x in shared:
                     continue
-                cause = ("ranks of different nodes or guests shared a host CPU there: "
-                         "contention, not scaling" if b.x in shared else
-                         "cause not known to vhpc: see the node's CPUs and load on the page")
-                out.append(Line(f"{s.label}: {pd.title or pd.ylabel} falls from {a.y:.4g} at "
-                                f"{a.x:g} to {b.y:.4g} at {b.x:g}", "this run", "",
-                                f"{worse:.2f}× of the point before", CANNOT_TELL, cause,
+                kept = b.y / a.y if up else a.y / b.y
+                if kept > DROP:
+                    continue
+                cause = ("not known to vhpc: the nodes' CPUs were their own; this host's load "
+                         f"average reached {max(loads):.1f} during the trials" if loads else
+                         "not known to vhpc: the nodes' CPUs were their own")
+                out.append(Line(f"{s.label}: {pd.title or pd.ylabel} drops from {a.y:.4g} at "
+                                f"{a.x:g} to {b.y:.4g} at {b.x:g} ({pd.ylabel})", "this run", "",
+                                f"{kept:.2f}× the point before", CANNOT_TELL, cause,
                                 kind="host"))
     return out
 
