@@ -294,15 +294,20 @@ def accelerator() -> tuple[str, str]:
 
 
 def latest_campaigns(store) -> dict[str, str]:
-    """Study name → id of its newest stored campaign with at least one finished trial."""
+    """Study name → id of its newest stored campaign with at least one finished trial, else
+    its newest at all (an interrupted one with nothing finished is then said so, not "not
+    run")."""
     from vhpc.report.paper import study_of
 
     out: dict[str, str] = {}
+    empty: dict[str, str] = {}
     for row in store.campaigns():  # newest first
         name = study_of(row)
         if name and name not in out and (row["done"] or 0) > 0:
             out[name] = row["id"]
-    return out
+        elif name:
+            empty.setdefault(name, row["id"])
+    return {**empty, **out}
 
 
 def entry(store, cid: str, out: Path, name: str, note: str | None = None) -> dict[str, Any]:
