@@ -20,8 +20,12 @@ from vhpc.core.registry import Registry
 from vhpc.environments.base import Environment
 from vhpc.environments.options import EnvOptions, HostFacts, Slowdown
 
-#: How much slower a guest trial is under TCG emulation than under KVM, for estimates only.
-TCG_FACTOR = 10.0
+#: How much slower a guest trial is under TCG emulation than under KVM, for estimates only
+#: (where the results store has no past trial to go by).  Whole trials, not cycles: on a
+#: 2-core host (load 10-20) the quick suite's TCG trials took 16.5 s (median of 60) and
+#: NPB class S ones 25-55 s, against the 10 s a KVM trial is given; 10 (the cycles of
+#: docs/fidelity.md) made estimates 3-25x too high (issue 42).
+TCG_FACTOR = 2.0
 
 #: Every environment kind, by name; the packages under vhpc/environments/ register themselves.
 KINDS: Registry[type["EnvironmentKind"]] = Registry("environment", "vhpc.environments")

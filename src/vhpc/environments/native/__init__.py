@@ -14,7 +14,7 @@ class NativeKind(EnvironmentKind):
 
     options = NativeOptions
     summary = "benchmarks directly on the host"
-    trial_s = 5.0
+    trial_s = 2.0  # the quick suite's native trials: 0.6 s median, NPB class S 0.1-3 s
 
     def plan(self, options: NativeOptions, host: HostFacts) -> EnvPlan:
         """Checks that the CPUs and nodes exist; the plan's text is the binding."""
