@@ -49,6 +49,7 @@ __all__ = [
     "MeasuredRow",
     "measured_rows",
     "common_notes",
+    "fmt_halfwidth",
     "KEEP_APART",
     "check_status",
 ]
@@ -457,7 +458,7 @@ def measured_rows(analysis: Analysis, primary_only: bool = True) -> list[Measure
     one-environment campaign): one row per primary family (every non-secondary one with
     ``primary_only=False``) and environment, in report order.  A one-point family shows
     "mean ± half-width" of its confidence interval; a sweep the values at its smallest and
-    largest point ("0.91 (1 B) … 345 (4 MiB)")."""
+    largest point ("0.91 (1 B) … 345 (4 MiB)", "900 (ranks=1) … 850 (ranks=4)")."""
     out = []
     for fam in families(analysis):
         if (primary_only and not fam.primary) or fam.secondary:
@@ -469,8 +470,8 @@ def measured_rows(analysis: Analysis, primary_only: bool = True) -> list[Measure
                 continue
             if fam.sweep:
                 (x0, s0), (x1, s1) = have[0], have[-1]
-                value = (f"{fmt_num(s0.mean)} ({fam.fmt_x(x0)}) … "
-                         f"{fmt_num(s1.mean)} ({fam.fmt_x(x1)})")
+                at = fam.fmt_x if fam.by_size else (lambda x: f"{fam.parameter}={fam.fmt_x(x)}")
+                value = f"{fmt_num(s0.mean)} ({at(x0)}) … {fmt_num(s1.mean)} ({at(x1)})"
             else:
                 value = _mean_pm(have[0][1])
             ns = [s.n for _, s in have]

@@ -78,10 +78,11 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
                                 {"html": html, "samples-csv": csv, "json": jsn})
     html_path = written["html"]
     if not quiet:
-        terminal.render_table(result, console, title=f"vhpc campaign {cid}", shared=export.shared_points(trials),
-                              detail=detail, notes=[f"This host: {facts['load']}"]
-                              if facts["load"] else [], all_hint=f"vhpc report {cid} --all"
-                              + ("" if str(out) == "vhpc-results" else f" --out {out}"))
+        again = f"vhpc report {cid} --all" + ("" if str(out) == "vhpc-results" else f" --out {out}")
+        terminal.render_table(result, console, title=f"vhpc campaign {cid}",
+                              shared=export.shared_points(trials), detail=detail,
+                              notes=[f"This host: {facts['load']}"] if facts["load"] else [],
+                              all_hint=again)
         if meta["failed"]:
             console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "
                           "their errors are in the report.")
