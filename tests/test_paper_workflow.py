@@ -236,3 +236,20 @@ def test_the_seed_page_first_table_puts_the_paper_beside_this_host(tmp_path):
     assert re.search(r"<b>failed 2 of 24</b><div class=\"why\">vcpus=2 but the host has 1 CPUs",
                      first)
     assert "<b>not run</b>" in first and "needs hugepages" in first
+
+
+def test_node_cpus_read_from_sinfo_of_the_default_partition(tmp_path, monkeypatch):
+    """What a node holds comes from sinfo: the fewest CPUs of the default partition's nodes
+    (marked *); no sinfo answer: nothing known (None), the executor's own checks then."""
+    from vhpc import executors
+    from vhpc.executors.slurm.nodes import partition_nodes
+
+    fake = tmp_path / "sinfo"
+    fake.write_text("#!/bin/sh\nprintf 'n1 debug* 4 idle\\nn2 debug* 2 idle\\nb1 big 64 idle\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    slurm = executors.EXECUTORS.get("slurm")
+    assert [r[0] for r in partition_nodes(None)] == ["n1", "n2"]
+    assert slurm.node_cpus(executors.parse("slurm:nodes=2").options) == 2
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    assert slurm.node_cpus(executors.parse("slurm:nodes=2").options) is None

@@ -42,6 +42,7 @@ from vhpc.core import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 from vhpc.environments.vcluster.environment import program_index
 from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
+from vhpc.executors.slurm.nodes import partition_nodes
 from vhpc.host.owned import die_with_parent
 from vhpc.executors.slurm.guests import NodeLink, RemoteVm
 from vhpc.executors.slurm.step import MARK, cancel_srun, encode, result_from_fields
@@ -171,22 +172,9 @@ class SlurmExecutor(Executor):
 
     @classmethod
     def node_cpus(cls, options: SlurmOptions) -> int | None:
-        """The fewest CPUs of a node of the partition (``sinfo -N -o '%N %P %c'``; the default
-        partition, marked *, when none is given); None when sinfo is missing or does not
-        answer."""
-        argv = ["sinfo", "-h", "-N", "-o", "%N %P %c"]
-        try:
-            out = subprocess.run(argv + (["-p", options.partition] if options.partition else []),
-                                 capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                 timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        rows = [ln.split() for ln in out.stdout.splitlines() if len(ln.split()) == 3]
-        if out.returncode != 0 or not rows:
-            return None
-        if not options.partition:
-            rows = [r for r in rows if r[1].endswith("*")] or rows
-        counts = [int(r[2]) for r in rows if r[2].isdigit()]
+        """The fewest CPUs of a node of the partition (:func:`partition_nodes`); None when
+        sinfo is missing or does not answer."""
+        counts = [int(r[2]) for r in partition_nodes(options.partition) if r[2].isdigit()]
         return min(counts) if counts else None
 
     # -- allocation ------------------------------------------------------------------------
@@ -254,15 +242,9 @@ class SlurmExecutor(Executor):
     def _check_capacity(self) -> None:
         """Refuse a request the partition cannot meet: more nodes than it has, or no node of
         it able to run jobs (all down, drained or in maintenance).  Raises EnvError."""
-        argv = ["sinfo", "-h", "-N", "-o", "%N %P %c %t"]
-        out = subprocess.run(argv + (["-p", self.partition] if self.partition else []),
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if out.returncode != 0:
+        nodes = {r[0]: r for r in partition_nodes(self.partition)}
+        if not nodes:  # sinfo did not answer: salloc will say what is wrong
             return
-        rows = [ln.split() for ln in out.stdout.splitlines() if len(ln.split()) == 4]
-        if not self.partition:  # the default partition (marked * by sinfo)
-            rows = [r for r in rows if r[1].endswith("*")] or rows
-        nodes = {r[0]: r for r in rows}
         where = f"partition {self.partition}" if self.partition else "the default partition"
         if self.nodes and self.nodes > len(nodes):
             raise EnvError(f"executor slurm: nodes={self.nodes} but {where} has "
