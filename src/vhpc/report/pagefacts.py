@@ -39,7 +39,8 @@ def problem_sizes(spec: Mapping[str, Any] | None) -> dict[str, str]:
             resolved = benchmarks.get(b["name"]).resolve(given)
         except Exception:  # a custom command, or parameters the registry no longer takes
             resolved = dict(given)
-        text = ", ".join(f"{k}={'auto' if v is None else v}" for k, v in resolved.items())
+        text = ", ".join(f"{k}={'auto' if v is None else v}" for k, v in resolved.items()
+                         if v != "")  # an unset text parameter (pagefault's file=) says nothing
         out[label(b["name"], key)] = text or "no parameters"
     return out
 
