@@ -122,7 +122,8 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
 
 def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
     """The TCG footnote and the findings, one entry per kind (its scopes listed; the advice of
-    a warning, and with ``advice`` of every finding)."""
+    a warning); with ``advice`` every finding with its advice, else the notes (info) counted
+    in one line, left to the HTML report."""
     emulated = analysis.emulated()
     if emulated:
         console.print(
@@ -139,7 +140,12 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
         grid = Table.grid(padding=(0, 1))
         grid.add_column(width=6, justify="right")
         grid.add_column(overflow="fold")
-        for g in finding_groups([f for f in analysis.findings if f.kind != "tcg" or not emulated]):
+        groups = finding_groups([f for f in analysis.findings
+                                 if f.kind != "tcg" or not emulated])
+        notes = [] if advice else [g for g in groups if g.level != "warn"]
+        for g in groups:
+            if g in notes:
+                continue
             level = Text(g.level, style="bold yellow" if g.level == "warn" else "cyan")
             line = Text()
             if len(g.findings) == 1:
@@ -153,6 +159,10 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
             if advice or g.level == "warn":
                 line.append(f" → {g.advice}", style="dim")
             grid.add_row(level, line)
+        if notes:
+            grid.add_row(Text("info", style="cyan"),
+                         Text(f"{len(notes)} kind(s) of note: "
+                              + "; ".join(g.head.split(":")[0] for g in notes)[:150], style="dim"))
         console.print(grid)
 
 
