@@ -63,7 +63,7 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
     _footer(analysis, console, advice=False)  # the findings first: the answer ends the output
     for note in notes:
         console.print(Text(note, style="dim"), overflow="fold")
-    table = render_headline(analysis, console, title, shared)
+    table = render_headline(analysis, console, title, shared, every=bool(detail))
     more = [] if shown or metrics is None or detail is False else [
         f"every metric: {all_hint}" if all_hint else "every metric: vhpc report ID --all"]
     if html_path:
@@ -187,7 +187,7 @@ def _verdict_cell(fs, check: str = "") -> Text:
 
 
 def render_headline(analysis: Analysis, console: Console | None = None, title: str | None = None,
-                    shared=()) -> Table:
+                    shared=(), every: bool = False) -> Table:
     """Print the headline of ``analysis`` and return its rows as a rich Table: the answer,
     within the console's width (80 columns included) and without a cut cell.
 
@@ -199,11 +199,12 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     counts and the check beneath it) and what limits trust.  Every row's column has one width
     across the families, so the rows line up; cells fold, never cut.  A trust note every row
     shares is printed once above instead.  A campaign with one environment has nothing to
-    compare: :func:`_render_measured` (what was measured).
+    compare: :func:`_render_measured` (what was measured; with ``every``, every metric but the
+    secondary ones).
     """
     console = console or Console()
     if not analysis.others():
-        return _render_measured(analysis, console, title)
+        return _render_measured(analysis, console, title, every)
     rows = headline_rows(analysis, shared)
     if not rows:
         console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
@@ -269,9 +270,11 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     return body
 
 
-def _render_measured(analysis: Analysis, console: Console, title: str | None) -> Table:
-    """The headline of a one-environment campaign: what was measured (no comparison)."""
-    rows = measured_rows(analysis)
+def _render_measured(analysis: Analysis, console: Console, title: str | None,
+                     every: bool = False) -> Table:
+    """The headline of a one-environment campaign: what was measured (no comparison), each
+    benchmark's primary metric, or every metric but the secondary ones with ``every``."""
+    rows = measured_rows(analysis, primary_only=not every)
     env = analysis.environment_order()[0] if analysis.environments else ""
     conf = f"{analysis.confidence * 100:g} %"
     table = Table(title=Text(title or f"Measured in {env}"), box=box.SIMPLE_HEAD,
