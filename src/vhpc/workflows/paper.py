@@ -188,7 +188,7 @@ def _past_seconds(store) -> Past:
             list(boots)).fetchall())
         for cid, k in boots.items():
             gap = first[cid] - created.get(cid, first[cid])
-            if 0 < gap < 600:
+            if 1.0 < gap < 600:  # a native first trial leaves no gap to learn from
                 boot.setdefault(k, []).append(gap)
     mean = lambda v: sum(v) / len(v)  # noqa: E731
     return Past({k: mean(v) for k, v in exact.items()}, {k: mean(v) for k, v in by_kind.items()},
