@@ -612,3 +612,18 @@ def test_headline_keeps_threads_apart_and_leaves_shared_cpu_points_out():
     assert any("without ranks=4" in t and "contention" in t for t in hp.trust)
     text = _terminal(a, width=80)
     assert "npb-ep[class=S,threads=1]" in text and "npb-ep[class=S,threads=4]" in text
+
+
+def test_a_sweep_figure_shades_the_points_where_cpus_were_shared():
+    """The campaign report's sweep figure shades the contended points too, named in the
+    legend (issue 42: the Sweeps section drew them again without the shading)."""
+    from vhpc.report import sweeps
+
+    obs = [Observation(env, "hpccg", f"ranks={r}", "mflops", "Mflop/s", True,
+                       900.0 / (1.2 if env == "other" else 1.0) + i, True, False, 10 * r + i, i)
+           for env in ENVS for r in (1, 2, 3) for i in range(3)]
+    a = analyse(obs, ENVS, "native")
+    (fam,) = [f for f in families(a) if f.primary]
+    svg = sweeps.family_figure(a, fam, "svg", shared_x=[3])
+    assert "shaded: CPUs shared between nodes" in svg
+    assert "shaded" not in sweeps.family_figure(a, fam, "svg")

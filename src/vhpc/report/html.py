@@ -191,6 +191,7 @@ def render_html(
 ) -> str:
     """The report as one HTML string (see :func:`write_html`)."""
     observations = list(observations)
+    shared = set(shared)
     counter = itertools.count()
 
     def pfx() -> str:
@@ -214,7 +215,9 @@ def render_html(
     shown = [f for f in fams if not f.secondary]
     curves = []
     for fam in shown:
-        fig = sweeps.family_figure(analysis, fam, fmt) if fam.sweep else None
+        contended = [x for x, p, _ in fam.points if x is not None and any(
+            (e, fam.benchmark, p) in shared for e in analysis.environment_order())]
+        fig = sweeps.family_figure(analysis, fam, fmt, contended) if fam.sweep else None
         if fig is not None:
             curves.append({"title": f"{fam.label}: {fam.quantity}", "anchor": _anchor(fam),
                            "figure": _embed(fig, pfx(), f"{fam.label} {fam.quantity} vs {fam.parameter}")})

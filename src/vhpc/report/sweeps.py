@@ -147,7 +147,18 @@ def _x_axis(ax, fam: Family, xs: list[float]) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | bytes | None:
+def _shade(ax, xs: list[float], label: bool) -> None:
+    """Shade the points ``xs`` (ranks of different nodes or guests shared a host CPU there),
+    named once in the legend, never over the data."""
+    for k, x in enumerate(xs):
+        lo, hi = (x / 2 ** 0.3, x * 2 ** 0.3) if ax.get_xscale() == "log" else (x - 0.3, x + 0.3)
+        ax.axvspan(lo, hi, color="#f4c7c3", alpha=0.6, zorder=0,
+                   label="shaded: CPUs shared between nodes (contention, not scaling)"
+                   if label and k == 0 else None)
+
+
+def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
+                  shared_x: Iterable[float] = ()) -> str | bytes | None:
     """A sweep as the seeds draw it (seed 001 Fig. 1-3, seed 004 Fig. 1-6): two panels.
 
     Left: the mean of ``fam``'s quantity (its unit) against the point (message size in bytes,
@@ -156,8 +167,9 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
     = the Student-t interval of each mean; y on a log axis when the means span more than two
     decades (:data:`LOG_SPAN`).  Right: the ratio env / baseline per point with its interval
     (the table's: Fieller, log-delta or BCa), a dashed line at 1; filled markers where the
-    point's verdict is significant (Holm), hollow otherwise.  Returns SVG text / PNG bytes, or
-    None when ``fam`` is not a sweep or has no mean.
+    point's verdict is significant (Holm), hollow otherwise.  ``shared_x``: points whose ranks
+    of different nodes or guests shared a host CPU, shaded in both panels.  Returns SVG text /
+    PNG bytes, or None when ``fam`` is not a sweep or has no mean.
     """
     if not fam.sweep:
         return None
@@ -198,6 +210,8 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
         ax.set_ylabel(f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}")
         ax.set_title(f"{fam.label}: {fam.quantity} vs {fam.parameter}")
         ax.grid(True, which="major", alpha=0.3)
+        shade = sorted(set(shared_x))
+        _shade(ax, shade, label=True)
         ax.legend(fontsize=7, loc="best")
         if axr is None:
             return render(fig, fmt)
@@ -227,6 +241,7 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg") -> str | by
             lo, hi = min(min(ratios), 1.0) / 3.0, max(max(ratios), 1.0) * 3.0
             axr.set_ylim(lo, hi)
             log_ticks(axr, lo, hi)
+        _shade(axr, shade, label=False)
         axr.set_xlabel("message size [bytes]" if fam.by_size else fam.parameter)
         axr.set_ylabel(f"ratio to {analysis.baseline} (1 = same)")
         axr.set_title(f"ratio per {'size' if fam.by_size else fam.parameter} (filled: significant, Holm)")
