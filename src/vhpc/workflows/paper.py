@@ -139,59 +139,45 @@ def _median(xs: list[float]) -> float:
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
 
+#: campaigns, newest first, whose trials teach the estimate (beside the store's durations)
+PAST_CAMPAIGNS = 30
+
+
 def _past_seconds(store) -> Past:
-    """:class:`Past` from the newest 5000 trials of ``store`` (an empty one without a store,
-    or for an old or foreign store: the rules of thumb then)."""
+    """:class:`Past` from ``store`` (an empty one without a store: the rules of thumb then),
+    read through its public methods, so a damaged store raises its one-line StoreError: the
+    mean per (benchmark, parameters, environment) from :meth:`~vhpc.store.Store.durations`,
+    the rest from the trials of the newest :data:`PAST_CAMPAIGNS` campaigns."""
     if store is None:
-        return Past()
-    try:
-        rows = store.db.execute(
-            "SELECT t.campaign_id, t.seq, t.benchmark, t.params, t.environment, t.status, "
-            "t.session_index, t.started, t.ended, e.kind, e.accel FROM trials t LEFT JOIN "
-            "environments e ON e.campaign_id = t.campaign_id AND e.name = t.environment "
-            "WHERE t.started IS NOT NULL AND t.ended IS NOT NULL "
-            "ORDER BY t.id DESC LIMIT 5000").fetchall()
-    except Exception:  # an old or foreign store: rule of thumb only
         return Past()
     from vhpc.environments.kind import KINDS
 
-    exact: dict[tuple, list[float]] = {}
     by_kind: dict[tuple, list[float]] = {}
     median: dict[tuple, list[float]] = {}
     boot: dict[tuple, list[float]] = {}
-    ended: dict[tuple[str, int], float] = {}
-    first: dict[str, float] = {}
-    boots: dict[str, tuple[str, str]] = {}  # campaign → a kind of it that boots guests
-    for r in rows:
-        ended[(r["campaign_id"], r["seq"])] = r["ended"]
-        first[r["campaign_id"]] = min(first.get(r["campaign_id"], r["started"]), r["started"])
-        try:
-            if r["kind"] and KINDS.get(r["kind"])().boots_guests:
-                boots[r["campaign_id"]] = (r["kind"], r["accel"] or "")
-        except Exception:  # a kind this vhpc does not know: no boot to learn from
-            pass
-    for r in rows:
-        kind = (r["kind"] or "", r["accel"] or "")
-        if r["session_index"] == 0:  # a fresh session's first trial: the boot came before it
-            before = ended.get((r["campaign_id"], r["seq"] - 1))
-            if before is not None and 1.0 < r["started"] - before < 600:
-                boot.setdefault(kind, []).append(r["started"] - before)
-        if r["status"] != "done":
-            continue
-        d = r["ended"] - r["started"]
-        exact.setdefault((r["benchmark"], r["params"], r["environment"]), []).append(d)
-        by_kind.setdefault((r["benchmark"], r["params"], *kind), []).append(d)
-        median.setdefault(kind, []).append(d)
-    if boots:  # the first session boots before the first trial: creation → first trial
-        created = dict(store.db.execute(
-            "SELECT id, created FROM campaigns WHERE id IN (%s)" % ",".join("?" * len(boots)),
-            list(boots)).fetchall())
-        for cid, k in boots.items():
-            gap = first[cid] - created.get(cid, first[cid])
-            if 1.0 < gap < 600:  # a native first trial leaves no gap to learn from
-                boot.setdefault(k, []).append(gap)
+    for camp in store.campaigns()[:PAST_CAMPAIGNS]:
+        envs = store.environments(camp["id"])
+        kinds = {n: (e.kind, e.accel or "") for n, e in envs.items()}
+        trials = [t for t in store.trials(camp["id"])
+                  if t.started is not None and t.ended is not None]
+        ended = {t.seq: t.ended for t in trials}
+        first = min((t.started for t in trials), default=None)
+        for t in trials:
+            k = kinds.get(t.environment, ("", ""))
+            if t.session_index == 0:  # a fresh session's first trial: the boot came before
+                gap = t.started - ended.get(t.seq - 1, t.started)
+                if 1.0 < gap < 600:
+                    boot.setdefault(k, []).append(gap)
+            if t.status == "done":
+                d = t.ended - t.started
+                by_kind.setdefault((t.benchmark, t.params, *k), []).append(d)
+                median.setdefault(k, []).append(d)
+        booting = [k for k in kinds.values() if k[0] in KINDS and KINDS.get(k[0])().boots_guests]
+        gap = first - camp["created"] if first is not None else 0.0
+        if booting and 1.0 < gap < 600:  # the first session booted before the first trial
+            boot.setdefault(booting[0], []).append(gap)
     mean = lambda v: sum(v) / len(v)  # noqa: E731
-    return Past({k: mean(v) for k, v in exact.items()}, {k: mean(v) for k, v in by_kind.items()},
+    return Past(store.durations(), {k: mean(v) for k, v in by_kind.items()},
                 {k: _median(v) for k, v in median.items()},
                 {k: _median(v) for k, v in boot.items()})
 
