@@ -475,8 +475,8 @@ def measured_rows(analysis: Analysis, primary_only: bool = True) -> list[Measure
             else:
                 value = _mean_pm(have[0][1])
             ns = [s.n for _, s in have]
-            out.append(MeasuredRow(fam.label, f"{fam.quantity} {direction_mark(fam.higher_is_better)}",
-                                   env, value, str(min(ns)) if len(set(ns)) == 1 else
-                                   f"{min(ns)}–{max(ns)}", fam.unit,
-                                   check_status(analysis, fam, env), fam))
+            n = str(min(ns)) if len(set(ns)) == 1 else f"{min(ns)}–{max(ns)}"
+            out.append(MeasuredRow(fam.label,
+                                   f"{fam.quantity} {direction_mark(fam.higher_is_better)}",
+                                   env, value, n, fam.unit, check_status(analysis, fam, env), fam))
     return out

@@ -18,7 +18,7 @@ import numpy as np
 
 from vhpc.analysis.figdata import FigureData, PanelData
 from vhpc.report.figures import COLORS, RC, log_ticks, new_figure, render
-from vhpc.report.sweeps import size_axis
+from vhpc.report.sweeps import shade_shared, size_axis
 
 __all__ = ["draw"]
 
@@ -150,10 +150,7 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
                         color="gray", label=f"fit (r² = {pd.fit['r2']:.2f})")
         for v in pd.vlines:
             ax.axvline(v, color="lightgray", lw=0.8)
-        for k, x in enumerate(getattr(pd, "shared_x", [])):  # named in the legend, never
-            ax.axvspan(x - 0.3, x + 0.3, color="#f4c7c3", alpha=0.6, zorder=0,  # over the data
-                       label="shaded: CPUs shared between nodes (contention, not scaling)"
-                       if k == 0 else None)
+        shade_shared(ax, getattr(pd, "shared_x", []))
         distinct = sorted({p.x for s in pd.series for p in s.points})
         if pd.xlog:  # message sizes: 1, 16, 256, 4K, ... (every log-x panel is one)
             size_axis(ax, [x for x in distinct if x > 0] or [1])

@@ -25,7 +25,8 @@ from vhpc.report import direction_mark, env_header, params_label
 from vhpc.report.figures import (RC, env_colors, log_ticks, mean_error_bar, new_figure,
                                  ratio_error_bar, render)
 
-__all__ = ["size_sweeps", "family_figure", "family_distribution", "size_axis", "LOG_SPAN"]
+__all__ = ["size_sweeps", "family_figure", "family_distribution", "size_axis", "shade_shared",
+           "LOG_SPAN", "ZERO_AT"]
 
 #: values spanning more than this factor (two decades) are drawn on a log axis
 LOG_SPAN = 100.0
@@ -124,7 +125,8 @@ def size_axis(ax, xs: list[float]) -> None:
 
 
 def _sweep_points(fam: Family, lookup, attr: str) -> tuple[list[float], list]:
-    """(x as drawn: 0 B at :data:`ZERO_AT` on a log axis; the object) for each point of the sweep ``fam``
+    """(x as drawn: 0 B at :data:`ZERO_AT` on a log axis; the object) for each point of the
+    sweep ``fam``
     whose ``lookup(params, metric)`` gives an object with ``attr`` set (a summary's mean, a
     comparison's ratio); two empty lists when none has."""
     pts = [(_at(x) if fam.by_size else x, o) for x, p, m in fam.points
@@ -147,9 +149,9 @@ def _x_axis(ax, fam: Family, xs: list[float]) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def _shade(ax, xs: list[float], label: bool) -> None:
-    """Shade the points ``xs`` (ranks of different nodes or guests shared a host CPU there),
-    named once in the legend, never over the data."""
+def shade_shared(ax, xs: Iterable[float], label: bool = True) -> None:
+    """Shade the points ``xs`` on ``ax`` (ranks of different nodes or guests shared a host
+    CPU there), named once in the legend (``label``), never in text over the data."""
     for k, x in enumerate(xs):
         lo, hi = (x / 2 ** 0.3, x * 2 ** 0.3) if ax.get_xscale() == "log" else (x - 0.3, x + 0.3)
         ax.axvspan(lo, hi, color="#f4c7c3", alpha=0.6, zorder=0,
@@ -162,8 +164,8 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
     """A sweep as the seeds draw it (seed 001 Fig. 1-3, seed 004 Fig. 1-6): two panels.
 
     Left: the mean of ``fam``'s quantity (its unit) against the point (message size in bytes,
-    log2 axis, 0 B one octave left of 1 B; or the swept parameter's value, log2 when it spans a factor
-    of 8), one line per environment including the baseline, error bars
+    log2 axis, 0 B one octave left of 1 B; or the swept parameter's value, log2 when it spans
+    a factor of 8), one line per environment including the baseline, error bars
     = the Student-t interval of each mean; y on a log axis when the means span more than two
     decades (:data:`LOG_SPAN`).  Right: the ratio env / baseline per point with its interval
     (the table's: Fieller, log-delta or BCa), a dashed line at 1; filled markers where the
@@ -211,7 +213,7 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
         ax.set_title(f"{fam.label}: {fam.quantity} vs {fam.parameter}")
         ax.grid(True, which="major", alpha=0.3)
         shade = sorted(set(shared_x))
-        _shade(ax, shade, label=True)
+        shade_shared(ax, shade)
         ax.legend(fontsize=7, loc="best")
         if axr is None:
             return render(fig, fmt)
@@ -241,7 +243,7 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
             lo, hi = min(min(ratios), 1.0) / 3.0, max(max(ratios), 1.0) * 3.0
             axr.set_ylim(lo, hi)
             log_ticks(axr, lo, hi)
-        _shade(axr, shade, label=False)
+        shade_shared(axr, shade, label=False)
         axr.set_xlabel("message size [bytes]" if fam.by_size else fam.parameter)
         axr.set_ylabel(f"ratio to {analysis.baseline} (1 = same)")
         axr.set_title(f"ratio per {'size' if fam.by_size else fam.parameter} (filled: significant, Holm)")
