@@ -239,7 +239,7 @@ def test_seed_page_renders_with_banner_and_headline(scaling, tmp_path):
     block, fd, lines, _ = paper.study_block("scaling", a, trials, prefix="scaling-")
     path = paper.write_seed_page("004", [
         {"name": "scaling", "number": "Fig. 1-6", "cid": "c-1", "block": block, "status": "finished",
-         "answer": paper.answer(lines), "limits": paper.limits(fd, trials, False),
+         "limits": paper.limits(fd, trials, False),
          "lines": [line for line in lines if line.kind == "paper"]},
         {"name": "paging", "number": "Fig. 12", "status": "not run as the paper did: no hugepages"}],
         tmp_path / "paper-004" / "index.html")

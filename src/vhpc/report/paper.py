@@ -435,16 +435,6 @@ def study_block(name: str, analysis: Analysis, trials: Iterable[Any] = (), *, pr
     return Markup(html), fd, lines, svg
 
 
-def answer(lines: list[Line]) -> str:
-    """The paper-found / this-host lines in a few words: ``1 agrees · 2 cannot tell``."""
-    counts: dict[str, int] = {}
-    for l in lines:
-        if l.kind == "paper":
-            counts[l.outcome] = counts.get(l.outcome, 0) + 1
-    order = (AGREES, DISAGREES, CANNOT_TELL)
-    return " · ".join(f"{counts[o]} {o}" for o in order if o in counts)
-
-
 def limits(fd: figdata.FigureData | None, trials: Iterable[Any], emulated: bool) -> list[str]:
     """What limits trust in a study's result, one phrase each: TCG emulation, points from
     fewer than 3 runs, node counts whose ranks shared host CPUs."""
@@ -521,12 +511,14 @@ SEED_TITLES = {"000": "Xen on NUMA hosts: socket span, cold/warm, partitioning, 
 
 
 def write_seed_page(seed: str, entries: list[dict[str, Any]], path: str | Path) -> Path:
-    """One HTML page for seed ``seed``: ``entries`` (name, number, cid, status, block Markup,
-    report link, emulated) in the paper's order.  Returns the path."""
+    """One HTML page for seed ``seed``: ``entries`` (name, number, cid, status and ``why``,
+    the study's paper-finding ``lines``, ``limits``, block Markup, report link, emulated) in
+    the paper's order; the first table puts per finding the paper's number beside this
+    host's, with each study's status.  Returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = [{"number": "", "cid": None, "status": "", "why": "", "block": None,
-                "report": None, "emulated": False, "answer": "", "limits": [], "lines": [], **e}
+                "report": None, "emulated": False, "limits": [], "lines": [], **e}
                for e in entries]
     write_atomic(path, PAGE_TPL.render(seed=seed, title=SEED_TITLES.get(seed, ""), entries=entries,
                                     emulated=any(e.get("emulated") for e in entries)))

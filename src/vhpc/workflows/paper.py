@@ -301,7 +301,7 @@ def entry(store, cid: str, out: Path, name: str, note: str | None = None) -> dic
     its full report written into ``out/cid/``."""
     from vhpc import analysis
     from vhpc.report import console as views
-    from vhpc.report.paper import answer, limits, study_block
+    from vhpc.report.paper import limits, study_block
 
     camp = store.campaign(cid)
     envs = store.environments(cid)
@@ -316,7 +316,7 @@ def entry(store, cid: str, out: Path, name: str, note: str | None = None) -> dic
                                       and not drawn.is_symlink() else None)
     emulated = bool(result.emulated())
     return {"cid": cid, "block": block, "report": f"../{cid}/{Path(html).name}",
-            "status": status, "why": why, "emulated": emulated, "answer": answer(lines),
+            "status": status, "why": why, "emulated": emulated,
             "lines": [l for l in lines if l.kind == "paper"],
             "limits": limits(fd, trials, emulated)}
 
