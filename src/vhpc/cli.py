@@ -307,9 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     from vhpc.workflows.tune.cli import add_parser as add_tune
 
     add_tune(sub)
-    from vhpc.workflows import diff
+    from vhpc.workflows import diff, image
 
     diff.add_parser(sub)
+    image.add_parser(sub)
     return p
 
 
@@ -332,6 +333,13 @@ def cmd_diff(args) -> int:
     return diff.run(args)
 
 
+def cmd_image(args) -> int:
+    """``vhpc image build`` (vhpc.workflows.image, docs/images.md)."""
+    from vhpc.workflows import image
+
+    return image.run(args)
+
+
 def cmd_doctor(args) -> int:
     """``vhpc doctor`` (vhpc.workflows.host)."""
     from vhpc.workflows import host
@@ -349,7 +357,7 @@ def cmd_host(args) -> int:
 COMMANDS = {"host": cmd_host, "compare": cmd_compare, "run": cmd_run, "report": cmd_report,
             "study": cmd_study, "plan": cmd_plan, "list": cmd_list, "tune": cmd_tune,
             "calibrate": cmd_calibrate, "diff": cmd_diff, "doctor": cmd_doctor,
-            "paper": cmd_paper}
+            "paper": cmd_paper, "image": cmd_image}
 
 
 def main(argv: list[str] | None = None) -> int:

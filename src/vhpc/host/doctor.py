@@ -63,7 +63,15 @@ COMPONENTS = (
               "pip install 'vhpc[libvirt]' (needs libvirt-dev pkg-config)",
               "pip install 'vhpc[libvirt]' (needs libvirt-devel)"),
     Component("Slurm client", "--executor slurm", "cmd:salloc", "slurm-client", "slurm"),
-    Component("OpenSSH client", "ssh", "cmd:ssh", "openssh-client", "openssh-clients"),
+    Component("OpenSSH client", "ssh, vm:image=", "cmd:ssh", "openssh-client", "openssh-clients"),
+    Component("qemu-img", "vm:image= (overlay, checks), vhpc image build", "cmd:qemu-img",
+              "qemu-utils", "qemu-img"),
+    Component("cloud-localds", "vm:image= (cloud-init NoCloud seed)", "cmd:cloud-localds",
+              "cloud-image-utils", "cloud-utils"),
+    Component("debugfs", "vm:image= with boot=kernel (the image's kernel)", "cmd:debugfs",
+              "e2fsprogs", "e2fsprogs"),
+    Component("debvm", "vhpc image build", "cmd:debvm-create", "debvm", "(Debian only)"),
+    Component("mmdebstrap", "vhpc image build", "cmd:mmdebstrap", "mmdebstrap", "(Debian only)"),
 )
 
 

@@ -154,14 +154,18 @@ class SshEnvironment(Environment):
     host: name or address (ssh_config aliases work); user, port, identity: as ``ssh -l -p -i``;
     cpus: remote CPU list (``taskset -c``); nodes / membind: remote NUMA nodes (``numactl``),
     as for ``native``; workdir: remote directory for vhpc's files (default ``.cache/vhpc``
-    under the remote home).  Raises :class:`EnvError` (one line, what to change) when the host
-    cannot be reached or refuses the key.
+    under the remote home); config: the ssh_config(5) file (``ssh -F``; default
+    ``$VHPC_SSH_CONFIG`` or the user's own, ``"none"`` for none); options: more ``-o`` options
+    (a booted image pins its session's host key: environments/vm/userimage.py).  Raises
+    :class:`EnvError` (one line, what to change) when the host cannot be reached or refuses
+    the key.
     """
 
 
     def __init__(self, name: str, host: str, user: str | None = None, port: int | None = None,
                  identity: str | None = None, cpus: str | None = None, nodes: str | None = None,
-                 membind: str | None = None, workdir: str = ".cache/vhpc"):
+                 membind: str | None = None, workdir: str = ".cache/vhpc",
+                 config: str | None = None, options: tuple[str, ...] = ()):
         super().__init__(name)
         validate_host(host)
         if user is not None and (user.startswith("-") or not user.strip() or any(
@@ -173,6 +177,8 @@ class SshEnvironment(Environment):
         if port is not None:
             port = validate_port(port)
         self.host, self.user, self.port, self.identity = host, user, port, identity
+        self.config = config
+        self.options = tuple(options)
         self.cpus, self.nodes, self.membind = cpus, nodes, membind
         self.workdir = remote_workdir(workdir)
         self.hash = source_hash()
@@ -195,9 +201,10 @@ class SshEnvironment(Environment):
         """The ssh(1) command line up to the host (multiplexed, BatchMode: never a password
         prompt); ``extra`` options go before the host, the remote command after it."""
         argv = ["ssh"]
-        if os.environ.get("VHPC_SSH_CONFIG"):
-            argv += ["-F", os.environ["VHPC_SSH_CONFIG"]]
-        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
+        config = self.config or os.environ.get("VHPC_SSH_CONFIG")
+        if config:
+            argv += ["-F", config]
+        argv += [*self.options, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}",
                  "-o", "ServerAliveInterval=15", "-o", "LogLevel=ERROR"]
         if self._ctl:
             argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self._ctl}/cm",

@@ -16,7 +16,7 @@ class VmKind(EnvironmentKind):
     :meth:`plan`, and handed to the environment)."""
 
     options = VmOptions
-    summary = "benchmarks in a QEMU guest sharing the host's root"
+    summary = "benchmarks in a QEMU guest sharing the host's root, or booting your image"
     boots_guests = True
     llc_owner = "the guest's"
 
@@ -54,5 +54,7 @@ class VmKind(EnvironmentKind):
         backend cannot serve), which the caller reports as HostError."""
         from vhpc.environments.vm.environment import VmEnvironment
 
-        return VmEnvironment(name, options, plan.placement, host.topology,
-                             corunner=plan.corunner)
+        env_class = VmEnvironment
+        if options.image is not None:  # the user's own image (docs/images.md)
+            from vhpc.environments.vm.imageenv import ImageEnvironment as env_class
+        return env_class(name, options, plan.placement, host.topology, corunner=plan.corunner)

@@ -67,7 +67,11 @@ class VmOptions(EnvOptions, Slowdown):
     corunner_policy; backend (a registered hypervisor backend, :data:`BACKENDS`: qemu, the
     default, or libvirt: a transient libvirt domain, docs/libvirt.md, the default when
     domain_xml is given), uri (libvirt connection), domain_xml (the user's own domain XML
-    file).  A backend's own options (``HypervisorBackend.own_options``) need that backend."""
+    file); image (the user's own disk image, qcow2 or raw, booted with its own kernel through
+    an overlay and reached over ssh: docs/images.md), format (qcow2 | raw, when the image's
+    name does not say), boot (auto | firmware | kernel: its bootloader, or its kernel given
+    directly; auto: kernel for a bare root filesystem, else firmware).  A backend's own
+    options (``HypervisorBackend.own_options``) need that backend."""
 
     vcpus: int = Field(2, ge=1, le=MAX_CPUS)
     memory: int = Field(1024, ge=128, le=MAX_MEMORY_MIB)
@@ -85,6 +89,16 @@ class VmOptions(EnvOptions, Slowdown):
     backend: str | None = Field(None, min_length=1, max_length=64)  # None: see backend_name
     uri: str | None = Field(None, min_length=1, max_length=4096)
     domain_xml: str | None = Field(None, min_length=1, max_length=4096)
+    image: str | None = Field(None, min_length=1, max_length=4096)
+    format: Literal["qcow2", "raw"] | None = None
+    boot: Literal["auto", "firmware", "kernel"] = "auto"
+
+    @field_validator("image")
+    @classmethod
+    def _absolute_image(cls, v):
+        """The image's absolute path (``~`` expanded, a relative one taken from the current
+        directory; a campaign file's from the file's folder), so a resume finds it."""
+        return None if v is None else os.path.abspath(os.path.expanduser(v))
 
     @field_validator("uri")
     @classmethod
@@ -115,6 +129,7 @@ class VmOptions(EnvOptions, Slowdown):
                     call_default_factory=True):
                 raise ValueError(f"{opt}= is not supported with backend={self.backend_name}: "
                                  f"{advice}")
+        self._image_options()
         if self.domain_xml:
             # compared with the defaults, not the fields set: a stored spec has them all set
             given = sorted(k for k in ("vcpus", "memory", "pin", "policy", "numa", "backing",
@@ -125,6 +140,22 @@ class VmOptions(EnvOptions, Slowdown):
                 raise ValueError(f"domain_xml={self.domain_xml} defines the guest: drop "
                                  f"{', '.join(given)}")
         return self
+
+    def _image_options(self) -> None:
+        """format= and boot= need image=; image= brings its own kernel and defines no domain.
+        Raises ValueError."""
+        if self.image is None:
+            for opt in ("format", "boot"):
+                if getattr(self, opt) != type(self).model_fields[opt].get_default():
+                    raise ValueError(f"{opt}= needs image=FILE")
+            return
+        from vhpc.environments.vm.userimage import image_format
+
+        image_format(self.image, self.format)  # the name or format= must say
+        if self.kernel is not None:
+            raise ValueError(f"image={self.image} boots its own kernel: drop kernel=")
+        if self.domain_xml is not None:
+            raise ValueError("give either image= or domain_xml=, not both")
 
     @property
     def backend_name(self) -> str:

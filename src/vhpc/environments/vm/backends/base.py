@@ -67,7 +67,9 @@ class BootRequest:
     kernel: the guest kernel; placement: the :class:`~vhpc.placement.Placement` to apply
     (vCPU pins, guest nodes → host nodes, page backing); boot_timeout (s, until the agent is
     READY); extra_args / append: hypervisor argv and kernel command-line words (a vcluster's
-    network); move_emulator: move the hypervisor's other threads off the vCPUs' pCPUs."""
+    network); move_emulator: move the hypervisor's other threads off the vCPUs' pCPUs;
+    image: the user's image to boot instead of vhpc's guest
+    (:class:`~vhpc.environments.vm.userimage.ImageBoot`, ``vm:image=``), None for vhpc's."""
 
     label: str
     session: int
@@ -80,6 +82,7 @@ class BootRequest:
     extra_args: tuple[str, ...] = ()
     append: tuple[str, ...] = ()
     move_emulator: bool = True
+    image: Any = None
 
 
 class GuestSession(ABC):

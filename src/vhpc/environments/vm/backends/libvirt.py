@@ -357,7 +357,8 @@ class LibvirtBackend(HypervisorBackend):
     own_options = ("domain_xml", "uri")
     unsupported_options = {"corunner": "use backend=qemu",
                            "slowdown": "use backend=qemu (its QEMU process is limited)",
-                           "slowdown_cpus": "use backend=qemu"}
+                           "slowdown_cpus": "use backend=qemu",
+                           "image": "use backend=qemu (docs/images.md)"}
 
     def __init__(self, env_name, options, placement, topo):
         self.uri = options.uri or default_uri()

@@ -287,13 +287,19 @@ class QemuBackend(HypervisorBackend):
         """Boot QEMU for ``request``, pin its vCPU threads to the placement's pins and (with
         ``move_emulator``) its other threads to the host CPUs left.  Raises EnvError."""
         p = request.placement
+        machine = self.machine(p)
         cfg = GuestConfig(vcpus=request.vcpus, memory_mib=request.memory_mib,
                           accel=request.accel, kernel=request.kernel,
                           extra_args=qemu_numa_args(p) + list(request.extra_args),
                           boot_timeout=request.boot_timeout,
-                          append=list(request.append) + clock_words(machine_for(p), request.accel),
-                          machine=machine_for(p))
-        guest = QemuGuest(cfg)
+                          append=list(request.append) + clock_words(machine, request.accel),
+                          machine=machine)
+        if request.image is not None:  # the user's image: its own kernel, reached over ssh
+            from vhpc.environments.vm.userimage import ImageGuest
+
+            guest = ImageGuest(cfg, request.image)
+        else:
+            guest = QemuGuest(cfg)
         guest.boot()
         pins = p.pin_map() or None
         try:
@@ -313,7 +319,13 @@ class QemuBackend(HypervisorBackend):
         """``qemu_version`` and ``machine`` (:func:`machine_for` this guest's placement)."""
         from vhpc.host.facts import qemu_version
 
-        return {"qemu_version": qemu_version(), "machine": machine_for(self.placement)}
+        return {"qemu_version": qemu_version(), "machine": self.machine(self.placement)}
+
+    def machine(self, placement) -> str:
+        """QEMU machine type of this environment's guests: ``pc`` for a user's image (SeaBIOS
+        boots its bootloader; a kernel of any distribution finds the PC devices it expects),
+        else :func:`machine_for` the placement."""
+        return "pc" if getattr(self.options, "image", None) else machine_for(placement)
 
 
 def _probe_cache_key() -> str:

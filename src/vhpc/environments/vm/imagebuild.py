@@ -1,0 +1,237 @@
+"""``vhpc image build``: a small Debian guest image for ``vm:image=``, made by Debian's own tools.
+
+``debvm-create`` (debvm, a thin wrapper of ``mmdebstrap``) writes a bare ext4 root filesystem
+with Debian's cloud kernel and its initramfs in ``/boot``; ``qemu-img convert`` makes it a
+compressed qcow2.  vhpc boots it with its own kernel given directly (``boot=kernel``, the default
+for a bare filesystem: docs/images.md).  Packages come only from the apt sources this host
+already uses (``apt-get indextargets``: the host's own parse of its sources), with the host's
+suite names mapped to the release asked for; nothing is downloaded from elsewhere.
+
+The image holds :data:`BASE_PACKAGES` (cloud-init and sshd to be reached, a compiler, make, Open
+MPI, hwloc and numactl to build and bind vhpc's kernels) plus ``--include``.  Root's password is
+locked and debvm's console autologin is skipped: the only way in is the key cloud-init gets.
+
+The result is cached under ``cache_dir()/images/<key>/`` where ``key`` hashes every input
+(:func:`inputs`: release, packages, apt sources, size, the debvm and mmdebstrap versions and
+:data:`RECIPE`), so a second build with the same inputs only copies the cached image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from vhpc.core.errors import VhpcError
+from vhpc.core.paths import cache_dir
+from vhpc.environments.vm.userimage import sha256_file
+from vhpc.host.owned import die_with_parent
+
+#: Packages every image gets: reached by cloud-init + sshd, builds and binds vhpc's kernels.
+BASE_PACKAGES = ("cloud-init", "openssh-server", "gcc", "make", "libc6-dev", "openmpi-bin",
+                 "libopenmpi-dev", "hwloc", "numactl", "libnuma-dev", "procps")
+#: Size of the image's root filesystem as the guest sees it (qcow2 stores only what is used).
+IMAGE_SIZE = "3G"
+#: Changes whenever the way an image is made changes, so cached images are rebuilt.
+RECIPE = 1
+#: A Debian package name (Debian Policy 5.6.1); apt patterns and options are refused.
+PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+#: A Debian release name or suite (bookworm, trixie, stable, sid).
+RELEASE = re.compile(r"^[a-z][a-z0-9-]{1,30}$")
+
+
+class ImageBuildError(VhpcError):
+    """The image cannot be built; the message says what to install or change."""
+
+
+def _tool(name: str, package: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise ImageBuildError(f"vhpc image build needs {name}: apt-get install {package}")
+    return path
+
+
+def packages(include: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """:data:`BASE_PACKAGES` plus ``include`` (each a Debian package name, commas allowed),
+    sorted and unique.  Raises ImageBuildError for anything that is not a package name."""
+    extra = [p.strip() for item in include for p in item.split(",") if p.strip()]
+    for p in extra:
+        if not PACKAGE.match(p):
+            raise ImageBuildError(f"--include {p!r} is not a Debian package name (lowercase "
+                                  "letters, digits, + - .)")
+    return sorted(set(BASE_PACKAGES) | set(extra))
+
+
+def host_codename() -> str:
+    """The host's release codename (``VERSION_CODENAME`` of /etc/os-release), "" if none."""
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return ""
+    m = re.search(r"^VERSION_CODENAME=\"?([^\"\n]*)\"?$", text, re.M)
+    return m.group(1) if m else ""
+
+
+def apt_sources(release: str, indextargets: str | None = None) -> list[str]:
+    """One-line apt sources (``deb URI SUITE COMPONENT...``) for ``release`` from the
+    repositories the host uses: ``apt-get indextargets`` lists the host's binary package
+    indexes (``indextargets``: its output, for tests); each suite of the host's release
+    (``bookworm``, ``bookworm-updates``, ``bookworm-security``) becomes the same suite of
+    ``release``; other repositories are left out.  Raises ImageBuildError when none is left."""
+    if indextargets is None:
+        res = subprocess.run([_tool("apt-get", "apt"), "indextargets", "--format",
+                              "$(TARGET_OF)\t$(REPO_URI)\t$(RELEASE)\t$(COMPONENT)"],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        indextargets = res.stdout
+    host = host_codename()
+    suites: dict[tuple[str, str], list[str]] = {}
+    for line in indextargets.splitlines():
+        fields = line.split("\t")
+        if len(fields) != 4 or fields[0] != "deb":
+            continue
+        _, uri, suite, component = fields
+        base, sep, tail = suite.partition("-")
+        if not host or base != host or not re.match(r"^[a-z][a-z0-9.+:/~_-]*$", uri):
+            continue
+        key = (uri, release + sep + tail)
+        if component not in suites.setdefault(key, []):
+            suites[key].append(component)
+    if not suites:
+        raise ImageBuildError(f"the host's apt sources name no suite of its release "
+                              f"{host or '(unknown)'}: vhpc image build uses the host's Debian "
+                              "sources (/etc/apt/sources.list*)")
+    return [f"deb {uri} {suite} {' '.join(comps)}" for (uri, suite), comps in sorted(suites.items())]
+
+
+def _version(package: str) -> str:
+    res = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL)
+    return res.stdout.strip() if res.returncode == 0 else ""
+
+
+def inputs(release: str, include: list[str] | tuple[str, ...] = (),
+           sources: list[str] | None = None) -> dict[str, Any]:
+    """Everything an image is made from: the cache key hashes exactly this.  Raises
+    ImageBuildError for a bad release or package name."""
+    if not RELEASE.match(release):
+        raise ImageBuildError(f"--release {release!r}: give a Debian release name such as "
+                              "bookworm")
+    return {"recipe": RECIPE, "release": release, "packages": packages(include),
+            "sources": sources if sources is not None else apt_sources(release),
+            "size": IMAGE_SIZE, "debvm": _version("debvm"), "mmdebstrap": _version("mmdebstrap")}
+
+
+def cache_key(spec: dict[str, Any]) -> str:
+    """First 16 hex digits of the SHA-256 of ``spec`` (:func:`inputs`) as canonical JSON."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    """A built image: ``path`` (where it was written), ``sha256``, ``file_bytes``,
+    ``build_seconds`` (of the build that made the cached copy), ``cached`` (this call only
+    copied it), ``key`` (the cache key)."""
+
+    path: Path
+    sha256: str
+    file_bytes: int
+    build_seconds: float
+    cached: bool
+    key: str
+
+
+def debvm_argv(target: Path, spec: dict[str, Any]) -> list[str]:
+    """The ``debvm-create`` command line for ``spec`` (:func:`inputs`) writing ``target``:
+    no console autologin, root's password locked, the packages and the host's sources as
+    mmdebstrap's ``--include`` and mirror arguments (debvm-create(1))."""
+    return [_tool("debvm-create", "debvm"), "-o", str(target), "-r", spec["release"],
+            "-z", spec["size"], "-h", "vhpc-image", "--skip=autologin", "--",
+            "--include=" + ",".join(spec["packages"]),
+            '--customize-hook=passwd --root "$1" --lock root',
+            *spec["sources"]]
+
+
+def _run_logged(argv: list[str], log: Path, what: str,
+                progress: Callable[[str], None] | None) -> None:
+    """Run ``argv`` with its output in ``log``, reporting its last line every second; kill its
+    process group on failure or interrupt.  Raises ImageBuildError naming ``what``."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=die_with_parent)
+    t0 = time.monotonic()
+    try:
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+            if progress is not None:
+                progress(f"{what} ({time.monotonic() - t0:.0f} s): {_last_line(log)[:60]}")
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        raise ImageBuildError(f"{what} failed ({_last_line(log)}): the whole log is {log}")
+
+
+def _last_line(log: Path) -> str:
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 4096))
+            lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+def build(out: Path, release: str = "bookworm", include: list[str] | tuple[str, ...] = (),
+          progress: Callable[[str], None] | None = None) -> BuiltImage:
+    """Write the image for (``release``, ``include``) to ``out``: from the cache when one with
+    the same :func:`inputs` exists, else built (``debvm-create``, then ``qemu-img convert -c
+    -O qcow2``) into the cache first.  ``progress`` gets one-line updates.  Raises
+    ImageBuildError (a tool missing, the build failing: with its log's path)."""
+    spec = inputs(release, include)
+    key = cache_key(spec)
+    folder = cache_dir() / "images" / key
+    image, manifest = folder / "image.qcow2", folder / "manifest.json"
+    cached = image.is_file() and manifest.is_file()
+    if not cached:
+        _tool("mmdebstrap", "mmdebstrap")
+        qemu_img = _tool("qemu-img", "qemu-utils")
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        log = folder / "build.log"
+        log.write_text(json.dumps(spec, indent=1) + "\n")
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="build-", dir=folder) as tmp:
+            root = Path(tmp) / "root.ext4"
+            _run_logged(debvm_argv(root, spec), log, "debvm-create", progress)
+            part = Path(tmp) / "image.qcow2"
+            _run_logged([qemu_img, "convert", "-c", "-f", "raw", "-O", "qcow2", str(root),
+                         str(part)], log, "qemu-img convert", progress)
+            record = {"inputs": spec, "sha256": sha256_file(part),
+                      "build_seconds": round(time.monotonic() - t0, 1),
+                      "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            os.replace(part, image)
+        manifest.write_text(json.dumps(record, indent=1) + "\n")
+    record = json.loads(manifest.read_text())
+    out = Path(out)
+    if not (out.is_file() and out.stat().st_size == image.stat().st_size
+            and sha256_file(out) == record["sha256"]):
+        if progress is not None:
+            progress(f"copying the image to {out}")
+        part = out.with_name(out.name + ".part")
+        shutil.copyfile(image, part)
+        os.replace(part, out)
+    return BuiltImage(path=out, sha256=record["sha256"], file_bytes=out.stat().st_size,
+                      build_seconds=float(record["build_seconds"]), cached=cached, key=key)

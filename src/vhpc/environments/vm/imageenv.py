@@ -1,0 +1,142 @@
+"""The ``vm`` environment with ``image=FILE``: benchmarks in the user's own guest image.
+
+The guest is placed, paused, resumed, read back from the host and counted in sessions exactly as
+vhpc's own guest (:class:`~vhpc.environments.vm.environment.VmEnvironment`); what differs:
+
+* it boots the image's own kernel (its bootloader through the firmware, or its kernel and
+  initramfs given directly: ``boot=``) from a qcow2 overlay in a private folder of this run
+  (``vhpc-guest-<pid>-…``, reaped if vhpc is killed), created on first use and removed by
+  :meth:`ImageEnvironment.close`; the image itself is opened read-only and its SHA-256 is in
+  the fingerprint;
+* a session is one boot of that overlay: a cold trial boots it afresh, and what earlier
+  sessions wrote there (the kernels built in the guest) is still there;
+* commands, file reads, the kernels' build (with the guest's compiler and MPI), the
+  fingerprint from inside (guest kernel, OS, MPI, compiler, topology) and the read-back of the
+  benchmark's processes go over ssh (:class:`~vhpc.environments.vm.userimage.ImageGuest`);
+* :meth:`ImageEnvironment.preflight` checks the image and boots it once before a campaign
+  stores anything, so an image without sshd or cloud-init, or a damaged one, fails in one line
+  with the console's last lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from vhpc.core import records
+from vhpc.environments.base import EnvError
+from vhpc.environments.vm import userimage
+from vhpc.environments.vm.environment import VmEnvironment
+from vhpc.host.owned import owned_tempdir
+
+#: Seconds a boot of a user's image may take unless ``boot_timeout=`` says otherwise: a full
+#: distribution under TCG emulation on a loaded host takes minutes (measured: docs/images.md).
+IMAGE_BOOT_TIMEOUT = 900.0
+#: Kernel command line of a direct kernel boot: the bare filesystem is the first virtio disk.
+DIRECT_APPEND = "root=/dev/vda rw console=ttyS0"
+
+
+class ImageEnvironment(VmEnvironment):
+    """A ``vm`` environment booting ``options.image`` (see the module docstring).  Raises
+    ValueError as VmEnvironment does; the image is checked (UserImageError, an EnvError) on
+    first use: :meth:`preflight`, :meth:`start` or :meth:`fingerprint`."""
+
+    def __init__(self, name, options, placement, topo, corunner=None, **kw):
+        super().__init__(name, options, placement, topo, corunner=corunner, **kw)
+        if options.boot_timeout == type(options).model_fields["boot_timeout"].default:
+            self.boot_timeout = IMAGE_BOOT_TIMEOUT  # the default is sized for vhpc's guest
+        self.format = userimage.image_format(options.image, options.format)
+        self.image: userimage.UserImage | None = None
+        self.rundir: Path | None = None
+        self._boot: userimage.ImageBoot | None = None
+        self._guest_fp: dict[str, Any] | None = None
+
+    def _image_boot(self) -> userimage.ImageBoot:
+        """The image checked, its overlay made and (direct boot) its kernel copied out: once
+        per overlay.  Raises UserImageError."""
+        if self._boot is not None:
+            return self._boot
+        if self.image is None:
+            self.image = userimage.inspect(self.options.image, self.format)
+        mode = self.options.boot
+        if mode == "auto":
+            mode = "kernel" if self.image.layout == "filesystem" else "firmware"
+        kernel = initrd = None
+        if mode == "kernel":
+            kernel, initrd = userimage.extract_kernel(self.image)
+        self.rundir = owned_tempdir("vhpc-guest-")
+        overlay = userimage.create_overlay(self.image, self.rundir / "overlay.qcow2")
+        hostname = "vhpc-" + (re.sub(r"[^a-z0-9-]+", "-", self.name.lower()).strip("-")[:40]
+                              or "guest")
+        self._boot = userimage.ImageBoot(overlay=overlay, hostname=hostname, kernel=kernel,
+                                         initrd=initrd,
+                                         append=DIRECT_APPEND if mode == "kernel" else "")
+        return self._boot
+
+    @property
+    def boot_mode(self) -> str:
+        """``kernel`` (direct kernel boot) or ``firmware`` once the image was checked."""
+        return "kernel" if self._boot and self._boot.kernel else "firmware"
+
+    def _request(self, placement, main: bool):
+        request = super()._request(placement, main)
+        return dataclasses.replace(request, image=self._image_boot()) if main else request
+
+    def preflight(self) -> None:
+        """Check the image and boot it once (the session the first trial uses), before a
+        campaign stores anything.  Raises EnvError (one line, then the console's last
+        lines) after removing what it made."""
+        try:
+            self.start()
+        except EnvError:
+            self.close()
+            raise
+
+    def new_session(self) -> None:
+        """End the session (the guest stops); the next trial boots the same overlay afresh."""
+        super().close()
+
+    def close(self) -> None:
+        """Stop the guests and remove the overlay and this run's folder; safe to call twice."""
+        super().close()
+        if self.rundir is not None:
+            shutil.rmtree(self.rundir, ignore_errors=True)
+        self.rundir, self._boot = None, None
+
+    def kernel_dir(self, local: Path | None, impl: str, binary: str) -> Path | None:
+        """The build folder inside the guest, with ``binary`` built there by the guest's own
+        compiler and MPI on first use (as the ``ssh`` environment builds them)."""
+        if local is None or not binary:
+            return local
+        self.start()
+        return self.guest.ssh.kernel_dir(local, impl, binary)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """VmEnvironment's fingerprint with the guest as seen from inside (booting it if
+        needed): ``guest_kernel``, ``guest_os``, ``guest_mpi``, ``guest_compiler``,
+        ``guest_hypervisor``, ``guest_topology``, and ``image`` (path, format, SHA-256,
+        sizes, layout, ``boot``)."""
+        fp = super().fingerprint()
+        if self._guest_fp is None:
+            self.start()
+            self._guest_fp = self.guest.ssh.fingerprint()
+        g = self._guest_fp
+        fp.update(guest_kernel=g.get("host_kernel"), guest_os=g.get("os"),
+                  guest_mpi=g.get("mpi"), guest_compiler=g.get("compiler"),
+                  guest_hypervisor=g.get("hypervisor"), guest_topology=g.get("topology"),
+                  guest_hostname=g.get("remote_host"),
+                  image={**self.image.record(), "boot": self.boot_mode})
+        return fp
+
+    def applied(self) -> records.AppliedPlacement | None:
+        """VmEnvironment's read-back plus ``processes``: the last trial's processes read back
+        from inside the guest (allowed CPUs, pages per node), as the ssh environment reads
+        them."""
+        applied = super().applied()
+        processes = getattr(self.guest, "processes", None)
+        if applied is None or processes is None:
+            return applied
+        return applied.model_copy(update={"processes": processes})

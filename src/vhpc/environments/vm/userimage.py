@@ -1,0 +1,490 @@
+"""A user's own guest image (``vm:image=FILE``): inspect it, boot it from an overlay, reach it.
+
+The image is the user's disk (qcow2 or raw) with its own kernel, distro and MPI.  vhpc never
+writes it:
+
+* :func:`inspect` reads it through ``qemu-img`` (QEMU's own tool, qemu-img(1)) with the format
+  given or named by the file's suffix, refuses a format that does not match the contents, a
+  qcow2 that names a backing or external data file (a guest could read that host file
+  through it), and a qcow2 that ``qemu-img check`` finds corrupt; it records the image's
+  SHA-256 and whether the disk is a bare filesystem (an ext2/3/4 superblock at byte 1024) or
+  a partitioned disk with its own bootloader;
+* :func:`create_overlay` makes a qcow2 overlay backed by the image (``qemu-img create -b``):
+  the guest writes only into the overlay, QEMU opens the image read-only;
+* :func:`extract_kernel` (direct kernel boot, ``boot=kernel``, the default for a bare
+  filesystem) copies the image's own ``/vmlinuz`` and ``/initrd.img`` out of its root
+  filesystem with ``debugfs`` (e2fsprogs), which opens it read-only;
+* each boot (:class:`ImageGuest`) gets a fresh ed25519 key pair for the login and another for
+  the guest's sshd, written into a cloud-init NoCloud seed (``cloud-localds`` from
+  cloud-image-utils: an ISO labelled ``cidata`` with ``user-data`` and ``meta-data``,
+  https://cloudinit.readthedocs.io/en/latest/reference/datasources/nocloud.html); the guest's
+  sshd is reached on a loopback port forward of QEMU's user-mode network
+  (``hostfwd=tcp:127.0.0.1:PORT-:22``, ``restrict=on``: the guest reaches nothing else), its
+  host key pinned, and everything after that goes through the ``ssh`` environment's machinery
+  (:class:`~vhpc.environments.ssh.environment.SshEnvironment`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vhpc.core.paths import cache_dir
+from vhpc.environments.base import EnvError
+from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, _qmp_connect,
+                                                spawn)
+
+#: Image formats vhpc boots, and the file suffixes that name them.
+SUFFIX_FORMATS = {".qcow2": "qcow2", ".raw": "raw", ".img": "raw", ".ext4": "raw"}
+#: The login cloud-init creates in the guest for vhpc (no password, no sudo).
+GUEST_USER = "vhpc"
+#: Seconds the guest may go on refusing the session key after its sshd first answered
+#: (cloud-init installs the key before sshd starts on Debian; this is a margin).
+AUTH_GRACE = 60.0
+#: The name under which the session's pinned host key is looked up (ssh_config(5)).
+HOST_KEY_ALIAS = "vhpc-image-guest"
+
+
+class UserImageError(EnvError):
+    """The user's image cannot be used as it is; the message says what to change."""
+
+
+def image_format(path: str, given: str | None) -> str:
+    """``given`` (``qcow2``/``raw``), else the format the file's suffix names
+    (:data:`SUFFIX_FORMATS`).  Raises ValueError when neither says."""
+    if given:
+        return given
+    fmt = SUFFIX_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise ValueError(f"image={path}: the name does not say its format: add format=qcow2 "
+                         "or format=raw")
+    return fmt
+
+
+@dataclass(frozen=True)
+class UserImage:
+    """An inspected image: ``path`` (absolute), ``format`` (``qcow2``/``raw``),
+    ``virtual_bytes`` (disk size the guest sees), ``file_bytes`` (size on the host), ``sha256``
+    (hex digest of the file), ``layout`` (``filesystem``: a bare ext2/3/4 root without a
+    partition table, booted with its kernel given directly; ``disk``: partitioned, booted
+    through the firmware and the image's bootloader)."""
+
+    path: Path
+    format: str
+    virtual_bytes: int
+    file_bytes: int
+    sha256: str
+    layout: str
+
+    def record(self) -> dict[str, Any]:
+        """JSON form for the fingerprint."""
+        return {"path": str(self.path), "format": self.format, "sha256": self.sha256,
+                "virtual_bytes": self.virtual_bytes, "file_bytes": self.file_bytes,
+                "layout": self.layout}
+
+
+def require(tool: str, package: str) -> str:
+    """Path of ``tool``; raises UserImageError naming the Debian ``package`` when missing."""
+    path = shutil.which(tool) or (tool if os.path.isabs(tool) and os.path.exists(tool) else None)
+    if path is None:
+        raise UserImageError(f"vm:image needs {tool}: apt-get install {package}")
+    return path
+
+
+def _qemu_img(*args: str, timeout: float = 600.0) -> subprocess.CompletedProcess:
+    return subprocess.run([require("qemu-img", "qemu-utils"), *args], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _last_line(text: str, fallback: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else fallback
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of the file at ``path``, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+#: ext2/3/4 superblock magic 0xEF53 at byte 1024 + 56 of a filesystem (little endian).
+EXT_MAGIC_OFFSET, EXT_MAGIC = 1080, b"\x53\xef"
+
+
+def _head(path: Path, fmt: str, size: int = 2048) -> bytes:
+    """The first ``size`` bytes the guest sees of the disk (``qemu-img dd`` for qcow2)."""
+    if fmt == "raw":
+        with open(path, "rb") as f:
+            return f.read(size)
+    with tempfile.TemporaryDirectory(prefix="vhpc-head-") as tmp:
+        out = Path(tmp) / "head"
+        res = _qemu_img("dd", "-f", fmt, "-O", "raw", f"bs={size}", "count=1", f"if={path}",
+                        f"of={out}")
+        if res.returncode != 0:
+            raise UserImageError(f"image={path}: cannot be read: "
+                                 f"{_last_line(res.stderr, 'qemu-img dd failed')}")
+        return out.read_bytes()
+
+
+def inspect(path: str | os.PathLike, fmt: str) -> UserImage:
+    """Check the image at ``path`` as ``fmt`` (``qcow2``/``raw``) and describe it.
+
+    Raises UserImageError (one line, what to change) when the file is missing or unreadable,
+    its contents are another format, a qcow2 names a backing or data file, or
+    ``qemu-img check`` finds it corrupt."""
+    p = Path(path)
+    if not p.is_file() or not os.access(p, os.R_OK):
+        raise UserImageError(f"image={p}: no such readable file")
+    res = _qemu_img("info", "--output=json", str(p))  # probed: only to compare with fmt
+    if res.returncode != 0:
+        raise UserImageError(f"image={p}: qemu-img cannot open it: "
+                             f"{_last_line(res.stderr, 'qemu-img info failed')}")
+    try:
+        info = json.loads(res.stdout)
+    except ValueError:
+        raise UserImageError(f"image={p}: qemu-img info gave no JSON") from None
+    seen = info.get("format")
+    if seen != fmt:
+        raise UserImageError(f"image={p} holds a {seen} image, not {fmt}: give format={seen}"
+                             if seen in ("qcow2", "raw") else
+                             f"image={p} holds a {seen} image: convert it with qemu-img "
+                             "convert -O qcow2")
+    if info.get("backing-filename") or info.get("full-backing-filename"):
+        raise UserImageError(f"image={p} is an overlay of {info.get('backing-filename')}: "
+                             "flatten it first (qemu-img convert -O qcow2 IMAGE FLAT.qcow2)")
+    data_file = (info.get("format-specific") or {}).get("data", {}).get("data-file")
+    if data_file:
+        raise UserImageError(f"image={p} keeps its data in {data_file}: convert it into one "
+                             "file first (qemu-img convert -O qcow2 IMAGE ONE.qcow2)")
+    if fmt == "qcow2":
+        check = _qemu_img("check", "-f", "qcow2", "--output=json", str(p))
+        if check.returncode not in (0, 3):  # 3: leaked clusters only, harmless for reading
+            why = _last_line(check.stderr, "") or f"qemu-img check exit status {check.returncode}"
+            try:
+                corrupt = json.loads(check.stdout).get("corruptions")
+                why = f"{corrupt} corruptions" if corrupt else why
+            except ValueError:
+                pass
+            raise UserImageError(f"image={p} is damaged ({why}): qemu-img check -r all on a "
+                                 "copy may repair it")
+    layout = ("filesystem" if _head(p, fmt)[EXT_MAGIC_OFFSET:EXT_MAGIC_OFFSET + 2] == EXT_MAGIC
+              else "disk")
+    return UserImage(path=p.resolve(), format=fmt, virtual_bytes=int(info.get("virtual-size", 0)),
+                     file_bytes=p.stat().st_size, sha256=sha256_file(p), layout=layout)
+
+
+def create_overlay(image: UserImage, dest: Path) -> Path:
+    """A qcow2 overlay at ``dest`` backed by ``image`` (read-only for QEMU: every guest write
+    lands in ``dest``).  Raises UserImageError when qemu-img refuses."""
+    res = _qemu_img("create", "-q", "-f", "qcow2", "-F", image.format, "-b", str(image.path),
+                    str(dest))
+    if res.returncode != 0:
+        raise UserImageError(f"cannot create an overlay of {image.path} in {dest.parent}: "
+                             f"{_last_line(res.stderr, 'qemu-img create failed')}")
+    return dest
+
+
+# ---------------------------------------------------------------- direct kernel boot
+
+
+def _debugfs(fs: Path, request: str) -> subprocess.CompletedProcess:
+    """``debugfs -R REQUEST FS`` (read-only: no ``-w``)."""
+    return subprocess.run([require("debugfs", "e2fsprogs"), "-R", request, str(fs)],
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def _boot_file(fs: Path, link: str, prefix: str) -> str:
+    """Path inside the filesystem of the file ``link`` (``/vmlinuz``) points at, else the last
+    ``/boot/<prefix>*`` in version order."""
+    res = _debugfs(fs, f"stat {link}")
+    m = re.search(r'Fast link dest: "([^"]+)"', res.stdout)
+    if m:
+        target = m.group(1)
+        return target if target.startswith("/") else "/" + target
+    listing = _debugfs(fs, "ls -p /boot").stdout
+    names = [f.split("/")[5] for f in listing.splitlines() if f.count("/") >= 6]
+    found = sorted((n for n in names if n.startswith(prefix)),
+                   key=lambda n: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", n)])
+    if not found:
+        raise UserImageError(f"no {link} or /boot/{prefix}* in the image's root filesystem: "
+                             "give an image with a kernel (linux-image-*) or boot=firmware")
+    return "/boot/" + found[-1]
+
+
+def extract_kernel(image: UserImage) -> tuple[Path, Path]:
+    """The image's own kernel and initramfs (``/vmlinuz``, ``/initrd.img`` or the newest in
+    ``/boot``), copied out of its root filesystem with debugfs, cached by the image's SHA-256
+    under ``cache_dir()/image-kernels``.  Only a bare-filesystem image (``layout ==
+    "filesystem"``) has its root where debugfs finds it.  Raises UserImageError."""
+    if image.layout != "filesystem":
+        raise UserImageError(f"image={image.path} is a partitioned disk: boot=kernel needs a "
+                             "bare root filesystem; use boot=firmware (its bootloader)")
+    dest = cache_dir() / "image-kernels" / image.sha256[:32]
+    kernel, initrd = dest / "vmlinuz", dest / "initrd.img"
+    if kernel.is_file() and initrd.is_file():
+        return kernel, initrd
+    dest.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with tempfile.TemporaryDirectory(prefix="vhpc-fs-", dir=dest.parent) as tmp:
+        fs = image.path
+        if image.format != "raw":  # debugfs reads a plain file: a sparse raw copy, then gone
+            fs = Path(tmp) / "root.raw"
+            res = _qemu_img("convert", "-f", image.format, "-O", "raw", str(image.path), str(fs))
+            if res.returncode != 0:
+                raise UserImageError(f"image={image.path}: cannot be read: "
+                                     f"{_last_line(res.stderr, 'qemu-img convert failed')}")
+        for link, prefix, out in (("/vmlinuz", "vmlinuz-", kernel),
+                                  ("/initrd.img", "initrd.img-", initrd)):
+            inside = _boot_file(fs, link, prefix)
+            part = Path(tmp) / out.name
+            res = _debugfs(fs, f"dump {inside} {part}")
+            if not part.is_file() or part.stat().st_size == 0:
+                raise UserImageError(f"cannot copy {inside} out of image={image.path}: "
+                                     f"{_last_line(res.stderr, 'debugfs failed')}")
+            os.replace(part, out)
+    return kernel, initrd
+
+
+# ---------------------------------------------------------------- cloud-init seed
+
+
+def keygen(path: Path, comment: str) -> str:
+    """A new ed25519 key pair at ``path`` / ``path.pub`` (ssh-keygen(1), no passphrase);
+    returns the public key line.  Raises UserImageError without ssh-keygen."""
+    subprocess.run([require("ssh-keygen", "openssh-client"), "-q", "-t", "ed25519", "-N", "",
+                    "-C", comment, "-f", str(path)], check=True, capture_output=True,
+                   stdin=subprocess.DEVNULL)
+    return path.with_suffix(".pub").read_text().strip()
+
+
+def seed_documents(hostname: str, instance_id: str, login_key: str, host_private: str,
+                   host_public: str) -> tuple[str, str]:
+    """(user-data, meta-data) of a NoCloud seed: the user :data:`GUEST_USER` (locked password,
+    no sudo) with ``login_key`` authorised, root login and password logins off, and the
+    guest's sshd given exactly the host key pair ``host_private``/``host_public`` (so the
+    client can pin it).  cloud-init's cloud-config modules ``users_groups`` and ``ssh``
+    (https://cloudinit.readthedocs.io/en/latest/reference/modules.html); YAML written by
+    PyYAML."""
+    import yaml
+
+    user_data = {
+        "users": [{"name": GUEST_USER, "gecos": "vhpc benchmarks", "shell": "/bin/sh",
+                   "lock_passwd": True, "ssh_authorized_keys": [login_key]}],
+        "disable_root": True,
+        "ssh_pwauth": False,
+        "ssh_deletekeys": True,
+        "ssh_genkeytypes": [],
+        "ssh_keys": {"ed25519_private": host_private, "ed25519_public": host_public},
+    }
+    meta = {"instance-id": instance_id, "local-hostname": hostname}
+    return ("#cloud-config\n" + yaml.safe_dump(user_data, sort_keys=False),
+            yaml.safe_dump(meta, sort_keys=False))
+
+
+def write_seed(folder: Path, hostname: str) -> tuple[Path, Path, str]:
+    """Keys and a NoCloud seed for one boot, in ``folder``: returns (seed ISO, login private
+    key, known_hosts line for :data:`HOST_KEY_ALIAS`).  The seed is made by ``cloud-localds``
+    (cloud-image-utils).  Raises UserImageError when a tool is missing or fails."""
+    localds = require("cloud-localds", "cloud-image-utils")
+    login_pub = keygen(folder / "id_ed25519", "vhpc-session")
+    host_pub = keygen(folder / "host_ed25519", "vhpc-guest")
+    host_private = (folder / "host_ed25519").read_text()
+    user_data, meta_data = seed_documents(hostname, f"vhpc-{uuid.uuid4().hex}", login_pub,
+                                          host_private, host_pub)
+    (folder / "user-data").write_text(user_data)
+    (folder / "meta-data").write_text(meta_data)
+    seed = folder / "seed.iso"
+    res = subprocess.run([localds, str(seed), str(folder / "user-data"),
+                          str(folder / "meta-data")], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=120)
+    if res.returncode != 0 or not seed.is_file():
+        raise UserImageError(f"cloud-localds failed: {_last_line(res.stderr, 'no seed written')}")
+    known = f"{HOST_KEY_ALIAS} {' '.join(host_pub.split()[:2])}\n"
+    (folder / "known_hosts").write_text(known)
+    return seed, folder / "id_ed25519", known
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- booting it
+
+
+@dataclass(frozen=True)
+class ImageBoot:
+    """What a session of an image boots: ``overlay`` (the qcow2 over the user's image),
+    ``hostname`` (given to cloud-init), and for a direct kernel boot the image's ``kernel``,
+    ``initrd`` and the kernel command line ``append`` (None/"" : firmware and bootloader)."""
+
+    overlay: Path
+    hostname: str
+    kernel: Path | None = None
+    initrd: Path | None = None
+    append: str = ""
+
+
+def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
+               port: int) -> list[str]:
+    """QEMU argv (a list) booting ``image``: the overlay and the seed as virtio disks, a
+    user-mode NIC whose only way in is ``127.0.0.1:port`` → guest port 22 (``restrict=on``:
+    no packet leaves for the host or beyond), a virtio RNG (sshd's keys need entropy early),
+    the serial console into ``workdir/console.log`` and QMP on ``workdir/qmp.sock``; the
+    placement's NUMA arguments come in ``cfg.extra_args``."""
+    argv = [
+        shutil.which(QEMU) or QEMU,
+        "-name", "vhpc-guest,debug-threads=on",
+        "-machine", cfg.machine, "-accel", cfg.accel,
+        "-cpu", "host" if cfg.accel == "kvm" else "max",
+        "-smp", str(cfg.vcpus), "-m", f"{cfg.memory_mib}M",
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-drive", f"file={image.overlay},format=qcow2,if=virtio",
+        "-drive", f"file={seed},format=raw,if=virtio,readonly=on",
+        "-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
+        "-device", "virtio-net-pci,netdev=net0",
+        "-device", "virtio-rng-pci",
+        "-serial", f"file:{workdir / 'console.log'}",
+        "-qmp", f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
+    ]
+    if image.kernel is not None:
+        argv += ["-kernel", str(image.kernel), "-initrd", str(image.initrd),
+                 "-append", image.append]
+    return argv + list(cfg.extra_args)
+
+
+class ImageGuest(QemuGuest):
+    """One boot of a user's image: QEMU with :func:`image_argv`, ready once the guest's sshd
+    accepts this boot's key.  ``ssh`` is the session's
+    :class:`~vhpc.environments.ssh.environment.SshEnvironment` (127.0.0.1, the forwarded
+    port, the session key, the pinned host key, no user ssh_config); agent requests are
+    served over it (``read``: ``cat`` of a file; ``run``: the ssh environment's wrapper, whose
+    read-back of the benchmark's processes is kept in ``processes``)."""
+
+    def __init__(self, cfg: GuestConfig, image: ImageBoot):
+        super().__init__(cfg)
+        self.image = image
+        self.port: int | None = None
+        self.ssh = None
+        self.processes: list | None = None
+
+    def boot(self) -> float:
+        """Write the seed, start QEMU, wait until sshd accepts the session key.  Raises
+        EnvError (one line, then the console tail) after killing QEMU when the image has no
+        sshd, no cloud-init, or does not boot within ``cfg.boot_timeout``."""
+        t0 = time.monotonic()
+        deadline = t0 + self.cfg.boot_timeout
+        try:
+            seed, key, _ = write_seed(self.workdir, self.image.hostname)
+            self.port = free_port()
+            argv = image_argv(self.cfg, self.image, self.workdir, seed, self.port)
+            self.proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=open(self.workdir / "qemu.stderr", "wb"))
+            self.qmp = _qmp_connect(self.workdir / "qmp.sock", deadline, self._exit_status)
+            self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
+                                 for c in self.qmp.cmd("query-cpus-fast")}
+            self.ssh = self._wait_ssh(key, deadline)
+        except BaseException as exc:
+            detail = self.failure_detail()
+            self.kill()
+            if isinstance(exc, EnvError):
+                raise type(exc)(f"{exc}{detail}") from None
+            if isinstance(exc, (OSError, TimeoutError, subprocess.SubprocessError)):
+                raise EnvError(f"the image did not boot: {exc}{detail}") from None
+            raise
+        self.boot_seconds = time.monotonic() - t0
+        return self.boot_seconds
+
+    def _wait_ssh(self, key: Path, deadline: float):
+        """The session's SshEnvironment once its master connection is up.  Raises EnvError
+        when QEMU exits, sshd never answers by ``deadline``, or it goes on refusing the key
+        (no cloud-init) for :data:`AUTH_GRACE` seconds."""
+        from vhpc.environments.ssh.environment import SshEnvironment
+
+        ssh = SshEnvironment(f"{self.image.hostname} (image)", host="127.0.0.1",
+                             user=GUEST_USER, port=self.port, identity=str(key), config="none",
+                             options=("-o", f"HostKeyAlias={HOST_KEY_ALIAS}",
+                                      "-o", f"UserKnownHostsFile={self.workdir / 'known_hosts'}",
+                                      "-o", "GlobalKnownHostsFile=/dev/null",
+                                      "-o", "StrictHostKeyChecking=yes",
+                                      "-o", "ServerAliveCountMax=20"))
+        refused_since = None
+        last = "no answer yet"
+        while True:
+            status = self.proc.poll()
+            if status is not None:
+                raise EnvError(f"QEMU exited with status {status} while the image booted")
+            try:
+                ssh.connect()
+                return ssh
+            except (EnvError, subprocess.TimeoutExpired) as exc:
+                last = str(exc).split("cannot connect: ")[-1].rsplit(": ", 1)[0]
+            now = time.monotonic()
+            if any(w in last for w in ("Permission denied", "Host key verification",
+                                       "IDENTIFICATION HAS CHANGED")):
+                refused_since = refused_since or now
+                if now - refused_since > AUTH_GRACE:
+                    raise EnvError(
+                        f"the image's sshd refused vhpc's session key ({last}): the image needs "
+                        "cloud-init with the NoCloud datasource (apt-get install cloud-init in "
+                        "it), which installs the key (docs/images.md)")
+            if now > deadline:
+                raise EnvError(
+                    f"the image's sshd did not answer on 127.0.0.1:{self.port} within "
+                    f"{self.cfg.boot_timeout:g} s (last: {last}): the image needs "
+                    "openssh-server and cloud-init, and a slow boot a larger boot_timeout=")
+            time.sleep(2.0)
+
+    def request(self, op: str, wait: float, **payload) -> dict[str, Any]:
+        """The agent requests VmEnvironment makes, served over ssh: ``read`` (``path``) →
+        ``{"data"}`` or ``{"error"}``; ``run`` (``argv``, ``env``, ``timeout``; ``cwd`` is
+        the login's home) → ``{"rc", "stdout", "stderr", "elapsed", "timed_out"}``.  Raises
+        EnvError when the connection is lost."""
+        if self.ssh is None:
+            raise EnvError("the guest is not running")
+        try:
+            if op == "read":
+                res = self.ssh.shell(f"cat -- {shlex.quote(payload['path'])}", timeout=wait)
+                return {"data": res.stdout} if res.returncode == 0 else {"error": res.stderr}
+            if op == "run":
+                r = self.ssh.run(list(payload["argv"]), payload.get("env"),
+                                 float(payload.get("timeout", wait)))
+                if r.error:
+                    raise EnvError(r.error)
+                self.processes = r.applied.processes if r.applied is not None else None
+                return {"rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr,
+                        "elapsed": r.elapsed, "timed_out": r.timed_out}
+        except subprocess.TimeoutExpired:
+            raise EnvError(f"the guest did not answer over ssh within {wait:g} s") from None
+        raise EnvError(f"unknown request {op!r}")
+
+    def kill(self) -> None:
+        """Flush the guest's page cache to the overlay (``sync`` over ssh: the next boot of the
+        same overlay finds the kernels built in this one), close the ssh connection, then stop
+        QEMU as :meth:`QemuGuest.kill` does.  Idempotent; never raises."""
+        if self.ssh is not None:
+            try:
+                if self.alive():
+                    self.resume()  # a paused guest would not answer
+                    self.ssh.shell("sync", timeout=60)
+            except Exception:  # noqa: BLE001 - best effort: the guest may be gone
+                pass
+            self.ssh.close()
+            self.ssh = None
+        super().kill()

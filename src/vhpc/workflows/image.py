@@ -1,0 +1,39 @@
+"""``vhpc image build``: a small Debian guest image for ``vm:image=`` (docs/images.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vhpc.workflows.common import console
+
+
+def add_parser(sub) -> None:
+    """``vhpc image build [--out FILE] [--release R] [--include PKG ...]``."""
+    img = sub.add_parser("image", help="build a Debian guest image for vm:image=FILE "
+                         "(docs/images.md)")
+    isub = img.add_subparsers(dest="image_command", required=True)
+    b = isub.add_parser("build", help="build (or take from the cache) a small Debian image: "
+                        "kernel, cloud-init, sshd, gcc, Open MPI, hwloc, numactl")
+    b.add_argument("--out", default=None, metavar="FILE",
+                   help="where to write the qcow2 image (default vhpc-RELEASE.qcow2)")
+    b.add_argument("--release", default="bookworm",
+                   help="Debian release, from the host's own apt sources (default %(default)s)")
+    b.add_argument("--include", action="append", default=[], metavar="PKG[,PKG...]",
+                   help="more Debian packages in the image (repeatable)")
+
+
+def run(args) -> int:
+    """Build the image and say where it is, its size and SHA-256, and how to use it."""
+    from vhpc.environments.vm import imagebuild
+
+    out = Path(args.out or f"vhpc-{args.release}.qcow2")
+    say = dict(highlight=False, markup=False, soft_wrap=True)
+    with console.status(f"building a Debian {args.release} image ...") as status:
+        built = imagebuild.build(out, args.release, args.include,
+                                 progress=lambda line: status.update(line))
+    how = ("from the cache (same inputs)" if built.cached
+           else f"built in {built.build_seconds:.0f} s")
+    console.print(f"{built.path}: {built.file_bytes / 2**20:.0f} MiB, {how}", **say)
+    console.print(f"sha256 {built.sha256}", **say)
+    console.print(f"use it: vhpc compare -e native -e vm:image={built.path}", **say)
+    return 0
