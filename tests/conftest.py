@@ -31,6 +31,9 @@ TOOL_PACKAGES = {
     "srun": "slurm-client", "munged": "munge", "slurmdbd": "slurmdbd",
     "mariadbd": "mariadb-server", "busybox": "busybox-static", "cpio": "cpio",
     "strace": "strace", "lmp": "lammps", "gmx_mpi": "gromacs", "gmx": "gromacs",
+    "qemu-img": "qemu-utils", "qemu-io": "qemu-utils", "cloud-localds": "cloud-image-utils",
+    "isoinfo": "genisoimage", "debvm-create": "debvm", "mmdebstrap": "mmdebstrap",
+    "mke2fs": "e2fsprogs", "debugfs": "e2fsprogs", "ssh-keygen": "openssh-client",
 }
 
 

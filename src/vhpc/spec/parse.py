@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from typing import Annotated, Any
 
@@ -532,5 +533,8 @@ def from_file(path) -> CampaignSpec:
             KINDS.get(name)
         except ValueError as exc:
             raise SpecError(f"{where}: {exc}") from None
+        if isinstance(opts, dict) and isinstance(opts.get("image"), str):  # vm:image=FILE
+            opts = {**opts, "image": os.path.join(dirname(abspath(str(path))),
+                                                  os.path.expanduser(opts["image"]))}
         envs.append(_named(name, opts, taken, where))
     return campaign(benches, envs, str(path), **doc)

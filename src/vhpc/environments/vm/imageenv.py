@@ -51,14 +51,14 @@ class ImageEnvironment(VmEnvironment):
         self.format = userimage.image_format(options.image, options.format)
         self.image: userimage.UserImage | None = None
         self.rundir: Path | None = None
-        self._boot: userimage.ImageBoot | None = None
+        self._booting: userimage.ImageBoot | None = None
         self._guest_fp: dict[str, Any] | None = None
 
     def _image_boot(self) -> userimage.ImageBoot:
         """The image checked, its overlay made and (direct boot) its kernel copied out: once
         per overlay.  Raises UserImageError."""
-        if self._boot is not None:
-            return self._boot
+        if self._booting is not None:
+            return self._booting
         if self.image is None:
             self.image = userimage.inspect(self.options.image, self.format)
         mode = self.options.boot
@@ -71,15 +71,15 @@ class ImageEnvironment(VmEnvironment):
         overlay = userimage.create_overlay(self.image, self.rundir / "overlay.qcow2")
         hostname = "vhpc-" + (re.sub(r"[^a-z0-9-]+", "-", self.name.lower()).strip("-")[:40]
                               or "guest")
-        self._boot = userimage.ImageBoot(overlay=overlay, hostname=hostname, kernel=kernel,
+        self._booting = userimage.ImageBoot(overlay=overlay, hostname=hostname, kernel=kernel,
                                          initrd=initrd,
                                          append=DIRECT_APPEND if mode == "kernel" else "")
-        return self._boot
+        return self._booting
 
     @property
     def boot_mode(self) -> str:
         """``kernel`` (direct kernel boot) or ``firmware`` once the image was checked."""
-        return "kernel" if self._boot and self._boot.kernel else "firmware"
+        return "kernel" if self._booting and self._booting.kernel else "firmware"
 
     def _request(self, placement, main: bool):
         request = super()._request(placement, main)
@@ -90,6 +90,7 @@ class ImageEnvironment(VmEnvironment):
         campaign stores anything.  Raises EnvError (one line, then the console's last
         lines) after removing what it made."""
         try:
+            self._image_boot()  # the image's own faults first, before any QEMU starts
             self.start()
         except EnvError:
             self.close()
@@ -104,7 +105,7 @@ class ImageEnvironment(VmEnvironment):
         super().close()
         if self.rundir is not None:
             shutil.rmtree(self.rundir, ignore_errors=True)
-        self.rundir, self._boot = None, None
+        self.rundir, self._booting = None, None
 
     def kernel_dir(self, local: Path | None, impl: str, binary: str) -> Path | None:
         """The build folder inside the guest, with ``binary`` built there by the guest's own
