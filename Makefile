@@ -28,6 +28,10 @@ TEST_PACKAGES += libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-dev pk
 # Real applications as benchmarks (docs/applications.md): lmp (built with Open MPI, potentials
 # in lammps-data) and gmx/gmx_mpi with their force fields and water boxes (gromacs-data).
 TEST_PACKAGES += lammps gromacs
+# The user's own guest image (vm:image=, docs/images.md): qemu-img (overlay, checks), cloud-localds
+# (the cloud-init NoCloud seed), debugfs (an image's own kernel for a direct boot); vhpc image
+# build's debvm and mmdebstrap; genisoimage's isoinfo, with which the tests read a seed back.
+TEST_PACKAGES += qemu-utils cloud-image-utils e2fsprogs debvm mmdebstrap genisoimage
 APT_PACKAGES := $(DEMO_PACKAGES) $(TEST_PACKAGES)
 
 .PHONY: all deps deps-demo venv venv-demo kernels demo test clean help

@@ -287,8 +287,10 @@ def seed_documents(hostname: str, instance_id: str, login_key: str, host_private
         "disable_root": True,
         "ssh_pwauth": False,
         "ssh_deletekeys": True,
-        "ssh_genkeytypes": [],
         "ssh_keys": {"ed25519_private": host_private, "ed25519_public": host_public},
+        "resize_rootfs": False,  # the disk is the overlay of a fixed-size image
+        "growpart": {"mode": "off"},
+        "locale": False,  # keep the image's own (update-locale fails where none is built)
     }
     meta = {"instance-id": instance_id, "local-hostname": hostname}
     return ("#cloud-config\n" + yaml.safe_dump(user_data, sort_keys=False),
@@ -400,6 +402,7 @@ class ImageGuest(QemuGuest):
             self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
                                  for c in self.qmp.cmd("query-cpus-fast")}
             self.ssh = self._wait_ssh(key, deadline)
+            self._wait_settled(deadline)
         except BaseException as exc:
             detail = self.failure_detail()
             self.kill()
@@ -450,6 +453,19 @@ class ImageGuest(QemuGuest):
                     f"{self.cfg.boot_timeout:g} s (last: {last}): the image needs "
                     "openssh-server and cloud-init, and a slow boot a larger boot_timeout=")
             time.sleep(2.0)
+
+    def _wait_settled(self, deadline: float) -> None:
+        """Wait, until ``deadline``, for the guest's start-up to finish (``cloud-init status
+        --wait``, then ``systemctl is-system-running --wait`` where the image has them), so
+        the first trial does not share the vCPUs with cloud-init's last stage."""
+        script = ("command -v cloud-init >/dev/null && cloud-init status --wait >/dev/null; "
+                  "command -v systemctl >/dev/null && systemctl is-system-running --wait "
+                  ">/dev/null; true")
+        try:
+            self.ssh.shell(script, timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise EnvError(f"the image's start-up (cloud-init, systemd) did not finish within "
+                           f"{self.cfg.boot_timeout:g} s: give a larger boot_timeout=") from None
 
     def request(self, op: str, wait: float, **payload) -> dict[str, Any]:
         """The agent requests VmEnvironment makes, served over ssh: ``read`` (``path``) →

@@ -1,0 +1,117 @@
+"""Issue 44 end to end: ``vhpc image build`` makes a Debian image (cached in the user's vhpc
+cache, so only the first run builds it), ``vhpc run`` boots it under TCG and stores valid
+samples of a custom ``rootfs`` check, STREAM and an MPI ping-pong in it against native, the
+fingerprint says Debian from inside, the image is byte-for-byte unchanged and no QEMU is left.
+An image without cloud-init, or without sshd, is refused in one line with the console tail.
+Each boot of a full Debian under TCG takes minutes here: these run with VHPC_VM_TESTS=1."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import qemu_pids, require_tool
+
+pytestmark = pytest.mark.skipif(os.environ.get("VHPC_VM_TESTS") != "1",
+                                reason="builds and boots a Debian image for minutes under TCG: "
+                                       "VHPC_VM_TESTS=1")
+
+VHPC = [sys.executable, "-m", "vhpc.cli"]
+
+CAMPAIGN = r"""
+custom:
+  - name: rootfs
+    command: findmnt -bno FSTYPE,SIZE /
+    success: '^(ext4|xfs|btrfs)\s'
+    metrics:
+      - {name: root_bytes, regex: '^(?:ext4|xfs|btrfs)\s+(\d+)', unit: B, direction: higher}
+benchmarks: [rootfs, "stream:n=2000000", pingpong]
+environments: [native, {vm: {image: bench.qcow2, vcpus: 2}}]
+repeats: 1
+warmup: 0
+"""
+
+
+def _sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> Path:
+    for tool in ("debvm-create", "mmdebstrap", "qemu-img", "cloud-localds", "debugfs"):
+        require_tool(tool)
+    out = tmp_path_factory.mktemp("image") / "bench.qcow2"
+    res = subprocess.run([*VHPC, "image", "build", "--out", str(out)], capture_output=True,
+                         text=True, timeout=3600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert out.is_file() and f"sha256 {_sha(out)}" in res.stdout
+    return out
+
+
+def test_campaign_in_the_image_against_native(image, tmp_path):
+    before = qemu_pids()
+    sha = _sha(image)
+    (tmp_path / "bench.qcow2").symlink_to(image)
+    (tmp_path / "c.yaml").write_text(CAMPAIGN)
+    tmp = tmp_path / "tmp"  # vhpc's run folders (the overlay's) go here
+    tmp.mkdir()
+    res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=3600,
+                         env={**os.environ, "TMPDIR": str(tmp)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    db = sqlite3.connect(tmp_path / "res" / "vhpc.db")
+    valid = {(env, bench) for env, bench in db.execute(
+        "select t.environment, t.benchmark from trials t join samples s on s.trial_id = t.id "
+        "where t.status = 'done' and s.valid = 1")}
+    assert {("vm", b) for b in ("rootfs", "stream", "pingpong")} <= valid, valid
+    (fp_json,) = db.execute("select fingerprint_json from environments where name = 'vm'").fetchone()
+    fp = json.loads(fp_json)
+    assert fp["guest_os"].startswith("Debian GNU/Linux") and "cloud" in fp["guest_kernel"]
+    assert fp["image"]["sha256"] == sha and fp["image"]["boot"] == "kernel"
+    assert fp["guest_mpi"].startswith("mpirun (Open MPI)")
+    assert _sha(image) == sha
+    assert qemu_pids() - before == set()
+    assert not list(tmp.glob("vhpc-guest-*/overlay.qcow2"))  # the overlay is gone
+
+
+def _broken_copy(image: Path, dest: Path, remove: list[str]) -> Path:
+    """A raw copy of ``image`` with the files ``remove`` unlinked (debugfs -w on the copy)."""
+    qemu_img, debugfs = require_tool("qemu-img"), require_tool("debugfs")
+    raw = dest / "broken.raw"
+    subprocess.run([qemu_img, "convert", "-f", "qcow2", "-O", "raw", str(image), str(raw)],
+                   check=True)
+    for path in remove:
+        subprocess.run([debugfs, "-w", "-R", f"rm {path}", str(raw)], check=True,
+                       capture_output=True)
+    return raw
+
+
+@pytest.mark.parametrize("remove, says", [
+    (["/usr/bin/cloud-init"], "refused vhpc's session key"),
+    (["/usr/sbin/sshd"], "sshd did not answer"),
+])
+def test_an_image_without_cloud_init_or_sshd_fails_in_one_line(image, tmp_path, remove, says):
+    before = qemu_pids()
+    raw = _broken_copy(image, tmp_path, remove)
+    res = subprocess.run([*VHPC, "compare", "-b", "stream:n=100000", "-e", "native", "-e",
+                          f"vm:image={raw},boot_timeout=420", "--repeats", "1", "--warmup", "0",
+                          "--out", str(tmp_path / "res")], capture_output=True, text=True,
+                         timeout=1800)
+    assert res.returncode == 2, res.stderr[-2000:]
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "console tail:" in lines[0], lines
+    db = tmp_path / "res" / "vhpc.db"
+    assert not db.exists() or sqlite3.connect(db).execute(
+        "select count(*) from trials").fetchone() == (0,)
+    assert qemu_pids() - before == set()
