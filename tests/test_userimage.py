@@ -287,6 +287,8 @@ def test_image_build_is_taken_from_the_cache_while_its_inputs_stay(tmp_path, mon
         built.append(what)
 
     monkeypatch.setattr(imagebuild, "_run_logged", fake_build)
+    monkeypatch.setattr(imagebuild, "apt_sources",
+                        lambda release: [f"deb http://deb.debian.org/debian/ {release} main"])
     first = imagebuild.build(tmp_path / "a.qcow2", "bookworm", ["fio"])
     assert built == ["debvm-create", "qemu-img convert"] and not first.cached
     assert first.sha256 == _sha(tmp_path / "a.qcow2")
