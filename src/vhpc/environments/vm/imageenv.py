@@ -118,8 +118,8 @@ class ImageEnvironment(VmEnvironment):
     def fingerprint(self) -> dict[str, Any]:
         """VmEnvironment's fingerprint with the guest as seen from inside (booting it if
         needed): ``guest_kernel``, ``guest_os``, ``guest_mpi``, ``guest_compiler``,
-        ``guest_hypervisor``, ``guest_topology``, and ``image`` (path, format, SHA-256,
-        sizes, layout, ``boot``)."""
+        ``guest_hypervisor``, ``guest_topology``, ``image`` (path, format, SHA-256, sizes,
+        layout, ``boot``) and ``boot_seconds`` (each boot so far, QEMU start to ready)."""
         fp = super().fingerprint()
         if self._guest_fp is None:
             self.start()
@@ -129,7 +129,8 @@ class ImageEnvironment(VmEnvironment):
                   guest_mpi=g.get("mpi"), guest_compiler=g.get("compiler"),
                   guest_hypervisor=g.get("hypervisor"), guest_topology=g.get("topology"),
                   guest_hostname=g.get("remote_host"),
-                  image={**self.image.record(), "boot": self.boot_mode})
+                  image={**self.image.record(), "boot": self.boot_mode},
+                  boot_seconds=[round(b, 1) for b in self.boot_times])
         return fp
 
     def applied(self) -> records.AppliedPlacement | None:
