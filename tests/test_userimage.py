@@ -179,6 +179,12 @@ def test_direct_boot_copies_the_images_own_kernel(tmp_path, monkeypatch):
     assert kernel.read_bytes() == b"KERNEL-6.1" * 100
     assert initrd.read_bytes() == b"INITRD-6.1" * 100
     assert _sha(img) == before
+    (tmp_path / "root" / "vmlinuz").unlink()
+    os.symlink("boot/x /root/.bashrc", tmp_path / "root" / "vmlinuz")  # a hostile link
+    subprocess.run([require_tool("mke2fs"), "-q", "-t", "ext4", "-d", str(tmp_path / "root"),
+                    str(tmp_path / "evil.ext4"), "8M"], check=True)
+    with pytest.raises(userimage.UserImageError, match="points at '/boot/x /root/.bashrc'"):
+        userimage.extract_kernel(userimage.inspect(tmp_path / "evil.ext4", "raw"))
     with pytest.raises(userimage.UserImageError, match="partitioned disk: .*boot=firmware"):
         userimage.extract_kernel(userimage.inspect(_raw_disk(tmp_path / "d.raw"), "raw"))
 

@@ -202,6 +202,10 @@ def create_overlay(image: UserImage, dest: Path) -> Path:
 # ---------------------------------------------------------------- direct kernel boot
 
 
+#: A path inside the image that debugfs reads as one word.
+SAFE_PATH = re.compile(r"^/[A-Za-z0-9._+/-]+$")
+
+
 def _debugfs(fs: Path, request: str) -> subprocess.CompletedProcess:
     """``debugfs -R REQUEST FS`` (read-only: no ``-w``)."""
     return subprocess.run([require("debugfs", "e2fsprogs"), "-R", request, str(fs)],
@@ -214,11 +218,15 @@ def _boot_file(fs: Path, link: str, prefix: str) -> str:
     res = _debugfs(fs, f"stat {link}")
     m = re.search(r'Fast link dest: "([^"]+)"', res.stdout)
     if m:
-        target = m.group(1)
-        return target if target.startswith("/") else "/" + target
+        target = m.group(1) if m.group(1).startswith("/") else "/" + m.group(1)
+        # the image is not trusted: a name that debugfs would read as more than one word
+        if not SAFE_PATH.match(target) or "/../" in target + "/":
+            raise UserImageError(f"the image's {link} points at {target!r}: give boot=firmware "
+                                 "or link it to a file under /boot")
+        return target
     listing = _debugfs(fs, "ls -p /boot").stdout
     names = [f.split("/")[5] for f in listing.splitlines() if f.count("/") >= 6]
-    found = sorted((n for n in names if n.startswith(prefix)),
+    found = sorted((n for n in names if n.startswith(prefix) and SAFE_PATH.match("/" + n)),
                    key=lambda n: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", n)])
     if not found:
         raise UserImageError(f"no {link} or /boot/{prefix}* in the image's root filesystem: "
