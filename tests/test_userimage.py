@@ -15,7 +15,7 @@ import yaml
 
 from conftest import ROOT, require_tool
 from vhpc.environments.vm import imagebuild, userimage
-from vhpc.environments.vm.options import VmOptions
+from vhpc.environments.vm.options import VmOptions, image_format
 
 
 def _sha(path: Path) -> str:
@@ -68,9 +68,9 @@ def test_image_path_is_absolute_and_format_comes_from_the_name(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     o = VmOptions(image="bench.qcow2", vcpus=2)
     assert o.image == str(tmp_path / "bench.qcow2")
-    assert userimage.image_format(o.image, o.format) == "qcow2"
-    assert userimage.image_format("root.ext4", None) == "raw"
-    assert userimage.image_format("disk.bin", "raw") == "raw"
+    assert image_format(o.image, o.format) == "qcow2"
+    assert image_format("root.ext4", None) == "raw"
+    assert image_format("disk.bin", "raw") == "raw"
     assert VmOptions.model_validate(o.given()) == o  # a stored spec reloads equal
 
 

@@ -30,6 +30,7 @@ from vhpc.core import records
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import userimage
 from vhpc.environments.vm.environment import VmEnvironment
+from vhpc.environments.vm.options import image_format
 from vhpc.host.owned import owned_tempdir
 
 #: Seconds a boot of a user's image may take unless ``boot_timeout=`` says otherwise: a full
@@ -48,7 +49,7 @@ class ImageEnvironment(VmEnvironment):
         super().__init__(name, options, placement, topo, corunner=corunner, **kw)
         if options.boot_timeout == type(options).model_fields["boot_timeout"].default:
             self.boot_timeout = IMAGE_BOOT_TIMEOUT  # the default is sized for vhpc's guest
-        self.format = userimage.image_format(options.image, options.format)
+        self.format = image_format(options.image, options.format)
         self.image: userimage.UserImage | None = None
         self.rundir: Path | None = None
         self._booting: userimage.ImageBoot | None = None

@@ -4,6 +4,7 @@ is validated, and the placement request they make."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
@@ -32,6 +33,22 @@ def corunner_argv(level: str) -> list[str]:
 
     binary, *args = CORUNNERS[level]
     return [str(kernel_dir() / binary), *args]
+
+
+#: Image formats vhpc boots, and the file suffixes that name them.
+SUFFIX_FORMATS = {".qcow2": "qcow2", ".raw": "raw", ".img": "raw", ".ext4": "raw"}
+
+
+def image_format(path: str, given: str | None) -> str:
+    """``given`` (``qcow2``/``raw``), else the format the file's suffix names
+    (:data:`SUFFIX_FORMATS`).  Raises ValueError when neither says."""
+    if given:
+        return given
+    fmt = SUFFIX_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise ValueError(f"image={path}: the name does not say its format: add format=qcow2 "
+                         "or format=raw")
+    return fmt
 
 
 #: Environment variable listing libvirt URIs allowed beyond the local qemu drivers (comma
@@ -149,8 +166,6 @@ class VmOptions(EnvOptions, Slowdown):
                 if getattr(self, opt) != type(self).model_fields[opt].get_default():
                     raise ValueError(f"{opt}= needs image=FILE")
             return
-        from vhpc.environments.vm.userimage import image_format
-
         image_format(self.image, self.format)  # the name or format= must say
         if self.kernel is not None:
             raise ValueError(f"image={self.image} boots its own kernel: drop kernel=")

@@ -46,8 +46,6 @@ from vhpc.environments.base import EnvError
 from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, _qmp_connect,
                                                 spawn)
 
-#: Image formats vhpc boots, and the file suffixes that name them.
-SUFFIX_FORMATS = {".qcow2": "qcow2", ".raw": "raw", ".img": "raw", ".ext4": "raw"}
 #: The login cloud-init creates in the guest for vhpc (no password, no sudo).
 GUEST_USER = "vhpc"
 #: Seconds the guest may go on refusing the session key after its sshd first answered
@@ -59,18 +57,6 @@ HOST_KEY_ALIAS = "vhpc-image-guest"
 
 class UserImageError(EnvError):
     """The user's image cannot be used as it is; the message says what to change."""
-
-
-def image_format(path: str, given: str | None) -> str:
-    """``given`` (``qcow2``/``raw``), else the format the file's suffix names
-    (:data:`SUFFIX_FORMATS`).  Raises ValueError when neither says."""
-    if given:
-        return given
-    fmt = SUFFIX_FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise ValueError(f"image={path}: the name does not say its format: add format=qcow2 "
-                         "or format=raw")
-    return fmt
 
 
 @dataclass(frozen=True)
