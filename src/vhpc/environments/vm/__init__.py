@@ -42,6 +42,8 @@ class VmKind(EnvironmentKind):
                             "give less memory")
         main = placement.place(topo, options.request(host.cpus))
         text = placement.describe(main)
+        if options.image:
+            text += f"; booting {options.image} (its own kernel, reached over ssh)"
         corunner = None
         if options.corunner is not None:
             corunner = placement.place(topo, options.corunner_request())
