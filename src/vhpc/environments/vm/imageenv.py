@@ -98,7 +98,11 @@ class ImageEnvironment(VmEnvironment):
             raise
 
     def new_session(self) -> None:
-        """End the session (the guest stops); the next trial boots the same overlay afresh."""
+        """End the session (the guest stops); the next trial boots the same overlay afresh.
+        A session that has run no trial yet (the boot of :meth:`preflight`) is fresh already
+        and is kept: a boot of a full distribution under TCG costs minutes."""
+        if self.guest is not None and self.guest.alive() and not self._trials_in_session:
+            return
         super().close()
 
     def close(self) -> None:
