@@ -124,7 +124,8 @@ class ImageEnvironment(VmEnvironment):
         """VmEnvironment's fingerprint with the guest as seen from inside (booting it if
         needed): ``guest_kernel``, ``guest_os``, ``guest_mpi``, ``guest_compiler``,
         ``guest_hypervisor``, ``guest_topology``, ``image`` (path, format, SHA-256, sizes,
-        layout, ``boot``) and ``boot_seconds`` (each boot so far, QEMU start to ready)."""
+        layout, ``boot``), ``boot_seconds`` (each boot so far, QEMU start to ready) and the
+        ``boot_timeout`` in force (:data:`IMAGE_BOOT_TIMEOUT` unless given)."""
         fp = super().fingerprint()
         if self._guest_fp is None:
             self.start()
@@ -135,7 +136,8 @@ class ImageEnvironment(VmEnvironment):
                   guest_hypervisor=g.get("hypervisor"), guest_topology=g.get("topology"),
                   guest_hostname=g.get("remote_host"),
                   image={**self.image.record(), "boot": self.boot_mode},
-                  boot_seconds=[round(b, 1) for b in self.boot_times])
+                  boot_seconds=[round(b, 1) for b in self.boot_times],
+                  boot_timeout=self.boot_timeout)
         return fp
 
     def applied(self) -> records.AppliedPlacement | None:
