@@ -124,8 +124,8 @@ class ImageEnvironment(VmEnvironment):
         """VmEnvironment's fingerprint with the guest as seen from inside (booting it if
         needed): ``guest_kernel``, ``guest_os``, ``guest_mpi``, ``guest_compiler``,
         ``guest_hypervisor``, ``guest_topology``, ``image`` (path, format, SHA-256, sizes,
-        layout, ``boot``), ``boot_seconds`` (each boot so far, QEMU start to ready) and the
-        ``boot_timeout`` in force (:data:`IMAGE_BOOT_TIMEOUT` unless given)."""
+        layout, ``boot``) and the ``boot_timeout`` in force (:data:`IMAGE_BOOT_TIMEOUT` unless
+        given)."""
         fp = super().fingerprint()
         if self._guest_fp is None:
             self.start()
@@ -136,16 +136,17 @@ class ImageEnvironment(VmEnvironment):
                   guest_hypervisor=g.get("hypervisor"), guest_topology=g.get("topology"),
                   guest_hostname=g.get("remote_host"),
                   image={**self.image.record(), "boot": self.boot_mode},
-                  boot_seconds=[round(b, 1) for b in self.boot_times],
                   boot_timeout=self.boot_timeout)
         return fp
 
     def applied(self) -> records.AppliedPlacement | None:
-        """VmEnvironment's read-back plus ``processes``: the last trial's processes read back
-        from inside the guest (allowed CPUs, pages per node), as the ssh environment reads
-        them."""
+        """VmEnvironment's read-back plus ``boot_seconds`` (this session's boot, QEMU start to
+        ready) and ``processes``: the last trial's processes read back from inside the guest
+        (allowed CPUs, pages per node), as the ssh environment reads them."""
         applied = super().applied()
-        processes = getattr(self.guest, "processes", None)
-        if applied is None or processes is None:
-            return applied
-        return applied.model_copy(update={"processes": processes})
+        if applied is None:
+            return None
+        extra = {"boot_seconds": round(self.guest.boot_seconds or 0.0, 1)}
+        if getattr(self.guest, "processes", None) is not None:
+            extra["processes"] = self.guest.processes
+        return applied.model_copy(update=extra)
