@@ -80,6 +80,9 @@ def test_campaign_in_the_image_against_native(image, tmp_path):
     assert fp["guest_os"].startswith("Debian GNU/Linux") and "cloud" in fp["guest_kernel"]
     assert fp["image"]["sha256"] == sha and fp["image"]["boot"] == "kernel"
     assert fp["guest_mpi"].startswith("mpirun (Open MPI)")
+    boots = [json.loads(a).get("boot_seconds") for (a,) in db.execute(
+        "select applied_json from trials where environment = 'vm'")]
+    assert boots and all(b and b > 0 for b in boots), boots
     assert _sha(image) == sha
     assert qemu_pids() - before == set()
     assert not list(tmp.glob("vhpc-guest-*/overlay.qcow2"))  # the overlay is gone
