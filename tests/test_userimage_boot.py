@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -64,8 +66,9 @@ def test_campaign_in_the_image_against_native(image, tmp_path):
     sha = _sha(image)
     (tmp_path / "bench.qcow2").symlink_to(image)
     (tmp_path / "c.yaml").write_text(CAMPAIGN)
-    tmp = tmp_path / "tmp"  # vhpc's run folders (the overlay's) go here
-    tmp.mkdir()
+    # vhpc's run folders (the overlay's) go here: a short path, as QMP's socket must fit in
+    # sun_path (108 bytes, unix(7))
+    tmp = Path(tempfile.mkdtemp(prefix="vhpc-t-", dir="/tmp"))
     res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=3600,
                          env={**os.environ, "TMPDIR": str(tmp)})
@@ -86,6 +89,7 @@ def test_campaign_in_the_image_against_native(image, tmp_path):
     assert _sha(image) == sha
     assert qemu_pids() - before == set()
     assert not list(tmp.glob("vhpc-guest-*/overlay.qcow2"))  # the overlay is gone
+    shutil.rmtree(tmp)
 
 
 def _broken_copy(image: Path, dest: Path, remove: list[str]) -> Path:
