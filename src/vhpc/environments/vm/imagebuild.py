@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vhpc.core.errors import VhpcError
-from vhpc.core.paths import cache_dir
+from vhpc.core.paths import cache_dir, cache_lock, trusted_folder, write_atomic
 from vhpc.environments.vm.userimage import sha256_file
 from vhpc.host.owned import die_with_parent
 
@@ -203,27 +203,13 @@ def build(out: Path, release: str = "bookworm", include: list[str] | tuple[str, 
     ImageBuildError (a tool missing, the build failing: with its log's path)."""
     spec = inputs(release, include)
     key = cache_key(spec)
-    folder = cache_dir() / "images" / key
+    folder = trusted_folder(trusted_folder(cache_dir() / "images", "the image cache") / key,
+                            "the image cache")
     image, manifest = folder / "image.qcow2", folder / "manifest.json"
-    cached = image.is_file() and manifest.is_file()
-    if not cached:
-        _tool("mmdebstrap", "mmdebstrap")
-        qemu_img = _tool("qemu-img", "qemu-utils")
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        log = folder / "build.log"
-        log.write_text(json.dumps(spec, indent=1) + "\n")
-        t0 = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="build-", dir=folder) as tmp:
-            root = Path(tmp) / "root.ext4"
-            _run_logged(debvm_argv(root, spec), log, "debvm-create", progress)
-            part = Path(tmp) / "image.qcow2"
-            _run_logged([qemu_img, "convert", "-c", "-f", "raw", "-O", "qcow2", str(root),
-                         str(part)], log, "qemu-img convert", progress)
-            record = {"inputs": spec, "sha256": sha256_file(part),
-                      "build_seconds": round(time.monotonic() - t0, 1),
-                      "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            os.replace(part, image)
-        manifest.write_text(json.dumps(record, indent=1) + "\n")
+    with cache_lock(folder / ".lock"):  # another vhpc building the same image: wait for it
+        cached = image.is_file() and manifest.is_file()
+        if not cached:
+            _build(spec, folder, image, manifest, progress)
     record = json.loads(manifest.read_text())
     out = Path(out)
     if not (out.is_file() and out.stat().st_size == image.stat().st_size
@@ -235,3 +221,25 @@ def build(out: Path, release: str = "bookworm", include: list[str] | tuple[str, 
         os.replace(part, out)
     return BuiltImage(path=out, sha256=record["sha256"], file_bytes=out.stat().st_size,
                       build_seconds=float(record["build_seconds"]), cached=cached, key=key)
+
+
+def _build(spec: dict[str, Any], folder: Path, image: Path, manifest: Path,
+           progress: Callable[[str], None] | None) -> None:
+    """Build ``spec``'s image into ``image`` (debvm-create, then qemu-img convert) and write its
+    ``manifest`` (inputs, SHA-256, build seconds); the log is ``folder/build.log``.  Raises
+    ImageBuildError."""
+    _tool("mmdebstrap", "mmdebstrap")
+    qemu_img = _tool("qemu-img", "qemu-utils")
+    log = write_atomic(folder / "build.log", json.dumps(spec, indent=1) + "\n")
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="build-", dir=folder) as tmp:
+        root = Path(tmp) / "root.ext4"
+        _run_logged(debvm_argv(root, spec), log, "debvm-create", progress)
+        part = Path(tmp) / "image.qcow2"
+        _run_logged([qemu_img, "convert", "-c", "-f", "raw", "-O", "qcow2", str(root),
+                     str(part)], log, "qemu-img convert", progress)
+        record = {"inputs": spec, "sha256": sha256_file(part),
+                  "build_seconds": round(time.monotonic() - t0, 1),
+                  "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        os.replace(part, image)
+    write_atomic(manifest, json.dumps(record, indent=1) + "\n")

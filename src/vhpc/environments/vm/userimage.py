@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vhpc.core.paths import cache_dir
+from vhpc.core.paths import cache_dir, trusted_folder
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, _qmp_connect,
                                                 spawn)
@@ -228,11 +228,12 @@ def extract_kernel(image: UserImage) -> tuple[Path, Path]:
     if image.layout != "filesystem":
         raise UserImageError(f"image={image.path} is a partitioned disk: boot=kernel needs a "
                              "bare root filesystem; use boot=firmware (its bootloader)")
-    dest = cache_dir() / "image-kernels" / image.sha256[:32]
+    what = "the folder of images' kernels"
+    dest = trusted_folder(trusted_folder(cache_dir() / "image-kernels", what)
+                          / image.sha256[:32], what)
     kernel, initrd = dest / "vmlinuz", dest / "initrd.img"
     if kernel.is_file() and initrd.is_file():
         return kernel, initrd
-    dest.mkdir(parents=True, exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(prefix="vhpc-fs-", dir=dest.parent) as tmp:
         fs = image.path
         if image.format != "raw":  # debugfs reads a plain file: a sparse raw copy, then gone
