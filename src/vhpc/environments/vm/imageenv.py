@@ -73,8 +73,8 @@ class ImageEnvironment(VmEnvironment):
         hostname = "vhpc-" + (re.sub(r"[^a-z0-9-]+", "-", self.name.lower()).strip("-")[:40]
                               or "guest")
         self._booting = userimage.ImageBoot(overlay=overlay, hostname=hostname, kernel=kernel,
-                                         initrd=initrd,
-                                         append=DIRECT_APPEND if mode == "kernel" else "")
+                                            initrd=initrd,
+                                            append=DIRECT_APPEND if mode == "kernel" else "")
         return self._booting
 
     @property
