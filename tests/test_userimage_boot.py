@@ -78,7 +78,8 @@ def test_campaign_in_the_image_against_native(image, tmp_path):
         "select t.environment, t.benchmark from trials t join samples s on s.trial_id = t.id "
         "where t.status = 'done' and s.valid = 1")}
     assert {("vm", b) for b in ("rootfs", "stream", "pingpong")} <= valid, valid
-    (fp_json,) = db.execute("select fingerprint_json from environments where name = 'vm'").fetchone()
+    (fp_json,) = db.execute(
+        "select fingerprint_json from environments where name = 'vm'").fetchone()
     fp = json.loads(fp_json)
     assert fp["guest_os"].startswith("Debian GNU/Linux") and "cloud" in fp["guest_kernel"]
     assert fp["image"]["sha256"] == sha and fp["image"]["boot"] == "kernel"

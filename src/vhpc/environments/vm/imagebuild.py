@@ -109,7 +109,8 @@ def apt_sources(release: str, indextargets: str | None = None) -> list[str]:
         raise ImageBuildError(f"the host's apt sources name no suite of its release "
                               f"{host or '(unknown)'}: vhpc image build uses the host's Debian "
                               "sources (/etc/apt/sources.list*)")
-    return [f"deb {uri} {suite} {' '.join(comps)}" for (uri, suite), comps in sorted(suites.items())]
+    return [f"deb {uri} {suite} {' '.join(comps)}"
+            for (uri, suite), comps in sorted(suites.items())]
 
 
 def _version(package: str) -> str:
