@@ -313,3 +313,32 @@ def test_debvm_command_uses_only_the_given_sources():
     inc = next(a for a in argv if a.startswith("--include="))
     assert {"cloud-init", "openssh-server", "openmpi-bin", "hwloc", "numactl"} <= set(
         inc.removeprefix("--include=").split(","))
+
+
+def test_a_cold_trial_uses_the_checking_boot_but_never_a_used_session(tmp_path):
+    """preflight boots the image once; the first cold trial's new_session keeps that boot (no
+    trial ran in it), a later one ends the session (the guest is killed, the overlay kept)."""
+    from vhpc.environments import kind
+    from vhpc.environments.options import HostFacts
+
+    class Booted:  # stands for a running ImageGuest
+        killed = False
+
+        def alive(self):
+            return not self.killed
+
+        def kill(self):
+            self.killed = True
+
+    env = kind.build("vm", "vm", VmOptions(image=str(tmp_path / "x.qcow2"), accel="tcg"),
+                     HostFacts.live())
+    assert env.boot_timeout == 900.0  # an image's boot under TCG takes minutes
+    env.guest = guest = Booted()
+    env.rundir = tmp_path
+    env.new_session()
+    assert env.guest is guest and not guest.killed
+    env._trials_in_session["stream[]"] = 1
+    env.new_session()
+    assert guest.killed and env.guest is None and env.rundir == tmp_path
+    env.close()
+    assert env.rundir is None and not tmp_path.exists()
