@@ -12,8 +12,9 @@ from scipy import special, stats
 
 from vhpc.analysis import (
     FASTER,
+    EQUIVALENT,
+    INCONCLUSIVE,
     INSUFFICIENT,
-    NO_DIFFERENCE,
     SLOWER,
     analyse,
     fieller_interval,
@@ -147,10 +148,11 @@ def test_welch_against_textbook_and_hand(x, y, p_book, df_book):
     assert df == pytest.approx(df_book, abs=0.01)
     _, df_h, p_h = _hand_welch(x, y)
     assert p == pytest.approx(p_h, rel=1e-9) and df == pytest.approx(df_h, rel=1e-12)
-    # and through analyse(): one comparison only, so Holm leaves p unchanged
+    # and through analyse(): Welch on ln values (one comparison, so Holm leaves p unchanged)
+    _, _, p_ln = _hand_welch(np.log(x), np.log(y))
     a = analyse(obs("vm", x) + obs("native", y), ENVS, "native")
     c = a.comparison("b", "n=1", "time", "vm")
-    assert c.p_value == pytest.approx(p_h, rel=1e-9)
+    assert c.p_value == pytest.approx(p_ln, rel=1e-9)
     assert c.p_adjusted == pytest.approx(c.p_value)
 
 
@@ -163,7 +165,7 @@ def test_welch_degenerate_cases():
     assert c.p_value == 0.0 and c.verdict == SLOWER and c.ratio == 2.0 and c.ratio_ci == (2.0, 2.0)
     a = analyse(obs("vm", [1.0, 1.0, 1.0]) + obs("native", [1.0, 1.0, 1.0]), ENVS, "native")
     c = a.comparison("b", "n=1", "time", "vm")
-    assert c.p_value == 1.0 and c.verdict == NO_DIFFERENCE
+    assert c.p_value == 1.0 and c.verdict == EQUIVALENT and c.ratio_ci == (1.0, 1.0)
     a = analyse(obs("vm", [1.5]) + obs("native", [1.0, 1.1, 0.9]), ENVS, "native")
     c = a.comparison("b", "n=1", "time", "vm")
     assert c.verdict == INSUFFICIENT and c.p_value is None and c.p_adjusted is None
@@ -190,10 +192,14 @@ def test_fieller_defining_property_and_containment():
     # the Fieller interval is not symmetric around R̂ (it is for the delta method): check it is
     # wider on the side away from zero when the denominator is uncertain
     assert (hi - r) > (r - lo)
-    c = analyse(obs("vm", x) + obs("native", y), ENVS, "native").comparison("b", "n=1", "time", "vm")
-    assert c.ratio == pytest.approx(r)
-    assert c.ratio_ci == (pytest.approx(lo), pytest.approx(hi))
-    assert c.df == pytest.approx(df_h)
+    # positive data are compared on the log scale (tests/test_verdicts.py); Fieller's interval
+    # is what data with a value <= 0 get, at the comparison's level
+    shift = [v - min(y) for v in y]  # the baseline now has a 0
+    c = analyse(obs("vm", x) + obs("native", shift), ENVS, "native").comparison("b", "n=1", "time", "vm")
+    lo0, hi0, _ = fieller_interval(a_, statistics.variance(x), len(x), statistics.fmean(shift),
+                                   statistics.variance(shift), len(shift))
+    assert c.ratio_ci_method == "fieller" and c.p_value is None
+    assert c.ratio_ci == (pytest.approx(lo0), pytest.approx(hi0))
 
 
 def test_fieller_unbounded_when_denominator_ci_contains_zero():
@@ -223,17 +229,18 @@ def _hand_holm(ps):
     return adj
 
 
-def test_holm_runs_across_all_comparisons_of_the_campaign():
+def test_holm_runs_across_the_primary_metrics_of_the_campaign():
     rng = np.random.default_rng(7)
     data = []
-    for k, shift in enumerate([0.0, 0.02, 0.05, 0.3]):
-        data += obs("native", list(10 + rng.normal(0, 0.2, 6)), metric=f"m{k}")
-        data += obs("vm", list(10 * (1 + shift) + rng.normal(0, 0.2, 6)), metric=f"m{k}")
+    for k, shift in enumerate([0.0, 0.02, 0.05, 0.3]):  # one benchmark each: 4 primary metrics
+        data += obs("native", list(10 + rng.normal(0, 0.2, 6)), metric=f"m{k}", bench=f"b{k}")
+        data += obs("vm", list(10 * (1 + shift) + rng.normal(0, 0.2, 6)), metric=f"m{k}", bench=f"b{k}")
         data += obs("emu", list(10 * (1 + 2 * shift) + rng.normal(0, 0.2, 6)), metric=f"m{k}", bench="c")
     data += obs("native", list(10 + rng.normal(0, 0.2, 6)), metric="m0", bench="c")
     a = analyse(data, ENVS, "native")
     with_p = [c for c in a.comparisons if c.p_value is not None]
     assert len(with_p) == 5  # 4 vm comparisons + 1 emu comparison (other emu metrics lack a baseline)
+    assert {c.role for c in with_p} == {"primary"} and {c.family_size for c in with_p} == {5}
     expected = _hand_holm([c.p_value for c in with_p])
     assert [c.p_adjusted for c in with_p] == [pytest.approx(e) for e in expected]
     assert any(f.kind == "baseline-missing" and "c[n=1]" in f.message for f in a.findings)
@@ -257,8 +264,9 @@ def test_verdict_direction_higher_is_better():
     a = analyse(obs("vm", [8.0, 8.1, 7.9, 8.05], **bw) + obs("native", [10.0, 10.1, 9.9, 10.05], **bw), ENVS, "native")
     c = a.comparison("b", "n=1", "bw", "vm")
     assert c.verdict == SLOWER  # lower bandwidth is worse for the user
-    assert c.ratio == pytest.approx(8.0125 / 10.0125)
-    assert c.overhead_pct == pytest.approx((10.0125 / 8.0125 - 1) * 100)
+    gm = stats.gmean([8.0, 8.1, 7.9, 8.05]) / stats.gmean([10.0, 10.1, 9.9, 10.05])
+    assert c.ratio == pytest.approx(gm)
+    assert c.overhead_pct == pytest.approx((1 / gm - 1) * 100)
     lo, hi = c.ratio_ci
     assert c.overhead_ci == (pytest.approx((1 / hi - 1) * 100), pytest.approx((1 / lo - 1) * 100))
     a = analyse(obs("vm", [12.0, 12.1, 11.9, 12.05], **bw) + obs("native", [10.0, 10.1, 9.9, 10.05], **bw), ENVS, "native")
@@ -269,8 +277,14 @@ def test_verdict_direction_higher_is_better():
 def test_not_significant_and_alpha():
     x = [10.0, 10.5, 9.5, 10.2, 9.8]
     y = [10.1, 10.6, 9.6, 10.3, 9.9]
+    # scipy: Welch on ln values, 95 % interval of the ratio [0.9557, 1.0674]
+    ci = stats.ttest_ind(np.log(y), np.log(x), equal_var=False).confidence_interval(0.95)
     c = analyse(obs("vm", y) + obs("native", x), ENVS, "native").comparison("b", "n=1", "time", "vm")
-    assert c.verdict == NO_DIFFERENCE and c.p_adjusted >= 0.05
+    assert c.ratio_ci == (pytest.approx(math.exp(ci.low)), pytest.approx(math.exp(ci.high)))
+    assert c.verdict == INCONCLUSIVE and c.p_adjusted >= 0.05 and c.runs_needed > 5  # > +5 %
+    c = analyse(obs("vm", y) + obs("native", x), ENVS, "native", margin=0.1).comparison(
+        "b", "n=1", "time", "vm")
+    assert c.verdict == EQUIVALENT  # inside [1/1.1, 1.1]
     # the same data is "slower" when alpha is above its p-value
     c2 = analyse(obs("vm", y) + obs("native", x), ENVS, "native", alpha=0.999).comparison("b", "n=1", "time", "vm")
     assert c2.verdict == SLOWER

@@ -1,7 +1,11 @@
-"""Comparisons against the baseline: ratio with its interval, overhead, Welch p, Holm, verdict.
+"""Comparisons against the baseline: one model decides and shows (docs/statistics.md).
 
-Every number comes from :mod:`vhpc.core.stats`.  The verdict and the interval are decided together
-(:func:`verdict`), so a row never says "slower" beside an interval that contains 1.
+Ratio of geometric means with Welch's t on ln values (:func:`vhpc.core.stats.log_welch`); the
+interval at the level of the comparison's family (Holm, :func:`vhpc.core.stats.holm_level`);
+the verdict read off that interval (:func:`verdict_of`): slower / faster / equivalent within
+the margin / inconclusive.  Every number comes from :mod:`vhpc.core.stats`; a row never says
+"slower" beside an interval that contains 1, nor "equivalent" beside one that leaves the
+margin.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from dataclasses import dataclass
 
 from vhpc.core import power, stats
 from vhpc.analysis.results import (
-    FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Comparison, Summary,
+    EQUIVALENT, FASTER, INCONCLUSIVE, INSUFFICIENT, INVERSE, POINT, SECONDARY, SLOWER,
+    Comparison, Summary,
 )
 from vhpc.analysis.summaries import GroupKey
 
@@ -40,116 +45,152 @@ def overhead_interval(lo: float | None, hi: float | None, hib: bool) -> tuple[fl
 
 @dataclass
 class Draft:
-    """A comparison before Holm's adjustment: the fields of :class:`Comparison` that do not
-    depend on the other comparisons, plus the decision interval at level 1 − alpha."""
+    """A comparison before its family is known: the two groups, their values and Welch's t on
+    ln values (None when a side has fewer than 2 values or a value ≤ 0)."""
 
-    fields: dict
-    decision: stats.RatioInterval
-    unit_mismatch: bool
+    env: Summary
+    base: Summary
+    x: list[float]
+    y: list[float]
+    lw: stats.LogWelch | None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.env.key
+
+    @property
+    def p(self) -> float | None:
+        """Welch's p on ln values (the family's Holm step uses it)."""
+        return self.lw.p if self.lw is not None else None
 
 
-def draft(env: Summary, base: Summary, x: list[float], y: list[float], confidence: float,
-          alpha: float) -> Draft:
-    """Ratio mean(x)/mean(y) with its interval (:func:`vhpc.core.stats.ratio_interval`), Welch's p
-    and the overhead for one environment (``env``, values ``x``) against the baseline
-    (``base``, values ``y``)."""
-    ratio = env.mean / base.mean if env.mean is not None and base.mean not in (None, 0) else None
-    if ratio is not None and not math.isfinite(ratio):
-        ratio = None  # beyond the float range: cannot compute
-    p = None
-    k = stats.common_scale(x, y)
-    if env.n >= 2 and base.n >= 2 and k != 1.0:  # finite extremes: the test is scale-free
-        dx, dy = stats.describe([v / k for v in x]), stats.describe([v / k for v in y])
-        if dx.n >= 2 and dy.n >= 2:
-            p, _ = stats.welch_test(dx.mean, dx.stdev**2, dx.n, dy.mean, dy.stdev**2, dy.n)
-    elif env.n >= 2 and base.n >= 2:
-        p, _ = stats.welch_test(env.mean, env.stdev**2, env.n, base.mean, base.stdev**2, base.n)
-    shown = stats.ratio_interval(x, y, confidence)
-    decision = shown
-    if not math.isclose(confidence, 1.0 - alpha) and shown.method != stats.NO_INTERVAL:
-        decision = stats.ratio_interval(x, y, 1.0 - alpha, method=shown.method)
+def draft(env: Summary, base: Summary, x: list[float], y: list[float]) -> Draft:
+    """:class:`Draft` of ``env`` (values ``x``) against ``base`` (values ``y``)."""
+    return Draft(env, base, x, y, stats.log_welch(x, y))
+
+
+def verdict_of(low: float | None, high: float | None, higher_is_better: bool,
+               margin: float) -> str:
+    """The verdict read off the interval (low, high) of the ratio env / baseline
+    (:func:`vhpc.core.stats.decide`), in the metric's direction: for a rate the reciprocal
+    interval, so ``slower`` always means worse for the user."""
+    if low is not None and high is not None and higher_is_better:
+        low, high = (1.0 / high if high > 0 else None), (1.0 / low if low > 0 else None)
+    return {stats.WORSE: SLOWER, stats.BETTER: FASTER, stats.EQUIVALENT: EQUIVALENT,
+            stats.UNDECIDED: INCONCLUSIVE}.get(stats.decide(low, high, margin), INSUFFICIENT)
+
+
+def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alpha: float,
+           role: str, m: int) -> Comparison:
+    """The :class:`Comparison` of a draft whose family gave it the confidence ``level`` and
+    Holm-adjusted p: interval at ``level``, verdict read off it, runs needed when
+    inconclusive."""
+    env, base, lw = d.env, d.base, d.lw
     hib = env.higher_is_better
-    fields = dict(**power_fields(env, base, ratio, alpha),
+    note, runs = "", None
+    if lw is not None:
+        ratio = lw.ratio if math.isfinite(lw.ratio) else None
+        lo, hi = lw.interval(level)
+        method, df = stats.LOG_WELCH, lw.df
+    else:  # a side with < 2 values, or values ≤ 0: no log scale
+        ratio = env.mean / base.mean if env.mean is not None and base.mean not in (None, 0) \
+            else None
+        if ratio is not None and not math.isfinite(ratio):
+            ratio = None
+        ri = stats.ratio_interval(d.x, d.y, level, method=stats.FIELLER) \
+            if env.n >= 2 and base.n >= 2 and ratio is not None else None
+        lo, hi = (ri.low, ri.high) if ri is not None else (None, None)
+        method, df = (ri.method, ri.df) if ri is not None else (stats.NO_INTERVAL, None)
+        if ri is not None:
+            note = "values ≤ 0: no log scale, Fieller's interval of the ratio of means"
+    v = verdict_of(lo, hi, hib, margin) if env.n >= 2 and base.n >= 2 else INSUFFICIENT
+    if v == INCONCLUSIVE and lw is not None:
+        runs = stats.runs_to_decide(lw, level, margin)
+    if base.unit != env.unit:
+        v, note = INSUFFICIENT, "units differ from the baseline's"
+    detectable = None
+    if lw is not None and lw.sd > 0:
+        detectable = power.detectable_effect(lw.sd, min(env.n, base.n), alpha)
+    return Comparison(
         benchmark=env.benchmark, params=env.params, metric=env.metric, unit=env.unit,
         higher_is_better=hib, environment=env.environment, baseline=base.environment,
-        ratio=ratio, ratio_ci=(shown.low, shown.high), overhead_pct=overhead_pct(ratio, hib),
-        p_value=p, n=env.n, n_baseline=base.n, mean=env.mean, mean_baseline=base.mean,
-        df=shown.df, overhead_ci=overhead_interval(shown.low, shown.high, hib),
-        ratio_ci_method=shown.method,
-    )
-    return Draft(fields, decision, base.unit != env.unit)
+        ratio=ratio, ratio_ci=(lo, hi), overhead_pct=overhead_pct(ratio, hib),
+        p_value=d.p, p_adjusted=p_adjusted, verdict=v, n=env.n, n_baseline=base.n,
+        mean=env.mean, mean_baseline=base.mean, df=df,
+        overhead_ci=overhead_interval(lo, hi, hib), ratio_ci_method=method, note=note,
+        runs_needed=runs, detectable=detectable, level=level, margin=margin, role=role,
+        family_size=m)
 
 
-def power_fields(env: Summary, base: Summary, ratio: float | None, alpha: float) -> dict:
-    """``runs_needed`` (to detect the observed relative difference) and ``detectable`` (with
-    the smaller n) from the pooled CV of both sides (:mod:`vhpc.core.power`)."""
-    if env.stdev is None or base.stdev is None or not base.mean or ratio is None:
-        return {}
-    cv = power.pooled_cv(env.stdev, base.stdev, base.mean)
-    if cv is None:
-        return {}
-    return {"runs_needed": power.runs_needed(ratio - 1.0, cv, alpha),
-            "detectable": power.detectable_effect(cv, min(env.n, base.n), alpha)}
+def inverse_of(rep: Comparison, d: Draft, name: str) -> Comparison:
+    """The comparison of a metric that is the inverse of ``rep``'s (time vs rate, the same
+    trials): ratio and interval the reciprocals of ``rep``'s, its verdict: one effect, one
+    verdict and one overhead (the overhead of a time and of its rate are the same number)."""
+    env, base = d.env, d.base
+    hib = env.higher_is_better
+    inv = lambda v: 1.0 / v if v not in (None, 0) else None  # noqa: E731
+    lo, hi = inv(rep.ratio_ci[1]), inv(rep.ratio_ci[0])
+    ratio = inv(rep.ratio)
+    return Comparison(
+        benchmark=env.benchmark, params=env.params, metric=env.metric, unit=env.unit,
+        higher_is_better=hib, environment=env.environment, baseline=base.environment,
+        ratio=ratio, ratio_ci=(lo, hi), overhead_pct=overhead_pct(ratio, hib),
+        p_value=rep.p_value, p_adjusted=rep.p_adjusted, verdict=rep.verdict, n=env.n,
+        n_baseline=base.n, mean=env.mean, mean_baseline=base.mean, df=rep.df,
+        overhead_ci=overhead_interval(lo, hi, hib), ratio_ci_method=rep.ratio_ci_method,
+        note=f"the inverse of {name}: its verdict", runs_needed=rep.runs_needed,
+        detectable=rep.detectable, level=rep.level, margin=rep.margin, role=INVERSE,
+        family_size=rep.family_size, inverse_of=name)
 
 
-def verdict(p_adjusted: float | None, ratio: float | None, decision: stats.RatioInterval,
-            higher_is_better: bool, alpha: float, m: int) -> tuple[str, str]:
-    """(verdict, note) from the Holm-adjusted p and the ratio's confidence set at 1 − alpha.
-
-    Slower/faster only when p_adjusted < alpha and the set excludes 1 (its side gives the
-    direction: above 1 is worse for lower-is-better metrics); otherwise "no significant
-    difference", with a note when the two criteria disagree.  m: number of comparisons Holm
-    adjusted over (for the note).
-    """
-    if p_adjusted is None or ratio is None:
-        return INSUFFICIENT, ""
-    side = decision.side
-    if p_adjusted < alpha and side:
-        worse = side < 0 if higher_is_better else side > 0
-        return (SLOWER if worse else FASTER), ""
-    if p_adjusted < alpha and decision.unbounded and decision.contains_one is False:
-        return NO_DIFFERENCE, (f"Welch p (Holm) < {alpha:g} and the {decision.method} set excludes"
-                               " 1, but it is unbounded (the baseline mean is not different from"
-                               " 0): no direction")
-    if p_adjusted < alpha:
-        return NO_DIFFERENCE, (f"Welch p (Holm) < {alpha:g} but the {decision.method} interval"
-                               " contains 1")
-    if side:
-        return NO_DIFFERENCE, (f"interval excludes 1 but p (Holm over {m} comparisons)"
-                               f" = {p_adjusted:.3g} ≥ {alpha:g}")
-    return NO_DIFFERENCE, ""
+#: a comparison's place: (family id or None for no family, role, metric it is the inverse of)
+Plan = dict[tuple[str, str, str], tuple[object, str, str]]
 
 
 def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
-                   values: dict[GroupKey, list[float]], baseline: str, confidence: float,
-                   alpha: float) -> tuple[list[Comparison], dict[tuple[str, str], set[str]], list[Comparison]]:
+                   values: dict[GroupKey, list[float]], baseline: str, alpha: float,
+                   margin: float, plan: Plan
+                   ) -> tuple[list[Comparison], dict[tuple[str, str], set[str]]]:
     """Comparisons of every non-baseline group against the baseline's group of the same
-    (benchmark, params, metric), Holm-adjusted over all that have a p-value.
+    (benchmark, params, metric), for the keys in ``plan`` (check figures are not in it).
 
-    Returns (comparisons, missing baseline {(benchmark, params): metrics}, comparisons whose
-    units differ from the baseline's — marked insufficient)."""
-    drafts: list[Draft] = []
+    Families: the comparisons whose plan entries share a family id (across environments for
+    the campaign's primary metrics; per environment for a sweep) are Holm-adjusted together
+    and shown at :func:`vhpc.core.stats.holm_level`; a key with family None is shown at
+    1 − alpha.  An ``inverse`` key takes its partner's verdict (:func:`inverse_of`).
+    Returns (comparisons in ``ordered`` order, missing baseline {(benchmark, params):
+    metrics})."""
+    drafts: dict[GroupKey, Draft] = {}
     missing: dict[tuple[str, str], set[str]] = {}
     for k in ordered:
         benchmark, params, metric, env = k
-        if env == baseline:
+        if env == baseline or (benchmark, params, metric) not in plan:
             continue
         bk = (benchmark, params, metric, baseline)
         if bk not in summaries:
             missing.setdefault((benchmark, params), set()).add(metric)
             continue
-        drafts.append(draft(summaries[k], summaries[bk], values[k], values[bk], confidence, alpha))
-    idx = [i for i, d in enumerate(drafts) if d.fields["p_value"] is not None]
-    adjusted = dict(zip(idx, stats.holm_adjust([drafts[i].fields["p_value"] for i in idx], alpha)))
-    out, mismatched = [], []
-    for i, d in enumerate(drafts):
-        pa = adjusted.get(i)
-        v, note = verdict(pa, d.fields["ratio"], d.decision, d.fields["higher_is_better"], alpha,
-                          len(idx))
-        if d.unit_mismatch:
-            v, note = INSUFFICIENT, "units differ from the baseline's"
-        c = Comparison(p_adjusted=pa, verdict=v, note=note, **d.fields)
-        out.append(c)
-        if d.unit_mismatch:
-            mismatched.append(c)
-    return out, missing, mismatched
+        drafts[k] = draft(summaries[k], summaries[bk], values[k], values[bk])
+    fams: dict[object, list[GroupKey]] = {}
+    for k in drafts:
+        fam, role, _ = plan[k[:3]]
+        if role == INVERSE:
+            continue
+        fid = (fam, k[3]) if role == POINT else fam
+        fams.setdefault(fid if fam is not None else ("alone", k), []).append(k)
+    done: dict[GroupKey, Comparison] = {}
+    for fid, keys in fams.items():
+        ps = [drafts[k].p for k in keys]
+        level = stats.holm_level(ps, alpha)
+        idx = [i for i, p in enumerate(ps) if p is not None]
+        adj = dict(zip(idx, stats.holm_adjust([ps[i] for i in idx], alpha)))
+        for i, k in enumerate(keys):
+            role = plan[k[:3]][1]
+            done[k] = finish(drafts[k], level, adj.get(i), margin, alpha, role, len(idx) or 1)
+    for k, d in drafts.items():
+        _, role, partner = plan[k[:3]]
+        if role == INVERSE:
+            rep = done.get((k[0], k[1], partner, k[3]))
+            done[k] = inverse_of(rep, d, partner) if rep is not None else \
+                finish(d, 1.0 - alpha, d.p, margin, alpha, SECONDARY, 1)
+    return [done[k] for k in ordered if k in done], missing

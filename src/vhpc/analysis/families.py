@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from vhpc.analysis.compare import overhead_pct
+from vhpc.analysis.compare import overhead_pct, verdict_of
 from vhpc.analysis.results import (
-    CV_THRESHOLD, FASTER, INSUFFICIENT, MIN_SAMPLES, NO_DIFFERENCE, SLOWER, Analysis, Comparison,
+    CV_THRESHOLD, INCONCLUSIVE, INSUFFICIENT, MIN_SAMPLES, Analysis, Comparison,
 )
 
 __all__ = [
@@ -100,7 +100,9 @@ class Family:
     ``primary``: the quantity a reader asks about first (the benchmark's first declared metric
     present, else the first in report order); ``secondary``: a spread statistic beside a
     central one (``min``/``max`` beside ``avg``, ``bw_max`` beside ``bw_avg``) or a
-    count/verification figure (unit ``count`` or ``1``).
+    count/verification figure (unit ``count`` or ``1``); ``check``: a check figure
+    (:meth:`~vhpc.analysis.Analysis.is_check`: energy, residual, verification count), shown
+    as a check, never primary and never compared.
     """
 
     benchmark: str
@@ -112,6 +114,7 @@ class Family:
     primary: bool = False
     secondary: bool = False
     parameter: str = ""
+    check: bool = False
 
     @property
     def sweep(self) -> bool:
@@ -214,13 +217,15 @@ def families(analysis: Analysis) -> list[Family]:
             pts = groups[(bench, params, q)]
             pts.sort(key=lambda p: (p[0] is not None, p[0] if p[0] is not None else 0,
                                     natural_key(p[2])))
-            secondary = (unit in _SECONDARY_UNITS
+            check = all(analysis.is_check(bench, m) for _, _, m in pts)
+            secondary = (check or unit in _SECONDARY_UNITS
                          or (bool(_SPREAD.search(q)) and bool(central)))
             fams.append(Family(bench, params, q, unit, hib, tuple(pts), secondary=secondary,
-                               parameter=SIZE if len(pts) > 1 else ""))
-        first = next((f for f in fams if not f.secondary), fams[0] if fams else None)
+                               parameter=SIZE if len(pts) > 1 else "", check=check))
+        first = next((f for f in fams if not f.secondary),
+                     next((f for f in fams if not f.check), None))
         fams = [replace(f, primary=True, secondary=False) if f is first else f for f in fams]
-        out.extend(sorted(fams, key=lambda f: (not f.primary, f.secondary)))  # stable
+        out.extend(sorted(fams, key=lambda f: (not f.primary, f.secondary, f.check)))  # stable
     return _merge_parameter_sweeps(out)
 
 
@@ -265,7 +270,8 @@ def _merge_parameter_sweeps(fams: list[Family]) -> list[Family]:
                                head.quantity, head.unit, head.higher_is_better,
                                tuple((values[i], members[i].params, members[i].metrics[0]) for i in ix),
                                primary=any(members[i].primary for i in ix),
-                               secondary=all(members[i].secondary for i in ix), parameter=name)
+                               secondary=all(members[i].secondary for i in ix), parameter=name,
+                               check=head.check)
                 first = min(ix, key=lambda i: fams.index(members[i]))
                 merged[id(members[first])] = sweep
                 gone.update(id(members[i]) for i in ix if i != first)
@@ -279,8 +285,8 @@ class FamilySummary:
 
     * ``ratio``: geometric mean over the points of the per-point ratio env / baseline (each the
       :class:`~vhpc.analysis.Comparison` ratio of means); for a one-point family the ratio.
-    * ``low``/``high``: geometric means of the per-point interval bounds (each at the analysis'
-      confidence).  On the log scale this is the mean of the per-point intervals, whose
+    * ``low``/``high``: geometric means of the per-point interval bounds (each at its sweep's
+      Holm level, :attr:`~vhpc.analysis.Comparison.level`).  On the log scale this is the mean of the per-point intervals, whose
       half-width is the mean of the per-point half-widths; as the standard deviation of a mean
       of correlated terms is at most the mean of their standard deviations (Minkowski), the
       interval is conservative whatever the correlation between sizes (all sizes come from
@@ -290,13 +296,13 @@ class FamilySummary:
     * ``overhead_pct``/``overhead_low``/``overhead_high``: ``ratio``/``high``/``low`` mapped by
       :func:`vhpc.analysis.compare.overhead_pct` (positive: the environment is worse in the
       metric's direction); for higher-is-better metrics the bounds swap.
-    * ``verdict``: for a sweep, ``slower``/``faster`` when the interval excludes 1 (in the
-      metric's direction), ``no significant difference`` when it contains 1 or is missing
-      although n ≥ 2, ``insufficient data`` when some side has fewer than 2 valid samples; for
-      a one-point family the :class:`~vhpc.analysis.Comparison`'s own verdict (Holm-adjusted
-      p < α and the interval excluding 1), so the headline row and the per-metric row of one
-      metric never disagree.
-    * ``counts``: per-point verdicts (Holm-adjusted, :class:`~vhpc.analysis.Comparison`),
+    * ``verdict``: for a sweep, read off (low, high) as every verdict
+      (:func:`vhpc.analysis.compare.verdict_of`: slower / faster / equivalent within the
+      analysis' margin / inconclusive, also when the interval is missing although n ≥ 2),
+      ``insufficient data`` when some side has fewer than 2 valid samples; for a one-point
+      family the :class:`~vhpc.analysis.Comparison`'s own verdict, so the headline row and the
+      per-metric row of one metric never disagree.
+    * ``counts``: per-point verdicts (adjusted within the sweep, :class:`~vhpc.analysis.Comparison`),
       verdict → number of points.  ``n_points``: points compared; ``n_min``: the smallest
       valid sample count of either side over the points; ``cv_max``: the largest coefficient
       of variation of either side (None: unknown).
@@ -361,11 +367,10 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
         verdict = comps[0][1].verdict
     elif n_min < 2:
         verdict = INSUFFICIENT
-    elif low is None or low <= 1.0 <= high:
-        verdict = NO_DIFFERENCE
-    else:
-        worse = (high < 1.0) if fam.higher_is_better else (low > 1.0)
-        verdict = SLOWER if worse else FASTER
+    else:  # read off the interval shown, as every verdict
+        verdict = verdict_of(low, high, fam.higher_is_better, analysis.margin)
+        if verdict == INSUFFICIENT:
+            verdict = INCONCLUSIVE
     counts: dict[str, int] = {}
     for _, c in comps:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1

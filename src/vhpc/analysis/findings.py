@@ -13,14 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from vhpc.analysis.results import (
-    CV_THRESHOLD, GROUP_ALL, MIN_SAMPLES, NO_DIFFERENCE, Comparison, Finding, Summary,
+    CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, Comparison, Finding, Summary,
 )
 from vhpc.core.metrics import EnvInfo
 from vhpc.core.stats import MAD_THRESHOLD
-
-
-#: observed relative differences below this (1 %) are not flagged as underpowered
-RELEVANT_EFFECT = 0.01
 
 
 def label(benchmark: str, params: str) -> str:
@@ -85,38 +81,27 @@ RULES: tuple[Rule, ...] = (
          f"outliers (modified z-score > {MAD_THRESHOLD}): {{items}}",
          "check for noise on the host (other jobs, frequency changes, interrupts) and look at"
          " the distribution figure"),
-    Rule("underpowered", "warn", "comparison", lambda c: underpowered(c),
-         "too few runs to see a difference of the size observed, reported as no significant"
-         " difference: {items}",
-         "raise --repeats to the runs shown (or use --target-ci); until then 'no significant"
-         " difference' means 'not measurable with these runs', not 'equal'"),
-    Rule("verdict-vs-interval", "info", "comparison",
-         lambda c: f"{c.metric} ({c.note})" if c.verdict == NO_DIFFERENCE and c.note else None,
-         "no significant difference although one criterion suggests one: {items}",
-         "a verdict needs both the Holm-adjusted p < α and an interval excluding 1; add"
-         " repeats to decide"),
+    Rule("inconclusive", "warn", "comparison", lambda c: inconclusive(c),
+         "inconclusive (the interval neither excludes 1 nor lies within the equivalence"
+         " margin): {items}",
+         "raise --repeats to the runs shown (or use --target-ci); until then the data cannot"
+         " tell a difference from equivalence"),
 )
 
 
-def underpowered(c: Comparison) -> str | None:
-    """Item text when a "no significant difference" comparison observed a difference of at
-    least :data:`RELEVANT_EFFECT` but had fewer runs than a two-sided two-sample t-test needs
-    to detect a difference of that size at 80 % power (:attr:`Comparison.runs_needed`); None
-    otherwise.  Smaller observed differences are not flagged: a non-significant result always
-    has less than 50 % power for the difference it observed (the "post-hoc power" identity,
-    Hoenig & Heisey, Am. Stat. 55 (2001) 19–24), so only differences a user would care about
-    are worth the advice."""
-    n = min(c.n, c.n_baseline)
-    if c.verdict != NO_DIFFERENCE or c.ratio is None or n < 2:
+def inconclusive(c: Comparison) -> str | None:
+    """Item text for an ``inconclusive`` comparison in a family or on its own (not the inverse
+    of another, which its partner's item covers): the overhead with its interval (the one
+    overhead of the table) and the runs per side that would likely decide
+    (:attr:`Comparison.runs_needed`, :func:`vhpc.core.stats.runs_to_decide`)."""
+    if c.verdict != INCONCLUSIVE or c.role == INVERSE or c.overhead_pct is None:
         return None
-    if abs(c.ratio - 1.0) < RELEVANT_EFFECT:
-        return None
-    if c.runs_needed is not None and c.runs_needed <= n:
-        return None
-    seen = abs(c.ratio - 1.0) * 100
-    need = f"≈{c.runs_needed} runs each" if c.runs_needed else "more runs than practical"
-    det = f", detectable with n={n}: ≥{c.detectable * 100:.1f} %" if c.detectable else ""
-    return f"{c.metric} (observed {seen:.1f} %{det}; {need})"
+    lo, hi = c.overhead_ci
+    ci = f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else ""
+    need = (f"≈{c.runs_needed} runs each to decide" if c.runs_needed
+            else "more runs than practical to decide")
+    return (f"{c.metric} (overhead {c.overhead_pct:+.1f} %{ci} at {c.level * 100:.4g} %, "
+            f"margin ±{c.margin * 100:g} %; {need})")
 
 
 def _scope(subject: str, obj: Any) -> str:

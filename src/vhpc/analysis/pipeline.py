@@ -1,14 +1,32 @@
-""":func:`analyse`: observations → summaries → comparisons → findings, in one pass each."""
+""":func:`analyse`: observations → summaries → families → comparisons and checks → findings.
+
+The family of each comparison (docs/statistics.md, "Families"): the campaign's primary metrics
+(one per benchmark, :func:`vhpc.analysis.families.families`) are one Holm family; each sweep
+(a quantity over message size or a parameter) is a family of its own per environment;
+secondary metrics (min/max, further figures) are in none; a metric that is the inverse of
+another of the same benchmark (a time and its rate: their product is the same in every trial)
+takes that metric's verdict; check figures (energy, residual, verification counts) are no
+comparison at all but a :class:`~vhpc.analysis.results.CheckResult`.
+"""
 
 from __future__ import annotations
 
+import statistics
 from typing import Iterable, Mapping
 
-from vhpc.analysis.compare import comparisons_of
+from vhpc.analysis.compare import Plan, comparisons_of
 from vhpc.analysis.findings import apply_rules, baseline_findings
-from vhpc.analysis.results import GROUP_ALL, Analysis
+from vhpc.analysis.results import (
+    DEFAULT_MARGIN, GROUP_ALL, INVERSE, POINT, PRIMARY, SECONDARY, Analysis, CheckResult,
+)
 from vhpc.analysis.summaries import GroupKey, group_observations, summaries_of
 from vhpc.core.metrics import EnvInfo, Observation
+
+#: units of verification figures rather than performance: check figures, never metrics
+CHECK_UNITS = ("count", "1")
+#: two metrics of opposite direction are inverses when their per-trial product stays within
+#: this relative spread over every trial of every environment (printed values are rounded)
+INVERSE_SPREAD = 0.005
 
 
 def _environments(seen: list[str], environments: Mapping[str, EnvInfo],
@@ -21,21 +39,130 @@ def _environments(seen: list[str], environments: Mapping[str, EnvInfo],
     return envs
 
 
+def declared_checks(benchmarks: Iterable[str]) -> dict[str, tuple[str, float]]:
+    """Check figures the benchmark registry declares (:class:`vhpc.benchmarks.base.Check`):
+    benchmark → (metric, rtol)."""
+    from vhpc import benchmarks as registry
+
+    out = {}
+    for name in benchmarks:
+        chk = getattr(registry.REGISTRY.get(name), "check", None)
+        if chk is not None:
+            out[name] = (chk.metric, float(chk.rtol))
+    return out
+
+
+def inverse_pairs(observations: list[Observation]) -> set[tuple[str, str, str, str]]:
+    """(benchmark, params, metric, other) where ``metric`` and ``other`` have opposite
+    directions and their per-trial product is one constant (within :data:`INVERSE_SPREAD`)
+    over every valid measured trial of every environment, at least 3 trials and 2
+    environments: a time and its rate (LAMMPS ``loop_time`` and ``timesteps_per_s``)."""
+    per: dict[tuple[str, str], dict[int, dict[str, tuple[float, bool]]]] = {}
+    envs: dict[tuple[str, str], set[str]] = {}
+    for o in observations:
+        if o.warmup or not o.valid or o.value is None or not o.value > 0:
+            continue
+        per.setdefault((o.benchmark, o.params), {}).setdefault(o.trial_id, {})[o.metric] = (
+            o.value, o.higher_is_better)
+        envs.setdefault((o.benchmark, o.params), set()).add(o.environment)
+    out = set()
+    for bp, trials in per.items():
+        if len(trials) < 3 or len(envs[bp]) < 2:
+            continue
+        names = sorted({m for t in trials.values() for m in t})
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                prods, dirs = [], set()
+                for t in trials.values():
+                    if a in t and b in t:
+                        prods.append(t[a][0] * t[b][0])
+                        dirs.add((t[a][1], t[b][1]))
+                if len(prods) < 3 or len(prods) < len(trials) or len(dirs) != 1:
+                    continue
+                ha, hb = dirs.pop()
+                mid = statistics.median(prods)
+                if ha != hb and (max(prods) - min(prods)) <= INVERSE_SPREAD * mid:
+                    out.add((*bp, a, b))
+    return out
+
+
+def plan_of(stub: Analysis, pairs: set[tuple[str, str, str, str]]) -> Plan:
+    """Each (benchmark, params, metric) that is no check figure → (family id, role, partner):
+    see the module docstring."""
+    from vhpc.analysis.families import families
+
+    plan: Plan = {}
+    for fam in families(stub):
+        if fam.check:
+            continue
+        for _, params, metric in fam.points:
+            if fam.sweep:
+                plan[(fam.benchmark, params, metric)] = (
+                    ("sweep", fam.benchmark, fam.params, fam.quantity, fam.parameter), POINT, "")
+            elif fam.primary:
+                plan[(fam.benchmark, params, metric)] = ("campaign", PRIMARY, "")
+            else:
+                plan[(fam.benchmark, params, metric)] = (None, SECONDARY, "")
+    for bench, params, a, b in sorted(pairs):
+        ka, kb = (bench, params, a), (bench, params, b)
+        if ka not in plan or kb not in plan or INVERSE in (plan[ka][1], plan[kb][1]):
+            continue
+        # the one in a family (primary, a point) keeps its verdict; else the first by name
+        keep, dup = (kb, ka) if plan[kb][1] != SECONDARY and plan[ka][1] == SECONDARY \
+            else (ka, kb)
+        plan[dup] = (None, INVERSE, keep[2])
+    return plan
+
+
+def check_results(stub: Analysis, checks: Mapping[str, tuple[str, float]]) -> list[CheckResult]:
+    """A :class:`CheckResult` per check figure and non-baseline environment with values."""
+    out = []
+    for bench, params, metric in stub.keys():
+        if not stub.is_check(bench, metric):
+            continue
+        base = stub.summary(bench, params, metric, stub.baseline)
+        declared = checks.get(bench)
+        rtol = declared[1] if declared and declared[0] == metric else (
+            0.0 if base is not None and base.unit == "count" else None)
+        for env in stub.others():
+            s = stub.summary(bench, params, metric, env)
+            if s is None:
+                continue
+            value, ref = s.median, base.median if base is not None else None
+            diff = None
+            if value is not None and ref is not None:
+                gap = abs(value - ref)
+                diff = gap / abs(ref) if ref else (0.0 if gap == 0 else None)
+            passed = None
+            if rtol is not None and value is not None and ref is not None:
+                passed = diff is not None and diff <= rtol
+            out.append(CheckResult(bench, params, metric, s.unit, env, stub.baseline, value,
+                                   ref, rtol, diff, passed, s.n, base.n if base else 0,
+                                   s.n_invalid))
+    return out
+
+
 def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvInfo],
-            baseline: str, alpha: float = 0.05, confidence: float | None = None) -> Analysis:
-    """Summaries, comparisons against ``baseline`` and findings for a campaign's observations.
+            baseline: str, alpha: float = 0.05, confidence: float | None = None,
+            margin: float = DEFAULT_MARGIN,
+            checks: Mapping[str, tuple[str, float]] | None = None) -> Analysis:
+    """Summaries, comparisons against ``baseline``, checks and findings for a campaign's
+    observations.
 
     observations: any iterable of :class:`~vhpc.core.metrics.Observation` (consumed once).
-    environments: name → :class:`~vhpc.core.metrics.EnvInfo`; observations of environments not in the
-    mapping are analysed under ``EnvInfo(name, kind="unknown")`` and reported by a finding.
-    baseline: name of the reference environment (usually ``native``).  alpha: significance
-    level of the verdicts (Holm-adjusted Welch p and the ratio's confidence set at 1 − alpha);
-    confidence: level of every interval shown (default 1 − alpha, so the verdict and the
-    interval beside it are the same decision).
+    environments: name → :class:`~vhpc.core.metrics.EnvInfo`; observations of environments not in
+    the mapping are analysed under ``EnvInfo(name, kind="unknown")`` and reported by a finding.
+    baseline: name of the reference environment (usually ``native``).  alpha: family-wise
+    significance level of the verdicts; confidence: level of the intervals of each
+    environment's mean (default 1 − alpha; a comparison's interval is at its family's level).
+    margin: equivalence margin (0.05: a ratio within [1/1.05, 1.05] can be ``equivalent``).
+    checks: benchmark → (check metric, relative tolerance) of custom benchmarks (the
+    campaign spec's ``check:``, :func:`vhpc.analysis.checks.check_specs`); the registry's
+    checks and figures of unit ``count`` or ``1`` are checks too.
 
     Grouping: (benchmark, params, metric, environment); warm-up observations are skipped;
     invalid or non-finite values are excluded and counted.  Formulas: :mod:`vhpc.core.stats`.
-    Raises ValueError when alpha or confidence is not strictly between 0 and 1.
+    Raises ValueError when alpha or confidence is not strictly between 0 and 1 or margin < 0.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be between 0 and 1 (exclusive), got {alpha}")
@@ -43,6 +170,9 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
         confidence = 1.0 - alpha
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    if not 0.0 <= margin < 10.0:
+        raise ValueError(f"margin must be a fraction in [0, 10), got {margin}")
+    observations = list(observations)
     groups = group_observations(observations)
     envs = _environments(sorted({k[3] for k in groups}), environments, baseline)
     rank = {name: i for i, name in enumerate(envs)}
@@ -52,9 +182,18 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     by_key = {(s.benchmark, s.params, s.metric, s.environment): s
               for s in summaries if s.group == GROUP_ALL}
     values = {k: g.values[GROUP_ALL] for k, g in groups.items()}
-    comparisons, missing, _ = comparisons_of(ordered, by_key, values, baseline, confidence, alpha)
+    checks = {**declared_checks({k[0] for k in groups}), **(checks or {})}
+    check_metrics = frozenset({(b, m) for b, (m, _) in checks.items()}
+                              | {(k[0], k[2]) for k, g in groups.items() if g.unit in CHECK_UNITS})
+    stub = Analysis(summaries=summaries, comparisons=[], findings=[], baseline=baseline,
+                    environments=envs, alpha=alpha, confidence=confidence, margin=margin,
+                    check_metrics=check_metrics)
+    plan = plan_of(stub, inverse_pairs(observations))
+    comparisons, missing = comparisons_of(ordered, by_key, values, baseline, alpha, margin, plan)
     findings = apply_rules(envs, summaries, comparisons)
     findings += baseline_findings(baseline, any(k[3] == baseline for k in groups), missing)
     findings.sort(key=lambda f: 0 if f.level == "warn" else 1)
     return Analysis(summaries=summaries, comparisons=comparisons, findings=findings,
-                    baseline=baseline, environments=envs, alpha=alpha, confidence=confidence)
+                    baseline=baseline, environments=envs, alpha=alpha, confidence=confidence,
+                    margin=margin, checks=check_results(stub, checks),
+                    check_metrics=check_metrics)

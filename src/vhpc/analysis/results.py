@@ -20,9 +20,19 @@ GROUP_WARM = "warm"
 
 SLOWER = "slower"
 FASTER = "faster"
-NO_DIFFERENCE = "no significant difference"
+EQUIVALENT = "equivalent"
+INCONCLUSIVE = "inconclusive"
 INSUFFICIENT = "insufficient data"
-VERDICTS = (SLOWER, FASTER, NO_DIFFERENCE, INSUFFICIENT)
+VERDICTS = (SLOWER, FASTER, EQUIVALENT, INCONCLUSIVE, INSUFFICIENT)
+
+#: default equivalence margin: seed 004's question "is the overhead within 5 %?"
+DEFAULT_MARGIN = 0.05
+
+#: roles of a comparison in its family (:mod:`vhpc.analysis.pipeline`): the primary metric of a
+#: benchmark (adjusted with the campaign's other primaries), a point of a sweep (adjusted
+#: within its sweep), a secondary metric (min/max, further metrics: reported at 1 − α, in no
+#: family), the inverse of another metric (time vs rate: that metric's verdict)
+PRIMARY, POINT, SECONDARY, INVERSE = "primary", "point", "secondary", "inverse"
 
 #: coefficient of variation above which a group is reported as noisy (5 %)
 CV_THRESHOLD = 0.05
@@ -94,40 +104,34 @@ class Summary:
 class Comparison:
     """One environment against the baseline for one (benchmark, params, metric).
 
-    * ``ratio`` = mean_env / mean_baseline (dimensionless); None when either mean is missing or
-      the baseline mean is 0.
-    * ``ratio_ci``: (low, high) confidence interval of the ratio, ``ratio_ci_method`` says how
-      (:func:`vhpc.core.stats.ratio_interval`): ``fieller`` (Fieller 1954, Welch–Satterthwaite
-      ``df``) where valid; for positive quantities whose Fieller interval is unbounded or
-      reaches ≤ 0, ``log-delta`` (delta method on the log ratio, always positive) or ``bca``
-      (BCa bootstrap, skewed samples); ``exact`` (no variation); ``none`` (n < 2).  Both
-      bounds are None without an interval and for an unbounded Fieller set (shown
-      "unbounded": the baseline mean is not significantly different from 0).
-    * ``overhead_pct``: cost of the environment in the metric's own direction, positive = the
-      environment is worse for the user.  Lower-is-better (time, latency):
-      ``(ratio − 1)·100`` — "takes 12 % longer".  Higher-is-better (bandwidth, Gflop/s):
-      ``(1/ratio − 1)·100`` — the extra time needed to move the same data or do the same work at
-      the lower rate, so that 12 % means the same thing for time and for rate metrics.
-      ``overhead_ci`` is ``ratio_ci`` mapped through the same monotone function.
-    * ``p_value``: two-sided Welch t-test of equal means (Welch 1947).  Degenerate cases: zero
-      variance on both sides gives p = 0 when the means differ and p = 1 when they are equal;
-      n < 2 on either side gives None.
-    * ``p_adjusted``: Holm–Bonferroni adjustment over ALL comparisons of the analysis that have
-      a p-value (Holm 1979); None when ``p_value`` is None.
-    * ``verdict``: ``"slower"`` (environment significantly worse in the metric's direction:
-      longer time, higher latency, lower bandwidth), ``"faster"`` (significantly better),
-      ``"no significant difference"`` or ``"insufficient data"``.  Slower/faster need BOTH
-      p_adjusted < alpha AND the ratio's confidence set at level 1 − alpha (the interval shown
-      when confidence = 1 − alpha, the default) to exclude 1, so the verdict never contradicts
-      the interval; when the two disagree the verdict is "no significant difference" and
-      ``note`` says why.
-    * ``n``/``n_baseline``, ``mean``/``mean_baseline``: valid sample counts and means (unit).
-    * Power (:func:`vhpc.core.power.runs_needed`, :func:`vhpc.core.power.detectable_effect`, two-sided
-      two-sample t at alpha, 80 % power, pooled CV of both sides relative to the baseline mean):
-      ``runs_needed`` per environment to detect the observed relative difference
-      ``|mean/mean_baseline − 1|`` (None: no difference observed or unmeasurably small);
-      ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller side's n can
-      detect.
+    One model decides and shows (docs/statistics.md, :func:`vhpc.core.stats.log_welch`):
+
+    * ``ratio``: ratio of the geometric means env / baseline, exp(mean ln x − mean ln y)
+      (dimensionless), the centre of the interval; None when either side has no value or a
+      value is not positive (then ``ratio_ci_method`` says what was done instead).
+    * ``ratio_ci``: (low, high) at ``level``, the confidence level the verdict uses:
+      exp(Δ ± t·se) of Welch's t on ln values (``ratio_ci_method`` ``log-welch``).  ``level``
+      is 1 − α for a metric in no family and Holm's level 1 − α/(m − r) in a family of m
+      comparisons of which Holm rejects r (:func:`vhpc.core.stats.holm_level`), so the
+      interval excludes 1 exactly when Holm's adjusted p < α.  Data with a value ≤ 0 have no
+      log scale: ``fieller`` (Fieller 1954) at ``level``, without a p-value.
+    * ``overhead_pct``: the one overhead: cost of the environment, positive = worse.
+      Lower-is-better: ``(ratio − 1)·100``; higher-is-better: ``(1/ratio − 1)·100`` (the extra
+      time to do the same work at the lower rate); ``overhead_ci``: ``ratio_ci`` mapped alike.
+    * ``p_value``: two-sided Welch t-test on ln values; ``p_adjusted``: Holm-adjusted within
+      the comparison's family (= ``p_value`` outside a family).
+    * ``verdict``, read off ``ratio_ci`` in the metric's direction: ``slower`` (the interval
+      lies on the worse side of 1), ``faster``, ``equivalent`` (it lies inside ±``margin``:
+      [1/(1+margin), 1+margin], TOST, Schuirmann 1987), ``inconclusive`` (neither;
+      ``runs_needed`` says how many runs per side would likely decide) or ``insufficient
+      data`` (fewer than 2 valid samples a side).
+    * ``role``: ``primary`` (adjusted with the campaign's other primary metrics), ``point``
+      (a point of a sweep, adjusted within it), ``secondary`` (in no family) or ``inverse``
+      (the inverse of ``inverse_of``, a metric of the same benchmark: its verdict, one
+      verdict for one effect); ``family_size``: m of its family (1 outside one).
+    * ``n``/``n_baseline``, ``mean``/``mean_baseline``: valid sample counts and arithmetic
+      means (unit).  ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller
+      side's n detects at 80 % power.
     """
 
     benchmark: str
@@ -153,11 +157,55 @@ class Comparison:
     note: str = ""
     runs_needed: int | None = None
     detectable: float | None = None
+    level: float = 0.95
+    margin: float = DEFAULT_MARGIN
+    role: str = SECONDARY
+    family_size: int = 1
+    inverse_of: str = ""
 
     @property
     def key(self) -> Key:
         """(benchmark, params, metric)."""
         return (self.benchmark, self.params, self.metric)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A check figure (energy, residual, verification count): a figure a run prints to prove
+    it computed the right thing, never a metric with a ratio verdict.  One per (benchmark,
+    params, metric, environment ≠ baseline).
+
+    ``value``/``reference``: medians of the environment's and the baseline's valid values
+    (unit); ``rtol``: the declared relative tolerance (None: none declared, the values are
+    shown); ``difference``: |value − reference| / |reference| (None for a reference of 0 with a
+    value ≠ 0); ``passed``: difference ≤ rtol (None without a tolerance or a value);
+    ``excluded``: the environment's trials whose samples are invalid (a check that failed per
+    trial, :mod:`vhpc.campaign.checks`, or a failed verification), never averaged in."""
+
+    benchmark: str
+    params: str
+    metric: str
+    unit: str
+    environment: str
+    baseline: str
+    value: float | None
+    reference: float | None
+    rtol: float | None
+    difference: float | None
+    passed: bool | None
+    n: int = 0
+    n_baseline: int = 0
+    excluded: int = 0
+
+    @property
+    def key(self) -> Key:
+        """(benchmark, params, metric)."""
+        return (self.benchmark, self.params, self.metric)
+
+    @property
+    def status(self) -> str:
+        """"pass", "fail" or "n/a" (no tolerance declared, or no value on a side)."""
+        return "n/a" if self.passed is None else ("pass" if self.passed else "fail")
 
 
 @dataclass(frozen=True)
@@ -192,7 +240,10 @@ class Analysis:
     findings: list of :class:`Finding`, warnings first.
     baseline: name of the baseline environment; environments: name → :class:`EnvInfo` for every
     environment that appears (unknown names get ``EnvInfo(name, kind="unknown")``);
-    alpha: significance level of the verdicts; confidence: level of all intervals.
+    alpha: family-wise significance level of the verdicts; confidence: level of the
+    per-environment intervals of means (comparisons carry their own ``level``); margin: the
+    equivalence margin (0.05 = ±5 %); checks: one :class:`CheckResult` per check figure and
+    non-baseline environment.
     """
 
     summaries: list[Summary]
@@ -202,6 +253,10 @@ class Analysis:
     environments: dict[str, EnvInfo]
     alpha: float = 0.05
     confidence: float = 0.95
+    margin: float = DEFAULT_MARGIN
+    checks: list[CheckResult] = field(default_factory=list)
+    #: (benchmark, metric) of every check figure: no comparison, no family, no table head
+    check_metrics: frozenset = frozenset()
     _summary_index: dict = field(default_factory=dict, repr=False, compare=False)
     _comparison_index: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -250,6 +305,10 @@ class Analysis:
         """The :class:`Comparison` of ``environment`` against the baseline, or None."""
         return self._comparison_index.get((benchmark, params, metric, environment))
 
+    def is_check(self, benchmark: str, metric: str) -> bool:
+        """True when ``metric`` of ``benchmark`` is a check figure, not a metric."""
+        return (benchmark, metric) in self.check_metrics
+
     def has_cold_warm(self) -> bool:
         """True when any cold/warm summary exists."""
         return any(s.group != GROUP_ALL for s in self.summaries)
@@ -285,6 +344,7 @@ class Analysis:
             "baseline": self.baseline,
             "alpha": self.alpha,
             "confidence": self.confidence,
+            "margin": self.margin,
             "environments": {
                 name: {
                     "name": info.name,
@@ -297,6 +357,7 @@ class Analysis:
             },
             "summaries": summaries,
             "comparisons": comparisons,
+            "checks": [dict(asdict(c), status=c.status) for c in self.checks],
             "findings": [asdict(f) for f in self.findings],
         }
         return _json_clean(out)

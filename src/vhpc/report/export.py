@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol
 
-from vhpc.analysis import FASTER, NO_DIFFERENCE, SLOWER, Analysis
+from vhpc.analysis import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, Analysis
 from vhpc.analysis.families import FamilySummary, family_summaries, natural_key
 from vhpc.core.errors import VhpcError
 from vhpc.core.metrics import Observation
@@ -38,7 +38,8 @@ COMPARISON_COLUMNS = [
     "benchmark", "params", "metric", "unit", "higher_is_better", "environment", "accel",
     "emulated", "baseline", "n", "n_baseline", "mean", "mean_baseline", "ratio", "ratio_ci_low",
     "ratio_ci_high", "overhead_pct", "overhead_ci_low", "overhead_ci_high", "p_value",
-    "p_adjusted", "verdict", "df", "ratio_ci_method", "note",
+    "p_adjusted", "verdict", "df", "ratio_ci_method", "note", "level", "margin", "role",
+    "family_size", "inverse_of", "runs_needed",
 ]
 
 #: columns of the families CSV (one row per metric family and environment), in order
@@ -47,7 +48,7 @@ FAMILY_COLUMNS = [
     "parameter", "points", "x_min", "x_max", "environment", "accel", "emulated", "baseline",
     "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_min", "at_min", "ratio_max", "at_max",
     "overhead_pct", "overhead_ci_low", "overhead_ci_high", "verdict", "n_slower", "n_faster",
-    "n_no_difference", "n_min", "cv_max", "trust",
+    "n_equivalent", "n_inconclusive", "n_min", "cv_max", "trust",
 ]
 
 
@@ -186,7 +187,8 @@ def _family_row(analysis: Analysis, fs: FamilySummary) -> dict[str, Any]:
             "overhead_pct": fs.overhead_pct, "overhead_ci_low": fs.overhead_low,
             "overhead_ci_high": fs.overhead_high, "verdict": fs.verdict,
             "n_slower": fs.counts.get(SLOWER, 0), "n_faster": fs.counts.get(FASTER, 0),
-            "n_no_difference": fs.counts.get(NO_DIFFERENCE, 0), "n_min": fs.n_min,
+            "n_equivalent": fs.counts.get(EQUIVALENT, 0),
+            "n_inconclusive": fs.counts.get(INCONCLUSIVE, 0), "n_min": fs.n_min,
             "cv_max": fs.cv_max, "trust": "; ".join(fs.trust)}
 
 

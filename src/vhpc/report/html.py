@@ -20,11 +20,11 @@ from markupsafe import Markup
 
 from vhpc import __version__
 from vhpc.core import stats
-from vhpc.analysis import FASTER, INSUFFICIENT, NO_DIFFERENCE, SLOWER, Analysis
+from vhpc.analysis import EQUIVALENT, FASTER, INCONCLUSIVE, INSUFFICIENT, SLOWER, Analysis
 from vhpc.core.metrics import Observation
 from vhpc.core.paths import write_atomic
 from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
-from vhpc.report import (comparison_rows, env_header, family_metric_label, finding_groups,
+from vhpc.report import (check_rows, comparison_rows, env_header, family_metric_label, finding_groups,
                          fmt_family_overhead, fmt_family_counts, fmt_family_range,
                          fmt_family_ratio, fmt_points, headline_rows, measured_rows)
 from vhpc.report import figures, sweeps
@@ -34,7 +34,8 @@ __all__ = ["write_html", "render_html", "inline_svg"]
 _VERDICT_CLASS = {
     SLOWER: "v-slower",
     FASTER: "v-faster",
-    NO_DIFFERENCE: "v-nodiff",
+    EQUIVALENT: "v-equivalent",
+    INCONCLUSIVE: "v-inconclusive",
     INSUFFICIENT: "v-insufficient",
 }
 
@@ -211,7 +212,7 @@ def render_html(
                                           and not fs.family.secondary])
     metric_trust_all = common_trust(metric_rows)
     secondary_rows = _family_rows(analysis, [fs for fs in sums if fs.family.secondary])
-    secondary_names = sorted({f.quantity for f in fams if f.secondary})
+    secondary_names = sorted({f.quantity for f in fams if f.secondary and not f.check})
     shown = [f for f in fams if not f.secondary]
     curves = []
     for fam in shown:
@@ -249,7 +250,7 @@ def render_html(
                      "secondary": fam.secondary, "points": fmt_points(fam),
                      "by_param": fam.sweep and not fam.by_size,
                      "rows": _rows(analysis, fam.keys)}
-                    for fam in fams]
+                    for fam in fams if not fam.check]
     fp_headers, fp_rows = _fingerprints(analysis)
     camp = dict(campaign)
     cid = camp.pop("id", None) or camp.pop("campaign_id", None) or "(unnamed)"
@@ -279,6 +280,8 @@ def render_html(
         baseline=analysis.baseline,
         alpha=f"{analysis.alpha:g}",
         confidence_pct=f"{analysis.confidence * 100:g}",
+        margin_pct=f"{analysis.margin * 100:g}",
+        checks=check_rows(analysis),
         emulated=analysis.emulated(),
         headline=headline,
         host_load=facts.get("load"),
