@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scipy import stats as scipy_stats
 from scipy import stats as sps
 
 from vhpc.core import stats
@@ -131,19 +132,26 @@ def test_diff_matches_rows_and_lists_the_unmatched(store):
     rows = {(o.environment, o.metric): o for o in r.overhead}
     assert set(rows) == {("vm", "private_us"), ("vm", "shared_us")}
     pv = rows[("vm", "private_us")]
-    # no variation anywhere: exact; ratio A 2.0, ratio B 3.0, Q 1.5, +50 % > 20 %: FAIL
-    assert (pv.ratio_a, pv.ratio_b, pv.q, pv.method) == (2.0, 3.0, 1.5, stats.EXACT)
+    # no variation anywhere: ratio A 2.0, ratio B 3.0, Q 1.5 with the interval [1.5, 1.5],
+    # +50 % > 20 %: FAIL
+    assert (pv.ratio_a, pv.ratio_b, pv.method) == (pytest.approx(2.0), pytest.approx(3.0),
+                                                   stats.LOG_WELCH)
+    assert math.isclose(pv.q, 1.5) and pv.q_ci == (pytest.approx(1.5), pytest.approx(1.5))
     assert math.isclose(pv.change_pct, 50.0)
     assert (pv.verdict, pv.status) == (d.REGRESSION, d.FAIL)
     sh = rows[("vm", "shared_us")]
-    assert math.isclose(sh.q, 1.0) and sh.verdict == d.NO_CHANGE and sh.status == d.PASS
-    # Holm over the two rows with a p-value
-    assert [o.p_adjusted for o in r.overhead] == stats.holm_adjust([o.p_value for o in r.overhead])
+    # Q = 1 with an interval wider than ±5 %: neither a change nor equivalence
+    assert math.isclose(sh.q, 1.0) and sh.verdict == d.INCONCLUSIVE and sh.status == d.PASS
+    assert sh.q_ci[0] < 1 / 1.05 and sh.q_ci[1] > 1.05
+    # private_us is pagefault's primary metric, shared_us a secondary one: no family of two,
+    # so neither p is adjusted
+    assert [o.p_adjusted for o in r.overhead] == [o.p_value for o in r.overhead]
     assert r.exit_status == 1 and [o.metric for o in r.failures] == ["private_us"]
     unmatched = {(u.side, u.environment, u.metric) for u in r.unmatched}
     assert unmatched == {("A", "vm", "only_a"), ("B", "vm2", "private_us")}
     raw = {(x.environment, x.metric): x for x in r.raw}
-    assert raw[("vm", "private_us")].ratio == 1.5 and raw[("native", "private_us")].ratio == 1.0
+    assert raw[("vm", "private_us")].ratio == pytest.approx(1.5)
+    assert raw[("native", "private_us")].ratio == pytest.approx(1.0)
     assert ("vm", "only_a") not in raw
 
 
@@ -167,7 +175,8 @@ def test_higher_is_better_metric_regresses_when_the_vm_loses_bandwidth(store):
                   units=units, hib=hib)
     r = d.diff(d.load(store, "A"), d.load(store, "B"), tolerance=d.Tolerance(0.05))
     (o,) = r.overhead
-    assert math.isclose(o.q, (6 / 10) / (9 / 10))
+    g = scipy_stats.gmean
+    assert math.isclose(o.q, g([6, 6.1, 5.9]) / g([9, 9.1, 8.9]))
     assert math.isclose(o.change_pct, (1 / o.q - 1) * 100)  # +50 %: rates inverted
     assert o.verdict == d.REGRESSION and o.status == d.FAIL
     assert o.change_ci[0] < o.change_pct < o.change_ci[1]
@@ -237,7 +246,9 @@ def test_a_tolerance_with_no_overhead_row_checks_nothing_and_says_so(store, tmp_
     make_campaign(store, "A", {"native": {"pagefault": {"private_us": [1.0, 1.1, 0.9]}}}, created=1.0)
     make_campaign(store, "B", {"native": {"pagefault": {"private_us": [1.5, 1.6, 1.4]}}}, created=2.0)
     r = d.diff(d.load(store, "A"), d.load(store, "B"), tolerance=d.Tolerance(0.2))
-    assert r.overhead == [] and len(r.raw) == 1 and r.raw[0].ratio == pytest.approx(1.5)
+    g = scipy_stats.gmean
+    assert r.overhead == [] and len(r.raw) == 1
+    assert r.raw[0].ratio == pytest.approx(g([1.5, 1.6, 1.4]) / g([1.0, 1.1, 0.9]))
     assert r.outcome[0] == d.NOTHING_CHECKED and r.exit_status == 2
     out = tmp_path / "res"
     args = ["diff", "A", "B", "--store", str(store.path), "--out", str(out)]
@@ -261,7 +272,9 @@ def test_history_draws_the_ratio_over_campaigns_of_the_same_spec(store, tmp_path
     make_campaign(store, "other", {"native": {"stream": {"bw": [1, 2]}}}, created=1.7e9 + 5)
     h = d.history([d.load(store, c) for c in ("C0", "C1", "C2")])
     pts = h[("vm", "pagefault", "", "private_us")]
-    assert [round(p.ratio, 6) for p in pts] == [2.0, 2.2, 3.0]
+    g = scipy_stats.gmean  # ratios of geometric means
+    assert [p.ratio for p in pts] == [pytest.approx(g(vm) / g([10, 11, 9]))
+                                      for vm in ([20, 21, 19], [22, 23, 21], [30, 31, 29])]
     out = tmp_path / "out"
     assert main(["diff", "C0", "C2", "--out", str(out), "--history", "5", "--json",
                  str(tmp_path / "h.json")]) == 0

@@ -21,6 +21,7 @@ from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.text import markup as esc
 from vhpc.workflows.common import (QUICK, UsageError, campaign_flags as _campaign_flags,
                                    console, count as _count, dry_run as _dry_run, err_console,
+                                   margin_flag,
                                    open_store as _store, run_campaign,
                                    spec_from_flags as _spec_from_flags)
 
@@ -64,7 +65,7 @@ def cmd_study(args) -> int:
         console.print(studies.note(args.name, host.topology), highlight=False, markup=False)
     spec = studies.build(args.name, host.topology, args.bench or [], in_vm=args.in_vm,
                          host_knobs=args.host_knob, repeats=args.repeats, warmup=args.warmup,
-                         timeout=args.timeout, executor=args.executor)
+                         timeout=args.timeout, executor=args.executor, margin=args.margin)
     if args.dry_run:
         _dry_run(spec, args.out)
         return 0
@@ -119,7 +120,7 @@ def cmd_report(args) -> int:
 
     views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json,
                           extra_sections=race(store, args.id, args.out),
-                          detail=True if args.all else None)
+                          detail=True if args.all else None, margin=args.margin)
     return 0
 
 
@@ -265,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--all", action="store_true",
                      help="print every metric (the per-metric table) before the headline")
     _campaign_flags(rep)
+    margin_flag(rep)
 
     st = sub.add_parser("study", help="run a seed paper's experiment as a campaign "
                         "('vhpc study list' lists them)")

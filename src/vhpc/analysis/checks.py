@@ -36,6 +36,23 @@ def checked(spec: Mapping[str, Any] | None) -> dict[str, str]:
     return out
 
 
+def check_specs(spec: Mapping[str, Any] | None) -> dict[str, tuple[str, float]]:
+    """Check figures of a stored campaign spec's custom benchmarks (``check:`` with a numeric
+    ``rtol``): name → (metric, rtol), for :func:`vhpc.analysis.analyse` (the registry's own
+    checks it finds itself)."""
+    out: dict[str, tuple[str, float]] = {}
+    for c in (spec or {}).get("custom") or []:
+        chk = c.get("check") if isinstance(c, Mapping) else None
+        if not isinstance(chk, Mapping) or not isinstance(c.get("name"), str):
+            continue
+        metric = chk.get("metric") or chk.get("name") or ("check" if "regex" in chk else None)
+        rtol = chk.get("rtol")
+        if isinstance(metric, str) and isinstance(rtol, (int, float)) \
+                and not isinstance(rtol, bool):
+            out[c["name"]] = (metric, float(rtol))
+    return out
+
+
 def check_findings(trials: Iterable, spec: Mapping[str, Any] | None = None,
                    invalid: Iterable[int] = ()) -> list[Finding]:
     """One ``check-failed`` finding (warn) per environment and benchmark[params] whose trials

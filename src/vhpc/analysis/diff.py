@@ -7,12 +7,15 @@ on the host?
   :class:`Diff`:
 
   - :class:`OverheadChange` per matched non-baseline row: the environment/baseline ratio in A
-    and in B (each with its interval, :func:`vhpc.core.stats.ratio_interval`), their quotient
-    ``Q = ratio_B / ratio_A`` with a log-delta interval and p-value
-    (:func:`vhpc.core.stats.ratio_of_ratios`), the p-values Holm-adjusted over the whole diff
-    (:func:`vhpc.core.stats.holm_adjust`), a verdict (``regression`` / ``improvement`` need the
-    adjusted p < α and the interval at 1 − α to exclude 1) and, with a tolerance, PASS/FAIL;
-  - :class:`RawChange` per matched row, baseline included: mean_B / mean_A with its interval;
+    and in B (geometric means, each with its interval), their quotient ``Q = ratio_B /
+    ratio_A`` with Welch's t on the ln values of the four samples
+    (:func:`vhpc.core.stats.log_contrast`), the model of every comparison (docs/statistics.md):
+    Holm over the rows of B's primary metrics (a sweep's points within the sweep; secondary
+    metrics in no family, checks not at all), the interval at the family's Holm level and the
+    verdict read off it — ``regression`` / ``improvement`` (the interval excludes 1),
+    ``equivalent`` (within ±margin), ``inconclusive`` — and, with a tolerance, PASS/FAIL;
+  - :class:`RawChange` per matched row, baseline included: B / A (geometric means) with its
+    interval;
   - :class:`Unmatched` rows (only in A, only in B, or without valid samples on a side);
   - :class:`FingerprintChange` rows: what differs between the two campaigns' environment
     fingerprints, environment options (``slowdown=``…) and protocol.
@@ -35,7 +38,11 @@ from typing import Any, Iterable, Mapping
 
 from vhpc.core import stats
 from vhpc.analysis.fingerprints import FingerprintChange, fingerprint_changes
-from vhpc.analysis.compare import overhead_interval, overhead_pct
+from vhpc.analysis.compare import overhead_interval, overhead_pct, verdict_of
+from vhpc.analysis.results import (
+    DEFAULT_MARGIN, EQUIVALENT as EQ, FASTER, INCONCLUSIVE as INC, INVERSE, POINT, PRIMARY,
+    SLOWER, Comparison,
+)
 from vhpc.analysis.findings import slowdown_findings
 from vhpc.analysis.results import Finding
 from vhpc.analysis.pipeline import analyse
@@ -46,7 +53,8 @@ from vhpc.store import Store, StoreError
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
-NO_CHANGE = "no significant change"
+EQUIVALENT = "equivalent"
+INCONCLUSIVE = "inconclusive"
 INSUFFICIENT = "insufficient data"
 PASS, FAIL, NA = "PASS", "FAIL", "n/a"
 #: :attr:`Diff.outcome` when a tolerance was given but no overhead row had an interval to hold to it
@@ -230,13 +238,14 @@ class RawChange:
 class OverheadChange:
     """Change of one environment's ratio to the baseline between A and B.
 
-    ``ratio_a``/``ratio_b``: mean_env / mean_baseline in each campaign, with intervals;
-    ``q`` = ratio_b / ratio_a with ``q_ci`` (log-delta, ``method``), ``df``, ``p_value`` (H0:
-    q = 1) and ``p_adjusted`` (Holm over every row of the diff with a p-value);
+    ``ratio_a``/``ratio_b``: env / baseline (geometric means) in each campaign, with
+    intervals; ``q`` = ratio_b / ratio_a with ``q_ci`` at its family's Holm level (Welch's t
+    on ln values of the four samples, ``method`` log-welch), ``df``, ``p_value`` (H0: q = 1)
+    and ``p_adjusted`` (Holm within the row's family: B's primary metrics, or one sweep);
     ``change_pct``: how much worse the overhead got, in percent of the A ratio, in the metric's
     direction (lower-is-better ``(q − 1)·100``, rates ``(1/q − 1)·100``), ``change_ci`` the
-    same map of ``q_ci``; ``verdict``: regression / improvement / no significant change /
-    insufficient data; ``tolerance`` (fraction or None) and ``status`` PASS / FAIL / n/a:
+    same map of ``q_ci``; ``verdict`` read off ``q_ci``: regression / improvement (it
+    excludes 1) / equivalent (within ±margin) / inconclusive / insufficient data; ``tolerance`` (fraction or None) and ``status`` PASS / FAIL / n/a:
     FAIL = a regression whose change exceeds the tolerance; ``note`` explains a PASS whose
     interval still reaches beyond the tolerance, or a verdict criterion that disagreed."""
 
@@ -300,6 +309,7 @@ class Diff:
     alpha: float
     confidence: float
     tolerance: Tolerance | None = None
+    margin: float = DEFAULT_MARGIN
     #: (campaign "A" or "B", finding) read from either campaign's trials
     findings: list[tuple[str, Finding]] = field(default_factory=list)
 
@@ -345,6 +355,7 @@ class Diff:
 
         return clean({
             "a": asdict(self.a), "b": asdict(self.b), "alpha": self.alpha,
+            "margin": self.margin,
             "confidence": self.confidence,
             "tolerance": None if self.tolerance is None else {
                 "default": self.tolerance.default,
@@ -385,30 +396,49 @@ def _side(c: CampaignData) -> _Side:
     return s
 
 
+def ratio_ci(x: list[float], y: list[float], level: float
+             ) -> tuple[float | None, tuple[float | None, float | None], str]:
+    """(ratio, interval at ``level``, method) of x / y as every comparison computes it:
+    geometric means with Welch's t on ln values; for values ≤ 0 the ratio of means with
+    Fieller's interval."""
+    lw = stats.log_welch(x, y)
+    if lw is not None:
+        return (lw.ratio if math.isfinite(lw.ratio) else None), lw.interval(level), \
+            stats.LOG_WELCH
+    ci = stats.ratio_interval(x, y, level, method=stats.FIELLER)
+    mx, my = stats.mean(x), stats.mean(y)
+    ratio = mx / my if my not in (None, 0) and mx is not None else None
+    return ratio, (ci.low, ci.high), ci.method
+
+
 def _raw(k: RowKey, sa: _Side, sb: _Side, confidence: float) -> RawChange:
     env, bench, params, metric = k
     xa, xb = sa.values[k], sb.values[k]
     hib = sa.hib[k]
-    ci = stats.ratio_interval(xb, xa, confidence)
+    ratio, (lo, hi), method = ratio_ci(xb, xa, confidence)
     ma, mb = stats.mean(xa), stats.mean(xb)
-    ratio = mb / ma if ma not in (None, 0) and mb is not None else None
     return RawChange(env, bench, params, metric, sa.unit[k], hib, len(xa), len(xb), ma, mb,
-                     ratio, (ci.low, ci.high), ci.method, overhead_pct(ratio, hib),
-                     overhead_interval(ci.low, ci.high, hib))
+                     ratio, (lo, hi), method, overhead_pct(ratio, hib),
+                     overhead_interval(lo, hi, hib))
 
 
-def _verdict(q: float | None, lo: float | None, hi: float | None, p_adj: float | None,
-             hib: bool, alpha: float, m: int) -> tuple[str, str]:
-    if q is None or p_adj is None or lo is None or hi is None:
-        return INSUFFICIENT, ""
-    side = 1 if lo > 1.0 else (-1 if hi < 1.0 else 0)
-    if p_adj < alpha and side:
-        worse = side < 0 if hib else side > 0
-        return (REGRESSION if worse else IMPROVEMENT), ""
-    if side:
-        return NO_CHANGE, (f"interval excludes 1 but p (Holm over {m} rows) = {p_adj:.3g} "
-                           f"≥ {alpha:g}")
-    return NO_CHANGE, ""
+def _verdict(lo: float | None, hi: float | None, hib: bool, margin: float) -> str:
+    """The verdict read off the interval of Q (B's ratio over A's), in the metric's
+    direction (:func:`vhpc.analysis.compare.verdict_of`)."""
+    return {SLOWER: REGRESSION, FASTER: IMPROVEMENT, EQ: EQUIVALENT,
+            INC: INCONCLUSIVE}.get(verdict_of(lo, hi, hib, margin), INSUFFICIENT)
+
+
+def _family(c: Comparison | None) -> object:
+    """The Holm family of a diff row from B's comparison of it: the primary metrics together,
+    a sweep's points per (environment, benchmark, quantity), None for the rest (no family)."""
+    if c is None or c.role not in (PRIMARY, POINT):
+        return None
+    if c.role == PRIMARY:
+        return "campaign"
+    from vhpc.analysis.families import split_metric
+
+    return ("sweep", c.environment, c.benchmark, split_metric(c.metric)[0])
 
 
 def _status(change: float | None, change_ci: tuple[float | None, float | None], verdict: str,
@@ -429,8 +459,10 @@ def _status(change: float | None, change_ci: tuple[float | None, float | None], 
 
 
 def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
-         tolerance: Tolerance | None = None, confidence: float | None = None) -> Diff:
+         tolerance: Tolerance | None = None, confidence: float | None = None,
+         margin: float = DEFAULT_MARGIN) -> Diff:
     """Diff of campaign ``a`` (before) and ``b`` (after); see the module docstring.
+    ``margin``: the equivalence margin of the verdicts (0.05 = ±5 %).
 
     Raises DiffError when the baselines have different names, alpha/confidence are outside
     (0, 1), or no row is in both campaigns."""
@@ -444,6 +476,13 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
                         f"{b.baseline!r}: diff campaigns with the same baseline environment")
     base = a.baseline
     sa, sb = _side(a), _side(b)
+    from vhpc.analysis.checks import check_specs
+
+    an_b = analyse(b.observations, b.environments, base, alpha, margin=margin,
+                   checks=check_specs(b.spec))
+    roles = {(c.environment, c.benchmark, c.params, c.metric): c for c in an_b.comparisons}
+    checks = {(e, k[0], k[1], k[2]) for k in an_b.keys() for e in an_b.environments
+              if an_b.is_check(k[0], k[2])}
     unmatched: list[Unmatched] = []
     for k in sorted(set(sa.values) - set(sb.values)):
         unmatched.append(Unmatched("A", *k, f"no valid sample in campaign {b.id}"
@@ -464,7 +503,7 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
                                        f"({sa.unit[k]} in A, {sb.unit[k]} in B)"))
             continue
         raw.append(_raw(k, sa, sb, confidence))
-        if env == base:
+        if env == base or k in checks:  # a check figure is no overhead (the raw row shows it)
             continue
         bk = (base, bench, params, metric)
         if bk not in sa.values or bk not in sb.values:
@@ -475,39 +514,61 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
             unmatched.append(Unmatched("both", *k, "unit differs from the baseline's"))
             continue
         xa, ya, xb, yb = sa.values[k], sa.values[bk], sb.values[k], sb.values[bk]
-        ra, rb = stats.ratio_interval(xa, ya, confidence), stats.ratio_interval(xb, yb, confidence)
-        q, lo, hi, df, p, method = stats.ratio_of_ratios(xb, yb, xa, ya, confidence)
-        dlo, dhi = lo, hi
-        if method != stats.NO_INTERVAL and not math.isclose(confidence, 1.0 - alpha):
-            _, dlo, dhi, _, _, _ = stats.ratio_of_ratios(xb, yb, xa, ya, 1.0 - alpha)
-        mya, myb = stats.mean(ya), stats.mean(yb)
+        c = roles.get(k)
+        if c is not None and c.role == INVERSE:  # one effect, one verdict: its partner's row
+            continue
+        lw = stats.log_contrast((xb, yb, xa, ya), (1, -1, -1, 1))
         drafts.append(dict(
             environment=env, baseline=base, benchmark=bench, params=params, metric=metric,
-            unit=sa.unit[k], higher_is_better=sa.hib[k],
-            ratio_a=stats.mean(xa) / mya if mya else None, ratio_a_ci=(ra.low, ra.high),
-            ratio_b=stats.mean(xb) / myb if myb else None, ratio_b_ci=(rb.low, rb.high),
-            q=q, q_ci=(lo, hi), method=method, df=df, p_value=p,
-            change_pct=overhead_pct(q, sa.hib[k]),
-            change_ci=overhead_interval(lo, hi, sa.hib[k]), _decision=(dlo, dhi)))
-    idx = [i for i, d in enumerate(drafts) if d["p_value"] is not None]
-    adjusted = dict(zip(idx, stats.holm_adjust([drafts[i]["p_value"] for i in idx], alpha)))
+            unit=sa.unit[k], higher_is_better=sa.hib[k], _ab=(xa, ya, xb, yb), _lw=lw,
+            _family=_family(c)))
+    fams: dict[object, list[int]] = {}
+    for i, d in enumerate(drafts):
+        fams.setdefault(d["_family"] if d["_family"] is not None else ("alone", i), []).append(i)
+    level: dict[int, float] = {}
+    adjusted: dict[int, float] = {}
+    sizes: dict[int, int] = {}
+    for members in fams.values():
+        ps = [drafts[i]["_lw"].p if drafts[i]["_lw"] is not None else None for i in members]
+        lv = stats.holm_level(ps, alpha)
+        with_p = [(i, p) for i, p in zip(members, ps) if p is not None]
+        for (i, _), pa in zip(with_p, stats.holm_adjust([p for _, p in with_p], alpha)):
+            adjusted[i] = pa
+        for i in members:
+            level[i], sizes[i] = lv, len(with_p) or 1
     overhead: list[OverheadChange] = []
     for i, d in enumerate(drafts):
-        dlo, dhi = d.pop("_decision")
-        pa = adjusted.get(i)
-        verdict, note = _verdict(d["q"], dlo, dhi, pa, d["higher_is_better"], alpha, len(idx))
+        xa, ya, xb, yb = d.pop("_ab")
+        lw = d.pop("_lw")
+        d.pop("_family")
+        hib = d["higher_is_better"]
+        ra, ra_ci, _ = ratio_ci(xa, ya, confidence)
+        rb, rb_ci, _ = ratio_ci(xb, yb, confidence)
+        if lw is not None:
+            q = lw.ratio if math.isfinite(lw.ratio) else None
+            lo, hi = lw.interval(level[i])
+            method, df, p = stats.LOG_WELCH, lw.df, lw.p
+        else:
+            q, lo, hi, df, p, method = stats.ratio_of_ratios(xb, yb, xa, ya, level[i])
+            p = None  # values ≤ 0: the interval decides (no log scale)
+        verdict = _verdict(lo, hi, hib, margin) if q is not None else INSUFFICIENT
         tol = tolerance.for_row(d["environment"], d["benchmark"], d["metric"]) if tolerance else None
-        status, snote = _status(d["change_pct"], d["change_ci"], verdict, tol)
-        overhead.append(OverheadChange(p_adjusted=pa, verdict=verdict, tolerance=tol,
-                                       status=status, note="; ".join(x for x in (snote, note) if x),
-                                       **d))
+        change, change_ci = overhead_pct(q, hib), overhead_interval(lo, hi, hib)
+        status, snote = _status(change, change_ci, verdict, tol)
+        lvl = f"interval at {level[i] * 100:.4g} % (Holm over {sizes[i]} rows)" \
+            if sizes[i] > 1 and not math.isclose(level[i], 1 - alpha) else ""
+        overhead.append(OverheadChange(
+            ratio_a=ra, ratio_a_ci=ra_ci, ratio_b=rb, ratio_b_ci=rb_ci, q=q, q_ci=(lo, hi),
+            method=method, df=df, p_value=p, p_adjusted=adjusted.get(i), change_pct=change,
+            change_ci=change_ci, verdict=verdict, tolerance=tol, status=status,
+            note="; ".join(x for x in (snote, lvl) if x), **d))
     if not raw:
         raise DiffError(f"campaigns {a.id} and {b.id} share no (environment, benchmark, "
                         "parameters, metric) with valid samples: nothing to diff (check the ids)")
     ref = lambda c: CampaignRef(c.id, c.created, c.source, c.baseline, c.status)  # noqa: E731
     found = [("A", f) for f in a.findings] + [("B", f) for f in b.findings]
     return Diff(ref(a), ref(b), fingerprint_changes(a, b), overhead, raw, unmatched, alpha,
-                confidence, tolerance, found)
+                confidence, tolerance, margin, found)
 
 
 # --------------------------------------------------------------------------------------------

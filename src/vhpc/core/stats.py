@@ -63,7 +63,7 @@ __all__ = [
     "fieller_contains", "log_ratio_interval", "bca_ratio_interval", "ratio_interval",
     "holm_adjust", "modified_z_outliers", "is_skewed", "mean", "linear_fit", "Description",
     "describe",
-    "ratio_of_ratios", "LogWelch", "log_welch", "holm_level", "decide", "runs_to_decide",
+    "ratio_of_ratios", "LogWelch", "log_welch", "log_contrast", "holm_level", "decide", "runs_to_decide",
     "WORSE", "BETTER", "EQUIVALENT", "UNDECIDED", "NO_DATA",
 ]
 
@@ -604,18 +604,40 @@ def log_welch(x: Sequence[float], y: Sequence[float]) -> LogWelch | None:
     """:class:`LogWelch` of samples ``x`` (environment) against ``y`` (baseline); None when a
     side has fewer than 2 values or a value is not a positive finite number (no log scale).
     The p-value is that of ``scipy.stats.ttest_ind(ln x, ln y, equal_var=False)``."""
-    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if a.size < 2 or b.size < 2 or not (np.all(a > 0) and np.all(b > 0)
-                                        and np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+    return log_contrast((x, y), (1, -1))
+
+
+def log_contrast(samples: Sequence[Sequence[float]], signs: Sequence[int]) -> LogWelch | None:
+    """Welch's t of a contrast of independent samples on the log scale: ``Δ = Σ signᵢ ·
+    mean(ln sampleᵢ)`` (signs ±1), ``se² = Σ s²ᵢ/nᵢ`` of the ln values, Welch–Satterthwaite
+    df ``(Σ uᵢ)² / Σ uᵢ²/(nᵢ − 1)`` (Satterthwaite 1946).  Two samples (+1, −1):
+    :func:`log_welch`; four (+1, −1, −1, +1): the change of a ratio between two campaigns,
+    (ā_new/b̄_new)/(ā_old/b̄_old) of geometric means (``vhpc diff``).  Returns a
+    :class:`LogWelch` (``n_x``/``n_y``: the smallest counts of the + and − samples, ``sd``
+    the root mean square of the ln SDs); None when a sample has fewer than 2 values or a
+    value that is not positive and finite."""
+    arrs = [np.asarray(v, dtype=float) for v in samples]
+    if any(a.size < 2 or not (np.all(a > 0) and np.all(np.isfinite(a))) for a in arrs):
         return None
-    la, lb = np.log(a), np.log(b)
-    d = float(la.mean() - lb.mean())
-    va, vb = float(la.var(ddof=1)), float(lb.var(ddof=1))
-    p, df = welch_test(float(la.mean()), va, a.size, float(lb.mean()), vb, b.size)
-    se = math.sqrt(va / a.size + vb / b.size)
+    logs = [np.log(a) for a in arrs]
+    d = float(sum(sg * float(la.mean()) for sg, la in zip(signs, logs)))
+    vs = [float(la.var(ddof=1)) for la in logs]
+    us = [v / la.size for v, la in zip(vs, logs)]
+    se2 = sum(us)
+    se = math.sqrt(se2)
+    if se2 == 0:
+        df, p = None, (0.0 if d != 0 else 1.0)
+    else:
+        den = sum(u * u / (la.size - 1) for u, la in zip(us, logs) if u > 0)
+        df = se2 * se2 / den if den > 0 else 1.0 / sum(
+            (u / se2) ** 2 / (la.size - 1) for u, la in zip(us, logs) if u > 0)
+        p = min(1.0, 2.0 * _t_sf(abs(d) / se, df))
     with np.errstate(over="ignore"):
         r = math.exp(d) if d < 700 else math.inf
-    return LogWelch(r, d, se, df, float(p), int(a.size), int(b.size), math.sqrt((va + vb) / 2))
+    plus = [a.size for a, sg in zip(arrs, signs) if sg > 0]
+    minus = [a.size for a, sg in zip(arrs, signs) if sg < 0]
+    return LogWelch(r, d, se, df, float(p), min(plus), min(minus),
+                    math.sqrt(sum(vs) / len(vs)))
 
 
 def holm_level(p_values: Iterable[float | None], alpha: float) -> float:

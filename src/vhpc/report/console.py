@@ -35,21 +35,35 @@ def report_meta(store, cid: str) -> dict[str, Any]:
                          for t in failed] or None}
 
 
+def analyse_stored(store, cid: str, margin: float | None = None):
+    """(analysis, observations) of stored campaign ``cid``: :func:`vhpc.analysis.analyse` at
+    the campaign's equivalence margin (its spec's ``margin``, 5 % for a campaign stored
+    before there was one) unless ``margin`` is given, with its custom checks."""
+    from vhpc import analysis
+    from vhpc.analysis.checks import check_specs
+
+    camp = store.campaign(cid)
+    spec = camp["spec"]
+    obs = store.observations(cid)
+    if margin is None:
+        margin = spec.get("margin", analysis.DEFAULT_MARGIN)
+    return analysis.analyse(obs, store.environments(cid), spec["baseline"], margin=margin,
+                            checks=check_specs(spec)), obs
+
+
 def campaign_report(store, cid: str, out: str | Path, console: Console, html=None, csv=None,
                     jsn=None, quiet: bool = False, extra_sections=(), detail: bool | None = None,
-                    ) -> Path:
-    """Analyse stored campaign ``cid``; write the HTML report, CSV and JSON (default: in
-    ``out/cid/``); print the headline unless ``quiet`` (with ``detail``, ``vhpc report ID
-    --all``, every metric before it: :func:`vhpc.report.terminal.render_table`); return the
-    HTML path.  ``extra_sections``: more ``(anchor, title, Markup)`` HTML sections (``vhpc
-    tune``'s race)."""
-    from vhpc import analysis
+                    margin: float | None = None) -> Path:
+    """Analyse stored campaign ``cid`` (:func:`analyse_stored`, ``margin``: see there); write
+    the HTML report, CSV and JSON (default: in ``out/cid/``); print the headline unless
+    ``quiet`` (with ``detail``, ``vhpc report ID --all``, every metric before it:
+    :func:`vhpc.report.terminal.render_table`); return the HTML path.  ``extra_sections``:
+    more ``(anchor, title, Markup)`` HTML sections (``vhpc tune``'s race)."""
     from vhpc.report import diagnostics, export, terminal
 
     camp = store.campaign(cid)
     envs = store.environments(cid)
-    obs = store.observations(cid)
-    result = analysis.analyse(obs, envs, camp["spec"]["baseline"])
+    result, obs = analyse_stored(store, cid, margin)
     meta = report_meta(store, cid)
     trials = store.trials(cid)
     from vhpc.analysis.checks import check_findings

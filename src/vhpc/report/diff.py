@@ -146,9 +146,11 @@ def render_terminal(d: Diff, console: Console) -> None:
         console.print(f"[bold yellow]{esc(f.level)}[/] campaign {tag} ({esc(f.scope)}): "
                       f"{esc(f.message)} → {esc(f.advice)}", highlight=False)
     if d.overhead:  # the caption explains the overhead table; without one it has nothing to say
-        console.print(f"B/A of the ratios: delta method on the log scale, {d.confidence:.0%} CI; "
-                      f"overhead change > 0: B's overhead worse in the metric's direction; p: "
-                      f"Holm-adjusted over {sum(o.p_value is not None for o in d.overhead)} rows, "
+        console.print(f"B/A of the ratios (geometric means): Welch's t on ln values, the "
+                      f"interval at {d.confidence:.0%} or the Holm level of B's primary metrics "
+                      "(note); overhead change > 0: B's overhead worse in the metric's "
+                      f"direction; verdict read off the interval: regression/improvement "
+                      f"(excludes 1), equivalent (within ±{d.margin * 100:g} %), inconclusive; "
                       f"α = {d.alpha:g}", highlight=False)
     if d.outcome is not None:
         status, sentence = d.outcome
@@ -223,11 +225,12 @@ tolerance: {{ tolerance }}.</p>
 <section id="overhead"><h2>Overhead change</h2>
 {% if not overhead %}<p>No environment besides the baseline {{ a.baseline }} is in both
 campaigns, so there is no overhead to compare: the raw figures below are the comparison.</p>
-{% else %}<p>Ratio = environment / {{ a.baseline }} in each campaign; B/A is their quotient with a
-{{ conf }} interval (delta method on the log scale, docs/statistics.md); the overhead change
-is positive when B's overhead is worse in the metric's direction; p: Welch-type t on the log
-ratio, Holm-adjusted over the diff. FAIL = a regression (adjusted p &lt; α and the interval
-excludes 1) larger than the tolerance.</p>
+{% else %}<p>Ratio = environment / {{ a.baseline }} (geometric means) in each campaign; B/A is
+their quotient with the interval the verdict is read off (Welch's t on the ln values of the four
+samples, at {{ conf }} or at the Holm level of B's primary metrics as the note says;
+docs/statistics.md); the overhead change is positive when B's overhead is worse in the metric's
+direction. Verdicts: regression/improvement when the interval excludes 1, equivalent when it lies
+within ±{{ margin }}, inconclusive otherwise. FAIL = a regression larger than the tolerance.</p>
 <table><thead><tr>{% for k, t in ocols %}<th>{{ t }}</th>{% endfor %}<th>note</th></tr>
 </thead><tbody>{% for c in overhead %}<tr>{% for k, t in ocols %}
 <td class="{{ c[k] }}">{{ c[k] }}</td>{% endfor %}<td>{{ c.note }}</td></tr>{% endfor %}
@@ -261,6 +264,7 @@ def write_html(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]]
     ref = lambda c: {**c.__dict__, "date": _date(c.created)}  # noqa: E731
     html = HTML_TPL.render(
         a=ref(d.a), b=ref(d.b), alpha=f"{d.alpha:g}", conf=f"{d.confidence:.0%}",
+        margin=f"{d.margin * 100:g} %",
         tolerance=d.tolerance.describe() if d.tolerance else "none (no PASS/FAIL)",
         summary=summary, summary_class=cls,
         fingerprint=[{"scope": f.scope, "key": f.key, "a": _value(f.a), "b": _value(f.b)}

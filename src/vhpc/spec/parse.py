@@ -16,6 +16,7 @@ YAML (``vhpc run FILE``, at most 1 MiB and 32 levels deep)::
     host_knobs: {hugepages_2m: 1024}   # changed only because asked; restored afterwards
     target_ci: 0.02     # adaptive: add rounds until every mean is known to ±2 % (95 % CI) ...
     max_repeats: 30     # ... or this many measured rounds
+    margin: 0.05        # equivalence margin of the verdicts: ±5 % (docs/statistics.md)
     custom:             # bring your own benchmark (docs/benchmarks.md)
       - name: mybench
         command: ./mybench --size 100
@@ -198,6 +199,9 @@ class CampaignSpec(BaseModel):
     host_knobs: dict[str, str] = Field(default_factory=dict)
     target_ci: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
     max_repeats: int = Field(30, ge=1, le=10000)
+    #: equivalence margin of the verdicts (0.05: a ratio inside [1/1.05, 1.05] is
+    #: "equivalent"; docs/statistics.md)
+    margin: float = Field(0.05, ge=0, lt=10, allow_inf_nan=False)
     #: where the trials run, parsed once (``local`` | ``slurm[:partition=P,nodes=N,...]``);
     #: stored as its text
     #: the study (a name in vhpc.campaign.studies.STUDIES) this campaign reproduces, if any
@@ -461,7 +465,7 @@ def from_cli(bench_items: list[str], env_items: list[str], host_knobs: list[str]
     """Build a spec from ``-b``/``-e`` strings, ``--host-knob NAME=VALUE`` strings,
     ``--strict-placement`` (sets ``strict`` on every VM that does not set it) and protocol
     flags (repeats, warmup, baseline, timeout, order, protocol, session_trials, target_ci,
-    max_repeats; None values keep their defaults).  Raises SpecError."""
+    max_repeats, margin; None values keep their defaults).  Raises SpecError."""
     from vhpc.host.knobs import parse_knob
 
     taken: list[str] = []

@@ -110,11 +110,44 @@ def open_store(out: str, existing: bool = False):
     return Store(Path(out) / "vhpc.db", existing=existing)
 
 
+def percent(text: str) -> float:
+    """argparse type of ``--margin``: ``"5%"`` or ``"5"`` → 0.05, in [0, 1000) %."""
+    import argparse
+
+    from vhpc.core.argtypes import number
+
+    t = text.strip() if isinstance(text, str) else text
+    if isinstance(t, str) and t.endswith("%"):
+        t = t[:-1].strip()
+    try:
+        return number(0, 1000, hi_open=True)(t) / 100.0
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}: give a percentage such as 5%") from None
+
+
+percent.__name__ = "percentage"
+
+
+def margin_flag(sp) -> None:
+    """``--margin PCT``: the equivalence margin of the verdicts (docs/statistics.md)."""
+    sp.add_argument("--margin", type=percent, metavar="PCT",
+                    help="equivalence margin of the verdicts: a ratio whose whole interval "
+                         "lies within ±PCT is 'equivalent' (default: the campaign's, 5%%)")
+
+
+def with_margin(spec, margin: float | None):
+    """``spec`` with its equivalence margin set to ``margin`` (a fraction; None keeps it)."""
+    if spec is None or margin is None:
+        return spec
+    return spec.model_copy(update={"margin": margin})
+
+
 def campaign_flags(sp, starts=False):
     """--out; with ``starts`` (compare, run, study: the commands that start a campaign and
-    report it), also --dry-run and --no-report."""
+    report it), also --dry-run, --no-report and --margin."""
     sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
     if starts:
+        margin_flag(sp)
         sp.add_argument("--dry-run", action="store_true",
                         help="print the planned trials (round, environment, benchmark with "
                              "its parameters, placement) and start nothing")
@@ -161,6 +194,7 @@ def run_campaign(args, spec=None, command: str | None = None, store=None) -> tup
 
     store = store or open_store(args.out)
     envs = None
+    spec = with_margin(spec, getattr(args, "margin", None))
     if args.resume:
         cid = args.resume
         store.campaign(cid)  # raises StoreError for an unknown id
@@ -200,5 +234,6 @@ def run_campaign(args, spec=None, command: str | None = None, store=None) -> tup
                       f"(--no-report): vhpc report {esc(cid)} --out {esc(args.out)}",
                       highlight=False)
     else:
-        views.campaign_report(store, cid, args.out, console)
+        views.campaign_report(store, cid, args.out, console,
+                              margin=getattr(args, "margin", None))
     return (1 if failed else 0), cid

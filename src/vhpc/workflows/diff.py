@@ -35,6 +35,7 @@ def add_parser(sub) -> None:
     d.add_argument("--html", help="HTML path (default OUT/diff-A-B/diff.html)")
     d.add_argument("--json", help="JSON path (default OUT/diff-A-B/diff.json)")
     campaign_flags(d)
+    margin_flag(d)
 
 
 #: Largest --tolerance file read (bytes): a few lines of PATTERN PERCENT.
@@ -110,7 +111,9 @@ def run(args) -> int:
             tol = d.parse_tolerance_file(_tolerance_text(args.tolerance), args.tolerance)
         else:
             tol = d.Tolerance(d.parse_percent(args.tolerance, "--tolerance"))
-    result = d.diff(a, b, alpha=args.alpha, tolerance=tol)
+    margin = args.margin if getattr(args, "margin", None) is not None else \
+        b.spec.get("margin", d.DEFAULT_MARGIN)
+    result = d.diff(a, b, alpha=args.alpha, tolerance=tol, margin=margin)
     hist = None
     if args.history:
         found: dict[str, d.CampaignData] = {}

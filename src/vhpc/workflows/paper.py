@@ -296,19 +296,19 @@ def latest_campaigns(store) -> dict[str, str]:
     return {**empty, **out}
 
 
-def entry(store, cid: str, out: Path, name: str, note: str | None = None) -> dict[str, Any]:
+def entry(store, cid: str, out: Path, name: str, note: str | None = None,
+          margin: float | None = None) -> dict[str, Any]:
     """One study's entry on the seed page from stored campaign ``cid``: figure + lines, and
-    its full report written into ``out/cid/``."""
-    from vhpc import analysis
+    its full report written into ``out/cid/`` (``margin``: the equivalence margin, default
+    the campaign's)."""
     from vhpc.report import console as views
     from vhpc.report.paper import limits, study_block
 
     camp = store.campaign(cid)
-    envs = store.environments(cid)
-    result = analysis.analyse(store.observations(cid), envs, camp["spec"]["baseline"])
+    result, _ = views.analyse_stored(store, cid, margin)
     trials = store.trials(cid)
     status, why = study_status(camp["status"], trials)
-    html = views.campaign_report(store, cid, out, None, quiet=True)
+    html = views.campaign_report(store, cid, out, None, quiet=True, margin=margin)
     drawn = Path(html).parent / "figure.svg"  # the campaign report drew the same figure
     block, fd, lines, _ = study_block(name, result, trials, prefix=f"{name}-", note=note,
                                       png=f"../{cid}/figure.png",
@@ -362,8 +362,10 @@ def study_status(campaign_status: str, trials) -> tuple[str, str]:
     return "finished", ""
 
 
-def page(seed: str, items: list[Item], store, out: str | Path) -> Path:
-    """Write ``out/paper-SEED/index.html``: every item from its newest stored campaign."""
+def page(seed: str, items: list[Item], store, out: str | Path,
+         margin: float | None = None) -> Path:
+    """Write ``out/paper-SEED/index.html``: every item from its newest stored campaign
+    (``margin``: the verdicts' equivalence margin, default each campaign's)."""
     from vhpc.report.paper import write_seed_page
 
     out = Path(out)
@@ -374,7 +376,7 @@ def page(seed: str, items: list[Item], store, out: str | Path) -> Path:
              "status": "not run", "why": it.reason and f"not run as the paper did: {it.reason}"
              or "no stored campaign"}
         if it.name in have:
-            e.update(entry(store, have[it.name], out, it.name, it.note))
+            e.update(entry(store, have[it.name], out, it.name, it.note, margin))
         entries.append(e)
     return write_seed_page(seed, entries, out / f"paper-{seed}" / "index.html")
 
@@ -405,6 +407,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     pp.add_argument("--out", default="vhpc-results", help="results directory (default: %(default)s)")
     pp.add_argument("--dry-run", action="store_true",
                     help="print each study's figure, trials and time estimate; start nothing")
+    from vhpc.workflows.common import margin_flag
+
+    margin_flag(pp)
     return pp
 
 
@@ -462,7 +467,9 @@ def run(args) -> int:
     overrides = _overrides(args.bench or [])
     protocol = {k: v for k, v in dict(repeats=args.repeats, warmup=args.warmup,
                                       timeout=args.timeout, executor=args.executor,
-                                      host_knobs=args.host_knob).items() if v is not None}
+                                      host_knobs=args.host_knob,
+                                      margin=getattr(args, "margin", None)).items()
+                if v is not None}
     host = execute.host_facts()
     items = plan(args.seed, host.topology, overrides, **protocol)
     unknown = set(overrides) - {i.name for i in items}
@@ -512,6 +519,6 @@ def run(args) -> int:
             cmd = " ".join(shlex.quote(a) for a in sys.argv) + f" # study {it.name}"
             r, _ = run_campaign(args, it.spec, command=cmd, store=store)
             rc = max(rc, r)
-    path = page(seed, items, store, args.out)
+    path = page(seed, items, store, args.out, getattr(args, "margin", None))
     console.print(f"Seed {seed} page: [bold]{esc(path)}[/]")
     return rc
