@@ -11,7 +11,8 @@ from pathlib import Path
 from vhpc.core.argtypes import number
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
-from vhpc.workflows.common import UsageError, campaign_flags, console, count, err_console
+from vhpc.workflows.common import (UsageError, campaign_flags, console, count, err_console,
+                                   margin_flag)
 
 
 def add_parser(sub) -> None:
