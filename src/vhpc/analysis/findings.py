@@ -200,6 +200,15 @@ def slowdown_findings(trials) -> list[Finding]:
                 or (bit and sum(bit) / len(bit) > SLOWDOWN_BIT_PERIODS):
             continue
         cpus = readings[0].get("cpus")
+        if readings[0].get("method") == "freezer":
+            out.append(Finding(
+                "warn", env,
+                f"slowdown={requested:g} was requested but the freezer took away {mean:.1%} on "
+                f"average over {len(applied)} trial(s) (less than half of {requested:.0%}): "
+                "the trials are too short for its duty cycle, so their results are not slowed "
+                "as asked", "give the benchmark a larger problem (trials of a second or more)",
+                kind="slowdown-not-applied", items=(f"applied {mean:.3f} of {requested:g}",)))
+            continue
         out.append(Finding(
             "warn", env,
             f"slowdown={requested:g} was requested but the kernel applied {mean:.1%} on average "

@@ -1,18 +1,23 @@
 """An environment slowed by a known physical amount: the ``slowdown=`` option (calibration).
 
 ``native:slowdown=0.05`` or ``vm:slowdown=0.05`` wraps the environment in
-:class:`ThrottledEnvironment`: every trial runs under CPU bandwidth control
-(:class:`vhpc.host.cpu_bandwidth.CpuBandwidthLimit`, cgroup v1 or v2) that grants
-``slowdown_cpus × period / (1 + δ)`` CPU time per period, so a workload keeping
-``slowdown_cpus`` CPUs busy takes ``1 + δ`` times as long.  Native: the benchmark's process
-tree joins the group before it execs (``lim.wrap(argv)``); vm: the QEMU process is moved into
-the group for the trial and back to its own cgroup afterwards.
+:class:`ThrottledEnvironment`: every trial runs under a cgroup-v2 freezer duty cycle
+(:class:`vhpc.host.freezer.FreezerDutyCycle`): frozen for the share δ/(1 + δ) of the time, so
+the trial takes ``1 + δ`` times as long as it would under the same competition for its CPUs,
+also when another process shares them (a busy host).  Where the kernel has no cgroup-v2
+freezer, CPU bandwidth control instead (:class:`vhpc.host.cpu_bandwidth.CpuBandwidthLimit`:
+``slowdown_cpus × period / (1 + δ)`` CPU time per period), which holds only when the benchmark
+keeps ``slowdown_cpus`` CPUs busy by itself; :attr:`ThrottledEnvironment.preflight_note` says
+so in one line before the run.  Native: the benchmark's process tree joins the group before it
+execs (``wrap(argv)``); vm: the QEMU process is moved into the group for the trial and back to
+its own cgroup afterwards.
 
-The slowdown the kernel actually applied (:attr:`ThrottleReading.applied`, and the usage-based
-upper bound) is stored with each trial in its diagnostics as ``throttle`` (a dict of the
-reading's fields plus ``applied`` and ``applied_from_usage``), so ``vhpc calibrate`` can
-compare the recovered effect with the true one.  This is an advanced option for measuring
-vhpc itself (docs/calibrate.md), not for comparing environments.
+The slowdown actually applied (the freezer: the share of the trial's wall time frozen; the
+quota: from the kernel's throttling accounting) is stored with each trial in its diagnostics as
+``throttle`` (the reading's fields plus ``applied``, and ``method``: ``freezer`` or
+``cpu-quota``), so ``vhpc calibrate`` can compare the recovered effect with the true one.  This
+is an advanced option for measuring vhpc itself (docs/calibrate.md), not for comparing
+environments.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from vhpc.core import records
-from vhpc.host import cpu_bandwidth
+from vhpc.host import cpu_bandwidth, freezer
 from vhpc.environments.base import Environment, EnvError, RunResult
 
 
@@ -31,9 +36,10 @@ from vhpc.environments.base import Environment, EnvError, RunResult
 PERIOD_US = 10_000
 
 
-def _cgroup_home(pid: int, lim: cpu_bandwidth.CpuBandwidthLimit) -> list[Path]:
-    """For each directory of ``lim``, the cgroup of the same hierarchy that ``pid`` is in now
-    (from ``/proc/PID/cgroup``, cgroups(7)); [] when unreadable."""
+def _cgroup_home(pid: int, dirs: list[Path], version: int) -> list[Path]:
+    """For each group directory in ``dirs`` (cgroup ``version`` 1 or 2), the cgroup of the same
+    hierarchy that ``pid`` is in now (from ``/proc/PID/cgroup``, cgroups(7)); [] when
+    unreadable."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
@@ -43,17 +49,25 @@ def _cgroup_home(pid: int, lim: cpu_bandwidth.CpuBandwidthLimit) -> list[Path]:
         _, ctrls, path = line.split(":", 2)
         where[ctrls] = path
     home = []
-    for d in lim.dirs:
-        key = "" if lim.version == 2 else d.parent.name
+    for d in dirs:
+        key = "" if version == 2 else d.parent.name
         if key in where:
             home.append(d.parent / where[key].lstrip("/"))
     return home
 
 
-def reading_dict(r: cpu_bandwidth.ThrottleReading) -> dict[str, Any]:
-    """The reading's fields with ``applied`` and ``applied_from_usage`` (JSON-ready)."""
+def reading_dict(r: cpu_bandwidth.ThrottleReading | freezer.FreezeReading) -> dict[str, Any]:
+    """The reading's fields with ``applied`` and ``method`` (``freezer`` or ``cpu-quota``,
+    whose usage-based bound ``applied_from_usage`` is added too), JSON-ready."""
+    if isinstance(r, freezer.FreezeReading):
+        return {**dataclasses.asdict(r), "applied": r.applied, "method": "freezer"}
     return {**dataclasses.asdict(r), "applied": r.applied,
-            "applied_from_usage": r.applied_from_usage}
+            "applied_from_usage": r.applied_from_usage, "method": "cpu-quota"}
+
+
+#: the one line said before a run where the kernel has no cgroup-v2 freezer
+NO_FREEZER = ("slowdown= on {name}: {why}; CPU bandwidth control instead, which does not hold "
+              "when other processes share the benchmark's CPUs (a busy host)")
 
 
 class ThrottledEnvironment(Environment):
@@ -72,6 +86,10 @@ class ThrottledEnvironment(Environment):
         self.period_us = period_us
         self.kind = inner.kind
         self._probed = False
+        #: whether the freezer duty cycle slows the trials (else the CPU quota), and the one
+        #: line to say before the run when it cannot (set by :meth:`preflight`)
+        self.freezer = True
+        self.preflight_note = ""
 
     def __getattr__(self, name: str) -> Any:  # vcpus, placement, ... of the inner environment
         if name == "inner":
@@ -111,15 +129,24 @@ class ThrottledEnvironment(Environment):
         return fp
 
     def preflight(self) -> None:
-        """Check (once) that a bandwidth-limited cgroup can be created here, then the inner
-        environment's own preflight if it has one.  Raises :class:`EnvError`."""
+        """Check (once) that a freezer group can be created here, else a bandwidth-limited
+        one (then :attr:`preflight_note` says why, for the caller to print before the run),
+        then the inner environment's own preflight if it has one.  Raises :class:`EnvError`
+        when neither can."""
         if not self._probed:
             try:
-                with cpu_bandwidth.CpuBandwidthLimit(self.slowdown, self.cpus, self.period_us):
+                with freezer.FreezerDutyCycle(self.slowdown):
                     pass
-            except cpu_bandwidth.ThrottleError as exc:
-                raise EnvError(f"environment {self.name}: slowdown= needs CPU bandwidth "
-                               f"control: {exc}") from None
+            except freezer.FreezerError as exc:
+                self.freezer = False
+                self.preflight_note = NO_FREEZER.format(name=self.name, why=exc)
+                try:
+                    with cpu_bandwidth.CpuBandwidthLimit(self.slowdown, self.cpus,
+                                                         self.period_us):
+                        pass
+                except cpu_bandwidth.ThrottleError as exc2:
+                    raise EnvError(f"environment {self.name}: slowdown= needs the cgroup-v2 "
+                                   f"freezer ({exc}) or CPU bandwidth control ({exc2})") from None
             self._probed = True
         self.inner.preflight()
 
@@ -140,29 +167,42 @@ class ThrottledEnvironment(Environment):
         self.inner.new_session()
 
     def run(self, argv, env=None, timeout=600.0, key="") -> RunResult:
-        """The inner environment's run under the bandwidth limit; the kernel's reading is added
-        to the result's diagnostics as ``throttle``."""
+        """The inner environment's run under the freezer duty cycle (or the bandwidth limit);
+        the reading is added to the result's diagnostics as ``throttle``."""
         try:
             self.start()
         except EnvError as exc:
             return RunResult(None, "", "", 0.0, 0.0, error=str(exc))
         pid = self.inner.throttle_pid()
-        with cpu_bandwidth.CpuBandwidthLimit(self.slowdown, self.cpus, self.period_us) as lim:
+        lim = freezer.FreezerDutyCycle(self.slowdown) if self.freezer else \
+            cpu_bandwidth.CpuBandwidthLimit(self.slowdown, self.cpus, self.period_us)
+        with lim:
             if pid is None:  # the command itself runs here: it starts inside the group
-                result = self.inner.run(lim.wrap(list(argv)), env, timeout, key)
+                lim.start()
+                try:
+                    result = self.inner.run(lim.wrap(list(argv)), env, timeout, key)
+                finally:
+                    reading = self._read(lim)
             else:
-                home = _cgroup_home(pid, lim)
+                home = _cgroup_home(pid, [lim.dir], 2) if self.freezer else \
+                    _cgroup_home(pid, lim.dirs, lim.version)
                 lim.add(pid)
                 lim.start()
                 try:
                     result = self.inner.run(argv, env, timeout, key)
                 finally:
+                    reading = self._read(lim)
                     for d in home:  # back where it was, before the group is removed
                         try:
                             (d / "cgroup.procs").write_text(f"{pid}\n")
                         except OSError:
                             pass
-            reading = lim.read()
         result.diagnostics = records.extended(result.diagnostics, records.Diagnostics,
                                               throttle=reading_dict(reading))
         return result
+
+    @staticmethod
+    def _read(lim) -> cpu_bandwidth.ThrottleReading | freezer.FreezeReading:
+        """The reading of the freezer (its duty cycle stopped, the group thawed) or the
+        bandwidth limit."""
+        return lim.stop() if isinstance(lim, freezer.FreezerDutyCycle) else lim.read()

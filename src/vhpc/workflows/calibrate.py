@@ -261,6 +261,8 @@ def run(store: Store, s: Settings, command: str = "",
         env = spec.environments[-1].build(host)
         try:
             env.preflight()
+            if getattr(env, "preflight_note", ""):  # no freezer: said before the run
+                say(f"vhpc calibrate: {env.preflight_note}")
         finally:
             env.close()
     out: dict[tuple, Outcome] = {}

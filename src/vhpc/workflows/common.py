@@ -204,6 +204,9 @@ def run_campaign(args, spec=None, command: str | None = None, store=None) -> tup
         envs = execute.prepare(spec)  # host checks and environments, before anything is stored
         for env in envs.values():
             env.preflight()  # ssh: the host answers and accepts the key
+            if getattr(env, "preflight_note", ""):  # what cannot run as asked: before the run
+                err_console.print(f"vhpc: {plain(env.preflight_note)}", highlight=False,
+                                  markup=False, soft_wrap=True)
         from vhpc import executors
 
         executor = executors.make(spec.executor)
