@@ -3,13 +3,17 @@
 For each environment (e.g. ``native``, ``vm``) and benchmark, K ordinary campaigns run three
 copies of the same environment, interleaved as every campaign is (``order=alternate``):
 
-* ``a`` and ``b`` — identical: **A/A**.  Any verdict other than "no significant difference"
-  between them is a false positive; the observed rate per metric is compared with α.
-* ``slowed`` — the same environment slowed by a known physical amount δ with CPU bandwidth
-  control (``slowdown=δ``, :mod:`vhpc.environments.slowdown`), the slowdown the kernel actually
+* ``a`` and ``b`` — identical: **A/A**.  A ``slower`` or ``faster`` verdict between them is a
+  false positive: per metric, and family-wise (a campaign with any ``slower``/``faster`` among
+  the comparisons of its Holm family, the benchmark's primary metric or its sweep), whose rate
+  must stay ≤ α (:mod:`vhpc.analysis`).
+* ``slowed`` — the same environment slowed by a known physical amount δ (``slowdown=δ``: a
+  cgroup-v2 freezer duty cycle, :mod:`vhpc.environments.slowdown`), the slowdown actually
   applied read back per trial: **injected slowdown**.  ``slowed`` vs ``a`` gives the recovered
-  effect (overhead and its CI, :mod:`vhpc.analysis`), whether the CI covers the applied
-  slowdown, and whether the verdict is "slower" (detection).
+  effect (overhead and its CI), whether the CI covers the applied slowdown, and whether the
+  verdict is "slower" (detection).
+* ``doubled`` — the same environment slowed 2× (``slowdown=1``): ``equivalent`` must never be
+  given against it, at the campaign's margin.
 * **power**: the pooled relative standard deviation of the A/A samples gives the runs per
   environment needed to detect δ at α with 80 % power, and the smallest effect detectable with
   ``repeats`` runs (:func:`vhpc.core.power.runs_needed`, :func:`vhpc.core.power.detectable_effect`).
@@ -29,14 +33,16 @@ from vhpc import analysis, benchmarks
 from vhpc.campaign import execute
 from vhpc.core import power, stats
 from vhpc.spec import parse as specmod
-from vhpc.analysis import FASTER, SLOWER
+from vhpc.analysis import EQUIVALENT, FASTER, SLOWER
 from vhpc.benchmarks.base import RunContext
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.environments.options import HostFacts
 from vhpc.spec.parse import BenchSpec, CampaignSpec, EnvSpec
 from vhpc.store import Store
 
-A, B, SLOWED = "a", "b", "slowed"
+A, B, SLOWED, DOUBLED = "a", "b", "slowed", "doubled"
+#: the slowdown of the ``doubled`` copy: 2× as long
+TWICE = 1.0
 
 
 @dataclass(frozen=True)
@@ -99,8 +105,8 @@ def label(e: EnvSpec) -> str:
 
 
 def campaign_spec(s: Settings, e: EnvSpec, b: BenchSpec, host: HostFacts) -> CampaignSpec:
-    """The spec of one calibration campaign: ``a``, ``b`` and ``slowed`` copies of ``e``
-    running ``b``, baseline ``a``.  Raises SpecError (HostError for an environment this host
+    """The spec of one calibration campaign: ``a``, ``b``, ``slowed`` and ``doubled`` copies of
+    ``e`` running ``b``, baseline ``a``.  Raises SpecError (HostError for an environment this host
     cannot give)."""
     bench = benchmarks.get(b.name)
     inner = e.build(host)
@@ -111,7 +117,8 @@ def campaign_spec(s: Settings, e: EnvSpec, b: BenchSpec, host: HostFacts) -> Cam
     busy = busy_cpus(bench, bench.resolve(b.params), ncpus)
     opts = e.options.given()
     envs = [specmod.env(e.kind, A, **opts), specmod.env(e.kind, B, **opts),
-            specmod.env(e.kind, SLOWED, **opts, slowdown=s.delta, slowdown_cpus=busy)]
+            specmod.env(e.kind, SLOWED, **opts, slowdown=s.delta, slowdown_cpus=busy),
+            specmod.env(e.kind, DOUBLED, **opts, slowdown=TWICE, slowdown_cpus=busy)]
     return specmod.campaign([b], envs, "calibrate", repeats=s.repeats, warmup=s.warmup,
                             baseline=A, timeout=s.timeout)
 
@@ -129,6 +136,8 @@ class Outcome:
     aa_false: int = 0
     aa_total: int = 0
     injected: list[dict[str, Any]] = field(default_factory=list)
+    #: verdicts against the 2× slowed copy
+    doubled: list[str] = field(default_factory=list)
     aa_groups: list[list[float]] = field(default_factory=list)
 
 
@@ -136,12 +145,24 @@ def _by_env(obs, names):
     return [o for o in obs if o.environment in names]
 
 
-def _applied(store: Store, cid: str) -> tuple[float | None, float | None]:
-    """Mean kernel-applied slowdown of the slowed trials (and the usage-based bound)."""
+@dataclass
+class Family:
+    """A/A family-wise false positives of one (environment, benchmark): campaigns with any
+    ``slower``/``faster`` verdict in the Holm family, of the campaigns analysed."""
+
+    environment: str
+    benchmark: str
+    false: int = 0
+    total: int = 0
+
+
+def _applied(store: Store, cid: str, env: str = SLOWED) -> tuple[float | None, float | None]:
+    """Mean slowdown applied to the trials of ``env`` (and the CPU quota's usage-based bound,
+    None with the freezer)."""
     vals, upper = [], []
     for t in store.trials(cid, "done"):
         th = getattr(t.diagnostics, "throttle", None) if t.diagnostics else None
-        if t.environment == SLOWED and not t.warmup and th:
+        if t.environment == env and not t.warmup and th:
             vals.append(th["applied"])
             if th.get("applied_from_usage") is not None:
                 upper.append(th["applied_from_usage"])
@@ -149,13 +170,30 @@ def _applied(store: Store, cid: str) -> tuple[float | None, float | None]:
 
 
 def analyse_campaign(store: Store, cid: str, env_item: str, alpha: float,
-                     out: dict[tuple, Outcome]) -> None:
-    """Fold one calibration campaign into ``out`` (keyed by (environment, benchmark, metric))."""
+                     out: dict[tuple, Outcome], fams: dict[tuple, Family] | None = None) -> None:
+    """Fold one calibration campaign into ``out`` (keyed by (environment, benchmark, metric))
+    and its A/A family-wise outcome into ``fams`` (keyed by (environment, benchmark))."""
+    from vhpc.analysis.results import POINT, PRIMARY
+
     obs = store.observations(cid)
     envs = store.environments(cid)
-    aa = analysis.analyse(_by_env(obs, {A, B}), envs, A, alpha=alpha)
-    inj = analysis.analyse(_by_env(obs, {A, SLOWED}), envs, A, alpha=alpha)
+    margin = store.campaign(cid)["spec"].get("margin", analysis.DEFAULT_MARGIN)
+    aa = analysis.analyse(_by_env(obs, {A, B}), envs, A, alpha=alpha, margin=margin)
+    inj = analysis.analyse(_by_env(obs, {A, SLOWED}), envs, A, alpha=alpha, margin=margin)
+    twice = analysis.analyse(_by_env(obs, {A, DOUBLED}), envs, A, alpha=alpha, margin=margin)
     applied, upper = _applied(store, cid)
+    if fams is not None:
+        for bench in {c.benchmark for c in aa.comparisons}:
+            family = [c for c in aa.comparisons if c.benchmark == bench
+                      and c.role in (PRIMARY, POINT)]
+            if not family:
+                continue
+            f = fams.setdefault((env_item, bench), Family(env_item, bench))
+            f.total += 1
+            f.false += any(c.verdict in (SLOWER, FASTER) for c in family)
+    for c in twice.comparisons:
+        out.setdefault((env_item, c.benchmark, c.metric),
+                       Outcome(env_item, c.benchmark, c.metric, c.unit)).doubled.append(c.verdict)
     for c in aa.comparisons:
         o = out.setdefault((env_item, c.benchmark, c.metric),
                            Outcome(env_item, c.benchmark, c.metric, c.unit))
@@ -186,6 +224,7 @@ def summarise(o: Outcome, s: Settings) -> dict[str, Any]:
     covered = sum(bool(i["covers_applied"]) for i in inj)
     detected = sum(i["verdict"] == SLOWER for i in inj)
     cv = power.pooled_relative_sd(o.aa_groups)
+    equivalent = sum(v == EQUIVALENT for v in o.doubled)
     return {
         "environment": o.environment, "benchmark": o.benchmark, "metric": o.metric,
         "unit": o.unit,
@@ -204,6 +243,9 @@ def summarise(o: Outcome, s: Settings) -> dict[str, Any]:
             "coverage_ci": power.proportion_interval(covered, len(inj)),
             "detection": detected / len(inj) if inj else None,
             "campaigns": inj},
+        "doubled": {"slowdown": TWICE, "campaigns": len(o.doubled),
+                    "equivalent": equivalent,
+                    "slower": sum(v == SLOWER for v in o.doubled)},
         "power": {"relative_sd": cv, "power": power.POWER,
                   "runs_needed": power.runs_needed(s.delta, cv, s.alpha) if cv is not None
                   else None,
@@ -266,6 +308,7 @@ def run(store: Store, s: Settings, command: str = "",
         finally:
             env.close()
     out: dict[tuple, Outcome] = {}
+    fams: dict[tuple, Family] = {}
     cids: dict[str, list[str]] = {label(e): [] for e in s.environments}
     for k in range(s.campaigns):
         for (e, b), spec in specs.items():
@@ -273,10 +316,11 @@ def run(store: Store, s: Settings, command: str = "",
             say(f"calibration campaign {k + 1}/{s.campaigns}: {e} {b} ({cid})")
             execute.execute(store, cid)
             cids[e].append(cid)
-            analyse_campaign(store, cid, e, s.alpha, out)
-    from vhpc.host import cpu_bandwidth
+            analyse_campaign(store, cid, e, s.alpha, out, fams)
+    from vhpc.host import cpu_bandwidth, freezer
 
     cpu_bandwidth.sweep_stale()
+    freezer.sweep_stale()
     check_some_succeeded(store, [c for ids in cids.values() for c in ids])
     return {"settings": {"benchmarks": [b.label for b in s.benchmarks],
                          "environments": [label(e) for e in s.environments],
@@ -284,4 +328,10 @@ def run(store: Store, s: Settings, command: str = "",
                          "alpha": s.alpha, "warmup": s.warmup},
             "campaign_ids": cids,
             "rows": [summarise(o, s) for o in out.values()],
+            "family": [{"environment": f.environment, "benchmark": f.benchmark,
+                        "false_positives": f.false, "campaigns": f.total,
+                        "rate": f.false / f.total if f.total else None,
+                        "rate_ci": power.proportion_interval(f.false, f.total),
+                        "alpha": s.alpha, "within_alpha": f.total > 0 and f.false / f.total
+                        <= s.alpha} for f in fams.values()],
             "placement": {e: placement_rate(store, ids) for e, ids in cids.items()}}
