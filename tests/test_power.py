@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from vhpc.core import power
-from vhpc.analysis import NO_DIFFERENCE, analyse
+from vhpc.analysis import INCONCLUSIVE, analyse
 from vhpc.core.metrics import EnvInfo, Observation
 
 
@@ -79,21 +79,24 @@ def _obs(env, values):
 ENVS = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm")}
 
 
-def test_underpowered_finding_names_the_runs_needed():
-    # a 6 % difference with ~5 % CV and 3 runs each: not significant, far from 80 % power
-    a = analyse(_obs("native", [10.0, 10.5, 9.5]) + _obs("vm", [10.6, 11.2, 10.0]), ENVS,
-                "native")
+def test_inconclusive_finding_names_the_runs_needed_to_decide():
+    # a 6 % difference with ~5 % CV and 3 runs each: neither a difference nor within ±5 %
+    x, y = [10.6, 11.2, 10.0], [10.0, 10.5, 9.5]
+    a = analyse(_obs("native", y) + _obs("vm", x), ENVS, "native")
     c = a.comparisons[0]
-    assert c.verdict == NO_DIFFERENCE
-    sd = math.sqrt((np.var([10.0, 10.5, 9.5], ddof=1) + np.var([10.6, 11.2, 10.0], ddof=1)) / 2)
-    assert c.runs_needed == power.runs_needed(c.ratio - 1, sd / 10.0) and c.runs_needed > 3
-    f = next(f for f in a.findings if f.kind == "underpowered")
+    assert c.verdict == INCONCLUSIVE
+    # on the ln values: the observed difference d, the pooled SD; the fewer runs of showing d
+    # (two-sided) and of showing equivalence (distance to the 5 % band, TOST: one-sided)
+    lx, ly = np.log(x), np.log(y)
+    d = abs(lx.mean() - ly.mean())
+    sd = math.sqrt((np.var(lx, ddof=1) + np.var(ly, ddof=1)) / 2)
+    want = [power.runs_needed(d, sd, 0.05)]
+    if math.log(1.05) > d:
+        want.append(power.runs_needed(math.log(1.05) - d, sd, 0.10))
+    assert c.runs_needed == min(n for n in want if n) and c.runs_needed > 3
+    f = next(f for f in a.findings if f.kind == "inconclusive")
     assert f.scope == "vm / b" and f"≈{c.runs_needed} runs each" in f.message
     assert "--repeats" in f.advice
-    # a difference below 1 % is not flagged, nor a significant one
-    quiet = analyse(_obs("native", [10.0, 10.5, 9.5]) + _obs("vm", [10.05, 10.5, 9.55]), ENVS,
-                    "native")
-    assert not any(f.kind == "underpowered" for f in quiet.findings)
     clear = analyse(_obs("native", [10.0, 10.1, 9.9, 10.0]) + _obs("vm", [12.0, 12.1, 11.9, 12.0]),
                     ENVS, "native")
-    assert not any(f.kind == "underpowered" for f in clear.findings)
+    assert not any(f.kind == "inconclusive" for f in clear.findings)

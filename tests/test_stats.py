@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sps
 
 from vhpc.core import stats
-from vhpc.analysis import FASTER, NO_DIFFERENCE, SLOWER, analyse
+from vhpc.analysis import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, analyse
 from vhpc.core.metrics import EnvInfo, Observation
 from vhpc.report import fmt_ratio
 from vhpc.report.export import write_csv, write_json
@@ -120,8 +120,8 @@ def test_fieller_kept_where_valid_and_unbounded_otherwise():
     # holds ratios far above 1 and negative ones alike: no direction, so no verdict either way
     assert not inside(1.0) and inside(100.0) and inside(-100.0)
     assert stats.fieller_contains(1.0, 5.0, 0.25, 3, 0.5, 2.25, 3) is False
-    assert c.verdict == NO_DIFFERENCE and c.p_value < 0.05  # Welch alone would say "slower"
-    assert "contains 1" not in c.note and "unbounded" in c.note and "excludes 1" in c.note
+    # values <= 0: no log scale, no p; an unbounded set decides nothing
+    assert c.verdict == INCONCLUSIVE and c.p_value is None and "Fieller" in c.note
 
 
 def test_no_exported_ratio_interval_has_a_negative_bound(tmp_path):
@@ -138,7 +138,7 @@ def test_no_exported_ratio_interval_has_a_negative_bound(tmp_path):
     assert len(doc["comparisons"]) == len(rows) == 2
     for d, r in zip(doc["comparisons"], rows):
         assert d["ratio_ci"][0] > 0 and float(r["ratio_ci_low"]) > 0
-        assert d["ratio_ci_method"] == r["ratio_ci_method"] == "log-delta"
+        assert d["ratio_ci_method"] == r["ratio_ci_method"] == "log-welch"
         assert d["ratio_ci"][0] < d["ratio"] < d["ratio_ci"][1]
 
 
@@ -166,11 +166,14 @@ def test_verdict_never_contradicts_the_interval():
             assert lo is not None and not lo <= 1.0 <= hi
             above = lo > 1.0
             assert (c.verdict == SLOWER) == (above != hib)
-        elif lo is not None and not lo <= 1.0 <= hi:
-            assert c.verdict == NO_DIFFERENCE and c.note
+        elif lo is not None:
+            assert lo <= 1.0 <= hi
+            w_lo, w_hi = (1 / hi, 1 / lo) if hib else (lo, hi)
+            inside = 1 / 1.05 <= w_lo and w_hi <= 1.05
+            assert c.verdict == (EQUIVALENT if inside else INCONCLUSIVE)
     verdicts = {v for v, _ in seen}
-    assert {SLOWER, FASTER, NO_DIFFERENCE} <= verdicts
-    assert {"fieller", "log-delta"} <= {m for _, m in seen}
+    assert {SLOWER, FASTER, INCONCLUSIVE} <= verdicts
+    assert {"fieller", "log-welch"} <= {m for _, m in seen}
 
 
 def test_figure_error_bars_follow_the_interval_and_stay_above_zero():

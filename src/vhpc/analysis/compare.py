@@ -104,6 +104,8 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
         if ri is not None:
             note = "values ≤ 0: no log scale, Fieller's interval of the ratio of means"
     v = verdict_of(lo, hi, hib, margin) if env.n >= 2 and base.n >= 2 else INSUFFICIENT
+    if v == INSUFFICIENT and env.n >= 2 and base.n >= 2:
+        v = INCONCLUSIVE  # data, but no bounded interval (Fieller's set, baseline near 0)
     if v == INCONCLUSIVE and lw is not None:
         runs = stats.runs_to_decide(lw, level, margin)
     if base.unit != env.unit:

@@ -99,7 +99,7 @@ class Finding(BaseModel):
         if self.claim == "within_pct":
             return f"within {self.value:g} % of native"
         return {"slower": "VM slower", "faster": "VM faster",
-                "no-difference": "no significant difference"}[self.expect]
+                "no-difference": "no difference found"}[self.expect]
 
 
 def parse(text: str, name: str = "findings.yaml") -> tuple[Finding, ...]:

@@ -1,0 +1,328 @@
+"""The verdicts agree with their numbers (issue 41, docs/statistics.md): one model (Welch's t
+on ln values, the interval at the family's Holm level, the verdict read off it), four outcomes,
+the right family, checks that are not metrics, one overhead, a slowdown that holds.
+
+Expected values come from scipy and statsmodels directly, never from vhpc's own statistics."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from vhpc.analysis import (EQUIVALENT, FASTER, INCONCLUSIVE, INSUFFICIENT, SLOWER, analyse)
+from vhpc.core import stats as vstats
+from vhpc.core.metrics import EnvInfo, Observation
+
+ENVS = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm")}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def obs(env, values, metric="time", unit="s", hib=False, bench="b", params="", trial0=0):
+    return [Observation(env, bench, params, metric, unit, hib, float(v), True, False, trial0 + i)
+            for i, v in enumerate(values)]
+
+
+def scipy_interval(x, y, level):
+    """exp of scipy's Welch interval of mean(ln x) − mean(ln y) at ``level``."""
+    r = stats.ttest_ind(np.log(x), np.log(y), equal_var=False)
+    ci = r.confidence_interval(level)
+    return math.exp(ci.low), math.exp(ci.high), r.pvalue
+
+
+def read_verdict(lo, hi, hib, margin):
+    """The four outcomes, re-derived here from the printed interval (the rule, not vhpc's code)."""
+    if hib:
+        lo, hi = 1 / hi, 1 / lo
+    if lo > 1:
+        return SLOWER
+    if hi < 1:
+        return FASTER
+    if lo >= 1 / (1 + margin) and hi <= 1 + margin:
+        return EQUIVALENT
+    return INCONCLUSIVE
+
+
+# ------------------------------------------------------------------ one model
+
+
+@pytest.mark.parametrize("x,y", [([18, 14, 24], [2.2, 1.9, 2.4]), ([2.0, 2.4, 1.6], [40, 20, 60]),
+                                 ([10.1, 10.6, 9.6, 10.3, 9.9], [10.0, 10.5, 9.5, 10.2, 9.8])])
+def test_interval_and_test_are_one_statistic(x, y):
+    lw = vstats.log_welch(x, y)
+    lo, hi, p = scipy_interval(x, y, 0.95)
+    assert lw.p == pytest.approx(p, rel=1e-9)
+    assert lw.interval(0.95) == (pytest.approx(lo, rel=1e-9), pytest.approx(hi, rel=1e-9))
+    assert lw.ratio == pytest.approx(stats.gmean(x) / stats.gmean(y), rel=1e-12)
+    # the interval at level 1 − p has 1 on its edge: excludes 1 exactly when p < 1 − level
+    edge = lw.interval(1 - p)
+    assert min(abs(edge[0] - 1), abs(edge[1] - 1)) < 1e-9
+
+
+def test_the_issue_samples_read_as_their_intervals_say():
+    """native 40, 20, 60 GB/s vs 2.0, 2.4, 1.6 (Fieller's [0.021, 23.2] and p 0.16 before):
+    on the log scale t ≈ 8.5, p ≈ 0.007; ten benchmarks of 2.2, 1.9, 2.4 µs vs 18, 14, 24
+    (Holm p 0.35 before); one equal within 1 %."""
+    data = obs("native", [40, 20, 60], "bw", "GB/s", True, "bw") + \
+        obs("vm", [2.0, 2.4, 1.6], "bw", "GB/s", True, "bw")
+    for k in range(10):
+        data += obs("native", [2.2, 1.9, 2.4], "lat", "us", False, f"lat{k}")
+        data += obs("vm", [18, 14, 24], "lat", "us", False, f"lat{k}")
+    data += obs("native", [100.0, 100.2, 99.8], bench="eq") + obs("vm", [100.3, 100.5, 100.1], bench="eq")
+    a = analyse(data, ENVS, "native", margin=0.05)
+    ps = {c.benchmark: stats.ttest_ind(np.log([o.value for o in data if o.environment == "vm"
+                                                and o.benchmark == c.benchmark]),
+                                        np.log([o.value for o in data if o.environment == "native"
+                                                and o.benchmark == c.benchmark]),
+                                        equal_var=False).pvalue for c in a.comparisons}
+    holm = dict(zip(ps, multipletests(list(ps.values()), 0.05, "holm")[1]))
+    rejected = dict(zip(ps, multipletests(list(ps.values()), 0.05, "holm")[0]))
+    assert ps["bw"] == pytest.approx(0.0063, abs=5e-4)
+    verdicts = {}
+    for c in a.comparisons:
+        assert c.role == "primary" and c.family_size == 12
+        assert c.p_adjusted == pytest.approx(holm[c.benchmark], rel=1e-9)
+        lo, hi = c.ratio_ci
+        assert read_verdict(lo, hi, c.higher_is_better, 0.05) == c.verdict  # agrees with interval
+        assert (c.verdict in (SLOWER, FASTER)) == bool(rejected[c.benchmark])  # and with Holm
+        verdicts[c.benchmark] = c.verdict
+    assert verdicts["bw"] == SLOWER and verdicts["eq"] == EQUIVALENT
+    assert all(verdicts[f"lat{k}"] == SLOWER for k in range(10))
+    bw = a.comparison("bw", "", "bw", "vm")
+    x, y = [2.0, 2.4, 1.6], [40, 20, 60]
+    lo, hi, _ = scipy_interval(x, y, bw.level)
+    assert bw.ratio_ci == (pytest.approx(lo), pytest.approx(hi))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_holm_level_agrees_with_holm_on_every_comparison(seed):
+    """Random families: the interval at :func:`holm_level` excludes 1 exactly when
+    statsmodels' Holm rejects."""
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(2, 9))
+    samples = []
+    for _ in range(m):
+        shift = float(rng.choice([0.0, 0.05, 0.2, 0.6]))
+        y = np.exp(rng.normal(0, 0.1, 4))
+        x = np.exp(rng.normal(shift, 0.1, 4))
+        samples.append((x, y))
+    ps = [stats.ttest_ind(np.log(x), np.log(y), equal_var=False).pvalue for x, y in samples]
+    reject = multipletests(ps, 0.05, "holm")[0]
+    level = vstats.holm_level(ps, 0.05)
+    for (x, y), rej in zip(samples, reject):
+        lo, hi, _ = scipy_interval(x, y, level)
+        assert (lo > 1 or hi < 1) == bool(rej)
+
+
+def test_equivalent_needs_the_whole_interval_inside_the_margin_and_inconclusive_says_runs():
+    x, y = [10.1, 10.6, 9.6, 10.3, 9.9], [10.0, 10.5, 9.5, 10.2, 9.8]
+    lo, hi, _ = scipy_interval(x, y, 0.95)  # [0.956, 1.067]
+    for margin, want in ((0.05, INCONCLUSIVE), (0.07, EQUIVALENT), (0.06, INCONCLUSIVE)):
+        c = analyse(obs("vm", x) + obs("native", y), ENVS, "native", margin=margin).comparisons[0]
+        assert c.verdict == want == read_verdict(lo, hi, False, margin)
+    c = analyse(obs("vm", x) + obs("native", y), ENVS, "native").comparisons[0]
+    assert c.runs_needed and c.runs_needed > 5
+    assert any(f.kind == "inconclusive" and f"≈{c.runs_needed} runs" in f.message
+               for f in analyse(obs("vm", x) + obs("native", y), ENVS, "native").findings)
+    # rates: the band maps through the direction (a 3 % lower bandwidth is within 5 %)
+    bw = dict(metric="bw", unit="GB/s", hib=True)
+    c = analyse(obs("vm", [97.0, 97.1, 96.9], **bw) + obs("native", [100.0, 100.1, 99.9], **bw),
+                ENVS, "native").comparisons[0]
+    assert c.verdict == SLOWER  # excludes 1 on the worse side: a difference, however small
+    c = analyse(obs("vm", [99.9, 100.2, 99.8], **bw) + obs("native", [100.0, 100.1, 99.9], **bw),
+                ENVS, "native").comparisons[0]
+    assert c.verdict == EQUIVALENT
+
+
+def test_no_significant_difference_is_gone_everywhere():
+    hits = []
+    for base in ("src", "docs", "tests", "README.md"):
+        root = ROOT / base
+        files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()
+                                               and p.suffix in (".py", ".md", ".j2", ".yaml")]
+        for p in files:
+            if p.name == "findings.yaml" or p == Path(__file__):
+                continue  # findings.yaml quotes the seed papers verbatim
+            if "no significant difference" in p.read_text(errors="replace").lower():
+                hits.append(str(p.relative_to(ROOT)))
+    assert hits == []
+
+
+# ------------------------------------------------------------------ the right family
+
+
+def test_secondary_metrics_and_checks_stay_out_of_the_family():
+    """bw_avg (primary) with bw_max (secondary) and an energy check: the primary's p is its
+    own (a family of one), not adjusted over the secondary metric or the check (the issue:
+    GROMACS's energy check alone turned p 0.039 into 0.058)."""
+    x, y = [9.0, 9.5, 8.7, 9.2], [10.0, 10.4, 9.8, 10.1]
+    data = obs("vm", x, "bw_avg", "MB/s", True) + obs("native", y, "bw_avg", "MB/s", True)
+    data += obs("vm", [11, 12, 13, 12], "bw_max", "MB/s", True) + \
+        obs("native", [12, 12, 13, 11], "bw_max", "MB/s", True)
+    data += obs("vm", [-1.0, -1.0, -1.0, -1.0], "epot", "kJ/mol") + \
+        obs("native", [-1.0, -1.0, -1.0, -1.0], "epot", "kJ/mol")
+    a = analyse(data, ENVS, "native", checks={"b": ("epot", 1e-3)})
+    p = stats.ttest_ind(np.log(x), np.log(y), equal_var=False).pvalue
+    prim = a.comparison("b", "", "bw_avg", "vm")
+    assert prim.role == "primary" and prim.family_size == 1
+    assert prim.p_adjusted == pytest.approx(p, rel=1e-9)
+    sec = a.comparison("b", "", "bw_max", "vm")
+    assert sec.role == "secondary" and sec.level == pytest.approx(0.95)
+    assert a.comparison("b", "", "epot", "vm") is None  # a check: no ratio verdict at all
+    (chk,) = a.checks
+    assert (chk.metric, chk.value, chk.reference, chk.rtol, chk.status) == (
+        "epot", -1.0, -1.0, 1e-3, "pass")
+
+
+def test_a_sweep_is_adjusted_within_itself_not_across_the_campaign():
+    """An OSU-like sweep of 24 sizes beside 3 benchmarks: each point's p is Holm-adjusted over
+    the 24 points of its sweep only (the issue: 93 comparisons made every per-size p 1.0)."""
+    rng = np.random.default_rng(3)
+    data, xs = [], {}
+    for i, size in enumerate(2 ** k for k in range(24)):
+        y = list(np.exp(rng.normal(0, 0.05, 4)))
+        x = list(np.exp(rng.normal(0.3 if i % 2 else 0.0, 0.05, 4)))
+        data += obs("native", y, f"lat_{size}", "us", bench="osu") + \
+            obs("vm", x, f"lat_{size}", "us", bench="osu")
+        xs[f"lat_{size}"] = (x, y)
+    for k in range(3):
+        data += obs("native", [1.0, 1.1, 0.9], bench=f"s{k}") + obs("vm", [1.5, 1.6, 1.4], bench=f"s{k}")
+    a = analyse(data, ENVS, "native")
+    ps = {m: stats.ttest_ind(np.log(x), np.log(y), equal_var=False).pvalue for m, (x, y) in xs.items()}
+    rej, adj = multipletests(list(ps.values()), 0.05, "holm")[:2]
+    for m, p_adj, r in zip(ps, adj, rej):
+        c = a.comparison("osu", "", m, "vm")
+        assert c.role == "point" and c.family_size == 24
+        assert c.p_adjusted == pytest.approx(p_adj, rel=1e-9)
+        assert (c.verdict == SLOWER) == bool(r)
+    # over the whole campaign (27 comparisons) fewer points would be found
+    wide = multipletests(list(ps.values()) + [0.01] * 3, 0.05, "holm")[0][:24]
+    assert sum(rej) >= sum(wide) and sum(rej) >= 10
+    assert {a.comparison(f"s{k}", "", "time", "vm").family_size for k in range(3)} == {3}
+
+
+def test_a_time_and_its_rate_get_one_verdict_and_one_overhead():
+    """LAMMPS-like loop_time (s, lower) and timesteps_per_s (higher), product = 1000 steps in
+    every trial: one effect, so one verdict (the issue: "slower" beside "no significant
+    difference") and the same overhead."""
+    t_vm, t_nat = [10.6, 10.9, 10.7], [10.0, 10.2, 9.9]
+    data = []
+    for env, ts, first in (("vm", t_vm, 0), ("native", t_nat, 10)):
+        data += obs(env, ts, "loop_time", "s", False, "lmp", trial0=first)
+        data += obs(env, [1000 / t for t in ts], "timesteps_per_s", "1/s", True, "lmp", trial0=first)
+    a = analyse(data, ENVS, "native")
+    t = a.comparison("lmp", "", "loop_time", "vm")
+    r = a.comparison("lmp", "", "timesteps_per_s", "vm")
+    assert {t.role, r.role} == {"primary", "inverse"}
+    assert t.verdict == r.verdict
+    assert t.overhead_pct == pytest.approx(r.overhead_pct)
+    assert t.overhead_ci[0] == pytest.approx(r.overhead_ci[0])
+    lo, hi, _ = scipy_interval(t_vm, t_nat, t.level)
+    assert t.ratio_ci == (pytest.approx(lo), pytest.approx(hi))
+    assert r.ratio_ci == (pytest.approx(1 / hi), pytest.approx(1 / lo))
+
+
+def test_checks_never_head_a_table_and_show_values_and_tolerance():
+    from rich.console import Console
+
+    from vhpc.report import check_rows, comparison_rows
+    from vhpc.report.terminal import render_table
+
+    data = obs("native", [5.0, 5.1, 4.9], "ns_day", "ns/day", True, "gmx") + \
+        obs("vm", [2.5, 2.6, 2.4], "ns_day", "ns/day", True, "gmx")
+    data += obs("native", [-3000.0, -3000.0, -3000.0], "epot", "kJ/mol", False, "gmx") + \
+        obs("vm", [-3100.0, -3100.0, -3100.0], "epot", "kJ/mol", False, "gmx")
+    a = analyse(data, ENVS, "native", checks={"gmx": ("epot", 5e-3)})
+    assert [r.metric.split()[0] for r in comparison_rows(a)] == ["ns_day"]
+    (row,) = check_rows(a)
+    assert (row.status, row.value, row.reference, row.tolerance) == (
+        "fail", "-3100", "-3000", "0.005 (relative)")
+    con = Console(record=True, width=80)
+    render_table(a, con)
+    out = con.export_text()
+    assert "fail gmx epot [kJ/mol] vm: -3100 vs -3000" in " ".join(out.split())
+    assert "epot" not in out.split("Checks")[0]  # not a row of the comparison table
+
+
+def test_verification_counts_are_checks():
+    data = obs("native", [10.0, 10.1], "time_s", "s", bench="hpccg") + \
+        obs("vm", [12.0, 12.1], "time_s", "s", bench="hpccg")
+    data += obs("native", [150, 150], "iterations", "count", bench="hpccg") + \
+        obs("vm", [150, 150], "iterations", "count", bench="hpccg")
+    a = analyse(data, ENVS, "native")
+    assert a.comparison("hpccg", "", "iterations", "vm") is None
+    assert [(c.metric, c.rtol, c.status) for c in a.checks] == [("iterations", 0.0, "pass")]
+
+
+# ------------------------------------------------------------------ one number per effect
+
+
+def test_the_finding_quotes_the_overhead_of_the_table():
+    """A rate at 24 % of the baseline's: the finding once said "observed 76.1 %" beside the
+    table's +317.9 %; now both quote the overhead (1/ratio − 1)·100."""
+    bw = dict(metric="bw", unit="GB/s", hib=True)
+    a = analyse(obs("vm", [2.0, 3.5, 1.3], **bw) + obs("native", [9.0, 12.0, 6.0], **bw),
+                ENVS, "native", margin=0.05)
+    c = a.comparisons[0]
+    assert c.overhead_pct == pytest.approx((1 / c.ratio - 1) * 100)
+    if c.verdict == INCONCLUSIVE:
+        f = next(f for f in a.findings if f.kind == "inconclusive")
+        assert f"{c.overhead_pct:+.1f} %" in f.message
+    from vhpc.report import fmt_overhead
+
+    assert fmt_overhead(c) == f"{c.overhead_pct:+.1f} %"
+
+
+def test_insufficient_data_stays_insufficient():
+    a = analyse(obs("vm", [1.5]) + obs("native", [1.0, 1.1, 0.9]), ENVS, "native")
+    assert a.comparisons[0].verdict == INSUFFICIENT
+
+
+# ------------------------------------------------------------------ --margin
+
+
+def test_margin_flag_parses_percentages_and_refuses_the_rest():
+    from vhpc.cli import main
+    from vhpc.workflows.common import percent
+
+    assert percent("5%") == pytest.approx(0.05) and percent("12.5") == pytest.approx(0.125)
+    for cmd in (["compare"], ["run", "x.yaml"], ["study", "noise"], ["report", "x"],
+                ["paper", "000"], ["diff", "a", "b"]):
+        assert main([*cmd, "--margin", "five", "--dry-run"] if cmd[0] != "report"
+                    and cmd[0] != "diff" else [*cmd, "--margin", "five"]) == 2
+
+
+# ------------------------------------------------------------------ the campaign on fixed samples
+
+
+def test_verdicts_yaml_on_fixed_samples(tmp_path):
+    """``vhpc run docs/examples/verdicts.yaml --margin 5%``: the 20× bandwidth drop and the
+    ten 8.4× metrics are slower, the one within 1 % equivalent, every verdict as its printed
+    interval says."""
+    import json
+
+    state = tmp_path / "state"
+    state.mkdir()
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "vhpc.cli", "run",
+                        str(ROOT / "docs/examples/verdicts.yaml"), "--margin", "5%", "--out",
+                        str(out)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "VHPC_VERDICTS_STATE": str(state), "COLUMNS": "200"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (folder,) = [p for p in out.iterdir() if p.is_dir()]
+    comps = json.loads((folder / "results.json").read_text())["comparisons"]
+    got = {c["benchmark"]: c for c in comps}
+    assert got["bw"]["verdict"] == SLOWER and got["eq"]["verdict"] == EQUIVALENT
+    assert all(got[f"lat{k}"]["verdict"] == SLOWER for k in range(10))
+    for c in comps:
+        lo, hi = c["ratio_ci"]
+        assert read_verdict(lo, hi, c["higher_is_better"], 0.05) == c["verdict"]
+    lo, hi, _ = scipy_interval([2.0, 2.4, 1.6], [40, 20, 60], got["bw"]["level"])
+    assert got["bw"]["ratio_ci"] == [pytest.approx(lo), pytest.approx(hi)]
