@@ -121,6 +121,25 @@ def test_holm_level_agrees_with_holm_on_every_comparison(seed):
         assert (lo > 1 or hi < 1) == bool(rej)
 
 
+def test_an_adjusted_interval_names_its_level_where_it_is_shown():
+    """Three primary metrics, none different: Holm rejects none, so the family's intervals are
+    at 1 − 0.05/3 and say so in the table and the headline."""
+    from vhpc.analysis.families import headline
+    from vhpc.report import fmt_family_ratio, fmt_ratio
+
+    data = []
+    for k in range(3):
+        data += obs("native", [1.0, 1.1, 0.9], bench=f"b{k}") + \
+            obs("vm", [1.02, 1.12, 0.91], bench=f"b{k}")
+    a = analyse(data, ENVS, "native")
+    for c in a.comparisons:
+        assert c.level == pytest.approx(1 - 0.05 / 3)
+        lo, hi, _ = scipy_interval([1.02, 1.12, 0.91], [1.0, 1.1, 0.9], 1 - 0.05 / 3)
+        assert c.ratio_ci == (pytest.approx(lo), pytest.approx(hi))
+        assert fmt_ratio(c, a).endswith("at 98.33 %")
+    assert all(fmt_family_ratio(fs).endswith("at 98.33 %") for fs in headline(a))
+
+
 def test_equivalent_needs_the_whole_interval_inside_the_margin_and_inconclusive_says_runs():
     x, y = [10.1, 10.6, 9.6, 10.3, 9.9], [10.0, 10.5, 9.5, 10.2, 9.8]
     lo, hi, _ = scipy_interval(x, y, 0.95)  # [0.956, 1.067]

@@ -328,6 +328,8 @@ class FamilySummary:
     cv_max: float | None = None
     emulated: bool = False
     trust: tuple[str, ...] = ()
+    #: the level of the interval when it is not 1 − α (its family's Holm level): "at 98.3 %"
+    level_note: str = ""
 
 
 def _geomean(xs: list[float]) -> float:
@@ -401,9 +403,12 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
         trust.append("CPUs shared between nodes/guests: contention, not scaling")
     if cv_max is not None and cv_max > CV_THRESHOLD:
         trust.append(f"noisy (CV up to {cv_max * 100:.0f} %)")
+    level = min(c.level for _, c in comps)
+    note = "" if math.isclose(level, 1.0 - analysis.alpha, rel_tol=0, abs_tol=1e-12) \
+        else f"at {level * 100:.4g} %"
     return FamilySummary(fam, env, gm, low, high, ratios[i_min], ratios[i_max],
                          comps[i_min][0], comps[i_max][0], oh, o_lo, o_hi, verdict, counts,
-                         len(comps), n_min, cv_max, emulated, tuple(trust))
+                         len(comps), n_min, cv_max, emulated, tuple(trust), note)
 
 
 def family_summaries(analysis: Analysis, fams: list[Family] | None = None,

@@ -238,14 +238,17 @@ def fmt_family_ratio(fs: FamilySummary) -> str:
         return "—"
     if fs.low is None or fs.high is None:
         return f"{fs.ratio:.3f}"
-    return f"{fs.ratio:.3f} [{_bound(fs.low)}, {_bound(fs.high)}]"
+    at = f" {fs.level_note}" if fs.level_note else ""
+    return f"{fs.ratio:.3f} [{_bound(fs.low)}, {_bound(fs.high)}]{at}"
 
 
 def fmt_family_overhead(fs: FamilySummary) -> str:
-    """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval."""
+    """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval,
+    and its level when it is not 1 − α ("at 98.33 %", the family's Holm level)."""
     if fs.overhead_pct is None:
         return "—"
-    return fmt_pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
+    text = fmt_pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
+    return f"{text} {fs.level_note}" if fs.level_note and fs.overhead_low is not None else text
 
 
 def fmt_family_range(fs: FamilySummary) -> str:
