@@ -351,10 +351,16 @@ def test_finite_extremes_in_a_ratio_of_ratios(case):
 SPIN = ["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo v 1"]
 
 
-def test_an_unapplied_slowdown_is_a_finding_in_the_report_and_the_diff(capsys, tmp_path):
-    """``native:name=x,slowdown=0.3`` without cpus= on a one-thread benchmark: the quota is
-    for every CPU of the host and one is busy, so the kernel throttles nothing.  The report
-    and the diff say so, with the advice to pin or set slowdown_cpus."""
+def test_an_unapplied_slowdown_is_a_finding_in_the_report_and_the_diff(capsys, tmp_path,
+                                                                      monkeypatch):
+    """Where the kernel has no cgroup-v2 freezer (here: none found, as on an old kernel),
+    ``slowdown=`` falls back to the CPU quota and says so in one line before the run.
+    ``native:name=x,slowdown=0.3`` without cpus= on a one-thread benchmark: the quota is for
+    every CPU of the host and one is busy, so the kernel throttles nothing.  The report and the
+    diff say so, with the advice to pin or set slowdown_cpus."""
+    from vhpc.host import freezer
+
+    monkeypatch.setattr(freezer, "CGROUP_ROOT", tmp_path / "no-cgroup-v2")
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs a host with 2 or more CPUs (with one, the quota does bite)")
     probe = {"name": "spin", "command": SPIN,
@@ -370,6 +376,7 @@ def test_an_unapplied_slowdown_is_a_finding_in_the_report_and_the_diff(capsys, t
         if rc == 2 and "bandwidth" in se:
             pytest.skip(f"no CPU bandwidth control here: {se.strip()}")
         assert rc == 0, se[-2000:]
+        assert "slowdown= on x: no cgroup v2 hierarchy" in se and "CPU bandwidth control" in se
         assert "slowdown=0.3 was requested but the kernel applied" in so
         assert "slowdown_cpus" in so
     a, b = campaign_ids(out)
@@ -382,6 +389,35 @@ def test_an_unapplied_slowdown_is_a_finding_in_the_report_and_the_diff(capsys, t
     dj = json.loads((out / f"diff-{a}-{b}" / "diff.json").read_text())
     assert {x["campaign"] for x in dj["findings"]} == {"A", "B"}
     assert "slowdown_cpus" in (out / f"diff-{a}-{b}" / "diff.html").read_text()
+
+
+def test_the_freezer_slowdown_holds_without_pinning(capsys, tmp_path):
+    """The same campaign with the cgroup-v2 freezer (this host's kernel has it): the trials are
+    frozen for 0.3/1.3 of their time whatever CPUs they use, so nothing is said before the run
+    and there is no "not applied" finding."""
+    from vhpc.host import freezer
+
+    if freezer.v2_base() is None or not os.access(freezer.v2_base(), os.W_OK):
+        pytest.skip("needs a writable cgroup v2 hierarchy")
+    probe = {"name": "spin", "command": ["sh", "-c", "i=0; while [ $i -lt 200000 ]; do "
+                                         "i=$((i+1)); done; echo v 1"],
+             "metrics": [{"name": "v", "regex": r"v (\d+)", "unit": "1",
+                          "higher_is_better": True}]}
+    doc = {"custom": [probe], "benchmarks": ["spin"],
+           "environments": ["native", "native:name=x,slowdown=0.3"], "warmup": 0, "repeats": 2}
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    rc, so, se = run_cli(capsys, "run", f, "--out", out)
+    assert rc == 0, se[-2000:]
+    assert "CPU bandwidth control" not in se and "was requested but" not in so
+    (cid,) = campaign_ids(out)
+    from vhpc.store import Store
+
+    th = [t.diagnostics.throttle for t in Store(out / "vhpc.db").trials(cid)
+          if t.environment == "x"]
+    assert len(th) == 2 and all(t["method"] == "freezer" for t in th)
+    assert all(t["applied"] == pytest.approx(0.3, abs=0.05) for t in th)
 
 
 def test_slowdown_findings_rule():

@@ -275,9 +275,13 @@ def test_verification_counts_are_checks():
         obs("vm", [12.0, 12.1], "time_s", "s", bench="hpccg")
     data += obs("native", [150, 150], "iterations", "count", bench="hpccg") + \
         obs("vm", [150, 150], "iterations", "count", bench="hpccg")
+    # a custom command's dimensionless metric is a metric, not a check
+    data += obs("native", [2.0, 2.1], "speedup", "1", True, "mine") + \
+        obs("vm", [1.0, 1.1], "speedup", "1", True, "mine")
     a = analyse(data, ENVS, "native")
     assert a.comparison("hpccg", "", "iterations", "vm") is None
     assert [(c.metric, c.rtol, c.status) for c in a.checks] == [("iterations", 0.0, "pass")]
+    assert a.comparison("mine", "", "speedup", "vm").verdict == SLOWER
 
 
 # ------------------------------------------------------------------ one number per effect

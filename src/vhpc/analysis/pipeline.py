@@ -22,7 +22,8 @@ from vhpc.analysis.results import (
 from vhpc.analysis.summaries import GroupKey, group_observations, summaries_of
 from vhpc.core.metrics import EnvInfo, Observation
 
-#: units of verification figures rather than performance: check figures, never metrics
+#: units of a registered benchmark's verification figures (HPCCG's iterations, residual):
+#: check figures, never metrics
 CHECK_UNITS = ("count", "1")
 #: two metrics of opposite direction are inverses when their per-trial product stays within
 #: this relative spread over every trial of every environment (printed values are rounded)
@@ -50,6 +51,14 @@ def declared_checks(benchmarks: Iterable[str]) -> dict[str, tuple[str, float]]:
         if chk is not None:
             out[name] = (chk.metric, float(chk.rtol))
     return out
+
+
+def registered(benchmark: str) -> bool:
+    """True for a benchmark of vhpc's registry (whose ``count``/``1`` figures are verification
+    figures); a custom command's dimensionless metric stays a metric."""
+    from vhpc import benchmarks as registry
+
+    return benchmark in registry.REGISTRY
 
 
 def inverse_pairs(observations: list[Observation]) -> set[tuple[str, str, str, str]]:
@@ -184,7 +193,8 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     values = {k: g.values[GROUP_ALL] for k, g in groups.items()}
     checks = {**declared_checks({k[0] for k in groups}), **(checks or {})}
     check_metrics = frozenset({(b, m) for b, (m, _) in checks.items()}
-                              | {(k[0], k[2]) for k, g in groups.items() if g.unit in CHECK_UNITS})
+                              | {(k[0], k[2]) for k, g in groups.items()
+                                 if g.unit in CHECK_UNITS and registered(k[0])})
     stub = Analysis(summaries=summaries, comparisons=[], findings=[], baseline=baseline,
                     environments=envs, alpha=alpha, confidence=confidence, margin=margin,
                     check_metrics=check_metrics)
