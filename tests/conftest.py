@@ -85,7 +85,8 @@ def pytest_configure(config):
 #: modules whose tests must share one pytest-xdist worker: the cgroup tests create and judge
 #: groups named vhpc-throttle-<pid>-* (a stale group one of them makes on purpose would be swept
 #: or counted as a leak by another running beside it); the guest tests share one boot.
-SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups", "test_freezer": "cgroups",
+SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
+                 "test_freezer": "cgroups",
                  # the session-scoped ``guest`` boots once for all of these
                  "test_vm": "guest", "test_suite_in_vm": "guest"}
 
