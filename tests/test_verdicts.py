@@ -266,7 +266,8 @@ def test_checks_never_head_a_table_and_show_values_and_tolerance():
     con = Console(record=True, width=80)
     render_table(a, con)
     out = con.export_text()
-    assert "fail gmx epot [kJ/mol] vm: -3100 vs -3000" in " ".join(out.split())
+    assert "fail gmx epot [kJ/mol] vm: -3100 vs -3000, difference 0.033, tolerance 0.005" \
+        in " ".join(out.split())
     assert "epot" not in out.split("Checks")[0]  # not a row of the comparison table
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from vhpc.analysis.results import (
-    CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, Comparison, Finding, Summary,
+    CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, POINT, Comparison, Finding,
+    Summary,
 )
 from vhpc.core.metrics import EnvInfo
 from vhpc.core.stats import MAD_THRESHOLD
@@ -90,11 +91,12 @@ RULES: tuple[Rule, ...] = (
 
 
 def inconclusive(c: Comparison) -> str | None:
-    """Item text for an ``inconclusive`` comparison in a family or on its own (not the inverse
-    of another, which its partner's item covers): the overhead with its interval (the one
-    overhead of the table) and the runs per side that would likely decide
-    (:attr:`Comparison.runs_needed`, :func:`vhpc.core.stats.runs_to_decide`)."""
-    if c.verdict != INCONCLUSIVE or c.role == INVERSE or c.overhead_pct is None:
+    """Item text for an ``inconclusive`` comparison of a primary or secondary metric (not a
+    sweep's point, which its sweep's row counts, nor the inverse of another, which its
+    partner's item covers): the overhead with its interval (the one overhead of the table) and
+    the runs per side that would likely decide (:attr:`Comparison.runs_needed`,
+    :func:`vhpc.core.stats.runs_to_decide`)."""
+    if c.verdict != INCONCLUSIVE or c.role in (INVERSE, POINT) or c.overhead_pct is None:
         return None
     lo, hi = c.overhead_ci
     ci = f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else ""
