@@ -39,7 +39,7 @@ def test_the_duty_cycle_freezes_the_share_asked_and_leaves_nothing(v2):
             assert str(child.pid) in (d / "cgroup.procs").read_text().split()
             fz.start()
             seen = []
-            t_end = time.monotonic() + 1.0
+            t_end = time.monotonic() + 1.5
             while time.monotonic() < t_end:
                 seen.append(_frozen(d))
                 time.sleep(0.0007)
@@ -48,7 +48,7 @@ def test_the_duty_cycle_freezes_the_share_asked_and_leaves_nothing(v2):
         # the kernel saw both states, about half the time each
         share = sum(seen) / len(seen)
         assert 0.25 < share < 0.75, share
-        assert r.applied == pytest.approx(1.0, abs=0.15) and r.cycles > 20
+        assert r.applied == pytest.approx(1.0, abs=0.15) and r.cycles >= 15  # 50 ms periods
         assert not d.exists()  # removed, the process moved out and still running
         assert child.poll() is None
         assert f"{freezer.PREFIX}" not in open(f"/proc/{child.pid}/cgroup").read()
