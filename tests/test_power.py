@@ -1,5 +1,5 @@
 """Power model (vhpc.core.stats) against Cohen's tables, a simulation and hand-computed values; the
-"underpowered" finding."""
+"inconclusive" finding and its runs needed to decide."""
 
 from __future__ import annotations
 

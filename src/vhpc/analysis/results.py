@@ -213,7 +213,7 @@ class Finding:
     """A diagnostic for the reader (named ``Finding`` so as not to shadow ``Warning``).
 
     level: ``"info"`` or ``"warn"``; kind: machine-readable category (``high-variation``,
-    ``few-samples``, ``outliers``, ``tcg``, ``invalid``, ``baseline-missing``, ``underpowered``,
+    ``few-samples``, ``outliers``, ``tcg``, ``invalid``, ``baseline-missing``, ``inconclusive``,
     ``unknown-environment``); scope: what it is about — ``"campaign"``, an environment name, or
     ``"<environment> / <benchmark>[<params>]"`` (metrics are named in the message);
     message: what was observed; advice: what to do about it; items: every item the message
