@@ -55,10 +55,6 @@ class Draft:
     lw: stats.LogWelch | None
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return self.env.key
-
-    @property
     def p(self) -> float | None:
         """Welch's p on ln values (the family's Holm step uses it)."""
         return self.lw.p if self.lw is not None else None
