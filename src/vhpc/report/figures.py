@@ -319,7 +319,7 @@ def relative_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | byte
             ax.set_title(title)
             ax.set_ylabel(f"relative to {analysis.baseline}\n(1 = same; direction per metric)")
             ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
-                      title="↑ higher is better\n↓ lower is better\n* significant (Holm)", title_fontsize=7)
+                      title="↑ higher is better\n↓ lower is better\n* slower or faster", title_fontsize=7)
     return render(fig, fmt)
 
 

@@ -246,7 +246,7 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
         shade_shared(axr, shade, label=False)
         axr.set_xlabel("message size [bytes]" if fam.by_size else fam.parameter)
         axr.set_ylabel(f"ratio to {analysis.baseline} (1 = same)")
-        axr.set_title(f"ratio per {'size' if fam.by_size else fam.parameter} (filled: significant, Holm)")
+        axr.set_title(f"ratio per {'size' if fam.by_size else fam.parameter} (filled: slower or faster)")
         axr.grid(True, which="major", alpha=0.3)
         if ratios and len(analysis.others()) > 1:
             axr.legend(fontsize=7, loc="best")
