@@ -11,8 +11,9 @@ comparison at all but a :class:`~vhpc.analysis.results.CheckResult`.
 
 from __future__ import annotations
 
+import itertools
 import statistics
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from vhpc.analysis.compare import Plan, comparisons_of
 from vhpc.analysis.findings import apply_rules, baseline_findings
@@ -61,37 +62,42 @@ def registered(benchmark: str) -> bool:
     return benchmark in registry.REGISTRY
 
 
-def inverse_pairs(observations: list[Observation]) -> set[tuple[str, str, str, str]]:
+def inverse_pairs(observations: list[Observation], groups: Mapping[GroupKey, Any]
+                  ) -> set[tuple[str, str, str, str]]:
     """(benchmark, params, metric, other) where ``metric`` and ``other`` have opposite
     directions and their per-trial product is one constant (within :data:`INVERSE_SPREAD`)
     over every valid measured trial of every environment, at least 3 trials and 2
-    environments: a time and its rate (LAMMPS ``loop_time`` and ``timesteps_per_s``)."""
+    environments: a time and its rate (LAMMPS ``loop_time`` and ``timesteps_per_s``).
+    ``groups``: :func:`vhpc.analysis.summaries.group_observations` of the same observations;
+    only (benchmark, params) with metrics of both directions are looked at."""
+    dirs: dict[tuple[str, str], set[bool]] = {}
+    for (bench, params, _, _), g in groups.items():
+        dirs.setdefault((bench, params), set()).add(g.hib)
+    mixed = {bp for bp, d in dirs.items() if len(d) == 2}
+    if not mixed:
+        return set()
     per: dict[tuple[str, str], dict[int, dict[str, tuple[float, bool]]]] = {}
     envs: dict[tuple[str, str], set[str]] = {}
     for o in observations:
-        if o.warmup or not o.valid or o.value is None or not o.value > 0:
+        bp = (o.benchmark, o.params)
+        if bp not in mixed or o.warmup or not o.valid or o.value is None or not o.value > 0:
             continue
-        per.setdefault((o.benchmark, o.params), {}).setdefault(o.trial_id, {})[o.metric] = (
-            o.value, o.higher_is_better)
-        envs.setdefault((o.benchmark, o.params), set()).add(o.environment)
+        per.setdefault(bp, {}).setdefault(o.trial_id, {})[o.metric] = (o.value,
+                                                                      o.higher_is_better)
+        envs.setdefault(bp, set()).add(o.environment)
     out = set()
     for bp, trials in per.items():
         if len(trials) < 3 or len(envs[bp]) < 2:
             continue
-        names = sorted({m for t in trials.values() for m in t})
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                prods, dirs = [], set()
-                for t in trials.values():
-                    if a in t and b in t:
-                        prods.append(t[a][0] * t[b][0])
-                        dirs.add((t[a][1], t[b][1]))
-                if len(prods) < 3 or len(prods) < len(trials) or len(dirs) != 1:
-                    continue
-                ha, hb = dirs.pop()
-                mid = statistics.median(prods)
-                if ha != hb and (max(prods) - min(prods)) <= INVERSE_SPREAD * mid:
-                    out.add((*bp, a, b))
+        hib = {m: h for t in trials.values() for m, (_, h) in t.items()}
+        for a, b in itertools.combinations(sorted(hib), 2):
+            if hib[a] == hib[b]:
+                continue
+            prods = [t[a][0] * t[b][0] for t in trials.values() if a in t and b in t]
+            if len(prods) < max(3, len(trials)):
+                continue
+            if max(prods) - min(prods) <= INVERSE_SPREAD * statistics.median(prods):
+                out.add((*bp, a, b))
     return out
 
 
@@ -198,7 +204,7 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     stub = Analysis(summaries=summaries, comparisons=[], findings=[], baseline=baseline,
                     environments=envs, alpha=alpha, confidence=confidence, margin=margin,
                     check_metrics=check_metrics)
-    plan = plan_of(stub, inverse_pairs(observations))
+    plan = plan_of(stub, inverse_pairs(observations, groups))
     comparisons, missing = comparisons_of(ordered, by_key, values, baseline, alpha, margin, plan)
     findings = apply_rules(envs, summaries, comparisons)
     findings += baseline_findings(baseline, any(k[3] == baseline for k in groups), missing)
