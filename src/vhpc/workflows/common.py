@@ -121,8 +121,9 @@ def percent(text: str) -> float:
         t = t[:-1].strip()
     try:
         return number(0, 1000, hi_open=True)(t) / 100.0
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(f"{exc}: give a percentage such as 5%") from None
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a percentage from 0 to below 1000, "
+                                         "such as 5%") from None
 
 
 percent.__name__ = "percentage"
