@@ -146,8 +146,14 @@ def test_equivalent_needs_the_whole_interval_inside_the_margin_and_inconclusive_
     for margin, want in ((0.05, INCONCLUSIVE), (0.07, EQUIVALENT), (0.06, INCONCLUSIVE)):
         c = analyse(obs("vm", x) + obs("native", y), ENVS, "native", margin=margin).comparisons[0]
         assert c.verdict == want == read_verdict(lo, hi, False, margin)
-    c = analyse(obs("vm", x) + obs("native", y), ENVS, "native").comparisons[0]
+    a = analyse(obs("vm", x) + obs("native", y), ENVS, "native")
+    c = a.comparisons[0]
     assert c.runs_needed and c.runs_needed > 5
+    from vhpc.analysis.families import headline
+    from vhpc.report import fmt_family_counts
+
+    (fs,) = headline(a)  # the headline says it beside the verdict
+    assert fmt_family_counts(fs) == f"≈{c.runs_needed} runs each to decide"
     assert any(f.kind == "inconclusive" and f"≈{c.runs_needed} runs" in f.message
                for f in analyse(obs("vm", x) + obs("native", y), ENVS, "native").findings)
     # rates: the band maps through the direction (a 3 % lower bandwidth is within 5 %)

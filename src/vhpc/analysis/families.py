@@ -330,6 +330,9 @@ class FamilySummary:
     trust: tuple[str, ...] = ()
     #: the level of the interval when it is not 1 − α (its family's Holm level): "at 98.3 %"
     level_note: str = ""
+    #: a one-point family's runs per side that would likely decide an ``inconclusive`` verdict
+    #: (:attr:`~vhpc.analysis.Comparison.runs_needed`)
+    runs_needed: int | None = None
 
 
 def _geomean(xs: list[float]) -> float:
@@ -408,7 +411,8 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
         else f"at {level * 100:.4g} %"
     return FamilySummary(fam, env, gm, low, high, ratios[i_min], ratios[i_max],
                          comps[i_min][0], comps[i_max][0], oh, o_lo, o_hi, verdict, counts,
-                         len(comps), n_min, cv_max, emulated, tuple(trust), note)
+                         len(comps), n_min, cv_max, emulated, tuple(trust), note,
+                         comps[0][1].runs_needed if len(comps) == 1 else None)
 
 
 def family_summaries(analysis: Analysis, fams: list[Family] | None = None,
