@@ -680,8 +680,10 @@ def runs_to_decide(lw: LogWelch, level: float, margin: float) -> int | None:
     :func:`vhpc.core.power.runs_needed` on the log scale, the ln values' pooled SD as the CV):
     the fewer of the runs to show the observed difference (two-sided at 1 − level) and the runs
     to show equivalence (the distance from the observed ratio to the margin band's nearer
-    edge, one-sided at 1 − level: TOST).  None when neither is reachable within
-    :data:`vhpc.core.power.MAX_RUNS` runs."""
+    edge, one-sided at 1 − level: TOST), and at least one more than the smaller side has (the
+    power model pools the two variances; with very unequal ones Welch's few degrees of freedom
+    need more).  None when neither is reachable within :data:`vhpc.core.power.MAX_RUNS`
+    runs."""
     from vhpc.core import power
 
     alpha = 1.0 - level
@@ -693,4 +695,4 @@ def runs_to_decide(lw: LogWelch, level: float, margin: float) -> int | None:
     if gap > 0:
         options.append(power.runs_needed(gap, lw.sd, min(0.999, 2 * alpha)))
     options = [n for n in options if n is not None]
-    return min(options) if options else None
+    return max(min(options), min(lw.n_x, lw.n_y) + 1) if options else None
