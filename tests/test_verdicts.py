@@ -296,18 +296,27 @@ def test_verification_counts_are_checks():
 
 def test_the_finding_quotes_the_overhead_of_the_table():
     """A rate at 24 % of the baseline's: the finding once said "observed 76.1 %" beside the
-    table's +317.9 %; now both quote the overhead (1/ratio − 1)·100."""
-    bw = dict(metric="bw", unit="GB/s", hib=True)
-    a = analyse(obs("vm", [2.0, 3.5, 1.3], **bw) + obs("native", [9.0, 12.0, 6.0], **bw),
-                ENVS, "native", margin=0.05)
-    c = a.comparisons[0]
-    assert c.overhead_pct == pytest.approx((1 / c.ratio - 1) * 100)
-    if c.verdict == INCONCLUSIVE:
-        f = next(f for f in a.findings if f.kind == "inconclusive")
-        assert f"{c.overhead_pct:+.1f} %" in f.message
+    table's +317.9 %; now the table, the headline and the finding quote one overhead,
+    (1/ratio − 1)·100."""
+    from vhpc.analysis.families import headline
     from vhpc.report import fmt_overhead
 
+    bw = dict(metric="bw", unit="GB/s", hib=True)
+    native = [9.0, 12.0, 6.0]
+    a = analyse(obs("vm", [2.0, 3.5, 1.3], **bw) + obs("native", native, **bw), ENVS, "native")
+    c = a.comparisons[0]
+    gm = stats.gmean([2.0, 3.5, 1.3]) / stats.gmean(native)
+    assert c.overhead_pct == pytest.approx((1 / gm - 1) * 100)
     assert fmt_overhead(c) == f"{c.overhead_pct:+.1f} %"
+    (fs,) = headline(a)
+    assert fs.overhead_pct == pytest.approx(c.overhead_pct)
+    # an inconclusive one: its finding quotes the same overhead and interval
+    a = analyse(obs("vm", [4, 12, 2.5], **bw) + obs("native", native, **bw), ENVS, "native")
+    c = a.comparisons[0]
+    assert c.verdict == INCONCLUSIVE
+    f = next(f for f in a.findings if f.kind == "inconclusive")
+    lo, hi = c.overhead_ci
+    assert f"overhead {c.overhead_pct:+.1f} % [{lo:+.1f}, {hi:+.1f}]" in f.message
 
 
 def test_insufficient_data_stays_insufficient():
