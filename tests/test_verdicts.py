@@ -277,6 +277,24 @@ def test_checks_never_head_a_table_and_show_values_and_tolerance():
     assert "epot" not in out.split("Checks")[0]  # not a row of the comparison table
 
 
+def test_every_check_of_an_application_is_a_check():
+    """GROMACS carries several checks (potential energy, temperature, reciprocal Coulomb):
+    none is a metric with a verdict, each a check with its declared tolerance."""
+    from vhpc import benchmarks
+
+    declared = {c.metric: c.rtol for c in benchmarks.get("gromacs").all_checks()}
+    assert len(declared) >= 2
+    data = obs("native", [5.0, 5.1, 4.9], "ns_per_day", "ns/day", True, "gromacs") + \
+        obs("vm", [4.0, 4.1, 3.9], "ns_per_day", "ns/day", True, "gromacs")
+    for m in declared:
+        data += obs("native", [-100.0] * 3, m, "kJ/mol", False, "gromacs") + \
+            obs("vm", [-100.0] * 3, m, "kJ/mol", False, "gromacs")
+    a = analyse(data, ENVS, "native")
+    assert [c.metric for c in a.comparisons] == ["ns_per_day"]
+    assert {c.metric: c.rtol for c in a.checks} == declared
+    assert {c.status for c in a.checks} == {"pass"}
+
+
 def test_verification_counts_are_checks():
     data = obs("native", [10.0, 10.1], "time_s", "s", bench="hpccg") + \
         obs("vm", [12.0, 12.1], "time_s", "s", bench="hpccg")

@@ -41,16 +41,16 @@ def _environments(seen: list[str], environments: Mapping[str, EnvInfo],
     return envs
 
 
-def declared_checks(benchmarks: Iterable[str]) -> dict[str, tuple[str, float]]:
-    """Check figures the benchmark registry declares (:class:`vhpc.benchmarks.base.Check`):
-    benchmark → (metric, rtol)."""
+def declared_checks(benchmarks: Iterable[str]) -> dict[tuple[str, str], float]:
+    """Check figures the benchmark registry declares (:meth:`vhpc.benchmarks.base.Benchmark.
+    all_checks`: an application may carry several): (benchmark, metric) → rtol."""
     from vhpc import benchmarks as registry
 
     out = {}
     for name in benchmarks:
-        chk = getattr(registry.REGISTRY.get(name), "check", None)
-        if chk is not None:
-            out[name] = (chk.metric, float(chk.rtol))
+        bench = registry.REGISTRY.get(name)
+        for chk in bench.all_checks() if bench is not None else ():
+            out[(name, chk.metric)] = float(chk.rtol)
     return out
 
 
@@ -129,16 +129,15 @@ def plan_of(stub: Analysis, pairs: set[tuple[str, str, str, str]]) -> Plan:
     return plan
 
 
-def check_results(stub: Analysis, checks: Mapping[str, tuple[str, float]]) -> list[CheckResult]:
+def check_results(stub: Analysis, checks: Mapping[tuple[str, str], float]) -> list[CheckResult]:
     """A :class:`CheckResult` per check figure and non-baseline environment with values."""
     out = []
     for bench, params, metric in stub.keys():
         if not stub.is_check(bench, metric):
             continue
         base = stub.summary(bench, params, metric, stub.baseline)
-        declared = checks.get(bench)
-        rtol = declared[1] if declared and declared[0] == metric else (
-            0.0 if base is not None and base.unit == "count" else None)
+        rtol = checks.get((bench, metric), 0.0 if base is not None and base.unit == "count"
+                          else None)
         for env in stub.others():
             s = stub.summary(bench, params, metric, env)
             if s is None:
@@ -173,7 +172,8 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     margin: equivalence margin (0.05: a ratio within [1/1.05, 1.05] can be ``equivalent``).
     checks: benchmark → (check metric, relative tolerance) of custom benchmarks (the
     campaign spec's ``check:``, :func:`vhpc.analysis.checks.check_specs`); the registry's
-    checks and figures of unit ``count`` or ``1`` are checks too.
+    checks (every one of a benchmark that carries several) and its figures of unit ``count``
+    or ``1`` are checks too.
 
     Grouping: (benchmark, params, metric, environment); warm-up observations are skipped;
     invalid or non-finite values are excluded and counted.  Formulas: :mod:`vhpc.core.stats`.
@@ -197,8 +197,9 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     by_key = {(s.benchmark, s.params, s.metric, s.environment): s
               for s in summaries if s.group == GROUP_ALL}
     values = {k: g.values[GROUP_ALL] for k, g in groups.items()}
-    checks = {**declared_checks({k[0] for k in groups}), **(checks or {})}
-    check_metrics = frozenset({(b, m) for b, (m, _) in checks.items()}
+    checks = {**declared_checks({k[0] for k in groups}),
+              **{(b, m): float(r) for b, (m, r) in (checks or {}).items()}}
+    check_metrics = frozenset(set(checks)
                               | {(k[0], k[2]) for k, g in groups.items()
                                  if g.unit in CHECK_UNITS and registered(k[0])})
     stub = Analysis(summaries=summaries, comparisons=[], findings=[], baseline=baseline,
