@@ -242,11 +242,16 @@ def test_a_time_and_its_rate_get_one_verdict_and_one_overhead():
     for env, ts, first in (("vm", t_vm, 0), ("native", t_nat, 10)):
         data += obs(env, ts, "loop_time", "s", False, "lmp", trial0=first)
         data += obs(env, [1000 / t for t in ts], "timesteps_per_s", "1/s", True, "lmp", trial0=first)
+        data += obs(env, [32.0 / t for t in ts], "matom_steps_per_s", "Matom-steps/s", True,
+                    "lmp", trial0=first)  # 32,000 atoms x 1000 steps: a multiple of the rate
     a = analyse(data, ENVS, "native")
+    m = a.comparison("lmp", "", "matom_steps_per_s", "vm")
     t = a.comparison("lmp", "", "loop_time", "vm")
     r = a.comparison("lmp", "", "timesteps_per_s", "vm")
-    assert {t.role, r.role} == {"primary", "inverse"}
-    assert t.verdict == r.verdict
+    roles = sorted([t.role, r.role, m.role])  # one primary; the others measure it again
+    assert roles[-1] == "primary" and set(roles[:2]) <= {"inverse", "same"}
+    assert t.verdict == r.verdict == m.verdict
+    assert m.overhead_pct == pytest.approx(t.overhead_pct)
     assert t.overhead_pct == pytest.approx(r.overhead_pct)
     assert t.overhead_ci[0] == pytest.approx(r.overhead_ci[0])
     lo, hi, _ = scipy_interval(t_vm, t_nat, t.level)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from vhpc.core import power, stats
 from vhpc.analysis.results import (
-    EQUIVALENT, FASTER, INCONCLUSIVE, INSUFFICIENT, INVERSE, POINT, SECONDARY, SLOWER,
+    EQUIVALENT, FASTER, INCONCLUSIVE, INSUFFICIENT, INVERSE, POINT, SAME, SECONDARY, SLOWER,
     Comparison, Summary,
 )
 from vhpc.analysis.summaries import GroupKey
@@ -120,15 +120,20 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
         family_size=m)
 
 
-def inverse_of(rep: Comparison, d: Draft, name: str) -> Comparison:
-    """The comparison of a metric that is the inverse of ``rep``'s (time vs rate, the same
-    trials): ratio and interval the reciprocals of ``rep``'s, its verdict: one effect, one
-    verdict and one overhead (the overhead of a time and of its rate are the same number)."""
+def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Comparison:
+    """The comparison of a metric that measures ``rep``'s effect again (the same trials): its
+    inverse (``role`` ``inverse``, time vs rate: ratio and interval the reciprocals of
+    ``rep``'s) or a constant multiple (``same``: the same ratio and interval); ``rep``'s
+    verdict: one effect, one verdict and one overhead (a time's and its rate's overhead are
+    the same number)."""
     env, base = d.env, d.base
     hib = env.higher_is_better
-    inv = lambda v: 1.0 / v if v not in (None, 0) else None  # noqa: E731
-    lo, hi = inv(rep.ratio_ci[1]), inv(rep.ratio_ci[0])
-    ratio = inv(rep.ratio)
+    if role == INVERSE:
+        inv = lambda v: 1.0 / v if v not in (None, 0) else None  # noqa: E731
+        lo, hi = inv(rep.ratio_ci[1]), inv(rep.ratio_ci[0])
+        ratio = inv(rep.ratio)
+    else:
+        (lo, hi), ratio = rep.ratio_ci, rep.ratio
     return Comparison(
         benchmark=env.benchmark, params=env.params, metric=env.metric, unit=env.unit,
         higher_is_better=hib, environment=env.environment, baseline=base.environment,
@@ -136,8 +141,9 @@ def inverse_of(rep: Comparison, d: Draft, name: str) -> Comparison:
         p_value=rep.p_value, p_adjusted=rep.p_adjusted, verdict=rep.verdict, n=env.n,
         n_baseline=base.n, mean=env.mean, mean_baseline=base.mean, df=rep.df,
         overhead_ci=overhead_interval(lo, hi, hib), ratio_ci_method=rep.ratio_ci_method,
-        note=f"the inverse of {name}: its verdict", runs_needed=rep.runs_needed,
-        detectable=rep.detectable, level=rep.level, margin=rep.margin, role=INVERSE,
+        note=f"{'the inverse' if role == INVERSE else 'a multiple'} of {name}: its verdict",
+        runs_needed=rep.runs_needed, detectable=rep.detectable, level=rep.level,
+        margin=rep.margin, role=role,
         family_size=rep.family_size, inverse_of=name)
 
 
@@ -172,7 +178,7 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
     fams: dict[object, list[GroupKey]] = {}
     for k in drafts:
         fam, role, _ = plan[k[:3]]
-        if role == INVERSE:
+        if role in (INVERSE, SAME):
             continue
         fid = (fam, k[3]) if role == POINT else fam
         fams.setdefault(fid if fam is not None else ("alone", k), []).append(k)
@@ -187,8 +193,8 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
             done[k] = finish(drafts[k], level, adj.get(i), margin, alpha, role, len(idx) or 1)
     for k, d in drafts.items():
         _, role, partner = plan[k[:3]]
-        if role == INVERSE:
+        if role in (INVERSE, SAME):
             rep = done.get((k[0], k[1], partner, k[3]))
-            done[k] = inverse_of(rep, d, partner) if rep is not None else \
+            done[k] = inverse_of(rep, d, partner, role) if rep is not None else \
                 finish(d, 1.0 - alpha, d.p, margin, alpha, SECONDARY, 1)
     return [done[k] for k in ordered if k in done], missing

@@ -41,7 +41,7 @@ from vhpc.analysis.fingerprints import FingerprintChange, fingerprint_changes
 from vhpc.analysis.compare import overhead_interval, overhead_pct, verdict_of
 from vhpc.analysis.results import (
     DEFAULT_MARGIN, EQUIVALENT as EQ, FASTER, INCONCLUSIVE as INC, INVERSE, POINT, PRIMARY,
-    SLOWER, Comparison,
+    SAME, SLOWER, Comparison,
 )
 from vhpc.analysis.findings import slowdown_findings
 from vhpc.analysis.results import Finding
@@ -515,7 +515,7 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
             continue
         xa, ya, xb, yb = sa.values[k], sa.values[bk], sb.values[k], sb.values[bk]
         c = roles.get(k)
-        if c is not None and c.role == INVERSE:  # one effect, one verdict: its partner's row
+        if c is not None and c.role in (INVERSE, SAME):  # one effect: its partner's row
             continue
         lw = stats.log_contrast((xb, yb, xa, ya), (1, -1, -1, 1))
         drafts.append(dict(

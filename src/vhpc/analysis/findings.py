@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from vhpc.analysis.results import (
-    CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, POINT, Comparison, Finding,
-    Summary,
+    CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, POINT, SAME, Comparison,
+    Finding, Summary,
 )
 from vhpc.core.metrics import EnvInfo
 from vhpc.core.stats import MAD_THRESHOLD
@@ -96,7 +96,7 @@ def inconclusive(c: Comparison) -> str | None:
     partner's item covers): the overhead with its interval (the one overhead of the table) and
     the runs per side that would likely decide (:attr:`Comparison.runs_needed`,
     :func:`vhpc.core.stats.runs_to_decide`)."""
-    if c.verdict != INCONCLUSIVE or c.role in (INVERSE, POINT) or c.overhead_pct is None:
+    if c.verdict != INCONCLUSIVE or c.role in (INVERSE, SAME, POINT) or c.overhead_pct is None:
         return None
     lo, hi = c.overhead_ci
     ci = f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else ""

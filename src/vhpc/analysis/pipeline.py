@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 from vhpc.analysis.compare import Plan, comparisons_of
 from vhpc.analysis.findings import apply_rules, baseline_findings
 from vhpc.analysis.results import (
-    DEFAULT_MARGIN, GROUP_ALL, INVERSE, POINT, PRIMARY, SECONDARY, Analysis, CheckResult,
+    DEFAULT_MARGIN, GROUP_ALL, INVERSE, POINT, PRIMARY, SAME, SECONDARY, Analysis, CheckResult,
 )
 from vhpc.analysis.summaries import GroupKey, group_observations, summaries_of
 from vhpc.core.metrics import EnvInfo, Observation
@@ -63,17 +63,19 @@ def registered(benchmark: str) -> bool:
 
 
 def inverse_pairs(observations: list[Observation], groups: Mapping[GroupKey, Any]
-                  ) -> set[tuple[str, str, str, str]]:
-    """(benchmark, params, metric, other) where ``metric`` and ``other`` have opposite
-    directions and their per-trial product is one constant (within :data:`INVERSE_SPREAD`)
-    over every valid measured trial of every environment, at least 3 trials and 2
-    environments: a time and its rate (LAMMPS ``loop_time`` and ``timesteps_per_s``).
-    ``groups``: :func:`vhpc.analysis.summaries.group_observations` of the same observations;
-    only (benchmark, params) with metrics of both directions are looked at."""
-    dirs: dict[tuple[str, str], set[bool]] = {}
-    for (bench, params, _, _), g in groups.items():
-        dirs.setdefault((bench, params), set()).add(g.hib)
-    mixed = {bp for bp, d in dirs.items() if len(d) == 2}
+                  ) -> set[tuple[str, str, str, str, str]]:
+    """(benchmark, params, metric, other, kind): one effect measured twice.  ``inverse``:
+    opposite directions whose per-trial product is one constant (within
+    :data:`INVERSE_SPREAD`), a time and its rate (LAMMPS ``loop_time`` and
+    ``timesteps_per_s``); ``same``: one direction whose per-trial quotient is one constant, a
+    rate in two units (``matom_steps_per_s`` and ``timesteps_per_s``).  Over every valid
+    measured trial of every environment, at least 3 trials and 2 environments.  ``groups``:
+    :func:`vhpc.analysis.summaries.group_observations` of the same observations; only
+    (benchmark, params) with more than one metric are looked at."""
+    count: dict[tuple[str, str], int] = {}
+    for (bench, params, _, _) in groups:
+        count[(bench, params)] = count.get((bench, params), 0) + 1
+    mixed = {bp for bp, n in count.items() if n > 1}
     if not mixed:
         return set()
     per: dict[tuple[str, str], dict[int, dict[str, tuple[float, bool]]]] = {}
@@ -91,17 +93,17 @@ def inverse_pairs(observations: list[Observation], groups: Mapping[GroupKey, Any
             continue
         hib = {m: h for t in trials.values() for m, (_, h) in t.items()}
         for a, b in itertools.combinations(sorted(hib), 2):
-            if hib[a] == hib[b]:
-                continue
-            prods = [t[a][0] * t[b][0] for t in trials.values() if a in t and b in t]
+            same = hib[a] == hib[b]  # a constant multiple, else an inverse
+            prods = [t[a][0] / t[b][0] if same else t[a][0] * t[b][0]
+                     for t in trials.values() if a in t and b in t]
             if len(prods) < max(3, len(trials)):
                 continue
             if max(prods) - min(prods) <= INVERSE_SPREAD * statistics.median(prods):
-                out.add((*bp, a, b))
+                out.add((*bp, a, b, SAME if same else INVERSE))
     return out
 
 
-def plan_of(stub: Analysis, pairs: set[tuple[str, str, str, str]]) -> Plan:
+def plan_of(stub: Analysis, pairs: set[tuple[str, str, str, str, str]]) -> Plan:
     """Each (benchmark, params, metric) that is no check figure → (family id, role, partner):
     see the module docstring."""
     from vhpc.analysis.families import families
@@ -118,14 +120,14 @@ def plan_of(stub: Analysis, pairs: set[tuple[str, str, str, str]]) -> Plan:
                 plan[(fam.benchmark, params, metric)] = ("campaign", PRIMARY, "")
             else:
                 plan[(fam.benchmark, params, metric)] = (None, SECONDARY, "")
-    for bench, params, a, b in sorted(pairs):
+    for bench, params, a, b, kind in sorted(pairs):
         ka, kb = (bench, params, a), (bench, params, b)
-        if ka not in plan or kb not in plan or INVERSE in (plan[ka][1], plan[kb][1]):
+        if ka not in plan or kb not in plan or {INVERSE, SAME} & {plan[ka][1], plan[kb][1]}:
             continue
         # the one in a family (primary, a point) keeps its verdict; else the first by name
         keep, dup = (kb, ka) if plan[kb][1] != SECONDARY and plan[ka][1] == SECONDARY \
             else (ka, kb)
-        plan[dup] = (None, INVERSE, keep[2])
+        plan[dup] = (None, kind, keep[2])
     return plan
 
 

@@ -32,7 +32,7 @@ DEFAULT_MARGIN = 0.05
 #: benchmark (adjusted with the campaign's other primaries), a point of a sweep (adjusted
 #: within its sweep), a secondary metric (min/max, further metrics: reported at 1 − α, in no
 #: family), the inverse of another metric (time vs rate: that metric's verdict)
-PRIMARY, POINT, SECONDARY, INVERSE = "primary", "point", "secondary", "inverse"
+PRIMARY, POINT, SECONDARY, INVERSE, SAME = "primary", "point", "secondary", "inverse", "same"
 
 #: coefficient of variation above which a group is reported as noisy (5 %)
 CV_THRESHOLD = 0.05
@@ -128,7 +128,9 @@ class Comparison:
     * ``role``: ``primary`` (adjusted with the campaign's other primary metrics), ``point``
       (a point of a sweep, adjusted within it), ``secondary`` (in no family) or ``inverse``
       (the inverse of ``inverse_of``, a metric of the same benchmark: its verdict, one
-      verdict for one effect); ``family_size``: m of its family (1 outside one).
+      verdict for one effect) or ``same`` (a constant multiple of ``inverse_of``, such as
+      LAMMPS's Matom-steps/s beside timesteps/s: its verdict too); ``family_size``: m of its
+      family (1 outside one).
     * ``n``/``n_baseline``, ``mean``/``mean_baseline``: valid sample counts and arithmetic
       means (unit).  ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller
       side's n detects at 80 % power.
