@@ -44,6 +44,9 @@ __all__ = [
     "metric_label",
     "FindingGroup",
     "finding_groups",
+    "CheckRow",
+    "check_rows",
+    "fmt_level",
     "HeadlineRow",
     "headline_rows",
     "MeasuredRow",
@@ -76,14 +79,25 @@ def fmt_mean_ci(s: Summary | None) -> str:
     return f"{text} (n={s.n})"
 
 
-#: short tag appended to a ratio interval that is not Fieller's (explained in the captions)
-METHOD_TAG = {stats.LOG_DELTA: " (log)", stats.BCA: " (BCa)"}
+#: short tag appended to a ratio interval that is not Welch's on ln values (the captions say
+#: why: values ≤ 0 have no log scale)
+METHOD_TAG = {stats.FIELLER: " (Fieller)", stats.LOG_DELTA: " (log)", stats.BCA: " (BCa)"}
 
 
-def fmt_ratio(c: Comparison | None) -> str:
-    """"ratio [low, high]" (dimensionless), "[unbounded]" for a Fieller set without bounds
-    (the baseline mean is not significantly different from 0), and " (log)" / " (BCa)" after
-    an interval from the log-delta method or the BCa bootstrap (see :data:`METHOD_TAG`)."""
+def fmt_level(c: Comparison, analysis: Analysis | None = None) -> str:
+    """" at 99.6 %" when the comparison's interval is at another level than 1 − α (its Holm
+    family's level, :attr:`~vhpc.analysis.Comparison.level`), else ""."""
+    alpha = analysis.alpha if analysis is not None else 0.05
+    if math.isclose(c.level, 1.0 - alpha, rel_tol=0, abs_tol=1e-12):
+        return ""
+    return f" at {c.level * 100:.4g} %"
+
+
+def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
+    """"ratio [low, high]" (dimensionless: the ratio of geometric means and the interval the
+    verdict is read off), followed by the level when it is not 1 − α (:func:`fmt_level`),
+    "[unbounded]" for a Fieller set without bounds, and a tag after an interval from another
+    method (:data:`METHOD_TAG`)."""
     if c is None or c.ratio is None:
         return "—"
     lo, hi = c.ratio_ci
@@ -91,7 +105,8 @@ def fmt_ratio(c: Comparison | None) -> str:
         if c.n >= 2 and c.n_baseline >= 2:
             return f"{c.ratio:.3f} [unbounded]"
         return f"{c.ratio:.3f}"
-    return f"{c.ratio:.3f} [{_bound(lo)}, {_bound(hi)}]{METHOD_TAG.get(c.ratio_ci_method, '')}"
+    return (f"{c.ratio:.3f} [{_bound(lo)}, {_bound(hi)}]{fmt_level(c, analysis)}"
+            f"{METHOD_TAG.get(c.ratio_ci_method, '')}")
 
 
 def _bound(x: float) -> str:
@@ -156,8 +171,8 @@ class ComparisonRow:
     """One row of the summary table, as text: (benchmark, params, metric) × one non-baseline
     environment.  ``first``: the first row of its (benchmark, params, metric), so renderers can
     leave repeated benchmark/metric/baseline cells blank; ``verdict`` is the raw verdict (None
-    when the baseline has no data), ``note`` why a verdict is "no significant difference"
-    although one criterion suggests a difference; ``method`` the ratio interval's method."""
+    when the baseline has no data), ``note`` a remark on it (the inverse of another metric,
+    Fieller's interval for values ≤ 0); ``method`` the ratio interval's method."""
 
     bench: str
     metric: str
@@ -180,10 +195,13 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
     params, metric, non-baseline environment that has data), in report order (numbers inside
     params and metric names ascending numerically: ``lat_128`` before ``lat_1024``); a metric
     only the baseline has gets one row with empty environment cells.  keys: restrict to these
-    (benchmark, params, metric) keys (default: all)."""
+    (benchmark, params, metric) keys (default: all); check figures are never rows here
+    (:func:`check_rows`)."""
     base, others = analysis.baseline, analysis.others()
     rows: list[ComparisonRow] = []
     for bench, params, metric in sorted_keys(analysis.keys() if keys is None else keys):
+        if analysis.is_check(bench, metric):
+            continue
         sums = {e: analysis.summary(bench, params, metric, e) for e in [base, *others]}
         s0 = next((s for s in sums.values() if s is not None), None)
         unit, hib = (s0.unit, s0.higher_is_better) if s0 else ("", False)
@@ -198,7 +216,7 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
                 base=fmt_mean_ci(sums[base]), environment=env or "",
                 env_label=env_header(analysis, env) if env else "",
                 emulated=bool(info and info.emulated), mean=fmt_mean_ci(sums[env]) if env else "",
-                ratio=fmt_ratio(c) if env else "", method=c.ratio_ci_method if c else "",
+                ratio=fmt_ratio(c, analysis) if env else "", method=c.ratio_ci_method if c else "",
                 overhead=fmt_overhead(c) if env else "", p=fmt_p(c) if env else "",
                 verdict=c.verdict if c else None, note=c.note if c else "", first=i == 0))
     return rows
@@ -262,17 +280,45 @@ def fmt_family_range(fs: FamilySummary) -> str:
 
 
 def fmt_family_counts(fs: FamilySummary) -> str:
-    """How many sizes of a sweep have a significant verdict of their own (Holm-adjusted):
-    "slower at 15 of 19 sizes", "slower at 3, faster at 1 of 19 sizes", "0 of 19 sizes
-    significant"; "" for a one-point family."""
+    """The verdicts of a sweep's points (each adjusted within the sweep): "slower at 15 of 19
+    sizes", "slower at 3, equivalent at 10 of 19 sizes", "inconclusive at 19 of 19 sizes";
+    for an inconclusive scalar the runs that would likely decide ("≈12 runs each to decide");
+    else ""."""
     if not fs.family.sweep:
+        if fs.verdict == "inconclusive" and fs.runs_needed:
+            return f"≈{fs.runs_needed} runs each to decide"
         return ""
-    parts = [f"{k} at {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])
-             if k in ("slower", "faster")]
+    parts = [f"{k} at {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])]
     what = "sizes" if fs.family.by_size else "points"
-    if not parts:
-        return f"0 of {fs.n_points} {what} significant"
     return f"{', '.join(parts)} of {fs.n_points} {what}"
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One check figure of one environment, as text: "benchmark[params]", "etotal [unit]",
+    the environment, its value, the baseline's, the relative difference, the tolerance and
+    the status (pass / fail / n/a), the trials excluded."""
+
+    bench: str
+    metric: str
+    environment: str
+    value: str
+    reference: str
+    difference: str
+    tolerance: str
+    status: str
+    excluded: int
+
+
+def check_rows(analysis: Analysis) -> list[CheckRow]:
+    """The check figures of ``analysis`` (:attr:`~vhpc.analysis.Analysis.checks`) as rows:
+    shown as checks, never as metrics with a verdict."""
+    return [CheckRow(
+        params_label(c.benchmark, c.params), f"{c.metric} [{c.unit}]" if c.unit else c.metric,
+        c.environment, fmt_num(c.value, 6), fmt_num(c.reference, 6),
+        "—" if c.difference is None else f"{c.difference:.2g}",
+        "none declared" if c.rtol is None else f"{c.rtol:g} (relative)", c.status, c.excluded)
+        for c in analysis.checks]
 
 
 def fmt_family_verdict(fs: FamilySummary) -> str:
@@ -332,8 +378,9 @@ def _has_check(benchmark: str) -> bool:
 def check_status(analysis: Analysis, fam: Family, env: str) -> str:
     """The check of ``fam``'s benchmark in ``env`` as one short cell: "fail: N invalid" when
     samples of ``env`` were excluded (verification failed, or a check-failed finding names
-    ``env / benchmark[params]``), "pass" when the benchmark carries a check or verification
-    and nothing failed, "" when it carries none."""
+    ``env / benchmark[params]``), "fail: FIGURE VALUE vs BASELINE (tolerance T)" when a check
+    figure's median is off (:attr:`~vhpc.analysis.Analysis.checks`), "pass" when the benchmark
+    carries a check or verification and nothing failed, "" when it carries none."""
     from vhpc.analysis.findings import label
 
     invalid = sum(s.n_invalid for _, p, m in fam.points
@@ -341,9 +388,17 @@ def check_status(analysis: Analysis, fam: Family, env: str) -> str:
     scopes = {f"{env} / {label(fam.benchmark, p)}" for _, p, _ in fam.points}
     labels = {label(fam.benchmark, p) for _, p, _ in fam.points}
     failed = [f for f in analysis.findings if f.kind == "check-failed" and f.scope in scopes]
-    if invalid or failed:
+    params = {p for _, p, _ in fam.points}
+    figures = [c for c in analysis.checks if c.benchmark == fam.benchmark
+               and c.environment == env and c.params in params]  # the check figures' medians
+    off = [c for c in figures if c.passed is False]
+    if invalid or failed or off:
+        if off and not invalid:
+            c = off[0]
+            return (f"fail: {c.metric} {fmt_num(c.value, 6)} vs {fmt_num(c.reference, 6)} "
+                    f"(tolerance {c.rtol:g})")
         return f"fail: {invalid} invalid" if invalid else "fail"
-    checked = _has_check(fam.benchmark) or any(
+    checked = _has_check(fam.benchmark) or any(c.passed for c in figures) or any(
         f.kind == "check-passed" and f.scope in labels for f in analysis.findings)
     return "pass" if checked else ""
 

@@ -26,11 +26,12 @@ TCG_TRUST = "TCG emulation, not KVM"
 
 def _caption(analysis: Analysis) -> str:
     base, conf = analysis.baseline, f"{analysis.confidence * 100:g} %"
-    return (f"mean ± {conf} CI half-width; ratio = env/{base} with {conf} CI (Fieller; \"(log)\":"
-            " delta method on the log ratio, \"(BCa)\": bootstrap, where Fieller's interval would"
-            " reach ≤ 0 for positive quantities); overhead > 0: environment worse in the metric's"
-            f" direction; p: Welch t-test, Holm-adjusted; α = {analysis.alpha:g}; a verdict needs"
-            " p < α and the interval to exclude 1")
+    return (f"mean ± {conf} CI half-width; ratio = env/{base}, geometric means, with the"
+            f" interval the verdict is read off (Welch's t on ln values; {conf}, or the Holm"
+            " level of the primary metrics' family where named); overhead > 0: environment"
+            " worse in the metric's direction; p: Holm-adjusted; slower/faster: the interval"
+            f" excludes 1; equivalent: it lies within ±{analysis.margin * 100:g} %;"
+            " inconclusive: neither")
 
 
 def render_table(analysis: Analysis, console: Console | None = None, title: str | None = None,
