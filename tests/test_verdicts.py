@@ -125,7 +125,7 @@ def test_an_adjusted_interval_names_its_level_where_it_is_shown():
     """Three primary metrics, none different: Holm rejects none, so the family's intervals are
     at 1 − 0.05/3 and say so in the table and the headline."""
     from vhpc.analysis.families import headline
-    from vhpc.report import fmt_family_ratio, fmt_ratio
+    from vhpc.report import fmt_family_overhead, fmt_ratio
 
     data = []
     for k in range(3):
@@ -137,7 +137,7 @@ def test_an_adjusted_interval_names_its_level_where_it_is_shown():
         lo, hi, _ = scipy_interval([1.02, 1.12, 0.91], [1.0, 1.1, 0.9], 1 - 0.05 / 3)
         assert c.ratio_ci == (pytest.approx(lo), pytest.approx(hi))
         assert fmt_ratio(c, a).endswith("at 98.33 %")
-    assert all(fmt_family_ratio(fs).endswith("at 98.33 %") for fs in headline(a))
+    assert all(fmt_family_overhead(fs).endswith("at 98.33 %") for fs in headline(a))
 
 
 def test_equivalent_needs_the_whole_interval_inside_the_margin_and_inconclusive_says_runs():

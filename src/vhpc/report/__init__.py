@@ -250,14 +250,14 @@ def fmt_points(fam: Family) -> str:
 
 
 def fmt_family_ratio(fs: FamilySummary) -> str:
-    """"1.234 [1.100, 1.380]" — the (geometric-mean) ratio with its interval; the ratio alone
+    """"1.234 [1.100, 1.380]" — the (geometric-mean) ratio with its interval (its level, when
+    not 1 − α, is named beside the overhead: :func:`fmt_family_overhead`); the ratio alone
     when there is no interval; "—" when unknown."""
     if fs.ratio is None:
         return "—"
     if fs.low is None or fs.high is None:
         return f"{fs.ratio:.3f}"
-    at = f" {fs.level_note}" if fs.level_note else ""
-    return f"{fs.ratio:.3f} [{_bound(fs.low)}, {_bound(fs.high)}]{at}"
+    return f"{fs.ratio:.3f} [{_bound(fs.low)}, {_bound(fs.high)}]"
 
 
 def fmt_family_overhead(fs: FamilySummary) -> str:
@@ -280,15 +280,15 @@ def fmt_family_range(fs: FamilySummary) -> str:
 
 
 def fmt_family_counts(fs: FamilySummary) -> str:
-    """The verdicts of a sweep's points (each adjusted within the sweep): "slower at 15 of 19
-    sizes", "slower at 3, equivalent at 10 of 19 sizes", "inconclusive at 19 of 19 sizes";
+    """The verdicts of a sweep's points (each adjusted within the sweep): "slower 15,
+    inconclusive 4 of 19 sizes", "equivalent 19 of 19 sizes";
     for an inconclusive scalar the runs that would likely decide ("≈12 runs each to decide");
     else ""."""
     if not fs.family.sweep:
         if fs.verdict == "inconclusive" and fs.runs_needed:
             return f"≈{fs.runs_needed} runs each to decide"
         return ""
-    parts = [f"{k} at {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])]
+    parts = [f"{k} {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])]
     what = "sizes" if fs.family.by_size else "points"
     return f"{', '.join(parts)} of {fs.n_points} {what}"
 
