@@ -203,12 +203,18 @@ class CpuBandwidthLimit:
 
     def __exit__(self, *exc) -> None:
         for d in self.dirs:
-            _remove_group(d)
+            remove_group(d)
         self.dirs = []
 
 
-def _remove_group(d: Path) -> None:
-    """Move the group's remaining tasks to its parent, then remove it (best effort)."""
+def remove_group(d: Path) -> None:
+    """Thaw the cgroup ``d`` (where it has ``cgroup.freeze``), move its remaining tasks to its
+    parent, then remove it (best effort: errors are ignored).  Shared with
+    :mod:`vhpc.host.freezer`."""
+    try:
+        (d / "cgroup.freeze").write_text("0\n")
+    except OSError:
+        pass
     try:
         for pid in (d / "cgroup.procs").read_text().split():
             try:
@@ -230,22 +236,29 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale() -> list[Path]:
-    """Remove throttle groups whose owning vhpc process is dead; returns the removed paths."""
+def sweep_groups(prefix: str, bases: tuple[Path, ...]) -> list[Path]:
+    """Remove the groups ``<base>/<prefix><pid>-<n>`` whose owning process ``pid`` is dead
+    (after a ``kill -9``); returns the removed paths.  Groups of this process and names
+    without a pid are left alone."""
     removed = []
-    for base in (CGROUP_ROOT, CGROUP_ROOT / "unified", CGROUP_ROOT / "cpu",
-                 CGROUP_ROOT / "cpuacct", CGROUP_ROOT / "cpu,cpuacct"):
+    for base in bases:
         try:
-            groups = list(base.glob(PREFIX + "*"))
+            groups = list(base.glob(prefix + "*"))
         except OSError:
             continue
         for d in groups:
             try:
-                owner = int(d.name[len(PREFIX):].split("-")[0])
+                owner = int(d.name[len(prefix):].split("-")[0])
             except ValueError:
                 continue
             if owner != os.getpid() and not _alive(owner):
-                _remove_group(d)
+                remove_group(d)
                 if not d.exists():
                     removed.append(d)
     return removed
+
+
+def sweep_stale() -> list[Path]:
+    """Remove throttle groups whose owning vhpc process is dead; returns the removed paths."""
+    return sweep_groups(PREFIX, (CGROUP_ROOT, CGROUP_ROOT / "unified", CGROUP_ROOT / "cpu",
+                                 CGROUP_ROOT / "cpuacct", CGROUP_ROOT / "cpu,cpuacct"))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vhpc.core.errors import VhpcError
+from vhpc.host.cpu_bandwidth import remove_group, sweep_groups
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PREFIX = "vhpc-freeze-"
@@ -181,52 +182,10 @@ class FreezerDutyCycle:
     def __exit__(self, *exc) -> None:
         self.stop()
         if self.dir is not None:
-            _remove_group(self.dir)
+            remove_group(self.dir)
             self.dir = None
-
-
-def _remove_group(d: Path) -> None:
-    """Thaw the group, move its remaining processes to the parent, remove it (best effort)."""
-    try:
-        (d / "cgroup.freeze").write_text("0\n")
-    except OSError:
-        pass
-    try:
-        for pid in (d / "cgroup.procs").read_text().split():
-            try:
-                (d.parent / "cgroup.procs").write_text(pid + "\n")
-            except OSError:
-                pass
-        d.rmdir()
-    except OSError:
-        pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def sweep_stale() -> list[Path]:
     """Thaw and remove freezer groups whose owning vhpc process is dead; returns them."""
-    removed = []
-    for base in (CGROUP_ROOT, CGROUP_ROOT / "unified"):
-        try:
-            groups = list(base.glob(PREFIX + "*"))
-        except OSError:
-            continue
-        for d in groups:
-            try:
-                owner = int(d.name[len(PREFIX):].split("-")[0])
-            except ValueError:
-                continue
-            if owner != os.getpid() and not _alive(owner):
-                _remove_group(d)
-                if not d.exists():
-                    removed.append(d)
-    return removed
+    return sweep_groups(PREFIX, (CGROUP_ROOT, CGROUP_ROOT / "unified"))

@@ -219,7 +219,7 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     all_pass = all(r.check == "pass" for r in rows)  # said once, above
     verdicts = [_verdict_cell(r.summary, "" if all_pass else r.check) for r in rows]
     trusts = [[t for t in r.trust if t not in said] for r in rows]
-    heads = ("environment", f"overhead [{conf}]", "verdict", "limits trust")
+    heads = ("environment", "overhead [interval]", "verdict", "limits trust")
     # the overhead with its interval on one line; the verdict and the trust notes fold
     widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
               max(len(heads[1]), *map(len, cells)),
@@ -265,7 +265,8 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
         body.add_row(env, Text(cells[i]), verdicts[i], *(trust if with_trust else []))
     console.print(body)
     console.print(Text(f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
-                       f" [{conf} interval]" + ("; a sweep: the geometric mean over its points"
+                       f" [{conf} interval, or at the Holm level it names]"
+                       + ("; a sweep: the geometric mean over its points"
                                                 if any(r.summary.family.sweep for r in rows)
                                                 else ""), style="dim"), overflow="fold")
     return body
