@@ -18,7 +18,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from vhpc.analysis import (EQUIVALENT, FASTER, INCONCLUSIVE, INSUFFICIENT, SLOWER, analyse)
-from vhpc.core import stats as vstats
+from vhpc.core import logratio as vstats
 from vhpc.core.metrics import EnvInfo, Observation
 
 ENVS = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm")}

@@ -1,7 +1,7 @@
 """Comparisons against the baseline: one model decides and shows (docs/statistics.md).
 
-Ratio of geometric means with Welch's t on ln values (:func:`vhpc.core.stats.log_welch`); the
-interval at the level of the comparison's family (Holm, :func:`vhpc.core.stats.holm_level`);
+Ratio of geometric means with Welch's t on ln values (:func:`vhpc.core.logratio.log_welch`); the
+interval at the level of the comparison's family (Holm, :func:`vhpc.core.logratio.holm_level`);
 the verdict read off that interval (:func:`verdict_of`): slower / faster / equivalent within
 the margin / inconclusive.  Every number comes from :mod:`vhpc.core.stats`; a row never says
 "slower" beside an interval that contains 1, nor "equivalent" beside one that leaves the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vhpc.core import power, stats
+from vhpc.core import logratio, power, stats
 from vhpc.analysis.results import (
     EQUIVALENT, FASTER, INCONCLUSIVE, INSUFFICIENT, INVERSE, POINT, SAME, SECONDARY, SLOWER,
     Comparison, Summary,
@@ -52,7 +52,7 @@ class Draft:
     base: Summary
     x: list[float]
     y: list[float]
-    lw: stats.LogWelch | None
+    lw: logratio.LogWelch | None
 
     @property
     def p(self) -> float | None:
@@ -62,18 +62,18 @@ class Draft:
 
 def draft(env: Summary, base: Summary, x: list[float], y: list[float]) -> Draft:
     """:class:`Draft` of ``env`` (values ``x``) against ``base`` (values ``y``)."""
-    return Draft(env, base, x, y, stats.log_welch(x, y))
+    return Draft(env, base, x, y, logratio.log_welch(x, y))
 
 
 def verdict_of(low: float | None, high: float | None, higher_is_better: bool,
                margin: float) -> str:
     """The verdict read off the interval (low, high) of the ratio env / baseline
-    (:func:`vhpc.core.stats.decide`), in the metric's direction: for a rate the reciprocal
+    (:func:`vhpc.core.logratio.decide`), in the metric's direction: for a rate the reciprocal
     interval, so ``slower`` always means worse for the user."""
     if low is not None and high is not None and higher_is_better:
         low, high = (1.0 / high if high > 0 else None), (1.0 / low if low > 0 else None)
-    return {stats.WORSE: SLOWER, stats.BETTER: FASTER, stats.EQUIVALENT: EQUIVALENT,
-            stats.UNDECIDED: INCONCLUSIVE}.get(stats.decide(low, high, margin), INSUFFICIENT)
+    return {logratio.WORSE: SLOWER, logratio.BETTER: FASTER, logratio.EQUIVALENT: EQUIVALENT,
+            logratio.UNDECIDED: INCONCLUSIVE}.get(logratio.decide(low, high, margin), INSUFFICIENT)
 
 
 def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alpha: float,
@@ -103,7 +103,7 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
     if v == INSUFFICIENT and env.n >= 2 and base.n >= 2:
         v = INCONCLUSIVE  # data, but no bounded interval (Fieller's set, baseline near 0)
     if v == INCONCLUSIVE and lw is not None:
-        runs = stats.runs_to_decide(lw, level, margin)
+        runs = logratio.runs_to_decide(lw, level, margin)
     if base.unit != env.unit:
         v, note = INSUFFICIENT, "units differ from the baseline's"
     detectable = None
@@ -160,7 +160,7 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
 
     Families: the comparisons whose plan entries share a family id (across environments for
     the campaign's primary metrics; per environment for a sweep) are Holm-adjusted together
-    and shown at :func:`vhpc.core.stats.holm_level`; a key with family None is shown at
+    and shown at :func:`vhpc.core.logratio.holm_level`; a key with family None is shown at
     1 − alpha.  An ``inverse`` key takes its partner's verdict (:func:`inverse_of`).
     Returns (comparisons in ``ordered`` order, missing baseline {(benchmark, params):
     metrics})."""
@@ -185,7 +185,7 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
     done: dict[GroupKey, Comparison] = {}
     for fid, keys in fams.items():
         ps = [drafts[k].p for k in keys]
-        level = stats.holm_level(ps, alpha)
+        level = logratio.holm_level(ps, alpha)
         idx = [i for i, p in enumerate(ps) if p is not None]
         adj = dict(zip(idx, stats.holm_adjust([ps[i] for i in idx], alpha)))
         for i, k in enumerate(keys):

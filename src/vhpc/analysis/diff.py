@@ -9,7 +9,7 @@ on the host?
   - :class:`OverheadChange` per matched non-baseline row: the environment/baseline ratio in A
     and in B (geometric means, each with its interval), their quotient ``Q = ratio_B /
     ratio_A`` with Welch's t on the ln values of the four samples
-    (:func:`vhpc.core.stats.log_contrast`), the model of every comparison (docs/statistics.md):
+    (:func:`vhpc.core.logratio.log_contrast`), the model of every comparison (docs/statistics.md):
     Holm over the rows of B's primary metrics (a sweep's points within the sweep; secondary
     metrics in no family, checks not at all), the interval at the family's Holm level and the
     verdict read off it — ``regression`` / ``improvement`` (the interval excludes 1),
@@ -28,15 +28,13 @@ Every number comes from :mod:`vhpc.core.stats`; nothing here prints or writes fi
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import math
-import re
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
-from vhpc.core import stats
+from vhpc.core import logratio, stats
 from vhpc.analysis.fingerprints import FingerprintChange, fingerprint_changes
 from vhpc.analysis.compare import overhead_interval, overhead_pct, verdict_of
 from vhpc.analysis.results import (
@@ -48,6 +46,9 @@ from vhpc.analysis.results import Finding
 from vhpc.analysis.pipeline import analyse
 from vhpc.analysis.summaries import group_observations
 from vhpc.core.errors import VhpcError
+from vhpc.analysis.tolerance import (  # parse_*: also vhpc diff's, through this module
+    DiffError, Tolerance, parse_percent, parse_tolerance_file,
+)
 from vhpc.core.metrics import EnvInfo, Observation
 from vhpc.store import Store, StoreError
 
@@ -61,11 +62,6 @@ PASS, FAIL, NA = "PASS", "FAIL", "n/a"
 NOTHING_CHECKED = "NOTHING CHECKED"
 
 RowKey = tuple[str, str, str, str]  # (environment, benchmark, params, metric)
-
-
-class DiffError(VhpcError):
-    """Bad input to ``vhpc diff``: a campaign that cannot be read (older or damaged store),
-    nothing to match, a bad tolerance.  One line saying what to change."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,72 +134,6 @@ def load(store: Store, cid: str) -> CampaignData:
         found = ()
     return CampaignData(cid, float(row.get("created") or 0.0), spec, envs, obs,
                         str(store.path), str(row.get("status") or ""), found)
-
-
-# --------------------------------------------------------------------------------------------
-# tolerances
-# --------------------------------------------------------------------------------------------
-
-_PCT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%?\s*$")
-
-
-def parse_percent(text: str, where: str) -> float:
-    """``"5%"`` or ``"5"`` → 0.05.  Raises DiffError naming ``where``."""
-    m = _PCT.match(text)
-    if not m:
-        raise DiffError(f"{where}: {text!r} is not a tolerance; give a percentage such as 5%")
-    value = float(m.group(1)) / 100.0
-    if not 0 <= value < 10:
-        raise DiffError(f"{where}: {text!r} is out of range; give 0% to 1000%")
-    return value
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """How much the overhead may grow before a row FAILs: ``rules`` are (pattern, fraction)
-    tried in order against ``benchmark/metric``, ``environment/benchmark/metric`` and the bare
-    ``metric`` (shell patterns, :mod:`fnmatch`); the first match wins, else ``default``.
-    A row without a tolerance (no rule, no default) is PASS/FAIL-free: ``n/a``."""
-
-    default: float | None = None
-    rules: tuple[tuple[str, float], ...] = ()
-
-    def for_row(self, environment: str, benchmark: str, metric: str) -> float | None:
-        names = (f"{benchmark}/{metric}", f"{environment}/{benchmark}/{metric}", metric)
-        for pattern, value in self.rules:
-            if any(fnmatch.fnmatchcase(n, pattern) for n in names):
-                return value
-        return self.default
-
-    def describe(self) -> str:
-        parts = [f"{p} {v * 100:g} %" for p, v in self.rules]
-        if self.default is not None:
-            parts.append(f"{'otherwise ' if parts else ''}{self.default * 100:g} %")
-        return ", ".join(parts) or "none"
-
-
-def parse_tolerance_file(text: str, name: str) -> Tolerance:
-    """A per-metric tolerance file: one ``PATTERN PERCENT`` per line (``stream/triad_bw 5%``,
-    ``pagefault/* 20%``, ``* 10%``), ``#`` comments and blank lines ignored.  ``*`` alone sets
-    the default.  Raises DiffError naming the file and line."""
-    rules: list[tuple[str, float]] = []
-    default = None
-    for i, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        parts = line.split()
-        if len(parts) != 2:
-            raise DiffError(f"{name}:{i}: expected 'PATTERN PERCENT' (e.g. 'stream/triad_bw 5%'),"
-                            f" got {line!r}")
-        value = parse_percent(parts[1], f"{name}:{i}")
-        if parts[0] == "*":
-            default = value
-        else:
-            rules.append((parts[0], value))
-    if not rules and default is None:
-        raise DiffError(f"{name}: no tolerance in the file; add lines such as '* 5%'")
-    return Tolerance(default, tuple(rules))
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,7 +331,7 @@ def ratio_ci(x: list[float], y: list[float], level: float
     """(ratio, interval at ``level``, method) of x / y as every comparison computes it:
     geometric means with Welch's t on ln values; for values ≤ 0 the ratio of means with
     Fieller's interval."""
-    lw = stats.log_welch(x, y)
+    lw = logratio.log_welch(x, y)
     if lw is not None:
         return (lw.ratio if math.isfinite(lw.ratio) else None), lw.interval(level), \
             stats.LOG_WELCH
@@ -517,7 +447,7 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
         c = roles.get(k)
         if c is not None and c.role in (INVERSE, SAME):  # one effect: its partner's row
             continue
-        lw = stats.log_contrast((xb, yb, xa, ya), (1, -1, -1, 1))
+        lw = logratio.log_contrast((xb, yb, xa, ya), (1, -1, -1, 1))
         drafts.append(dict(
             environment=env, baseline=base, benchmark=bench, params=params, metric=metric,
             unit=sa.unit[k], higher_is_better=sa.hib[k], _ab=(xa, ya, xb, yb), _lw=lw,
@@ -530,7 +460,7 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
     sizes: dict[int, int] = {}
     for members in fams.values():
         ps = [drafts[i]["_lw"].p if drafts[i]["_lw"] is not None else None for i in members]
-        lv = stats.holm_level(ps, alpha)
+        lv = logratio.holm_level(ps, alpha)
         with_p = [(i, p) for i, p in zip(members, ps) if p is not None]
         for (i, _), pa in zip(with_p, stats.holm_adjust([p for _, p in with_p], alpha)):
             adjusted[i] = pa

@@ -95,7 +95,7 @@ def inconclusive(c: Comparison) -> str | None:
     sweep's point, which its sweep's row counts, nor the inverse of another, which its
     partner's item covers): the overhead with its interval (the one overhead of the table) and
     the runs per side that would likely decide (:attr:`Comparison.runs_needed`,
-    :func:`vhpc.core.stats.runs_to_decide`)."""
+    :func:`vhpc.core.logratio.runs_to_decide`)."""
     if c.verdict != INCONCLUSIVE or c.role in (INVERSE, SAME, POINT) or c.overhead_pct is None:
         return None
     lo, hi = c.overhead_ci

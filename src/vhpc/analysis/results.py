@@ -104,7 +104,7 @@ class Summary:
 class Comparison:
     """One environment against the baseline for one (benchmark, params, metric).
 
-    One model decides and shows (docs/statistics.md, :func:`vhpc.core.stats.log_welch`):
+    One model decides and shows (docs/statistics.md, :func:`vhpc.core.logratio.log_welch`):
 
     * ``ratio``: ratio of the geometric means env / baseline, exp(mean ln x − mean ln y)
       (dimensionless), the centre of the interval; None when either side has no value or a
@@ -112,7 +112,7 @@ class Comparison:
     * ``ratio_ci``: (low, high) at ``level``, the confidence level the verdict uses:
       exp(Δ ± t·se) of Welch's t on ln values (``ratio_ci_method`` ``log-welch``).  ``level``
       is 1 − α for a metric in no family and Holm's level 1 − α/(m − r) in a family of m
-      comparisons of which Holm rejects r (:func:`vhpc.core.stats.holm_level`), so the
+      comparisons of which Holm rejects r (:func:`vhpc.core.logratio.holm_level`), so the
       interval excludes 1 exactly when Holm's adjusted p < α.  Data with a value ≤ 0 have no
       log scale: ``fieller`` (Fieller 1954) at ``level``, without a p-value.
     * ``overhead_pct``: the one overhead: cost of the environment, positive = worse.

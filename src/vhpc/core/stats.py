@@ -23,22 +23,23 @@ Sources:
   |G1| > 1 is "highly skewed" (M. G. Bulmer, *Principles of Statistics*, 1979, p. 63).
 * Multiple comparisons: S. Holm, Scand. J. Statist. 6 (1979) 65–70
   (``statsmodels.stats.multitest.multipletests``); the one confidence level compatible with
-  Holm's decisions (:func:`holm_level`): after Holm rejects r of m hypotheses, the remaining
+  Holm's decisions (:func:`vhpc.core.logratio.holm_level`): after Holm rejects r of m hypotheses, the remaining
   ones are tested at α/(m − r), and every rejected one has p < α/(m − r) too.
-* Ratio of positive quantities on the log scale (:func:`log_welch`): Welch's t on ln values,
+* Ratio of positive quantities on the log scale (:func:`vhpc.core.logratio.log_welch`): Welch's t on ln values,
   interval ``exp(Δ ± t·se)`` of the ratio of geometric means; test and interval are one
   statistic, so the interval excludes 1 exactly when p < 1 − level (Hoefler & Belli,
   "Scientific Benchmarking of Parallel Computing Systems", SC'15: run times and rates are
   multiplicative, the log scale is where they are near normal).
 * Equivalence: two one-sided tests (TOST), D. J. Schuirmann, J. Pharmacokinet. Biopharm. 15
   (1987) 657–680: equivalent within a margin when the interval lies inside the margin band
-  (:func:`decide`).
+  (:func:`vhpc.core.logratio.decide`).
 * Least-squares line: :func:`scipy.stats.linregress` (ordinary least squares, r² = Pearson r²).
 * Outliers: B. Iglewicz & D. C. Hoaglin, *How to Detect and Handle Outliers*, ASQC (1993):
   modified z-score.
 
 Power analysis (runs needed, smallest detectable effect) and proportions are in
-:mod:`vhpc.core.power`.
+:mod:`vhpc.core.power`; the one model a comparison is decided and shown by (Welch's t on ln
+values, Holm's level, four outcomes) in :mod:`vhpc.core.logratio`.
 """
 
 from __future__ import annotations
@@ -63,8 +64,7 @@ __all__ = [
     "fieller_contains", "log_ratio_interval", "bca_ratio_interval", "ratio_interval",
     "holm_adjust", "modified_z_outliers", "is_skewed", "mean", "linear_fit", "Description",
     "describe",
-    "ratio_of_ratios", "LogWelch", "log_welch", "log_contrast", "holm_level", "decide", "runs_to_decide",
-    "WORSE", "BETTER", "EQUIVALENT", "UNDECIDED", "NO_DATA",
+    "ratio_of_ratios",
 ]
 
 #: ratio-interval methods (the names exported per comparison)
@@ -556,143 +556,3 @@ def _outliers(x: np.ndarray, median: float, threshold: float) -> int:
     if scale == 0:
         return 0
     return int(np.count_nonzero(dev > threshold * scale))
-
-
-# --------------------------------------------------------------------------------------------
-# the one model of a comparison: ratio on the log scale, Holm's level, four outcomes
-# --------------------------------------------------------------------------------------------
-
-#: outcomes of :func:`decide` (the analysis names them slower/faster by the metric's direction)
-WORSE, BETTER, EQUIVALENT, UNDECIDED, NO_DATA = "worse", "better", "equivalent", "undecided", "none"
-
-
-@dataclass(frozen=True)
-class LogWelch:
-    """Welch's two-sample t-test on ln values of two positive samples x (environment) and y
-    (baseline), and the interval it gives of the ratio of their geometric means.
-
-    ``ratio`` = exp(mean ln x − mean ln y) (dimensionless); ``log_ratio`` its ln; ``se`` =
-    √(s_x²/n_x + s_y²/n_y) with s² the ln values' sample variances (ddof 1); ``df`` the
-    Welch–Satterthwaite degrees of freedom (None without variation); ``p`` the two-sided
-    p-value of t = log_ratio / se (0 or 1 without variation); ``n_x``, ``n_y`` the counts and
-    ``sd`` the pooled standard deviation of the ln values √((s_x² + s_y²)/2) (≈ the CV), used
-    for the runs needed (:func:`runs_to_decide`)."""
-
-    ratio: float
-    log_ratio: float
-    se: float
-    df: float | None
-    p: float
-    n_x: int
-    n_y: int
-    sd: float
-
-    def interval(self, level: float) -> tuple[float | None, float | None]:
-        """Two-sided interval of the ratio at ``level`` (e.g. 0.95): exp(log_ratio ±
-        t_{(1+level)/2, df} · se); (ratio, ratio) without variation; None bounds beyond the
-        float range.  Excludes 1 exactly when p < 1 − level."""
-        if self.se == 0 or self.df is None:
-            return (self.ratio, self.ratio)
-        half = _tq(level, self.df) * self.se
-        with np.errstate(over="ignore"):
-            lo = math.exp(self.log_ratio - half) if self.log_ratio - half < 700 else None
-            hi = math.exp(self.log_ratio + half) if self.log_ratio + half < 700 else None
-        return (lo, hi)
-
-
-def log_welch(x: Sequence[float], y: Sequence[float]) -> LogWelch | None:
-    """:class:`LogWelch` of samples ``x`` (environment) against ``y`` (baseline); None when a
-    side has fewer than 2 values or a value is not a positive finite number (no log scale).
-    The p-value is that of ``scipy.stats.ttest_ind(ln x, ln y, equal_var=False)``."""
-    return log_contrast((x, y), (1, -1))
-
-
-def log_contrast(samples: Sequence[Sequence[float]], signs: Sequence[int]) -> LogWelch | None:
-    """Welch's t of a contrast of independent samples on the log scale: ``Δ = Σ signᵢ ·
-    mean(ln sampleᵢ)`` (signs ±1), ``se² = Σ s²ᵢ/nᵢ`` of the ln values, Welch–Satterthwaite
-    df ``(Σ uᵢ)² / Σ uᵢ²/(nᵢ − 1)`` (Satterthwaite 1946).  Two samples (+1, −1):
-    :func:`log_welch`; four (+1, −1, −1, +1): the change of a ratio between two campaigns,
-    (ā_new/b̄_new)/(ā_old/b̄_old) of geometric means (``vhpc diff``).  Returns a
-    :class:`LogWelch` (``n_x``/``n_y``: the smallest counts of the + and − samples, ``sd``
-    the root mean square of the ln SDs); None when a sample has fewer than 2 values or a
-    value that is not positive and finite."""
-    arrs = [np.asarray(v, dtype=float) for v in samples]
-    if any(a.size < 2 or not (np.all(a > 0) and np.all(np.isfinite(a))) for a in arrs):
-        return None
-    logs = [np.log(a) for a in arrs]
-    d = float(sum(sg * float(la.mean()) for sg, la in zip(signs, logs)))
-    vs = [float(la.var(ddof=1)) for la in logs]
-    us = [v / la.size for v, la in zip(vs, logs)]
-    se2 = sum(us)
-    se = math.sqrt(se2)
-    if se2 == 0:
-        df, p = None, (0.0 if d != 0 else 1.0)
-    else:
-        den = sum(u * u / (la.size - 1) for u, la in zip(us, logs) if u > 0)
-        df = se2 * se2 / den if den > 0 else 1.0 / sum(
-            (u / se2) ** 2 / (la.size - 1) for u, la in zip(us, logs) if u > 0)
-        p = min(1.0, 2.0 * _t_sf(abs(d) / se, df))
-    with np.errstate(over="ignore"):
-        r = math.exp(d) if d < 700 else math.inf
-    plus = [a.size for a, sg in zip(arrs, signs) if sg > 0]
-    minus = [a.size for a, sg in zip(arrs, signs) if sg < 0]
-    return LogWelch(r, d, se, df, float(p), min(plus), min(minus),
-                    math.sqrt(sum(vs) / len(vs)))
-
-
-def holm_level(p_values: Iterable[float | None], alpha: float) -> float:
-    """The confidence level at which the intervals of a family agree with Holm's decisions
-    (Holm 1979) at family-wise level ``alpha``: with m p-values of which Holm rejects r, the
-    level is 1 − α/(m − r) (1 − α when all are rejected or m ≤ 1).  Every rejected hypothesis
-    has p < α/(m − r) and every other one p ≥ α/(m − r), so an interval at this level excludes
-    the null exactly when Holm rejects.  None entries are ignored."""
-    ps = sorted(p for p in p_values if p is not None)
-    m = len(ps)
-    r = 0
-    for j, p in enumerate(ps):  # step down: the j-th smallest (0-based) against α/(m − j)
-        if p < alpha / (m - j):
-            r += 1
-        else:
-            break
-    return 1.0 - alpha / max(1, m - r)
-
-
-def decide(low: float | None, high: float | None, margin: float) -> str:
-    """The outcome read off an interval of a ratio (environment / baseline) of a quantity
-    where above 1 is worse (a time): :data:`WORSE` when the interval lies above 1,
-    :data:`BETTER` below 1, :data:`EQUIVALENT` when it lies inside the margin band
-    [1/(1 + margin), 1 + margin] (TOST, Schuirmann 1987: the interval at level 1 − α inside
-    the band is a TOST at level α/2 or stricter), :data:`UNDECIDED` otherwise, :data:`NO_DATA`
-    without bounds.  For a rate pass the reciprocal interval.  ``margin`` ≥ 0 (0.05 = 5 %)."""
-    if low is None or high is None:
-        return NO_DATA
-    if low > 1.0:
-        return WORSE
-    if high < 1.0:
-        return BETTER
-    if low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin:
-        return EQUIVALENT
-    return UNDECIDED
-
-
-def runs_to_decide(lw: LogWelch, level: float, margin: float) -> int | None:
-    """Runs per side that would likely decide an undecided comparison (80 % power,
-    :func:`vhpc.core.power.runs_needed` on the log scale, the ln values' pooled SD as the CV):
-    the fewer of the runs to show the observed difference (two-sided at 1 − level) and the runs
-    to show equivalence (the distance from the observed ratio to the margin band's nearer
-    edge, one-sided at 1 − level: TOST), and at least one more than the smaller side has (the
-    power model pools the two variances; with very unequal ones Welch's few degrees of freedom
-    need more).  None when neither is reachable within :data:`vhpc.core.power.MAX_RUNS`
-    runs."""
-    from vhpc.core import power
-
-    alpha = 1.0 - level
-    d = abs(lw.log_ratio)
-    options = []
-    if d > 0:
-        options.append(power.runs_needed(d, lw.sd, alpha))
-    gap = math.log1p(margin) - d
-    if gap > 0:
-        options.append(power.runs_needed(gap, lw.sd, min(0.999, 2 * alpha)))
-    options = [n for n in options if n is not None]
-    return max(min(options), min(lw.n_x, lw.n_y) + 1) if options else None
