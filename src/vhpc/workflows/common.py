@@ -111,17 +111,15 @@ def open_store(out: str, existing: bool = False):
 
 
 def percent(text: str) -> float:
-    """argparse type of ``--margin``: ``"5%"`` or ``"5"`` → 0.05, in [0, 1000) %."""
+    """argparse type of ``--margin``: ``"5%"`` or ``"5"`` → 0.05, in [0, 1000) %; parsed as
+    ``vhpc diff --tolerance`` is (:func:`vhpc.analysis.tolerance.parse_percent`)."""
     import argparse
 
-    from vhpc.core.argtypes import number
+    from vhpc.analysis.tolerance import DiffError, parse_percent
 
-    t = text.strip() if isinstance(text, str) else text
-    if isinstance(t, str) and t.endswith("%"):
-        t = t[:-1].strip()
     try:
-        return number(0, 1000, hi_open=True)(t) / 100.0
-    except argparse.ArgumentTypeError:
+        return parse_percent(str(text), "--margin")
+    except DiffError:
         raise argparse.ArgumentTypeError(f"{text!r}: give a percentage from 0 to below 1000, "
                                          "such as 5%") from None
 
