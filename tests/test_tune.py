@@ -233,10 +233,12 @@ def test_race_drops_the_candidate_slowed_by_cpu_bandwidth_control(tmp_path, kern
 @pytest.mark.serial
 def test_race_between_identical_candidates_ends_equivalent(tmp_path, kernels_built):
     # STREAM best-of-50 rates in a cache-sized array vary by about 2 % on a quiet host, but the
-    # ratio's interval reached +-10 % with other jobs on both cores: a 15 % equivalence margin
-    # still tells identical candidates from different ones (the slow-candidate test above)
+    # ratio's interval reached +-10 % with other jobs on both cores, and in one CI run (stop 46)
+    # the two identical candidates sat 6 % apart over 29 rounds (TOST p 0.027 at a 15 % margin,
+    # budget spent): a 30 % margin still tells identical candidates from a throttled one (4×
+    # slower, the test above)
     store, cid, d, st = _native_race(tmp_path, ["a", "b"],
-                                     {"min_rounds": 3, "budget": 90, "alpha": 0.01, "tolerance": 0.15},
+                                     {"min_rounds": 3, "budget": 90, "alpha": 0.01, "tolerance": 0.30},
                                      bench="stream:n=100000,ntimes=50,threads=1")
     assert st.reason == "equivalent within tolerance", st.standings
     assert sorted(x.status for x in st.standings.values()) == ["equivalent", "leader"]
