@@ -65,6 +65,27 @@ def draft(env: Summary, base: Summary, x: list[float], y: list[float]) -> Draft:
     return Draft(env, base, x, y, logratio.log_welch(x, y))
 
 
+def off_log_scale(x: list[float], y: list[float], level: float
+                  ) -> tuple[float | None, tuple[float | None, float | None], str, float | None]:
+    """(ratio, (low, high), method, df) of x / y where Welch's t on ln values has nothing to
+    say: positive values with a side of fewer than 2 values give the ratio of geometric means
+    (the model's centre) without an interval; values ≤ 0 have no log scale and give the ratio
+    of arithmetic means with Fieller's interval at ``level`` (Fieller 1954; none with fewer
+    than 2 values a side or a baseline mean of 0)."""
+    gx, gy = logratio.log_moments(x), logratio.log_moments(y)
+    if gx is not None and gy is not None:
+        ratio = math.exp(gx.mean - gy.mean) if gx.mean - gy.mean < 700 else None
+        return ratio, (None, None), stats.NO_INTERVAL, None
+    mx, my = stats.mean(x), stats.mean(y)
+    ratio = mx / my if mx is not None and my not in (None, 0) else None
+    if ratio is None or not math.isfinite(ratio):
+        return None, (None, None), stats.NO_INTERVAL, None
+    if len(x) < 2 or len(y) < 2:
+        return ratio, (None, None), stats.NO_INTERVAL, None
+    ri = stats.ratio_interval(x, y, level, method=stats.FIELLER)
+    return ratio, (ri.low, ri.high), ri.method, ri.df
+
+
 def verdict_of(low: float | None, high: float | None, higher_is_better: bool,
                margin: float) -> str:
     """The verdict read off the interval (low, high) of the ratio env / baseline
@@ -88,16 +109,9 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
         ratio = lw.ratio if math.isfinite(lw.ratio) else None
         lo, hi = lw.interval(level)
         method, df = stats.LOG_WELCH, lw.df
-    else:  # a side with < 2 values, or values ≤ 0: no log scale
-        ratio = env.mean / base.mean if env.mean is not None and base.mean not in (None, 0) \
-            else None
-        if ratio is not None and not math.isfinite(ratio):
-            ratio = None
-        ri = stats.ratio_interval(d.x, d.y, level, method=stats.FIELLER) \
-            if env.n >= 2 and base.n >= 2 and ratio is not None else None
-        lo, hi = (ri.low, ri.high) if ri is not None else (None, None)
-        method, df = (ri.method, ri.df) if ri is not None else (stats.NO_INTERVAL, None)
-        if ri is not None:
+    else:
+        ratio, (lo, hi), method, df = off_log_scale(d.x, d.y, level)
+        if method == stats.FIELLER:
             note = "values ≤ 0: no log scale, Fieller's interval of the ratio of means"
     v = verdict_of(lo, hi, hib, margin) if env.n >= 2 and base.n >= 2 else INSUFFICIENT
     if v == INSUFFICIENT and env.n >= 2 and base.n >= 2:
@@ -117,7 +131,7 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
         mean=env.mean, mean_baseline=base.mean, df=df,
         overhead_ci=overhead_interval(lo, hi, hib), ratio_ci_method=method, note=note,
         runs_needed=runs, detectable=detectable, level=level, margin=margin, role=role,
-        family_size=m)
+        family_size=m, gmean=env.gmean, gmean_baseline=base.gmean)
 
 
 def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Comparison:
@@ -144,7 +158,8 @@ def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Com
         note=f"{'the inverse' if role == INVERSE else 'a multiple'} of {name}: its verdict",
         runs_needed=rep.runs_needed, detectable=rep.detectable, level=rep.level,
         margin=rep.margin, role=role,
-        family_size=rep.family_size, inverse_of=name)
+        family_size=rep.family_size, inverse_of=name, gmean=env.gmean,
+        gmean_baseline=base.gmean)
 
 
 #: a comparison's place: (family id or None for no family, role, metric it is the inverse of)

@@ -329,16 +329,14 @@ def _side(c: CampaignData) -> _Side:
 def ratio_ci(x: list[float], y: list[float], level: float
              ) -> tuple[float | None, tuple[float | None, float | None], str]:
     """(ratio, interval at ``level``, method) of x / y as every comparison computes it:
-    geometric means with Welch's t on ln values; for values ≤ 0 the ratio of means with
-    Fieller's interval."""
+    geometric means with Welch's t on ln values; otherwise
+    :func:`vhpc.analysis.compare.off_log_scale`."""
     lw = logratio.log_welch(x, y)
     if lw is not None:
         return (lw.ratio if math.isfinite(lw.ratio) else None), lw.interval(level), \
             stats.LOG_WELCH
-    ci = stats.ratio_interval(x, y, level, method=stats.FIELLER)
-    mx, my = stats.mean(x), stats.mean(y)
-    ratio = mx / my if my not in (None, 0) and mx is not None else None
-    return ratio, (ci.low, ci.high), ci.method
+    ratio, ci, method, _ = off_log_scale(x, y, level)
+    return ratio, ci, method
 
 
 def _raw(k: RowKey, sa: _Side, sb: _Side, confidence: float) -> RawChange:
@@ -478,9 +476,16 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
             q = lw.ratio if math.isfinite(lw.ratio) else None
             lo, hi = lw.interval(level[i])
             method, df, p = stats.LOG_WELCH, lw.df, lw.p
-        else:
+        elif all(logratio.log_moments(v) is not None for v in (xb, yb, xa, ya)):
+            # positive, but a side of fewer than 2 values: the model's centre, no interval
+            d_ln = sum(sg * logratio.log_moments(v).mean
+                       for sg, v in zip((1, -1, -1, 1), (xb, yb, xa, ya)))
+            q = math.exp(d_ln) if d_ln < 700 else None
+            lo = hi = df = p = None
+            method = stats.NO_INTERVAL
+        else:  # values ≤ 0: no log scale, the delta method on the four arithmetic means
             q, lo, hi, df, p, method = stats.ratio_of_ratios(xb, yb, xa, ya, level[i])
-            p = None  # values ≤ 0: the interval decides (no log scale)
+            p = None  # the interval decides
         verdict = _verdict(lo, hi, hib, margin) if q is not None else INSUFFICIENT
         tol = tolerance.for_row(d["environment"], d["benchmark"], d["metric"]) if tolerance else None
         change, change_ci = overhead_pct(q, hib), overhead_interval(lo, hi, hib)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from vhpc.core.logratio import LogMoments
 from vhpc.core.metrics import EnvInfo
 
 GROUP_ALL = "all"
@@ -68,6 +69,11 @@ class Summary:
     * ``cv``: stdev / |mean|; None when n < 2 or mean = 0.
     * ``outliers``: count of samples with modified z-score above 3.5 (see
       :func:`modified_z_outliers`, Iglewicz & Hoaglin 1993).
+    * ``gmean``: geometric mean exp(mean ln x) (unit), the centre every ratio of the analysis
+      divides (:class:`Comparison`, :mod:`vhpc.analysis.versus`); ``gmean_low``/``gmean_high``
+      its Student-t interval on the ln scale at the analysis' confidence level (asymmetric);
+      ``log_sd``: sample standard deviation of ln x (ddof 1, ≈ the CV).  All None when a value
+      is ≤ 0 (no log scale); the interval and ``log_sd`` None when n < 2.
     """
 
     benchmark: str
@@ -86,11 +92,23 @@ class Summary:
     cv: float | None
     outliers: int
     group: str = GROUP_ALL
+    gmean: float | None = None
+    gmean_low: float | None = None
+    gmean_high: float | None = None
+    log_sd: float | None = None
 
     @property
     def key(self) -> Key:
         """(benchmark, params, metric)."""
         return (self.benchmark, self.params, self.metric)
+
+    def log_moments(self) -> LogMoments | None:
+        """The group's :class:`~vhpc.core.logratio.LogMoments` (mean and variance of ln x,
+        n) from ``gmean``, ``log_sd`` and ``n``; None without a geometric mean."""
+        if self.gmean is None or not self.gmean > 0:
+            return None
+        return LogMoments(math.log(self.gmean), None if self.log_sd is None else
+                          self.log_sd ** 2, self.n)
 
     @property
     def ci_halfwidth(self) -> float | None:
@@ -132,7 +150,8 @@ class Comparison:
       LAMMPS's Matom-steps/s beside timesteps/s: its verdict too); ``family_size``: m of its
       family (1 outside one).
     * ``n``/``n_baseline``, ``mean``/``mean_baseline``: valid sample counts and arithmetic
-      means (unit).  ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller
+      means (unit); ``gmean``/``gmean_baseline``: the geometric means (unit) whose ratio is
+      ``ratio`` (None off the log scale: then ``ratio`` = mean / mean_baseline).  ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller
       side's n detects at 80 % power.
     """
 
@@ -164,6 +183,8 @@ class Comparison:
     role: str = SECONDARY
     family_size: int = 1
     inverse_of: str = ""
+    gmean: float | None = None
+    gmean_baseline: float | None = None
 
     @property
     def key(self) -> Key:

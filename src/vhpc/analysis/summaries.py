@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterable
 
-from vhpc.core import stats
+from vhpc.core import logratio, stats
 from vhpc.analysis.results import GROUP_ALL, GROUP_COLD, GROUP_WARM, Summary
 from vhpc.core.metrics import Observation
 
@@ -91,13 +91,18 @@ def group_observations(observations: Iterable[Observation]) -> dict[GroupKey, Gr
 def summarise(key: GroupKey, unit: str, hib: bool, values: list[float], n_invalid: int,
               group: str, confidence: float) -> Summary:
     """:class:`Summary` of one group of valid values (metric unit) at ``confidence``
-    (:func:`vhpc.core.stats.describe`)."""
+    (:func:`vhpc.core.stats.describe`; the geometric mean and its interval from
+    :func:`vhpc.core.logratio.log_moments`)."""
     benchmark, params, metric, env = key
     d = stats.describe(values, confidence)
+    lm = logratio.log_moments(values)
+    g_lo, g_hi = lm.interval(confidence) if lm is not None else (None, None)
     return Summary(benchmark=benchmark, params=params, metric=metric, unit=unit,
                    higher_is_better=hib, environment=env, n=d.n, n_invalid=n_invalid,
                    mean=d.mean, median=d.median, stdev=d.stdev, ci_low=d.ci_low,
-                   ci_high=d.ci_high, cv=d.cv, outliers=d.outliers, group=group)
+                   ci_high=d.ci_high, cv=d.cv, outliers=d.outliers, group=group,
+                   gmean=lm.gmean if lm is not None else None, gmean_low=g_lo, gmean_high=g_hi,
+                   log_sd=math.sqrt(lm.var) if lm is not None and lm.var is not None else None)
 
 
 def summaries_of(ordered: list[GroupKey], groups: dict[GroupKey, Group],

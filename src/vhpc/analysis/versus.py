@@ -3,27 +3,34 @@ a VM's cold trials (first after a boot) against native, its warm trials against 
 one placement against another — what the seeds' stated findings compare
 (:mod:`vhpc.campaign.paper_findings`).
 
-The ratio is mean(a) / mean(b) of two :class:`~vhpc.analysis.results.Summary` with its
-confidence interval from the summaries' means, standard deviations and counts: Fieller's
-(:func:`vhpc.core.stats.fieller_interval`) where it is bounded and, for positive means, has a
-positive lower bound; else, for positive means, the delta method on the log ratio
-(:func:`vhpc.core.stats.log_ratio_interval`); else none.  These pairs are not Holm-adjusted
-(they are no verdicts of the campaign table, only the evidence a stated finding is set beside).
+One model, the campaign table's (:mod:`vhpc.analysis.compare`, docs/statistics.md): the ratio
+of the two groups' geometric means with the interval of Welch's t on ln values, exp(Δ ± t·se)
+(:func:`vhpc.core.logratio.contrast_of` on each :class:`~vhpc.analysis.results.Summary`'s
+ln moments), and the verdict read off that interval (:func:`vhpc.analysis.compare.verdict_of`,
+the campaign's margin).  Values ≤ 0 have no log scale: Fieller's interval of the ratio of
+arithmetic means, as in the table.  These pairs are not Holm-adjusted (they are no verdicts of
+the campaign table, only the evidence a stated finding is set beside): the level is the
+analysis' confidence.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from vhpc.analysis.results import GROUP_ALL, Analysis, Summary
-from vhpc.core import stats
+from vhpc.analysis.compare import verdict_of
+from vhpc.analysis.results import GROUP_ALL, INCONCLUSIVE, INSUFFICIENT, Analysis, Summary
+from vhpc.core import logratio, stats
 
 
 @dataclass(frozen=True)
 class Pair:
     """``environment``'s ``group`` trials against ``versus``'s ``versus_group`` trials for one
-    (benchmark, params, metric): ``ratio`` = mean / reference mean, its interval ``low`` /
-    ``high`` (None: none), ``n`` = the smaller sample count, ``method`` of the interval."""
+    (benchmark, params, metric): ``ratio`` = geometric mean / reference geometric mean
+    (arithmetic means for values ≤ 0), its interval ``low`` / ``high`` at ``level`` (None:
+    none), ``n`` = the smaller sample count, ``method`` of the interval, ``p`` Welch's
+    two-sided p on ln values (None off the log scale), ``verdict`` read off the interval in the
+    metric's direction (slower / faster / equivalent / inconclusive / insufficient data)."""
 
     environment: str
     benchmark: str
@@ -38,26 +45,34 @@ class Pair:
     high: float | None
     n: int
     method: str
+    p: float | None = None
+    verdict: str = INSUFFICIENT
+    level: float = 0.95
 
 
-def summary_ratio(a: Summary, b: Summary, confidence: float = 0.95) -> tuple[float | None, float | None, float | None, str]:
-    """(ratio, low, high, method) of mean(a) / mean(b) (module docstring)."""
+def summary_ratio(a: Summary, b: Summary, confidence: float = 0.95
+                  ) -> tuple[float | None, float | None, float | None, str, float | None]:
+    """(ratio, low, high, method, p) of ``a`` against ``b`` at ``confidence`` (module
+    docstring): Welch's t on ln values from the summaries' ln moments; Fieller's interval of
+    the ratio of arithmetic means when a side has a value ≤ 0; no interval with fewer than 2
+    values a side."""
+    lw = logratio.contrast_of([a.log_moments(), b.log_moments()], (1, -1))
+    if lw is not None:
+        ratio = lw.ratio if math.isfinite(lw.ratio) else None
+        lo, hi = lw.interval(confidence) if ratio is not None else (None, None)
+        return ratio, lo, hi, stats.LOG_WELCH, lw.p
+    if a.gmean is not None and b.gmean is not None:  # positive, but a side has n < 2
+        return a.gmean / b.gmean, None, None, stats.NO_INTERVAL, None
     if a.mean is None or b.mean is None or b.mean == 0:
-        return None, None, None, stats.NO_INTERVAL
+        return None, None, None, stats.NO_INTERVAL, None
     ratio = a.mean / b.mean
     if a.n < 2 or b.n < 2 or a.stdev is None or b.stdev is None:
-        return ratio, None, None, stats.NO_INTERVAL
+        return ratio, None, None, stats.NO_INTERVAL, None
     va, vb = a.stdev ** 2, b.stdev ** 2
     if va == 0 and vb == 0:
-        return ratio, ratio, ratio, stats.EXACT
+        return ratio, ratio, ratio, stats.EXACT, None
     lo, hi, _ = stats.fieller_interval(a.mean, va, a.n, b.mean, vb, b.n, confidence)
-    positive = a.mean > 0 and b.mean > 0
-    if lo is not None and hi is not None and (lo > 0 or not positive):
-        return ratio, lo, hi, stats.FIELLER
-    if positive:
-        lo, hi, _ = stats.log_ratio_interval(a.mean, va, a.n, b.mean, vb, b.n, confidence)
-        return ratio, lo, hi, stats.LOG_DELTA
-    return ratio, None, None, stats.NO_INTERVAL
+    return ratio, lo, hi, stats.FIELLER, None
 
 
 def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
@@ -76,7 +91,12 @@ def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
         ref = analysis.summary(s.benchmark, s.params, s.metric, ref_env, versus_group)
         if ref is None:
             continue
-        ratio, lo, hi, method = summary_ratio(s, ref, analysis.confidence)
+        ratio, lo, hi, method, p = summary_ratio(s, ref, analysis.confidence)
+        verdict = verdict_of(lo, hi, s.higher_is_better, analysis.margin) \
+            if s.n >= 2 and ref.n >= 2 else INSUFFICIENT
+        if verdict == INSUFFICIENT and s.n >= 2 and ref.n >= 2:
+            verdict = INCONCLUSIVE  # data, but no bounded interval (as in the table)
         out.append(Pair(s.environment, s.benchmark, s.params, s.metric, group, ref_env,
-                        versus_group, s.higher_is_better, ratio, lo, hi, min(s.n, ref.n), method))
+                        versus_group, s.higher_is_better, ratio, lo, hi, min(s.n, ref.n), method,
+                        p, verdict, analysis.confidence))
     return out

@@ -17,6 +17,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from vhpc.core import logratio
 from vhpc.core.errors import VhpcError
 
 AGREES, DISAGREES, CANNOT_TELL = "agrees", "disagrees", "cannot tell"
@@ -141,10 +142,12 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     side.  Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
     describe hardware virtualization), a placement this host could not make, or no interval
     (``unbounded``: an unbounded Fieller set, said so).
-    Rules (issue 21): ``overhead_pct`` agrees when the interval of (ratio − 1)·100 overlaps
-    value ± tolerance; ``direction`` slower when the interval lies above 1, faster below 1,
-    no-difference when it contains 1; ``within_pct`` when the whole interval lies in
-    1 ± value/100."""
+    Rules (issue 21; the interval is the table's, :mod:`vhpc.analysis.versus`, and is read as
+    the table reads it, :func:`vhpc.core.logratio.decide`): ``overhead_pct`` agrees when the
+    interval of (ratio − 1)·100 overlaps value ± tolerance; ``direction`` slower when the
+    interval lies above 1, faster below 1, no-difference when it contains 1; ``within_pct``
+    when the whole interval lies in the band [1/(1 + value/100), 1 + value/100], where the
+    table says "equivalent" at ``--margin value%``."""
     if n < MIN_SAMPLES:
         return CANNOT_TELL, f"too few runs ({n} < {MIN_SAMPLES})"
     if emulated:
@@ -162,11 +165,12 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
         want_hi = finding.value + finding.tolerance
         ok = (hi - 1) * 100 >= want_lo and (lo - 1) * 100 <= want_hi
         got = f"{(ratio - 1) * 100:+.1f} % [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]"
-    elif finding.claim == "within_pct":
-        ok = 1 - finding.value / 100 <= lo and hi <= 1 + finding.value / 100
+    elif finding.claim == "within_pct":  # the table's "equivalent" at a margin of value %
+        ok = logratio.decide(lo, hi, finding.value / 100) == logratio.EQUIVALENT
         got = f"ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}]"
-    else:
-        seen = "slower" if lo > 1 else "faster" if hi < 1 else "no-difference"
+    else:  # the table's slower / faster, read off the same interval
+        seen = {logratio.WORSE: "slower", logratio.BETTER: "faster"}.get(
+            logratio.decide(lo, hi, 0.0), "no-difference")
         ok = seen == finding.expect
         got = f"ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}]: {seen}"
     return (AGREES if ok else DISAGREES), got

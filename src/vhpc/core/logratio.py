@@ -65,6 +65,45 @@ def log_welch(x: Sequence[float], y: Sequence[float]) -> LogWelch | None:
     return log_contrast((x, y), (1, -1))
 
 
+@dataclass(frozen=True)
+class LogMoments:
+    """The ln values of one positive sample, summarised: ``mean`` (mean of ln x), ``var``
+    (their sample variance, ddof 1; None when ``n`` < 2) and ``n``.  What a two-sample
+    comparison on the log scale needs of each side, so a summary that keeps these three
+    numbers can be compared again without its values (:mod:`vhpc.analysis.versus`)."""
+
+    mean: float
+    var: float | None
+    n: int
+
+    @property
+    def gmean(self) -> float | None:
+        """The geometric mean exp(mean ln x) (the sample's unit); None beyond the float
+        range.  The ratio of two samples' geometric means is :attr:`LogWelch.ratio`."""
+        return math.exp(self.mean) if self.mean < 700 else None
+
+    def interval(self, level: float) -> tuple[float | None, float | None]:
+        """Student-t interval of the geometric mean at ``level``: exp(mean ± t_{(1+level)/2,
+        n−1} · s/√n) of the ln values (asymmetric around :attr:`gmean`); (None, None) when n < 2;
+        (gmean, gmean) without variation."""
+        if self.var is None:
+            return (None, None)
+        half = _tq(level, self.n - 1) * math.sqrt(self.var / self.n) if self.var > 0 else 0.0
+        return tuple(math.exp(v) if v < 700 else None  # type: ignore[return-value]
+                     for v in (self.mean - half, self.mean + half))
+
+
+def log_moments(values: Sequence[float]) -> LogMoments | None:
+    """:class:`LogMoments` of ``values``; None when there is none or a value is not a positive
+    finite number (no log scale)."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0 or not (np.all(a > 0) and np.all(np.isfinite(a))):
+        return None
+    la = np.log(a)
+    return LogMoments(float(la.mean()), float(la.var(ddof=1)) if a.size > 1 else None,
+                      int(a.size))
+
+
 def log_contrast(samples: Sequence[Sequence[float]], signs: Sequence[int]) -> LogWelch | None:
     """Welch's t of a contrast of independent samples on the log scale: ``Δ = Σ signᵢ ·
     mean(ln sampleᵢ)`` (signs ±1), ``se² = Σ s²ᵢ/nᵢ`` of the ln values, Welch–Satterthwaite
@@ -73,27 +112,31 @@ def log_contrast(samples: Sequence[Sequence[float]], signs: Sequence[int]) -> Lo
     (ā_new/b̄_new)/(ā_old/b̄_old) of geometric means (``vhpc diff``).  Returns a
     :class:`LogWelch` (``n_x``/``n_y``: the smallest counts of the + and − samples, ``sd``
     the root mean square of the ln SDs); None when a sample has fewer than 2 values or a
-    value that is not positive and finite."""
-    arrs = [np.asarray(v, dtype=float) for v in samples]
-    if any(a.size < 2 or not (np.all(a > 0) and np.all(np.isfinite(a))) for a in arrs):
+    value that is not positive and finite.  The same numbers as :func:`contrast_of` on each
+    sample's :func:`log_moments`."""
+    return contrast_of([log_moments(v) for v in samples], signs)
+
+
+def contrast_of(moments: Sequence[LogMoments | None], signs: Sequence[int]) -> LogWelch | None:
+    """:func:`log_contrast` from each sample's :class:`LogMoments` (None or n < 2: None)."""
+    if any(m is None or m.var is None for m in moments):
         return None
-    logs = [np.log(a) for a in arrs]
-    d = float(sum(sg * float(la.mean()) for sg, la in zip(signs, logs)))
-    vs = [float(la.var(ddof=1)) for la in logs]
-    us = [v / la.size for v, la in zip(vs, logs)]
+    d = float(sum(sg * m.mean for sg, m in zip(signs, moments)))
+    vs = [m.var for m in moments]
+    us = [m.var / m.n for m in moments]
     se2 = sum(us)
     se = math.sqrt(se2)
     if se2 == 0:
         df, p = None, (0.0 if d != 0 else 1.0)
     else:
-        den = sum(u * u / (la.size - 1) for u, la in zip(us, logs) if u > 0)
+        den = sum(u * u / (m.n - 1) for u, m in zip(us, moments) if u > 0)
         df = se2 * se2 / den if den > 0 else 1.0 / sum(
-            (u / se2) ** 2 / (la.size - 1) for u, la in zip(us, logs) if u > 0)
+            (u / se2) ** 2 / (m.n - 1) for u, m in zip(us, moments) if u > 0)
         p = min(1.0, 2.0 * _t_sf(abs(d) / se, df))
     with np.errstate(over="ignore"):
         r = math.exp(d) if d < 700 else math.inf
-    plus = [a.size for a, sg in zip(arrs, signs) if sg > 0]
-    minus = [a.size for a, sg in zip(arrs, signs) if sg < 0]
+    plus = [m.n for m, sg in zip(moments, signs) if sg > 0]
+    minus = [m.n for m, sg in zip(moments, signs) if sg < 0]
     return LogWelch(r, d, se, df, float(p), min(plus), min(minus),
                     math.sqrt(sum(vs) / len(vs)))
 
