@@ -204,6 +204,19 @@ def test_csv_round_trip(data, tmp_path):
         assert float(r["ratio_ci_low"]) == c.ratio_ci[0]
         assert float(r["p_adjusted"]) == c.p_adjusted
         assert r["emulated"] == ("true" if c.environment == "vm-tcg" else "false")
+    # the printed centres are the ratio's: geometric means of the valid, non-warm-up samples
+    from scipy.stats import gmean
+
+    def values(env, metric):
+        return [o.value for o in obs if o.environment == env and o.metric == metric
+                and o.valid and not o.warmup]
+
+    for r in crow:
+        g, gb = gmean(values(r["environment"], r["metric"])), gmean(values("native", r["metric"]))
+        assert float(r["gmean"]) == pytest.approx(g, rel=1e-12)
+        assert float(r["gmean_baseline"]) == pytest.approx(gb, rel=1e-12)
+        assert float(r["ratio"]) == pytest.approx(g / gb, rel=1e-12)
+        assert float(r["mean"]) != pytest.approx(g, rel=1e-9)  # the arithmetic one stays
 
 
 def test_json_round_trip(data, tmp_path):
@@ -270,3 +283,28 @@ def test_an_overhead_of_thousands_of_percent_is_whole_and_grouped():
     assert fmt_pct(-1500.0) == "-1,500 %"
     assert fmt_pct(999.94) == "+999.9 %" and fmt_pct(999.96) == "+1,000 %"
     assert fmt_pct(12.34) == "+12.3 %" and fmt_pct(-4.25, unit=False) == "-4.2"
+
+
+def test_the_per_metric_table_shows_the_centres_its_ratio_divides(data):
+    """Issue 41: the printed ratio is the ratio of the printed centres (geometric means, from
+    scipy), in the terminal's and the HTML's rows; one environment keeps mean ± half-width."""
+    from scipy.stats import gmean
+
+    from vhpc.report import comparison_rows
+
+    obs, a = data
+    rows = comparison_rows(a)
+    assert rows
+    base = None
+    for r in rows:
+        if r.first:
+            base = r.base
+        num = lambda text: float(text.split()[0])  # noqa: E731
+        vals = [o.value for o in obs if o.environment == r.environment and o.valid
+                and not o.warmup and r.metric.startswith(o.metric + " ")]
+        assert num(r.mean) == pytest.approx(gmean(vals), rel=5e-4)
+        assert "[" in r.mean and "±" not in r.mean
+        assert num(r.ratio) == pytest.approx(num(r.mean) / num(base), abs=1.5e-3)
+    one = analyse([o for o in obs if o.environment == "native"], ENVS, "native")
+    (r0, *_) = comparison_rows(one)
+    assert "±" in r0.base

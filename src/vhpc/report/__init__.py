@@ -22,6 +22,7 @@ from vhpc.analysis.families import Family, FamilySummary, families, fmt_size, so
 __all__ = [
     "fmt_num",
     "fmt_mean_ci",
+    "fmt_gmean_ci",
     "fmt_ratio",
     "fmt_overhead",
     "fmt_pct",
@@ -77,6 +78,20 @@ def fmt_mean_ci(s: Summary | None) -> str:
     hw = s.ci_halfwidth
     text = fmt_num(s.mean) if hw is None else f"{fmt_num(s.mean)} ± {fmt_num(hw, 2)}"
     return f"{text} (n={s.n})"
+
+
+def fmt_gmean_ci(s: Summary | None) -> str:
+    """"geometric mean [interval] (n=…)" of a summary (metric unit): the centre whose ratio the
+    comparison shows, with its Student-t interval on the ln scale (asymmetric); "—" when
+    absent, "n/a" when n = 0; :func:`fmt_mean_ci` prefixed "mean" when a value is ≤ 0 (no log
+    scale: the ratio is then of arithmetic means)."""
+    if s is None or s.mean is None:
+        return fmt_mean_ci(s)
+    if s.gmean is None:
+        return f"mean {fmt_mean_ci(s)}"
+    if s.gmean_low is None or s.gmean_high is None:
+        return f"{fmt_num(s.gmean)} (n={s.n})"
+    return f"{fmt_num(s.gmean)} [{fmt_num(s.gmean_low, 3)}, {fmt_num(s.gmean_high, 3)}] (n={s.n})"
 
 
 #: short tag appended to a ratio interval that is not Welch's on ln values (the captions say
@@ -194,10 +209,14 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
     """The summary table shared by the terminal and the HTML report: one row per (benchmark,
     params, metric, non-baseline environment that has data), in report order (numbers inside
     params and metric names ascending numerically: ``lat_128`` before ``lat_1024``); a metric
-    only the baseline has gets one row with empty environment cells.  keys: restrict to these
+    only the baseline has gets one row with empty environment cells.  ``base`` and ``mean``
+    are the centres the ratio divides: geometric means with their intervals
+    (:func:`fmt_gmean_ci`), so ratio = mean / baseline mean as printed; arithmetic means ±
+    half-width (:func:`fmt_mean_ci`) in a campaign of one environment, which has no ratio.  keys: restrict to these
     (benchmark, params, metric) keys (default: all); check figures are never rows here
     (:func:`check_rows`)."""
     base, others = analysis.baseline, analysis.others()
+    centre = fmt_gmean_ci if others else fmt_mean_ci
     rows: list[ComparisonRow] = []
     for bench, params, metric in sorted_keys(analysis.keys() if keys is None else keys):
         if analysis.is_check(bench, metric):
@@ -213,9 +232,9 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
             rows.append(ComparisonRow(
                 bench=params_label(bench, params),
                 metric=f"{metric_label(metric)} [{unit}] {direction_mark(hib)}",
-                base=fmt_mean_ci(sums[base]), environment=env or "",
+                base=centre(sums[base]), environment=env or "",
                 env_label=env_header(analysis, env) if env else "",
-                emulated=bool(info and info.emulated), mean=fmt_mean_ci(sums[env]) if env else "",
+                emulated=bool(info and info.emulated), mean=centre(sums[env]) if env else "",
                 ratio=fmt_ratio(c, analysis) if env else "", method=c.ratio_ci_method if c else "",
                 overhead=fmt_overhead(c) if env else "", p=fmt_p(c) if env else "",
                 verdict=c.verdict if c else None, note=c.note if c else "", first=i == 0))

@@ -36,7 +36,8 @@ SAMPLE_COLUMNS = [
 #: columns of the comparisons CSV, in order
 COMPARISON_COLUMNS = [
     "benchmark", "params", "metric", "unit", "higher_is_better", "environment", "accel",
-    "emulated", "baseline", "n", "n_baseline", "mean", "mean_baseline", "ratio", "ratio_ci_low",
+    "emulated", "baseline", "n", "n_baseline", "mean", "mean_baseline", "gmean",
+    "gmean_baseline", "ratio", "ratio_ci_low",
     "ratio_ci_high", "overhead_pct", "overhead_ci_low", "overhead_ci_high", "p_value",
     "p_adjusted", "verdict", "df", "ratio_ci_method", "note", "level", "margin", "role",
     "family_size", "inverse_of", "runs_needed",
@@ -160,7 +161,9 @@ def _order(analysis: Analysis):
 def comparison_rows(analysis: Analysis) -> list[dict[str, Any]]:
     """One dict per comparison with the keys of :data:`COMPARISON_COLUMNS` (ratio interval
     split into low/high, its method in ``ratio_ci_method``, the environment's accelerator), in
-    report order: numbers in params and metric names ascending numerically."""
+    report order: numbers in params and metric names ascending numerically.  ``ratio`` =
+    ``gmean`` / ``gmean_baseline`` (geometric means); ``mean``/``mean_baseline`` are the
+    arithmetic means, whose ratio it is only off the log scale (values ≤ 0, no gmean)."""
     rows = []
     for c in sorted(analysis.comparisons, key=_order(analysis)):
         accel, emulated = _env(analysis, c.environment)

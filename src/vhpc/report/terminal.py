@@ -26,7 +26,8 @@ TCG_TRUST = "TCG emulation, not KVM"
 
 def _caption(analysis: Analysis) -> str:
     base, conf = analysis.baseline, f"{analysis.confidence * 100:g} %"
-    return (f"mean ± {conf} CI half-width; ratio = env/{base}, geometric means, with the"
+    return (f"geo. mean [{conf} CI] of each side (\"mean ± half-width\" where a value is ≤ 0:"
+            f" then the ratio is of arithmetic means); ratio = env/{base} of those means, with the"
             f" interval the verdict is read off (Welch's t on ln values; {conf}, or the Holm"
             " level of the primary metrics' family where named); overhead > 0: environment"
             " worse in the metric's direction; p: Holm-adjusted; slower/faster: the interval"
@@ -91,8 +92,9 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
     One row per (benchmark, params, metric, non-baseline environment)
     (:func:`vhpc.report.comparison_rows`), secondary metrics included, so many environments
     never stack in one cell.  Columns: benchmark, metric [unit] with ↑/↓ (higher/lower is
-    better), the baseline's mean ± half-width of its confidence interval, the environment
-    (marked "(TCG emulation)" when emulated), its mean ± half-width, ratio [CI] (tagged
+    better), the baseline's geometric mean [interval], the environment (marked "(TCG
+    emulation)" when emulated), its geometric mean [interval] (the ratio's centres:
+    :func:`vhpc.report.fmt_gmean_ci`), ratio [CI] (tagged
     "(log)"/"(BCa)" when not Fieller's), overhead %, Holm-adjusted p and verdict.  Benchmark,
     metric and baseline cells are printed once per metric, with a line between metrics when
     there are several environments.  Cells fold rather than being cut."""
@@ -102,7 +104,7 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
                   caption=escape(_caption(analysis)))
     for name, right in (("benchmark", False), ("metric [unit]", False),
                         (env_header(analysis, base) + " (baseline)", True), ("environment", False),
-                        ("mean", True), ("ratio [CI]", True), ("overhead", True),
+                        ("geo. mean [CI]", True), ("ratio [CI]", True), ("overhead", True),
                         ("p (Holm)", True), ("verdict", False)):
         table.add_column(Text(name), justify="right" if right else "left", overflow="fold",
                          style="bold" if name == "benchmark" else "")
