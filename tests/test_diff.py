@@ -153,6 +153,10 @@ def test_diff_matches_rows_and_lists_the_unmatched(store):
     assert raw[("vm", "private_us")].ratio == pytest.approx(1.5)
     assert raw[("native", "private_us")].ratio == pytest.approx(1.0)
     assert ("vm", "only_a") not in raw
+    # the raw row's centres are the ratio's: geometric means (scipy), not arithmetic ones
+    sv = raw[("native", "shared_us")]
+    assert sv.geometric and sv.mean_a == pytest.approx(sps.gmean([9, 10, 11]), rel=1e-12)
+    assert sv.ratio == pytest.approx(sv.mean_b / sv.mean_a, rel=1e-12)
 
 
 def test_fingerprint_diff_names_the_kernel_and_the_slowdown_first(store):

@@ -388,3 +388,76 @@ def test_verdicts_yaml_on_fixed_samples(tmp_path):
         assert read_verdict(lo, hi, c["higher_is_better"], 0.05) == c["verdict"]
     lo, hi, _ = scipy_interval([2.0, 2.4, 1.6], [40, 20, 60], got["bw"]["level"])
     assert got["bw"]["ratio_ci"] == [pytest.approx(lo), pytest.approx(hi)]
+
+
+#: two custom benchmarks whose byte-size figure is a declared check: by naming a metric
+#: (``check: {metric: ...}``) and by its own regex (``check: {name, regex}``); the time and
+#: the size differ by CPU (the baseline on CPU 0, "other" on CPU 1)
+CHECKED = r"""
+repeats: 2
+warmup: 0
+order: fixed
+environments:
+  - native: {cpus: 0}
+  - native: {name: other, cpus: 1}
+custom:
+  - name: rootfs
+    command:
+      - python3
+      - -c
+      - &script |
+        import os
+        cpu = min(os.sched_getaffinity(0))
+        print(f"time: {(1.0 + cpu) * (1 + os.getpid() % 7 / 100)}")
+        print(f"root: {1000 + 200 * cpu}")
+    metrics:
+      - {name: time, regex: 'time: (\S+)', unit: s, direction: lower}
+      - {name: root_bytes, regex: 'root: (\d+)', unit: B, direction: higher}
+    check: {metric: root_bytes, rtol: 0.5}
+  - name: ident
+    command: [python3, -c, *script]
+    metrics: [{name: time, regex: 'time: (\S+)', unit: s, direction: lower}]
+    check: {name: size_bytes, regex: 'root: (\d+)', unit: B, rtol: 0.5}
+benchmarks: [rootfs, ident]
+"""
+
+
+def test_a_declared_custom_check_gets_no_verdict_anywhere(tmp_path):
+    """A byte-size figure declared as a custom benchmark's check (both forms) is a check in
+    every view that shows verdicts: the run's JSON and CSV, ``vhpc report --all``, the HTML
+    report's tables, and ``vhpc diff`` with its history (issue 41: ``rootfs`` got a ratio
+    verdict)."""
+    import csv
+    import json
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text(CHECKED)
+    out = tmp_path / "out"
+    env = {**os.environ, "COLUMNS": "200"}
+    cli = [sys.executable, "-m", "vhpc.cli"]
+    for _ in range(2):
+        r = subprocess.run(cli + ["run", str(spec), "--out", str(out)], capture_output=True,
+                           text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    a, b = sorted(p.name for p in out.iterdir() if p.is_dir())
+    checks = {"root_bytes", "size_bytes"}
+    doc = json.loads((out / b / "results.json").read_text())
+    assert {c["metric"] for c in doc["comparisons"]} == {"time"}
+    assert {(c["metric"], c["status"]) for c in doc["checks"]} == {
+        ("root_bytes", "pass"), ("size_bytes", "pass")}
+    with (out / b / "comparisons.csv").open() as fh:
+        assert {row["metric"] for row in csv.DictReader(fh)} == {"time"}
+    html = (out / b / "report.html").read_text()
+    head, _, tail = html.partition('<section id="checks">')
+    assert tail and not any(f"{m} [B]" in head for m in checks)  # only under "Checks"
+    r = subprocess.run(cli + ["report", b, "--out", str(out), "--all"], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0 and "time [s]" in r.stdout
+    assert not any(f"{m} [B]" in r.stdout for m in checks), r.stdout
+    r = subprocess.run(cli + ["diff", a, b, "--out", str(out), "--history", "2"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (ddir,) = [p for p in out.iterdir() if p.name.startswith("diff-")]
+    diff = json.loads((ddir / "diff.json").read_text())
+    assert {o["metric"] for o in diff["overhead"]} == {"time"}
+    assert {h["metric"] for h in diff["history"]} == {"time"}

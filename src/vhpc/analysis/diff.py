@@ -143,9 +143,10 @@ def load(store: Store, cid: str) -> CampaignData:
 
 @dataclass(frozen=True)
 class RawChange:
-    """One environment's metric in B against A: ``ratio`` = mean_B / mean_A with its interval
-    (:func:`vhpc.core.stats.ratio_interval`, method named); ``change_pct`` positive = B worse in the
-    metric's direction (as overhead_pct: rates inverted)."""
+    """One environment's metric in B against A: ``ratio`` = mean_b / mean_a with its interval
+    (:func:`ratio_ci`, method named), where ``mean_a``/``mean_b`` are the centres the ratio
+    divides: geometric means (``geometric``), arithmetic ones for values ≤ 0; ``change_pct``
+    positive = B worse in the metric's direction (as overhead_pct: rates inverted)."""
 
     environment: str
     benchmark: str
@@ -162,6 +163,7 @@ class RawChange:
     method: str
     change_pct: float | None
     change_ci: tuple[float | None, float | None]
+    geometric: bool = True
 
 
 @dataclass(frozen=True)
@@ -344,10 +346,12 @@ def _raw(k: RowKey, sa: _Side, sb: _Side, confidence: float) -> RawChange:
     xa, xb = sa.values[k], sb.values[k]
     hib = sa.hib[k]
     ratio, (lo, hi), method = ratio_ci(xb, xa, confidence)
-    ma, mb = stats.mean(xa), stats.mean(xb)
+    ga, gb = logratio.log_moments(xa), logratio.log_moments(xb)
+    geometric = ga is not None and gb is not None  # the ratio is of geometric means
+    ma, mb = (ga.gmean, gb.gmean) if geometric else (stats.mean(xa), stats.mean(xb))
     return RawChange(env, bench, params, metric, sa.unit[k], hib, len(xa), len(xb), ma, mb,
                      ratio, (lo, hi), method, overhead_pct(ratio, hib),
-                     overhead_interval(lo, hi, hib))
+                     overhead_interval(lo, hi, hib), geometric)
 
 
 def _verdict(lo: float | None, hi: float | None, hib: bool, margin: float) -> str:
@@ -541,10 +545,14 @@ class HistoryPoint:
 def history(campaigns: Iterable[CampaignData], alpha: float = 0.05
             ) -> dict[RowKey, list[HistoryPoint]]:
     """Per (environment, benchmark, params, metric) of a non-baseline environment: the ratio
-    to the baseline in each campaign (:func:`vhpc.analysis.analyse`), oldest first."""
+    to the baseline in each campaign (:func:`vhpc.analysis.analyse` with the campaign's
+    declared checks: a check figure has no ratio to draw), oldest first."""
+    from vhpc.analysis.checks import check_specs
+
     out: dict[RowKey, list[HistoryPoint]] = {}
     for c in sorted(campaigns, key=lambda c: c.created):
-        an = analyse(c.observations, c.environments, c.baseline, alpha)
+        an = analyse(c.observations, c.environments, c.baseline, alpha,
+                     checks=check_specs(c.spec))
         for cmp in an.comparisons:
             key = (cmp.environment, cmp.benchmark, cmp.params, cmp.metric)
             out.setdefault(key, []).append(HistoryPoint(

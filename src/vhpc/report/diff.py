@@ -82,8 +82,8 @@ def raw_cells(d: Diff) -> list[dict[str, str]]:
         "bench": params_label(r.benchmark, r.params),
         "metric": f"{r.metric} [{r.unit}] {direction_mark(r.higher_is_better)}",
         "env": r.environment,
-        "a": f"{fmt_num(r.mean_a)} (n={r.n_a})",
-        "b": f"{fmt_num(r.mean_b)} (n={r.n_b})",
+        "a": f"{'' if r.geometric else 'mean '}{fmt_num(r.mean_a)} (n={r.n_a})",
+        "b": f"{'' if r.geometric else 'mean '}{fmt_num(r.mean_b)} (n={r.n_b})",
         "ratio": _ratio(r.ratio, r.ratio_ci, r.method),
         "change": _pct(r.change_pct, r.change_ci),
     } for r in d.raw]
@@ -94,7 +94,7 @@ OVERHEAD_COLUMNS = (("bench", "benchmark"), ("metric", "metric"), ("env", "env/b
                     ("q", "B/A [CI]"), ("change", "overhead change [CI]"), ("p", "p (Holm)"),
                     ("verdict", "verdict"), ("tolerance", "tolerance"), ("status", "status"))
 RAW_COLUMNS = (("bench", "benchmark"), ("metric", "metric"), ("env", "environment"),
-               ("a", "mean A"), ("b", "mean B"), ("ratio", "B/A [CI]"),
+               ("a", "geo. mean A"), ("b", "geo. mean B"), ("ratio", "B/A [CI]"),
                ("change", "change [CI]"))
 
 _STYLE = {REGRESSION: "red", IMPROVEMENT: "green", FAIL: "bold red", PASS: "green",
@@ -132,7 +132,7 @@ def render_terminal(d: Diff, console: Console) -> None:
         for env, bench, metric, note in notes:
             console.print(plain(f"  note {env} {bench} {metric}: {note}"), highlight=False,
                           markup=False)
-    t = Table(title="Raw figures (mean B over mean A)")
+    t = Table(title="Raw figures (geometric mean B over A; \"mean\": arithmetic, values ≤ 0)")
     for _, title in RAW_COLUMNS:
         t.add_column(title)
     for c in raw_cells(d):
