@@ -82,7 +82,7 @@ def off_log_scale(x: list[float], y: list[float], level: float
         return None, (None, None), stats.NO_INTERVAL, None
     if len(x) < 2 or len(y) < 2:
         return ratio, (None, None), stats.NO_INTERVAL, None
-    ri = stats.ratio_interval(x, y, level, method=stats.FIELLER)
+    ri = stats.ratio_interval(x, y, level)
     return ratio, (ri.low, ri.high), ri.method, ri.df
 
 

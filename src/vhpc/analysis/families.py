@@ -284,7 +284,7 @@ class FamilySummary:
     """One environment against the baseline over one :class:`Family`.
 
     * ``ratio``: geometric mean over the points of the per-point ratio env / baseline (each the
-      :class:`~vhpc.analysis.Comparison` ratio of means); for a one-point family the ratio.
+      :class:`~vhpc.analysis.Comparison` ratio of geometric means); for a one-point family the ratio.
     * ``low``/``high``: geometric means of the per-point interval bounds (each at its sweep's
       Holm level, :attr:`~vhpc.analysis.Comparison.level`).  On the log scale this is the mean of the per-point intervals, whose
       half-width is the mean of the per-point half-widths; as the standard deviation of a mean

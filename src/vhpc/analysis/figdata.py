@@ -5,7 +5,7 @@ interval per point) that :mod:`vhpc.report.studyfig` draws and ``results.json`` 
 there): per panel, the summaries (or, for a relative panel, the comparisons against the
 baseline) whose benchmark and metric match, grouped into series; numeric x values sorted,
 others in report order.  y is the mean with its Student-t interval, or the ratio to the
-baseline with its interval (Fieller, log-delta or BCa, as in the table).
+baseline with its interval (as in the table: the ratio of geometric means, Welch's t on ln values).
 """
 
 from __future__ import annotations

@@ -151,7 +151,8 @@ class Comparison:
       family (1 outside one).
     * ``n``/``n_baseline``, ``mean``/``mean_baseline``: valid sample counts and arithmetic
       means (unit); ``gmean``/``gmean_baseline``: the geometric means (unit) whose ratio is
-      ``ratio`` (None off the log scale: then ``ratio`` = mean / mean_baseline).  ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller
+      ``ratio`` (None off the log scale: then ``ratio`` = mean / mean_baseline).
+      ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller
       side's n detects at 80 % power.
     """
 

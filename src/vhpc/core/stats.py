@@ -11,16 +11,11 @@ Sources:
   Probability for Engineers*, §8.2.
 * Welch's unequal-variance t-test and the Welch–Satterthwaite degrees of freedom: B. L. Welch,
   Biometrika 34 (1947) 28–35; F. E. Satterthwaite, Biometrics Bulletin 2 (1946) 110–114.
-* Ratio of two means, Fieller's theorem: E. C. Fieller, J. Roy. Stat. Soc. B 16 (1954) 175–185.
-* Ratio of two means of positive quantities on the log scale (delta method):
-  J. O. Friedrich, N. K. J. Adhikari, J. Beyene, "The ratio of means method as an alternative
-  to mean differences for analyzing continuous outcome variables in meta-analysis", BMC Med.
-  Res. Methodol. 8:32 (2008), ``Var(ln R̂) ≈ s_a²/(n_a ā²) + s_b²/(n_b b̄²)``; comparison with
-  Fieller: J. Hirschberg & J. Lye, The American Statistician 64 (2010) 234–241.
-* Bootstrap, bias-corrected and accelerated (BCa): B. Efron, JASA 82 (1987) 171–185, computed
-  by :func:`scipy.stats.bootstrap`.
-* Skewness: adjusted Fisher–Pearson coefficient G1 (:func:`scipy.stats.skew`, ``bias=False``);
-  |G1| > 1 is "highly skewed" (M. G. Bulmer, *Principles of Statistics*, 1979, p. 63).
+* Ratio of two means, Fieller's theorem: E. C. Fieller, J. Roy. Stat. Soc. B 16 (1954) 175–185
+  (only for data with values ≤ 0, which have no log scale).
+* Change of a ratio between two campaigns for such data (:func:`ratio_of_ratios`): the delta
+  method on the log of the four means, J. O. Friedrich, N. K. J. Adhikari, J. Beyene, BMC Med.
+  Res. Methodol. 8:32 (2008), ``Var(ln R̂) ≈ Σ s_i²/(n_i x̄_i²)``.
 * Multiple comparisons: S. Holm, Scand. J. Statist. 6 (1979) 65–70
   (``statsmodels.stats.multitest.multipletests``); the one confidence level compatible with
   Holm's decisions (:func:`vhpc.core.logratio.holm_level`): after Holm rejects r of m hypotheses, the remaining
@@ -59,10 +54,10 @@ sps = LazyModule("scipy.stats")
 
 __all__ = [
     "RatioInterval",
-    "FIELLER", "LOG_DELTA", "LOG_WELCH", "BCA", "EXACT", "NO_INTERVAL", "METHODS",
+    "FIELLER", "LOG_DELTA", "LOG_WELCH", "EXACT", "NO_INTERVAL", "METHODS",
     "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
-    "fieller_contains", "log_ratio_interval", "bca_ratio_interval", "ratio_interval",
-    "holm_adjust", "modified_z_outliers", "is_skewed", "mean", "linear_fit", "Description",
+    "fieller_contains", "ratio_interval",
+    "holm_adjust", "modified_z_outliers", "mean", "linear_fit", "Description",
     "describe",
     "ratio_of_ratios",
 ]
@@ -71,14 +66,12 @@ __all__ = [
 FIELLER = "fieller"
 LOG_DELTA = "log-delta"
 LOG_WELCH = "log-welch"
-BCA = "bca"
 EXACT = "exact"
 NO_INTERVAL = "none"
 METHODS = {
     FIELLER: "Fieller (1954)",
-    LOG_DELTA: "delta method on the log ratio (Friedrich et al. 2008)",
+    LOG_DELTA: "delta method on the log of the means (Friedrich et al. 2008): vhpc diff, values ≤ 0",
     LOG_WELCH: "Welch's t on ln values: ratio of geometric means (Welch 1947)",
-    BCA: "BCa bootstrap (Efron 1987)",
     EXACT: "no variation: the ratio is exact",
     NO_INTERVAL: "fewer than 2 samples: no interval",
 }
@@ -89,16 +82,6 @@ MAD_THRESHOLD = 3.5
 MAD_SCALE = 1.4826
 #: sqrt(π/2): makes the mean absolute deviation consistent for σ (fallback when MAD = 0)
 MEANAD_SCALE = 1.253314
-#: |G1| above this is "highly skewed" (Bulmer 1979)
-SKEW_THRESHOLD = 1.0
-#: BCa is used only with at least this many samples on each side (with fewer the bootstrap
-#: distribution is too coarse) and at most BCA_MAX_N (the jackknife is O(n²); the normal
-#: approximation of the log-delta method is then good anyway)
-BCA_MIN_N = 10
-BCA_MAX_N = 5000
-#: bootstrap resamples and seed (fixed: the same data gives the same report)
-BCA_RESAMPLES = 9999
-BCA_SEED = 20240501
 
 
 #: values whose magnitudes stay within [1/EXTREME, EXTREME] are computed as they are; beyond,
@@ -326,66 +309,6 @@ def fieller_contains(value: float, mean_a: float, var_a: float, n_a: int, mean_b
     return (mean_a - value * mean_b) ** 2 <= t * t * (sa2 + value * value * sb2)
 
 
-def log_ratio_interval(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float,
-                       n_b: int, confidence: float = 0.95) -> tuple[float, float, float]:
-    """Confidence interval of R = mean_a / mean_b for positive means, on the log scale.
-
-    Delta method (Friedrich et al. 2008): ``Var(ln R̂) ≈ u_a + u_b`` with
-    ``u = var / (n · mean²)`` (squared relative standard errors); bounds
-    ``R̂ · exp(± t · √(u_a + u_b))`` with Welch–Satterthwaite df
-    ``(u_a + u_b)² / (u_a²/(n_a−1) + u_b²/(n_b−1))``.  The interval is positive and contains R̂.
-    Returns (low, high, df).  Raises ValueError when a mean is not positive or n < 2.
-    """
-    if mean_a <= 0 or mean_b <= 0:
-        raise ValueError("the log-ratio interval needs positive means")
-    if n_a < 2 or n_b < 2:
-        raise ValueError("the log-ratio interval needs n >= 2 on both sides")
-    ua, ub = var_a / (n_a * mean_a**2), var_b / (n_b * mean_b**2)
-    r = mean_a / mean_b
-    if ua + ub == 0:
-        return (r, r, math.inf)
-    denom = (ua * ua / (n_a - 1) if ua > 0 else 0.0) + (ub * ub / (n_b - 1) if ub > 0 else 0.0)
-    df = (ua + ub) ** 2 / denom
-    half = _tq(confidence, df) * math.sqrt(ua + ub)
-    return (r * math.exp(-half), r * math.exp(half), df)
-
-
-def bca_ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
-                       seed: int = BCA_SEED) -> tuple[float, float] | None:
-    """BCa bootstrap interval of mean(a) / mean(b) (two independent samples), with
-    :func:`scipy.stats.bootstrap` (9999 resamples, fixed seed so reports are reproducible).
-    Returns (low, high), or None when the bootstrap is degenerate (non-finite bounds)."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-
-    def ratio(xs, ys, axis=-1):
-        return np.mean(xs, axis=axis) / np.mean(ys, axis=axis)
-
-    with np.errstate(all="ignore"):
-        res = sps.bootstrap((x, y), ratio, n_resamples=BCA_RESAMPLES, vectorized=True,
-                            confidence_level=confidence, method="BCa",
-                            rng=np.random.default_rng(seed))
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-        return None
-    return (lo, hi)
-
-
-def is_skewed(values: Sequence[float]) -> bool:
-    """|G1| > 1 (highly skewed, Bulmer 1979); False with fewer than 3 values or no variation."""
-    x = np.asarray(values, dtype=float)
-    if x.size < 3 or np.ptp(x) == 0:
-        return False
-    # G1 = √(n(n−1))/(n−2) · m3/m2^1.5 with the central moments m2, m3: scipy.stats.skew's
-    # bias=False arithmetic, and like it no value (not skewed) when m2 is lost to rounding
-    n, mean = x.size, float(x.mean())
-    d = x - mean
-    m2, m3 = float(np.mean(d * d)), float(np.mean(d * d * d))
-    if m2 <= (np.finfo(float).resolution * mean) ** 2:
-        return False
-    g1 = math.sqrt(n * (n - 1)) / (n - 2) * m3 / m2 ** 1.5
-    return abs(g1) > SKEW_THRESHOLD
-
-
 @dataclass(frozen=True)
 class RatioInterval:
     """A confidence interval of mean(a) / mean(b) and how it was obtained.
@@ -423,17 +346,13 @@ class RatioInterval:
         return 0
 
 
-def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
-                   method: str | None = None) -> RatioInterval:
-    """Confidence interval of mean(a) / mean(b), choosing the method (or using ``method``).
-
-    Choice: fewer than 2 values on a side → ``none``; no variation on both sides → ``exact``
-    (R̂, R̂); Fieller when its interval is bounded and, for positive data (every value > 0),
-    its lower bound is positive; otherwise, for positive data, BCa bootstrap when a sample is
-    highly skewed and both sides have BCA_MIN_N..BCA_MAX_N values, else the log-delta interval
-    (so a ratio of positive quantities never gets a negative bound); data with values ≤ 0
-    keep Fieller, possibly unbounded.
-    """
+def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95
+                   ) -> RatioInterval:
+    """Fieller's confidence set of mean(a) / mean(b) (:func:`fieller_interval`), for data
+    with values ≤ 0, which have no log scale (positive data are compared by
+    :func:`vhpc.core.logratio.log_welch`).  Fewer than 2 values on a side or mean(b) = 0 →
+    ``none``; no variation on both sides → ``exact`` (R̂, R̂); else ``fieller``, possibly
+    unbounded, with whether 1 lies in the set."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     k = common_scale(x, y)
     if k != 1.0:  # the ratio and its interval are scale-free: extremes computed at scale 1
@@ -445,21 +364,6 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0
     if va == 0 and vb == 0:
         r = ma / mb
         return RatioInterval(r, r, EXACT, None, r == 1.0)
-    positive = bool((x > 0).all() and (y > 0).all())
-    if method is None:
-        method = FIELLER
-        lo, _, _ = fieller_interval(ma, va, x.size, mb, vb, y.size, confidence)
-        if positive and (lo is None or lo <= 0):
-            small = min(x.size, y.size) >= BCA_MIN_N and max(x.size, y.size) <= BCA_MAX_N
-            method = BCA if small and (is_skewed(x) or is_skewed(y)) else LOG_DELTA
-    if method == BCA:
-        ci = bca_ratio_interval(x, y, confidence)
-        if ci is not None:
-            return RatioInterval(ci[0], ci[1], BCA, None, ci[0] <= 1.0 <= ci[1])
-        method = LOG_DELTA
-    if method == LOG_DELTA:
-        lo, hi, df = log_ratio_interval(ma, va, x.size, mb, vb, y.size, confidence)
-        return RatioInterval(lo, hi, LOG_DELTA, df, lo <= 1.0 <= hi)
     lo, hi, df = fieller_interval(ma, va, x.size, mb, vb, y.size, confidence)
     inside = fieller_contains(1.0, ma, va, x.size, mb, vb, y.size, confidence)
     return RatioInterval(lo, hi, FIELLER, df, inside)
@@ -472,8 +376,8 @@ def ratio_of_ratios(a_new: Sequence[float], b_new: Sequence[float], a_old: Seque
     (ā_old / b̄_old)`` (e.g. the VM/native ratio of campaign B over that of campaign A;
     dimensionless, 1 = unchanged), its confidence interval and a two-sided p-value for Q = 1.
 
-    Delta method on the log scale, as :func:`log_ratio_interval` with four independent means
-    (Friedrich et al. 2008): ``Var(ln Q̂) ≈ Σ u_i`` with ``u_i = s_i² / (n_i x̄_i²)``; bounds
+    Delta method on the log scale with four independent means (Friedrich et al. 2008; for
+    data with values ≤ 0, which :func:`vhpc.core.logratio.log_contrast` cannot take): ``Var(ln Q̂) ≈ Σ u_i`` with ``u_i = s_i² / (n_i x̄_i²)``; bounds
     ``Q̂ · exp(± t · √Σu)``; Welch–Satterthwaite df ``(Σu)² / Σ(u_i² / (n_i − 1))``; p from
     ``t = ln Q̂ / √Σu`` on that df, so p < 1 − confidence exactly when the interval excludes 1.
 

@@ -96,7 +96,7 @@ def fmt_gmean_ci(s: Summary | None) -> str:
 
 #: short tag appended to a ratio interval that is not Welch's on ln values (the captions say
 #: why: values ≤ 0 have no log scale)
-METHOD_TAG = {stats.FIELLER: " (Fieller)", stats.LOG_DELTA: " (log)", stats.BCA: " (BCa)"}
+METHOD_TAG = {stats.FIELLER: " (Fieller)"}
 
 
 def fmt_level(c: Comparison, analysis: Analysis | None = None) -> str:

@@ -254,11 +254,12 @@ def _ratio_axis(ax, bars: list[Bar]) -> None:
 
 
 def relative_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | bytes | None:
-    """Bar chart of every metric's mean relative to the baseline (baseline = 1.0).
+    """Bar chart of every metric's geometric mean relative to the baseline (baseline = 1.0).
 
     One panel per benchmark (with its parameters), one group of bars per metric, one bar per
-    non-baseline environment from 1 to the ratio of means (dimensionless) on a log axis, and
-    error bars = its confidence interval as in the table (Fieller, log-delta or BCa; absent
+    non-baseline environment from 1 to the ratio of geometric means (dimensionless) on a log
+    axis, and error bars = its confidence interval as in the table (Welch's t on ln values at the
+    verdict's level; Fieller's for values ≤ 0; absent
     when unbounded or n < 2; :func:`ratio_error_bar`; the axis stops at 3× beyond the extreme
     bars, :func:`_ratio_axis`).  Tick labels carry ↑ (higher is better) or ↓ (lower is
     better), slanted when they would touch; a star marks a significant verdict (Holm-adjusted

@@ -168,7 +168,7 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
     a factor of 8), one line per environment including the baseline, error bars
     = the Student-t interval of each mean; y on a log axis when the means span more than two
     decades (:data:`LOG_SPAN`).  Right: the ratio env / baseline per point with its interval
-    (the table's: Fieller, log-delta or BCa), a dashed line at 1; filled markers where the
+    (the table's: Welch's t on ln values, Fieller's for values ≤ 0), a dashed line at 1; filled markers where the
     point's verdict is significant (Holm), hollow otherwise.  ``shared_x``: points whose ranks
     of different nodes or guests shared a host CPU, shaded in both panels.  Returns SVG text /
     PNG bytes, or None when ``fam`` is not a sweep or has no mean.

@@ -95,7 +95,7 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
     better), the baseline's geometric mean [interval], the environment (marked "(TCG
     emulation)" when emulated), its geometric mean [interval] (the ratio's centres:
     :func:`vhpc.report.fmt_gmean_ci`), ratio [CI] (tagged
-    "(log)"/"(BCa)" when not Fieller's), overhead %, Holm-adjusted p and verdict.  Benchmark,
+    "(Fieller)" for values ≤ 0, off the log scale), overhead %, Holm-adjusted p and verdict.  Benchmark,
     metric and baseline cells are printed once per metric, with a line between metrics when
     there are several environments.  Cells fold rather than being cut."""
     base = analysis.baseline
