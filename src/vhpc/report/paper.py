@@ -20,6 +20,7 @@ import jinja2
 from markupsafe import Markup
 
 from vhpc.analysis import Analysis, figdata
+from vhpc.analysis.compare import overhead_pct
 
 from vhpc.campaign import paper_findings
 from vhpc.core.paths import write_atomic
@@ -286,7 +287,7 @@ def value_text(f: paper_findings.Finding, e: Evidence) -> str:
     lo, hi = e.ci
     has = lo is not None and hi is not None
     if f.claim == "overhead_pct":
-        pct = lambda r: (r - 1) * 100  # noqa: E731
+        pct = lambda r: overhead_pct(r, False)  # noqa: E731  (r: worse-is-higher already)
         val = "overhead " + fmt_pct_ci(pct(e.ratio), pct(lo) if has else None,
                                        pct(hi) if has else None)
         ci = "" if has else " (no interval)"
