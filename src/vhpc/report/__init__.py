@@ -91,7 +91,7 @@ def fmt_gmean_ci(s: Summary | None) -> str:
         return f"mean {fmt_mean_ci(s)}"
     if s.gmean_low is None or s.gmean_high is None:
         return f"{fmt_num(s.gmean)} (n={s.n})"
-    return f"{fmt_num(s.gmean)} [{fmt_num(s.gmean_low, 3)}, {fmt_num(s.gmean_high, 3)}] (n={s.n})"
+    return f"{fmt_num(s.gmean)} [{fmt_num(s.gmean_low)}, {fmt_num(s.gmean_high)}] (n={s.n})"
 
 
 #: short tag appended to a ratio interval that is not Welch's on ln values (the captions say
