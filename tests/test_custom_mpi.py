@@ -139,12 +139,28 @@ def test_check_verdict_is_relative_to_the_reference():
     assert checks.verdict(0.0, 0.0, 0.0)[0] and not checks.verdict(1e-9, 0.0, 0.1)[0]
 
 
+def test_a_check_without_rtol_is_an_identity_figure(tmp_path):
+    """``check: {metric: v}``: a figure shown beside the baseline's, never compared: the
+    trial checks skip it and the analysis reads it as a check with no tolerance."""
+    from vhpc.analysis.checks import check_specs, checked
+
+    f = tmp_path / "c.yaml"
+    f.write_text("benchmarks: [p]\nenvironments: [native]\ncustom:\n  - name: p\n"
+                 "    command: echo v 1\n    metrics: [{name: v, regex: 'v (\\d+)', "
+                 "direction: higher}]\n    check: {metric: v}\n")
+    s = spec.from_file(f)
+    (chk,) = s.benchmark("p").all_checks()
+    assert (chk.metric, chk.rtol) == ("v", None)
+    stored = {"custom": [{"name": "p", "check": {"metric": "v"}}]}
+    assert check_specs(stored) == {"p": ("v", None)} and checked(stored) == {}
+
+
 @pytest.mark.parametrize("block, message", [
     ("mpi: {ranks: 2, ranks_per_node: 1}", "ranks_per_node is set where the nodes are"),
     ("mpi: {ranks: 2, implementation: intel}", "choose one of openmpi, mpich"),
     ("mpi: {ranks: 0}", "ranks must be a whole number"),
     ("check: {metric: nope, rtol: 0.1}", "is not one of the metrics"),
-    ("check: {metric: v}", "rtol must be a relative tolerance"),
+    ("check: {metric: v, rtol: fast}", "rtol must be a relative tolerance"),
     ("inputs: /etc/hosts", "inputs must be a list"),
     ("inputs: [/a/x, /b/x]", "two inputs named 'x'"),
 ])

@@ -418,12 +418,17 @@ custom:
     command: [python3, -c, *script]
     metrics: [{name: time, regex: 'time: (\S+)', unit: s, direction: lower}]
     check: {name: size_bytes, regex: 'root: (\d+)', unit: B, rtol: 0.5}
-benchmarks: [rootfs, ident]
+  - name: image
+    command: [python3, -c, *script]
+    metrics: [{name: time, regex: 'time: (\S+)', unit: s, direction: lower}]
+    check: {name: image_bytes, regex: 'root: (\d+)', unit: B}
+benchmarks: [rootfs, ident, image]
 """
 
 
 def test_a_declared_custom_check_gets_no_verdict_anywhere(tmp_path):
-    """A byte-size figure declared as a custom benchmark's check (both forms) is a check in
+    """A byte-size figure declared as a custom benchmark's check (three forms: a metric with a
+    tolerance, its own regex with one, and an identity figure without) is a check in
     every view that shows verdicts: the run's JSON and CSV, ``vhpc report --all``, the HTML
     report's tables, and ``vhpc diff`` with its history (issue 41: ``rootfs`` got a ratio
     verdict)."""
@@ -440,11 +445,14 @@ def test_a_declared_custom_check_gets_no_verdict_anywhere(tmp_path):
                            text=True, timeout=300, env=env)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     a, b = sorted(p.name for p in out.iterdir() if p.is_dir())
-    checks = {"root_bytes", "size_bytes"}
+    checks = {"root_bytes", "size_bytes", "image_bytes"}
     doc = json.loads((out / b / "results.json").read_text())
     assert {c["metric"] for c in doc["comparisons"]} == {"time"}
-    assert {(c["metric"], c["status"]) for c in doc["checks"]} == {
-        ("root_bytes", "pass"), ("size_bytes", "pass")}
+    # without rtol an identity figure: shown (1200 vs 1000 B), never compared nor failed
+    assert {(c["metric"], c["status"], c["rtol"], c["excluded"]) for c in doc["checks"]} == {
+        ("root_bytes", "pass", 0.5, 0), ("size_bytes", "pass", 0.5, 0),
+        ("image_bytes", "n/a", None, 0)}
+    assert all(s["valid"] for s in doc["samples"] if s["benchmark"] == "image")
     with (out / b / "comparisons.csv").open() as fh:
         assert {row["metric"] for row in csv.DictReader(fh)} == {"time"}
     html = (out / b / "report.html").read_text()

@@ -25,12 +25,13 @@ def checked(spec: Mapping[str, Any] | None) -> dict[str, str]:
     for b in spec.get("benchmarks") or []:
         name = b.get("name") if isinstance(b, Mapping) else None
         bench = benchmarks.REGISTRY.get(name or "")
-        chks = bench.all_checks() if bench is not None else ()
+        chks = [c for c in (bench.all_checks() if bench is not None else ())
+                if c.rtol is not None]
         if chks:
             out[name] = ", ".join(f"{c.what or c.metric} within {c.rtol:g}" for c in chks)
     for c in spec.get("custom") or []:
         chk = c.get("check") if isinstance(c, Mapping) else None
-        if isinstance(chk, Mapping):
+        if isinstance(chk, Mapping) and chk.get("rtol") is not None:
             out[c.get("name", "")] = (f"{chk.get('metric') or chk.get('name') or 'check'} "
                                       f"within {chk.get('rtol')}")
     return out
@@ -38,8 +39,8 @@ def checked(spec: Mapping[str, Any] | None) -> dict[str, str]:
 
 def check_specs(spec: Mapping[str, Any] | None) -> dict[str, tuple[str, float]]:
     """Check figures of a stored campaign spec's custom benchmarks (``check:`` with a numeric
-    ``rtol``): name → (metric, rtol), for :func:`vhpc.analysis.analyse` (the registry's own
-    checks it finds itself)."""
+    ``rtol``, or none: an identity figure, rtol None): name → (metric, rtol), for
+    :func:`vhpc.analysis.analyse` (the registry's own checks it finds itself)."""
     out: dict[str, tuple[str, float]] = {}
     for c in (spec or {}).get("custom") or []:
         chk = c.get("check") if isinstance(c, Mapping) else None
@@ -47,7 +48,9 @@ def check_specs(spec: Mapping[str, Any] | None) -> dict[str, tuple[str, float]]:
             continue
         metric = chk.get("metric") or chk.get("name") or ("check" if "regex" in chk else None)
         rtol = chk.get("rtol")
-        if isinstance(metric, str) and isinstance(rtol, (int, float)) \
+        if isinstance(metric, str) and rtol is None:
+            out[c["name"]] = (metric, None)
+        elif isinstance(metric, str) and isinstance(rtol, (int, float)) \
                 and not isinstance(rtol, bool):
             out[c["name"]] = (metric, float(rtol))
     return out

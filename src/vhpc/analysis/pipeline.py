@@ -50,7 +50,7 @@ def declared_checks(benchmarks: Iterable[str]) -> dict[tuple[str, str], float]:
     for name in benchmarks:
         bench = registry.REGISTRY.get(name)
         for chk in bench.all_checks() if bench is not None else ():
-            out[(name, chk.metric)] = float(chk.rtol)
+            out[(name, chk.metric)] = None if chk.rtol is None else float(chk.rtol)
     return out
 
 
@@ -131,7 +131,8 @@ def plan_of(stub: Analysis, pairs: set[tuple[str, str, str, str, str]]) -> Plan:
     return plan
 
 
-def check_results(stub: Analysis, checks: Mapping[tuple[str, str], float]) -> list[CheckResult]:
+def check_results(stub: Analysis, checks: Mapping[tuple[str, str], float | None]
+                  ) -> list[CheckResult]:
     """A :class:`CheckResult` per check figure and non-baseline environment with values."""
     out = []
     for bench, params, metric in stub.keys():
@@ -161,7 +162,7 @@ def check_results(stub: Analysis, checks: Mapping[tuple[str, str], float]) -> li
 def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvInfo],
             baseline: str, alpha: float = 0.05, confidence: float | None = None,
             margin: float = DEFAULT_MARGIN,
-            checks: Mapping[str, tuple[str, float]] | None = None) -> Analysis:
+            checks: Mapping[str, tuple[str, float | None]] | None = None) -> Analysis:
     """Summaries, comparisons against ``baseline``, checks and findings for a campaign's
     observations.
 
@@ -172,8 +173,9 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     significance level of the verdicts; confidence: level of the intervals of each
     environment's mean (default 1 − alpha; a comparison's interval is at its family's level).
     margin: equivalence margin (0.05: a ratio within [1/1.05, 1.05] can be ``equivalent``).
-    checks: benchmark → (check metric, relative tolerance) of custom benchmarks (the
-    campaign spec's ``check:``, :func:`vhpc.analysis.checks.check_specs`); the registry's
+    checks: benchmark → (check metric, relative tolerance; None for an identity figure, shown
+    and never compared) of custom benchmarks (the campaign spec's ``check:``,
+    :func:`vhpc.analysis.checks.check_specs`); the registry's
     checks (every one of a benchmark that carries several) and its figures of unit ``count``
     or ``1`` are checks too.
 
@@ -200,7 +202,8 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
               for s in summaries if s.group == GROUP_ALL}
     values = {k: g.values[GROUP_ALL] for k, g in groups.items()}
     checks = {**declared_checks({k[0] for k in groups}),
-              **{(b, m): float(r) for b, (m, r) in (checks or {}).items()}}
+              **{(b, m): None if r is None else float(r)
+                 for b, (m, r) in (checks or {}).items()}}
     check_metrics = frozenset(set(checks)
                               | {(k[0], k[2]) for k, g in groups.items()
                                  if g.unit in CHECK_UNITS and registered(k[0])})

@@ -96,10 +96,13 @@ class Check:
     fails the check and all its samples are stored invalid.  ``what`` names the figure for
     people ("final total energy per atom").  Trials are compared only with baseline trials
     that ran the same problem (:meth:`Benchmark.check_key`).  A benchmark may carry several
-    (:attr:`Benchmark.checks`); a trial fails when any of them does."""
+    (:attr:`Benchmark.checks`); a trial fails when any of them does.  ``rtol`` None: an
+    identity figure (a file-system size, a version number) that differs between environments
+    by design: shown beside the baseline's as a check, never compared, never failing a trial
+    and never a metric with a verdict."""
 
     metric: str
-    rtol: float
+    rtol: float | None
     what: str = ""
 
 

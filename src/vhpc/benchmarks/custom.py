@@ -30,7 +30,9 @@ them from the host's file system), ``env:`` set for the rank itself (remote rank
 name given as ``as:``.  ``check:`` names a metric (or gives
 ``name``/``regex``/``unit`` for a figure that is only checked) whose value must agree with the
 baseline environment's within the relative tolerance ``rtol``; a trial that fails it is stored
-invalid (:mod:`vhpc.campaign.checks`).  A metric's direction is ``higher_is_better: true|false``
+invalid (:mod:`vhpc.campaign.checks`).  Without ``rtol`` the figure is an identity figure (a
+file-system size, a version) that may differ between environments: shown as a check beside
+the baseline's, never compared and never given a verdict.  A metric's direction is ``higher_is_better: true|false``
 or ``direction: higher|lower``.
 
 Regexes are Python ``re`` patterns searched with MULTILINE in stdout followed by stderr; when a
@@ -200,8 +202,9 @@ class CommandBenchmark(Benchmark):
         if check is None:
             return None
         block(check, where, "check", CHECK_KEYS, "{metric, rtol} or {name, regex, rtol}")
-        rtol = check.get("rtol")
-        if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1e6:
+        rtol = check.get("rtol")  # none: an identity figure, shown and never compared
+        if rtol is not None and (isinstance(rtol, bool) or not isinstance(rtol, (int, float))
+                                 or not 0 <= rtol < 1e6):
             raise ValueError(f"{where}: check: rtol must be a relative tolerance >= 0 such as "
                              f"1.0e-4, got {rtol!r}")
         if "regex" in check:
@@ -220,7 +223,7 @@ class CommandBenchmark(Benchmark):
             if mname not in self.patterns:
                 raise ValueError(f"{where}: check: metric {mname!r} is not one of the metrics "
                                  f"({', '.join(self.patterns)}); or give name and regex")
-        return Check(mname, float(rtol))
+        return Check(mname, None if rtol is None else float(rtol))
 
     def launch(self, params, ctx):
         """The MPI launch of the ``mpi:`` block (None without one): ranks (default: the

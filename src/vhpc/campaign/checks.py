@@ -59,7 +59,8 @@ def apply(store: Store, cid: str, spec: Any) -> dict[str, int]:
     for (name, key), rows in groups.items():
         bench = spec.benchmark(name)
         all_checks = getattr(bench, "all_checks", None)
-        chks = all_checks() if all_checks else ()
+        # an identity figure (rtol None) is shown by the report and never compared
+        chks = [c for c in (all_checks() if all_checks else ()) if c.rtol is not None]
         if not chks or (name, key) not in bspecs:
             continue
         params = bench.resolve(bspecs[(name, key)].params)

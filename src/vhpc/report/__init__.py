@@ -336,7 +336,8 @@ def check_rows(analysis: Analysis) -> list[CheckRow]:
         params_label(c.benchmark, c.params), f"{c.metric} [{c.unit}]" if c.unit else c.metric,
         c.environment, fmt_num(c.value, 6), fmt_num(c.reference, 6),
         "—" if c.difference is None else f"{c.difference:.2g}",
-        "none declared" if c.rtol is None else f"{c.rtol:g} (relative)", c.status, c.excluded)
+        "none: shown, not compared" if c.rtol is None else f"{c.rtol:g} (relative)", c.status,
+        c.excluded)
         for c in analysis.checks]
 
 
