@@ -308,3 +308,19 @@ def test_the_per_metric_table_shows_the_centres_its_ratio_divides(data):
     one = analyse([o for o in obs if o.environment == "native"], ENVS, "native")
     (r0, *_) = comparison_rows(one)
     assert "±" in r0.base
+
+
+def test_a_baseline_with_values_at_or_below_zero_shows_arithmetic_centres():
+    """Off the log scale (the baseline has a value ≤ 0) every ratio of the metric is of
+    arithmetic means, Fieller's: the cells say "mean" and are the arithmetic means."""
+    from vhpc.report import comparison_rows
+
+    def o(env, vals):
+        return [Observation(env, "b", "", "delta", "J", False, v, valid=True, warmup=False,
+                            trial_id=i, session_index=None) for i, v in enumerate(vals)]
+
+    a = analyse(o("native", [-1.0, 2.0, 3.0, 4.0]) + o("vm-kvm", [4.0, 4.4, 3.6, 4.2]),
+                ENVS, "native")
+    (r,) = comparison_rows(a)
+    assert r.base.startswith("mean 2 ±") and r.mean.startswith("mean 4.05 ±")
+    assert r.method == "fieller" and r.ratio.startswith(f"{4.05 / 2.0:.3f}")

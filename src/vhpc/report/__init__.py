@@ -80,14 +80,14 @@ def fmt_mean_ci(s: Summary | None) -> str:
     return f"{text} (n={s.n})"
 
 
-def fmt_gmean_ci(s: Summary | None) -> str:
+def fmt_gmean_ci(s: Summary | None, geometric: bool = True) -> str:
     """"geometric mean [interval] (n=…)" of a summary (metric unit): the centre whose ratio the
     comparison shows, with its Student-t interval on the ln scale (asymmetric); "—" when
-    absent, "n/a" when n = 0; :func:`fmt_mean_ci` prefixed "mean" when a value is ≤ 0 (no log
-    scale: the ratio is then of arithmetic means)."""
+    absent, "n/a" when n = 0; :func:`fmt_mean_ci` prefixed "mean" when a value is ≤ 0 or
+    ``geometric`` is False (no log scale on a side: the ratio is then of arithmetic means)."""
     if s is None or s.mean is None:
         return fmt_mean_ci(s)
-    if s.gmean is None:
+    if s.gmean is None or not geometric:
         return f"mean {fmt_mean_ci(s)}"
     if s.gmean_low is None or s.gmean_high is None:
         return f"{fmt_num(s.gmean)} (n={s.n})"
@@ -216,7 +216,6 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
     (benchmark, params, metric) keys (default: all); check figures are never rows here
     (:func:`check_rows`)."""
     base, others = analysis.baseline, analysis.others()
-    centre = fmt_gmean_ci if others else fmt_mean_ci
     rows: list[ComparisonRow] = []
     for bench, params, metric in sorted_keys(analysis.keys() if keys is None else keys):
         if analysis.is_check(bench, metric):
@@ -226,6 +225,10 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
         unit, hib = (s0.unit, s0.higher_is_better) if s0 else ("", False)
         envs = [e for e in others
                 if sums[e] is not None or analysis.comparison(bench, params, metric, e)]
+        # the centres the ratios divide: geometric means, unless the baseline has a value
+        # <= 0 (every ratio of this metric is then of arithmetic means)
+        geo = sums[base] is None or sums[base].gmean is not None or sums[base].mean is None
+        centre = (lambda s: fmt_gmean_ci(s, geo)) if others else fmt_mean_ci
         for i, env in enumerate(envs or [None]):
             c = analysis.comparison(bench, params, metric, env) if env else None
             info = analysis.environments.get(env) if env else None
