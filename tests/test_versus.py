@@ -104,3 +104,20 @@ def test_a_pair_with_values_at_or_below_zero_keeps_fieller_for_the_ratio_of_mean
     assert p.low < r0 < p.high
     for r in (p.low, p.high):
         assert (ma - r * mb) ** 2 == pytest.approx(t * t * (sa2 + r * r * sb2), rel=1e-9)
+
+
+@pytest.mark.parametrize("lo, hi", [(0.97, 1.04), (0.951, 1.04), (0.953, 1.049), (0.96, 1.051),
+                                    (1.01, 1.04), (0.9, 1.2)])
+def test_a_within_pct_line_agrees_exactly_when_the_interval_is_in_the_tables_band(lo, hi):
+    """Seed 004's "within 5 %" on a paper line and ``--margin 5%`` in the table are one band,
+    [1/1.05, 1.05] (0.95238..): 0.951 is outside it, 0.953 inside; [1.01, 1.04] is within 5 %
+    too, though the table calls it slower (the interval excludes 1, the stronger word)."""
+    from vhpc.analysis.compare import verdict_of
+    from vhpc.campaign import paper_findings as F
+
+    f = F.Finding(study="noise", seed="004_2f6700c948358fb8.txt", where="Sec. 6",
+                  quote="a quote of ten chars", claim="within_pct", value=5)
+    agrees = F.verdict(f, 1.0, (lo, hi), 5, False)[0] == F.AGREES
+    assert agrees == (1 / 1.05 <= lo and hi <= 1.05)
+    assert verdict_of(lo, hi, False, 0.05) == ("slower" if lo > 1 else "equivalent" if agrees
+                                               else "inconclusive")

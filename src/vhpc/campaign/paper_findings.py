@@ -146,8 +146,9 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     the table reads it, :func:`vhpc.core.logratio.decide`): ``overhead_pct`` agrees when the
     interval of (ratio − 1)·100 overlaps value ± tolerance; ``direction`` slower when the
     interval lies above 1, faster below 1, no-difference when it contains 1; ``within_pct``
-    when the whole interval lies in the band [1/(1 + value/100), 1 + value/100], where the
-    table says "equivalent" at ``--margin value%``."""
+    when the whole interval lies in the band [1/(1 + value/100), 1 + value/100] where the
+    table says "equivalent" at ``--margin value%`` (or, excluding 1 as well, slower/faster by
+    less than the margin)."""
     if n < MIN_SAMPLES:
         return CANNOT_TELL, f"too few runs ({n} < {MIN_SAMPLES})"
     if emulated:
@@ -165,8 +166,8 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
         want_hi = finding.value + finding.tolerance
         ok = (hi - 1) * 100 >= want_lo and (lo - 1) * 100 <= want_hi
         got = f"{(ratio - 1) * 100:+.1f} % [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]"
-    elif finding.claim == "within_pct":  # the table's "equivalent" at a margin of value %
-        ok = logratio.decide(lo, hi, finding.value / 100) == logratio.EQUIVALENT
+    elif finding.claim == "within_pct":  # the table's equivalence band at a margin of value %
+        ok = logratio.within_margin(lo, hi, finding.value / 100)
         got = f"ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}]"
     else:  # the table's slower / faster, read off the same interval
         seen = {logratio.WORSE: "slower", logratio.BETTER: "faster"}.get(

@@ -171,9 +171,17 @@ def decide(low: float | None, high: float | None, margin: float) -> str:
         return WORSE
     if high < 1.0:
         return BETTER
-    if low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin:
+    if within_margin(low, high, margin):
         return EQUIVALENT
     return UNDECIDED
+
+
+def within_margin(low: float, high: float, margin: float) -> bool:
+    """True when the interval [low, high] of a ratio lies inside the margin band
+    [1/(1 + margin), 1 + margin] (symmetric on the log scale): equivalence by TOST
+    (Schuirmann 1987), whether or not the interval also excludes 1 (:func:`decide` then says
+    worse or better, the stronger statement)."""
+    return low >= 1.0 / (1.0 + margin) and high <= 1.0 + margin
 
 
 def runs_to_decide(lw: LogWelch, level: float, margin: float) -> int | None:
