@@ -80,16 +80,17 @@ def fmt_mean_ci(s: Summary | None) -> str:
     return f"{text} (n={s.n})"
 
 
-def fmt_gmean_ci(s: Summary | None, geometric: bool = True) -> str:
+def fmt_gmean_ci(s: Summary | None, geometric: bool = True, interval: bool = True) -> str:
     """"geometric mean [interval] (n=…)" of a summary (metric unit): the centre whose ratio the
     comparison shows, with its Student-t interval on the ln scale (asymmetric); "—" when
     absent, "n/a" when n = 0; :func:`fmt_mean_ci` prefixed "mean" when a value is ≤ 0 or
-    ``geometric`` is False (no log scale on a side: the ratio is then of arithmetic means)."""
+    ``geometric`` is False (no log scale on a side: the ratio is then of arithmetic means);
+    ``interval=False``: the centre and n only ("2.157 (n=3)", the terminal's narrow cell)."""
     if s is None or s.mean is None:
         return fmt_mean_ci(s)
     if s.gmean is None or not geometric:
         return f"mean {fmt_mean_ci(s)}"
-    if s.gmean_low is None or s.gmean_high is None:
+    if s.gmean_low is None or s.gmean_high is None or not interval:
         return f"{fmt_num(s.gmean)} (n={s.n})"
     return f"{fmt_num(s.gmean)} [{fmt_num(s.gmean_low)}, {fmt_num(s.gmean_high)}] (n={s.n})"
 
@@ -198,6 +199,8 @@ class ComparisonRow:
     mean: str
     ratio: str
     method: str
+    base_short: str
+    mean_short: str
     overhead: str
     p: str
     verdict: str | None
@@ -228,7 +231,8 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
         # the centres the ratios divide: geometric means, unless the baseline has a value
         # <= 0 (every ratio of this metric is then of arithmetic means)
         geo = sums[base] is None or sums[base].gmean is not None or sums[base].mean is None
-        centre = (lambda s: fmt_gmean_ci(s, geo)) if others else fmt_mean_ci
+        centre = (lambda s, i=True: fmt_gmean_ci(s, geo, i)) if others else \
+            (lambda s, i=True: fmt_mean_ci(s))
         for i, env in enumerate(envs or [None]):
             c = analysis.comparison(bench, params, metric, env) if env else None
             info = analysis.environments.get(env) if env else None
@@ -239,6 +243,8 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
                 env_label=env_header(analysis, env) if env else "",
                 emulated=bool(info and info.emulated), mean=centre(sums[env]) if env else "",
                 ratio=fmt_ratio(c, analysis) if env else "", method=c.ratio_ci_method if c else "",
+                base_short=centre(sums[base], False),
+                mean_short=centre(sums[env], False) if env else "",
                 overhead=fmt_overhead(c) if env else "", p=fmt_p(c) if env else "",
                 verdict=c.verdict if c else None, note=c.note if c else "", first=i == 0))
     return rows

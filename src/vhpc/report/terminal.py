@@ -26,8 +26,8 @@ TCG_TRUST = "TCG emulation, not KVM"
 
 def _caption(analysis: Analysis) -> str:
     base, conf = analysis.baseline, f"{analysis.confidence * 100:g} %"
-    return (f"geo. mean [{conf} CI] of each side (\"mean ± half-width\" where a value is ≤ 0:"
-            f" then the ratio is of arithmetic means); ratio = env/{base} of those means, with the"
+    return (f"geo. mean of each side over n runs (\"mean … ± half-width\": arithmetic, where a"
+            f" value is ≤ 0); ratio = env/{base} of those means, with the"
             f" interval the verdict is read off (Welch's t on ln values; {conf}, or the Holm"
             " level of the primary metrics' family where named); overhead > 0: environment"
             " worse in the metric's direction; p: Holm-adjusted; slower/faster: the interval"
@@ -92,32 +92,32 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
     One row per (benchmark, params, metric, non-baseline environment)
     (:func:`vhpc.report.comparison_rows`), secondary metrics included, so many environments
     never stack in one cell.  Columns: benchmark, metric [unit] with ↑/↓ (higher/lower is
-    better), the baseline's geometric mean [interval], the environment (marked "(TCG
-    emulation)" when emulated), its geometric mean [interval] (the ratio's centres:
-    :func:`vhpc.report.fmt_gmean_ci`), ratio [CI] (tagged
-    "(Fieller)" for values ≤ 0, off the log scale), overhead %, Holm-adjusted p and verdict.  Benchmark,
+    better), the baseline's geometric mean and n, the environment (marked "(TCG emulation)"
+    when emulated), its geometric mean and n (the ratio's centres, without their intervals to
+    fit 80 columns: :func:`vhpc.report.fmt_gmean_ci`), ratio [CI] (tagged "(Fieller)" for
+    values ≤ 0, off the log scale), overhead %, Holm-adjusted p and verdict.  Benchmark,
     metric and baseline cells are printed once per metric, with a line between metrics when
-    there are several environments.  Cells fold rather than being cut."""
+    there are several environments.  Cells fold rather than being cut, but for the verdict."""
     base = analysis.baseline
     multi = len(analysis.others()) > 1
     table = Table(title=escape(title or f"Every metric, relative to {env_header(analysis, base)}"),
                   caption=escape(_caption(analysis)))
     for name, right in (("benchmark", False), ("metric [unit]", False),
                         (env_header(analysis, base) + " (baseline)", True), ("environment", False),
-                        ("geo. mean [CI]", True), ("ratio [CI]", True), ("overhead", True),
+                        ("geo. mean", True), ("ratio [CI]", True), ("overhead", True),
                         ("p (Holm)", True), ("verdict", False)):
         table.add_column(Text(name), justify="right" if right else "left", overflow="fold",
-                         style="bold" if name == "benchmark" else "")
+                         style="bold" if name == "benchmark" else "", no_wrap=name == "verdict")
     rows = comparison_rows(analysis)
     for i, r in enumerate(rows):
         # Text, not str: "[unit]" and "bench[params]" must not be read as rich markup
-        head = [Text(r.bench), Text(r.metric), Text(r.base)] if r.first else [Text("")] * 3
+        head = [Text(r.bench), Text(r.metric), Text(r.base_short)] if r.first else [Text("")] * 3
         if r.verdict is None:
             verdict = Text("no baseline" if r.environment else "", style="dim")
         else:
             verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
         last = i + 1 == len(rows) or rows[i + 1].first
-        table.add_row(*head, Text(r.env_label, style="red" if r.emulated else ""), Text(r.mean),
+        table.add_row(*head, Text(r.env_label, style="red" if r.emulated else ""), Text(r.mean_short),
                       Text(r.ratio), Text(r.overhead), Text(r.p), verdict,
                       end_section=multi and last)
     return table
