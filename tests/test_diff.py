@@ -409,3 +409,19 @@ def test_real_campaigns_diff_and_an_injected_slowdown_fails(kernels_built, tmp_p
     assert any(o["status"] == "FAIL" and o["environment"] == "guest" for o in doc["overhead"])
     assert {"scope": "guest", "key": "option.slowdown", "a": None, "b": "3.0"} in doc["fingerprint"]
     assert doc["history"] and all(len(h["points"]) == 3 for h in doc["history"])
+
+
+def test_a_single_run_side_gives_the_ratio_of_geometric_means_without_an_interval(store):
+    """One vm run per campaign: no log-scale interval, but Q is still the model's centre,
+    (30 / gmean(B's native)) / (20 / gmean(A's native)) from scipy, not arithmetic means."""
+    nat_a, nat_b = [10, 12, 8], [9, 14, 10]
+    make_campaign(store, "A", {"native": {"pagefault": {"private_us": nat_a}},
+                               "vm": {"pagefault": {"private_us": [20]}}}, created=1000.0)
+    make_campaign(store, "B", {"native": {"pagefault": {"private_us": nat_b}},
+                               "vm": {"pagefault": {"private_us": [30]}}}, created=2000.0)
+    r = d.diff(d.load(store, "A"), d.load(store, "B"))
+    (o,) = r.overhead
+    q = (30 / sps.gmean(nat_b)) / (20 / sps.gmean(nat_a))
+    assert o.q == pytest.approx(q, rel=1e-12) and o.q != pytest.approx(
+        (30 / (sum(nat_b) / 3)) / (20 / (sum(nat_a) / 3)), rel=1e-3)
+    assert o.q_ci == (None, None) and o.verdict == d.INSUFFICIENT

@@ -37,11 +37,11 @@ def checked(spec: Mapping[str, Any] | None) -> dict[str, str]:
     return out
 
 
-def check_specs(spec: Mapping[str, Any] | None) -> dict[str, tuple[str, float]]:
+def check_specs(spec: Mapping[str, Any] | None) -> dict[str, tuple[str, float | None]]:
     """Check figures of a stored campaign spec's custom benchmarks (``check:`` with a numeric
     ``rtol``, or none: an identity figure, rtol None): name → (metric, rtol), for
     :func:`vhpc.analysis.analyse` (the registry's own checks it finds itself)."""
-    out: dict[str, tuple[str, float]] = {}
+    out: dict[str, tuple[str, float | None]] = {}
     for c in (spec or {}).get("custom") or []:
         chk = c.get("check") if isinstance(c, Mapping) else None
         if not isinstance(chk, Mapping) or not isinstance(c.get("name"), str):

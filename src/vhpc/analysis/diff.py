@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping
 
 from vhpc.core import logratio, stats
 from vhpc.analysis.fingerprints import FingerprintChange, fingerprint_changes
-from vhpc.analysis.compare import overhead_interval, overhead_pct, verdict_of
+from vhpc.analysis.compare import off_log_scale, overhead_interval, overhead_pct, verdict_of
 from vhpc.analysis.results import (
     DEFAULT_MARGIN, EQUIVALENT as EQ, FASTER, INCONCLUSIVE as INC, INVERSE, POINT, PRIMARY,
     SAME, SLOWER, Comparison,
@@ -476,14 +476,14 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
         hib = d["higher_is_better"]
         ra, ra_ci, _ = ratio_ci(xa, ya, confidence)
         rb, rb_ci, _ = ratio_ci(xb, yb, confidence)
+        ms = [logratio.log_moments(v) for v in (xb, yb, xa, ya)]
         if lw is not None:
             q = lw.ratio if math.isfinite(lw.ratio) else None
             lo, hi = lw.interval(level[i])
             method, df, p = stats.LOG_WELCH, lw.df, lw.p
-        elif all(logratio.log_moments(v) is not None for v in (xb, yb, xa, ya)):
+        elif all(m is not None for m in ms):
             # positive, but a side of fewer than 2 values: the model's centre, no interval
-            d_ln = sum(sg * logratio.log_moments(v).mean
-                       for sg, v in zip((1, -1, -1, 1), (xb, yb, xa, ya)))
+            d_ln = ms[0].mean - ms[1].mean - ms[2].mean + ms[3].mean
             q = math.exp(d_ln) if d_ln < 700 else None
             lo = hi = df = p = None
             method = stats.NO_INTERVAL

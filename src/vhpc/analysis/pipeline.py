@@ -41,7 +41,7 @@ def _environments(seen: list[str], environments: Mapping[str, EnvInfo],
     return envs
 
 
-def declared_checks(benchmarks: Iterable[str]) -> dict[tuple[str, str], float]:
+def declared_checks(benchmarks: Iterable[str]) -> dict[tuple[str, str], float | None]:
     """Check figures the benchmark registry declares (:meth:`vhpc.benchmarks.base.Benchmark.
     all_checks`: an application may carry several): (benchmark, metric) → rtol."""
     from vhpc import benchmarks as registry

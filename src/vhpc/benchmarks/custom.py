@@ -32,8 +32,8 @@ name given as ``as:``.  ``check:`` names a metric (or gives
 baseline environment's within the relative tolerance ``rtol``; a trial that fails it is stored
 invalid (:mod:`vhpc.campaign.checks`).  Without ``rtol`` the figure is an identity figure (a
 file-system size, a version) that may differ between environments: shown as a check beside
-the baseline's, never compared and never given a verdict.  A metric's direction is ``higher_is_better: true|false``
-or ``direction: higher|lower``.
+the baseline's, never compared and never given a verdict.  A metric's direction is
+``higher_is_better: true|false`` or ``direction: higher|lower``.
 
 Regexes are Python ``re`` patterns searched with MULTILINE in stdout followed by stderr; when a
 pattern matches several times the **last** match counts (final results are usually printed
