@@ -121,3 +121,10 @@ def test_a_within_pct_line_agrees_exactly_when_the_interval_is_in_the_tables_ban
     assert agrees == (1 / 1.05 <= lo and hi <= 1.05)
     assert verdict_of(lo, hi, False, 0.05) == ("slower" if lo > 1 else "equivalent" if agrees
                                                else "inconclusive")
+
+
+def test_a_pair_with_one_run_a_side_is_the_ratio_of_geometric_means_without_verdict():
+    a = _analysis({"native": NATIVE, "vm": VM, "vm2": (1.9,)})
+    (p,) = [p for p in versus.pairs(a, versus="vm") if p.environment == "vm2"]
+    assert p.ratio == pytest.approx(1.9 / sps.gmean(VM), rel=1e-12)
+    assert (p.low, p.high, p.p, p.verdict) == (None, None, None, "insufficient data")
