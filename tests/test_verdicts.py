@@ -469,3 +469,16 @@ def test_a_declared_custom_check_gets_no_verdict_anywhere(tmp_path):
     diff = json.loads((ddir / "diff.json").read_text())
     assert {o["metric"] for o in diff["overhead"]} == {"time"}
     assert {h["metric"] for h in diff["history"]} == {"time"}
+
+
+def test_a_figure_that_never_varies_but_differs_is_pointed_at_the_check_declaration():
+    """A custom figure constant in each environment and different between them (a root
+    file-system size left under ``metrics:``) keeps its exact verdict, and an info finding
+    says how to declare it an identity figure; a timing that varies gets no such note."""
+    data = obs("vm", [1200.0] * 3, "root_bytes", "B", True) + \
+        obs("native", [1000.0] * 3, "root_bytes", "B", True)
+    data += obs("vm", [2.0, 2.1, 1.9], "time") + obs("native", [1.0, 1.1, 0.9], "time")
+    a = analyse(data, ENVS, "native")
+    (f,) = [f for f in a.findings if f.kind == "constant-figure"]
+    assert "root_bytes" in f.message and "time" not in f.message
+    assert "check: {metric: NAME}" in f.advice and f.level == "info"

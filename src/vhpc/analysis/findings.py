@@ -82,6 +82,14 @@ RULES: tuple[Rule, ...] = (
          f"outliers (modified z-score > {MAD_THRESHOLD}): {{items}}",
          "check for noise on the host (other jobs, frequency changes, interrupts) and look at"
          " the distribution figure"),
+    Rule("constant-figure", "info", "comparison",
+         lambda c: c.metric if c.n >= 2 and c.n_baseline >= 2 and c.ratio not in (None, 1.0)
+         and c.ratio_ci == (c.ratio, c.ratio) and c.role not in (INVERSE, SAME) else None,
+         "never varied within an environment but differs between them (an identity figure"
+         " such as a size or a version, not a speed?): {items}",
+         "if it is not a speed, declare it in the custom benchmark as a check without a"
+         " tolerance, check: {metric: NAME}: shown beside the baseline's, never given a"
+         " verdict (docs/applications.md)"),
     Rule("inconclusive", "warn", "comparison", lambda c: inconclusive(c),
          "inconclusive (the interval neither excludes 1 nor lies within the equivalence"
          " margin): {items}",

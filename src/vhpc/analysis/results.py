@@ -238,7 +238,7 @@ class Finding:
 
     level: ``"info"`` or ``"warn"``; kind: machine-readable category (``high-variation``,
     ``few-samples``, ``outliers``, ``tcg``, ``invalid``, ``baseline-missing``, ``inconclusive``,
-    ``unknown-environment``); scope: what it is about — ``"campaign"``, an environment name, or
+    ``constant-figure``, ``unknown-environment``); scope: what it is about — ``"campaign"``, an environment name, or
     ``"<environment> / <benchmark>[<params>]"`` (metrics are named in the message);
     message: what was observed; advice: what to do about it; items: every item the message
     aggregates (the message names the first few and counts the rest).
