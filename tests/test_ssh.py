@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from vhpc.environments.ssh.environment import SshEnvironment, hypervisor, parse_fingerprint
 from vhpc.store import Store
@@ -139,3 +140,131 @@ def test_host_report_over_ssh(sshd):
     nodes = len(list(Path("/sys/devices/system/node").glob("node[0-9]*")))  # the same machine
     assert re.search(rf"\b{nodes} NUMA nodes?\b", out.stdout) and "hypervisor" in out.stdout
     assert socket.gethostname() in out.stdout
+
+
+# ------------------------------------------------------ a custom benchmark's inputs, copied
+
+
+def _inputs_bench(rate: Path, data: Path, mpi: bool = False):
+    from vhpc.benchmarks.custom import from_mapping
+
+    return from_mapping({
+        "name": "staged", "inputs": [str(rate), str(data)],
+        "command": ["sh", "-c", "cat rate.txt data/a.txt data/sub/b.txt data/link.txt"],
+        "metrics": [{"name": "rate", "regex": r"rate: (\d+)", "unit": "1/s",
+                     "higher_is_better": True}],
+        "success": "alpha\nbeta\noutside", **({"mpi": {"ranks": 2}} if mpi else {})})
+
+
+def _inputs(tmp_path: Path) -> tuple[Path, Path]:
+    data = tmp_path / "in" / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "a.txt").write_text("alpha\n")
+    (data / "sub" / "b.txt").write_text("beta\n")
+    (tmp_path / "in" / "outside.txt").write_text("outside\n")
+    (data / "link.txt").symlink_to(tmp_path / "in" / "outside.txt")
+    rate = tmp_path / "in" / "rate.txt"
+    rate.write_text("rate: 7\n")
+    return rate, data
+
+
+def test_inputs_are_copied_over_ssh_and_the_trial_reads_the_copy(sshd, tmp_path, monkeypatch):
+    from vhpc.benchmarks.base import RunContext
+    from vhpc.environments.ssh.inputs import InputError
+
+    monkeypatch.setenv("VHPC_SSH_CONFIG", sshd["VHPC_SSH_CONFIG"])
+    rate, data = _inputs(tmp_path)
+    bench = _inputs_bench(rate, data)
+    work = tmp_path / "w"
+    env = SshEnvironment("r", host="127.0.0.1", port=int(sshd["VHPC_SSH_PORT"]),
+                         workdir=str(work))
+    try:
+        remote = env.stage_files(bench.copied_inputs({}))
+        copy_rate, copy_data = Path(remote.files[str(rate)]), Path(remote.files[str(data)])
+        assert copy_rate.parent.parent == work and copy_data.parent.parent == work
+        assert copy_rate.read_text() == "rate: 7\n"
+        link = copy_data / "link.txt"  # the link was followed: a file of its own there
+        assert not link.is_symlink() and link.read_text() == "outside\n"
+        assert (copy_data / "sub" / "b.txt").read_text() == "beta\n"
+        assert oct(copy_rate.stat().st_mode & 0o777) == "0o600"
+        assert Path(remote.rankrun).parent.parent == work and remote.python == "python3"
+        copy_rate.write_text("rate: 9\n")  # the trial must read the copy, not the host file
+        argv = bench.command({}, RunContext(Path("."), 1, None, remote))
+        assert str(rate) not in argv and str(data) not in argv and sys.executable not in argv
+        r = env.run(argv, timeout=120)
+        assert r.ok, r.stderr
+        (sample,) = bench.parse({}, r.stdout, r.stderr, r.returncode)
+        assert (sample.value, sample.valid) == (9.0, True)
+        # the same contents are found by their hash, not sent again; changed ones are
+        assert env.stage_files([str(rate)]).files[str(rate)] == str(copy_rate)
+        rate.write_text("rate: 8\n")
+        again = Path(env.stage_files([str(rate)]).files[str(rate)])
+        assert again != copy_rate and again.read_text() == "rate: 8\n"
+        os.mkfifo(data / "pipe")  # what a native trial refuses is refused here too
+        with pytest.raises(InputError, match=r"data/pipe is \(or leads to\) something that is "
+                                             "not a regular file or folder"):
+            env.stage_files([str(data)])
+        (data / "pipe").unlink()
+        (data / "sub" / "up").symlink_to(data)
+        with pytest.raises(InputError, match="a loop of links"):
+            env.stage_files([str(data)])
+    finally:
+        env.close()
+
+
+def test_a_campaign_stages_inputs_for_mpi_ranks_over_ssh(sshd, tmp_path, kernels_built):
+    rate, data = _inputs(tmp_path)
+    work = tmp_path / "remote-work"
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
+        "custom": [{"name": "staged", "inputs": [str(rate), str(data)], "mpi": {"ranks": 2},
+                    "command": ["sh", "-c", "cat rate.txt data/a.txt data/link.txt"],
+                    "metrics": [{"name": "rate", "regex": r"rate: (\d+)", "unit": "1/s",
+                                 "higher_is_better": True}],
+                    "success": "alpha\noutside"}],
+        "benchmarks": ["staged"], "repeats": 1, "warmup": 0,
+        "environments": ["native", {"ssh": {"host": "127.0.0.1", "name": "remote",
+                                            "port": int(sshd["VHPC_SSH_PORT"]),
+                                            "workdir": str(work)}}]}))
+    out = subprocess.run(CLI + ["run", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "res"),
+                                "--no-report"], capture_output=True, text=True, env=_env(sshd),
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    store = Store(tmp_path / "res" / "vhpc.db")
+    cid = store.campaigns()[0]["id"]
+    trials = {t.environment: t for t in store.trials(cid)}
+    assert {e: t.status for e, t in trials.items()} == {"native": "done", "remote": "done"}
+    assert trials["remote"].stdout.count("VHPC-RANK") == 2  # both ranks ran rankrun there
+    assert all(o.valid and o.value == 7.0 for o in store.observations(cid))
+    assert len(list(work.glob("inputs-*/.done"))) == 2 and list(work.glob("kernels-*/rankrun.py"))
+
+
+def test_an_image_guest_gets_its_inputs_over_its_ssh_session(sshd, tmp_path, monkeypatch):
+    """vm:image= stages inputs through the booted guest's ssh session (here a real sshd stands
+    for the guest's), so the copies land on the guest's side."""
+    from vhpc.environments import kind
+    from vhpc.environments.options import HostFacts
+    from vhpc.environments.vm.options import VmOptions
+
+    monkeypatch.setenv("VHPC_SSH_CONFIG", sshd["VHPC_SSH_CONFIG"])
+    rate, _ = _inputs(tmp_path)
+    guest_ssh = SshEnvironment("g", host="127.0.0.1", port=int(sshd["VHPC_SSH_PORT"]),
+                               workdir=str(tmp_path / "guest-home"))
+
+    class Booted:  # stands for a running ImageGuest: alive, with its session's ssh
+        ssh = guest_ssh
+
+        def alive(self):
+            return True
+
+        def kill(self):
+            guest_ssh.close()
+
+    env = kind.build("vm", "vm", VmOptions(image=str(tmp_path / "x.qcow2"), accel="tcg"),
+                     HostFacts.live())
+    env.guest = Booted()
+    try:
+        copy = Path(env.stage_files([str(rate)]).files[str(rate)])
+        assert copy.parent.parent == tmp_path / "guest-home" and copy.read_text() == "rate: 7\n"
+    finally:
+        env.close()
+    assert not guest_ssh._ctl

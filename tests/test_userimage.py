@@ -342,3 +342,30 @@ def test_a_cold_trial_uses_the_checking_boot_but_never_a_used_session(tmp_path):
     assert guest.killed and env.guest is None and env.rundir == tmp_path
     env.close()
     assert env.rundir is None and not tmp_path.exists()
+
+
+def test_inputs_a_vhpc_guest_cannot_see_are_fine_for_an_image_which_gets_copies(tmp_path):
+    """An input under /tmp: vhpc's own guest (its own tmpfs there) refuses it before anything
+    runs; a user's image gets the input copied in over ssh, so it is not refused."""
+    from vhpc.benchmarks.base import BenchmarkError
+    from vhpc.campaign.execute import _refuse_hidden_inputs
+    from vhpc.environments.vm.guestimage import hidden_in_guest
+    from vhpc.spec.parse import from_file
+
+    data = tmp_path / "in.dat"
+    data.write_text("x\n")
+    assert hidden_in_guest(str(data))
+    custom = [{"name": "c", "command": "cat in.dat", "inputs": [str(data)],
+               "metrics": [{"name": "v", "regex": "(x)", "direction": "higher"}]}]
+
+    def spec(vm):
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump(
+            {"custom": custom, "benchmarks": ["c"], "environments": ["native", {"vm": vm}]}))
+        s = from_file(tmp_path / "c.yaml")
+        return s, s.benchmark("c")
+
+    s, bench = spec({"image": "bench.qcow2", "accel": "tcg"})
+    _refuse_hidden_inputs(s, bench, {})
+    s, bench = spec({"accel": "tcg"})
+    with pytest.raises(BenchmarkError, match=f"{data} lies under /tmp"):
+        _refuse_hidden_inputs(s, bench, {})

@@ -69,11 +69,25 @@ class RunContext:
     the environment offers: vCPUs in a VM, allowed host CPUs natively), ``cpuset`` (the host
     CPUs a native environment restricts its trials to, for ``mpirun --cpu-set``: Open MPI maps
     ranks onto the whole machine otherwise, ignoring the affinity it was started with; None:
-    no restriction)."""
+    no restriction), ``remote`` (a :class:`Remote` where the trial runs on another file
+    system, else None)."""
 
     bindir: Path
     ncpus: int
     cpuset: tuple[int, ...] | None = None
+    remote: "Remote | None" = None
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Where a trial that does not see this host's file system (``ssh``, a user's image) finds
+    what vhpc copied there: ``python`` (the interpreter there), ``rankrun`` (path of
+    ``rankrun.py`` there) and ``files`` (host path of each input → path of its copy there).
+    Environments that see the host's files (native, vhpc's own guests) give none."""
+
+    python: str
+    rankrun: str
+    files: Mapping[str, str]
 
 
 #: MPI implementations vhpc builds and launches its kernels with (Debian's packages install
@@ -143,6 +157,12 @@ class Benchmark:
         """Refuse parameters an environment of ``ncpus`` CPUs and ``memory`` bytes (None:
         unknown) cannot hold, before anything runs.  Raises BenchmarkError (one line saying
         what to change); nothing by default."""
+
+    def copied_inputs(self, params: Mapping[str, Any]) -> list[str]:
+        """Host files and folders a trial stages into its working directory, which an
+        environment on another file system (ssh, a user's image) copies there before the trial
+        and hands back in :attr:`RunContext.remote`.  [] by default."""
+        return []
 
     def host_paths(self, params: Mapping[str, Any]) -> list[str]:
         """Files and folders of the host a trial reads where it runs (inputs staged into the

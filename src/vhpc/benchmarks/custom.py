@@ -25,7 +25,9 @@ With ``mpi:`` or ``inputs:`` every rank (or the single process) runs under ``ran
 (:mod:`vhpc.benchmarks.apps.common`): a fresh working directory per rank under ``/tmp`` with
 the ``inputs`` copied in (files, or folders with their contents; guests and Slurm nodes read
 them from the host's file system), ``env:`` set for the rank itself (remote ranks too), and one
-``VHPC-RANK`` line per rank for the placement read-back.  An input is a regular file or a folder
+``VHPC-RANK`` line per rank for the placement read-back; where trials run on another file
+system (``ssh``, ``vm:image=``) the inputs and ``rankrun.py`` are copied there first and the
+ranks run that copy with the ``python3`` there.  An input is a regular file or a folder
 (every symbolic link inside it leading to one), copied under its own name or the plain file
 name given as ``as:``.  ``check:`` names a metric (or gives
 ``name``/``regex``/``unit`` for a figure that is only checked) whose value must agree with the
@@ -245,6 +247,10 @@ class CommandBenchmark(Benchmark):
                                      ": inputs must be regular files or folders; fix inputs: "
                                      "in the campaign file")
 
+    def copied_inputs(self, params):
+        """The inputs' host paths (an environment on another file system copies them)."""
+        return [src for src, _ in self.inputs]
+
     def host_paths(self, params):
         """Every host path a trial reads: the inputs, and where each symbolic link inside an
         input folder leads (a guest must see those too)."""
@@ -269,8 +275,12 @@ class CommandBenchmark(Benchmark):
             return list(self.argv)
         from vhpc.benchmarks.apps.common import rank_command
 
-        return rank_command(self.launch(params, ctx), list(self.inputs), [], list(self.argv),
-                            env=self.env)
+        remote = ctx.remote  # ssh, a user's image: the copies there, and rankrun.py there
+        stage = list(self.inputs) if remote is None else [
+            (remote.files[src], name) for src, name in self.inputs]
+        return rank_command(self.launch(params, ctx), stage, [], list(self.argv),
+                            env=self.env, runner=None if remote is None else
+                            [remote.python, "-S", remote.rankrun])
 
     def environ(self, params, ctx):
         """The launcher's variables; ``env:`` too when the command runs without rankrun

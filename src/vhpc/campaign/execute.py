@@ -332,7 +332,8 @@ def _refuse_hidden_inputs(spec: CampaignSpec, bench, params) -> None:
     from vhpc.benchmarks.base import BenchmarkError
     from vhpc.environments.vm.guestimage import GUEST_PRIVATE, hidden_in_guest
 
-    guests = [e.name for e in spec.environments if e.part.boots_guests]
+    guests = [e.name for e in spec.environments
+              if e.part.boots_guests and e.options.guest_sees_host_files]
     if not guests:
         return
     for path in bench.host_paths(params):
@@ -406,7 +407,8 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         impl = str(params.get("mpi", "openmpi"))
         bindir = bindirs.get(impl)
         bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))  # ssh: remote build
-        ctx = RunContext(bindir, env.benchmark_cpus(), env.mpi_cpuset())
+        remote = env.stage_files(bench.copied_inputs(params))  # ssh, an image: copied there
+        ctx = RunContext(bindir, env.benchmark_cpus(), env.mpi_cpuset(), remote)
         if progress:
             progress.trial(row)
         store.mark_running(row.id)

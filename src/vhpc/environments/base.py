@@ -140,6 +140,14 @@ class Environment(ABC):
         host's build) by default; ``ssh`` builds them on the remote host."""
         return local
 
+    def stage_files(self, paths: list[str]):
+        """Make the host files and folders ``paths`` (a benchmark's inputs:
+        :meth:`~vhpc.benchmarks.base.Benchmark.copied_inputs`) readable where this
+        environment's trials run; returns a :class:`~vhpc.benchmarks.base.Remote` saying where
+        they and ``rankrun.py`` lie there, or None (the default) when trials see this host's
+        file system (native, vhpc's own guests).  Raises EnvError when a copy fails."""
+        return None
+
     @abstractmethod
     def run(self, argv: list[str], env: dict[str, str] | None = None,
             timeout: float = 600.0, key: str = "") -> RunResult:

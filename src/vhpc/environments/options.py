@@ -147,6 +147,13 @@ class EnvOptions(BaseModel):
         """The options the user set, in their text form (``{"pin": "0,1"}``)."""
         return self.model_dump(mode="json", exclude_unset=True)
 
+    @property
+    def guest_sees_host_files(self) -> bool:
+        """Its guests (where it boots any) read the host's files through the shared root, so
+        a host path they cannot see there is refused before a campaign runs; False where
+        inputs are copied into the guest instead (``vm:image=``).  True by default."""
+        return True
+
 
 
 def check_subset(field: str, values: tuple[int, ...], have, what: str) -> None:

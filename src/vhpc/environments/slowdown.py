@@ -109,6 +109,9 @@ class ThrottledEnvironment(Environment):
     def kernel_dir(self, local, impl: str, binary: str):
         return self.inner.kernel_dir(local, impl, binary)
 
+    def stage_files(self, paths: list[str]):
+        return self.inner.stage_files(paths)
+
     @property
     def mpi_job_step(self) -> bool:  # type: ignore[override]
         return self.inner.mpi_job_step

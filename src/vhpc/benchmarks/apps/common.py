@@ -43,13 +43,16 @@ def require(binary: str, package: str, bench: str) -> str:
 
 
 def rank_command(launch: Launch | None, stage: list[str | tuple[str, str]], show: list[str],
-                 argv: list[str], env: Mapping[str, str] | None = None) -> list[str]:
+                 argv: list[str], env: Mapping[str, str] | None = None,
+                 runner: list[str] | None = None) -> list[str]:
     """argv of one application trial: the launcher prefix (none when ``launch`` is None: one
     process), then ``rankrun.py`` with the files to stage (an absolute path, copied under its
     own name, or (path, name)), to print (``show``) and the variables to set in each rank
     (``env``: remote ranks get them too, which a launcher's own environment does not reach),
-    then the application."""
-    cmd = [*(launch.argv() if launch else []), sys.executable, "-S", str(RANKRUN)]
+    then the application.  ``runner``: the interpreter and rankrun.py where the ranks run
+    (default: this Python and this rankrun.py, for environments seeing this file system)."""
+    cmd = [*(launch.argv() if launch else []),
+           *(runner or [sys.executable, "-S", str(RANKRUN)])]
     for item in stage:
         src, name = (item, os.path.basename(item.rstrip("/"))) if isinstance(item, str) \
             else item

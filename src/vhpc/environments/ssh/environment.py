@@ -8,9 +8,11 @@ configuration file (``ssh -F``), e.g. the one ``tests/cluster/up`` writes.
 
 Preparing the remote side (:meth:`SshEnvironment.start`):
 
-* the kernel sources (``kernels/``) are copied with ``tar`` over the connection into
-  ``<workdir>/kernels-<hash>`` (``hash`` = SHA-256 of the sources' paths and contents) and
-  built there with the remote compilers, unless a build stamp for that hash exists;
+* the kernel sources (``kernels/``), the run wrapper and ``rankrun.py`` are copied with
+  ``tar`` over the connection into ``<workdir>/kernels-<hash>`` (``hash`` = SHA-256 of their
+  paths and contents) and built there with the remote compilers, unless a build stamp for
+  that hash exists; a benchmark's inputs are copied into ``<workdir>/inputs-<hash>``
+  (:mod:`.inputs`) before its trials;
 * the remote fingerprint is read once (:data:`FINGERPRINT_SCRIPT`): CPU, kernel, hypervisor
   seen from inside (``systemd-detect-virt``, ``/sys/hypervisor/type``, the CPUID
   ``hypervisor`` flag), MPI and compiler versions, and the topology (hwloc's ``lstopo`` there,
@@ -37,7 +39,8 @@ from typing import Any
 
 from vhpc.core import records
 from vhpc.core.cpulist import parse_cpu_list
-from vhpc.benchmarks.base import kernel_sources
+from vhpc.benchmarks.apps.common import RANKRUN
+from vhpc.benchmarks.base import Remote, kernel_sources
 from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 from vhpc.host import owned
@@ -83,7 +86,7 @@ def source_hash(src: Path = KERNEL_SRC) -> str:
     h = hashlib.sha256()
     for path in sorted(_source_files(src)):
         h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes())
-    h.update(RUN_SCRIPT.read_bytes())
+    h.update(RUN_SCRIPT.read_bytes() + RANKRUN.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -305,7 +308,8 @@ class SshEnvironment(Environment):
     def _copy_sources(self) -> None:
         files = [str(p.relative_to(KERNEL_SRC)) for p in _source_files(KERNEL_SRC)]
         tar = subprocess.run(["tar", "-C", str(KERNEL_SRC), "-cf", "-", *sorted(files),
-                              "-C", str(RUN_SCRIPT.parent), RUN_SCRIPT.name],
+                              "-C", str(RUN_SCRIPT.parent), RUN_SCRIPT.name,
+                              "-C", str(RANKRUN.parent), RANKRUN.name],
                              capture_output=True, check=True)
         kd = shlex.quote(self.kdir)
         res = self.shell(f"mkdir -p {kd} {shlex.quote(self.workdir)}/run && tar -C {kd} -xf - "
@@ -360,6 +364,16 @@ class SshEnvironment(Environment):
         if local is None or not binary:
             return local
         return Path(self.prepare([binary], mpi))
+
+    def stage_files(self, paths: list[str]) -> Remote:
+        """The inputs ``paths`` copied into the work directory (:mod:`.inputs`: regular files
+        and folders only, links followed, each copy kept by its contents' hash), and
+        ``rankrun.py`` (shipped with the kernel sources) run by the ``python3`` there.  Raises
+        EnvError (an input that cannot be copied, a failed copy)."""
+        from vhpc.environments.ssh.inputs import copy_inputs
+
+        self._ensure_copied()
+        return Remote("python3", f"{self.kdir}/{RANKRUN.name}", copy_inputs(self, paths))
 
     def _numactl(self) -> list[str]:
         argv = []

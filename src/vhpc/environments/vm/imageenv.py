@@ -120,6 +120,14 @@ class ImageEnvironment(VmEnvironment):
         self.start()
         return self.guest.ssh.kernel_dir(local, impl, binary)
 
+    def stage_files(self, paths: list[str]):
+        """The inputs copied into the guest over ssh and ``rankrun.py`` there (as the ``ssh``
+        environment copies them: :meth:`~vhpc.environments.ssh.environment.SshEnvironment.
+        stage_files`), booting the guest if needed; they stay in the overlay for later
+        sessions.  Raises EnvError."""
+        self.start()
+        return self.guest.ssh.stage_files(paths)
+
     def fingerprint(self) -> dict[str, Any]:
         """VmEnvironment's fingerprint with the guest as seen from inside (booting it if
         needed): ``guest_kernel``, ``guest_os``, ``guest_mpi``, ``guest_compiler``,

@@ -173,6 +173,11 @@ class VmOptions(EnvOptions, Slowdown):
             raise ValueError("give either image= or domain_xml=, not both")
 
     @property
+    def guest_sees_host_files(self) -> bool:
+        """False with ``image=``: the user's guest gets the inputs copied in over ssh."""
+        return self.image is None
+
+    @property
     def backend_name(self) -> str:
         """The hypervisor backend (a name in :data:`BACKENDS`): ``backend`` as given, else
         ``libvirt`` when ``domain_xml`` is given, else ``qemu``."""
