@@ -56,7 +56,6 @@ def _ext4_root(tmp: Path) -> Path:
     ({"format": "raw"}, "format= needs image=FILE"),
     ({"boot": "kernel"}, "boot= needs image=FILE"),
     ({"image": "a.qcow2", "kernel": "/boot/vmlinuz"}, "boots its own kernel: drop kernel="),
-    ({"image": "a.qcow2", "backend": "libvirt"}, "image= is not supported with backend=libvirt"),
     ({"image": "a.qcow2", "format": "vmdk"}, "'qcow2' or 'raw'"),
 ])
 def test_image_options_are_checked_at_parse(given, error):

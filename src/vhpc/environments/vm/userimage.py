@@ -344,7 +344,9 @@ def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
     user-mode NIC whose only way in is ``127.0.0.1:port`` → guest port 22 (``restrict=on``:
     no packet leaves for the host or beyond), a virtio RNG (sshd's keys need entropy early),
     the serial console into ``workdir/console.log`` and QMP on ``workdir/qmp.sock``; the
-    placement's NUMA arguments come in ``cfg.extra_args``."""
+    image's kernel (``-kernel``/``-initrd``/``-append``) for a direct boot, else SeaBIOS
+    (:func:`firmware`, ``-bios``) and the image's bootloader; the placement's NUMA arguments
+    come in ``cfg.extra_args``."""
     argv = [
         shutil.which(QEMU) or QEMU,
         "-name", "vhpc-guest,debug-threads=on",
@@ -363,41 +365,53 @@ def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
     if image.kernel is not None:
         argv += ["-kernel", str(image.kernel), "-initrd", str(image.initrd),
                  "-append", image.append]
+    else:  # the image's own bootloader, started by Debian's SeaBIOS
+        argv += ["-bios", str(firmware())]
     return argv + list(cfg.extra_args)
 
 
-class ImageGuest(QemuGuest):
-    """One boot of a user's image: QEMU with :func:`image_argv`, ready once the guest's sshd
-    accepts this boot's key.  ``ssh`` is the session's
-    :class:`~vhpc.environments.ssh.environment.SshEnvironment` (127.0.0.1, the forwarded
-    port, the session key, the pinned host key, no user ssh_config); agent requests are
-    served over it (``read``: ``cat`` of a file; ``run``: the ssh environment's wrapper, whose
-    read-back of the benchmark's processes is kept in ``processes``)."""
+#: The PC firmware an image's bootloader is started by: Debian's SeaBIOS (package seabios,
+#: which qemu-system-x86 depends on), the 256 KiB build QEMU's ``pc`` machine loads itself.
+SEABIOS = Path("/usr/share/seabios/bios-256k.bin")
 
-    def __init__(self, cfg: GuestConfig, image: ImageBoot):
-        super().__init__(cfg)
-        self.image = image
-        self.port: int | None = None
-        self.ssh = None
-        self.processes: list | None = None
 
-    def boot(self) -> float:
-        """Write the seed, start QEMU, wait until sshd accepts the session key.  Raises
-        EnvError (one line, then the console tail) after killing QEMU when the image has no
-        sshd, no cloud-init, or does not boot within ``cfg.boot_timeout``."""
+def firmware() -> Path:
+    """Path of the firmware for ``boot=firmware`` (:data:`SEABIOS`).  Raises UserImageError
+    naming the Debian package when it is missing."""
+    if not SEABIOS.is_file():
+        raise UserImageError(f"boot=firmware needs SeaBIOS ({SEABIOS}): apt-get install seabios")
+    return SEABIOS
+
+
+class ReachedOverSsh:
+    """What every backend's session of a user's image shares (mixed into a
+    :class:`~vhpc.environments.vm.backends.base.GuestSession`): a seed and a loopback port per
+    boot, the guest ready once its sshd accepts this boot's key and start-up has settled.
+    ``ssh`` is the session's :class:`~vhpc.environments.ssh.environment.SshEnvironment`
+    (127.0.0.1, the forwarded port, the session key, the pinned host key, no user ssh_config);
+    agent requests are served over it (``read``: ``cat`` of a file; ``run``: the ssh
+    environment's wrapper, whose read-back of the benchmark's processes is kept in
+    ``processes``).  The session sets ``image`` (an :class:`ImageBoot`)."""
+
+    image: ImageBoot
+    port: int | None = None
+    ssh: Any = None
+    processes: list | None = None
+
+    def _boot_image(self, start, timeout: float) -> float:
+        """Write the seed, pick the port, ``start(seed, deadline)`` the hypervisor (the
+        backend's part), wait until sshd accepts the session key and start-up settled;
+        returns the boot's seconds.  Raises EnvError (one line, then the console tail) after
+        killing the guest when the image has no sshd, no cloud-init, or does not boot within
+        ``timeout`` seconds."""
         t0 = time.monotonic()
-        deadline = t0 + self.cfg.boot_timeout
+        deadline = t0 + timeout
         try:
             seed, key, _ = write_seed(self.workdir, self.image.hostname)
             self.port = free_port()
-            argv = image_argv(self.cfg, self.image, self.workdir, seed, self.port)
-            self.proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=open(self.workdir / "qemu.stderr", "wb"))
-            self.qmp = _qmp_connect(self.workdir / "qmp.sock", deadline, self._exit_status)
-            self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
-                                 for c in self.qmp.cmd("query-cpus-fast")}
-            self.ssh = self._wait_ssh(key, deadline)
-            self._wait_settled(deadline)
+            start(seed, deadline)
+            self.ssh = self._wait_ssh(key, deadline, timeout)
+            self._wait_settled(deadline, timeout)
         except BaseException as exc:
             detail = self.failure_detail()
             self.kill()
@@ -409,7 +423,7 @@ class ImageGuest(QemuGuest):
         self.boot_seconds = time.monotonic() - t0
         return self.boot_seconds
 
-    def _wait_ssh(self, key: Path, deadline: float):
+    def _wait_ssh(self, key: Path, deadline: float, timeout: float):
         """The session's SshEnvironment once its master connection is up.  Raises EnvError
         when QEMU exits, sshd never answers by ``deadline``, or it goes on refusing the key
         (no cloud-init) for :data:`AUTH_GRACE` seconds."""
@@ -425,7 +439,7 @@ class ImageGuest(QemuGuest):
         refused_since = None
         last = "no answer yet"
         while True:
-            status = self.proc.poll()
+            status = self._exit_status()
             if status is not None:
                 raise EnvError(f"QEMU exited with status {status} while the image booted")
             try:
@@ -445,11 +459,11 @@ class ImageGuest(QemuGuest):
             if now > deadline:
                 raise EnvError(
                     f"the image's sshd did not answer on 127.0.0.1:{self.port} within "
-                    f"{self.cfg.boot_timeout:g} s (last: {last}): the image needs "
+                    f"{timeout:g} s (last: {last}): the image needs "
                     "openssh-server and cloud-init, and a slow boot a larger boot_timeout=")
             time.sleep(2.0)
 
-    def _wait_settled(self, deadline: float) -> None:
+    def _wait_settled(self, deadline: float, timeout: float) -> None:
         """Wait, until ``deadline``, for the guest's start-up to finish (``cloud-init status
         --wait``, then ``systemctl is-system-running --wait`` where the image has them), so
         the first trial does not share the vCPUs with cloud-init's last stage."""
@@ -460,7 +474,7 @@ class ImageGuest(QemuGuest):
             self.ssh.shell(script, timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise EnvError(f"the image's start-up (cloud-init, systemd) did not finish within "
-                           f"{self.cfg.boot_timeout:g} s: give a larger boot_timeout=") from None
+                           f"{timeout:g} s: give a larger boot_timeout=") from None
 
     def request(self, op: str, wait: float, **payload) -> dict[str, Any]:
         """The agent requests VmEnvironment makes, served over ssh: ``read`` (``path``) →
@@ -485,10 +499,10 @@ class ImageGuest(QemuGuest):
             raise EnvError(f"the guest did not answer over ssh within {wait:g} s") from None
         raise EnvError(f"unknown request {op!r}")
 
-    def kill(self) -> None:
+    def _close_ssh(self) -> None:
         """Flush the guest's page cache to the overlay (``sync`` over ssh: the next boot of the
-        same overlay finds the kernels built in this one), close the ssh connection, then stop
-        QEMU as :meth:`QemuGuest.kill` does.  Idempotent; never raises."""
+        same overlay finds the kernels built in this one), then close the ssh connection.
+        Never raises."""
         if self.ssh is not None:
             try:
                 if self.alive():
@@ -498,4 +512,31 @@ class ImageGuest(QemuGuest):
                 pass
             self.ssh.close()
             self.ssh = None
+
+
+class ImageGuest(ReachedOverSsh, QemuGuest):
+    """One boot of a user's image by QEMU itself (backend ``qemu``): :func:`image_argv`, the
+    rest as :class:`ReachedOverSsh` says."""
+
+    def __init__(self, cfg: GuestConfig, image: ImageBoot):
+        super().__init__(cfg)
+        self.image = image
+
+    def boot(self) -> float:
+        """Start QEMU and wait for the guest (:meth:`ReachedOverSsh._boot_image`).  Raises
+        EnvError."""
+        def start(seed: Path, deadline: float) -> None:
+            argv = image_argv(self.cfg, self.image, self.workdir, seed, self.port)
+            self.proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=open(self.workdir / "qemu.stderr", "wb"))
+            self.qmp = _qmp_connect(self.workdir / "qmp.sock", deadline, self._exit_status)
+            self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
+                                 for c in self.qmp.cmd("query-cpus-fast")}
+
+        return self._boot_image(start, self.cfg.boot_timeout)
+
+    def kill(self) -> None:
+        """Sync and close the ssh session, then stop QEMU as :meth:`QemuGuest.kill` does.
+        Idempotent; never raises."""
+        self._close_ssh()
         super().kill()

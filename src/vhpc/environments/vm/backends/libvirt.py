@@ -117,15 +117,16 @@ def remove_leftovers(conn, out=None) -> list[str]:
 
 
 def _agent_workdir(dom) -> Path | None:
-    """The ``vhpc-guest-*`` work directory of a vhpc domain (where its agent socket lives),
-    None when the domain has none."""
+    """The ``vhpc-guest-*`` work directory of a vhpc domain (where its agent socket or, for a
+    user's image, its console log lives), None when the domain has none."""
     try:
         el = ET.fromstring(dom.XMLDesc(0))
     except Exception:  # noqa: BLE001 - libvirtError or a parse error: nothing to clean
         return None
-    for ch in el.findall("devices/channel"):
+    for ch in el.findall("devices/channel") + el.findall("devices/serial"):
         target, source = ch.find("target"), ch.find("source")
-        if target is not None and target.get("name") == "vhpc.agent" and source is not None:
+        if target is not None and source is not None and (
+                ch.tag == "serial" or target.get("name") == "vhpc.agent"):
             parent = Path(source.get("path", "")).parent
             if parent.name.startswith("vhpc-guest-"):
                 return parent
@@ -357,8 +358,7 @@ class LibvirtBackend(HypervisorBackend):
     own_options = ("domain_xml", "uri")
     unsupported_options = {"corunner": "use backend=qemu",
                            "slowdown": "use backend=qemu (its QEMU process is limited)",
-                           "slowdown_cpus": "use backend=qemu",
-                           "image": "use backend=qemu (docs/images.md)"}
+                           "slowdown_cpus": "use backend=qemu"}
 
     def __init__(self, env_name, options, placement, topo):
         self.uri = options.uri or default_uri()
@@ -408,6 +408,11 @@ class LibvirtBackend(HypervisorBackend):
             self.conn = connect(self.uri)
         return self.conn
 
+    def _domain_name(self, request: BootRequest) -> str:
+        """``vhpc-<environment>-<pid>-<session>`` (leftovers are found by the prefix)."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", request.label)
+        return f"{PREFIX}{safe}-{os.getpid()}-{request.session}"
+
     def _domain(self, request: BootRequest, free: list[int], workdir: Path) -> ET.Element:
         """The domain XML element for one session (a fresh copy of the user's, or generated
         from ``request.placement`` with ``<emulatorpin>`` on the host CPUs ``free``)."""
@@ -415,10 +420,9 @@ class LibvirtBackend(HypervisorBackend):
             dom = ET.fromstring(ET.tostring(self.user_dom))
         else:
             dom = lx.generated_domain(request.placement, accel=request.accel, emulator_cpus=free)
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", request.label)
         shares = guest_shares()
         self.domain_changes = lx.add_vhpc_parts(
-            dom, name=f"{PREFIX}{safe}-{os.getpid()}-{request.session}",
+            dom, name=self._domain_name(request),
             vmlinux=guestimage.unpack_vmlinux(request.kernel),
             initrd=guestimage.build_initramfs(request.kernel),
             cmdline=kernel_cmdline(False, shares), workdir=workdir, shares=shares)
@@ -432,6 +436,8 @@ class LibvirtBackend(HypervisorBackend):
         p = request.placement
         free = sorted(set(os.sched_getaffinity(0)) - set(p.pcpus)) \
             if self.user_dom is None and p.pin_map() else []
+        if request.image is not None:  # the user's image: its own kernel, reached over ssh
+            return self._boot_image(conn, request, free)
         try:
             guest = LibvirtGuest(conn, request.boot_timeout,
                                  lambda workdir: self._domain(request, free, workdir))
@@ -440,6 +446,25 @@ class LibvirtBackend(HypervisorBackend):
         guest.emulator_cpus = free or None
         self.submitted_xml = guest.xml
         guest.boot()
+        return guest
+
+    def _boot_image(self, conn, request: BootRequest, free: list[int]):
+        """A :class:`~.libvirt_image.LibvirtImageGuest` booting ``request.image``; its domain
+        XML is recorded as submitted once it exists.  Raises EnvError."""
+        from vhpc.environments.vm.backends.libvirt_image import LibvirtImageGuest, image_domain
+
+        def build(workdir: Path, seed: Path, port: int) -> ET.Element:
+            return image_domain(request.placement, accel=request.accel, emulator_cpus=free,
+                                name=self._domain_name(request), image=request.image,
+                                workdir=workdir, seed=seed, port=port)
+
+        guest = LibvirtImageGuest(conn, request.boot_timeout, request.image, build)
+        guest.emulator_cpus = free or None
+        try:
+            guest.boot()
+        finally:
+            self.submitted_xml = guest.xml
+        self.domain_changes = ["the user's image booted from an overlay, reached over ssh"]
         return guest
 
     def close(self) -> None:
