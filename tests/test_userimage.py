@@ -368,3 +368,73 @@ def test_inputs_a_vhpc_guest_cannot_see_are_fine_for_an_image_which_gets_copies(
     s, bench = spec({"accel": "tcg"})
     with pytest.raises(BenchmarkError, match=f"{data} lies under /tmp"):
         _refuse_hidden_inputs(s, bench, {})
+
+
+# ---------------------------------------------------------------- boot=firmware
+
+#: A boot sector (x86 real mode, loaded at 0x7c00): xor ax,ax; mov ds,ax; mov dx,0x3f8;
+#: mov si,0x7c16; then lodsb / test al,al / jz +3 / out dx,al / jmp back: the message at
+#: 0x7c16 goes to COM1 (the serial console); then cli; hlt; jmp back to hlt.
+BOOT_PROGRAM = bytes.fromhex("31c08ed8baf803be167cac84c07403eeebf8faf4ebfd") + \
+    b"VHPC-MBR-BOOTED\r\n\0"
+
+
+def _bootable_disk(path: Path) -> Path:
+    """A raw disk, MBR-partitioned (one Linux partition from sector 2048), whose boot sector
+    runs :data:`BOOT_PROGRAM`: the smallest image with a bootloader of its own."""
+    data = bytearray(4 << 20)
+    data[:len(BOOT_PROGRAM)] = BOOT_PROGRAM
+    entry = bytes([0x80, 0, 0, 0, 0x83, 0, 0, 0]) + (2048).to_bytes(4, "little") + \
+        (6144).to_bytes(4, "little")
+    data[446:462] = entry
+    data[510:512] = b"\x55\xaa"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_boot_firmware_runs_seabios_and_the_images_own_bootloader(tmp_path):
+    """boot=auto on a partitioned disk is boot=firmware: QEMU gets Debian's SeaBIOS and no
+    kernel, and booting that command line runs the image's own boot sector from the overlay
+    (its message reaches the console log); the image stays unchanged and QEMU is gone."""
+    from conftest import qemu_pids
+    from vhpc.environments import kind
+    from vhpc.environments.options import HostFacts
+    from vhpc.environments.vm.backends.qemu import spawn
+
+    require_tool("qemu-system-x86_64")
+    owner = subprocess.run(["dpkg", "-S", str(userimage.SEABIOS)], capture_output=True,
+                           text=True)
+    assert owner.stdout.startswith("seabios:"), owner  # Debian's firmware, as installed
+    disk = _bootable_disk(tmp_path / "disk.img")
+    before, pids = _sha(disk), qemu_pids()
+    env = kind.build("vm", "vm", VmOptions(image=str(disk), vcpus=1, memory=256, accel="tcg"),
+                     HostFacts.live())
+    proc = None
+    try:
+        boot = env._image_boot()
+        assert env.boot_mode == "firmware" and boot.kernel is None and boot.append == ""
+        seed = tmp_path / "seed.iso"
+        seed.write_bytes(b"\0" * 4096)
+        argv = userimage.image_argv(userimage.GuestConfig(vcpus=1, memory_mib=256,
+                                                          machine="pc"),
+                                    boot, tmp_path, seed, userimage.free_port())
+        assert "-kernel" not in argv and "-append" not in argv
+        assert argv[argv.index("-bios") + 1] == str(userimage.SEABIOS)
+        assert f"file={boot.overlay},format=qcow2,if=virtio" in argv
+        proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.PIPE)
+        console = tmp_path / "console.log"
+        import time
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and (
+                not console.exists() or b"VHPC-MBR-BOOTED" not in console.read_bytes()):
+            time.sleep(0.5)
+        assert console.exists() and b"VHPC-MBR-BOOTED" in console.read_bytes(), (
+            proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        env.close()
+    assert _sha(disk) == before and qemu_pids() - pids == set()
