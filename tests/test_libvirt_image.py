@@ -77,6 +77,7 @@ def test_image_domain_is_valid_libvirt_xml_with_the_placement(tmp_path, kernel):
         assert dom.find("os/boot").get("dev") == "hd"
     args = [a.get("value") for a in dom.findall(f"{{{QEMU_NS}}}commandline/{{{QEMU_NS}}}arg")]
     assert "user,id=vhpcnet,restrict=on,hostfwd=tcp:127.0.0.1:40123-:22" in args
+    assert "virtio-net-pci,netdev=vhpcnet,bus=pci.0,addr=0x1f" in args  # clear of libvirt's
     req = lx.requested(dom)  # the placement, as for vhpc's own libvirt guests
     assert req["vcpu_pins"] == {0: [0], 1: [2]} and req["emulator_pins"] == [3]
     assert req["memnodes"] == {0: {"mode": "strict", "nodes": [0]},

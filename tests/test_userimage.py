@@ -162,7 +162,7 @@ def test_the_overlay_takes_every_write_and_the_image_none(tmp_path):
                                 userimage.ImageBoot(overlay, "vhpc-x"), tmp_path,
                                 tmp_path / "seed.iso", 2222)
     assert not any(str(disk) in a for a in argv)  # QEMU gets the overlay, never the image
-    assert "user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:2222-:22" in argv
+    assert "user,id=vhpcssh,restrict=on,hostfwd=tcp:127.0.0.1:2222-:22" in argv
 
 
 def test_direct_boot_copies_the_images_own_kernel(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import qemu_pids, require_tool
+from test_libvirt import libvirt_uri  # noqa: F401 - the suite's libvirtd fixture
 
 pytestmark = pytest.mark.skipif(os.environ.get("VHPC_VM_TESTS") != "1",
                                 reason="builds and boots a Debian image for minutes under TCG: "
@@ -123,3 +124,57 @@ def test_an_image_without_cloud_init_or_sshd_fails_in_one_line(image, tmp_path, 
     assert not db.exists() or sqlite3.connect(db).execute(
         "select count(*) from trials").fetchone() == (0,)
     assert qemu_pids() - before == set()
+
+
+LIBVIRT_CAMPAIGN = r"""
+custom:
+  - name: staged
+    inputs: [in/rate.txt, in/data]
+    mpi: {ranks: 2}
+    command: ["sh", "-c", "cat rate.txt data/a.txt data/link.txt; hostname"]
+    success: 'alpha\nrate: 7'
+    metrics:
+      - {name: rate, regex: 'rate: (\d+)', unit: 1/s, direction: higher}
+benchmarks: [staged]
+environments:
+  - native
+  - {vm: {image: bench.qcow2, vcpus: 2, backend: libvirt, uri: "URI", name: lvimage}}
+repeats: 1
+warmup: 0
+"""
+
+
+def test_libvirt_boots_the_image_and_its_ranks_read_the_copied_inputs(image, tmp_path,
+                                                                      libvirt_uri):
+    """backend=libvirt boots the image (a transient domain: overlay, seed cdrom, sshd
+    forward); a custom MPI benchmark's inputs (a file, and a folder with a link to a file
+    outside it) are copied into the guest and both ranks read them there; the domain is gone
+    afterwards, the image unchanged."""
+    from test_libvirt import vhpc_domains
+
+    sha = _sha(image)
+    (tmp_path / "bench.qcow2").symlink_to(image)
+    (tmp_path / "in" / "data").mkdir(parents=True)
+    (tmp_path / "in" / "data" / "a.txt").write_text("alpha\n")
+    (tmp_path / "in" / "rate.txt").write_text("rate: 7\n")
+    (tmp_path / "in" / "data" / "link.txt").symlink_to(tmp_path / "in" / "rate.txt")
+    (tmp_path / "c.yaml").write_text(LIBVIRT_CAMPAIGN.replace("URI", libvirt_uri))
+    tmp = Path(tempfile.mkdtemp(prefix="vhpc-t-", dir="/tmp"))
+    res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=3600,
+                         env={**os.environ, "TMPDIR": str(tmp)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    db = sqlite3.connect(tmp_path / "res" / "vhpc.db")
+    rows = db.execute("select t.environment, t.stdout, s.value, s.valid from trials t join "
+                      "samples s on s.trial_id = t.id where t.status = 'done'").fetchall()
+    assert {(e, v, ok) for e, _, v, ok in rows} == {("native", 7.0, 1), ("lvimage", 7.0, 1)}
+    out = next(o for e, o, _, _ in rows if e == "lvimage")
+    assert out.count("host=vhpc-lvimage") == 2 and out.count("alpha") == 2
+    (fp_json,) = db.execute(
+        "select fingerprint_json from environments where name = 'lvimage'").fetchone()
+    fp = json.loads(fp_json)
+    assert fp["backend"] == "libvirt" and fp["guest_os"].startswith("Debian GNU/Linux")
+    assert "<qemu:commandline" in fp["domain_xml_submitted"]
+    assert vhpc_domains(libvirt_uri) == [] and _sha(image) == sha
+    assert not list(tmp.glob("vhpc-guest-*"))
+    shutil.rmtree(tmp)

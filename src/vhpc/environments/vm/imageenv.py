@@ -54,6 +54,11 @@ class ImageEnvironment(VmEnvironment):
         self.rundir: Path | None = None
         self._booting: userimage.ImageBoot | None = None
         self._guest_fp: dict[str, Any] | None = None
+        #: what a vcluster sets before the first boot: the guest's host name (default
+        #: ``vhpc-<environment>``), more cloud-config and more authorised keys for its seed
+        self.hostname: str | None = None
+        self.cloud_config: dict[str, Any] = {}
+        self.authorized: tuple[str, ...] = ()
 
     def _image_boot(self) -> userimage.ImageBoot:
         """The image checked, its overlay made and (direct boot) its kernel copied out: once
@@ -70,11 +75,13 @@ class ImageEnvironment(VmEnvironment):
             kernel, initrd = userimage.extract_kernel(self.image)
         self.rundir = owned_tempdir("vhpc-guest-")
         overlay = userimage.create_overlay(self.image, self.rundir / "overlay.qcow2")
-        hostname = "vhpc-" + (re.sub(r"[^a-z0-9-]+", "-", self.name.lower()).strip("-")[:40]
-                              or "guest")
+        hostname = self.hostname or "vhpc-" + (
+            re.sub(r"[^a-z0-9-]+", "-", self.name.lower()).strip("-")[:40] or "guest")
         self._booting = userimage.ImageBoot(overlay=overlay, hostname=hostname, kernel=kernel,
                                             initrd=initrd,
-                                            append=DIRECT_APPEND if mode == "kernel" else "")
+                                            append=DIRECT_APPEND if mode == "kernel" else "",
+                                            cloud_config=self.cloud_config,
+                                            authorized=self.authorized)
         return self._booting
 
     @property

@@ -37,9 +37,9 @@ import subprocess
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from vhpc.core.paths import cache_dir, trusted_folder
 from vhpc.environments.base import EnvError
@@ -267,18 +267,21 @@ def keygen(path: Path, comment: str) -> str:
 
 
 def seed_documents(hostname: str, instance_id: str, login_key: str, host_private: str,
-                   host_public: str) -> tuple[str, str]:
+                   host_public: str, extra: Mapping[str, Any] | None = None,
+                   authorized: tuple[str, ...] = ()) -> tuple[str, str]:
     """(user-data, meta-data) of a NoCloud seed: the user :data:`GUEST_USER` (locked password,
     no sudo) with ``login_key`` authorised, root login and password logins off, and the
     guest's sshd given exactly the host key pair ``host_private``/``host_public`` (so the
-    client can pin it).  cloud-init's cloud-config modules ``users_groups`` and ``ssh``
+    client can pin it); ``authorized``: more public keys the login accepts, ``extra``: more
+    cloud-config keys (a vcluster's ``write_files`` and ``runcmd``: vcluster/images.py).
+    cloud-init's cloud-config modules ``users_groups`` and ``ssh``
     (https://cloudinit.readthedocs.io/en/latest/reference/modules.html); YAML written by
     PyYAML."""
     import yaml
 
     user_data = {
         "users": [{"name": GUEST_USER, "gecos": "vhpc benchmarks", "shell": "/bin/sh",
-                   "lock_passwd": True, "ssh_authorized_keys": [login_key]}],
+                   "lock_passwd": True, "ssh_authorized_keys": [login_key, *authorized]}],
         "disable_root": True,
         "ssh_pwauth": False,
         "ssh_deletekeys": True,
@@ -286,22 +289,25 @@ def seed_documents(hostname: str, instance_id: str, login_key: str, host_private
         "resize_rootfs": False,  # the disk is the overlay of a fixed-size image
         "growpart": {"mode": "off"},
         "locale": False,  # keep the image's own (update-locale fails where none is built)
+        **(extra or {}),
     }
     meta = {"instance-id": instance_id, "local-hostname": hostname}
     return ("#cloud-config\n" + yaml.safe_dump(user_data, sort_keys=False),
             yaml.safe_dump(meta, sort_keys=False))
 
 
-def write_seed(folder: Path, hostname: str) -> tuple[Path, Path, str]:
+def write_seed(folder: Path, hostname: str, extra: Mapping[str, Any] | None = None,
+               authorized: tuple[str, ...] = ()) -> tuple[Path, Path, str]:
     """Keys and a NoCloud seed for one boot, in ``folder``: returns (seed ISO, login private
-    key, known_hosts line for :data:`HOST_KEY_ALIAS`).  The seed is made by ``cloud-localds``
-    (cloud-image-utils).  Raises UserImageError when a tool is missing or fails."""
+    key, known_hosts line for :data:`HOST_KEY_ALIAS`); ``extra`` and ``authorized`` as for
+    :func:`seed_documents`.  The seed is made by ``cloud-localds`` (cloud-image-utils).
+    Raises UserImageError when a tool is missing or fails."""
     localds = require("cloud-localds", "cloud-image-utils")
     login_pub = keygen(folder / "id_ed25519", "vhpc-session")
     host_pub = keygen(folder / "host_ed25519", "vhpc-guest")
     host_private = (folder / "host_ed25519").read_text()
     user_data, meta_data = seed_documents(hostname, f"vhpc-{uuid.uuid4().hex}", login_pub,
-                                          host_private, host_pub)
+                                          host_private, host_pub, extra, authorized)
     (folder / "user-data").write_text(user_data)
     (folder / "meta-data").write_text(meta_data)
     seed = folder / "seed.iso"
@@ -329,13 +335,17 @@ def free_port() -> int:
 class ImageBoot:
     """What a session of an image boots: ``overlay`` (the qcow2 over the user's image),
     ``hostname`` (given to cloud-init), and for a direct kernel boot the image's ``kernel``,
-    ``initrd`` and the kernel command line ``append`` (None/"" : firmware and bootloader)."""
+    ``initrd`` and the kernel command line ``append`` (None/"" : firmware and bootloader);
+    ``cloud_config`` and ``authorized``: what a vcluster adds to each boot's seed
+    (:func:`seed_documents`' ``extra`` and ``authorized``)."""
 
     overlay: Path
     hostname: str
     kernel: Path | None = None
     initrd: Path | None = None
     append: str = ""
+    cloud_config: Mapping[str, Any] = field(default_factory=dict)
+    authorized: tuple[str, ...] = ()
 
 
 def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
@@ -356,8 +366,8 @@ def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-drive", f"file={image.overlay},format=qcow2,if=virtio",
         "-drive", f"file={seed},format=raw,if=virtio,readonly=on",
-        "-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
-        "-device", "virtio-net-pci,netdev=net0",
+        "-netdev", f"user,id=vhpcssh,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
+        "-device", "virtio-net-pci,netdev=vhpcssh",
         "-device", "virtio-rng-pci",
         "-serial", f"file:{workdir / 'console.log'}",
         "-qmp", f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
@@ -407,7 +417,8 @@ class ReachedOverSsh:
         t0 = time.monotonic()
         deadline = t0 + timeout
         try:
-            seed, key, _ = write_seed(self.workdir, self.image.hostname)
+            seed, key, _ = write_seed(self.workdir, self.image.hostname,
+                                      self.image.cloud_config, self.image.authorized)
             self.port = free_port()
             start(seed, deadline)
             self.ssh = self._wait_ssh(key, deadline, timeout)

@@ -16,7 +16,8 @@ a transient libvirt domain.  :func:`image_domain` builds its XML on vhpc's gener
   ``127.0.0.1:PORT`` → guest port 22, given as ``<qemu:commandline>`` arguments
   (https://libvirt.org/drvqemu.html#pass-through-of-arbitrary-qemu-commands): libvirt 9's own
   ``<interface type='user'>`` forwards ports only through passt, which Debian 12's libvirt
-  host here does not have; a bridge or libvirt network would change the host;
+  host here does not have; a bridge or libvirt network would change the host; the NIC sits at
+  a fixed PCI slot (:data:`NIC_SLOT`), clear of the slots libvirt gives its own devices;
 * a DAC ``<seclabel>`` running QEMU as vhpc's own user, which owns the overlay's folder.
 
 :class:`LibvirtImageGuest` is one boot of it: :class:`~.libvirt.LibvirtGuest` for the domain's
@@ -41,6 +42,10 @@ from vhpc.host.owned import start_ticks
 #: XML namespace of libvirt's QEMU pass-through (``<qemu:commandline>``).
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 ET.register_namespace("qemu", QEMU_NS)
+#: PCI slot of the NIC given as a QEMU argument.  QEMU creates it before libvirt's own devices,
+#: which libvirt numbers from slot 2 upward: left to QEMU it took slot 2 and libvirt's disk
+#: failed ("PCI: slot 2 function 0 not available"), so it gets the ``pc`` bus's last slot.
+NIC_SLOT = 0x1F
 
 
 def image_domain(placement, *, accel: str, emulator_cpus: list[int] | None, name: str,
@@ -79,7 +84,7 @@ def image_domain(placement, *, accel: str, emulator_cpus: list[int] | None, name
     ET.SubElement(sec, "label").text = f"+{os.getuid()}:+{os.getgid()}"
     cmd = ET.SubElement(dom, f"{{{QEMU_NS}}}commandline")
     for arg in ("-netdev", f"user,id=vhpcnet,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
-                "-device", "virtio-net-pci,netdev=vhpcnet"):
+                "-device", f"virtio-net-pci,netdev=vhpcnet,bus=pci.0,addr={NIC_SLOT:#x}"):
         ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=arg)
     return dom
 
