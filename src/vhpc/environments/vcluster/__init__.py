@@ -38,6 +38,9 @@ class VclusterKind(EnvironmentKind):
         per_node = guests_per_node(options, host.compute_nodes)
         nodes = -(-options.vms // per_node)
         spread = host.compute_nodes > 1
+        if spread and options.image:
+            raise HostError("vcluster:image= boots its guests on one host: run it without "
+                            "slurm:nodes= (or with nodes=1)")
         if spread and options.net == "ivshmem" and nodes > 1:
             raise HostError("vcluster: net=ivshmem shares memory between guests of one host; "
                             f"with vms={options.vms} on {nodes} nodes use net=virtio, or "
@@ -54,9 +57,10 @@ class VclusterKind(EnvironmentKind):
         plans = tuple(plan_cluster(host.topology, per_node, options.vcpus, options.memory,
                                    options.policy))
         spans = f", {per_node} per node on {nodes} Slurm node(s)" if spread else ""
+        booting = f", booting {options.image} in each (own overlay)" if options.image else ""
         return EnvPlan(f"{options.vms} VMs x {options.vcpus} vCPUs{spans}, policy "
                        f"{options.policy}, net {options.net}, "
-                       f"{options.ranks_per_vm or options.vcpus} rank(s) per VM", plans)
+                       f"{options.ranks_per_vm or options.vcpus} rank(s) per VM{booting}", plans)
 
     def build(self, name, options: VclusterOptions, plan: EnvPlan, host: HostFacts):
         """A VclusterEnvironment on the planned placements."""

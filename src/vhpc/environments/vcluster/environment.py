@@ -163,11 +163,20 @@ class VclusterEnvironment(Environment):
         self.strict = o.strict
         self.topo = topo
         self.placements = placements
+        self.image = o.image
         member = VmOptions(vcpus=o.vcpus, memory=o.memory, accel=o.accel, kernel=o.kernel,
-                           boot_timeout=o.boot_timeout, strict=o.strict)
+                           boot_timeout=o.boot_timeout, strict=o.strict,
+                           **({"image": o.image, "format": o.format, "boot": o.boot}
+                              if o.image else {}))
         self.member_options = member
-        self.members = [VmEnvironment(f"{name}/vm{i}", member, p, topo)
-                        for i, p in enumerate(self.placements)]
+        if o.image:  # the user's image in every guest (vcluster/images.py)
+            from vhpc.environments.vcluster import images
+
+            self.members = images.members(name, member, self.placements, topo)
+        else:
+            self.members = [VmEnvironment(f"{name}/vm{i}", member, p, topo)
+                            for i, p in enumerate(self.placements)]
+        self._fresh = False  # an image cluster booted by preflight, no trial run in it yet
         self.total_ranks = o.vms * self.ranks_per_vm
         self.net: vclusternet.ClusterNet | None = None
         self.orphans: list[str] = []
@@ -262,6 +271,37 @@ class VclusterEnvironment(Environment):
         except EnvError:
             self.close_guests()
             raise
+        self._fresh = True
+
+    def preflight(self) -> None:
+        """With ``image=``: check the image and boot the cluster once (the session the first
+        trial uses) before a campaign stores anything, as ``vm:image=`` does.  Raises
+        EnvError (one line, then a console's last lines) after stopping every guest."""
+        if not self.image:
+            return
+        try:
+            self.start()
+        except EnvError:
+            self.close()
+            raise
+
+    def kernel_dir(self, local, impl: str, binary: str):
+        """vhpc's kernels as the guests see them: the host's build for vhpc's own guests; with
+        ``image=``, built in every guest by its own compiler at the same path there."""
+        if not self.image or local is None or not binary:
+            return local
+        self.start()
+        self.resume()
+        return [m.kernel_dir(local, impl, binary) for m in self.members][0]
+
+    def stage_files(self, paths: list[str]):
+        """With ``image=``: the inputs copied into every guest (the same path in each: named
+        by their contents' hash); None for vhpc's own guests, which see the host's files."""
+        if not self.image:
+            return None
+        self.start()
+        self.resume()
+        return [m.stage_files(paths) for m in self.members][0]
 
     def _write_hostfiles(self) -> None:
         names = [vclusternet.hostname(i) for i in range(self.vms)]
@@ -276,18 +316,26 @@ class VclusterEnvironment(Environment):
             raise EnvError(f"cannot write the hostfile in guest 0: {reply.get('stderr', '')[-200:]}")
 
     def close_guests(self) -> None:
-        """Stop every guest (the network's work directory stays for the next session)."""
+        """Stop every guest (the network's work directory, and an image's overlays, stay for
+        the next session)."""
         for m in self.members:
-            m.close()
+            m.stop() if self.image else m.close()
 
     def close(self) -> None:
-        """Stop every guest and remove the private network's sockets and the shared file."""
-        self.close_guests()
+        """Stop every guest and remove the private network's sockets and the shared file (and
+        an image's overlays)."""
+        for m in self.members:
+            m.close()
         if self.net is not None:
             self.net.remove()
             self.net = None
 
     def new_session(self) -> None:
+        """End the session; an image cluster that has run no trial since its boot (the
+        preflight's) is fresh already and is kept."""
+        if self.image and self._fresh and all(m.guest is not None and m.guest.alive()
+                                              for m in self.members):
+            return
         self.close_guests()
 
     def pause(self) -> None:
@@ -316,9 +364,15 @@ class VclusterEnvironment(Environment):
         except (EnvError, OSError) as exc:
             self.close_guests()
             return RunResult(None, "", "", started, time.monotonic() - t0, error=str(exc))
+        self._fresh = False
         argv, env = list(argv), dict(env or {})
         prog = program_index(argv)
-        if prog is not None:
+        if prog is not None and self.image:  # ranks over ssh; they print where they ran
+            from vhpc.environments.vcluster.images import launcher_env as image_env
+
+            env.update(image_env())
+            prog = None
+        elif prog is not None:
             argv.insert(prog, "/run/vhpc-rank")
             env.update(launcher_env(self.vms, self.ranks_per_vm))
         result = self.members[0].run(argv, env, timeout=timeout, key=key)

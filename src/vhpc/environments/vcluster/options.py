@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from vhpc import placement
 from vhpc.environments.options import MAX_CPUS, MAX_MEMORY_MIB, MAX_SECONDS, EnvOptions
+from vhpc.environments.vm.options import ImageFields
 
 
 def _cluster_policy(value: Any) -> str:
@@ -18,7 +19,7 @@ def _cluster_policy(value: Any) -> str:
     return value
 
 
-class VclusterOptions(EnvOptions):
+class VclusterOptions(ImageFields, EnvOptions):
     """``vcluster``: ``vms`` guests of ``vcpus`` vCPUs and ``memory`` MiB each, placed by
     ``policy`` (``partition``: spread over the host's sockets; or any ``vm`` policy applied to
     each VM's own share), linked by ``net`` (``virtio`` network, or ``ivshmem`` shared memory
@@ -27,7 +28,9 @@ class VclusterOptions(EnvOptions):
     node when there are enough nodes, else ⌈vms / nodes⌉), ``link`` between nodes (``dgram``:
     UDP, the default; ``stream``: TCP, which QEMU 7.2 leaves to Nagle's algorithm),
     ``accel``, ``kernel``, ``boot_timeout`` (s), ``strict``.  ``vms=1`` is a cluster of one
-    guest (the one-node point of a scaling curve)."""
+    guest (the one-node point of a scaling curve).  ``image`` (with ``format``, ``boot``): every
+    guest boots the user's image from an overlay of its own (vcluster/images.py,
+    docs/images.md), on one host, over ``net=virtio``."""
 
     vms: int = Field(2, ge=1, le=200)  # 200 fit the private /24
     vms_per_node: int | None = Field(None, ge=1, le=200)
@@ -41,6 +44,15 @@ class VclusterOptions(EnvOptions):
     kernel: str | None = Field(None, min_length=1, max_length=4096)
     boot_timeout: float = Field(90.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     strict: bool = False
+    @model_validator(mode="after")
+    def _image_options(self):
+        """``image=`` as ``vm`` checks it (:class:`~vhpc.environments.vm.options.ImageFields`),
+        and only over the virtio network: the shared-memory device is read with vhpc's own
+        guest tools.  Raises ValueError."""
+        if self._image_given() and self.net != "virtio":
+            raise ValueError("vcluster:image= links its guests with net=virtio only: drop "
+                             "net=ivshmem")
+        return self
 
     @field_validator("policy", mode="before")
     @classmethod

@@ -256,6 +256,11 @@ class VmEnvironment(Environment):
         self.guest = self.corunner = None
         self.backend.close()
 
+    def stop(self) -> None:
+        """Stop the guests, keeping what a later session reuses (nothing here: :meth:`close`;
+        a user's image keeps its overlay)."""
+        self.close()
+
     def new_session(self) -> None:
         """End the current session; the next trial boots a fresh guest (a cold trial)."""
         self.close()

@@ -110,7 +110,12 @@ class ImageEnvironment(VmEnvironment):
         and is kept: a boot of a full distribution under TCG costs minutes."""
         if self.guest is not None and self.guest.alive() and not self._trials_in_session:
             return
-        super().close()
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop the guest, keeping the overlay (what the guest built stays for the next
+        boot)."""
+        VmEnvironment.close(self)
 
     def close(self) -> None:
         """Stop the guests and remove the overlay and this run's folder; safe to call twice."""

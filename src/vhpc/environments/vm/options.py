@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from vhpc import placement
 from vhpc.core.errors import HostError
@@ -76,7 +76,41 @@ def check_uri(uri: str) -> str:
                      f"connection, pass --allow-uri '{uri}' to vhpc")
 
 
-class VmOptions(EnvOptions, Slowdown):
+class ImageFields(BaseModel):
+    """The options of guests booting the user's own image, shared by ``vm`` and ``vcluster``
+    (docs/images.md): ``image`` (its absolute path: ``~`` expanded, a relative one taken from
+    the current directory, a campaign file's from the file's folder, so a resume finds it),
+    ``format`` (when the name does not say) and ``boot``."""
+
+    image: str | None = Field(None, min_length=1, max_length=4096)
+    format: Literal["qcow2", "raw"] | None = None
+    boot: Literal["auto", "firmware", "kernel"] = "auto"
+
+    @field_validator("image")
+    @classmethod
+    def _absolute_image(cls, v):
+        return None if v is None else os.path.abspath(os.path.expanduser(v))
+
+    def _image_given(self) -> bool:
+        """Whether ``image=`` is given; ``format=`` and ``boot=`` need it, its format must be
+        known, and it brings its own kernel (no ``kernel=``).  Raises ValueError."""
+        if self.image is None:
+            for opt in ("format", "boot"):
+                if getattr(self, opt) != type(self).model_fields[opt].get_default():
+                    raise ValueError(f"{opt}= needs image=FILE")
+            return False
+        image_format(self.image, self.format)  # the name or format= must say
+        if self.kernel is not None:
+            raise ValueError(f"image={self.image} boots its own kernel: drop kernel=")
+        return True
+
+    @property
+    def guest_sees_host_files(self) -> bool:
+        """False with ``image=``: the user's guests get the inputs copied in over ssh."""
+        return self.image is None
+
+
+class VmOptions(ImageFields, EnvOptions, Slowdown):
     """``vm`` (QEMU guest; environments/vm.py): vcpus, memory (MiB), pin (auto | none | CPU
     list, vCPU i on the i-th) or policy (docs/placement.md), numa (hidden | mirror | count),
     backing (4k | 2m | 1g), accel (auto | kvm | tcg), kernel (path), boot_timeout (s), strict,
@@ -106,17 +140,6 @@ class VmOptions(EnvOptions, Slowdown):
     backend: str | None = Field(None, min_length=1, max_length=64)  # None: see backend_name
     uri: str | None = Field(None, min_length=1, max_length=4096)
     domain_xml: str | None = Field(None, min_length=1, max_length=4096)
-    image: str | None = Field(None, min_length=1, max_length=4096)
-    format: Literal["qcow2", "raw"] | None = None
-    boot: Literal["auto", "firmware", "kernel"] = "auto"
-
-    @field_validator("image")
-    @classmethod
-    def _absolute_image(cls, v):
-        """The image's absolute path (``~`` expanded, a relative one taken from the current
-        directory; a campaign file's from the file's folder), so a resume finds it."""
-        return None if v is None else os.path.abspath(os.path.expanduser(v))
-
     @field_validator("uri")
     @classmethod
     def _local_uri(cls, v):
@@ -159,23 +182,10 @@ class VmOptions(EnvOptions, Slowdown):
         return self
 
     def _image_options(self) -> None:
-        """format= and boot= need image=; image= brings its own kernel and defines no domain.
-        Raises ValueError."""
-        if self.image is None:
-            for opt in ("format", "boot"):
-                if getattr(self, opt) != type(self).model_fields[opt].get_default():
-                    raise ValueError(f"{opt}= needs image=FILE")
-            return
-        image_format(self.image, self.format)  # the name or format= must say
-        if self.kernel is not None:
-            raise ValueError(f"image={self.image} boots its own kernel: drop kernel=")
-        if self.domain_xml is not None:
+        """:meth:`ImageFields._image_given`'s checks; an image defines no domain.  Raises
+        ValueError."""
+        if self._image_given() and self.domain_xml is not None:
             raise ValueError("give either image= or domain_xml=, not both")
-
-    @property
-    def guest_sees_host_files(self) -> bool:
-        """False with ``image=``: the user's guest gets the inputs copied in over ssh."""
-        return self.image is None
 
     @property
     def backend_name(self) -> str:

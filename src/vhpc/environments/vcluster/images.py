@@ -1,0 +1,103 @@
+"""``vcluster:image=FILE``: the guests of a vcluster boot the user's image, one MPI job across
+them (docs/images.md, "Across guests").
+
+Each guest is an :class:`~vhpc.environments.vm.imageenv.ImageEnvironment` with an overlay of its
+own (the image is never written), reached by vhpc over its own loopback ssh forward, and joined
+to the cluster's private segment (vcluster/network.py: a second NIC, ``52:54:00:77:00:<i+1>``,
+on the QEMU stream links) through what cloud-init applies from its seed
+(:func:`cloud_config`):
+
+* ``runcmd`` gives the NIC with the guest's MAC its address ``10.77.0.<i+1>/24`` and brings it
+  up (``ip``, found by MAC: the image names its NICs as it does), and appends every guest's
+  name and address to ``/etc/hosts``;
+* ``write_files`` (deferred until the user ``vhpc`` exists) installs one ed25519 key pair,
+  made for this cluster, as ``~vhpc/.ssh/vhpc_cluster`` with an ssh_config(5) entry using it for
+  the cluster's names and addresses; every guest authorises its public key.  Open MPI's
+  ``mpirun`` (or Hydra's ``mpiexec``) in guest 0 starts the other guests' ranks over ssh on the
+  private segment.  The guests' host keys are not pinned between guests
+  (``StrictHostKeyChecking no``): the segment exists only between this campaign's QEMU
+  processes.
+
+vhpc's own tools in its guests (the agent's exec service, ``/run/vhpc-rank``) are not in an
+image: ranks are placed by the launcher and read back from the lines vhpc's kernels print
+(``VHPC-RANK``), and the kernels and a benchmark's inputs are copied to, and built in, every
+guest at the same path.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from vhpc.environments.vcluster import network as vclusternet
+from vhpc.environments.vm.userimage import GUEST_USER, keygen
+
+#: The cluster key's file name in the login's ``~/.ssh`` (beside whatever the image has).
+KEY_NAME = "vhpc_cluster"
+
+#: Shell run by cloud-init as root (``runcmd``): $1 the NIC's MAC, $2 its address/prefix,
+#: $3 the lines for /etc/hosts.
+NET_SCRIPT = r"""for d in /sys/class/net/*; do
+  [ "$(cat "$d/address" 2>/dev/null)" = "$1" ] || continue
+  ip addr replace "$2" dev "${d##*/}" && ip link set "${d##*/}" up
+done
+printf '%s\n' "$3" >> /etc/hosts"""
+
+
+def cluster_key() -> tuple[str, str]:
+    """A new ed25519 key pair for one cluster: (private key text, public key line).  Raises
+    UserImageError without ssh-keygen."""
+    with tempfile.TemporaryDirectory(prefix="vhpc-ckey-") as tmp:
+        public = keygen(Path(tmp) / "key", "vhpc-cluster")
+        return (Path(tmp) / "key").read_text(), public
+
+
+def cloud_config(i: int, vms: int, private_key: str) -> dict[str, Any]:
+    """The cloud-config guest ``i`` of ``vms`` gets beside the image's usual seed (module
+    docstring): ``runcmd`` for its cluster address and /etc/hosts, ``write_files`` for the
+    cluster key and its ssh_config entry."""
+    hosts = "\n".join(f"{vclusternet.address(j)} {vclusternet.hostname(j)}" for j in range(vms))
+    home = f"/home/{GUEST_USER}/.ssh"
+    config = (f"Host vhpc-vm* 10.77.0.*\n  IdentityFile ~/.ssh/{KEY_NAME}\n"
+              "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
+    owner = f"{GUEST_USER}:{GUEST_USER}"
+    return {
+        "runcmd": [["sh", "-c", NET_SCRIPT, "sh", vclusternet.mac(i),
+                    f"{vclusternet.address(i)}/24", hosts]],
+        "write_files": [
+            {"path": f"{home}/{KEY_NAME}", "content": private_key, "permissions": "0600",
+             "owner": owner, "defer": True},
+            {"path": f"{home}/config", "content": config, "permissions": "0600",
+             "owner": owner, "defer": True},
+        ],
+    }
+
+
+def members(name: str, options, placements: list, topo) -> list:
+    """One ImageEnvironment per placement (``options``: the guests' VmOptions with
+    ``image``), named ``NAME/vmI`` with the cluster's host names and the seed parts of
+    :func:`cloud_config`; nothing is booted.  Raises ValueError as ImageEnvironment does."""
+    from vhpc.environments.vm.imageenv import ImageEnvironment
+
+    private, public = cluster_key()
+    out = []
+    for i, p in enumerate(placements):
+        m = ImageEnvironment(f"{name}/vm{i}", options, p, topo)
+        m.hostname = vclusternet.hostname(i)
+        m.cloud_config = cloud_config(i, len(placements), private)
+        m.authorized = (public,)
+        out.append(m)
+    return out
+
+
+def launcher_env() -> dict[str, str]:
+    """Environment for a launcher in guest 0 of an image cluster: the hostfile vhpc wrote
+    there, remote ranks started over ssh (Open MPI's default agent, Hydra's ``ssh``
+    launcher), MPI traffic on the private segment only."""
+    from vhpc.environments.vcluster.environment import HOSTFILE
+
+    return {"OMPI_MCA_orte_default_hostfile": HOSTFILE,
+            "OMPI_MCA_btl_tcp_if_include": vclusternet.SUBNET,
+            "OMPI_MCA_oob_tcp_if_include": vclusternet.SUBNET,
+            "HYDRA_HOST_FILE": HOSTFILE + ".hydra", "HYDRA_LAUNCHER": "ssh"}
