@@ -178,3 +178,48 @@ def test_libvirt_boots_the_image_and_its_ranks_read_the_copied_inputs(image, tmp
     assert vhpc_domains(libvirt_uri) == [] and _sha(image) == sha
     assert not list(tmp.glob("vhpc-guest-*"))
     shutil.rmtree(tmp)
+
+
+VCLUSTER_CAMPAIGN = r"""
+custom:
+  - name: staged
+    inputs: [in/rate.txt, in/data]
+    mpi: {ranks: 2}
+    command: ["sh", "-c", "cat rate.txt data/a.txt; hostname"]
+    success: 'alpha'
+    metrics:
+      - {name: rate, regex: 'rate: (\d+)', unit: 1/s, direction: higher}
+benchmarks: [staged, pingpong]
+environments: [native, {vcluster: {image: bench.qcow2, vms: 2, vcpus: 1, name: vcimage}}]
+repeats: 1
+warmup: 0
+"""
+
+
+def test_a_vcluster_of_the_image_runs_one_mpi_job_across_its_guests(image, tmp_path):
+    """vcluster:image= boots two guests from the image (an overlay each), joins them on the
+    private segment, and runs a custom MPI benchmark (its inputs copied into both) and the
+    ping-pong with one rank in each guest; nothing is left, the image unchanged."""
+    before, sha = qemu_pids(), _sha(image)
+    (tmp_path / "bench.qcow2").symlink_to(image)
+    (tmp_path / "in" / "data").mkdir(parents=True)
+    (tmp_path / "in" / "data" / "a.txt").write_text("alpha\n")
+    (tmp_path / "in" / "rate.txt").write_text("rate: 7\n")
+    (tmp_path / "c.yaml").write_text(VCLUSTER_CAMPAIGN)
+    tmp = Path(tempfile.mkdtemp(prefix="vhpc-t-", dir="/tmp"))
+    res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=3600,
+                         env={**os.environ, "TMPDIR": str(tmp)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    db = sqlite3.connect(tmp_path / "res" / "vhpc.db")
+    rows = db.execute("select t.benchmark, t.stdout, s.metric, s.valid from trials t join "
+                      "samples s on s.trial_id = t.id where t.environment = 'vcimage' and "
+                      "t.status = 'done'").fetchall()
+    assert {(b, m) for b, _, m, ok in rows if ok} == {
+        ("staged", "rate"), ("pingpong", "latency_us"), ("pingpong", "bandwidth_MBps")}
+    for bench in ("staged", "pingpong"):  # rank r ran in guest r
+        out = next(o for b, o, _, _ in rows if b == bench)
+        assert "VHPC-RANK rank=0 host=vhpc-vm0" in out and "VHPC-RANK rank=1 host=vhpc-vm1" in out
+    assert _sha(image) == sha and qemu_pids() - before == set()
+    assert not list(tmp.glob("vhpc-*"))
+    shutil.rmtree(tmp)

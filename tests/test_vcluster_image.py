@@ -56,14 +56,22 @@ def test_each_guest_gets_an_overlay_its_address_and_the_clusters_key(tmp_path):
         assert [m.hostname for m in env.members] == ["vhpc-vm0", "vhpc-vm1"]
         boots = [m._image_boot() for m in env.members]
         assert boots[0].overlay != boots[1].overlay and all(b.overlay.is_file() for b in boots)
-        assert boots[0].authorized == boots[1].authorized and len(boots[0].authorized) == 1
+        keys = [b.seed.authorized for b in boots]
+        assert keys[0] == keys[1] and len(keys[0]) == 1
+        assert boots[0].seed.kernel_hash == boots[1].seed.kernel_hash is not None
         env._net()
         for i, (m, boot) in enumerate(zip(env.members, boots)):
             folder = tmp_path / f"seed{i}"
             folder.mkdir()
-            userimage.write_seed(folder, boot.hostname, boot.cloud_config, boot.authorized)
+            userimage.write_seed(folder, boot.hostname, boot.seed)
             user = yaml.safe_load((folder / "user-data").read_text())
-            assert user["users"][0]["ssh_authorized_keys"][1] == boot.authorized[0]
+            assert user["users"][0]["ssh_authorized_keys"][1] == boot.seed.authorized[0]
+            netcfg = yaml.safe_load(_member(folder / "seed.iso", "network-config"))
+            assert netcfg["ethernets"]["vhpc0"] == {
+                "match": {"macaddress": net.mac(i)}, "set-name": "vhpc0",
+                "addresses": [f"{net.address(i)}/24"]}
+            meta = yaml.safe_load(_member(folder / "seed.iso", "meta-data"))
+            assert meta["dsmode"] == "local" and meta["local-hostname"] == f"vhpc-vm{i}"
             (cmd,) = user["runcmd"]
             assert cmd[:3] == ["sh", "-c", images.NET_SCRIPT]
             assert cmd[4:6] == [net.mac(i), f"{net.address(i)}/24"]
@@ -81,6 +89,11 @@ def test_each_guest_gets_an_overlay_its_address_and_the_clusters_key(tmp_path):
     finally:
         env.close()
     assert not any(b.overlay.exists() for b in boots)
+
+
+def _member(iso: Path, name: str) -> str:
+    return subprocess.run([require_tool("isoinfo"), "-R", "-i", str(iso), "-x", f"/{name}"],
+                          check=True, capture_output=True, text=True).stdout
 
 
 def test_the_runcmd_gives_the_nic_with_the_guests_mac_its_address(tmp_path):

@@ -159,7 +159,9 @@ class SshEnvironment(Environment):
     as for ``native``; workdir: remote directory for vhpc's files (default ``.cache/vhpc``
     under the remote home); config: the ssh_config(5) file (``ssh -F``; default
     ``$VHPC_SSH_CONFIG`` or the user's own, ``"none"`` for none); options: more ``-o`` options
-    (a booted image pins its session's host key: environments/vm/userimage.py).  Raises
+    (a booted image pins its session's host key: environments/vm/userimage.py); kernel_hash:
+    the name of the remote kernel folder (default :func:`source_hash` now; the guests of one
+    vcluster share the one taken when it was made, so its MPI ranks find one path).  Raises
     :class:`EnvError` (one line, what to change) when the host cannot be reached or refuses
     the key.
     """
@@ -168,7 +170,8 @@ class SshEnvironment(Environment):
     def __init__(self, name: str, host: str, user: str | None = None, port: int | None = None,
                  identity: str | None = None, cpus: str | None = None, nodes: str | None = None,
                  membind: str | None = None, workdir: str = ".cache/vhpc",
-                 config: str | None = None, options: tuple[str, ...] = ()):
+                 config: str | None = None, options: tuple[str, ...] = (),
+                 kernel_hash: str | None = None):
         super().__init__(name)
         validate_host(host)
         if user is not None and (user.startswith("-") or not user.strip() or any(
@@ -184,7 +187,7 @@ class SshEnvironment(Environment):
         self.options = tuple(options)
         self.cpus, self.nodes, self.membind = cpus, nodes, membind
         self.workdir = remote_workdir(workdir)
-        self.hash = source_hash()
+        self.hash = kernel_hash or source_hash()
         self.kdir = f"{self.workdir}/kernels-{self.hash}"
         self._ctl: str | None = None
         #: first part of the remote pid file names of this process's trials (execute sets the

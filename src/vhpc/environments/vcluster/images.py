@@ -7,9 +7,10 @@ to the cluster's private segment (vcluster/network.py: a second NIC, ``52:54:00:
 on the QEMU stream links) through what cloud-init applies from its seed
 (:func:`cloud_config`):
 
-* ``runcmd`` gives the NIC with the guest's MAC its address ``10.77.0.<i+1>/24`` and brings it
-  up (``ip``, found by MAC: the image names its NICs as it does), and appends every guest's
-  name and address to ``/etc/hosts``;
+* a ``network-config`` (:func:`network_config`) gives the NIC with the guest's MAC its address
+  ``10.77.0.<i+1>/24`` before the network starts; ``runcmd`` gives it again (``ip``, the NIC
+  found by MAC) where an image renders network configuration another way, and appends every
+  guest's name and address to ``/etc/hosts``;
 * ``write_files`` (deferred until the user ``vhpc`` exists) installs one ed25519 key pair,
   made for this cluster, as ``~vhpc/.ssh/vhpc_cluster`` with an ssh_config(5) entry using it for
   the cluster's names and addresses; every guest authorises its public key.  Open MPI's
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from vhpc.environments.vcluster import network as vclusternet
-from vhpc.environments.vm.userimage import GUEST_USER, keygen
+from vhpc.environments.vm.userimage import GUEST_USER, SeedParts, keygen
 
 #: The cluster key's file name in the login's ``~/.ssh`` (beside whatever the image has).
 KEY_NAME = "vhpc_cluster"
@@ -74,19 +75,37 @@ def cloud_config(i: int, vms: int, private_key: str) -> dict[str, Any]:
     }
 
 
+def network_config(i: int) -> dict[str, Any]:
+    """The NoCloud ``network-config`` (version 2) of guest ``i``: the NIC with its MAC renamed
+    ``vhpc0`` with its static address, applied by cloud-init before the guest's network starts
+    (``dsmode: local``), so the image's own network set-up (DHCP on every NIC, as Debian's
+    is) leaves that NIC alone and does not wait minutes for a DHCP answer on it; the
+    ``runcmd`` of :func:`cloud_config` gives the address again where an image renders network
+    configuration another way.  https://cloudinit.readthedocs.io/en/latest/reference/
+    network-config-format-v2.html"""
+    return {"version": 2, "ethernets": {"vhpc0": {
+        "match": {"macaddress": vclusternet.mac(i)}, "set-name": "vhpc0",
+        "addresses": [f"{vclusternet.address(i)}/24"]}}}
+
+
 def members(name: str, options, placements: list, topo) -> list:
     """One ImageEnvironment per placement (``options``: the guests' VmOptions with
-    ``image``), named ``NAME/vmI`` with the cluster's host names and the seed parts of
-    :func:`cloud_config`; nothing is booted.  Raises ValueError as ImageEnvironment does."""
+    ``image``), named ``NAME/vmI`` with the cluster's host names, the seed parts of
+    :func:`cloud_config` and :func:`network_config`, and one kernel folder name (the sources'
+    hash now: taken at each guest's boot, a source changed in between, or a build writing
+    beside them, gave two guests two paths); nothing is booted.  Raises ValueError as ImageEnvironment does."""
     from vhpc.environments.vm.imageenv import ImageEnvironment
 
+    from vhpc.environments.ssh.environment import source_hash
+
     private, public = cluster_key()
+    kernels = source_hash()  # one path in every guest, whenever each boots
     out = []
     for i, p in enumerate(placements):
         m = ImageEnvironment(f"{name}/vm{i}", options, p, topo)
         m.hostname = vclusternet.hostname(i)
-        m.cloud_config = cloud_config(i, len(placements), private)
-        m.authorized = (public,)
+        m.seed_parts = SeedParts(cloud_config(i, len(placements), private), (public,),
+                                 network_config(i), kernels)
         out.append(m)
     return out
 

@@ -55,10 +55,9 @@ class ImageEnvironment(VmEnvironment):
         self._booting: userimage.ImageBoot | None = None
         self._guest_fp: dict[str, Any] | None = None
         #: what a vcluster sets before the first boot: the guest's host name (default
-        #: ``vhpc-<environment>``), more cloud-config and more authorised keys for its seed
+        #: ``vhpc-<environment>``) and what its seed adds (userimage.SeedParts)
         self.hostname: str | None = None
-        self.cloud_config: dict[str, Any] = {}
-        self.authorized: tuple[str, ...] = ()
+        self.seed_parts = userimage.SeedParts()
 
     def _image_boot(self) -> userimage.ImageBoot:
         """The image checked, its overlay made and (direct boot) its kernel copied out: once
@@ -80,8 +79,7 @@ class ImageEnvironment(VmEnvironment):
         self._booting = userimage.ImageBoot(overlay=overlay, hostname=hostname, kernel=kernel,
                                             initrd=initrd,
                                             append=DIRECT_APPEND if mode == "kernel" else "",
-                                            cloud_config=self.cloud_config,
-                                            authorized=self.authorized)
+                                            seed=self.seed_parts)
         return self._booting
 
     @property

@@ -266,14 +266,28 @@ def keygen(path: Path, comment: str) -> str:
     return path.with_suffix(".pub").read_text().strip()
 
 
+@dataclass(frozen=True)
+class SeedParts:
+    """What a vcluster adds to each boot's seed (vcluster/images.py): ``cloud_config`` (more
+    cloud-config keys: ``write_files``, ``runcmd``), ``authorized`` (more public keys the
+    login accepts) and ``network_config`` (a NoCloud ``network-config``, version 2, applied by
+    cloud-init before the guest's network starts; None: the image's own); ``kernel_hash``:
+    the kernel folder's name in the guest for every guest of the cluster (None: the sources'
+    hash at each boot)."""
+
+    cloud_config: Mapping[str, Any] = field(default_factory=dict)
+    authorized: tuple[str, ...] = ()
+    network_config: Mapping[str, Any] | None = None
+    kernel_hash: str | None = None
+
+
 def seed_documents(hostname: str, instance_id: str, login_key: str, host_private: str,
-                   host_public: str, extra: Mapping[str, Any] | None = None,
-                   authorized: tuple[str, ...] = ()) -> tuple[str, str]:
+                   host_public: str, parts: SeedParts = SeedParts()) -> tuple[str, str]:
     """(user-data, meta-data) of a NoCloud seed: the user :data:`GUEST_USER` (locked password,
     no sudo) with ``login_key`` authorised, root login and password logins off, and the
     guest's sshd given exactly the host key pair ``host_private``/``host_public`` (so the
-    client can pin it); ``authorized``: more public keys the login accepts, ``extra``: more
-    cloud-config keys (a vcluster's ``write_files`` and ``runcmd``: vcluster/images.py).
+    client can pin it), with what ``parts`` adds (:class:`SeedParts`; with a network-config
+    the meta-data says ``dsmode: local``, so cloud-init applies it before the network starts).
     cloud-init's cloud-config modules ``users_groups`` and ``ssh``
     (https://cloudinit.readthedocs.io/en/latest/reference/modules.html); YAML written by
     PyYAML."""
@@ -281,7 +295,8 @@ def seed_documents(hostname: str, instance_id: str, login_key: str, host_private
 
     user_data = {
         "users": [{"name": GUEST_USER, "gecos": "vhpc benchmarks", "shell": "/bin/sh",
-                   "lock_passwd": True, "ssh_authorized_keys": [login_key, *authorized]}],
+                   "lock_passwd": True,
+                   "ssh_authorized_keys": [login_key, *parts.authorized]}],
         "disable_root": True,
         "ssh_pwauth": False,
         "ssh_deletekeys": True,
@@ -289,29 +304,37 @@ def seed_documents(hostname: str, instance_id: str, login_key: str, host_private
         "resize_rootfs": False,  # the disk is the overlay of a fixed-size image
         "growpart": {"mode": "off"},
         "locale": False,  # keep the image's own (update-locale fails where none is built)
-        **(extra or {}),
+        **parts.cloud_config,
     }
-    meta = {"instance-id": instance_id, "local-hostname": hostname}
+    meta = {"instance-id": instance_id, "local-hostname": hostname,
+            **({"dsmode": "local"} if parts.network_config else {})}
     return ("#cloud-config\n" + yaml.safe_dump(user_data, sort_keys=False),
             yaml.safe_dump(meta, sort_keys=False))
 
 
-def write_seed(folder: Path, hostname: str, extra: Mapping[str, Any] | None = None,
-               authorized: tuple[str, ...] = ()) -> tuple[Path, Path, str]:
+def write_seed(folder: Path, hostname: str,
+               parts: SeedParts = SeedParts()) -> tuple[Path, Path, str]:
     """Keys and a NoCloud seed for one boot, in ``folder``: returns (seed ISO, login private
-    key, known_hosts line for :data:`HOST_KEY_ALIAS`); ``extra`` and ``authorized`` as for
-    :func:`seed_documents`.  The seed is made by ``cloud-localds`` (cloud-image-utils).
+    key, known_hosts line for :data:`HOST_KEY_ALIAS`); ``parts`` as for
+    :func:`seed_documents`, its ``network_config`` as the seed's ``network-config``.  The seed is made by ``cloud-localds`` (cloud-image-utils).
     Raises UserImageError when a tool is missing or fails."""
     localds = require("cloud-localds", "cloud-image-utils")
     login_pub = keygen(folder / "id_ed25519", "vhpc-session")
     host_pub = keygen(folder / "host_ed25519", "vhpc-guest")
     host_private = (folder / "host_ed25519").read_text()
     user_data, meta_data = seed_documents(hostname, f"vhpc-{uuid.uuid4().hex}", login_pub,
-                                          host_private, host_pub, extra, authorized)
+                                          host_private, host_pub, parts)
     (folder / "user-data").write_text(user_data)
     (folder / "meta-data").write_text(meta_data)
     seed = folder / "seed.iso"
-    res = subprocess.run([localds, str(seed), str(folder / "user-data"),
+    network = []
+    if parts.network_config:
+        import yaml
+
+        (folder / "network-config").write_text(yaml.safe_dump(dict(parts.network_config),
+                                                              sort_keys=False))
+        network = [f"--network-config={folder / 'network-config'}"]
+    res = subprocess.run([localds, *network, str(seed), str(folder / "user-data"),
                           str(folder / "meta-data")], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, timeout=120)
     if res.returncode != 0 or not seed.is_file():
@@ -336,16 +359,14 @@ class ImageBoot:
     """What a session of an image boots: ``overlay`` (the qcow2 over the user's image),
     ``hostname`` (given to cloud-init), and for a direct kernel boot the image's ``kernel``,
     ``initrd`` and the kernel command line ``append`` (None/"" : firmware and bootloader);
-    ``cloud_config`` and ``authorized``: what a vcluster adds to each boot's seed
-    (:func:`seed_documents`' ``extra`` and ``authorized``)."""
+    ``seed``: what a vcluster adds to each boot's seed (:class:`SeedParts`)."""
 
     overlay: Path
     hostname: str
     kernel: Path | None = None
     initrd: Path | None = None
     append: str = ""
-    cloud_config: Mapping[str, Any] = field(default_factory=dict)
-    authorized: tuple[str, ...] = ()
+    seed: SeedParts = SeedParts()
 
 
 def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
@@ -417,8 +438,7 @@ class ReachedOverSsh:
         t0 = time.monotonic()
         deadline = t0 + timeout
         try:
-            seed, key, _ = write_seed(self.workdir, self.image.hostname,
-                                      self.image.cloud_config, self.image.authorized)
+            seed, key, _ = write_seed(self.workdir, self.image.hostname, self.image.seed)
             self.port = free_port()
             start(seed, deadline)
             self.ssh = self._wait_ssh(key, deadline, timeout)
@@ -446,7 +466,8 @@ class ReachedOverSsh:
                                       "-o", f"UserKnownHostsFile={self.workdir / 'known_hosts'}",
                                       "-o", "GlobalKnownHostsFile=/dev/null",
                                       "-o", "StrictHostKeyChecking=yes",
-                                      "-o", "ServerAliveCountMax=20"))
+                                      "-o", "ServerAliveCountMax=20"),
+                             kernel_hash=self.image.seed.kernel_hash)
         refused_since = None
         last = "no answer yet"
         while True:
