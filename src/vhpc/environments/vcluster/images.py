@@ -93,10 +93,10 @@ def members(name: str, options, placements: list, topo) -> list:
     ``image``), named ``NAME/vmI`` with the cluster's host names, the seed parts of
     :func:`cloud_config` and :func:`network_config`, and one kernel folder name (the sources'
     hash now: taken at each guest's boot, a source changed in between, or a build writing
-    beside them, gave two guests two paths); nothing is booted.  Raises ValueError as ImageEnvironment does."""
-    from vhpc.environments.vm.imageenv import ImageEnvironment
-
+    beside them, gave two guests two paths); nothing is booted.  Raises ValueError as
+    ImageEnvironment does."""
     from vhpc.environments.ssh.environment import source_hash
+    from vhpc.environments.vm.imageenv import ImageEnvironment
 
     private, public = cluster_key()
     kernels = source_hash()  # one path in every guest, whenever each boots

@@ -316,8 +316,9 @@ def write_seed(folder: Path, hostname: str,
                parts: SeedParts = SeedParts()) -> tuple[Path, Path, str]:
     """Keys and a NoCloud seed for one boot, in ``folder``: returns (seed ISO, login private
     key, known_hosts line for :data:`HOST_KEY_ALIAS`); ``parts`` as for
-    :func:`seed_documents`, its ``network_config`` as the seed's ``network-config``.  The seed is made by ``cloud-localds`` (cloud-image-utils).
-    Raises UserImageError when a tool is missing or fails."""
+    :func:`seed_documents`, its ``network_config`` as the seed's ``network-config``.  The seed
+    is made by ``cloud-localds`` (cloud-image-utils).  Raises UserImageError when a tool is
+    missing or fails."""
     localds = require("cloud-localds", "cloud-image-utils")
     login_pub = keygen(folder / "id_ed25519", "vhpc-session")
     host_pub = keygen(folder / "host_ed25519", "vhpc-guest")
