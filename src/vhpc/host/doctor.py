@@ -70,6 +70,8 @@ COMPONENTS = (
               "cloud-image-utils", "cloud-utils"),
     Component("debugfs", "vm:image= with boot=kernel (the image's kernel)", "cmd:debugfs",
               "e2fsprogs", "e2fsprogs"),
+    Component("SeaBIOS", "vm:image= with boot=firmware (the image's bootloader)",
+              "glob:/usr/share/seabios/bios-256k.bin", "seabios", "seabios"),
     Component("debvm", "vhpc image build", "cmd:debvm-create", "debvm", "(Debian only)"),
     Component("mmdebstrap", "vhpc image build", "cmd:mmdebstrap", "mmdebstrap", "(Debian only)"),
 )
