@@ -93,7 +93,8 @@ class ImageFields(BaseModel):
 
     def _image_given(self) -> bool:
         """Whether ``image=`` is given; ``format=`` and ``boot=`` need it, its format must be
-        known, and it brings its own kernel (no ``kernel=``).  Raises ValueError."""
+        known, and it brings its own kernel (no ``kernel=``, a field of the kinds' models).
+        Raises ValueError."""
         if self.image is None:
             for opt in ("format", "boot"):
                 if getattr(self, opt) != type(self).model_fields[opt].get_default():
