@@ -222,10 +222,11 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     verdicts = [_verdict_cell(r.summary, "" if all_pass else r.check) for r in rows]
     trusts = [[t for t in r.trust if t not in said] for r in rows]
     heads = ("environment", "overhead [interval]", "verdict", "limits trust")
-    # the overhead with its interval on one line; the verdict and the trust notes fold
+    # the overhead with its interval on one line; the verdict and the trust notes fold (the
+    # verdict at 17, "insufficient data"'s width: only a sweep's counts fold beneath it)
     widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
               max(len(heads[1]), *map(len, cells)),
-              min(max(len(heads[2]), *(len(x) for v in verdicts for x in v.plain.split("\n"))), 16)]
+              min(max(len(heads[2]), *(len(x) for v in verdicts for x in v.plain.split("\n"))), 17)]
     room = console.width - sum(widths) - 2 * 3
     with_trust = any(trusts)
     if with_trust:
