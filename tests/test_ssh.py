@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import re
 import socket
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vhpc.environments.ssh.environment import SshEnvironment, hypervisor, parse_fingerprint
+from vhpc.environments.ssh.environment import (KERNEL_SRC, SshEnvironment, hypervisor,
+                                               parse_fingerprint, source_hash)
 from vhpc.store import Store
 
 CLI = [sys.executable, "-m", "vhpc.cli"]
@@ -268,3 +270,20 @@ def test_an_image_guest_gets_its_inputs_over_its_ssh_session(sshd, tmp_path, mon
     finally:
         env.close()
     assert not guest_ssh._ctl
+
+
+def test_the_kernel_source_hash_ignores_build_locks_and_outputs_but_not_an_edit(tmp_path):
+    # a build's lock files and output folders appear with the first build: two guests of one
+    # vcluster hashed the same sources differently minutes apart and looked for rankrun.py
+    # in different folders
+    src = tmp_path / "kernels"
+    shutil.copytree(KERNEL_SRC, src, ignore=shutil.ignore_patterns("build*", ".*"))
+    before = source_hash(src)
+    (src / ".build.lock").touch()
+    (src / ".build-mpich.lock").write_text("x")
+    (src / "build").mkdir()
+    (src / "build" / "vhpc-stream").write_text("binary")
+    assert source_hash(src) == before
+    with open(src / "vhpc-stream.c", "a") as f:
+        f.write("/* edited */\n")
+    assert source_hash(src) != before

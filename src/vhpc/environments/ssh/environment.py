@@ -82,7 +82,9 @@ elif command -v lstopo >/dev/null 2>&1; then lstopo --of xml -; fi
 
 def source_hash(src: Path = KERNEL_SRC) -> str:
     """SHA-256 (first 16 hex digits) over the relative paths and contents of the kernel sources
-    and the run wrapper; build output directories (``build*``) are left out."""
+    and the run wrapper; build output directories (``build*``) and dot-files (the builds'
+    ``.build*.lock``, which appear with the first build and would change the hash) are left
+    out."""
     h = hashlib.sha256()
     for path in sorted(_source_files(src)):
         h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes())
@@ -94,7 +96,8 @@ def _source_files(src: Path) -> list[Path]:
     out = []
     for root, dirs, files in os.walk(src):
         dirs[:] = [d for d in dirs if not d.startswith("build") and not d.startswith(".")]
-        out += [Path(root, f) for f in files if not f.endswith((".o", ".pyc"))]
+        out += [Path(root, f) for f in files
+                if not f.endswith((".o", ".pyc")) and not f.startswith(".")]
     return out
 
 
