@@ -7,6 +7,7 @@ community defaults are for users)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -214,3 +215,73 @@ def test_checks_are_read_before_correct_runs_diverge():
             "1500 steps with 32000 atoms\n\nPerformance: 1 tau/day, 166.6 timesteps/s\n")
     got = {x.metric: x.value for x in b.parse(p, text, "", 0)}
     assert got["epair"] == pytest.approx(-5.71) and got["temp"] == pytest.approx(0.71)
+
+
+def test_gromacs_steps_left_out_are_sized_once_per_campaign_and_stored(capsys, tmp_path,
+                                                                       monkeypatch):
+    """GROMACS's ``steps`` left out is sized before any trial from one probe (faked here: 100
+    timed steps in 0.5 s at a CPU share of 0.5, so 2.5 ms a step alone), cached per host and
+    problem, stored in the campaign's parameters and run by every environment alike: the
+    timed half lasts at least the 2 s floor at that speed."""
+    from conftest import run_cli
+    from vhpc.benchmarks.apps import sizing
+
+    require_tool("gmx_mpi")
+    require_tool("gmx")
+    require_tool("mpirun")
+    _two_cpus()
+    calls = []
+
+    def fake_probe(argv, env, busy, timeout, window):
+        calls.append(argv)
+        assert "-nsteps" in argv and argv[argv.index("-nsteps") + 1] == "200"
+        assert argv[argv.index("-resetstep") + 1] == "100"
+        return 0.5, 0.5
+
+    monkeypatch.setattr(sizing, "probe", fake_probe)
+    out = tmp_path / "out"
+    item = "gromacs:ranks=1,size=1.5"
+    envs = ["-e", "native:cpus=0", "-e", "native:cpus=1,name=other"]
+    rc, _, err = run_cli(capsys, "compare", "-b", item, *envs, "--repeats", "1", "--warmup",
+                         "0", "--no-report", "--out", out)
+    assert rc == 0, err[-2000:]
+    step_s = 0.5 / 100 * 0.5
+    store = Store(out / "vhpc.db")
+    (cid,) = [c["id"] for c in store.campaigns()]
+    trials = store.trials(cid)
+    steps = {dict(kv.split("=") for kv in t.params.split(","))["steps"] for t in trials}
+    assert len(steps) == 1, steps  # one step count for every environment
+    n = int(steps.pop())
+    assert n % 100 == 0 and (n // 2) * step_s >= sizing.FLOOR_S, n
+    assert f"steps={n}" in err and len(calls) == 1
+    for t in trials:
+        assert t.status == "done", t.error
+        log = common.shown_file(t.stdout, "md.log")
+        assert f"-nsteps {n}" in log and f"step {n // 2}: resetting all time" in log
+    # a second campaign of the same problem reads the cache; a damaged cache is probed again
+    rc, so, _ = run_cli(capsys, "compare", "-b", item, *envs, "--dry-run", "--out", out)
+    assert rc == 0 and "auto (a probe sizes" in so
+    s = spec.from_cli([item], ["native"], repeats=1, warmup=0)
+    assert campaign.sized(s).benchmarks[0].params["steps"] == n and len(calls) == 1
+    cache = Path(os.environ["VHPC_CACHE"]) / "apps" / sizing.CACHE_NAME
+    cache.write_text(json.dumps({k: -1 for k in json.loads(cache.read_text())}))
+    assert campaign.sized(s).benchmarks[0].params["steps"] == n and len(calls) == 2
+    given = spec.from_cli(["gromacs:ranks=1,size=1.5,steps=300"], ["native"])
+    assert campaign.sized(given) is given and len(calls) == 2  # given steps: no probe
+
+
+def test_a_sized_run_reaches_the_floor_at_the_probed_speed():
+    """steps_for: the fewest multiple of 100 (at least 200) whose timed half reaches the target
+    window, for slow and fast steps; a step time that is no number is refused."""
+    from vhpc.benchmarks.apps import sizing
+
+    half = lambda n: n - n // 2  # noqa: E731  mdrun's -resetstep steps/2
+    for step_s in (1e-5, 0.0025, 0.0149, 0.5, 30.0):
+        n = sizing.steps_for(step_s, 100, half)
+        assert n % 100 == 0 and n >= 200
+        assert half(n) * step_s >= sizing.TARGET_S or n == sizing.MAX_STEPS
+        assert n == 200 or half(n - 100) * step_s < sizing.TARGET_S  # the fewest
+    assert sizing.steps_for(1e-9, 100, half) == sizing.MAX_STEPS
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            sizing.steps_for(bad, 100, half)

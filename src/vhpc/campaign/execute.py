@@ -132,8 +132,27 @@ class Progress(Protocol):
     def finished(self, row: TrialRow, status: str, note: str) -> None: ...
 
 
+def sized(spec: CampaignSpec, say: Callable[[str], None] | None = None) -> CampaignSpec:
+    """``spec`` with every parameter a benchmark sizes on this host once per campaign filled
+    in (a benchmark's ``size_problem(params, say)``: GROMACS's ``steps=auto``, from a probe
+    run), so every environment runs the same problem and the stored campaign says which;
+    ``spec`` itself when nothing was left to size.  ``say``: told what is probed and chosen.
+    Raises BenchmarkError when a probe fails."""
+    out, changed = [], False
+    for b in spec.benchmarks:
+        bench = spec.benchmark(b.name)
+        size = getattr(bench, "size_problem", None)
+        extra = size(bench.resolve(b.params), say) if size is not None else {}
+        if extra:
+            b, changed = b.model_copy(update={"params": {**b.params, **extra}}), True
+        out.append(b)
+    return spec.model_copy(update={"benchmarks": out}) if changed else spec
+
+
 def create(store: Store, spec: CampaignSpec, command: str = "") -> str:
-    """Store a new campaign with its planned trials; returns the campaign id."""
+    """Store a new campaign with its planned trials (what it leaves to be sized on this host
+    sized first: :func:`sized`); returns the campaign id."""
+    spec = sized(spec)
     cid = new_campaign_id()
     trials = [asdict(t) for t in plan(spec)]
     store.create_campaign(cid, spec.model_dump_json(), command, trials,

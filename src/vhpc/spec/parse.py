@@ -177,7 +177,8 @@ def _check_params(bench: benchmarks.Benchmark, params: Any) -> dict[str, Any]:
             raise SpecError(str(exc)) from None
         raise SpecError(f"{bench.name}: bad parameters {params!r}: {exc}") from None
     kept = set(params) | set(getattr(bench, "stored_params", ()))  # an application's size
-    return {k: v for k, v in resolved.items() if k in kept}
+    # (one left to auto, None, is sized when the campaign is created: execute.sized)
+    return {k: v for k, v in resolved.items() if k in params or (k in kept and v is not None)}
 
 
 class CampaignSpec(BaseModel):

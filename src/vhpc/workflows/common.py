@@ -211,6 +211,8 @@ def run_campaign(args, spec=None, command: str | None = None, store=None) -> tup
         executor = executors.make(spec.executor)
         executor.preflight()  # slurm: commands installed, controller answers
         execute.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
+        spec = execute.sized(spec, lambda m: err_console.print(  # gromacs steps=auto: probed
+            f"vhpc: {plain(m)}", highlight=False, markup=False, soft_wrap=True))
         cid = execute.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{esc(cid)}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "

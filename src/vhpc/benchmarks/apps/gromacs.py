@@ -26,8 +26,11 @@ Trial: ``mpirun ... rankrun.py --stage topol.tpr --show md.log -- gmx_mpi mdrun 
 invalid), so ns/day and the timed window leave out start-up, domain decomposition and load
 balancing, as GROMACS benchmarks are timed (GROMACS 2022 marks ``-resetstep`` and
 ``-resethway`` deprecated and still honours them);
-``steps`` (default 2000: a timed window of 1,000 steps, a few seconds at size 6 on two cores) is
-what the whole run takes.  ``-pin off``: the ranks are bound by the launcher as vhpc's kernels
+``steps`` is what the whole run takes; left out (``auto``) it is sized once per campaign,
+before any trial, by :meth:`Gromacs.size_problem`: a probe of :data:`PROBE_STEPS` steps on this
+host gives the seconds per step, and the steps are the fewest multiple of 100 whose timed half
+lasts 3 s (:mod:`vhpc.benchmarks.apps.sizing`), stored in the campaign's parameters so every
+environment runs the same steps.  ``-pin off``: the ranks are bound by the launcher as vhpc's kernels
 are (mdrun's own pinning would override it); ``-notunepme``: PME tuning shifts the cut-off
 during the run, so the work would differ between environments.
 
@@ -43,14 +46,16 @@ environment's (docs/applications.md, "How the checks were sized").
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from vhpc.benchmarks.apps import common
+from vhpc.benchmarks.apps import common, sizing
 from vhpc.benchmarks.apps.common import number, rank_command, require, shown_file
-from vhpc.benchmarks.base import Benchmark, BenchmarkError, Check, Param, ParseError
+from vhpc.benchmarks.base import (Benchmark, BenchmarkError, Check, Param, ParseError,
+                                  RunContext)
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
 
@@ -109,7 +114,10 @@ SOLVATE_ATOMS_PER_NM3 = 90.9
 #: The water benchmark set's size classes (thousands of atoms) vhpc's 1.0 nm cut-off allows
 #: (a box edge over twice the pair-list radius).
 SIZE_CLASSES = (1.5, 3, 6, 12, 24, 48, 96, 192, 384, 768, 1536, 3072)
-DEFAULT_SIZE, DEFAULT_STEPS = 6.0, 2000
+DEFAULT_SIZE = 6.0
+#: Steps of the sizing probe (its timed half: 100 steps), and the steps a sized run is a
+#: multiple of (md.log has energies every 100 steps, nstcalcenergy).
+PROBE_STEPS, STEP_QUANTUM = 200, 100
 #: Memory one mdrun rank needs besides its atoms, and per atom (measured: 34 MB for 5,433
 #: atoms on one rank; the per-atom share is an estimate, not measured), and the smallest
 #: domain-decomposition cell (nm: the 1.0 nm cut-off plus the pair-list buffer), which caps
@@ -195,8 +203,9 @@ class Gromacs(Benchmark):
         Param("size", DEFAULT_SIZE, float, "thousands of water atoms, as the size classes of "
               "GROMACS's water benchmark set (" + ", ".join(f"{c:g}" for c in SIZE_CLASSES)
               + ")", minimum=SIZE_CLASSES[0]),
-        Param("steps", DEFAULT_STEPS, int, "MD steps of 2 fs; mdrun times the second half "
-              "(-resetstep steps/2)", minimum=2),
+        Param("steps", None, int, "MD steps of 2 fs; mdrun times the second half "
+              "(-resetstep steps/2); default: sized once per campaign so that half lasts "
+              f"{sizing.TARGET_S:g} s here (a probe run, cached)", minimum=2),
         Param("ranks", None, int, "MPI ranks (default: all CPUs)", minimum=1),
         Param("threads", 1, int, "OpenMP threads per rank (mdrun -ntomp)", minimum=1),
     )
@@ -215,6 +224,8 @@ class Gromacs(Benchmark):
               Check("temperature", 2e-4, "temperature at step 100 (or the last)"),
               Check("coul_recip", 3e-4, "PME mesh energy at step 100 (or the last)"))
     check = checks[0]
+    #: The timed window's floor: a page says when a trial's window was shorter (pagefacts).
+    timed_floors = {"timed_window": sizing.FLOOR_S}
     #: Kept in the stored parameters (the problem's size), defaults included.
     stored_params = ("size", "steps")
     timeout = 1800.0
@@ -224,8 +235,9 @@ class Gromacs(Benchmark):
 
     def problem(self, params, ncpus):
         """Ranks, size (thousand atoms) and steps of a trial on ``ncpus`` CPUs."""
+        steps = params.get("steps")
         return {"ranks": self.ranks(params, ncpus), "size": float(params["size"]),
-                "steps": int(params["steps"])}
+                "steps": "auto" if steps is None else int(steps)}
 
     def bounds(self, params, ncpus, memory):
         """Ranks x threads within the environment's CPUs, ranks within the domain
@@ -286,6 +298,59 @@ class Gromacs(Benchmark):
         require(self.app_binary, self.package, self.name)
         self.prepare(float(params["size"]))
 
+    def auto_values(self, params, llc_owner):
+        """``steps`` left out, as ``--dry-run`` shows it: sized once when the campaign starts."""
+        return ({"steps": f"auto (a probe sizes a {sizing.TARGET_S:g} s timed window at the "
+                          "start)"} if params.get("steps") is None else {})
+
+    def size_problem(self, params: Mapping[str, Any],
+                     say: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """``{"steps": N}`` for parameters whose ``steps`` is left to ``auto`` (module
+        docstring; {} when steps were given): the seconds per step of this problem on this host
+        from the cache, else from a probe of :data:`PROBE_STEPS` steps natively here
+        (:func:`vhpc.benchmarks.apps.sizing.probe`, its window scaled by the CPU share it got),
+        on ``ranks`` ranks or as many as this host's CPUs hold (the time per step then scaled
+        by their ratio).  ``say``: told one line before a probe and the steps chosen.  Call
+        after :meth:`preflight`.  Raises BenchmarkError when the probe fails."""
+        if params.get("steps") is not None:
+            return {}
+        cpus = tuple(sorted(os.sched_getaffinity(0)))
+        threads = int(params.get("threads") or 1)
+        want = self.ranks(params, len(cpus))
+        ranks = max(1, min(want, len(cpus) // threads))
+        folder = self.prepare(float(params["size"]))
+        key = f"{sizing.host_key()}|{folder.name}|ranks={want}|threads={threads}"
+        step_s = sizing.cached(key)
+        label = f"gromacs size={float(params['size']):g} ranks={want}"
+        if step_s is None:
+            if say:
+                say(f"{label}: a {PROBE_STEPS}-step probe sizes steps= for a timed window of "
+                    f"{sizing.TARGET_S:g} s")
+            probe = {**params, "steps": PROBE_STEPS, "ranks": ranks}
+            ctx = RunContext(Path("/nonexistent"), len(cpus), cpus)
+            timed = PROBE_STEPS - reset_step(PROBE_STEPS)
+
+            def window(stdout: str, stderr: str, rc: int) -> float:
+                got = {s.metric: s for s in self.parse(probe, stdout, stderr, rc)}
+                if not all(s.valid for s in got.values()) or got["timed_window"].value <= 0:
+                    raise BenchmarkError(f"{label}: the sizing probe failed (exit status "
+                                         f"{rc}): give steps= explicitly")
+                return got["timed_window"].value
+
+            try:
+                seconds, share = sizing.probe(self.command(probe, ctx), self.environ(probe, ctx),
+                                              ranks * threads, self.timeout, window)
+            except ParseError as exc:
+                raise BenchmarkError(f"{label}: the sizing probe failed ({exc}): give steps= "
+                                     "explicitly") from None
+            step_s = seconds / timed * share * ranks / want
+            sizing.remember(key, step_s)
+        steps = sizing.steps_for(step_s, STEP_QUANTUM, lambda n: n - reset_step(n))
+        if say:
+            say(f"{label}: steps={steps} ({step_s * 1000:.3g} ms a step on this host's CPUs "
+                f"alone: a timed window of about {(steps - reset_step(steps)) * step_s:.3g} s)")
+        return {"steps": steps}
+
     def host_paths(self, params):
         return [str(common.apps_dir())]
 
@@ -297,6 +362,9 @@ class Gromacs(Benchmark):
         """See the module docstring.  Raises BenchmarkError when gmx_mpi is missing or the
         preparation fails."""
         gmx_mpi = require(self.app_binary, self.package, self.name)
+        if params.get("steps") is None:
+            raise BenchmarkError("gromacs: steps were not sized before the trial (a campaign "
+                                 "sizes them when it is created): give steps=")
         folder = self.prepare(float(params["size"]))
         argv = [gmx_mpi, "mdrun", "-s", "topol.tpr", "-deffnm", "md", "-nsteps",
                 str(params["steps"]), "-resetstep", str(reset_step(int(params["steps"]))),
