@@ -263,3 +263,31 @@ def test_each_numbered_statement_cites_its_own_section_or_figure():
         ("scaling", "hpccg", "Sec. 3.4, Fig. 6"),
         # issue 30: CTH's and Sage's captions, with LAMMPS and GROMACS standing in
         ("applications", "lammps", "Sec. 3.5, Fig. 7"), ("applications", "gromacs", "Sec. 3.6, Fig. 8")]
+
+
+def test_contended_points_are_left_out_of_the_findings_as_of_the_headline():
+    """Seed 004's "within 5 % of native" for HPCCG: at 3 nodes the guests' ranks shared host
+    CPUs (half the Mflop/s). That point is left out of the finding, as the headline leaves it
+    out of its means, and the line names it; with only contended points it cannot tell."""
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo, Observation
+    from vhpc.report import paper
+
+    obs = [Observation(env, "hpccg", f"ranks={r}", "mflops", "MFLOPS", True, v * k, valid=True,
+                       warmup=False, trial_id=r * 100 + i * 10 + j, session_index=None)
+           for r, slow in ((1, 1.0), (2, 1.0), (3, 0.5))
+           for i, (env, v) in enumerate((("native", 600.0), ("vm", 600.0 * slow)))
+           for j, k in enumerate((0.998, 1.0, 1.002, 1.0))]
+    envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
+    a = analyse(obs, envs, "native")
+    (whole,) = [l for l in paper.judge("scaling", a) if "HPCCG" in l.statement]
+    assert whole.outcome == F.DISAGREES and not whole.left_out  # the contended point decides
+    (kept,) = [l for l in paper.judge("scaling", a, shared=[("vm", "hpccg", "ranks=3")])
+               if "HPCCG" in l.statement]
+    assert kept.outcome == F.AGREES, kept.text()
+    assert "ranks=3" not in kept.measured + " ".join(kept.more)
+    assert kept.left_out.startswith("left out: hpccg[ranks=3] mflops")
+    assert "CPUs shared between nodes/guests" in kept.left_out and kept.left_out in kept.text()
+    every = [("vm", "hpccg", f"ranks={r}") for r in (1, 2, 3)]
+    (none,) = [l for l in paper.judge("scaling", a, shared=every) if "HPCCG" in l.statement]
+    assert none.outcome == F.CANNOT_TELL and "every matching point" in none.reason

@@ -154,6 +154,10 @@ class Line:
     reason: str
     more: tuple[str, ...] = ()
     kind: str = "paper"
+    #: the measurements left out because CPUs were shared between nodes or guests there
+    #: ("left out: hpccg[ranks=3] (CPUs shared between nodes/guests: contention)"), as the
+    #: headline leaves them out of its means; "" when none was
+    left_out: str = ""
 
     def text(self) -> str:
         """The line as plain text ("paper found: ... / this host: ... → outcome (reason)")."""
@@ -161,7 +165,8 @@ class Line:
                 if self.kind == "paper" else f"{self.statement} ({self.source})")
         more = f" and {len(self.more)} more" if self.more else ""
         return (f"{head} / this host: {self.measured}{more} → {self.outcome}"
-                + (f" ({self.reason})" if self.reason else ""))
+                + (f" ({self.reason})" if self.reason else "")
+                + (f"; {self.left_out}" if self.left_out else ""))
 
 
 def stated(study: str) -> list[paper_findings.Finding]:
@@ -235,14 +240,34 @@ def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
     return out
 
 
-def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> list[Line]:
+#: why a measurement is left out of a finding (the headline's words, vhpc.report._split)
+CONTENDED = "CPUs shared between nodes/guests: contention"
+
+
+def judge(study: str, analysis: Analysis, not_makeable: str | None = None,
+          shared: Iterable[tuple[str, str, str]] = ()) -> list[Line]:
     """One line per stated finding of ``study`` (:func:`vhpc.campaign.paper_findings.verdict` on
     each measurement :func:`evidence` finds; one disagreement decides); a finding with no
-    matching measurement is "cannot tell"."""
+    matching measurement is "cannot tell".  A measurement whose environment or reference ran
+    where ranks of different nodes or guests shared a host CPU (``shared``: (environment,
+    benchmark, params), :func:`vhpc.report.export.shared_points`) is left out, as the headline
+    leaves it out of its means, and the line says which (:attr:`Line.left_out`); a finding
+    with only such measurements is "cannot tell"."""
+    shared = set(shared)
     out = []
     for f in stated(study):
         source = f"seed {f.seed[:3]}, {f.where}"
-        found = evidence(f, analysis)
+        found, contended = [], []
+        for e in evidence(f, analysis):
+            hit = {(e.environment, e.benchmark, e.params), (e.versus, e.benchmark, e.params)}
+            (contended if hit & shared else found).append(e)
+        left = (f"left out: {', '.join(sorted({e.label for e in contended}))} ({CONTENDED})"
+                if contended else "")
+        if contended and not found:
+            out.append(Line(f.quote, source, f"paper: {f.stated()}", "no measurement without "
+                            "shared CPUs", CANNOT_TELL, f"every matching point had {CONTENDED}, "
+                            "not the paper's setting", left_out=left))
+            continue
         if not found:
             why = not_makeable or "not measured in this campaign"
             if not not_makeable and f.environment and not any(
@@ -275,7 +300,8 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None) -> li
                     + (f": {seen}" if outcome != CANNOT_TELL and seen else ""))
         reasons = sorted({v[2] for v in verdicts if v[1] == outcome and v[1] == CANNOT_TELL})
         out.append(Line(f.quote, source, f"paper: {f.stated()}", measured, outcome,
-                        "; ".join(reasons), tuple(f"{said(v)} → {v[1]}" for v in rest)))
+                        "; ".join(reasons), tuple(f"{said(v)} → {v[1]}" for v in rest),
+                        left_out=left))
     return out
 
 
@@ -396,7 +422,7 @@ Ranks of different nodes or guests shared a host CPU ({{ text }}); these points 
 {% if lines %}<ul class="paper-findings">
 {% for l in lines %}<li class="finding-line o-{{ l.outcome|replace(' ', '-') }} k-{{ l.kind }}">{% if l.kind == "paper" %}<b>paper found:</b> {{ l.statement }}
 <span class="src">({{ l.source }}; {{ l.paper }})</span>{% else %}<b>this run:</b> {{ l.statement }} <span class="src">({{ l.source }})</span>{% endif %} — <b>this host:</b> {{ l.measured }} →
-<span class="outcome">{{ l.outcome }}</span>{% if l.reason %} ({{ l.reason }}){% endif %}
+<span class="outcome">{{ l.outcome }}</span>{% if l.reason %} ({{ l.reason }}){% endif %}{% if l.left_out %} <span class="left-out src">{{ l.left_out }}</span>{% endif %}
 {% if l.more %}<details class="more"><summary>… and {{ l.more|length }} more</summary><ul>{% for m in l.more %}<li>{{ m }}</li>{% endfor %}</ul></details>{% endif %}</li>
 {% endfor %}</ul>
 {% else %}<p class="no-findings">No stated findings are stored for this study.</p>{% endif %}
@@ -426,7 +452,10 @@ def study_block(name: str, analysis: Analysis, trials: Iterable[Any] = (), *, pr
     fd = study_figure(name, analysis, trials)
     if svg is None and fd:
         svg = studyfig.draw(fd, "svg", references(fd, name))
-    lines = judge(name, analysis, note) + host_lines(trials) + drop_lines(fd, trials)
+    from vhpc.report.export import shared_points
+
+    lines = (judge(name, analysis, note, shared_points(trials)) + host_lines(trials)
+             + drop_lines(fd, trials))
     spec = STUDIES.get(name).figure
     caption = f"Seed {spec.seed} {spec.number}: {spec.title}" if spec else name
     shared = scaleout.by_node_count(scaleout.shared_cpus(trials))
@@ -478,7 +507,7 @@ table { border-collapse: collapse; font-size: .85rem; } th, td { border: 1px sol
 <tr class="study-row" data-study="{{ e.name }}"><td rowspan="{{ n }}"><a href="#study-{{ e.name }}">{{ e.name }}</a><br><small>{{ e.number }}</small>{% if e.limits %}<div class="limits">{% for l in e.limits %}<div>{{ l }}</div>{% endfor %}</div>{% endif %}</td>
 <td rowspan="{{ n }}" class="status s-{{ e.status.split(' ')[0] }}"><b>{{ e.status }}</b>{% if e.why and e.lines %}<div class="why">{{ e.why }}</div>{% endif %}</td>
 {% if e.lines %}{% for l in e.lines %}{% if not loop.first %}<tr>{% endif %}<td>{{ l.statement }}<div class="src">{{ l.paper }} ({{ l.source }})</div></td><td>{{ l.measured }}</td>
-<td class="o-{{ l.outcome|replace(' ', '-') }}"><span class="outcome">{{ l.outcome }}</span>{% if l.reason %}<div class="src">{{ l.reason }}</div>{% endif %}</td></tr>
+<td class="o-{{ l.outcome|replace(' ', '-') }}"><span class="outcome">{{ l.outcome }}</span>{% if l.reason %}<div class="src">{{ l.reason }}</div>{% endif %}{% if l.left_out %}<div class="src left-out">{{ l.left_out }}</div>{% endif %}</td></tr>
 {% endfor %}{% else %}<td colspan="3" class="why-wide">{{ e.why or "—" }}</td></tr>{% endif %}
 {% endfor %}
 </tbody></table>
