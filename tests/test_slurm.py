@@ -170,3 +170,61 @@ def test_no_slurm_controller_is_one_line_error_before_anything_is_stored(tmp_pat
                                or "controller is unreachable" in lines[0]  # issue 23
                                or "slurm-client" in lines[0]), out.stderr
     assert Store(tmp_path / "vhpc.db").campaigns() == []
+
+
+def _fake_slurm(folder, free_vhpc2: int) -> dict[str, str]:
+    """Environment whose PATH has a fake ``sinfo`` (nodes vhpc1 and vhpc2, 2 CPUs each, idle),
+    ``srun`` that records its arguments, runs the hugepage script it is given as node vhpc1
+    (this host's real sysfs) and answers for vhpc2 with ``free_vhpc2`` free 2 MiB pages on
+    each of two NUMA nodes (plus a node not asked for, and junk), and salloc, sacct, squeue
+    and scancel that fail (nothing may be allocated)."""
+    bin_ = folder / "bin"
+    bin_.mkdir(parents=True)
+    (bin_ / "sinfo").write_text('#!/bin/sh\necho "vhpc1 debug* 2 idle"\necho "vhpc2 debug* 2 idle"\n')
+    (bin_ / "srun").write_text(
+        f'#!/bin/sh\necho "$@" > {folder}/srun.args\n'
+        'for last; do :; done\nSLURMD_NODENAME=vhpc1 sh -c "$last"\n'
+        'for n in 0 1; do echo "vhpc2 /sys/devices/system/node/node$n/hugepages/'
+        f'hugepages-2048kB/free_hugepages {free_vhpc2}"; done\n'
+        'echo "vhpc2 end"\necho "vhpc9 /sys/devices/system/node/node0/hugepages/'
+        'hugepages-2048kB/free_hugepages 99999"\necho garbage\n')
+    for name in ("salloc", "sacct", "squeue", "scancel"):
+        (bin_ / name).write_text("#!/bin/sh\nexit 1\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_guest_hugepages_are_checked_on_each_node_before_anything_runs(tmp_path):
+    """A guest backed by 2 MiB pages under --executor slurm: each node's free pages are read
+    on the node (one srun step over the partition's usable nodes) and a node short of them is
+    refused in one line naming it, at --dry-run and before a campaign is stored."""
+    from vhpc.host.facts import read_hugepages
+
+    here = sum(s.get(2048, 0) for s in read_hugepages().values())  # vhpc1 is this host
+    memory = max(256, (here + 128) * 2)  # MiB: more than this host has free
+    need = memory // 2
+    item = ["-b", "stream", "-e", f"vm:vcpus=1,memory={memory},backing=2m"]
+
+    def vhpc(env, nodes, *extra):
+        return subprocess.run(CLI + ["compare", "--executor", f"slurm:nodes={nodes}", *item,
+                                     *extra, "--out", str(tmp_path / "out")],
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    short = _fake_slurm(tmp_path / "short", need // 2 - 1)  # vhpc2: a page short of the need
+    for extra in (["--dry-run"], ["--repeats", "1"]):
+        out = vhpc(short, 1, *extra)
+        assert out.returncode == 2, out.stderr
+        (line,) = out.stderr.strip().splitlines()
+        assert line.startswith("vhpc: error: executor slurm:nodes=1: guest vm "), line
+        assert (f"needs {need} free 2 MiB hugepages on each of 1 node(s), but node vhpc1 has "
+                f"{here} (and 1 more node(s) too few)") in line, line
+        assert "backing=4k" in line and "vhpc9" not in line
+    assert not (tmp_path / "out" / "vhpc.db").exists() or \
+        Store(tmp_path / "out" / "vhpc.db").campaigns() == []
+    args = (tmp_path / "short" / "srun.args").read_text()
+    assert "--nodelist=vhpc1,vhpc2" in args and "--ntasks-per-node=1" in args
+    enough = _fake_slurm(tmp_path / "enough", need // 2)  # vhpc2 holds the guest
+    assert vhpc(enough, 1, "--dry-run").returncode == 0  # one node is enough
+    out = vhpc(enough, 2, "--dry-run")
+    assert out.returncode == 2 and "on each of 2 node(s), but node vhpc1 has" in out.stderr

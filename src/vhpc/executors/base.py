@@ -91,6 +91,14 @@ class Executor(ABC):
         checks apply, or nothing is known."""
         return None
 
+    @classmethod
+    def node_hugepages(cls, options: ExecutorOptions) -> dict[str, dict[int, int]] | None:
+        """Free hugepages ``{node: {page_kib: free}}`` of each compute node trials may land on
+        under ``options``, read on the nodes before anything runs (a guest with hugepage
+        backing must fit on every node it boots on); None: this host's checks apply, or
+        nothing is known."""
+        return None
+
     def preflight(self) -> None:
         """Check, before a campaign is stored, that this executor can run (commands installed,
         controller answers).  Raises a VhpcError subclass saying what to change."""

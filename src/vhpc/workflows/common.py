@@ -168,12 +168,28 @@ def spec_from_flags(args):
                             executor=getattr(args, "executor", None))
 
 
+def _refuse_node_hugepages(spec) -> None:
+    """Raise HostError (one line naming the node) when compute nodes of ``spec``'s executor
+    cannot back its guests with the hugepages they ask for
+    (:func:`vhpc.workflows.paper.node_hugepage_refusal`); nothing on the local executor, whose
+    guests' hugepages are checked on this host."""
+    if spec.executor.part.runs_here:
+        return
+    from vhpc.core.errors import HostError
+    from vhpc.workflows.paper import node_hugepage_refusal
+
+    why = node_hugepage_refusal(spec)
+    if why:
+        raise HostError(f"executor {spec.executor}: {why}")
+
+
 def dry_run(spec, out: str | None = None) -> int:
     """Print the plan of ``spec`` with placements on this host and, with ``out`` (the results
     folder, whose store's past trials it reads), how long it may take; start nothing."""
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
+    _refuse_node_hugepages(spec)
     plans = execute.placements(spec, execute.host_facts())
     views.dry_run(console, spec, execute.plan(spec), {n: p.text for n, p in plans.items()})
     if out is not None:
@@ -210,6 +226,7 @@ def run_campaign(args, spec=None, command: str | None = None, store=None) -> tup
 
         executor = executors.make(spec.executor)
         executor.preflight()  # slurm: commands installed, controller answers
+        _refuse_node_hugepages(spec)
         execute.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
         spec = execute.sized(spec, lambda m: err_console.print(  # gromacs steps=auto: probed
             f"vhpc: {plain(m)}", highlight=False, markup=False, soft_wrap=True))

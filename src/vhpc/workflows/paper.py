@@ -82,14 +82,49 @@ def _node_refusal(spec) -> str | None:
     or the executor does not say what its nodes hold): a guest's vCPUs against the fewest CPUs
     of a node (:meth:`vhpc.executors.base.Executor.node_cpus`), one guest per node."""
     cpus = spec.executor.part.node_cpus(spec.executor.options)
-    if cpus is None:
-        return None
-    for env in spec.environments:
+    for env in spec.environments if cpus is not None else ():
         vcpus = getattr(env.options, "vcpus", None)
         if env.part.boots_guests and isinstance(vcpus, int) and vcpus > cpus:
             return (f"its guest {env.name} has vcpus={vcpus} but a node of {spec.executor} has "
                     f"{cpus} CPU(s) (sinfo): a node cannot hold it; use nodes with {vcpus} "
                     "CPUs or more")
+    return node_hugepage_refusal(spec)
+
+
+def node_hugepage_refusal(spec) -> str | None:
+    """Why the compute nodes of ``spec``'s executor cannot back its guests with hugepages
+    (None: they can, no guest asks for them, or the executor cannot say): each guest
+    environment with ``backing=2m``/``1g`` needs memory / page size free pages of that size
+    on a node for every guest the node holds (a ``vcluster``'s guests per node), on at least
+    as many nodes as the executor allocates; the nodes' free pages are read on each node
+    (:meth:`vhpc.executors.base.Executor.node_hugepages`).  The line names a node short of
+    pages and how many it lacks."""
+    kib_of = {"2m": 2048, "1g": 1048576}
+    wants = [(env, kib_of[getattr(env.options, "backing", "4k")]) for env in spec.environments
+             if env.part.boots_guests and getattr(env.options, "backing", "4k") in kib_of]
+    if not wants:
+        return None
+    free = spec.executor.part.node_hugepages(spec.executor.options)
+    if not free:
+        return None
+    nodes = spec.executor.part.node_count(spec.executor.options)
+    for env, kib in wants:
+        guests = 1
+        if getattr(env.options, "vms", None):
+            from vhpc.environments.vcluster import guests_per_node
+
+            guests = guests_per_node(env.options, nodes)
+        need = guests * env.options.memory * 1024 // kib
+        short = {n: f.get(kib, 0) for n, f in sorted(free.items()) if f.get(kib, 0) < need}
+        if len(free) - len(short) < nodes:
+            node, has = next(iter(short.items()))
+            size = f"{kib // 1024} MiB" if kib < 1048576 else "1 GiB"
+            return (f"guest {env.name} (backing={env.options.backing}, memory="
+                    f"{env.options.memory} MiB, {guests} per node) needs {need} free {size} "
+                    f"hugepages on each of {nodes} node(s), but node {node} has {has}"
+                    + (f" (and {len(short) - 1} more node(s) too few)" if len(short) > 1 else "")
+                    + f": reserve {need - has} more there (/sys/kernel/mm/hugepages/"
+                    f"hugepages-{kib}kB/nr_hugepages) or use backing=4k")
     return None
 
 

@@ -42,7 +42,7 @@ from vhpc.core import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 from vhpc.environments.vcluster.environment import program_index
 from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
-from vhpc.executors.slurm.nodes import partition_nodes
+from vhpc.executors.slurm.nodes import partition_hugepages, partition_nodes, usable as nodes_usable
 from vhpc.host.owned import die_with_parent
 from vhpc.executors.slurm.guests import NodeLink, RemoteVm
 from vhpc.executors.slurm.step import MARK, cancel_srun, encode, result_from_fields
@@ -177,6 +177,11 @@ class SlurmExecutor(Executor):
         counts = [int(r[2]) for r in partition_nodes(options.partition) if r[2].isdigit()]
         return min(counts) if counts else None
 
+    @classmethod
+    def node_hugepages(cls, options: SlurmOptions) -> dict[str, dict[int, int]] | None:
+        """Free hugepages of each usable node of the partition, read there (nodes.py)."""
+        return partition_hugepages(options.partition, options.account) or None
+
     # -- allocation ------------------------------------------------------------------------
     def comment(self) -> str:
         """The allocation's job comment: who holds it (vhpc's pid and host) and why."""
@@ -249,9 +254,7 @@ class SlurmExecutor(Executor):
         if self.nodes and self.nodes > len(nodes):
             raise EnvError(f"executor slurm: nodes={self.nodes} but {where} has "
                            f"{len(nodes)} node(s): ask for at most {len(nodes)}")
-        usable = [n for n, r in nodes.items()
-                  if not r[3].rstrip("*~#!%$@^-").startswith(("down", "drain", "fail", "maint",
-                                                              "inval", "unk", "futur"))]
+        usable = nodes_usable(list(nodes.values()))
         if nodes and len(usable) < (self.nodes or 1):
             raise EnvError(f"executor slurm: {len(usable)} of the {len(nodes)} node(s) of {where} "
                            f"can run jobs now ({', '.join(sorted({r[3] for r in nodes.values()}))}): "
