@@ -228,3 +228,20 @@ def test_guest_hugepages_are_checked_on_each_node_before_anything_runs(tmp_path)
     assert vhpc(enough, 1, "--dry-run").returncode == 0  # one node is enough
     out = vhpc(enough, 2, "--dry-run")
     assert out.returncode == 2 and "on each of 2 node(s), but node vhpc1 has" in out.stderr
+
+
+def test_a_node_without_free_hugepages_is_named_by_the_dry_run(slurm_cluster, tmp_path):
+    """The same check on a real node: srun reads vhpc1's sysfs there, and a guest asking for
+    more 2 MiB pages than it has free is refused at --dry-run naming vhpc1."""
+    from vhpc.host.facts import read_hugepages
+
+    here = sum(s.get(2048, 0) for s in read_hugepages().values())  # vhpc1 runs on this host
+    memory = max(256, (here + 128) * 2)
+    out = subprocess.run(CLI + ["compare", "--executor", "slurm:nodes=1", "-b", "stream", "-e",
+                                f"vm:vcpus=1,memory={memory},backing=2m", "--dry-run",
+                                "--out", str(tmp_path)], capture_output=True, text=True,
+                         env=_env(slurm_cluster), timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    (line,) = out.stderr.strip().splitlines()
+    assert f"needs {memory // 2} free 2 MiB hugepages on each of 1 node(s), but node vhpc1 " \
+           f"has {here}" in line, line
