@@ -217,6 +217,24 @@ def test_a_guest_larger_than_a_node_is_refused_before_anything_runs(monkeypatch)
                paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=3"))
 
 
+def test_paging_under_slurm_is_refused_when_a_node_lacks_hugepages(monkeypatch):
+    """The paging study's 2 MiB-backed guest under slurm: the nodes' own free hugepages (read
+    there; faked here) decide, and the page's reason names the node short of them."""
+    from vhpc import executors
+
+    slurm = executors.EXECUTORS.get("slurm")
+    monkeypatch.setattr(slurm, "node_cpus", classmethod(lambda cls, options: 64))
+    free = {"vhpc1": {2048: 100000}, "vhpc2": {2048: 3}, "vhpc3": {2048: 100000}}
+    monkeypatch.setattr(slurm, "node_hugepages", classmethod(lambda cls, options: free))
+    items = {i.name: i for i in paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=3")}
+    reason = items["paging"].reason or ""
+    assert items["paging"].spec is None and "but node vhpc2 has 3:" in reason, reason
+    assert "2 MiB hugepages on each of 3 node(s)" in reason and "backing=4k" in reason
+    free["vhpc2"] = {2048: 100000}
+    items = {i.name: i for i in paper.plan("004", TWO, {}, repeats=2, executor="slurm:nodes=3")}
+    assert items["paging"].reason is None and items["paging"].trials
+
+
 def test_the_seed_page_first_table_puts_the_paper_beside_this_host(tmp_path):
     """The first table: per stated finding the paper's number beside this host's and the
     outcome; a failed study's status with its reason; a study not run with why."""
