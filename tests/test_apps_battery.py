@@ -285,3 +285,18 @@ def test_a_sized_run_reaches_the_floor_at_the_probed_speed():
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError):
             sizing.steps_for(bad, 100, half)
+
+
+@pytest.mark.parametrize("text", ["[" * 200000, "not json", '{"k": true}', '{"k": 1e999}',
+                                  '{"k": "0.01"}', '[1, 2]', '{"k": 0}'])
+def test_a_damaged_step_cache_is_no_answer(text):
+    """The step-time cache is input like any other: planted or damaged entries (too deep,
+    not JSON, not a finite positive number) are no answer, so the problem is probed again,
+    and remembering a value rewrites the file whole."""
+    from vhpc.benchmarks.apps import sizing
+
+    path = sizing._cache_path()
+    path.write_text(text)
+    assert sizing.cached("k") is None
+    sizing.remember("k", 0.25)
+    assert sizing.cached("k") == 0.25 and json.loads(path.read_text()) == {"k": 0.25}

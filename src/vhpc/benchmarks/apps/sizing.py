@@ -84,7 +84,7 @@ def cached(key: str) -> float | None:
         return None
     try:
         data = json.loads(read_small_text(path, MAX_CACHE, str(path), "it is probed again"))
-    except (ValueError, OSError):
+    except (ValueError, OSError, RecursionError):
         return None
     value = data.get(key) if isinstance(data, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -101,7 +101,7 @@ def remember(key: str, step_s: float) -> None:
     with cache_lock(path.with_name(f".{CACHE_NAME}.lock")):
         try:
             data = json.loads(read_small_text(path, MAX_CACHE, str(path), "rewritten"))
-        except (ValueError, OSError):
+        except (ValueError, OSError, RecursionError):
             data = {}
         if not isinstance(data, dict) or len(data) > 1000:
             data = {}
