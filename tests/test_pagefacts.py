@@ -54,7 +54,7 @@ def test_a_timed_region_under_100_ms_is_a_finding():
            for env in envs for i in range(3)
            for bench, t in (("npb-ep", 0.002), ("npb-cg", 0.5))]
     (f,) = pagefacts.short_region_findings(analyse(obs, envs, "native"))
-    assert f.kind == "short-region" and f.scope == "npb-ep[class=S]"
+    assert f.kind == "short-region" and f.scope == "npb-ep[class=S]" and f.level == "info"
     assert "under 100 ms" in f.message and "2 ms in native" in f.message
 
 
@@ -68,4 +68,5 @@ def test_a_gromacs_timed_window_under_2_s_is_a_finding():
            for bench, metric, t in (("gromacs", "timed_window", 1.2), ("npb-ep", "time", 1.2))]
     (f,) = pagefacts.short_region_findings(analyse(obs, envs, "native"))
     assert f.scope == "gromacs[size=6.0,steps=200]" and "under 2 s" in f.message
+    assert f.level == "warn"  # unfolded on the page, unlike the general 100 ms note
     assert "timed_window 1.21 s in native" in f.message  # mean of 1.2, 1.212, 1.224
