@@ -291,3 +291,16 @@ def test_contended_points_are_left_out_of_the_findings_as_of_the_headline():
     every = [("vm", "hpccg", f"ranks={r}") for r in (1, 2, 3)]
     (none,) = [l for l in paper.judge("scaling", a, shared=every) if "HPCCG" in l.statement]
     assert none.outcome == F.CANNOT_TELL and "every matching point" in none.reason
+
+
+def test_several_left_out_points_are_named_by_what_they_share():
+    from vhpc.report import paper
+
+    def ev(bench, params, metric):
+        return paper.Evidence("vm", bench, metric, "native", 1.0, (0.9, 1.1), 3, False,
+                              params=params)
+
+    coll = [ev("osu-coll", f"op={op},ranks=3,sizes=16", "avg_16")
+            for op in ("bcast", "allreduce", "alltoall")]
+    assert paper._points_text(coll + [ev("hpccg", "ranks=3", "mflops")] + coll[:1]) == \
+        "hpccg[ranks=3] mflops, 3 osu-coll points at ranks=3,sizes=16"

@@ -261,8 +261,7 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None,
         for e in evidence(f, analysis):
             hit = {(e.environment, e.benchmark, e.params), (e.versus, e.benchmark, e.params)}
             (contended if hit & shared else found).append(e)
-        left = (f"left out: {', '.join(sorted({e.label for e in contended}))} ({CONTENDED})"
-                if contended else "")
+        left = f"left out: {_points_text(contended)} ({CONTENDED})" if contended else ""
         if contended and not found:
             out.append(Line(f.quote, source, f"paper: {f.stated()}", "no measurement without "
                             "shared CPUs", CANNOT_TELL, f"every matching point had {CONTENDED}, "
@@ -303,6 +302,23 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None,
                         "; ".join(reasons), tuple(f"{said(v)} → {v[1]}" for v in rest),
                         left_out=left))
     return out
+
+
+def _points_text(found: list[Evidence]) -> str:
+    """The measurements ``found`` in few words: one by its label (``hpccg[ranks=3] mflops``);
+    several of a benchmark by their count and the parameters they share (``4 osu-coll points
+    at ranks=3,sizes=16``)."""
+    out = []
+    for bench in sorted({e.benchmark for e in found}):
+        mine = sorted({e.label: e for e in found if e.benchmark == bench}.values(),
+                      key=lambda e: e.label)
+        if len(mine) == 1:
+            out.append(mine[0].label)
+            continue
+        pairs = [set(e.params.split(",")) - {""} for e in mine]
+        common = ",".join(sorted(set.intersection(*pairs), key=lambda kv: kv.split("=")[0]))
+        out.append(f"{len(mine)} {bench} points" + (f" at {common}" if common else ""))
+    return ", ".join(out)
 
 
 def value_text(f: paper_findings.Finding, e: Evidence) -> str:
