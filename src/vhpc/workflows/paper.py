@@ -94,9 +94,9 @@ def _node_refusal(spec) -> str | None:
 def node_hugepage_refusal(spec) -> str | None:
     """Why the compute nodes of ``spec``'s executor cannot back its guests with hugepages
     (None: they can, no guest asks for them, or the executor cannot say): each guest
-    environment with ``backing=2m``/``1g`` needs memory / page size free pages of that size
-    on a node for every guest the node holds (a ``vcluster``'s guests per node), on at least
-    as many nodes as the executor allocates; the nodes' free pages are read on each node
+    environment with ``backing=2m``/``1g`` (a ``vm``: one guest on the node its trial runs
+    on) needs memory / page size free pages of that size on a node, on at least as many nodes
+    as the executor allocates; the nodes' free pages are read on each node
     (:meth:`vhpc.executors.base.Executor.node_hugepages`).  The line names a node short of
     pages and how many it lacks."""
     kib_of = {"2m": 2048, "1g": 1048576}
@@ -109,18 +109,13 @@ def node_hugepage_refusal(spec) -> str | None:
         return None
     nodes = spec.executor.part.node_count(spec.executor.options)
     for env, kib in wants:
-        guests = 1
-        if getattr(env.options, "vms", None):
-            from vhpc.environments.vcluster import guests_per_node
-
-            guests = guests_per_node(env.options, nodes)
-        need = guests * env.options.memory * 1024 // kib
+        need = env.options.memory * 1024 // kib
         short = {n: f.get(kib, 0) for n, f in sorted(free.items()) if f.get(kib, 0) < need}
         if len(free) - len(short) < nodes:
             node, has = next(iter(short.items()))
             size = f"{kib // 1024} MiB" if kib < 1048576 else "1 GiB"
             return (f"guest {env.name} (backing={env.options.backing}, memory="
-                    f"{env.options.memory} MiB, {guests} per node) needs {need} free {size} "
+                    f"{env.options.memory} MiB) needs {need} free {size} "
                     f"hugepages on each of {nodes} node(s), but node {node} has {has}"
                     + (f" (and {len(short) - 1} more node(s) too few)" if len(short) > 1 else "")
                     + f": reserve {need - has} more there (/sys/kernel/mm/hugepages/"
