@@ -260,7 +260,7 @@ def test_gromacs_steps_left_out_are_sized_once_per_campaign_and_stored(capsys, t
         assert f"-nsteps {n}" in log and f"step {n // 2}: resetting all time" in log
     # a second campaign of the same problem reads the cache; a damaged cache is probed again
     rc, so, _ = run_cli(capsys, "compare", "-b", item, *envs, "--dry-run", "--out", out)
-    assert rc == 0 and "auto (a probe sizes" in so
+    assert rc == 0 and "steps=auto (3 s window, probed)" in so
     s = spec.from_cli([item], ["native"], repeats=1, warmup=0)
     assert campaign.sized(s).benchmarks[0].params["steps"] == n and len(calls) == 1
     cache = Path(os.environ["VHPC_CACHE"]) / "apps" / sizing.CACHE_NAME

@@ -300,8 +300,8 @@ class Gromacs(Benchmark):
 
     def auto_values(self, params, llc_owner):
         """``steps`` left out, as ``--dry-run`` shows it: sized once when the campaign starts."""
-        return ({"steps": f"auto (a probe sizes a {sizing.TARGET_S:g} s timed window at the "
-                          "start)"} if params.get("steps") is None else {})
+        return ({"steps": f"auto ({sizing.TARGET_S:g} s window, probed)"}
+                if params.get("steps") is None else {})
 
     def size_problem(self, params: Mapping[str, Any],
                      say: Callable[[str], None] | None = None) -> dict[str, Any]:
