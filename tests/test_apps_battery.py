@@ -300,3 +300,16 @@ def test_a_damaged_step_cache_is_no_answer(text):
     assert sizing.cached("k") is None
     sizing.remember("k", 0.25)
     assert sizing.cached("k") == 0.25 and json.loads(path.read_text()) == {"k": 0.25}
+
+
+def test_a_probe_past_its_time_is_refused_and_leaves_no_process(tmp_path):
+    """The sizing probe's whole session is killed when it times out (a rank in a group of its
+    own, as Open MPI starts them, included): one line saying to give steps=."""
+    from vhpc.benchmarks.apps import sizing
+
+    marker = "301.25"  # sleep's argument names this test's processes
+    argv = ["sh", "-c", f"set -m; sleep {marker} & sleep {marker}"]  # set -m: its own group
+    with pytest.raises(BenchmarkError, match="did not finish in 1 s: give steps="):
+        sizing.probe(argv, {}, 1, 1, lambda o, e, rc: 1.0)
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+    assert left.stdout == "", left.stdout

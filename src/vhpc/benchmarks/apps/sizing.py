@@ -114,19 +114,37 @@ def probe(argv: list[str], env: Mapping[str, str], busy: int, timeout: float,
     """Run ``argv`` once (with ``env`` added, in a fresh working directory) and return (the
     timed window ``window(stdout, stderr, returncode)`` read from its output in seconds, the
     run's CPU share: CPU seconds of its processes / (wall seconds x ``busy`` CPUs), within
-    [:data:`MIN_SHARE`, 1]).  Raises BenchmarkError when it cannot run or times out;
-    ``window`` raises for output without a valid window."""
+    [:data:`MIN_SHARE`, 1]).  Every process it started is killed when it returns, times out or
+    is interrupted (its session: :func:`vhpc.host.owned.kill_session`).  Raises BenchmarkError
+    when it cannot run or times out; ``window`` raises for output without a valid window."""
+    from vhpc.host.owned import kill_session
+
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vhpc-probe-") as wd:
         try:
-            out = subprocess.run(argv, cwd=wd, capture_output=True, text=True,
-                                 env={**os.environ, **env}, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BenchmarkError(f"the sizing probe did not finish ({exc}): give steps= "
+            proc = subprocess.Popen(argv, cwd=wd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL, text=True,
+                                    env={**os.environ, **env}, start_new_session=True)
+        except OSError as exc:
+            raise BenchmarkError(f"the sizing probe did not start ({exc}): give steps= "
                                  "explicitly") from None
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except BaseException as exc:  # timed out or interrupted: its whole session dies
+            kill_session(proc.pid)  # the ranks too (Open MPI gives each a group of its own)
+            proc.kill()
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # a process outside the session holds a pipe
+                pass
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise BenchmarkError(f"the sizing probe did not finish in {timeout:g} s: give "
+                                     "steps= explicitly") from None
+            raise
+        kill_session(proc.pid)  # what it left running after it exited
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     share = cpu / (wall * max(1, busy)) if wall > 0 else 1.0
-    return window(out.stdout, out.stderr, out.returncode), min(1.0, max(MIN_SHARE, share))
+    return window(stdout, stderr, proc.returncode), min(1.0, max(MIN_SHARE, share))
