@@ -20,7 +20,7 @@ from vhpc.environments.options import MAX_SECONDS
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.text import markup as esc
 from vhpc.workflows.common import (QUICK, UsageError, campaign_flags as _campaign_flags,
-                                   console, count as _count, dry_run as _dry_run, err_console,
+                                   check_out, console, count as _count, dry_run as _dry_run, err_console,
                                    margin_flag,
                                    open_store as _store, run_campaign,
                                    spec_from_flags as _spec_from_flags)
@@ -95,7 +95,8 @@ def cmd_calibrate(args) -> int:
                            tuple(specmod.parse_env(e, taken) for e in args.env or ["native", "vm"]),
                            campaigns=args.campaigns, repeats=args.repeats, delta=args.delta,
                            alpha=args.alpha, warmup=args.warmup, timeout=args.timeout)
-    doc = calibrate.run(_store(args.out), s, " ".join(shlex.quote(a) for a in sys.argv),
+    check_out(args.out)  # a bad --out before the checks; the store once they passed
+    doc = calibrate.run(lambda: _store(args.out), s, " ".join(shlex.quote(a) for a in sys.argv),
                         say=lambda m: console.print(m, highlight=False, markup=False))
     calibrate_report.render_terminal(doc, console)
     jpath, hpath = calibrate_report.write(doc, Path(args.out))

@@ -151,22 +151,14 @@ class Store:
         StoreError and nothing is created.  Either way a file that is not a vhpc store (not
         SQLite, or SQLite with tables of its own) is refused before anything is written."""
         self.path = Path(path)
-        if self.path.parent.exists() and not self.path.parent.is_dir():
-            raise StoreError(f"--out {self.path.parent} is not a folder: pick another --out",
-                             "cantopen")
         from vhpc.core.paths import make_private, private_results
 
         fresh = not self.path.exists()
-        if fresh and existing:
-            raise StoreError(f"no vhpc store at {self.path}: check --out (the folder that "
-                             "holds vhpc.db)", "cantopen")
         self.db: Connection
-        shared = None if fresh else Connection.find(self.path)
+        shared = Store.check(self.path, existing)
         if shared is not None:  # this process holds the file already: the same connection
             self.db = shared.use(self)
             return
-        if not fresh:
-            check_is_store(self.path)  # before our first connection: no descriptor to close
         with private_results():  # a new store and its folder: 0600 / 0700 unless shared
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -176,6 +168,27 @@ class Store:
             self._open()
         if fresh and self.path.exists():
             make_private(self.path)  # -wal and -shm take the database file's mode
+
+    @staticmethod
+    def check(path: Path, existing: bool = False) -> Connection | None:
+        """Check, creating nothing, that a store may be opened at ``path``: its folder is a
+        folder (or missing), and a file there is a vhpc store (or, with ``existing``, is
+        there at all).  Returns this process's connection to the file when it holds one
+        already (then the file is not opened again), else None.  Raises StoreError (one
+        line).  Commands call it before their preflight, so bad input creates nothing."""
+        path = Path(path)
+        if path.parent.exists() and not path.parent.is_dir():
+            raise StoreError(f"--out {path.parent} is not a folder: pick another --out",
+                             "cantopen")
+        if not path.exists():
+            if existing:
+                raise StoreError(f"no vhpc store at {path}: check --out (the folder that "
+                                 "holds vhpc.db)", "cantopen")
+            return None
+        shared = Connection.find(path)
+        if shared is None:
+            check_is_store(path)  # before our first connection: no descriptor to close
+        return shared
 
     @_guard
     def _open(self) -> None:

@@ -289,12 +289,13 @@ def check_some_succeeded(store: Store, cids: list[str]) -> None:
                                f"list campaigns --out {store.path.parent})")
 
 
-def run(store: Store, s: Settings, command: str = "",
+def run(store: Store | Callable[[], Store], s: Settings, command: str = "",
         say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run every calibration campaign (K per environment × benchmark) in ``store`` and return
-    the calibration (the JSON document: settings, campaign ids, rows, placement).  Raises
-    SpecError for bad settings before anything runs; EnvError when an environment (or CPU
-    bandwidth control) is unusable; CalibrationError when no trial succeeded."""
+    """Run every calibration campaign (K per environment × benchmark) in ``store`` (or the
+    store a function opens, called once every check passed, so bad settings create none) and
+    return the calibration (the JSON document: settings, campaign ids, rows, placement).
+    Raises SpecError for bad settings before anything runs; EnvError when an environment (or
+    CPU bandwidth control) is unusable; CalibrationError when no trial succeeded."""
     s.check()
     host = execute.host_facts()
     specs = {(label(e), b.label): campaign_spec(s, e, b, host)
@@ -307,6 +308,9 @@ def run(store: Store, s: Settings, command: str = "",
                 say(f"vhpc calibrate: {env.preflight_note}")
         finally:
             env.close()
+    for spec in specs.values():  # kernels built (or a missing tool named) before storing
+        execute.kernel_dirs(spec)
+    store = store if isinstance(store, Store) else store()
     out: dict[tuple, Outcome] = {}
     fams: dict[tuple, Family] = {}
     cids: dict[str, list[str]] = {label(e): [] for e in s.environments}

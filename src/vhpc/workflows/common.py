@@ -110,6 +110,43 @@ def open_store(out: str, existing: bool = False):
     return Store(Path(out) / "vhpc.db", existing=existing)
 
 
+def check_out(out: str, existing: bool = False) -> None:
+    """Check that ``out`` can hold a store (:meth:`vhpc.store.Store.check`), creating nothing:
+    the first step of a command that will write one, before its preflight."""
+    from vhpc.store import Store
+
+    Store.check(Path(out) / "vhpc.db", existing)
+
+
+def preflight(spec) -> tuple:
+    """Everything a new campaign checks before it is stored (nothing is created or started):
+    the host check and environments (:func:`vhpc.campaign.execute.prepare`), each
+    environment's preflight (its note printed), the executor's preflight, the compute nodes'
+    hugepages, the kernels built (or a missing tool named) and the problem sizes a benchmark
+    probes (:func:`vhpc.campaign.execute.sized`).  Returns (the sized spec, the environments
+    by name); they are closed again when a check fails, which raises its VhpcError."""
+    from vhpc import executors
+    from vhpc.campaign import execute
+
+    envs = execute.prepare(spec)  # host checks and environments, before anything is stored
+    try:
+        for env in envs.values():
+            env.preflight()  # ssh: the host answers and accepts the key
+            if getattr(env, "preflight_note", ""):  # what cannot run as asked: before the run
+                err_console.print(f"vhpc: {plain(env.preflight_note)}", highlight=False,
+                                  markup=False, soft_wrap=True)
+        executors.make(spec.executor).preflight()  # slurm: commands installed, controller up
+        _refuse_node_hugepages(spec)
+        execute.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
+        spec = execute.sized(spec, lambda m: err_console.print(  # gromacs steps=auto: probed
+            f"vhpc: {plain(m)}", highlight=False, markup=False, soft_wrap=True))
+    except BaseException:
+        for env in envs.values():
+            env.close()
+        raise
+    return spec, envs
+
+
 def percent(text: str) -> float:
     """argparse type of ``--margin``: ``"5%"`` or ``"5"`` → 0.05, in [0, 1000) %; parsed as
     ``vhpc diff --tolerance`` is (:func:`vhpc.analysis.tolerance.parse_percent`)."""
@@ -207,29 +244,24 @@ def run_campaign(args, spec=None, command: str | None = None, store=None) -> tup
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
-    store = store or open_store(args.out)
     envs = None
     spec = with_margin(spec, getattr(args, "margin", None))
     if args.resume:
+        store = store or open_store(args.out, existing=True)
         cid = args.resume
         store.campaign(cid)  # raises StoreError for an unknown id
         store.check_not_owned(cid)  # another live vhpc runs it: refuse before printing anything
         console.print(f"Resuming campaign [bold]{esc(cid)}[/]")
     else:
-        envs = execute.prepare(spec)  # host checks and environments, before anything is stored
-        for env in envs.values():
-            env.preflight()  # ssh: the host answers and accepts the key
-            if getattr(env, "preflight_note", ""):  # what cannot run as asked: before the run
-                err_console.print(f"vhpc: {plain(env.preflight_note)}", highlight=False,
-                                  markup=False, soft_wrap=True)
-        from vhpc import executors
-
-        executor = executors.make(spec.executor)
-        executor.preflight()  # slurm: commands installed, controller answers
-        _refuse_node_hugepages(spec)
-        execute.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
-        spec = execute.sized(spec, lambda m: err_console.print(  # gromacs steps=auto: probed
-            f"vhpc: {plain(m)}", highlight=False, markup=False, soft_wrap=True))
+        if store is None:
+            check_out(args.out)  # a bad --out before the preflight's minutes
+        spec, envs = preflight(spec)  # bad input is refused here: no store is created before
+        try:
+            store = store or open_store(args.out)
+        except BaseException:
+            for env in envs.values():
+                env.close()
+            raise
         cid = execute.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{esc(cid)}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "

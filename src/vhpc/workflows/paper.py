@@ -490,7 +490,7 @@ def run(args) -> int:
     stored campaigns) and presented on one page.  A study this host cannot run as the paper
     did is named in one line before anything runs.  Returns the exit status."""
     from vhpc.campaign import execute, studies
-    from vhpc.workflows.common import UsageError, console, run_campaign
+    from vhpc.workflows.common import UsageError, check_out, console, run_campaign
     from vhpc.workflows.common import open_store as _store
 
     _check_flags(args)
@@ -538,8 +538,11 @@ def run(args) -> int:
         raise UsageError(f"vhpc paper {seed}: no study of the seed can run here as asked (see "
                          "the lines above): change the flags they name")
     rc = 0
-    # one store for every study and the page (with --from-store it must exist: never made)
-    store = _store(args.out, existing=args.from_store)
+    # one store for every study and the page (with --from-store it must exist: never made);
+    # a new one only once the first study passed its preflight, so bad input creates nothing
+    check_out(args.out, existing=args.from_store)
+    store = _store(args.out, existing=True) if args.from_store or \
+        Path(args.out, "vhpc.db").is_file() else None
     if not args.from_store:
         for it in items:
             if it.spec is None:
@@ -548,6 +551,7 @@ def run(args) -> int:
             args.resume = None
             cmd = " ".join(shlex.quote(a) for a in sys.argv) + f" # study {it.name}"
             r, _ = run_campaign(args, it.spec, command=cmd, store=store)
+            store = store or _store(args.out, existing=True)
             rc = max(rc, r)
     path = page(seed, items, store, args.out, getattr(args, "margin", None))
     console.print(f"Seed {seed} page: [bold]{esc(path)}[/]")

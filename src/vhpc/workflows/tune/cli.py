@@ -143,15 +143,15 @@ def _dry_run(con: Console, topo, cands, skipped, args) -> int:
 
 def _new_race(args, con):
     """Check the candidates and the campaign as compare would, then open the store and start
-    the race; returns (campaign id, definition, store).  Nothing is stored when a check
-    fails."""
+    the race; returns (campaign id, definition, store, environments by name).  Nothing is
+    stored (no store is created) when a check fails."""
     from vhpc import topology
-    from vhpc.campaign import execute
     from vhpc.placement import PlacementError, PlacementRequest, place
     from vhpc.store import Store
     from vhpc.workflows.tune import run as runmod
     from vhpc.workflows.tune.candidates import TuneError
     from vhpc.workflows.tune.race import Settings
+    from vhpc.workflows.common import check_out, preflight
 
     topo = topology.load(None)
     cands, skipped = _candidates(args, topo)
@@ -172,12 +172,19 @@ def _new_race(args, con):
     d = runmod.Definition(args.vcpus, args.memory, f"{topo.summary()} ({topo.source})",
                           tuple(racing), settings, args.warmup)
     spec = runmod.build_spec(args.bench, d, native_cpus, args.host_knob, args.timeout, args.accel)
-    execute.placements(spec, execute.host_facts())  # compare's host check, before storing
-    store = Store(Path(args.out) / "vhpc.db")
-    cid = runmod.start(store, spec, d, args.out, " ".join(shlex.quote(a) for a in sys.argv))
+    runmod.check_budget(spec, d)
+    check_out(args.out)  # a bad --out, then compare's checks: bad input creates no store
+    spec, envs = preflight(spec)
+    try:
+        store = Store(Path(args.out) / "vhpc.db")
+        cid = runmod.start(store, spec, d, args.out, " ".join(shlex.quote(a) for a in sys.argv))
+    except BaseException:
+        for env in envs.values():
+            env.close()
+        raise
     con.print(f"Race [bold]{esc(cid)}[/]: {len(racing)} candidate(s) + native, budget {args.budget} "
               f"trials → {esc(args.out)}/")
-    return cid, d, store
+    return cid, d, store, envs
 
 
 def _round_printer(con, d):
@@ -251,12 +258,13 @@ def cmd_tune(args) -> int:
         store.campaign(args.resume)  # a valid id of this store before it names a folder
         cid, d = args.resume, runmod.load(args.out, args.resume)
         con.print(f"Resuming race [bold]{esc(cid)}[/]")
+        envs = None
     else:
-        cid, d, store = _new_race(args, con)
+        cid, d, store, envs = _new_race(args, con)
     show = _round_printer(con, d)
     progress = _progress(con)
     try:
-        st = runmod.run(store, cid, d, progress=progress, on_round=show)
+        st = runmod.run(store, cid, d, progress=progress, envs=envs, on_round=show)
     except KeyboardInterrupt:
         if progress is not None:
             progress.stop()

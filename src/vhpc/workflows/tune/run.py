@@ -94,16 +94,22 @@ def build_spec(benches: Sequence[str], d: Definition, native_cpus: Sequence[int]
                             timeout=timeout)
 
 
-def start(store: Store, spec: CampaignSpec, d: Definition, out: str | Path, command: str = "") -> str:
-    """Check the budget, create the campaign (:func:`vhpc.campaign.execute.create`) and write its
-    definition; returns the campaign id.  Raises TuneError when the budget cannot pay for the
-    warm-up and the first ``min_rounds`` rounds."""
+def check_budget(spec: CampaignSpec, d: Definition) -> None:
+    """Raise TuneError when the budget cannot pay for the warm-up and the first
+    ``min_rounds`` rounds of ``spec``."""
     first = len(execute.plan(spec))
     if first > d.settings.budget:
         raise TuneError(f"--budget {d.settings.budget} is below the {first} trials of the warm-up "
                         f"and first {d.settings.min_rounds} rounds of {len(d.candidates)} "
                         f"candidate(s) and native: raise --budget to at least {first} or restrict "
                         "--candidates")
+
+
+def start(store: Store, spec: CampaignSpec, d: Definition, out: str | Path, command: str = "") -> str:
+    """Check the budget, create the campaign (:func:`vhpc.campaign.execute.create`) and write its
+    definition; returns the campaign id.  Raises TuneError when the budget cannot pay for the
+    warm-up and the first ``min_rounds`` rounds."""
+    check_budget(spec, d)
     cid = execute.create(store, spec, command)
     folder = Path(out) / cid
     folder.mkdir(parents=True, exist_ok=True)
