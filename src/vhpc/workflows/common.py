@@ -147,6 +147,17 @@ def preflight(spec) -> tuple:
     return spec, envs
 
 
+def open_for(out: str, envs: dict):
+    """:func:`open_store` of ``out`` for a campaign whose environments ``envs`` (from
+    :func:`preflight`) passed their checks; they are closed when it fails."""
+    try:
+        return open_store(out)
+    except BaseException:
+        for env in envs.values():
+            env.close()
+        raise
+
+
 def percent(text: str) -> float:
     """argparse type of ``--margin``: ``"5%"`` or ``"5"`` → 0.05, in [0, 1000) %; parsed as
     ``vhpc diff --tolerance`` is (:func:`vhpc.analysis.tolerance.parse_percent`)."""
@@ -236,15 +247,18 @@ def dry_run(spec, out: str | None = None) -> int:
     return 0
 
 
-def run_campaign(args, spec=None, command: str | None = None, store=None) -> tuple[int, str]:
+def run_campaign(args, spec=None, command: str | None = None, store=None,
+                 envs: dict | None = None) -> tuple[int, str]:
     """Create (or resume, ``--resume``) and execute a campaign, then report it (with
     ``--no-report``: print the ``vhpc report`` command instead); returns (exit status: 1 when
     a trial failed, campaign id).  ``command``: stored instead of this process's argv;
-    ``store``: the store of ``args.out`` when the caller holds it already (``vhpc paper``)."""
+    ``store``: the store of ``args.out`` when the caller holds it already (``vhpc paper``);
+    ``envs``: the environments of ``spec`` when the caller ran :func:`preflight` already
+    (``spec`` is then the spec it returned).
+    A new campaign's checks all run before a store is created or written."""
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
-    envs = None
     spec = with_margin(spec, getattr(args, "margin", None))
     if args.resume:
         store = store or open_store(args.out, existing=True)
@@ -255,13 +269,9 @@ def run_campaign(args, spec=None, command: str | None = None, store=None) -> tup
     else:
         if store is None:
             check_out(args.out)  # a bad --out before the preflight's minutes
-        spec, envs = preflight(spec)  # bad input is refused here: no store is created before
-        try:
-            store = store or open_store(args.out)
-        except BaseException:
-            for env in envs.values():
-                env.close()
-            raise
+        if envs is None:  # bad input is refused here, before any store exists
+            spec, envs = preflight(spec)
+        store = store or open_for(args.out, envs)
         cid = execute.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{esc(cid)}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "

@@ -490,7 +490,8 @@ def run(args) -> int:
     stored campaigns) and presented on one page.  A study this host cannot run as the paper
     did is named in one line before anything runs.  Returns the exit status."""
     from vhpc.campaign import execute, studies
-    from vhpc.workflows.common import UsageError, check_out, console, run_campaign
+    from vhpc.workflows.common import (UsageError, check_out, console, open_for, preflight,
+                                       run_campaign)
     from vhpc.workflows.common import open_store as _store
 
     _check_flags(args)
@@ -541,8 +542,7 @@ def run(args) -> int:
     # one store for every study and the page (with --from-store it must exist: never made);
     # a new one only once the first study passed its preflight, so bad input creates nothing
     check_out(args.out, existing=args.from_store)
-    store = _store(args.out, existing=True) if args.from_store or \
-        Path(args.out, "vhpc.db").is_file() else None
+    store = _store(args.out, existing=True) if Path(args.out, "vhpc.db").is_file() else None
     if not args.from_store:
         for it in items:
             if it.spec is None:
@@ -550,8 +550,11 @@ def run(args) -> int:
             console.print(f"[bold]{it.name}[/] ({it.number})")
             args.resume = None
             cmd = " ".join(shlex.quote(a) for a in sys.argv) + f" # study {it.name}"
-            r, _ = run_campaign(args, it.spec, command=cmd, store=store)
-            store = store or _store(args.out, existing=True)
+            spec, envs = it.spec, None
+            if store is None:  # the first study's checks, then the store all studies share
+                spec, envs = preflight(spec)
+                store = open_for(args.out, envs)
+            r, _ = run_campaign(args, spec, command=cmd, store=store, envs=envs)
             rc = max(rc, r)
     path = page(seed, items, store, args.out, getattr(args, "margin", None))
     console.print(f"Seed {seed} page: [bold]{esc(path)}[/]")

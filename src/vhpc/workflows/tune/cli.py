@@ -147,11 +147,10 @@ def _new_race(args, con):
     stored (no store is created) when a check fails."""
     from vhpc import topology
     from vhpc.placement import PlacementError, PlacementRequest, place
-    from vhpc.store import Store
     from vhpc.workflows.tune import run as runmod
     from vhpc.workflows.tune.candidates import TuneError
     from vhpc.workflows.tune.race import Settings
-    from vhpc.workflows.common import check_out, preflight
+    from vhpc.workflows.common import check_out, open_for, preflight
 
     topo = topology.load(None)
     cands, skipped = _candidates(args, topo)
@@ -175,13 +174,8 @@ def _new_race(args, con):
     runmod.check_budget(spec, d)
     check_out(args.out)  # a bad --out, then compare's checks: bad input creates no store
     spec, envs = preflight(spec)
-    try:
-        store = Store(Path(args.out) / "vhpc.db")
-        cid = runmod.start(store, spec, d, args.out, " ".join(shlex.quote(a) for a in sys.argv))
-    except BaseException:
-        for env in envs.values():
-            env.close()
-        raise
+    store = open_for(args.out, envs)
+    cid = runmod.start(store, spec, d, args.out, " ".join(shlex.quote(a) for a in sys.argv))
     con.print(f"Race [bold]{esc(cid)}[/]: {len(racing)} candidate(s) + native, budget {args.budget} "
               f"trials → {esc(args.out)}/")
     return cid, d, store, envs
