@@ -83,6 +83,41 @@ def owned_tempdir(prefix: str, base: str | Path | None = None) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}-", dir=base))
 
 
+#: Bytes of ``sun_path`` in ``struct sockaddr_un``, its terminating NUL included (unix(7)):
+#: a socket's path is at most 107 bytes, or bind(2) and connect(2) refuse it.
+SUN_PATH = 108
+#: Short folders for sockets when the temporary directory's path is too long for them.
+SHORT_BASES = ("/tmp", "/var/tmp", "/dev/shm")
+#: Characters of the random part :func:`tempfile.mkdtemp` adds to a name.
+_RANDOM = 8
+
+
+def socket_base(prefix: str, leaf: int) -> Path:
+    """Where :func:`owned_socketdir` makes its folder: the temporary directory when
+    ``<base>/<prefix><tag>-XXXXXXXX/<leaf bytes>`` fits ``sun_path`` (:data:`SUN_PATH`), else
+    the first folder of :data:`SHORT_BASES` that is writable and where it fits.  Raises
+    HostError (one line) when none does."""
+    from vhpc.core.errors import HostError
+
+    name = len(prefix) + len(owner_tag()) + 1 + _RANDOM
+    bases = (tempfile.gettempdir(), *SHORT_BASES)
+    for base in bases:
+        path = len(os.fsencode(os.path.abspath(base))) + 1 + name + 1 + leaf
+        if path < SUN_PATH and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            return Path(base)
+    raise HostError(f"no folder for vhpc's sockets: $TMPDIR ({tempfile.gettempdir()}) is too "
+                    f"long for a socket path ({SUN_PATH - 1} bytes at most) and none of "
+                    f"{', '.join(SHORT_BASES)} is writable: set TMPDIR to a shorter folder")
+
+
+def owned_socketdir(prefix: str, leaf: int) -> Path:
+    """A new private (0700) :func:`owned_tempdir` for UNIX sockets whose names are up to
+    ``leaf`` bytes, under :func:`socket_base`: a QEMU monitor or agent socket, a vcluster's
+    links, an ssh ControlPath still work when $TMPDIR is too long to hold them (QEMU refused
+    such a path, "Path must be less than 108 bytes").  Raises HostError when no folder fits."""
+    return owned_tempdir(prefix, socket_base(prefix, leaf))
+
+
 def owned_tempfile(prefix: str, suffix: str = "") -> str:
     """A new private (0600) temporary file named like :func:`owned_tempdir`; returns its path."""
     fd, path = tempfile.mkstemp(prefix=f"{prefix}{owner_tag()}-", suffix=suffix)
@@ -180,8 +215,11 @@ def kill_session(sid: int, rounds: int = 50) -> int:
 
 
 def reap_all(base: str | Path | None = None) -> list[str]:
-    """:func:`reap` every prefix in :data:`PREFIXES`."""
-    return [line for prefix in PREFIXES for line in reap(prefix, base)]
+    """:func:`reap` every prefix in :data:`PREFIXES` under ``base`` (default: the temporary
+    directory and the short folders :func:`owned_socketdir` may have used)."""
+    bases = [base] if base is not None else list(dict.fromkeys(
+        os.path.realpath(b) for b in (tempfile.gettempdir(), *SHORT_BASES) if os.path.isdir(b)))
+    return [line for b in bases for prefix in PREFIXES for line in reap(prefix, b)]
 
 
 class _Warden:

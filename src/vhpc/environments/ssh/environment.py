@@ -231,7 +231,8 @@ class SshEnvironment(Environment):
         """Open the master connection (idempotent).  Raises EnvError when it cannot."""
         if self._ctl and self._check():
             return
-        self._ctl = self._ctl or str(owned.owned_tempdir("vhpc-ssh-"))
+        # ControlPath "cm": ssh binds "cm.<16 random characters>" first, then renames it
+        self._ctl = self._ctl or str(owned.owned_socketdir("vhpc-ssh-", len("cm.") + 16))
         out = subprocess.run(self.ssh_argv("-o", "ControlMaster=yes", "-N", "-f"),
                              capture_output=True, text=True, stdin=subprocess.DEVNULL,
                              timeout=CONNECT_TIMEOUT * 3)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +79,8 @@ class ClusterNet:
     def create(cls, vms: int, ivshmem: bool, shm_node: int | None) -> "ClusterNet":
         """Make the work directory (and the shared file, zero-filled, mode 0600).  Names carry
         vhpc's pid and start time, so :func:`reap_orphans` can tell a dead owner."""
-        workdir = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{owned.owner_tag()}-"))
+        # short enough for the links' sockets (sun_path) whatever $TMPDIR is
+        workdir = owned.owned_socketdir(WORK_PREFIX, len(f"net-{vms}.sock"))
         shm = None
         if ivshmem:
             shm = SHM_DIR / f"{SHM_PREFIX}{owned.owner_tag()}-{workdir.name.rsplit('-', 1)[1]}"

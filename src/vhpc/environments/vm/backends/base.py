@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 BACKENDS: Registry[type["HypervisorBackend"]] = Registry(
     "hypervisor backend", "vhpc.environments.vm.backends")
 
+#: The sockets a guest's ``workdir`` holds (QEMU's agent chardev and QMP monitor).
+SOCKETS = ("agent.sock", "qmp.sock")
+
 
 @dataclass(frozen=True)
 class ProbeResult:
@@ -96,9 +99,9 @@ class GuestSession(ABC):
     stderr_name: ClassVar[str | None] = None
 
     def __init__(self) -> None:
-        from vhpc.host.owned import owned_tempdir  # named by vhpc's pid: reaped once it is dead
+        from vhpc.host.owned import owned_socketdir  # named by vhpc's pid: reaped once dead
 
-        self.workdir = owned_tempdir("vhpc-guest-")
+        self.workdir = owned_socketdir("vhpc-guest-", max(map(len, SOCKETS)))
         self.agent: AgentChannel | None = None
         self.vcpu_threads: dict[int, int] = {}
         self.boot_seconds: float | None = None
