@@ -42,10 +42,12 @@ from vhpc.core import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 from vhpc.environments.vcluster.environment import program_index
 from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
-from vhpc.executors.slurm.nodes import partition_hugepages, partition_nodes, usable as nodes_usable
+from vhpc.executors.slurm.nodes import (partition_hugepages, partition_nodes, slurm_minutes,
+                                        usable as nodes_usable)
 from vhpc.host.owned import die_with_parent
 from vhpc.executors.slurm.guests import NodeLink, RemoteVm
-from vhpc.executors.slurm.step import MARK, cancel_srun, encode, result_from_fields
+from vhpc.executors.slurm.step import (MARK, JobGuard, cancel_srun, encode,
+                                       result_from_fields)
 
 #: Seconds a trial's step may take beyond the trial timeout (environment start: a VM boot).
 STEP_MARGIN = 240.0
@@ -86,29 +88,6 @@ BLAMED = re.compile(r"(?:srun: error: ([\w.-]+): task|failed on node ([\w.-]+))"
 def unreachable(stderr: str) -> bool:
     """True when a Slurm client's stderr says the controller could not be reached."""
     return any(s.lower() in stderr.lower() for s in UNREACHABLE)
-
-
-def slurm_minutes(text: str) -> int | None:
-    """A Slurm time (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``; sinfo's
-    ``infinite``) in whole minutes, None for no limit or an unreadable value."""
-    text = text.strip()
-    if not text or text in ("infinite", "UNLIMITED", "n/a"):
-        return None
-    days, _, rest = text.rpartition("-") if "-" in text else ("0", "", text)
-    try:
-        parts = [int(p) for p in rest.split(":")]
-        d = int(days)
-    except ValueError:
-        return None
-    if "-" in text:  # D-HH[:MM[:SS]]
-        h, m, s = (parts + [0, 0, 0])[:3]
-    elif len(parts) == 3:  # HH:MM:SS
-        h, m, s = parts
-    elif len(parts) == 2:  # MM:SS
-        h, (m, s) = 0, parts
-    else:  # MM
-        h, m, s = 0, parts[0], 0
-    return d * 1440 + h * 60 + m + (1 if s else 0)
 
 
 def _tail(text: str) -> str:
@@ -164,6 +143,7 @@ class SlurmExecutor(Executor):
         self._fps: dict[str, dict[str, Any]] = {}
         #: nodes found lost after a failed trial: the next trial stops the campaign
         self.lost: list[str] = []
+        self._guard: JobGuard | None = None  # scancels the allocation should vhpc die
 
     @classmethod
     def node_count(cls, options: SlurmOptions) -> int:
@@ -289,6 +269,7 @@ class SlurmExecutor(Executor):
             raise EnvError(f"Slurm refused the allocation ({_tail(out.stderr) or 'salloc failed'}):"
                            " check partition=, nodes=, time=, account= and 'sinfo'")
         self.job_id = m.group(1)
+        self._guard = JobGuard(self.job_id)
         nodes, _, cpus = subprocess.run(["squeue", "-h", "-j", self.job_id, "-o", "%N %C"],
                                         capture_output=True, text=True).stdout.strip().partition(" ")
         self.nodelist = subprocess.run(["scontrol", "show", "hostnames", nodes],
@@ -298,12 +279,16 @@ class SlurmExecutor(Executor):
         return self
 
     def __exit__(self, *exc):
-        for links in self._guest_hosts.values():
-            for link in links:
-                link.close()
-        self._guest_hosts.clear()
-        if self.job_id:
-            subprocess.run(["scancel", self.job_id], capture_output=True)
+        try:  # a second SIGTERM meanwhile: the job is still cancelled (or by the guard)
+            for links in self._guest_hosts.values():
+                for link in links:
+                    link.close()
+            self._guest_hosts.clear()
+        finally:
+            if self.job_id:
+                subprocess.run(["scancel", self.job_id], capture_output=True)
+            if self._guard is not None:
+                self._guard.release()
         return False
 
     def alive(self) -> bool:
@@ -431,17 +416,20 @@ class SlurmExecutor(Executor):
         return result
 
     def _srun(self, argv: list[str], limit: float) -> tuple[str, str, int | None, bool]:
+        """(stdout, stderr, exit status, timed out) of the step ``argv`` (an srun command with
+        ``--job-name``), cancelled after ``limit`` seconds and on any exception (SIGTERM,
+        SIGINT: :func:`cancel_srun`); srun dies with vhpc (PR_SET_PDEATHSIG)."""
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, text=True)
+                                stdin=subprocess.DEVNULL, text=True, preexec_fn=die_with_parent)
         try:
             out, err = proc.communicate(timeout=limit)
             return out, err, proc.returncode, False
         except subprocess.TimeoutExpired:
             killed = True
         except BaseException:
-            cancel_srun(proc)
+            cancel_srun(proc, argv)
             raise
-        cancel_srun(proc)
+        cancel_srun(proc, argv)
         out, err = proc.communicate()
         return out, err, None, killed
 
@@ -520,6 +508,7 @@ class SlurmExecutor(Executor):
             bind.append("--cpu-bind=cores")
         step = ["srun", f"--jobid={self.job_id}", f"--ntasks={ranks}", f"--nodes={nodes}",
                 "--mpi=pmix", "--overlap", "--overcommit", *bind,
+                f"--job-name={os.path.basename(program[0])}"[:120],  # Slurm's default, named
                 f"--time={int(timeout // 60) + 1}",
                 "--export=ALL," + ",".join(f"{k}={v}" for k, v in environ.items())
                 if environ else "--export=ALL", *program]

@@ -194,7 +194,7 @@ class NodeLink:
 
     def __init__(self, argv: list[str], node: str, address: str,
                  preexec: Callable[[], None] | None = None):
-        self.node, self.address = node, address
+        self.node, self.address, self.argv = node, address, argv
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, bufsize=1,
                                      preexec_fn=preexec)
@@ -267,7 +267,7 @@ class NodeLink:
         try:
             self.proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
-            cancel_srun(self.proc)
+            cancel_srun(self.proc, self.argv)
 
 
 class RemoteGuest:

@@ -1,13 +1,15 @@
 """What the Slurm controller says of a partition's nodes before anything is allocated
-(sinfo(1)): for the executor's capacity check and a dry run's check of what a node holds; and
-what each node's kernel says of its free hugepages (read there by one short job step)."""
+(sinfo(1)): for the executor's capacity check and a dry run's check of what a node holds;
+what each node's kernel says of its free hugepages (read there by one short job step); and
+Slurm's time format in minutes (:func:`slurm_minutes`)."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 
-__all__ = ["partition_nodes", "usable", "node_hugepages", "partition_hugepages"]
+__all__ = ["partition_nodes", "usable", "node_hugepages", "partition_hugepages",
+           "slurm_minutes"]
 
 #: sinfo node states (their prefixes) in which a node runs no job
 NOT_USABLE = ("down", "drain", "fail", "maint", "inval", "unk", "futur")
@@ -82,3 +84,26 @@ def partition_hugepages(partition: str | None, account: str | None = None
     """:func:`node_hugepages` of every node of ``partition`` that can run jobs (:func:`usable`);
     {} when nothing is known."""
     return node_hugepages(usable(partition_nodes(partition)), partition, account)
+
+
+def slurm_minutes(text: str) -> int | None:
+    """A Slurm time (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``; sinfo's
+    ``infinite``) in whole minutes, None for no limit or an unreadable value."""
+    text = text.strip()
+    if not text or text in ("infinite", "UNLIMITED", "n/a"):
+        return None
+    days, _, rest = text.rpartition("-") if "-" in text else ("0", "", text)
+    try:
+        parts = [int(p) for p in rest.split(":")]
+        d = int(days)
+    except ValueError:
+        return None
+    if "-" in text:  # D-HH[:MM[:SS]]
+        h, m, s = (parts + [0, 0, 0])[:3]
+    elif len(parts) == 3:  # HH:MM:SS
+        h, m, s = parts
+    elif len(parts) == 2:  # MM:SS
+        h, (m, s) = 0, parts
+    else:  # MM
+        h, m, s = 0, parts[0], 0
+    return d * 1440 + h * 60 + m + (1 if s else 0)

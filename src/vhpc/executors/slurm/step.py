@@ -38,18 +38,87 @@ def decode(arg: str) -> dict:
     return json.loads(base64.b64decode(arg))
 
 
-def cancel_srun(proc: "subprocess.Popen") -> None:
-    """Cancel the step of a running ``srun`` and reap it: two SIGINTs within a second make srun
-    cancel its step (srun(1), SIGNALS); SIGKILL when it has not ended 30 s later."""
+#: Seconds srun gets to end after the two SIGINTs that ask it to cancel its step.
+SRUN_GRACE = 10.0
+#: Seconds slurmstepd gets to end a step scancel killed before srun is SIGKILLed.
+SCANCEL_WAIT = 30.0
+
+
+def srun_step(argv: list[str]) -> tuple[str | None, str | None]:
+    """(job id, step name) of the srun command line ``argv`` (``--jobid=``, ``--job-name=``);
+    None for what it does not name."""
+    def value(flag: str) -> str | None:
+        return next((a.split("=", 1)[1] for a in argv if a.startswith(flag + "=")), None)
+
+    return value("--jobid"), value("--job-name")
+
+
+def running_steps(job: str, name: str) -> list[str]:
+    """Ids (``JOB.STEP``) of the steps of ``job`` named ``name`` that Slurm still runs
+    (``squeue --steps``, squeue(1)); [] when squeue does not answer."""
+    try:
+        out = subprocess.run(["squeue", "-h", "--steps", "-j", job, "-o", "%i %j"],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [f[0] for f in (ln.split(None, 1) for ln in out.splitlines())
+            if len(f) == 2 and f[1].strip() == name and f[0].startswith(f"{job}.")]
+
+
+def cancel_srun(proc: "subprocess.Popen", argv: list[str] | None = None) -> None:
+    """Cancel the step of a running ``srun`` (started by ``argv``) and reap it: two SIGINTs
+    within a second make srun cancel its step (srun(1), SIGNALS).  When srun has not ended
+    :data:`SRUN_GRACE` s later, the step itself is cancelled with ``scancel --signal=KILL
+    JOB.STEP`` (scancel(1); found by its ``--job-name``), and srun is SIGKILLed when it has
+    not ended :data:`SCANCEL_WAIT` s after that.  Never raises for a process already gone."""
     for _ in range(2):
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             time.sleep(0.3)
     try:
-        proc.wait(timeout=30)
+        proc.wait(timeout=SRUN_GRACE)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    job, name = srun_step(argv or [])
+    steps = running_steps(job, name) if job and name else []
+    if steps:
+        subprocess.run(["scancel", "--signal=KILL", *steps], capture_output=True,
+                       stdin=subprocess.DEVNULL, timeout=60)
+    try:
+        proc.wait(timeout=SCANCEL_WAIT)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+class JobGuard:
+    """Cancels Slurm job ``job`` (``scancel JOB``) should vhpc die without cancelling it: a
+    tiny ``sh`` in a session of its own reads a pipe whose write end only vhpc holds, and at
+    its end (vhpc gone, even by SIGKILL, when its ``srun``s die with it and their steps would
+    run on in the allocation) runs scancel, which ends every step of the job.  :meth:`release`
+    (vhpc cancelled the job itself) lets it end without."""
+
+    SCRIPT = 'IFS= read -r x; [ "$x" = done ] || exec scancel "$0"'
+
+    def __init__(self, job: str):
+        self.proc = subprocess.Popen(["sh", "-c", self.SCRIPT, job], stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+
+    def release(self) -> None:
+        """The job is cancelled (or ended): the guard ends without scancel.  Idempotent."""
+        try:
+            self.proc.stdin.write(b"done\n")
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def result_fields(result: "RunResult") -> dict[str, Any]:

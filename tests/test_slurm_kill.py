@@ -1,0 +1,137 @@
+"""Nothing a Slurm campaign starts outlives it: a vhpc stopped by SIGTERM or SIGINT, or a
+step past its time, leaves no ``srun``, no job step and no process of the trial (seen before:
+two ``srun`` reparented to init 43 min after their vhpc had gone).  Against the suite's real
+one-node Slurm cluster (tests/cluster/up)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+VHPC = [sys.executable, "-m", "vhpc.cli"]
+
+
+def _env(cluster) -> dict[str, str]:
+    return {**os.environ, "SLURM_CONF": cluster["SLURM_CONF"]}
+
+
+def _naming(text: str) -> list[int]:
+    """PIDs of live (not zombie) processes whose command line holds ``text``."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if text.encode() in (d / "cmdline").read_bytes() and int(d.name) != os.getpid() \
+                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                out.append(int(d.name))
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def _steps(cluster, job: str) -> list[str]:
+    """The running steps of ``job`` other than the allocation's own (squeue --steps)."""
+    out = subprocess.run(["squeue", "-h", "--steps", "-j", job, "-o", "%i %j"],
+                         capture_output=True, text=True, env=_env(cluster)).stdout.split("\n")
+    return [ln for ln in out if ln.strip() and not ln.split()[0].endswith(
+        (".extern", ".batch", ".interactive"))]
+
+
+def _wait(predicate, what: str, limit: float = 120.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def _jobs_named(cluster, name: str) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True,
+                         text=True, env=_env(cluster)).stdout
+    return out.split()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
+                         ids=lambda s: s.name)
+def test_a_signalled_vhpc_leaves_no_srun_step_or_trial_process(slurm_cluster, tmp_path, sig):
+    """SIGTERM (or SIGINT) to vhpc alone during a trial step: vhpc ends (130), and no srun,
+    no job step, no process of the trial is left.  SIGKILL: srun dies with vhpc
+    (PR_SET_PDEATHSIG) and the allocation is cancelled by its guard, so the step ends too
+    (before, srun ran on reparented to init, its step in an allocation nobody cancelled)."""
+    mark = f"vhpc-kill-{os.getpid()}-{sig.name}"
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({
+        "custom": [{"name": "probe", "command": ["sh", "-c", f"sleep 300; echo v 1 # {mark}"],
+                    "metrics": [{"name": "v", "regex": r"v (\d+)", "direction": "higher"}]}],
+        "benchmarks": ["probe"], "environments": ["native"], "warmup": 0, "repeats": 1,
+        "executor": "slurm"}))
+    proc = subprocess.Popen(VHPC + ["run", str(f), "--no-report", "--out", str(tmp_path / "o")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=_env(slurm_cluster), start_new_session=True)
+    try:
+        _wait(lambda: [p for p in _naming(mark) if b"sleep" in
+                       Path(f"/proc/{p}/cmdline").read_bytes()[:16]] or proc.poll() is not None,
+              "the trial's command on the node")
+        assert proc.poll() is None, proc.stderr.read()
+        sruns = [p for p in _naming("vhpc.executors.slurm.step") if
+                 Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"srun")]
+        assert sruns, "no srun for the trial's step"
+        jobs = {a.split("=", 1)[1] for p in sruns for a in
+                Path(f"/proc/{p}/cmdline").read_bytes().decode().split("\0")
+                if a.startswith("--jobid=")}
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=120)
+    assert proc.returncode == (-9 if sig == signal.SIGKILL else 130), err[-2000:]
+    _wait(lambda: not _naming(mark) and not any(map(_alive_pid, sruns)),
+          "srun and the trial's processes to end", 60)
+    for job in jobs:
+        _wait(lambda: not _steps(slurm_cluster, job), f"the steps of job {job} to end", 60)
+        _wait(lambda: not _job_state(slurm_cluster, job), f"job {job} to end", 60)
+
+
+def _job_state(cluster, job: str) -> str:
+    """squeue's state of ``job`` ("" once it has ended)."""
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
+                          text=True, env=_env(cluster)).stdout.strip()
+
+
+def test_a_step_past_its_time_is_cancelled_with_everything_in_it(slurm_cluster, tmp_path,
+                                                                 monkeypatch):
+    """A step whose command ignores SIGINT and SIGTERM, past its time limit: the executor
+    cancels it (srun's two SIGINTs, then scancel of the step) and returns; no srun, no step
+    and no process of it is left."""
+    from vhpc.executors.slurm import step as stepmod
+    from vhpc.executors.slurm.allocation import SlurmExecutor, SlurmOptions
+
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster["SLURM_CONF"])
+    monkeypatch.setattr(stepmod, "SRUN_GRACE", 1.0)  # scancel at once after srun's try
+    pidfile = tmp_path / "pid"
+    mark = f"vhpc-hang-{os.getpid()}"
+    with SlurmExecutor("t", SlurmOptions(time="5")) as ex:
+        argv = ["srun", f"--jobid={ex.job_id}", "--nodes=1", "--ntasks=1", "--overlap",
+                "--job-name=vhpc-hang", "sh", "-c",
+                f"trap '' INT TERM; echo $$ > {pidfile}; exec sh -c 'trap \"\" INT TERM; "
+                f"sleep 300 # {mark}'"]
+        out, err, rc, killed = ex._srun(argv, 5.0)
+        assert killed and rc is None, (rc, err)
+        assert pidfile.exists(), err
+        _wait(lambda: not _naming(mark), "the step's processes to end", 30)
+        _wait(lambda: not _steps(slurm_cluster, ex.job_id), "the step to end", 30)
+
+
+def _alive_pid(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
