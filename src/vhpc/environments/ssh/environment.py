@@ -434,9 +434,19 @@ class SshEnvironment(Environment):
         return result
 
     def _abort(self, proc: subprocess.Popen, pidfile: str) -> None:
+        """End a trial cut short (timeout, SIGTERM, SIGINT): kill the ssh client, then the
+        remote process group, then reap the client.  The ControlMaster holds the client's
+        output pipes (handed over to it) until the remote command ends, so reaping first
+        waited for the whole trial (a SIGTERMed vhpc did not end); pipes still open 10 s
+        after the kill are closed unread."""
         proc.kill()
-        proc.communicate()
         self.kill_remote(pidfile)
+        try:
+            proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            for pipe in (proc.stdout, proc.stderr):
+                pipe.close()
+            proc.wait()
 
     def leftover_record(self, tag: str) -> dict[str, Any]:
         """What the next start of this campaign needs to clean up after a killed vhpc (stored

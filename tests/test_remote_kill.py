@@ -1,7 +1,8 @@
-"""Nothing a Slurm campaign starts outlives it: a vhpc stopped by SIGTERM or SIGINT, or a
-step past its time, leaves no ``srun``, no job step and no process of the trial (seen before:
-two ``srun`` reparented to init 43 min after their vhpc had gone).  Against the suite's real
-one-node Slurm cluster (tests/cluster/up)."""
+"""Nothing a remote campaign starts outlives it.  Slurm: a vhpc stopped by SIGTERM, SIGINT or
+SIGKILL, or a step past its time, leaves no ``srun``, no job step and no process of the trial
+(seen before: ``srun`` reparented to init 43 min after its vhpc had gone).  ssh: a vhpc
+stopped by SIGTERM kills its remote trial and closes its ControlMaster.  Against the suite's
+real one-node Slurm cluster and OpenSSH server (tests/cluster/up)."""
 
 from __future__ import annotations
 
@@ -135,3 +136,38 @@ def _alive_pid(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_sigterm_during_an_ssh_trial_kills_it_remotely_at_once(sshd, tmp_path):
+    """SIGTERM to vhpc during an ssh trial: vhpc ends (130) and the remote trial and the
+    ControlMaster are gone with it, without waiting for a resume."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({
+        "custom": [{"name": "probe", "command": [
+            "sh", "-c", f"sleep 300 & echo $! > {marks}/child; wait; echo v 1"],
+            "metrics": [{"name": "v", "regex": r"v (\d+)", "direction": "higher"}]}],
+        "benchmarks": ["probe"], "warmup": 0, "repeats": 1,
+        "environments": [{"ssh": {"host": "127.0.0.1", "port": int(sshd["VHPC_SSH_PORT"]),
+                                  "workdir": str(tmp_path / "remote")}}]}))
+    proc = subprocess.Popen(VHPC + ["run", str(f), "--no-report", "--out", str(tmp_path / "o")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "VHPC_SSH_CONFIG": sshd["VHPC_SSH_CONFIG"]},
+                            start_new_session=True)
+    try:
+        _wait(lambda: (marks / "child").exists() and (marks / "child").read_text().strip()
+              or proc.poll() is not None, "the remote trial")
+        assert proc.poll() is None, proc.stderr.read()
+        child = int((marks / "child").read_text())
+        masters = [p for p in _naming(f"vhpc-ssh-{proc.pid}-") if b"ControlMaster=yes" in
+                   Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert masters, "no ControlMaster of the trial"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-2000:]
+    assert not _alive_pid(child) and not any(map(_alive_pid, masters))
