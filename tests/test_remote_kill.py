@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -171,3 +172,29 @@ def test_a_sigterm_during_an_ssh_trial_kills_it_remotely_at_once(sshd, tmp_path)
             proc.communicate()
     assert proc.returncode == 130, err[-2000:]
     assert not _alive_pid(child) and not any(map(_alive_pid, masters))
+
+
+def test_a_trial_whose_output_a_setsid_child_holds_ends_at_its_timeout(tmp_path, capsys):
+    """A native trial (as a co-run's or any benchmark's) that starts a process in a session
+    of its own holding the trial's output pipes, past its timeout: the trial ends as timed
+    out within seconds of the timeout and the escaped process is killed.  Before, killing
+    the trial's session left the pipes open and ``communicate()`` waited for that process
+    (here 300 s; a co-run study once ran 26 min past its 600 s timeout)."""
+    from conftest import run_cli
+
+    mark = f"vhpc-escaped-{os.getpid()}"
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({
+        "custom": [{"name": "probe", "timeout": 3, "command": [
+            "sh", "-c", f"setsid sh -c 'sleep 300 # {mark}' & sleep 300"],
+            "metrics": [{"name": "v", "regex": r"v (\d+)", "direction": "higher"}]}],
+        "benchmarks": ["probe"], "environments": ["native"], "warmup": 0, "repeats": 1}))
+    t0 = time.monotonic()
+    rc, out, err = run_cli(capsys, "run", f, "--no-report", "--out", tmp_path / "o")
+    took = time.monotonic() - t0
+    assert rc == 1, err[-2000:]
+    with sqlite3.connect(tmp_path / "o" / "vhpc.db") as db:
+        (status, error), = db.execute("SELECT status, error FROM trials").fetchall()
+    assert status == "failed" and "timed out" in error, error
+    assert took < 60, took  # bounded by the timeout, not by the escaped process's 300 s
+    _wait(lambda: not _naming(mark), "the escaped process to be killed", 10)

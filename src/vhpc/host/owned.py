@@ -214,6 +214,37 @@ def kill_session(sid: int, rounds: int = 50) -> int:
     return killed
 
 
+def pipe_holders(*files) -> list[int]:
+    """PIDs of this user's processes, this one excepted, that hold an end of the pipes
+    ``files`` (open file objects; closed ones and None are skipped), from ``/proc/PID/fd``
+    (proc(5): a pipe reads ``pipe:[INODE]``).  A trial's output pipes held by a process that
+    left its session (``setsid``) keep a reader of them waiting after the trial was killed."""
+    names = {f"pipe:[{os.fstat(f.fileno()).st_ino}]" for f in files
+             if f is not None and not f.closed}
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if int(d.name) == os.getpid() or d.stat().st_uid != os.getuid():
+                continue
+            if any(os.readlink(fd) in names for fd in (d / "fd").iterdir()):
+                out.append(int(d.name))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def kill_pipe_holders(*files) -> int:
+    """SIGKILL :func:`pipe_holders` of ``files``; returns how many were signalled."""
+    killed = 0
+    for pid in pipe_holders(*files):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except OSError:
+            pass
+    return killed
+
+
 def reap_all(base: str | Path | None = None) -> list[str]:
     """:func:`reap` every prefix in :data:`PREFIXES` under ``base`` (default: the temporary
     directory and the short folders :func:`owned_socketdir` may have used)."""

@@ -50,6 +50,28 @@ def binding_mismatches(procs: list[dict[str, Any]], cpus: set[int] | None,
 GATE = 'read go || exit 125; exec "$@" </dev/null'
 
 
+#: Seconds the output pipes of a killed trial may stay open before their holders are killed.
+DRAIN_WAIT = 2.0
+
+
+def drain(proc: subprocess.Popen) -> tuple[bytes, bytes]:
+    """The rest of the output of ``proc``, a trial whose session was killed.  A process that
+    left the session (``setsid``: a daemon, a co-runner started in the background) and still
+    holds the output pipes would keep ``communicate()`` waiting for as long as it runs, past
+    the trial's timeout; every holder is killed (:func:`vhpc.host.owned.kill_pipe_holders`)
+    until the pipes close, and after a few rounds they are closed unread."""
+    for _ in range(5):
+        try:
+            return proc.communicate(timeout=DRAIN_WAIT)
+        except subprocess.TimeoutExpired:
+            owned.kill_pipe_holders(proc.stdout, proc.stderr)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    proc.wait()
+    return b"", b""
+
+
 def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
                 cwd: str | None = None) -> RunResult:
     """Run ``argv`` in a session of its own; on timeout, and when it ends, kill every process
@@ -99,7 +121,7 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
     except subprocess.TimeoutExpired:
         timed_out = True
         owned.kill_session(proc.pid)  # every group: Open MPI gives each rank its own
-        out, err = proc.communicate()
+        out, err = drain(proc)
     except BaseException:
         owned.kill_session(proc.pid)
         proc.wait()
