@@ -198,3 +198,57 @@ def test_a_trial_whose_output_a_setsid_child_holds_ends_at_its_timeout(tmp_path,
     assert status == "failed" and "timed out" in error, error
     assert took < 60, took  # bounded by the timeout, not by the escaped process's 300 s
     _wait(lambda: not _naming(mark), "the escaped process to be killed", 10)
+
+
+def _silent_qmp(path: Path) -> "threading.Thread":
+    """A QMP server at ``path`` that greets, accepts the capabilities negotiation and then
+    never answers a command (a QEMU whose monitor hangs)."""
+    import json
+    import socket
+    import threading
+
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(1)
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.sendall(json.dumps({"QMP": {"version": {"qemu": {"micro": 0, "minor": 2,
+                                                               "major": 7}, "package": ""},
+                                         "capabilities": []}}).encode() + b"\n")
+        req = json.loads(conn.recv(65536))  # qmp_capabilities (one JSON object, no newline)
+        reply = {"return": {}, **({"id": req["id"]} if "id" in req else {})}
+        conn.sendall(json.dumps(reply).encode() + b"\n")
+        conn.recv(65536)  # the next command: never answered
+        time.sleep(30)
+        conn.close()
+        srv.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_qemu_whose_monitor_hangs_fails_pause_and_resume_in_bounded_time(tmp_path,
+                                                                           monkeypatch):
+    """QMP stop/cont (every trial pauses and resumes the measured guest and its co-runner)
+    to a QEMU that stops answering: an EnvError after QMP_WAIT seconds, not a trial held
+    forever."""
+    from vhpc.environments.base import EnvError
+    from vhpc.environments.vm.backends import qemu
+
+    monkeypatch.setattr(qemu, "QMP_WAIT", 1.0)
+    sock = tmp_path / "qmp.sock"
+    _silent_qmp(sock)
+    guest = qemu.QemuGuest(qemu.GuestConfig())
+    guest.proc = subprocess.Popen(["sleep", "60"])  # the "QEMU": alive, its monitor silent
+    try:
+        guest.qmp = qemu._qmp_connect(sock, time.monotonic() + 10, guest._exit_status)
+        for op in (guest.resume, guest.pause):
+            t0 = time.monotonic()
+            with pytest.raises(EnvError, match="QMP (cont|stop) failed: QEMU did not answer"):
+                op()
+            assert time.monotonic() - t0 < 20
+    finally:
+        guest.kill()
+    assert guest.proc.poll() is not None

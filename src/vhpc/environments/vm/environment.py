@@ -266,14 +266,25 @@ class VmEnvironment(Environment):
         self.close()
 
     def pause(self) -> None:
-        for g in (self.guest, self.corunner):
-            if g is not None:
-                g.pause()
+        """Pause both guests; a guest whose hypervisor does not answer ends the session (the
+        next trial boots afresh) rather than holding the campaign."""
+        try:
+            for g in (self.guest, self.corunner):
+                if g is not None:
+                    g.pause()
+        except EnvError:
+            self.close()
 
     def resume(self) -> None:
-        for g in (self.guest, self.corunner):
-            if g is not None:
-                g.resume()
+        """Resume both guests.  Raises EnvError (the session closed) when one does not
+        answer."""
+        try:
+            for g in (self.guest, self.corunner):
+                if g is not None:
+                    g.resume()
+        except EnvError:
+            self.close()
+            raise
 
     def throttle_pid(self) -> int | None:
         """The guest's hypervisor process (its vCPU threads do the guest's work)."""

@@ -36,6 +36,9 @@ from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSess
                                                 HypervisorBackend, ProbeResult)
 
 QEMU = "qemu-system-x86_64"
+#: Seconds a QMP command (stop, cont, query-cpus-fast) may take; without a bound, a QEMU whose
+#: monitor stopped answering held a trial (and its co-runner's pause and resume) forever.
+QMP_WAIT = 30.0
 
 
 @dataclass
@@ -128,6 +131,7 @@ def _qmp_connect(path: Path, deadline: float, exit_status):
     def attempt():
         qmp = QEMUMonitorProtocol(str(path))
         qmp.connect()
+        qmp.settimeout(QMP_WAIT)  # every command: a QEMU that stops answering never blocks
         return qmp
 
     return retry_connect(attempt, (ConnectError,), deadline, exit_status, "its QMP socket")
@@ -216,15 +220,25 @@ class QemuGuest(GuestSession):
                 pass
         return moved
 
-    def pause(self) -> None:
-        """QMP ``stop``: vCPUs stop; guest state (caches, page tables) is kept."""
+    def _command(self, name: str) -> None:
+        """QMP ``name`` (no arguments).  Raises EnvError when QEMU does not answer within
+        :data:`QMP_WAIT` seconds or the monitor fails."""
         if self.qmp and self.alive():
-            self.qmp.cmd("stop")
+            try:
+                self.qmp.cmd(name)
+            except Exception as exc:  # noqa: BLE001 - a timeout, a closed socket, a QMP error
+                why = (f"QEMU did not answer within {QMP_WAIT:.0f} s"
+                       if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}")
+                raise EnvError(f"QMP {name} failed: {why}") from None
+
+    def pause(self) -> None:
+        """QMP ``stop``: vCPUs stop; guest state (caches, page tables) is kept.  Raises
+        EnvError when QEMU does not answer."""
+        self._command("stop")
 
     def resume(self) -> None:
-        """QMP ``cont``."""
-        if self.qmp and self.alive():
-            self.qmp.cmd("cont")
+        """QMP ``cont``.  Raises EnvError when QEMU does not answer."""
+        self._command("cont")
 
     def kill(self) -> None:
         """Stop QEMU (QMP ``quit``, then SIGKILL) and remove the work directory. Idempotent."""
