@@ -252,3 +252,28 @@ def test_a_qemu_whose_monitor_hangs_fails_pause_and_resume_in_bounded_time(tmp_p
     finally:
         guest.kill()
     assert guest.proc.poll() is not None
+
+
+@pytest.mark.vm
+def test_a_co_run_trial_whose_benchmark_hangs_ends_bounded_and_leaves_no_qemu(
+        tmp_path, capsys, kernels_built, no_qemu_leak):
+    """A co-run trial (the measured guest beside a co-runner guest) whose benchmark leaves a
+    process in a session of its own holding its output: the guest's agent kills it once the
+    trial's group is killed and answers "timed out" seconds after the timeout (before, it
+    waited for that process, and the host gave up HANG_GRACE later calling the guest hung);
+    both QEMUs are gone at the end."""
+    from conftest import run_cli
+
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({
+        "custom": [{"name": "probe", "timeout": 5, "command": [
+            "sh", "-c", "setsid sleep 300 & sleep 300"],
+            "metrics": [{"name": "v", "regex": r"v (\d+)", "direction": "higher"}]}],
+        "benchmarks": ["probe"], "warmup": 0, "repeats": 1,
+        "environments": [{"vm": {"vcpus": 1, "memory": 512, "corunner": "low"}}]}))
+    rc, _, err = run_cli(capsys, "run", f, "--no-report", "--out", tmp_path / "o")
+    assert rc == 1, err[-2000:]
+    with sqlite3.connect(tmp_path / "o" / "vhpc.db") as db:
+        (status, error, started, ended), = db.execute(
+            "SELECT status, error, started, ended FROM trials").fetchall()
+    assert status == "failed" and "timed out" in error, error

@@ -12,7 +12,9 @@
  *   host  -> agent READ <id> <path_len>\n<path>
  *   agent -> host  DATA <id> <ok> <len>\n<bytes>      (ok=0: bytes are an error message)
  * rc is the exit status, or 128+signal; a command past its timeout has its process group
- * killed (SIGKILL) and timed_out=1.  Output beyond OUTPUT_LIMIT bytes per stream is dropped.
+ * killed (SIGKILL) and timed_out=1, and processes still holding its output pipes a second
+ * later (started in sessions of their own) are killed too, so the reply comes within seconds
+ * of the timeout.  Output beyond OUTPUT_LIMIT bytes per stream is dropped.
  *
  * vcluster guests (kernel command line vhpc.ip=A.B.C.D) also run peer.c's exec service on
  * A.B.C.D:PEER_PORT, the remote-start path for MPI launchers across guests; the same binary
@@ -115,6 +117,40 @@ static void reap_orphans(void) {
     while (waitpid(-1, NULL, WNOHANG) > 0) {}
 }
 
+/* SIGKILL every process but this one holding an end of the pipe `fd` (proc(5): a link in
+ * /proc/PID/fd reads "pipe:[INODE]"): a process the command started in a session of its own
+ * keeps the output open after the command's group was killed, and the reply waited for it. */
+static void kill_pipe_holders(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) < 0) return;
+    char want[64];
+    snprintf(want, sizeof want, "pipe:[%lu]", (unsigned long)st.st_ino);
+    DIR *procs = opendir("/proc");
+    if (!procs) return;
+    struct dirent *p;
+    while ((p = readdir(procs))) {
+        char *end;
+        long pid = strtol(p->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == (long)getpid()) continue;
+        char dir[64];
+        snprintf(dir, sizeof dir, "/proc/%ld/fd", pid);
+        DIR *fds = opendir(dir);
+        if (!fds) continue;
+        struct dirent *f;
+        while ((f = readdir(fds))) {
+            char path[384], link[64];
+            snprintf(path, sizeof path, "%s/%s", dir, f->d_name);
+            ssize_t n = readlink(path, link, sizeof link - 1);
+            if (n > 0) {
+                link[n] = 0;
+                if (!strcmp(link, want)) { kill((pid_t)pid, SIGKILL); break; }
+            }
+        }
+        closedir(fds);
+    }
+    closedir(procs);
+}
+
 static void do_run(char *header) {
     unsigned long id, timeout_ms, nargs, nenv, plen;
     if (sscanf(header, "RUN %lu %lu %lu %lu %lu", &id, &timeout_ms, &nargs, &nenv, &plen) != 5)
@@ -170,19 +206,25 @@ static void do_run(char *header) {
         struct pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
         int open_fds = 2;
         double deadline = t0 + timeout_ms / 1000.0;
+        int drains = 0; /* after a timeout: rounds of killing what still holds the pipes */
         char chunk[65536];
         while (open_fds > 0) {
             int wait_ms = -1;
-            if (!timed_out && timeout_ms > 0) {
+            if (!timed_out && timeout_ms > 0 && deadline - now() <= 0) {
+                timed_out = 1;
+                kill(-pid, SIGKILL);
+                kill(pid, SIGKILL);
+                deadline = now() + 1.0; /* the pipes close now, or their holders are killed */
+            }
+            if (timed_out && deadline - now() <= 0) {
+                if (++drains > 3) break; /* still open: reply without the rest */
+                for (int i = 0; i < 2; i++)
+                    if (fds[i].fd >= 0) kill_pipe_holders(fds[i].fd);
+                deadline = now() + 1.0;
+            }
+            if (timeout_ms > 0) {
                 double left = deadline - now();
-                if (left <= 0) {
-                    timed_out = 1;
-                    kill(-pid, SIGKILL);
-                    kill(pid, SIGKILL);
-                    wait_ms = -1;
-                } else {
-                    wait_ms = (int)(left * 1000) + 1;
-                }
+                wait_ms = left > 0 ? (int)(left * 1000) + 1 : 0;
             }
             int n = poll(fds, 2, wait_ms);
             if (n < 0 && errno != EINTR) break;
@@ -198,6 +240,8 @@ static void do_run(char *header) {
                 }
             }
         }
+        for (int i = 0; i < 2; i++)
+            if (fds[i].fd >= 0) close(fds[i].fd);
         if (wait4(pid, &status, 0, &ru) < 0) status = 0;
         if (timed_out) kill(-pid, SIGKILL);
     }
