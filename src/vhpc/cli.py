@@ -20,8 +20,8 @@ from vhpc.environments.options import MAX_SECONDS
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.text import markup as esc
 from vhpc.workflows.common import (QUICK, UsageError, campaign_flags as _campaign_flags,
-                                   check_out, console, count as _count, dry_run as _dry_run, err_console,
-                                   margin_flag,
+                                   check_out, console, count as _count, dry_run as _dry_run,
+                                   err_console, margin_flag,
                                    open_store as _store, run_campaign,
                                    spec_from_flags as _spec_from_flags)
 

@@ -141,10 +141,14 @@ def preflight(spec) -> tuple:
         spec = execute.sized(spec, lambda m: err_console.print(  # gromacs steps=auto: probed
             f"vhpc: {plain(m)}", highlight=False, markup=False, soft_wrap=True))
     except BaseException:
-        for env in envs.values():
-            env.close()
+        _close(envs)
         raise
     return spec, envs
+
+
+def _close(envs: dict) -> None:
+    for env in envs.values():
+        env.close()
 
 
 def open_for(out: str, envs: dict):
@@ -153,8 +157,7 @@ def open_for(out: str, envs: dict):
     try:
         return open_store(out)
     except BaseException:
-        for env in envs.values():
-            env.close()
+        _close(envs)
         raise
 
 
