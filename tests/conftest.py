@@ -88,7 +88,9 @@ def pytest_configure(config):
 SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
                  "test_freezer": "cgroups",
                  # the session-scoped ``guest`` boots once for all of these
-                 "test_vm": "guest", "test_suite_in_vm": "guest"}
+                 "test_vm": "guest", "test_suite_in_vm": "guest",
+                 # one test Slurm cluster and one sshd per worker: share test_slurm's, test_ssh's
+                 "test_remote_kill": "test_slurm", "test_socket_paths": "test_ssh"}
 
 
 #: Modules ``make test`` runs alone, after the parallel pass: each failed only beside other

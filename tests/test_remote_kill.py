@@ -60,13 +60,14 @@ def _jobs_named(cluster, name: str) -> list[str]:
     return out.split()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL],
-                         ids=lambda s: s.name)
+@pytest.mark.slurm
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_a_signalled_vhpc_leaves_no_srun_step_or_trial_process(slurm_cluster, tmp_path, sig):
-    """SIGTERM (or SIGINT) to vhpc alone during a trial step: vhpc ends (130), and no srun,
-    no job step, no process of the trial is left.  SIGKILL: srun dies with vhpc
-    (PR_SET_PDEATHSIG) and the allocation is cancelled by its guard, so the step ends too
-    (before, srun ran on reparented to init, its step in an allocation nobody cancelled)."""
+    """SIGTERM (SIGINT takes the same path) to vhpc alone during a trial step: vhpc ends
+    (130), and no srun, no job step, no process of the trial is left.  SIGKILL: srun dies
+    with vhpc (PR_SET_PDEATHSIG) and the allocation is cancelled by its guard, so the step
+    ends too (before, srun ran on reparented to init, its step in an allocation nobody
+    cancelled)."""
     mark = f"vhpc-kill-{os.getpid()}-{sig.name}"
     f = tmp_path / "c.yaml"
     f.write_text(yaml.safe_dump({
@@ -108,6 +109,7 @@ def _job_state(cluster, job: str) -> str:
                           text=True, env=_env(cluster)).stdout.strip()
 
 
+@pytest.mark.slurm
 def test_a_step_past_its_time_is_cancelled_with_everything_in_it(slurm_cluster, tmp_path,
                                                                  monkeypatch):
     """A step whose command ignores SIGINT and SIGTERM, past its time limit: the executor
