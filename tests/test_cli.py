@@ -23,6 +23,12 @@ def test_bad_flags_give_one_line_errors(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
     r = vhpc("compare", "-b", "stream", "-e", "native", "-e", "vm:vcpus=64", "--out", str(tmp_path))
     assert r.returncode == 2 and "use fewer vcpus or pin=none" in r.stderr
+    assert not (tmp_path / "vhpc.db").exists()  # refused before a store was created
+    r = vhpc("report", "nope", "--out", str(tmp_path))
+    assert r.returncode == 2 and "no vhpc store" in r.stderr
+    from vhpc.store import Store
+
+    Store(tmp_path / "vhpc.db").close()
     r = vhpc("report", "nope", "--out", str(tmp_path))
     assert r.returncode == 2 and "no campaign 'nope'" in r.stderr
     assert not list(tmp_path.glob("*/report.html"))
