@@ -54,12 +54,6 @@ def _wait(predicate, what: str, limit: float = 120.0) -> None:
     raise AssertionError(f"gave up waiting for {what}")
 
 
-def _jobs_named(cluster, name: str) -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True,
-                         text=True, env=_env(cluster)).stdout
-    return out.split()
-
-
 @pytest.mark.slurm
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_a_signalled_vhpc_leaves_no_srun_step_or_trial_process(slurm_cluster, tmp_path, sig):
