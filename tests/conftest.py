@@ -193,6 +193,14 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+def alive_naming(text: str) -> list[int]:
+    """PIDs of live (not zombie) processes, other than this one, whose command line holds
+    ``text`` (NUL-separated argv bytes, as in /proc/PID/cmdline)."""
+    procs = _procs()
+    return [pid for pid, (_, state, _) in procs.items()
+            if state != "Z" and pid != os.getpid() and text.encode() in _cmdline(pid)]
+
+
 def qemu_pids() -> set[int]:
     """Live (non-zombie) QEMU system-emulator processes this test process answers for: its
     descendants (vhpc starts QEMU as a child, or as a grandchild through the ``vhpc`` CLI), and

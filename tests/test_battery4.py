@@ -19,7 +19,7 @@ import yaml
 from vhpc import cli
 from vhpc.core.errors import VhpcError
 
-from conftest import one_line, require_tool, run_cli
+from conftest import alive_naming, one_line, require_tool, run_cli
 
 VHPC = [sys.executable, "-m", "vhpc.cli"]
 
@@ -262,17 +262,6 @@ def test_a_check_value_that_is_not_a_number_fails_the_check(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------ orphans
 
-def _alive_naming(text: str) -> list[int]:
-    """PIDs of live (not zombie) processes whose command line holds ``text``."""
-    out = []
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            if text.encode() in (d / "cmdline").read_bytes() and int(d.name) != os.getpid() \
-                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                out.append(int(d.name))
-        except (OSError, IndexError):
-            pass
-    return out
 
 
 def test_a_timed_out_or_killed_mpi_trial_leaves_no_rank_and_no_working_folder(tmp_path):
@@ -293,7 +282,7 @@ def test_a_timed_out_or_killed_mpi_trial_leaves_no_rank_and_no_working_folder(tm
     assert done.returncode == 1, done.stderr[-2000:]  # the trial failed: timed out
     with sqlite3.connect(out / "vhpc.db") as db:
         assert "timed out" in db.execute("SELECT error FROM trials").fetchone()[0]
-    assert not _alive_naming(mark)  # no rank, rankrun, shell or mpirun
+    assert not alive_naming(mark)  # no rank, rankrun, shell or mpirun
     assert not list(tmpdir.glob("vhpc-app-*"))
     # kill -9 of vhpc while the ranks run: its guard kills them; their folders stay until the
     # next campaign starts, which reaps them
@@ -303,16 +292,16 @@ def test_a_timed_out_or_killed_mpi_trial_leaves_no_rank_and_no_working_folder(tm
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while len(_alive_naming(f"sleep\0{mark}")) < 2 and time.monotonic() < deadline:
+        while len(alive_naming(f"sleep\0{mark}")) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(list(tmpdir.glob("vhpc-app-*"))) == 2
     finally:
         proc.kill()
         proc.wait()
     deadline = time.monotonic() + 30
-    while _alive_naming(mark) and time.monotonic() < deadline:
+    while alive_naming(mark) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive_naming(mark)
+    assert not alive_naming(mark)
     again = subprocess.run([*VHPC, "run", str(_custom(tmp_path / "q.yaml")),
                             "--out", str(out), "--no-report"], env=env, capture_output=True,
                            text=True, timeout=300)

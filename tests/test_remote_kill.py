@@ -17,24 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import alive_naming
+
 VHPC = [sys.executable, "-m", "vhpc.cli"]
 
 
 def _env(cluster) -> dict[str, str]:
     return {**os.environ, "SLURM_CONF": cluster["SLURM_CONF"]}
-
-
-def _naming(text: str) -> list[int]:
-    """PIDs of live (not zombie) processes whose command line holds ``text``."""
-    out = []
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            if text.encode() in (d / "cmdline").read_bytes() and int(d.name) != os.getpid() \
-                    and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                out.append(int(d.name))
-        except (OSError, IndexError):
-            pass
-    return out
 
 
 def _steps(cluster, job: str) -> list[str]:
@@ -73,11 +62,11 @@ def test_a_signalled_vhpc_leaves_no_srun_step_or_trial_process(slurm_cluster, tm
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=_env(slurm_cluster), start_new_session=True)
     try:
-        _wait(lambda: [p for p in _naming(mark) if b"sleep" in
+        _wait(lambda: [p for p in alive_naming(mark) if b"sleep" in
                        Path(f"/proc/{p}/cmdline").read_bytes()[:16]] or proc.poll() is not None,
               "the trial's command on the node")
         assert proc.poll() is None, proc.stderr.read()
-        sruns = [p for p in _naming("vhpc.executors.slurm.step") if
+        sruns = [p for p in alive_naming("vhpc.executors.slurm.step") if
                  Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"srun")]
         assert sruns, "no srun for the trial's step"
         jobs = {a.split("=", 1)[1] for p in sruns for a in
@@ -90,7 +79,7 @@ def test_a_signalled_vhpc_leaves_no_srun_step_or_trial_process(slurm_cluster, tm
             proc.send_signal(signal.SIGTERM)
             proc.communicate(timeout=120)
     assert proc.returncode == (-9 if sig == signal.SIGKILL else 130), err[-2000:]
-    _wait(lambda: not _naming(mark) and not any(map(_alive_pid, sruns)),
+    _wait(lambda: not alive_naming(mark) and not any(map(_alive_pid, sruns)),
           "srun and the trial's processes to end", 60)
     for job in jobs:
         _wait(lambda: not _steps(slurm_cluster, job), f"the steps of job {job} to end", 60)
@@ -124,7 +113,7 @@ def test_a_step_past_its_time_is_cancelled_with_everything_in_it(slurm_cluster, 
         out, err, rc, killed = ex._srun(argv, 5.0)
         assert killed and rc is None, (rc, err)
         assert pidfile.exists(), err
-        _wait(lambda: not _naming(mark), "the step's processes to end", 30)
+        _wait(lambda: not alive_naming(mark), "the step's processes to end", 30)
         _wait(lambda: not _steps(slurm_cluster, ex.job_id), "the step to end", 30)
 
 
@@ -157,7 +146,7 @@ def test_a_sigterm_during_an_ssh_trial_kills_it_remotely_at_once(sshd, tmp_path)
               or proc.poll() is not None, "the remote trial")
         assert proc.poll() is None, proc.stderr.read()
         child = int((marks / "child").read_text())
-        masters = [p for p in _naming(f"vhpc-ssh-{proc.pid}-") if b"ControlMaster=yes" in
+        masters = [p for p in alive_naming(f"vhpc-ssh-{proc.pid}-") if b"ControlMaster=yes" in
                    Path(f"/proc/{p}/cmdline").read_bytes()]
         assert masters, "no ControlMaster of the trial"
         proc.send_signal(signal.SIGTERM)
@@ -193,7 +182,7 @@ def test_a_trial_whose_output_a_setsid_child_holds_ends_at_its_timeout(tmp_path,
         (status, error), = db.execute("SELECT status, error FROM trials").fetchall()
     assert status == "failed" and "timed out" in error, error
     assert took < 60, took  # bounded by the timeout, not by the escaped process's 300 s
-    _wait(lambda: not _naming(mark), "the escaped process to be killed", 10)
+    _wait(lambda: not alive_naming(mark), "the escaped process to be killed", 10)
 
 
 def _silent_qmp(path: Path) -> "threading.Thread":
