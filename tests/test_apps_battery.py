@@ -259,9 +259,6 @@ def test_gromacs_steps_left_out_are_sized_once_per_campaign_and_stored(capsys, t
         log = common.shown_file(t.stdout, "md.log")
         assert f"-nsteps {n}" in log and f"step {n // 2}: resetting all time" in log
     # a second campaign of the same problem reads the cache; a damaged cache is probed again
-    # (the dry run's table wide enough for the parameters' cell on one line: at the default 80
-    # columns it folds inside "(3 s window, probed)", as it did in make test)
-    monkeypatch.setenv("COLUMNS", "200")
     rc, so, _ = run_cli(capsys, "compare", "-b", item, *envs, "--dry-run", "--out", out)
     # the dry run's parameter cell folds inside "(3 s window, probed)" at 80 columns
     assert rc == 0 and "steps=auto" in so and "probed" in so
