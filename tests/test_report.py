@@ -274,17 +274,6 @@ def test_export_all_writes_every_format_through_one_protocol(data, tmp_path):
     assert json.loads(out["json"].read_text())["comparisons"][0]["ratio_ci_method"] == "log-welch"
 
 
-def test_an_overhead_of_thousands_of_percent_is_whole_and_grouped():
-    """A TCG guest 3,595 times slower read "+359391.1 %" in the headline: from ±1000 % on the
-    figure is whole with thousands separators, below it keeps one decimal."""
-    from vhpc.report import fmt_pct
-
-    assert fmt_pct(359391.06) == "+359,391 %"
-    assert fmt_pct(-1500.0) == "-1,500 %"
-    assert fmt_pct(999.94) == "+999.9 %" and fmt_pct(999.96) == "+1,000 %"
-    assert fmt_pct(12.34) == "+12.3 %" and fmt_pct(-4.25, unit=False) == "-4.2"
-
-
 def test_the_per_metric_table_shows_the_centres_its_ratio_divides(data):
     """Issue 41: the printed ratio is the ratio of the printed centres (geometric means, from
     scipy), in the terminal's and the HTML's rows; one environment keeps mean ± half-width."""

@@ -16,6 +16,7 @@ from vhpc.analysis.results import (
     CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, POINT, SAME, Comparison,
     Finding, Summary,
 )
+from vhpc.core import numfmt
 from vhpc.core.metrics import EnvInfo
 from vhpc.core.stats import MAD_THRESHOLD
 
@@ -106,11 +107,10 @@ def inconclusive(c: Comparison) -> str | None:
     :func:`vhpc.core.logratio.runs_to_decide`)."""
     if c.verdict != INCONCLUSIVE or c.role in (INVERSE, SAME, POINT) or c.overhead_pct is None:
         return None
-    lo, hi = c.overhead_ci
-    ci = f" [{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else ""
+    oh = numfmt.pct_ci(c.overhead_pct, *c.overhead_ci)
     need = (f"≈{c.runs_needed} runs each to decide" if c.runs_needed
             else "more runs than practical to decide")
-    return (f"{c.metric} (overhead {c.overhead_pct:+.1f} %{ci} at {c.level * 100:.4g} %, "
+    return (f"{c.metric} (overhead {oh} at {c.level * 100:.4g} %, "
             f"margin ±{c.margin * 100:g} %; {need})")
 
 

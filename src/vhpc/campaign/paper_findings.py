@@ -17,7 +17,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from vhpc.core import logratio
+from vhpc.core import logratio, numfmt
 from vhpc.core.errors import VhpcError
 
 AGREES, DISAGREES, CANNOT_TELL = "agrees", "disagrees", "cannot tell"
@@ -165,13 +165,13 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
         want_lo = finding.value - finding.tolerance
         want_hi = finding.value + finding.tolerance
         ok = (hi - 1) * 100 >= want_lo and (lo - 1) * 100 <= want_hi
-        got = f"{(ratio - 1) * 100:+.1f} % [{(lo - 1) * 100:+.1f}, {(hi - 1) * 100:+.1f}]"
+        got = numfmt.pct_ci((ratio - 1) * 100, (lo - 1) * 100, (hi - 1) * 100)
     elif finding.claim == "within_pct":  # the table's equivalence band at a margin of value %
         ok = logratio.within_margin(lo, hi, finding.value / 100)
-        got = f"ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}]"
+        got = "ratio " + numfmt.ratio_ci(ratio, lo, hi)
     else:  # the table's slower / faster, read off the same interval
         seen = {logratio.WORSE: "slower", logratio.BETTER: "faster"}.get(
             logratio.decide(lo, hi, 0.0), "no-difference")
         ok = seen == finding.expect
-        got = f"ratio {ratio:.3f} [{lo:.3f}, {hi:.3f}]: {seen}"
+        got = f"ratio {numfmt.ratio_ci(ratio, lo, hi)}: {seen}"
     return (AGREES if ok else DISAGREES), got

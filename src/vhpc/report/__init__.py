@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vhpc.core import stats
+from vhpc.core import numfmt, stats
 from vhpc.analysis import Analysis, Comparison, Summary
 from vhpc.analysis.results import Finding
 from vhpc.analysis.families import Family, FamilySummary, families, fmt_size, sorted_keys
@@ -119,32 +119,16 @@ def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
     lo, hi = c.ratio_ci
     if lo is None or hi is None:
         if c.n >= 2 and c.n_baseline >= 2:
-            return f"{c.ratio:.3f} [unbounded]"
-        return f"{c.ratio:.3f}"
-    return (f"{c.ratio:.3f} [{_bound(lo)}, {_bound(hi)}]{fmt_level(c, analysis)}"
+            return f"{numfmt.ratio(c.ratio)} [unbounded]"
+        return numfmt.ratio(c.ratio)
+    return (f"{numfmt.ratio_ci(c.ratio, lo, hi)}{fmt_level(c, analysis)}"
             f"{METHOD_TAG.get(c.ratio_ci_method, '')}")
 
 
-def _bound(x: float) -> str:
-    """3 decimals, or 2 significant digits below 0.01 so a small positive bound never reads
-    as 0.000."""
-    return f"{x:.3f}" if abs(x) >= 0.01 or x == 0 else f"{x:.2g}"
-
-
-def fmt_pct(x: float, unit: bool = True) -> str:
-    """A signed percentage: one decimal ("+12.3 %"), or whole with thousands separators from
-    ±1000 % on ("+359,391 %": an emulated guest thousands of times slower reads at a glance,
-    not as "+359391.1 %").  ``unit=False`` leaves out " %" (interval bounds)."""
-    text = f"{x:+.1f}" if abs(round(x, 1)) < 1000 else f"{x:+,.0f}"
-    return text + " %" if unit else text
-
-
-def fmt_pct_ci(x: float, low: float | None, high: float | None) -> str:
-    """``x`` with its interval, each by :func:`fmt_pct`: "+12.3 % [+8.1, +16.0]"; just
-    "+12.3 %" when a bound is missing."""
-    if low is None or high is None:
-        return fmt_pct(x)
-    return f"{fmt_pct(x)} [{fmt_pct(low, False)}, {fmt_pct(high, False)}]"
+#: an overhead as text ("+12.3 %", "×253" from 10 times on): :func:`vhpc.core.numfmt.pct`
+fmt_pct = numfmt.pct
+#: an overhead with its interval in one form: :func:`vhpc.core.numfmt.pct_ci`
+fmt_pct_ci = numfmt.pct_ci
 
 
 def fmt_overhead(c: Comparison | None) -> str:
@@ -283,9 +267,7 @@ def fmt_family_ratio(fs: FamilySummary) -> str:
     when there is no interval; "—" when unknown."""
     if fs.ratio is None:
         return "—"
-    if fs.low is None or fs.high is None:
-        return f"{fs.ratio:.3f}"
-    return f"{fs.ratio:.3f} [{_bound(fs.low)}, {_bound(fs.high)}]"
+    return numfmt.ratio_ci(fs.ratio, fs.low, fs.high)
 
 
 def fmt_family_overhead(fs: FamilySummary) -> str:
@@ -304,7 +286,8 @@ def fmt_family_range(fs: FamilySummary) -> str:
         return ""
     fam = fs.family
     at = (lambda x: fam.fmt_x(x)) if fam.by_size else (lambda x: f"{fam.parameter}={fam.fmt_x(x)}")
-    return f"{fs.ratio_min:.3f} ({at(fs.x_min)}) – {fs.ratio_max:.3f} ({at(fs.x_max)})"
+    return (f"{numfmt.ratio(fs.ratio_min)} ({at(fs.x_min)}) – "
+            f"{numfmt.ratio(fs.ratio_max)} ({at(fs.x_max)})")
 
 
 def fmt_family_counts(fs: FamilySummary) -> str:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from vhpc.core import numfmt
 from vhpc.core.paths import write_atomic
 from vhpc.core.text import markup as esc
 from vhpc.core.text import plain
@@ -36,10 +37,8 @@ def _date(t: float) -> str:
 def _ratio(r: float | None, ci: tuple[float | None, float | None], method: str = "") -> str:
     if r is None:
         return "—"
-    lo, hi = ci
-    if lo is None or hi is None:
-        return f"{r:.3f}"
-    return f"{r:.3f} [{lo:.3f}, {hi:.3f}]{METHOD_TAG.get(method, '')}"
+    tag = METHOD_TAG.get(method, '') if None not in ci else ""
+    return numfmt.ratio_ci(r, *ci) + tag
 
 
 def _pct(x: float | None, ci: tuple[float | None, float | None] | None = None) -> str:

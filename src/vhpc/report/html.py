@@ -19,7 +19,7 @@ import jinja2
 from markupsafe import Markup
 
 from vhpc import __version__
-from vhpc.core import stats
+from vhpc.core import numfmt, stats
 from vhpc.analysis import EQUIVALENT, FASTER, INCONCLUSIVE, INSUFFICIENT, SLOWER, Analysis
 from vhpc.core.metrics import Observation
 from vhpc.core.paths import write_atomic
@@ -284,6 +284,9 @@ def render_html(
         checks=check_rows(analysis),
         emulated=analysis.emulated(),
         headline=headline,
+        factor_note=numfmt.FACTOR_NOTE if any(
+            numfmt.is_factor_text(r["overhead"]) for r in [*headline, *metric_rows, *(
+                r for t in point_tables for r in t["rows"])]) else "",
         host_load=facts.get("load"),
         compare=compare,
         measured=measured,

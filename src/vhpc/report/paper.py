@@ -23,8 +23,8 @@ from vhpc.analysis import Analysis, figdata
 from vhpc.analysis.compare import overhead_pct
 
 from vhpc.campaign import paper_findings
+from vhpc.core import numfmt
 from vhpc.core.paths import write_atomic
-from vhpc.report import fmt_pct_ci
 from vhpc.campaign.paper_findings import AGREES, CANNOT_TELL, DISAGREES
 
 
@@ -330,14 +330,14 @@ def value_text(f: paper_findings.Finding, e: Evidence) -> str:
     has = lo is not None and hi is not None
     if f.claim == "overhead_pct":
         pct = lambda r: overhead_pct(r, False)  # noqa: E731  (r: worse-is-higher already)
-        val = "overhead " + fmt_pct_ci(pct(e.ratio), pct(lo) if has else None,
-                                       pct(hi) if has else None)
+        val = "overhead " + numfmt.pct_ci(pct(e.ratio), pct(lo) if has else None,
+                                         pct(hi) if has else None)
         ci = "" if has else " (no interval)"
     else:
         raw = (lambda v: 1 / v if v else float("nan")) if e.higher_is_better else (lambda v: v)
-        val = f"ratio {raw(e.ratio):.3f}"
-        ends = sorted((raw(lo), raw(hi))) if has else None
-        ci = f" [{ends[0]:.3f}, {ends[1]:.3f}]" if ends else " (no interval)"
+        ends = sorted((raw(lo), raw(hi))) if has else (None, None)
+        val = "ratio " + numfmt.ratio_ci(raw(e.ratio), *ends)
+        ci = "" if has else " (no interval)"
     return f"{val}{ci}, n = {e.n}"
 
 

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vhpc.analysis import Analysis
+from vhpc.core.numfmt import FACTOR_NOTE, is_factor_text
 from vhpc.report import (TCG_MARK, common_notes, comparison_rows, env_header,
                          family_metric_label, finding_groups, fmt_family_counts,
                          fmt_family_overhead, fmt_points, headline_rows, measured_rows)
@@ -271,7 +272,9 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
                        f" [{conf} interval, or at the Holm level it names]"
                        + ("; a sweep: the geometric mean over its points"
                                                 if any(r.summary.family.sweep for r in rows)
-                                                else ""), style="dim"), overflow="fold")
+                                                else "")
+                       + ("; " + FACTOR_NOTE if any(map(is_factor_text, cells)) else ""),
+                       style="dim"), overflow="fold")
     return body
 
 

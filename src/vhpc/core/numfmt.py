@@ -1,0 +1,121 @@
+"""How vhpc writes an overhead and a ratio, in every room that prints one (terminal, HTML
+tables, findings, paper pages), so a number reads the same everywhere and never overflows a
+cell.
+
+An overhead is a percentage while the environment is within a factor of :data:`FACTOR_FROM`
+of the baseline; beyond it (an emulated guest 3,600 times slower, or an interval from two runs
+that spans nine orders of magnitude) it is the cost factor ``1 + overhead/100`` written with
+×/÷: "×3,596" is 3,596 times the baseline's time (or 1/3,596 of its rate), "÷1.3" a
+1.3-times-better result.  A value and its interval are always written in one of the two forms,
+so the centre reads against its bounds.  No nonzero value is printed as the neutral one
+("+0.0", "×1.00"): it gets the digits that tell it apart, so a verdict that the interval
+excludes 0 % can be read off the printed bounds.  Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["FACTOR_FROM", "FACTOR_NOTE", "sci", "factor", "is_factor_text", "pct", "pct_ci", "ratio", "ratio_ci"]
+
+#: an overhead is written as a cost factor (×/÷) once the factor reaches this many times,
+#: either way (+900 % or −90 %); below it a percentage reads best and keeps one decimal
+FACTOR_FROM = 10.0
+#: the sentence every page and terminal prints once a factor is shown
+FACTOR_NOTE = ("×N / ÷N: N times worse / better than the baseline (N times its time or 1/N "
+               "of its rate), written so from 10 times on")
+
+
+def sci(x: float) -> str:
+    """``x`` with 2 significant digits in compact scientific form: 3.7e9, 9.9e-6, -1.2e5."""
+    mant, exp = f"{x:.1e}".split("e")
+    return f"{mant}e{int(exp)}"
+
+
+def _magnitude(v: float) -> str:
+    """A factor ≥ 1 as text: 3 significant digits below 100 (1.32, 12.5), whole with
+    thousands separators below 100,000 (253, 3,596), else :func:`sci` (3.7e9); a value just
+    above 1 gets the digits that tell it from 1 (1.0004)."""
+    if v < 100:
+        text = f"{v:.3g}"
+        digits = 3
+        while float(text) == 1.0 and v != 1.0 and digits < 9:
+            digits += 1
+            text = f"{v:.{digits}g}"
+        return text
+    if v < 99_999.5:  # what rounds to 100,000 is 1.0e5, as its neighbours above
+        return f"{v:,.0f}"
+    return sci(v)
+
+
+def factor(f: float) -> str:
+    """A cost factor (> 0) with ×/÷: 253.3 → "×253", 0.758 → "÷1.32", 1 → "×1",
+    1e-5 → "÷1.0e5"; "—" when not finite or ≤ 0."""
+    if not math.isfinite(f) or f <= 0:
+        return "—"
+    if f >= 1:
+        return "×" + _magnitude(f)
+    return "÷" + _magnitude(1 / f)
+
+
+def _is_factor(*xs: float | None) -> bool:
+    """Whether overheads ``xs`` (percent) are written as factors: any one at or beyond
+    :data:`FACTOR_FROM` times either way."""
+    return any(x is not None and ((1 + x / 100) >= FACTOR_FROM or (1 + x / 100) <= 1 / FACTOR_FROM)
+               for x in xs)
+
+
+def _percent(x: float, unit: bool) -> str:
+    text = f"{x:+.1f}"
+    if float(text) == 0 and x != 0:  # never a nonzero bound as "+0.0"
+        text = f"{x:+.2g}"
+    return text + " %" if unit else text
+
+
+def pct(x: float, unit: bool = True) -> str:
+    """An overhead (percent, > 0: worse) as text: "+12.3 %" (``unit=False``: "+12.3", an
+    interval's bound), or the factor from :data:`FACTOR_FROM` times on (+25,229 % → "×253",
+    −99.999 % → "÷1.0e5": :func:`factor`)."""
+    if _is_factor(x):
+        return factor(1 + x / 100)
+    return _percent(x, unit)
+
+
+def pct_ci(x: float, low: float | None, high: float | None) -> str:
+    """An overhead with its interval, all three in one form: "+12.3 % [+8.1, +16.0]", or as
+    factors when any is :data:`FACTOR_FROM` times or more ("÷1.32 [÷1.0e5, ×1.0e5]" for
+    −24.2 % [−100.0, +10,120,729]); just the value when a bound is missing."""
+    if low is None or high is None:
+        return pct(x)
+    if _is_factor(x, low, high):
+        return f"{factor(1 + x / 100)} [{factor(1 + low / 100)}, {factor(1 + high / 100)}]"
+    return f"{_percent(x, True)} [{_percent(low, False)}, {_percent(high, False)}]"
+
+
+def is_factor_text(text: str) -> bool:
+    """Whether ``text`` (an overhead as :func:`pct` or :func:`pct_ci` wrote it) is in the
+    factor form, so the page must say what ×/÷ mean (:data:`FACTOR_NOTE`)."""
+    return text[:1] in ("×", "÷")
+
+
+def ratio(x: float) -> str:
+    """A ratio (dimensionless) as text: 3 decimals between 0.01 and 1,000 (1.319, 0.020),
+    else :func:`sci` (9.9e-6, 1.8e5), so a bound never reads 0.000 nor runs to 11 digits;
+    a value that would print as 1.000 but is not 1 gets the digits that tell it apart."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    if not 0.01 <= abs(x) < 1000:
+        return sci(x)
+    text, digits = f"{x:.3f}", 3
+    while float(text) == 1.0 and x != 1.0 and digits < 9:
+        digits += 1
+        text = f"{x:.{digits}f}"
+    return text
+
+
+def ratio_ci(x: float, low: float | None, high: float | None) -> str:
+    """"1.319 [9.9e-6, 1.8e5]": a ratio and its interval by :func:`ratio`; the ratio alone
+    when a bound is missing."""
+    if low is None or high is None:
+        return ratio(x)
+    return f"{ratio(x)} [{ratio(low)}, {ratio(high)}]"
