@@ -94,3 +94,15 @@ def test_the_html_headline_writes_a_wild_interval_as_factors(wild, tmp_path):
     cells = re.findall(r'<td class="num">([^<]*)', head)
     assert any(re.fullmatch(r"[\d.]+e-\d+ \[[\d.]+e-\d+, [\d.]+e\d+\]", c) for c in cells), cells
     assert not re.search(r"\d{7}", head)
+
+
+def test_an_overhead_from_its_ratios_is_exact_past_what_a_percentage_holds():
+    """A ratio interval reaching 1e-70 is −100.0 % in floating point; from the ratio the bound
+    is a factor (÷1.0e70), never "—" nor "-100.0"."""
+    assert numfmt.overhead(253.0, 1e-70, 3.7e66, False) == "×253 [÷1.0e70, ×3.7e66]"
+    # a rate: the cost factor is the reciprocal, its bounds swapped
+    assert numfmt.overhead(0.5, 0.25, 1.0, True) == "+100.0 % [+0.0, +300.0]"
+    assert numfmt.overhead(1 / 253, 1e-6, 2.0, True) == "×253 [÷2, ×1.0e6]"
+    # values ≤ 0 (Fieller's ratio of arithmetic means) stay a percentage
+    assert numfmt.overhead(1.2, -0.5, 3.0, False) == "+20.0 % [-150.0, +200.0]"
+    assert numfmt.ratio(96.598) == "96.6" and numfmt.ratio(157.672) == "157.7"

@@ -107,7 +107,7 @@ def inconclusive(c: Comparison) -> str | None:
     :func:`vhpc.core.logratio.runs_to_decide`)."""
     if c.verdict != INCONCLUSIVE or c.role in (INVERSE, SAME, POINT) or c.overhead_pct is None:
         return None
-    oh = numfmt.pct_ci(c.overhead_pct, *c.overhead_ci)
+    oh = numfmt.overhead(c.ratio, *c.ratio_ci, c.higher_is_better)
     need = (f"≈{c.runs_needed} runs each to decide" if c.runs_needed
             else "more runs than practical to decide")
     return (f"{c.metric} (overhead {oh} at {c.level * 100:.4g} %, "

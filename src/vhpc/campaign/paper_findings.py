@@ -165,7 +165,7 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
         want_lo = finding.value - finding.tolerance
         want_hi = finding.value + finding.tolerance
         ok = (hi - 1) * 100 >= want_lo and (lo - 1) * 100 <= want_hi
-        got = numfmt.pct_ci((ratio - 1) * 100, (lo - 1) * 100, (hi - 1) * 100)
+        got = numfmt.cost_ci(ratio, lo, hi)
     elif finding.claim == "within_pct":  # the table's equivalence band at a margin of value %
         ok = logratio.within_margin(lo, hi, finding.value / 100)
         got = "ratio " + numfmt.ratio_ci(ratio, lo, hi)

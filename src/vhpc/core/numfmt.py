@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["FACTOR_FROM", "FACTOR_NOTE", "sci", "factor", "is_factor_text", "pct", "pct_ci", "ratio", "ratio_ci"]
+__all__ = ["FACTOR_FROM", "FACTOR_NOTE", "sci", "factor", "cost_ci", "overhead", "is_factor_text", "pct", "pct_ci", "ratio", "ratio_ci"]
 
 #: an overhead is written as a cost factor (×/÷) once the factor reaches this many times,
 #: either way (+900 % or −90 %); below it a percentage reads best and keeps one decimal
@@ -58,13 +58,6 @@ def factor(f: float) -> str:
     return "÷" + _magnitude(1 / f)
 
 
-def _is_factor(*xs: float | None) -> bool:
-    """Whether overheads ``xs`` (percent) are written as factors: any one at or beyond
-    :data:`FACTOR_FROM` times either way."""
-    return any(x is not None and ((1 + x / 100) >= FACTOR_FROM or (1 + x / 100) <= 1 / FACTOR_FROM)
-               for x in xs)
-
-
 def _percent(x: float, unit: bool) -> str:
     text = f"{x:+.1f}"
     if float(text) == 0 and x != 0:  # never a nonzero bound as "+0.0"
@@ -72,24 +65,55 @@ def _percent(x: float, unit: bool) -> str:
     return text + " %" if unit else text
 
 
+def _far(*fs: float | None) -> bool:
+    """Whether cost factors ``fs`` are written as factors: every one positive and finite, and
+    one at or beyond :data:`FACTOR_FROM` times either way."""
+    real = [f for f in fs if f is not None]
+    return all(math.isfinite(f) and f > 0 for f in real) and any(
+        f >= FACTOR_FROM or f <= 1 / FACTOR_FROM for f in real)
+
+
+def cost_ci(f: float, low: float | None = None, high: float | None = None) -> str:
+    """An overhead given as cost factors (the environment's time over the baseline's, or the
+    baseline's rate over the environment's; > 1: worse) with its interval, all in one form:
+    "+12.3 % [+8.1, +16.0]", or as factors when any is :data:`FACTOR_FROM` times or more
+    ("÷1.32 [÷1.8e5, ×1.0e5]"); just the value when a bound is missing.  A factor ≤ 0 (a
+    ratio of arithmetic means of values ≤ 0) stays a percentage."""
+    bounds = (low, high) if low is not None and high is not None else ()
+    if _far(f, *bounds):
+        return " ".join([factor(f)] + ([f"[{factor(low)}, {factor(high)}]"] if bounds else []))
+    text = _percent((f - 1) * 100, True)
+    if bounds:
+        text += f" [{_percent((low - 1) * 100, False)}, {_percent((high - 1) * 100, False)}]"
+    return text
+
+
 def pct(x: float, unit: bool = True) -> str:
     """An overhead (percent, > 0: worse) as text: "+12.3 %" (``unit=False``: "+12.3", an
     interval's bound), or the factor from :data:`FACTOR_FROM` times on (+25,229 % → "×253",
     −99.999 % → "÷1.0e5": :func:`factor`)."""
-    if _is_factor(x):
+    if _far(1 + x / 100):
         return factor(1 + x / 100)
     return _percent(x, unit)
 
 
 def pct_ci(x: float, low: float | None, high: float | None) -> str:
-    """An overhead with its interval, all three in one form: "+12.3 % [+8.1, +16.0]", or as
-    factors when any is :data:`FACTOR_FROM` times or more ("÷1.32 [÷1.0e5, ×1.0e5]" for
-    −24.2 % [−100.0, +10,120,729]); just the value when a bound is missing."""
-    if low is None or high is None:
-        return pct(x)
-    if _is_factor(x, low, high):
-        return f"{factor(1 + x / 100)} [{factor(1 + low / 100)}, {factor(1 + high / 100)}]"
-    return f"{_percent(x, True)} [{_percent(low, False)}, {_percent(high, False)}]"
+    """An overhead in percent with its interval, by :func:`cost_ci`: "+12.3 % [+8.1, +16.0]",
+    "÷1.32 [÷1.8e5, ×1.0e5]" for −24.2 % [−99.9994, +10,120,729].  Where the ratios are at
+    hand, :func:`overhead` is exact beyond 10¹⁵ times (a percentage then rounds to −100)."""
+    c = (lambda v: None if v is None else 1 + v / 100)
+    return cost_ci(1 + x / 100, c(low), c(high))
+
+
+def overhead(ratio: float, low: float | None, high: float | None, higher_is_better: bool) -> str:
+    """The overhead of ``ratio`` = environment / baseline (interval ``low``..``high``) in the
+    metric's direction, by :func:`cost_ci`: the cost factor is the ratio for a time, its
+    reciprocal for a rate (bounds swapped), as in
+    :func:`vhpc.analysis.compare.overhead_pct`."""
+    if not higher_is_better:
+        return cost_ci(ratio, low, high)
+    inv = (lambda v: None if v is None else (1 / v if v else math.inf))
+    return cost_ci(inv(ratio), inv(high), inv(low))
 
 
 def is_factor_text(text: str) -> bool:
@@ -99,13 +123,15 @@ def is_factor_text(text: str) -> bool:
 
 
 def ratio(x: float) -> str:
-    """A ratio (dimensionless) as text: 3 decimals between 0.01 and 1,000 (1.319, 0.020),
-    else :func:`sci` (9.9e-6, 1.8e5), so a bound never reads 0.000 nor runs to 11 digits;
+    """A ratio (dimensionless) as text: 3 decimals between 0.01 and 10 (1.319, 0.020), 4
+    significant digits up to 1,000 (96.6, 157.7), else :func:`sci` (9.9e-6, 1.8e5), so a bound never reads 0.000 nor runs to 11 digits;
     a value that would print as 1.000 but is not 1 gets the digits that tell it apart."""
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
     if not 0.01 <= abs(x) < 1000:
         return sci(x)
+    if abs(x) >= 10:
+        return f"{x:.4g}"
     text, digits = f"{x:.3f}", 3
     while float(text) == 1.0 and x != 1.0 and digits < 9:
         digits += 1

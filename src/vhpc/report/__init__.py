@@ -275,7 +275,7 @@ def fmt_family_overhead(fs: FamilySummary) -> str:
     and its level when it is not 1 − α ("at 98.33 %", the family's Holm level)."""
     if fs.overhead_pct is None:
         return "—"
-    text = fmt_pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
+    text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better)
     return f"{text} {fs.level_note}" if fs.level_note and fs.overhead_low is not None else text
 
 

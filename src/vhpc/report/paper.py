@@ -20,7 +20,6 @@ import jinja2
 from markupsafe import Markup
 
 from vhpc.analysis import Analysis, figdata
-from vhpc.analysis.compare import overhead_pct
 
 from vhpc.campaign import paper_findings
 from vhpc.core import numfmt
@@ -329,9 +328,7 @@ def value_text(f: paper_findings.Finding, e: Evidence) -> str:
     lo, hi = e.ci
     has = lo is not None and hi is not None
     if f.claim == "overhead_pct":
-        pct = lambda r: overhead_pct(r, False)  # noqa: E731  (r: worse-is-higher already)
-        val = "overhead " + numfmt.pct_ci(pct(e.ratio), pct(lo) if has else None,
-                                         pct(hi) if has else None)
+        val = "overhead " + numfmt.cost_ci(e.ratio, lo, hi)  # e.ratio: worse-is-higher
         ci = "" if has else " (no interval)"
     else:
         raw = (lambda v: 1 / v if v else float("nan")) if e.higher_is_better else (lambda v: v)
