@@ -35,7 +35,9 @@ def test_one_environment_stream_prints_its_bandwidth_and_the_page_says_what_was_
     html = (out / cid / "report.html").read_text()
     assert "nothing to summarise" not in html and "The headline holds every metric" not in html
     assert "Measured in native" in html and "ratio [CI]" not in html
-    assert re.search(r"size: [^<]*n=2000000", html) and 'id="host-load"' in html
+    # the size: what the label (stream[n=2000000]) does not say, threads as the run chose them
+    assert re.search(r"size: [^<]*ntimes=10, threads=\d+ \(auto\)", html), html
+    assert 'id="host-load"' in html
     assert re.search(r"copy_bw ↑</td><td>native</td>\s*<td class=\"num\">[\d.]+ ± [\d.]+</td>"
                      r"<td class=\"num\">2</td><td>GB/s</td>", html)
 
@@ -43,8 +45,47 @@ def test_one_environment_stream_prints_its_bandwidth_and_the_page_says_what_was_
 def test_problem_sizes_fill_in_the_declared_defaults():
     sizes = pagefacts.problem_sizes({"benchmarks": [{"name": "stream", "params": {"n": 4096}},
                                                     {"name": "no-such", "params": {"k": 1}}]})
-    assert sizes["stream[n=4096]"].startswith("n=4096") and "threads=" in sizes["stream[n=4096]"]
-    assert sizes["no-such[k=1]"] == "k=1"
+    assert sizes["stream[n=4096]"]["n"] == "4096" and sizes["stream[n=4096]"]["threads"] == "auto"
+    assert sizes["no-such[k=1]"] == {"k": "1"}
+
+
+def _trial(env, params, stdout, status="done"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(environment=env, benchmark="hpccg", params=params, status=status,
+                           stdout=stdout)
+
+
+def test_hpccg_shows_the_grid_its_runs_chose_not_nx_0():
+    """nx = ny = nz = 0 means "sized from the cache where it runs": the page shows the edge
+    each environment's trials printed (a guest with a smaller cache gets a smaller grid), and
+    one text per sweep that leaves out what the label and the sweep show."""
+    spec = {"benchmarks": [{"name": "hpccg", "params": {"ranks": 1}},
+                           {"name": "hpccg", "params": {"ranks": 2}}]}
+    line = "VHPC-RESULT mflops=1 nx={e} ny={e} nz={e} n_auto=1 ranks={r} threads=1 valid=1\n"
+    trials = [_trial("native", "ranks=1", line.format(e=72, r=1)),
+              _trial("vm", "ranks=1", line.format(e=57, r=1)),
+              _trial("native", "ranks=2", line.format(e=57, r=2)),
+              _trial("vm", "ranks=2", line.format(e=57, r=2)),
+              _trial("vm", "ranks=2", "VHPC-RESULT nx=<b>x</b>\n", status="failed")]
+    sizes = pagefacts.problem_sizes(spec, trials)
+    assert sizes["hpccg[ranks=1]"]["nx"] == "72 native, 57 vm (auto)"
+    assert sizes["hpccg[ranks=2]"]["nz"] == "57 (auto)"
+    assert sizes["hpccg[ranks=2]"]["max_iter"] == "149" and sizes["hpccg[ranks=2]"]["ranks"] == "2"
+    # no trial printed it: auto, never 0
+    assert pagefacts.problem_sizes(spec)["hpccg[ranks=1]"]["nx"] == "auto"
+    text = pagefacts.size_text([("ranks=1", sizes["hpccg[ranks=1]"]),
+                                ("ranks=2", sizes["hpccg[ranks=2]"])], {"ranks"})
+    assert text.startswith("nx=ny=nz: 72 native, 57 vm (auto) at ranks=1; 57 (auto) at ranks=2, "
+                           "max_iter=149"), text
+    assert "nx=0" not in text and "ranks" not in text.split("at ranks")[0]
+
+
+def test_a_printed_value_that_is_not_plain_is_not_shown():
+    spec = {"benchmarks": [{"name": "hpccg", "params": {}}]}
+    trials = [_trial("native", "", "VHPC-RESULT nx=<script> ny=1e99999999999999999999999 nz=40\n")]
+    sizes = pagefacts.problem_sizes(spec, trials)["hpccg"]
+    assert sizes["nx"] == "auto" and sizes["ny"] == "auto" and sizes["nz"] == "40 (auto)"
 
 
 def test_a_timed_region_under_100_ms_is_a_finding():

@@ -38,6 +38,7 @@ __all__ = [
     "fmt_points",
     "fmt_family_ratio",
     "fmt_family_overhead",
+    "fmt_family_level",
     "fmt_family_range",
     "fmt_family_verdict",
     "fmt_family_counts",
@@ -270,13 +271,19 @@ def fmt_family_ratio(fs: FamilySummary) -> str:
     return numfmt.ratio_ci(fs.ratio, fs.low, fs.high)
 
 
-def fmt_family_overhead(fs: FamilySummary) -> str:
-    """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval,
-    and its level when it is not 1 − α ("at 98.33 %", the family's Holm level)."""
+def fmt_family_overhead(fs: FamilySummary, level: bool = True) -> str:
+    """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval
+    (:func:`vhpc.core.numfmt.overhead`: ×/÷ factors from 10 times on), and with ``level`` its
+    level when it is not 1 − α ("at 98.33 %", the family's Holm level: :func:`fmt_family_level`)."""
     if fs.overhead_pct is None:
         return "—"
     text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better)
-    return f"{text} {fs.level_note}" if fs.level_note and fs.overhead_low is not None else text
+    return f"{text} {fmt_family_level(fs)}" if level and fmt_family_level(fs) else text
+
+
+def fmt_family_level(fs: FamilySummary) -> str:
+    """"at 98.33 %" when the family's interval is at another level than 1 − α, else ""."""
+    return fs.level_note if fs.level_note and fs.overhead_low is not None else ""
 
 
 def fmt_family_range(fs: FamilySummary) -> str:
@@ -451,7 +458,7 @@ def _split(fam: Family, shared: set, env: str, base: str) -> list[tuple[Family, 
         one = len(kept) == 1  # one point left: a scalar with that point's parameters
         return [(replace(fam, points=kept, parameter="" if one else fam.parameter,
                          params=kept[0][1] if one else fam.params),
-                 f"without {left}: CPUs shared between nodes/guests (contention)")]
+                 f"without {left}: shared CPUs (contention)")]
     return [(fam, "")]
 
 

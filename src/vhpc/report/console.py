@@ -78,7 +78,8 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
     from vhpc.report import pagefacts
 
     result.findings += pagefacts.short_region_findings(result)
-    facts = {"sizes": pagefacts.problem_sizes(camp["spec"]), "load": pagefacts.host_load(trials)}
+    facts = {"sizes": pagefacts.problem_sizes(camp["spec"], trials),
+             "load": pagefacts.host_load(trials)}
     from vhpc.report.header import vcluster_section
 
     vc = vcluster_section(trials)

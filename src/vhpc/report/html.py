@@ -25,7 +25,7 @@ from vhpc.core.metrics import Observation
 from vhpc.core.paths import write_atomic
 from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
 from vhpc.report import (check_rows, comparison_rows, env_header, family_metric_label, finding_groups,
-                         fmt_family_overhead, fmt_family_counts, fmt_family_range,
+                         fmt_family_overhead, fmt_family_level, fmt_family_counts, fmt_family_range,
                          fmt_family_ratio, fmt_points, headline_rows, measured_rows)
 from vhpc.report import figures, sweeps
 
@@ -103,7 +103,8 @@ def _family_row(analysis: Analysis, fs: FamilySummary, first: bool) -> dict[str,
     return {"name": fam.benchmark, "params": fam.params,
             "metric": family_metric_label(fam), "points": fmt_points(fam),
             "env_label": env_header(analysis, fs.environment), "emulated": fs.emulated,
-            "overhead": fmt_family_overhead(fs), "ratio": fmt_family_ratio(fs),
+            "overhead": fmt_family_overhead(fs, level=False), "level": fmt_family_level(fs),
+            "ratio": fmt_family_ratio(fs),
             "range": [p for p in fmt_family_range(fs).split(" – ") if p], "verdict_text": fs.verdict,
             "counts": fmt_family_counts(fs),
             "verdict_class": _VERDICT_CLASS.get(fs.verdict, "v-insufficient"),
@@ -123,14 +124,18 @@ def common_trust(rows: list[dict[str, Any]]) -> list[str]:
     return shared
 
 
-def _size_text(fam: Family, sizes: Mapping[str, str]) -> str:
-    """The problem size of ``fam``'s benchmark: its points' resolved parameters (one text when
-    they share it); "" when the campaign's spec did not say."""
+def _size_text(fam: Family, sizes: Mapping[str, Mapping[str, str]]) -> str:
+    """The problem size of ``fam``'s benchmark (:func:`vhpc.report.pagefacts.size_text`): its
+    points' resolved parameters but those its label and its sweep already show; "" when the
+    campaign's spec did not say."""
     from vhpc.analysis.findings import label
+    from vhpc.report.pagefacts import size_text
 
-    texts = list(dict.fromkeys(sizes[k] for _, p, _ in fam.points
-                               if (k := label(fam.benchmark, p)) in sizes))
-    return texts[0] if len(texts) == 1 else " | ".join(texts)
+    shown = {kv.split("=")[0] for kv in fam.params.split(",")} | {fam.parameter}
+    by_param = fam.sweep and not fam.by_size
+    points = [(f"{fam.parameter}={fam.fmt_x(x)}" if by_param else "", sizes[k])
+              for x, p, _ in fam.points if (k := label(fam.benchmark, p)) in sizes]
+    return size_text(points, shown)
 
 
 def _anchor(fam: Family) -> str:
@@ -207,6 +212,11 @@ def render_html(
     for h, r in zip(headline, rows):  # the headline's own notes (what a mean leaves out), check
         h["trust"], h["check"] = list(r.trust), r.check
         h["size"] = _size_text(r.summary.family, sizes)
+    # the size in a full-width line under a benchmark's last row, once for consecutive rows of
+    # one benchmark with the same size (osu-coll's four operations)
+    for h, nxt in zip(headline, [*headline[1:], None]):
+        h["size_line"] = h["size"] if nxt is None or (nxt["name"], nxt["size"]) != (
+            h["name"], h["size"]) else ""
     trust_all = common_trust(headline)
     metric_rows = _family_rows(analysis, [fs for fs in sums if not fs.family.primary
                                           and not fs.family.secondary])
@@ -220,7 +230,9 @@ def render_html(
             (e, fam.benchmark, p) in shared for e in analysis.environment_order())]
         fig = sweeps.family_figure(analysis, fam, fmt, contended) if fam.sweep else None
         if fig is not None:
+            # drawn open: a primary metric's sweep, unless the study's figure draws it already
             curves.append({"title": f"{fam.label}: {fam.quantity}", "anchor": _anchor(fam),
+                           "shown": fam.primary and study is None,
                            "figure": _embed(fig, pfx(), f"{fam.label} {fam.quantity} vs {fam.parameter}")})
     scalar_keys = [f.keys[0] for f in shown if not f.sweep]
     compare = bool(analysis.others())  # one environment: what was measured, no ratio panel

@@ -5,13 +5,14 @@ analysis; nothing is run or measured here."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any, Iterable, Mapping
 
 from vhpc.analysis import Analysis
 from vhpc.analysis.results import Finding
 
-__all__ = ["problem_sizes", "host_load", "short_region_findings", "SHORT_REGION_S"]
+__all__ = ["problem_sizes", "size_text", "host_load", "short_region_findings", "SHORT_REGION_S"]
 
 #: A timed region shorter than this (seconds) is reported: with Linux's CONFIG_HZ=250 (Debian's
 #: default) a timer tick lands every 4 ms, so one tick or one OS detour (docs/benchmarks.md:
@@ -21,28 +22,95 @@ __all__ = ["problem_sizes", "host_load", "short_region_findings", "SHORT_REGION_
 SHORT_REGION_S = 0.1
 
 
-def problem_sizes(spec: Mapping[str, Any] | None) -> dict[str, str]:
-    """benchmark[params] label → its resolved parameters as text ("class=S, threads=auto,
-    variant=omp"), declared defaults filled in (``auto``: derived from the environment at run
-    time); a benchmark the registry does not know or cannot resolve shows what was given.
-    ``spec``: the stored campaign spec (JSON form)."""
+#: a parameter value a run printed is shown only when it is this plain (a number or a word)
+_PLAIN = re.compile(r"[\w.+-]{1,24}")
+
+
+def problem_sizes(spec: Mapping[str, Any] | None,
+                  trials: Iterable[Any] = ()) -> dict[str, dict[str, str]]:
+    """benchmark[params] label → its resolved parameters, name → value as text, declared
+    defaults filled in; a benchmark the registry does not know or cannot resolve shows what
+    was given.  ``spec``: the stored campaign spec (JSON form).
+
+    A value the run decided (``auto``, or HPCCG's ``nx=0``: sized from the cache where it ran)
+    is the one the trials' ``VHPC-RESULT`` line printed under the parameter's name, marked
+    "(auto)", and per environment where they differ ("57 native, 45 vm (auto)": a guest sees
+    another cache); ``auto`` when no trial printed it.  ``trials``: the stored trials (their
+    benchmark, params, environment, status and stdout)."""
     from vhpc import benchmarks
     from vhpc.analysis.findings import label
 
-    out: dict[str, str] = {}
+    printed = _printed(trials)
+    out: dict[str, dict[str, str]] = {}
     for b in (spec or {}).get("benchmarks") or []:
         if not isinstance(b, Mapping) or not isinstance(b.get("name"), str):
             continue
         given = b.get("params") if isinstance(b.get("params"), Mapping) else {}
-        key = ",".join(f"{k}={v}" for k, v in sorted(given.items()))
+        key = label(b["name"], ",".join(f"{k}={v}" for k, v in sorted(given.items())))
         try:
-            resolved = benchmarks.get(b["name"]).resolve(given)
+            bench = benchmarks.get(b["name"])
+            resolved = bench.resolve(given)
+            auto = set(bench.auto_values(resolved, "where it ran"))  # HPCCG's nx=0
         except Exception:  # a custom command, or parameters the registry no longer takes
-            resolved = dict(given)
-        text = ", ".join(f"{k}={'auto' if v is None else v}" for k, v in resolved.items()
-                         if v != "")  # an unset text parameter (pagefault's file=) says nothing
-        out[label(b["name"], key)] = text or "no parameters"
+            resolved, auto = dict(given), set()
+        runs = printed.get(key, {})
+        sizes = {}
+        for k, v in resolved.items():
+            if v == "":  # an unset text parameter (pagefault's file=) says nothing
+                continue
+            seen = {env: vals[k] for env, vals in runs.items() if k in vals}
+            derived = v is None or k in auto  # the run decides it
+            if not derived or not seen:
+                sizes[k] = "auto" if derived else str(v)
+            elif len(set(seen.values())) == 1:
+                sizes[k] = f"{next(iter(seen.values()))} (auto)"
+            else:
+                sizes[k] = ", ".join(f"{x} {env}" for env, x in seen.items()) + " (auto)"
+        out[key] = sizes
     return out
+
+
+def _printed(trials: Iterable[Any]) -> dict[str, dict[str, dict[str, str]]]:
+    """label → environment → the ``VHPC-RESULT`` pairs of its first finished trial that has
+    one (plain values only, :data:`_PLAIN`)."""
+    from vhpc.analysis.findings import label
+    from vhpc.benchmarks.base import parse_result_line
+
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for t in trials:
+        key, env = label(str(t.benchmark), str(t.params)), str(t.environment)
+        if getattr(t, "status", "") != "done" or env in out.get(key, {}):
+            continue
+        try:
+            pairs = parse_result_line(getattr(t, "stdout", None) or "")
+        except Exception:  # no result line: nothing printed to show
+            continue
+        out.setdefault(key, {})[env] = {k: v for k, v in pairs.items() if _PLAIN.fullmatch(v)}
+    return out
+
+
+def size_text(points: list[tuple[str, Mapping[str, str]]], leave_out: Iterable[str] = ()) -> str:
+    """One text for the problem sizes of a family's ``points`` ((point label such as
+    "ranks=2" or "", sizes by name)): parameters in ``leave_out`` (those the benchmark's label
+    and the sweep already show) left out; one that is the same at every point "name=value";
+    one that differs its values by point ("nx: 72 at ranks=1; 57 at ranks=2"); consecutive
+    parameters with the same text share it ("nx=ny=nz=57 (auto)")."""
+    skip = set(leave_out)
+    names = list(dict.fromkeys(k for _, sizes in points for k in sizes if k not in skip))
+    texts = []
+    for k in names:
+        vals = list(dict.fromkeys((x, sizes.get(k, "—")) for x, sizes in points))
+        if len({v for _, v in vals}) == 1:
+            texts.append((k, "=" + vals[0][1]))
+        else:
+            texts.append((k, ": " + "; ".join(f"{v} at {x}" if x else v for x, v in vals)))
+    groups: list[tuple[list[str], str]] = []
+    for k, text in texts:
+        if groups and groups[-1][1] == text:
+            groups[-1][0].append(k)
+        else:
+            groups.append(([k], text))
+    return ", ".join("=".join(ks) + text for ks, text in groups)
 
 
 def host_load(trials: Iterable[Any]) -> str | None:
