@@ -269,7 +269,8 @@ def page_facts(exe: str, path: Path, tmp_path: Path, height: int = 900) -> dict[
 
 def headline_texts(html: str) -> list[str]:
     table = re.search(r'<section id="headline">(.*?)</section>', html, re.S).group(1)
-    return [re.sub(r"<[^>]+>", " ", row) for row in re.findall(r"<tr class=.*?</tr>", table, re.S)]
+    rows = re.findall(r'<tr class="(?:first|repeat)".*?</tr>', table, re.S)  # not the size lines
+    return [re.sub(r"<[^>]+>", " ", row) for row in rows]
 
 
 @pytest.mark.browser
@@ -634,3 +635,56 @@ def test_a_sweep_figure_shades_the_points_where_cpus_were_shared():
     svg = sweeps.family_figure(a, fam, "svg", shared_x=[3])
     assert "shaded: CPUs shared between nodes" in svg
     assert "shaded" not in sweeps.family_figure(a, fam, "svg")
+
+
+def scaling_observations() -> list[Observation]:
+    """Seed 004's scaling campaign as run under emulation with 2 runs: HPCCG at ranks 1-3,
+    four collectives at ranks 2-3 (16 B), ping-pong over 18 sizes; the guest 20-400 times
+    slower and so noisy that Welch on ln values with 1 degree of freedom spans up to 10^40."""
+    rng = np.random.default_rng(11)
+    out = []
+
+    def add(env, bench, params, metric, unit, hib, mean, spread):
+        for i in range(2):
+            v = mean * math.exp(rng.normal(0, spread) + (spread if i else -spread))
+            out.append(Observation(env, bench, params, metric, unit, hib, v, True, False,
+                                   len(out)))
+
+    for env, slow, spread in (("native", 1.0, 0.05), ("vm", 150.0, 1.2)):
+        for r in (1, 2, 3):
+            add(env, "hpccg", f"ranks={r}", "mflops", "Mflop/s", True, 1000 * r / slow, spread)
+        for op in ("allreduce", "alltoall", "barrier", "bcast"):
+            for r in (2, 3):
+                add(env, "osu-coll", f"op={op},ranks={r},sizes=16", "avg", "us", False,
+                    20 * r * slow, spread)
+        for size in [0] + [2 ** k for k in range(17)]:
+            add(env, "osu-latency", "iters=200,iters_large=50,max_size=65536", f"lat_{size}",
+                "us", False, (5 + size / 100) * slow, spread)
+    return out
+
+
+@pytest.mark.browser
+def test_the_scaling_report_answers_on_the_first_screen_within_1400_px(tmp_path):
+    """The seed-004 scaling report under emulation at n = 2 was wider than 1,400 px (intervals
+    of 20 digits that do not wrap) with its headline ending at 1,950 px: now its numbers are
+    factors, the problem size a line under each benchmark, and the headline ends on the first
+    screen."""
+    exe = require_tool("chromium", "chromium-browser", "google-chrome")
+    envs = {"native": EnvInfo("native", "native", None, {}),
+            "vm": EnvInfo("vm", "vcluster", "tcg", {})}
+    obs = scaling_observations()
+    a = analyse(obs, envs, "native")
+    shared = {(e, b, p) for e in envs for b, p in
+              [("hpccg", "ranks=3")] + [("osu-coll", f"op={op},ranks=3,sizes=16")
+                                        for op in ("allreduce", "alltoall", "barrier", "bcast")]}
+    spec = {"benchmarks": [{"name": "hpccg", "params": {"ranks": r}} for r in (1, 2, 3)]}
+    path = write_html(a, obs, tmp_path / "r.html", {"id": "c-4", "command": "vhpc paper 004"},
+                      shared=shared, facts={"sizes": __import__("vhpc.report.pagefacts").report
+                                            .pagefacts.problem_sizes(spec)})
+    html = path.read_text()
+    head = re.search(r'<section id="headline">(.*?)</section>', html, re.S).group(1)
+    assert "×" in head and not re.search(r"\d{7}", head)
+    assert "hpccg size: nx=ny=nz=auto" in head
+    facts = page_facts(exe, path, tmp_path)
+    assert facts["pageWidth"] <= 1400 and facts["clipped"] == 0, facts
+    assert facts["headlineBottom"] <= 900, facts
