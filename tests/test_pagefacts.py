@@ -25,8 +25,9 @@ def test_one_environment_stream_prints_its_bandwidth_and_the_page_says_what_was_
     rc, so, se = run_cli(capsys, "compare", "-b", "stream:n=2000000", "-e", "native",
                          "--repeats", "2", "--warmup", "0", "--out", out)
     assert rc == 0, se[-2000:]
-    row = next(line for line in so.splitlines() if line.startswith("stream[n=2000000]"))
-    assert re.search(r"copy_bw ↑\s+native\s+\d+(\.\d+)? ± \S+\s+2\s+GB/s", row), so
+    lines = so.splitlines()
+    row = lines[lines.index("stream[n=2000000]") + 1]  # the label on its own line, then its rows
+    assert re.search(r"^  copy_bw ↑\s+\d+(\.\d+)? ± \S+\s+2\s+GB/s", row), so
     assert "no comparison against" not in so and "This host: load average" in so
     (cid,) = [r[0] for r in sqlite3.connect(out / "vhpc.db").execute("SELECT id FROM campaigns")]
     loads = [json.loads(d) for (d,) in sqlite3.connect(out / "vhpc.db").execute(
@@ -111,3 +112,32 @@ def test_a_gromacs_timed_window_under_2_s_is_a_finding():
     assert f.scope == "gromacs[size=6.0,steps=200]" and "under 2 s" in f.message
     assert f.level == "warn"  # unfolded on the page, unlike the general 100 ms note
     assert "timed_window 1.21 s in native" in f.message  # mean of 1.2, 1.212, 1.224
+
+
+def test_one_environment_at_80_columns_keeps_labels_and_numbers_whole():
+    """Issue 42's "no cell cut": a long label (gromacs[ranks=2,size=6.0,steps=300]) on its own
+    line, never split across two; a sweep's smallest … largest point on two lines, each number
+    whole."""
+    from rich.console import Console
+
+    from vhpc.report.terminal import render_table
+
+    obs = []
+    for i in range(3):
+        for b, p, m, u, hib, v in (
+                ("gromacs", "ranks=2,size=6.0,steps=300", "ns_per_day", "ns/day", True, 12.34),
+                ("gromacs", "ranks=2,size=6.0,steps=300", "wall_s", "s", False, 3.21),
+                ("osu-latency", "max_size=65536", "lat_8", "us", False, 1.2345),
+                ("osu-latency", "max_size=65536", "lat_65536", "us", False, 123456789.5)):
+            obs.append(Observation("native", b, p, m, u, hib, v * (1 + 0.01 * i), True, False,
+                                   len(obs)))
+    a = analyse(obs, {"native": EnvInfo("native", "native")}, "native")
+    for width, every in ((80, False), (80, True), (60, True)):
+        console = Console(record=True, width=width, color_system=None)
+        render_table(a, console=console, detail=every)
+        lines = console.export_text().splitlines()
+        assert max(map(len, lines)) <= width, "\n".join(lines)
+        assert "gromacs[ranks=2,size=6.0,steps=300]" in lines
+        assert ("  wall_s ↓" in "\n".join(lines)) == every
+        # every number printed whole: 1.247e+08 (64 KiB) never split over two lines
+        assert re.search(r"1\.247e\+08 \(64 KiB\)", "\n".join(lines)), "\n".join(lines)

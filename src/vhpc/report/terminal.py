@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -278,27 +277,72 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     return body
 
 
+def _lines(text: str, width: int) -> Text:
+    """``text`` on two lines where it is wider than ``width``: after a sweep's "…", else
+    before its interval ("[…]") or its level ("at 97.5 %"); never inside a number."""
+    if len(text) <= width:
+        return Text(text)
+    for sep, after in ((" … ", " …"), (" [", ""), (" at ", "")):
+        head, found, tail = text.partition(sep)
+        if found:
+            return Text(f"{head}{after}\n{found.strip() if not after else ''}"
+                        f"{' ' if found == ' at ' else ''}{tail}")
+    return Text(text)
+
+
 def _render_measured(analysis: Analysis, console: Console, title: str | None,
                      every: bool = False) -> Table:
     """The headline of a one-environment campaign: what was measured (no comparison), each
-    benchmark's primary metric, or every metric but the secondary ones with ``every``."""
+    benchmark's primary metric, or every metric but the secondary ones with ``every``.
+
+    As the two-environment headline: the benchmark's label on a line of its own (never cut),
+    under it one row per metric: metric ↑/↓, mean ± half-width (a sweep: its smallest and
+    largest point, on two lines where the console is narrow), n, unit and the check (said once
+    above when every benchmark passed).  Fits 80 columns without a cell cut inside a number."""
     rows = measured_rows(analysis, primary_only=not every)
     env = analysis.environment_order()[0] if analysis.environments else ""
     conf = f"{analysis.confidence * 100:g} %"
-    table = Table(title=Text(title or f"Measured in {env}"), box=box.SIMPLE_HEAD,
-                  pad_edge=False, show_edge=False, caption_justify="left",
-                  caption=Text(f"mean ± {conf} interval half-width over n valid runs; one "
-                               "environment: nothing to compare (add -e vm for an overhead)"))
-    table.add_column("benchmark", style="bold", overflow="fold")
-    table.add_column("metric", overflow="fold")
-    table.add_column("env", overflow="fold")
-    table.add_column("mean ± CI", justify="right", overflow="fold")
-    table.add_column("n", justify="right", overflow="fold")
-    table.add_column("unit", overflow="fold")
-    table.add_column("check", overflow="fold")
+    all_pass = bool(rows) and all(r.check == "pass" for r in rows)
+    heads = ["metric", "mean ± CI", "n", "unit"] + ([] if all_pass else ["check"])
+    metric_w = max(len(heads[0]), *(len(r.metric) for r in rows)) if rows else 6
+    n_w = max(1, *(len(r.n) for r in rows)) if rows else 1
+    unit_w = max(len(heads[3]), *(len(r.unit) for r in rows)) if rows else 4
+    check_w = 0 if all_pass else max(5, *(len(r.check) for r in rows))
+    room = console.width - 2 - metric_w - n_w - unit_w - check_w - 2 * (len(heads) - 1)
+    value_w = max(len(heads[1]), min(max((len(r.value) for r in rows), default=9), max(room, 20)))
+    widths = [metric_w + 2, value_w, n_w, unit_w] + ([] if all_pass else [check_w])
+
+    def grid() -> Table:
+        t = Table.grid(padding=(0, 2))
+        for i, w in enumerate(widths):
+            t.add_column(width=w, justify="right" if i in (1, 2) else "left",
+                         overflow="fold", no_wrap=i in (1, 2))
+        return t
+
+    console.print(Text(title or f"Measured in {env}", style="bold"), justify="center")
+    if env and analysis.environments[env].emulated:
+        console.print(Text(f"{env}: {TCG_TRUST}", style="red"), overflow="fold")
+    if all_pass:
+        console.print(Text("Check: every benchmark's verification or check passed in every run",
+                           style="green"), overflow="fold")
+    head = grid()
+    head.add_row(*(Text(h, style="bold") for h in heads))
+    console.print(head)
+    console.print(Text("─" * min(console.width, sum(widths) + 2 * (len(widths) - 1)), style="dim"))
+    body, last = grid(), None
     for r in rows:
-        table.add_row(Text(r.bench), Text(r.metric), _short_env(analysis, r.environment),
-                      Text(r.value), Text(r.n), Text(r.unit),
-                      Text(r.check, style="red" if r.check.startswith("fail") else ""))
-    console.print(table)
-    return table
+        if r.bench != last:
+            if last is not None:
+                console.print(body)
+                body = grid()
+            console.print(Text(r.bench, style="bold"), overflow="fold")
+            last = r.bench
+        check = [] if all_pass else [Text(r.check, style="red" if r.check.startswith("fail")
+                                          else "")]
+        body.add_row(Text("  " + r.metric), _lines(r.value, value_w), Text(r.n), Text(r.unit),
+                     *check)
+    console.print(body)
+    console.print(Text(f"mean ± {conf} interval half-width over n valid runs; one environment: "
+                       "nothing to compare (add -e vm for an overhead)", style="dim"),
+                  overflow="fold")
+    return body
