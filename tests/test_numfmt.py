@@ -88,10 +88,11 @@ def test_the_html_headline_writes_a_wild_interval_as_factors(wild, tmp_path):
     obs, a = wild
     html = write_html(a, obs, tmp_path / "r.html", {"id": "c-1"}).read_text()
     head = re.search(r'<section id="headline">(.*?)</section>', html, re.S).group(1)
-    assert re.search(r"×1\d\d \[÷[\d,.e]+, ×[\d.]+e\d+\]", head) and "-100.0" not in head
+    text = re.sub(r"<span[^>]*>|</span>", "", head)  # a number and its interval in spans
+    assert re.search(r"×1\d\d \[÷[\d,.e]+, ×[\d.]+e\d+\]", text) and "-100.0" not in head
     assert "N times worse / better than the baseline" in head
     # the ratio's bounds in compact scientific form, no run of digits to overflow its cell
-    cells = re.findall(r'<td class="num">([^<]*)', head)
+    cells = re.findall(r'<td class="num">([^<]*)', text)
     assert any(re.fullmatch(r"[\d.]+e-\d+ \[[\d.]+e-\d+, [\d.]+e\d+\]", c) for c in cells), cells
     assert not re.search(r"\d{7}", head)
 
@@ -106,3 +107,24 @@ def test_an_overhead_from_its_ratios_is_exact_past_what_a_percentage_holds():
     # values ≤ 0 (Fieller's ratio of arithmetic means) stay a percentage
     assert numfmt.overhead(1.2, -0.5, 3.0, False) == "+20.0 % [-150.0, +200.0]"
     assert numfmt.ratio(96.598) == "96.6" and numfmt.ratio(157.672) == "157.7"
+
+
+def test_every_metric_at_80_columns_folds_no_number(wild):
+    """``vhpc report ID --all`` at 80 columns folded "[9.9e-06, 176200.139]" over five lines:
+    the per-metric table goes one metric a line, its environments beneath, the ratio broken
+    before its interval, each number whole."""
+    from vhpc.report.terminal import render_table
+
+    _, a = wild
+    console = Console(record=True, width=80, color_system=None)
+    render_table(a, console=console, detail=True)
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 80, "\n".join(lines)
+    i = next(i for i, line in enumerate(lines)
+             if line.startswith("hpccg[ranks=2] · mflops [Mflop/s] ↑ · native: "))
+    row = lines[i + 1]
+    c = a.comparisons[0]
+    assert row.startswith("  vm (TCG)") and "(n=2)" in row
+    interval = f"[{numfmt.ratio(c.ratio_ci[0])}, {numfmt.ratio(c.ratio_ci[1])}]"
+    assert interval in "\n".join(lines[i + 1:i + 4]) and numfmt.ratio(c.ratio) in row
+    assert "inconclusive" in row

@@ -60,7 +60,9 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
         return Table()
     metrics = render_metrics(analysis, title=None) if analysis.others() else None
     shown = metrics is not None and (detail or (detail is None and _fits(console, metrics)))
-    if shown:
+    if shown and _natural(console, metrics) > console.width:
+        _print_stacked(analysis, console)  # --all on a narrow console: no number folded
+    elif shown:
         console.print(metrics)
     _footer(analysis, console, advice=False)  # the findings first: the answer ends the output
     for note in notes:
@@ -80,10 +82,63 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
 FIT_ROWS = 8
 
 
+def _natural(console: Console, table: Table) -> int:
+    """The width ``table`` takes when nothing has to wrap."""
+    return console.measure(table, options=console.options.update_width(10_000)).maximum
+
+
 def _fits(console: Console, table: Table) -> bool:
     """Whether ``table`` renders within the console's width in at most :data:`FIT_ROWS` rows."""
-    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
-    return table.row_count <= FIT_ROWS and natural <= console.width
+    return table.row_count <= FIT_ROWS and _natural(console, table) <= console.width
+
+
+def _print_stacked(analysis: Analysis, console: Console) -> None:
+    """The per-metric table (:func:`render_metrics`) for a console too narrow for it: per
+    metric a line "benchmark[params] · metric [unit] ↑ · baseline: its geo. mean (n)", beneath
+    it one row per environment (geo. mean, ratio [CI] broken before its interval where
+    narrow, overhead, p (Holm), verdict).  No number is folded."""
+    rows = comparison_rows(analysis)
+    heads = ("environment", "geo. mean", "ratio [CI]", "overhead", "p (Holm)", "verdict")
+    envs = {r.environment: Text("  ").append_text(_short_env(analysis, r.environment))
+            for r in rows if r.environment}
+    cols = [[e.cell_len for e in envs.values()], [len(r.mean_short) for r in rows],
+            None, [len(r.overhead) for r in rows], [len(r.p) for r in rows],
+            [len(r.verdict or "no baseline") for r in rows]]
+    widths = [max(len(h), *c) if c else len(h) for h, c in zip(heads, cols) if c is not None]
+    ratio_w = max(len(heads[2]), console.width - sum(widths) - 2 * (len(heads) - 1),
+                  *(len(x) for r in rows for x in _lines(r.ratio, 1).plain.split("\n")))
+    widths.insert(2, min(ratio_w, max((len(r.ratio) for r in rows), default=10)))
+
+    def grid() -> Table:
+        t = Table.grid(padding=(0, 2))
+        for i, w in enumerate(widths):
+            t.add_column(width=w, justify="left" if i in (0, 5) else "right", overflow="fold",
+                         no_wrap=i in (1, 2, 3, 4))
+        return t
+
+    base = env_header(analysis, analysis.baseline)
+    console.print(Text(f"Every metric, relative to {base}", style="bold"), justify="center")
+    head = grid()
+    head.add_row(*(Text(h, style="bold") for h in heads))
+    console.print(head)
+    console.print(Text("─" * min(console.width, sum(widths) + 2 * (len(widths) - 1)), style="dim"))
+    body = None
+    for r in rows:
+        if r.first:
+            if body is not None:
+                console.print(body)
+            line = Text(r.bench, style="bold").append(f" · {r.metric} · {base}: {r.base_short}")
+            console.print(line, overflow="fold")
+            body = grid()
+        if not r.environment:
+            continue
+        verdict = (Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
+                   if r.verdict else Text("no baseline", style="dim"))
+        body.add_row(envs[r.environment], Text(r.mean_short), _lines(r.ratio, widths[2]), Text(r.overhead),
+                     Text(r.p), verdict)
+    if body is not None:
+        console.print(body)
+    console.print(Text(_caption(analysis), style="dim"), overflow="fold")
 
 
 def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
@@ -278,16 +333,19 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
 
 
 def _lines(text: str, width: int) -> Text:
-    """``text`` on two lines where it is wider than ``width``: after a sweep's "…", else
-    before its interval ("[…]") or its level ("at 97.5 %"); never inside a number."""
-    if len(text) <= width:
-        return Text(text)
+    """``text`` on as many lines as it needs to fit ``width``: broken after a sweep's "…",
+    before an interval ("[…]") and before a level ("at 97.5 %"), never inside a number."""
+    lines = [text]
     for sep, after in ((" … ", " …"), (" [", ""), (" at ", "")):
-        head, found, tail = text.partition(sep)
-        if found:
-            return Text(f"{head}{after}\n{found.strip() if not after else ''}"
-                        f"{' ' if found == ' at ' else ''}{tail}")
-    return Text(text)
+        if max(map(len, lines)) <= width:
+            break
+        out = []
+        for line in lines:
+            head, found, tail = line.partition(sep)
+            out += ([head + after, (found.lstrip() if not after else "") + tail]
+                    if found and len(line) > width else [line])
+        lines = out
+    return Text("\n".join(lines))
 
 
 def _render_measured(analysis: Analysis, console: Console, title: str | None,
