@@ -688,3 +688,21 @@ def test_the_scaling_report_answers_on_the_first_screen_within_1400_px(tmp_path)
     facts = page_facts(exe, path, tmp_path)
     assert facts["pageWidth"] <= 1400 and facts["clipped"] == 0, facts
     assert facts["headlineBottom"] <= 900, facts
+
+
+def test_the_scaling_headline_at_80_columns_cuts_no_word_or_number():
+    """The same campaign in the terminal: the Holm level under the overhead, so the trust notes
+    keep their words ("(contention)" was folded to "(contention" / ")"), and a sweep's points
+    on their own line when the label is long ("0 B" never split)."""
+    envs = {"native": EnvInfo("native", "native", None, {}),
+            "vm": EnvInfo("vm", "vcluster", "tcg", {})}
+    a = analyse(scaling_observations(), envs, "native")
+    shared = {(e, "osu-coll", f"op={op},ranks=3,sizes=16") for e in envs
+              for op in ("allreduce", "alltoall", "barrier", "bcast")}
+    console = Console(record=True, width=80, color_system=None)
+    render_table(a, console=console, shared=shared)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80, text
+    assert text.count("(contention)") == 4 and "  18 sizes, 0 B – 64 KiB" in lines, text
+    assert re.search(r"^\s+at 99\.\d+ %", text, re.M), text

@@ -11,7 +11,8 @@ from vhpc.analysis import Analysis
 from vhpc.core.numfmt import FACTOR_NOTE, is_factor_text
 from vhpc.report import (TCG_MARK, common_notes, comparison_rows, env_header,
                          family_metric_label, finding_groups, fmt_family_counts,
-                         fmt_family_overhead, fmt_points, headline_rows, measured_rows)
+                         fmt_family_level, fmt_family_overhead, fmt_points, headline_rows,
+                         measured_rows)
 
 __all__ = ["render_table", "render_headline", "render_metrics", "VERDICT_STYLE"]
 
@@ -272,7 +273,9 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     said = {*common, TCG_TRUST}
     conf = f"{analysis.confidence * 100:g} %"
     envs = [_short_env(analysis, r.summary.environment) for r in rows]
-    cells = [fmt_family_overhead(r.summary) for r in rows]
+    # the overhead with its interval on one line, a Holm level beneath it
+    cells = [Text("\n".join(filter(None, (fmt_family_overhead(r.summary, level=False),
+                                          fmt_family_level(r.summary))))) for r in rows]
     all_pass = all(r.check == "pass" for r in rows)  # said once, above
     verdicts = [_verdict_cell(r.summary, "" if all_pass else r.check) for r in rows]
     trusts = [[t for t in r.trust if t not in said] for r in rows]
@@ -280,7 +283,7 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     # the overhead with its interval on one line; the verdict and the trust notes fold (the
     # verdict at 17, "insufficient data"'s width: only a sweep's counts fold beneath it)
     widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
-              max(len(heads[1]), *map(len, cells)),
+              max(len(heads[1]), *(len(x) for c in cells for x in c.plain.split("\n"))),
               min(max(len(heads[2]), *(len(x) for v in verdicts for x in v.plain.split("\n"))), 17)]
     room = console.width - sum(widths) - 2 * 3
     with_trust = any(trusts)
@@ -314,20 +317,24 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
                 console.print(body)
             line = Text(fam.label, style="bold")
             line.append(f" · {family_metric_label(fam)}")
-            if fam.sweep:
-                line.append(f" · {fmt_points(fam)}", style="dim")
+            points = f" · {fmt_points(fam)}" if fam.sweep else ""
+            if line.cell_len + len(points) > console.width:  # its own line: "0 B" stays whole
+                console.print(line, overflow="fold")
+                line, points = Text(), "  " + points[3:]
+            line.append(points, style="dim")
             console.print(line, overflow="fold")
             body = grid()
         env = Text("  ").append_text(envs[i])
         trust = [Text("; ".join(trusts[i]) or "—", style="yellow" if trusts[i] else "dim")]
-        body.add_row(env, Text(cells[i]), verdicts[i], *(trust if with_trust else []))
+        body.add_row(env, cells[i], verdicts[i], *(trust if with_trust else []))
     console.print(body)
     console.print(Text(f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
                        f" [{conf} interval, or at the Holm level it names]"
                        + ("; a sweep: the geometric mean over its points"
                                                 if any(r.summary.family.sweep for r in rows)
                                                 else "")
-                       + ("; " + FACTOR_NOTE if any(map(is_factor_text, cells)) else ""),
+                       + ("; " + FACTOR_NOTE if any(is_factor_text(c.plain) for c in cells)
+                          else ""),
                        style="dim"), overflow="fold")
     return body
 
