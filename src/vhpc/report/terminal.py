@@ -407,7 +407,7 @@ def _render_measured(analysis: Analysis, console: Console, title: str | None,
         body.add_row(Text("  " + r.metric), _lines(r.value, value_w), Text(r.n), Text(r.unit),
                      *check)
     console.print(body)
-    console.print(Text(f"mean ± {conf} interval half-width over n valid runs; one environment: "
-                       "nothing to compare (add -e vm for an overhead)", style="dim"),
+    console.print(Text(f"mean ± {conf} interval half-width over n valid runs in {env}; one "
+                       "environment: nothing to compare (add -e vm for an overhead)", style="dim"),
                   overflow="fold")
     return body
