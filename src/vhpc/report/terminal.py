@@ -135,8 +135,8 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
             continue
         verdict = (Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
                    if r.verdict else Text("no baseline", style="dim"))
-        body.add_row(envs[r.environment], Text(r.mean_short), _lines(r.ratio, widths[2]), Text(r.overhead),
-                     Text(r.p), verdict)
+        body.add_row(envs[r.environment], Text(r.mean_short), _lines(r.ratio, widths[2]),
+                     Text(r.overhead), Text(r.p), verdict)
     if body is not None:
         console.print(body)
     console.print(Text(_caption(analysis), style="dim"), overflow="fold")
