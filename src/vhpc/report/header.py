@@ -22,12 +22,10 @@ SPEC_TPL = _ENV.from_string("""
 </tbody></table>
 <h3>Benchmarks</h3>
 <table class="spec-benches"><thead><tr><th>benchmark</th><th>parameters</th></tr></thead><tbody>
-{% for b in benches %}<tr><td>{{ b.name }}</td><td>{{ b.params or "defaults" }}</td></tr>{% endfor %}
+{% for name, sets in benches %}<tr><td>{{ name }}</td><td>{% for p in sets %}{% if not loop.first %} <span class="sep">|</span> {% endif %}<span class="nowrap">{{ p or "defaults" }}</span>{% endfor %}</td></tr>{% endfor %}
 </tbody></table>
 <h3>Protocol</h3>
-<table class="spec-protocol"><tbody>
-{% for k, v in protocol %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}
-</tbody></table>
+<p class="spec-protocol">{% for k, v in protocol %}{% if not loop.first %} · {% endif %}<b>{{ k }}</b> {{ v }}{% endfor %}</p>
 <details class="raw-spec"><summary>campaign spec as JSON</summary><pre>{{ raw }}</pre></details>
 </div>
 """)
@@ -46,7 +44,9 @@ def _text(v: Any) -> str:
 
 
 def spec_section(spec: Mapping[str, Any] | None) -> Markup | None:
-    """The campaign spec as three tables and a collapsed raw JSON block; None without a spec."""
+    """The campaign spec: its environments (a table), its benchmarks (one row per benchmark,
+    its parameter sets side by side), its protocol (one line) and the raw JSON collapsed; None
+    without a spec."""
     if not spec:
         return None
     envs = []
@@ -56,12 +56,13 @@ def spec_section(spec: Mapping[str, Any] | None) -> Markup | None:
         envs.append({"name": e.get("name"), "kind": e.get("kind"),
                      "options": ", ".join(f"{k}={_text(v)}" for k, v in opts.items()),
                      "placement": ", ".join(f"{k}={_text(v)}" for k, v in place.items())})
-    benches = [{"name": b.get("name"),
-                "params": ", ".join(f"{k}={_text(v)}" for k, v in (b.get("params") or {}).items())}
-               for b in spec.get("benchmarks", [])]
+    benches: dict[str, list[str]] = {}  # one row per benchmark, its parameter sets in order
+    for b in spec.get("benchmarks", []):
+        benches.setdefault(str(b.get("name")), []).append(
+            ", ".join(f"{k}={_text(v)}" for k, v in (b.get("params") or {}).items()))
     protocol = [(k, _text(v)) for k, v in spec.items()
                 if k not in ("environments", "benchmarks", "custom") and v not in (None, {}, [])]
-    return Markup(SPEC_TPL.render(envs=envs, benches=benches, protocol=protocol,
+    return Markup(SPEC_TPL.render(envs=envs, benches=list(benches.items()), protocol=protocol,
                                   baseline=spec.get("baseline"),
                                   raw=json.dumps(spec, indent=1, sort_keys=True, default=str)))
 
