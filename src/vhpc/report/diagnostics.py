@@ -50,11 +50,12 @@ and from inside the guest (<code>/sys/devices/system/node</code>); compared with
 DIAG_TPL = _ENV.from_string("""
 <p>Means over measured (non-warm-up) trials. Values the host or guest does not expose are
 marked unavailable, with the reason below; nothing is estimated.</p>
+<details class="diag"{% if rows | length <= 12 %} open{% endif %}><summary>{{ rows | length }} rows, one per environment and benchmark: {{ columns | join(", ") }}</summary>
 <table class="diag"><thead><tr><th>environment</th><th>benchmark</th><th>trials</th>
 {% for c in columns %}<th>{{ c }}</th>{% endfor %}</tr></thead><tbody>
 {% for r in rows %}<tr><td>{{ r.env }}</td><td>{{ r.bench }}</td><td class="num">{{ r.n }}</td>
 {% for v in r.cells %}<td class="num">{{ v }}</td>{% endfor %}</tr>{% endfor %}
-</tbody></table>
+</tbody></table></details>
 {% if reasons %}<ul>{% for r in reasons %}<li>{{ r }}</li>{% endfor %}</ul>{% endif %}
 """)
 
