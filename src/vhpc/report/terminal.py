@@ -109,6 +109,10 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
     ratio_w = max(len(heads[2]), console.width - sum(widths) - 2 * (len(heads) - 1),
                   *(len(x) for r in rows for x in _lines(r.ratio, 1).plain.split("\n")))
     widths.insert(2, min(ratio_w, max((len(r.ratio) for r in rows), default=10)))
+    over = sum(widths) + 2 * (len(widths) - 1) - console.width
+    if over > 0:  # the geometric mean's n beneath it
+        widths[1] = max(len(heads[1]), widths[1] - over,
+                        *(len(x) for r in rows for x in _lines(r.mean_short, 1).plain.split("\n")))
 
     def grid() -> Table:
         t = Table.grid(padding=(0, 2))
@@ -135,8 +139,8 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
             continue
         verdict = (Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
                    if r.verdict else Text("no baseline", style="dim"))
-        body.add_row(envs[r.environment], Text(r.mean_short), _lines(r.ratio, widths[2]),
-                     Text(r.overhead), Text(r.p), verdict)
+        body.add_row(envs[r.environment], _lines(r.mean_short, widths[1]),
+                     _lines(r.ratio, widths[2]), Text(r.overhead), Text(r.p), verdict)
     if body is not None:
         console.print(body)
     console.print(Text(_caption(analysis), style="dim"), overflow="fold")
@@ -343,7 +347,7 @@ def _lines(text: str, width: int) -> Text:
     """``text`` on as many lines as it needs to fit ``width``: broken after a sweep's "…",
     before an interval ("[…]") and before a level ("at 97.5 %"), never inside a number."""
     lines = [text]
-    for sep, after in ((" … ", " …"), (" [", ""), (" at ", "")):
+    for sep, after in ((" … ", " …"), (" [", ""), (" at ", ""), (" (n=", "")):
         if max(map(len, lines)) <= width:
             break
         out = []
