@@ -706,3 +706,18 @@ def test_the_scaling_headline_at_80_columns_cuts_no_word_or_number():
     assert max(map(len, lines)) <= 80, text
     assert text.count("(contention)") == 4 and "  18 sizes, 0 B – 64 KiB" in lines, text
     assert re.search(r"^\s+at 99\.\d+ %", text, re.M), text
+
+
+def test_every_metric_of_the_scaling_campaign_at_80_columns():
+    """``vhpc report ID --all`` of the same campaign at 80 columns: the header whole
+    ("overhea" was cut), no verdict folded, a geometric mean's n beneath it where needed."""
+    envs = {"native": EnvInfo("native", "native", None, {}),
+            "vm": EnvInfo("vm", "vcluster", "tcg", {})}
+    a = analyse(scaling_observations(), envs, "native")
+    console = Console(record=True, width=80, color_system=None)
+    render_table(a, console=console, detail=True)
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= 80
+    assert lines[1].split() == ["environment", "geo.", "mean", "ratio", "[CI]", "overhead", "p",
+                                "(Holm)", "verdict"], lines[:3]
+    assert not any(line.rstrip().endswith(("inconclusiv", "slowe", "faste")) for line in lines)
