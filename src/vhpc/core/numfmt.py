@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["FACTOR_FROM", "FACTOR_NOTE", "sci", "factor", "cost_ci", "overhead", "is_factor_text", "pct", "pct_ci", "ratio", "ratio_ci"]
+__all__ = ["FACTOR_FROM", "FACTOR_NOTE", "sci", "factor", "cost_ci", "overhead", "is_factor_text",
+           "pct", "pct_ci", "ratio", "ratio_ci"]
 
 #: an overhead is written as a cost factor (×/÷) once the factor reaches this many times,
 #: either way (+900 % or −90 %); below it a percentage reads best and keeps one decimal
@@ -124,8 +125,9 @@ def is_factor_text(text: str) -> bool:
 
 def ratio(x: float) -> str:
     """A ratio (dimensionless) as text: 3 decimals between 0.01 and 10 (1.319, 0.020), 4
-    significant digits up to 1,000 (96.6, 157.7), else :func:`sci` (9.9e-6, 1.8e5), so a bound never reads 0.000 nor runs to 11 digits;
-    a value that would print as 1.000 but is not 1 gets the digits that tell it apart."""
+    significant digits up to 1,000 (96.6, 157.7), else :func:`sci` (9.9e-6, 1.8e5), so a
+    bound never reads 0.000 nor runs to 11 digits; a value that would print as 1.000 but is
+    not 1 gets the digits that tell it apart."""
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
     if not 0.01 <= abs(x) < 1000:
