@@ -274,7 +274,8 @@ def fmt_family_ratio(fs: FamilySummary) -> str:
 def fmt_family_overhead(fs: FamilySummary, level: bool = True) -> str:
     """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval
     (:func:`vhpc.core.numfmt.overhead`: ×/÷ factors from 10 times on), and with ``level`` its
-    level when it is not 1 − α ("at 98.33 %", the family's Holm level: :func:`fmt_family_level`)."""
+    level when it is not 1 − α ("at 98.33 %", the family's Holm level:
+    :func:`fmt_family_level`)."""
     if fs.overhead_pct is None:
         return "—"
     text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better)
