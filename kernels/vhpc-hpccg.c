@@ -65,11 +65,14 @@ static long auto_edge(long llc, int nranks)
 }
 
 static const char usage[] =
-    "usage: mpirun -np R vhpc-hpccg [-x NX] [-y NY] [-z NZ] [-i MAX_ITER] [-t TOL] [-X] [-h]\n"
+    "usage: mpirun -np R vhpc-hpccg [-x NX] [-y NY] [-z NZ] [-i MAX_ITER] [-t TOL]\n"
+    "       [-L BYTES] [-X] [-h]\n"
     "Unpreconditioned CG on a 27-point 3-D stencil (HPCCG), MPI + OpenMP, weak scaling:\n"
     "every rank owns NX x NY x NZ points, blocks stacked in z.\n"
     "  -x NX, -y NY, -z NZ  local grid (default, or 0: auto, a cube whose edge puts all\n"
     "                       ranks' matrix and vectors at 4x the last-level cache, >= 32)\n"
+    "  -L BYTES             the last-level cache the auto grid sizes from, instead of\n"
+    "                       sysfs's (vhpc passes the host's, so a guest solves its grid)\n"
     "  -i MAX_ITER          maximum CG iterations (default 149, HPCCG's count)\n"
     "  -t TOL               relative residual ||r||/||b|| to reach (default 0: run exactly\n"
     "                       MAX_ITER iterations as HPCCG does; valid if ||b-Ax||/||b|| <= 2e-9)\n"
@@ -198,18 +201,21 @@ int main(int argc, char **argv)
     struct problem pb = {.nx = 0, .ny = 0, .nz = 0};
     long max_iter = 149;
     double tol = 0.0;
+    long llc = 0;
     int corrupt = 0, c;
-    while ((c = vhpc_getopt(argc, argv, "x:y:z:i:t:X", usage)) != -1) {
+    while ((c = vhpc_getopt(argc, argv, "x:y:z:i:t:L:X", usage)) != -1) {
         switch (c) {
         case 'x': pb.nx = vhpc_parse_long(optarg, 'x', 0, 4096); break;
         case 'y': pb.ny = vhpc_parse_long(optarg, 'y', 0, 4096); break;
         case 'z': pb.nz = vhpc_parse_long(optarg, 'z', 0, 4096); break;
         case 'i': max_iter = vhpc_parse_long(optarg, 'i', 1, 1000000); break;
         case 't': tol = vhpc_parse_double(optarg, 't', 0.0, 1.0); break;
+        case 'L': llc = vhpc_parse_long(optarg, 'L', 1, 1L << 40); break;
         case 'X': corrupt = 1; break;
         }
     }
-    long llc = vhpc_llc_bytes();
+    if (llc == 0)
+        llc = vhpc_llc_bytes();
     int n_auto = !pb.nx || !pb.ny || !pb.nz;
     if (n_auto) {
         long edge = auto_edge(llc, nranks);

@@ -38,12 +38,14 @@ static long auto_n(long llc)
 }
 
 static const char usage[] =
-    "usage: vhpc-stream [-n ELEMENTS] [-t NTIMES] [-X] [-h]\n"
+    "usage: vhpc-stream [-n ELEMENTS] [-t NTIMES] [-L BYTES] [-X] [-h]\n"
     "STREAM Copy/Scale/Add/Triad memory bandwidth (OpenMP; threads from OMP_NUM_THREADS).\n"
     "  -n ELEMENTS  doubles per array (default: STREAM's rule, each array >= 4x the\n"
     "               last-level cache that sysfs reports, at least 2000000, at most what\n"
     "               half of MemAvailable holds)\n"
     "  -t NTIMES    iterations, the first is not counted (default 10, 2..250)\n"
+    "  -L BYTES     the last-level cache the rule sizes from, instead of sysfs's (vhpc\n"
+    "               passes the host's, so a guest's emulated cache sizes nothing)\n"
     "  -X           testing only: corrupt one element after the timed loop,\n"
     "               so that validation must fail (valid=0, exit 3)\n"
     "  -h           this help\n"
@@ -84,18 +86,21 @@ static double rel_error(const double *x, long n, double expect)
 int main(int argc, char **argv)
 {
     long n = 0; /* 0: auto_n() */
+    long llc = 0; /* 0: sysfs's */
     int ntimes = 10;
     int corrupt = 0;
     int c;
 
-    while ((c = vhpc_getopt(argc, argv, "n:t:X", usage)) != -1) {
+    while ((c = vhpc_getopt(argc, argv, "n:t:L:X", usage)) != -1) {
         switch (c) {
         case 'n': n = vhpc_parse_long(optarg, 'n', 1, 1L << 36); break;
         case 't': ntimes = (int)vhpc_parse_long(optarg, 't', 2, MAX_NTIMES); break;
+        case 'L': llc = vhpc_parse_long(optarg, 'L', 1, 1L << 40); break;
         case 'X': corrupt = 1; break;
         }
     }
-    long llc = vhpc_llc_bytes();
+    if (llc == 0)
+        llc = vhpc_llc_bytes();
     int n_auto = n == 0;
     if (n_auto)
         n = auto_n(llc);

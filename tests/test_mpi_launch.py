@@ -243,3 +243,40 @@ def test_hpccg_default_grid_is_at_least_4x_llc(kernels_built):
     row = 27 * (8 + 4) + 8 + 5 * 8  # values + int columns, row pointer, five vectors
     assert edge ** 3 * row >= 4 * llc and (edge == 32 or (edge - 1) ** 3 * row < 4 * llc)
     assert b.auto_values({**p, "ranks": 1}, None)["nx"].startswith(f"{edge} (auto")
+
+
+def test_hpccg_and_stream_size_from_the_llc_vhpc_passes_so_a_guest_solves_the_hosts_grid(
+        kernels_built):
+    """A guest's emulated LLC (16 MiB beside this host's 32 MiB) gave it another grid than
+    native's (45³ vs 57³ at ranks=2): vhpc passes the host's LLC with -L in every environment,
+    and the kernels size from it: 4 MiB and one rank give the smallest edge e >= 32 with
+    e³ x 372 bytes >= 16 MiB, 36 by hand (35³ x 372 = 15.9e6 < 16,777,216 <= 36³ x 372)."""
+    need_mpirun()
+    from vhpc import benchmarks
+    from vhpc.benchmarks.base import RunContext
+    from vhpc.benchmarks.quick import llc_bytes
+
+    b = benchmarks.get("hpccg")
+    p = b.resolve({"ranks": 1, "max_iter": 1})
+    argv = b.command(p, RunContext(kernels_built, 1))
+    if llc_bytes():
+        assert argv[argv.index("-L") + 1] == str(llc_bytes())
+    assert "-L" not in b.command(b.resolve({"ranks": 1, "nx": 40, "ny": 40, "nz": 40}),
+                                 RunContext(kernels_built, 1))
+    kernel = argv.index(str(kernels_built / "vhpc-hpccg"))
+    mine = argv[:kernel + 1] + ["-i", "1", "-L", str(4 << 20)]
+    out = subprocess.run(mine, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, **b.environ(p, RunContext(kernels_built, 1))})
+    res = parse_result_line(out.stdout)
+    assert (res["nx"], res["ny"], res["nz"], res["llc_bytes"], res["n_auto"]) == \
+        ("36", "36", "36", str(4 << 20), "1")
+    s = benchmarks.get("stream")
+    sargv = s.command(s.resolve({}), RunContext(kernels_built, 1))
+    if llc_bytes():
+        assert sargv[sargv.index("-L") + 1] == str(llc_bytes())
+    assert "-L" not in s.command(s.resolve({"n": 1000}), RunContext(kernels_built, 1))
+    # 1 MiB: 4 x 1 MiB / 8 = 524,288 doubles, below STREAM's 2,000,000 floor
+    res = parse_result_line(subprocess.run([str(kernels_built / "vhpc-stream"), "-t", "2", "-L",
+                                            str(1 << 20)], capture_output=True, text=True,
+                                           timeout=300).stdout)
+    assert (res["n"], res["llc_bytes"], res["n_auto"]) == ("2000000", str(1 << 20), "1")

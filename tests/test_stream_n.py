@@ -62,4 +62,6 @@ def test_dry_run_shows_streams_resolved_n_natively_and_says_guest_for_a_vm():
     shown = int(re.search(r"n=(\d+) \(4x LLC", native).group(1))
     assert shown == (pytest.approx(n, rel=0.05) if capped else n)
     vm = next(ln for ln in r.stdout.splitlines() if "│ vm" in ln)
-    assert "n=auto (4x the guest's LLC, at run time)" in vm
+    # the guest sizes from this host's LLC too (-L), only its memory may cap n lower
+    uncapped = max(math.ceil(4 * _host_llc_bytes() / 8 / 1000) * 1000, 2_000_000)
+    assert f"n={uncapped} (4x this host's LLC" in vm and "the guest's memory is short" in vm

@@ -79,24 +79,32 @@ def stream_auto_n(llc: int | None = None, available: int | None = None) -> int:
 @dataclass(frozen=True)
 class StreamBenchmark(KernelBenchmark):
     """``stream`` with STREAM's sizing rule: ``n`` unset lets the kernel size each array to at
-    least 4x the last-level cache that the environment itself reports in sysfs (inside a VM,
-    the guest's), at least 2,000,000 elements, at most half of MemAvailable for the 3 arrays.
+    least 4x the last-level cache of the host vhpc runs on (passed as ``-L``, so a guest, whose
+    emulated cache differs, sizes as native does), at least 2,000,000 elements, at most half of
+    the environment's MemAvailable for the 3 arrays.
     The n used, the LLC and whether an explicit n keeps the arrays in cache are stored with the
     trial (``applied["stream"]``; a note in ``diagnostics["notes"]`` when in cache)."""
 
     def command(self, params, ctx):
+        """``n`` when given; else ``-L`` this host's LLC (:func:`llc_bytes`, read where vhpc
+        runs), so every environment of a campaign sizes from the same cache: a guest's
+        emulated LLC (16 MiB beside the host's 32 MiB here) gave it other arrays."""
         argv = [str(ctx.bindir / self.binary), "-t", str(params["ntimes"])]
-        return argv + (["-n", str(params["n"])] if params.get("n") else [])
+        if params.get("n"):
+            return argv + ["-n", str(params["n"])]
+        llc = llc_bytes()
+        return argv + (["-L", str(llc)] if llc > 0 else [])
 
     def auto_values(self, params, llc_owner):
-        """``n`` as the kernel will size it: on this host from its LLC
-        (:func:`stream_auto_n`); elsewhere from the LLC that environment reports at run
-        time."""
+        """``n`` as the kernel will size it from this host's LLC (:func:`stream_auto_n`; in
+        another environment, ``llc_owner`` not None, capped by that environment's memory
+        instead of this host's, at run time)."""
         if params.get("n"):
             return {}
-        if llc_owner is not None:
-            return {"n": f"auto (4x {llc_owner} LLC, at run time)"}
         llc = llc_bytes()
+        if llc_owner is not None:
+            return {"n": f"{stream_auto_n(llc, 0)} (4x this host's LLC {llc / 2**20:.0f} MiB; "
+                         f"less if {llc_owner} memory is short)"}
         return {"n": f"{stream_auto_n(llc)} (4x LLC {llc / 2**20:.0f} MiB)"}
 
     def readback(self, params, ctx, stdout):
@@ -123,7 +131,8 @@ STREAM = StreamBenchmark(
     binary="vhpc-stream",
     params=(
         Param("n", None, int, "elements per array (3 arrays of doubles); default: each array >= "
-              "4x the environment's last-level cache (STREAM's rule)", minimum=1000),
+              "4x the last-level cache of the host vhpc runs on (STREAM's rule), in every "
+              "environment", minimum=1000),
         Param("ntimes", 10, int, "repetitions; the first is not counted, best rate reported", minimum=2),
         THREADS,
     ),
