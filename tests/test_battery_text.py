@@ -354,6 +354,19 @@ def test_finite_extremes_in_a_ratio_of_ratios(case):
 SPIN = ["sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo v 1"]
 
 
+def _spin_campaign(tmp_path: Path, command: list[str]) -> Path:
+    """A campaign file: custom benchmark ``spin`` (``command``, metric v) on native and on
+    ``x`` with slowdown=0.3, 2 rounds without warm-up."""
+    probe = {"name": "spin", "command": command,
+             "metrics": [{"name": "v", "regex": r"v (\d+)", "unit": "1",
+                          "higher_is_better": True}]}
+    doc = {"custom": [probe], "benchmarks": ["spin"],
+           "environments": ["native", "native:name=x,slowdown=0.3"], "warmup": 0, "repeats": 2}
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    return f
+
+
 def test_an_unapplied_slowdown_is_a_finding_in_the_report_and_the_diff(capsys, tmp_path,
                                                                       monkeypatch):
     """Where the kernel has no cgroup-v2 freezer (here: none found, as on an old kernel),
@@ -366,13 +379,7 @@ def test_an_unapplied_slowdown_is_a_finding_in_the_report_and_the_diff(capsys, t
     monkeypatch.setattr(freezer, "CGROUP_ROOT", tmp_path / "no-cgroup-v2")
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs a host with 2 or more CPUs (with one, the quota does bite)")
-    probe = {"name": "spin", "command": SPIN,
-             "metrics": [{"name": "v", "regex": r"v (\d+)", "unit": "1",
-                          "higher_is_better": True}]}
-    doc = {"custom": [probe], "benchmarks": ["spin"],
-           "environments": ["native", "native:name=x,slowdown=0.3"], "warmup": 0, "repeats": 2}
-    f = tmp_path / "c.yaml"
-    f.write_text(yaml.safe_dump(doc))
+    f = _spin_campaign(tmp_path, SPIN)
     out = tmp_path / "out"
     for _ in range(2):
         rc, so, se = run_cli(capsys, "run", f, "--out", out)
@@ -402,14 +409,8 @@ def test_the_freezer_slowdown_holds_without_pinning(capsys, tmp_path):
 
     if freezer.v2_base() is None or not os.access(freezer.v2_base(), os.W_OK):
         pytest.skip("needs a writable cgroup v2 hierarchy")
-    probe = {"name": "spin", "command": ["sh", "-c", "i=0; while [ $i -lt 200000 ]; do "
-                                         "i=$((i+1)); done; echo v 1"],
-             "metrics": [{"name": "v", "regex": r"v (\d+)", "unit": "1",
-                          "higher_is_better": True}]}
-    doc = {"custom": [probe], "benchmarks": ["spin"],
-           "environments": ["native", "native:name=x,slowdown=0.3"], "warmup": 0, "repeats": 2}
-    f = tmp_path / "c.yaml"
-    f.write_text(yaml.safe_dump(doc))
+    f = _spin_campaign(tmp_path, ["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); "
+                                  "done; echo v 1"])
     out = tmp_path / "out"
     rc, so, se = run_cli(capsys, "run", f, "--out", out)
     assert rc == 0, se[-2000:]

@@ -63,18 +63,23 @@ def image(tmp_path_factory) -> Path:
     return out
 
 
+def _run_campaign(cwd: Path) -> Path:
+    """``vhpc run c.yaml --out res`` in ``cwd``, its run folders (the overlays') in a fresh
+    short TMPDIR, which it returns: QMP's socket must fit in sun_path (108 bytes, unix(7))."""
+    tmp = Path(tempfile.mkdtemp(prefix="vhpc-t-", dir="/tmp"))
+    res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=cwd,
+                         capture_output=True, text=True, timeout=3600,
+                         env={**os.environ, "TMPDIR": str(tmp)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    return tmp
+
+
 def test_campaign_in_the_image_against_native(image, tmp_path):
     before = qemu_pids()
     sha = _sha(image)
     (tmp_path / "bench.qcow2").symlink_to(image)
     (tmp_path / "c.yaml").write_text(CAMPAIGN)
-    # vhpc's run folders (the overlay's) go here: a short path, as QMP's socket must fit in
-    # sun_path (108 bytes, unix(7))
-    tmp = Path(tempfile.mkdtemp(prefix="vhpc-t-", dir="/tmp"))
-    res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=3600,
-                         env={**os.environ, "TMPDIR": str(tmp)})
-    assert res.returncode == 0, res.stderr[-3000:]
+    tmp = _run_campaign(tmp_path)
     db = sqlite3.connect(tmp_path / "res" / "vhpc.db")
     valid = {(env, bench) for env, bench in db.execute(
         "select t.environment, t.benchmark from trials t join samples s on s.trial_id = t.id "
@@ -160,11 +165,7 @@ def test_libvirt_boots_the_image_and_its_ranks_read_the_copied_inputs(image, tmp
     (tmp_path / "in" / "rate.txt").write_text("rate: 7\n")
     (tmp_path / "in" / "data" / "link.txt").symlink_to(tmp_path / "in" / "rate.txt")
     (tmp_path / "c.yaml").write_text(LIBVIRT_CAMPAIGN.replace("URI", libvirt_uri))
-    tmp = Path(tempfile.mkdtemp(prefix="vhpc-t-", dir="/tmp"))
-    res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=3600,
-                         env={**os.environ, "TMPDIR": str(tmp)})
-    assert res.returncode == 0, res.stderr[-3000:]
+    tmp = _run_campaign(tmp_path)
     db = sqlite3.connect(tmp_path / "res" / "vhpc.db")
     rows = db.execute("select t.environment, t.stdout, s.value, s.valid from trials t join "
                       "samples s on s.trial_id = t.id where t.status = 'done'").fetchall()
@@ -207,11 +208,7 @@ def test_a_vcluster_of_the_image_runs_one_mpi_job_across_its_guests(image, tmp_p
     (tmp_path / "in" / "data" / "a.txt").write_text("alpha\n")
     (tmp_path / "in" / "rate.txt").write_text("rate: 7\n")
     (tmp_path / "c.yaml").write_text(VCLUSTER_CAMPAIGN)
-    tmp = Path(tempfile.mkdtemp(prefix="vhpc-t-", dir="/tmp"))
-    res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=3600,
-                         env={**os.environ, "TMPDIR": str(tmp)})
-    assert res.returncode == 0, res.stderr[-3000:]
+    tmp = _run_campaign(tmp_path)
     db = sqlite3.connect(tmp_path / "res" / "vhpc.db")
     rows = db.execute("select t.benchmark, t.stdout, s.metric, s.valid from trials t join "
                       "samples s on s.trial_id = t.id where t.environment = 'vcimage' and "
