@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from vhpc.benchmarks.mpilaunch import Launch, marker_re, mpi_tool, readback
 from vhpc.core.errors import VhpcError
-from vhpc.core.paths import cache_dir, cache_lock, untrusted
+from vhpc.core.paths import cache_dir, cache_lock, untrusted, write_atomic
 from vhpc.core.metrics import Metric, Sample
 
 
@@ -438,7 +438,7 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
                                      "build-essential, libopenmpi-dev and openmpi-bin")
             missing = [b for b in binaries if not (bindir / b).exists()]
             if not missing:  # recorded only now: a killed or failed build is redone
-                (bindir / "build-key").write_text(key + "\n")
+                write_atomic(bindir / "build-key", key + "\n")
     missing = [b for b in binaries if not (bindir / b).exists()]
     if missing:
         raise BenchmarkError(f"building the kernels did not produce {', '.join(missing)} "

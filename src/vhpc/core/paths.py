@@ -4,11 +4,14 @@ how results are created: private (files 0600, folders 0700) unless shared
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Any, Iterator
 
 from vhpc.core.errors import VhpcError
 
@@ -158,50 +161,145 @@ def make_private(path: Path) -> None:
         pass
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "utf-8") -> Path:
-    """Write ``data`` to ``path`` atomically: a new temporary file in the same folder,
-    created with O_CREAT|O_EXCL|O_NOFOLLOW (0600 unless results are shared, see
-    :func:`sharing`), written, fsync'ed, then renamed onto ``path`` with ``os.replace``.  A
-    symbolic link at ``path`` is replaced, never followed; a failed write (full disk) removes
-    the temporary file and leaves the old file, or none.  Returns ``path``."""
-    path = Path(path)
-    raw = data.encode(encoding) if isinstance(data, str) else bytes(data)
-    folder = path.parent
-    mode = 0o666 if sharing() else 0o600
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
-        | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        tmp = folder / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-        try:
-            fd = os.open(tmp, flags, mode)
-            break
-        except FileExistsError:
-            continue
-    else:  # pragma: no cover - 100 random names taken
-        raise FileExistsError(f"cannot create a temporary file beside {path}")
+class OutputPathError(VhpcError, OSError):
+    """An output file vhpc must not or cannot write (a device, FIFO, socket, folder or
+    symbolic link in its place; its folder missing; a full disk).  It is both a user error (one
+    line, exit status 2) and an OSError whose ``filename`` is the target, never the temporary
+    file."""
+
+    def __init__(self, message: str, target: str | os.PathLike, err: int = 0):
+        OSError.__init__(self, err, message, str(target))
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_output(path: str | os.PathLike, what: str = "") -> Path:
+    """``path`` as a Path when vhpc may write a file there, creating nothing: it does not exist
+    yet or is a regular file (which will be replaced), and its folder exists and is writable.
+    A symbolic link (``/dev/stdout``), device (``/dev/null``), FIFO, socket or folder in its
+    place is refused, never followed, written or replaced.  ``what`` (``--csv``) prefixes the
+    message.  Raises OutputPathError (one line naming the target)."""
+    p = Path(path)
+    name = f"{what} {path}" if what else str(path)
+    if p.name in ("", ".", ".."):
+        raise OutputPathError(f"{name}: is a folder: give a file name", p, errno.EISDIR)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
+        st = os.lstat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputPathError(f"{name}: cannot be examined ({exc.strerror}): give another path",
+                              p, exc.errno or 0) from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+        raise OutputPathError(f"{name}: is {kind}; vhpc writes only regular files and never "
+                              "replaces anything else: give another path", p, errno.EEXIST)
+    parent = p.parent
+    if not parent.is_dir():
+        raise OutputPathError(f"{name}: folder {parent} does not exist: create it or give "
+                              "another path", p, errno.ENOENT)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{name}: folder {parent} is not writable by you: give another "
+                              "path", p, errno.EACCES)
+    return p
+
+
+def _umask() -> int:
+    old = os.umask(0o077)
+    os.umask(old)
+    return old
+
+
+@contextmanager
+def output_path(path: str | os.PathLike, what: str = "") -> Iterator[Path]:
+    """Write one output file through a private temporary path: yields the path of a new empty
+    file with a random name beside ``path`` (``tempfile.mkstemp``: O_CREAT|O_EXCL|O_NOFOLLOW,
+    0600, or the umask's mode when results are shared, :func:`sharing`) for the block, or a
+    tool it runs (``qemu-img convert ... TMP``), to fill; when the block ends it is fsync'ed
+    and renamed onto ``path``.  ``path`` is checked first (:func:`check_output`) and again
+    just before the rename.  On any failure, interrupt included, the temporary file is removed
+    and an existing target is left as it was.  Raises OutputPathError naming ``path`` (never
+    the temporary name) for a refused target or an OSError while writing (full disk)."""
+    target = check_output(path, what)
+    name = f"{what} {path}" if what else str(path)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp",
+                                        dir=target.parent)
+    except OSError as exc:
+        raise OutputPathError(f"{name}: cannot create a file in {target.parent} "
+                              f"({exc.strerror}): give another path", target,
+                              exc.errno or 0) from None
+    tmp = Path(tmp_name)
+    try:
+        try:
+            if sharing():
+                os.fchmod(fd, 0o666 & ~_umask())
+        finally:
+            os.close(fd)
+        yield tmp
+        with open(tmp, "rb+") as fh:  # what a tool wrote reaches the disk before the rename
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        check_output(target, what)  # still no link, device or folder planted meanwhile
+        os.replace(tmp, target)
     except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = str(path)  # the one-line error names the file, not the temp
+        if isinstance(exc, OSError) and not isinstance(exc, OutputPathError):
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                msg = f"the disk holding {name} is full ({exc.strerror}): free space there"
+            else:
+                msg = f"cannot write {name} ({exc.strerror or exc}): give another path"
+            raise OutputPathError(msg, target, exc.errno or 0) from None
         raise
     try:  # the rename itself survives a crash once the folder is synced; best effort
-        dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        dfd = os.open(target.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
     except OSError:
         pass
-    return path
+
+
+@contextmanager
+def output_file(path: str | os.PathLike, binary: bool = False, what: str = "",
+                encoding: str = "utf-8") -> Iterator[IO[Any]]:
+    """A file object for writing one output file safely (:func:`output_path`: a private
+    temporary file renamed onto ``path`` when the block ends, removed on failure); ``-``
+    yields standard output (never closed).  ``binary``: bytes, else text in ``encoding``.
+    Raises OutputPathError naming ``path``."""
+    if str(path) == "-":
+        out = sys.stdout.buffer if binary else sys.stdout
+        yield out
+        out.flush()
+        return
+    with output_path(path, what) as tmp:
+        with open(tmp, "wb" if binary else "w", encoding=None if binary else encoding,
+                  newline=None if binary else "",
+                  opener=lambda f, flags: os.open(f, flags | os.O_NOFOLLOW)) as fh:
+            yield fh
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "utf-8",
+                 what: str = "") -> Path:
+    """Write ``data`` (text in ``encoding``, or bytes) to ``path`` through :func:`output_file`,
+    the one safe writer of vhpc's output files: an existing target that is not a regular file
+    (symbolic link, device, FIFO, socket, folder) is refused and left untouched; a failed write
+    (full disk) removes the temporary file and leaves the old file, or none.  ``-`` writes to
+    standard output.  Returns ``path``.  Raises OutputPathError (one line naming ``path``)."""
+    with output_file(path, binary=isinstance(data, (bytes, bytearray)), what=what,
+                     encoding=encoding) as fh:
+        fh.write(data)
+    return Path(path)
 
 
 def read_small_text(path: str | os.PathLike, limit: int, what: str, advice: str,

@@ -22,7 +22,7 @@ from vhpc.analysis import EQUIVALENT, FASTER, INCONCLUSIVE, SLOWER, Analysis
 from vhpc.analysis.families import FamilySummary, family_summaries, natural_key
 from vhpc.core.errors import VhpcError
 from vhpc.core.metrics import Observation
-from vhpc.core.paths import write_atomic
+from vhpc.core.paths import check_output, write_atomic
 from vhpc.core.text import csv_cell
 
 __all__ = ["write_csv", "write_json", "SAMPLE_COLUMNS", "COMPARISON_COLUMNS", "FAMILY_COLUMNS",
@@ -372,16 +372,10 @@ def report_folder(folder: str | Path) -> Path:
 
 
 def check_writable(path: str | Path | None, flag: str) -> None:
-    """Refuse, before any work, an output path given with ``flag`` that cannot be written: its
-    folder missing or not writable, or the path a folder.  Raises ReportPathError (one line)."""
-    if not path:
+    """Refuse, before any work, an output path given with ``flag`` that vhpc must not or
+    cannot write (:func:`vhpc.core.paths.check_output`: a device, FIFO, socket, symbolic link
+    or folder in its place, its folder missing or not writable); ``-`` (standard output) is
+    fine.  Raises OutputPathError (one line)."""
+    if not path or str(path) == "-":
         return
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise ReportPathError(f"{flag} {path}: is a folder: give a file name")
-    if not parent.is_dir():
-        raise ReportPathError(f"{flag} {path}: folder {parent} does not exist: create it or "
-                              "give another path")
-    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise ReportPathError(f"{flag} {path}: not writable by you: give another path")
+    check_output(path, flag)

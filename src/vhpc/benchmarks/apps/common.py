@@ -25,7 +25,7 @@ from typing import Callable, Mapping
 
 from vhpc.benchmarks.base import BenchmarkError, ParseError
 from vhpc.benchmarks.mpilaunch import Launch
-from vhpc.core.paths import cache_dir, cache_lock, check_trusted, trusted_folder
+from vhpc.core.paths import cache_dir, cache_lock, check_trusted, trusted_folder, write_atomic
 
 #: The per-rank wrapper (standard library only).
 RANKRUN = Path(__file__).resolve().with_name("rankrun.py")
@@ -122,10 +122,10 @@ def prepared(kind: str, files: Mapping[str, str],
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
         for name, text in files.items():
-            (folder / name).write_text(text)
+            write_atomic(folder / name, text)
         if build is not None:
             build(folder)
-        (folder / ".done").write_text(_manifest(folder))
+        write_atomic(folder / ".done", _manifest(folder))
     return folder
 
 

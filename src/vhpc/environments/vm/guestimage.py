@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from vhpc.core.paths import cache_dir
+from vhpc.core.paths import cache_dir, write_atomic
 from vhpc.core.errors import VhpcError
 
 #: Modules the init script loads (with their dependencies, resolved from modules.dep).
@@ -83,13 +83,6 @@ def _key(*paths: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _atomic_write(dest: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + ".")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, dest)
-
-
 def unpack_vmlinux(kernel: GuestKernel) -> Path:
     """Return the path of the uncompressed ELF vmlinux for ``kernel`` (cached).
 
@@ -117,7 +110,7 @@ def unpack_vmlinux(kernel: GuestKernel) -> Path:
         raise GuestImageError(
             f"cannot unpack an ELF vmlinux from {kernel.image} (XZ or gzip payload expected)"
         )
-    _atomic_write(dest, payload)
+    write_atomic(dest, payload)
     return dest
 
 
@@ -208,7 +201,7 @@ def build_initramfs(kernel: GuestKernel) -> Path:
         )
         if out.returncode != 0:
             raise GuestImageError(f"cpio failed: {out.stderr.decode().strip()}")
-        _atomic_write(dest, out.stdout)
+        write_atomic(dest, out.stdout)
     return dest
 
 

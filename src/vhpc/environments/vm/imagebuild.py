@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vhpc.core.errors import VhpcError
-from vhpc.core.paths import cache_dir, cache_lock, trusted_folder, write_atomic
+from vhpc.core.paths import (cache_dir, cache_lock, check_output, output_file, output_path,
+                             trusted_folder, write_atomic)
 from vhpc.environments.vm.userimage import sha256_file
 from vhpc.host.owned import die_with_parent
 
@@ -200,8 +201,11 @@ def build(out: Path, release: str = "bookworm", include: list[str] | tuple[str, 
           progress: Callable[[str], None] | None = None) -> BuiltImage:
     """Write the image for (``release``, ``include``) to ``out``: from the cache when one with
     the same :func:`inputs` exists, else built (``debvm-create``, then ``qemu-img convert -c
-    -O qcow2``) into the cache first.  ``progress`` gets one-line updates.  Raises
-    ImageBuildError (a tool missing, the build failing: with its log's path)."""
+    -O qcow2``) into the cache first.  ``progress`` gets one-line updates.  ``out`` is written
+    through the safe writer (:func:`vhpc.core.paths.output_file`).  Raises ImageBuildError (a
+    tool missing, the build failing: with its log's path), OutputPathError for an ``out`` that
+    is a device, FIFO, link or folder, or whose folder is missing (checked before building)."""
+    out = check_output(out, "--out")  # before a build of minutes: a device is never written
     spec = inputs(release, include)
     key = cache_key(spec)
     folder = trusted_folder(trusted_folder(cache_dir() / "images", "the image cache") / key,
@@ -212,14 +216,12 @@ def build(out: Path, release: str = "bookworm", include: list[str] | tuple[str, 
         if not cached:
             _build(spec, folder, image, manifest, progress)
     record = json.loads(manifest.read_text())
-    out = Path(out)
-    if not (out.is_file() and out.stat().st_size == image.stat().st_size
+    if not (out.is_file() and not out.is_symlink() and out.stat().st_size == image.stat().st_size
             and sha256_file(out) == record["sha256"]):
         if progress is not None:
             progress(f"copying the image to {out}")
-        part = out.with_name(out.name + ".part")
-        shutil.copyfile(image, part)
-        os.replace(part, out)
+        with output_file(out, binary=True, what="--out") as dst, open(image, "rb") as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
     return BuiltImage(path=out, sha256=record["sha256"], file_bytes=out.stat().st_size,
                       build_seconds=float(record["build_seconds"]), cached=cached, key=key)
 
@@ -236,11 +238,10 @@ def _build(spec: dict[str, Any], folder: Path, image: Path, manifest: Path,
     with tempfile.TemporaryDirectory(prefix="build-", dir=folder) as tmp:
         root = Path(tmp) / "root.ext4"
         _run_logged(debvm_argv(root, spec), log, "debvm-create", progress)
-        part = Path(tmp) / "image.qcow2"
-        _run_logged([qemu_img, "convert", "-c", "-f", "raw", "-O", "qcow2", str(root),
-                     str(part)], log, "qemu-img convert", progress)
-        record = {"inputs": spec, "sha256": sha256_file(part),
-                  "build_seconds": round(time.monotonic() - t0, 1),
-                  "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        os.replace(part, image)
+        with output_path(image) as part:  # qemu-img writes a private temp, renamed at the end
+            _run_logged([qemu_img, "convert", "-c", "-f", "raw", "-O", "qcow2", str(root),
+                         str(part)], log, "qemu-img convert", progress)
+            record = {"inputs": spec, "sha256": sha256_file(part),
+                      "build_seconds": round(time.monotonic() - t0, 1),
+                      "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_atomic(manifest, json.dumps(record, indent=1) + "\n")
