@@ -1,0 +1,209 @@
+"""Fifth hostile battery: every command that writes leaves a device node, a FIFO, a symbolic
+link (a copy of ``/dev/stdout``'s kind) and a planted ``OUT.part`` link untouched; odd
+``--out`` paths give one line and leave nothing behind; a campaign whose ratio is subnormal
+still reports; frozen groups of a dead vhpc are thawed at the next start; devices in input
+folders, unreadable or non-disk images and implausible cached values are refused or re-probed;
+Slurm calls are bounded.  Device nodes are private copies made with ``os.mknod`` in a temp
+folder (the real ``/dev/null`` is never touched)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vhpc import cli
+from vhpc.core import paths
+from vhpc.environments.vm import imagebuild
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def one_line(err: str) -> bool:
+    return len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.fixture()
+def hostile(tmp_path):
+    """Targets a writer must leave alone: a private copy of /dev/null's device node (root
+    only), a FIFO, a symbolic link to a victim file, and the victim itself."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    targets = {"fifo": tmp_path / "fifo", "link": tmp_path / "stdout-link"}
+    os.mkfifo(targets["fifo"])
+    targets["link"].symlink_to(victim)
+    if os.geteuid() == 0:
+        targets["device"] = tmp_path / "null"
+        os.mknod(targets["device"], 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    before = {k: os.lstat(p) for k, p in targets.items()}
+
+    def untouched() -> None:
+        assert victim.read_text() == "precious\n"
+        for k, p in targets.items():
+            st = os.lstat(p)
+            assert (st.st_mode, st.st_ino, st.st_rdev) == \
+                (before[k].st_mode, before[k].st_ino, before[k].st_rdev), k
+        assert os.readlink(targets["link"]) == str(victim)
+        assert not [p for p in tmp_path.iterdir() if p.name.endswith((".tmp", ".part"))]
+    return targets, victim, untouched
+
+
+# ------------------------------------------------------------ 1. the one safe writer
+
+
+def test_writer_refuses_device_fifo_link_and_folder_and_leaves_them(hostile, tmp_path):
+    targets, victim, untouched = hostile
+    for kind, target in [*targets.items(), ("folder", tmp_path), ("dot", Path("."))]:
+        with pytest.raises(paths.OutputPathError) as exc:
+            paths.write_atomic(target, "overwritten?\n", what="--json")
+        assert str(target) in str(exc.value) and "\n" not in str(exc.value), kind
+        assert isinstance(exc.value, OSError) and exc.value.filename == str(target)
+        print(f"PASS writer refuses {kind}: {exc.value}")
+    untouched()
+
+
+def test_writer_removes_the_partial_on_a_full_disk_and_names_the_target(tmp_path, monkeypatch):
+    target = tmp_path / "report.csv"
+    target.write_text("old\n")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(paths.os, "fsync", full)
+    with pytest.raises(paths.OutputPathError) as exc:
+        paths.write_atomic(target, "new\n")
+    assert str(target) in str(exc.value) and "full" in str(exc.value)
+    assert exc.value.errno == errno.ENOSPC
+    assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == [target.name]
+    print("PASS full disk: partial removed, message names the target")
+
+
+def test_streamed_output_is_private_and_a_dash_is_stdout(tmp_path, capsys):
+    target = tmp_path / "big.bin"
+    with paths.output_file(target, binary=True) as fh:
+        for _ in range(4):
+            fh.write(b"\0" * 65536)
+        # while writing, the target does not exist yet: a reader never sees half a file
+        assert not target.exists()
+    assert target.stat().st_size == 4 * 65536
+    if not paths.sharing():
+        assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    paths.write_atomic("-", "to stdout\n")
+    assert capsys.readouterr().out == "to stdout\n"
+    print("PASS streaming writer and '-'")
+
+
+def test_a_failing_block_removes_the_tool_written_temporary(tmp_path):
+    target = tmp_path / "x.qcow2"
+    with pytest.raises(RuntimeError):
+        with paths.output_path(target) as tmp:
+            tmp.write_bytes(b"half an image")
+            assert tmp.parent == tmp_path and tmp.name != target.name
+            raise RuntimeError("the tool failed")
+    assert list(tmp_path.iterdir()) == []
+    print("PASS tool-written temporary removed on failure")
+
+
+@pytest.fixture()
+def cached_image(tmp_path, monkeypatch):
+    """An image already in a private cache (no debvm run): ``vhpc image build`` only copies."""
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
+    spec = {"recipe": 0, "release": "bookworm", "packages": [], "sources": []}
+    monkeypatch.setattr(imagebuild, "inputs", lambda release, include=(), sources=None: spec)
+    folder = paths.cache_dir() / "images" / imagebuild.cache_key(spec)
+    folder.mkdir(parents=True, mode=0o700)
+    data = b"QFI\xfb" + os.urandom(300_000)
+    (folder / "image.qcow2").write_bytes(data)
+    (folder / "manifest.json").write_text(json.dumps(
+        {"sha256": hashlib.sha256(data).hexdigest(), "build_seconds": 1.0}))
+    return data
+
+
+def test_image_build_never_writes_a_device_fifo_link_or_planted_part(capsys, tmp_path, hostile,
+                                                                     cached_image):
+    targets, victim, untouched = hostile
+    for kind, target in targets.items():
+        rc, so, se = run_cli(capsys, "image", "build", "--out", target)
+        assert rc == 2 and one_line(se) and str(target) in se, (kind, se)
+        print(f"PASS image build --out {kind}: {se.strip()}")
+    untouched()
+    out = tmp_path / "OUT.qcow2"  # a planted OUT.part link is never followed
+    (tmp_path / "OUT.qcow2.part").symlink_to(victim)
+    rc, so, se = run_cli(capsys, "image", "build", "--out", out)
+    assert rc == 0, se
+    assert out.read_bytes() == cached_image and not out.is_symlink()
+    assert victim.read_text() == "precious\n"
+    assert os.readlink(tmp_path / "OUT.qcow2.part") == str(victim)
+    print("PASS planted OUT.part link: victim untouched, OUT is the image")
+
+
+@pytest.mark.parametrize("odd", ["nodir/x.qcow2", "/proc/self/x.qcow2", "/", ".", "..",
+                                 "folder"])
+def test_odd_out_paths_give_one_line_and_leave_nothing(capsys, tmp_path, monkeypatch, odd,
+                                                       cached_image):
+    work = tmp_path / "work"
+    (work / "folder").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    rc, so, se = run_cli(capsys, "image", "build", "--out", odd)
+    assert rc == 2 and one_line(se) and odd in se, se
+    assert sorted(p.name for p in work.iterdir()) == ["folder"]
+    assert list((work / "folder").iterdir()) == []
+    print(f"PASS --out {odd}: {se.strip()}")
+
+
+def test_two_builds_to_the_same_out_both_finish(tmp_path, cached_image):
+    import threading
+
+    out, errors = tmp_path / "same.qcow2", []
+
+    def build():
+        try:
+            imagebuild.build(out)
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and out.read_bytes() == cached_image
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".same")] == []
+    print("PASS two builds at once to one --out")
+
+
+def stored_campaign(capsys, tmp_path, script: str, envs=("native",)) -> tuple[Path, str]:
+    """Run a campaign of one custom benchmark (``sh -c script`` printing ``v NUMBER``) and
+    return (its --out folder, its id)."""
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({
+        "custom": [{"name": "probe", "command": ["sh", "-c", script],
+                    "metrics": [{"name": "v", "regex": r"v (\S+)", "unit": "1",
+                                 "higher_is_better": True}]}],
+        "benchmarks": ["probe"], "environments": list(envs), "warmup": 0, "repeats": 2}))
+    out = tmp_path / "out"
+    rc, so, se = run_cli(capsys, "run", f, "--out", out)
+    assert rc in (0, 1), se[-2000:]
+    return out, next(p.name for p in out.iterdir() if p.is_dir())
+
+
+def test_report_refuses_device_fifo_and_link_outputs(capsys, tmp_path, hostile):
+    targets, victim, untouched = hostile
+    out, cid = stored_campaign(capsys, tmp_path, "echo v 3")
+    for kind, target in targets.items():
+        for flag in ("--csv", "--json", "--html"):
+            rc, so, se = run_cli(capsys, "report", cid, "--out", out, flag, target)
+            assert rc == 2 and one_line(se) and str(target) in se, (kind, flag, se)
+    untouched()
+    rc, so, se = run_cli(capsys, "report", cid, "--out", out, "--json", "-")
+    assert rc == 0 and '"samples"' in so, se
+    print("PASS report --csv/--json/--html refuse device, FIFO and link; --json - is stdout")
