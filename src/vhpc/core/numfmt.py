@@ -28,7 +28,10 @@ FACTOR_NOTE = ("×N / ÷N: N times worse / better than the baseline (N times its
 
 
 def sci(x: float) -> str:
-    """``x`` with 2 significant digits in compact scientific form: 3.7e9, 9.9e-6, -1.2e5."""
+    """``x`` with 2 significant digits in compact scientific form: 3.7e9, 9.9e-6, -1.2e5;
+    "inf", "-inf", or "—" for nan."""
+    if not math.isfinite(x):
+        return "—" if math.isnan(x) else f"{x:g}"
     mant, exp = f"{x:.1e}".split("e")
     return f"{mant}e{int(exp)}"
 
@@ -49,17 +52,32 @@ def _magnitude(v: float) -> str:
     return sci(v)
 
 
-def factor(f: float) -> str:
-    """A cost factor (> 0) with ×/÷: 253.3 → "×253", 0.758 → "÷1.32", 1 → "×1",
-    1e-5 → "÷1.0e5"; "—" when not finite or ≤ 0."""
-    if not math.isfinite(f) or f <= 0:
+#: a cost factor beyond what a float holds: an infinite one, or one whose reciprocal is
+#: (a subnormal ratio such as 1e-310, or one that underflowed to 0): the ratio of two finite
+#: positive doubles underflows only below 5e-324, so the factor is then beyond 1e308 indeed
+HUGE_WORSE, HUGE_BETTER = "×>1e308", "÷>1e308"
+
+
+def factor(f: float, zero: str = HUGE_BETTER) -> str:
+    """A cost factor (≥ 0) with ×/÷: 253.3 → "×253", 0.758 → "÷1.32", 1 → "×1",
+    1e-5 → "÷1.0e5"; inf → "×>1e308", a subnormal or 0 → "÷>1e308" (or ``zero`` for 0, when
+    the caller knows a tighter bound); "—" when nan or < 0."""
+    if math.isnan(f) or f < 0:
         return "—"
+    if f == 0:
+        return zero
+    if math.isinf(f):
+        return HUGE_WORSE
     if f >= 1:
         return "×" + _magnitude(f)
+    if math.isinf(1 / f):
+        return HUGE_BETTER
     return "÷" + _magnitude(1 / f)
 
 
 def _percent(x: float, unit: bool) -> str:
+    if math.isnan(x):
+        return "—"
     text = f"{x:+.1f}"
     if float(text) == 0 and x != 0:  # never a nonzero bound as "+0.0"
         text = f"{x:+.2g}"
@@ -67,34 +85,42 @@ def _percent(x: float, unit: bool) -> str:
 
 
 def _far(*fs: float | None) -> bool:
-    """Whether cost factors ``fs`` are written as factors: every one positive and finite, and
-    one at or beyond :data:`FACTOR_FROM` times either way."""
+    """Whether cost factors ``fs`` are written as factors: none negative or nan, and one at or
+    beyond :data:`FACTOR_FROM` times either way (0 and inf included)."""
     real = [f for f in fs if f is not None]
-    return all(math.isfinite(f) and f > 0 for f in real) and any(
+    return all(f >= 0 for f in real) and any(
         f >= FACTOR_FROM or f <= 1 / FACTOR_FROM for f in real)
 
 
-def cost_ci(f: float, low: float | None = None, high: float | None = None) -> str:
+def cost_ci(f: float, low: float | None = None, high: float | None = None,
+            zero: str = HUGE_BETTER) -> str:
     """An overhead given as cost factors (the environment's time over the baseline's, or the
     baseline's rate over the environment's; > 1: worse) with its interval, all in one form:
     "+12.3 % [+8.1, +16.0]", or as factors when any is :data:`FACTOR_FROM` times or more
     ("÷1.32 [÷1.8e5, ×1.0e5]"); just the value when a bound is missing.  A factor ≤ 0 (a
-    ratio of arithmetic means of values ≤ 0) stays a percentage."""
+    ratio of arithmetic means of values ≤ 0) stays a percentage; nan is "—".  ``zero``: the
+    text of a factor of 0 (:func:`factor`)."""
     bounds = (low, high) if low is not None and high is not None else ()
     if _far(f, *bounds):
-        return " ".join([factor(f)] + ([f"[{factor(low)}, {factor(high)}]"] if bounds else []))
+        return " ".join([factor(f, zero)]
+                        + ([f"[{factor(low, zero)}, {factor(high, zero)}]"] if bounds else []))
     text = _percent((f - 1) * 100, True)
     if bounds:
         text += f" [{_percent((low - 1) * 100, False)}, {_percent((high - 1) * 100, False)}]"
     return text
 
 
+#: −100 % as a factor: (r − 1)·100 rounds to −100 only for a ratio r below about 1e-16
+PCT_FLOOR = "÷>1e15"
+
+
 def pct(x: float, unit: bool = True) -> str:
     """An overhead (percent, > 0: worse) as text: "+12.3 %" (``unit=False``: "+12.3", an
     interval's bound), or the factor from :data:`FACTOR_FROM` times on (+25,229 % → "×253",
-    −99.999 % → "÷1.0e5": :func:`factor`)."""
+    −99.999 % → "÷1.0e5": :func:`factor`); −100 % → "÷>1e15" (a percentage rounds to −100
+    only below a ratio of about 1e-16)."""
     if _far(1 + x / 100):
-        return factor(1 + x / 100)
+        return factor(1 + x / 100, PCT_FLOOR)
     return _percent(x, unit)
 
 
@@ -103,7 +129,7 @@ def pct_ci(x: float, low: float | None, high: float | None) -> str:
     "÷1.32 [÷1.8e5, ×1.0e5]" for −24.2 % [−99.9994, +10,120,729].  Where the ratios are at
     hand, :func:`overhead` is exact beyond 10¹⁵ times (a percentage then rounds to −100)."""
     c = (lambda v: None if v is None else 1 + v / 100)
-    return cost_ci(1 + x / 100, c(low), c(high))
+    return cost_ci(1 + x / 100, c(low), c(high), PCT_FLOOR)
 
 
 def overhead(ratio: float, low: float | None, high: float | None, higher_is_better: bool) -> str:
