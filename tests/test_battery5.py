@@ -181,14 +181,15 @@ def test_two_builds_to_the_same_out_both_finish(tmp_path, cached_image):
     print("PASS two builds at once to one --out")
 
 
-def stored_campaign(capsys, tmp_path, script: str, envs=("native",)) -> tuple[Path, str]:
+def stored_campaign(capsys, tmp_path, script: str, envs=("native",),
+                    hib: bool = True) -> tuple[Path, str]:
     """Run a campaign of one custom benchmark (``sh -c script`` printing ``v NUMBER``) and
     return (its --out folder, its id)."""
     f = tmp_path / "c.yaml"
     f.write_text(yaml.safe_dump({
         "custom": [{"name": "probe", "command": ["sh", "-c", script],
                     "metrics": [{"name": "v", "regex": r"v (\S+)", "unit": "1",
-                                 "higher_is_better": True}]}],
+                                 "higher_is_better": hib}]}],
         "benchmarks": ["probe"], "environments": list(envs), "warmup": 0, "repeats": 2}))
     out = tmp_path / "out"
     rc, so, se = run_cli(capsys, "run", f, "--out", out)
@@ -207,3 +208,50 @@ def test_report_refuses_device_fifo_and_link_outputs(capsys, tmp_path, hostile):
     rc, so, se = run_cli(capsys, "report", cid, "--out", out, "--json", "-")
     assert rc == 0 and '"samples"' in so, se
     print("PASS report --csv/--json/--html refuse device, FIFO and link; --json - is stdout")
+
+
+# ------------------------------------------------------------ 2. a total overhead formatter
+
+
+def _set_values(out: Path, env: str, value: float) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(out / "vhpc.db")
+    with db:
+        db.execute("UPDATE samples SET value = ? WHERE trial_id IN "
+                   "(SELECT id FROM trials WHERE environment = ?)", (value, env))
+    db.close()
+
+
+@pytest.mark.parametrize("base,value,hib,want", [
+    (1.0, 1e-310, True, "×>1e308"),  # a subnormal ratio of a rate: b beyond 1e308 times worse
+    (1e300, 1e-300, False, "÷>1e"),  # a time ratio that underflows to 0: ÷, never -100.0 %
+    (1e300, 1e-300, True, None)])  # a rate ratio of 0: no overhead to print, no traceback
+def test_a_campaign_with_a_subnormal_ratio_reports(capsys, tmp_path, base, value, hib, want):
+    """A metric whose environment b measured 1e-310 of native's (a subnormal ratio), or
+    1e-300 against 1e300 (a ratio that underflows to 0): the report is written, every later
+    one too, and the overhead reads as a factor, never a traceback or -100.0 %."""
+    out, cid = stored_campaign(capsys, tmp_path, "echo v 1", envs=("native", "native:name=b"),
+                               hib=hib)
+    _set_values(out, "native", base)
+    _set_values(out, "b", value)
+    for _ in range(2):
+        rc, so, se = run_cli(capsys, "report", cid, "--out", out)
+        assert rc == 0 and "Traceback" not in se, se[-2000:]
+    page = (out / cid / "report.html").read_text()
+    assert "-100.0" not in so + page, so
+    if want:
+        assert want in so and want.replace(">", "&gt;") in page, so
+    print(f"PASS ratio {value / base}: report written, overhead {want or '—'}")
+
+
+def test_an_environment_with_only_infinite_samples_is_named(capsys, tmp_path):
+    out, cid = stored_campaign(capsys, tmp_path, "echo v 1", envs=("native", "native:name=b"))
+    _set_values(out, "b", float("inf"))
+    rc, so, se = run_cli(capsys, "report", cid, "--out", out)
+    assert rc == 0, se[-2000:]
+    page = (out / cid / "report.html").read_text()
+    assert "nothing to compare" not in so + page
+    row = next(line for line in so.splitlines() if "│ b " in line)
+    assert "0 valid, 2 invalid" in row and "not finite" in so, so
+    print("PASS all-inf environment named with the reason")
