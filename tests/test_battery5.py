@@ -255,3 +255,132 @@ def test_an_environment_with_only_infinite_samples_is_named(capsys, tmp_path):
     row = next(line for line in so.splitlines() if "│ b " in line)
     assert "0 valid, 2 invalid" in row and "not finite" in so, so
     print("PASS all-inf environment named with the reason")
+
+
+# ------------------------------------------------- 3. frozen groups never outlive vhpc
+
+
+def _frozen(d: Path) -> bool:
+    events = dict(line.split() for line in (d / "cgroup.events").read_text().splitlines())
+    return events.get("frozen") == "1"
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.fixture()
+def v2_cgroups():
+    from conftest import missing
+    from vhpc.host import freezer
+
+    base = freezer.v2_base()
+    if base is None or not os.access(base, os.W_OK):
+        missing("frozen groups need root and a writable cgroup v2 hierarchy")
+    return base
+
+
+def test_vhpc_host_thaws_a_daemon_left_frozen_by_a_killed_vhpc(capsys, v2_cgroups):
+    """A vhpc killed with -9 during slowdown= left its group frozen with a daemon its
+    benchmark started in it; the next ``vhpc host`` (no slowdown=) thaws and removes it."""
+    import subprocess
+
+    from vhpc.host import freezer
+
+    d = v2_cgroups / f"{freezer.PREFIX}{_dead_pid()}-0"
+    d.mkdir()
+    daemon = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        (d / "cgroup.procs").write_text(f"{daemon.pid}\n")
+        (d / "cgroup.freeze").write_text("1\n")
+        for _ in range(100):
+            if _frozen(d):
+                break
+            import time
+            time.sleep(0.01)
+        assert _frozen(d)
+        rc, so, se = run_cli(capsys, "host")
+        assert rc == 0, se
+        assert not d.exists()
+        assert freezer.PREFIX not in Path(f"/proc/{daemon.pid}/cgroup").read_text()
+        assert daemon.poll() is None and _state(daemon.pid) in "SR"
+        print("PASS vhpc host thawed and removed the dead owner's frozen group")
+    finally:
+        daemon.kill()
+        daemon.wait()
+        if d.exists():
+            freezer.remove_group(d)
+
+
+def test_the_guard_thaws_the_group_when_its_owner_dies(v2_cgroups, tmp_path):
+    """A child vhpc process freezes a group holding a daemon, then is killed with -9: the
+    guard it started thaws the group without any later vhpc."""
+    import subprocess
+    import time
+
+    from vhpc.host import freezer
+
+    daemon = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    ready = tmp_path / "ready"
+    owner = subprocess.Popen([sys.executable, "-c", f"""
+import time
+from pathlib import Path
+from vhpc.host import freezer
+fz = freezer.FreezerDutyCycle(1.0).__enter__()
+fz.add({daemon.pid})
+(fz.dir / "cgroup.freeze").write_text("1\\n")
+Path({str(ready)!r}).write_text(str(fz.dir))
+time.sleep(60)
+"""], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    d = None
+    try:
+        for _ in range(500):
+            if ready.exists() and ready.read_text():
+                break
+            time.sleep(0.02)
+        d = Path(ready.read_text())
+        for _ in range(100):
+            if _frozen(d):
+                break
+            time.sleep(0.01)
+        assert _frozen(d)
+        owner.kill()
+        owner.wait()
+        for _ in range(300):
+            if not _frozen(d):
+                break
+            time.sleep(0.01)
+        assert not _frozen(d) and daemon.poll() is None
+        assert d in freezer.sweep_stale() and not d.exists()
+        print("PASS the guard thawed the group of a vhpc killed with -9")
+    finally:
+        owner.kill()
+        owner.wait()
+        daemon.kill()
+        daemon.wait()
+        if d is not None and d.exists():
+            freezer.remove_group(d)
+
+
+def test_the_sweep_against_a_fake_cgroup_tree(tmp_path, monkeypatch):
+    """Where cgroups cannot be written: the sweep logic on a tree of plain folders and files
+    thaws (writes 0) every group of a dead owner and leaves a live owner's group alone."""
+    from vhpc.host import freezer
+
+    root = tmp_path / "cgroup"
+    monkeypatch.setattr(freezer, "CGROUP_ROOT", root)
+    dead, live = root / f"{freezer.PREFIX}{_dead_pid()}-3", root / f"{freezer.PREFIX}1-0"
+    for d in (dead, live):
+        d.mkdir(parents=True)
+        (d / "cgroup.freeze").write_text("1\n")
+    freezer.sweep_stale()  # a plain folder with files is not removed; it is thawed
+    assert (dead / "cgroup.freeze").read_text() == "0\n"
+    assert (live / "cgroup.freeze").read_text() == "1\n"  # pid 1 is alive

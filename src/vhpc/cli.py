@@ -392,6 +392,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def sweep_cgroups() -> list[Path]:
+    """Thaw and remove the freezer and CPU-quota groups of a vhpc that died (``kill -9``
+    during ``slowdown=``), at every start, as host-knob journals are recovered: a daemon a
+    trial left in a frozen group must not stay frozen until some later ``slowdown=``.  Best
+    effort (nothing to do without cgroups or root); returns the groups removed."""
+    from vhpc.host import cpu_bandwidth, freezer
+
+    return [*freezer.sweep_stale(), *cpu_bandwidth.sweep_stale()]
+
+
 def _dispatch(args) -> int:
     """:func:`main` once the arguments are parsed (results private unless ``--share``)."""
     try:
@@ -400,6 +410,7 @@ def _dispatch(args) -> int:
         for left in recover(journal_path()):  # only journals whose vhpc is no longer running
             err_console.print(f"vhpc: {left.describe()}", highlight=False, markup=False,
                               soft_wrap=True)
+        sweep_cgroups()
         return COMMANDS[args.command](args)
     except VhpcError as exc:
         line = " ".join(str(exc).split())

@@ -18,7 +18,9 @@ around the writes, and :class:`FreezeReading` gives the slowdown it applied, ``f
 frozen)``.
 
 Groups are named ``vhpc-freeze-<pid>-<n>`` after their owner and removed on exit (thawed first);
-:func:`sweep_stale` thaws and removes those of a dead owner (after a ``kill -9``).
+should the owner die (``kill -9``), its guard (:class:`vhpc.host.owned.ThawGuard`) thaws the
+group at once, and every later vhpc start (any command) thaws and removes the groups of dead
+owners (:func:`sweep_stale`), so a daemon a trial left there never stays frozen.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from vhpc.core.errors import VhpcError
 from vhpc.host.cpu_bandwidth import remove_group, sweep_groups
+from vhpc.host.owned import ThawGuard
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PREFIX = "vhpc-freeze-"
@@ -94,6 +97,7 @@ class FreezerDutyCycle:
         self.share = self.slowdown / (1.0 + self.slowdown)
         self.name = f"{PREFIX}{os.getpid()}-{next(_counter)}"
         self.dir: Path | None = None
+        self._guard: ThawGuard | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = self._t1 = 0.0
@@ -113,6 +117,10 @@ class FreezerDutyCycle:
             raise FreezerError(f"cannot create a cgroup in {base} ({exc.strerror}): run vhpc "
                                "as root on a host with writable cgroups") from None
         self.dir = d
+        try:  # thawed by the guard should vhpc die (kill -9) while the group is frozen
+            self._guard = ThawGuard(d)
+        except OSError:
+            self._guard = None  # no guard: the next vhpc's sweep_stale thaws it
         if not (d / "cgroup.freeze").exists():
             self.__exit__(None, None, None)
             raise FreezerError(f"this kernel ({os.uname().release}) has no cgroup v2 freezer "
@@ -189,6 +197,9 @@ class FreezerDutyCycle:
         if self.dir is not None:
             remove_group(self.dir)
             self.dir = None
+        if self._guard is not None:
+            self._guard.done()
+            self._guard = None
 
 
 def sweep_stale() -> list[Path]:

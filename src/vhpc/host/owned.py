@@ -260,10 +260,15 @@ class _Warden:
     #: watched groups are a space-separated list; at end of file (vhpc gone) each is killed.
     #: dash's kill takes no ``--``: ``-9 -PGID`` is the portable spelling (kill(1p)); pkill
     #: ``-s`` reaches groups a trial made inside its session (coreutils timeout makes one)
-    SCRIPT = ('g=" "; while read c p; do case $c in '
+    #: frozen cgroups (``freezer DIR`` / ``thawed DIR``) are thawed first, so that a daemon
+    #: a trial left in one (outside its session, so not killed) runs on
+    SCRIPT = ('g=" "; z=" "; while read c p; do case $c in '
               'watch) g="$g$p ";; '
               'done) n=" "; for x in $g; do [ "$x" = "$p" ] || n="$n$x "; done; g=$n;; '
+              'freezer) z="$z$p ";; '
+              'thawed) n=" "; for x in $z; do [ "$x" = "$p" ] || n="$n$x "; done; z=$n;; '
               'esac; done; '
+              'for d in $z; do echo 0 > "$d/cgroup.freeze"; done 2>/dev/null; '
               'for p in $g; do kill -9 -"$p"; pkill -9 -s "$p"; done 2>/dev/null')
 
     lock = threading.Lock()
@@ -353,5 +358,29 @@ class GroupGuard:
             self._open = False
             try:
                 _Warden.send(f"done {self.pgid}")
+            except OSError:
+                pass
+
+
+class ThawGuard:
+    """Thaws the cgroup-v2 group ``folder`` (writes 0 to its ``cgroup.freeze``) if vhpc dies
+    before :meth:`done`: the shared guard of :class:`GroupGuard` holds the folder and, at end
+    of file on its pipe, thaws it before it kills any watched group.  A later vhpc removes the
+    group (:func:`vhpc.host.freezer.sweep_stale`).  Raises OSError when the guard cannot be
+    started, ValueError for a folder name with white space (the guard reads words)."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = str(folder)
+        if not self.folder or any(ch.isspace() for ch in self.folder):
+            raise ValueError(f"cannot guard the cgroup {self.folder!r}: white space in its name")
+        self._open = True
+        _Warden.send(f"freezer {self.folder}")
+
+    def done(self) -> None:
+        """The group is thawed and removed here: stop guarding it (idempotent; never raises)."""
+        if self._open:
+            self._open = False
+            try:
+                _Warden.send(f"thawed {self.folder}")
             except OSError:
                 pass
