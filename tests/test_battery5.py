@@ -384,3 +384,58 @@ def test_the_sweep_against_a_fake_cgroup_tree(tmp_path, monkeypatch):
     freezer.sweep_stale()  # a plain folder with files is not removed; it is thawed
     assert (dead / "cgroup.freeze").read_text() == "0\n"
     assert (live / "cgroup.freeze").read_text() == "1\n"  # pid 1 is alive
+
+
+# ------------------------------------------------------ 4. input folders walked at any depth
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_a_device_deep_in_an_input_folder_is_refused_before_the_run(capsys, tmp_path):
+    """``inputs: [dir]`` with ``dir/a/b/zero`` a copy of /dev/zero's node: one line naming it,
+    exit 2, nothing stored; the ssh archive refuses the same path with the same check."""
+    from vhpc.environments.ssh import inputs as ssh_inputs
+
+    data = tmp_path / "data"
+    (data / "a" / "b").mkdir(parents=True)
+    (data / "ok.txt").write_text("x\n")
+    zero = data / "a" / "b" / "zero"
+    os.mknod(zero, 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({
+        "custom": [{"name": "probe", "command": ["sh", "-c", "echo v 1"], "inputs": [str(data)],
+                    "metrics": [{"name": "v", "regex": r"v (\S+)", "unit": "1",
+                                 "higher_is_better": True}]}],
+        "benchmarks": ["probe"], "environments": ["native"], "warmup": 0, "repeats": 1}))
+    out = tmp_path / "out"
+    rc, so, se = run_cli(capsys, "run", f, "--out", out)
+    assert rc == 2 and one_line(se) and f"{zero} is a character device" in se, se
+    assert not (out / "vhpc.db").exists()
+    import io
+
+    with pytest.raises(ssh_inputs.InputError, match="a/b/zero is a character device"):
+        ssh_inputs.archive(str(data), io.BytesIO())
+    print(f"PASS device in an input folder: {se.strip()}")
+
+
+def test_input_problem_finds_fifos_sockets_and_dangling_links_at_any_depth(tmp_path):
+    import socket
+
+    top = tmp_path / "in"
+    (top / "x" / "y").mkdir(parents=True)
+    assert paths.input_problem(top) is None
+    os.mkfifo(top / "x" / "y" / "f")
+    assert paths.input_problem(top) == (str(top / "x" / "y" / "f"),
+                                        "is a FIFO, not a regular file or folder")
+    os.unlink(top / "x" / "y" / "f")
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(top / "x" / "s"))
+    try:
+        assert "is a socket" in paths.input_problem(top)[1]
+    finally:
+        s.close()
+        os.unlink(top / "x" / "s")
+    (top / "x" / "gone").symlink_to(tmp_path / "nothing")
+    assert "leads nowhere" in paths.input_problem(top)[1]
+    os.unlink(top / "x" / "gone")
+    (top / "x" / "loop").symlink_to(top)
+    assert "loop of links" in paths.input_problem(top)[1]

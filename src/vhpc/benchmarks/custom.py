@@ -49,14 +49,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import stat
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import regex
 
 from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Check, ParseError
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
+from vhpc.core.paths import input_problem
 
 #: Longest ``timeout:`` a custom benchmark may ask for (seconds; a week).
 MAX_TIMEOUT = 7 * 24 * 3600
@@ -236,12 +236,12 @@ class CommandBenchmark(Benchmark):
                       self.mpi["implementation"], ctx.ncpus, cpuset=ctx.cpuset)
 
     def preflight(self, params: Mapping[str, Any]) -> None:
-        """Before any trial: every input is a regular file or a folder (``/dev/zero`` or a FIFO
-        would be copied until the disk is full, or block), and so is whatever each symbolic
-        link in an input folder leads to.  Raises BenchmarkError naming the input and what
-        to fix."""
+        """Before any trial: every input is a regular file or a folder, and so is everything in
+        an input folder at any depth and whatever each symbolic link leads to
+        (:func:`vhpc.core.paths.input_problem`: ``/dev/zero`` or a FIFO would be copied until
+        the disk is full, or block).  Raises BenchmarkError naming the path and what to fix."""
         for src, _ in self.inputs:
-            problem = next(_input_problems(src), None)
+            problem = input_problem(src)
             if problem is not None:
                 raise BenchmarkError(f"custom benchmark {self.name!r}: input {' '.join(problem)}"
                                      ": inputs must be regular files or folders; fix inputs: "
@@ -432,21 +432,6 @@ def _links(src: str) -> list[str]:
         out += [os.path.join(root, n) for n in dirs + files
                 if os.path.islink(os.path.join(root, n))]
     return out
-
-
-def _input_problems(src: str) -> Iterator[tuple[str, str]]:
-    """(path, what is wrong) for the input ``src`` and every symbolic link inside it: each
-    must lead to an existing regular file or folder."""
-    for path in [src, *_links(src)]:
-        try:
-            mode = os.stat(path).st_mode
-        except OSError as exc:
-            yield path, ("does not exist" if path == src else
-                         f"is a symbolic link that leads nowhere ({exc.strerror})")
-            continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            yield path, ("is not a regular file or folder" if path == src else
-                         "is a symbolic link to something that is not a regular file or folder")
 
 
 def from_mapping(d: Mapping[str, Any]) -> CommandBenchmark:

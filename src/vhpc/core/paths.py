@@ -302,6 +302,40 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, encoding: str = "ut
     return Path(path)
 
 
+def input_problem(src: str | os.PathLike) -> tuple[str, str] | None:
+    """The first (path, what is wrong) in the input ``src`` (a file, or a folder walked at
+    every depth, symbolic links followed as a trial's copy follows them), or None: every
+    entry must be, or lead to, a regular file or a folder.  A device (``/dev/zero`` would be
+    copied until the disk is full), FIFO or socket, a link that leads nowhere, and a folder
+    that holds itself through a link (a copy that never ends) are problems.  The one check of
+    inputs for every environment (native, guest, ssh) before anything is stored or copied."""
+    def walk(path: str, top: bool, ancestors: frozenset) -> tuple[str, str] | None:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            return path, ("does not exist" if top else
+                          f"is a symbolic link that leads nowhere ({exc.strerror})")
+        if stat.S_ISDIR(st.st_mode):
+            key = (st.st_dev, st.st_ino)
+            if key in ancestors:
+                return path, "leads back to a folder that contains it (a loop of links)"
+            try:
+                entries = sorted(os.listdir(path))
+            except OSError as exc:
+                return path, f"cannot be read ({exc.strerror})"
+            for entry in entries:
+                found = walk(os.path.join(path, entry), False, ancestors | {key})
+                if found:
+                    return found
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+            via = " (through a symbolic link)" if os.path.islink(path) else ""
+            return path, f"is {kind}{via}, not a regular file or folder"
+        return None
+    return walk(os.fspath(src), True, frozenset())
+
+
 def read_small_text(path: str | os.PathLike, limit: int, what: str, advice: str,
                     regular_only: bool = True) -> str:
     """The UTF-8 text of a small user file (a campaign file, a tolerance file, a domain XML)

@@ -27,6 +27,7 @@ import tarfile
 import tempfile
 from typing import IO, Any
 
+from vhpc.core.paths import input_problem
 from vhpc.environments.base import EnvError
 
 #: Name of the copy inside its ``inputs-<hash>`` folder (the rank stages it under its own name).
@@ -45,6 +46,9 @@ def _refuse(path: str, what: str) -> InputError:
 def archive(src: str, out: IO[bytes]) -> None:
     """Write the input ``src`` as ``input`` (a file, or a folder and everything in it, symbolic
     links followed) into the tar stream ``out``.  Raises InputError (see the module doc)."""
+    problem = input_problem(src)  # the check of every path, before a byte is copied
+    if problem is not None:
+        raise _refuse(*problem)
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         _add(tar, src, COPY_NAME, frozenset(), top=True)
 
