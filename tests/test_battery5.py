@@ -439,3 +439,49 @@ def test_input_problem_finds_fifos_sockets_and_dangling_links_at_any_depth(tmp_p
     os.unlink(top / "x" / "gone")
     (top / "x" / "loop").symlink_to(top)
     assert "loop of links" in paths.input_problem(top)[1]
+
+
+# ---------------------------------------------------------- 5. images checked before boot
+
+
+def test_a_zero_byte_image_is_refused_before_anything_boots(capsys, tmp_path, monkeypatch):
+    (tmp_path / "empty.qcow2").touch()
+    (tmp_path / "c.yaml").write_text("benchmarks: [stream]\nrepeats: 1\nwarmup: 0\n"
+                                     "environments: [native, {vm: {image: empty.qcow2}}]\n")
+    monkeypatch.chdir(tmp_path)
+    rc, so, se = run_cli(capsys, "run", "c.yaml", "--out", "res")
+    assert rc == 2 and one_line(se) and "0 bytes, too small to be a disk" in se, se
+    assert not (tmp_path / "res" / "vhpc.db").exists()
+    print(f"PASS 0-byte image: {se.strip()}")
+
+
+def test_non_disks_and_system_files_are_refused_as_images(tmp_path, monkeypatch):
+    from vhpc.environments.vm import userimage_check as uc
+
+    monkeypatch.delenv(uc.ALLOW_SYSTEM_IMAGE_ENV, raising=False)
+    text = tmp_path / "notes.img"
+    text.write_text("not a disk\n" * 20000)  # large enough, but no image or disk magic
+    with pytest.raises(uc.ImageFileError, match="neither a disk image"):
+        uc.check_image_file(text)
+    mbr = bytearray(1 << 20)
+    mbr[510:512] = b"\x55\xaa"
+    (tmp_path / "disk.raw").write_bytes(bytes(mbr))
+    assert uc.check_image_file(tmp_path / "disk.raw") == (tmp_path / "disk.raw").resolve()
+    (tmp_path / "tiny.qcow2").write_bytes(b"QFI\xfb" + bytes(100))  # qemu-img judges the rest
+    assert uc.check_image_file(tmp_path / "tiny.qcow2")
+    link = tmp_path / "shadow.qcow2"
+    link.symlink_to("/etc/shadow")
+    with pytest.raises(uc.ImageFileError, match="resolves to /etc/shadow.*--allow-system-image"):
+        uc.check_image_file(link)
+    with pytest.raises(uc.ImageFileError, match="too small to be a disk"):  # still no disk
+        uc.check_image_file(link, allow_system=True)
+    st = os.stat(tmp_path / "disk.raw")  # what only root could read
+    assert uc.readable_without_root(st, st.st_uid, [])
+    os.chmod(tmp_path / "disk.raw", 0o000)
+    st = os.stat(tmp_path / "disk.raw")
+    assert not uc.readable_without_root(st, st.st_uid, [])
+    monkeypatch.setenv("SUDO_UID", "4242")
+    if os.geteuid() == 0:
+        with pytest.raises(uc.ImageFileError, match="not readable by you without root"):
+            uc.check_image_file(tmp_path / "disk.raw")
+    print("PASS text, /etc/shadow link and root-only images refused; MBR disk and qcow2 pass")

@@ -235,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-uri", action="append", metavar="URI", default=[],
                    help="allow this libvirt connection URI in uri= (default: only the local "
                         "qemu:///system and qemu:///session); repeatable")
+    p.add_argument("--allow-system-image", action="store_true",
+                   help="let vm:image= name a file outside your home, the current folder and "
+                        "the temporary folder, or one only root can read (default: refused)")
     p.add_argument("--share", action="store_true",
                    help="create results (store, raw outputs, reports) readable by others as "
                         "the umask allows; default: private, files 0600 and folders 0700 "
@@ -373,19 +376,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         from vhpc.environments.vm.options import ALLOW_URI_ENV
+        from vhpc.environments.vm.userimage_check import ALLOW_SYSTEM_IMAGE_ENV
 
-        saved = os.environ.get(ALLOW_URI_ENV)
-        if args.allow_uri:  # for this command only (in-process callers keep their environment)
-            os.environ[ALLOW_URI_ENV] = ",".join([saved or "", *args.allow_uri]).strip(",")
+        given = {ALLOW_URI_ENV: args.allow_uri and ",".join(
+                     [os.environ.get(ALLOW_URI_ENV) or "", *args.allow_uri]).strip(","),
+                 ALLOW_SYSTEM_IMAGE_ENV: "1" if args.allow_system_image else ""}
+        saved = {k: os.environ.get(k) for k, v in given.items() if v}
+        os.environ.update({k: v for k, v in given.items() if v})  # for this command only
         try:
             with private_results(args.share or None):
                 return _dispatch(args)
         finally:
-            if args.allow_uri:
-                if saved is None:
-                    os.environ.pop(ALLOW_URI_ENV, None)
+            for k, v in saved.items():  # in-process callers keep their environment
+                if v is None:
+                    os.environ.pop(k, None)
                 else:
-                    os.environ[ALLOW_URI_ENV] = saved
+                    os.environ[k] = v
     except VhpcError as exc:
         line = " ".join(str(exc).split())
         err_console.print(f"vhpc: error: {line}", highlight=False, markup=False, soft_wrap=True)

@@ -43,6 +43,7 @@ from typing import Any, Mapping
 
 from vhpc.core.paths import cache_dir, trusted_folder
 from vhpc.environments.base import EnvError
+from vhpc.environments.vm.userimage_check import check_image_file
 from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, _qmp_connect,
                                                 spawn)
 
@@ -131,11 +132,13 @@ def inspect(path: str | os.PathLike, fmt: str) -> UserImage:
     """Check the image at ``path`` as ``fmt`` (``qcow2``/``raw``) and describe it.
 
     Raises UserImageError (one line, what to change) when the file is missing or unreadable,
-    its contents are another format, a qcow2 names a backing or data file, or
-    ``qemu-img check`` finds it corrupt."""
+    its contents are another format or no disk at all, it is a system file
+    (:func:`~vhpc.environments.vm.userimage_check.check_image_file`), a qcow2 names a backing
+    or data file, or ``qemu-img check`` finds it corrupt."""
     p = Path(path)
     if not p.is_file() or not os.access(p, os.R_OK):
         raise UserImageError(f"image={p}: no such readable file")
+    check_image_file(p)  # a disk at all, and the user's own: at once, before qemu-img
     res = _qemu_img("info", "--output=json", str(p))  # probed: only to compare with fmt
     if res.returncode != 0:
         raise UserImageError(f"image={p}: qemu-img cannot open it: "
