@@ -485,3 +485,48 @@ def test_non_disks_and_system_files_are_refused_as_images(tmp_path, monkeypatch)
         with pytest.raises(uc.ImageFileError, match="not readable by you without root"):
             uc.check_image_file(tmp_path / "disk.raw")
     print("PASS text, /etc/shadow link and root-only images refused; MBR disk and qcow2 pass")
+
+
+# ------------------------------------------------------------ 6. caches opened as locks are
+
+
+@pytest.fixture()
+def step_cache(tmp_path, monkeypatch):
+    from vhpc.benchmarks.apps import sizing
+
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
+    return sizing, sizing._cache_path()
+
+
+def test_an_implausible_cached_step_time_is_probed_again(step_cache):
+    sizing, path = step_cache
+    path.write_text(json.dumps({"k": 1e-300}))
+    os.chmod(path, 0o600)
+    assert sizing.cached("k") is None  # 1e-300 s a step would ask for the step cap
+    path.write_text(json.dumps({"k": 0.002}))
+    assert sizing.cached("k") == 0.002
+    print("PASS a cached 1e-300 s per step is probed again")
+
+
+def test_a_planted_or_foreign_step_cache_is_not_believed(step_cache, tmp_path):
+    sizing, path = step_cache
+    foreign = tmp_path / "world-writable.json"
+    foreign.write_text(json.dumps({"k": 0.002}))
+    os.chmod(foreign, 0o666)
+    path.symlink_to(foreign)
+    assert sizing.cached("k") is None  # a link is never followed
+    with pytest.raises(paths.OutputPathError, match="symbolic link"):
+        sizing.remember("k", 0.25)  # nor written through
+    assert json.loads(foreign.read_text()) == {"k": 0.002}
+    path.unlink()
+    path.write_text(json.dumps({"k": 0.002}))
+    os.chmod(path, 0o622)  # writable by others
+    assert sizing.cached("k") is None
+    if os.geteuid() == 0:
+        os.chmod(path, 0o600)
+        os.chown(path, 4242, -1)  # another user's file
+        assert sizing.cached("k") is None
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    assert paths.read_cache_text(fifo, 100) is None  # never blocks on a FIFO
+    print("PASS a linked, foreign or others-writable step cache is not believed")

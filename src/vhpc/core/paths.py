@@ -336,6 +336,29 @@ def input_problem(src: str | os.PathLike) -> tuple[str, str] | None:
     return walk(os.fspath(src), True, frozenset())
 
 
+def read_cache_text(path: str | os.PathLike, limit: int) -> str | None:
+    """The UTF-8 text of the cache file ``path`` (at most ``limit`` bytes) when vhpc may
+    believe it, else None (the caller measures again): opened as :func:`cache_lock` opens a
+    lock, with O_NOFOLLOW and O_NONBLOCK, it must be a regular file of this user that no one
+    else can write (:func:`untrusted`'s rule), never a symbolic link (to another user's
+    world-writable file), a FIFO or a device.  Never raises."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
+                or st.st_mode & 0o022 or st.st_size > limit):
+            return None
+        data = os.read(fd, limit + 1)
+        return data.decode("utf-8") if len(data) <= limit else None
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def read_small_text(path: str | os.PathLike, limit: int, what: str, advice: str,
                     regular_only: bool = True) -> str:
     """The UTF-8 text of a small user file (a campaign file, a tolerance file, a domain XML)

@@ -41,6 +41,10 @@ FLOOR_S = 2.0
 #: CPU says little), and the steps are capped (a cached or measured value can never ask for
 #: a run of days).
 MIN_SHARE, MAX_STEPS = 0.05, 1_000_000
+#: Plausible seconds per MD step, for a cached value to be believed (else it is probed again):
+#: 100 ns is far below one step of the smallest system on the fastest node, an hour far above
+#: the slowest (a cached 1e-300 would ask for the step cap, hours of run).
+MIN_STEP_S, MAX_STEP_S = 1e-7, 3600.0
 #: Largest cache file read (bytes).
 MAX_CACHE = 256 << 10
 CACHE_NAME = "step-seconds.json"
@@ -75,33 +79,33 @@ def _cache_path() -> Path:
 
 
 def cached(key: str) -> float | None:
-    """Seconds per step cached under ``key``; None when there is none or the cache is not a
-    JSON object of finite positive numbers (damaged or planted: probed again)."""
-    from vhpc.core.paths import read_small_text
+    """Seconds per step cached under ``key``; None (probed again) when there is none, the
+    cache file is not to be believed (a link, another user's or writable by others:
+    :func:`vhpc.core.paths.read_cache_text`) or not a JSON object, or the value lies outside
+    [:data:`MIN_STEP_S`, :data:`MAX_STEP_S`]."""
+    from vhpc.core.paths import read_cache_text
 
-    path = _cache_path()
-    if not path.exists():
-        return None
+    text = read_cache_text(_cache_path(), MAX_CACHE)  # no link, this user's file, 0600
     try:
-        data = json.loads(read_small_text(path, MAX_CACHE, str(path), "it is probed again"))
-    except (ValueError, OSError, RecursionError):
+        data = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
         return None
     value = data.get(key) if isinstance(data, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) and 0 < value < 3600 else None
+    return float(value) if MIN_STEP_S <= value <= MAX_STEP_S else None
 
 
 def remember(key: str, step_s: float) -> None:
     """Cache ``step_s`` under ``key`` (atomically, 0600; other keys kept when the file is
     sound)."""
-    from vhpc.core.paths import cache_lock, read_small_text, write_atomic
+    from vhpc.core.paths import cache_lock, read_cache_text, write_atomic
 
     path = _cache_path()
     with cache_lock(path.with_name(f".{CACHE_NAME}.lock")):
         try:
-            data = json.loads(read_small_text(path, MAX_CACHE, str(path), "rewritten"))
-        except (ValueError, OSError, RecursionError):
+            data = json.loads(read_cache_text(path, MAX_CACHE) or "{}")
+        except (ValueError, RecursionError):
             data = {}
         if not isinstance(data, dict) or len(data) > 1000:
             data = {}

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import vhpc.placement
 from vhpc.core.cpulist import runs as _runs
-from vhpc.core.paths import cache_dir, write_atomic
+from vhpc.core.paths import cache_dir, read_cache_text, write_atomic
 from vhpc.host.owned import die_with_parent
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import guestimage
@@ -361,12 +361,13 @@ def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0
     """
     cache = cache_dir() / "kvm-probe.json"
     key = _probe_cache_key()
-    if use_cache and cache.exists():
+    text = read_cache_text(cache, 1 << 16) if use_cache else None  # no link, 0600, this user's
+    if text is not None:
         try:
-            data = json.loads(cache.read_text())
+            data = json.loads(text)
             if data.get("key") == key:
                 return ProbeResult(data["accel"], data["reason"] + " (cached probe)", 0.0)
-        except (OSError, ValueError, KeyError):
+        except (ValueError, KeyError, AttributeError, TypeError):
             pass
     result = _probe(kernel, timeout)
     # a new file renamed into place: a symbolic link planted at the name is never followed
