@@ -530,3 +530,60 @@ def test_a_planted_or_foreign_step_cache_is_not_believed(step_cache, tmp_path):
     os.mkfifo(fifo)
     assert paths.read_cache_text(fifo, 100) is None  # never blocks on a FIFO
     print("PASS a linked, foreign or others-writable step cache is not believed")
+
+
+# ----------------------------------------------------------------- 7. Slurm calls bounded
+
+
+def _fake_slurm(tmp_path: Path, monkeypatch, scripts: dict[str, str]) -> None:
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(exist_ok=True)
+    for name in ("salloc", "srun", "sacct", "squeue", "scancel", "sinfo", "scontrol"):
+        f = bin_ / name
+        f.write_text("#!/bin/sh\n" + scripts.get(name, "exit 0") + "\n")
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+
+
+def test_a_hanging_slurm_call_is_bounded_and_reads_as_unreachable(tmp_path, monkeypatch):
+    from vhpc.executors.slurm import allocation
+
+    _fake_slurm(tmp_path, monkeypatch, {"sinfo": "exec sleep 30"})
+    out = allocation.slurm_call(["sinfo"], timeout=0.5)
+    assert out.returncode == 124 and allocation.unreachable(out.stderr)
+    print("PASS a hanging sinfo is stopped and named unreachable")
+
+
+def test_a_pending_allocation_says_what_it_waits_for_and_gives_up(tmp_path, monkeypatch):
+    from vhpc.core.errors import VhpcError
+    from vhpc.executors.slurm import allocation
+
+    cancelled = tmp_path / "cancelled"
+    _fake_slurm(tmp_path, monkeypatch, {
+        "salloc": "exec sleep 30",  # never granted
+        "squeue": 'echo "PENDING|Priority|3|P"',
+        "scancel": f'echo "$@" >> {cancelled}'})
+    monkeypatch.setattr(allocation, "POLL_S", 0.05)
+    ex = allocation.SlurmExecutor("20260101-000000-abcd",
+                                  allocation.SlurmOptions(nodes=3, partition="P", wait=1))
+    ex.wait_minutes = 0.004  # 0.24 s
+    said: list[str] = []
+    with pytest.raises(VhpcError, match=r"no Slurm allocation after .* min \(waiting for 3 nodes"
+                                        r" in partition P \(Priority\)"):
+        ex._salloc(said.append)
+    assert said and said[0] == "waiting for 3 nodes in partition P (Priority), 0 min"
+    assert "--name=vhpc-20260101-000000-abcd --state=PENDING" in cancelled.read_text()
+    assert allocation.pending_line("RUNNING|None|1|P", 5) is None
+    print(f"PASS pending allocation reported ({said[0]}) and bounded")
+
+
+def test_the_walltime_comes_from_measured_trial_times(tmp_path, monkeypatch):
+    from vhpc.executors.slurm import allocation
+
+    _fake_slurm(tmp_path, monkeypatch, {"sinfo": 'echo "batch* 2-00:00:00"'})
+    ex = allocation.SlurmExecutor("20260101-000000-abcd")
+    ex.plan_trials, ex.plan_seconds, ex.plan_measured = 100, 100 * 3600.0, 0
+    assert ex.time_limit() == "2880"  # timeouts: 6,410 min, capped at the partition's 2 days
+    ex.plan_seconds, ex.plan_measured = 100 * (2 * 10 + 30.0), 100  # measured 10 s a trial
+    assert ex.time_limit() == str(84 + 10)
+    print("PASS walltime from measured trial times")

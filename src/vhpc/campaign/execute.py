@@ -256,10 +256,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
 
     executor = executors.make(spec.executor, cid)
     executor.resume_hint = f"vhpc compare --resume {cid} --out {store.path.parent}"
-    executor.plan_seconds = sum(
-        (limit(spec.timeout) if (limit := getattr(spec.benchmark(t.benchmark), "trial_timeout",
-                                                  None)) else spec.timeout)
-        for t in todo) if todo else None
+    executor.plan_seconds, executor.plan_measured = plan_budget(store, spec, todo)
     executor.plan_trials = len(todo)
     try:
         with HostKnobs(spec.host_knobs, journal_path()), executor:
@@ -321,6 +318,28 @@ def _check_rows(store: Store, spec: CampaignSpec, rows: list[TrialRow]) -> None:
         if (row.benchmark, row.params) not in bkeys:
             raise damaged(store.path, "trials", row.id, f"benchmark {row.benchmark}"
                           f"[{row.params}] is not in the campaign")
+
+
+def plan_budget(store, spec, todo) -> tuple[float | None, int]:
+    """(seconds the trials ``todo`` may take, how many of them were measured before): a trial
+    of a (benchmark, parameters, environment) the store has finished trials of counts twice
+    their mean run time plus 30 s (:meth:`vhpc.store.Store.durations`), never more than its
+    timeout; any other counts its timeout.  (None, 0) when nothing is to run.  An executor
+    asks a batch system for this much time (Slurm's ``--time``)."""
+    if not todo:
+        return None, 0
+    past = store.durations()
+    total, measured = 0.0, 0
+    for t in todo:
+        limit = getattr(spec.benchmark(t.benchmark), "trial_timeout", None)
+        cap = limit(spec.timeout) if limit else spec.timeout
+        seen = past.get((t.benchmark, t.params, t.environment))
+        if seen is not None and seen >= 0:
+            total += min(cap, 2 * seen + 30)
+            measured += 1
+        else:
+            total += cap
+    return total, measured
 
 
 def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:

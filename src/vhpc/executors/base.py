@@ -74,10 +74,13 @@ class Executor(ABC):
         self.config = options
         #: the command that resumes the campaign (with --out), for messages; set by execute
         self.resume_hint = f"vhpc compare --resume {campaign_id or 'ID'}"
-        #: the trials still to run and the sum of their timeouts (seconds); set by execute
-        #: before entering (0 / None when unknown)
+        #: the trials still to run and the seconds they may take (measured times where the
+        #: store has them, else timeouts: execute.plan_budget); set before entering (0 / None
+        #: when unknown)
         self.plan_trials = 0
         self.plan_seconds: float | None = None
+        #: how many of those trials' times come from earlier measurements (not timeouts)
+        self.plan_measured = 0
 
     @classmethod
     def node_count(cls, options: ExecutorOptions) -> int:

@@ -85,6 +85,41 @@ PROBE_S = 20.0
 BLAMED = re.compile(r"(?:srun: error: ([\w.-]+): task|failed on node ([\w.-]+))")
 
 
+#: Seconds a Slurm client call (sinfo, squeue, scontrol, scancel, sacct) may take: each asks
+#: slurmctld once and gets its answer or gives up after MessageTimeout (10 s by default,
+#: slurm.conf(5)), so a call still running after this is a controller that hangs.
+CALL_S = 60.0
+#: Seconds between two looks at a pending allocation (squeue), and the least between two
+#: messages about it when nothing changed.
+POLL_S, SAY_EVERY_S = 5.0, 60.0
+
+
+def slurm_call(argv: list[str], timeout: float = CALL_S) -> subprocess.CompletedProcess:
+    """Run the Slurm client ``argv`` (output captured as text, no stdin) for at most
+    ``timeout`` seconds.  One that runs longer is killed and reads as a controller that does
+    not answer: exit status 124 with "Socket timed out" in its stderr (:func:`unreachable`).
+    Never raises for the call's own failure; OSError when the command cannot start."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"{argv[0]}: Socket timed out: no "
+                                           f"answer within {timeout:.0f} s")
+
+
+def pending_line(row: str, since_s: float) -> str | None:
+    """What a pending allocation waits for, from its squeue(1) row ``STATE|REASON|NODES|
+    PARTITION`` (``-o %T|%r|%D|%P``): "waiting for 3 nodes in partition P (Priority), 2 min";
+    None when the row is not a pending job."""
+    parts = row.strip().split("|")
+    if len(parts) != 4 or parts[0] != "PENDING":
+        return None
+    _, reason, nodes, partition = parts
+    count = f"{nodes} node{'s' if nodes != '1' else ''}" if nodes.isdigit() else "nodes"
+    return (f"waiting for {count} in partition {partition or '(default)'} "
+            f"({reason or 'no reason given'}), {since_s / 60:.0f} min")
+
+
 def unreachable(stderr: str) -> bool:
     """True when a Slurm client's stderr says the controller could not be reached."""
     return any(s.lower() in stderr.lower() for s in UNREACHABLE)
@@ -98,16 +133,18 @@ def _tail(text: str) -> str:
 class SlurmOptions(ExecutorOptions):
     """``--executor slurm:...`` options, passed to salloc(1) as ``--partition --nodes --time
     --account`` (unset: the cluster's defaults); ``ranks_per_node`` (default 1): MPI ranks of
-    a native job on each node (R ranks run on ⌈R / ranks_per_node⌉ nodes).  Counts are ASCII
-    digits."""
+    a native job on each node (R ranks run on ⌈R / ranks_per_node⌉ nodes); ``wait`` (minutes,
+    default a day): how long a pending allocation is waited for before vhpc gives up.  Counts
+    are ASCII digits."""
 
     partition: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     nodes: int | None = Field(None, ge=1, le=100_000)
     time: str | None = Field(None, min_length=1, max_length=32, pattern=r"^[0-9:-]+$")
     account: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     ranks_per_node: int = Field(1, ge=1, le=4096)
+    wait: int = Field(1440, ge=1, le=365 * 24 * 60)
 
-    @field_validator("nodes", "ranks_per_node", mode="before")
+    @field_validator("nodes", "ranks_per_node", "wait", mode="before")
     @classmethod
     def _ascii_count(cls, v):
         if isinstance(v, str) and not re.fullmatch(r"[0-9]+", v):
@@ -133,6 +170,7 @@ class SlurmExecutor(Executor):
         self.partition, self.time, self.account = options.partition, options.time, options.account
         self.nodes = options.nodes
         self.ranks_per_node = options.ranks_per_node
+        self.wait_minutes = options.wait
         #: guest hosts of the environments whose guests span nodes, by environment name
         self._guest_hosts: dict[str, list[NodeLink]] = {}
         self.job_id: str | None = None
@@ -170,21 +208,22 @@ class SlurmExecutor(Executor):
 
     def time_limit(self) -> str | None:
         """``time=`` as given, else minutes derived from :attr:`plan_seconds` (the trials still
-        to run, each with its timeout and :data:`STEP_MARGIN`) plus slack, capped at the
-        partition's limit (``sinfo %l``) and :data:`MAX_MINUTES`; None when nothing is known."""
+        to run: measured run times where the store has them, else timeouts; each unmeasured
+        trial with :data:`STEP_MARGIN`) plus slack, capped at the partition's limit (``sinfo
+        %l``) and :data:`MAX_MINUTES`; None when nothing is known."""
         if self.time:
             return self.time
         if not self.plan_seconds:
             return None
-        minutes = math.ceil((self.plan_seconds + self.plan_trials * STEP_MARGIN) / 60) + \
+        unmeasured = max(0, self.plan_trials - self.plan_measured)
+        minutes = math.ceil((self.plan_seconds + unmeasured * STEP_MARGIN) / 60) + \
             SLACK_MINUTES
         cap = min([m for m in (self._partition_minutes(), MAX_MINUTES) if m], default=MAX_MINUTES)
         return str(min(minutes, cap))
 
     def _partition_minutes(self) -> int | None:
-        out = subprocess.run(["sinfo", "-h", "-o", "%P %l"] + (
-            ["-p", self.partition] if self.partition else []), capture_output=True, text=True,
-            stdin=subprocess.DEVNULL)
+        out = slurm_call(["sinfo", "-h", "-o", "%P %l"] + (
+            ["-p", self.partition] if self.partition else []))
         rows = [ln.split() for ln in out.stdout.splitlines() if len(ln.split()) == 2]
         pick = [r for r in rows if r[0].endswith("*")] or rows  # the default partition
         return slurm_minutes(pick[0][1]) if pick else None
@@ -210,8 +249,7 @@ class SlurmExecutor(Executor):
         if missing:
             raise EnvError(f"the slurm executor needs {', '.join(missing)}: apt-get install "
                            "slurm-client and point SLURM_CONF at the cluster's slurm.conf")
-        out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL)
+        out = slurm_call(["sinfo", "-h", "-o", "%P"])
         if out.returncode != 0:
             if unreachable(out.stderr):
                 raise EnvError(f"the Slurm controller is unreachable ({_tail(out.stderr)}): "
@@ -245,12 +283,11 @@ class SlurmExecutor(Executor):
         process owns the campaign, so any other is a leftover).  Returns the job ids."""
         if not self.campaign_id:
             return []
-        out = subprocess.run(["squeue", "-h", f"--name={self.job_name}", "-o", "%i|%k"],
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        out = slurm_call(["squeue", "-h", f"--name={self.job_name}", "-o", "%i|%k"])
         jobs = [ln.split("|", 1)[0].strip() for ln in out.stdout.splitlines() if ln.strip()]
         jobs = [j for j in jobs if j.isascii() and j.isdigit()]
         if jobs:
-            subprocess.run(["scancel", *jobs], capture_output=True, stdin=subprocess.DEVNULL)
+            slurm_call(["scancel", *jobs])
             print(f"vhpc: cancelled Slurm allocation(s) {', '.join(jobs)} left by an earlier "
                   f"run of campaign {self.campaign_id}", file=sys.stderr)
         return jobs
@@ -258,8 +295,7 @@ class SlurmExecutor(Executor):
     def __enter__(self):
         self.preflight()
         self.cancel_leaked()
-        out = subprocess.run(self.salloc_argv(), capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL)
+        out = self._salloc()
         m = re.search(r"Granted job allocation (\d+)", out.stderr)
         if out.returncode != 0 and unreachable(out.stderr):
             raise ControllerUnreachable(f"the Slurm controller is unreachable "
@@ -270,13 +306,54 @@ class SlurmExecutor(Executor):
                            " check partition=, nodes=, time=, account= and 'sinfo'")
         self.job_id = m.group(1)
         self._guard = JobGuard(self.job_id)
-        nodes, _, cpus = subprocess.run(["squeue", "-h", "-j", self.job_id, "-o", "%N %C"],
-                                        capture_output=True, text=True).stdout.strip().partition(" ")
-        self.nodelist = subprocess.run(["scontrol", "show", "hostnames", nodes],
-                                       capture_output=True, text=True).stdout.split()
+        nodes, _, cpus = slurm_call(["squeue", "-h", "-j", self.job_id, "-o", "%N %C"]
+                                    ).stdout.strip().partition(" ")
+        self.nodelist = slurm_call(["scontrol", "show", "hostnames", nodes]).stdout.split()
         # whole nodes (--exclusive): a trial's step gets every CPU of its node
         self.cpus_per_node = max(1, int(cpus or 1) // max(1, len(self.nodelist)))
         return self
+
+    def _salloc(self, say=None) -> subprocess.CompletedProcess:
+        """Run :meth:`salloc_argv` until Slurm grants or refuses the allocation, looking at it
+        every :data:`POLL_S` seconds (squeue) and saying, while it is pending, what it waits
+        for (:func:`pending_line`, on stderr or to ``say``) when that changes and every
+        :data:`SAY_EVERY_S`.  After ``wait=`` minutes pending, salloc is stopped (it withdraws
+        the request; the job is cancelled by name as well) and EnvError says so."""
+        say = say or (lambda line: print(f"vhpc: {line}", file=sys.stderr, flush=True))
+        proc = subprocess.Popen(self.salloc_argv(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                                preexec_fn=die_with_parent)
+        t0, said, last, line = time.monotonic(), 0.0, "", None
+        try:
+            while True:
+                try:
+                    out, err = proc.communicate(timeout=POLL_S)
+                    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+                except subprocess.TimeoutExpired:
+                    pass
+                waited = time.monotonic() - t0
+                rows = slurm_call(["squeue", "-h", f"--name={self.job_name}", "-o",
+                                   "%T|%r|%D|%P"]).stdout.splitlines()
+                line = next((x for x in map(lambda r: pending_line(r, waited), rows) if x),
+                            None) or line
+                if line and (line.rsplit(",", 1)[0] != last or
+                             time.monotonic() - said >= SAY_EVERY_S):
+                    say(line)
+                    said, last = time.monotonic(), line.rsplit(",", 1)[0]
+                if waited >= self.wait_minutes * 60:
+                    raise EnvError(f"no Slurm allocation after {self.wait_minutes} min "
+                                   f"({line or 'still pending'}): free nodes, ask for fewer "
+                                   "(nodes=) or another partition, or wait longer (wait=MIN)")
+        finally:
+            if proc.poll() is None:  # interrupted or given up: withdraw the request
+                proc.terminate()
+                try:
+                    proc.wait(timeout=CALL_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                if self.campaign_id:  # the name is this campaign's alone
+                    slurm_call(["scancel", f"--name={self.job_name}", "--state=PENDING"])
 
     def __exit__(self, *exc):
         try:  # a second SIGTERM meanwhile: the job is still cancelled (or by the guard)
@@ -286,7 +363,7 @@ class SlurmExecutor(Executor):
             self._guest_hosts.clear()
         finally:
             if self.job_id:
-                subprocess.run(["scancel", self.job_id], capture_output=True)
+                slurm_call(["scancel", self.job_id])
             if self._guard is not None:
                 self._guard.release()
         return False
@@ -294,8 +371,7 @@ class SlurmExecutor(Executor):
     def alive(self) -> bool:
         """True while the allocation is running (squeue(1) state RUNNING).  Raises
         ControllerUnreachable when squeue cannot reach the controller."""
-        out = subprocess.run(["squeue", "-h", "-j", str(self.job_id), "-o", "%T"],
-                             capture_output=True, text=True)
+        out = slurm_call(["squeue", "-h", "-j", str(self.job_id), "-o", "%T"])
         if out.returncode != 0 and unreachable(out.stderr):
             raise ControllerUnreachable(
                 f"the Slurm controller is unreachable ({_tail(out.stderr)}) while allocation "
@@ -344,8 +420,7 @@ class SlurmExecutor(Executor):
     def node_address(self, node: str) -> str:
         """``node``'s address as Slurm reaches it (``NodeAddr``, scontrol(1)); the node name
         when Slurm does not say."""
-        out = subprocess.run(["scontrol", "show", "node", node], capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL).stdout
+        out = slurm_call(["scontrol", "show", "node", node]).stdout
         m = re.search(r"\bNodeAddr=(\S+)", out)
         return m.group(1) if m else node
 
@@ -457,8 +532,7 @@ class SlurmExecutor(Executor):
         does not answer."""
         if not self.nodelist:
             return {}
-        out = subprocess.run(["sinfo", "-h", "-N", "-n", ",".join(self.nodelist), "-o", "%N %T"],
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        out = slurm_call(["sinfo", "-h", "-N", "-n", ",".join(self.nodelist), "-o", "%N %T"])
         down = {}
         for line in out.stdout.splitlines() if out.returncode == 0 else []:
             node, _, state = line.strip().partition(" ")
@@ -570,8 +644,7 @@ class SlurmExecutor(Executor):
         for attempt in range(tries):
             if attempt:
                 time.sleep(0.3)
-            out = subprocess.run(["sacct", "-n", "-P", "-j", job, "-o", ",".join(SACCT_FIELDS)],
-                                 capture_output=True, text=True)
+            out = slurm_call(["sacct", "-n", "-P", "-j", job, "-o", ",".join(SACCT_FIELDS)])
             rows = [dict(zip(SACCT_FIELDS, ln.split("|"))) for ln in out.stdout.splitlines()
                     if ln.strip()]
             if "." not in job:
