@@ -52,6 +52,40 @@ def test_native_and_vm_trials_as_job_steps(slurm_cluster, tmp_path, kernels_buil
     assert store.environments(cid)["vm"].fingerprint["slurm_node"] == "vhpc1"
 
 
+def test_a_pending_allocation_is_reported_then_granted(slurm_cluster, tmp_path):
+    """With the only node held by another job, vhpc's allocation pends: vhpc says what it
+    waits for (squeue: nodes, partition, reason) and runs once the holder is gone."""
+    env = _env(slurm_cluster)
+    hold = subprocess.run(["salloc", "--no-shell", "--exclusive", "--nodes=1", "--time=5",
+                           "--job-name=holder"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    holder = hold.stderr.split("Granted job allocation ")[1].split()[0]
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("executor: slurm\nrepeats: 1\nwarmup: 0\nbenchmarks: [probe]\n"
+                        "environments: [native]\ncustom:\n  - name: probe\n"
+                        "    command: [sh, -c, 'echo v 1']\n    metrics:\n"
+                        "      - {name: v, regex: 'v (\\d+)', unit: '1', higher_is_better: true}\n")
+    proc = subprocess.Popen(CLI + ["run", str(campaign), "--no-report", "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        seen = ""
+        deadline = time.monotonic() + 120
+        while "waiting for" not in seen and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen += line
+        assert "waiting for 1 node in partition" in seen, seen
+        subprocess.run(["scancel", holder], env=env, check=True, timeout=60)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, (seen + err)[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["scancel", holder], env=env, timeout=60)
+
+
 def test_mpi_job_over_two_tasks_through_srun(slurm_cluster, tmp_path, kernels_built):
     out = subprocess.run(CLI + ["compare", "--executor", "slurm:nodes=1", "-b", "pingpong",
                                 "-e", "native", "--repeats", "1", "--warmup", "0", "--no-report",
