@@ -587,3 +587,41 @@ def test_the_walltime_comes_from_measured_trial_times(tmp_path, monkeypatch):
     ex.plan_seconds, ex.plan_measured = 100 * (2 * 10 + 30.0), 100  # measured 10 s a trial
     assert ex.time_limit() == str(84 + 10)
     print("PASS walltime from measured trial times")
+
+
+# ---------------------------------------------------- 8. free ports said, no blanket excepts
+
+
+def test_free_ports_returns_n_or_says_why(monkeypatch):
+    import socket
+
+    from vhpc.environments.base import EnvError
+    from vhpc.executors.slurm import guests
+
+    assert len(set(guests.free_ports("127.0.0.1", 3))) == 3
+    with pytest.raises(EnvError, match="no free port on 192.0.2.1"):
+        guests.free_ports("192.0.2.1", 1)  # TEST-NET-1: no address of this host
+
+    class NoUdp(socket.socket):
+        def bind(self, addr):
+            if self.type == socket.SOCK_DGRAM:
+                raise OSError(98, "Address already in use")
+            return super().bind(addr)
+    monkeypatch.setattr(guests.socket, "socket", NoUdp)
+    with pytest.raises(EnvError, match="only 0 of the 2 ports"):
+        guests.free_ports("127.0.0.1", 2)
+    print("PASS free_ports: n ports or a reason")
+
+
+def test_a_bug_in_page_facts_is_not_hidden(monkeypatch):
+    """A benchmark whose parameters fail for a bug (a TypeError, not a user error) is no
+    longer shown as "the given parameters": the error propagates."""
+    from vhpc import benchmarks
+    from vhpc.report import pagefacts
+
+    class Broken:
+        def resolve(self, given):
+            raise TypeError("a bug")
+    monkeypatch.setattr(benchmarks, "get", lambda name: Broken())
+    with pytest.raises(TypeError):
+        pagefacts.problem_sizes({"benchmarks": [{"name": "stream", "params": {}}]}, [])

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping
 
 from vhpc.analysis import Analysis
 from vhpc.analysis.results import Finding
+from vhpc.core.errors import VhpcError
 
 __all__ = ["problem_sizes", "size_text", "host_load", "short_region_findings", "SHORT_REGION_S"]
 
@@ -51,7 +52,7 @@ def problem_sizes(spec: Mapping[str, Any] | None,
             bench = benchmarks.get(b["name"])
             resolved = bench.resolve(given)
             auto = set(bench.auto_values(resolved, "where it ran"))  # HPCCG's nx=0
-        except Exception:  # a custom command, or parameters the registry no longer takes
+        except (VhpcError, ValueError):  # a custom command, or parameters it no longer takes
             resolved, auto = dict(given), set()
         runs = printed.get(key, {})
         sizes = {}
@@ -83,7 +84,7 @@ def _printed(trials: Iterable[Any]) -> dict[str, dict[str, dict[str, str]]]:
             continue
         try:
             pairs = parse_result_line(getattr(t, "stdout", None) or "")
-        except Exception:  # no result line: nothing printed to show
+        except ValueError:  # ParseError, no result line: nothing printed to show
             continue
         out.setdefault(key, {})[env] = {k: v for k, v in pairs.items() if _PLAIN.fullmatch(v)}
     return out
@@ -141,7 +142,7 @@ def _floor(benchmark: str, metric: str) -> float:
 
     try:
         floors = getattr(benchmarks.get(benchmark), "timed_floors", {})
-    except Exception:  # a custom benchmark the registry does not hold
+    except VhpcError:  # BenchmarkError: a custom benchmark the registry does not hold
         floors = {}
     return float(floors.get(metric, SHORT_REGION_S))
 

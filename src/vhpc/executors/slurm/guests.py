@@ -57,14 +57,19 @@ READY_SECONDS = 120.0
 def free_ports(host: str, n: int) -> list[int]:
     """``n`` ports free on address ``host`` now for both TCP and UDP (the kernel's choice for a
     TCP bind to port 0, kept when a UDP bind to it works too; ip(7)); QEMU binds them moments
-    later."""
+    later.  Raises EnvError saying why when fewer than ``n`` can be found (the address cannot
+    be bound, or 8n + 16 tries found no port free for both protocols)."""
     socks: list[socket.socket] = []
     ports: list[int] = []
     try:
         while len(ports) < max(0, int(n)) and len(socks) < 8 * max(1, int(n)) + 16:
             tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            tcp.bind((host, 0))
             socks.append(tcp)
+            try:
+                tcp.bind((host, 0))
+            except OSError as exc:
+                raise EnvError(f"no free port on {host} for a guest ({exc.strerror or exc}): "
+                               "check the node's address and its free ports") from None
             udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             socks.append(udp)
             try:
@@ -75,6 +80,9 @@ def free_ports(host: str, n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+    if len(ports) < n:
+        raise EnvError(f"only {len(ports)} of the {n} ports a guest needs are free on {host} "
+                       "for both TCP and UDP: free some ports on the node, or run fewer guests")
     return ports
 
 
