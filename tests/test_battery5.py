@@ -147,7 +147,7 @@ def test_image_build_never_writes_a_device_fifo_link_or_planted_part(capsys, tmp
     print("PASS planted OUT.part link: victim untouched, OUT is the image")
 
 
-@pytest.mark.parametrize("odd", ["nodir/x.qcow2", "/proc/self/x.qcow2", "/", ".", "..",
+@pytest.mark.parametrize("odd", ["nodir/x.qcow2", "/proc/self/x.qcow2", "/", ".", "..", "-",
                                  "folder"])
 def test_odd_out_paths_give_one_line_and_leave_nothing(capsys, tmp_path, monkeypatch, odd,
                                                        cached_image):

@@ -205,6 +205,9 @@ def build(out: Path, release: str = "bookworm", include: list[str] | tuple[str, 
     through the safe writer (:func:`vhpc.core.paths.output_file`).  Raises ImageBuildError (a
     tool missing, the build failing: with its log's path), OutputPathError for an ``out`` that
     is a device, FIFO, link or folder, or whose folder is missing (checked before building)."""
+    if str(out) == "-":  # the progress and the summary are on standard output
+        raise ImageBuildError("--out -: give a file name; the image is not written to "
+                              "standard output")
     out = check_output(out, "--out")  # before a build of minutes: a device is never written
     spec = inputs(release, include)
     key = cache_key(spec)
