@@ -625,3 +625,37 @@ def test_a_bug_in_page_facts_is_not_hidden(monkeypatch):
     monkeypatch.setattr(benchmarks, "get", lambda name: Broken())
     with pytest.raises(TypeError):
         pagefacts.problem_sizes({"benchmarks": [{"name": "stream", "params": {}}]}, [])
+
+
+# the formatter is total: hypothesis draws every kind of double, subnormals and specials too
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_any_float = st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_any_float, st.one_of(st.none(), _any_float), st.one_of(st.none(), _any_float),
+       st.booleans())
+def test_every_double_is_printed(x, low, high, hib):
+    from vhpc.core import numfmt
+
+    if (low is None) != (high is None):
+        low = high = None
+    texts = [numfmt.overhead(x, low, high, hib), numfmt.cost_ci(x, low, high), numfmt.factor(x),
+             numfmt.pct(x), numfmt.ratio(x), numfmt.sci(x), numfmt.ratio_ci(x, low, high)]
+    if low is not None:
+        texts.append(numfmt.pct_ci(x, low, high))
+    assert all(isinstance(t, str) and t for t in texts)
+    if not hib and x >= 0 and (x == 0 or 1 / x == float("inf")):  # 1/x beyond a double
+        assert numfmt.overhead(x, None, None, False) == numfmt.HUGE_BETTER
+    assert "-100.0" not in numfmt.overhead(x, None, None, hib) or not x >= 0
+
+
+def test_special_values_read_as_the_formatter_says():
+    from vhpc.core import numfmt
+
+    assert numfmt.overhead(1e-310, None, None, True) == "×>1e308"  # a rate 1e310 times worse
+    assert numfmt.overhead(0.0, None, None, False) == "÷>1e308"  # an underflowed time ratio
+    assert numfmt.pct(-100.0) == "÷>1e15" and "-100.0" not in numfmt.pct_ci(-100.0, -100, 5)
+    assert numfmt.factor(float("nan")) == "—" and numfmt.cost_ci(float("nan")) == "—"
+    assert numfmt.factor(float("inf")) == "×>1e308" and numfmt.sci(float("nan")) == "—"
