@@ -546,34 +546,33 @@ def _fake_slurm(tmp_path: Path, monkeypatch, scripts: dict[str, str]) -> None:
 
 
 def test_a_hanging_slurm_call_is_bounded_and_reads_as_unreachable(tmp_path, monkeypatch):
-    from vhpc.executors.slurm import allocation
+    from vhpc.executors.slurm import allocation, calls
 
     _fake_slurm(tmp_path, monkeypatch, {"sinfo": "exec sleep 30"})
-    out = allocation.slurm_call(["sinfo"], timeout=0.5)
+    out = calls.slurm_call(["sinfo"], timeout=0.5)
     assert out.returncode == 124 and allocation.unreachable(out.stderr)
     print("PASS a hanging sinfo is stopped and named unreachable")
 
 
 def test_a_pending_allocation_says_what_it_waits_for_and_gives_up(tmp_path, monkeypatch):
     from vhpc.core.errors import VhpcError
-    from vhpc.executors.slurm import allocation
+    from vhpc.executors.slurm import allocation, calls
 
     cancelled = tmp_path / "cancelled"
     _fake_slurm(tmp_path, monkeypatch, {
         "salloc": "exec sleep 30",  # never granted
         "squeue": 'echo "PENDING|Priority|3|P"',
         "scancel": f'echo "$@" >> {cancelled}'})
-    monkeypatch.setattr(allocation, "POLL_S", 0.05)
+    monkeypatch.setattr(calls, "POLL_S", 0.05)
     ex = allocation.SlurmExecutor("20260101-000000-abcd",
                                   allocation.SlurmOptions(nodes=3, partition="P", wait=1))
-    ex.wait_minutes = 0.004  # 0.24 s
     said: list[str] = []
     with pytest.raises(VhpcError, match=r"no Slurm allocation after .* min \(waiting for 3 nodes"
                                         r" in partition P \(Priority\)"):
-        ex._salloc(said.append)
+        calls.salloc_waiting(ex.salloc_argv(), ex.job_name, 0.004, True, said.append)  # 0.24 s
     assert said and said[0] == "waiting for 3 nodes in partition P (Priority), 0 min"
     assert "--name=vhpc-20260101-000000-abcd --state=PENDING" in cancelled.read_text()
-    assert allocation.pending_line("RUNNING|None|1|P", 5) is None
+    assert calls.pending_line("RUNNING|None|1|P", 5) is None
     print(f"PASS pending allocation reported ({said[0]}) and bounded")
 
 

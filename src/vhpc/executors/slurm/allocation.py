@@ -42,6 +42,7 @@ from vhpc.core import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 from vhpc.environments.vcluster.environment import program_index
 from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
+from vhpc.executors.slurm.calls import salloc_waiting, slurm_call
 from vhpc.executors.slurm.nodes import (partition_hugepages, partition_nodes, slurm_minutes,
                                         usable as nodes_usable)
 from vhpc.host.owned import die_with_parent
@@ -83,41 +84,6 @@ PROBE_S = 20.0
 #: Node names srun(1) blames in its errors ("srun: error: vhpc2: task 1: Killed", "Task launch
 #: for StepId=... failed on node vhpc2: ...").
 BLAMED = re.compile(r"(?:srun: error: ([\w.-]+): task|failed on node ([\w.-]+))")
-
-
-#: Seconds a Slurm client call (sinfo, squeue, scontrol, scancel, sacct) may take: each asks
-#: slurmctld once and gets its answer or gives up after MessageTimeout (10 s by default,
-#: slurm.conf(5)), so a call still running after this is a controller that hangs.
-CALL_S = 60.0
-#: Seconds between two looks at a pending allocation (squeue), and the least between two
-#: messages about it when nothing changed.
-POLL_S, SAY_EVERY_S = 5.0, 60.0
-
-
-def slurm_call(argv: list[str], timeout: float = CALL_S) -> subprocess.CompletedProcess:
-    """Run the Slurm client ``argv`` (output captured as text, no stdin) for at most
-    ``timeout`` seconds.  One that runs longer is killed and reads as a controller that does
-    not answer: exit status 124 with "Socket timed out" in its stderr (:func:`unreachable`).
-    Never raises for the call's own failure; OSError when the command cannot start."""
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(argv, 124, "", f"{argv[0]}: Socket timed out: no "
-                                           f"answer within {timeout:.0f} s")
-
-
-def pending_line(row: str, since_s: float) -> str | None:
-    """What a pending allocation waits for, from its squeue(1) row ``STATE|REASON|NODES|
-    PARTITION`` (``-o %T|%r|%D|%P``): "waiting for 3 nodes in partition P (Priority), 2 min";
-    None when the row is not a pending job."""
-    parts = row.strip().split("|")
-    if len(parts) != 4 or parts[0] != "PENDING":
-        return None
-    _, reason, nodes, partition = parts
-    count = f"{nodes} node{'s' if nodes != '1' else ''}" if nodes.isdigit() else "nodes"
-    return (f"waiting for {count} in partition {partition or '(default)'} "
-            f"({reason or 'no reason given'}), {since_s / 60:.0f} min")
 
 
 def unreachable(stderr: str) -> bool:
@@ -295,7 +261,8 @@ class SlurmExecutor(Executor):
     def __enter__(self):
         self.preflight()
         self.cancel_leaked()
-        out = self._salloc()
+        out = salloc_waiting(self.salloc_argv(), self.job_name, self.wait_minutes,
+                             bool(self.campaign_id))
         m = re.search(r"Granted job allocation (\d+)", out.stderr)
         if out.returncode != 0 and unreachable(out.stderr):
             raise ControllerUnreachable(f"the Slurm controller is unreachable "
@@ -312,48 +279,6 @@ class SlurmExecutor(Executor):
         # whole nodes (--exclusive): a trial's step gets every CPU of its node
         self.cpus_per_node = max(1, int(cpus or 1) // max(1, len(self.nodelist)))
         return self
-
-    def _salloc(self, say=None) -> subprocess.CompletedProcess:
-        """Run :meth:`salloc_argv` until Slurm grants or refuses the allocation, looking at it
-        every :data:`POLL_S` seconds (squeue) and saying, while it is pending, what it waits
-        for (:func:`pending_line`, on stderr or to ``say``) when that changes and every
-        :data:`SAY_EVERY_S`.  After ``wait=`` minutes pending, salloc is stopped (it withdraws
-        the request; the job is cancelled by name as well) and EnvError says so."""
-        say = say or (lambda line: print(f"vhpc: {line}", file=sys.stderr, flush=True))
-        proc = subprocess.Popen(self.salloc_argv(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                                preexec_fn=die_with_parent)
-        t0, said, last, line = time.monotonic(), 0.0, "", None
-        try:
-            while True:
-                try:
-                    out, err = proc.communicate(timeout=POLL_S)
-                    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-                except subprocess.TimeoutExpired:
-                    pass
-                waited = time.monotonic() - t0
-                rows = slurm_call(["squeue", "-h", f"--name={self.job_name}", "-o",
-                                   "%T|%r|%D|%P"]).stdout.splitlines()
-                line = next((x for x in map(lambda r: pending_line(r, waited), rows) if x),
-                            None) or line
-                if line and (line.rsplit(",", 1)[0] != last or
-                             time.monotonic() - said >= SAY_EVERY_S):
-                    say(line)
-                    said, last = time.monotonic(), line.rsplit(",", 1)[0]
-                if waited >= self.wait_minutes * 60:
-                    raise EnvError(f"no Slurm allocation after {self.wait_minutes} min "
-                                   f"({line or 'still pending'}): free nodes, ask for fewer "
-                                   "(nodes=) or another partition, or wait longer (wait=MIN)")
-        finally:
-            if proc.poll() is None:  # interrupted or given up: withdraw the request
-                proc.terminate()
-                try:
-                    proc.wait(timeout=CALL_S)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                if self.campaign_id:  # the name is this campaign's alone
-                    slurm_call(["scancel", f"--name={self.job_name}", "--state=PENDING"])
 
     def __exit__(self, *exc):
         try:  # a second SIGTERM meanwhile: the job is still cancelled (or by the guard)
