@@ -229,8 +229,9 @@ def _calibrate_parser(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The `vhpc` argument parser (argparse errors become one-line UsageErrors)."""
-    p = _Parser(prog="vhpc", description="What does virtualization cost your HPC "
-                                "workload on this host, and which VM placement is cheapest?")
+    p = _Parser(prog="vhpc", allow_abbrev=False,  # a command's --all is no --allow-...
+                description="What does virtualization cost your HPC workload on this host, "
+                            "and which VM placement is cheapest?")
     p.add_argument("--version", action="version", version=f"vhpc {__version__}")
     p.add_argument("--allow-uri", action="append", metavar="URI", default=[],
                    help="allow this libvirt connection URI in uri= (default: only the local "
