@@ -10,7 +10,7 @@ diagnostic, add a row to :data:`RULES`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from vhpc.analysis.results import (
     CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, POINT, SAME, Comparison,
@@ -161,6 +161,29 @@ def baseline_findings(baseline: str, has_baseline: bool,
                     "run this benchmark in the baseline environment too, or choose another"
                     " baseline with --baseline", kind="baseline-missing")
             for (b, p), metrics in missing.items()]
+
+
+def empty_environment_findings(trials, analysed: Iterable[str]) -> list[Finding]:
+    """A warning per environment whose measured trials finished but left no valid sample
+    (every value dropped: not a finite number, not found), so that it is named with the
+    reason instead of vanishing from the comparison.  ``trials``: stored trials
+    (environment, status, warmup, error); ``analysed``: the environments the analysis holds."""
+    seen = set(analysed)
+    why: dict[str, list[str]] = {}
+    for t in trials:
+        env = str(getattr(t, "environment", ""))
+        if (not env or env in seen or getattr(t, "status", "") != "done"
+                or getattr(t, "warmup", False)):
+            continue
+        reasons = why.setdefault(env, [])
+        error = str(getattr(t, "error", None) or "")
+        if error and error not in reasons:
+            reasons.append(error)
+    return [Finding("warn", env, f"no valid sample in {env}, so nothing to compare it by: "
+                    f"{fmt_list(reasons) or 'its trials left no sample'}",
+                    "check the raw output with `vhpc report ID --json`",
+                    kind="invalid", items=tuple(reasons))
+            for env, reasons in why.items()]
 
 
 #: a ``slowdown=`` counts as not applied when the kernel's accounting shows less than this
