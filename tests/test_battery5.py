@@ -147,6 +147,22 @@ def test_image_build_never_writes_a_device_fifo_link_or_planted_part(capsys, tmp
     print("PASS planted OUT.part link: victim untouched, OUT is the image")
 
 
+def test_a_full_disk_during_image_build_names_the_target_and_leaves_nothing(
+        capsys, tmp_path, monkeypatch, cached_image):
+    import shutil
+
+    def full(src, dst, length=0):
+        dst.write(b"part of an image")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(shutil, "copyfileobj", full)
+    out = tmp_path / "work" / "x.qcow2"
+    out.parent.mkdir()
+    rc, so, se = run_cli(capsys, "image", "build", "--out", out)
+    assert rc == 2 and one_line(se) and f"the disk holding --out {out} is full" in se, se
+    assert "cache" not in se and list(out.parent.iterdir()) == []
+    print(f"PASS full disk during image build: {se.strip()}")
+
+
 @pytest.mark.parametrize("odd", ["nodir/x.qcow2", "/proc/self/x.qcow2", "/", ".", "..", "-",
                                  "folder"])
 def test_odd_out_paths_give_one_line_and_leave_nothing(capsys, tmp_path, monkeypatch, odd,
