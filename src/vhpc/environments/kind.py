@@ -69,6 +69,13 @@ class EnvironmentKind(ABC):
         cycles of docs/fidelity.md).  Used only for estimates, never for timeouts."""
         return self.trial_s * (TCG_FACTOR if self.boots_guests and accel == "tcg" else 1.0)
 
+    def hidden_host_dirs(self, options: EnvOptions) -> tuple[str, ...]:
+        """Host directories that programs of this environment do not see, because it puts
+        its own in their place (a guest's tmpfs over ``/tmp``): a benchmark input under one is
+        refused before a campaign runs.  None by default (the host's files as they are, or
+        inputs copied in)."""
+        return ()
+
     @classmethod
     def clean_leftover(cls, record: dict[str, Any]) -> list[str]:
         """Clean what a killed run left (``record``: what :meth:`Environment.leftover_record`

@@ -7,6 +7,7 @@ from vhpc import placement
 from vhpc.core.errors import HostError
 from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
 from vhpc.environments.options import HostFacts
+from vhpc.environments.vm.guestimage import GUEST_PRIVATE
 from vhpc.environments.vm.options import VmOptions
 
 
@@ -19,6 +20,11 @@ class VmKind(EnvironmentKind):
     summary = "benchmarks in a QEMU guest sharing the host's root, or booting your image"
     boots_guests = True
     llc_owner = "the guest's"
+
+    def hidden_host_dirs(self, options) -> tuple[str, ...]:
+        """The directories its guests mount their own tmpfs over (:data:`GUEST_PRIVATE`) while
+        they share the host's root; none when the user's image gets its inputs copied in."""
+        return GUEST_PRIVATE if options.guest_sees_host_files else ()
 
     @staticmethod
     def probe_accel(kernel=None, use_cache: bool = True):
