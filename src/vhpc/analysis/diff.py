@@ -47,7 +47,8 @@ from vhpc.analysis.pipeline import analyse
 from vhpc.analysis.summaries import group_observations
 from vhpc.core.errors import VhpcError
 from vhpc.analysis.tolerance import (  # parse_*: also vhpc diff's, through this module
-    DiffError, Tolerance, parse_percent, parse_tolerance_file,
+    DiffError, Tolerance, parse_percent as parse_percent,
+    parse_tolerance_file as parse_tolerance_file,
 )
 from vhpc.core.metrics import EnvInfo, Observation
 from vhpc.store import Store, StoreError
