@@ -108,8 +108,9 @@ def render_markdown(benchmarks: list[Benchmark]) -> str:
             continue
         out.append(f"\n## `{b.name}`\n\n{b.summary}\n")
         out.append(f"- serves: {b.provenance}\n- verification: {b.verification}\n")
-        if b.name in TIMING:
-            out.append(f"- timing: {TIMING[b.name]}\n")
+        timing = b.timing or TIMING.get(b.name)
+        if timing:
+            out.append(f"- timing: {timing}\n")
         if b.params:
             out.append("\n| parameter | default | meaning |\n|---|---|---|\n")
             for p in b.params:

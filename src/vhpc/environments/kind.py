@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from vhpc.core.errors import HostError, VhpcError
 from vhpc.core.registry import Registry
+from vhpc.host.doctor import Component
 from vhpc.environments.base import Environment
 from vhpc.environments.options import EnvOptions, HostFacts, Slowdown
 
@@ -51,6 +52,8 @@ class EnvironmentKind(ABC):
     name: ClassVar[str] = ""
     options: ClassVar[type[EnvOptions]]
     summary: ClassVar[str] = ""
+    #: What ``vhpc doctor`` checks for it (:class:`vhpc.host.doctor.Component`).
+    components: ClassVar[tuple[Component, ...]] = ()
     #: It boots guests: a fresh session costs a boot (time estimates, cold/warm protocol).
     boots_guests: ClassVar[bool] = False
     #: ``slowdown=`` can be applied to it (a CPU bandwidth limit on its processes), so

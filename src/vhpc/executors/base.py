@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from vhpc.core.errors import SpecError
 from vhpc.core.registry import Registry
+from vhpc.host.doctor import Component
 from vhpc.environments.base import Environment, RunResult
 
 #: Every executor, by name; the modules under vhpc/executors/ register themselves.
@@ -68,6 +69,10 @@ class Executor(ABC):
     options: ClassVar[type[ExecutorOptions]] = ExecutorOptions
     #: Whether trials run on this host (host knobs and this host's checks apply to them).
     runs_here: ClassVar[bool] = True
+    #: One line for help texts (``vhpc compare --help``).
+    summary: ClassVar[str] = ""
+    #: What ``vhpc doctor`` checks for it (:class:`vhpc.host.doctor.Component`).
+    components: ClassVar[tuple[Component, ...]] = ()
 
     def __init__(self, campaign_id: str, options: ExecutorOptions):
         self.campaign_id = campaign_id

@@ -15,11 +15,12 @@ def doctor(args) -> int:
     from rich.table import Table
 
     from vhpc.host import doctor
+    from vhpc.workflows.parts import components
 
     table = Table(title="What this host has for vhpc (vhpc doctor)")
     for col in ("component", "needed for", "status", "Debian/Ubuntu", "RHEL"):
         table.add_column(col, overflow="fold")
-    rows = doctor.report()
+    rows = doctor.report(components())
     for c, ok, detail in rows:
         table.add_row(c.name, c.needed_for, f"[green]present[/] {escape(detail)}" if ok else
                       f"[red]missing[/] {escape(detail)}", escape(c.debian), escape(c.rhel))

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from vhpc.core import records
 from vhpc.core.registry import Registry
+from vhpc.host.doctor import Component
 from vhpc.environments.base import EnvError
 
 if TYPE_CHECKING:
@@ -219,6 +220,8 @@ class HypervisorBackend(ABC):
     #: VmOptions fields this backend cannot honour → what to do instead; ``VmOptions`` refuses
     #: them when this backend is chosen, at parse (so ``--dry-run`` does too).
     unsupported_options: ClassVar[dict[str, str]] = {}
+    #: What ``vhpc doctor`` checks for it (:class:`vhpc.host.doctor.Component`).
+    components: ClassVar[tuple[Component, ...]] = ()
 
     def __init__(self, env_name: str, options: "VmOptions", placement: "Placement | None",
                  topo: "Topology"):

@@ -46,6 +46,7 @@ from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSess
 from vhpc.environments.vm.backends.qemu import probe_kvm, require_qemu
 from vhpc.core.cpulist import format_cpu_list
 from vhpc.environments.vm.backends.base import PlacementExport
+from vhpc.host.doctor import Component
 from vhpc.environments.vm.guestimage import guest_shares, kernel_cmdline
 
 #: Prefix of every domain name vhpc creates (leftover detection looks for it).
@@ -358,6 +359,13 @@ class LibvirtBackend(HypervisorBackend):
     unreadable or invalid domain XML, or a missing libvirt-python or QEMU."""
 
     own_options = ("domain_xml", "uri")
+    components = (
+        Component("libvirtd", "vm:backend=libvirt", "cmd:libvirtd", "libvirt-daemon-system",
+                  "libvirt-daemon"),
+        Component("libvirt-python", "vm:backend=libvirt", "module:libvirt",
+                  "pip install 'vhpc[libvirt]' (needs libvirt-dev pkg-config)",
+                  "pip install 'vhpc[libvirt]' (needs libvirt-devel)"),
+    )
     unsupported_options = {"corunner": "use backend=qemu",
                            "slowdown": "use backend=qemu (its QEMU process is limited)",
                            "slowdown_cpus": "use backend=qemu"}
