@@ -43,10 +43,6 @@ from vhpc.environments.options import HostFacts
 from vhpc.spec.parse import CampaignSpec
 from vhpc.store import DONE, FAILED, Store, StoreError, TrialRow
 
-#: One trial of the plan is the same record as a stored trial (before it has an id).
-PlannedTrial = TrialRow
-
-
 def plan(spec: CampaignSpec, rounds: int | None = None) -> list[TrialRow]:
     """Ordered trials for ``spec`` (id None, status pending): ``rounds`` (default warmup +
     repeats) rounds × environments × benchmarks.  Deterministic, so the plan of n+1 rounds

@@ -83,16 +83,6 @@ class Finding(BaseModel):
         campaign's comparisons answer it directly)."""
         return self.versus is None and self.group == "all" and self.versus_group == "all"
 
-    def compares(self) -> str:
-        """What is set against what, in words (``cold trials vs the baseline``)."""
-        me = "" if self.group == "all" else f"{self.group} trials"
-        ref = {None: "the baseline", "self": "the same environment"}.get(self.versus, self.versus)
-        ref_group = "" if self.versus_group == "all" else f"'s {self.versus_group} trials"
-        if self.versus == "self" and ref_group:
-            ref = f"{self.versus_group} trials"
-            ref_group = ""
-        return f"{me or 'environment'} vs {ref}{ref_group}"
-
     def stated(self) -> str:
         """The paper's value in a few words (``31 % ± 15``, ``slower``, ``within 5 %``)."""
         if self.claim == "overhead_pct":

@@ -56,9 +56,6 @@ class EnvironmentKind(ABC):
     components: ClassVar[tuple[Component, ...]] = ()
     #: It boots guests: a fresh session costs a boot (time estimates, cold/warm protocol).
     boots_guests: ClassVar[bool] = False
-    #: ``slowdown=`` can be applied to it (a CPU bandwidth limit on its processes), so
-    #: ``vhpc calibrate`` can slow a copy of it.
-    supports_slowdown: ClassVar[bool] = False
     #: Whose last-level cache sizes an auto-sized working set at run time ("the guest's",
     #: "that host's"), or None when it is this host's, known before the run.
     llc_owner: ClassVar[str | None] = None
