@@ -246,7 +246,10 @@ def test_free_ports_are_free_for_tcp_and_udp():
 
     from vhpc.executors.slurm.guests import free_ports
 
-    for port in free_ports("127.0.0.1", 3):
+    ports = free_ports("127.0.0.1", 3)
+    assert len(ports) == len(set(ports)) == 3, ports  # as many as asked, each once
+    assert all(0 < p < 65536 for p in ports) and free_ports("127.0.0.1", 0) == []
+    for port in ports:
         for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
             with socket.socket(socket.AF_INET, kind) as s:
                 s.bind(("127.0.0.1", port))  # raises if it were taken
