@@ -32,7 +32,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one-line UsageErrors (exit 2 via :func:`main`)."""
 
     def error(self, message):
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        # main prints "vhpc: error: " before the line: name only the sub-command, if any
+        where = self.prog.removeprefix("vhpc").strip()
+        raise UsageError(f"{where + ': ' if where else ''}{message} (see {self.prog} --help)")
 
 
 def cmd_compare(args) -> int:
