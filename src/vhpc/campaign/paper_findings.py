@@ -1,4 +1,4 @@
-"""What the seed papers found, as data, and whether this host agrees (issue 21).
+"""What the seed papers found, as data, and whether this host agrees.
 
 ``findings.yaml`` beside this module holds, per study, the seed statements that carry a number
 or a direction, each quoted verbatim with its seed file and section or figure.  :func:`verdict`
@@ -132,7 +132,7 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     side.  Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
     describe hardware virtualization), a placement this host could not make, or no interval
     (``unbounded``: an unbounded Fieller set, said so).
-    Rules (issue 21; the interval is the table's, :mod:`vhpc.analysis.versus`, and is read as
+    Rules (the interval is the table's, :mod:`vhpc.analysis.versus`, and is read as
     the table reads it, :func:`vhpc.core.logratio.decide`): ``overhead_pct`` agrees when the
     interval of (ratio − 1)·100 overlaps value ± tolerance; ``direction`` slower when the
     interval lies above 1, faster below 1, no-difference when it contains 1; ``within_pct``

@@ -25,7 +25,7 @@ from vhpc.environments.options import EnvOptions, HostFacts, Slowdown
 #: (where the results store has no past trial to go by).  Whole trials, not cycles: on a
 #: 2-core host (load 10-20) the quick suite's TCG trials took 16.5 s (median of 60) and
 #: NPB class S ones 25-55 s, against the 10 s a KVM trial is given; 10 (the cycles of
-#: docs/fidelity.md) made estimates 3-25x too high (issue 42).
+#: docs/fidelity.md) made estimates 3-25x too high.
 TCG_FACTOR = 2.0
 
 #: Every environment kind, by name; the packages under vhpc/environments/ register themselves.
