@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import re
 import textwrap
 from pathlib import Path
 
@@ -79,3 +80,23 @@ def test_ruff_uses_the_committed_rules(tmp_path):
                str(ROOT / "pyproject.toml"), str(bad))
     assert out.returncode == 1
     assert "F401" in out.stdout and "PGH004" in out.stdout, out.stdout
+
+
+#: Modules whose ``noqa`` comments name a rule but no reason yet; being edited in other
+#: branches at the time of writing.  Remove each once its comments say why.
+NOQA_WITHOUT_REASON = {"report/figures.py", "report/diff.py", "workflows/paper.py",
+                       "analysis/compare.py"}
+
+
+def test_every_noqa_names_its_rule_and_a_reason():
+    src = ROOT / "src" / "vhpc"
+    bare = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if "# noqa" not in line:
+                continue
+            ok = re.search(r"# noqa: [A-Z]+[0-9]+(,[A-Z]+[0-9]+)*\s+\S", line)
+            if not ok and rel not in NOQA_WITHOUT_REASON:
+                bare.append(f"{rel}:{i}")
+    assert bare == []

@@ -505,7 +505,7 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
     if not raw:
         raise DiffError(f"campaigns {a.id} and {b.id} share no (environment, benchmark, "
                         "parameters, metric) with valid samples: nothing to diff (check the ids)")
-    ref = lambda c: CampaignRef(c.id, c.created, c.source, c.baseline, c.status)  # noqa: E731
+    ref = lambda c: CampaignRef(c.id, c.created, c.source, c.baseline, c.status)  # noqa: E731 - a one-line key
     found = [("A", f) for f in a.findings] + [("B", f) for f in b.findings]
     return Diff(ref(a), ref(b), fingerprint_changes(a, b), overhead, raw, unmatched, alpha,
                 confidence, tolerance, margin, found)

@@ -257,7 +257,7 @@ class QemuGuest(GuestSession):
         try:
             if self.qmp is not None:
                 self.qmp.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a dead monitor: nothing left to close
             pass
         self.qmp = None
         self.release()
