@@ -100,3 +100,25 @@ def test_every_noqa_names_its_rule_and_a_reason():
             if not ok and rel not in NOQA_WITHOUT_REASON:
                 bare.append(f"{rel}:{i}")
     assert bare == []
+
+
+#: Private names still imported across modules, in modules being edited in other branches at
+#: the time of writing (a user's image's boot, the statistics); remove each once it is public.
+PRIVATE_IMPORTS = {("vhpc.environments.vm.backends.libvirt_image", "_libvirt"),
+                   ("vhpc.environments.vm.userimage", "_qmp_connect"),
+                   ("vhpc.core.logratio", "_t_sf"), ("vhpc.core.logratio", "_tq")}
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A module's ``_name`` is its own: another module that needs it needs a public name."""
+    import ast
+
+    src = ROOT / "src"
+    found = set()
+    for path in sorted((src / "vhpc").rglob("*.py")):
+        me = ".".join(path.relative_to(src).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vhpc"):
+                found |= {(me, a.name) for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")}
+    assert found - PRIVATE_IMPORTS == set(), sorted(found - PRIVATE_IMPORTS)
