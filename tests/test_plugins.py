@@ -97,3 +97,12 @@ def test_compare_help_names_every_registered_kind_and_executor(capsys, monkeypat
     assert "--executor local|slurm|toyq[:k=v,...]" in text
     assert "toyq: a queue registered by this test" in text
     assert "slurm[:partition=,nodes=,time=,account=,ranks_per_node=]: each trial a job step" in text
+
+
+def test_vhpc_host_asks_each_kind_what_it_says_of_the_host():
+    from vhpc.environments.kind import KINDS
+
+    said = {name: kind().host_lines(probe=False) for name, kind in KINDS.items()}
+    vm = dict((label, text) for label, text, _ in said["vm"])
+    assert vm["accelerator"] == "not probed" and "guest kernel" in vm
+    assert said["native"] == []

@@ -69,6 +69,12 @@ class EnvironmentKind(ABC):
         cycles of docs/fidelity.md).  Used only for estimates, never for timeouts."""
         return self.trial_s * (TCG_FACTOR if self.boots_guests and accel == "tcg" else 1.0)
 
+    def host_lines(self, probe: bool = True, reprobe: bool = False) -> list[tuple[str, str, str]]:
+        """What ``vhpc host`` says of this host for this kind, as (label, text, style) lines
+        (style: a rich colour for the text, or ""); ``probe``: it may start something to find
+        out (a probe guest), ``reprobe``: past answers are not reused.  None by default."""
+        return []
+
     def hidden_host_dirs(self, options: EnvOptions) -> tuple[str, ...]:
         """Host directories that programs of this environment do not see, because it puts
         its own in their place (a guest's tmpfs over ``/tmp``): a benchmark input under one is
