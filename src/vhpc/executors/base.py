@@ -24,6 +24,8 @@ from vhpc.environments.base import Environment, RunResult
 
 #: Every executor, by name; the modules under vhpc/executors/ register themselves.
 EXECUTORS: Registry[type["Executor"]] = Registry("executor", "vhpc.executors")
+#: The executor of a campaign that names none.
+DEFAULT = "local"
 
 
 class ExecutorOptions(BaseModel):
@@ -134,7 +136,7 @@ def parse(text: "str | ExecutorSpec | None") -> ExecutorSpec:
         return text
     if not isinstance(text, str) and text is not None:
         raise SpecError(f"executor: {text!r}: give a name like local or slurm:nodes=2")
-    text = (text or "local").strip()
+    text = (text or DEFAULT).strip()
     kind, _, rest = text.partition(":")
     cls = EXECUTORS.get(kind.strip())
     opts: dict[str, str] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from vhpc import benchmarks
 from vhpc.environments.kind import KINDS
 from vhpc.environments.vm.backends.base import BACKENDS
-from vhpc.executors.base import EXECUTORS
+from vhpc.executors.base import DEFAULT, EXECUTORS
 from vhpc.host import doctor
 
 
@@ -29,14 +29,14 @@ def executor_metavar() -> str:
 
 
 def executor_help() -> str:
-    """``--executor``'s help: each registered executor, its options and its summary; the
-    first registered is the default."""
+    """``--executor``'s help: the default (:data:`vhpc.executors.base.DEFAULT`), then each
+    registered executor with its options and its summary."""
     parts = []
     for name, part in EXECUTORS.items():
         fields = ",".join(f"{f}=" for f in part.options.model_fields)
         usage = f"{name}[:{fields}]" if fields else name
         parts.append(f"{usage}: {part.summary}" if part.summary else usage)
-    return "where trials run (default: local): " + "; ".join(parts)
+    return f"where trials run (default: {DEFAULT}): " + "; ".join(parts)
 
 
 def bench_help() -> str:
