@@ -1,4 +1,4 @@
-"""Applications measured as their communities measure them (issue 43): checks that catch a wrong
+"""Applications measured as their communities measure them: checks that catch a wrong
 run (a wrapped ``lmp``/``gmx_mpi`` that changes the time step or the cut-off in one
 environment), like compared with like, parameters bounded by the environment, an unsupported
 parameter refused before anything is stored, a damaged cached input rebuilt, and calibrate

@@ -1,4 +1,4 @@
-"""The third hostile battery (issue 32), part A: each reproducer as a test.  Hangs are bounded
+"""The third hostile battery, part A: each reproducer as a test.  Hangs are bounded
 by a generous subprocess or call timeout (never a timing assert); bad input must give one
 line ``vhpc: error: ...`` and exit status 2, leave nothing running and write nothing that is
 not vhpc's own."""

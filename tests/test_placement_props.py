@@ -1,6 +1,6 @@
 """Property test (hypothesis): on generated hwloc v2 topologies with random disallowed and
 offline PUs and nodes and memory-only (HBM) nodes, every policy either refuses in one line or
-gives a plan that keeps the placement rules of issue 15. The generator below writes the XML
+gives a plan that keeps the placement rules. The generator below writes the XML
 itself and knows which PUs and nodes are usable; the rules are checked against that
 knowledge, not against the code under test."""
 

@@ -1,4 +1,4 @@
-"""A virtualized cluster over a real three-node Slurm cluster on this host (issue 20, seed 004):
+"""A virtualized cluster over a real three-node Slurm cluster on this host (seed 004):
 one guest per Slurm node, booted by a guest-host job step on that node, the guests' segment
 carried by QEMU stream links over TCP between the nodes' loopback addresses, one MPI job
 across the guests; native MPI across the same nodes through srun --mpi=pmix.  Killing the
