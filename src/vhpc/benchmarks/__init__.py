@@ -23,9 +23,9 @@ from vhpc.benchmarks.suites import STANDARD_SUITE
 SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE, STANDARD_SUITE, NPB_SUITE, NPB_EXTERNAL_SUITE,
                                        IVSHMEM_SUITE, APPS_SUITE]
 
-for _suite in SUITES:
-    for _b in _suite:
-        BENCHMARKS.register(_b.name)(_b)
+for bench in (b for suite in SUITES for b in suite):
+    BENCHMARKS.register(bench.name)(bench)
+del bench
 
 #: Every registered benchmark by name, read as a mapping (vhpc's and outside packages').
 REGISTRY: Mapping[str, Benchmark] = BENCHMARKS.view()

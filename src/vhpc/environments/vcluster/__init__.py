@@ -5,7 +5,7 @@ from __future__ import annotations
 from vhpc.core.errors import HostError
 from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
 from vhpc.environments.options import HostFacts
-from vhpc.environments.vm.guestimage import GUEST_PRIVATE
+from vhpc.environments.vm import VmKind
 from vhpc.environments.vcluster.options import VclusterOptions
 
 
@@ -28,10 +28,8 @@ class VclusterKind(EnvironmentKind):
     trial_s = 40.0  # scaling at 1-3 nodes under TCG: 90 s a trial on a loaded 2-core host
     summary = "several guests on one host, one MPI job across them"
 
-    def hidden_host_dirs(self, options) -> tuple[str, ...]:
-        """The directories its guests mount their own tmpfs over (:data:`GUEST_PRIVATE`) while
-        they share the host's root; none when the user's image gets its inputs copied in."""
-        return GUEST_PRIVATE if options.guest_sees_host_files else ()
+    #: its guests are vm guests: the same private directories over the same shared root
+    hidden_host_dirs = VmKind.hidden_host_dirs
 
     def plan(self, options: VclusterOptions, host: HostFacts) -> EnvPlan:
         """One placement per guest of a host (``placement`` holds the tuple): all ``vms`` on
