@@ -454,8 +454,10 @@ def main(argv: list[str] | None = None) -> int:
             shared: dict[tuple[str, int, str], tuple[str, bool]] = {}
             for case in cases:
                 measure(case, rep, args.quiet, args.wait, shared)
-    cmdline = "python3 bench/compare_reference.py " + " ".join(sys.argv[1:] if argv is None
-                                                               else argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    # the reference folder is this machine's: the command shown names it REFDIR
+    given = ["REFDIR" if a == str(args.refdir) else a for a in given]
+    cmdline = "python3 bench/compare_reference.py " + " ".join(given)
     text = table(cases, cmdline)
     print(text, end="")
     if args.write:

@@ -1,4 +1,4 @@
-"""LAMMPS and GROMACS as benchmarks (issue 30): real runs of Debian's lmp and gmx_mpi on inputs
+"""LAMMPS and GROMACS as benchmarks: real runs of Debian's lmp and gmx_mpi on inputs
 vhpc writes, figures of merit parsed from the applications' own output (compared here with the
 lines the applications printed, read with the test's own patterns), ranks read back."""
 

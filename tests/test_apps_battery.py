@@ -1,4 +1,4 @@
-"""Applications measured as their communities measure them (issue 43): checks that catch a wrong
+"""Applications measured as their communities measure them: checks that catch a wrong
 run (a wrapped ``lmp``/``gmx_mpi`` that changes the time step or the cut-off in one
 environment), like compared with like, parameters bounded by the environment, an unsupported
 parameter refused before anything is stored, a damaged cached input rebuilt, and calibrate
@@ -284,7 +284,7 @@ def test_a_sized_run_reaches_the_floor_at_the_probed_speed():
         assert n == 200 or half(n - 100) * step_s < sizing.TARGET_S  # the fewest
     assert sizing.steps_for(1e-9, 100, half) == sizing.MAX_STEPS
     for bad in (0.0, -1.0, float("nan"), float("inf")):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="seconds per step .*: give a finite positive"):
             sizing.steps_for(bad, 100, half)
 
 

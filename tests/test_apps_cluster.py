@@ -1,4 +1,4 @@
-"""A custom MPI application (Debian's lmp, 2 ranks) across nodes and guests (issue 30): as an
+"""A custom MPI application (Debian's lmp, 2 ranks) across nodes and guests: as an
 ``srun --mpi=pmix`` job step over 2 Slurm nodes of the test cluster (tests/cluster/up), each
 rank's node read back; and (VHPC_VM_TESTS=1: guests boot for minutes under TCG) across a
 vcluster of 2 one-vCPU guests, one rank per guest."""

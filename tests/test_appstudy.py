@@ -1,4 +1,4 @@
-"""The applications study (issue 30): LAMMPS and GROMACS at every rank/node count, natively and
+"""The applications study: LAMMPS and GROMACS at every rank/node count, natively and
 virtualized; its figure and the seed's captions as findings."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The third hostile battery (issue 32), part A: each reproducer as a test.  Hangs are bounded
+"""The third hostile battery, part A: each reproducer as a test.  Hangs are bounded
 by a generous subprocess or call timeout (never a timing assert); bad input must give one
 line ``vhpc: error: ...`` and exit status 2, leave nothing running and write nothing that is
 not vhpc's own."""
@@ -83,7 +83,7 @@ def test_the_batterys_backtracking_regex_campaign_ends(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text(yaml.safe_dump(doc))
     p = run_sub("run", f, "--out", tmp_path / "o")
-    assert p.returncode in (0, 1), p.stderr[-2000:]
+    assert p.returncode == 1, p.stderr[-2000:]  # the campaign ran; its one trial failed
     assert "Traceback" not in p.stderr
     with sqlite3.connect(tmp_path / "o" / "vhpc.db") as db:
         assert db.execute("SELECT status FROM trials").fetchall() == [("failed",)]
@@ -210,9 +210,8 @@ def test_diff_with_an_environment_without_valid_samples(tmp_path, capsys):
                for u in result.unmatched), result.unmatched
     store.close()
     rc, out, err = run_cli(capsys, "diff", "A", "B", "--out", tmp_path / "o")
-    assert rc in (0, 1, 2) and "Traceback" not in err
-    if rc == 2:
-        one_line(rc, err)
+    assert rc == 0 and err == "", err  # the diff is shown; vm is listed as not compared
+    assert "no valid sample" in out, out
 
 
 # ------------------------------------------------------------------ 12. huge hwloc bitmaps
@@ -233,7 +232,8 @@ def test_a_500_kb_cpuset_bitmap_plans_without_running_for_minutes(tmp_path):
     f.write_text(src.replace('complete_cpuset="', 'complete_cpuset="0x' + "f" * 500_000 + ",",
                              1))
     p = run_sub("plan", "--topology", f, "--vcpus", "2")  # was quadratic: minutes
-    assert p.returncode in (0, 2) and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert p.returncode == 0, p.stderr[-2000:]  # the huge bitmap is read, the plan printed
+    assert "Traceback" not in p.stderr and "vCPU" in p.stdout, p.stdout[-2000:]
 
 
 # ------------------------------------------------------------------ 10. calibrate, all failed
@@ -440,10 +440,10 @@ def test_the_typed_parser_takes_what_it_should():
     assert common.count is count  # one parser
     assert count(1, 10)("7") == 7 and number(0, 1, lo_open=True)("1e-9") == 1e-9
     for bad in ("-5", "١٢", "9" * 60, "1.5", "", "0x10"):
-        with pytest.raises(argparse.ArgumentTypeError):
+        with pytest.raises(argparse.ArgumentTypeError, match="out of range|ASCII digits"):
             count(1, 10)(bad)
     for bad in ("0", "nan", "inf", "２", "1.5"):
-        with pytest.raises(argparse.ArgumentTypeError):
+        with pytest.raises(argparse.ArgumentTypeError, match="out of range|ASCII digits"):
             number(0, 1, lo_open=True)(bad)
 
 

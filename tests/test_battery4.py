@@ -1,4 +1,4 @@
-"""The fourth hostile battery (issue 45): a store a reader corrupted, caches anyone could plant,
+"""The fourth hostile battery: a store a reader corrupted, caches anyone could plant,
 ranks that outlived their trial, inputs that escaped, flags that ran nothing, damaged stores."""
 
 from __future__ import annotations

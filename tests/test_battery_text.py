@@ -1,4 +1,4 @@
-"""Third hostile battery (issue 32), part B: foreign text is data everywhere it is shown —
+"""Third hostile battery, part B: foreign text is data everywhere it is shown —
 never rich markup, matplotlib math text, a spreadsheet formula or a terminal escape; files
 are written by create-new + atomic rename and never through a symlink; finite extremes give
 a result or an honest "cannot compute"; a slowdown the kernel did not apply is a finding.

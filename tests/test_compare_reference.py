@@ -45,7 +45,7 @@ def test_vhpc_result_parser_reads_value_and_valid_flag(cr):
     parse = cr.vhpc_result("lat_8")
     assert parse("noise\nVHPC-RESULT test=latency lat_8=0.125 valid=1\n") == (0.125, True)
     assert parse("VHPC-RESULT lat_8=3 valid=0\n") == (3.0, False)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="no lat_8= in vhpc's result line"):
         parse("VHPC-RESULT other=1 valid=1\n")
 
 

@@ -26,5 +26,5 @@ def test_bad_lists_raise_one_line(bad):
 def test_old_names_are_the_same_parser():
     assert parse_list("0-2,1") == parse_cpu_list("0-2,1") and format_list([0, 1]) == "0-1"
     assert parse_cpu_list("1,0", ordered=True) == (1, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="bad index list item '3-1'"):
         parse_cpu_list("3-1", ordered=True)

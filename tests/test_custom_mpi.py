@@ -1,4 +1,4 @@
-"""custom: benchmarks with mpi:, inputs:, env:, check: (issue 30): an MPI application (Debian's
+"""custom: benchmarks with the keys mpi:, inputs:, env: and check:. An MPI application (Debian's
 lmp) launched as vhpc's kernels are, inputs staged per rank, and a check: that makes the
 samples of an environment computing something else invalid, with the reason in the findings."""
 

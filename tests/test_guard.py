@@ -1,4 +1,4 @@
-"""The process guard of native trials (issue 31): one guard process per vhpc process, a group
+"""The process guard of native trials: one guard process per vhpc process, a group
 it watches dies with vhpc, a group it was told ``done`` about survives, a fork does not keep
 the guard waiting, and a trial whose gate never opens starts nothing."""
 

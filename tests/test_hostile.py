@@ -1,4 +1,4 @@
-"""Hostile input, killed runs and untrusted files (issue 23): one test per finding of the
+"""Hostile input, killed runs and untrusted files: one test per finding of the
 second battery.  Real CLI runs (in-process where nothing is killed, subprocesses where vhpc
 is), real files and processes; Slurm faults use stand-in Slurm commands on PATH, the
 capacity check a real one-node cluster.  No timing asserts: waits are bounded polls."""

@@ -1,5 +1,7 @@
-"""No import circle in src/vhpc outside TYPE_CHECKING (issue 43): tests/import_graph.py builds
-the graph of the imports Python runs when it loads each module and lists its circles."""
+"""No import circle in src/vhpc outside TYPE_CHECKING: tests/import_graph.py builds the graph of
+the imports of each module (those Python runs when it loads it, and those inside functions)
+and lists its circles.  A circle makes two modules one: neither can be read, tested or
+replaced without the other."""
 
 from __future__ import annotations
 
@@ -16,9 +18,30 @@ def test_src_vhpc_has_no_import_circle():
     edges = import_graph.graph()
     assert "vhpc.campaign.studies" in edges["vhpc.campaign"]  # the registry's modules load
     assert import_graph.circles(edges) == []
-    out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0 and out.stdout.startswith("no import circle"), out.stdout
+
+
+#: Circles through imports inside functions that exist while their modules are being split
+#: in other branches (a dry-run estimate leaving workflows/paper; a user's image's boot
+#: leaving the backends; the vcluster's images).  Empty this once those branches are merged.
+KNOWN = [
+    ["vhpc.environments.vcluster.environment", "vhpc.environments.vcluster.images"],
+    ["vhpc.environments.vm.backends.libvirt", "vhpc.environments.vm.backends.libvirt_image"],
+    ["vhpc.environments.vm.backends.qemu", "vhpc.environments.vm.userimage"],
+    ["vhpc.workflows.common", "vhpc.workflows.paper"],
+]
+
+
+def test_no_circle_through_imports_inside_functions():
+    edges = import_graph.graph(inside_functions=True)
+    load = import_graph.graph()
+    # imports inside functions are edges here, and only here
+    assert all(load[m] <= edges[m] for m in load)
+    assert sum(len(edges[m] - load[m]) for m in load) > 100
+    assert [c for c in import_graph.circles(edges) if c not in KNOWN] == []
+    if not KNOWN:
+        out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0 and out.stdout.startswith("no import circle"), out.stdout
 
 
 def test_a_circle_is_found_and_type_checking_imports_are_not_edges(tmp_path):
@@ -30,6 +53,12 @@ def test_a_circle_is_found_and_type_checking_imports_are_not_edges(tmp_path):
     (pkg / "a" / "y.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                     "    from vhpc.a import x\n\ndef f():\n    from . import x\n")
     assert import_graph.circles(import_graph.graph(tmp_path)) == []
+    # the whole graph sees the import inside f, never the TYPE_CHECKING one
+    assert import_graph.circles(import_graph.graph(tmp_path, inside_functions=True)) == [
+        ["vhpc.a.x", "vhpc.a.y"]]
+    (pkg / "a" / "y.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                    "    from vhpc.a import x\nelse:\n    x = None\n")
+    assert import_graph.circles(import_graph.graph(tmp_path, inside_functions=True)) == []
     (pkg / "a" / "y.py").write_text("try:\n    from .x import thing\nexcept ImportError:\n"
                                     "    pass\n")
     assert import_graph.circles(import_graph.graph(tmp_path)) == [["vhpc.a.x", "vhpc.a.y"]]

@@ -1,4 +1,4 @@
-"""An installed vhpc runs its main job (issue 25): the sdist and wheel built from this checkout,
+"""An installed vhpc runs its main job: the sdist and wheel built from this checkout,
 the wheel installed into a fresh virtualenv outside it (no libvirt headers: ``pkg-config
 --exists libvirt`` made false), a native campaign from an empty directory that builds the kernels
 once into the per-user cache, and ``vm:backend=libvirt`` answered with one line naming the extra.

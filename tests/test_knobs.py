@@ -52,7 +52,7 @@ def test_knobs_are_applied_then_restored(root, tmp_path):
 
 
 def test_restored_after_an_error_inside(root, tmp_path):
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="benchmark crashed"):
         with HostKnobs({"numa_balancing": "0"}, tmp_path / "j", root):
             raise RuntimeError("benchmark crashed")
     assert read(root, "proc/sys/kernel/numa_balancing") == "1"

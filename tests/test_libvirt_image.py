@@ -1,4 +1,4 @@
-"""vm:image= with backend=libvirt (issue 44): the domain XML booting a user's image (the
+"""vm:image= with backend=libvirt: the domain XML booting a user's image (the
 overlay as a virtio disk, the cloud-init seed as a read-only cdrom, the image's kernel or
 SeaBIOS, sshd forwarded from a loopback port, the placement's pins and NUMA policy) is valid
 for libvirt's own schema and is accepted by a real libvirtd (define, read back, undefine).

@@ -1,4 +1,4 @@
-"""MPI launch binding, per-rank read-back, and the kernel fidelity modes (issue 12)."""
+"""MPI launch binding, per-rank read-back, and the kernel fidelity modes."""
 
 from __future__ import annotations
 

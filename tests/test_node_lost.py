@@ -1,4 +1,4 @@
-"""A node lost mid-campaign (issue 32): ``kill -9`` of one slurmd while a 3-node native MPI
+"""A node lost mid-campaign: ``kill -9`` of one slurmd while a 3-node native MPI
 campaign runs.  The trial in flight is stored failed naming the node, the campaign stops in one
 line instead of burning its later trials against the dead node, and after the slurmd is back
 ``--resume`` runs exactly the trials that did not run: every planned trial stored once."""

@@ -255,7 +255,8 @@ def test_command_mpi() -> None:
                                  {"variant": "mpi", "ranks": 3}, {"threads": 0},
                                  {"size": 1}])
 def test_bad_params(bad: dict) -> None:
-    with pytest.raises(BenchmarkError):
+    keys = "|".join(bad)  # the message names the parameter at fault
+    with pytest.raises(BenchmarkError, match=f"^npb-ep: (({keys})=|unknown parameter '({keys})')"):
         benchmarks.get("npb-ep").resolve(bad)
 
 
@@ -295,11 +296,11 @@ def test_parse_real_output() -> None:
 def test_parse_errors() -> None:
     bench = benchmarks.get("npb-cg")
     params = bench.resolve({})
-    with pytest.raises(ParseError):
+    with pytest.raises(ParseError, match="no VHPC-RESULT line"):
         bench.parse(params, "no result here", "", 1)
-    with pytest.raises(ParseError):  # another kernel's output
+    with pytest.raises(ParseError, match="for kernel 'cg'"):  # another kernel's output
         benchmarks.get("npb-mg").parse(params, REAL_OUTPUT, "", 0)
-    with pytest.raises(ParseError):  # another class
+    with pytest.raises(ParseError, match="for class 'S', not 'A'"):  # another class
         bench.parse(bench.resolve({"class": "A"}), REAL_OUTPUT, "", 0)
-    with pytest.raises(ParseError):
+    with pytest.raises(ParseError, match="mops='x' is not a number"):
         bench.parse(params, REAL_OUTPUT.replace("mops=5777.05", "mops=x"), "", 0)

@@ -1,4 +1,4 @@
-"""What every page states beside the answer (issue 42): a one-environment campaign's measured
+"""What every page states beside the answer: a one-environment campaign's measured
 values in the terminal and the HTML, each benchmark's problem size, this host's load around
 the trials (kept in the store), and a finding for a timed region too short to time."""
 

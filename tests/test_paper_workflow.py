@@ -1,4 +1,4 @@
-"""``vhpc paper`` never degrades silently (issue 29): --executor and --host-knob reach every
+"""``vhpc paper`` never degrades silently: --executor and --host-knob reach every
 study, a study it cannot run as the paper did is refused in one line before anything runs, and
 the dry-run's trials and time estimate come from the studies' own planner and parameters (the
 same estimate ``vhpc study --dry-run`` prints)."""

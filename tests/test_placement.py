@@ -4,6 +4,7 @@ the seed machines' topologies (see the comments), never computed by the code und
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -311,7 +312,8 @@ def test_policy_errors(opteron, policy, vcpus, match):
     "map:0=n1,3", "nodes:0,x",
 ])
 def test_parse_errors(policy):
-    with pytest.raises(PlacementError):
+    with pytest.raises(PlacementError, match=re.escape(f"policy '{policy.split(':')[0]}") if policy
+                       else "empty policy"):
         parse_policy(policy)
 
 

@@ -56,7 +56,7 @@ def test_detectable_effect_inverts_runs_needed_and_normal_approximation():
     assert power.detectable_effect(0.0, 5) == 0.0
     assert power.runs_needed(0.0, cv) is None
     assert power.runs_needed(1e-6, 0.5) is None  # not measurable in practice
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cv must be >= 0"):
         power.runs_needed(0.05, -1.0)
 
 

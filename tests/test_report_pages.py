@@ -1,4 +1,4 @@
-"""The campaign report answers first (issue 29): metric families, the headline on the first
+"""The campaign report answers first: metric families, the headline on the first
 screen, sweeps as curves, numeric order everywhere, and a page that fits (rendered in Chromium).
 
 A sweep campaign is built from observations shaped like the OSU benchmarks' (``lat_<size>``

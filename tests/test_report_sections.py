@@ -52,29 +52,9 @@ def test_memory_profile_section_only_for_local_remote_campaigns():
     assert "1.500" in html and "CPI was unavailable" in html
 
 
-def test_message_size_sweeps_draw_one_figure_per_quantity():
-    from vhpc import analysis
-    from vhpc.core.metrics import Observation
-    from vhpc.report.sweeps import size_sweeps
-
-    obs = [Observation(env, "osu-latency", "", f"lat_{size}", "us", False, base * (1 + size / 64) + i,
-                       True, False, i)
-           for env, base in (("native", 1.0), ("vm", 5.0)) for size in (0, 8, 64, 1024)
-           for i in range(3)]
-    obs += [Observation(env, "stream", "", "triad_bw", "GB/s", True, 10.0 + i, True, False, i)
-            for env in ("native", "vm") for i in range(3)]
-    res = analysis.analyse(obs, ENVS, "native")
-    figs = size_sweeps(res)
-    assert [t for t, _ in figs] == ["osu-latency: lat vs message size"]
-    svg = figs[0][1]
-    assert svg.lstrip().startswith("<") and "svg" in svg[:400]
-    assert diagnostics.size_sweep_section(res) is not None
-    assert size_sweeps(analysis.analyse(obs[-6:], ENVS, "native")) == []
-
-
 def test_sweep_figures_label_log_axes_with_plain_numbers(monkeypatch):
     """Latency over 4 decades on a log axis reads 1, 10, 100, 1000 in the report's sweep
-    figures (not 10^0 ... 10^3), in the message-size figure and the family figure alike."""
+    figure (not 10^0 ... 10^3)."""
     import re
 
     from vhpc import analysis
@@ -88,10 +68,9 @@ def test_sweep_figures_label_log_axes_with_plain_numbers(monkeypatch):
            for env, base in (("native", 1.0), ("vm", 50.0)) for size in (1, 8, 64, 512)
            for i in range(3)]
     res = analysis.analyse(obs, ENVS, "native")
-    ((_, sweep),) = sweeps.size_sweeps(res)
     (fam,) = [f for f in families(res) if f.sweep]
     family = sweeps.family_figure(res, fam)
-    for ax in (sweep.axes[0], family.axes[0]):
+    for ax in (family.axes[0],):
         assert ax.get_yscale() == "log"
         fmt = ax.yaxis.get_major_formatter()
         labels = [fmt(y, 0) for y in ax.get_yticks()]

@@ -1,4 +1,4 @@
-"""Issue 29 on the test cluster (tests/cluster/up --nodes 3): node K runs on host CPU
+"""Ranks placed across nodes, on the test cluster (tests/cluster/up --nodes 3): node K runs on host CPU
 (K-1) mod ncpus when the nodes outnumber the CPUs, so a 2-node run on 2 CPUs measures scaling;
 ``vhpc study scaling --executor slurm:nodes=3`` then draws HPCCG Mflop/s per node and the
 VM/native ratio against nodes, places native HPCCG at 2 nodes on 2 distinct host CPUs and

@@ -1,4 +1,4 @@
-"""Issue 29: seed 004's scaling figure as the paper drew it, honest about shared CPUs.
+"""Seed 004's scaling figure as the paper drew it, honest about shared CPUs.
 
 A synthetic scaling campaign (native and one guest per node at 1, 2, 3 nodes, ranks 0 and 2
 on host CPU 0, rank 1 on CPU 1, as on a 2-CPU host with 3 test slurmd) is drawn and rendered:

@@ -1,5 +1,5 @@
 """The fast paths of vhpc.core.stats give exactly what the library calls they replace give
-(issue 31: analysis of 10^6 samples without changing any result)."""
+(analysis of 10^6 samples without changing any result)."""
 
 from __future__ import annotations
 

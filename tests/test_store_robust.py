@@ -1,5 +1,5 @@
 """Broken stores, full and read-only disks, two vhpc at once, host knobs of a live campaign,
-sessions after a resume (issue 13).  Real files, real mounts, real concurrent processes.
+sessions after a resume.  Real files, real mounts, real concurrent processes.
 
 Mounts (tmpfs, read-only bind) need root; without it those tests skip.  Every subprocess gets
 its own VHPC_CACHE so host-knob journals of other vhpc runs on this host are never touched."""

@@ -1,4 +1,4 @@
-"""Issue 21: every study declares its seed figure; the figure's data (x, y, interval per point)
+"""Every study declares its seed figure; the figure's data (x, y, interval per point)
 is filled from an analysis, drawn, written to results.json; the report header is tables (raw
 JSON only in a collapsed block); vcluster per-guest / per-rank tables; the whole-seed page.
 The studies run for real at tiny sizes (guests boot under TCG here); the partition study's

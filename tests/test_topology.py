@@ -109,7 +109,7 @@ def test_xml_distances(tmp_path):
 def test_bad_synthetic():
     with pytest.raises(TopologyError, match="synthetic"):
         T.from_synthetic("bogus:3 pu:1")
-    with pytest.raises(TopologyError):
+    with pytest.raises(TopologyError, match="synthetic level 'pack:two'"):
         T.load("pack:two")
     with pytest.raises(TopologyError, match="neither a file"):
         T.load("no-such-file.xml")

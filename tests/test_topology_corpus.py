@@ -1,5 +1,5 @@
 """Topologies of odd real machines (tests/data/topologies/, hwloc v1 and v2 XML) and the plans
-vhpc makes on them. Each file covers one class from issue 15; the expected PUs, nodes and pins
+vhpc makes on them. Each file covers one class of odd topology; the expected PUs, nodes and pins
 below are written out by hand from the file's structure (see the comment at its top), never
 computed by the code under test. Every plan's libvirt XML is checked with virt-xml-validate."""
 

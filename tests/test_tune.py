@@ -129,12 +129,13 @@ def test_candidates_restrict_by_name_or_alias_and_refuse_unknown():
 def test_recommended_placements_render_valid_libvirt_xml_and_flavor_specs():
     cands, _ = cm.generate(topology.load(FOUR), 8, 2048, mpi=True)
     for c in cands:
-        xml = output.libvirt_xml(c)
+        xml = {x.key: x.value for x in output.exports(c)}["libvirt_xml"]
         for dom in xml.split("</domain>")[:-1]:
             validate_domain(dom + "</domain>")
         assert xml.count("<vcpupin ") == sum(p.vcpus for p in c.placements)
     # float: every vCPU may run on any of the host's 16 PUs, as in the race
-    fl = output.libvirt_xml(next(c for c in cands if c.name == "float"))
+    fl = {x.key: x.value for x in output.exports(next(c for c in cands if c.name == "float"))}
+    fl = fl["libvirt_xml"]
     assert fl.count('cpuset="0-15"') == 8
     mirror = next(c for c in cands if c.name == "compact mirror")
     specs = output.flavor_specs(mirror)
@@ -143,7 +144,7 @@ def test_recommended_placements_render_valid_libvirt_xml_and_flavor_specs():
     assert (specs["hw:numa_cpus.0"], specs["hw:numa_cpus.1"]) == ("0-3", "4-7")
     assert specs["hw:numa_mem.0"] == specs["hw:numa_mem.1"] == "1024"
     assert output.flavor_specs(next(c for c in cands if c.name == "float"))["hw:cpu_policy"] == "shared"
-    args = output.qemu_args(mirror)
+    args = {x.key: x.json_value() for x in output.exports(mirror)}["qemu_args"]
     assert args[:4] == ["-smp", "8", "-m", "2048M"] and "node,nodeid=1,cpus=4-7,memdev=m1" in args
 
 

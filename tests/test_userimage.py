@@ -1,4 +1,4 @@
-"""Issue 44, the cheap parts: a user's image is checked, never written, seeded for cloud-init
+"""A user's own image, the cheap parts: a user's image is checked, never written, seeded for cloud-init
 and refused in one line when it cannot be used; ``vhpc image build`` is cached by its inputs.
 Booting a real image (minutes under TCG) is in tests/test_userimage_boot.py (VHPC_VM_TESTS=1)."""
 

@@ -1,4 +1,4 @@
-"""Issue 44 end to end: ``vhpc image build`` makes a Debian image (cached in the user's vhpc
+"""A user's own image end to end: ``vhpc image build`` makes a Debian image (cached in the user's vhpc
 cache, so only the first run builds it), ``vhpc run`` boots it under TCG and stores valid
 samples of a custom ``rootfs`` check, STREAM and an MPI ping-pong in it against native, the
 fingerprint says Debian from inside, the image is byte-for-byte unchanged and no QEMU is left.

@@ -1,4 +1,4 @@
-"""vcluster:image=FILE (issue 44): N guests from one image, an overlay each, on the private
+"""vcluster:image=FILE: N guests from one image, an overlay each, on the private
 segment with the cluster's addresses, names and one ssh key for the MPI launcher, given by
 cloud-init from each guest's seed.  Booting the cluster takes minutes under TCG:
 tests/test_userimage_boot.py (VHPC_VM_TESTS=1)."""

@@ -1,4 +1,4 @@
-"""A virtualized cluster over a real three-node Slurm cluster on this host (issue 20, seed 004):
+"""A virtualized cluster over a real three-node Slurm cluster on this host (seed 004):
 one guest per Slurm node, booted by a guest-host job step on that node, the guests' segment
 carried by QEMU stream links over TCP between the nodes' loopback addresses, one MPI job
 across the guests; native MPI across the same nodes through srun --mpi=pmix.  Killing the
@@ -246,7 +246,10 @@ def test_free_ports_are_free_for_tcp_and_udp():
 
     from vhpc.executors.slurm.guests import free_ports
 
-    for port in free_ports("127.0.0.1", 3):
+    ports = free_ports("127.0.0.1", 3)
+    assert len(ports) == len(set(ports)) == 3, ports  # as many as asked, each once
+    assert all(0 < p < 65536 for p in ports) and free_ports("127.0.0.1", 0) == []
+    for port in ports:
         for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
             with socket.socket(socket.AF_INET, kind) as s:
                 s.bind(("127.0.0.1", port))  # raises if it were taken

@@ -1,4 +1,4 @@
-"""The verdicts agree with their numbers (issue 41, docs/statistics.md): one model (Welch's t
+"""The verdicts agree with their numbers (docs/statistics.md): one model (Welch's t
 on ln values, the interval at the family's Holm level, the verdict read off it), four outcomes,
 the right family, checks that are not metrics, one overhead, a slowdown that holds.
 

@@ -19,7 +19,9 @@ from vhpc.core.argtypes import count, number
 from vhpc.environments.options import MAX_SECONDS
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.text import markup as esc
-from vhpc.workflows.common import (QUICK, UsageError, campaign_flags as _campaign_flags,
+from vhpc.benchmarks import quick_suite
+from vhpc.workflows import parts
+from vhpc.workflows.common import (UsageError, campaign_flags as _campaign_flags,
                                    check_out, console, count as _count, dry_run as _dry_run,
                                    err_console, margin_flag,
                                    open_store as _store, run_campaign,
@@ -30,7 +32,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one-line UsageErrors (exit 2 via :func:`main`)."""
 
     def error(self, message):
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        # main prints "vhpc: error: " before the line: name only the sub-command, if any
+        where = self.prog.removeprefix("vhpc").strip()
+        raise UsageError(f"{where + ': ' if where else ''}{message} (see {self.prog} --help)")
 
 
 def cmd_compare(args) -> int:
@@ -91,7 +95,7 @@ def cmd_calibrate(args) -> int:
     from vhpc.report import calibrate as calibrate_report
 
     taken: list[str] = []
-    s = calibrate.Settings(tuple(specmod.parse_bench(b) for b in args.bench or QUICK),
+    s = calibrate.Settings(tuple(specmod.parse_bench(b) for b in args.bench or quick_suite()),
                            tuple(specmod.parse_env(e, taken) for e in args.env or ["native", "vm"]),
                            campaigns=args.campaigns, repeats=args.repeats, delta=args.delta,
                            alpha=args.alpha, warmup=args.warmup, timeout=args.timeout)
@@ -173,10 +177,9 @@ def _compare_parser(sub) -> None:
     """The ``compare`` subcommand's flags."""
     c = sub.add_parser("compare", help="run benchmarks natively and in VMs and compare (the main job)")
     c.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
-                   help=f"benchmark (repeatable; default: the quick suite {', '.join(QUICK)})")
+                   help=parts.bench_help())
     c.add_argument("-e", "--env", action="append", metavar="ENV[:k=v,...]",
-                   help="environment: native[:cpus=LIST] or vm[:vcpus=N,memory=MiB,pin=auto|none|LIST,"
-                        "accel=auto|kvm|tcg,name=NAME] (repeatable; default: -e native -e vm)")
+                   help=parts.kinds_help())
     c.add_argument("--repeats", type=count(1, 10000), help="measured rounds (default 5)")
     c.add_argument("--warmup", type=count(0, 1000), help="warm-up rounds, stored but not analysed (default 1)")
     c.add_argument("--baseline", help="environment the others are compared to (default native)")
@@ -198,9 +201,7 @@ def _compare_parser(sub) -> None:
     c.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                    help="change a host setting for this campaign only, restored afterwards "
                         "(thp, thp_defrag, numa_balancing, hugepages_2m, hugepages_1g, governor)")
-    c.add_argument("--executor", metavar="local|slurm[:k=v,...]",
-                   help="where trials run: local (default) or slurm[:partition=P,nodes=N,time=T,"
-                        "account=A], each trial a job step in one allocation (docs/scale-out.md)")
+    c.add_argument("--executor", metavar=parts.executor_metavar(), help=parts.executor_help())
     c.add_argument("--resume", metavar="ID", help="continue an interrupted campaign")
     _campaign_flags(c, starts=True)
 
@@ -282,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True))
     st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                     help="as for compare, e.g. hugepages_2m=1024 for the paging study")
-    st.add_argument("--executor", metavar="local|slurm[:k=v,...]",
+    st.add_argument("--executor", metavar=parts.executor_metavar(),
                     help="as for compare; the scaling study needs slurm:nodes=N")
     st.add_argument("--in-vm", action="store_true",
                     help="memory-profile: run inside a guest with 2 virtual NUMA nodes")

@@ -47,7 +47,8 @@ from vhpc.analysis.pipeline import analyse
 from vhpc.analysis.summaries import group_observations
 from vhpc.core.errors import VhpcError
 from vhpc.analysis.tolerance import (  # parse_*: also vhpc diff's, through this module
-    DiffError, Tolerance, parse_percent, parse_tolerance_file,
+    DiffError, Tolerance, parse_percent as parse_percent,
+    parse_tolerance_file as parse_tolerance_file,
 )
 from vhpc.core.metrics import EnvInfo, Observation
 from vhpc.store import Store, StoreError
@@ -504,7 +505,7 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
     if not raw:
         raise DiffError(f"campaigns {a.id} and {b.id} share no (environment, benchmark, "
                         "parameters, metric) with valid samples: nothing to diff (check the ids)")
-    ref = lambda c: CampaignRef(c.id, c.created, c.source, c.baseline, c.status)  # noqa: E731
+    ref = lambda c: CampaignRef(c.id, c.created, c.source, c.baseline, c.status)  # noqa: E731 - a one-line key
     found = [("A", f) for f in a.findings] + [("B", f) for f in b.findings]
     return Diff(ref(a), ref(b), fingerprint_changes(a, b), overhead, raw, unmatched, alpha,
                 confidence, tolerance, margin, found)

@@ -7,10 +7,12 @@ one up with a helpful error.  The quick suite (own C kernels under ``kernels/``)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from vhpc.benchmarks.apps import APPS_SUITE
-from vhpc.benchmarks.base import Benchmark, BenchmarkError, ParseError, RunContext, ensure_kernels
+from vhpc.benchmarks.base import (BENCHMARKS, Benchmark, BenchmarkError, ParseError, RunContext,
+                                  ensure_kernels)
 from vhpc.benchmarks.ivshmem import IVSHMEM_SUITE
 from vhpc.benchmarks.npb import BINARIES as NPB_BINARIES, NPB_SUITE
 from vhpc.benchmarks.npb_external import NPB_EXTERNAL_SUITE
@@ -21,7 +23,20 @@ from vhpc.benchmarks.suites import STANDARD_SUITE
 SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE, STANDARD_SUITE, NPB_SUITE, NPB_EXTERNAL_SUITE,
                                        IVSHMEM_SUITE, APPS_SUITE]
 
-REGISTRY: dict[str, Benchmark] = {b.name: b for suite in SUITES for b in suite}
+for bench in (b for suite in SUITES for b in suite):
+    BENCHMARKS.register(bench.name)(bench)
+del bench
+
+#: Every registered benchmark by name, read as a mapping (vhpc's and outside packages').
+REGISTRY: Mapping[str, Benchmark] = BENCHMARKS.view()
+
+
+def quick_suite() -> list[str]:
+    """Names of the quick suite, the default of ``vhpc compare`` and ``vhpc calibrate``:
+    :data:`~vhpc.benchmarks.quick.QUICK_SUITE`, then every registered benchmark that declares
+    ``quick = True``."""
+    names = [b.name for b in QUICK_SUITE]
+    return names + [n for n, b in REGISTRY.items() if b.quick and n not in names]
 
 
 def get(name: str) -> Benchmark:
@@ -51,4 +66,4 @@ def build_kernels(mpi: str = "openmpi") -> Path:
 
 
 __all__ = ["Benchmark", "BenchmarkError", "ParseError", "RunContext", "REGISTRY", "get",
-           "QUICK_SUITE", "build_kernels", "kernel_binaries"]
+           "QUICK_SUITE", "BENCHMARKS", "quick_suite", "build_kernels", "kernel_binaries"]

@@ -25,6 +25,8 @@ from vhpc.benchmarks.mpilaunch import Launch, marker_re, mpi_tool, readback
 from vhpc.core.errors import VhpcError
 from vhpc.core.paths import cache_dir, cache_lock, untrusted, write_atomic
 from vhpc.core.metrics import Metric, Sample
+from vhpc.core.registry import Registry
+from vhpc.host.doctor import Component
 
 
 class BenchmarkError(VhpcError, ValueError):
@@ -141,6 +143,14 @@ class Benchmark:
     #: parameters kept in the stored spec even when left at their defaults: the problem's size
     #: (an application's atoms and steps), so a stored campaign says what was computed
     stored_params: tuple[str, ...] = ()
+    #: How it times what it reports, and why (its "timing" line in docs/benchmarks.md; vhpc's
+    #: own benchmarks have theirs in :data:`vhpc.benchmarks.catalog.TIMING`).
+    timing: str = ""
+    #: In the quick suite: what ``vhpc compare`` and ``vhpc calibrate`` run without ``-b``.
+    quick: bool = False
+    #: What ``vhpc doctor`` checks for it (:class:`vhpc.host.doctor.Component`), beside the
+    #: host tools every benchmark shares.
+    components: tuple[Component, ...] = ()
 
     def all_checks(self) -> tuple[Check, ...]:
         """The benchmark's checks: :attr:`checks`, else (:attr:`check`,), else ()."""
@@ -444,6 +454,11 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
         raise BenchmarkError(f"building the kernels did not produce {', '.join(missing)} "
                              f"(see 'make -C {src} BUILD={bindir} MPICC={mpicc}')")
     return bindir
+
+
+#: Every benchmark by name: vhpc's suites (:mod:`vhpc.benchmarks`) and those an outside package
+#: registers (``BENCHMARKS.register("name")(MyBenchmark())`` in a ``vhpc.parts`` module).
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
 
 
 @dataclass(frozen=True)

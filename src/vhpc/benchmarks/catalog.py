@@ -31,7 +31,7 @@ FIDELITY = """
 
 The last table of `bench/compare_reference.py REFDIR --repeats 7 --write docs/benchmarks.md`
 (reference codes built outside the repository; ratios are vhpc / reference for rates and
-reference / vhpc for latencies, so above 1 means vhpc measured better; bands of issue 22: NPB
+reference / vhpc for latencies, so above 1 means vhpc measured better; the bands vhpc is held to: NPB
 >= 0.90, STREAM copy >= 0.97, OSU 8 B 0.95-1.05, HPCCG MFLOPS within +-10 %):
 
 <!-- compare_reference:begin -->
@@ -47,7 +47,7 @@ _OSU = ("every timed iteration is timed on its own (MPI_Wtime before and after i
         "times are summed, as OSU 7.4 does")
 _OSU_WHY = ("; why: OSU 7.4 measures so, and timing the whole loop once leaves out one clock "
             "read per iteration, which made the 8-byte shared-memory latency look about 12 % "
-            "lower than osu_latency's (issue 22)")
+            "lower than osu_latency's")
 _NPB = ("one wall-clock interval around the section NPB 3.4 times (the same steps, after the "
         "same untimed first pass), Mop/s from NPB's operation count; why: so that Mop/s can be "
         "set beside the reference's")
@@ -108,8 +108,9 @@ def render_markdown(benchmarks: list[Benchmark]) -> str:
             continue
         out.append(f"\n## `{b.name}`\n\n{b.summary}\n")
         out.append(f"- serves: {b.provenance}\n- verification: {b.verification}\n")
-        if b.name in TIMING:
-            out.append(f"- timing: {TIMING[b.name]}\n")
+        timing = b.timing or TIMING.get(b.name)
+        if timing:
+            out.append(f"- timing: {timing}\n")
         if b.params:
             out.append("\n| parameter | default | meaning |\n|---|---|---|\n")
             for p in b.params:

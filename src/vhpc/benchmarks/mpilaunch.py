@@ -6,7 +6,7 @@ Launch line (one rank per ``threads`` cores, each rank bound to its own cores):
   ``mpirun --allow-run-as-root -np R --map-by slot:PE=T --bind-to core``: rank i gets the
   i-th group of T consecutive cores and is bound to them.  Without this, Open MPI binds each
   rank to a whole socket as soon as there are more than 2 ranks, and ``OMP_PROC_BIND`` then
-  puts every rank's first thread on the socket's first core (issue 12: 20 vs 16,250 MFLOPS
+  puts every rank's first thread on the socket's first core (measured: 20 vs 16,250 MFLOPS
   for hpccg with 16 ranks on a 16-core host).
 - MPICH (Hydra's mpiexec, ``-bind-to core:T``): the same, T cores per rank.
 

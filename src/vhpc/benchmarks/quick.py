@@ -30,7 +30,7 @@ def llc_bytes(cache_dir: Path = SYSFS_CACHE) -> int:
     """Last-level cache size in bytes as sysfs reports it for cpu0 (the largest ``level`` among
     the ``index*`` caches of type Data or Unified; ``size`` like ``32768K``).  0 when sysfs has
     no cache directory.  Not ``sysconf(_SC_LEVEL3_CACHE_SIZE)``: glibc derives that from CPUID
-    and reported 384 MiB on a host whose sysfs and hwloc say 32 MiB (issue 12)."""
+    and reported 384 MiB on a host whose sysfs and hwloc say 32 MiB."""
     best = (0, 0)
     for index in sorted(cache_dir.glob("index*")):
         try:

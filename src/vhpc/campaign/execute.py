@@ -30,6 +30,7 @@ import os
 import secrets
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from vhpc import benchmarks
@@ -41,10 +42,6 @@ from vhpc.environments.kind import EnvPlan
 from vhpc.environments.options import HostFacts
 from vhpc.spec.parse import CampaignSpec
 from vhpc.store import DONE, FAILED, Store, StoreError, TrialRow
-
-#: One trial of the plan is the same record as a stored trial (before it has an id).
-PlannedTrial = TrialRow
-
 
 def plan(spec: CampaignSpec, rounds: int | None = None) -> list[TrialRow]:
     """Ordered trials for ``spec`` (id None, status pending): ``rounds`` (default warmup +
@@ -363,22 +360,22 @@ def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
 
 
 def _refuse_hidden_inputs(spec: CampaignSpec, bench, params) -> None:
-    """Raise BenchmarkError when the campaign has guests and ``bench`` reads a host path that
-    guests cannot see (under the directories a guest replaces with its own tmpfs, ``/tmp``
-    and others: vm/guestimage.GUEST_PRIVATE), naming the path and what to do; before any
-    trial, so nothing runs that would fail in the guest."""
+    """Raise BenchmarkError when ``bench`` reads a host path that an environment of the
+    campaign cannot see (under a directory its guests replace with their own tmpfs: the kind's
+    :meth:`~vhpc.environments.kind.EnvironmentKind.hidden_host_dirs`), naming the path and
+    what to do; before any trial, so nothing runs that would fail in the guest."""
     from vhpc.benchmarks.base import BenchmarkError
-    from vhpc.environments.vm.guestimage import GUEST_PRIVATE, hidden_in_guest
 
-    guests = [e.name for e in spec.environments
-              if e.part.boots_guests and e.options.guest_sees_host_files]
-    if not guests:
-        return
+    hiding = {e.name: e.part.hidden_host_dirs(e.options) for e in spec.environments}
+    dirs = list(dict.fromkeys(d for ds in hiding.values() for d in ds))
     for path in bench.host_paths(params):
-        if hidden_in_guest(path):
+        p = Path(path).resolve()
+        under = [d for d in dirs if p == Path(d) or Path(d) in p.parents]
+        if under:
+            blind = [n for n, ds in hiding.items() if under[0] in ds]
             raise BenchmarkError(
-                f"{bench.name}: {path} lies under {', '.join(GUEST_PRIVATE)}, which the guests "
-                f"({', '.join(guests)}) replace with their own: move it elsewhere (inputs:), or "
+                f"{bench.name}: {path} lies under {', '.join(dirs)}, which the guests "
+                f"({', '.join(blind)}) replace with their own: move it elsewhere (inputs:), or "
                 "set VHPC_CACHE outside them (prepared application inputs)")
 
 

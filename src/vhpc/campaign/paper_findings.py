@@ -1,4 +1,4 @@
-"""What the seed papers found, as data, and whether this host agrees (issue 21).
+"""What the seed papers found, as data, and whether this host agrees.
 
 ``findings.yaml`` beside this module holds, per study, the seed statements that carry a number
 or a direction, each quoted verbatim with its seed file and section or figure.  :func:`verdict`
@@ -83,16 +83,6 @@ class Finding(BaseModel):
         campaign's comparisons answer it directly)."""
         return self.versus is None and self.group == "all" and self.versus_group == "all"
 
-    def compares(self) -> str:
-        """What is set against what, in words (``cold trials vs the baseline``)."""
-        me = "" if self.group == "all" else f"{self.group} trials"
-        ref = {None: "the baseline", "self": "the same environment"}.get(self.versus, self.versus)
-        ref_group = "" if self.versus_group == "all" else f"'s {self.versus_group} trials"
-        if self.versus == "self" and ref_group:
-            ref = f"{self.versus_group} trials"
-            ref_group = ""
-        return f"{me or 'environment'} vs {ref}{ref_group}"
-
     def stated(self) -> str:
         """The paper's value in a few words (``31 % ± 15``, ``slower``, ``within 5 %``)."""
         if self.claim == "overhead_pct":
@@ -142,7 +132,7 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     side.  Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
     describe hardware virtualization), a placement this host could not make, or no interval
     (``unbounded``: an unbounded Fieller set, said so).
-    Rules (issue 21; the interval is the table's, :mod:`vhpc.analysis.versus`, and is read as
+    Rules (the interval is the table's, :mod:`vhpc.analysis.versus`, and is read as
     the table reads it, :func:`vhpc.core.logratio.decide`): ``overhead_pct`` agrees when the
     interval of (ratio − 1)·100 overlaps value ± tolerance; ``direction`` slower when the
     interval lies above 1, faster below 1, no-difference when it contains 1; ``within_pct``

@@ -39,7 +39,7 @@ from typing import Any
 import vhpc.topology
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.campaign.figures import FigureSpec, Panel
-from vhpc.campaign.study import (STUDIES, Study, StudyError, node_counts, of_seed,  # noqa: F401
+from vhpc.campaign.study import (STUDIES, Study, StudyError, node_counts, of_seed,  # noqa: F401 - re-exported
                                  study)
 from vhpc.spec.parse import CampaignSpec, bench, campaign, env, parse_bench
 

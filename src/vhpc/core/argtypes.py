@@ -3,7 +3,7 @@
 Every numeric flag of every subcommand goes through :func:`count` (whole numbers) or
 :func:`number` (reals), each with its range, so ``--repeats -5``, ``--vcpus
 99999999999999999999`` or ``--timeout nan`` are refused by argparse in one line (exit 2)
-before anything runs, and (issue 23) numbers are ASCII digits only: Python's ``int()`` and
+before anything runs, and numbers are ASCII digits only: Python's ``int()`` and
 ``float()`` accept full-width and other Unicode digits (``３``, ``١٢``), which a shell user cannot
 tell from ASCII ones in an error message."""
 

@@ -51,8 +51,3 @@ def csv_cell(value: Any) -> Any:
             and not _NUMBER.fullmatch(value):
         return "'" + value
     return value
-
-
-def csv_row(row) -> list:
-    """Every cell of ``row`` through :func:`csv_cell`."""
-    return [csv_cell(v) for v in row]

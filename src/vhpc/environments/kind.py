@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from vhpc.core.errors import HostError, VhpcError
 from vhpc.core.registry import Registry
+from vhpc.host.doctor import Component
 from vhpc.environments.base import Environment
 from vhpc.environments.options import EnvOptions, HostFacts, Slowdown
 
@@ -24,7 +25,7 @@ from vhpc.environments.options import EnvOptions, HostFacts, Slowdown
 #: (where the results store has no past trial to go by).  Whole trials, not cycles: on a
 #: 2-core host (load 10-20) the quick suite's TCG trials took 16.5 s (median of 60) and
 #: NPB class S ones 25-55 s, against the 10 s a KVM trial is given; 10 (the cycles of
-#: docs/fidelity.md) made estimates 3-25x too high (issue 42).
+#: docs/fidelity.md) made estimates 3-25x too high.
 TCG_FACTOR = 2.0
 
 #: Every environment kind, by name; the packages under vhpc/environments/ register themselves.
@@ -51,11 +52,10 @@ class EnvironmentKind(ABC):
     name: ClassVar[str] = ""
     options: ClassVar[type[EnvOptions]]
     summary: ClassVar[str] = ""
+    #: What ``vhpc doctor`` checks for it (:class:`vhpc.host.doctor.Component`).
+    components: ClassVar[tuple[Component, ...]] = ()
     #: It boots guests: a fresh session costs a boot (time estimates, cold/warm protocol).
     boots_guests: ClassVar[bool] = False
-    #: ``slowdown=`` can be applied to it (a CPU bandwidth limit on its processes), so
-    #: ``vhpc calibrate`` can slow a copy of it.
-    supports_slowdown: ClassVar[bool] = False
     #: Whose last-level cache sizes an auto-sized working set at run time ("the guest's",
     #: "that host's"), or None when it is this host's, known before the run.
     llc_owner: ClassVar[str | None] = None
@@ -68,6 +68,19 @@ class EnvironmentKind(ABC):
         ``accel`` (``"kvm"`` or ``"tcg"``; TCG emulation is about 10x slower: the measured
         cycles of docs/fidelity.md).  Used only for estimates, never for timeouts."""
         return self.trial_s * (TCG_FACTOR if self.boots_guests and accel == "tcg" else 1.0)
+
+    def host_lines(self, probe: bool = True, reprobe: bool = False) -> list[tuple[str, str, str]]:
+        """What ``vhpc host`` says of this host for this kind, as (label, text, style) lines
+        (style: a rich colour for the text, or ""); ``probe``: it may start something to find
+        out (a probe guest), ``reprobe``: past answers are not reused.  None by default."""
+        return []
+
+    def hidden_host_dirs(self, options: EnvOptions) -> tuple[str, ...]:
+        """Host directories that programs of this environment do not see, because it puts
+        its own in their place (a guest's tmpfs over ``/tmp``): a benchmark input under one is
+        refused before a campaign runs.  None by default (the host's files as they are, or
+        inputs copied in)."""
+        return ()
 
     @classmethod
     def clean_leftover(cls, record: dict[str, Any]) -> list[str]:

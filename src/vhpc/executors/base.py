@@ -19,10 +19,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from vhpc.core.errors import SpecError
 from vhpc.core.registry import Registry
+from vhpc.host.doctor import Component
 from vhpc.environments.base import Environment, RunResult
 
 #: Every executor, by name; the modules under vhpc/executors/ register themselves.
 EXECUTORS: Registry[type["Executor"]] = Registry("executor", "vhpc.executors")
+#: The executor of a campaign that names none.
+DEFAULT = "local"
 
 
 class ExecutorOptions(BaseModel):
@@ -68,6 +71,10 @@ class Executor(ABC):
     options: ClassVar[type[ExecutorOptions]] = ExecutorOptions
     #: Whether trials run on this host (host knobs and this host's checks apply to them).
     runs_here: ClassVar[bool] = True
+    #: One line for help texts (``vhpc compare --help``).
+    summary: ClassVar[str] = ""
+    #: What ``vhpc doctor`` checks for it (:class:`vhpc.host.doctor.Component`).
+    components: ClassVar[tuple[Component, ...]] = ()
 
     def __init__(self, campaign_id: str, options: ExecutorOptions):
         self.campaign_id = campaign_id
@@ -132,7 +139,7 @@ def parse(text: "str | ExecutorSpec | None") -> ExecutorSpec:
         return text
     if not isinstance(text, str) and text is not None:
         raise SpecError(f"executor: {text!r}: give a name like local or slurm:nodes=2")
-    text = (text or "local").strip()
+    text = (text or DEFAULT).strip()
     kind, _, rest = text.partition(":")
     cls = EXECUTORS.get(kind.strip())
     opts: dict[str, str] = {}

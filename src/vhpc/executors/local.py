@@ -12,6 +12,8 @@ from vhpc.executors.base import EXECUTORS, Executor
 class LocalExecutor(Executor):
     """Runs each trial with ``env.run`` here (the behaviour vhpc always had); no options."""
 
+    summary = "each trial in this process, on this host"
+
     def run(self, env: Environment, env_spec: Any, argv: list[str], environ: dict[str, str],
             timeout: float, key: str) -> RunResult:
         """``env.run(argv, environ, timeout, key)``; never raises for a failing command."""

@@ -28,7 +28,10 @@ class Component:
     rhel: str
 
 
-#: Package names from Debian 12 and RHEL 9 (EPEL for hpcc-free MPI tools where noted).
+#: Host tools that several parts share.  Package names from Debian 12 and RHEL 9 (EPEL for
+#: hpcc-free MPI tools where noted).  What one registered part alone needs is declared on it
+#: (``components`` of a kind, backend, executor or benchmark) and
+#: :func:`vhpc.workflows.parts.components` adds it to the table.
 COMPONENTS = (
     Component("QEMU", "vm, vcluster", "cmd:qemu-system-x86_64", "qemu-system-x86", "qemu-kvm"),
     Component("guest kernel", "vm, vcluster", "glob:/boot/vmlinuz-*", "linux-image-amd64",
@@ -57,12 +60,6 @@ COMPONENTS = (
               "gromacs-openmpi (EPEL)"),
     Component("perf", "hardware counters (memory-profile, diagnostics)", "cmd:perf",
               "linux-perf", "perf"),
-    Component("libvirtd", "vm:backend=libvirt", "cmd:libvirtd", "libvirt-daemon-system",
-              "libvirt-daemon"),
-    Component("libvirt-python", "vm:backend=libvirt", "module:libvirt",
-              "pip install 'vhpc[libvirt]' (needs libvirt-dev pkg-config)",
-              "pip install 'vhpc[libvirt]' (needs libvirt-devel)"),
-    Component("Slurm client", "--executor slurm", "cmd:salloc", "slurm-client", "slurm"),
     Component("OpenSSH client", "ssh, vm:image=", "cmd:ssh", "openssh-client", "openssh-clients"),
     Component("qemu-img", "vm:image= (overlay, checks), vhpc image build", "cmd:qemu-img",
               "qemu-utils", "qemu-img"),
@@ -96,6 +93,6 @@ def check(c: Component) -> tuple[bool, str]:
     return (False, "no /dev/kvm: guests run under TCG emulation")
 
 
-def report() -> list[tuple[Component, bool, str]]:
-    """Every component with its check, in :data:`COMPONENTS` order."""
-    return [(c, *check(c)) for c in COMPONENTS]
+def report(components: tuple[Component, ...] = COMPONENTS) -> list[tuple[Component, bool, str]]:
+    """Every one of ``components`` with its check, in order."""
+    return [(c, *check(c)) for c in components]

@@ -1,4 +1,4 @@
-"""Processes and temporary folders that die with vhpc (issue 23).
+"""Processes and temporary folders that die with vhpc.
 
 A ``kill -9`` of vhpc must leave nothing of its trial behind once the campaign resumes:
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from vhpc.core.cpulist import format_cpu_list as format_list
-from vhpc.placement.model import _GRANULE_MIB, GuestNode, Placement, PlacementError, PlacementRequest
+from vhpc.placement.model import GRANULE_MIB, GuestNode, Placement, PlacementError, PlacementRequest
 from vhpc.placement.policy import Policy
 from vhpc.topology import Topology
 
 
-def _split(memory_mib: int, weights: list[int], backing: str) -> list[int]:
+def split_memory(memory_mib: int, weights: list[int], backing: str) -> list[int]:
     """Split memory in proportion to weights, in whole pages (largest remainder)."""
-    g = _GRANULE_MIB[backing]
+    g = GRANULE_MIB[backing]
     if memory_mib % g:
         lo = memory_mib // g * g
         raise PlacementError(
@@ -34,7 +34,7 @@ def _split(memory_mib: int, weights: list[int], backing: str) -> list[int]:
     return [b * g for b in base]
 
 
-def _guest_groups(req: PlacementRequest, pins: list[tuple[int, ...]] | None, topo: Topology) -> list[tuple[int, ...]]:
+def guest_groups(req: PlacementRequest, pins: list[tuple[int, ...]] | None, topo: Topology) -> list[tuple[int, ...]]:
     """vCPU groups, one per guest node."""
     v = req.vcpus
     gn = req.guest_numa
@@ -67,7 +67,7 @@ def _blocks(v: int, k: int) -> list[tuple[int, ...]]:
     return out
 
 
-def _memory_binding(pol: Policy, groups: list[tuple[int, ...]], pins, topo: Topology) -> list[tuple[tuple[int, ...], str]]:
+def memory_binding(pol: Policy, groups: list[tuple[int, ...]], pins, topo: Topology) -> list[tuple[tuple[int, ...], str]]:
     """(host_nodes, policy) per guest node."""
     t = pol.text
     for n in pol.mem_nodes:
@@ -125,7 +125,7 @@ def _memory_node(topo: Topology, n: int, policy: str) -> None:
         raise PlacementError(f"policy {policy!r}: NUMA node {n} has no memory: {fit}")
 
 
-def _node_demand(nodes: Sequence[GuestNode]) -> dict[int, float]:
+def node_demand(nodes: Sequence[GuestNode]) -> dict[int, float]:
     """MiB each host node must hold (multi-node bind/interleave: even split)."""
     d: dict[int, float] = {}
     for g in nodes:
@@ -136,7 +136,9 @@ def _node_demand(nodes: Sequence[GuestNode]) -> dict[int, float]:
     return d
 
 
-def _check_capacity(topo: Topology, demand: Mapping[int, float], what: str) -> None:
+def check_capacity(topo: Topology, demand: Mapping[int, float], what: str) -> None:
+    """Raise PlacementError when ``demand`` (host node → MiB) puts more on a node than
+    ``topo`` says it holds (nodes of unknown size pass); ``what`` names the guest(s)."""
     for n, mib in sorted(demand.items()):
         cap = topo.node(n).memory_bytes
         if cap is None:
@@ -148,7 +150,9 @@ def _check_capacity(topo: Topology, demand: Mapping[int, float], what: str) -> N
                 f"spread memory over more nodes, or set check_memory=False if the host under-reports node memory")
 
 
-def _guest_distances(topo: Topology, nodes: Sequence[GuestNode]) -> tuple[tuple[int, ...], ...]:
+def guest_distances(topo: Topology, nodes: Sequence[GuestNode]) -> tuple[tuple[int, ...], ...]:
+    """The guest's NUMA distance matrix (ACPI SLIT units: 10 local): between guest nodes, the
+    mean host distance of their host nodes, at least 11; 20 where one is unbound."""
     rows = []
     for a in nodes:
         row = []

@@ -9,7 +9,8 @@ from vhpc.core.errors import VhpcError
 
 #: backing name → page size in KiB
 BACKINGS: dict[str, int] = {"4k": 4, "2m": 2048, "1g": 1048576}
-_GRANULE_MIB = {"4k": 1, "2m": 2, "1g": 1024}
+#: The page size of each backing in MiB (4k counts as 1: memory is given in MiB).
+GRANULE_MIB = {"4k": 1, "2m": 2, "1g": 1024}
 
 
 class PlacementError(VhpcError, ValueError):

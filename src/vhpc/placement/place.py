@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vhpc.core.cpulist import format_cpu_list as format_list
-from vhpc.placement.memory import (_check_capacity, _guest_distances, _guest_groups, _memory_binding, _node_demand,
-                                   _split)
+from vhpc.placement.memory import (check_capacity, guest_distances, guest_groups, memory_binding, node_demand,
+                                   split_memory)
 from vhpc.placement.model import BACKINGS, GuestNode, Placement, PlacementError, PlacementRequest
 from vhpc.placement.policy import Policy, parse_policy
 from vhpc.topology import Topology, TopologyError
@@ -212,9 +212,9 @@ def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
         loose = {p for s in pins for p in s if topo.node_of_pu(p) is None}
         if loose:
             notes.append(f"PUs {format_list(loose)} have no usable local NUMA node (offline, disallowed or absent)")
-    groups = _guest_groups(req, pins, topo)
-    binding = _memory_binding(pol, groups, pins, topo)
-    sizes = _split(req.memory_mib, [len(g) for g in groups], req.backing)
+    groups = guest_groups(req, pins, topo)
+    binding = memory_binding(pol, groups, pins, topo)
+    sizes = split_memory(req.memory_mib, [len(g) for g in groups], req.backing)
     gnodes = tuple(
         GuestNode(id=i, vcpus=tuple(g), memory_mib=sizes[i], host_nodes=tuple(b[0]), policy=b[1])
         for i, (g, b) in enumerate(zip(groups, binding)))
@@ -232,7 +232,7 @@ def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
         notes.append(f"memory on memory-only node(s) {format_list(mem_only)} ({kinds}), no CPU there")
     if any(g.policy == "default" for g in gnodes):
         notes.append("memory unbound: the host kernel places pages where vCPU threads first touch them")
-    demand = _node_demand(gnodes)
+    demand = node_demand(gnodes)
     if not req.check_memory:
         notes.append("node memory capacity not checked (check_memory=False)")
     elif not topo.memory_known:
@@ -240,11 +240,11 @@ def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
             notes.append("node memory capacity not checked: topology memory unknown "
                          "(synthetic without memory=, or no node sizes in the file)")
     else:
-        _check_capacity(topo, demand, f"policy {pol.text!r}")
+        check_capacity(topo, demand, f"policy {pol.text!r}")
     return Placement(
         policy=pol.text, vcpus=req.vcpus, memory_mib=req.memory_mib,
         vcpu_pins=tuple(pins) if pins is not None else (), guest_nodes=gnodes, backing=req.backing,
-        distances=_guest_distances(topo, gnodes), vm_index=req.vm_index, exclusive=req.exclusive,
+        distances=guest_distances(topo, gnodes), vm_index=req.vm_index, exclusive=req.exclusive,
         notes=tuple(notes))
 
 
@@ -270,9 +270,9 @@ def check_plan(placements: Sequence[Placement], topo: Topology | None = None, ch
     if topo is not None and check_memory and topo.memory_known:
         demand: dict[int, float] = {}
         for p in placements:
-            for n, mib in _node_demand(p.guest_nodes).items():
+            for n, mib in node_demand(p.guest_nodes).items():
                 demand[n] = demand.get(n, 0.0) + mib
-        _check_capacity(topo, demand, f"the plan of {len(placements)} VMs")
+        check_capacity(topo, demand, f"the plan of {len(placements)} VMs")
 
 
 def plan_vms(topo: Topology, requests: Sequence[PlacementRequest]) -> list[Placement]:

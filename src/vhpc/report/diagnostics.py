@@ -214,24 +214,12 @@ def memory_profile_section(trials: Iterable[Any]) -> Markup | None:
                                      time_basis=any(r.basis == "time" for r in rows)))
 
 
-def size_sweep_section(analysis: Any) -> Markup | None:
-    """Latency / bandwidth vs message size figures (sweeps.size_sweeps), or None."""
-    from vhpc.report.sweeps import size_sweeps
-
-    figs = size_sweeps(analysis)
-    if not figs:
-        return None
-    body = "".join(f"<figure>{embed_figure(fig, f'sw{i}-', title)}</figure>"
-                   for i, (title, fig) in enumerate(figs))
-    return Markup("<p>Mean per message size, 95 % confidence intervals; log-log.</p>" + body)
-
-
 def sections(trials: list[Any], envs: Mapping[str, EnvInfo],
              analysis: Any = None) -> list[tuple[str, str, Markup]]:
     """All extra report sections that have content, in report order."""
     out = []
     # sweeps over message size are drawn by the report itself (html.render_html: one figure per
-    # metric family), so size_sweep_section is not repeated here
+    # metric family)
     for anchor, title, body in (
         ("placement", "Placement as applied", placement_section(trials, envs)),
         ("diagnostics", "Diagnostics and counters", diagnostics_section(trials)),

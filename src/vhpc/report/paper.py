@@ -25,6 +25,7 @@ from vhpc.campaign import paper_findings
 from vhpc.core import numfmt
 from vhpc.core.paths import write_atomic
 from vhpc.campaign.paper_findings import AGREES, CANNOT_TELL, DISAGREES
+from vhpc.campaign.references import cite
 
 
 def study_of(meta: dict[str, Any] | None) -> str | None:
@@ -515,6 +516,7 @@ table { border-collapse: collapse; font-size: .85rem; } th, td { border: 1px sol
 </style></head><body>
 <h1>Seed {{ seed }}: the paper's evaluation re-run on this host</h1>
 <p>{{ title }}</p>
+<p class="cite">{{ citation }}</p>
 <table class="seed-studies" id="headline"><thead><tr><th>study</th><th>status</th><th>the paper found</th><th>this host measured</th><th>outcome</th></tr></thead><tbody>
 {% for e in entries %}{% set n = [e.lines|length, 1]|max %}
 <tr class="study-row" data-study="{{ e.name }}"><td rowspan="{{ n }}"><a href="#study-{{ e.name }}">{{ e.name }}</a><br><small>{{ e.number }}</small>{% if e.limits %}<div class="limits">{% for l in e.limits %}<div>{{ l }}</div>{% endfor %}</div>{% endif %}</td>
@@ -563,6 +565,6 @@ def write_seed_page(seed: str, entries: list[dict[str, Any]], path: str | Path) 
     entries = [{"number": "", "cid": None, "status": "", "why": "", "block": None,
                 "report": None, "emulated": False, "limits": [], "lines": [], **e}
                for e in entries]
-    write_atomic(path, PAGE_TPL.render(seed=seed, title=SEED_TITLES.get(seed, ""), entries=entries,
+    write_atomic(path, PAGE_TPL.render(seed=seed, title=SEED_TITLES.get(seed, ""), entries=entries, citation=cite(seed),
                                     emulated=any(e.get("emulated") for e in entries)))
     return path

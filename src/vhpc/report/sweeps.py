@@ -4,8 +4,6 @@ plots and a benchmark family's curves (matplotlib, Agg canvas, no pyplot state).
 As in :mod:`vhpc.report.figures`, every function returns the rendered figure (SVG text or PNG
 bytes) or None when there is nothing to draw; nothing is written to disk.
 
-* :func:`size_sweeps` — metrics named ``<quantity>_<bytes>``: the mean per environment against
-  the message size, log-log, with 95 % CI bars.
 * :func:`family_figure` — a sweep (one quantity over message size) as curves: the mean per
   environment against the point, and the ratio to the baseline with its interval.
 * :func:`family_distribution` — every sample of a sweep per point and environment.
@@ -21,11 +19,11 @@ import numpy as np
 from vhpc.analysis import FASTER, SLOWER, Analysis
 from vhpc.analysis.families import Family
 from vhpc.core.metrics import Observation
-from vhpc.report import direction_mark, env_header, params_label
+from vhpc.report import direction_mark, env_header
 from vhpc.report.figures import (RC, env_colors, log_ticks, mean_error_bar, new_figure,
                                  ratio_error_bar, render)
 
-__all__ = ["size_sweeps", "family_figure", "family_distribution", "size_axis", "shade_shared",
+__all__ = ["family_figure", "family_distribution", "size_axis", "shade_shared",
            "LOG_SPAN", "ZERO_AT"]
 
 #: values spanning more than this factor (two decades) are drawn on a log axis
@@ -38,57 +36,6 @@ ZERO_AT = 0.5
 def _at(x: float) -> float:
     """A size as drawn on a log2 axis: 0 B at :data:`ZERO_AT`, others where they are."""
     return x if x > 0 else ZERO_AT
-
-
-def size_sweeps(analysis: Analysis, fmt: str = "svg", min_points: int = 3) -> list[tuple[str, str | bytes]]:
-    """The seeds' "latency / bandwidth vs message size" figures (seed 001 Fig. 1-3, seed 004
-    Fig. 1-5): for metrics named ``<quantity>_<bytes>`` (the MPI benchmarks' ``lat_8``,
-    ``bw_avg_1048576``, ...), one line per environment of the mean against the message size
-    (log-log), with 95 % CI bars.  Returns ``[(title, figure)]``, one per (benchmark, params,
-    quantity) with at least ``min_points`` sizes."""
-    import re
-
-    series: dict[tuple[str, str, str], dict[str, list[tuple[int, object]]]] = {}
-    for s in analysis.summaries:
-        if s.group != "all" or s.mean is None:
-            continue
-        m = re.fullmatch(r"(.+)_(\d+)", s.metric)
-        if not m:
-            continue
-        key = (s.benchmark, s.params, m.group(1))
-        series.setdefault(key, {}).setdefault(s.environment, []).append((int(m.group(2)), s))
-    colors = env_colors(analysis)
-    out = []
-    for (bench, params, quantity), by_env in sorted(series.items()):
-        if max(len(v) for v in by_env.values()) < min_points:
-            continue
-        fig = new_figure(6.0, 3.8)
-        ax = fig.add_subplot()
-        unit = ""
-        for env in analysis.environment_order():
-            pts = sorted(by_env.get(env, []), key=lambda p: p[0])
-            if not pts:
-                continue
-            xs = [_at(x) for x, _ in pts]
-            ys = [s.mean for _, s in pts]
-            bars = [mean_error_bar(s) for _, s in pts]
-            # log axis: the lower bar must end strictly above 0
-            lo = [min(b, 0.999 * s.mean) for (b, _), (_, s) in zip(bars, pts)]
-            hi = [h for _, h in bars]
-            unit = pts[0][1].unit
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2, color=colors[env],
-                        label=env_header(analysis, env))
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        log_ticks(ax, *ax.get_ylim())
-        ax.set_xlabel("message size [bytes]")
-        ax.set_ylabel(f"{quantity} [{unit}]")
-        title = f"{params_label(bench, params)}: {quantity} vs message size"
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=7)
-        ax.grid(True, which="both", alpha=0.3)
-        out.append((title, render(fig, fmt)))
-    return out
 
 
 def _span_log(values: list[float]) -> bool:

@@ -252,10 +252,6 @@ class Topology:
         """NUMA node OS indexes whose PUs are in package ``p``."""
         return self.package(p).nodes
 
-    def cores_of_node(self, n: int) -> tuple[Core, ...]:
-        """Cores whose PUs are local to node ``n``, in topology order."""
-        return tuple(c for c in self.cores if c.node == n)
-
     def distance(self, a: int, b: int) -> int:
         """NUMA distance between usable nodes ``a`` and ``b`` (OS indexes)."""
         ids = self.node_ids

@@ -19,7 +19,6 @@ from vhpc.core.text import markup as esc
 from vhpc.core.text import plain
 
 DEFAULT_OUT = "vhpc-results"
-QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
 
 class _Plain:
     """A renderable whose text segments lose terminal escapes and control characters (the
@@ -207,9 +206,10 @@ def campaign_flags(sp, starts=False):
 
 
 def spec_from_flags(args):
+    from vhpc.benchmarks import quick_suite
     from vhpc.spec import parse as specmod
 
-    return specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
+    return specmod.from_cli(args.bench or quick_suite(), args.env or ["native", "vm"],
                             strict_placement=args.strict_placement,
                             target_ci=args.target_ci / 100 if args.target_ci else None,
                             max_repeats=args.max_repeats, repeats=args.repeats,

@@ -15,11 +15,12 @@ def doctor(args) -> int:
     from rich.table import Table
 
     from vhpc.host import doctor
+    from vhpc.workflows.parts import components
 
     table = Table(title="What this host has for vhpc (vhpc doctor)")
     for col in ("component", "needed for", "status", "Debian/Ubuntu", "RHEL"):
         table.add_column(col, overflow="fold")
-    rows = doctor.report()
+    rows = doctor.report(components())
     for c, ok, detail in rows:
         table.add_row(c.name, c.needed_for, f"[green]present[/] {escape(detail)}" if ok else
                       f"[red]missing[/] {escape(detail)}", escape(c.debian), escape(c.rhel))
@@ -33,12 +34,14 @@ def doctor(args) -> int:
 
 
 def host(args) -> int:
-    from vhpc.environments.vm import guestimage
-    from vhpc.host import facts
-    from vhpc.environments.vm import VmKind
-    from rich.markup import escape
+    """``vhpc host``: the topology, the host's identity facts, then what each registered kind
+    says of this host (:meth:`~vhpc.environments.kind.EnvironmentKind.host_lines`: the vm
+    kind's guest kernel and accelerator probe), then the host knobs."""
+    from rich.text import Text
 
     from vhpc import topology
+    from vhpc.environments.kind import KINDS
+    from vhpc.host import facts
 
     if args.ssh:
         return remote_host_report(args.ssh)
@@ -51,21 +54,9 @@ def host(args) -> int:
     console.print(f"CPU model     {fp['cpu_model']}  ({fp['host_cpus']} CPUs)", **say)
     console.print(f"host kernel   {fp['host_kernel']}", **say)
     console.print(f"QEMU          {facts.qemu_version() or 'not installed (apt-get install qemu-system-x86)'}", **say)
-    try:
-        kernel = guestimage.find_kernel()
-        console.print(f"guest kernel  {kernel.image} ({kernel.release})", **say)
-    except guestimage.GuestImageError as exc:
-        kernel = None
-        console.print(f"guest kernel  none: {exc}", **say)
-    if args.no_probe or kernel is None or facts.qemu_version() is None:
-        console.print("accelerator   not probed")
-    else:
-        probe = VmKind.probe_accel(kernel, use_cache=not args.reprobe)
-        style = "green" if probe.accel == "kvm" else "yellow"
-        console.print(f"accelerator   [{style}]{escape(probe.accel)}[/]: {escape(probe.reason)}")
-        if probe.accel == "tcg":
-            console.print("              VM results on this host are TCG emulation, not hardware "
-                          "virtualization overheads.")
+    for _, kind in KINDS.items():
+        for label, text, style in kind().host_lines(probe=not args.no_probe, reprobe=args.reprobe):
+            console.print(Text(f"{label:<13} ") + Text(text, style=style), **say)
     console.print("host knobs    " + json.dumps(fp["knobs"]), **say)
     return 0
 

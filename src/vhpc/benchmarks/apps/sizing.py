@@ -32,7 +32,7 @@ from vhpc.benchmarks.base import BenchmarkError
 #: The window a sized run aims at (s): 1.5 x :data:`FLOOR_S`, headroom for a host that runs
 #: faster than when it was probed.
 TARGET_S = 3.0
-#: A timed window under this (s) is reported on the page (vhpc.report.pagefacts): issue 43
+#: A timed window under this (s) is reported on the page (vhpc.report.pagefacts): we
 #: measured 1-rank GROMACS windows of 0.05-0.6 s whose ratios to a direct run of the same
 #: input spread from 0.37 to 40; 2 s holds a 4 ms timer tick (CONFIG_HZ=250) and the 1 ms
 #: resolution of md.log's Time line under 0.25 % of the window.

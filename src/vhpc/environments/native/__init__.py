@@ -37,7 +37,9 @@ class NativeKind(EnvironmentKind):
         """A NativeEnvironment.  Raises HostError (numactl missing)."""
         from vhpc.environments.native.environment import NativeEnvironment
 
-        fmt = (lambda v: format_list(v) if v is not None else None)
+        def fmt(v):
+            return format_list(v) if v is not None else None
+
         return NativeEnvironment(name, cpus=list(options.cpus) if options.cpus else None,
                                  nodes=fmt(options.nodes), membind=fmt(options.membind),
                                  strict=options.strict)

@@ -15,7 +15,8 @@ from vhpc.host import counters, facts, owned
 from vhpc.environments.base import Environment, RunResult, now
 from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
 
-#: share of the benchmark's resident pages that must be on the planned nodes (issue 11)
+#: share of the benchmark's resident pages that must be on the planned nodes for the memory
+#: binding to read back as applied
 LOCALITY_MIN = 0.95
 #: numa_maps counts pages; the read-back assumes 4 KiB pages for MiB figures
 PAGE_MIB = 4 / 1024

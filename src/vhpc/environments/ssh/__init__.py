@@ -40,7 +40,9 @@ class SshKind(EnvironmentKind):
         """An SshEnvironment.  Raises HostError (no ssh client)."""
         from vhpc.environments.ssh.environment import SshEnvironment
 
-        fmt = (lambda v: format_list(v) if v is not None else None)
+        def fmt(v):
+            return format_list(v) if v is not None else None
+
         return SshEnvironment(name, host=options.host, user=options.user, port=options.port,
                               identity=options.identity, cpus=fmt(options.cpus),
                               nodes=fmt(options.nodes), membind=fmt(options.membind),

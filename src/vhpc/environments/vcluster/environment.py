@@ -48,7 +48,6 @@ VALUE_OPTS = {"-np", "-n", "-c", "--np", "-N", "-ppn", "--map-by", "-map-by", "-
 PAIR_OPTS = {"--mca", "-mca", "-gmca", "--gmca", "-genv", "-env"}
 HOSTFILE = "/tmp/vhpc-hostfile"
 RANK_LOG = "/tmp/vhpc-ranks.log"
-POLICIES_HELP = "partition or a vm policy (compact, spread, span:K, confine:N, nodes:LIST, float)"
 
 
 def plan_cluster(topo: vhpc.topology.Topology, vms: int, vcpus: int, memory: int,

@@ -7,6 +7,9 @@ from vhpc import placement
 from vhpc.core.errors import HostError
 from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
 from vhpc.environments.options import HostFacts
+from vhpc.environments.vm import guestimage
+from vhpc.environments.vm.guestimage import GUEST_PRIVATE
+from vhpc.host import facts
 from vhpc.environments.vm.options import VmOptions
 
 
@@ -20,6 +23,11 @@ class VmKind(EnvironmentKind):
     boots_guests = True
     llc_owner = "the guest's"
 
+    def hidden_host_dirs(self, options) -> tuple[str, ...]:
+        """The directories its guests mount their own tmpfs over (:data:`GUEST_PRIVATE`) while
+        they share the host's root; none when the user's image gets its inputs copied in."""
+        return GUEST_PRIVATE if options.guest_sees_host_files else ()
+
     @staticmethod
     def probe_accel(kernel=None, use_cache: bool = True):
         """The accelerator guests of the default backend (a plain ``-e vm``) get on this host:
@@ -29,6 +37,25 @@ class VmKind(EnvironmentKind):
         from vhpc.environments.vm.backends.base import BACKENDS
 
         return BACKENDS.get(VmOptions().backend_name).probe_accel(kernel, use_cache)
+
+    def host_lines(self, probe: bool = True, reprobe: bool = False) -> list[tuple[str, str, str]]:
+        """The guest kernel vhpc would boot and the accelerator its guests get (a probe guest
+        is booted unless ``probe`` is False, or no kernel or QEMU is there)."""
+        try:
+            kernel = guestimage.find_kernel()
+            lines = [("guest kernel", f"{kernel.image} ({kernel.release})", "")]
+        except guestimage.GuestImageError as exc:
+            kernel = None
+            lines = [("guest kernel", f"none: {exc}", "")]
+        if not probe or kernel is None or facts.qemu_version() is None:
+            return lines + [("accelerator", "not probed", "")]
+        got = self.probe_accel(kernel, use_cache=not reprobe)
+        lines.append(("accelerator", f"{got.accel}: {got.reason}",
+                      "green" if got.accel == "kvm" else "yellow"))
+        if got.accel == "tcg":
+            lines.append(("", "VM results on this host are TCG emulation, not hardware "
+                          "virtualization overheads.", ""))
+        return lines
 
     def plan(self, options: VmOptions, host: HostFacts) -> EnvPlan:
         """The guest's placement (and its co-runner's) on ``host``.  Raises HostError (more

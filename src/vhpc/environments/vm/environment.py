@@ -127,7 +127,6 @@ class VmEnvironment(Environment):
             cpu_nodes, mem_nodes = (vhpc.topology.format_list(n) for n in options.guest_bind)
             self.guest_numactl = ["numactl", f"--cpunodebind={cpu_nodes}",
                                   f"--membind={mem_nodes}"]
-        self.requested_accel = options.accel
         self.kernel_path = options.kernel
         self.boot_timeout = options.boot_timeout
         self._accel: str | None = None if options.accel == "auto" else options.accel

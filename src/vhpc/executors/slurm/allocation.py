@@ -41,6 +41,7 @@ from pydantic import Field, field_validator
 from vhpc.core import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
 from vhpc.environments.vcluster.environment import program_index
+from vhpc.host.doctor import Component
 from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
 from vhpc.executors.slurm.calls import salloc_waiting, slurm_call
 from vhpc.executors.slurm.nodes import (partition_hugepages, partition_nodes, slurm_minutes,
@@ -128,6 +129,9 @@ class SlurmExecutor(Executor):
 
     options = SlurmOptions
     runs_here = False
+    summary = "each trial a job step in one allocation (docs/scale-out.md)"
+    components = (Component("Slurm client", "--executor slurm", "cmd:salloc", "slurm-client",
+                            "slurm"),)
 
     def __init__(self, campaign_id: str = "", options: SlurmOptions | None = None):
         options = options or SlurmOptions()

@@ -303,8 +303,9 @@ def print_result(con: Console, store, cid: str, d, st, out: str, json_path: str 
     if rec is not None:
         c = rec.candidate
         con.print(f"Recommendation: {c.name} — {rec.confidence}", highlight=False, markup=False)
-        con.print("libvirt XML:\n" + output.libvirt_xml(c), highlight=False, markup=False)
-        con.print("QEMU arguments: " + " ".join(output.qemu_args(c)), highlight=False, markup=False)
+        for x in output.exports(c):  # a document below its title, arguments on its line
+            sep = "\n" if isinstance(x.value, str) else " "
+            con.print(f"{x.title}:{sep}{x.text}", highlight=False, markup=False)
         con.print("OpenStack flavor extra specs: " + " ".join(
             f"{k}={v}" for k, v in output.flavor_specs(c).items()), highlight=False, markup=False)
     else:

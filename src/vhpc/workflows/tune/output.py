@@ -15,20 +15,18 @@ from __future__ import annotations
 import base64
 import html
 import json
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 from vhpc import placement
 from vhpc.core.cpulist import format_cpu_list
 from vhpc.core.paths import write_atomic
-from vhpc.environments.vm.backends.libvirt_xml import to_libvirt_xml
-from vhpc.environments.vm.backends.qemu import qemu_numa_args
+from vhpc.environments.vm.backends.base import BACKENDS, PlacementExport
 from vhpc.workflows.tune.candidates import Candidate
 from vhpc.workflows.tune.race import (CONTENDER, ELIMINATED, EQUIVALENT, FAILED, LEADER, RaceState, order_by_prior)
 from vhpc.workflows.tune.run import Definition
 
-__all__ = ["Recommendation", "recommend", "shape", "ratio_text", "flavor_specs", "qemu_args", "libvirt_xml",
+__all__ = ["Recommendation", "recommend", "shape", "ratio_text", "flavor_specs", "exports",
            "status_text", "to_json", "html_section", "race_figure", "candidate_lines"]
 
 
@@ -85,34 +83,12 @@ def flavor_specs(c: Candidate) -> dict[str, str]:
     return specs
 
 
-def qemu_args(c: Candidate) -> list[str]:
-    """QEMU argv for the candidate's (first) VM: ``-smp``, ``-m`` and the NUMA/memory
-    backends (:func:`vhpc.environments.vm.backends.qemu.qemu_numa_args`); vCPU pinning is
-    applied after start (QMP ``query-cpus-fast`` thread ids + sched_setaffinity), listed in :func:`libvirt_xml`."""
-    p = c.placements[0]
-    return ["-smp", str(p.vcpus), "-m", f"{p.memory_mib}M", *qemu_numa_args(p)]
-
-
-def libvirt_xml(c: Candidate, name: str = "vhpc-tuned") -> str:
-    """Validating libvirt domain XML of the candidate's VMs (one ``<domain>`` per VM;
-    :func:`vhpc.environments.vm.backends.libvirt_xml.to_libvirt_xml`) with a ``<vcpupin>`` per
-    vCPU: its PUs when pinned; for ``float``, all the host's usable PUs (``pool``), which is where the raced VM's vCPUs
-    could run (vhpc's own CPU affinity), written out so the domain floats over the same set."""
-    def one(p, n):
-        xml = to_libvirt_xml(p, name=n, full=True)
-        if p.pinned or not c.pool:
-            return xml
-        dom = ET.fromstring(xml)
-        tune = ET.Element("cputune")
-        for v in range(p.vcpus):
-            ET.SubElement(tune, "vcpupin", vcpu=str(v), cpuset=format_cpu_list(c.pool))
-        dom.insert(list(dom).index(dom.find("vcpu")) + 1, tune)
-        ET.indent(dom)
-        return ET.tostring(dom, encoding="unicode")
-
-    if c.vms == 1:
-        return one(c.placements[0], name)
-    return "\n".join(one(p, f"{name}-{i}") for i, p in enumerate(c.placements))
+def exports(c: Candidate, name: str = "vhpc-tuned") -> list[PlacementExport]:
+    """The candidate's VMs as each registered hypervisor backend would start them outside vhpc
+    (:meth:`~vhpc.environments.vm.backends.base.HypervisorBackend.export_placement`: libvirt
+    domain XML, QEMU arguments, ...), in the registry's order; ``name`` names the guests."""
+    found = (b.export_placement(c.placements, name, c.pool) for _, b in BACKENDS.items())
+    return [x for x in found if x is not None]
 
 
 def status_text(x) -> str:
@@ -196,7 +172,7 @@ def to_json(d: Definition, st: RaceState, rec: Recommendation | None, prior_text
     if rec is not None:
         c = rec.candidate
         out["recommendation"] = {"candidate": c.name, "confidence": rec.confidence,
-                                 "libvirt_xml": libvirt_xml(c), "qemu_args": qemu_args(c),
+                                 **{x.key: x.json_value() for x in exports(c)},
                                  "flavor_extra_specs": flavor_specs(c),
                                  "placement": [p.to_dict() for p in c.placements]}
     return out
@@ -256,8 +232,7 @@ def html_section(d: Definition, st: RaceState, rec: Recommendation | None, prior
     if rec is not None:
         c = rec.candidate
         parts += [f"<p><b>Recommendation: {e(c.name)}</b> — {e(rec.confidence)}</p>",
-                  f"<h3>libvirt XML</h3><pre>{e(libvirt_xml(c))}</pre>",
-                  f"<h3>QEMU arguments</h3><pre>{e(' '.join(qemu_args(c)))}</pre>",
+                  *(f"<h3>{e(x.title)}</h3><pre>{e(x.text)}</pre>" for x in exports(c)),
                   f"<h3>OpenStack flavor extra specs</h3><pre>{e(json.dumps(flavor_specs(c), indent=1))}</pre>"]
     body = "".join(parts)
     return f'<section id="tune"><h2>Placement race</h2>{body}</section>' if wrap else body

@@ -32,10 +32,11 @@ import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from vhpc.core import records
 from vhpc.core.registry import Registry
+from vhpc.host.doctor import Component
 from vhpc.environments.base import EnvError
 
 if TYPE_CHECKING:
@@ -51,6 +52,28 @@ BACKENDS: Registry[type["HypervisorBackend"]] = Registry(
 
 #: The sockets a guest's ``workdir`` holds (QEMU's agent chardev and QMP monitor).
 SOCKETS = ("agent.sock", "qmp.sock")
+
+
+@dataclass(frozen=True)
+class PlacementExport:
+    """A placement in one backend's own form, for a user to deploy outside vhpc.
+
+    ``title`` heads it in text ("libvirt XML"); ``key`` names it in JSON (``libvirt_xml``);
+    ``value`` is a document (str, shown below its title) or an argument vector (a tuple,
+    shown on its title's line, a list in JSON)."""
+
+    title: str
+    key: str
+    value: str | tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """The value as text: the document, or the arguments joined by spaces."""
+        return self.value if isinstance(self.value, str) else " ".join(self.value)
+
+    def json_value(self) -> str | list[str]:
+        """The value for JSON: the document, or the arguments as a list."""
+        return self.value if isinstance(self.value, str) else list(self.value)
 
 
 @dataclass(frozen=True)
@@ -197,6 +220,8 @@ class HypervisorBackend(ABC):
     #: VmOptions fields this backend cannot honour → what to do instead; ``VmOptions`` refuses
     #: them when this backend is chosen, at parse (so ``--dry-run`` does too).
     unsupported_options: ClassVar[dict[str, str]] = {}
+    #: What ``vhpc doctor`` checks for it (:class:`vhpc.host.doctor.Component`).
+    components: ClassVar[tuple[Component, ...]] = ()
 
     def __init__(self, env_name: str, options: "VmOptions", placement: "Placement | None",
                  topo: "Topology"):
@@ -220,6 +245,15 @@ class HypervisorBackend(ABC):
         """``placement`` in this backend's own dialect for ``vhpc plan`` (a title line, then
         the text: QEMU arguments, libvirt XML); [] when it has none to show."""
         return []
+
+    @classmethod
+    def export_placement(cls, placements: "Sequence[Placement]", name: str,
+                         pool: Sequence[int] = ()) -> PlacementExport | None:
+        """The guests of ``placements`` (one per VM) as a user would start them with this
+        backend outside vhpc (``vhpc tune``'s recommendation): ``name`` names the guests,
+        ``pool`` holds the host PUs an unpinned guest's vCPUs may float over (vhpc's own CPU
+        affinity; empty: unknown).  None when the backend has no such form."""
+        return None
 
     @abstractmethod
     def boot(self, request: BootRequest) -> GuestSession:

@@ -44,6 +44,9 @@ from vhpc.environments.vm.agent import AgentChannel
 from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
                                                 HypervisorBackend, ProbeResult)
 from vhpc.environments.vm.backends.qemu import probe_kvm, require_qemu
+from vhpc.core.cpulist import format_cpu_list
+from vhpc.environments.vm.backends.base import PlacementExport
+from vhpc.host.doctor import Component
 from vhpc.environments.vm.guestimage import guest_shares, kernel_cmdline
 
 #: Prefix of every domain name vhpc creates (leftover detection looks for it).
@@ -356,6 +359,13 @@ class LibvirtBackend(HypervisorBackend):
     unreadable or invalid domain XML, or a missing libvirt-python or QEMU."""
 
     own_options = ("domain_xml", "uri")
+    components = (
+        Component("libvirtd", "vm:backend=libvirt", "cmd:libvirtd", "libvirt-daemon-system",
+                  "libvirt-daemon"),
+        Component("libvirt-python", "vm:backend=libvirt", "module:libvirt",
+                  "pip install 'vhpc[libvirt]' (needs libvirt-dev pkg-config)",
+                  "pip install 'vhpc[libvirt]' (needs libvirt-devel)"),
+    )
     unsupported_options = {"corunner": "use backend=qemu",
                            "slowdown": "use backend=qemu (its QEMU process is limited)",
                            "slowdown_cpus": "use backend=qemu"}
@@ -391,6 +401,29 @@ class LibvirtBackend(HypervisorBackend):
     def render_placement(cls, placement, name: str) -> list[str]:
         """The domain XML fragment of the placement (:func:`~.libvirt_xml.to_libvirt_xml`)."""
         return ["libvirt XML", lx.to_libvirt_xml(placement, name=name)]
+
+    @classmethod
+    def export_placement(cls, placements, name: str, pool=()) -> PlacementExport:
+        """Validating domain XML, one ``<domain>`` per VM (:func:`~.libvirt_xml.to_libvirt_xml`;
+        ``name``, then ``name-i`` for several), with a ``<vcpupin>`` per vCPU: its PUs when
+        pinned; unpinned, every PU of ``pool``, so the domain floats over the set vhpc's
+        guest floated over."""
+        def one(p, n):
+            xml = lx.to_libvirt_xml(p, name=n, full=True)
+            if p.pinned or not pool:
+                return xml
+            dom = ET.fromstring(xml)
+            tune = ET.Element("cputune")
+            for v in range(p.vcpus):
+                ET.SubElement(tune, "vcpupin", vcpu=str(v), cpuset=format_cpu_list(pool))
+            dom.insert(list(dom).index(dom.find("vcpu")) + 1, tune)
+            ET.indent(dom)
+            return ET.tostring(dom, encoding="unicode")
+
+        if len(placements) == 1:
+            return PlacementExport("libvirt XML", "libvirt_xml", one(placements[0], name))
+        return PlacementExport("libvirt XML", "libvirt_xml", "\n".join(
+            one(p, f"{name}-{i}") for i, p in enumerate(placements)))
 
     def remove_leftovers(self) -> list[str]:
         """Connect once (an unreachable daemon is a setup error, said before any trial) and

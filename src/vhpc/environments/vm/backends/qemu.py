@@ -34,6 +34,7 @@ from vhpc.environments.vm.guestimage import guest_shares, kernel_cmdline
 from vhpc.environments.vm.agent import AgentChannel, retry_connect
 from vhpc.environments.vm.backends.base import (BACKENDS, BootRequest, GuestSession,
                                                 HypervisorBackend, ProbeResult)
+from vhpc.environments.vm.backends.base import PlacementExport
 
 QEMU = "qemu-system-x86_64"
 #: Seconds a QMP command (stop, cont, query-cpus-fast) may take; without a bound, a QEMU whose
@@ -256,7 +257,7 @@ class QemuGuest(GuestSession):
         try:
             if self.qmp is not None:
                 self.qmp.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a dead monitor: nothing left to close
             pass
         self.qmp = None
         self.release()
@@ -296,6 +297,16 @@ class QemuBackend(HypervisorBackend):
         return ["QEMU arguments (plus -smp/-m; vCPU threads pinned via QMP query-cpus-fast + "
                 "sched_setaffinity)",
                 " ".join(qargs) if qargs else f"-m {placement.memory_mib}M (no NUMA backends)"]
+
+    @classmethod
+    def export_placement(cls, placements, name: str, pool=()) -> PlacementExport:
+        """QEMU argv for the first VM: ``-smp``, ``-m`` and the NUMA/memory backends
+        (:func:`qemu_numa_args`); vCPU pinning is applied after start (QMP
+        ``query-cpus-fast`` thread ids + sched_setaffinity), as the libvirt form lists it."""
+        p = placements[0]
+        return PlacementExport("QEMU arguments", "qemu_args",
+                               ("-smp", str(p.vcpus), "-m", f"{p.memory_mib}M",
+                                *qemu_numa_args(p)))
 
     def boot(self, request: BootRequest) -> QemuGuest:
         """Boot QEMU for ``request``, pin its vCPU threads to the placement's pins and (with

@@ -1,0 +1,57 @@
+"""Help texts and the ``vhpc doctor`` table, generated from the registered parts.
+
+Every environment kind, hypervisor backend, executor and benchmark carries its own metadata
+(``summary``, ``components``, ``quick``, its options model); the ``vhpc`` command's help and the
+doctor's table are read off the registries here, so a part added by a new module, or by an
+outside package through the ``vhpc.parts`` entry points (docs/plugins.md), shows everywhere
+without a table to edit."""
+
+from __future__ import annotations
+
+from vhpc import benchmarks
+from vhpc.environments.kind import KINDS
+from vhpc.environments.vm.backends.base import BACKENDS
+from vhpc.executors.base import DEFAULT, EXECUTORS
+from vhpc.host import doctor
+
+
+def kinds_help() -> str:
+    """``-e``'s help: each registered kind with its one-line summary, in registration order."""
+    kinds = "; ".join(f"{name} ({part.summary})" if part.summary else name
+                      for name, part in KINDS.items())
+    return (f"environment KIND[:k=v,...], KIND one of: {kinds} (repeatable; default: "
+            "-e native -e vm)")
+
+
+def executor_metavar() -> str:
+    """``--executor``'s metavar: the registered names, ``|``-separated, then ``[:k=v,...]``."""
+    return "|".join(EXECUTORS.names()) + "[:k=v,...]"
+
+
+def executor_help() -> str:
+    """``--executor``'s help: the default (:data:`vhpc.executors.base.DEFAULT`), then each
+    registered executor with its options and its summary."""
+    parts = []
+    for name, part in EXECUTORS.items():
+        fields = ",".join(f"{f}=" for f in part.options.model_fields)
+        usage = f"{name}[:{fields}]" if fields else name
+        parts.append(f"{usage}: {part.summary}" if part.summary else usage)
+    return f"where trials run (default: {DEFAULT}): " + "; ".join(parts)
+
+
+def bench_help() -> str:
+    """``-b``'s help: the quick suite, the default, named."""
+    return ("benchmark (repeatable; default: the quick suite "
+            f"{', '.join(benchmarks.quick_suite())})")
+
+
+def components() -> tuple[doctor.Component, ...]:
+    """What ``vhpc doctor`` checks: the host tools every part shares
+    (:data:`vhpc.host.doctor.COMPONENTS`), then each registered kind's, backend's, executor's
+    and benchmark's own ``components``, each name once."""
+    out = {c.name: c for c in doctor.COMPONENTS}
+    for registry in (KINDS, BACKENDS, EXECUTORS, benchmarks.BENCHMARKS):
+        for _, part in registry.items():
+            for c in part.components:
+                out.setdefault(c.name, c)
+    return tuple(out.values())

@@ -1,0 +1,95 @@
+"""Every ``vhpc`` command shown in a shell block of docs/ (```sh```, ```bash```) is one vhpc
+accepts: its flags parse, its benchmarks and environments validate as a campaign's would, its
+campaign file loads, its study exists.  Running each would take hours and hardware (Slurm,
+libvirt, remote machines), so the check stops where a run would start; the commands that plan
+only (``--dry-run``) run whole where this host has what they need."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from vhpc import cli
+from vhpc.campaign.study import STUDIES
+from vhpc.spec import parse as specmod
+from vhpc.workflows.common import spec_from_flags
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Placeholders the docs use, with a value of the right form.
+PLACEHOLDERS = {"$VHPC_SSH_PORT": "2222"}
+
+
+def doc_commands() -> list[tuple[str, str]]:
+    """(file:line, command) of every line starting ``vhpc `` in a shell block of docs/: line
+    continuations joined, a trailing comment, anything after ``;`` or ``&&``, and a synopsis's
+    optional ``[...]`` parts dropped."""
+    out = []
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        text = path.read_text()
+        for m in re.finditer(r"```(?:sh|bash|shell|console)\n(.*?)```", text, re.S):
+            first = text.count("\n", 0, m.start(1)) + 1
+            for i, line in enumerate(m.group(1).replace("\\\n", " ").splitlines()):
+                line = line.strip().removeprefix("$ ")
+                if not line.startswith("vhpc "):
+                    continue
+                line = re.split(r";|&&|\s#", line)[0].strip()
+                line = line.split(" [")[0]  # a synopsis: its optional parts left out
+                for k, v in PLACEHOLDERS.items():
+                    line = line.replace(k, v)
+                out.append((f"{path.relative_to(ROOT)}:{first + i}", line))
+    return out
+
+
+COMMANDS = doc_commands()
+
+
+def test_the_docs_show_commands():
+    assert len(COMMANDS) > 30
+    assert ("docs/applications.md" in {w.split(":")[0] for w, _ in COMMANDS})
+
+
+@pytest.mark.parametrize("where,command", COMMANDS, ids=[w for w, _ in COMMANDS])
+def test_a_documented_command_is_one_vhpc_accepts(where, command, monkeypatch):
+    argv = shlex.split(command)[1:]
+    args = cli.build_parser().parse_args(argv)  # UsageError (exit 2) if a flag is wrong
+    if args.command == "compare" and not args.resume:
+        spec = spec_from_flags(args)  # the benchmarks, parameters and environments validate
+        assert spec.benchmarks and spec.environments
+    elif args.command == "run":
+        monkeypatch.chdir(ROOT)
+        assert specmod.from_file(args.spec).benchmarks
+    elif args.command == "study" and args.name != "list":
+        assert args.name in STUDIES, f"{where}: no study {args.name!r}"
+
+
+def test_the_documented_dry_runs_plan(tmp_path, capsys, monkeypatch):
+    """The documented planning commands that need nothing but this host run whole."""
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "out"
+    plans = [c for _, c in COMMANDS if "--dry-run" in c and c.startswith("vhpc tune")]
+    assert plans
+    for command in plans:
+        assert cli.main(shlex.split(command)[1:] + ["--out", str(out)]) == 0, command
+        assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.xfail(strict=True, reason="the dry run's time estimate looks a campaign file's own "
+                   "benchmark up in the registry (workflows/paper.work_factor): fixed where the "
+                   "estimate moves to a module of its own; drop this mark then")
+def test_the_documented_campaign_file_plans(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    argv = ["run", "docs/examples/lammps-mpi.yaml", "--dry-run", "--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+
+
+def test_a_usage_error_carries_one_prefix(capsys):
+    assert cli.main(["run", "x.yaml", "--repeats", "3"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "vhpc: error: unrecognized arguments: --repeats 3 (see vhpc --help)")
+    assert cli.main(["compare", "--repeats", "x"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "vhpc: error: compare: argument --repeats: 'x' is not a whole number (ASCII digits 0-9) "
+        "(see vhpc compare --help)")
