@@ -377,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        from vhpc.environments.vm.options import ALLOW_URI_ENV
-        from vhpc.environments.vm.userimage_check import ALLOW_SYSTEM_IMAGE_ENV
+        from vhpc.environments.vm.options import ALLOW_SYSTEM_IMAGE_ENV, ALLOW_URI_ENV
 
         given = {ALLOW_URI_ENV: args.allow_uri and ",".join(
                      [os.environ.get(ALLOW_URI_ENV) or "", *args.allow_uri]).strip(","),

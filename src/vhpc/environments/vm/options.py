@@ -54,6 +54,9 @@ def image_format(path: str, given: str | None) -> str:
 #: Environment variable listing libvirt URIs allowed beyond the local qemu drivers (comma
 #: separated); ``vhpc --allow-uri URI`` sets it for one command.
 ALLOW_URI_ENV = "VHPC_ALLOW_URI"
+#: set to "1" for one command by ``vhpc --allow-system-image``; read by the image check before
+#: boot (vm/userimage_check.py), which refuses a system file as a guest disk without it
+ALLOW_SYSTEM_IMAGE_ENV = "VHPC_ALLOW_SYSTEM_IMAGE"
 
 
 def check_uri(uri: str) -> str:

@@ -24,10 +24,8 @@ import tempfile
 from pathlib import Path
 
 from vhpc.environments.base import EnvError
+from vhpc.environments.vm.options import ALLOW_SYSTEM_IMAGE_ENV
 
-#: environment variable that, set to 1, lets vm:image= name a file outside the user's places
-#: or one only root can read (``vhpc --allow-system-image`` sets it for one command)
-ALLOW_SYSTEM_IMAGE_ENV = "VHPC_ALLOW_SYSTEM_IMAGE"
 #: smallest file taken for a disk: a qcow2 of an empty 1 MiB disk is 192 KiB, and a raw disk
 #: with a partition table or filesystem that boots is far larger
 MIN_DISK_BYTES = 64 * 1024
