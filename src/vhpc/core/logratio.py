@@ -185,21 +185,34 @@ def within_margin(low: float, high: float, margin: float) -> bool:
 
 
 def runs_to_decide(lw: LogWelch, level: float, margin: float) -> int | None:
-    """Runs per side that would likely decide an undecided comparison (80 % power,
-    :func:`vhpc.core.power.runs_needed` on the log scale, the ln values' pooled SD as the CV):
-    the fewer of the runs to show the observed difference (two-sided at 1 − level) and the runs
-    to show equivalence (the distance from the observed ratio to the margin band's nearer
-    edge, one-sided at 1 − level: TOST), and at least one more than the smaller side has (the
-    power model pools the two variances; with very unequal ones Welch's few degrees of freedom
-    need more).  None when neither is reachable within :data:`vhpc.core.power.MAX_RUNS`
-    runs."""
+    """Runs per side that would likely (80 % power) decide an undecided comparison shown at
+    ``level``, planned with the tests the verdict reads off that interval: the fewer of the
+    runs for the two-sided Welch test at 1 − level to detect the observed ratio
+    (:func:`vhpc.core.power.runs_needed`) and the runs for both one-sided tests of the TOST,
+    each at (1 − level)/2, to show equivalence within ±ln(1 + margin)
+    (:func:`vhpc.core.power.runs_needed_tost`); the pilot's ln values' pooled SD stands in for
+    the true one, and at least one more than the smaller side has.
+
+    None when a side has fewer than :data:`vhpc.core.power.MIN_PILOT` runs (a plan from so
+    few is noise: :data:`vhpc.core.power.PILOT_ADVICE`) or when neither route is reachable
+    within :data:`vhpc.core.power.MAX_RUNS` runs."""
+    if min(lw.n_x, lw.n_y) < power.MIN_PILOT:
+        return None
+    n = plan_runs(lw.log_ratio, lw.sd, level, margin)
+    return max(n, min(lw.n_x, lw.n_y) + 1) if n is not None else None
+
+
+def plan_runs(log_ratio: float, sd: float, level: float, margin: float) -> int | None:
+    """Runs per side that decide a comparison with 80 % power when the true ln ratio is
+    ``log_ratio`` and each side's ln SD ``sd``, the interval shown at ``level``: the fewer of
+    the two routes of :func:`runs_to_decide` (difference: two-sided at 1 − level; equivalence:
+    TOST at (1 − level)/2 a side within ±ln(1 + margin)); None when neither is reachable."""
     alpha = 1.0 - level
-    d = abs(lw.log_ratio)
+    d = abs(log_ratio)
     options = []
     if d > 0:
-        options.append(power.runs_needed(d, lw.sd, alpha))
-    gap = math.log1p(margin) - d
-    if gap > 0:
-        options.append(power.runs_needed(gap, lw.sd, min(0.999, 2 * alpha)))
+        options.append(power.runs_needed(d, sd, alpha))
+    if margin > 0:
+        options.append(power.runs_needed_tost(d, sd, math.log1p(margin), alpha / 2))
     options = [n for n in options if n is not None]
-    return max(min(options), min(lw.n_x, lw.n_y) + 1) if options else None
+    return min(options) if options else None
