@@ -16,7 +16,7 @@ from vhpc.analysis.results import (
     CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, POINT, SAME, Comparison,
     Finding, Summary,
 )
-from vhpc.core import numfmt
+from vhpc.core import numfmt, power
 from vhpc.core.metrics import EnvInfo
 from vhpc.core.stats import MAD_THRESHOLD
 
@@ -107,11 +107,21 @@ def inconclusive(c: Comparison) -> str | None:
     :func:`vhpc.core.logratio.runs_to_decide`)."""
     if c.verdict != INCONCLUSIVE or c.role in (INVERSE, SAME, POINT) or c.overhead_pct is None:
         return None
-    oh = numfmt.overhead(c.ratio, *c.ratio_ci, c.higher_is_better)
-    need = (f"≈{c.runs_needed} runs each to decide" if c.runs_needed
-            else "more runs than practical to decide")
+    oh = numfmt.overhead(c.ratio, *c.ratio_ci, c.higher_is_better) if c.ratio is not None \
+        else numfmt.pct_ci(c.overhead_pct, *c.overhead_ci)
+    need = runs_text(c.runs_needed, min(c.n, c.n_baseline))
     return (f"{c.metric} (overhead {oh} at {c.level * 100:.4g} %, "
             f"margin ±{c.margin * 100:g} %; {need})")
+
+
+def runs_text(runs: int | None, n: int) -> str:
+    """What to say about the runs that would decide an inconclusive comparison whose smaller
+    side has ``n`` runs: "≈N runs each to decide", or, from fewer than
+    :data:`vhpc.core.power.MIN_PILOT` runs a side, :data:`vhpc.core.power.PILOT_ADVICE` (a plan
+    from so few is noise), or that no practical number would."""
+    if n < power.MIN_PILOT:
+        return power.PILOT_ADVICE
+    return f"≈{runs} runs each to decide" if runs else "more runs than practical to decide"
 
 
 def _scope(subject: str, obj: Any) -> str:

@@ -154,6 +154,10 @@ class Comparison:
       ``ratio`` (None off the log scale: then ``ratio`` = mean / mean_baseline).
       ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller
       side's n detects at 80 % power.
+    * ``difference``/``difference_ci``: for a signed metric (values can be ≤ 0;
+      ``ratio_ci_method`` ``welch-difference``), mean − mean_baseline in ``unit`` and Welch's
+      interval at ``level`` (``ratio`` None; ``overhead_pct`` the worse-positive difference
+      relative to |mean_baseline|); None otherwise.
     """
 
     benchmark: str
@@ -186,6 +190,8 @@ class Comparison:
     inverse_of: str = ""
     gmean: float | None = None
     gmean_baseline: float | None = None
+    difference: float | None = None
+    difference_ci: tuple[float | None, float | None] = (None, None)
 
     @property
     def key(self) -> Key:

@@ -158,6 +158,30 @@ def holm_level(p_values: Iterable[float | None], alpha: float) -> float:
     return 1.0 - alpha / max(1, m - r)
 
 
+def bonferroni_level(m: int, alpha: float) -> float:
+    """Bonferroni's level 1 − α/m for a family of ``m`` comparisons (1 − α for m ≤ 1): the
+    level that does not depend on any comparison's outcome.  Intervals at it are simultaneous
+    (family-wise coverage ≥ 1 − α), and read for equivalence it is the TOST of each metric at
+    α/(2m) a side, so a false ``equivalent`` anywhere in the family has probability ≤ α/2."""
+    return 1.0 - alpha / max(1, m)
+
+
+def decide_difference(low: float | None, high: float | None, margin: float | None) -> str:
+    """:func:`decide` for the interval of a worse-positive difference (a signed metric's
+    difference of means, relative to the baseline's |mean|): :data:`WORSE` above 0,
+    :data:`BETTER` below 0, :data:`EQUIVALENT` inside [−margin, margin] (TOST), else
+    :data:`UNDECIDED`; margin None: no scale, never equivalent."""
+    if low is None or high is None:
+        return NO_DATA
+    if low > 0.0:
+        return WORSE
+    if high < 0.0:
+        return BETTER
+    if margin is not None and -margin <= low and high <= margin:
+        return EQUIVALENT
+    return UNDECIDED
+
+
 def decide(low: float | None, high: float | None, margin: float) -> str:
     """The outcome read off an interval of a ratio (environment / baseline) of a quantity
     where above 1 is worse (a time): :data:`WORSE` when the interval lies above 1,
@@ -202,17 +226,20 @@ def runs_to_decide(lw: LogWelch, level: float, margin: float) -> int | None:
     return max(n, min(lw.n_x, lw.n_y) + 1) if n is not None else None
 
 
-def plan_runs(log_ratio: float, sd: float, level: float, margin: float) -> int | None:
+def plan_runs(log_ratio: float, sd: float, level: float, margin: float,
+              log_scale: bool = True) -> int | None:
     """Runs per side that decide a comparison with 80 % power when the true ln ratio is
     ``log_ratio`` and each side's ln SD ``sd``, the interval shown at ``level``: the fewer of
     the two routes of :func:`runs_to_decide` (difference: two-sided at 1 − level; equivalence:
-    TOST at (1 − level)/2 a side within ±ln(1 + margin)); None when neither is reachable."""
+    TOST at (1 − level)/2 a side within ±ln(1 + margin)); None when neither is reachable.
+    ``log_scale`` False: a signed metric's relative difference and SD, band ±margin."""
     alpha = 1.0 - level
     d = abs(log_ratio)
     options = []
     if d > 0:
         options.append(power.runs_needed(d, sd, alpha))
     if margin > 0:
-        options.append(power.runs_needed_tost(d, sd, math.log1p(margin), alpha / 2))
+        bound = math.log1p(margin) if log_scale else margin
+        options.append(power.runs_needed_tost(d, sd, bound, alpha / 2))
     options = [n for n in options if n is not None]
     return min(options) if options else None

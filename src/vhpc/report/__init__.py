@@ -115,6 +115,12 @@ def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
     verdict is read off), followed by the level when it is not 1 − α (:func:`fmt_level`),
     "[unbounded]" for a Fieller set without bounds, and a tag after an interval from another
     method (:data:`METHOD_TAG`)."""
+    if c is not None and c.ratio_ci_method == stats.DIFFERENCE and c.difference is not None:
+        lo, hi = c.difference_ci  # a signed metric: the difference of means, in its unit
+        bounds = "" if lo is None or hi is None else \
+            f" [{lo:+.4g}, {hi:+.4g}]"
+        return (f"Δ {c.difference:+.4g}{bounds} {c.unit}{fmt_level(c, analysis)}"
+                " (difference)")
     if c is None or c.ratio is None:
         return "—"
     lo, hi = c.ratio_ci
