@@ -30,7 +30,9 @@ class Pair:
     (arithmetic means for values ≤ 0), its interval ``low`` / ``high`` at ``level`` (None:
     none), ``n`` = the smaller sample count, ``method`` of the interval, ``p`` Welch's
     two-sided p on ln values (None off the log scale), ``verdict`` read off the interval in the
-    metric's direction (slower / faster / equivalent / inconclusive / insufficient data)."""
+    metric's direction (slower / faster / equivalent / inconclusive / insufficient data),
+    ``runs`` per side that would likely decide an inconclusive pair
+    (:func:`vhpc.core.logratio.runs_to_decide`, None from fewer than 5 a side)."""
 
     environment: str
     benchmark: str
@@ -48,6 +50,7 @@ class Pair:
     p: float | None = None
     verdict: str = INSUFFICIENT
     level: float = 0.95
+    runs: int | None = None
 
 
 def summary_ratio(a: Summary, b: Summary, confidence: float = 0.95
@@ -96,7 +99,12 @@ def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
             if s.n >= 2 and ref.n >= 2 else INSUFFICIENT
         if verdict == INSUFFICIENT and s.n >= 2 and ref.n >= 2:
             verdict = INCONCLUSIVE  # data, but no bounded interval (as in the table)
+        runs = None
+        if verdict == INCONCLUSIVE:
+            lw = logratio.contrast_of([s.log_moments(), ref.log_moments()], (1, -1))
+            if lw is not None:
+                runs = logratio.runs_to_decide(lw, analysis.confidence, analysis.margin)
         out.append(Pair(s.environment, s.benchmark, s.params, s.metric, group, ref_env,
                         versus_group, s.higher_is_better, ratio, lo, hi, min(s.n, ref.n), method,
-                        p, verdict, analysis.confidence))
+                        p, verdict, analysis.confidence, runs))
     return out
