@@ -224,3 +224,49 @@ def test_a_zero_is_flagged_and_one_near_zero_value_is_flagged_not_switched():
     a = analyse(_obs("native", [1.0, 1.1, 0.9]) + _obs("vm", [1.0, 1e-9, 1.1]), ENVS, "native")
     c = a.comparisons[0]
     assert c.ratio_ci_method == "log-welch" and "near 0" in c.note
+
+
+# --- one percent syntax -----------------------------------------------------------------------
+
+
+def test_one_percent_syntax_on_every_flag_and_in_files(tmp_path, capsys):
+    import argparse
+
+    from vhpc.cli import main
+    from vhpc.core import argtypes
+    from vhpc.spec import parse as specmod
+    from vhpc.workflows.common import percent
+
+    assert percent("5%") == pytest.approx(0.05) == percent("5") == percent(" 5 % ")
+    for bad in ("five", "-5", "5e1", "100", "nan", "５"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            percent(bad)
+    # a file's keys are fractions: 5% (= --margin 5) or 0.05; a bare 5 (500 %) is refused
+    assert argtypes.fraction("5%", "margin") == pytest.approx(0.05)
+    assert argtypes.fraction(0.05, "margin") == 0.05
+    with pytest.raises(ValueError, match=r"^margin: 5 is read as a fraction \(500 %\); write 5%"):
+        argtypes.fraction(5, "margin")
+    base = "repeats: 2\nenvironments: [native]\nbenchmarks: [stream]\n"
+    for text, want in (("margin: 5%\ntarget_ci: 2%\n", (0.05, 0.02)),
+                       ("margin: 0.05\ntarget_ci: 0.02\n", (0.05, 0.02))):
+        path = tmp_path / "c.yaml"
+        path.write_text(base + text)
+        spec = specmod.from_file(path)
+        assert (spec.margin, spec.target_ci) == pytest.approx(want)
+    path = tmp_path / "bad.yaml"
+    for key in ("margin", "target_ci"):
+        path.write_text(base + f"{key}: 5\n")
+        assert main(["run", str(path), "--dry-run"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{key}: 5 is read as a fraction" in err
+    # every flag takes 5%: --margin, --target-ci, vhpc tune --tolerance, diff --tolerance
+    assert main(["compare", "-b", "stream", "-e", "native", "--margin", "5%", "--target-ci",
+                 "2%", "--dry-run"]) == 0
+    assert main(["compare", "-b", "stream", "-e", "native", "--margin", "150", "--dry-run"]) == 2
+    from vhpc.workflows.tune import cli as tune_cli
+
+    parser = argparse.ArgumentParser()
+    tune_cli.add_parser(parser.add_subparsers())
+    assert parser.parse_args(["tune", "--tolerance", "2%"]).tolerance == pytest.approx(0.02)
+    assert parser.parse_args(["tune", "--tolerance", "2"]).tolerance == pytest.approx(0.02)
+    assert parser.parse_args(["tune"]).tolerance == pytest.approx(0.02)

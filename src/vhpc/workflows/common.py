@@ -97,7 +97,8 @@ class RichProgress:
         self.bar.stop()
 
 
-from vhpc.core.argtypes import count  # noqa: E402,F401  the one typed parser (issue 32)
+from vhpc.core import argtypes  # noqa: E402  the one typed parser of flags
+from vhpc.core.argtypes import count  # noqa: E402,F401
 
 
 def open_store(out: str, existing: bool = False):
@@ -161,21 +162,10 @@ def open_for(out: str, envs: dict):
         raise
 
 
-def percent(text: str) -> float:
-    """argparse type of ``--margin``: ``"5%"`` or ``"5"`` → 0.05, in [0, 1000) %; parsed as
-    ``vhpc diff --tolerance`` is (:func:`vhpc.analysis.tolerance.parse_percent`)."""
-    import argparse
+#: argparse type of ``--margin``: ``"5%"`` or ``"5"`` → 0.05, from 0 to below 100 %, the range
+#: a campaign file's ``margin:`` takes too (:func:`vhpc.core.argtypes.percent`)
+percent = argtypes.percent(0, 100, hi_open=True)
 
-    from vhpc.analysis.tolerance import DiffError, parse_percent
-
-    try:
-        return parse_percent(str(text), "--margin")
-    except DiffError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a percentage from 0 to below 1000, "
-                                         "such as 5%") from None
-
-
-percent.__name__ = "percentage"
 
 
 def margin_flag(sp) -> None:
@@ -211,7 +201,7 @@ def spec_from_flags(args):
 
     return specmod.from_cli(args.bench or QUICK, args.env or ["native", "vm"],
                             strict_placement=args.strict_placement,
-                            target_ci=args.target_ci / 100 if args.target_ci else None,
+                            target_ci=args.target_ci,
                             max_repeats=args.max_repeats, repeats=args.repeats,
                             warmup=args.warmup, baseline=args.baseline, timeout=args.timeout,
                             order=args.order, protocol=args.protocol,
