@@ -205,6 +205,9 @@ class CampaignSpec(BaseModel):
     #: equivalence margin of the verdicts (0.05: a ratio inside [1/1.05, 1.05] is
     #: "equivalent"; docs/statistics.md)
     margin: float = Field(0.05, ge=0, lt=1, allow_inf_nan=False)
+    #: which intervals a family's rows show: ``holm`` (slower/faster at Holm's level, the rest
+    #: at 1 − α/m) or ``simultaneous`` (all at 1 − α/m); docs/statistics.md
+    intervals: str = Field("holm", pattern="^(holm|simultaneous)$")
     #: where the trials run, parsed once (``local`` | ``slurm[:partition=P,nodes=N,...]``);
     #: stored as its text
     #: the study (a name in vhpc.campaign.studies.STUDIES) this campaign reproduces, if any

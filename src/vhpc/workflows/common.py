@@ -168,18 +168,27 @@ percent = argtypes.percent(0, 100, hi_open=True)
 
 
 
-def margin_flag(sp) -> None:
-    """``--margin PCT``: the equivalence margin of the verdicts (docs/statistics.md)."""
+def margin_flag(sp, intervals: bool = True) -> None:
+    """``--margin PCT``: the equivalence margin of the verdicts, and (``intervals``) the
+    ``--intervals`` a family's rows show (docs/statistics.md)."""
     sp.add_argument("--margin", type=percent, metavar="PCT",
                     help="equivalence margin of the verdicts: a ratio whose whole interval "
                          "lies within ±PCT is 'equivalent' (default: the campaign's, 5%%)")
+    if not intervals:
+        return
+    sp.add_argument("--intervals", choices=("holm", "simultaneous"),
+                    help="holm (default): a family's slower/faster at Holm's level, the rest "
+                         "at 1 − α/m; simultaneous: every row at 1 − α/m (Bonferroni), "
+                         "intervals that hold together")
 
 
-def with_margin(spec, margin: float | None):
-    """``spec`` with its equivalence margin set to ``margin`` (a fraction; None keeps it)."""
-    if spec is None or margin is None:
+def with_margin(spec, margin: float | None, intervals: str | None = None):
+    """``spec`` with its equivalence margin set to ``margin`` (a fraction) and its
+    ``intervals`` (None keeps either)."""
+    update = {k: v for k, v in (("margin", margin), ("intervals", intervals)) if v is not None}
+    if spec is None or not update:
         return spec
-    return spec.model_copy(update={"margin": margin})
+    return spec.model_copy(update=update)
 
 
 def campaign_flags(sp, starts=False):
@@ -252,7 +261,7 @@ def run_campaign(args, spec=None, command: str | None = None, store=None,
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
-    spec = with_margin(spec, getattr(args, "margin", None))
+    spec = with_margin(spec, getattr(args, "margin", None), getattr(args, "intervals", None))
     if args.resume:
         store = store or open_store(args.out, existing=True)
         cid = args.resume
