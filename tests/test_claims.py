@@ -270,3 +270,21 @@ def test_one_percent_syntax_on_every_flag_and_in_files(tmp_path, capsys):
     assert parser.parse_args(["tune", "--tolerance", "2%"]).tolerance == pytest.approx(0.02)
     assert parser.parse_args(["tune", "--tolerance", "2"]).tolerance == pytest.approx(0.02)
     assert parser.parse_args(["tune"]).tolerance == pytest.approx(0.02)
+
+
+# --- bounds near the band ---------------------------------------------------------------------
+
+
+def test_bounds_near_the_band_print_with_the_digits_that_decide():
+    from vhpc.core import numfmt
+
+    # 1.0498 and 1.0502 against a 5 % margin: +4.98 (inside) and +5.02 (outside), by hand
+    assert numfmt.cost_ci(1.011, 0.975, 1.0498, 0.05) == "+1.1 % [-2.5, +4.98]"
+    assert numfmt.cost_ci(1.012, 0.975, 1.0502, 0.05) == "+1.2 % [-2.5, +5.02]"
+    assert numfmt.ratio_ci(1.011, 0.975, 1.0498, 0.05) == "1.011 [0.975, 1.0498]"
+    assert numfmt.ratio_ci(1.012, 0.975, 1.0502, 0.05) == "1.012 [0.975, 1.0502]"
+    # far from every edge: the usual digits; the lower edge 1/1.05 (−4.76 %) decides too
+    assert numfmt.cost_ci(1.2, 1.1, 1.3, 0.05) == "+20.0 % [+10.0, +30.0]"
+    # (−4.7610 % is inside the edge −4.7619: −4.8 would read outside, −4.76 does not)
+    assert numfmt.cost_ci(1.0, 1 / 1.05 + 0.00001, 1.01, 0.05) == "+0.0 % [-4.76, +1.0]"
+    assert numfmt.cost_ci(1.0, 1 / 1.05 - 0.00004, 1.01, 0.05) == "+0.0 % [-4.8, +1.0]"

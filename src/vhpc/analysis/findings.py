@@ -107,7 +107,8 @@ def inconclusive(c: Comparison) -> str | None:
     :func:`vhpc.core.logratio.runs_to_decide`)."""
     if c.verdict != INCONCLUSIVE or c.role in (INVERSE, SAME, POINT) or c.overhead_pct is None:
         return None
-    oh = numfmt.overhead(c.ratio, *c.ratio_ci, c.higher_is_better) if c.ratio is not None \
+    oh = numfmt.overhead(c.ratio, *c.ratio_ci, c.higher_is_better, c.margin) \
+        if c.ratio is not None \
         else numfmt.pct_ci(c.overhead_pct, *c.overhead_ci)
     need = runs_text(c.runs_needed, min(c.n, c.n_baseline))
     return (f"{c.metric} (overhead {oh} at {c.level * 100:.4g} %, "

@@ -128,7 +128,7 @@ def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
         if c.n >= 2 and c.n_baseline >= 2:
             return f"{numfmt.ratio(c.ratio)} [unbounded]"
         return numfmt.ratio(c.ratio)
-    return (f"{numfmt.ratio_ci(c.ratio, lo, hi)}{fmt_level(c, analysis)}"
+    return (f"{numfmt.ratio_ci(c.ratio, lo, hi, c.margin)}{fmt_level(c, analysis)}"
             f"{METHOD_TAG.get(c.ratio_ci_method, '')}")
 
 
@@ -277,14 +277,15 @@ def fmt_family_ratio(fs: FamilySummary) -> str:
     return numfmt.ratio_ci(fs.ratio, fs.low, fs.high)
 
 
-def fmt_family_overhead(fs: FamilySummary, level: bool = True) -> str:
+def fmt_family_overhead(fs: FamilySummary, level: bool = True, margin: float | None = None) -> str:
     """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval
     (:func:`vhpc.core.numfmt.overhead`: ×/÷ factors from 10 times on), and with ``level`` its
     level when it is not 1 − α ("at 98.33 %", the family's Holm level:
-    :func:`fmt_family_level`)."""
+    :func:`fmt_family_level`); with ``margin`` the bounds near the band get the digits that
+    decide (:func:`vhpc.core.numfmt.decisive`)."""
     if fs.overhead_pct is None:
         return "—"
-    text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better)
+    text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better, margin)
     return f"{text} {fmt_family_level(fs)}" if level and fmt_family_level(fs) else text
 
 

@@ -279,7 +279,8 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     conf = f"{analysis.confidence * 100:g} %"
     envs = [_short_env(analysis, r.summary.environment) for r in rows]
     # the overhead with its interval on one line, a Holm level beneath it
-    cells = [Text("\n".join(filter(None, (fmt_family_overhead(r.summary, level=False),
+    cells = [Text("\n".join(filter(None, (fmt_family_overhead(r.summary, level=False,
+                                                              margin=analysis.margin),
                                           fmt_family_level(r.summary))))) for r in rows]
     all_pass = all(r.check == "pass" for r in rows)  # said once, above
     verdicts = [_verdict_cell(r.summary, "" if all_pass else r.check) for r in rows]
