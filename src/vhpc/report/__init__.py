@@ -285,7 +285,10 @@ def fmt_family_overhead(fs: FamilySummary, level: bool = True, margin: float | N
     decide (:func:`vhpc.core.numfmt.decisive`)."""
     if fs.overhead_pct is None:
         return "—"
-    text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better, margin)
+    if fs.ratio is None:  # a signed metric: its overhead from the difference of means
+        text = numfmt.pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
+    else:
+        text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better, margin)
     return f"{text} {fmt_family_level(fs)}" if level and fmt_family_level(fs) else text
 
 
