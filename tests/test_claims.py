@@ -133,8 +133,6 @@ def test_one_metrics_equivalence_does_not_move_with_another_metrics_outcome():
 
 
 def test_simultaneous_intervals_are_bonferroni_intervals_with_bonferroni_p():
-    from vhpc.analysis.compare import comparisons_of  # noqa: F401 (the option lives there)
-
     x, y = _metric_a()
     obs = _obs("native", y, "a") + _obs("vm", x, "a") + _obs("native", [1.0, 1.1, 0.9], "b") \
         + _obs("vm", [2.0, 2.2, 1.8], "b")
@@ -288,3 +286,59 @@ def test_bounds_near_the_band_print_with_the_digits_that_decide():
     # (−4.7610 % is inside the edge −4.7619: −4.8 would read outside, −4.76 does not)
     assert numfmt.cost_ci(1.0, 1 / 1.05 + 0.00001, 1.01, 0.05) == "+0.0 % [-4.76, +1.0]"
     assert numfmt.cost_ci(1.0, 1 / 1.05 - 0.00004, 1.01, 0.05) == "+0.0 % [-4.8, +1.0]"
+
+
+# --- robustness: the diagnostic and --method rank ---------------------------------------------
+
+
+def test_hodges_lehmann_and_its_interval_invert_the_mann_whitney_test():
+    from vhpc.core import stats
+
+    rng = np.random.default_rng(9)
+    a, b = rng.normal(1.0, 1.0, 10), rng.normal(0.0, 1.0, 12)
+    est, lo, hi = stats.hodges_lehmann(a, b, 0.95)
+    assert est == pytest.approx(np.median(np.subtract.outer(a, b)))
+    # a shift just inside the interval is not rejected at 5 %, one just outside is (scipy)
+    p = lambda d: sps.mannwhitneyu(a - d, b, method="exact").pvalue  # noqa: E731
+    assert p(lo + 1e-9) >= 0.05 > p(lo - 1e-9)
+    assert p(hi - 1e-9) >= 0.05 > p(hi + 1e-9)
+    # the null distribution: Mann & Whitney's counts sum to C(n+m, n), symmetric
+    counts = stats.mann_whitney_counts(4, 3)
+    assert sum(counts) == math.comb(7, 3) and counts == counts[::-1]
+    # 3 a side: no rank interval at 95 % (the smallest two-sided p is 2/20 = 0.1)
+    assert stats.hodges_lehmann([1, 2, 3], [4, 5, 6], 0.95)[1] is None
+
+
+def test_the_diagnostic_names_the_remedy_and_rank_decides_with_four_verdicts():
+    rng = np.random.default_rng(4)
+    y = list(np.exp(rng.normal(0, 0.02, 10)))
+    x = list(np.exp(rng.normal(math.log(1.06), 0.02, 10)))
+    x[3] *= 3.0  # one outlier
+    a = analyse(_obs("native", y) + _obs("vm", x), ENVS, "native")
+    c = a.comparisons[0]
+    assert "--method rank" in c.diagnostic
+    assert any(f.kind == "log-normal" for f in a.findings)
+    r = analyse(_obs("native", y) + _obs("vm", x), ENVS, "native", method="rank")
+    cr = r.comparisons[0]
+    assert cr.ratio_ci_method == "hodges-lehmann"
+    from vhpc.core import stats
+
+    shift, lo, hi = (math.exp(v) for v in stats.hodges_lehmann(np.log(x), np.log(y), 0.95))
+    assert (cr.ratio, *cr.ratio_ci) == pytest.approx((shift, lo, hi))
+    assert cr.p_value == pytest.approx(sps.mannwhitneyu(np.log(x), np.log(y)).pvalue)
+    assert cr.verdict == SLOWER  # the ranks see the 6 % through the outlier
+    assert c.verdict != SLOWER or c.ratio_ci[0] > 1
+    # below 8 runs a side: no diagnostic
+    short = analyse(_obs("native", y[:5]) + _obs("vm", x[:5]), ENVS, "native")
+    assert short.comparisons[0].diagnostic == ""
+
+
+def test_shapiro_wilk_flags_skewed_ln_residuals():
+    rng = np.random.default_rng(2)
+    y = list(np.exp(rng.exponential(0.2, 20)))  # ln values exponential: skewed
+    x = list(np.exp(rng.exponential(0.2, 20)))
+    res = np.concatenate([np.log(x) - np.mean(np.log(x)), np.log(y) - np.mean(np.log(y))])
+    p = sps.shapiro(res).pvalue
+    note = logratio.diagnose(x, y)
+    assert (p < 0.05) == ("Shapiro–Wilk" in note)
+    assert p < 0.05

@@ -122,7 +122,7 @@ def cmd_report(args) -> int:
     views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json,
                           extra_sections=race(store, args.id, args.out),
                           detail=True if args.all else None, margin=args.margin,
-                          intervals=args.intervals)
+                          intervals=args.intervals, method=args.method)
     return 0
 
 

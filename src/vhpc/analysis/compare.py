@@ -65,22 +65,28 @@ class Draft:
     y: list[float]
     lw: logratio.LogWelch | None
     signed: bool = False
+    rank: bool = False
 
     @property
     def p(self) -> float | None:
-        """Welch's two-sided p (on ln values; of the difference of means for a signed
-        metric): the family's Holm step uses it."""
+        """The two-sided p the family's Holm step uses: Welch's on ln values; of the
+        difference of means for a signed metric; Mann–Whitney's on ln values with
+        ``--method rank`` (:func:`vhpc.core.logratio.rank_test`)."""
         if self.signed:
             return stats.welch_difference(self.x, self.y)[4] if self.x and self.y else None
+        if self.rank and self.lw is not None:
+            return logratio.rank_test(self.x, self.y)
         return self.lw.p if self.lw is not None else None
 
 
 def draft(env: Summary, base: Summary, x: list[float], y: list[float],
-          signed: bool = False) -> Draft:
+          signed: bool = False, method: str = stats.LOG_WELCH) -> Draft:
     """:class:`Draft` of ``env`` (values ``x``) against ``base`` (values ``y``); compared by
-    the difference of means when ``signed`` (declared) or when a value is ≤ 0 (no log scale)."""
+    the difference of means when ``signed`` (declared) or when a value is ≤ 0 (no log scale);
+    ``method`` :data:`RANK`: by ranks on ln values."""
     signed = signed or any(v <= 0 for v in (*x, *y))
-    return Draft(env, base, x, y, None if signed else logratio.log_welch(x, y), signed)
+    return Draft(env, base, x, y, None if signed else logratio.log_welch(x, y), signed,
+                 method == RANK)
 
 
 def off_log_scale(x: list[float], y: list[float], level: float
@@ -151,7 +157,10 @@ def _shown(d: Draft, level: float, margin: float
            ) -> tuple[float | None, tuple[float | None, float | None], str, float | None, str]:
     """(ratio, (low, high), method, df, verdict) of a positive draft at ``level``."""
     hib = d.env.higher_is_better
-    if d.lw is not None:
+    if d.rank and d.lw is not None:
+        ratio, lo, hi = logratio.rank_ratio(d.x, d.y, level)
+        method, df = stats.RANK, None
+    elif d.lw is not None:
         ratio = d.lw.ratio if math.isfinite(d.lw.ratio) else None
         lo, hi = d.lw.interval(level)
         method, df = stats.LOG_WELCH, d.lw.df
@@ -184,9 +193,16 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
         ratio, (lo, hi), method, df, v = _shown(d, level, margin)
     if v == INCONCLUSIVE and d.lw is not None:
         runs = logratio.runs_to_decide(d.lw, level, margin)
+        if d.rank and runs is not None:  # ranks need 1/ARE = π/3 times the runs of t
+            runs = math.ceil(runs * math.pi / 3)
+    notes = []
     if _near_zero(d.x) or _near_zero(d.y):
-        note = (f"a value below {NEAR_ZERO:g} × its sample's median: near 0 in a positive "
-                "metric, check the parser (kept on the log scale)")
+        notes.append(f"a value below {NEAR_ZERO:g} × its sample's median: near 0 in a "
+                     "positive metric, check the parser (kept on the log scale)")
+    diagnostic = logratio.diagnose(d.x, d.y, d.rank) if d.lw is not None else ""
+    if d.rank and d.lw is not None and lo is None:
+        notes.append(f"too few runs for a rank interval at {level * 100:.4g} %")
+    note = "; ".join(n for n in notes if n)
     if base.unit != env.unit:
         v, note = INSUFFICIENT, "units differ from the baseline's"
     detectable = None
@@ -200,7 +216,7 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
         mean=env.mean, mean_baseline=base.mean, df=df,
         overhead_ci=overhead_interval(lo, hi, hib), ratio_ci_method=method, note=note,
         runs_needed=runs, detectable=detectable, level=level, margin=margin, role=role,
-        family_size=m, gmean=env.gmean, gmean_baseline=base.gmean)
+        family_size=m, gmean=env.gmean, gmean_baseline=base.gmean, diagnostic=diagnostic)
 
 
 def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | None,
@@ -282,6 +298,8 @@ def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Com
 #: ``--intervals`` values: Holm's level for differences, Bonferroni's for equivalence (the
 #: default: Holm finds more differences), or Bonferroni's simultaneous intervals for both
 HOLM, SIMULTANEOUS = "holm", "simultaneous"
+#: ``--method`` values: Welch's t on ln values (default), or ranks on ln values
+RANK = "rank"
 
 #: a comparison's place: (family id or None for no family, role, metric it is the inverse of)
 Plan = dict[tuple[str, str, str], tuple[object, str, str]]
@@ -289,7 +307,8 @@ Plan = dict[tuple[str, str, str], tuple[object, str, str]]
 
 def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
                    values: dict[GroupKey, list[float]], baseline: str, alpha: float,
-                   margin: float, plan: Plan, intervals: str = "holm"
+                   margin: float, plan: Plan, intervals: str = "holm",
+                   method: str = stats.LOG_WELCH
                    ) -> tuple[list[Comparison], dict[tuple[str, str], set[str]]]:
     """Comparisons of every non-baseline group against the baseline's group of the same
     (benchmark, params, metric), for the keys in ``plan`` (check figures are not in it).
@@ -302,7 +321,9 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
     rate of a false ``equivalent`` stays ≤ α/2 and one metric's verdict does not move with
     another's outcome.  ``intervals`` :data:`SIMULTANEOUS`: every row at 1 − α/m and
     Bonferroni-adjusted p (simultaneous intervals, family-wise coverage ≥ 1 − α).  A key with
-    family None is shown at 1 − alpha.  An ``inverse`` key takes its partner's verdict (:func:`inverse_of`).
+    family None is shown at 1 − alpha.  ``method`` :data:`RANK` (``--method rank``): positive
+    metrics by the Hodges–Lehmann ratio with the Mann–Whitney interval on ln values, decided
+    with the same four verdicts.  An ``inverse`` key takes its partner's verdict (:func:`inverse_of`).
     Returns (comparisons in ``ordered`` order, missing baseline {(benchmark, params):
     metrics})."""
     drafts: dict[GroupKey, Draft] = {}
@@ -315,7 +336,7 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
         if bk not in summaries:
             missing.setdefault((benchmark, params), set()).add(metric)
             continue
-        drafts[k] = draft(summaries[k], summaries[bk], values[k], values[bk])
+        drafts[k] = draft(summaries[k], summaries[bk], values[k], values[bk], method=method)
     fams: dict[object, list[GroupKey]] = {}
     for k in drafts:
         fam, role, _ = plan[k[:3]]

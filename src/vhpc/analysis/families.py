@@ -406,6 +406,10 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
         trust.append("CPUs shared between nodes/guests: contention, not scaling")
     if cv_max is not None and cv_max > CV_THRESHOLD:
         trust.append(f"noisy (CV up to {cv_max * 100:.0f} %)")
+    if any(c.diagnostic for _, c in comps):  # the log-normal model's check failed
+        trust.append("not log-normal: try --method rank"
+                     if not any(c.ratio_ci_method == "hodges-lehmann" for _, c in comps)
+                     else "not log-normal (ranks used)")
     level = min(c.level for _, c in comps)
     note = "" if math.isclose(level, 1.0 - analysis.alpha, rel_tol=0, abs_tol=1e-12) \
         else f"at {level * 100:.4g} %"

@@ -91,6 +91,12 @@ RULES: tuple[Rule, ...] = (
          "if it is not a speed, declare it in the custom benchmark as a check without a"
          " tolerance, check: {metric: NAME}: shown beside the baseline's, never given a"
          " verdict (docs/applications.md)"),
+    Rule("log-normal", "warn", "comparison",
+         lambda c: f"{c.metric} ({c.diagnostic})" if c.diagnostic else None,
+         "the log-normal model's check (from 8 runs a side: Shapiro–Wilk on the ln residuals,"
+         " outliers on the log scale) failed: {items}",
+         "compare by ranks (--method rank: Hodges–Lehmann with the Mann–Whitney interval on ln"
+         " values), or find the noise that makes the runs skewed"),
     Rule("inconclusive", "warn", "comparison", lambda c: inconclusive(c),
          "inconclusive (the interval neither excludes 1 nor lies within the equivalence"
          " margin): {items}",

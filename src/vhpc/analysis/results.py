@@ -158,6 +158,9 @@ class Comparison:
       ``ratio_ci_method`` ``welch-difference``), mean − mean_baseline in ``unit`` and Welch's
       interval at ``level`` (``ratio`` None; ``overhead_pct`` the worse-positive difference
       relative to |mean_baseline|); None otherwise.
+    * ``diagnostic``: from 8 valid runs a side, what the log-normal model's check found (ln
+      residuals not normal by Shapiro–Wilk, outliers on the log scale) and the remedy
+      (:func:`vhpc.core.logratio.diagnose`); "" when it holds or was not checked.
     """
 
     benchmark: str
@@ -192,6 +195,7 @@ class Comparison:
     gmean_baseline: float | None = None
     difference: float | None = None
     difference_ci: tuple[float | None, float | None] = (None, None)
+    diagnostic: str = ""
 
     @property
     def key(self) -> Key:

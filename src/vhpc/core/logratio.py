@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from vhpc.core import power
+from vhpc.core import power, stats
 from vhpc.core.stats import _t_sf, _tq
 
 #: outcomes of :func:`decide` (the analysis names them slower/faster by the metric's direction)
@@ -139,6 +139,62 @@ def contrast_of(moments: Sequence[LogMoments | None], signs: Sequence[int]) -> L
     minus = [m.n for m, sg in zip(moments, signs) if sg < 0]
     return LogWelch(r, d, se, df, float(p), min(plus), min(minus),
                     math.sqrt(sum(vs) / len(vs)))
+
+
+#: fewest valid runs a side for the normality and outlier diagnostic of :func:`diagnose`
+DIAGNOSE_FROM = 8
+#: Shapiro–Wilk p below which the ln residuals count as not normal
+NORMALITY_P = 0.05
+
+
+def diagnose(x: Sequence[float], y: Sequence[float], rank: bool = False) -> str:
+    """A trust note on the log-normal model of a comparison of positive samples ``x`` and
+    ``y``, from :data:`DIAGNOSE_FROM` valid runs a side ("" when it holds, or with fewer):
+    the pooled ln residuals (ln x − mean ln x, ln y − mean ln y) fail the Shapiro–Wilk test
+    of normality (p < :data:`NORMALITY_P`; ``scipy.stats.shapiro``; S. S. Shapiro & M. B.
+    Wilk, Biometrika 52 (1965) 591–611), or hold outliers by the modified z-score
+    (:func:`vhpc.core.stats.modified_z_outliers`).  The note names the remedy: ``--method
+    rank`` (Hoefler & Belli, SC'15: check normality, else use a nonparametric interval), or,
+    under it already, that the ranks were used."""
+    if min(len(x), len(y)) < DIAGNOSE_FROM:
+        return ""
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    res = np.concatenate([lx - lx.mean(), ly - ly.mean()])
+    out = []
+    if float(np.ptp(res)) > 0:
+        p = float(stats.sps.shapiro(res).pvalue)
+        if p < NORMALITY_P:
+            out.append(f"ln residuals not normal (Shapiro–Wilk p = {p:.2g})")
+    k = stats.modified_z_outliers(lx) + stats.modified_z_outliers(ly)
+    if k:
+        out.append(f"{k} outlier(s) on the log scale")
+    if not out:
+        return ""
+    remedy = "ranks used (--method rank)" if rank else "compare by ranks: --method rank"
+    return "; ".join(out) + f": {remedy}"
+
+
+def rank_test(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Two-sided p of the Mann–Whitney test of ln x against ln y (``scipy.stats
+    .mannwhitneyu``; exact without ties, the normal approximation otherwise); None with fewer
+    than 2 values a side.  The test :func:`rank_ratio`'s interval inverts."""
+    if min(len(x), len(y)) < 2:
+        return None
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    return float(stats.sps.mannwhitneyu(lx, ly, alternative="two-sided").pvalue)
+
+
+def rank_ratio(x: Sequence[float], y: Sequence[float], level: float
+               ) -> tuple[float | None, float | None, float | None]:
+    """(ratio, low, high) by ranks on ln values (``--method rank``): exp of the
+    Hodges–Lehmann shift of ln x − ln y and of its Mann–Whitney (Moses) interval at ``level``
+    (:func:`vhpc.core.stats.hodges_lehmann`): a ratio of "typical" values whose interval needs
+    no normality and shrugs off outliers; bounds None when the samples are too small for an
+    interval at ``level``."""
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    shift, lo, hi = stats.hodges_lehmann(lx, ly, level)
+    exp = (lambda v: math.exp(v) if v is not None and v < 700 else None)
+    return exp(shift), exp(lo), exp(hi)
 
 
 def holm_level(p_values: Iterable[float | None], alpha: float) -> float:

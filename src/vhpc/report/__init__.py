@@ -98,7 +98,7 @@ def fmt_gmean_ci(s: Summary | None, geometric: bool = True, interval: bool = Tru
 
 #: short tag appended to a ratio interval that is not Welch's on ln values (the captions say
 #: why: values ≤ 0 have no log scale)
-METHOD_TAG = {stats.FIELLER: " (Fieller)"}
+METHOD_TAG = {stats.FIELLER: " (Fieller)", stats.RANK: " (ranks)"}
 
 
 def fmt_level(c: Comparison, analysis: Analysis | None = None) -> str:

@@ -35,11 +35,13 @@ def report_meta(store, cid: str) -> dict[str, Any]:
                          for t in failed] or None}
 
 
-def analyse_stored(store, cid: str, margin: float | None = None, intervals: str | None = None):
+def analyse_stored(store, cid: str, margin: float | None = None, intervals: str | None = None,
+                   method: str | None = None):
     """(analysis, observations) of stored campaign ``cid``: :func:`vhpc.analysis.analyse` at
     the campaign's equivalence margin (its spec's ``margin``, 5 % for a campaign stored
     before there was one) unless ``margin`` is given, with its intervals (``holm`` or
-    ``simultaneous``: its spec's, unless ``intervals`` is given) and custom checks."""
+    ``simultaneous``: its spec's, unless ``intervals`` is given), its ``method``
+    (``log-welch`` or ``rank``, likewise) and custom checks."""
     from vhpc import analysis
     from vhpc.analysis.checks import check_specs
 
@@ -50,14 +52,16 @@ def analyse_stored(store, cid: str, margin: float | None = None, intervals: str 
         margin = spec.get("margin", analysis.DEFAULT_MARGIN)
     return analysis.analyse(obs, store.environments(cid), spec["baseline"], margin=margin,
                             checks=check_specs(spec),
-                            intervals=intervals or spec.get("intervals") or "holm"), obs
+                            intervals=intervals or spec.get("intervals") or "holm",
+                            method=method or spec.get("method") or "log-welch"), obs
 
 
 def campaign_report(store, cid: str, out: str | Path, console: Console, html=None, csv=None,
                     jsn=None, quiet: bool = False, extra_sections=(), detail: bool | None = None,
-                    margin: float | None = None, intervals: str | None = None) -> Path:
-    """Analyse stored campaign ``cid`` (:func:`analyse_stored`, ``margin`` and ``intervals``:
-    see there); write
+                    margin: float | None = None, intervals: str | None = None,
+                    method: str | None = None) -> Path:
+    """Analyse stored campaign ``cid`` (:func:`analyse_stored`, ``margin``, ``intervals`` and
+    ``method``: see there); write
     the HTML report, CSV and JSON (default: in ``out/cid/``); print the headline unless
     ``quiet`` (with ``detail``, ``vhpc report ID --all``, every metric before it:
     :func:`vhpc.report.terminal.render_table`); return the HTML path.  ``extra_sections``:
@@ -66,7 +70,7 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
 
     camp = store.campaign(cid)
     envs = store.environments(cid)
-    result, obs = analyse_stored(store, cid, margin, intervals)
+    result, obs = analyse_stored(store, cid, margin, intervals, method)
     meta = report_meta(store, cid)
     trials = store.trials(cid)
     from vhpc.analysis.checks import check_findings

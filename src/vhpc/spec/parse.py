@@ -208,6 +208,9 @@ class CampaignSpec(BaseModel):
     #: which intervals a family's rows show: ``holm`` (slower/faster at Holm's level, the rest
     #: at 1 − α/m) or ``simultaneous`` (all at 1 − α/m); docs/statistics.md
     intervals: str = Field("holm", pattern="^(holm|simultaneous)$")
+    #: how positive metrics are compared: ``log-welch`` (Welch's t on ln values) or ``rank``
+    #: (Hodges–Lehmann with the Mann–Whitney interval on ln values); docs/statistics.md
+    method: str = Field("log-welch", pattern="^(log-welch|rank)$")
     #: where the trials run, parsed once (``local`` | ``slurm[:partition=P,nodes=N,...]``);
     #: stored as its text
     #: the study (a name in vhpc.campaign.studies.STUDIES) this campaign reproduces, if any
