@@ -342,3 +342,26 @@ def test_shapiro_wilk_flags_skewed_ln_residuals():
     note = logratio.diagnose(x, y)
     assert (p < 0.05) == ("Shapiro–Wilk" in note)
     assert p < 0.05
+
+
+def test_a_metric_declared_signed_is_compared_by_its_difference_without_a_warning():
+    from vhpc.analysis.compare import declared_signed
+    from vhpc.benchmarks import custom
+
+    spec = {"custom": [{"name": "bal", "command": "x",
+                        "metrics": [{"name": "e", "regex": "e: (\\S+)", "direction": "lower",
+                                     "signed": True}]}]}
+    assert declared_signed(spec) == {("bal", "e")}
+    custom.from_mapping(spec["custom"][0])  # the key is accepted
+    with pytest.raises(ValueError, match="signed must be true or false"):
+        custom.from_mapping({**spec["custom"][0], "metrics": [
+            {"name": "e", "regex": "e: (\\S+)", "direction": "lower", "signed": "yes"}]})
+    # declared: positive values too go by the difference of means, and no warning note
+    y, x = [1.0, 1.1, 0.9], [1.5, 1.6, 1.4]
+    a = analyse(_obs("native", y, "bal", "e") + _obs("vm", x, "bal", "e"), ENVS, "native",
+                signed=frozenset({("bal", "e")}))
+    c = a.comparisons[0]
+    ci = sps.ttest_ind(x, y, equal_var=False).confidence_interval()
+    assert c.ratio_ci_method == "welch-difference" and c.note == ""
+    assert c.difference_ci == pytest.approx((ci.low, ci.high))
+    assert c.verdict == (SLOWER if ci.low > 0 else INCONCLUSIVE)

@@ -66,6 +66,7 @@ class Draft:
     lw: logratio.LogWelch | None
     signed: bool = False
     rank: bool = False
+    declared: bool = False
 
     @property
     def p(self) -> float | None:
@@ -82,11 +83,27 @@ class Draft:
 def draft(env: Summary, base: Summary, x: list[float], y: list[float],
           signed: bool = False, method: str = stats.LOG_WELCH) -> Draft:
     """:class:`Draft` of ``env`` (values ``x``) against ``base`` (values ``y``); compared by
-    the difference of means when ``signed`` (declared) or when a value is ≤ 0 (no log scale);
-    ``method`` :data:`RANK`: by ranks on ln values."""
+    the difference of means when ``signed`` (declared: the metric can be ≤ 0) or when a value
+    is ≤ 0 (no log scale; said in the row's note); ``method`` :data:`RANK`: by ranks on ln
+    values."""
+    declared = signed
     signed = signed or any(v <= 0 for v in (*x, *y))
     return Draft(env, base, x, y, None if signed else logratio.log_welch(x, y), signed,
-                 method == RANK)
+                 method == RANK, declared)
+
+
+def declared_signed(spec) -> frozenset[tuple[str, str]]:
+    """(benchmark, metric) of every custom metric a stored campaign spec declares ``signed:
+    true`` (its values can be ≤ 0: compared by the difference of means, never on the log
+    scale)."""
+    out = set()
+    for c in (spec or {}).get("custom") or []:
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+            continue
+        for m in c.get("metrics") or []:
+            if isinstance(m, dict) and m.get("signed") is True and isinstance(m.get("name"), str):
+                out.add((c["name"], m["name"]))
+    return frozenset(out)
 
 
 def off_log_scale(x: list[float], y: list[float], level: float
@@ -246,7 +263,7 @@ def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | 
     w = overhead_of_difference(diff, diff, hib, scale)[0] * 100 if scale > 0 else None
     oci = tuple(x * 100 for x in overhead_of_difference(lo, hi, hib, scale)) \
         if lo is not None and scale > 0 else (None, None)
-    note = "" if getattr(env, "signed", False) else SIGNED_NOTE
+    note = "" if d.declared else SIGNED_NOTE
     if base.unit != env.unit:
         v, note = INSUFFICIENT, "units differ from the baseline's"
     return Comparison(
@@ -308,7 +325,8 @@ Plan = dict[tuple[str, str, str], tuple[object, str, str]]
 def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
                    values: dict[GroupKey, list[float]], baseline: str, alpha: float,
                    margin: float, plan: Plan, intervals: str = "holm",
-                   method: str = stats.LOG_WELCH
+                   method: str = stats.LOG_WELCH,
+                   signed: frozenset[tuple[str, str]] = frozenset()
                    ) -> tuple[list[Comparison], dict[tuple[str, str], set[str]]]:
     """Comparisons of every non-baseline group against the baseline's group of the same
     (benchmark, params, metric), for the keys in ``plan`` (check figures are not in it).
@@ -323,7 +341,8 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
     Bonferroni-adjusted p (simultaneous intervals, family-wise coverage ≥ 1 − α).  A key with
     family None is shown at 1 − alpha.  ``method`` :data:`RANK` (``--method rank``): positive
     metrics by the Hodges–Lehmann ratio with the Mann–Whitney interval on ln values, decided
-    with the same four verdicts.  An ``inverse`` key takes its partner's verdict (:func:`inverse_of`).
+    with the same four verdicts.  ``signed``: (benchmark, metric) declared signed
+    (:func:`declared_signed`).  An ``inverse`` key takes its partner's verdict (:func:`inverse_of`).
     Returns (comparisons in ``ordered`` order, missing baseline {(benchmark, params):
     metrics})."""
     drafts: dict[GroupKey, Draft] = {}
@@ -336,7 +355,8 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
         if bk not in summaries:
             missing.setdefault((benchmark, params), set()).add(metric)
             continue
-        drafts[k] = draft(summaries[k], summaries[bk], values[k], values[bk], method=method)
+        drafts[k] = draft(summaries[k], summaries[bk], values[k], values[bk],
+                          (benchmark, metric) in signed, method)
     fams: dict[object, list[GroupKey]] = {}
     for k in drafts:
         fam, role, _ = plan[k[:3]]

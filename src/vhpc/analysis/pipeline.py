@@ -163,7 +163,8 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
             baseline: str, alpha: float = 0.05, confidence: float | None = None,
             margin: float = DEFAULT_MARGIN,
             checks: Mapping[str, tuple[str, float | None]] | None = None,
-            intervals: str = "holm", method: str = "log-welch") -> Analysis:
+            intervals: str = "holm", method: str = "log-welch",
+            signed: frozenset[tuple[str, str]] = frozenset()) -> Analysis:
     """Summaries, comparisons against ``baseline``, checks and findings for a campaign's
     observations.
 
@@ -179,7 +180,8 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     :func:`vhpc.analysis.checks.check_specs`); the registry's
     checks (every one of a benchmark that carries several) and its figures of unit ``count``
     or ``1`` are checks too.  intervals: ``holm`` (default) or ``simultaneous``; method:
-    ``log-welch`` (default) or ``rank`` (:func:`vhpc.analysis.compare.comparisons_of`).
+    ``log-welch`` (default) or ``rank``; signed: (benchmark, metric) declared ``signed: true``
+    (:func:`vhpc.analysis.compare.comparisons_of`).
 
     Grouping: (benchmark, params, metric, environment); warm-up observations are skipped;
     invalid or non-finite values are excluded and counted.  Formulas: :mod:`vhpc.core.stats`.
@@ -214,7 +216,7 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
                     check_metrics=check_metrics)
     plan = plan_of(stub, inverse_pairs(observations, groups))
     comparisons, missing = comparisons_of(ordered, by_key, values, baseline, alpha, margin, plan,
-                                          intervals, method)
+                                          intervals, method, signed)
     findings = apply_rules(envs, summaries, comparisons)
     findings += baseline_findings(baseline, any(k[3] == baseline for k in groups), missing)
     findings.sort(key=lambda f: 0 if f.level == "warn" else 1)

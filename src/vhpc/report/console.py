@@ -41,9 +41,11 @@ def analyse_stored(store, cid: str, margin: float | None = None, intervals: str 
     the campaign's equivalence margin (its spec's ``margin``, 5 % for a campaign stored
     before there was one) unless ``margin`` is given, with its intervals (``holm`` or
     ``simultaneous``: its spec's, unless ``intervals`` is given), its ``method``
-    (``log-welch`` or ``rank``, likewise) and custom checks."""
+    (``log-welch`` or ``rank``, likewise), its custom checks and the custom metrics it declares
+    ``signed: true``."""
     from vhpc import analysis
     from vhpc.analysis.checks import check_specs
+    from vhpc.analysis.compare import declared_signed
 
     camp = store.campaign(cid)
     spec = camp["spec"]
@@ -53,7 +55,8 @@ def analyse_stored(store, cid: str, margin: float | None = None, intervals: str 
     return analysis.analyse(obs, store.environments(cid), spec["baseline"], margin=margin,
                             checks=check_specs(spec),
                             intervals=intervals or spec.get("intervals") or "holm",
-                            method=method or spec.get("method") or "log-welch"), obs
+                            method=method or spec.get("method") or "log-welch",
+                            signed=declared_signed(spec)), obs
 
 
 def campaign_report(store, cid: str, out: str | Path, console: Console, html=None, csv=None,
