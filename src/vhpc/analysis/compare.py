@@ -1,11 +1,13 @@
 """Comparisons against the baseline: one model decides and shows (docs/statistics.md).
 
 Ratio of geometric means with Welch's t on ln values (:func:`vhpc.core.logratio.log_welch`); the
-interval at the level of the comparison's family (Holm, :func:`vhpc.core.logratio.holm_level`);
+interval at the level of the comparison's family (Holm's, :func:`vhpc.core.logratio.holm_level`,
+for a row Holm calls different; Bonferroni's 1 − α/m, where equivalence is read, for the rest);
 the verdict read off that interval (:func:`verdict_of`): slower / faster / equivalent within
-the margin / inconclusive.  Every number comes from :mod:`vhpc.core.stats`; a row never says
-"slower" beside an interval that contains 1, nor "equivalent" beside one that leaves the
-margin.
+the margin / inconclusive.  Values ≤ 0 (or a metric declared signed): Welch's difference of
+means (:func:`difference_verdict`); ``--method rank``: Hodges–Lehmann on ln values.  Every
+number comes from :mod:`vhpc.core.stats`; a row never says "slower" beside an interval that
+contains 1, nor "equivalent" beside one that leaves the margin.
 """
 
 from __future__ import annotations
@@ -257,7 +259,8 @@ def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | 
         diff, lo, hi, df, v = at(level)
     runs = None
     sd = pooled_sd(d.x, d.y)
-    if v == INCONCLUSIVE and scale > 0 and sd is not None and min(env.n, base.n) >= power.MIN_PILOT:
+    if v == INCONCLUSIVE and scale > 0 and sd is not None \
+            and min(env.n, base.n) >= power.MIN_PILOT:
         n = logratio.plan_runs(diff / scale, sd / scale, level, margin, log_scale=False)
         runs = max(n, min(env.n, base.n) + 1) if n is not None else None
     w = overhead_of_difference(diff, diff, hib, scale)[0] * 100 if scale > 0 else None
@@ -342,7 +345,8 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
     family None is shown at 1 − alpha.  ``method`` :data:`RANK` (``--method rank``): positive
     metrics by the Hodges–Lehmann ratio with the Mann–Whitney interval on ln values, decided
     with the same four verdicts.  ``signed``: (benchmark, metric) declared signed
-    (:func:`declared_signed`).  An ``inverse`` key takes its partner's verdict (:func:`inverse_of`).
+    (:func:`declared_signed`).  An ``inverse`` key takes its partner's verdict
+    (:func:`inverse_of`).
     Returns (comparisons in ``ordered`` order, missing baseline {(benchmark, params):
     metrics})."""
     drafts: dict[GroupKey, Draft] = {}

@@ -505,7 +505,7 @@ def from_mapping(d: Mapping[str, Any]) -> CommandBenchmark:
         else:
             raise ValueError(f"{where}: metrics[{i}]: missing 'higher_is_better' (true or false)"
                              " or 'direction' (higher or lower)")
-        if not isinstance(m.get("signed", False), bool):  # read by the analysis (docs/statistics.md)
+        if not isinstance(m.get("signed", False), bool):  # read by the analysis
             raise ValueError(f"{where}: metrics[{i}]: signed must be true or false")
         tuples.append((m["name"], m["regex"], m.get("unit", ""), higher))
     env = d.get("env") or {}

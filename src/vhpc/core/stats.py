@@ -55,7 +55,7 @@ sps = LazyModule("scipy.stats")
 __all__ = [
     "RatioInterval",
     "FIELLER", "LOG_DELTA", "LOG_WELCH", "DIFFERENCE", "RANK", "EXACT", "NO_INTERVAL", "METHODS",
-    "welch_difference", "hodges_lehmann",
+    "welch_difference", "hodges_lehmann", "t_quantile",
     "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
     "fieller_contains", "ratio_interval",
     "holm_adjust", "modified_z_outliers", "mean", "linear_fit", "Description",
@@ -191,6 +191,12 @@ def _t_sf(x: float, df: float) -> float:
 def _tq(confidence: float, df: float) -> float:
     """Two-sided Student-t quantile t_{(1+c)/2, df}."""
     return _t_ppf(0.5 + confidence / 2.0, df)
+
+
+def t_quantile(confidence: float, df: float) -> float:
+    """Two-sided Student-t quantile t_{(1+c)/2, df} (``scipy.stats.t.ppf``), e.g. 2.776 for
+    c = 0.95, df = 4: the multiplier of a standard error in an interval at ``confidence``."""
+    return _tq(confidence, df)
 
 
 def student_t_ci(mean: float, stdev: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
