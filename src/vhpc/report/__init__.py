@@ -125,6 +125,8 @@ def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
         return "—"
     lo, hi = c.ratio_ci
     if lo is None or hi is None:
+        if c.ratio_ci_method == stats.RANK:  # ranks give no interval from so few runs
+            return f"{numfmt.ratio(c.ratio)} [too few runs for ranks]"
         if c.n >= 2 and c.n_baseline >= 2:
             return f"{numfmt.ratio(c.ratio)} [unbounded]"
         return numfmt.ratio(c.ratio)
