@@ -148,8 +148,9 @@ th{background:#eee}</style></head><body>
 (+{{ s.warmup }} warm-up) each; α = {{ s.alpha }}; injected slowdown δ = {{ delta }} (a
 cgroup-v2 freezer duty cycle, the share of time frozen read back per trial), and a copy
 slowed 2×. A/A: two identical copies of the environment, a "slower" or "faster" verdict is a
-false positive; family-wise: a campaign with one in its Holm family (expected rate ≤ α).
-Against the 2× slowed copy "equivalent" must never be given. Coverage: share of campaigns
+false positive; family-wise: a campaign with one in its Holm family (the rate must be ≤ α; it
+is "consistent with α" unless its interval lies above α). At the margin's edge (δ = margin)
+"equivalent" must be given at most α/2 of the time. Coverage: share of campaigns
 whose overhead CI contains the applied slowdown (nominal: {{ conf }}). Intervals in
 brackets: exact (Clopper–Pearson) 95 % intervals of the rates.</p>
 <table><thead><tr>{% for k, t in columns %}<th>{{ t }}</th>{% endfor %}</tr></thead><tbody>
