@@ -87,12 +87,11 @@ def headline(doc: dict[str, Any]) -> list[str]:
     ≤ α/2); and how often ``equivalent`` was given against the 2× slowed copy."""
     out = []
     for f in doc.get("family") or []:
-        if f.get("exceeds_alpha", not f.get("within_alpha", True)):
+        if f["exceeds_alpha"]:
             reading = f"exceeds α = {f['alpha']:g}: its interval lies above α"
         else:
             reading = (f"consistent with α = {f['alpha']:g}; ≈{f['campaigns_to_bound']} "
-                       f"campaigns would bound it below {pct(2 * f['alpha'], 0)}"
-                       if f.get("campaigns_to_bound") else f"consistent with α = {f['alpha']:g}")
+                       f"campaigns would bound it below {pct(2 * f['alpha'], 0)}")
         out.append(f"A/A family-wise false positives, {f['environment']} {f['benchmark']}: "
                    f"{f['false_positives']}/{f['campaigns']} campaigns = {pct(f['rate'], 0)}"
                    f"{_ci(f['rate_ci'])} ({reading})")
