@@ -18,6 +18,7 @@ from vhpc.core import numfmt, stats
 from vhpc.analysis import Analysis, Comparison, Summary
 from vhpc.analysis.results import Finding
 from vhpc.analysis.families import Family, FamilySummary, families, fmt_size, sorted_keys
+from vhpc.analysis.findings import runs_text
 
 __all__ = [
     "fmt_num",
@@ -313,11 +314,11 @@ def fmt_family_range(fs: FamilySummary) -> str:
 def fmt_family_counts(fs: FamilySummary) -> str:
     """The verdicts of a sweep's points (each adjusted within the sweep): "slower 15,
     inconclusive 4 of 19 sizes", "equivalent 19 of 19 sizes";
-    for an inconclusive scalar the runs that would likely decide ("≈12 runs each to decide");
-    else ""."""
+    for an inconclusive scalar the runs that would likely decide ("≈12 runs each to decide",
+    :func:`vhpc.analysis.findings.runs_text`); else ""."""
     if not fs.family.sweep:
-        if fs.verdict == "inconclusive" and fs.runs_needed:
-            return f"≈{fs.runs_needed} runs each to decide"
+        if fs.verdict == "inconclusive":  # as the finding says it
+            return runs_text(fs.runs_needed, fs.n_min)
         return ""
     parts = [f"{k} {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])]
     what = "sizes" if fs.family.by_size else "points"
