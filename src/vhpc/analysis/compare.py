@@ -187,7 +187,7 @@ def _shown(d: Draft, level: float, margin: float
         ratio, (lo, hi), method, df = off_log_scale(d.x, d.y, level)
     v = verdict_of(lo, hi, hib, margin) if d.env.n >= 2 and d.base.n >= 2 else INSUFFICIENT
     if v == INSUFFICIENT and d.env.n >= 2 and d.base.n >= 2:
-        v = INCONCLUSIVE  # data, but no bounded interval (Fieller's set, baseline near 0)
+        v = INCONCLUSIVE  # data, but no interval (ranks from too few runs)
     return ratio, (lo, hi), method, df, v
 
 
