@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from scipy.stats import binomtest
 
 from vhpc.host import cpu_bandwidth as throttle
 from vhpc.host import freezer
@@ -93,7 +94,12 @@ def test_calibrate_pagefault_native(tmp_path, kernels_built):
     # every trial of every copy ran and read back its placement as planned
     (fam,) = doc["family"]  # pagefault's Holm family: its primary metric, private_us
     assert fam["campaigns"] == 3 and 0 <= fam["false_positives"] <= 3
-    assert fam["within_alpha"] == (fam["false_positives"] / 3 <= 0.05)
+    ci = binomtest(fam["false_positives"], 3).proportion_ci(method="exact")
+    assert fam["rate_ci"] == pytest.approx([ci.low, ci.high])
+    assert fam["exceeds_alpha"] == (ci.low > 0.05)
+    assert "consistent with α" in r.stdout or "exceeds α" in r.stdout
+    # δ = 20 % is not the margin (5 %): the margin-edge case says it was not measured
+    assert doc["margin_edge"]["measured"] is False and "not measured" in r.stdout
     assert doc["placement"]["native"]["trials"] == 3 * 4 * 4
     assert doc["placement"]["native"]["rate"] == 1.0
     for cid in cids:
@@ -214,3 +220,35 @@ def test_an_injected_slowdown_barely_applied_is_named(tmp_path):
     assert "note: native pagefault private_us: 9.0 % applied" in out
     assert "shared_us: 15.0 % applied" not in out
     assert "placement native: no placement read-back recorded" in out
+
+
+def test_what_a_calibration_can_show_by_hand():
+    from vhpc.report.calibrate import headline
+    from vhpc.workflows.calibrate import Outcome, Settings, margin_edge, rate_reading
+
+    # 0 of 10: Clopper–Pearson [0, 1 − 0.025^(1/10)] = [0, 30.8 %]: consistent with α, and
+    # bounding it below 2α = 10 % at a rate of 0 needs n ≥ ln 0.025 / ln 0.9 = 35.01 → 36
+    r = rate_reading(0, 10, 0.05)
+    assert r["rate_ci"][1] == pytest.approx(1 - 0.025 ** 0.1) and not r["exceeds_alpha"]
+    assert r["campaigns_to_bound"] == 36
+    # 5 of 10: the interval [18.7, 81.3] % lies above α: exceeds
+    r5 = rate_reading(5, 10, 0.05)
+    assert r5["rate_ci"][0] == pytest.approx(binomtest(5, 10).proportion_ci().low)
+    assert r5["exceeds_alpha"]
+    # the margin edge: δ = margin, 1 equivalent in 20 comparisons
+    o = Outcome("native", "b", "t", "s",
+                injected=[{"verdict": "equivalent" if i == 0 else "inconclusive",
+                           "applied": 0.05} for i in range(20)])
+    s = Settings(benchmarks=(), environments=(), delta=0.05)
+    e = margin_edge([o], s, 0.05)
+    assert e["measured"] and e["rate"] == pytest.approx(0.05) and e["bound"] == 0.025
+    assert e["rate_ci"] == pytest.approx(list(binomtest(1, 20).proportion_ci()))
+    assert not e["exceeds_bound"]
+    assert margin_edge([o], s, 0.1)["measured"] is False
+    doc = {"family": [r | {"environment": "native", "benchmark": "b"}], "margin_edge": e,
+           "rows": [], "doubled": {"equivalent": 0, "comparisons": 10,
+                                   "rate_ci": rate_reading(0, 10, 0.05)["rate_ci"]}}
+    text = "\n".join(headline(doc))
+    assert "0/10 campaigns = 0 % [0, 31] % (consistent with α = 0.05; ≈36 campaigns" in text
+    assert "'equivalent' at the margin's edge (δ = margin = 5 %, applied 5.0 %): 1/20" in text
+    assert "against a 2× slowdown: 0 of 10 comparisons [0, 31] %" in text

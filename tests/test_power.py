@@ -80,23 +80,29 @@ ENVS = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm")}
 
 
 def test_inconclusive_finding_names_the_runs_needed_to_decide():
-    # a 6 % difference with ~5 % CV and 3 runs each: neither a difference nor within ±5 %
-    x, y = [10.6, 11.2, 10.0], [10.0, 10.5, 9.5]
+    # a 6 % difference with ~5 % CV and 5 runs each: neither a difference nor within ±5 %
+    x, y = [10.6, 11.2, 10.0, 10.9, 10.3], [10.0, 10.5, 9.5, 10.2, 9.8]
     a = analyse(_obs("native", y) + _obs("vm", x), ENVS, "native")
     c = a.comparisons[0]
     assert c.verdict == INCONCLUSIVE
-    # on the ln values: the observed difference d, the pooled SD; the fewer runs of showing d
-    # (two-sided) and of showing equivalence (distance to the 5 % band, TOST: one-sided)
+    # on the ln values: the observed difference d, the pooled SD; the difference route is the
+    # two-sided t test at 5 % (statsmodels), the equivalence route needs d inside the band
+    from statsmodels.stats.power import TTestIndPower
+
     lx, ly = np.log(x), np.log(y)
     d = abs(lx.mean() - ly.mean())
     sd = math.sqrt((np.var(lx, ddof=1) + np.var(ly, ddof=1)) / 2)
-    want = [power.runs_needed(d, sd, 0.05)]
-    if math.log(1.05) > d:
-        want.append(power.runs_needed(math.log(1.05) - d, sd, 0.10))
-    assert c.runs_needed == max(min(n for n in want if n), 4) and c.runs_needed > 3
+    n_diff = math.ceil(TTestIndPower().solve_power(d / sd, power=0.8, alpha=0.05) - 1e-6)
+    assert d > math.log(1.05)  # no equivalence route: the plan is the difference's
+    assert c.runs_needed == n_diff and c.runs_needed > 5
     f = next(f for f in a.findings if f.kind == "inconclusive")
     assert f.scope == "vm / b" and f"≈{c.runs_needed} runs each" in f.message
     assert "--repeats" in f.advice
+    # from 3 runs a side no point plan: the finding says how many to run first
+    few = analyse(_obs("native", y[:3]) + _obs("vm", x[:3]), ENVS, "native")
+    assert few.comparisons[0].verdict == INCONCLUSIVE and few.comparisons[0].runs_needed is None
+    f = next(f for f in few.findings if f.kind == "inconclusive")
+    assert power.PILOT_ADVICE in f.message and "≈" not in f.message
     clear = analyse(_obs("native", [10.0, 10.1, 9.9, 10.0]) + _obs("vm", [12.0, 12.1, 11.9, 12.0]),
                     ENVS, "native")
     assert not any(f.kind == "inconclusive" for f in clear.findings)

@@ -300,8 +300,9 @@ def test_the_per_metric_table_shows_the_centres_its_ratio_divides(data):
 
 
 def test_a_baseline_with_values_at_or_below_zero_shows_arithmetic_centres():
-    """Off the log scale (the baseline has a value ≤ 0) every ratio of the metric is of
-    arithmetic means, Fieller's: the cells say "mean" and are the arithmetic means."""
+    """Off the log scale (the baseline has a value ≤ 0) the metric is compared by the
+    difference of means (Welch): the cells say "mean" and are the arithmetic means, the ratio
+    column the difference in the metric's unit."""
     from vhpc.report import comparison_rows
 
     def o(env, vals):
@@ -312,4 +313,5 @@ def test_a_baseline_with_values_at_or_below_zero_shows_arithmetic_centres():
                 ENVS, "native")
     (r,) = comparison_rows(a)
     assert r.base.startswith("mean 2 ±") and r.mean.startswith("mean 4.05 ±")
-    assert r.method == "fieller" and r.ratio.startswith(f"{4.05 / 2.0:.3f}")
+    assert r.method == "welch-difference" and r.ratio.startswith(f"Δ +{4.05 - 2.0:.4g} [")
+    assert r.ratio.endswith("J (difference)")

@@ -67,7 +67,8 @@ def test_fieller_kept_where_valid_and_unbounded_otherwise():
     assert ri.method == stats.FIELLER and ri.unbounded and ri.low is None
     a = analyse(obs("vm", [5.0, 5.5, 4.5]) + obs("native", [-1.0, 0.5, 2.0]), ENVS, "native")
     c = a.comparisons[0]
-    assert fmt_ratio(c).endswith("[unbounded]") and c.ratio_ci_method == "fieller"
+    # the table compares such data by the difference of means (Welch), not by Fieller
+    assert fmt_ratio(c).startswith("Δ +4.5") and c.ratio_ci_method == "welch-difference"
     # by hand: a = 5, s_a² = 0.25/3; b = 0.5, s_b² = 2.25/3; R̂ = 10; Welch–Satterthwaite df of
     # a − R̂b = (s_a² + R̂²s_b²)² / (s_a⁴/2 + R̂⁴s_b⁴/2) ≈ 2.004, t ≈ 4.30 (scipy's t table).
     sa2, sb2 = 0.25 / 3, 2.25 / 3
@@ -80,8 +81,10 @@ def test_fieller_kept_where_valid_and_unbounded_otherwise():
     # holds ratios far above 1 and negative ones alike: no direction, so no verdict either way
     assert not inside(1.0) and inside(100.0) and inside(-100.0)
     assert stats.fieller_contains(1.0, 5.0, 0.25, 3, 0.5, 2.25, 3) is False
-    # values <= 0: no log scale, no p; an unbounded set decides nothing
-    assert c.verdict == INCONCLUSIVE and c.p_value is None and "Fieller" in c.note
+    # values <= 0: no log scale; Welch's p of the difference, by scipy
+    ref = sps.ttest_ind([5.0, 5.5, 4.5], [-1.0, 0.5, 2.0], equal_var=False)
+    assert c.p_value == pytest.approx(ref.pvalue) and "difference of means" in c.note
+    assert c.verdict == (SLOWER if ref.confidence_interval().low > 0 else INCONCLUSIVE)
 
 
 def test_no_exported_ratio_interval_has_a_negative_bound(tmp_path):
@@ -120,6 +123,12 @@ def test_verdict_never_contradicts_the_interval():
         c = a.comparisons[0]
         lo, hi = c.ratio_ci
         seen.add((c.verdict, c.ratio_ci_method))
+        if c.ratio_ci_method == "welch-difference":  # values <= 0: the difference's interval
+            d_lo, d_hi = c.difference_ci
+            worse_lo, worse_hi = (-d_hi, -d_lo) if hib else (d_lo, d_hi)
+            assert (c.verdict == SLOWER) == (worse_lo > 0)
+            assert (c.verdict == FASTER) == (worse_hi < 0)
+            continue
         if (x > 0).all() and (y > 0).all() and lo is not None:
             assert lo > 0
         if c.verdict in (SLOWER, FASTER):
@@ -133,7 +142,7 @@ def test_verdict_never_contradicts_the_interval():
             assert c.verdict == (EQUIVALENT if inside else INCONCLUSIVE)
     verdicts = {v for v, _ in seen}
     assert {SLOWER, FASTER, INCONCLUSIVE} <= verdicts
-    assert {"fieller", "log-welch"} <= {m for _, m in seen}
+    assert {"welch-difference", "log-welch"} <= {m for _, m in seen}
 
 
 def test_figure_error_bars_follow_the_interval_and_stay_above_zero():

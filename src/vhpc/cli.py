@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from vhpc import __version__
-from vhpc.core.argtypes import count, number
+from vhpc.core.argtypes import count, number, percent
 from vhpc.environments.options import MAX_SECONDS
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.text import markup as esc
@@ -125,7 +125,8 @@ def cmd_report(args) -> int:
 
     views.campaign_report(store, args.id, args.out, console, args.html, args.csv, args.json,
                           extra_sections=race(store, args.id, args.out),
-                          detail=True if args.all else None, margin=args.margin)
+                          detail=True if args.all else None, margin=args.margin,
+                          intervals=args.intervals, method=args.method)
     return 0
 
 
@@ -190,7 +191,7 @@ def _compare_parser(sub) -> None:
                         "cold-warm = a boot per benchmark block, first trial cold, later warm")
     c.add_argument("--session-trials", type=count(2, 1000), metavar="N",
                    help="cold-warm: trials per benchmark in each session (default 3)")
-    c.add_argument("--target-ci", type=number(0, 100, lo_open=True, hi_open=True), metavar="PCT",
+    c.add_argument("--target-ci", type=percent(0, 100, lo_open=True, hi_open=True), metavar="PCT",
                    help="adaptive repeats: after --repeats rounds, add rounds until every mean's "
                         "95 %% CI half-width is within PCT %% of it (or --max-repeats)")
     c.add_argument("--max-repeats", type=count(1, 10000), metavar="N",

@@ -1,11 +1,13 @@
 """Comparisons against the baseline: one model decides and shows (docs/statistics.md).
 
 Ratio of geometric means with Welch's t on ln values (:func:`vhpc.core.logratio.log_welch`); the
-interval at the level of the comparison's family (Holm, :func:`vhpc.core.logratio.holm_level`);
+interval at the level of the comparison's family (Holm's, :func:`vhpc.core.logratio.holm_level`,
+for a row Holm calls different; Bonferroni's 1 − α/m, where equivalence is read, for the rest);
 the verdict read off that interval (:func:`verdict_of`): slower / faster / equivalent within
-the margin / inconclusive.  Every number comes from :mod:`vhpc.core.stats`; a row never says
-"slower" beside an interval that contains 1, nor "equivalent" beside one that leaves the
-margin.
+the margin / inconclusive.  Values ≤ 0 (or a metric declared signed): Welch's difference of
+means (:func:`difference_verdict`); ``--method rank``: Hodges–Lehmann on ln values.  Every
+number comes from :mod:`vhpc.core.stats`; a row never says "slower" beside an interval that
+contains 1, nor "equivalent" beside one that leaves the margin.
 """
 
 from __future__ import annotations
@@ -43,26 +45,67 @@ def overhead_interval(lo: float | None, hi: float | None, hib: bool) -> tuple[fl
     return (overhead_pct(lo, False), overhead_pct(hi, False))
 
 
+#: a value below this share of its sample's median counts as near 0 in a positive metric:
+#: kept on the log scale, but flagged (one 1e-9 among values near 1 makes a ÷100 headline)
+NEAR_ZERO = 1e-3
+
+#: the note of a metric with values ≤ 0 that did not declare itself signed
+SIGNED_NOTE = ("values ≤ 0: no log scale; compared by the difference of means (Welch) in the "
+               "metric's unit, overhead relative to the baseline's |mean| (declare the metric "
+               "signed: true if it can be ≤ 0)")
+
+
 @dataclass
 class Draft:
-    """A comparison before its family is known: the two groups, their values and Welch's t on
-    ln values (None when a side has fewer than 2 values or a value ≤ 0)."""
+    """A comparison before its family is known: the two groups, their values, Welch's t on
+    ln values (None when a side has fewer than 2 values or a value ≤ 0) and, for values ≤ 0
+    (``signed``), Welch's difference of means (:func:`vhpc.core.stats.welch_difference`)."""
 
     env: Summary
     base: Summary
     x: list[float]
     y: list[float]
     lw: logratio.LogWelch | None
+    signed: bool = False
+    rank: bool = False
+    declared: bool = False
 
     @property
     def p(self) -> float | None:
-        """Welch's p on ln values (the family's Holm step uses it)."""
+        """The two-sided p the family's Holm step uses: Welch's on ln values; of the
+        difference of means for a signed metric; Mann–Whitney's on ln values with
+        ``--method rank`` (:func:`vhpc.core.logratio.rank_test`)."""
+        if self.signed:
+            return stats.welch_difference(self.x, self.y)[4] if self.x and self.y else None
+        if self.rank and self.lw is not None:
+            return logratio.rank_test(self.x, self.y)
         return self.lw.p if self.lw is not None else None
 
 
-def draft(env: Summary, base: Summary, x: list[float], y: list[float]) -> Draft:
-    """:class:`Draft` of ``env`` (values ``x``) against ``base`` (values ``y``)."""
-    return Draft(env, base, x, y, logratio.log_welch(x, y))
+def draft(env: Summary, base: Summary, x: list[float], y: list[float],
+          signed: bool = False, method: str = stats.LOG_WELCH) -> Draft:
+    """:class:`Draft` of ``env`` (values ``x``) against ``base`` (values ``y``); compared by
+    the difference of means when ``signed`` (declared: the metric can be ≤ 0) or when a value
+    is ≤ 0 (no log scale; said in the row's note); ``method`` :data:`RANK`: by ranks on ln
+    values."""
+    declared = signed
+    signed = signed or any(v <= 0 for v in (*x, *y))
+    return Draft(env, base, x, y, None if signed else logratio.log_welch(x, y), signed,
+                 method == RANK, declared)
+
+
+def declared_signed(spec) -> frozenset[tuple[str, str]]:
+    """(benchmark, metric) of every custom metric a stored campaign spec declares ``signed:
+    true`` (its values can be ≤ 0: compared by the difference of means, never on the log
+    scale)."""
+    out = set()
+    for c in (spec or {}).get("custom") or []:
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+            continue
+        for m in c.get("metrics") or []:
+            if isinstance(m, dict) and m.get("signed") is True and isinstance(m.get("name"), str):
+                out.add((c["name"], m["name"]))
+    return frozenset(out)
 
 
 def off_log_scale(x: list[float], y: list[float], level: float
@@ -97,32 +140,93 @@ def verdict_of(low: float | None, high: float | None, higher_is_better: bool,
             logratio.UNDECIDED: INCONCLUSIVE}.get(logratio.decide(low, high, margin), INSUFFICIENT)
 
 
-def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alpha: float,
-           role: str, m: int) -> Comparison:
-    """The :class:`Comparison` of a draft whose family gave it the confidence ``level`` and
-    Holm-adjusted p: interval at ``level``, verdict read off it, runs needed when
-    inconclusive."""
-    env, base, lw = d.env, d.base, d.lw
-    hib = env.higher_is_better
-    note, runs = "", None
-    if lw is not None:
-        ratio = lw.ratio if math.isfinite(lw.ratio) else None
-        lo, hi = lw.interval(level)
-        method, df = stats.LOG_WELCH, lw.df
+def difference_verdict(low: float | None, high: float | None, higher_is_better: bool,
+                       margin: float, scale: float) -> str:
+    """The verdict read off Welch's interval (low, high) of the difference of means env −
+    baseline of a signed metric (values can be ≤ 0), in the metric's direction: the interval
+    of the worse-positive relative difference (±(low, high)/``scale``, ``scale`` = the
+    baseline's |mean|) read by :func:`vhpc.core.logratio.decide_difference` (slower above 0,
+    faster below, equivalent inside [−margin, margin])."""
+    if low is None or high is None:
+        return INSUFFICIENT
+    w = overhead_of_difference(low, high, higher_is_better, scale)
+    return {logratio.WORSE: SLOWER, logratio.BETTER: FASTER, logratio.EQUIVALENT: EQUIVALENT,
+            logratio.UNDECIDED: INCONCLUSIVE}.get(
+        logratio.decide_difference(w[0], w[1], margin if scale > 0 else None), INSUFFICIENT)
+
+
+def overhead_of_difference(low: float, high: float, higher_is_better: bool, scale: float
+                           ) -> tuple[float, float]:
+    """(low, high) of a difference of means as a worse-positive fraction of ``scale`` (the
+    baseline's |mean|; 0: the difference itself, in the unit)."""
+    k = 1.0 / scale if scale > 0 else 1.0
+    return (-high * k, -low * k) if higher_is_better else (low * k, high * k)
+
+
+def _near_zero(values: list[float]) -> bool:
+    """True when a positive sample holds a value below :data:`NEAR_ZERO` of its median."""
+    if len(values) < 2:
+        return False
+    xs = sorted(values)
+    med = xs[len(xs) // 2]
+    return xs[0] > 0 and xs[0] < NEAR_ZERO * med
+
+
+def _shown(d: Draft, level: float, margin: float
+           ) -> tuple[float | None, tuple[float | None, float | None], str, float | None, str]:
+    """(ratio, (low, high), method, df, verdict) of a positive draft at ``level``."""
+    hib = d.env.higher_is_better
+    if d.rank and d.lw is not None:
+        ratio, lo, hi = logratio.rank_ratio(d.x, d.y, level)
+        method, df = stats.RANK, None
+    elif d.lw is not None:
+        ratio = d.lw.ratio if math.isfinite(d.lw.ratio) else None
+        lo, hi = d.lw.interval(level)
+        method, df = stats.LOG_WELCH, d.lw.df
     else:
         ratio, (lo, hi), method, df = off_log_scale(d.x, d.y, level)
-        if method == stats.FIELLER:
-            note = "values ≤ 0: no log scale, Fieller's interval of the ratio of means"
-    v = verdict_of(lo, hi, hib, margin) if env.n >= 2 and base.n >= 2 else INSUFFICIENT
-    if v == INSUFFICIENT and env.n >= 2 and base.n >= 2:
-        v = INCONCLUSIVE  # data, but no bounded interval (Fieller's set, baseline near 0)
-    if v == INCONCLUSIVE and lw is not None:
-        runs = logratio.runs_to_decide(lw, level, margin)
+    v = verdict_of(lo, hi, hib, margin) if d.env.n >= 2 and d.base.n >= 2 else INSUFFICIENT
+    if v == INSUFFICIENT and d.env.n >= 2 and d.base.n >= 2:
+        v = INCONCLUSIVE  # data, but no interval (ranks from too few runs)
+    return ratio, (lo, hi), method, df, v
+
+
+def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alpha: float,
+           role: str, m: int, equivalence_level: float | None = None) -> Comparison:
+    """The :class:`Comparison` of a draft whose family gave it the confidence ``level`` (Holm's,
+    :func:`vhpc.core.logratio.holm_level`) and Holm-adjusted p.  A row whose interval at
+    ``level`` excludes 1 is ``slower`` / ``faster`` and shown there; any other row is shown,
+    and read for equivalence, at ``equivalence_level`` (default ``level``; the family's
+    Bonferroni level 1 − α/m, which no other metric's outcome changes, so ``equivalent`` is
+    controlled family-wise: :func:`comparisons_of`); runs needed when inconclusive, planned at
+    the level the row is shown."""
+    env, base = d.env, d.base
+    hib = env.higher_is_better
+    eq_level = level if equivalence_level is None else equivalence_level
+    if d.signed:
+        return _finish_signed(d, level, eq_level, p_adjusted, margin, alpha, role, m)
+    note, runs = "", None
+    ratio, (lo, hi), method, df, v = _shown(d, level, margin)
+    if v not in (SLOWER, FASTER) and eq_level != level:
+        level = eq_level
+        ratio, (lo, hi), method, df, v = _shown(d, level, margin)
+    if v == INCONCLUSIVE and d.lw is not None:
+        runs = logratio.runs_to_decide(d.lw, level, margin)
+        if d.rank and runs is not None:  # ranks need 1/ARE = π/3 times the runs of t
+            runs = math.ceil(runs * math.pi / 3)
+    notes = []
+    if _near_zero(d.x) or _near_zero(d.y):
+        notes.append(f"a value below {NEAR_ZERO:g} × its sample's median: near 0 in a "
+                     "positive metric, check the parser (kept on the log scale)")
+    diagnostic = logratio.diagnose(d.x, d.y, d.rank) if d.lw is not None else ""
+    if d.rank and d.lw is not None and lo is None:
+        notes.append(f"too few runs for a rank interval at {level * 100:.4g} %")
+    note = "; ".join(n for n in notes if n)
     if base.unit != env.unit:
         v, note = INSUFFICIENT, "units differ from the baseline's"
     detectable = None
-    if lw is not None and lw.sd > 0:
-        detectable = power.detectable_effect(lw.sd, min(env.n, base.n), alpha)
+    if d.lw is not None and d.lw.sd > 0:
+        detectable = power.detectable_effect(d.lw.sd, min(env.n, base.n), alpha)
     return Comparison(
         benchmark=env.benchmark, params=env.params, metric=env.metric, unit=env.unit,
         higher_is_better=hib, environment=env.environment, baseline=base.environment,
@@ -131,7 +235,56 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
         mean=env.mean, mean_baseline=base.mean, df=df,
         overhead_ci=overhead_interval(lo, hi, hib), ratio_ci_method=method, note=note,
         runs_needed=runs, detectable=detectable, level=level, margin=margin, role=role,
-        family_size=m, gmean=env.gmean, gmean_baseline=base.gmean)
+        family_size=m, gmean=env.gmean, gmean_baseline=base.gmean, diagnostic=diagnostic)
+
+
+def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | None,
+                   margin: float, alpha: float, role: str, m: int) -> Comparison:
+    """:func:`finish` of a signed metric: Welch's difference of means in the metric's unit,
+    the overhead relative to the baseline's |mean| (no ratio: a ratio of means of either sign
+    can flip the direction)."""
+    env, base = d.env, d.base
+    hib = env.higher_is_better
+    scale = abs(base.mean) if base.mean else 0.0
+
+    def at(lvl: float):
+        diff, lo, hi, df, _ = stats.welch_difference(d.x, d.y, lvl)
+        v = difference_verdict(lo, hi, hib, margin, scale) if env.n >= 2 and base.n >= 2 \
+            else INSUFFICIENT
+        return diff, lo, hi, df, v
+
+    diff, lo, hi, df, v = at(level)
+    if v not in (SLOWER, FASTER) and eq_level != level:
+        level = eq_level
+        diff, lo, hi, df, v = at(level)
+    runs = None
+    sd = pooled_sd(d.x, d.y)
+    if v == INCONCLUSIVE and scale > 0 and sd is not None \
+            and min(env.n, base.n) >= power.MIN_PILOT:
+        n = logratio.plan_runs(diff / scale, sd / scale, level, margin, log_scale=False)
+        runs = max(n, min(env.n, base.n) + 1) if n is not None else None
+    w = overhead_of_difference(diff, diff, hib, scale)[0] * 100 if scale > 0 else None
+    oci = tuple(x * 100 for x in overhead_of_difference(lo, hi, hib, scale)) \
+        if lo is not None and scale > 0 else (None, None)
+    note = "" if d.declared else SIGNED_NOTE
+    if base.unit != env.unit:
+        v, note = INSUFFICIENT, "units differ from the baseline's"
+    return Comparison(
+        benchmark=env.benchmark, params=env.params, metric=env.metric, unit=env.unit,
+        higher_is_better=hib, environment=env.environment, baseline=base.environment,
+        ratio=None, ratio_ci=(None, None), overhead_pct=w, p_value=d.p, p_adjusted=p_adjusted,
+        verdict=v, n=env.n, n_baseline=base.n, mean=env.mean, mean_baseline=base.mean, df=df,
+        overhead_ci=oci, ratio_ci_method=stats.DIFFERENCE, note=note, runs_needed=runs,
+        level=level, margin=margin, role=role, family_size=m, difference=diff,
+        difference_ci=(lo, hi))
+
+
+def pooled_sd(x: list[float], y: list[float]) -> float | None:
+    """√((s_x² + s_y²)/2) of two samples (their unit), None with fewer than 2 values a side."""
+    if len(x) < 2 or len(y) < 2:
+        return None
+    vx, vy = stats.describe(x).stdev, stats.describe(y).stdev
+    return math.sqrt((vx * vx + vy * vy) / 2.0)
 
 
 def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Comparison:
@@ -162,21 +315,38 @@ def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Com
         gmean_baseline=base.gmean)
 
 
+#: ``--intervals`` values: Holm's level for differences, Bonferroni's for equivalence (the
+#: default: Holm finds more differences), or Bonferroni's simultaneous intervals for both
+HOLM, SIMULTANEOUS = "holm", "simultaneous"
+#: ``--method`` values: Welch's t on ln values (default), or ranks on ln values
+RANK = "rank"
+
 #: a comparison's place: (family id or None for no family, role, metric it is the inverse of)
 Plan = dict[tuple[str, str, str], tuple[object, str, str]]
 
 
 def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
                    values: dict[GroupKey, list[float]], baseline: str, alpha: float,
-                   margin: float, plan: Plan
+                   margin: float, plan: Plan, intervals: str = "holm",
+                   method: str = stats.LOG_WELCH,
+                   signed: frozenset[tuple[str, str]] = frozenset()
                    ) -> tuple[list[Comparison], dict[tuple[str, str], set[str]]]:
     """Comparisons of every non-baseline group against the baseline's group of the same
     (benchmark, params, metric), for the keys in ``plan`` (check figures are not in it).
 
     Families: the comparisons whose plan entries share a family id (across environments for
-    the campaign's primary metrics; per environment for a sweep) are Holm-adjusted together
-    and shown at :func:`vhpc.core.logratio.holm_level`; a key with family None is shown at
-    1 − alpha.  An ``inverse`` key takes its partner's verdict (:func:`inverse_of`).
+    the campaign's primary metrics; per environment for a sweep) are Holm-adjusted together;
+    a row Holm calls different is shown at :func:`vhpc.core.logratio.holm_level`, every other
+    row at Bonferroni's 1 − α/m (:func:`vhpc.core.logratio.bonferroni_level`) and read for
+    equivalence there: the TOST of each of the m metrics at α/(2m) a side, so the family-wise
+    rate of a false ``equivalent`` stays ≤ α/2 and one metric's verdict does not move with
+    another's outcome.  ``intervals`` :data:`SIMULTANEOUS`: every row at 1 − α/m and
+    Bonferroni-adjusted p (simultaneous intervals, family-wise coverage ≥ 1 − α).  A key with
+    family None is shown at 1 − alpha.  ``method`` :data:`RANK` (``--method rank``): positive
+    metrics by the Hodges–Lehmann ratio with the Mann–Whitney interval on ln values, decided
+    with the same four verdicts.  ``signed``: (benchmark, metric) declared signed
+    (:func:`declared_signed`).  An ``inverse`` key takes its partner's verdict
+    (:func:`inverse_of`).
     Returns (comparisons in ``ordered`` order, missing baseline {(benchmark, params):
     metrics})."""
     drafts: dict[GroupKey, Draft] = {}
@@ -189,7 +359,8 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
         if bk not in summaries:
             missing.setdefault((benchmark, params), set()).add(metric)
             continue
-        drafts[k] = draft(summaries[k], summaries[bk], values[k], values[bk])
+        drafts[k] = draft(summaries[k], summaries[bk], values[k], values[bk],
+                          (benchmark, metric) in signed, method)
     fams: dict[object, list[GroupKey]] = {}
     for k in drafts:
         fam, role, _ = plan[k[:3]]
@@ -200,12 +371,18 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
     done: dict[GroupKey, Comparison] = {}
     for fid, keys in fams.items():
         ps = [drafts[k].p for k in keys]
-        level = logratio.holm_level(ps, alpha)
         idx = [i for i, p in enumerate(ps) if p is not None]
-        adj = dict(zip(idx, stats.holm_adjust([ps[i] for i in idx], alpha)))
+        m = len(idx) or 1
+        eq_level = logratio.bonferroni_level(m, alpha)
+        if intervals == SIMULTANEOUS:  # Bonferroni for both: simultaneous intervals
+            level = eq_level
+            adj = {i: min(1.0, ps[i] * m) for i in idx}
+        else:
+            level = logratio.holm_level(ps, alpha)
+            adj = dict(zip(idx, stats.holm_adjust([ps[i] for i in idx], alpha)))
         for i, k in enumerate(keys):
             role = plan[k[:3]][1]
-            done[k] = finish(drafts[k], level, adj.get(i), margin, alpha, role, len(idx) or 1)
+            done[k] = finish(drafts[k], level, adj.get(i), margin, alpha, role, m, eq_level)
     for k, d in drafts.items():
         _, role, partner = plan[k[:3]]
         if role in (INVERSE, SAME):

@@ -357,7 +357,7 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
         if c is not None and c.ratio is not None and c.ratio > 0:
             comps.append((x, c))
     if not comps:
-        return None
+        return _signed_scalar(analysis, fam, env)
     ratios = [c.ratio for _, c in comps]
     gm = _geomean(ratios)
     bounds = [c.ratio_ci for _, c in comps]
@@ -406,6 +406,10 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
         trust.append("CPUs shared between nodes/guests: contention, not scaling")
     if cv_max is not None and cv_max > CV_THRESHOLD:
         trust.append(f"noisy (CV up to {cv_max * 100:.0f} %)")
+    if any(c.diagnostic for _, c in comps):  # the log-normal model's check failed
+        trust.append("not log-normal: try --method rank"
+                     if not any(c.ratio_ci_method == "hodges-lehmann" for _, c in comps)
+                     else "not log-normal (ranks used)")
     level = min(c.level for _, c in comps)
     note = "" if math.isclose(level, 1.0 - analysis.alpha, rel_tol=0, abs_tol=1e-12) \
         else f"at {level * 100:.4g} %"
@@ -413,6 +417,25 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
                          comps[i_min][0], comps[i_max][0], oh, o_lo, o_hi, verdict, counts,
                          len(comps), n_min, cv_max, emulated, tuple(trust), note,
                          comps[0][1].runs_needed if len(comps) == 1 else None)
+
+
+def _signed_scalar(analysis: Analysis, fam: Family, env: str) -> FamilySummary | None:
+    """The one-point family of a signed metric (compared by the difference of means, no
+    ratio: :mod:`vhpc.analysis.compare`): its comparison's overhead, interval and verdict."""
+    if len(fam.points) != 1:
+        return None
+    x, params, metric = fam.points[0]
+    c = analysis.comparison(fam.benchmark, params, metric, env)
+    if c is None or c.ratio is not None or c.overhead_pct is None:
+        return None
+    n = min(c.n, c.n_baseline)
+    info = analysis.environments.get(env)
+    level = "" if math.isclose(c.level, 1.0 - analysis.alpha, rel_tol=0, abs_tol=1e-12) \
+        else f"at {c.level * 100:.4g} %"
+    return FamilySummary(fam, env, None, None, None, None, None, x, x, c.overhead_pct,
+                         c.overhead_ci[0], c.overhead_ci[1], c.verdict, {c.verdict: 1}, 1, n,
+                         None, bool(info and info.emulated),
+                         ("difference of means: values ≤ 0",), level, c.runs_needed)
 
 
 def family_summaries(analysis: Analysis, fams: list[Family] | None = None,

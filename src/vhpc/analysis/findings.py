@@ -16,7 +16,7 @@ from vhpc.analysis.results import (
     CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, POINT, SAME, Comparison,
     Finding, Summary,
 )
-from vhpc.core import numfmt
+from vhpc.core import numfmt, power
 from vhpc.core.metrics import EnvInfo
 from vhpc.core.stats import MAD_THRESHOLD
 
@@ -91,6 +91,12 @@ RULES: tuple[Rule, ...] = (
          "if it is not a speed, declare it in the custom benchmark as a check without a"
          " tolerance, check: {metric: NAME}: shown beside the baseline's, never given a"
          " verdict (docs/applications.md)"),
+    Rule("log-normal", "warn", "comparison",
+         lambda c: f"{c.metric} ({c.diagnostic})" if c.diagnostic else None,
+         "the log-normal model's check (from 8 runs a side: Shapiro–Wilk on the ln residuals,"
+         " outliers on the log scale) failed: {items}",
+         "compare by ranks (--method rank: Hodges–Lehmann with the Mann–Whitney interval on ln"
+         " values), or find the noise that makes the runs skewed"),
     Rule("inconclusive", "warn", "comparison", lambda c: inconclusive(c),
          "inconclusive (the interval neither excludes 1 nor lies within the equivalence"
          " margin): {items}",
@@ -107,11 +113,22 @@ def inconclusive(c: Comparison) -> str | None:
     :func:`vhpc.core.logratio.runs_to_decide`)."""
     if c.verdict != INCONCLUSIVE or c.role in (INVERSE, SAME, POINT) or c.overhead_pct is None:
         return None
-    oh = numfmt.overhead(c.ratio, *c.ratio_ci, c.higher_is_better)
-    need = (f"≈{c.runs_needed} runs each to decide" if c.runs_needed
-            else "more runs than practical to decide")
+    oh = numfmt.overhead(c.ratio, *c.ratio_ci, c.higher_is_better, c.margin) \
+        if c.ratio is not None \
+        else numfmt.pct_ci(c.overhead_pct, *c.overhead_ci)
+    need = runs_text(c.runs_needed, min(c.n, c.n_baseline))
     return (f"{c.metric} (overhead {oh} at {c.level * 100:.4g} %, "
             f"margin ±{c.margin * 100:g} %; {need})")
+
+
+def runs_text(runs: int | None, n: int) -> str:
+    """What to say about the runs that would decide an inconclusive comparison whose smaller
+    side has ``n`` runs: "≈N runs each to decide", or, from fewer than
+    :data:`vhpc.core.power.MIN_PILOT` runs a side, :data:`vhpc.core.power.PILOT_ADVICE` (a plan
+    from so few is noise), or that no practical number would."""
+    if n < power.MIN_PILOT:
+        return power.PILOT_ADVICE
+    return f"≈{runs} runs each to decide" if runs else "more runs than practical to decide"
 
 
 def _scope(subject: str, obj: Any) -> str:

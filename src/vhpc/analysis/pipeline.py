@@ -162,7 +162,9 @@ def check_results(stub: Analysis, checks: Mapping[tuple[str, str], float | None]
 def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvInfo],
             baseline: str, alpha: float = 0.05, confidence: float | None = None,
             margin: float = DEFAULT_MARGIN,
-            checks: Mapping[str, tuple[str, float | None]] | None = None) -> Analysis:
+            checks: Mapping[str, tuple[str, float | None]] | None = None,
+            intervals: str = "holm", method: str = "log-welch",
+            signed: frozenset[tuple[str, str]] = frozenset()) -> Analysis:
     """Summaries, comparisons against ``baseline``, checks and findings for a campaign's
     observations.
 
@@ -177,7 +179,9 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     and never compared) of custom benchmarks (the campaign spec's ``check:``,
     :func:`vhpc.analysis.checks.check_specs`); the registry's
     checks (every one of a benchmark that carries several) and its figures of unit ``count``
-    or ``1`` are checks too.
+    or ``1`` are checks too.  intervals: ``holm`` (default) or ``simultaneous``; method:
+    ``log-welch`` (default) or ``rank``; signed: (benchmark, metric) declared ``signed: true``
+    (:func:`vhpc.analysis.compare.comparisons_of`).
 
     Grouping: (benchmark, params, metric, environment); warm-up observations are skipped;
     invalid or non-finite values are excluded and counted.  Formulas: :mod:`vhpc.core.stats`.
@@ -211,7 +215,8 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
                     environments=envs, alpha=alpha, confidence=confidence, margin=margin,
                     check_metrics=check_metrics)
     plan = plan_of(stub, inverse_pairs(observations, groups))
-    comparisons, missing = comparisons_of(ordered, by_key, values, baseline, alpha, margin, plan)
+    comparisons, missing = comparisons_of(ordered, by_key, values, baseline, alpha, margin, plan,
+                                          intervals, method, signed)
     findings = apply_rules(envs, summaries, comparisons)
     findings += baseline_findings(baseline, any(k[3] == baseline for k in groups), missing)
     findings.sort(key=lambda f: 0 if f.level == "warn" else 1)

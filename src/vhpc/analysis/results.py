@@ -128,11 +128,14 @@ class Comparison:
       (dimensionless), the centre of the interval; None when either side has no value or a
       value is not positive (then ``ratio_ci_method`` says what was done instead).
     * ``ratio_ci``: (low, high) at ``level``, the confidence level the verdict uses:
-      exp(Δ ± t·se) of Welch's t on ln values (``ratio_ci_method`` ``log-welch``).  ``level``
-      is 1 − α for a metric in no family and Holm's level 1 − α/(m − r) in a family of m
-      comparisons of which Holm rejects r (:func:`vhpc.core.logratio.holm_level`), so the
-      interval excludes 1 exactly when Holm's adjusted p < α.  Data with a value ≤ 0 have no
-      log scale: ``fieller`` (Fieller 1954) at ``level``, without a p-value.
+      exp(Δ ± t·se) of Welch's t on ln values (``ratio_ci_method`` ``log-welch``; with
+      ``--method rank`` ``hodges-lehmann``).  ``level`` is 1 − α for a metric in no family; in
+      a family of m comparisons of which Holm rejects r, Holm's level 1 − α/(m − r)
+      (:func:`vhpc.core.logratio.holm_level`) for a row Holm calls different (its interval
+      excludes 1 exactly because Holm's adjusted p < α) and Bonferroni's 1 − α/m for every
+      other row, where equivalence is read (:func:`vhpc.core.logratio.bonferroni_level`);
+      1 − α/m for all with ``--intervals simultaneous``.  Data with a value ≤ 0 have no log
+      scale: no ratio, ``welch-difference`` (``difference``/``difference_ci`` below).
     * ``overhead_pct``: the one overhead: cost of the environment, positive = worse.
       Lower-is-better: ``(ratio − 1)·100``; higher-is-better: ``(1/ratio − 1)·100`` (the extra
       time to do the same work at the lower rate); ``overhead_ci``: ``ratio_ci`` mapped alike.
@@ -154,6 +157,13 @@ class Comparison:
       ``ratio`` (None off the log scale: then ``ratio`` = mean / mean_baseline).
       ``detectable``: the smallest relative difference (0.05 = 5 %) the smaller
       side's n detects at 80 % power.
+    * ``difference``/``difference_ci``: for a signed metric (values can be ≤ 0;
+      ``ratio_ci_method`` ``welch-difference``), mean − mean_baseline in ``unit`` and Welch's
+      interval at ``level`` (``ratio`` None; ``overhead_pct`` the worse-positive difference
+      relative to |mean_baseline|); None otherwise.
+    * ``diagnostic``: from 8 valid runs a side, what the log-normal model's check found (ln
+      residuals not normal by Shapiro–Wilk, outliers on the log scale) and the remedy
+      (:func:`vhpc.core.logratio.diagnose`); "" when it holds or was not checked.
     """
 
     benchmark: str
@@ -186,6 +196,9 @@ class Comparison:
     inverse_of: str = ""
     gmean: float | None = None
     gmean_baseline: float | None = None
+    difference: float | None = None
+    difference_ci: tuple[float | None, float | None] = (None, None)
+    diagnostic: str = ""
 
     @property
     def key(self) -> Key:

@@ -7,8 +7,8 @@ One model, the campaign table's (:mod:`vhpc.analysis.compare`, docs/statistics.m
 of the two groups' geometric means with the interval of Welch's t on ln values, exp(Δ ± t·se)
 (:func:`vhpc.core.logratio.contrast_of` on each :class:`~vhpc.analysis.results.Summary`'s
 ln moments), and the verdict read off that interval (:func:`vhpc.analysis.compare.verdict_of`,
-the campaign's margin).  Values ≤ 0 have no log scale: Fieller's interval of the ratio of
-arithmetic means, as in the table.  These pairs are not Holm-adjusted (they are no verdicts of
+the campaign's margin).  Values ≤ 0 have no log scale: no ratio, and the verdict read off
+Welch's interval of the difference of means, as in the table.  These pairs are not Holm-adjusted (they are no verdicts of
 the campaign table, only the evidence a stated finding is set beside): the level is the
 analysis' confidence.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vhpc.analysis.compare import verdict_of
+from vhpc.analysis.compare import difference_verdict, verdict_of
 from vhpc.analysis.results import GROUP_ALL, INCONCLUSIVE, INSUFFICIENT, Analysis, Summary
 from vhpc.core import logratio, stats
 
@@ -27,10 +27,13 @@ from vhpc.core import logratio, stats
 class Pair:
     """``environment``'s ``group`` trials against ``versus``'s ``versus_group`` trials for one
     (benchmark, params, metric): ``ratio`` = geometric mean / reference geometric mean
-    (arithmetic means for values ≤ 0), its interval ``low`` / ``high`` at ``level`` (None:
+    (None for values ≤ 0: ``method`` welch-difference, the verdict read off the difference of
+    means, :func:`summary_difference`), its interval ``low`` / ``high`` at ``level`` (None:
     none), ``n`` = the smaller sample count, ``method`` of the interval, ``p`` Welch's
     two-sided p on ln values (None off the log scale), ``verdict`` read off the interval in the
-    metric's direction (slower / faster / equivalent / inconclusive / insufficient data)."""
+    metric's direction (slower / faster / equivalent / inconclusive / insufficient data),
+    ``runs`` per side that would likely decide an inconclusive pair
+    (:func:`vhpc.core.logratio.runs_to_decide`, None from fewer than 5 a side)."""
 
     environment: str
     benchmark: str
@@ -48,14 +51,15 @@ class Pair:
     p: float | None = None
     verdict: str = INSUFFICIENT
     level: float = 0.95
+    runs: int | None = None
 
 
 def summary_ratio(a: Summary, b: Summary, confidence: float = 0.95
                   ) -> tuple[float | None, float | None, float | None, str, float | None]:
     """(ratio, low, high, method, p) of ``a`` against ``b`` at ``confidence`` (module
-    docstring): Welch's t on ln values from the summaries' ln moments; Fieller's interval of
-    the ratio of arithmetic means when a side has a value ≤ 0; no interval with fewer than 2
-    values a side."""
+    docstring): Welch's t on ln values from the summaries' ln moments; no interval with fewer
+    than 2 values a side; no ratio (method ``welch-difference``) when a side has a value ≤ 0:
+    :func:`summary_difference` then."""
     lw = logratio.contrast_of([a.log_moments(), b.log_moments()], (1, -1))
     if lw is not None:
         ratio = lw.ratio if math.isfinite(lw.ratio) else None
@@ -63,16 +67,27 @@ def summary_ratio(a: Summary, b: Summary, confidence: float = 0.95
         return ratio, lo, hi, stats.LOG_WELCH, lw.p
     if a.gmean is not None and b.gmean is not None:  # positive, but a side has n < 2
         return a.gmean / b.gmean, None, None, stats.NO_INTERVAL, None
-    if a.mean is None or b.mean is None or b.mean == 0:
-        return None, None, None, stats.NO_INTERVAL, None
-    ratio = a.mean / b.mean
+    # values <= 0: no ratio (one of means of either sign can flip the direction); the table
+    # compares such data by the difference of means (:func:`summary_difference`)
+    return None, None, None, stats.DIFFERENCE, None
+
+
+def summary_difference(a: Summary, b: Summary, confidence: float = 0.95
+                       ) -> tuple[float | None, float | None, float | None]:
+    """(mean(a) − mean(b), low, high): Welch's interval of the difference of means from the
+    summaries (:func:`vhpc.core.stats.welch_test`'s df), as the table compares data with values
+    ≤ 0; bounds None with fewer than 2 values a side."""
+    if a.mean is None or b.mean is None:
+        return None, None, None
+    d = a.mean - b.mean
     if a.n < 2 or b.n < 2 or a.stdev is None or b.stdev is None:
-        return ratio, None, None, stats.NO_INTERVAL, None
+        return d, None, None
     va, vb = a.stdev ** 2, b.stdev ** 2
-    if va == 0 and vb == 0:
-        return ratio, ratio, ratio, stats.EXACT, None
-    lo, hi, _ = stats.fieller_interval(a.mean, va, a.n, b.mean, vb, b.n, confidence)
-    return ratio, lo, hi, stats.FIELLER, None
+    _, df = stats.welch_test(a.mean, va, a.n, b.mean, vb, b.n)
+    if df is None:
+        return d, d, d
+    half = stats.t_quantile(confidence, df) * math.sqrt(va / a.n + vb / b.n)
+    return d, d - half, d + half
 
 
 def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
@@ -92,11 +107,22 @@ def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
         if ref is None:
             continue
         ratio, lo, hi, method, p = summary_ratio(s, ref, analysis.confidence)
-        verdict = verdict_of(lo, hi, s.higher_is_better, analysis.margin) \
-            if s.n >= 2 and ref.n >= 2 else INSUFFICIENT
+        if method == stats.DIFFERENCE:  # values <= 0: read as the table reads them
+            _, d_lo, d_hi = summary_difference(s, ref, analysis.confidence)
+            verdict = difference_verdict(d_lo, d_hi, s.higher_is_better, analysis.margin,
+                                         abs(ref.mean or 0.0)) \
+                if s.n >= 2 and ref.n >= 2 else INSUFFICIENT
+        else:
+            verdict = verdict_of(lo, hi, s.higher_is_better, analysis.margin) \
+                if s.n >= 2 and ref.n >= 2 else INSUFFICIENT
         if verdict == INSUFFICIENT and s.n >= 2 and ref.n >= 2:
             verdict = INCONCLUSIVE  # data, but no bounded interval (as in the table)
+        runs = None
+        if verdict == INCONCLUSIVE:
+            lw = logratio.contrast_of([s.log_moments(), ref.log_moments()], (1, -1))
+            if lw is not None:
+                runs = logratio.runs_to_decide(lw, analysis.confidence, analysis.margin)
         out.append(Pair(s.environment, s.benchmark, s.params, s.metric, group, ref_env,
                         versus_group, s.higher_is_better, ratio, lo, hi, min(s.n, ref.n), method,
-                        p, verdict, analysis.confidence))
+                        p, verdict, analysis.confidence, runs))
     return out

@@ -35,7 +35,9 @@ baseline environment's within the relative tolerance ``rtol``; a trial that fail
 invalid (:mod:`vhpc.campaign.checks`).  Without ``rtol`` the figure is an identity figure (a
 file-system size, a version) that may differ between environments: shown as a check beside
 the baseline's, never compared and never given a verdict.  A metric's direction is
-``higher_is_better: true|false`` or ``direction: higher|lower``.
+``higher_is_better: true|false`` or ``direction: higher|lower``; ``signed: true`` says its
+values can be ≤ 0 (an energy balance, a difference), so it is compared by the difference of
+means, not on the log scale (docs/statistics.md).
 
 Regexes are Python ``re`` patterns searched with MULTILINE in stdout followed by stderr; when a
 pattern matches several times the **last** match counts (final results are usually printed
@@ -310,7 +312,7 @@ class CommandBenchmark(Benchmark):
 
 
 KEYS = ("name", "command", "metrics", "success", "env", "timeout", "mpi", "inputs", "check")
-METRIC_KEYS = ("name", "regex", "unit", "higher_is_better", "direction")
+METRIC_KEYS = ("name", "regex", "unit", "higher_is_better", "direction", "signed")
 MPI_KEYS = ("ranks", "threads", "implementation")
 CHECK_KEYS = ("metric", "rtol", "name", "regex", "unit")
 
@@ -488,6 +490,8 @@ def from_mapping(d: Mapping[str, Any]) -> CommandBenchmark:
         else:
             raise ValueError(f"{where}: metrics[{i}]: missing 'higher_is_better' (true or false)"
                              " or 'direction' (higher or lower)")
+        if not isinstance(m.get("signed", False), bool):  # read by the analysis
+            raise ValueError(f"{where}: metrics[{i}]: signed must be true or false")
         tuples.append((m["name"], m["regex"], m.get("unit", ""), higher))
     env = d.get("env") or {}
     if not isinstance(env, Mapping):

@@ -17,7 +17,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from vhpc.core import logratio, numfmt
+from vhpc.core import logratio, numfmt, power
 from vhpc.core.errors import VhpcError
 
 AGREES, DISAGREES, CANNOT_TELL = "agrees", "disagrees", "cannot tell"
@@ -43,7 +43,8 @@ class Finding(BaseModel):
     """One stated result: ``study``, ``seed`` (file name), ``where`` (section/figure),
     ``quote`` (verbatim), ``metric`` (vhpc metric pattern, :func:`matches`; None: any),
     ``claim`` and its values: ``overhead_pct``: ``value`` ± ``tolerance`` percentage points;
-    ``direction``: ``expect``; ``within_pct``: ``value`` percent.
+    ``direction``: ``expect`` (``no-difference`` within ``tolerance`` percent when given, else
+    the campaign's margin); ``within_pct``: ``value`` percent.
 
     What is compared: ``benchmark`` and ``environment`` (patterns; None: every benchmark, every
     environment but the reference) in trial ``group`` (``all``, ``cold``: first trial after a
@@ -126,19 +127,24 @@ def for_study(name: str) -> list[Finding]:
 
 
 def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | None, n: int,
-            emulated: bool, placement_ok: bool = True, unbounded: bool = False) -> tuple[str, str]:
+            emulated: bool, placement_ok: bool = True, unbounded: bool = False,
+            margin: float = 0.05, runs: int | None = None) -> tuple[str, str]:
     """(``agrees`` | ``disagrees`` | ``cannot tell``, reason) for ``finding`` against a measured
     VM/native ``ratio`` (> 1: VM worse) with confidence interval ``ci`` from ``n`` samples per
     side.  Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
     describe hardware virtualization), a placement this host could not make, or no interval
     (``unbounded``: an unbounded Fieller set, said so).
-    Rules (the interval is the table's, :mod:`vhpc.analysis.versus`, and is read as
-    the table reads it, :func:`vhpc.core.logratio.decide`): ``overhead_pct`` agrees when the
-    interval of (ratio − 1)·100 overlaps value ± tolerance; ``direction`` slower when the
-    interval lies above 1, faster below 1, no-difference when it contains 1; ``within_pct``
-    when the whole interval lies in the band [1/(1 + value/100), 1 + value/100] where the
-    table says "equivalent" at ``--margin value%`` (or, excluding 1 as well, slower/faster by
-    less than the margin)."""
+
+    The interval is read as the table reads it (the table's functions,
+    :func:`vhpc.core.logratio.decide` and :func:`vhpc.core.logratio.within_margin`): a line
+    agrees only when the whole interval lies inside the paper's claim, disagrees when it lies
+    wholly outside, and otherwise cannot tell, with the runs that would decide (``runs``, the
+    table's :attr:`~vhpc.analysis.Comparison.runs_needed`; a plan needs
+    :data:`vhpc.core.power.MIN_PILOT` runs a side).  Claims: ``direction`` slower / faster: the
+    interval above / below 1 (the table's ``slower`` / ``faster``); ``no-difference``: the
+    table's ``equivalent`` within the paper's ``tolerance`` percent, else ``margin``;
+    ``within_pct`` v: inside [1/(1 + v/100), 1 + v/100]; ``overhead_pct`` V ± T: the overhead
+    interval (ratio − 1)·100 inside [V − T, V + T]."""
     if n < MIN_SAMPLES:
         return CANNOT_TELL, f"too few runs ({n} < {MIN_SAMPLES})"
     if emulated:
@@ -154,14 +160,40 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     if finding.claim == "overhead_pct":
         want_lo = finding.value - finding.tolerance
         want_hi = finding.value + finding.tolerance
-        ok = (hi - 1) * 100 >= want_lo and (lo - 1) * 100 <= want_hi
+        o_lo, o_hi = (lo - 1) * 100, (hi - 1) * 100
+        read = INSIDE if want_lo <= o_lo and o_hi <= want_hi else \
+            OUTSIDE if o_hi < want_lo or o_lo > want_hi else ACROSS
         got = numfmt.cost_ci(ratio, lo, hi)
-    elif finding.claim == "within_pct":  # the table's equivalence band at a margin of value %
-        ok = logratio.within_margin(lo, hi, finding.value / 100)
-        got = "ratio " + numfmt.ratio_ci(ratio, lo, hi)
+    elif finding.claim == "within_pct" or finding.expect == "no-difference":
+        pct = finding.value if finding.claim == "within_pct" else finding.tolerance
+        band = (pct if pct is not None else margin * 100) / 100
+        read = INSIDE if logratio.within_margin(lo, hi, band) else \
+            OUTSIDE if lo > 1 + band or hi < 1 / (1 + band) else ACROSS
+        got = f"ratio {numfmt.ratio_ci(ratio, lo, hi)}"
+        if finding.claim == "direction":
+            got += f": {'equivalent' if read == INSIDE else 'not equivalent'} " \
+                   f"within ±{band * 100:g} %"
     else:  # the table's slower / faster, read off the same interval
         seen = {logratio.WORSE: "slower", logratio.BETTER: "faster"}.get(
             logratio.decide(lo, hi, 0.0), "no-difference")
-        ok = seen == finding.expect
+        read = INSIDE if seen == finding.expect else ACROSS if seen == "no-difference" \
+            else OUTSIDE
         got = f"ratio {numfmt.ratio_ci(ratio, lo, hi)}: {seen}"
-    return (AGREES if ok else DISAGREES), got
+    if read == INSIDE:
+        return AGREES, got
+    if read == OUTSIDE:
+        return DISAGREES, got
+    return CANNOT_TELL, f"{got}; {runs_to_decide(runs, n)}"
+
+
+#: how an interval lies against a claim's range
+INSIDE, OUTSIDE, ACROSS = "inside", "outside", "across"
+
+
+def runs_to_decide(runs: int | None, n: int) -> str:
+    """The runs that would decide, in words: "≈N runs each to decide"; from fewer than
+    :data:`vhpc.core.power.MIN_PILOT` runs a side :data:`vhpc.core.power.PILOT_ADVICE`; else
+    "more runs to decide" (no plan for this claim)."""
+    if n < power.MIN_PILOT:
+        return power.PILOT_ADVICE
+    return f"≈{runs} runs each to decide" if runs else "more runs to decide"

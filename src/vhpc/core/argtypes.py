@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import Callable
 
-__all__ = ["count", "number", "ascii_int", "ascii_float", "MAX_INT"]
+__all__ = ["count", "number", "percent", "fraction", "parse_percent", "ascii_int",
+           "ascii_float", "MAX_INT"]
 
 #: Largest magnitude any whole-number flag may take (beyond it, C sizes overflow).
 MAX_INT = 2 ** 63 - 1
@@ -69,3 +71,68 @@ def number(lo: float, hi: float, *, lo_open: bool = False,
 ascii_int = count(-MAX_INT, MAX_INT)
 #: a finite real (prefer a ranged :func:`number`)
 ascii_float = number(-math.inf, math.inf)
+
+
+#: a percentage as vhpc writes it everywhere: ASCII digits with an optional "%" ("5%", "2.5",
+#: ".5 %"); one syntax for every flag and every campaign-file key
+_PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(%?)\s*$")
+
+
+def parse_percent(text: str) -> tuple[float, bool]:
+    """(value, had "%") of percentage text ("5%" → (5.0, True), "0.05" → (0.05, False)).
+    Raises ValueError for anything else (signs, exponents, non-ASCII digits, nan)."""
+    if isinstance(text, str) and not text.isascii():
+        raise ValueError(f"{text!r}: write the percentage in ASCII digits 0-9, such as 5%")
+    m = _PERCENT.match(text) if isinstance(text, str) else None
+    if not m:
+        raise ValueError(f"{text!r} is not a percentage; write it as 5%")
+    return float(m.group(1)), bool(m.group(2))
+
+
+def percent(lo: float, hi: float, *, lo_open: bool = False,
+            hi_open: bool = False) -> Callable[[str], float]:
+    """argparse type of a flag given in percent (``--margin``, ``--tolerance``,
+    ``--target-ci``): ``"5%"`` or ``"5"`` → the fraction 0.05, the percentage in the range
+    from ``lo`` to ``hi`` percent (each end excluded when ``lo_open`` / ``hi_open``).  A flag's
+    unit is the percent, so a bare number is a percentage (``--margin 5`` = 5 %); a campaign
+    file's keys are fractions (:func:`fraction`)."""
+    def convert(text: str) -> float:
+        try:
+            value, _ = parse_percent(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        below = value <= lo if lo_open else value < lo
+        above = value >= hi if hi_open else value > hi
+        if below or above:
+            raise argparse.ArgumentTypeError(
+                f"{text.strip()} is out of range: give a percentage {'>' if lo_open else '>='} "
+                f"{lo:g}% and {'<' if hi_open else '<='} {hi:g}%, such as 5%")
+        return value / 100.0
+    convert.__name__ = "percentage"
+    return convert
+
+
+def fraction(value: object, key: str) -> float:
+    """A campaign-file value meant as a fraction (``margin``, ``target_ci``): ``"5%"`` → 0.05,
+    a number below 1 as it is (0.05); a bare number ≥ 1 is refused, naming ``key`` (``margin:
+    5`` would be ±500 %, and on the command line ``--margin 5`` means 5 %: the file must say
+    which; ``key`` "" leaves the name to the caller's message).  Raises ValueError with one
+    line."""
+    where = f"{key}: " if key else ""
+    if isinstance(value, bool):
+        raise ValueError(f"{where}{value!r} is not a fraction; write a percentage such as 5%")
+    if isinstance(value, str):
+        try:
+            number, pct = parse_percent(value)
+        except ValueError:
+            raise ValueError(f"{where}{value!r} is not a fraction; write a percentage such "
+                             "as 5% or a fraction such as 0.05") from None
+        if pct:
+            return number / 100.0
+        value = number
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        if value >= 1:
+            raise ValueError(f"{where}{value:g} is read as a fraction ({value * 100:g} %); "
+                             f"write {value:g}% for {value:g} percent, or a fraction below 1")
+        return float(value)
+    raise ValueError(f"{where}{value!r} is not a fraction; write a percentage such as 5%")

@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from vhpc.core import power
+from vhpc.core import power, stats
 from vhpc.core.stats import _t_sf, _tq
 
 #: outcomes of :func:`decide` (the analysis names them slower/faster by the metric's direction)
@@ -141,6 +141,62 @@ def contrast_of(moments: Sequence[LogMoments | None], signs: Sequence[int]) -> L
                     math.sqrt(sum(vs) / len(vs)))
 
 
+#: fewest valid runs a side for the normality and outlier diagnostic of :func:`diagnose`
+DIAGNOSE_FROM = 8
+#: Shapiro–Wilk p below which the ln residuals count as not normal
+NORMALITY_P = 0.05
+
+
+def diagnose(x: Sequence[float], y: Sequence[float], rank: bool = False) -> str:
+    """A trust note on the log-normal model of a comparison of positive samples ``x`` and
+    ``y``, from :data:`DIAGNOSE_FROM` valid runs a side ("" when it holds, or with fewer):
+    the pooled ln residuals (ln x − mean ln x, ln y − mean ln y) fail the Shapiro–Wilk test
+    of normality (p < :data:`NORMALITY_P`; ``scipy.stats.shapiro``; S. S. Shapiro & M. B.
+    Wilk, Biometrika 52 (1965) 591–611), or hold outliers by the modified z-score
+    (:func:`vhpc.core.stats.modified_z_outliers`).  The note names the remedy: ``--method
+    rank`` (Hoefler & Belli, SC'15: check normality, else use a nonparametric interval), or,
+    under it already, that the ranks were used."""
+    if min(len(x), len(y)) < DIAGNOSE_FROM:
+        return ""
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    res = np.concatenate([lx - lx.mean(), ly - ly.mean()])
+    out = []
+    if float(np.ptp(res)) > 0:
+        p = float(stats.sps.shapiro(res).pvalue)
+        if p < NORMALITY_P:
+            out.append(f"ln residuals not normal (Shapiro–Wilk p = {p:.2g})")
+    k = stats.modified_z_outliers(lx) + stats.modified_z_outliers(ly)
+    if k:
+        out.append(f"{k} outlier(s) on the log scale")
+    if not out:
+        return ""
+    remedy = "ranks used (--method rank)" if rank else "compare by ranks: --method rank"
+    return "; ".join(out) + f": {remedy}"
+
+
+def rank_test(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Two-sided p of the Mann–Whitney test of ln x against ln y (``scipy.stats
+    .mannwhitneyu``; exact without ties, the normal approximation otherwise); None with fewer
+    than 2 values a side.  The test :func:`rank_ratio`'s interval inverts."""
+    if min(len(x), len(y)) < 2:
+        return None
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    return float(stats.sps.mannwhitneyu(lx, ly, alternative="two-sided").pvalue)
+
+
+def rank_ratio(x: Sequence[float], y: Sequence[float], level: float
+               ) -> tuple[float | None, float | None, float | None]:
+    """(ratio, low, high) by ranks on ln values (``--method rank``): exp of the
+    Hodges–Lehmann shift of ln x − ln y and of its Mann–Whitney (Moses) interval at ``level``
+    (:func:`vhpc.core.stats.hodges_lehmann`): a ratio of "typical" values whose interval needs
+    no normality and shrugs off outliers; bounds None when the samples are too small for an
+    interval at ``level``."""
+    lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    shift, lo, hi = stats.hodges_lehmann(lx, ly, level)
+    exp = (lambda v: math.exp(v) if v is not None and v < 700 else None)
+    return exp(shift), exp(lo), exp(hi)
+
+
 def holm_level(p_values: Iterable[float | None], alpha: float) -> float:
     """The confidence level at which the intervals of a family agree with Holm's decisions
     (Holm 1979) at family-wise level ``alpha``: with m p-values of which Holm rejects r, the
@@ -156,6 +212,30 @@ def holm_level(p_values: Iterable[float | None], alpha: float) -> float:
         else:
             break
     return 1.0 - alpha / max(1, m - r)
+
+
+def bonferroni_level(m: int, alpha: float) -> float:
+    """Bonferroni's level 1 − α/m for a family of ``m`` comparisons (1 − α for m ≤ 1): the
+    level that does not depend on any comparison's outcome.  Intervals at it are simultaneous
+    (family-wise coverage ≥ 1 − α), and read for equivalence it is the TOST of each metric at
+    α/(2m) a side, so a false ``equivalent`` anywhere in the family has probability ≤ α/2."""
+    return 1.0 - alpha / max(1, m)
+
+
+def decide_difference(low: float | None, high: float | None, margin: float | None) -> str:
+    """:func:`decide` for the interval of a worse-positive difference (a signed metric's
+    difference of means, relative to the baseline's |mean|): :data:`WORSE` above 0,
+    :data:`BETTER` below 0, :data:`EQUIVALENT` inside [−margin, margin] (TOST), else
+    :data:`UNDECIDED`; margin None: no scale, never equivalent."""
+    if low is None or high is None:
+        return NO_DATA
+    if low > 0.0:
+        return WORSE
+    if high < 0.0:
+        return BETTER
+    if margin is not None and -margin <= low and high <= margin:
+        return EQUIVALENT
+    return UNDECIDED
 
 
 def decide(low: float | None, high: float | None, margin: float) -> str:
@@ -185,21 +265,37 @@ def within_margin(low: float, high: float, margin: float) -> bool:
 
 
 def runs_to_decide(lw: LogWelch, level: float, margin: float) -> int | None:
-    """Runs per side that would likely decide an undecided comparison (80 % power,
-    :func:`vhpc.core.power.runs_needed` on the log scale, the ln values' pooled SD as the CV):
-    the fewer of the runs to show the observed difference (two-sided at 1 − level) and the runs
-    to show equivalence (the distance from the observed ratio to the margin band's nearer
-    edge, one-sided at 1 − level: TOST), and at least one more than the smaller side has (the
-    power model pools the two variances; with very unequal ones Welch's few degrees of freedom
-    need more).  None when neither is reachable within :data:`vhpc.core.power.MAX_RUNS`
-    runs."""
+    """Runs per side that would likely (80 % power) decide an undecided comparison shown at
+    ``level``, planned with the tests the verdict reads off that interval: the fewer of the
+    runs for the two-sided Welch test at 1 − level to detect the observed ratio
+    (:func:`vhpc.core.power.runs_needed`) and the runs for both one-sided tests of the TOST,
+    each at (1 − level)/2, to show equivalence within ±ln(1 + margin)
+    (:func:`vhpc.core.power.runs_needed_tost`); the pilot's ln values' pooled SD stands in for
+    the true one, and at least one more than the smaller side has.
+
+    None when a side has fewer than :data:`vhpc.core.power.MIN_PILOT` runs (a plan from so
+    few is noise: :data:`vhpc.core.power.PILOT_ADVICE`) or when neither route is reachable
+    within :data:`vhpc.core.power.MAX_RUNS` runs."""
+    if min(lw.n_x, lw.n_y) < power.MIN_PILOT:
+        return None
+    n = plan_runs(lw.log_ratio, lw.sd, level, margin)
+    return max(n, min(lw.n_x, lw.n_y) + 1) if n is not None else None
+
+
+def plan_runs(log_ratio: float, sd: float, level: float, margin: float,
+              log_scale: bool = True) -> int | None:
+    """Runs per side that decide a comparison with 80 % power when the true ln ratio is
+    ``log_ratio`` and each side's ln SD ``sd``, the interval shown at ``level``: the fewer of
+    the two routes of :func:`runs_to_decide` (difference: two-sided at 1 − level; equivalence:
+    TOST at (1 − level)/2 a side within ±ln(1 + margin)); None when neither is reachable.
+    ``log_scale`` False: a signed metric's relative difference and SD, band ±margin."""
     alpha = 1.0 - level
-    d = abs(lw.log_ratio)
+    d = abs(log_ratio)
     options = []
     if d > 0:
-        options.append(power.runs_needed(d, lw.sd, alpha))
-    gap = math.log1p(margin) - d
-    if gap > 0:
-        options.append(power.runs_needed(gap, lw.sd, min(0.999, 2 * alpha)))
+        options.append(power.runs_needed(d, sd, alpha))
+    if margin > 0:
+        bound = math.log1p(margin) if log_scale else margin
+        options.append(power.runs_needed_tost(d, sd, bound, alpha / 2))
     options = [n for n in options if n is not None]
-    return max(min(options), min(lw.n_x, lw.n_y) + 1) if options else None
+    return min(options) if options else None

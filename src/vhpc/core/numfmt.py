@@ -84,6 +84,32 @@ def _percent(x: float, unit: bool) -> str:
     return text + " %" if unit else text
 
 
+def decisive(x: float, edges: tuple[float, ...], digits: int, unit: bool = False,
+             sign: bool = True) -> str:
+    """``x`` with ``digits`` decimals, or more (up to 6) until the printed number lies on the
+    same side of every edge in ``edges`` as ``x`` does (a bound of 4.98 % against a 5 %
+    margin prints +4.98, not +5.0, beside one of 5.02 %): the digits that decide a verdict
+    read off the bound."""
+    def text(d: int) -> str:
+        return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
+
+    out = text(digits)
+    for d in range(digits, 7):
+        out = text(d)
+        shown = float(out)
+        if all((shown > e) == (x > e) and (shown < e) == (x < e) for e in edges):
+            break
+    return out + (" %" if unit else "")
+
+
+def band_edges(margin: float | None) -> tuple[float, ...]:
+    """The overheads (percent) a verdict's interval is read against: 0, the margin +100·m and
+    the band's other edge −100·m/(1 + m) (the ratio 1/(1 + m)); () without a margin."""
+    if margin is None:
+        return ()
+    return (0.0, 100.0 * margin, -100.0 * margin / (1.0 + margin))
+
+
 def _far(*fs: float | None) -> bool:
     """Whether cost factors ``fs`` are written as factors: none negative or nan, and one at or
     beyond :data:`FACTOR_FROM` times either way (0 and inf included)."""
@@ -93,20 +119,25 @@ def _far(*fs: float | None) -> bool:
 
 
 def cost_ci(f: float, low: float | None = None, high: float | None = None,
-            zero: str = HUGE_BETTER) -> str:
+            zero: str = HUGE_BETTER, margin: float | None = None) -> str:
     """An overhead given as cost factors (the environment's time over the baseline's, or the
     baseline's rate over the environment's; > 1: worse) with its interval, all in one form:
     "+12.3 % [+8.1, +16.0]", or as factors when any is :data:`FACTOR_FROM` times or more
     ("÷1.32 [÷1.8e5, ×1.0e5]"); just the value when a bound is missing.  A factor ≤ 0 (a
     ratio of arithmetic means of values ≤ 0) stays a percentage; nan is "—".  ``zero``: the
-    text of a factor of 0 (:func:`factor`)."""
+    text of a factor of 0 (:func:`factor`).  With ``margin`` (the verdict's equivalence
+    margin) a bound near 0 or the band's edges gets the digits that put it on its side of
+    them (:func:`decisive`)."""
     bounds = (low, high) if low is not None and high is not None else ()
     if _far(f, *bounds):
         return " ".join([factor(f, zero)]
                         + ([f"[{factor(low, zero)}, {factor(high, zero)}]"] if bounds else []))
     text = _percent((f - 1) * 100, True)
     if bounds:
-        text += f" [{_percent((low - 1) * 100, False)}, {_percent((high - 1) * 100, False)}]"
+        edges = band_edges(margin)
+        lo_t, hi_t = (_percent((b - 1) * 100, False) if not edges
+                      else decisive((b - 1) * 100, edges, 1) for b in bounds)
+        text += f" [{lo_t}, {hi_t}]"
     return text
 
 
@@ -132,15 +163,16 @@ def pct_ci(x: float, low: float | None, high: float | None) -> str:
     return cost_ci(1 + x / 100, c(low), c(high), PCT_FLOOR)
 
 
-def overhead(ratio: float, low: float | None, high: float | None, higher_is_better: bool) -> str:
+def overhead(ratio: float, low: float | None, high: float | None, higher_is_better: bool,
+             margin: float | None = None) -> str:
     """The overhead of ``ratio`` = environment / baseline (interval ``low``..``high``) in the
     metric's direction, by :func:`cost_ci`: the cost factor is the ratio for a time, its
     reciprocal for a rate (bounds swapped), as in
-    :func:`vhpc.analysis.compare.overhead_pct`."""
+    :func:`vhpc.analysis.compare.overhead_pct`; ``margin``: see :func:`cost_ci`."""
     if not higher_is_better:
-        return cost_ci(ratio, low, high)
+        return cost_ci(ratio, low, high, margin=margin)
     inv = (lambda v: None if v is None else (1 / v if v else math.inf))
-    return cost_ci(inv(ratio), inv(high), inv(low))
+    return cost_ci(inv(ratio), inv(high), inv(low), margin=margin)
 
 
 def is_factor_text(text: str) -> bool:
@@ -167,9 +199,16 @@ def ratio(x: float) -> str:
     return text
 
 
-def ratio_ci(x: float, low: float | None, high: float | None) -> str:
+def ratio_ci(x: float, low: float | None, high: float | None,
+             margin: float | None = None) -> str:
     """"1.319 [9.9e-6, 1.8e5]": a ratio and its interval by :func:`ratio`; the ratio alone
-    when a bound is missing."""
+    when a bound is missing.  With ``margin`` a bound between 0.01 and 10 gets the digits that
+    put it on its side of 1 and of the band [1/(1 + m), 1 + m] (1.0498 against 1.0502 at
+    5 %, not 1.050 twice: :func:`decisive`)."""
     if low is None or high is None:
         return ratio(x)
-    return f"{ratio(x)} [{ratio(low)}, {ratio(high)}]"
+    if margin is None:
+        return f"{ratio(x)} [{ratio(low)}, {ratio(high)}]"
+    edges = (1.0, 1.0 + margin, 1.0 / (1.0 + margin))
+    bound = (lambda b: decisive(b, edges, 3, sign=False) if 0.01 <= b < 10 else ratio(b))
+    return f"{ratio(x)} [{bound(low)}, {bound(high)}]"

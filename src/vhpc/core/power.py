@@ -9,6 +9,10 @@ Sources:
   Sciences*, 2nd ed. (1988), ch. 2 (effect size d = difference of means / pooled standard
   deviation; noncentral t, :data:`scipy.stats.nct`; cross-checked in the tests against
   ``statsmodels.stats.power.TTestIndPower``).
+* Power of the two one-sided tests (TOST) of equivalence: the two one-sided noncentral-t
+  rejection probabilities combined as ``P(both) ≥ P₁ + P₂ − 1`` (Bonferroni's inequality; the
+  noncentral-t approximation of D. Labes, H. Schütz, B. Lang, R package PowerTOST, method
+  "nct"), a lower bound of the power, so the runs it plans are, if anything, a few too many.
 * Proportions: Clopper & Pearson, Biometrika 26 (1934) 404–413 (exact binomial interval,
   :meth:`scipy.stats.binomtest`).
 """
@@ -28,14 +32,22 @@ from vhpc.core.stats import common_scale
 spc = LazyModule("scipy.special")
 sps = LazyModule("scipy.stats")
 
-__all__ = ["POWER", "MAX_RUNS", "pooled_cv", "t_test_power", "pooled_relative_sd", "runs_needed",
-           "detectable_effect", "proportion_interval"]
+__all__ = ["POWER", "MAX_RUNS", "MIN_PILOT", "PILOT_ADVICE", "pooled_cv", "t_test_power",
+           "tost_power", "runs_needed", "runs_needed_tost", "pooled_relative_sd",
+           "detectable_effect", "proportion_interval", "campaigns_to_bound"]
 
 
 #: statistical power the advice aims at (Cohen 1988's conventional 80 %)
 POWER = 0.8
 #: above this many runs per environment an effect counts as not measurable (None)
 MAX_RUNS = 2000
+#: fewest valid runs a side a plan of runs is made from: a standard deviation from 2–4 runs
+#: is so uncertain (its 95 % interval from 3 runs spans 0.52–6.3 × the estimate) that a point
+#: plan from it spans two orders of magnitude across identical pilots (post-hoc power:
+#: Hoenig & Heisey, Am. Stat. 55, 2001)
+MIN_PILOT = 5
+#: what to say instead of a plan below :data:`MIN_PILOT` runs a side
+PILOT_ADVICE = "too few runs to plan: run ≥ 10 a side"
 
 
 def pooled_cv(stdev_a: float, stdev_b: float, mean_b: float) -> float | None:
@@ -82,6 +94,59 @@ def _nct_sf():
     except ImportError:  # pragma: no cover - depends on the scipy build
         return None
     return nct_sf
+
+
+def tost_power(theta: float, sd: float, n: float, alpha: float, bound: float) -> float:
+    """Power of the two one-sided tests (TOST, Schuirmann 1987) of equivalence with ``n`` runs
+    per side: both ``H₀: θ ≤ −bound`` and ``H₀: θ ≥ bound`` rejected, each one-sided at
+    ``alpha``, when the true difference of means is ``theta`` and each side's standard
+    deviation ``sd`` (all in one unit: for vhpc's verdicts ln values, ``bound`` = ln(1 +
+    margin)).  The interval at level 1 − 2·alpha inside (−bound, bound) is this test.
+
+    ``P₁ + P₂ − 1`` (a lower bound of P(both), module docstring) with
+    ``Pᵢ = P(T > t_{1−α, 2n−2})``, T noncentral t of noncentrality ``(bound ± θ)/(sd·√(2/n))``,
+    clipped to [0, 1].  Needs n > 1 and sd > 0."""
+    df = 2.0 * n - 2.0
+    crit = float(spc.stdtrit(df, 1.0 - alpha))
+    se = sd * math.sqrt(2.0 / n)
+    total = -1.0
+    for nc in ((bound + theta) / se, (bound - theta) / se):
+        total += 1.0 - float(spc.nctdtr(df, nc, crit))
+    return min(1.0, max(0.0, total))
+
+
+def _smallest_n(ok) -> int | None:
+    """The smallest whole n in [2, :data:`MAX_RUNS`] with ``ok(n)`` (``ok`` monotone in n),
+    None when even MAX_RUNS is not enough."""
+    if not ok(MAX_RUNS):
+        return None
+    lo, hi = 2, MAX_RUNS
+    if ok(lo):
+        return lo
+    while hi - lo > 1:  # ok(hi) and not ok(lo)
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def runs_needed_tost(theta: float, sd: float, bound: float, alpha: float,
+                     power: float = POWER) -> int | None:
+    """Runs per side the two one-sided tests need to show equivalence within ±``bound`` with
+    ``power`` (:func:`tost_power`, each one-sided test at ``alpha``) when the true difference
+    is ``theta`` and the standard deviation ``sd`` (one unit for all three).  None when
+    ``|theta| ≥ bound`` (equivalence is then false) or more than :data:`MAX_RUNS` runs would
+    be needed; 2 when ``sd`` is 0.  Raises ValueError for sd < 0, bound ≤ 0 or alpha/power
+    outside (0, 1)."""
+    if sd < 0 or bound <= 0 or not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError("sd must be >= 0, bound > 0 and alpha, power in (0, 1)")
+    if abs(theta) >= bound:
+        return None
+    if sd == 0:
+        return 2
+    return _smallest_n(lambda n: tost_power(theta, sd, n, alpha, bound) >= power)
 
 
 def pooled_relative_sd(groups: Iterable[Sequence[float]]) -> float | None:
@@ -145,6 +210,32 @@ def detectable_effect(cv: float, n: int, alpha: float = 0.05, power: float = POW
     if short(0.0) >= 0:  # alpha >= power: every effect "detected"
         return 0.0
     return float(brentq(short, 0.0, 1e3)) * cv
+
+
+def campaigns_to_bound(rate: float, above: float, confidence: float = 0.95) -> int:
+    """How many trials (campaigns) bound an observed proportion: the smallest n whose exact
+    (Clopper–Pearson) upper bound at ``confidence`` is ≤ ``above`` when the observed rate is
+    ``rate`` (k = round(rate·n) successes of n; :func:`proportion_interval`), by doubling and
+    bisection (the bound falls as n grows at a fixed rate).  Raises ValueError unless
+    0 ≤ rate < above ≤ 1."""
+    if not 0 <= rate < above <= 1:
+        raise ValueError("need 0 <= rate < above <= 1")
+
+    def ok(n: int) -> bool:
+        return proportion_interval(round(rate * n), n, confidence)[1] <= above
+
+    lo, hi = 1, 2
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > 10 ** 7:
+            raise ValueError("bound not reachable")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def proportion_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:

@@ -54,7 +54,8 @@ sps = LazyModule("scipy.stats")
 
 __all__ = [
     "RatioInterval",
-    "FIELLER", "LOG_DELTA", "LOG_WELCH", "EXACT", "NO_INTERVAL", "METHODS",
+    "FIELLER", "LOG_DELTA", "LOG_WELCH", "DIFFERENCE", "RANK", "EXACT", "NO_INTERVAL", "METHODS",
+    "welch_difference", "hodges_lehmann", "t_quantile",
     "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
     "fieller_contains", "ratio_interval",
     "holm_adjust", "modified_z_outliers", "mean", "linear_fit", "Description",
@@ -66,12 +67,16 @@ __all__ = [
 FIELLER = "fieller"
 LOG_DELTA = "log-delta"
 LOG_WELCH = "log-welch"
+DIFFERENCE = "welch-difference"
+RANK = "hodges-lehmann"
 EXACT = "exact"
 NO_INTERVAL = "none"
 METHODS = {
     FIELLER: "Fieller (1954)",
     LOG_DELTA: "delta method on the log of the means (Friedrich et al. 2008): vhpc diff, values ≤ 0",
     LOG_WELCH: "Welch's t on ln values: ratio of geometric means (Welch 1947)",
+    DIFFERENCE: "Welch's interval of the difference of means, in the metric's unit (values ≤ 0)",
+    RANK: "Hodges–Lehmann estimate with the Mann–Whitney (Moses) interval on ln values",
     EXACT: "no variation: the ratio is exact",
     NO_INTERVAL: "fewer than 2 samples: no interval",
 }
@@ -188,6 +193,12 @@ def _tq(confidence: float, df: float) -> float:
     return _t_ppf(0.5 + confidence / 2.0, df)
 
 
+def t_quantile(confidence: float, df: float) -> float:
+    """Two-sided Student-t quantile t_{(1+c)/2, df} (``scipy.stats.t.ppf``), e.g. 2.776 for
+    c = 0.95, df = 4: the multiplier of a standard error in an interval at ``confidence``."""
+    return _tq(confidence, df)
+
+
 def student_t_ci(mean: float, stdev: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Student-t confidence interval of a mean: ``mean ± t_{(1+c)/2, n−1} · stdev / √n``.
 
@@ -255,6 +266,92 @@ def welch_test(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: floa
     df = se2 * se2 / denom
     t = (mean_a - mean_b) / math.sqrt(se2)
     return (min(1.0, 2.0 * _t_sf(abs(t), df)), df)
+
+
+def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95
+                     ) -> tuple[float, float | None, float | None, float | None, float | None]:
+    """Difference of means mean(a) − mean(b) (the values' unit) with Welch's interval at
+    ``confidence`` and the two-sided p of :func:`welch_test` (Welch 1947): ``Δ ± t_{df} ·
+    √(s_a²/n_a + s_b²/n_b)``, Welch–Satterthwaite df; the interval and the test are one
+    statistic, so it excludes 0 exactly when p < 1 − confidence (the values of
+    ``scipy.stats.ttest_ind(a, b, equal_var=False)`` and its ``confidence_interval``).  For
+    metrics whose values can be ≤ 0, which have no log scale.
+
+    Returns (Δ, low, high, df, p); (Δ, None, None, None, None) with fewer than 2 values a
+    side; (Δ, Δ, Δ, None, 0 or 1) without variation.  Raises ValueError for an empty side."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not x.size or not y.size:
+        raise ValueError("a difference of means needs values on both sides")
+    d = float(x.mean() - y.mean())
+    if x.size < 2 or y.size < 2:
+        return (d, None, None, None, None)
+    va, vb = float(x.var(ddof=1)), float(y.var(ddof=1))
+    p, df = welch_test(float(x.mean()), va, int(x.size), float(y.mean()), vb, int(y.size))
+    if df is None:
+        return (d, d, d, None, p)
+    half = _tq(confidence, df) * math.sqrt(va / x.size + vb / y.size)
+    return (d, d - half, d + half, df, p)
+
+
+def hodges_lehmann(a: Sequence[float], b: Sequence[float], confidence: float = 0.95
+                   ) -> tuple[float, float | None, float | None]:
+    """Hodges–Lehmann estimate of the shift a − b (median of the n_a·n_b pairwise differences;
+    Hodges & Lehmann, Ann. Math. Statist. 34 (1963) 598–611) with the distribution-free
+    interval that inverts the Mann–Whitney test (Moses 1953; Hollander & Wolfe,
+    *Nonparametric Statistical Methods*, 2nd ed. §4.3): the k-th smallest and k-th largest
+    pairwise differences, k = the largest whole number with 2·P(U ≤ k − 1) ≤ 1 − confidence
+    (``scipy.stats.mannwhitneyu``'s exact null distribution, no ties assumed), so the
+    interval's coverage is at least ``confidence``.  Applied to ln values it is the ratio's
+    estimate and interval of ``--method rank``.
+
+    Returns (shift, low, high); bounds None when the samples are too small for any interval at
+    ``confidence`` (e.g. 3 a side at 95 %: the smallest two-sided p of the test is 0.1).
+    Raises ValueError for an empty side."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not x.size or not y.size:
+        raise ValueError("a shift needs values on both sides")
+    diffs = np.sort(np.subtract.outer(x, y).ravel())
+    est = float(np.median(diffs))
+    nx, ny = int(x.size), int(y.size)
+    k = _moses_k(nx, ny, 1.0 - confidence)
+    if k < 1:
+        return (est, None, None)
+    return (est, float(diffs[k - 1]), float(diffs[-k]))
+
+
+def mann_whitney_counts(nx: int, ny: int) -> list[int]:
+    """How many of the C(nx + ny, nx) equally likely rankings give each Mann–Whitney U =
+    0 … nx·ny under the null (no ties): the coefficients of the Gaussian binomial
+    Π_{i=1..nx} (1 − q^{ny+i}) / (1 − q^i) (Mann & Whitney, Ann. Math. Statist. 18 (1947)
+    50–60), in exact integers."""
+    total = nx * ny
+    poly = [1] + [0] * total
+    for i in range(1, nx + 1):
+        step = ny + i  # multiply by (1 − q^step), then divide by (1 − q^i)
+        for u in range(total, step - 1, -1):
+            poly[u] -= poly[u - step]
+        for u in range(i, total + 1):
+            poly[u] += poly[u - i]
+    return poly
+
+
+def _moses_k(nx: int, ny: int, alpha: float) -> int:
+    """The largest k with 2·P(U ≤ k − 1) ≤ alpha under the Mann–Whitney null: the rank of the
+    pairwise difference that bounds the interval (:func:`mann_whitney_counts` up to 2,500
+    pairs; beyond, the normal approximation, Hollander & Wolfe eq. 4.41)."""
+    total = nx * ny
+    if total > 2500:
+        z = float(sps.norm.ppf(1 - alpha / 2))
+        return max(int(math.floor(total / 2 - z * math.sqrt(total * (nx + ny + 1) / 12.0))), 0)
+    counts = mann_whitney_counts(nx, ny)
+    every = math.comb(nx + ny, nx)
+    k, below = 0, 0
+    while k <= total // 2:
+        below += counts[k]  # P(U ≤ k) · every
+        if 2 * below > alpha * every:
+            break
+        k += 1
+    return k
 
 
 def _fieller_df(sa2: float, sb2: float, n_a: int, n_b: int, r: float) -> float:

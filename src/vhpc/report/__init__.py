@@ -18,6 +18,7 @@ from vhpc.core import numfmt, stats
 from vhpc.analysis import Analysis, Comparison, Summary
 from vhpc.analysis.results import Finding
 from vhpc.analysis.families import Family, FamilySummary, families, fmt_size, sorted_keys
+from vhpc.analysis.findings import runs_text
 
 __all__ = [
     "fmt_num",
@@ -98,7 +99,7 @@ def fmt_gmean_ci(s: Summary | None, geometric: bool = True, interval: bool = Tru
 
 #: short tag appended to a ratio interval that is not Welch's on ln values (the captions say
 #: why: values ≤ 0 have no log scale)
-METHOD_TAG = {stats.FIELLER: " (Fieller)"}
+METHOD_TAG = {stats.FIELLER: " (Fieller)", stats.RANK: " (ranks)"}
 
 
 def fmt_level(c: Comparison, analysis: Analysis | None = None) -> str:
@@ -115,14 +116,22 @@ def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
     verdict is read off), followed by the level when it is not 1 − α (:func:`fmt_level`),
     "[unbounded]" for a Fieller set without bounds, and a tag after an interval from another
     method (:data:`METHOD_TAG`)."""
+    if c is not None and c.ratio_ci_method == stats.DIFFERENCE and c.difference is not None:
+        lo, hi = c.difference_ci  # a signed metric: the difference of means, in its unit
+        bounds = "" if lo is None or hi is None else \
+            f" [{lo:+.4g}, {hi:+.4g}]"
+        return (f"Δ {c.difference:+.4g}{bounds} {c.unit}{fmt_level(c, analysis)}"
+                " (difference)")
     if c is None or c.ratio is None:
         return "—"
     lo, hi = c.ratio_ci
     if lo is None or hi is None:
+        if c.ratio_ci_method == stats.RANK:  # ranks give no interval from so few runs
+            return f"{numfmt.ratio(c.ratio)} [too few runs for ranks]"
         if c.n >= 2 and c.n_baseline >= 2:
             return f"{numfmt.ratio(c.ratio)} [unbounded]"
         return numfmt.ratio(c.ratio)
-    return (f"{numfmt.ratio_ci(c.ratio, lo, hi)}{fmt_level(c, analysis)}"
+    return (f"{numfmt.ratio_ci(c.ratio, lo, hi, c.margin)}{fmt_level(c, analysis)}"
             f"{METHOD_TAG.get(c.ratio_ci_method, '')}")
 
 
@@ -271,14 +280,18 @@ def fmt_family_ratio(fs: FamilySummary) -> str:
     return numfmt.ratio_ci(fs.ratio, fs.low, fs.high)
 
 
-def fmt_family_overhead(fs: FamilySummary, level: bool = True) -> str:
+def fmt_family_overhead(fs: FamilySummary, level: bool = True, margin: float | None = None) -> str:
     """"+12.3 % [+8.1, +16.0]" — the overhead in the metric's direction with its interval
     (:func:`vhpc.core.numfmt.overhead`: ×/÷ factors from 10 times on), and with ``level`` its
     level when it is not 1 − α ("at 98.33 %", the family's Holm level:
-    :func:`fmt_family_level`)."""
+    :func:`fmt_family_level`); with ``margin`` the bounds near the band get the digits that
+    decide (:func:`vhpc.core.numfmt.decisive`)."""
     if fs.overhead_pct is None:
         return "—"
-    text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better)
+    if fs.ratio is None:  # a signed metric: its overhead from the difference of means
+        text = numfmt.pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
+    else:
+        text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better, margin)
     return f"{text} {fmt_family_level(fs)}" if level and fmt_family_level(fs) else text
 
 
@@ -301,11 +314,11 @@ def fmt_family_range(fs: FamilySummary) -> str:
 def fmt_family_counts(fs: FamilySummary) -> str:
     """The verdicts of a sweep's points (each adjusted within the sweep): "slower 15,
     inconclusive 4 of 19 sizes", "equivalent 19 of 19 sizes";
-    for an inconclusive scalar the runs that would likely decide ("≈12 runs each to decide");
-    else ""."""
+    for an inconclusive scalar the runs that would likely decide ("≈12 runs each to decide",
+    :func:`vhpc.analysis.findings.runs_text`); else ""."""
     if not fs.family.sweep:
-        if fs.verdict == "inconclusive" and fs.runs_needed:
-            return f"≈{fs.runs_needed} runs each to decide"
+        if fs.verdict == "inconclusive":  # as the finding says it
+            return runs_text(fs.runs_needed, fs.n_min)
         return ""
     parts = [f"{k} {v}" for k, v in sorted(fs.counts.items(), key=lambda kv: -kv[1])]
     what = "sizes" if fs.family.by_size else "points"

@@ -35,12 +35,17 @@ def report_meta(store, cid: str) -> dict[str, Any]:
                          for t in failed] or None}
 
 
-def analyse_stored(store, cid: str, margin: float | None = None):
+def analyse_stored(store, cid: str, margin: float | None = None, intervals: str | None = None,
+                   method: str | None = None):
     """(analysis, observations) of stored campaign ``cid``: :func:`vhpc.analysis.analyse` at
     the campaign's equivalence margin (its spec's ``margin``, 5 % for a campaign stored
-    before there was one) unless ``margin`` is given, with its custom checks."""
+    before there was one) unless ``margin`` is given, with its intervals (``holm`` or
+    ``simultaneous``: its spec's, unless ``intervals`` is given), its ``method``
+    (``log-welch`` or ``rank``, likewise), its custom checks and the custom metrics it declares
+    ``signed: true``."""
     from vhpc import analysis
     from vhpc.analysis.checks import check_specs
+    from vhpc.analysis.compare import declared_signed
 
     camp = store.campaign(cid)
     spec = camp["spec"]
@@ -48,13 +53,18 @@ def analyse_stored(store, cid: str, margin: float | None = None):
     if margin is None:
         margin = spec.get("margin", analysis.DEFAULT_MARGIN)
     return analysis.analyse(obs, store.environments(cid), spec["baseline"], margin=margin,
-                            checks=check_specs(spec)), obs
+                            checks=check_specs(spec),
+                            intervals=intervals or spec.get("intervals") or "holm",
+                            method=method or spec.get("method") or "log-welch",
+                            signed=declared_signed(spec)), obs
 
 
 def campaign_report(store, cid: str, out: str | Path, console: Console, html=None, csv=None,
                     jsn=None, quiet: bool = False, extra_sections=(), detail: bool | None = None,
-                    margin: float | None = None) -> Path:
-    """Analyse stored campaign ``cid`` (:func:`analyse_stored`, ``margin``: see there); write
+                    margin: float | None = None, intervals: str | None = None,
+                    method: str | None = None) -> Path:
+    """Analyse stored campaign ``cid`` (:func:`analyse_stored`, ``margin``, ``intervals`` and
+    ``method``: see there); write
     the HTML report, CSV and JSON (default: in ``out/cid/``); print the headline unless
     ``quiet`` (with ``detail``, ``vhpc report ID --all``, every metric before it:
     :func:`vhpc.report.terminal.render_table`); return the HTML path.  ``extra_sections``:
@@ -63,7 +73,7 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
 
     camp = store.campaign(cid)
     envs = store.environments(cid)
-    result, obs = analyse_stored(store, cid, margin)
+    result, obs = analyse_stored(store, cid, margin, intervals, method)
     meta = report_meta(store, cid)
     trials = store.trials(cid)
     from vhpc.analysis.checks import check_findings

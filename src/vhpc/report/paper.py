@@ -203,6 +203,7 @@ class Evidence:
     unbounded: bool = False
     higher_is_better: bool = False
     params: str = ""
+    runs: int | None = None
 
     @property
     def label(self) -> str:
@@ -219,14 +220,15 @@ def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
 
     if f.against_baseline:
         rows = [(c.environment, c.benchmark, c.metric, analysis.baseline, c.higher_is_better,
-                 c.ratio, c.ratio_ci, min(c.n, c.n_baseline), c.ratio_ci_method, c.params)
+                 c.ratio, c.ratio_ci, min(c.n, c.n_baseline), c.ratio_ci_method, c.params,
+                 c.runs_needed)
                 for c in analysis.comparisons]
     else:
         rows = [(p.environment, p.benchmark, p.metric, p.versus, p.higher_is_better, p.ratio,
-                 (p.low, p.high), p.n, p.method, p.params)
+                 (p.low, p.high), p.n, p.method, p.params, p.runs)
                 for p in versus.pairs(analysis, f.group, f.versus, f.versus_group)]
     out = []
-    for env, bench, metric, ref, hib, ratio, ci, n, method, params in rows:
+    for env, bench, metric, ref, hib, ratio, ci, n, method, params, runs in rows:
         if ratio is None or not (paper_findings.matches(f.metric, metric)
                                  and paper_findings.matches(f.benchmark, bench)
                                  and paper_findings.matches(f.environment, env)):
@@ -236,7 +238,7 @@ def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
                        for e in (env, ref))
         unbounded = method == "fieller" and None in ci
         out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated, unbounded, hib,
-                            params or ""))
+                            params or "", runs))
     return out
 
 
@@ -278,7 +280,8 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None,
             continue
         verdicts = [(e, *paper_findings.verdict(f, e.ratio, e.ci, e.n, e.emulated,
                                           placement_ok=not_makeable is None,
-                                          unbounded=e.unbounded)) for e in found]
+                                          unbounded=e.unbounded, margin=analysis.margin,
+                                          runs=e.runs)) for e in found]
         outs = {v[1] for v in verdicts}
         outcome = DISAGREES if DISAGREES in outs else (AGREES if outs == {AGREES} else CANNOT_TELL)
         first = next(v for v in verdicts if v[1] == outcome)

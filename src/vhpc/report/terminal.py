@@ -29,8 +29,9 @@ def _caption(analysis: Analysis) -> str:
     base, conf = analysis.baseline, f"{analysis.confidence * 100:g} %"
     return (f"geo. mean of each side over n runs (\"mean … ± half-width\": arithmetic, where a"
             f" value is ≤ 0); ratio = env/{base} of those means, with the"
-            f" interval the verdict is read off (Welch's t on ln values; {conf}, or the Holm"
-            " level of the primary metrics' family where named); overhead > 0: environment"
+            f" interval the verdict is read off (Welch's t on ln values; {conf}, or the level"
+            " of the primary metrics' family where named: Holm's where it says slower/faster,"
+            " 1 − α/m for the rest); overhead > 0: environment"
             " worse in the metric's direction; p: Holm-adjusted; slower/faster: the interval"
             f" excludes 1; equivalent: it lies within ±{analysis.margin * 100:g} %;"
             " inconclusive: neither")
@@ -278,7 +279,8 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     conf = f"{analysis.confidence * 100:g} %"
     envs = [_short_env(analysis, r.summary.environment) for r in rows]
     # the overhead with its interval on one line, a Holm level beneath it
-    cells = [Text("\n".join(filter(None, (fmt_family_overhead(r.summary, level=False),
+    cells = [Text("\n".join(filter(None, (fmt_family_overhead(r.summary, level=False,
+                                                              margin=analysis.margin),
                                           fmt_family_level(r.summary))))) for r in rows]
     all_pass = all(r.check == "pass" for r in rows)  # said once, above
     verdicts = [_verdict_cell(r.summary, "" if all_pass else r.check) for r in rows]
@@ -333,7 +335,8 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
         body.add_row(env, cells[i], verdicts[i], *(trust if with_trust else []))
     console.print(body)
     console.print(Text(f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
-                       f" [{conf} interval, or at the Holm level it names]"
+                       f" [{conf} interval, or at the family level it names];"
+                       f" margin ±{analysis.margin * 100:g} % (equivalent: the interval inside it)"
                        + ("; a sweep: the geometric mean over its points"
                                                 if any(r.summary.family.sweep for r in rows)
                                                 else "")

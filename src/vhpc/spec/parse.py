@@ -14,9 +14,9 @@ YAML (``vhpc run FILE``, at most 1 MiB and 32 levels deep)::
     protocol: warm      # warm | cold | cold-warm (docs/campaigns.md, "Protocol")
     session_trials: 3   # cold-warm: trials per benchmark in each fresh session
     host_knobs: {hugepages_2m: 1024}   # changed only because asked; restored afterwards
-    target_ci: 0.02     # adaptive: add rounds until every mean is known to ±2 % (95 % CI) ...
+    target_ci: 2%       # adaptive: add rounds until every mean is known to ±2 % (95 % CI) ...
     max_repeats: 30     # ... or this many measured rounds
-    margin: 0.05        # equivalence margin of the verdicts: ±5 % (docs/statistics.md)
+    margin: 5%          # equivalence margin of the verdicts: ±5 % (or 0.05; docs/statistics.md)
     custom:             # bring your own benchmark (docs/benchmarks.md)
       - name: mybench
         command: ./mybench --size 100
@@ -49,6 +49,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
                       SerializeAsAny, ValidationError, field_validator, model_validator)
 
 from vhpc import benchmarks, executors
+from vhpc.core import argtypes
 from vhpc.core.cpulist import foreign_digit
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.environments import kind as kinds
@@ -198,11 +199,18 @@ class CampaignSpec(BaseModel):
     protocol: str = Field("warm", pattern="^(warm|cold|cold-warm)$")
     session_trials: int = Field(3, ge=2, le=1000)
     host_knobs: dict[str, str] = Field(default_factory=dict)
+    #: fractions (``0.02``) or percentages (``2%``), never a bare number ≥ 1 (:meth:`_fraction`)
     target_ci: float | None = Field(None, gt=0, lt=1, allow_inf_nan=False)
     max_repeats: int = Field(30, ge=1, le=10000)
     #: equivalence margin of the verdicts (0.05: a ratio inside [1/1.05, 1.05] is
     #: "equivalent"; docs/statistics.md)
-    margin: float = Field(0.05, ge=0, lt=10, allow_inf_nan=False)
+    margin: float = Field(0.05, ge=0, lt=1, allow_inf_nan=False)
+    #: which intervals a family's rows show: ``holm`` (slower/faster at Holm's level, the rest
+    #: at 1 − α/m) or ``simultaneous`` (all at 1 − α/m); docs/statistics.md
+    intervals: str = Field("holm", pattern="^(holm|simultaneous)$")
+    #: how positive metrics are compared: ``log-welch`` (Welch's t on ln values) or ``rank``
+    #: (Hodges–Lehmann with the Mann–Whitney interval on ln values); docs/statistics.md
+    method: str = Field("log-welch", pattern="^(log-welch|rank)$")
     #: where the trials run, parsed once (``local`` | ``slurm[:partition=P,nodes=N,...]``);
     #: stored as its text
     #: the study (a name in vhpc.campaign.studies.STUDIES) this campaign reproduces, if any
@@ -228,6 +236,14 @@ class CampaignSpec(BaseModel):
                 out.append(b)
             data = {**data, "benchmarks": out}
         return data
+
+    @field_validator("margin", "target_ci", mode="before")
+    @classmethod
+    def _fraction(cls, v):
+        """``5%`` or a fraction below 1 (:func:`vhpc.core.argtypes.fraction`): ``margin: 5%``
+        is ``--margin 5``; a bare ``margin: 5`` (±500 %) is refused (the message names the
+        key)."""
+        return v if v is None else argtypes.fraction(v, "")
 
     @field_validator("host_knobs", mode="before")
     @classmethod

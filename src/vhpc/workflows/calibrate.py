@@ -255,6 +255,56 @@ def summarise(o: Outcome, s: Settings) -> dict[str, Any]:
     }
 
 
+def rate_reading(k: int, n: int, alpha: float) -> dict[str, Any]:
+    """What ``k`` false positives in ``n`` campaigns can show about a rate meant to stay ≤
+    ``alpha``: the rate, its exact (Clopper–Pearson) 95 % interval, ``exceeds_alpha`` only when
+    the interval's lower bound is above α ("consistent with α" otherwise: 0/10 has the
+    interval [0, 31 %], which cannot tell 5 % from 30 %), and ``campaigns_to_bound``: how many
+    campaigns would put the upper bound at 2α if the rate were what was seen (α at most; 0
+    seen: 0), :func:`vhpc.core.power.campaigns_to_bound`."""
+    ci = power.proportion_interval(k, n)
+    rate = k / n if n else None
+    at = min(rate, alpha) if rate is not None else alpha
+    return {"false_positives": k, "campaigns": n, "rate": rate, "rate_ci": ci, "alpha": alpha,
+            "exceeds_alpha": bool(ci and ci[0] > alpha),
+            "campaigns_to_bound": power.campaigns_to_bound(at, min(1.0, 2 * alpha))}
+
+
+def margin_of(store: Store, cids: dict[str, list[str]]) -> float:
+    """The equivalence margin the calibration campaigns were analysed at (their spec's)."""
+    for ids in cids.values():
+        for cid in ids:
+            return store.campaign(cid)["spec"].get("margin", analysis.DEFAULT_MARGIN)
+    return analysis.DEFAULT_MARGIN
+
+
+def margin_edge(outcomes, s: Settings, margin: float) -> dict[str, Any]:
+    """The margin-edge case: how often ``equivalent`` was given against the copy slowed by
+    δ when δ equals the margin (the TOST's boundary, where the rate must be ≤ α/2; Schuirmann
+    1987), over every (environment, benchmark, metric) comparison of the injected copy, with
+    its Clopper–Pearson interval; ``measured`` False when δ ≠ margin (then run with ``--delta``
+    equal to the margin) or nothing was compared.  ``applied``: the mean slowdown the kernel
+    applied, which may fall short of δ (then the case is not quite at the edge)."""
+    verdicts = [i["verdict"] for o in outcomes for i in o.injected]
+    applied = [i["applied"] for o in outcomes for i in o.injected if i["applied"] is not None]
+    k, n = sum(v == EQUIVALENT for v in verdicts), len(verdicts)
+    at_edge = abs(s.delta - margin) < 1e-12 and n > 0
+    return {"measured": at_edge, "delta": s.delta, "margin": margin, "equivalent": k,
+            "comparisons": n, "rate": k / n if at_edge else None,
+            "rate_ci": power.proportion_interval(k, n) if at_edge else None,
+            "bound": s.alpha / 2, "applied": stats.mean(applied),
+            "exceeds_bound": bool(at_edge and power.proportion_interval(k, n)[0] > s.alpha / 2)}
+
+
+def doubled_total(outcomes) -> dict[str, Any]:
+    """``equivalent`` verdicts against the 2× slowed copy over every comparison, with the
+    Clopper–Pearson interval of their rate (a count of 0 says little when the CV is high)."""
+    verdicts = [v for o in outcomes for v in o.doubled]
+    k = sum(v == EQUIVALENT for v in verdicts)
+    return {"equivalent": k, "comparisons": len(verdicts),
+            "rate_ci": power.proportion_interval(k, len(verdicts))}
+
+
 def placement_rate(store: Store, cids: list[str]) -> dict[str, Any]:
     """Trials with a placement read-back, and how many read back as planned (no mismatch)."""
     total = matching = 0
@@ -332,10 +382,9 @@ def run(store: Store | Callable[[], Store], s: Settings, command: str = "",
                          "alpha": s.alpha, "warmup": s.warmup},
             "campaign_ids": cids,
             "rows": [summarise(o, s) for o in out.values()],
-            "family": [{"environment": f.environment, "benchmark": f.benchmark,
-                        "false_positives": f.false, "campaigns": f.total,
-                        "rate": f.false / f.total if f.total else None,
-                        "rate_ci": power.proportion_interval(f.false, f.total),
-                        "alpha": s.alpha, "within_alpha": f.total > 0 and f.false / f.total
-                        <= s.alpha} for f in fams.values()],
+            "family": [rate_reading(f.false, f.total, s.alpha)
+                       | {"environment": f.environment, "benchmark": f.benchmark}
+                       for f in fams.values()],
+            "margin_edge": margin_edge(out.values(), s, margin_of(store, cids)),
+            "doubled": doubled_total(out.values()),
             "placement": {e: placement_rate(store, ids) for e, ids in cids.items()}}

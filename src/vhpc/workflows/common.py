@@ -96,7 +96,8 @@ class RichProgress:
         self.bar.stop()
 
 
-from vhpc.core.argtypes import count  # noqa: E402,F401  the one typed parser (issue 32)
+from vhpc.core import argtypes  # noqa: E402  the one typed parser of flags
+from vhpc.core.argtypes import count  # noqa: E402,F401
 
 
 def open_store(out: str, existing: bool = False):
@@ -160,35 +161,39 @@ def open_for(out: str, envs: dict):
         raise
 
 
-def percent(text: str) -> float:
-    """argparse type of ``--margin``: ``"5%"`` or ``"5"`` → 0.05, in [0, 1000) %; parsed as
-    ``vhpc diff --tolerance`` is (:func:`vhpc.analysis.tolerance.parse_percent`)."""
-    import argparse
-
-    from vhpc.analysis.tolerance import DiffError, parse_percent
-
-    try:
-        return parse_percent(str(text), "--margin")
-    except DiffError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a percentage from 0 to below 1000, "
-                                         "such as 5%") from None
+#: argparse type of ``--margin``: ``"5%"`` or ``"5"`` → 0.05, from 0 to below 100 %, the range
+#: a campaign file's ``margin:`` takes too (:func:`vhpc.core.argtypes.percent`)
+percent = argtypes.percent(0, 100, hi_open=True)
 
 
-percent.__name__ = "percentage"
 
-
-def margin_flag(sp) -> None:
-    """``--margin PCT``: the equivalence margin of the verdicts (docs/statistics.md)."""
+def margin_flag(sp, intervals: bool = True) -> None:
+    """``--margin PCT``: the equivalence margin of the verdicts, and (``intervals``) the
+    ``--intervals`` a family's rows show (docs/statistics.md)."""
     sp.add_argument("--margin", type=percent, metavar="PCT",
                     help="equivalence margin of the verdicts: a ratio whose whole interval "
                          "lies within ±PCT is 'equivalent' (default: the campaign's, 5%%)")
+    if not intervals:
+        return
+    sp.add_argument("--intervals", choices=("holm", "simultaneous"),
+                    help="holm (default): a family's slower/faster at Holm's level, the rest "
+                         "at 1 − α/m; simultaneous: every row at 1 − α/m (Bonferroni), "
+                         "intervals that hold together")
+    sp.add_argument("--method", choices=("log-welch", "rank"),
+                    help="log-welch (default): Welch's t on ln values; rank: Hodges–Lehmann "
+                         "ratio with the Mann–Whitney interval on ln values (no normality "
+                         "assumed; needs more runs: at 95 %% at least 4 a side)")
 
 
-def with_margin(spec, margin: float | None):
-    """``spec`` with its equivalence margin set to ``margin`` (a fraction; None keeps it)."""
-    if spec is None or margin is None:
+def with_margin(spec, margin: float | None, intervals: str | None = None,
+                method: str | None = None):
+    """``spec`` with its equivalence margin set to ``margin`` (a fraction), its ``intervals``
+    and its ``method`` (None keeps each)."""
+    update = {k: v for k, v in (("margin", margin), ("intervals", intervals),
+                                ("method", method)) if v is not None}
+    if spec is None or not update:
         return spec
-    return spec.model_copy(update={"margin": margin})
+    return spec.model_copy(update=update)
 
 
 def campaign_flags(sp, starts=False):
@@ -211,7 +216,7 @@ def spec_from_flags(args):
 
     return specmod.from_cli(args.bench or quick_suite(), args.env or ["native", "vm"],
                             strict_placement=args.strict_placement,
-                            target_ci=args.target_ci / 100 if args.target_ci else None,
+                            target_ci=args.target_ci,
                             max_repeats=args.max_repeats, repeats=args.repeats,
                             warmup=args.warmup, baseline=args.baseline, timeout=args.timeout,
                             order=args.order, protocol=args.protocol,
@@ -262,7 +267,8 @@ def run_campaign(args, spec=None, command: str | None = None, store=None,
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
-    spec = with_margin(spec, getattr(args, "margin", None))
+    spec = with_margin(spec, getattr(args, "margin", None), getattr(args, "intervals", None),
+                       getattr(args, "method", None))
     if args.resume:
         store = store or open_store(args.out, existing=True)
         cid = args.resume

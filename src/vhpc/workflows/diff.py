@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
     d.add_argument("--html", help="HTML path (default OUT/diff-A-B/diff.html)")
     d.add_argument("--json", help="JSON path (default OUT/diff-A-B/diff.json)")
     campaign_flags(d)
-    margin_flag(d)
+    margin_flag(d, intervals=False)  # diff's model has its own family
 
 
 #: Largest --tolerance file read (bytes): a few lines of PATTERN PERCENT.

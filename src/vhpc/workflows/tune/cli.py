@@ -23,7 +23,7 @@ __all__ = ["add_parser", "cmd_tune"]
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command to an argparse sub-parsers object."""
-    from vhpc.core.argtypes import count, number  # ranged, ASCII digits only (issues 23, 32)
+    from vhpc.core.argtypes import count, number, percent  # ranged, ASCII digits only
     from vhpc.environments.options import MAX_SECONDS
 
     t = sub.add_parser("tune", help="race candidate VM placements and recommend the cheapest "
@@ -37,8 +37,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--budget", type=count(1, 1_000_000), default=60,
                    help="most trials in all, native and warm-up included (default %(default)s)")
     t.add_argument("--alpha", type=number(0, 0.5, lo_open=True, hi_open=True), default=0.05, help="test level (default %(default)s)")
-    t.add_argument("--tolerance", type=number(0, 100, lo_open=True, hi_open=True), default=2.0, metavar="PCT",
-                   help="equivalence margin in %% of cost (default %(default)s)")
+    t.add_argument("--tolerance", type=percent(0, 100, lo_open=True, hi_open=True), default=0.02,
+                   metavar="PCT", help="equivalence margin in %% of cost, e.g. 2%% (default 2%%)")
     t.add_argument("--min-rounds", type=count(2, 10000), default=3,
                    help="measured rounds before the first elimination (default %(default)s)")
     t.add_argument("--warmup", type=count(0, 1000), default=1, help="warm-up rounds (default %(default)s)")
@@ -65,8 +65,9 @@ def _check(args) -> None:
                         "candidates (races run on this host)")
     if not 0 < args.alpha < 0.5:
         raise TuneError(f"--alpha {args.alpha}: give a level between 0 and 0.5, e.g. 0.05")
-    if not 0 < args.tolerance < 100:
-        raise TuneError(f"--tolerance {args.tolerance}: give a percentage between 0 and 100, e.g. 2")
+    if not 0 < args.tolerance < 1:
+        raise TuneError(f"--tolerance {args.tolerance * 100:g}%: give a percentage between 0 "
+                        "and 100, e.g. 2%")
     if args.min_rounds < 2 or args.warmup < 0 or args.budget < 1:
         raise TuneError("--min-rounds must be at least 2, --warmup at least 0 and --budget at least 1")
 
@@ -166,7 +167,7 @@ def _new_race(args, con):
         native_cpus = compact.pcpus
     except PlacementError:
         native_cpus = None
-    settings = Settings(alpha=args.alpha, tolerance=args.tolerance / 100, budget=args.budget,
+    settings = Settings(alpha=args.alpha, tolerance=args.tolerance, budget=args.budget,
                         min_rounds=args.min_rounds, candidates=tuple(c.env for c in racing))
     d = runmod.Definition(args.vcpus, args.memory, f"{topo.summary()} ({topo.source})",
                           tuple(racing), settings, args.warmup)
