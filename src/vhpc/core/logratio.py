@@ -193,7 +193,8 @@ def rank_ratio(x: Sequence[float], y: Sequence[float], level: float
     interval at ``level``."""
     lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
     shift, lo, hi = stats.hodges_lehmann(lx, ly, level)
-    exp = (lambda v: math.exp(v) if v is not None and v < 700 else None)
+    def exp(v: float | None) -> float | None:
+        return math.exp(v) if v is not None and v < 700 else None
     return exp(shift), exp(lo), exp(hi)
 
 

@@ -119,7 +119,7 @@ def _far(*fs: float | None) -> bool:
 
 
 def cost_ci(f: float, low: float | None = None, high: float | None = None,
-            zero: str = HUGE_BETTER, margin: float | None = None) -> str:
+            margin: float | None = None, zero: str = HUGE_BETTER) -> str:
     """An overhead given as cost factors (the environment's time over the baseline's, or the
     baseline's rate over the environment's; > 1: worse) with its interval, all in one form:
     "+12.3 % [+8.1, +16.0]", or as factors when any is :data:`FACTOR_FROM` times or more
@@ -160,7 +160,7 @@ def pct_ci(x: float, low: float | None, high: float | None) -> str:
     "÷1.32 [÷1.8e5, ×1.0e5]" for −24.2 % [−99.9994, +10,120,729].  Where the ratios are at
     hand, :func:`overhead` is exact beyond 10¹⁵ times (a percentage then rounds to −100)."""
     c = (lambda v: None if v is None else 1 + v / 100)
-    return cost_ci(1 + x / 100, c(low), c(high), PCT_FLOOR)
+    return cost_ci(1 + x / 100, c(low), c(high), zero=PCT_FLOOR)
 
 
 def overhead(ratio: float, low: float | None, high: float | None, higher_is_better: bool,
