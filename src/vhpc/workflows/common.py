@@ -97,7 +97,7 @@ class RichProgress:
 
 
 from vhpc.core import argtypes  # noqa: E402  the one typed parser of flags
-from vhpc.core.argtypes import count  # noqa: E402,F401
+from vhpc.core.argtypes import count  # noqa: E402,F401  re-exported: diff and the flags take count from here
 
 
 def open_store(out: str, existing: bool = False):
