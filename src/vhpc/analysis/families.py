@@ -333,6 +333,9 @@ class FamilySummary:
     #: a one-point family's runs per side that would likely decide an ``inconclusive`` verdict
     #: (:attr:`~vhpc.analysis.Comparison.runs_needed`)
     runs_needed: int | None = None
+    #: a signed metric's difference of means env − baseline and its interval, in the metric's
+    #: unit (:attr:`~vhpc.analysis.Comparison.difference`); None for a ratio
+    difference: tuple[float, float | None, float | None] | None = None
 
 
 def _geomean(xs: list[float]) -> float:
@@ -435,7 +438,8 @@ def _signed_scalar(analysis: Analysis, fam: Family, env: str) -> FamilySummary |
     return FamilySummary(fam, env, None, None, None, None, None, x, x, c.overhead_pct,
                          c.overhead_ci[0], c.overhead_ci[1], c.verdict, {c.verdict: 1}, 1, n,
                          None, bool(info and info.emulated),
-                         ("difference of means: values ≤ 0",), level, c.runs_needed)
+                         ("difference of means: values ≤ 0",), level, c.runs_needed,
+                         (c.difference, *c.difference_ci) if c.difference is not None else None)
 
 
 def family_summaries(analysis: Analysis, fams: list[Family] | None = None,

@@ -288,7 +288,13 @@ def fmt_family_overhead(fs: FamilySummary, level: bool = True, margin: float | N
     decide (:func:`vhpc.core.numfmt.decisive`)."""
     if fs.overhead_pct is None:
         return "—"
-    if fs.ratio is None:  # a signed metric: its overhead from the difference of means
+    if fs.ratio is None and fs.difference is not None:
+        # a signed metric: the difference of means in its unit (a percentage of a baseline
+        # mean that may be ≤ 0 or near 0 reads backwards or explodes)
+        d, lo, hi = fs.difference
+        bounds = f" [{lo:+.4g}, {hi:+.4g}]" if lo is not None and hi is not None else ""
+        text = f"Δ {d:+.4g}{bounds} {fs.family.unit}".rstrip()
+    elif fs.ratio is None:
         text = numfmt.pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
     else:
         text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better, margin)
