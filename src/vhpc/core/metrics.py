@@ -17,12 +17,21 @@ class Metric:
 
     name: identifier such as ``triad_bw``; unit: such as ``GB/s``, ``us``, ``s``;
     higher_is_better: direction used for overhead and verdicts.
+
+    Declared pairs (one effect measured twice, so the analysis gives both one verdict):
+    ``inverse_of`` names the metric of the same benchmark whose per-trial product with this one
+    is a constant (a rate and its time: LAMMPS's ``timesteps_per_s`` and ``loop_time``, opposite
+    directions); ``same_as`` names the metric whose per-trial quotient with this one is a
+    constant (one rate in two units, the same direction).  Empty: no partner.  The benchmark
+    declares them; nothing is inferred from the data.
     """
 
     name: str
     unit: str
     higher_is_better: bool
     description: str = ""
+    inverse_of: str = ""
+    same_as: str = ""
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ def analyse_stored(store, cid: str, margin: float | None = None):
     the campaign's equivalence margin (its spec's ``margin``, 5 % for a campaign stored
     before there was one) unless ``margin`` is given, with its custom checks."""
     from vhpc import analysis
-    from vhpc.analysis.checks import check_specs
+    from vhpc.analysis.checks import check_specs, pair_specs
 
     camp = store.campaign(cid)
     spec = camp["spec"]
@@ -48,7 +48,7 @@ def analyse_stored(store, cid: str, margin: float | None = None):
     if margin is None:
         margin = spec.get("margin", analysis.DEFAULT_MARGIN)
     return analysis.analyse(obs, store.environments(cid), spec["baseline"], margin=margin,
-                            checks=check_specs(spec)), obs
+                            checks=check_specs(spec), pairs=pair_specs(spec)), obs
 
 
 def campaign_report(store, cid: str, out: str | Path, console: Console, html=None, csv=None,

@@ -210,7 +210,8 @@ class Gromacs(Benchmark):
         Param("threads", 1, int, "OpenMP threads per rank (mdrun -ntomp)", minimum=1),
     )
     metrics = (
-        Metric("ns_per_day", "ns/day", True, "md.log's Performance line (the timed window)"),
+        Metric("ns_per_day", "ns/day", True, "md.log's Performance line (the timed window)",
+               inverse_of="timed_window"),
         Metric("timed_window", "s", False, "wall seconds mdrun timed: the steps after its "
                "counters were reset half way (md.log's Time line)"),
         Metric("epot", "kJ/mol", False, "potential energy at step 100 (or the last): a check"),

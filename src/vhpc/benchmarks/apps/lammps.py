@@ -186,9 +186,11 @@ class Lammps(Benchmark):
               minimum=1),
     )
     metrics = (
-        Metric("timesteps_per_s", "timesteps/s", True, "LAMMPS's Performance line"),
+        Metric("timesteps_per_s", "timesteps/s", True, "LAMMPS's Performance line",
+               inverse_of="loop_time"),
         Metric("matom_steps_per_s", "Matom-steps/s", True,
-               "atom-steps per second / 10^6 (LAMMPS's Performance line, or timesteps/s x atoms)"),
+               "atom-steps per second / 10^6 (LAMMPS's Performance line, or timesteps/s x atoms)",
+               same_as="timesteps_per_s"),
         Metric("loop_time", "s", False, "LAMMPS's 'Loop time of' (the run's main loop)"),
         Metric("epair", "energy/atom", False,
                "potential energy per atom at the last step, 1,000 at most (thermo E_pair): a "
