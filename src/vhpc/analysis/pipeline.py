@@ -19,7 +19,7 @@ from vhpc.analysis.results import (
     DEFAULT_MARGIN, GROUP_ALL, INVERSE, POINT, PRIMARY, SAME, SECONDARY, Analysis, CheckResult,
 )
 from vhpc.analysis.summaries import GroupKey, group_observations, summaries_of
-from vhpc.core.metrics import EnvInfo, Observation
+from vhpc.core.metrics import EnvInfo, Observation, ObservationColumns
 
 #: units of a registered benchmark's verification figures (HPCCG's iterations, residual):
 #: check figures, never metrics
@@ -141,15 +141,17 @@ def check_results(stub: Analysis, checks: Mapping[tuple[str, str], float | None]
     return out
 
 
-def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvInfo],
-            baseline: str, alpha: float = 0.05, confidence: float | None = None,
-            margin: float = DEFAULT_MARGIN,
+def analyse(observations: Iterable[Observation] | ObservationColumns,
+            environments: Mapping[str, EnvInfo], baseline: str, alpha: float = 0.05,
+            confidence: float | None = None, margin: float = DEFAULT_MARGIN,
             checks: Mapping[str, tuple[str, float | None]] | None = None,
             pairs: Mapping[str, Iterable[tuple[str, str, str]]] | None = None) -> Analysis:
     """Summaries, comparisons against ``baseline``, checks and findings for a campaign's
     observations.
 
-    observations: any iterable of :class:`~vhpc.core.metrics.Observation` (consumed once).
+    observations: :class:`~vhpc.core.metrics.ObservationColumns` (the store's
+    :meth:`~vhpc.store.Store.observation_columns`), or any iterable of
+    :class:`~vhpc.core.metrics.Observation` (consumed once, turned into columns).
     environments: name → :class:`~vhpc.core.metrics.EnvInfo`; observations of environments not in
     the mapping are analysed under ``EnvInfo(name, kind="unknown")`` and reported by a finding.
     baseline: name of the reference environment (usually ``native``).  alpha: family-wise
@@ -176,7 +178,6 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
         raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
     if not 0.0 <= margin < 10.0:
         raise ValueError(f"margin must be a fraction in [0, 10), got {margin}")
-    observations = list(observations)
     groups = group_observations(observations)
     envs = _environments(sorted({k[3] for k in groups}), environments, baseline)
     rank = {name: i for i, name in enumerate(envs)}
@@ -185,7 +186,7 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     summaries = summaries_of(ordered, groups, confidence)
     by_key = {(s.benchmark, s.params, s.metric, s.environment): s
               for s in summaries if s.group == GROUP_ALL}
-    values = {k: g.values[GROUP_ALL] for k, g in groups.items()}
+    values = {k: g.array(GROUP_ALL) for k, g in groups.items()}
     checks = {**declared_checks({k[0] for k in groups}),
               **{(b, m): None if r is None else float(r)
                  for b, (m, r) in (checks or {}).items()}}
