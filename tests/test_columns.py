@@ -66,3 +66,10 @@ def test_a_damaged_sample_is_refused_by_both_reads(tmp_path, column, value, need
     for read in (store.observations, store.observation_columns):
         with pytest.raises(StoreError, match=needle):
             read(cid)
+
+
+def test_no_observation_or_only_warm_ups_make_no_group():
+    warm = [Observation("native", "b", "", "t", "s", False, 1.0, True, True, 1)]
+    for obs in ([], warm):
+        a = analyse(obs, ENVS, "native")
+        assert a.summaries == [] and a.comparisons == []

@@ -76,7 +76,7 @@ def group_observations(observations: Iterable[Observation] | ObservationColumns
     key = key[rows]
     order = np.argsort(key, kind="stable")
     rows, key = rows[order], key[order]
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key
     ends = np.r_[starts[1:], len(rows)]
     value = cols.value[rows]
     ok = cols.valid[rows] & np.isfinite(value)

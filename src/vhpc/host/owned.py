@@ -177,16 +177,25 @@ def reap(prefix: str, base: str | Path | None = None) -> list[str]:
 
 def session_members(sid: int) -> list[int]:
     """PIDs of the live (not zombie) processes of session ``sid`` (proc(5) ``stat``: field 6 is
-    the session id), this process never among them."""
+    the session id), this process never among them.  Runs after every trial, over every
+    process of the host: read as bytes with one ``read`` per file (a third of the time
+    pathlib's text reads took)."""
     out = []
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+    want, me = str(sid).encode(), os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
-        if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z" \
-                and int(d.name) != os.getpid():
-            out.append(int(d.name))
+        try:
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                data = os.read(fd, 4096)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        fields = data.rpartition(b")")[2].split()
+        if len(fields) > 3 and fields[3] == want and fields[0] != b"Z" and int(name) != me:
+            out.append(int(name))
     return out
 
 
