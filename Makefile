@@ -34,13 +34,14 @@ TEST_PACKAGES += lammps gromacs
 TEST_PACKAGES += qemu-utils cloud-image-utils e2fsprogs debvm mmdebstrap genisoimage
 APT_PACKAGES := $(DEMO_PACKAGES) $(TEST_PACKAGES)
 
-.PHONY: all deps deps-demo venv venv-demo kernels demo test clean help
+.PHONY: all deps deps-demo venv venv-demo kernels demo test bench clean help
 
 all: help
 
 help:
 	@echo "make demo   install what the demo uses and compare native vs VM on this host"
 	@echo "make test   install everything and run the test suite"
+	@echo "make bench  print vhpc's performance figures (docs/performance.md)"
 
 # PACKAGES: which Debian packages to make sure of (deps: all of them; deps-demo: the demo's).
 define install_missing
@@ -133,9 +134,20 @@ demo: deps-demo venv-demo kernels
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST := CI=true PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -ra
 test: deps venv kernels
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial"
-	$(PYTEST) --durations=5 -m serial
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial" \
+	  --junitxml=.pytest-times.xml
+	$(PYTEST) --durations=5 -m serial --junitxml=.pytest-times-serial.xml
+
+# Every performance figure vhpc keeps (docs/performance.md records them with their machine):
+# the harness's cost per native trial and where it goes, analyse() on 10^6 samples, a cold VM
+# trial against a bare QEMU boot, and the last make test's time per test file.  Seconds to a
+# few minutes; the figures are noisy on a shared host (run it on a quiet one).
+bench: venv-demo kernels
+	$(BIN)/python bench/bench_harness.py
+	$(BIN)/python bench/bench_analysis.py
+	$(BIN)/python bench/bench_vm_cycle.py --runs 3
+	$(BIN)/python bench/bench_suite.py
 
 clean:
 	$(MAKE) -C kernels clean
-	rm -rf $(VENV) src/*.egg-info .pytest_cache
+	rm -rf $(VENV) src/*.egg-info .pytest_cache .pytest-times*.xml
