@@ -242,7 +242,8 @@ def test_a_time_and_its_rate_get_one_verdict_and_one_overhead():
     data = []
     for env, ts, first in (("vm", t_vm, 0), ("native", t_nat, 10)):
         data += obs(env, ts, "loop_time", "s", False, "lammps", trial0=first)
-        data += obs(env, [1000 / t for t in ts], "timesteps_per_s", "1/s", True, "lammps", trial0=first)
+        data += obs(env, [1000 / t for t in ts], "timesteps_per_s", "1/s", True, "lammps",
+                    trial0=first)
         data += obs(env, [32.0 / t for t in ts], "matom_steps_per_s", "Matom-steps/s", True,
                     "lammps", trial0=first)  # 32,000 atoms x 1000 steps: a multiple of the rate
     a = analyse(data, ENVS, "native")

@@ -5,13 +5,13 @@ The family of each comparison (docs/statistics.md, "Families"): the campaign's p
 (a quantity over message size or a parameter) is a family of its own per environment;
 secondary metrics (min/max, further figures) are in none; a metric the benchmark declares the
 inverse of another (a time and its rate: their product is the same in every trial) or the same
-figure in another unit takes that metric's verdict (:func:`declared_pairs`); check figures (energy, residual, verification counts) are no
-comparison at all but a :class:`~vhpc.analysis.results.CheckResult`.
+figure in another unit takes that metric's verdict (:func:`declared_pairs`); check figures
+(energy, residual, verification counts) are no comparison at all but a :class:`~vhpc.analysis.results.CheckResult`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from vhpc.analysis.compare import Plan, comparisons_of
 from vhpc.analysis.findings import apply_rules, baseline_findings

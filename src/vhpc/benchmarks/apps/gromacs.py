@@ -28,8 +28,8 @@ balancing, as GROMACS benchmarks are timed (GROMACS 2022 marks ``-resetstep`` an
 ``-resethway`` deprecated and still honours them);
 ``steps`` is what the whole run takes; left out (``auto``) it is sized once per campaign,
 before any trial, by :meth:`Gromacs.size_problem`: a probe of :data:`PROBE_STEPS` steps on one
-rank of this host gives the seconds per step (divided by the ranks), and the steps are the fewest multiple of 100 whose timed half
-lasts 3 s (:mod:`vhpc.benchmarks.apps.sizing`), stored in the campaign's parameters so every
+rank of this host gives the seconds per step (divided by the ranks), and the steps are the
+fewest multiple of 100 whose timed half lasts 3 s (:mod:`vhpc.benchmarks.apps.sizing`), stored in the campaign's parameters so every
 environment runs the same steps.  ``-pin off``: the ranks are bound by the launcher as vhpc's kernels
 are (mdrun's own pinning would override it); ``-notunepme``: PME tuning shifts the cut-off
 during the run, so the work would differ between environments.

@@ -8,10 +8,10 @@ way) and reads the timed window it reports.  A loaded host stretches that window
 of the CPUs the probe got, so the seconds per step are scaled by the probe's CPU share (the
 CPU seconds its processes used, from ``getrusage(RUSAGE_CHILDREN)``, over its wall seconds
 times the CPUs it kept busy): what the step takes on this host when it has the CPUs to itself.
-The result is cached, when the probe had its CPUs (:data:`CALM_SHARE`), per host and problem (``apps/step-seconds.json`` in vhpc's cache, keyed by
-host name, CPU model, CPU count, the prepared input's content hash, ranks and threads), so a
-second campaign does not probe again; a cache entry that is not a finite positive number is
-probed again.
+The result is cached, when the probe had its CPUs (:data:`CALM_SHARE`), per host and problem
+(``apps/step-seconds.json`` in vhpc's cache, keyed by host name, CPU model, CPU count, the
+prepared input's content hash, ranks and threads), so a second campaign does not probe again;
+a cache entry that is not a finite positive number is probed again.
 """
 
 from __future__ import annotations
