@@ -6,7 +6,8 @@ The family of each comparison (docs/statistics.md, "Families"): the campaign's p
 secondary metrics (min/max, further figures) are in none; a metric the benchmark declares the
 inverse of another (a time and its rate: their product is the same in every trial) or the same
 figure in another unit takes that metric's verdict (:func:`declared_pairs`); check figures
-(energy, residual, verification counts) are no comparison at all but a :class:`~vhpc.analysis.results.CheckResult`.
+(energy, residual, verification counts) are no comparison at all but a
+:class:`~vhpc.analysis.results.CheckResult`.
 """
 
 from __future__ import annotations
