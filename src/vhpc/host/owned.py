@@ -217,15 +217,15 @@ def kill_session(sid: int, rounds: int = 50, young: bool = False) -> int:
     mpirun's group left the ranks running, reparented to init.  Returns how many processes
     were signalled.
 
-    ``young``: the session began under a second ago.  Its processes, all forked after its
-    leader, then have PIDs above ``sid`` unless the PID counter wrapped past ``pid_max`` since
-    (``ns_last_pid`` below ``sid`` shows it; no second wrap fits in a second), so only those
-    are read: the sweep after a short trial reads a few ``stat`` files, not one per process
-    of the host."""
+    ``young``: the session began under a second ago.  Its processes, the leader and those
+    forked after it, then have PIDs from ``sid`` up unless the PID counter wrapped past
+    ``pid_max`` since (``ns_last_pid`` below ``sid`` shows it; no second wrap fits in a
+    second), so only those are read: the sweep after a short trial reads a few ``stat`` files,
+    not one per process of the host."""
     import time
 
     last = _last_pid() if young else None
-    above = sid if last is not None and last >= sid else 0
+    above = sid - 1 if last is not None and last >= sid else 0
     killed = 0
     for _ in range(rounds):
         pids = session_members(sid, above)
