@@ -10,17 +10,20 @@ OUT    ?= vhpc-results
 
 # Debian packages the demo uses (make demo installs only these: LAMMPS, GROMACS, Chromium, Slurm
 # and MariaDB took most of its 3 min 53 s on a fresh machine, issue 42): QEMU, topology and NUMA
-# tools, MPI and compilers for the kernels, perf for counters, busybox+cpio for the guest
-# initramfs, OpenBLAS/LAPACKE for the linpack kernel (built with the others by make kernels).
+# tools, MPI and the C compiler and make for the kernels (not build-essential's C++ and
+# packaging tools), perf for counters, busybox+cpio for the guest initramfs.  OpenBLAS/LAPACKE
+# are make test's: the linpack kernel is no demo benchmark, and make kernels skips it without
+# them (kernels/Makefile).
 DEMO_PACKAGES := qemu-system-x86 hwloc numactl libnuma-dev openmpi-bin libopenmpi-dev \
-	build-essential linux-perf python3-venv busybox-static cpio libopenblas-dev liblapacke-dev
+	gcc make libc6-dev linux-perf python3-venv busybox-static cpio
 # The rest, for make test and the other commands: chromium for the report browser test, hpcc
 # for the standard suite, libvirt-clients to validate generated XML, MPICH beside Open MPI for
 # mpi=mpich (Debian gives it a lower alternatives priority, so the default mpicc/mpirun stay Open
 # MPI's); OpenSSH, Slurm, munge and MariaDB (slurmdbd's store, for sacct) for the ssh
 # environment, the slurm executor and tests/cluster/up; strace for the tests that check how the
 # kernels write their records.
-TEST_PACKAGES := chromium hpcc libvirt-clients libxml2-utils mpich libmpich-dev \
+TEST_PACKAGES := build-essential libopenblas-dev liblapacke-dev \
+	chromium hpcc libvirt-clients libxml2-utils mpich libmpich-dev \
 	openssh-client openssh-server slurm-wlm slurm-client slurmdbd munge mariadb-server strace
 # libvirtd (QEMU driver only, no network) for vm:backend=libvirt; libvirt-dev + pkg-config build
 # the libvirt-python binding in the venv (docs/libvirt.md).
@@ -34,13 +37,14 @@ TEST_PACKAGES += lammps gromacs
 TEST_PACKAGES += qemu-utils cloud-image-utils e2fsprogs debvm mmdebstrap genisoimage
 APT_PACKAGES := $(DEMO_PACKAGES) $(TEST_PACKAGES)
 
-.PHONY: all deps deps-demo venv venv-demo kernels demo test clean help
+.PHONY: all deps deps-demo venv venv-demo kernels demo test bench clean help
 
 all: help
 
 help:
 	@echo "make demo   install what the demo uses and compare native vs VM on this host"
 	@echo "make test   install everything and run the test suite"
+	@echo "make bench  print vhpc's performance figures (docs/performance.md)"
 
 # PACKAGES: which Debian packages to make sure of (deps: all of them; deps-demo: the demo's).
 define install_missing
@@ -133,9 +137,20 @@ demo: deps-demo venv-demo kernels
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST := CI=true PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -ra
 test: deps venv kernels
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial"
-	$(PYTEST) --durations=5 -m serial
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial" \
+	  --junitxml=.pytest-times.xml
+	$(PYTEST) --durations=5 -m serial --junitxml=.pytest-times-serial.xml
+
+# Every performance figure vhpc keeps (docs/performance.md records them with their machine):
+# the harness's cost per native trial and where it goes, analyse() on 10^6 samples, a cold VM
+# trial against a bare QEMU boot, and the last make test's time per test file.  Seconds to a
+# few minutes; the figures are noisy on a shared host (run it on a quiet one).
+bench: venv-demo kernels
+	$(BIN)/python bench/bench_harness.py
+	$(BIN)/python bench/bench_analysis.py
+	$(BIN)/python bench/bench_vm_cycle.py --runs 3
+	$(BIN)/python bench/bench_suite.py
 
 clean:
 	$(MAKE) -C kernels clean
-	rm -rf $(VENV) src/*.egg-info .pytest_cache
+	rm -rf $(VENV) src/*.egg-info .pytest_cache .pytest-times*.xml

@@ -269,14 +269,21 @@ def stream_cases(refdir: Path, n: int | None, cpu: int, tmp: Path) -> list[Case]
     return out
 
 
-def hpccg_case(refdir: Path, ranks: int, grid: int, cpus: tuple[int, ...],
+def hpccg_case(refdir: Path, ranks: int, grid: int | None, cpus: tuple[int, ...],
                tmp: Path) -> list[Case]:
     """Mantevo HPCCG (MPI build) against vhpc-hpccg: 149 iterations, MFLOPS as Mantevo counts
-    them (27 non-zeros per row) on both sides."""
+    them (27 non-zeros per row) on both sides.  ``grid`` None: the grid vhpc-hpccg sizes
+    itself on this host (``-x 0``: from the last-level cache, as vhpc's campaigns run it), read
+    from one iteration's result line; a grid inside the cache (32^3) is the load-sensitive case
+    vhpc moved away from."""
     ref = find(refdir, "test_HPCCG")
     if not ref:
         print(f"skip HPCCG: no test_HPCCG under {refdir}", file=sys.stderr)
         return []
+    if grid is None:
+        out = run(mpi(ranks, cpus) + [str(KERNELS / "vhpc-hpccg"), "-x", "0", "-y", "0",
+                                      "-z", "0", "-i", "1"], OMP_ONE, cwd=str(tmp))
+        grid = int(parse_result_line(out)["nx"])
 
     def ref_parse(text: str) -> tuple[float, bool]:
         resid = grab(r"^Final residual:\s*(\S+)", text)
@@ -392,7 +399,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--stream-n", type=int, default=None,
                     help="STREAM elements per array (default: vhpc-stream's own LLC rule)")
     ap.add_argument("--hpccg-ranks", type=int, default=1)
-    ap.add_argument("--hpccg-grid", type=int, default=32)
+    ap.add_argument("--hpccg-grid", type=int, default=None,
+                    help="HPCCG's local grid edge (default: the one vhpc-hpccg sizes itself on "
+                         "this host, -x 0, as vhpc's campaigns run it)")
     ap.add_argument("--osu-iters", type=int, default=10000)
     ap.add_argument("--osu-warmup", type=int, default=100)
     ap.add_argument("--cpu", type=int, default=None,
@@ -409,7 +418,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ncpu = os.cpu_count() or 1
     if not args.refdir.is_dir():
         ap.error(f"{args.refdir} is not a directory: give the folder holding the reference builds")
-    if args.repeats < 1 or args.hpccg_ranks < 1 or args.hpccg_grid < 2 or args.osu_iters < 1:
+    if args.repeats < 1 or args.hpccg_ranks < 1 or args.osu_iters < 1 or (
+            args.hpccg_grid is not None and args.hpccg_grid < 2):
         ap.error("--repeats, --hpccg-ranks, --osu-iters must be >= 1 and --hpccg-grid >= 2")
     if args.cpu is not None and not 0 <= args.cpu < ncpu:
         ap.error(f"--cpu {args.cpu}: this machine has CPUs 0-{ncpu - 1}")
@@ -450,14 +460,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vhpc-ref-") as tmp:
         cases = build_cases(args, Path(tmp))
+        given = list(sys.argv[1:] if argv is None else argv)
+        # the reference folder is this machine's: the command shown names it REFDIR
+        given = ["REFDIR" if a == str(args.refdir) else a for a in given]
+        cmdline = "python3 bench/compare_reference.py " + " ".join(given)
         for rep in range(args.repeats):
             shared: dict[tuple[str, int, str], tuple[str, bool]] = {}
             for case in cases:
                 measure(case, rep, args.quiet, args.wait, shared)
-    given = list(sys.argv[1:] if argv is None else argv)
-    # the reference folder is this machine's: the command shown names it REFDIR
-    given = ["REFDIR" if a == str(args.refdir) else a for a in given]
-    cmdline = "python3 bench/compare_reference.py " + " ".join(given)
+            if rep + 1 < args.repeats:  # the table so far: an interrupted run keeps it
+                print(f"after {rep + 1} of {args.repeats} pairs:\n{table(cases, cmdline)}",
+                      end="", flush=True)
     text = table(cases, cmdline)
     print(text, end="")
     if args.write:

@@ -75,7 +75,13 @@ def test_lammps_eam_stages_the_potential_into_the_working_directory():
     s = {x.metric: x for x in b.parse(p, stdout, stderr, rc)}
     header, rows = thermo_table(stdout)
     assert s["epair"].value == float(rows[-1][header.index("E_pair")])
-    assert -4.0 < s["epair"].value < -3.0  # Cu cohesive energy 3.54 eV/atom, heated
+    # in.eam's totals (metal units, no per-atom norm): Cu's cohesive energy 3.54 eV/atom,
+    # heated, times the 500 atoms; thermo every 50 steps as in.eam: steps 0, 50, 100
+    assert -4.0 * 500 < s["epair"].value < -3.0 * 500 and s["epair"].unit == "eV"
+    p100 = b.resolve({"problem": "eam", "ranks": 1, "atoms": 500, "steps": 100})
+    stdout, stderr, rc, _ = run(b, p100)
+    assert rc == 0, stderr[-2000:]
+    assert [r[0] for r in thermo_table(stdout)[1]] == ["0", "50", "100"]
 
 
 def test_lammps_box_is_the_nearest_fcc_box():

@@ -219,8 +219,8 @@ def test_checks_are_read_before_correct_runs_diverge():
 
 def test_gromacs_steps_left_out_are_sized_once_per_campaign_and_stored(capsys, tmp_path,
                                                                        monkeypatch):
-    """GROMACS's ``steps`` left out is sized before any trial from one probe (faked here: 100
-    timed steps in 0.5 s at a CPU share of 0.5, so 2.5 ms a step alone), cached per host and
+    """GROMACS's ``steps`` left out is sized before any trial from one 1-rank probe (faked
+    here: 100 timed steps in 0.5 s with all its CPU, so 5 ms a step), cached per host and
     problem, stored in the campaign's parameters and run by every environment alike: the
     timed half lasts at least the 2 s floor at that speed."""
     from conftest import run_cli
@@ -236,7 +236,7 @@ def test_gromacs_steps_left_out_are_sized_once_per_campaign_and_stored(capsys, t
         calls.append(argv)
         assert "-nsteps" in argv and argv[argv.index("-nsteps") + 1] == "200"
         assert argv[argv.index("-resetstep") + 1] == "100"
-        return 0.5, 0.5
+        return 0.5, 1.0
 
     monkeypatch.setattr(sizing, "probe", fake_probe)
     out = tmp_path / "out"
@@ -245,7 +245,7 @@ def test_gromacs_steps_left_out_are_sized_once_per_campaign_and_stored(capsys, t
     rc, _, err = run_cli(capsys, "compare", "-b", item, *envs, "--repeats", "1", "--warmup",
                          "0", "--no-report", "--out", out)
     assert rc == 0, err[-2000:]
-    step_s = 0.5 / 100 * 0.5
+    step_s = 0.5 / 100
     store = Store(out / "vhpc.db")
     (cid,) = [c["id"] for c in store.campaigns()]
     trials = store.trials(cid)
@@ -269,6 +269,34 @@ def test_gromacs_steps_left_out_are_sized_once_per_campaign_and_stored(capsys, t
     assert campaign.sized(s).benchmarks[0].params["steps"] == n and len(calls) == 2
     given = spec.from_cli(["gromacs:ranks=1,size=1.5,steps=300"], ["native"])
     assert campaign.sized(given) is given and len(calls) == 2  # given steps: no probe
+
+
+def test_gromacs_probes_one_rank_and_caches_no_probe_of_a_busy_host(tmp_path, monkeypatch):
+    """ranks=2 is probed on one rank (MPI ranks busy-poll, so their CPU share hides load) and
+    its step time halved; a probe that got half its CPU sizes the campaign, scaled by that
+    share, and is not cached: the next campaign probes again."""
+    from vhpc.benchmarks.apps import sizing
+
+    require_tool("gmx_mpi")
+    require_tool("gmx")
+    require_tool("mpirun")
+    _two_cpus()
+    calls = []
+
+    def fake_probe(argv, env, busy, timeout, window):
+        calls.append(argv)
+        assert argv[argv.index("-np") + 1] == "1" and busy == 1
+        return 1.0, 0.5  # 100 timed steps in 1 s with half its CPU: 5 ms a step alone
+
+    monkeypatch.setattr(sizing, "probe", fake_probe)
+    b = benchmarks.get("gromacs")
+    params = b.resolve({"ranks": 2, "size": 1.5})
+    b.preflight(params)
+    said = []
+    n = b.size_problem(params, said.append)["steps"]
+    assert (n // 2) * 0.005 / 2 >= sizing.TARGET_S and (n // 2 - 100) * 0.0025 < sizing.TARGET_S
+    assert any("not cached" in line for line in said)
+    assert b.size_problem(params)["steps"] == n and len(calls) == 2  # probed again
 
 
 def test_a_sized_run_reaches_the_floor_at_the_probed_speed():

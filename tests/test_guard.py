@@ -155,3 +155,20 @@ def test_vcluster_orphans_go_through_the_one_reaper(tmp_path):
     assert len(found) == 3 and all("orphaned" in line for line in found)
     assert any(str(user.pid) in line for line in found)
     assert owned.owner_alive(kept.name, network.WORK_PREFIX)
+
+
+def test_a_short_trials_background_processes_die_with_it_in_any_group(tmp_path):
+    """The sweep after a short trial reads only PIDs above the session's (young): a child
+    left in the background, in the leader's group or in a group of its own (as Open MPI puts
+    each rank), is still found and killed when the trial ends."""
+    pids = tmp_path / "pids"
+    script = (f"sleep 60 >/dev/null 2>&1 & echo $! >> {pids}; "
+              f"{sys.executable} -c 'import subprocess as s; "
+              f"p = s.Popen([\"sleep\", \"60\"], process_group=0, stdout=s.DEVNULL, "
+              f"stderr=s.DEVNULL); "
+              f"open(\"{pids}\", \"a\").write(f\"{{p.pid}}\\n\")'")
+    r = run_process(["/bin/sh", "-c", script], None, 30)
+    assert r.returncode == 0 and r.elapsed < 1.0, r.stderr
+    left = [int(p) for p in pids.read_text().split()]
+    assert len(left) == 2
+    wait_until(lambda: not any(alive(p) for p in left), "the trial's background processes")

@@ -9,6 +9,7 @@ from typing import Any, Iterable, Mapping
 
 from vhpc.analysis.findings import fmt_list, label
 from vhpc.analysis.results import Finding
+from vhpc.benchmarks.custom import from_mapping
 from vhpc.campaign.checks import FAILED_PREFIX, NOT_APPLIED_PREFIX
 
 
@@ -53,6 +54,22 @@ def check_specs(spec: Mapping[str, Any] | None) -> dict[str, tuple[str, float | 
         elif isinstance(metric, str) and isinstance(rtol, (int, float)) \
                 and not isinstance(rtol, bool):
             out[c["name"]] = (metric, float(rtol))
+    return out
+
+
+def pair_specs(spec: Mapping[str, Any] | None) -> dict[str, tuple[tuple[str, str, str], ...]]:
+    """Metric pairs declared by a stored campaign spec's custom benchmarks (a metric's
+    ``inverse_of``/``same_as``): name → ((metric, partner, kind), ...) for
+    :func:`vhpc.analysis.analyse` (the registry's own it finds itself).  A definition that no
+    longer validates declares none (its campaign was checked when it ran)."""
+    out: dict[str, tuple[tuple[str, str, str], ...]] = {}
+    for c in (spec or {}).get("custom") or []:
+        try:
+            bench = from_mapping(c)
+        except (ValueError, TypeError):
+            continue
+        if bench.pairs():
+            out[bench.name] = bench.pairs()
     return out
 
 

@@ -76,7 +76,7 @@ class Draft:
         difference of means for a signed metric; Mann–Whitney's on ln values with
         ``--method rank`` (:func:`vhpc.core.logratio.rank_test`)."""
         if self.signed:
-            return stats.welch_difference(self.x, self.y)[4] if self.x and self.y else None
+            return stats.welch_difference(self.x, self.y)[4] if len(self.x) and len(self.y) else None
         if self.rank and self.lw is not None:
             return logratio.rank_test(self.x, self.y)
         return self.lw.p if self.lw is not None else None

@@ -409,10 +409,10 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
                         f"{b.baseline!r}: diff campaigns with the same baseline environment")
     base = a.baseline
     sa, sb = _side(a), _side(b)
-    from vhpc.analysis.checks import check_specs
+    from vhpc.analysis.checks import check_specs, pair_specs
 
     an_b = analyse(b.observations, b.environments, base, alpha, margin=margin,
-                   checks=check_specs(b.spec))
+                   checks=check_specs(b.spec), pairs=pair_specs(b.spec))
     roles = {(c.environment, c.benchmark, c.params, c.metric): c for c in an_b.comparisons}
     checks = {(e, k[0], k[1], k[2]) for k in an_b.keys() for e in an_b.environments
               if an_b.is_check(k[0], k[2])}
@@ -548,12 +548,12 @@ def history(campaigns: Iterable[CampaignData], alpha: float = 0.05
     """Per (environment, benchmark, params, metric) of a non-baseline environment: the ratio
     to the baseline in each campaign (:func:`vhpc.analysis.analyse` with the campaign's
     declared checks: a check figure has no ratio to draw), oldest first."""
-    from vhpc.analysis.checks import check_specs
+    from vhpc.analysis.checks import check_specs, pair_specs
 
     out: dict[RowKey, list[HistoryPoint]] = {}
     for c in sorted(campaigns, key=lambda c: c.created):
         an = analyse(c.observations, c.environments, c.baseline, alpha,
-                     checks=check_specs(c.spec))
+                     checks=check_specs(c.spec), pairs=pair_specs(c.spec))
         for cmp in an.comparisons:
             key = (cmp.environment, cmp.benchmark, cmp.params, cmp.metric)
             out.setdefault(key, []).append(HistoryPoint(

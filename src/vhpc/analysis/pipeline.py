@@ -3,17 +3,16 @@
 The family of each comparison (docs/statistics.md, "Families"): the campaign's primary metrics
 (one per benchmark, :func:`vhpc.analysis.families.families`) are one Holm family; each sweep
 (a quantity over message size or a parameter) is a family of its own per environment;
-secondary metrics (min/max, further figures) are in none; a metric that is the inverse of
-another of the same benchmark (a time and its rate: their product is the same in every trial)
-takes that metric's verdict; check figures (energy, residual, verification counts) are no
-comparison at all but a :class:`~vhpc.analysis.results.CheckResult`.
+secondary metrics (min/max, further figures) are in none; a metric the benchmark declares the
+inverse of another (a time and its rate: their product is the same in every trial) or the same
+figure in another unit takes that metric's verdict (:func:`declared_pairs`); check figures
+(energy, residual, verification counts) are no comparison at all but a
+:class:`~vhpc.analysis.results.CheckResult`.
 """
 
 from __future__ import annotations
 
-import itertools
-import statistics
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from vhpc.analysis.compare import Plan, comparisons_of
 from vhpc.analysis.findings import apply_rules, baseline_findings
@@ -21,14 +20,11 @@ from vhpc.analysis.results import (
     DEFAULT_MARGIN, GROUP_ALL, INVERSE, POINT, PRIMARY, SAME, SECONDARY, Analysis, CheckResult,
 )
 from vhpc.analysis.summaries import GroupKey, group_observations, summaries_of
-from vhpc.core.metrics import EnvInfo, Observation
+from vhpc.core.metrics import EnvInfo, Observation, ObservationColumns
 
 #: units of a registered benchmark's verification figures (HPCCG's iterations, residual):
 #: check figures, never metrics
 CHECK_UNITS = ("count", "1")
-#: two metrics of opposite direction are inverses when their per-trial product stays within
-#: this relative spread over every trial of every environment (printed values are rounded)
-INVERSE_SPREAD = 0.005
 
 
 def _environments(seen: list[str], environments: Mapping[str, EnvInfo],
@@ -62,44 +58,31 @@ def registered(benchmark: str) -> bool:
     return benchmark in registry.REGISTRY
 
 
-def inverse_pairs(observations: list[Observation], groups: Mapping[GroupKey, Any]
-                  ) -> set[tuple[str, str, str, str, str]]:
-    """(benchmark, params, metric, other, kind): one effect measured twice.  ``inverse``:
-    opposite directions whose per-trial product is one constant (within
-    :data:`INVERSE_SPREAD`), a time and its rate (LAMMPS ``loop_time`` and
-    ``timesteps_per_s``); ``same``: one direction whose per-trial quotient is one constant, a
-    rate in two units (``matom_steps_per_s`` and ``timesteps_per_s``).  Over every valid
-    measured trial of every environment, at least 3 trials and 2 environments.  ``groups``:
-    :func:`vhpc.analysis.summaries.group_observations` of the same observations; only
-    (benchmark, params) with more than one metric are looked at."""
-    count: dict[tuple[str, str], int] = {}
-    for (bench, params, _, _) in groups:
-        count[(bench, params)] = count.get((bench, params), 0) + 1
-    mixed = {bp for bp, n in count.items() if n > 1}
-    if not mixed:
-        return set()
-    per: dict[tuple[str, str], dict[int, dict[str, tuple[float, bool]]]] = {}
-    envs: dict[tuple[str, str], set[str]] = {}
-    for o in observations:
-        bp = (o.benchmark, o.params)
-        if bp not in mixed or o.warmup or not o.valid or o.value is None or not o.value > 0:
-            continue
-        per.setdefault(bp, {}).setdefault(o.trial_id, {})[o.metric] = (o.value,
-                                                                      o.higher_is_better)
-        envs.setdefault(bp, set()).add(o.environment)
+def declared_pairs(keys: Iterable[tuple[str, str, str]],
+                   custom: Mapping[str, Iterable[tuple[str, str, str]]] | None = None
+                   ) -> set[tuple[str, str, str, str, str]]:
+    """(benchmark, params, metric, other, kind) for every pair of metrics a benchmark declares
+    (:attr:`vhpc.core.metrics.Metric.inverse_of` → ``inverse``, ``same_as`` → ``same``: one
+    effect measured twice) whose two metrics both have observations under (benchmark,
+    params); the two names in sorted order.  keys: the (benchmark, params, metric) observed;
+    custom: benchmark → :meth:`vhpc.benchmarks.base.Benchmark.pairs` of custom benchmarks
+    (:func:`vhpc.analysis.checks.pair_specs`); the registry's are looked up.  Nothing is
+    inferred from the values."""
+    from vhpc import benchmarks as registry
+
+    seen: dict[tuple[str, str], set[str]] = {}
+    for bench, params, metric in keys:
+        seen.setdefault((bench, params), set()).add(metric)
+    declared: dict[str, tuple[tuple[str, str, str], ...]] = {}
+    for bench in {b for b, _ in seen}:
+        found = registry.REGISTRY.get(bench)
+        declared[bench] = tuple((custom or {}).get(bench, ())) or (
+            found.pairs() if found is not None else ())
     out = set()
-    for bp, trials in per.items():
-        if len(trials) < 3 or len(envs[bp]) < 2:
-            continue
-        hib = {m: h for t in trials.values() for m, (_, h) in t.items()}
-        for a, b in itertools.combinations(sorted(hib), 2):
-            same = hib[a] == hib[b]  # a constant multiple, else an inverse
-            prods = [t[a][0] / t[b][0] if same else t[a][0] * t[b][0]
-                     for t in trials.values() if a in t and b in t]
-            if len(prods) < max(3, len(trials)):
-                continue
-            if max(prods) - min(prods) <= INVERSE_SPREAD * statistics.median(prods):
-                out.add((*bp, a, b, SAME if same else INVERSE))
+    for (bench, params), metrics in seen.items():
+        for a, b, kind in declared[bench]:
+            if a in metrics and b in metrics:
+                out.add((bench, params, *sorted((a, b)), SAME if kind == SAME else INVERSE))
     return out
 
 
@@ -159,16 +142,19 @@ def check_results(stub: Analysis, checks: Mapping[tuple[str, str], float | None]
     return out
 
 
-def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvInfo],
-            baseline: str, alpha: float = 0.05, confidence: float | None = None,
-            margin: float = DEFAULT_MARGIN,
+def analyse(observations: Iterable[Observation] | ObservationColumns,
+            environments: Mapping[str, EnvInfo], baseline: str, alpha: float = 0.05,
+            confidence: float | None = None, margin: float = DEFAULT_MARGIN,
             checks: Mapping[str, tuple[str, float | None]] | None = None,
+            pairs: Mapping[str, Iterable[tuple[str, str, str]]] | None = None,
             intervals: str = "holm", method: str = "log-welch",
             signed: frozenset[tuple[str, str]] = frozenset()) -> Analysis:
     """Summaries, comparisons against ``baseline``, checks and findings for a campaign's
     observations.
 
-    observations: any iterable of :class:`~vhpc.core.metrics.Observation` (consumed once).
+    observations: :class:`~vhpc.core.metrics.ObservationColumns` (the store's
+    :meth:`~vhpc.store.Store.observation_columns`), or any iterable of
+    :class:`~vhpc.core.metrics.Observation` (consumed once, turned into columns).
     environments: name → :class:`~vhpc.core.metrics.EnvInfo`; observations of environments not in
     the mapping are analysed under ``EnvInfo(name, kind="unknown")`` and reported by a finding.
     baseline: name of the reference environment (usually ``native``).  alpha: family-wise
@@ -179,9 +165,11 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     and never compared) of custom benchmarks (the campaign spec's ``check:``,
     :func:`vhpc.analysis.checks.check_specs`); the registry's
     checks (every one of a benchmark that carries several) and its figures of unit ``count``
-    or ``1`` are checks too.  intervals: ``holm`` (default) or ``simultaneous``; method:
-    ``log-welch`` (default) or ``rank``; signed: (benchmark, metric) declared ``signed: true``
-    (:func:`vhpc.analysis.compare.comparisons_of`).
+    or ``1`` are checks too.  pairs: benchmark → (metric, partner, ``inverse``|``same``)
+    declared by custom benchmarks (:func:`vhpc.analysis.checks.pair_specs`); the registry's
+    own are looked up (:func:`declared_pairs`).  intervals: ``holm`` (default) or
+    ``simultaneous``; method: ``log-welch`` (default) or ``rank``; signed: (benchmark, metric)
+    declared ``signed: true`` (:func:`vhpc.analysis.compare.comparisons_of`).
 
     Grouping: (benchmark, params, metric, environment); warm-up observations are skipped;
     invalid or non-finite values are excluded and counted.  Formulas: :mod:`vhpc.core.stats`.
@@ -195,7 +183,6 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
         raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
     if not 0.0 <= margin < 10.0:
         raise ValueError(f"margin must be a fraction in [0, 10), got {margin}")
-    observations = list(observations)
     groups = group_observations(observations)
     envs = _environments(sorted({k[3] for k in groups}), environments, baseline)
     rank = {name: i for i, name in enumerate(envs)}
@@ -204,7 +191,7 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     summaries = summaries_of(ordered, groups, confidence)
     by_key = {(s.benchmark, s.params, s.metric, s.environment): s
               for s in summaries if s.group == GROUP_ALL}
-    values = {k: g.values[GROUP_ALL] for k, g in groups.items()}
+    values = {k: g.array(GROUP_ALL) for k, g in groups.items()}
     checks = {**declared_checks({k[0] for k in groups}),
               **{(b, m): None if r is None else float(r)
                  for b, (m, r) in (checks or {}).items()}}
@@ -214,7 +201,7 @@ def analyse(observations: Iterable[Observation], environments: Mapping[str, EnvI
     stub = Analysis(summaries=summaries, comparisons=[], findings=[], baseline=baseline,
                     environments=envs, alpha=alpha, confidence=confidence, margin=margin,
                     check_metrics=check_metrics)
-    plan = plan_of(stub, inverse_pairs(observations, groups))
+    plan = plan_of(stub, declared_pairs({k[:3] for k in groups}, pairs))
     comparisons, missing = comparisons_of(ordered, by_key, values, baseline, alpha, margin, plan,
                                           intervals, method, signed)
     findings = apply_rules(envs, summaries, comparisons)

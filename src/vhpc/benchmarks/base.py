@@ -156,6 +156,18 @@ class Benchmark:
         """The benchmark's checks: :attr:`checks`, else (:attr:`check`,), else ()."""
         return self.checks or ((self.check,) if self.check is not None else ())
 
+    def pairs(self) -> tuple[tuple[str, str, str], ...]:
+        """Metric pairs the benchmark declares (:attr:`Metric.inverse_of`,
+        :attr:`Metric.same_as`): ``(metric, partner, kind)`` with kind ``"inverse"`` (their
+        product is one constant in every trial) or ``"same"`` (their quotient is)."""
+        out = []
+        for m in self.metrics:
+            if m.inverse_of:
+                out.append((m.name, m.inverse_of, "inverse"))
+            if m.same_as:
+                out.append((m.name, m.same_as, "same"))
+        return tuple(out)
+
     def problem(self, params: Mapping[str, Any], ncpus: int) -> dict[str, Any] | None:
         """The problem a trial computes in an environment offering ``ncpus`` CPUs, resolved
         (e.g. ``{"ranks": 2, "atoms": 32000}``): two environments whose problems differ are not

@@ -8,6 +8,10 @@ from a campaign-file entry with :func:`from_mapping`::
     command: ["sh", "-c", "echo 'rate: 12.5 MB/s'; echo PASSED"]   # or one string (shlex)
     metrics:
       - {name: rate, regex: 'rate: ([0-9.eE+-]+)', unit: MB/s, higher_is_better: true}
+      - {name: time, regex: 'took ([0-9.]+) s', unit: s, direction: lower}
+      - {name: gbps, regex: '([0-9.]+) Gbit/s', unit: Gbit/s, direction: higher,
+         same_as: rate}   # optional: inverse_of: METRIC (a time and its rate) or
+                          # same_as: METRIC (one rate in two units): one verdict for both
     success: PASSED        # optional: samples are invalid when this regex is not found
     env: {OMP_NUM_THREADS: "2"}   # optional
     timeout: 300                   # optional, seconds: the trial is killed and stored failed
@@ -37,7 +41,10 @@ file-system size, a version) that may differ between environments: shown as a ch
 the baseline's, never compared and never given a verdict.  A metric's direction is
 ``higher_is_better: true|false`` or ``direction: higher|lower``; ``signed: true`` says its
 values can be ≤ 0 (an energy balance, a difference), so it is compared by the difference of
-means, not on the log scale (docs/statistics.md).
+means, not on the log scale (docs/statistics.md).  ``inverse_of`` (opposite direction, the
+product is one constant in every trial) and ``same_as`` (the same direction, the quotient is)
+declare that two metrics measure one effect, so the analysis gives them one verdict
+(:attr:`vhpc.core.metrics.Metric.inverse_of`); nothing is inferred from the data.
 
 Regexes are Python ``re`` patterns searched with MULTILINE in stdout followed by stderr; when a
 pattern matches several times the **last** match counts (final results are usually printed
@@ -113,12 +120,35 @@ def _compile(what: str, pattern: Any, groups: int | None) -> UserRegex:
     return rx
 
 
+def _check_pairs(where: str, metrics: list[Metric]) -> None:
+    """ValueError (one line) unless every declared partner is another metric of the list, of
+    the opposite direction for ``inverse_of`` and the same for ``same_as``, and a metric
+    declares one partner at most."""
+    hib = {m.name: m.higher_is_better for m in metrics}
+    for m in metrics:
+        if m.inverse_of and m.same_as:
+            raise ValueError(f"{where}: metric {m.name!r}: give inverse_of or same_as, not both")
+        for key, other, same in (("inverse_of", m.inverse_of, False),
+                                 ("same_as", m.same_as, True)):
+            if not other:
+                continue
+            if not isinstance(other, str) or other == m.name or other not in hib:
+                raise ValueError(f"{where}: metric {m.name!r}: {key}: {other!r} must name "
+                                 f"another of its metrics ({', '.join(sorted(hib))})")
+            if (hib[other] == m.higher_is_better) != same:
+                raise ValueError(f"{where}: metric {m.name!r}: {key} {other!r} needs "
+                                 f"{'the same' if same else 'the opposite'} direction; use "
+                                 f"{'inverse_of' if same else 'same_as'} instead")
+
+
 class CommandBenchmark(Benchmark):
     """A user-supplied command whose metrics are regex captures of its output.
 
     name: benchmark name (letters, digits, ``_ . + -``); argv: the command (list of strings,
     run without a shell); metrics: ``(name, regex, unit, higher_is_better)`` tuples, each regex
-    with exactly one capture group around a number; success: optional regex that must occur in
+    with exactly one capture group around a number, optionally with a fifth item, a mapping
+    ``{"inverse_of": METRIC}`` or ``{"same_as": METRIC}`` (a declared pair, see
+    :class:`~vhpc.core.metrics.Metric`); success: optional regex that must occur in
     the output for the samples to be valid; env: extra environment variables; timeout: seconds a
     trial may run (None: the campaign's), see :meth:`trial_timeout`.
 
@@ -154,10 +184,13 @@ class CommandBenchmark(Benchmark):
         metric_objs = []
         for i, item in enumerate(metrics):
             try:
-                mname, pattern, unit, higher = item
+                mname, pattern, unit, higher, *rest = item
+                pair = dict(rest[0]) if rest else {}
+                if len(rest) > 1 or set(pair) - set(PAIR_KEYS):
+                    raise ValueError
             except (TypeError, ValueError):
                 raise ValueError(f"{where}: metrics[{i}] must be (name, regex, unit, "
-                                 "higher_is_better)") from None
+                                 "higher_is_better[, {inverse_of|same_as: METRIC}])") from None
             if not isinstance(mname, str) or not NAME_RE.match(mname):
                 raise ValueError(f"{where}: metric name {mname!r}: use letters, digits and "
                                  "_ . + -")
@@ -170,10 +203,13 @@ class CommandBenchmark(Benchmark):
                 raise ValueError(f"{where}: metric {mname!r}: unit must be a string such as "
                                  "'s' or 'MB/s' ('' for none)")
             self.patterns[mname] = _compile(f"{where}: metric {mname!r}", pattern, 1)
-            metric_objs.append(Metric(mname, unit, higher, f"regex {pattern}"))
+            metric_objs.append(Metric(mname, unit, higher, f"regex {pattern}",
+                                      inverse_of=pair.get("inverse_of", ""),
+                                      same_as=pair.get("same_as", "")))
         if not metric_objs:
             raise ValueError(f"{where}: give at least one metric (name, regex, unit, "
                              "higher_is_better)")
+        _check_pairs(where, metric_objs)
         self.metrics = tuple(metric_objs)
         self.success = None if success is None else _compile(f"{where}: success", success, None)
         env = dict(env or {})
@@ -312,7 +348,9 @@ class CommandBenchmark(Benchmark):
 
 
 KEYS = ("name", "command", "metrics", "success", "env", "timeout", "mpi", "inputs", "check")
-METRIC_KEYS = ("name", "regex", "unit", "higher_is_better", "direction", "signed")
+#: a metric's declared partner (:class:`vhpc.core.metrics.Metric`)
+PAIR_KEYS = ("inverse_of", "same_as")
+METRIC_KEYS = ("name", "regex", "unit", "higher_is_better", "direction", "signed", *PAIR_KEYS)
 MPI_KEYS = ("ranks", "threads", "implementation")
 CHECK_KEYS = ("metric", "rtol", "name", "regex", "unit")
 
@@ -492,7 +530,8 @@ def from_mapping(d: Mapping[str, Any]) -> CommandBenchmark:
                              " or 'direction' (higher or lower)")
         if not isinstance(m.get("signed", False), bool):  # read by the analysis
             raise ValueError(f"{where}: metrics[{i}]: signed must be true or false")
-        tuples.append((m["name"], m["regex"], m.get("unit", ""), higher))
+        tuples.append((m["name"], m["regex"], m.get("unit", ""), higher,
+                       {k: m[k] for k in PAIR_KEYS if k in m}))
     env = d.get("env") or {}
     if not isinstance(env, Mapping):
         raise ValueError(f"{where}: env must be a mapping of variable names to values")

@@ -73,7 +73,8 @@ PARAMS: tuple[Param, ...] = (
 
 METRICS: tuple[Metric, ...] = (
     Metric("time", "s", False, "NPB timed section (slowest rank)"),
-    Metric("mops", "Mop/s", True, "NPB Mop/s total (the kernel's operation-count formula / time)"),
+    Metric("mops", "Mop/s", True, "NPB Mop/s total (the kernel's operation-count formula / time)",
+           inverse_of="time"),
 )
 
 

@@ -89,7 +89,7 @@ class NpbExternal(Benchmark):
     )
     metrics = (
         Metric("time", "s", False, "NPB's timed section"),
-        Metric("mops", "Mop/s", True, "Mop/s total as NPB reports it"),
+        Metric("mops", "Mop/s", True, "Mop/s total as NPB reports it", inverse_of="time"),
     )
 
     def resolve(self, overrides=None):

@@ -47,7 +47,8 @@ class HpccKey:
 
 
 HPCC_KEYS: tuple[HpccKey, ...] = (
-    HpccKey(Metric("hpl_gflops", "Gflop/s", True, "HPL rate (HPL_Tflops x 1000)"), "HPL_Tflops",
+    HpccKey(Metric("hpl_gflops", "Gflop/s", True, "HPL rate (HPL_Tflops x 1000)",
+                   inverse_of="hpl_time"), "HPL_Tflops",
             1000.0, hpl=True),
     HpccKey(Metric("hpl_time", "s", False, "HPL solve time (HPL_time)"), "HPL_time", hpl=True),
     HpccKey(Metric("star_dgemm_gflops", "Gflop/s", True, "DGEMM per rank, all ranks at once"),
@@ -464,7 +465,8 @@ LINPACK = BlasKernelBenchmark(
         Metric("factor_s", "s", False, "LU factorization time (dgetrf)"),
         Metric("solve_s", "s", False, "back-solve time (dgetrs)"),
         Metric("total_s", "s", False, "factor + solve"),
-        Metric("mflops", "Mflop/s", True, "(2/3 N^3 + 2 N^2) / total time"),
+        Metric("mflops", "Mflop/s", True, "(2/3 N^3 + 2 N^2) / total time",
+               inverse_of="total_s"),
     ),
 )
 
@@ -542,7 +544,7 @@ HPCCG = HpccgBenchmark(
     metrics=(
         Metric("mflops", "Mflop/s", True, "CG flops counted as Mantevo HPCCG counts them (27 "
                "per row: 64 per row and iteration) / CG time (slowest rank); HPCCG's 'MFLOPS "
-               "Summary: Total'"),
+               "Summary: Total'", inverse_of="time_s"),
         Metric("mflops_actual", "Mflop/s", True, "the flops actually done (non-zeros used, "
                "set-up included) / CG time: below mflops by the boundary rows' missing "
                "neighbours"),

@@ -175,33 +175,60 @@ def reap(prefix: str, base: str | Path | None = None) -> list[str]:
     return done
 
 
-def session_members(sid: int) -> list[int]:
+def session_members(sid: int, above: int = 0) -> list[int]:
     """PIDs of the live (not zombie) processes of session ``sid`` (proc(5) ``stat``: field 6 is
-    the session id), this process never among them."""
+    the session id), this process never among them; only PIDs above ``above`` are read.  Runs
+    after every trial: each ``stat`` read as bytes with one ``read`` (a third of the time
+    pathlib's text reads took)."""
     out = []
-    for d in Path("/proc").glob("[0-9]*"):
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+    want, me = str(sid).encode(), os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) <= above:
             continue
-        if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z" \
-                and int(d.name) != os.getpid():
-            out.append(int(d.name))
+        try:
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                data = os.read(fd, 4096)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        fields = data.rpartition(b")")[2].split()
+        if len(fields) > 3 and fields[3] == want and fields[0] != b"Z" and int(name) != me:
+            out.append(int(name))
     return out
 
 
-def kill_session(sid: int, rounds: int = 50) -> int:
+def _last_pid() -> int | None:
+    """The PID this PID namespace allocated last (proc(5) ``/proc/sys/kernel/ns_last_pid``);
+    None where it cannot be read."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def kill_session(sid: int, rounds: int = 50, young: bool = False) -> int:
     """SIGKILL every process of session ``sid`` (a trial started with ``start_new_session``:
     its leader's pid) until none is left (a process forking while it dies is caught by the
     next round; at most ``rounds`` rounds 10 ms apart).  Every process group in it dies, not
     only the leader's: Open MPI's mpirun puts each rank in a group of its own, so killing
     mpirun's group left the ranks running, reparented to init.  Returns how many processes
-    were signalled."""
+    were signalled.
+
+    ``young``: the session began under a second ago.  Its processes, the leader and those
+    forked after it, then have PIDs from ``sid`` up unless the PID counter wrapped past
+    ``pid_max`` since (``ns_last_pid`` below ``sid`` shows it; no second wrap fits in a
+    second), so only those are read: the sweep after a short trial reads a few ``stat`` files,
+    not one per process of the host."""
     import time
 
+    last = _last_pid() if young else None
+    above = sid - 1 if last is not None and last >= sid else 0
     killed = 0
     for _ in range(rounds):
-        pids = session_members(sid)
+        pids = session_members(sid, above)
         if not pids:
             break
         for pid in pids:

@@ -44,7 +44,7 @@ def analyse_stored(store, cid: str, margin: float | None = None, intervals: str 
     (``log-welch`` or ``rank``, likewise), its custom checks and the custom metrics it declares
     ``signed: true``."""
     from vhpc import analysis
-    from vhpc.analysis.checks import check_specs
+    from vhpc.analysis.checks import check_specs, pair_specs
     from vhpc.analysis.compare import declared_signed
 
     camp = store.campaign(cid)
@@ -53,7 +53,7 @@ def analyse_stored(store, cid: str, margin: float | None = None, intervals: str 
     if margin is None:
         margin = spec.get("margin", analysis.DEFAULT_MARGIN)
     return analysis.analyse(obs, store.environments(cid), spec["baseline"], margin=margin,
-                            checks=check_specs(spec),
+                            checks=check_specs(spec), pairs=pair_specs(spec),
                             intervals=intervals or spec.get("intervals") or "holm",
                             method=method or spec.get("method") or "log-welch",
                             signed=declared_signed(spec)), obs

@@ -27,9 +27,9 @@ invalid), so ns/day and the timed window leave out start-up, domain decompositio
 balancing, as GROMACS benchmarks are timed (GROMACS 2022 marks ``-resetstep`` and
 ``-resethway`` deprecated and still honours them);
 ``steps`` is what the whole run takes; left out (``auto``) it is sized once per campaign,
-before any trial, by :meth:`Gromacs.size_problem`: a probe of :data:`PROBE_STEPS` steps on this
-host gives the seconds per step, and the steps are the fewest multiple of 100 whose timed half
-lasts 3 s (:mod:`vhpc.benchmarks.apps.sizing`), stored in the campaign's parameters so every
+before any trial, by :meth:`Gromacs.size_problem`: a probe of :data:`PROBE_STEPS` steps on one
+rank of this host gives the seconds per step (divided by the ranks), and the steps are the
+fewest multiple of 100 whose timed half lasts 3 s (:mod:`vhpc.benchmarks.apps.sizing`), stored in the campaign's parameters so every
 environment runs the same steps.  ``-pin off``: the ranks are bound by the launcher as vhpc's kernels
 are (mdrun's own pinning would override it); ``-notunepme``: PME tuning shifts the cut-off
 during the run, so the work would differ between environments.
@@ -210,7 +210,8 @@ class Gromacs(Benchmark):
         Param("threads", 1, int, "OpenMP threads per rank (mdrun -ntomp)", minimum=1),
     )
     metrics = (
-        Metric("ns_per_day", "ns/day", True, "md.log's Performance line (the timed window)"),
+        Metric("ns_per_day", "ns/day", True, "md.log's Performance line (the timed window)",
+               inverse_of="timed_window"),
         Metric("timed_window", "s", False, "wall seconds mdrun timed: the steps after its "
                "counters were reset half way (md.log's Time line)"),
         Metric("epot", "kJ/mol", False, "potential energy at step 100 (or the last): a check"),
@@ -308,25 +309,32 @@ class Gromacs(Benchmark):
         """``{"steps": N}`` for parameters whose ``steps`` is left to ``auto`` (module
         docstring; {} when steps were given): the seconds per step of this problem on this host
         from the cache, else from a probe of :data:`PROBE_STEPS` steps natively here
-        (:func:`vhpc.benchmarks.apps.sizing.probe`, its window scaled by the CPU share it got),
-        on ``ranks`` ranks or as many as this host's CPUs hold (the time per step then scaled
-        by their ratio).  ``say``: told one line before a probe and the steps chosen.  Call
-        after :meth:`preflight`.  Raises BenchmarkError when the probe fails."""
+        (:func:`vhpc.benchmarks.apps.sizing.probe`, its window scaled by the CPU share it got)
+        on one rank, its time per step divided by ``ranks``.  One rank because MPI ranks
+        busy-poll: a 2-rank probe on a loaded host kept its CPU share near 1 while its window
+        stretched (36 ms a step cached against 11 ms at 1 rank), so the share could not undo
+        the load; one rank has no peer to poll for.  Perfect scaling over ``ranks`` is the
+        fastest a step can get there, so the window of the steps chosen is at least the target.
+        A probe whose CPU share is under :data:`~vhpc.benchmarks.apps.sizing.CALM_SHARE` (the
+        host was busy) sizes this campaign and is not cached.  ``say``: told one line before
+        a probe and the steps chosen.  Call after :meth:`preflight`.  Raises BenchmarkError
+        when the probe fails."""
         if params.get("steps") is not None:
             return {}
         cpus = tuple(sorted(os.sched_getaffinity(0)))
         threads = int(params.get("threads") or 1)
         want = self.ranks(params, len(cpus))
-        ranks = max(1, min(want, len(cpus) // threads))
         folder = self.prepare(float(params["size"]))
-        key = f"{sizing.host_key()}|{folder.name}|ranks={want}|threads={threads}"
+        # "probe=1": keys of 1-rank probes only (entries of the earlier many-rank probe were
+        # inflated by load, and are never read)
+        key = f"{sizing.host_key()}|{folder.name}|ranks={want}|threads={threads}|probe=1"
         step_s = sizing.cached(key)
         label = f"gromacs size={float(params['size']):g} ranks={want}"
         if step_s is None:
             if say:
                 say(f"{label}: a {PROBE_STEPS}-step probe sizes steps= for a timed window of "
                     f"{sizing.TARGET_S:g} s")
-            probe = {**params, "steps": PROBE_STEPS, "ranks": ranks}
+            probe = {**params, "steps": PROBE_STEPS, "ranks": 1}
             ctx = RunContext(Path("/nonexistent"), len(cpus), cpus)
             timed = PROBE_STEPS - reset_step(PROBE_STEPS)
 
@@ -339,12 +347,16 @@ class Gromacs(Benchmark):
 
             try:
                 seconds, share = sizing.probe(self.command(probe, ctx), self.environ(probe, ctx),
-                                              ranks * threads, self.timeout, window)
+                                              threads, self.timeout, window)
             except ParseError as exc:
                 raise BenchmarkError(f"{label}: the sizing probe failed ({exc}): give steps= "
                                      "explicitly") from None
-            step_s = seconds / timed * share * ranks / want
-            sizing.remember(key, step_s)
+            step_s = seconds / timed * share / want
+            if share >= sizing.CALM_SHARE:
+                sizing.remember(key, step_s)
+            elif say:
+                say(f"{label}: the probe got {share:.0%} of its CPU (a busy host): used for this "
+                    "campaign, not cached")
         steps = sizing.steps_for(step_s, STEP_QUANTUM, lambda n: n - reset_step(n))
         if say:
             say(f"{label}: steps={steps} ({step_s * 1000:.3g} ms a step on this host's CPUs "

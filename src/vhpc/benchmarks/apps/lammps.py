@@ -85,12 +85,16 @@ neigh_modify    every 1 delay 5 check yes
 fix             1 all nve
 timestep        0.005
 thermo          {thermo}
-thermo_modify   norm yes
 run             {steps}
 """
 
 #: LAMMPS's bench defaults (in.lj, in.eam): atoms and steps of one run.
 BENCH_ATOMS, BENCH_STEPS = 32_000, 100
+#: Steps between thermo rows, as each problem's input in LAMMPS's bench folder has them
+THERMO = {"lj": 100, "eam": 50}
+#: Unit of E_pair per problem: in.lj's lj units print it per atom (thermo_modify norm yes,
+#: their default), in.eam's metal units the total in eV (norm no, their default)
+EPAIR_UNIT = {"lj": "energy/atom", "eam": "eV"}
 
 #: The checks (docs/applications.md, "How the checks were sized", measured on in.lj with
 #: 2,048 and 32,000 atoms, 1 vs 2 ranks, repeats): the relative difference of E_pair and Temp
@@ -186,13 +190,15 @@ class Lammps(Benchmark):
               minimum=1),
     )
     metrics = (
-        Metric("timesteps_per_s", "timesteps/s", True, "LAMMPS's Performance line"),
+        Metric("timesteps_per_s", "timesteps/s", True, "LAMMPS's Performance line",
+               inverse_of="loop_time"),
         Metric("matom_steps_per_s", "Matom-steps/s", True,
-               "atom-steps per second / 10^6 (LAMMPS's Performance line, or timesteps/s x atoms)"),
+               "atom-steps per second / 10^6 (LAMMPS's Performance line, or timesteps/s x atoms)",
+               same_as="timesteps_per_s"),
         Metric("loop_time", "s", False, "LAMMPS's 'Loop time of' (the run's main loop)"),
         Metric("epair", "energy/atom", False,
-               "potential energy per atom at the last step, 1,000 at most (thermo E_pair): a "
-               "check"),
+               "potential energy at the last step, 1,000 at most (thermo E_pair), as LAMMPS's "
+               "bench inputs print it: per atom for lj, the total in eV for eam: a check"),
         Metric("temp", "T", False, "temperature at the last step, 1,000 at most (thermo Temp): "
                "a check"),
     )
@@ -237,10 +243,12 @@ class Lammps(Benchmark):
         """The LAMMPS input script for ``params`` (ranks resolved against ``ncpus``)."""
         nx, ny, nz = box(self.atoms(params, ncpus))
         steps = int(params["steps"])
-        template = LJ_INPUT if params["problem"] == "lj" else EAM_INPUT
-        # thermo every 100 steps (in.lj's) prints the checked step (check_step) too
-        return template.format(nx=nx, ny=ny, nz=nz, steps=steps, thermo=min(steps, 100),
-                               potential=EAM_FILE)
+        lj = params["problem"] == "lj"
+        # thermo every 100 steps (in.lj's) or 50 (in.eam's) prints the checked step
+        # (check_step: the last, or step 1,000) too
+        return (LJ_INPUT if lj else EAM_INPUT).format(
+            nx=nx, ny=ny, nz=nz, steps=steps, thermo=min(steps, THERMO[params["problem"]]),
+            potential=EAM_FILE)
 
     def preflight(self, params: Mapping[str, Any]) -> None:
         """Before anything is stored: lmp (and for eam the potential) is installed, and
@@ -324,5 +332,6 @@ class Lammps(Benchmark):
                  and math.isfinite(epair) and math.isfinite(temp))
         values = {"timesteps_per_s": steps_s, "matom_steps_per_s": matom, "loop_time": loop_s,
                   "epair": epair, "temp": temp}
-        return [Sample(m.name, values[m.name], m.unit, m.higher_is_better, valid)
-                for m in self.metrics]
+        units = {"epair": EPAIR_UNIT.get(params.get("problem", "lj"), "energy/atom")}
+        return [Sample(m.name, values[m.name], units.get(m.name, m.unit), m.higher_is_better,
+                       valid) for m in self.metrics]

@@ -8,10 +8,10 @@ way) and reads the timed window it reports.  A loaded host stretches that window
 of the CPUs the probe got, so the seconds per step are scaled by the probe's CPU share (the
 CPU seconds its processes used, from ``getrusage(RUSAGE_CHILDREN)``, over its wall seconds
 times the CPUs it kept busy): what the step takes on this host when it has the CPUs to itself.
-The result is cached per host and problem (``apps/step-seconds.json`` in vhpc's cache, keyed by
-host name, CPU model, CPU count, the prepared input's content hash, ranks and threads), so a
-second campaign does not probe again; a cache entry that is not a finite positive number is
-probed again.
+The result is cached, when the probe had its CPUs (:data:`CALM_SHARE`), per host and problem
+(``apps/step-seconds.json`` in vhpc's cache, keyed by host name, CPU model, CPU count, the
+prepared input's content hash, ranks and threads), so a second campaign does not probe again;
+a cache entry that is not a finite positive number is probed again.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ MIN_SHARE, MAX_STEPS = 0.05, 1_000_000
 #: 100 ns is far below one step of the smallest system on the fastest node, an hour far above
 #: the slowest (a cached 1e-300 would ask for the step cap, hours of run).
 MIN_STEP_S, MAX_STEP_S = 1e-7, 3600.0
+#: A probe that got less of its CPUs than this ran on a busy host: its scaled step time sizes
+#: the campaign at hand and is never cached (a busy host's share undoes load only roughly)
+CALM_SHARE = 0.9
 #: Largest cache file read (bytes).
 MAX_CACHE = 256 << 10
 CACHE_NAME = "step-seconds.json"

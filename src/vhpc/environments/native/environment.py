@@ -128,8 +128,8 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
         proc.wait()
         raise
     finally:
-        try:
-            owned.kill_session(proc.pid)  # whatever the trial left running outlives it not
+        try:  # whatever the trial left running outlives it not
+            owned.kill_session(proc.pid, young=time.monotonic() - t0 < 1.0)
         finally:
             guard.done()
     if timed_out:  # the killed ranks' working folders (their owners are gone now)
