@@ -17,6 +17,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
 from vhpc.core.text import plain
+from vhpc.workflows.estimate import dry_run_estimate
 
 DEFAULT_OUT = "vhpc-results"
 QUICK = ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
@@ -244,8 +245,6 @@ def dry_run(spec, out: str | None = None) -> int:
     plans = execute.placements(spec, execute.host_facts())
     views.dry_run(console, spec, execute.plan(spec), {n: p.text for n, p in plans.items()})
     if out is not None:
-        from vhpc.workflows.paper import dry_run_estimate
-
         console.print(dry_run_estimate(spec, out), highlight=False, markup=False)
     return 0
 
