@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vhpc.core import numfmt, stats
-from vhpc.analysis import Analysis, Comparison, Summary
+from vhpc.core import intervals, numfmt, stats
+from vhpc.core.intervals import MIN_INTERVAL_RUNS, TOO_FEW, WIDE_FACTOR, too_few_text
+from vhpc.analysis import EQUIVALENT, FASTER, SLOWER, Analysis, Comparison, Summary
 from vhpc.analysis.results import Finding
 from vhpc.analysis.families import Family, FamilySummary, families, fmt_size, sorted_keys
 
@@ -57,7 +58,53 @@ __all__ = [
     "fmt_halfwidth",
     "KEEP_APART",
     "check_status",
+    "WIDE_FACTOR",
+    "MIN_INTERVAL_RUNS",
+    "TOO_FEW",
+    "interval_hidden",
+    "too_few_text",
+    "fmt_value",
+    "family_centre",
+    "fmt_centre",
 ]
+
+def interval_hidden(n_min: int, low: float | None, high: float | None, verdict: str) -> bool:
+    """:func:`vhpc.core.intervals.interval_hidden` for a comparison whose verdict is
+    ``verdict``: a decided one (slower, faster, equivalent) keeps its interval."""
+    return intervals.interval_hidden(n_min, low, high, verdict in (SLOWER, FASTER, EQUIVALENT))
+
+
+def fmt_value(x: float | None) -> str:
+    """A measured value (metric unit) with 4 significant digits: "0.2947", "77.46", "12,346"
+    from 10,000 on, compact scientific form below 0.001 and from 10⁹ on; "—" when unknown."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    if x != 0 and not 1e-3 <= abs(x) < 1e9:
+        return numfmt.sci(x)
+    if abs(x) >= 1e4:
+        return f"{x:,.0f}"
+    return f"{x:.4g}"
+
+
+def family_centre(analysis: Analysis, fam: Family, env: str) -> float | None:
+    """The centre of ``env`` over the family whose ratio the headline shows: the geometric
+    mean over its points of each point's geometric mean (one point: that geometric mean), so
+    centre / baseline's centre is the family's ratio; the arithmetic means alike where a
+    point has no geometric mean (a value ≤ 0); None when a point has no value."""
+    xs = []
+    for _, p, m in fam.points:
+        s = analysis.summary(fam.benchmark, p, m, env)
+        v = None if s is None else (s.gmean if s.gmean is not None else s.mean)
+        if v is None or not v > 0:
+            return None if len(fam.points) > 1 or v is None else v
+        xs.append(v)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def fmt_centre(x: float | None, unit: str) -> str:
+    """"77.46 us": a centre (:func:`fmt_value`) with its unit ("1" and "" left out)."""
+    text = fmt_value(x)
+    return text if text == "—" or unit in ("", "1") else f"{text} {unit}"
 
 #: marker appended to the name of an environment whose results come from TCG emulation
 TCG_MARK = "(TCG emulation)"
@@ -91,8 +138,9 @@ def fmt_gmean_ci(s: Summary | None, geometric: bool = True, interval: bool = Tru
         return fmt_mean_ci(s)
     if s.gmean is None or not geometric:
         return f"mean {fmt_mean_ci(s)}"
-    if s.gmean_low is None or s.gmean_high is None or not interval:
-        return f"{fmt_num(s.gmean)} (n={s.n})"
+    if (s.gmean_low is None or s.gmean_high is None or not interval
+            or interval_hidden(s.n, s.gmean_low, s.gmean_high, "")):
+        return f"{fmt_num(s.gmean)} (n={s.n})"  # n < 3 or wider than 1000 times: no bounds
     return f"{fmt_num(s.gmean)} [{fmt_num(s.gmean_low)}, {fmt_num(s.gmean_high)}] (n={s.n})"
 
 
@@ -122,6 +170,8 @@ def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
         if c.n >= 2 and c.n_baseline >= 2:
             return f"{numfmt.ratio(c.ratio)} [unbounded]"
         return numfmt.ratio(c.ratio)
+    if interval_hidden(min(c.n, c.n_baseline), lo, hi, c.verdict):
+        return f"{numfmt.ratio(c.ratio)}, {too_few_text(c.runs_needed)}"
     return (f"{numfmt.ratio_ci(c.ratio, lo, hi)}{fmt_level(c, analysis)}"
             f"{METHOD_TAG.get(c.ratio_ci_method, '')}")
 
@@ -133,10 +183,15 @@ fmt_pct_ci = numfmt.pct_ci
 
 
 def fmt_overhead(c: Comparison | None) -> str:
-    """Overhead in percent with sign (:func:`fmt_pct`), "—" when unknown."""
+    """The overhead alone, in the form its interval takes (:func:`vhpc.core.numfmt.overhead`:
+    a factor "×6.85" wherever the headline writes "×6.85 [÷1.37, ×64.4]", never "+584.7 %"
+    for the same number); "—" when unknown."""
     if c is None or c.overhead_pct is None:
         return "—"
-    return fmt_pct(c.overhead_pct)
+    if c.ratio is None or c.ratio <= 0:  # a ratio of arithmetic means of values <= 0
+        return fmt_pct(c.overhead_pct)
+    lo, hi = c.ratio_ci
+    return numfmt.overhead(c.ratio, lo, hi, c.higher_is_better).split(" [")[0]
 
 
 def fmt_p(c: Comparison | None) -> str:
@@ -268,6 +323,8 @@ def fmt_family_ratio(fs: FamilySummary) -> str:
     when there is no interval; "—" when unknown."""
     if fs.ratio is None:
         return "—"
+    if interval_hidden(fs.n_min, fs.low, fs.high, fs.verdict):
+        return numfmt.ratio(fs.ratio)
     return numfmt.ratio_ci(fs.ratio, fs.low, fs.high)
 
 
@@ -278,12 +335,17 @@ def fmt_family_overhead(fs: FamilySummary, level: bool = True) -> str:
     :func:`fmt_family_level`)."""
     if fs.overhead_pct is None:
         return "—"
+    if interval_hidden(fs.n_min, fs.low, fs.high, fs.verdict):
+        return numfmt.overhead(fs.ratio, None, None, fs.family.higher_is_better) + ", " + TOO_FEW
     text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better)
     return f"{text} {fmt_family_level(fs)}" if level and fmt_family_level(fs) else text
 
 
 def fmt_family_level(fs: FamilySummary) -> str:
-    """"at 98.33 %" when the family's interval is at another level than 1 − α, else ""."""
+    """"at 98.33 %" when the family's interval is at another level than 1 − α and printed
+    (not :func:`interval_hidden`), else ""."""
+    if interval_hidden(fs.n_min, fs.low, fs.high, fs.verdict):
+        return ""
     return fs.level_note if fs.level_note and fs.overhead_low is not None else ""
 
 

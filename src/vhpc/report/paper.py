@@ -22,7 +22,7 @@ from markupsafe import Markup
 from vhpc.analysis import Analysis, figdata
 
 from vhpc.campaign import paper_findings
-from vhpc.core import numfmt
+from vhpc.core import intervals, numfmt
 from vhpc.core.paths import write_atomic
 from vhpc.campaign.paper_findings import AGREES, CANNOT_TELL, DISAGREES
 
@@ -324,17 +324,24 @@ def value_text(f: paper_findings.Finding, e: Evidence) -> str:
     """The measured value of ``e`` with its interval and n, as the figure shows it: the
     overhead for an overhead statement (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the environment
     is worse), else the ratio environment / reference in the metric's own sense (``ratio 0.020
-    [0.015, 0.026], n = 5``: bandwidth at 2 %); ``no interval`` when there is none."""
+    [0.015, 0.026], n = 5``: bandwidth at 2 %); ``no interval`` when there is none, and
+    :data:`vhpc.core.intervals.TOO_FEW` below 3 runs a side (the finding cannot tell then)."""
     lo, hi = e.ci
     has = lo is not None and hi is not None
+    if has and e.n < intervals.MIN_INTERVAL_RUNS:  # cannot tell below 3 runs: no bounds shown
+        lo = hi = None
+        has = False
+        no_ci = f" ({intervals.TOO_FEW})"
+    else:
+        no_ci = " (no interval)"
     if f.claim == "overhead_pct":
         val = "overhead " + numfmt.cost_ci(e.ratio, lo, hi)  # e.ratio: worse-is-higher
-        ci = "" if has else " (no interval)"
+        ci = "" if has else no_ci
     else:
         raw = (lambda v: 1 / v if v else float("nan")) if e.higher_is_better else (lambda v: v)
         ends = sorted((raw(lo), raw(hi))) if has else (None, None)
         val = "ratio " + numfmt.ratio_ci(raw(e.ratio), *ends)
-        ci = "" if has else " (no interval)"
+        ci = "" if has else no_ci
     return f"{val}{ci}, n = {e.n}"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -9,8 +11,8 @@ from rich.text import Text
 
 from vhpc.analysis import Analysis
 from vhpc.core.numfmt import FACTOR_NOTE, is_factor_text
-from vhpc.report import (TCG_MARK, common_notes, comparison_rows, env_header,
-                         family_metric_label, finding_groups, fmt_family_counts,
+from vhpc.report import (TCG_MARK, TOO_FEW, common_notes, comparison_rows, env_header, family_centre,
+                         family_metric_label, finding_groups, fmt_centre, fmt_family_counts,
                          fmt_family_level, fmt_family_overhead, fmt_points, headline_rows,
                          measured_rows)
 
@@ -102,7 +104,7 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
     heads = ("environment", "geo. mean", "ratio [CI]", "overhead", "p (Holm)", "verdict")
     envs = {r.environment: Text("  ").append_text(_short_env(analysis, r.environment))
             for r in rows if r.environment}
-    cols = [[e.cell_len for e in envs.values()], [len(r.mean_short) for r in rows],
+    cols = [[e.cell_len for e in envs.values()], [len(r.mean) for r in rows],
             None, [len(r.overhead) for r in rows], [len(r.p) for r in rows],
             [len(r.verdict or "no baseline") for r in rows]]
     widths = [max(len(h), *c) if c else len(h) for h, c in zip(heads, cols) if c is not None]
@@ -112,7 +114,7 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
     over = sum(widths) + 2 * (len(widths) - 1) - console.width
     if over > 0:  # the geometric mean's n beneath it
         widths[1] = max(len(heads[1]), widths[1] - over,
-                        *(len(x) for r in rows for x in _lines(r.mean_short, 1).plain.split("\n")))
+                        *(len(x) for r in rows for x in _lines(r.mean, 1).plain.split("\n")))
 
     def grid() -> Table:
         t = Table.grid(padding=(0, 2))
@@ -132,14 +134,14 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
         if r.first:
             if body is not None:
                 console.print(body)
-            line = Text(r.bench, style="bold").append(f" · {r.metric} · {base}: {r.base_short}")
+            line = Text(r.bench, style="bold").append(f" · {r.metric} · {base}: {r.base}")
             console.print(line, overflow="fold")
             body = grid()
         if not r.environment:
             continue
         verdict = (Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
                    if r.verdict else Text("no baseline", style="dim"))
-        body.add_row(envs[r.environment], _lines(r.mean_short, widths[1]),
+        body.add_row(envs[r.environment], _lines(r.mean, widths[1]),
                      _lines(r.ratio, widths[2]), Text(r.overhead), Text(r.p), verdict)
     if body is not None:
         console.print(body)
@@ -171,13 +173,13 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
     rows = comparison_rows(analysis)
     for i, r in enumerate(rows):
         # Text, not str: "[unit]" and "bench[params]" must not be read as rich markup
-        head = [Text(r.bench), Text(r.metric), Text(r.base_short)] if r.first else [Text("")] * 3
+        head = [Text(r.bench), Text(r.metric), Text(r.base)] if r.first else [Text("")] * 3
         if r.verdict is None:
             verdict = Text("no baseline" if r.environment else "", style="dim")
         else:
             verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
         last = i + 1 == len(rows) or rows[i + 1].first
-        table.add_row(*head, Text(r.env_label, style="red" if r.emulated else ""), Text(r.mean_short),
+        table.add_row(*head, Text(r.env_label, style="red" if r.emulated else ""), Text(r.mean),
                       Text(r.ratio), Text(r.overhead), Text(r.p), verdict,
                       end_section=multi and last)
     return table
@@ -277,27 +279,33 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     said = {*common, TCG_TRUST}
     conf = f"{analysis.confidence * 100:g} %"
     envs = [_short_env(analysis, r.summary.environment) for r in rows]
-    # the overhead with its interval on one line, a Holm level beneath it
-    cells = [Text("\n".join(filter(None, (fmt_family_overhead(r.summary, level=False),
-                                          fmt_family_level(r.summary))))) for r in rows]
+    # the overhead with its interval on one line, a Holm level (or why no interval) beneath
+    texts = [fmt_family_overhead(r.summary, level=False) for r in rows]
+    numbers = [t.split(", " + TOO_FEW)[0] for t in texts]
+    # "too few runs for an interval" wrapped to the column the numbers need, so the verdict
+    # beside it keeps its width
+    few = textwrap.wrap(TOO_FEW, max(19, *map(len, numbers)))
+    cells = [Text("\n".join(filter(None, [n] + (few if TOO_FEW in t else [])
+                                  + [fmt_family_level(r.summary)])))
+             for r, t, n in zip(rows, texts, numbers)]
+    centres = [Text(fmt_centre(family_centre(analysis, r.summary.family, r.summary.environment),
+                               r.summary.family.unit)) for r in rows]
     all_pass = all(r.check == "pass" for r in rows)  # said once, above
     verdicts = [_verdict_cell(r.summary, "" if all_pass else r.check) for r in rows]
     trusts = [[t for t in r.trust if t not in said] for r in rows]
-    heads = ("environment", "overhead [interval]", "verdict", "limits trust")
-    # the overhead with its interval on one line; the verdict and the trust notes fold (the
-    # verdict at 17, "insufficient data"'s width: only a sweep's counts fold beneath it)
+    heads = ("environment", "geo. mean", "overhead [interval]", "verdict")
+    # the overhead with its interval on one line; the verdict takes the rest of the width
+    # (at least "insufficient data"), what limits trust a line of its own beneath the row
     widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
-              max(len(heads[1]), *(len(x) for c in cells for x in c.plain.split("\n"))),
-              min(max(len(heads[2]), *(len(x) for v in verdicts for x in v.plain.split("\n"))), 17)]
-    room = console.width - sum(widths) - 2 * 3
-    with_trust = any(trusts)
-    if with_trust:
-        widths.append(max(room, len(heads[3])))
+              max(len(heads[1]), *(c.cell_len for c in centres)),
+              max(len(heads[2]), *(len(x) for c in cells for x in c.plain.split("\n")))]
+    need = max(len(heads[3]), *(len(x) for v in verdicts for x in v.plain.split("\n")))
+    widths.append(min(need, max(17, console.width - sum(widths) - 2 * 3)))
 
     def grid() -> Table:
         t = Table.grid(padding=(0, 2))
         for i, w in enumerate(widths):
-            t.add_column(width=w, overflow="fold", justify="right" if i == 1 else "left")
+            t.add_column(width=w, overflow="fold", justify="right" if i in (1, 2) else "left")
         return t
 
     console.print(Text(title or f"Overhead relative to {analysis.baseline}", style="bold"),
@@ -309,7 +317,7 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
         console.print(Text("Check: every benchmark's verification or check passed in every run",
                            style="green"), overflow="fold")
     head = grid()
-    head.add_row(*(Text(h, style="bold") for h in heads[:len(widths)]))
+    head.add_row(*(Text(h, style="bold") for h in heads))
     console.print(head)
     console.print(Text("─" * min(console.width, sum(widths) + 2 * (len(widths) - 1)), style="dim"))
     last, body = None, None
@@ -317,23 +325,37 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
         fam = r.summary.family
         if (fam.benchmark, fam.params, fam.quantity) != last:
             last = (fam.benchmark, fam.params, fam.quantity)
-            if body is not None:
-                console.print(body)
             line = Text(fam.label, style="bold")
             line.append(f" · {family_metric_label(fam)}")
-            points = f" · {fmt_points(fam)}" if fam.sweep else ""
-            if line.cell_len + len(points) > console.width:  # its own line: "0 B" stays whole
-                console.print(line, overflow="fold")
-                line, points = Text(), "  " + points[3:]
-            line.append(points, style="dim")
+            base = fmt_centre(family_centre(analysis, fam, analysis.baseline), fam.unit)
+            # the baseline's centre and a sweep's points after the label while they fit
+            # whole, else on a line of their own beneath it ("0 B" and "us" stay whole)
+            extra = [(f"{analysis.baseline} {base}", ""), (fmt_points(fam), "dim")]
+            rest = []
+            for text, style in (e for e in extra if e[0]):
+                if not rest and line.cell_len + 3 + len(text) <= console.width:
+                    line.append(" · " + text, style=style)
+                else:
+                    rest.append((text, style))
             console.print(line, overflow="fold")
-            body = grid()
+            if rest:
+                more = Text("  ")
+                for j, (text, style) in enumerate(rest):
+                    more.append((" · " if j else "") + text, style=style)
+                console.print(more, overflow="fold")
+        body = grid()
         env = Text("  ").append_text(envs[i])
-        trust = [Text("; ".join(trusts[i]) or "—", style="yellow" if trusts[i] else "dim")]
-        body.add_row(env, cells[i], verdicts[i], *(trust if with_trust else []))
-    console.print(body)
+        body.add_row(env, centres[i], cells[i], verdicts[i])
+        console.print(body)
+        if trusts[i]:  # beneath the row, its words wrapped under each other
+            note = Table.grid()
+            note.add_column(width=widths[0] + 2)
+            note.add_column(width=max(20, console.width - widths[0] - 2), overflow="fold")
+            note.add_row("", Text("limits trust: " + "; ".join(trusts[i]), style="yellow"))
+            console.print(note)
     console.print(Text(f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
                        f" [{conf} interval, or at the Holm level it names]"
+                       + "; geo. mean: of the valid runs, as the ratio divides"
                        + ("; a sweep: the geometric mean over its points"
                                                 if any(r.summary.family.sweep for r in rows)
                                                 else "")
@@ -347,7 +369,8 @@ def _lines(text: str, width: int) -> Text:
     """``text`` on as many lines as it needs to fit ``width``: broken after a sweep's "…",
     before an interval ("[…]") and before a level ("at 97.5 %"), never inside a number."""
     lines = [text]
-    for sep, after in ((" … ", " …"), (" [", ""), (" at ", ""), (" (n=", "")):
+    for sep, after in ((" … ", " …"), (" [", ""), (", ", ","), (" at ", ""), (" (n=", ""),
+                       (" (", "")):
         if max(map(len, lines)) <= width:
             break
         out = []
@@ -356,6 +379,9 @@ def _lines(text: str, width: int) -> Text:
             out += ([head + after, (found.lstrip() if not after else "") + tail]
                     if found and len(line) > width else [line])
         lines = out
+    if max(map(len, lines)) > width:  # still too long (a sentence): between its words
+        lines = [w for line in lines
+                 for w in (textwrap.wrap(line, width, break_long_words=False) or [line])]
     return Text("\n".join(lines))
 
 
