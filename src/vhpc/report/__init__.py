@@ -66,6 +66,7 @@ __all__ = [
     "fmt_value",
     "family_centre",
     "fmt_centre",
+    "WIDER",
 ]
 
 def interval_hidden(n_min: int, low: float | None, high: float | None, verdict: str) -> bool:
@@ -590,7 +591,15 @@ def _mean_pm(s: Summary | None) -> str:
     if s is None or s.mean is None:
         return "—"
     hw = s.ci_halfwidth
-    return fmt_num(s.mean) if hw is None else f"{fmt_num(s.mean)} ± {fmt_halfwidth(hw)}"
+    if hw is None:
+        return fmt_num(s.mean)
+    text = f"{fmt_num(s.mean)} ± {fmt_halfwidth(hw)}"
+    return f"{text} ({WIDER})" if s.mean and hw > abs(s.mean) else text
+
+
+#: said beside "mean ± half-width" when the half-width exceeds the mean: the interval reaches
+#: below zero for a positive quantity, the runs disagree too much to tell its size
+WIDER = "interval wider than the mean"
 
 
 def measured_rows(analysis: Analysis, primary_only: bool = True) -> list[MeasuredRow]:

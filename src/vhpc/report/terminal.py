@@ -70,7 +70,8 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
     _footer(analysis, console, advice=False)  # the findings first: the answer ends the output
     for note in notes:
         console.print(Text(note, style="dim"), overflow="fold")
-    table = render_headline(analysis, console, title, shared, every=bool(detail))
+    table = render_headline(analysis, console, title, shared, every=bool(detail),
+                            all_hint=all_hint)
     more = [] if shown or metrics is None or detail is False else [
         f"every metric: {all_hint}" if all_hint else "every metric: vhpc report ID --all"]
     if html_path:
@@ -252,7 +253,7 @@ def _verdict_cell(fs, check: str = "") -> Text:
 
 
 def render_headline(analysis: Analysis, console: Console | None = None, title: str | None = None,
-                    shared=(), every: bool = False) -> Table:
+                    shared=(), every: bool = False, all_hint: str | None = None) -> Table:
     """Print the headline of ``analysis`` and return its rows as a rich Table: the answer,
     within the console's width (80 columns included) and without a cut cell.
 
@@ -269,7 +270,7 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     """
     console = console or Console()
     if not analysis.others():
-        return _render_measured(analysis, console, title, every)
+        return _render_measured(analysis, console, title, every, all_hint)
     rows = headline_rows(analysis, shared)
     if not rows:
         console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
@@ -386,7 +387,7 @@ def _lines(text: str, width: int) -> Text:
 
 
 def _render_measured(analysis: Analysis, console: Console, title: str | None,
-                     every: bool = False) -> Table:
+                     every: bool = False, all_hint: str | None = None) -> Table:
     """The headline of a one-environment campaign: what was measured (no comparison), each
     benchmark's primary metric, or every metric but the secondary ones with ``every``.
 
@@ -440,4 +441,8 @@ def _render_measured(analysis: Analysis, console: Console, title: str | None,
     console.print(Text(f"mean ± {conf} interval half-width over n valid runs in {env}; one "
                        "environment: nothing to compare (add -e vm for an overhead)", style="dim"),
                   overflow="fold")
+    more = 0 if every else len(measured_rows(analysis, primary_only=False)) - len(rows)
+    if more:
+        console.print(Text(f"{more} more metric(s): {all_hint or 'vhpc report ID --all'}",
+                           style="dim"), overflow="fold")
     return body
