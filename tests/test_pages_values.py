@@ -93,3 +93,20 @@ def test_one_environment_flags_a_half_width_larger_than_the_mean_and_counts_the_
     text = console.export_text()
     assert "2 more metric(s): vhpc report X --all" in text, text
     assert "(interval wider than the mean)" in " ".join(text.split()), text
+
+
+def test_an_image_environment_is_named_by_its_image_and_tables_show_the_value_in_force():
+    from vhpc.report import env_header
+    from vhpc.report.header import spec_section
+
+    image = {"image": {"path": "/home/u/bench.qcow2", "format": "qcow2"}, "boot_timeout": 900.0}
+    envs = {"native": ENVS["native"], "vm": EnvInfo("vm", "vm", "tcg", image)}
+    a = analyse(obs("native", [2.2, 1.9, 2.4]) + obs("vm", [18.0, 14.0, 24.0]), envs, "native")
+    assert env_header(a, "vm") == "vm:bench.qcow2 (TCG emulation)"
+    console = Console(record=True, width=80, color_system=None)
+    render_table(a, console=console, detail=False)
+    assert re.search(r"^  vm:bench\.qcow2 \(TCG\)\s", console.export_text(), re.M)
+    spec = {"environments": [{"name": "vm", "kind": "vm",
+                              "options": {"image": "/home/u/bench.qcow2", "boot_timeout": 90.0}}]}
+    html = str(spec_section(spec, {"vm": image}))
+    assert "boot_timeout=900.0" in html and "boot_timeout=90.0" not in html.split("<details")[0]

@@ -32,6 +32,7 @@ __all__ = [
     "direction_mark",
     "params_label",
     "env_header",
+    "env_label",
     "TCG_MARK",
     "METHOD_TAG",
     "ComparisonRow",
@@ -215,12 +216,25 @@ def params_label(benchmark: str, params: str) -> str:
     return f"{benchmark}[{params}]" if params else benchmark
 
 
+def env_label(analysis: Analysis, env: str) -> str:
+    """The environment as a reader knows it: its name, and the image it boots when it boots a
+    user's image (``vm:bench.qcow2``; the file's name from the stored fingerprint) and the
+    name does not say it already (a user's ``name=`` that names it stays as given)."""
+    info = analysis.environments.get(env)
+    image = (info.fingerprint or {}).get("image") if info is not None else None
+    path = image.get("path") if isinstance(image, dict) else None
+    if not isinstance(path, str) or not path:
+        return env
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    return env if base in env else f"{env}:{base}"
+
+
 def env_header(analysis: Analysis, env: str) -> str:
-    """Environment name, with :data:`TCG_MARK` when it is emulated."""
+    """Environment label (:func:`env_label`), with :data:`TCG_MARK` when it is emulated."""
     info = analysis.environments.get(env)
     if info is not None and info.emulated:
-        return f"{env} {TCG_MARK}"
-    return env
+        return f"{env_label(analysis, env)} {TCG_MARK}"
+    return env_label(analysis, env)
 
 
 @dataclass(frozen=True)

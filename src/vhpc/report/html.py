@@ -278,7 +278,8 @@ def render_html(
         command = " ".join(str(c) for c in command)
     from vhpc.report.header import spec_section
 
-    spec = spec_section(camp.pop("spec", None))
+    spec = spec_section(camp.pop("spec", None),
+                        {n: e.fingerprint or {} for n, e in analysis.environments.items()})
     failures = camp.pop("failures", None) or []
     extra = [(k, _jsonish(v)) for k, v in camp.items()
              if v is not None and not isinstance(v, (dict, list, tuple))]

@@ -11,7 +11,8 @@ from rich.text import Text
 
 from vhpc.analysis import Analysis
 from vhpc.core.numfmt import FACTOR_NOTE, is_factor_text
-from vhpc.report import (TCG_MARK, TOO_FEW, common_notes, comparison_rows, env_header, family_centre,
+from vhpc.report import (TCG_MARK, TOO_FEW, common_notes, comparison_rows, env_header,
+                         env_label, family_centre,
                          family_metric_label, finding_groups, fmt_centre, fmt_family_counts,
                          fmt_family_level, fmt_family_overhead, fmt_points, headline_rows,
                          measured_rows)
@@ -237,7 +238,8 @@ def _short_env(analysis: Analysis, env: str) -> Text:
     that means)."""
     info = analysis.environments.get(env)
     emulated = bool(info and info.emulated)
-    return Text(env + (" (TCG)" if emulated else ""), style="red" if emulated else "")
+    return Text(env_label(analysis, env) + (" (TCG)" if emulated else ""),
+                style="red" if emulated else "")
 
 
 def _verdict_cell(fs, check: str = "") -> Text:
