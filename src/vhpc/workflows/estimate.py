@@ -96,6 +96,9 @@ class Past:
     this long after the campaign was created, host checks included)."""
 
     exact: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    #: a campaign's start (host checks, fingerprints) before its first trial, where no guest
+    #: booted in it: the median over the campaigns (None: none seen)
+    start: float | None = None
     by_kind: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
     median: dict[tuple[str, str], float] = field(default_factory=dict)
     boot: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -118,6 +121,7 @@ def past_seconds(store, cpus: int | None = None) -> Past:
     past = Past()
     medians: dict[tuple, list[float]] = {}
     boots: dict[tuple, list[float]] = {}
+    starts: list[float] = []
     for camp in store.campaigns()[:PAST_CAMPAIGNS]:
         envs = store.environments(camp["id"])
         kinds = {n: (e.kind, e.accel or "") for n, e in envs.items()}
@@ -140,8 +144,11 @@ def past_seconds(store, cpus: int | None = None) -> Past:
         gap = first - camp["created"] if first is not None else 0.0
         if booting and 1.0 < gap < 600:  # the first session booted before the first trial
             boots.setdefault(booting[0], []).append(gap)
+        elif not booting and 0.0 < gap < 600:
+            starts.append(gap)
     past.median = {k: _median(v) for k, v in medians.items()}
     past.boot = {k: _median(v) for k, v in boots.items()}
+    past.start = _median(starts) if starts else None
     return past
 
 
@@ -223,8 +230,12 @@ def estimate(spec, trials, accel: str, store=None, load=None, cpus: int | None =
     (:meth:`EnvironmentKind.trial_seconds` under ``accel``), half of it fixed (starting the
     trial) and half scaled by the work factor.  Plus a given :data:`DURATION`, and a boot
     for the first session of a kind that boots guests and every fresh one (the median boot
-    measured for that kind, else :data:`BOOT_S`).  Measured seconds are brought to ``load``
-    (the load averages now, default :func:`load_now`) by :func:`slowdown`."""
+    measured for that kind, else :data:`BOOT_S`), and the campaign's start as measured
+    (:attr:`Past.start`).  Measured trials are brought to ``load`` (the load averages now,
+    default :func:`load_now`) by :func:`slowdown`; a measured boot or start, whose load was
+    not recorded, counts as measured, its range half to twice it; rules of thumb stand as
+    they are (they are a loaded 2-core host's: paper 003's studies took 0.6-1.6 times them
+    at load 4-14), with :data:`GUESS_SPREAD` as their range."""
     from vhpc.environments.kind import KINDS
 
     cpus = cpus or _cpus()
@@ -254,16 +265,24 @@ def estimate(spec, trials, accel: str, store=None, load=None, cpus: int | None =
         else:
             if k in past.median:
                 s = past.median[k] * f * now + wall
-            else:  # half of a rule-of-thumb trial is starting it, half is the work
+            else:  # half of a rule-of-thumb trial is starting it, half the work; rules of
+                # thumb are this kind of host's under its usual load, not scaled again
                 s = kind.trial_seconds(accel) * (0.5 + 0.5 * f) + wall
             s_lo, s_hi = s * GUESS_SPREAD[0], s * GUESS_SPREAD[1]
         total += min(s, limit)
         low += min(s_lo, limit)
         high += min(s_hi, limit)
         if kind.boots_guests and (t.fresh or t.environment not in booted):
-            b = past.boot.get(k, BOOT_S.get(accel, 60.0))
-            total, low, high = total + b * now, low + b * lo_load, high + b * hi_load
+            if k in past.boot:  # measured at the load of its day: half to twice it
+                b = past.boot[k]
+                total, low, high = total + b, low + b / 2, high + b * 2
+            else:  # a rule of thumb: its range as a trial's
+                b = BOOT_S.get(accel, 60.0)
+                total, low, high = (total + b, low + b * GUESS_SPREAD[0],
+                                    high + b * GUESS_SPREAD[1])
             booted.add(t.environment)
+    if past.start is not None and trials:  # host checks and fingerprints before the first
+        total, low, high = total + past.start, low + past.start / 2, high + past.start * 2
     return Estimate(total, min(low, total), max(high, total), measured, len(trials),
                     load[0] if load else None)
 
