@@ -234,8 +234,8 @@ def estimate(spec, trials, accel: str, store=None, load=None, cpus: int | None =
     (:attr:`Past.start`).  Measured trials are brought to ``load`` (the load averages now,
     default :func:`load_now`) by :func:`slowdown`; a measured boot or start, whose load was
     not recorded, counts as measured, its range half to twice it; rules of thumb stand as
-    they are (they are a loaded 2-core host's: paper 003's studies took 0.6-1.6 times them
-    at load 4-14), with :data:`GUESS_SPREAD` as their range."""
+    they are (sized on a shared 2-core host, not an idle one), with :data:`GUESS_SPREAD` as
+    their range."""
     from vhpc.environments.kind import KINDS
 
     cpus = cpus or _cpus()
