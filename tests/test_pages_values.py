@@ -105,7 +105,7 @@ def test_an_image_environment_is_named_by_its_image_and_tables_show_the_value_in
     assert env_header(a, "vm") == "vm:bench.qcow2 (TCG emulation)"
     console = Console(record=True, width=80, color_system=None)
     render_table(a, console=console, detail=False)
-    assert re.search(r"^  vm:bench\.qcow2 \(TCG\)\s", console.export_text(), re.M)
+    assert re.search(r"^  vm:bench\.qcow2 \(TCG\)\s", console.export_text(), re.MULTILINE)
     spec = {"environments": [{"name": "vm", "kind": "vm",
                               "options": {"image": "/home/u/bench.qcow2", "boot_timeout": 90.0}}]}
     html = str(spec_section(spec, {"vm": image}))

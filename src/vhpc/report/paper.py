@@ -12,12 +12,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from vhpc.analysis import Analysis, figdata
 
@@ -427,7 +428,28 @@ def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, 
     return refs
 
 
+#: words a quote taken from inside a sentence may start with ("And 3 benchmarks ...")
+JOINERS = ("and", "but", "or", "so", "also", "thus", "while", "whereas")
+#: Markdown emphasis as the seed files write it: *cg*, **at least**, _x_
+_EMPHASIS = re.compile(r"(?<![\w*_])([*_]{1,2})(?=\S)(.+?)(?<=\S)\1(?![\w*_])")
+
+
+def quote_html(quote: str) -> Markup:
+    """A seed's verbatim ``quote`` as a reader reads it on a page: in quotation marks, its
+    Markdown emphasis (``*cg*``) set in italics rather than shown as asterisks, an ellipsis
+    where it starts inside a sentence (a lowercase word or a joining word, :data:`JOINERS`)
+    or ends before the sentence does.  The stored statement stays verbatim."""
+    text = " ".join(quote.split())
+    first = text.split(" ", 1)[0]
+    head = "…" if text[:1].islower() or first.lower() in JOINERS else ""
+    tail = "" if text.endswith((".", "!", "?", "…")) else "…"
+    body = _EMPHASIS.sub(lambda m: f"\0{m.group(2)}\1", str(escape(text)))
+    body = body.replace("\0", "<em>").replace("\1", "</em>")
+    return Markup(f"“{head}{body}{tail}”")
+
+
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+_ENV.filters["quote"] = quote_html
 
 BLOCK_TPL = _ENV.from_string("""
 <div class="study" id="study-{{ name }}">
@@ -440,7 +462,7 @@ Ranks of different nodes or guests shared a host CPU ({{ text }}); these points 
 {% else %}<p class="caption">Nothing to draw: the campaign has no data for this figure's axes.</p>{% endif %}
 <h4>What the paper found / this host</h4>
 {% if lines %}<ul class="paper-findings">
-{% for l in lines %}<li class="finding-line o-{{ l.outcome|replace(' ', '-') }} k-{{ l.kind }}">{% if l.kind == "paper" %}<b>paper found:</b> {{ l.statement }}
+{% for l in lines %}<li class="finding-line o-{{ l.outcome|replace(' ', '-') }} k-{{ l.kind }}">{% if l.kind == "paper" %}<b>paper found:</b> {{ l.statement|quote }}
 <span class="src">({{ l.source }}; {{ l.paper }})</span>{% else %}<b>this run:</b> {{ l.statement }} <span class="src">({{ l.source }})</span>{% endif %} — <b>this host:</b> {{ l.measured }} →
 <span class="outcome">{{ l.outcome }}</span>{% if l.reason %} ({{ l.reason }}){% endif %}{% if l.left_out %} <span class="left-out src">{{ l.left_out }}</span>{% endif %}
 {% if l.more %}<details class="more"><summary>… and {{ l.more|length }} more</summary><ul>{% for m in l.more %}<li>{{ m }}</li>{% endfor %}</ul></details>{% endif %}</li>
@@ -526,7 +548,7 @@ table { border-collapse: collapse; font-size: .85rem; } th, td { border: 1px sol
 {% for e in entries %}{% set n = [e.lines|length, 1]|max %}
 <tr class="study-row" data-study="{{ e.name }}"><td rowspan="{{ n }}"><a href="#study-{{ e.name }}">{{ e.name }}</a><br><small>{{ e.number }}</small>{% if e.limits %}<div class="limits">{% for l in e.limits %}<div>{{ l }}</div>{% endfor %}</div>{% endif %}</td>
 <td rowspan="{{ n }}" class="status s-{{ e.status.split(' ')[0] }}"><b>{{ e.status }}</b>{% if e.why and e.lines %}<div class="why">{{ e.why }}</div>{% endif %}</td>
-{% if e.lines %}{% for l in e.lines %}{% if not loop.first %}<tr>{% endif %}<td>{{ l.statement }}<div class="src">{{ l.paper }} ({{ l.source }})</div></td><td>{{ l.measured }}</td>
+{% if e.lines %}{% for l in e.lines %}{% if not loop.first %}<tr>{% endif %}<td>{% if l.kind == "paper" %}{{ l.statement|quote }}{% else %}{{ l.statement }}{% endif %}<div class="src">{{ l.paper }} ({{ l.source }})</div></td><td>{{ l.measured }}</td>
 <td class="o-{{ l.outcome|replace(' ', '-') }}"><span class="outcome">{{ l.outcome }}</span>{% if l.reason %}<div class="src">{{ l.reason }}</div>{% endif %}{% if l.left_out %}<div class="src left-out">{{ l.left_out }}</div>{% endif %}</td></tr>
 {% endfor %}{% else %}<td colspan="3" class="why-wide">{{ e.why or "—" }}</td></tr>{% endif %}
 {% endfor %}

@@ -95,7 +95,10 @@ def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None,
     idx = {c: k for k, c in enumerate(cats)}
     for i, s in enumerate(pd.series):
         xs = [idx[p.x] - 0.4 + w * (i + 0.5) for p in s.points]
-        errs = np.array([(0.0, 0.0) if _few(p) else _err(p) for p in s.points]).T if s.points else None
+        # a point from too few runs has no interval: NaN draws no bar and no cap (0 drew a
+        # flat cap on the point)
+        errs = np.array([(np.nan, np.nan) if _few(p) else _err(p) for p in s.points]).T \
+            if s.points else None
         tcg = [p.emulated for p in s.points]
         tag = " (TCG)" if tcg and all(tcg) else (" (hatched: TCG)" if any(tcg) else "")
         color = (colors or {}).get(s.label, COLORS[i % len(COLORS)])
@@ -133,7 +136,7 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
                 continue
             xs = [p.x for p in pts]
             ys = [p.y for p in pts]
-            errs = np.array([(0.0, 0.0) if _few(p) else _err(p) for p in pts]).T
+            errs = np.array([(np.nan, np.nan) if _few(p) else _err(p) for p in pts]).T
             tcg = any(p.emulated for p in pts)
             color = (colors or {}).get(s.label, COLORS[i % len(COLORS)])
             ax.errorbar(xs, ys, yerr=errs, marker="o", ms=4, capsize=2, color=color,
@@ -196,7 +199,10 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
     if pd.title:
         ax.set_title(pd.title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[1]:
+    if ax.get_legend_handles_labels()[1] and pd.numeric_x:
+        # beside the axes, never over a line (Fig. 6's legend once hid the native curve)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    elif ax.get_legend_handles_labels()[1]:
         ax.legend(fontsize=7, loc="best")
 
 

@@ -12,10 +12,9 @@ from rich.text import Text
 from vhpc.analysis import Analysis
 from vhpc.core.numfmt import FACTOR_NOTE, is_factor_text
 from vhpc.report import (TCG_MARK, TOO_FEW, common_notes, comparison_rows, env_header,
-                         env_label, family_centre,
-                         family_metric_label, finding_groups, fmt_centre, fmt_family_counts,
-                         fmt_family_level, fmt_family_overhead, fmt_points, headline_rows,
-                         measured_rows)
+                         env_label, family_centre, family_metric_label, finding_groups,
+                         fmt_centre, fmt_family_counts, fmt_family_level, fmt_family_overhead,
+                         fmt_points, headline_rows, measured_rows)
 
 __all__ = ["render_table", "render_headline", "render_metrics", "VERDICT_STYLE"]
 

@@ -29,9 +29,25 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["BOOT_S", "PARALLEL", "DURATION", "FACTOR", "PAST_CAMPAIGNS", "Past", "Estimate",
-           "slowdown", "load_now", "past_seconds", "work_factor", "estimate", "estimate_s",
-           "estimate_line", "dry_run_estimate", "accelerator", "fmt_duration"]
+__all__ = [
+    "BOOT_S",
+    "DURATION",
+    "FACTOR",
+    "PARALLEL",
+    "PAST_CAMPAIGNS",
+    "Estimate",
+    "Past",
+    "accelerator",
+    "dry_run_estimate",
+    "estimate",
+    "estimate_line",
+    "estimate_s",
+    "fmt_duration",
+    "load_now",
+    "past_seconds",
+    "slowdown",
+    "work_factor",
+]
 
 #: seconds a guest takes to boot (a fresh session), by accelerator: generous rules of thumb
 #: (a TCG guest of vhpc's was ready in 4.2-4.7 s on a 2-core host, 2 vCPUs, 1 GiB; its kernel
@@ -317,8 +333,7 @@ def accelerator() -> tuple[str, str]:
     """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the KVM probe's
     answer (:meth:`vhpc.environments.vm.VmKind.probe_accel`, cached per host boot), not
     whether ``/dev/kvm`` exists — a host can offer /dev/kvm and still fall back to TCG."""
-    from vhpc.environments.vm import guestimage
-    from vhpc.environments.vm import VmKind
+    from vhpc.environments.vm import VmKind, guestimage
     from vhpc.host.facts import qemu_version
 
     if qemu_version() is None:
