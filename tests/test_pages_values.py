@@ -110,3 +110,24 @@ def test_an_image_environment_is_named_by_its_image_and_tables_show_the_value_in
                               "options": {"image": "/home/u/bench.qcow2", "boot_timeout": 90.0}}]}
     html = str(spec_section(spec, {"vm": image}))
     assert "boot_timeout=900.0" in html and "boot_timeout=90.0" not in html.split("<details")[0]
+
+
+def test_an_image_environment_says_what_it_prepares(monkeypatch):
+    """The image checks, kernel copy and first boot of ``vm:image=`` (minutes under TCG) are
+    named from the first second, and their time said when done; a plain one says nothing."""
+    from types import SimpleNamespace
+
+    from vhpc.workflows import common
+
+    monkeypatch.setattr(common, "SAID_AFTER_S", 0.0)
+    con = Console(record=True, width=120, color_system=None)
+    env = SimpleNamespace(name="vm", options=SimpleNamespace(image="/home/u/bench.qcow2"))
+    with common.preparing(env, con):
+        pass
+    text = con.export_text()
+    assert re.search(r"vm: checking image bench\.qcow2, copying its kernel out, first boot: "
+                     r"ready after \d+ s", text), text
+    plain = Console(record=True, width=120, color_system=None)
+    with common.preparing(SimpleNamespace(name="native", options=SimpleNamespace()), plain):
+        pass
+    assert plain.export_text() == ""

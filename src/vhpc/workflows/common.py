@@ -5,14 +5,16 @@ workflows (``paper``, ``diff``, ``host``, ``tune``) use them without importing t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console, RenderHook
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
@@ -132,7 +134,8 @@ def preflight(spec) -> tuple:
     envs = execute.prepare(spec)  # host checks and environments, before anything is stored
     try:
         for env in envs.values():
-            env.preflight()  # ssh: the host answers and accepts the key
+            with preparing(env):  # an image: checked, its kernel copied out, booted once
+                env.preflight()  # ssh: the host answers and accepts the key
             if getattr(env, "preflight_note", ""):  # what cannot run as asked: before the run
                 err_console.print(f"vhpc: {plain(env.preflight_note)}", highlight=False,
                                   markup=False, soft_wrap=True)
@@ -145,6 +148,36 @@ def preflight(spec) -> tuple:
         _close(envs)
         raise
     return spec, envs
+
+
+#: seconds a preparation must take before its end is said in a line of its own
+SAID_AFTER_S = 2.0
+
+
+@contextlib.contextmanager
+def preparing(env, con: Console | None = None):
+    """Around an environment's preflight: for one that boots a user's image (``image=``), a
+    spinner with the elapsed time from the first second, naming what happens (the image
+    checked, its kernel copied out, the first boot, minutes under TCG), and a line with the
+    time it took; nothing for the others (their preflight is quick).  Exceptions pass
+    through."""
+    image = getattr(getattr(env, "options", None), "image", None)
+    if not image:
+        yield
+        return
+    con = con or err_console
+    what = (f"{env.name}: checking image {Path(str(image)).name}, copying its kernel out, "
+            "first boot")
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                   console=con, transient=True)
+    start = time.monotonic()
+    with bar:
+        bar.add_task(esc(what), total=None)
+        yield
+    took = time.monotonic() - start
+    if took >= SAID_AFTER_S:
+        con.print(f"{what}: ready after {took:.0f} s", highlight=False, markup=False,
+                  soft_wrap=True)
 
 
 def _close(envs: dict) -> None:
