@@ -199,10 +199,13 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
     if pd.title:
         ax.set_title(pd.title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[1] and pd.numeric_x:
-        # beside the axes, never over a line (Fig. 6's legend once hid the native curve)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    elif ax.get_legend_handles_labels()[1]:
+    labels = ax.get_legend_handles_labels()[1]
+    if labels and pd.numeric_x:
+        # under the axes, never over a line (Fig. 6's legend once hid the native curve)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                  ncol=1 if any(len(t) > 30 for t in labels) else min(3, len(labels)),
+                  frameon=False)
+    elif labels:
         ax.legend(fontsize=7, loc="best")
 
 
