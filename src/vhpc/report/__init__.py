@@ -70,6 +70,7 @@ __all__ = [
     "WIDER",
 ]
 
+
 def interval_hidden(n_min: int, low: float | None, high: float | None, verdict: str) -> bool:
     """:func:`vhpc.core.intervals.interval_hidden` for a comparison whose verdict is
     ``verdict``: a decided one (slower, faster, equivalent) keeps its interval."""
@@ -107,6 +108,7 @@ def fmt_centre(x: float | None, unit: str) -> str:
     """"77.46 us": a centre (:func:`fmt_value`) with its unit ("1" and "" left out)."""
     text = fmt_value(x)
     return text if text == "—" or unit in ("", "1") else f"{text} {unit}"
+
 
 #: marker appended to the name of an environment whose results come from TCG emulation
 TCG_MARK = "(TCG emulation)"
@@ -254,8 +256,6 @@ class ComparisonRow:
     mean: str
     ratio: str
     method: str
-    base_short: str
-    mean_short: str
     overhead: str
     p: str
     verdict: str | None
@@ -286,8 +286,7 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
         # the centres the ratios divide: geometric means, unless the baseline has a value
         # <= 0 (every ratio of this metric is then of arithmetic means)
         geo = sums[base] is None or sums[base].gmean is not None or sums[base].mean is None
-        centre = (lambda s, i=True: fmt_gmean_ci(s, geo, i)) if others else \
-            (lambda s, i=True: fmt_mean_ci(s))
+        centre = (lambda s: fmt_gmean_ci(s, geo)) if others else fmt_mean_ci
         for i, env in enumerate(envs or [None]):
             c = analysis.comparison(bench, params, metric, env) if env else None
             info = analysis.environments.get(env) if env else None
@@ -298,8 +297,6 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
                 env_label=env_header(analysis, env) if env else "",
                 emulated=bool(info and info.emulated), mean=centre(sums[env]) if env else "",
                 ratio=fmt_ratio(c, analysis) if env else "", method=c.ratio_ci_method if c else "",
-                base_short=centre(sums[base], False),
-                mean_short=centre(sums[env], False) if env else "",
                 overhead=fmt_overhead(c) if env else "", p=fmt_p(c) if env else "",
                 verdict=c.verdict if c else None, note=c.note if c else "", first=i == 0))
     return rows

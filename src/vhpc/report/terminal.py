@@ -155,10 +155,11 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
     One row per (benchmark, params, metric, non-baseline environment)
     (:func:`vhpc.report.comparison_rows`), secondary metrics included, so many environments
     never stack in one cell.  Columns: benchmark, metric [unit] with ↑/↓ (higher/lower is
-    better), the baseline's geometric mean and n, the environment (marked "(TCG emulation)"
-    when emulated), its geometric mean and n (the ratio's centres, without their intervals to
-    fit 80 columns: :func:`vhpc.report.fmt_gmean_ci`), ratio [CI] (tagged "(Fieller)" for
-    values ≤ 0, off the log scale), overhead %, Holm-adjusted p and verdict.  Benchmark,
+    better), the baseline's geometric mean [interval] (n=…), the environment (marked "(TCG
+    emulation)" when emulated), its geometric mean [interval] (n=…) (the ratio's centres as
+    docs/statistics.md promises: :func:`vhpc.report.fmt_gmean_ci`), ratio [CI] (tagged
+    "(Fieller)" for values ≤ 0, off the log scale), the overhead in its interval's form,
+    Holm-adjusted p and verdict.  Benchmark,
     metric and baseline cells are printed once per metric, with a line between metrics when
     there are several environments.  Cells fold rather than being cut, but for the verdict."""
     base = analysis.baseline
