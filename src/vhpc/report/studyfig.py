@@ -115,8 +115,9 @@ def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None,
     ax.set_xticklabels([str(c) for c in cats], rotation=20 if len(cats) > 4 else 0,
                        ha="right" if len(cats) > 4 else "center")
     tallest = max((p.y for s in pd.series for p in s.points), default=0.0)
-    highest = max((p.high for s in pd.series for p in s.points
-                   if p.high is not None and math.isfinite(p.high)), default=0.0)
+    highest = max((p.high for s in pd.series for p in s.points  # drawn bars only
+                   if p.high is not None and math.isfinite(p.high) and not _few(p)),
+                  default=0.0)
     if clip and not pd.ylog and tallest > 0 and highest > CLIP * tallest:
         ax.set_ylim(min(0.0, ax.get_ylim()[0]), CLIP * tallest)
         ax.text(0.99, 0.98, "interval bars cut at the top", transform=ax.transAxes,
