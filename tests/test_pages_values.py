@@ -12,7 +12,8 @@ from rich.console import Console
 from vhpc.analysis import analyse
 from vhpc.core import intervals
 from vhpc.core.metrics import EnvInfo, Observation
-from vhpc.report import comparison_rows, fmt_overhead, headline_rows, measured_rows
+from vhpc.report import (comparison_rows, fmt_family_overhead, fmt_overhead, headline_rows,
+                         measured_rows)
 from vhpc.report.terminal import render_table
 
 ENVS = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
@@ -68,6 +69,9 @@ def test_two_runs_print_no_bound_beyond_1000_times():
     (fs,) = [r.summary for r in headline_rows(a)]
     lo, hi = fs.low, fs.high
     assert hi / lo > 1000  # the exact bounds stay in the analysis (CSV and JSON export them)
+    # --all writes the overhead as the headline does (no interval: the value's own form)
+    assert fmt_overhead(a.comparisons[0]) == fmt_family_overhead(fs).split(",")[0]
+    assert "too few runs for an interval (≈" in " ".join(text.split())
 
 
 def test_the_overhead_of_every_metric_takes_the_form_of_its_interval():

@@ -195,6 +195,8 @@ def fmt_overhead(c: Comparison | None) -> str:
     if c.ratio is None or c.ratio <= 0:  # a ratio of arithmetic means of values <= 0
         return fmt_pct(c.overhead_pct)
     lo, hi = c.ratio_ci
+    if interval_hidden(min(c.n, c.n_baseline), lo, hi, c.verdict):
+        lo = hi = None  # no interval shown: the form of the value alone, as the headline's
     return numfmt.overhead(c.ratio, lo, hi, c.higher_is_better).split(" [")[0]
 
 

@@ -102,6 +102,9 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
     it one row per environment (geo. mean, ratio [CI] broken before its interval where
     narrow, overhead, p (Holm), verdict).  No number is folded."""
     rows = comparison_rows(analysis)
+    # "too few runs for an interval (…)" a line of its own beneath the row: the ratio cell
+    # keeps the number
+    ratios = {id(r): r.ratio.split(", " + TOO_FEW)[0] for r in rows}
     heads = ("environment", "geo. mean", "ratio [CI]", "overhead", "p (Holm)", "verdict")
     envs = {r.environment: Text("  ").append_text(_short_env(analysis, r.environment))
             for r in rows if r.environment}
@@ -110,8 +113,8 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
             [len(r.verdict or "no baseline") for r in rows]]
     widths = [max(len(h), *c) if c else len(h) for h, c in zip(heads, cols) if c is not None]
     ratio_w = max(len(heads[2]), console.width - sum(widths) - 2 * (len(heads) - 1),
-                  *(len(x) for r in rows for x in _lines(r.ratio, 1).plain.split("\n")))
-    widths.insert(2, min(ratio_w, max((len(r.ratio) for r in rows), default=10)))
+                  *(len(x) for r in rows for x in _lines(ratios[id(r)], 1).plain.split("\n")))
+    widths.insert(2, min(ratio_w, max((len(ratios[id(r)]) for r in rows), default=10)))
     over = sum(widths) + 2 * (len(widths) - 1) - console.width
     if over > 0:  # the geometric mean's n beneath it
         widths[1] = max(len(heads[1]), widths[1] - over,
@@ -130,22 +133,24 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
     head.add_row(*(Text(h, style="bold") for h in heads))
     console.print(head)
     console.print(Text("─" * min(console.width, sum(widths) + 2 * (len(widths) - 1)), style="dim"))
-    body = None
     for r in rows:
         if r.first:
-            if body is not None:
-                console.print(body)
             line = Text(r.bench, style="bold").append(f" · {r.metric} · {base}: {r.base}")
             console.print(line, overflow="fold")
-            body = grid()
         if not r.environment:
             continue
         verdict = (Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
                    if r.verdict else Text("no baseline", style="dim"))
+        body = grid()
         body.add_row(envs[r.environment], _lines(r.mean, widths[1]),
-                     _lines(r.ratio, widths[2]), Text(r.overhead), Text(r.p), verdict)
-    if body is not None:
+                     _lines(ratios[id(r)], widths[2]), Text(r.overhead), Text(r.p), verdict)
         console.print(body)
+        if ratios[id(r)] != r.ratio:  # the interval not shown as numbers, and why
+            note = Table.grid()
+            note.add_column(width=widths[0] + 2)
+            note.add_column(width=max(20, console.width - widths[0] - 2), overflow="fold")
+            note.add_row("", Text(r.ratio[len(ratios[id(r)]) + 2:], style="dim"))
+            console.print(note)
     console.print(Text(_caption(analysis), style="dim"), overflow="fold")
 
 
