@@ -135,3 +135,25 @@ def test_an_image_environment_says_what_it_prepares(monkeypatch):
     with common.preparing(SimpleNamespace(name="native", options=SimpleNamespace()), plain):
         pass
     assert plain.export_text() == ""
+
+
+def test_a_lammps_panel_with_fixed_atoms_is_titled_strong_scaling():
+    """The applications study's Fig. 7 panel says weak scaling (atoms per rank); run with
+    scaling=fixed (the same atoms at every rank count) it measured strong scaling."""
+    from vhpc.report import paper
+
+    def lammps(scaling):
+        return [Observation(env, "lammps", f"ranks={r},scaling={scaling}", "timesteps_per_s",
+                            "1/s", True, v * r, valid=True, warmup=False, trial_id=i)
+                for i in range(3) for env, v in (("native", 100.0 + i), ("vm", 90.0 + i))
+                for r in (1, 2)]
+
+    title = "Fig. 7 (CTH → LAMMPS): weak scaling"
+    fixed = analyse(lammps("fixed"), ENVS, "native")
+    scaled = analyse(lammps("scaled"), ENVS, "native")
+    both = analyse(lammps("fixed") + lammps("scaled"), ENVS, "native")
+    metrics = ["timesteps_per_s"]
+    assert paper.scaling_title(title, "lammps", metrics, fixed) == \
+        "Fig. 7 (CTH → LAMMPS): strong scaling (a fixed total problem)"
+    assert paper.scaling_title(title, "lammps", metrics, scaled) == title
+    assert "weak and strong scaling" in paper.scaling_title(title, "lammps", metrics, both)

@@ -85,6 +85,7 @@ def dress(pd: figdata.PanelData, panel, analysis: Analysis, nodes: dict[tuple[st
     key = pd.title[len(panel.title):].lstrip(" —") if pd.title.startswith(panel.title) else pd.title
     if key in titles:
         pd.title = titles[key]
+    pd.title = scaling_title(pd.title, panel.bench, pd.metrics, analysis)
     pd.higher = {c.metric: c.higher_is_better for c in analysis.comparisons
                  if c.metric in pd.metrics}
     for s in analysis.summaries:
@@ -116,6 +117,25 @@ def dress(pd: figdata.PanelData, panel, analysis: Analysis, nodes: dict[tuple[st
                  if rpn else pd.xlabel)
     pd.shared_x = [n for n in shared if any(p.x == n for s in pd.series for p in s.points)]
     return pd
+
+
+def scaling_title(title: str, bench: str, metrics, analysis: Analysis) -> str:
+    """``title`` naming the scaling its points measured: a panel declared "weak scaling"
+    whose benchmark ran with ``scaling=fixed`` at every point (LAMMPS: the same atoms on
+    every rank count) measured strong scaling, and says so; with both kinds, both."""
+    import fnmatch
+
+    if "weak scaling" not in title:
+        return title
+    kinds = {dict(kv.split("=", 1) for kv in s.params.split(",") if "=" in kv).get("scaling")
+             for s in analysis.summaries
+             if fnmatch.fnmatchcase(s.benchmark, bench) and s.metric in metrics}
+    if kinds == {"fixed"}:
+        return title.replace("weak scaling", "strong scaling (a fixed total problem)")
+    if "fixed" in kinds:
+        return title.replace("weak scaling", "weak and strong scaling (see each point's "
+                             "scaling=)")
+    return title
 
 
 def _x_metrics(panel, analysis: Analysis) -> dict[str, set[str]]:
