@@ -140,7 +140,7 @@ def test_an_image_environment_says_what_it_prepares(monkeypatch):
 def test_a_lammps_panel_with_fixed_atoms_is_titled_strong_scaling():
     """The applications study's Fig. 7 panel says weak scaling (atoms per rank); run with
     scaling=fixed (the same atoms at every rank count) it measured strong scaling."""
-    from vhpc.report import paper
+    from vhpc.report.pagetext import scaling_title
 
     def lammps(scaling):
         return [Observation(env, "lammps", f"ranks={r},scaling={scaling}", "timesteps_per_s",
@@ -153,7 +153,20 @@ def test_a_lammps_panel_with_fixed_atoms_is_titled_strong_scaling():
     scaled = analyse(lammps("scaled"), ENVS, "native")
     both = analyse(lammps("fixed") + lammps("scaled"), ENVS, "native")
     metrics = ["timesteps_per_s"]
-    assert paper.scaling_title(title, "lammps", metrics, fixed) == \
+    assert scaling_title(title, "lammps", metrics, fixed) == \
         "Fig. 7 (CTH → LAMMPS): strong scaling (a fixed total problem)"
-    assert paper.scaling_title(title, "lammps", metrics, scaled) == title
-    assert "weak and strong scaling" in paper.scaling_title(title, "lammps", metrics, both)
+    assert scaling_title(title, "lammps", metrics, scaled) == title
+    assert "weak and strong scaling" in scaling_title(title, "lammps", metrics, both)
+
+
+def test_a_seed_quote_reads_as_a_quote():
+    """Seed files write Markdown: *cg* is emphasis, not asterisks; a quote that starts inside
+    a sentence ("And 3 benchmarks") or stops before its end gets an ellipsis."""
+    from vhpc.report.pagetext import quote_html
+
+    q = "And 3 benchmarks (*cg*, *is*, *lu*) running in the VM have some degradation compared"
+    assert str(quote_html(q)) == ("“…And 3 benchmarks (<em>cg</em>, <em>is</em>, <em>lu</em>) "
+                                  "running in the VM have some degradation compared…”")
+    assert str(quote_html("On average, warm runs are 30% slower.")) == \
+        "“On average, warm runs are 30% slower.”"
+    assert "&lt;b&gt;" in str(quote_html("a <b> tag x_y_z stays."))  # escaped, no emphasis

@@ -12,19 +12,19 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 import jinja2
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from vhpc.analysis import Analysis, figdata
 
 from vhpc.campaign import paper_findings
 from vhpc.core import intervals, numfmt
 from vhpc.core.paths import write_atomic
+from vhpc.report.pagetext import quote_html, scaling_title
 from vhpc.campaign.paper_findings import AGREES, CANNOT_TELL, DISAGREES
 
 
@@ -117,25 +117,6 @@ def dress(pd: figdata.PanelData, panel, analysis: Analysis, nodes: dict[tuple[st
                  if rpn else pd.xlabel)
     pd.shared_x = [n for n in shared if any(p.x == n for s in pd.series for p in s.points)]
     return pd
-
-
-def scaling_title(title: str, bench: str, metrics, analysis: Analysis) -> str:
-    """``title`` naming the scaling its points measured: a panel declared "weak scaling"
-    whose benchmark ran with ``scaling=fixed`` at every point (LAMMPS: the same atoms on
-    every rank count) measured strong scaling, and says so; with both kinds, both."""
-    import fnmatch
-
-    if "weak scaling" not in title:
-        return title
-    kinds = {dict(kv.split("=", 1) for kv in s.params.split(",") if "=" in kv).get("scaling")
-             for s in analysis.summaries
-             if fnmatch.fnmatchcase(s.benchmark, bench) and s.metric in metrics}
-    if kinds == {"fixed"}:
-        return title.replace("weak scaling", "strong scaling (a fixed total problem)")
-    if "fixed" in kinds:
-        return title.replace("weak scaling", "weak and strong scaling (see each point's "
-                             "scaling=)")
-    return title
 
 
 def _x_metrics(panel, analysis: Analysis) -> dict[str, set[str]]:
@@ -446,26 +427,6 @@ def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, 
                 (f"{f.value:g} % overhead ({f.where[:24]})", 1 / worse if higher.pop() else worse,
                  cats))
     return refs
-
-
-#: words a quote taken from inside a sentence may start with ("And 3 benchmarks ...")
-JOINERS = ("and", "but", "or", "so", "also", "thus", "while", "whereas")
-#: Markdown emphasis as the seed files write it: *cg*, **at least**, _x_
-_EMPHASIS = re.compile(r"(?<![\w*_])([*_]{1,2})(?=\S)(.+?)(?<=\S)\1(?![\w*_])")
-
-
-def quote_html(quote: str) -> Markup:
-    """A seed's verbatim ``quote`` as a reader reads it on a page: in quotation marks, its
-    Markdown emphasis (``*cg*``) set in italics rather than shown as asterisks, an ellipsis
-    where it starts inside a sentence (a lowercase word or a joining word, :data:`JOINERS`)
-    or ends before the sentence does.  The stored statement stays verbatim."""
-    text = " ".join(quote.split())
-    first = text.split(" ", 1)[0]
-    head = "…" if text[:1].islower() or first.lower() in JOINERS else ""
-    tail = "" if text.endswith((".", "!", "?", "…")) else "…"
-    body = _EMPHASIS.sub(lambda m: f"\0{m.group(2)}\1", str(escape(text)))
-    body = body.replace("\0", "<em>").replace("\1", "</em>")
-    return Markup(f"“{head}{body}{tail}”")
 
 
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
