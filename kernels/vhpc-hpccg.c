@@ -52,14 +52,15 @@
 #define MIN_AUTO_EDGE 32L /* the former default: a run on an unknown cache stays timed */
 
 /* Auto size, STREAM's rule as vhpc-stream applies it ("each array at least 4 times the
- * last-level cache"): the edge of every rank's cube such that all ranks' rows together hold
- * at least 4 x llc bytes, so the CG streams from memory rather than from cache; at least
- * MIN_AUTO_EDGE (llc 0: unknown). */
-static long auto_edge(long llc, int nranks)
+ * last-level cache"), for one rank: the edge of the cube every rank solves such that one
+ * rank's rows hold at least 4 x llc bytes, so the CG streams from memory rather than from
+ * cache.  The edge does not depend on the rank count: HPCCG's nx, ny, nz are the local grid
+ * of each process and its runs scale weakly (a fixed problem per rank, the global grid
+ * growing with the ranks).  At least MIN_AUTO_EDGE (llc 0: unknown). */
+static long auto_edge(long llc)
 {
     long edge = MIN_AUTO_EDGE;
-    while ((double)nranks * (double)edge * (double)edge * (double)edge * BYTES_PER_ROW <
-           4.0 * (double)llc)
+    while ((double)edge * (double)edge * (double)edge * BYTES_PER_ROW < 4.0 * (double)llc)
         edge++;
     return edge;
 }
@@ -69,8 +70,8 @@ static const char usage[] =
     "       [-L BYTES] [-X] [-h]\n"
     "Unpreconditioned CG on a 27-point 3-D stencil (HPCCG), MPI + OpenMP, weak scaling:\n"
     "every rank owns NX x NY x NZ points, blocks stacked in z.\n"
-    "  -x NX, -y NY, -z NZ  local grid (default, or 0: auto, a cube whose edge puts all\n"
-    "                       ranks' matrix and vectors at 4x the last-level cache, >= 32)\n"
+    "  -x NX, -y NY, -z NZ  local grid of each rank (default, or 0: auto, one cube for any\n"
+    "                       rank count whose matrix and vectors fill 4x the LLC, >= 32)\n"
     "  -L BYTES             the last-level cache the auto grid sizes from, instead of\n"
     "                       sysfs's (vhpc passes the host's, so a guest solves its grid)\n"
     "  -i MAX_ITER          maximum CG iterations (default 149, HPCCG's count)\n"
@@ -218,7 +219,7 @@ int main(int argc, char **argv)
         llc = vhpc_llc_bytes();
     int n_auto = !pb.nx || !pb.ny || !pb.nz;
     if (n_auto) {
-        long edge = auto_edge(llc, nranks);
+        long edge = auto_edge(llc);
         pb.nx = pb.nx ? pb.nx : edge;
         pb.ny = pb.ny ? pb.ny : edge;
         pb.nz = pb.nz ? pb.nz : edge;

@@ -46,7 +46,7 @@ def test_compare_dry_run_lists_the_trials_with_placements_and_starts_nothing(no_
     assert [row.split("│")[3].strip() for row in rows] == ["native", "vm", "vm", "native"]
     for row in rows:
         cells = [c.strip() for c in row.split("│")]
-        assert re.match(r"n=(auto|\d+)( \(4x [^)]*LLC[^)]*\))?,ntimes=10,threads=auto", cells[5])  # n: STREAM rule, from the LLC
+        assert re.match(r"n=(auto|\d+)( \(4x [^)]*LLC[^)]*\))?, ntimes=10, threads=auto", cells[5])  # n: STREAM rule, from the LLC
         assert cells[6]  # a placement for every trial
     vm_placement = [c.strip() for c in rows[1].split("│")][6]
     assert vm_placement.startswith("map:0-1=") and "vCPU" in vm_placement

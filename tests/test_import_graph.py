@@ -27,7 +27,6 @@ KNOWN = [
     ["vhpc.environments.vcluster.environment", "vhpc.environments.vcluster.images"],
     ["vhpc.environments.vm.backends.libvirt", "vhpc.environments.vm.backends.libvirt_image"],
     ["vhpc.environments.vm.backends.qemu", "vhpc.environments.vm.userimage"],
-    ["vhpc.workflows.common", "vhpc.workflows.paper"],
 ]
 
 

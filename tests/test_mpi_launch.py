@@ -221,8 +221,9 @@ def test_build_flags_in_the_stored_fingerprint(kernels_built, tmp_path):
 
 
 def test_hpccg_default_grid_is_at_least_4x_llc(kernels_built):
-    """Issue 43: HPCCG's default problem no longer sits in L3 (32³ per rank was ~12 MB): the
-    grid is sized from the cache as STREAM's n is, all ranks' rows at 4x the LLC."""
+    """HPCCG's default problem does not sit in L3 (32³ per rank was ~12 MB): each rank's
+    local grid is sized from the cache as STREAM's n is, one rank's rows at 4x the LLC, and
+    the same local grid at every rank count (weak scaling)."""
     need_mpirun()
     llc = sysfs_llc()
     if llc == 0:
@@ -243,6 +244,7 @@ def test_hpccg_default_grid_is_at_least_4x_llc(kernels_built):
     row = 27 * (8 + 4) + 8 + 5 * 8  # values + int columns, row pointer, five vectors
     assert edge ** 3 * row >= 4 * llc and (edge == 32 or (edge - 1) ** 3 * row < 4 * llc)
     assert b.auto_values({**p, "ranks": 1}, None)["nx"].startswith(f"{edge} (auto")
+    assert b.auto_values({**p, "ranks": 3}, None)["nx"].startswith(f"{edge} (auto")
 
 
 def test_hpccg_and_stream_size_from_the_llc_vhpc_passes_so_a_guest_solves_the_hosts_grid(
@@ -280,3 +282,30 @@ def test_hpccg_and_stream_size_from_the_llc_vhpc_passes_so_a_guest_solves_the_ho
                                             str(1 << 20)], capture_output=True, text=True,
                                            timeout=300).stdout)
     assert (res["n"], res["llc_bytes"], res["n_auto"]) == ("2000000", str(1 << 20), "1")
+
+
+def test_hpccg_auto_grid_is_one_local_grid_at_1_2_and_3_ranks(kernels_built, tmp_path):
+    """Weak scaling: HPCCG's nx, ny, nz are each process's local grid, and the automatic size
+    is one cube for every rank count (a fixed problem per rank), so the global rows grow as
+    the ranks: read back from the stored trials of a real native campaign."""
+    need_mpirun()
+    from vhpc.campaign import execute as campaign
+    from vhpc.report import pagefacts
+    from vhpc.spec import parse as spec
+    from vhpc.store import Store
+
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, spec.from_cli(
+        [f"hpccg:ranks={r},max_iter=1" for r in (1, 2, 3)], ["native"], repeats=1, warmup=0))
+    campaign.execute(store, cid)
+    trials = store.trials(cid)
+    results = {int(parse_result_line(t.stdout)["ranks"]): parse_result_line(t.stdout)
+               for t in trials}
+    assert len(results) == 3 and all(t.status == "done" for t in trials)
+    edges = {p: (r["nx"], r["ny"], r["nz"]) for p, r in results.items()}
+    assert len(set(edges.values())) == 1, edges
+    edge = int(results[1]["nx"])
+    for r in (1, 2, 3):
+        assert int(results[r]["rows"]) == r * edge ** 3
+    sizes = pagefacts.problem_sizes(store.campaign(cid)["spec"], trials)
+    assert {s["nx"] for s in sizes.values()} == {f"{edge} (auto)"}

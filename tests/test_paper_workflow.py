@@ -10,9 +10,11 @@ import pytest
 from vhpc import cli, topology
 from vhpc.campaign import execute as campaign, studies
 from vhpc.spec.parse import bench
-from vhpc.workflows import paper
+from vhpc.workflows import estimate, paper
 
 TWO = topology.load("pack:1 numa:1 core:2 pu:1")
+#: load averages of an idle host: measured durations stand as stored
+IDLE = (0.0, 0.0, 0.0)
 
 
 def _cli(capsys, *argv):
@@ -79,24 +81,24 @@ def test_the_estimate_follows_the_benchmark_parameters():
     def spec_of(n):
         return studies.build("linpack", TWO, [f"linpack:n={n}"], repeats=2, warmup=0)
 
-    assert paper.work_factor(bench("linpack", n=200)) == pytest.approx(200 / 1000)
-    assert paper.work_factor(bench("hpccg", max_iter=298, ranks=4)) == pytest.approx(2.0)  # ranks: parallel
-    assert paper.work_factor(bench("randomaccess", table_log2=22)) == pytest.approx(4.0)
+    assert estimate.work_factor(bench("linpack", n=200)) == pytest.approx(200 / 1000)
+    assert estimate.work_factor(bench("hpccg", max_iter=298, ranks=4)) == pytest.approx(2.0)  # ranks: parallel
+    assert estimate.work_factor(bench("randomaccess", table_log2=22)) == pytest.approx(4.0)
     from vhpc.environments.kind import KINDS
 
     native, vm = (KINDS.get(k)().trial_seconds("kvm") for k in ("native", "vm"))
     small, big = spec_of(200), spec_of(1000)
     # 2 rounds × (native + vm), half of each trial scaled by the work; one guest boot (warm)
-    assert paper.estimate_s(small, campaign.plan(small), "kvm") == pytest.approx(
-        2 * (native + vm) * (0.5 + 0.5 * 0.2) + paper.BOOT_S["kvm"])
-    assert paper.estimate_s(big, campaign.plan(big), "kvm") == pytest.approx(
-        2 * (native + vm) + paper.BOOT_S["kvm"])
+    assert estimate.estimate_s(small, campaign.plan(small), "kvm", load=IDLE) == pytest.approx(
+        2 * (native + vm) * (0.5 + 0.5 * 0.2) + estimate.BOOT_S["kvm"])
+    assert estimate.estimate_s(big, campaign.plan(big), "kvm", load=IDLE) == pytest.approx(
+        2 * (native + vm) + estimate.BOOT_S["kvm"])
     # a wall-clock duration adds its seconds in any environment
     noise = studies.build("noise", TWO, ["noise:duration=30"], repeats=2, warmup=0)
     longer = studies.build("noise", TWO, ["noise:duration=60"], repeats=2, warmup=0)
     trials = campaign.plan(noise)
-    assert (paper.estimate_s(longer, campaign.plan(longer), "tcg")
-            - paper.estimate_s(noise, trials, "tcg")) == pytest.approx(30 * len(trials))
+    assert (estimate.estimate_s(longer, campaign.plan(longer), "tcg", load=IDLE)
+            - estimate.estimate_s(noise, trials, "tcg", load=IDLE)) == pytest.approx(30 * len(trials))
 
 
 def test_the_estimate_prefers_past_trials_of_the_same_parameters(tmp_path):
@@ -110,10 +112,10 @@ def test_the_estimate_prefers_past_trials_of_the_same_parameters(tmp_path):
                      (cid,))
     store.db.commit()
     # 4 trials of 3 s each as stored, and the guest's one boot under TCG
-    assert paper.estimate_s(spec, trials, "tcg", store) == pytest.approx(3.0 * 4 + paper.BOOT_S["tcg"])
+    assert estimate.estimate_s(spec, trials, "tcg", store, load=IDLE) == pytest.approx(3.0 * 4 + estimate.BOOT_S["tcg"])
     cold = studies.build("linpack", TWO, ["linpack:n=300"], repeats=2, warmup=0, protocol="cold")
-    assert paper.estimate_s(cold, campaign.plan(cold), "tcg", store) == pytest.approx(
-        3.0 * 4 + 2 * paper.BOOT_S["tcg"])  # a boot before each of the 2 VM trials
+    assert estimate.estimate_s(cold, campaign.plan(cold), "tcg", store, load=IDLE) == pytest.approx(
+        3.0 * 4 + 2 * estimate.BOOT_S["tcg"])  # a boot before each of the 2 VM trials
 
 
 def test_study_dry_run_prints_the_same_estimate_as_paper(capsys, tmp_path):
@@ -123,7 +125,7 @@ def test_study_dry_run_prints_the_same_estimate_as_paper(capsys, tmp_path):
     rc, paper_out, _ = _cli(capsys, "paper", "001", "-b", "linpack=linpack:n=200", *args)
     assert rc == 0
     line = re.search(r"\d+ trials \(1 benchmark\(s\) × 2 environment\(s\) × 1\+2 rounds\), about "
-                     r"\d+ (?:s|min) on this host", study_out)
+                     r"\d+ (?:s|min) \([^)]*\) on this host", study_out)
     assert line and line.group(0) in paper_out
 
 
@@ -197,7 +199,7 @@ def test_the_estimate_uses_past_trials_of_the_same_kind_and_the_measured_boot(tm
                      (cid,))
     store.db.commit()
     # each trial 3 s as stored; the VM's boot: its first trial began 97 s after the one before
-    assert paper.estimate_s(spec, campaign.plan(spec), "tcg", store) == pytest.approx(3.0 * 4 + 97)
+    assert estimate.estimate_s(spec, campaign.plan(spec), "tcg", store, load=IDLE) == pytest.approx(3.0 * 4 + 97)
 
 
 def test_a_guest_larger_than_a_node_is_refused_before_anything_runs(monkeypatch):
@@ -271,3 +273,45 @@ def test_node_cpus_read_from_sinfo_of_the_default_partition(tmp_path, monkeypatc
     assert slurm.node_cpus(executors.parse("slurm:nodes=2").options) == 2
     fake.write_text("#!/bin/sh\nexit 1\n")
     assert slurm.node_cpus(executors.parse("slurm:nodes=2").options) is None
+
+
+def test_the_estimate_scales_past_trials_by_the_load_then_and_now(tmp_path):
+    """A trial stored at load 9 on 2 CPUs (one of it the campaign's own: 8 beside it) took
+    (8 + 1) / 2 = 4.5 times an idle host's time; at load 3 now it takes (3 + 1) / 2 = 2
+    times: 9 s stored → 4 s each.  The range runs from the fastest trial at half today's
+    lowest load to the slowest at twice the highest plus one."""
+    from vhpc.core import records
+    from vhpc.store import Store
+
+    spec = studies.build("linpack", TWO, ["linpack:n=300"], repeats=2, warmup=0)
+    native = spec.model_copy(update={"environments": spec.environments[:1]})
+    trials = campaign.plan(native)
+    store = Store(tmp_path / "vhpc.db")
+    cid = campaign.create(store, native, "vhpc study linpack")
+    for t, d in zip(store.trials(cid), (9.0, 18.0)):
+        diag = records.Diagnostics(loadavg_before=(9.0, 9.0, 9.0), loadavg_after=(9.0, 9.0, 9.0))
+        store.finish_trial(t.id, "done", returncode=0, timed_out=False, error=None, stdout="",
+                           stderr="", started=100.0, ended=100.0 + d, session_index=None,
+                           applied=None, samples=[], diagnostics=diag)
+    e = estimate.estimate(native, trials, "tcg", store, load=(3.0, 3.0, 3.0), cpus=2)
+    idle = (2.0, 4.0)  # 9 and 18 s at a slowdown of 4.5
+    assert e.seconds == pytest.approx(2 * 3.0 * 2)  # median 3 s idle, x2 at load 3, 2 trials
+    assert e.low == pytest.approx(2 * idle[0] * max(1, (1.5 + 1) / 2))
+    assert e.high == pytest.approx(2 * idle[1] * (3.0 * 2 + 1 + 1) / 2)
+    assert e.measured == 2 and "at today's load" in e.text() and e.text().startswith("about 12 s")
+    assert estimate.slowdown(0.5, 2) == 1.0 and estimate.slowdown(None) == 1.0
+
+
+def test_a_dry_run_of_a_custom_benchmark_estimates(tmp_path, capsys):
+    """The estimate looks a campaign's own benchmarks up in the campaign, not only in the
+    registry: ``vhpc run FILE --dry-run`` of a custom command exits 0 with an estimate."""
+    f = tmp_path / "c.yaml"
+    f.write_text("repeats: 2\nwarmup: 0\nenvironments: [native]\nbenchmarks: [c]\n"
+                 "custom:\n  - name: c\n    command: [\"true\"]\n"
+                 "    metrics: [{name: t, regex: 'x (\\S+)', unit: s, direction: lower}]\n")
+    rc, out, err = _cli(capsys, "run", str(f), "--dry-run", "--out", str(tmp_path))
+    assert rc == 0, err
+    assert re.search(r"2 trials \(1 benchmark\(s\) × 1 environment\(s\) × 0\+2 rounds\), "
+                     r"about \d+ s \(\d+–\d+ s, a rule of thumb", out), out
+    assert estimate.fmt_duration(40, 180) == "40 s–3 min"
+    assert estimate.fmt_duration(240, 1140) == "4–19 min"

@@ -704,8 +704,12 @@ def test_the_scaling_headline_at_80_columns_cuts_no_word_or_number():
     text = console.export_text()
     lines = text.splitlines()
     assert max(map(len, lines)) <= 80, text
-    assert text.count("(contention)") == 4 and "  18 sizes, 0 B – 64 KiB" in lines, text
-    assert re.search(r"^\s+at 99\.\d+ %", text, re.M), text
+    assert text.count("(contention)") == 4 and "  native 16.89 us · 18 sizes, 0 B – 64 KiB" \
+        in lines, text
+    # two runs a side: no interval printed as numbers, the runs needed beside it; both centres
+    assert "too few runs for an" in text and not re.search(r"\de\d|\d{6}", text), text
+    assert re.search(r"vm \(TCG\)\s+7878 us\s+×197\s+inconclusive", text), text
+    assert "avg [us] ↓ · native 40.08 us" in text and "≈4 runs each to decide" in text
 
 
 def test_every_metric_of_the_scaling_campaign_at_80_columns():

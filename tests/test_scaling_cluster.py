@@ -65,7 +65,7 @@ def test_scaling_study_on_three_nodes(cluster3, tmp_path, kernels_built, no_qemu
     (doc,) = [json.loads(p.read_text()) for p in out.glob("*/results.json")]
     panels = {p["title"]: p for p in doc["study"]["figure"]["panels"]}
     per_node = panels["Fig. 6: HPCCG weak scaling"]
-    assert per_node["y"]["label"] == "HPCCG [Mflop/s per node]"
+    assert per_node["y"]["label"] == "HPCCG [Mflop/s per node], fixed grid per rank"
     assert per_node["x"]["label"] == "nodes (1 MPI rank per node)"
     ratio = panels["HPCCG: VM / native vs nodes"]
     assert ratio["y"]["relative_to"] == "native"

@@ -16,7 +16,7 @@ from vhpc.analysis.results import (
     CV_THRESHOLD, GROUP_ALL, INCONCLUSIVE, INVERSE, MIN_SAMPLES, POINT, SAME, Comparison,
     Finding, Summary,
 )
-from vhpc.core import numfmt, power
+from vhpc.core import intervals, numfmt, power
 from vhpc.core.metrics import EnvInfo
 from vhpc.core.stats import MAD_THRESHOLD
 
@@ -113,10 +113,13 @@ def inconclusive(c: Comparison) -> str | None:
     :func:`vhpc.core.logratio.runs_to_decide`)."""
     if c.verdict != INCONCLUSIVE or c.role in (INVERSE, SAME, POINT) or c.overhead_pct is None:
         return None
+    need = runs_text(c.runs_needed, min(c.n, c.n_baseline))
+    if c.ratio is not None and intervals.interval_hidden(min(c.n, c.n_baseline), *c.ratio_ci):
+        oh = numfmt.overhead(c.ratio, None, None, c.higher_is_better)
+        return f"{c.metric} (overhead {oh}, {intervals.TOO_FEW}; {need})"
     oh = numfmt.overhead(c.ratio, *c.ratio_ci, c.higher_is_better, c.margin) \
         if c.ratio is not None \
         else numfmt.pct_ci(c.overhead_pct, *c.overhead_ci)
-    need = runs_text(c.runs_needed, min(c.n, c.n_baseline))
     return (f"{c.metric} (overhead {oh} at {c.level * 100:.4g} %, "
             f"margin ±{c.margin * 100:g} %; {need})")
 

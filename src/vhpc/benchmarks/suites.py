@@ -473,9 +473,10 @@ LINPACK = BlasKernelBenchmark(
 #: Bytes one HPCCG row holds (kernels/vhpc-hpccg.c BYTES_PER_ROW: 27 x (8 + 4) + 8 + 5 x 8).
 HPCCG_ROW_BYTES = 372
 #: What ``nx``/``ny``/``nz`` = 0 means (kernels/vhpc-hpccg.c ``auto_edge``).
-HPCCG_AUTO = ("a cube per rank whose edge puts all ranks' matrix and vectors (372 bytes a row) at "
-              "4x the last-level cache, as STREAM's auto size, at least 32; the cache of the "
-              "host vhpc runs on, passed to the kernel, so every environment solves one grid")
+HPCCG_AUTO = ("one cube per rank, the same for every rank count (weak scaling), whose edge "
+              "puts one rank's matrix and vectors (372 bytes a row) at 4x the last-level "
+              "cache, as STREAM's auto size, at least 32; the cache of the host vhpc runs on, "
+              "passed to the kernel, so every environment solves one grid")
 
 
 @dataclass(frozen=True)
@@ -490,9 +491,7 @@ class HpccgBenchmark(KernelBenchmark):
         auto = [k for k in ("nx", "ny", "nz") if not params.get(k)]
         if not auto:
             return {}
-        if not params.get("ranks"):
-            return {k: "auto (4x the LLC, at run time)" for k in auto}
-        edge = hpccg_edge(llc_bytes(), int(params["ranks"]))
+        edge = hpccg_edge(llc_bytes())
         return {k: f"{edge} (auto)" for k in auto}
 
     def command(self, params, ctx):
@@ -507,11 +506,12 @@ class HpccgBenchmark(KernelBenchmark):
         return argv + (["-L", str(llc)] if llc > 0 else [])
 
 
-def hpccg_edge(llc: int, ranks: int) -> int:
-    """The kernel's auto edge (kernels/vhpc-hpccg.c ``auto_edge``): the smallest cube edge e
-    with ranks x e³ x 372 bytes >= 4 x ``llc``, at least 32."""
+def hpccg_edge(llc: int) -> int:
+    """The kernel's auto edge of each rank's local grid (kernels/vhpc-hpccg.c ``auto_edge``):
+    the smallest cube edge e with e³ x 372 bytes >= 4 x ``llc`` bytes, at least 32.  One edge
+    for every rank count, so a rank sweep scales weakly (HPCCG's nx, ny, nz are per process)."""
     edge = 32
-    while ranks * edge ** 3 * HPCCG_ROW_BYTES < 4 * llc:
+    while edge ** 3 * HPCCG_ROW_BYTES < 4 * llc:
         edge += 1
     return edge
 

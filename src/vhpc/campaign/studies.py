@@ -296,7 +296,8 @@ def _scaling_points(given: list, protocol) -> list:
               title="Fig. 1(a): ping-pong between two nodes"),
         Panel("avg(?:_16)?", "latency [µs]", "param:ranks", "nodes", bench="osu-coll",
               split="param:op", titles=SCALING_TITLES, x_nodes=True),
-        Panel("mflops", "HPCCG [Mflop/s per node]", "param:ranks", "nodes", bench="hpccg",
+        Panel("mflops", "HPCCG [Mflop/s per node], fixed grid per rank", "param:ranks", "nodes",
+              bench="hpccg",
               x_nodes=True, per_node=True, title="Fig. 6: HPCCG weak scaling"),
         Panel("mflops", "HPCCG Mflop/s", "param:ranks", "nodes", bench="hpccg", relative=True,
               x_nodes=True, title="HPCCG: VM / native vs nodes")),
@@ -305,7 +306,8 @@ def _scaling(topo, in_vm, protocol):
     """Seed 004's virtualized cluster: at k = 1, 2, ... N nodes of the allocation, ``native``
     runs k × ranks_per_node ranks as one ``srun --mpi=pmix`` job over k nodes, and ``vm`` the
     same ranks in a ``vcluster`` of one guest per node (N guests, ranks_per_node vCPUs each,
-    ranks filling guests 0..k-1, i.e. k nodes); HPCCG weak scaling (a fixed grid per rank),
+    ranks filling guests 0..k-1, i.e. k nodes); HPCCG weak scaling (one local grid per rank at
+    every count, so the global problem grows with the nodes),
     Barrier/Allreduce/Bcast/Alltoall at 16 B from 2 ranks on, and a ping-pong between two
     nodes (docs/scale-out.md)."""
     counts, n, rpn = _scaling_layout(protocol)

@@ -15,10 +15,13 @@ import math
 from dataclasses import dataclass
 
 from vhpc.core import numfmt, stats
+from vhpc.core.intervals import MIN_INTERVAL_RUNS, TOO_FEW, WIDE_FACTOR, too_few_text
 from vhpc.analysis import Analysis, Comparison, Summary
 from vhpc.analysis.results import Finding
 from vhpc.analysis.families import Family, FamilySummary, families, fmt_size, sorted_keys
 from vhpc.analysis.findings import runs_text
+from vhpc.report.values import (WIDER, env_label, family_centre, fmt_centre, fmt_value,
+                                interval_hidden)
 
 __all__ = [
     "fmt_num",
@@ -32,6 +35,7 @@ __all__ = [
     "direction_mark",
     "params_label",
     "env_header",
+    "env_label",
     "TCG_MARK",
     "METHOD_TAG",
     "ComparisonRow",
@@ -58,7 +62,17 @@ __all__ = [
     "fmt_halfwidth",
     "KEEP_APART",
     "check_status",
+    "WIDE_FACTOR",
+    "MIN_INTERVAL_RUNS",
+    "TOO_FEW",
+    "interval_hidden",
+    "too_few_text",
+    "fmt_value",
+    "family_centre",
+    "fmt_centre",
+    "WIDER",
 ]
+
 
 #: marker appended to the name of an environment whose results come from TCG emulation
 TCG_MARK = "(TCG emulation)"
@@ -92,8 +106,9 @@ def fmt_gmean_ci(s: Summary | None, geometric: bool = True, interval: bool = Tru
         return fmt_mean_ci(s)
     if s.gmean is None or not geometric:
         return f"mean {fmt_mean_ci(s)}"
-    if s.gmean_low is None or s.gmean_high is None or not interval:
-        return f"{fmt_num(s.gmean)} (n={s.n})"
+    if (s.gmean_low is None or s.gmean_high is None or not interval
+            or interval_hidden(s.n, s.gmean_low, s.gmean_high, "")):
+        return f"{fmt_num(s.gmean)} (n={s.n})"  # n < 3 or wider than 1000 times: no bounds
     return f"{fmt_num(s.gmean)} [{fmt_num(s.gmean_low)}, {fmt_num(s.gmean_high)}] (n={s.n})"
 
 
@@ -131,6 +146,8 @@ def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
         if c.n >= 2 and c.n_baseline >= 2:
             return f"{numfmt.ratio(c.ratio)} [unbounded]"
         return numfmt.ratio(c.ratio)
+    if interval_hidden(min(c.n, c.n_baseline), lo, hi, c.verdict):
+        return f"{numfmt.ratio(c.ratio)}, {too_few_text(c.runs_needed)}"
     return (f"{numfmt.ratio_ci(c.ratio, lo, hi, c.margin)}{fmt_level(c, analysis)}"
             f"{METHOD_TAG.get(c.ratio_ci_method, '')}")
 
@@ -142,10 +159,17 @@ fmt_pct_ci = numfmt.pct_ci
 
 
 def fmt_overhead(c: Comparison | None) -> str:
-    """Overhead in percent with sign (:func:`fmt_pct`), "—" when unknown."""
+    """The overhead alone, in the form its interval takes (:func:`vhpc.core.numfmt.overhead`:
+    a factor "×6.85" wherever the headline writes "×6.85 [÷1.37, ×64.4]", never "+584.7 %"
+    for the same number); "—" when unknown."""
     if c is None or c.overhead_pct is None:
         return "—"
-    return fmt_pct(c.overhead_pct)
+    if c.ratio is None or c.ratio <= 0:  # a ratio of arithmetic means of values <= 0
+        return fmt_pct(c.overhead_pct)
+    lo, hi = c.ratio_ci
+    if interval_hidden(min(c.n, c.n_baseline), lo, hi, c.verdict):
+        lo = hi = None  # no interval shown: the form of the value alone, as the headline's
+    return numfmt.overhead(c.ratio, lo, hi, c.higher_is_better).split(" [")[0]
 
 
 def fmt_p(c: Comparison | None) -> str:
@@ -169,11 +193,11 @@ def params_label(benchmark: str, params: str) -> str:
 
 
 def env_header(analysis: Analysis, env: str) -> str:
-    """Environment name, with :data:`TCG_MARK` when it is emulated."""
+    """Environment label (:func:`env_label`), with :data:`TCG_MARK` when it is emulated."""
     info = analysis.environments.get(env)
     if info is not None and info.emulated:
-        return f"{env} {TCG_MARK}"
-    return env
+        return f"{env_label(analysis, env)} {TCG_MARK}"
+    return env_label(analysis, env)
 
 
 @dataclass(frozen=True)
@@ -193,8 +217,6 @@ class ComparisonRow:
     mean: str
     ratio: str
     method: str
-    base_short: str
-    mean_short: str
     overhead: str
     p: str
     verdict: str | None
@@ -225,8 +247,7 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
         # the centres the ratios divide: geometric means, unless the baseline has a value
         # <= 0 (every ratio of this metric is then of arithmetic means)
         geo = sums[base] is None or sums[base].gmean is not None or sums[base].mean is None
-        centre = (lambda s, i=True: fmt_gmean_ci(s, geo, i)) if others else \
-            (lambda s, i=True: fmt_mean_ci(s))
+        centre = (lambda s: fmt_gmean_ci(s, geo)) if others else fmt_mean_ci
         for i, env in enumerate(envs or [None]):
             c = analysis.comparison(bench, params, metric, env) if env else None
             info = analysis.environments.get(env) if env else None
@@ -237,8 +258,6 @@ def comparison_rows(analysis: Analysis, keys=None) -> list[ComparisonRow]:
                 env_label=env_header(analysis, env) if env else "",
                 emulated=bool(info and info.emulated), mean=centre(sums[env]) if env else "",
                 ratio=fmt_ratio(c, analysis) if env else "", method=c.ratio_ci_method if c else "",
-                base_short=centre(sums[base], False),
-                mean_short=centre(sums[env], False) if env else "",
                 overhead=fmt_overhead(c) if env else "", p=fmt_p(c) if env else "",
                 verdict=c.verdict if c else None, note=c.note if c else "", first=i == 0))
     return rows
@@ -277,6 +296,8 @@ def fmt_family_ratio(fs: FamilySummary) -> str:
     when there is no interval; "—" when unknown."""
     if fs.ratio is None:
         return "—"
+    if interval_hidden(fs.n_min, fs.low, fs.high, fs.verdict):
+        return numfmt.ratio(fs.ratio)
     return numfmt.ratio_ci(fs.ratio, fs.low, fs.high)
 
 
@@ -296,13 +317,18 @@ def fmt_family_overhead(fs: FamilySummary, level: bool = True, margin: float | N
         text = f"Δ {d:+.4g}{bounds} {fs.family.unit}".rstrip()
     elif fs.ratio is None:
         text = numfmt.pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
+    elif interval_hidden(fs.n_min, fs.low, fs.high, fs.verdict):
+        return numfmt.overhead(fs.ratio, None, None, fs.family.higher_is_better) + ", " + TOO_FEW
     else:
         text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better, margin)
     return f"{text} {fmt_family_level(fs)}" if level and fmt_family_level(fs) else text
 
 
 def fmt_family_level(fs: FamilySummary) -> str:
-    """"at 98.33 %" when the family's interval is at another level than 1 − α, else ""."""
+    """"at 98.33 %" when the family's interval is at another level than 1 − α and printed
+    (not :func:`interval_hidden`), else ""."""
+    if interval_hidden(fs.n_min, fs.low, fs.high, fs.verdict):
+        return ""
     return fs.level_note if fs.level_note and fs.overhead_low is not None else ""
 
 
@@ -547,7 +573,10 @@ def _mean_pm(s: Summary | None) -> str:
     if s is None or s.mean is None:
         return "—"
     hw = s.ci_halfwidth
-    return fmt_num(s.mean) if hw is None else f"{fmt_num(s.mean)} ± {fmt_halfwidth(hw)}"
+    if hw is None:
+        return fmt_num(s.mean)
+    text = f"{fmt_num(s.mean)} ± {fmt_halfwidth(hw)}"
+    return f"{text} ({WIDER})" if s.mean and hw > abs(s.mean) else text
 
 
 def measured_rows(analysis: Analysis, primary_only: bool = True) -> list[MeasuredRow]:

@@ -154,8 +154,10 @@ def dry_run(console: Console, spec, trials, placements: dict[str, str]) -> None:
         bench = spec.benchmark(t.benchmark)
         resolved = bench.resolve(b.params)
         auto = bench.auto_values(resolved, spec.environment(t.environment).part.llc_owner)
-        params = ",".join(f"{k}={auto[k] if k in auto else 'auto' if v is None else v}"
-                          for k, v in resolved.items())  # auto: also an n=0 the kernel sizes
+        # auto: also an n=0 the kernel sizes; ", " between parameters, so a narrow table
+        # wraps between words, never inside a name ("ntime" / "s=10")
+        params = ", ".join(f"{k}={auto[k] if k in auto else 'auto' if v is None else v}"
+                           for k, v in resolved.items())
         rnd = f"warm-up {t.round}" if t.warmup else str(t.round - spec.warmup)
         table.add_row(str(t.seq), rnd + (" (new session)" if t.fresh else ""), esc(t.environment),
                       esc(t.benchmark), esc(params), esc(placements[t.environment]))

@@ -37,7 +37,8 @@ and from inside the guest (<code>/sys/devices/system/node</code>); compared with
 </tbody></table>
 {% endif %}
 {% if e.cpus %}<p><b>CPUs allowed:</b> {{ e.cpus }}{% if e.numactl %}; <code>{{ e.numactl }}</code>{% endif %}</p>{% endif %}
-{% if e.memory %}<p><b>guest memory resident per host node:</b>
+{% if e.memory %}<p><b>QEMU process memory resident per host node</b> (the guest's RAM and
+QEMU's own, e.g. TCG's code cache, so it can exceed the guest's memory{% if e.guest_mib %} of {{ e.guest_mib }} MiB{% endif %}):
 {% for n, mib in e.memory %}node {{ n }}: {{ mib }} MiB{% if not loop.last %}, {% endif %}{% endfor %}
 {% if e.locality is not none %}; <b>page locality</b> (on the planned nodes): {{ e.locality }} %{% endif %}</p>{% endif %}
 {% if e.guest_numa %}<p><b>guest's view:</b>
@@ -135,6 +136,7 @@ def placement_section(trials: Iterable[Any], envs: Mapping[str, EnvInfo]) -> Mar
             "vcpus": vcpus, "cpus": a.cpus if not vcpus else None,
             "numactl": " ".join(a.numactl) if a.numactl else None,
             "memory": memory, "locality": _locality(a, plan) if memory else None,
+            "guest_mib": fp.get("memory_mib"),
             "guest_numa": a.guest_numa,
             "mismatches": mism.get(name, []), "mismatch_trials": mism_trials.get(name, 0),
         })

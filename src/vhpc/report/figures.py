@@ -34,7 +34,7 @@ from vhpc.core.text import mathtext, plain  # noqa: E402
 from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
 
 __all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar",
-           "new_figure", "env_colors", "mean_error_bar", "log_ticks", "COLORS", "RC"]
+           "bar_errors", "new_figure", "env_colors", "mean_error_bar", "log_ticks", "COLORS", "RC"]
 
 #: one colour per environment, in the analysis's environment order (matplotlib's tab10 cycle
 #: without its grey and red: red marks invalid samples)
@@ -163,6 +163,15 @@ def ratio_error_bar(ratio: float, ci: tuple[float | None, float | None]) -> tupl
     return below, (max(0.0, hi - ratio) if hi is not None else 0.0)
 
 
+def bar_errors(below: list[float], above: list[float]) -> list[list[float]]:
+    """Error-bar lengths as matplotlib draws them: a point without an interval (both lengths
+    0: n < 2, or no bound) gets NaN, which draws neither a bar nor a cap, so it shows no
+    flat "interval" of zero height."""
+    pairs = [(math.nan, math.nan) if b == 0 and a == 0 else (b, a)
+             for b, a in zip(below, above)]
+    return [[b for b, _ in pairs], [a for _, a in pairs]]
+
+
 def mean_error_bar(s) -> tuple[float, float]:
     """Student-t error bar of a mean, cut at 0 for a positive mean (a positive quantity has no
     mass below 0; the table shows the full half-width)."""
@@ -222,7 +231,8 @@ def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j
         return []
     ax.bar(xs, [y - 1.0 for y in ys], bottom=1.0, width=bar_w * 0.95, color=color,
            hatch="//" if emulated else None, edgecolor="black" if emulated else color,
-           linewidth=0.5, yerr=[lo_err, hi_err], capsize=2, error_kw={"elinewidth": 0.8},
+           linewidth=0.5, yerr=bar_errors(lo_err, hi_err), capsize=2,
+           error_kw={"elinewidth": 0.8},
            label=env_header(analysis, env))
     return [(x, y, y - le, y + he, st) for x, y, le, he, st in zip(xs, ys, lo_err, hi_err, stars)]
 
@@ -440,7 +450,8 @@ def cold_warm_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | byt
                     for side, e in zip(errs, mean_error_bar(s)):
                         side.append(e)
                 if xs:
-                    ax.bar(xs, ys, width=0.38, yerr=errs, capsize=2, color=color, hatch=hatch,
+                    ax.bar(xs, ys, width=0.38, yerr=bar_errors(*errs), capsize=2, color=color,
+                           hatch=hatch,
                            edgecolor="black", linewidth=0.4, label=f"{group} (session index {'0' if group == GROUP_COLD else '> 0'})")
             sb = analysis.summary(bench, params, metric, analysis.baseline)
             if sb is not None and sb.mean is not None:

@@ -43,15 +43,22 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def spec_section(spec: Mapping[str, Any] | None) -> Markup | None:
+def spec_section(spec: Mapping[str, Any] | None,
+                 fingerprints: Mapping[str, Mapping[str, Any]] | None = None) -> Markup | None:
     """The campaign spec: its environments (a table), its benchmarks (one row per benchmark,
     its parameter sets side by side), its protocol (one line) and the raw JSON collapsed; None
-    without a spec."""
+    without a spec.  ``fingerprints``: environment name → its stored fingerprint; an option the
+    fingerprint records with another value shows the value in force (an image's
+    ``boot_timeout`` is 900 s unless given, where the option's default reads 90)."""
     if not spec:
         return None
     envs = []
     for e in spec.get("environments", []):
-        opts = {k: v for k, v in (e.get("options") or {}).items() if v not in (None, "", [], {})}
+        fp = (fingerprints or {}).get(str(e.get("name"))) or {}
+        opts = {k: (fp[k] if isinstance(fp.get(k), (str, int, float)) and fp[k] != v
+                    and isinstance(v, (str, int, float)) else v)
+                for k, v in (e.get("options") or {}).items()}
+        opts = {k: v for k, v in opts.items() if v not in (None, "", [], {})}
         place = {k: opts.pop(k) for k in PLACEMENT_KEYS if k in opts}
         envs.append({"name": e.get("name"), "kind": e.get("kind"),
                      "options": ", ".join(f"{k}={_text(v)}" for k, v in opts.items()),

@@ -26,7 +26,8 @@ from vhpc.core.paths import write_atomic
 from vhpc.analysis.families import Family, FamilySummary, families, family_summaries
 from vhpc.report import (check_rows, comparison_rows, env_header, family_metric_label, finding_groups,
                          fmt_family_overhead, fmt_family_level, fmt_family_counts, fmt_family_range,
-                         fmt_family_ratio, fmt_points, headline_rows, measured_rows)
+                         fmt_family_ratio, fmt_points, headline_rows, measured_rows,
+                         family_centre, fmt_centre, TOO_FEW)
 from vhpc.report import figures, sweeps
 
 __all__ = ["write_html", "render_html", "inline_svg"]
@@ -103,7 +104,13 @@ def _family_row(analysis: Analysis, fs: FamilySummary, first: bool) -> dict[str,
     return {"name": fam.benchmark, "params": fam.params,
             "metric": family_metric_label(fam), "points": fmt_points(fam),
             "env_label": env_header(analysis, fs.environment), "emulated": fs.emulated,
-            "overhead": fmt_family_overhead(fs, level=False, margin=analysis.margin), "level": fmt_family_level(fs),
+            "centre": fmt_centre(family_centre(analysis, fam, fs.environment), fam.unit),
+            "base_centre": fmt_centre(family_centre(analysis, fam, analysis.baseline), fam.unit),
+            "baseline": analysis.baseline,
+            "overhead": fmt_family_overhead(fs, level=False, margin=analysis.margin).split(
+                ", " + TOO_FEW)[0],
+            "level": fmt_family_level(fs) or (
+                TOO_FEW if TOO_FEW in fmt_family_overhead(fs, level=False) else ""),
             "ratio": fmt_family_ratio(fs),
             "range": [p for p in fmt_family_range(fs).split(" – ") if p], "verdict_text": fs.verdict,
             "counts": fmt_family_counts(fs),
@@ -272,7 +279,8 @@ def render_html(
         command = " ".join(str(c) for c in command)
     from vhpc.report.header import spec_section
 
-    spec = spec_section(camp.pop("spec", None))
+    spec = spec_section(camp.pop("spec", None),
+                        {n: e.fingerprint or {} for n, e in analysis.environments.items()})
     failures = camp.pop("failures", None) or []
     extra = [(k, _jsonish(v)) for k, v in camp.items()
              if v is not None and not isinstance(v, (dict, list, tuple))]

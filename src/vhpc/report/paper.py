@@ -22,8 +22,9 @@ from markupsafe import Markup
 from vhpc.analysis import Analysis, figdata
 
 from vhpc.campaign import paper_findings
-from vhpc.core import numfmt
+from vhpc.core import intervals, numfmt
 from vhpc.core.paths import write_atomic
+from vhpc.report.pagetext import quote_html, scaling_title
 from vhpc.campaign.paper_findings import AGREES, CANNOT_TELL, DISAGREES
 from vhpc.campaign.references import cite
 
@@ -85,6 +86,7 @@ def dress(pd: figdata.PanelData, panel, analysis: Analysis, nodes: dict[tuple[st
     key = pd.title[len(panel.title):].lstrip(" —") if pd.title.startswith(panel.title) else pd.title
     if key in titles:
         pd.title = titles[key]
+    pd.title = scaling_title(pd.title, panel.bench, pd.metrics, analysis)
     pd.higher = {c.metric: c.higher_is_better for c in analysis.comparisons
                  if c.metric in pd.metrics}
     for s in analysis.summaries:
@@ -328,17 +330,24 @@ def value_text(f: paper_findings.Finding, e: Evidence) -> str:
     """The measured value of ``e`` with its interval and n, as the figure shows it: the
     overhead for an overhead statement (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the environment
     is worse), else the ratio environment / reference in the metric's own sense (``ratio 0.020
-    [0.015, 0.026], n = 5``: bandwidth at 2 %); ``no interval`` when there is none."""
+    [0.015, 0.026], n = 5``: bandwidth at 2 %); ``no interval`` when there is none, and
+    :data:`vhpc.core.intervals.TOO_FEW` below 3 runs a side (the finding cannot tell then)."""
     lo, hi = e.ci
     has = lo is not None and hi is not None
+    if has and e.n < intervals.MIN_INTERVAL_RUNS:  # cannot tell below 3 runs: no bounds shown
+        lo = hi = None
+        has = False
+        no_ci = f" ({intervals.TOO_FEW})"
+    else:
+        no_ci = " (no interval)"
     if f.claim == "overhead_pct":
         val = "overhead " + numfmt.cost_ci(e.ratio, lo, hi)  # e.ratio: worse-is-higher
-        ci = "" if has else " (no interval)"
+        ci = "" if has else no_ci
     else:
         raw = (lambda v: 1 / v if v else float("nan")) if e.higher_is_better else (lambda v: v)
         ends = sorted((raw(lo), raw(hi))) if has else (None, None)
         val = "ratio " + numfmt.ratio_ci(raw(e.ratio), *ends)
-        ci = "" if has else " (no interval)"
+        ci = "" if has else no_ci
     return f"{val}{ci}, n = {e.n}"
 
 
@@ -425,6 +434,7 @@ def references(fd: figdata.FigureData, study: str) -> dict[int, list[tuple[str, 
 
 
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+_ENV.filters["quote"] = quote_html
 
 BLOCK_TPL = _ENV.from_string("""
 <div class="study" id="study-{{ name }}">
@@ -437,7 +447,7 @@ Ranks of different nodes or guests shared a host CPU ({{ text }}); these points 
 {% else %}<p class="caption">Nothing to draw: the campaign has no data for this figure's axes.</p>{% endif %}
 <h4>What the paper found / this host</h4>
 {% if lines %}<ul class="paper-findings">
-{% for l in lines %}<li class="finding-line o-{{ l.outcome|replace(' ', '-') }} k-{{ l.kind }}">{% if l.kind == "paper" %}<b>paper found:</b> {{ l.statement }}
+{% for l in lines %}<li class="finding-line o-{{ l.outcome|replace(' ', '-') }} k-{{ l.kind }}">{% if l.kind == "paper" %}<b>paper found:</b> {{ l.statement|quote }}
 <span class="src">({{ l.source }}; {{ l.paper }})</span>{% else %}<b>this run:</b> {{ l.statement }} <span class="src">({{ l.source }})</span>{% endif %} — <b>this host:</b> {{ l.measured }} →
 <span class="outcome">{{ l.outcome }}</span>{% if l.reason %} ({{ l.reason }}){% endif %}{% if l.left_out %} <span class="left-out src">{{ l.left_out }}</span>{% endif %}
 {% if l.more %}<details class="more"><summary>… and {{ l.more|length }} more</summary><ul>{% for m in l.more %}<li>{{ m }}</li>{% endfor %}</ul></details>{% endif %}</li>
@@ -524,7 +534,7 @@ table { border-collapse: collapse; font-size: .85rem; } th, td { border: 1px sol
 {% for e in entries %}{% set n = [e.lines|length, 1]|max %}
 <tr class="study-row" data-study="{{ e.name }}"><td rowspan="{{ n }}"><a href="#study-{{ e.name }}">{{ e.name }}</a><br><small>{{ e.number }}</small>{% if e.limits %}<div class="limits">{% for l in e.limits %}<div>{{ l }}</div>{% endfor %}</div>{% endif %}</td>
 <td rowspan="{{ n }}" class="status s-{{ e.status.split(' ')[0] }}"><b>{{ e.status }}</b>{% if e.why and e.lines %}<div class="why">{{ e.why }}</div>{% endif %}</td>
-{% if e.lines %}{% for l in e.lines %}{% if not loop.first %}<tr>{% endif %}<td>{{ l.statement }}<div class="src">{{ l.paper }} ({{ l.source }})</div></td><td>{{ l.measured }}</td>
+{% if e.lines %}{% for l in e.lines %}{% if not loop.first %}<tr>{% endif %}<td>{% if l.kind == "paper" %}{{ l.statement|quote }}{% else %}{{ l.statement }}{% endif %}<div class="src">{{ l.paper }} ({{ l.source }})</div></td><td>{{ l.measured }}</td>
 <td class="o-{{ l.outcome|replace(' ', '-') }}"><span class="outcome">{{ l.outcome }}</span>{% if l.reason %}<div class="src">{{ l.reason }}</div>{% endif %}{% if l.left_out %}<div class="src left-out">{{ l.left_out }}</div>{% endif %}</td></tr>
 {% endfor %}{% else %}<td colspan="3" class="why-wide">{{ e.why or "—" }}</td></tr>{% endif %}
 {% endfor %}

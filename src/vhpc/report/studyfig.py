@@ -95,7 +95,10 @@ def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None,
     idx = {c: k for k, c in enumerate(cats)}
     for i, s in enumerate(pd.series):
         xs = [idx[p.x] - 0.4 + w * (i + 0.5) for p in s.points]
-        errs = np.array([(0.0, 0.0) if _few(p) else _err(p) for p in s.points]).T if s.points else None
+        # a point from too few runs has no interval: NaN draws no bar and no cap (0 drew a
+        # flat cap on the point)
+        errs = np.array([(np.nan, np.nan) if _few(p) else _err(p) for p in s.points]).T \
+            if s.points else None
         tcg = [p.emulated for p in s.points]
         tag = " (TCG)" if tcg and all(tcg) else (" (hatched: TCG)" if any(tcg) else "")
         color = (colors or {}).get(s.label, COLORS[i % len(COLORS)])
@@ -112,8 +115,9 @@ def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None,
     ax.set_xticklabels([str(c) for c in cats], rotation=20 if len(cats) > 4 else 0,
                        ha="right" if len(cats) > 4 else "center")
     tallest = max((p.y for s in pd.series for p in s.points), default=0.0)
-    highest = max((p.high for s in pd.series for p in s.points
-                   if p.high is not None and math.isfinite(p.high)), default=0.0)
+    highest = max((p.high for s in pd.series for p in s.points  # drawn bars only
+                   if p.high is not None and math.isfinite(p.high) and not _few(p)),
+                  default=0.0)
     if clip and not pd.ylog and tallest > 0 and highest > CLIP * tallest:
         ax.set_ylim(min(0.0, ax.get_ylim()[0]), CLIP * tallest)
         ax.text(0.99, 0.98, "interval bars cut at the top", transform=ax.transAxes,
@@ -133,7 +137,7 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
                 continue
             xs = [p.x for p in pts]
             ys = [p.y for p in pts]
-            errs = np.array([(0.0, 0.0) if _few(p) else _err(p) for p in pts]).T
+            errs = np.array([(np.nan, np.nan) if _few(p) else _err(p) for p in pts]).T
             tcg = any(p.emulated for p in pts)
             color = (colors or {}).get(s.label, COLORS[i % len(COLORS)])
             ax.errorbar(xs, ys, yerr=errs, marker="o", ms=4, capsize=2, color=color,
@@ -196,7 +200,13 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
     if pd.title:
         ax.set_title(pd.title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[1]:
+    labels = ax.get_legend_handles_labels()[1]
+    if labels and pd.numeric_x:
+        # under the axes, never over a line (Fig. 6's legend once hid the native curve)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                  ncol=1 if any(len(t) > 30 for t in labels) else min(3, len(labels)),
+                  frameon=False)
+    elif labels:
         ax.legend(fontsize=7, loc="best")
 
 

@@ -20,8 +20,8 @@ from vhpc.analysis import FASTER, SLOWER, Analysis
 from vhpc.analysis.families import Family
 from vhpc.core.metrics import Observation
 from vhpc.report import direction_mark, env_header
-from vhpc.report.figures import (RC, env_colors, log_ticks, mean_error_bar, new_figure,
-                                 ratio_error_bar, render)
+from vhpc.report.figures import (RC, bar_errors, env_colors, log_ticks, mean_error_bar,
+                                 new_figure, ratio_error_bar, render)
 
 __all__ = ["family_figure", "family_distribution", "size_axis", "shade_shared",
            "LOG_SPAN", "ZERO_AT"]
@@ -140,7 +140,8 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
             ys = [s.mean for s in sums]
             means += ys
             bars = [mean_error_bar(s) for s in sums]
-            ax.errorbar(xs, ys, yerr=[[b for b, _ in bars], [h for _, h in bars]], marker="o",
+            ax.errorbar(xs, ys, yerr=bar_errors([b for b, _ in bars], [h for _, h in bars]),
+                        marker="o",
                         ms=3, capsize=2, color=colors.get(env, "grey"), linewidth=1.2,
                         label=env_header(analysis, env) + (" (baseline)" if env == analysis.baseline else ""))
             drawn = True
@@ -174,7 +175,8 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
             ratios += ys
             err = [ratio_error_bar(c.ratio, c.ratio_ci) for c in comps]
             color = colors.get(env, "grey")
-            axr.errorbar(xs, ys, yerr=[[b for b, _ in err], [h for _, h in err]], color=color,
+            axr.errorbar(xs, ys, yerr=bar_errors([b for b, _ in err], [h for _, h in err]),
+                         color=color,
                          capsize=2, linewidth=1.0, marker=None, label=env_header(analysis, env))
             sig = [c.verdict in (SLOWER, FASTER) for c in comps]
             axr.scatter([x for x, g in zip(xs, sig) if g], [y for y, g in zip(ys, sig) if g],

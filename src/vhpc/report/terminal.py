@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -9,10 +11,10 @@ from rich.text import Text
 
 from vhpc.analysis import Analysis
 from vhpc.core.numfmt import FACTOR_NOTE, is_factor_text
-from vhpc.report import (TCG_MARK, common_notes, comparison_rows, env_header,
-                         family_metric_label, finding_groups, fmt_family_counts,
-                         fmt_family_level, fmt_family_overhead, fmt_points, headline_rows,
-                         measured_rows)
+from vhpc.report import (TCG_MARK, TOO_FEW, common_notes, comparison_rows, env_header,
+                         env_label, family_centre, family_metric_label, finding_groups,
+                         fmt_centre, fmt_family_counts, fmt_family_level, fmt_family_overhead,
+                         fmt_points, headline_rows, measured_rows)
 
 __all__ = ["render_table", "render_headline", "render_metrics", "VERDICT_STYLE"]
 
@@ -69,7 +71,8 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
     _footer(analysis, console, advice=False)  # the findings first: the answer ends the output
     for note in notes:
         console.print(Text(note, style="dim"), overflow="fold")
-    table = render_headline(analysis, console, title, shared, every=bool(detail))
+    table = render_headline(analysis, console, title, shared, every=bool(detail),
+                            all_hint=all_hint)
     more = [] if shown or metrics is None or detail is False else [
         f"every metric: {all_hint}" if all_hint else "every metric: vhpc report ID --all"]
     if html_path:
@@ -100,20 +103,23 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
     it one row per environment (geo. mean, ratio [CI] broken before its interval where
     narrow, overhead, p (Holm), verdict).  No number is folded."""
     rows = comparison_rows(analysis)
+    # "too few runs for an interval (…)" a line of its own beneath the row: the ratio cell
+    # keeps the number
+    ratios = {id(r): r.ratio.split(", " + TOO_FEW)[0] for r in rows}
     heads = ("environment", "geo. mean", "ratio [CI]", "overhead", "p (Holm)", "verdict")
     envs = {r.environment: Text("  ").append_text(_short_env(analysis, r.environment))
             for r in rows if r.environment}
-    cols = [[e.cell_len for e in envs.values()], [len(r.mean_short) for r in rows],
+    cols = [[e.cell_len for e in envs.values()], [len(r.mean) for r in rows],
             None, [len(r.overhead) for r in rows], [len(r.p) for r in rows],
             [len(r.verdict or "no baseline") for r in rows]]
     widths = [max(len(h), *c) if c else len(h) for h, c in zip(heads, cols) if c is not None]
     ratio_w = max(len(heads[2]), console.width - sum(widths) - 2 * (len(heads) - 1),
-                  *(len(x) for r in rows for x in _lines(r.ratio, 1).plain.split("\n")))
-    widths.insert(2, min(ratio_w, max((len(r.ratio) for r in rows), default=10)))
+                  *(len(x) for r in rows for x in _lines(ratios[id(r)], 1).plain.split("\n")))
+    widths.insert(2, min(ratio_w, max((len(ratios[id(r)]) for r in rows), default=10)))
     over = sum(widths) + 2 * (len(widths) - 1) - console.width
     if over > 0:  # the geometric mean's n beneath it
         widths[1] = max(len(heads[1]), widths[1] - over,
-                        *(len(x) for r in rows for x in _lines(r.mean_short, 1).plain.split("\n")))
+                        *(len(x) for r in rows for x in _lines(r.mean, 1).plain.split("\n")))
 
     def grid() -> Table:
         t = Table.grid(padding=(0, 2))
@@ -128,22 +134,24 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
     head.add_row(*(Text(h, style="bold") for h in heads))
     console.print(head)
     console.print(Text("─" * min(console.width, sum(widths) + 2 * (len(widths) - 1)), style="dim"))
-    body = None
     for r in rows:
         if r.first:
-            if body is not None:
-                console.print(body)
-            line = Text(r.bench, style="bold").append(f" · {r.metric} · {base}: {r.base_short}")
+            line = Text(r.bench, style="bold").append(f" · {r.metric} · {base}: {r.base}")
             console.print(line, overflow="fold")
-            body = grid()
         if not r.environment:
             continue
         verdict = (Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
                    if r.verdict else Text("no baseline", style="dim"))
-        body.add_row(envs[r.environment], _lines(r.mean_short, widths[1]),
-                     _lines(r.ratio, widths[2]), Text(r.overhead), Text(r.p), verdict)
-    if body is not None:
+        body = grid()
+        body.add_row(envs[r.environment], _lines(r.mean, widths[1]),
+                     _lines(ratios[id(r)], widths[2]), Text(r.overhead), Text(r.p), verdict)
         console.print(body)
+        if ratios[id(r)] != r.ratio:  # the interval not shown as numbers, and why
+            note = Table.grid()
+            note.add_column(width=widths[0] + 2)
+            note.add_column(width=max(20, console.width - widths[0] - 2), overflow="fold")
+            note.add_row("", Text(r.ratio[len(ratios[id(r)]) + 2:], style="dim"))
+            console.print(note)
     console.print(Text(_caption(analysis), style="dim"), overflow="fold")
 
 
@@ -153,10 +161,11 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
     One row per (benchmark, params, metric, non-baseline environment)
     (:func:`vhpc.report.comparison_rows`), secondary metrics included, so many environments
     never stack in one cell.  Columns: benchmark, metric [unit] with ↑/↓ (higher/lower is
-    better), the baseline's geometric mean and n, the environment (marked "(TCG emulation)"
-    when emulated), its geometric mean and n (the ratio's centres, without their intervals to
-    fit 80 columns: :func:`vhpc.report.fmt_gmean_ci`), ratio [CI] (tagged "(Fieller)" for
-    values ≤ 0, off the log scale), overhead %, Holm-adjusted p and verdict.  Benchmark,
+    better), the baseline's geometric mean [interval] (n=…), the environment (marked "(TCG
+    emulation)" when emulated), its geometric mean [interval] (n=…) (the ratio's centres as
+    docs/statistics.md promises: :func:`vhpc.report.fmt_gmean_ci`), ratio [CI] (tagged
+    "(Fieller)" for values ≤ 0, off the log scale), the overhead in its interval's form,
+    Holm-adjusted p and verdict.  Benchmark,
     metric and baseline cells are printed once per metric, with a line between metrics when
     there are several environments.  Cells fold rather than being cut, but for the verdict."""
     base = analysis.baseline
@@ -172,13 +181,13 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
     rows = comparison_rows(analysis)
     for i, r in enumerate(rows):
         # Text, not str: "[unit]" and "bench[params]" must not be read as rich markup
-        head = [Text(r.bench), Text(r.metric), Text(r.base_short)] if r.first else [Text("")] * 3
+        head = [Text(r.bench), Text(r.metric), Text(r.base)] if r.first else [Text("")] * 3
         if r.verdict is None:
             verdict = Text("no baseline" if r.environment else "", style="dim")
         else:
             verdict = Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "yellow"))
         last = i + 1 == len(rows) or rows[i + 1].first
-        table.add_row(*head, Text(r.env_label, style="red" if r.emulated else ""), Text(r.mean_short),
+        table.add_row(*head, Text(r.env_label, style="red" if r.emulated else ""), Text(r.mean),
                       Text(r.ratio), Text(r.overhead), Text(r.p), verdict,
                       end_section=multi and last)
     return table
@@ -235,7 +244,8 @@ def _short_env(analysis: Analysis, env: str) -> Text:
     that means)."""
     info = analysis.environments.get(env)
     emulated = bool(info and info.emulated)
-    return Text(env + (" (TCG)" if emulated else ""), style="red" if emulated else "")
+    return Text(env_label(analysis, env) + (" (TCG)" if emulated else ""),
+                style="red" if emulated else "")
 
 
 def _verdict_cell(fs, check: str = "") -> Text:
@@ -251,7 +261,7 @@ def _verdict_cell(fs, check: str = "") -> Text:
 
 
 def render_headline(analysis: Analysis, console: Console | None = None, title: str | None = None,
-                    shared=(), every: bool = False) -> Table:
+                    shared=(), every: bool = False, all_hint: str | None = None) -> Table:
     """Print the headline of ``analysis`` and return its rows as a rich Table: the answer,
     within the console's width (80 columns included) and without a cut cell.
 
@@ -268,7 +278,7 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     """
     console = console or Console()
     if not analysis.others():
-        return _render_measured(analysis, console, title, every)
+        return _render_measured(analysis, console, title, every, all_hint)
     rows = headline_rows(analysis, shared)
     if not rows:
         console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
@@ -278,28 +288,33 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     said = {*common, TCG_TRUST}
     conf = f"{analysis.confidence * 100:g} %"
     envs = [_short_env(analysis, r.summary.environment) for r in rows]
-    # the overhead with its interval on one line, a Holm level beneath it
-    cells = [Text("\n".join(filter(None, (fmt_family_overhead(r.summary, level=False,
-                                                              margin=analysis.margin),
-                                          fmt_family_level(r.summary))))) for r in rows]
+    # the overhead with its interval on one line, a Holm level (or why no interval) beneath
+    texts = [fmt_family_overhead(r.summary, level=False, margin=analysis.margin) for r in rows]
+    numbers = [t.split(", " + TOO_FEW)[0] for t in texts]
+    # "too few runs for an interval" wrapped to the column the numbers need, so the verdict
+    # beside it keeps its width
+    few = textwrap.wrap(TOO_FEW, max(19, *map(len, numbers)))
+    cells = [Text("\n".join(filter(None, [n] + (few if TOO_FEW in t else [])
+                                  + [fmt_family_level(r.summary)])))
+             for r, t, n in zip(rows, texts, numbers)]
+    centres = [Text(fmt_centre(family_centre(analysis, r.summary.family, r.summary.environment),
+                               r.summary.family.unit)) for r in rows]
     all_pass = all(r.check == "pass" for r in rows)  # said once, above
     verdicts = [_verdict_cell(r.summary, "" if all_pass else r.check) for r in rows]
     trusts = [[t for t in r.trust if t not in said] for r in rows]
-    heads = ("environment", "overhead [interval]", "verdict", "limits trust")
-    # the overhead with its interval on one line; the verdict and the trust notes fold (the
-    # verdict at 17, "insufficient data"'s width: only a sweep's counts fold beneath it)
+    heads = ("environment", "geo. mean", "overhead [interval]", "verdict")
+    # the overhead with its interval on one line; the verdict takes the rest of the width
+    # (at least "insufficient data"), what limits trust a line of its own beneath the row
     widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
-              max(len(heads[1]), *(len(x) for c in cells for x in c.plain.split("\n"))),
-              min(max(len(heads[2]), *(len(x) for v in verdicts for x in v.plain.split("\n"))), 17)]
-    room = console.width - sum(widths) - 2 * 3
-    with_trust = any(trusts)
-    if with_trust:
-        widths.append(max(room, len(heads[3])))
+              max(len(heads[1]), *(c.cell_len for c in centres)),
+              max(len(heads[2]), *(len(x) for c in cells for x in c.plain.split("\n")))]
+    need = max(len(heads[3]), *(len(x) for v in verdicts for x in v.plain.split("\n")))
+    widths.append(min(need, max(17, console.width - sum(widths) - 2 * 3)))
 
     def grid() -> Table:
         t = Table.grid(padding=(0, 2))
         for i, w in enumerate(widths):
-            t.add_column(width=w, overflow="fold", justify="right" if i == 1 else "left")
+            t.add_column(width=w, overflow="fold", justify="right" if i in (1, 2) else "left")
         return t
 
     console.print(Text(title or f"Overhead relative to {analysis.baseline}", style="bold"),
@@ -311,7 +326,7 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
         console.print(Text("Check: every benchmark's verification or check passed in every run",
                            style="green"), overflow="fold")
     head = grid()
-    head.add_row(*(Text(h, style="bold") for h in heads[:len(widths)]))
+    head.add_row(*(Text(h, style="bold") for h in heads))
     console.print(head)
     console.print(Text("─" * min(console.width, sum(widths) + 2 * (len(widths) - 1)), style="dim"))
     last, body = None, None
@@ -319,24 +334,38 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
         fam = r.summary.family
         if (fam.benchmark, fam.params, fam.quantity) != last:
             last = (fam.benchmark, fam.params, fam.quantity)
-            if body is not None:
-                console.print(body)
             line = Text(fam.label, style="bold")
             line.append(f" · {family_metric_label(fam)}")
-            points = f" · {fmt_points(fam)}" if fam.sweep else ""
-            if line.cell_len + len(points) > console.width:  # its own line: "0 B" stays whole
-                console.print(line, overflow="fold")
-                line, points = Text(), "  " + points[3:]
-            line.append(points, style="dim")
+            base = fmt_centre(family_centre(analysis, fam, analysis.baseline), fam.unit)
+            # the baseline's centre and a sweep's points after the label while they fit
+            # whole, else on a line of their own beneath it ("0 B" and "us" stay whole)
+            extra = [(f"{analysis.baseline} {base}", ""), (fmt_points(fam), "dim")]
+            rest = []
+            for text, style in (e for e in extra if e[0]):
+                if not rest and line.cell_len + 3 + len(text) <= console.width:
+                    line.append(" · " + text, style=style)
+                else:
+                    rest.append((text, style))
             console.print(line, overflow="fold")
-            body = grid()
+            if rest:
+                more = Text("  ")
+                for j, (text, style) in enumerate(rest):
+                    more.append((" · " if j else "") + text, style=style)
+                console.print(more, overflow="fold")
+        body = grid()
         env = Text("  ").append_text(envs[i])
-        trust = [Text("; ".join(trusts[i]) or "—", style="yellow" if trusts[i] else "dim")]
-        body.add_row(env, cells[i], verdicts[i], *(trust if with_trust else []))
-    console.print(body)
+        body.add_row(env, centres[i], cells[i], verdicts[i])
+        console.print(body)
+        if trusts[i]:  # beneath the row, its words wrapped under each other
+            note = Table.grid()
+            note.add_column(width=widths[0] + 2)
+            note.add_column(width=max(20, console.width - widths[0] - 2), overflow="fold")
+            note.add_row("", Text("limits trust: " + "; ".join(trusts[i]), style="yellow"))
+            console.print(note)
     console.print(Text(f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
                        f" [{conf} interval, or at the family level it names];"
                        f" margin ±{analysis.margin * 100:g} % (equivalent: the interval inside it)"
+                       + "; geo. mean: of the valid runs, as the ratio divides"
                        + ("; a sweep: the geometric mean over its points"
                                                 if any(r.summary.family.sweep for r in rows)
                                                 else "")
@@ -350,7 +379,8 @@ def _lines(text: str, width: int) -> Text:
     """``text`` on as many lines as it needs to fit ``width``: broken after a sweep's "…",
     before an interval ("[…]") and before a level ("at 97.5 %"), never inside a number."""
     lines = [text]
-    for sep, after in ((" … ", " …"), (" [", ""), (" at ", ""), (" (n=", "")):
+    for sep, after in ((" … ", " …"), (" [", ""), (", ", ","), (" at ", ""), (" (n=", ""),
+                       (" (", "")):
         if max(map(len, lines)) <= width:
             break
         out = []
@@ -359,11 +389,14 @@ def _lines(text: str, width: int) -> Text:
             out += ([head + after, (found.lstrip() if not after else "") + tail]
                     if found and len(line) > width else [line])
         lines = out
+    if max(map(len, lines)) > width:  # still too long (a sentence): between its words
+        lines = [w for line in lines
+                 for w in (textwrap.wrap(line, width, break_long_words=False) or [line])]
     return Text("\n".join(lines))
 
 
 def _render_measured(analysis: Analysis, console: Console, title: str | None,
-                     every: bool = False) -> Table:
+                     every: bool = False, all_hint: str | None = None) -> Table:
     """The headline of a one-environment campaign: what was measured (no comparison), each
     benchmark's primary metric, or every metric but the secondary ones with ``every``.
 
@@ -417,4 +450,8 @@ def _render_measured(analysis: Analysis, console: Console, title: str | None,
     console.print(Text(f"mean ± {conf} interval half-width over n valid runs in {env}; one "
                        "environment: nothing to compare (add -e vm for an overhead)", style="dim"),
                   overflow="fold")
+    more = 0 if every else len(measured_rows(analysis, primary_only=False)) - len(rows)
+    if more:
+        console.print(Text(f"{more} more metric(s): {all_hint or 'vhpc report ID --all'}",
+                           style="dim"), overflow="fold")
     return body

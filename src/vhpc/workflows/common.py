@@ -5,18 +5,21 @@ workflows (``paper``, ``diff``, ``host``, ``tune``) use them without importing t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console, RenderHook
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
 from vhpc.core.text import plain
+from vhpc.workflows.estimate import dry_run_estimate
 
 DEFAULT_OUT = "vhpc-results"
 
@@ -131,7 +134,8 @@ def preflight(spec) -> tuple:
     envs = execute.prepare(spec)  # host checks and environments, before anything is stored
     try:
         for env in envs.values():
-            env.preflight()  # ssh: the host answers and accepts the key
+            with preparing(env):  # an image: checked, its kernel copied out, booted once
+                env.preflight()  # ssh: the host answers and accepts the key
             if getattr(env, "preflight_note", ""):  # what cannot run as asked: before the run
                 err_console.print(f"vhpc: {plain(env.preflight_note)}", highlight=False,
                                   markup=False, soft_wrap=True)
@@ -144,6 +148,36 @@ def preflight(spec) -> tuple:
         _close(envs)
         raise
     return spec, envs
+
+
+#: seconds a preparation must take before its end is said in a line of its own
+SAID_AFTER_S = 2.0
+
+
+@contextlib.contextmanager
+def preparing(env, con: Console | None = None):
+    """Around an environment's preflight: for one that boots a user's image (``image=``), a
+    spinner with the elapsed time from the first second, naming what happens (the image
+    checked, its kernel copied out, the first boot, minutes under TCG), and a line with the
+    time it took; nothing for the others (their preflight is quick).  Exceptions pass
+    through."""
+    image = getattr(getattr(env, "options", None), "image", None)
+    if not image:
+        yield
+        return
+    con = con or err_console
+    what = (f"{env.name}: checking image {Path(str(image)).name}, copying its kernel out, "
+            "first boot")
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                   console=con, transient=True)
+    start = time.monotonic()
+    with bar:
+        bar.add_task(esc(what), total=None)
+        yield
+    took = time.monotonic() - start
+    if took >= SAID_AFTER_S:
+        con.print(f"{what}: ready after {took:.0f} s", highlight=False, markup=False,
+                  soft_wrap=True)
 
 
 def _close(envs: dict) -> None:
@@ -223,16 +257,46 @@ def spec_from_flags(args):
                             session_trials=args.session_trials, host_knobs=args.host_knob,
                             executor=getattr(args, "executor", None))
 
+def node_hugepage_refusal(spec) -> str | None:
+    """Why the compute nodes of ``spec``'s executor cannot back its guests with hugepages
+    (None: they can, no guest asks for them, or the executor cannot say): each guest
+    environment with ``backing=2m``/``1g`` (a ``vm``: one guest on the node its trial runs
+    on) needs memory / page size free pages of that size on a node, on at least as many nodes
+    as the executor allocates; the nodes' free pages are read on each node
+    (:meth:`vhpc.executors.base.Executor.node_hugepages`).  The line names a node short of
+    pages and how many it lacks."""
+    kib_of = {"2m": 2048, "1g": 1048576}
+    wants = [(env, kib_of[getattr(env.options, "backing", "4k")]) for env in spec.environments
+             if env.part.boots_guests and getattr(env.options, "backing", "4k") in kib_of]
+    if not wants:
+        return None
+    free = spec.executor.part.node_hugepages(spec.executor.options)
+    if not free:
+        return None
+    nodes = spec.executor.part.node_count(spec.executor.options)
+    for env, kib in wants:
+        need = env.options.memory * 1024 // kib
+        short = {n: f.get(kib, 0) for n, f in sorted(free.items()) if f.get(kib, 0) < need}
+        if len(free) - len(short) < nodes:
+            node, has = next(iter(short.items()))
+            size = f"{kib // 1024} MiB" if kib < 1048576 else "1 GiB"
+            return (f"guest {env.name} (backing={env.options.backing}, memory="
+                    f"{env.options.memory} MiB) needs {need} free {size} "
+                    f"hugepages on each of {nodes} node(s), but node {node} has {has}"
+                    + (f" (and {len(short) - 1} more node(s) too few)" if len(short) > 1 else "")
+                    + f": reserve {need - has} more there (/sys/kernel/mm/hugepages/"
+                    f"hugepages-{kib}kB/nr_hugepages) or use backing=4k")
+    return None
+
 
 def _refuse_node_hugepages(spec) -> None:
     """Raise HostError (one line naming the node) when compute nodes of ``spec``'s executor
     cannot back its guests with the hugepages they ask for
-    (:func:`vhpc.workflows.paper.node_hugepage_refusal`); nothing on the local executor, whose
+    (:func:`node_hugepage_refusal`); nothing on the local executor, whose
     guests' hugepages are checked on this host."""
     if spec.executor.part.runs_here:
         return
     from vhpc.core.errors import HostError
-    from vhpc.workflows.paper import node_hugepage_refusal
 
     why = node_hugepage_refusal(spec)
     if why:
@@ -249,8 +313,6 @@ def dry_run(spec, out: str | None = None) -> int:
     plans = execute.placements(spec, execute.host_facts())
     views.dry_run(console, spec, execute.plan(spec), {n: p.text for n, p in plans.items()})
     if out is not None:
-        from vhpc.workflows.paper import dry_run_estimate
-
         console.print(dry_run_estimate(spec, out), highlight=False, markup=False)
     return 0
 

@@ -6,8 +6,8 @@ presented on one page with the figures and the paper-found / this-host lines.
 (:func:`vhpc.campaign.studies.build`, the executor and host knobs passed through); a study this
 host cannot run as the paper did is kept with its reason (refused, in one line each, before
 anything runs: a study across nodes without ``--executor``, 2 MiB-backed guests without
-hugepages). :func:`estimate_s` guesses how long a study's trials take from their actual
-parameters (``vhpc study --dry-run`` prints the same estimate), and :func:`page` writes
+hugepages). :func:`vhpc.workflows.estimate.estimate` says how long a study's trials may take
+here (``vhpc study --dry-run`` prints the same estimate), and :func:`page` writes
 ``OUT/paper-SEED/index.html`` from the stored campaigns.  :func:`add_parser` and :func:`run`
 are the command.
 """
@@ -23,19 +23,8 @@ from typing import Any
 
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
-
-#: seconds a guest takes to boot (a fresh session), by accelerator: generous rules of thumb
-#: (a TCG guest of vhpc's was ready in 4.2-4.7 s on a 2-core host, 2 vCPUs, 1 GiB; its kernel
-#: reaches init in 1.85-2.3 s under TCG, shared/reference/vm-mechanics.md); a store's past
-#: trials replace the trial estimate, not this
-BOOT_S = {"kvm": 15.0, "tcg": 15.0}
-#: parameters that spread work over CPUs rather than add to it (left out of the work factor)
-PARALLEL = frozenset({"ranks", "threads", "copies", "pairs", "vcpus"})
-#: a parameter of this name is wall-clock seconds (noise runs that long in any environment)
-DURATION = "duration"
-#: the work factor's bounds (a parameter far from its default is still a rule of thumb)
-FACTOR = (0.02, 50.0)
-
+from vhpc.workflows.common import node_hugepage_refusal
+from vhpc.workflows.estimate import accelerator, estimate, estimate_line, fmt_duration
 
 @dataclass
 class Item:
@@ -91,36 +80,6 @@ def _node_refusal(spec) -> str | None:
     return node_hugepage_refusal(spec)
 
 
-def node_hugepage_refusal(spec) -> str | None:
-    """Why the compute nodes of ``spec``'s executor cannot back its guests with hugepages
-    (None: they can, no guest asks for them, or the executor cannot say): each guest
-    environment with ``backing=2m``/``1g`` (a ``vm``: one guest on the node its trial runs
-    on) needs memory / page size free pages of that size on a node, on at least as many nodes
-    as the executor allocates; the nodes' free pages are read on each node
-    (:meth:`vhpc.executors.base.Executor.node_hugepages`).  The line names a node short of
-    pages and how many it lacks."""
-    kib_of = {"2m": 2048, "1g": 1048576}
-    wants = [(env, kib_of[getattr(env.options, "backing", "4k")]) for env in spec.environments
-             if env.part.boots_guests and getattr(env.options, "backing", "4k") in kib_of]
-    if not wants:
-        return None
-    free = spec.executor.part.node_hugepages(spec.executor.options)
-    if not free:
-        return None
-    nodes = spec.executor.part.node_count(spec.executor.options)
-    for env, kib in wants:
-        need = env.options.memory * 1024 // kib
-        short = {n: f.get(kib, 0) for n, f in sorted(free.items()) if f.get(kib, 0) < need}
-        if len(free) - len(short) < nodes:
-            node, has = next(iter(short.items()))
-            size = f"{kib // 1024} MiB" if kib < 1048576 else "1 GiB"
-            return (f"guest {env.name} (backing={env.options.backing}, memory="
-                    f"{env.options.memory} MiB) needs {need} free {size} "
-                    f"hugepages on each of {nodes} node(s), but node {node} has {has}"
-                    + (f" (and {len(short) - 1} more node(s) too few)" if len(short) > 1 else "")
-                    + f": reserve {need - has} more there (/sys/kernel/mm/hugepages/"
-                    f"hugepages-{kib}kB/nr_hugepages) or use backing=4k")
-    return None
 
 
 def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) -> list[Item]:
@@ -147,166 +106,6 @@ def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) 
             item.reason = " ".join(str(exc).split())
         items.append(item)
     return items
-
-
-@dataclass
-class Past:
-    """What a store's finished trials say about time on this host (seconds): the mean trial
-    duration per (benchmark, parameters, environment) and per (benchmark, parameters,
-    environment kind, accelerator); per (kind, accelerator) the median trial and the median
-    measured boot (a session's first trial started this long after the trial before it ended,
-    in the same campaign; a campaign's first session: its first trial began this long after
-    the campaign was created, host checks included: the guest's boot and the agent's start)."""
-
-    exact: dict[tuple[str, str, str], float] = field(default_factory=dict)
-    by_kind: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
-    median: dict[tuple[str, str], float] = field(default_factory=dict)
-    boot: dict[tuple[str, str], float] = field(default_factory=dict)
-
-
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-
-
-#: campaigns, newest first, whose trials teach the estimate (beside the store's durations)
-PAST_CAMPAIGNS = 30
-
-
-def _past_seconds(store) -> Past:
-    """:class:`Past` from ``store`` (an empty one without a store: the rules of thumb then),
-    read through its public methods, so a damaged store raises its one-line StoreError: the
-    mean per (benchmark, parameters, environment) from :meth:`~vhpc.store.Store.durations`,
-    the rest from the trials of the newest :data:`PAST_CAMPAIGNS` campaigns."""
-    if store is None:
-        return Past()
-    from vhpc.environments.kind import KINDS
-
-    by_kind: dict[tuple, list[float]] = {}
-    median: dict[tuple, list[float]] = {}
-    boot: dict[tuple, list[float]] = {}
-    for camp in store.campaigns()[:PAST_CAMPAIGNS]:
-        envs = store.environments(camp["id"])
-        kinds = {n: (e.kind, e.accel or "") for n, e in envs.items()}
-        trials = [t for t in store.trials(camp["id"])
-                  if t.started is not None and t.ended is not None]
-        ended = {t.seq: t.ended for t in trials}
-        first = min((t.started for t in trials), default=None)
-        for t in trials:
-            k = kinds.get(t.environment, ("", ""))
-            if t.session_index == 0:  # a fresh session's first trial: the boot came before
-                gap = t.started - ended.get(t.seq - 1, t.started)
-                if 1.0 < gap < 600:
-                    boot.setdefault(k, []).append(gap)
-            if t.status == "done":
-                d = t.ended - t.started
-                by_kind.setdefault((t.benchmark, t.params, *k), []).append(d)
-                median.setdefault(k, []).append(d)
-        booting = [k for k in kinds.values() if k[0] in KINDS and KINDS.get(k[0])().boots_guests]
-        gap = first - camp["created"] if first is not None else 0.0
-        if booting and 1.0 < gap < 600:  # the first session booted before the first trial
-            boot.setdefault(booting[0], []).append(gap)
-    mean = lambda v: sum(v) / len(v)  # noqa: E731
-    return Past(store.durations(), {k: mean(v) for k, v in by_kind.items()},
-                {k: _median(v) for k, v in median.items()},
-                {k: _median(v) for k, v in boot.items()})
-
-
-def work_factor(bench_spec) -> float:
-    """How much more (or less) work a benchmark's given parameters ask for than its defaults:
-    the product of value / default over the numeric parameters given (those that spread work
-    over CPUs, :data:`PARALLEL`, and a :data:`DURATION` left out; a ``*_log2`` parameter
-    counts as 2^(value − default)), bounded by :data:`FACTOR`.  ``linpack:n=200`` → 0.2 of
-    the default ``n=1000``; a parameter whose default is 0 or auto (``hpccg:nx``) counts as
-    1."""
-    from vhpc import benchmarks
-
-    declared = {p.name: p for p in benchmarks.get(bench_spec.name).params}
-    f = 1.0
-    for name, value in bench_spec.params.items():
-        p = declared.get(name)
-        if (p is None or name in PARALLEL or name == DURATION or isinstance(p.default, bool)
-                or not isinstance(p.default, (int, float)) or not p.default
-                or isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-            continue
-        f *= 2.0 ** (value - p.default) if name.endswith("_log2") else value / p.default
-    return min(max(f, FACTOR[0]), FACTOR[1])
-
-
-def estimate_s(spec, trials, accel: str, store=None) -> float:
-    """Seconds the planned ``trials`` of ``spec`` may take here, each trial at most the spec's
-    timeout, from what ``store`` measured on this host (:class:`Past`), best first: a past
-    finished trial of the same benchmark, parameters and environment; of the same benchmark and
-    parameters in an environment of the same kind and accelerator; the median past trial of
-    that kind scaled by the benchmark's :func:`work_factor`; else the kind's rule of thumb
-    (:meth:`EnvironmentKind.trial_seconds` under ``accel``), half of it fixed (starting the
-    trial) and half scaled by the work factor.  Plus a given :data:`DURATION`, and a boot for
-    the first session of a kind that boots guests and every fresh one: the median boot the
-    store measured for that kind, else :data:`BOOT_S`."""
-    from vhpc.environments.kind import KINDS
-
-    past = _past_seconds(store)
-    envs = {e.name: e for e in spec.environments}
-    kinds = {n: KINDS.get(e.kind)() for n, e in envs.items()}
-    factors = {b.name + "\0" + b.key: (work_factor(b), float(b.params.get(DURATION) or 0))
-               for b in spec.benchmarks}
-    limit = getattr(spec, "timeout", None) or float("inf")
-    total = 0.0
-    booted: set[str] = set()
-    for t in trials:
-        kind = kinds[t.environment]
-        k = (envs[t.environment].kind, accel if kind.boots_guests else "")
-        f, wall = factors.get(t.benchmark + "\0" + t.params, (1.0, 0.0))
-        s = past.exact.get((t.benchmark, t.params, t.environment))
-        if s is None:
-            s = past.by_kind.get((t.benchmark, t.params, *k))
-        if s is None and k in past.median:
-            s = past.median[k] * f + wall
-        if s is None:  # half of a rule-of-thumb trial is starting it, half is the work
-            s = kind.trial_seconds(accel) * (0.5 + 0.5 * f) + wall
-        total += min(s, limit)
-        if kind.boots_guests and (t.fresh or t.environment not in booted):
-            total += past.boot.get(k, BOOT_S.get(accel, 60.0))
-            booted.add(t.environment)
-    return total
-
-
-def estimate_line(spec, trials, accel: str, store=None) -> str:
-    """One line for ``--dry-run``: the trial count and the estimate (``about 3 min``)."""
-    s = estimate_s(spec, trials, accel, store)
-    when = f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
-    return (f"{len(trials)} trials ({len(spec.benchmarks)} benchmark(s) × "
-            f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} rounds), "
-            f"about {when} on this host (guests under {accel})")
-
-
-
-def dry_run_estimate(spec, out: str | Path) -> str:
-    """The estimate line ``vhpc study --dry-run`` prints for ``spec`` (the same as ``vhpc
-    paper --dry-run`` gives the study), past trials read from ``out``'s store if it has one."""
-    from vhpc.campaign import execute
-    from vhpc.store import Store
-
-    db = Path(out, "vhpc.db")
-    store = Store(db) if db.is_file() else None
-    return estimate_line(spec, execute.plan(spec), accelerator()[0], store)
-
-def accelerator() -> tuple[str, str]:
-    """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the KVM probe's
-    answer (:meth:`vhpc.environments.vm.VmKind.probe_accel`, cached per host boot), not
-    whether ``/dev/kvm`` exists — a host can offer /dev/kvm and still fall back to TCG."""
-    from vhpc.environments.vm import guestimage
-    from vhpc.environments.vm import VmKind
-    from vhpc.host.facts import qemu_version
-
-    if qemu_version() is None:
-        return "tcg", "QEMU is not installed: no guest can run (apt-get install qemu-system-x86)"
-    try:
-        kernel = guestimage.find_kernel()
-    except guestimage.GuestImageError as exc:
-        return "tcg", f"not probed: {exc}"
-    probe = VmKind.probe_accel(kernel)
-    return probe.accel, probe.reason
 
 
 def latest_campaigns(store) -> dict[str, str]:
@@ -519,7 +318,7 @@ def run(args) -> int:
     if args.dry_run:
         store = _store(args.out, existing=True) if Path(args.out, "vhpc.db").is_file() else None
         accel, why = accelerator()
-        total = 0.0
+        total, low, high = 0.0, 0.0, 0.0
         for it in items:
             fig = studies.STUDIES.get(it.name).figure
             console.print(f"[bold]{it.name}[/] ({fig.number})", highlight=False)
@@ -527,11 +326,13 @@ def run(args) -> int:
             if it.spec is None:
                 console.print(f"  not run: {it.reason}", **say)
                 continue
-            total += estimate_s(it.spec, it.trials, accel, store)
-            console.print("  " + estimate_line(it.spec, it.trials, accel, store), **say)
+            e = estimate(it.spec, it.trials, accel, store)
+            total, low, high = total + e.seconds, low + e.low, high + e.high
+            console.print("  " + estimate_line(it.spec, it.trials, accel, store, e), **say)
             console.print(f"  executor {it.spec.executor}", **say)
         console.print(f"seed {seed}: {sum(1 for i in items if i.spec)} of {len(items)} studies "
-                      f"to run, about {total / 60:.0f} min in all; nothing was run.", **say)
+                      f"to run, about {fmt_duration(total)} in all ({fmt_duration(low, high)}); "
+                      "nothing was run.", **say)
         kind = "hardware virtualization" if accel == "kvm" else "emulation"
         console.print(f"accelerator {accel} ({kind}): {why}", **say)
         return 0
