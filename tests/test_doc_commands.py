@@ -76,9 +76,6 @@ def test_the_documented_dry_runs_plan(tmp_path, capsys, monkeypatch):
         assert "Traceback" not in capsys.readouterr().err
 
 
-@pytest.mark.xfail(strict=True, reason="the dry run's time estimate looks a campaign file's own "
-                   "benchmark up in the registry (workflows/paper.work_factor): fixed where the "
-                   "estimate moves to a module of its own; drop this mark then")
 def test_the_documented_campaign_file_plans(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     argv = ["run", "docs/examples/lammps-mpi.yaml", "--dry-run", "--out", str(tmp_path / "out")]

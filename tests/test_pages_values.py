@@ -71,7 +71,8 @@ def test_two_runs_print_no_bound_beyond_1000_times():
     assert hi / lo > 1000  # the exact bounds stay in the analysis (CSV and JSON export them)
     # --all writes the overhead as the headline does (no interval: the value's own form)
     assert fmt_overhead(a.comparisons[0]) == fmt_family_overhead(fs).split(",")[0]
-    assert "too few runs for an interval (≈" in " ".join(text.split())
+    # two runs a side: no plan of runs either (fewer than power.MIN_PILOT), the pilot advice
+    assert "too few runs for an interval (run ≥ 10 a side to plan)" in " ".join(text.split())
 
 
 def test_the_overhead_of_every_metric_takes_the_form_of_its_interval():

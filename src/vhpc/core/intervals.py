@@ -5,6 +5,8 @@ as a result.  CSV and JSON exports keep the exact bounds.  Pure functions, no I/
 
 from __future__ import annotations
 
+from vhpc.core import power
+
 __all__ = ["WIDE_FACTOR", "MIN_INTERVAL_RUNS", "TOO_FEW", "interval_hidden", "too_few_text"]
 
 #: an interval whose high bound exceeds its low bound this many times says nothing a reader
@@ -31,7 +33,9 @@ def interval_hidden(n_min: int, low: float | None, high: float | None,
 
 def too_few_text(runs_needed: int | None) -> str:
     """:data:`TOO_FEW` with the runs a side that would likely decide (the analysis' figure,
-    :attr:`vhpc.analysis.Comparison.runs_needed`), else with :data:`MIN_INTERVAL_RUNS`."""
+    :attr:`vhpc.analysis.Comparison.runs_needed`); without one (no plan is made from fewer than
+    :data:`vhpc.core.power.MIN_PILOT` runs a side) with the pilot advice of
+    :data:`vhpc.core.power.PILOT_RUNS` runs a side."""
     if runs_needed:
         return f"{TOO_FEW} (≈{runs_needed} runs each to decide)"
-    return f"{TOO_FEW} (at least {MIN_INTERVAL_RUNS} runs each)"
+    return f"{TOO_FEW} (run ≥ {power.PILOT_RUNS} a side to plan)"

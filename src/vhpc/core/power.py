@@ -32,7 +32,7 @@ from vhpc.core.stats import common_scale
 spc = LazyModule("scipy.special")
 sps = LazyModule("scipy.stats")
 
-__all__ = ["POWER", "MAX_RUNS", "MIN_PILOT", "PILOT_ADVICE", "pooled_cv", "t_test_power",
+__all__ = ["POWER", "MAX_RUNS", "MIN_PILOT", "PILOT_RUNS", "PILOT_ADVICE", "pooled_cv", "t_test_power",
            "tost_power", "runs_needed", "runs_needed_tost", "pooled_relative_sd",
            "detectable_effect", "proportion_interval", "campaigns_to_bound"]
 
@@ -46,8 +46,11 @@ MAX_RUNS = 2000
 #: plan from it spans two orders of magnitude across identical pilots (post-hoc power:
 #: Hoenig & Heisey, Am. Stat. 55, 2001)
 MIN_PILOT = 5
+#: runs a side advised for a pilot from which a plan can be made (twice :data:`MIN_PILOT`:
+#: the standard deviation's 95 % interval then spans 0.69–1.8 × the estimate)
+PILOT_RUNS = 10
 #: what to say instead of a plan below :data:`MIN_PILOT` runs a side
-PILOT_ADVICE = "too few runs to plan: run ≥ 10 a side"
+PILOT_ADVICE = f"too few runs to plan: run ≥ {PILOT_RUNS} a side"
 
 
 def pooled_cv(stdev_a: float, stdev_b: float, mean_b: float) -> float | None:
