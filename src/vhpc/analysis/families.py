@@ -339,6 +339,9 @@ class FamilySummary:
 
 
 def _geomean(xs: list[float]) -> float:
+    """Geometric mean of ``xs`` (≥ 0); 0 when one of them is 0."""
+    if any(x == 0 for x in xs):
+        return 0.0
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
@@ -357,7 +360,9 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
     comps: list[tuple[int | float | None, Comparison]] = []
     for x, params, metric in fam.points:
         c = analysis.comparison(fam.benchmark, params, metric, env)
-        if c is not None and c.ratio is not None and c.ratio > 0:
+        # a ratio that underflowed to 0 (1e-300 against 1e300) is still a row: its overhead
+        # prints as a factor beyond the float range (numfmt), never lost as "no comparison"
+        if c is not None and c.ratio is not None and c.ratio >= 0:
             comps.append((x, c))
     if not comps:
         return _signed_scalar(analysis, fam, env)
