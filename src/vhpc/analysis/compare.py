@@ -13,7 +13,7 @@ contains 1, nor "equivalent" beside one that leaves the margin.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vhpc.core import logratio, power, stats
 from vhpc.analysis.results import (
@@ -286,6 +286,18 @@ def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | 
         difference_ci=(lo, hi))
 
 
+def level_kind(c: Comparison, intervals: str = "holm") -> str:
+    """What ``c``'s interval level is (:data:`vhpc.analysis.results.LEVEL_KINDS`): ``1-alpha``
+    in a family of one; under ``--intervals simultaneous`` ``simultaneous``; else ``holm`` for
+    a row Holm calls different (slower/faster: :func:`finish` keeps Holm's level only for
+    those) and ``bonferroni`` for the rest."""
+    if c.family_size <= 1:
+        return "1-alpha"
+    if intervals == SIMULTANEOUS:
+        return "simultaneous"
+    return "holm" if c.verdict in (SLOWER, FASTER) else "bonferroni"
+
+
 def pooled_sd(x: list[float], y: list[float]) -> float | None:
     """√((s_x² + s_y²)/2) of two samples (their unit), None with fewer than 2 values a side."""
     if len(x) < 2 or len(y) < 2:
@@ -319,7 +331,7 @@ def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Com
         runs_needed=rep.runs_needed, detectable=rep.detectable, level=rep.level,
         margin=rep.margin, role=role,
         family_size=rep.family_size, inverse_of=name, gmean=env.gmean,
-        gmean_baseline=base.gmean)
+        gmean_baseline=base.gmean, level_kind=rep.level_kind)
 
 
 #: ``--intervals`` values: Holm's level for differences, Bonferroni's for equivalence (the
@@ -389,7 +401,8 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
             adj = dict(zip(idx, stats.holm_adjust([ps[i] for i in idx], alpha)))
         for i, k in enumerate(keys):
             role = plan[k[:3]][1]
-            done[k] = finish(drafts[k], level, adj.get(i), margin, alpha, role, m, eq_level)
+            c = finish(drafts[k], level, adj.get(i), margin, alpha, role, m, eq_level)
+            done[k] = replace(c, level_kind=level_kind(c, intervals))
     for k, d in drafts.items():
         _, role, partner = plan[k[:3]]
         if role in (INVERSE, SAME):

@@ -170,8 +170,17 @@ def fmt_overhead(c: Comparison | None) -> str:
     return numfmt.overhead(c.ratio, lo, hi, c.higher_is_better).split(" [")[0]
 
 
+def p_adjustment(analysis: Analysis) -> str:
+    """How the comparisons' p column is adjusted: ``Bonferroni`` under ``--intervals
+    simultaneous`` (every family's p multiplied by its m), else ``Holm`` (step-down within each
+    family); a comparison's :attr:`~vhpc.analysis.Comparison.level_kind` says which."""
+    return "Bonferroni" if any(c.level_kind == "simultaneous"
+                               for c in analysis.comparisons) else "Holm"
+
+
 def fmt_p(c: Comparison | None) -> str:
-    """Holm-adjusted p-value, "—" when there is none."""
+    """Adjusted p-value (Holm's, or Bonferroni's: :func:`p_adjustment`), "—" when there is
+    none."""
     if c is None or c.p_adjusted is None:
         return "—"
     p = c.p_adjusted
