@@ -122,6 +122,11 @@ def off_log_scale(x: list[float], y: list[float]
     return None, (None, None), stats.NO_INTERVAL, None
 
 
+#: the model's outcomes (:func:`vhpc.core.logratio.decide`) as the table names them
+_VERDICT = {logratio.WORSE: SLOWER, logratio.BETTER: FASTER, logratio.EQUIVALENT: EQUIVALENT,
+            logratio.UNDECIDED: INCONCLUSIVE}
+
+
 def verdict_of(low: float | None, high: float | None, higher_is_better: bool,
                margin: float) -> str:
     """The verdict read off the interval (low, high) of the ratio env / baseline
@@ -129,8 +134,7 @@ def verdict_of(low: float | None, high: float | None, higher_is_better: bool,
     interval, so ``slower`` always means worse for the user."""
     if low is not None and high is not None and higher_is_better:
         low, high = (1.0 / high if high > 0 else None), (1.0 / low if low > 0 else None)
-    return {logratio.WORSE: SLOWER, logratio.BETTER: FASTER, logratio.EQUIVALENT: EQUIVALENT,
-            logratio.UNDECIDED: INCONCLUSIVE}.get(logratio.decide(low, high, margin), INSUFFICIENT)
+    return _VERDICT.get(logratio.decide(low, high, margin), INSUFFICIENT)
 
 
 def difference_verdict(low: float | None, high: float | None, higher_is_better: bool,
@@ -143,9 +147,8 @@ def difference_verdict(low: float | None, high: float | None, higher_is_better: 
     if low is None or high is None:
         return INSUFFICIENT
     w = overhead_of_difference(low, high, higher_is_better, scale)
-    return {logratio.WORSE: SLOWER, logratio.BETTER: FASTER, logratio.EQUIVALENT: EQUIVALENT,
-            logratio.UNDECIDED: INCONCLUSIVE}.get(
-        logratio.decide_difference(w[0], w[1], margin if scale > 0 else None), INSUFFICIENT)
+    return _VERDICT.get(logratio.decide_difference(w[0], w[1], margin if scale > 0 else None),
+                        INSUFFICIENT)
 
 
 def overhead_of_difference(low: float, high: float, higher_is_better: bool, scale: float
