@@ -524,11 +524,13 @@ def test_simultaneous_intervals_say_bonferroni_in_the_p_column(tmp_path):
 
     data = obs("native", [1.0, 1.1, 0.9], bench="b1") + obs("vm", [1.5, 1.6, 1.4], bench="b1") \
         + obs("native", [1.0, 1.1, 0.9], bench="b2") + obs("vm", [1.0, 1.1, 0.95], bench="b2")
-    for intervals, head in (("holm", "p (Holm)"), ("simultaneous", "p (Bonferroni)")):
+    for intervals, head, level in (("holm", "p (Holm)", "Holm's where it says slower"),
+                                   ("simultaneous", "p (Bonferroni)", "for every row, simul")):
         a = analyse(data, ENVS, "native", intervals=intervals)
         console = Console(record=True, width=200)
         console.print(render_metrics(a))
         text = console.export_text()
         assert head in text and ({"p (Holm)", "p (Bonferroni)"} - {head}).pop() not in text
+        assert level in " ".join(text.split())  # the caption names the levels
         page = report_html.render_html(a, [], {})
         assert f"<th>{head}</th>" in page

@@ -29,11 +29,12 @@ TCG_TRUST = "TCG emulation, not KVM"
 
 def _caption(analysis: Analysis) -> str:
     base, conf = analysis.baseline, f"{analysis.confidence * 100:g} %"
+    levels = ("1 − α/m for every row, simultaneous" if p_adjustment(analysis) == "Bonferroni"
+              else "Holm's where it says slower/faster, 1 − α/m for the rest")
     return (f"geo. mean of each side over n runs (\"mean … ± half-width\": arithmetic, where a"
             f" value is ≤ 0); ratio = env/{base} of those means, with the"
             f" interval the verdict is read off (Welch's t on ln values; {conf}, or the level"
-            " of the primary metrics' family where named: Holm's where it says slower/faster,"
-            " 1 − α/m for the rest); overhead > 0: environment"
+            f" of the primary metrics' family where named: {levels}); overhead > 0: environment"
             f" worse in the metric's direction; p: {p_adjustment(analysis)}-adjusted;"
             " slower/faster: the interval"
             f" excludes 1; equivalent: it lies within ±{analysis.margin * 100:g} %;"
