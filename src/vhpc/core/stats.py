@@ -12,10 +12,10 @@ Sources:
 * Welch's unequal-variance t-test and the Welch–Satterthwaite degrees of freedom: B. L. Welch,
   Biometrika 34 (1947) 28–35; F. E. Satterthwaite, Biometrics Bulletin 2 (1946) 110–114.
 * Ratio of two means, Fieller's theorem: E. C. Fieller, J. Roy. Stat. Soc. B 16 (1954) 175–185
-  (only for data with values ≤ 0, which have no log scale).
-* Change of a ratio between two campaigns for such data (:func:`ratio_of_ratios`): the delta
-  method on the log of the four means, J. O. Friedrich, N. K. J. Adhikari, J. Beyene, BMC Med.
-  Res. Methodol. 8:32 (2008), ``Var(ln R̂) ≈ Σ s_i²/(n_i x̄_i²)``.
+  (a library function; vhpc's analysis compares data with values ≤ 0 by the difference of
+  means, :func:`welch_difference`, whose direction a ratio of means of either sign can flip).
+* Contrasts of means (:func:`welch_contrast`): Welch's t with Satterthwaite's df over any
+  number of independent samples (``vhpc diff``: four).
 * Multiple comparisons: S. Holm, Scand. J. Statist. 6 (1979) 65–70
   (``statsmodels.stats.multitest.multipletests``); the one confidence level compatible with
   Holm's decisions (:func:`vhpc.core.logratio.holm_level`): after Holm rejects r of m hypotheses, the remaining
@@ -54,19 +54,17 @@ sps = LazyModule("scipy.stats")
 
 __all__ = [
     "RatioInterval",
-    "FIELLER", "LOG_DELTA", "LOG_WELCH", "DIFFERENCE", "RANK", "EXACT", "NO_INTERVAL", "METHODS",
+    "FIELLER", "LOG_WELCH", "DIFFERENCE", "RANK", "EXACT", "NO_INTERVAL", "METHODS",
     "welch_difference", "difference_contrast", "welch_contrast", "Contrast", "hodges_lehmann",
     "t_quantile", "t_sf",
     "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
     "fieller_contains", "ratio_interval",
     "holm_adjust", "modified_z_outliers", "mean", "linear_fit", "Description",
     "describe",
-    "ratio_of_ratios",
 ]
 
 #: ratio-interval methods (the names exported per comparison)
 FIELLER = "fieller"
-LOG_DELTA = "log-delta"
 LOG_WELCH = "log-welch"
 DIFFERENCE = "welch-difference"
 RANK = "hodges-lehmann"
@@ -74,7 +72,6 @@ EXACT = "exact"
 NO_INTERVAL = "none"
 METHODS = {
     FIELLER: "Fieller (1954)",
-    LOG_DELTA: "delta method on the log of the means (Friedrich et al. 2008): vhpc diff, values ≤ 0",
     LOG_WELCH: "Welch's t on ln values: ratio of geometric means (Welch 1947)",
     DIFFERENCE: "Welch's interval of the difference of means, in the metric's unit (values ≤ 0)",
     RANK: "Hodges–Lehmann estimate with the Mann–Whitney (Moses) interval on ln values",
@@ -522,55 +519,6 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0
     lo, hi, df = fieller_interval(ma, va, x.size, mb, vb, y.size, confidence)
     inside = fieller_contains(1.0, ma, va, x.size, mb, vb, y.size, confidence)
     return RatioInterval(lo, hi, FIELLER, df, inside)
-
-
-def ratio_of_ratios(a_new: Sequence[float], b_new: Sequence[float], a_old: Sequence[float],
-                    b_old: Sequence[float], confidence: float = 0.95
-                    ) -> tuple[float | None, float | None, float | None, float | None, float | None, str]:
-    """Change of a ratio between two independent experiments: ``Q = (ā_new / b̄_new) /
-    (ā_old / b̄_old)`` (e.g. the VM/native ratio of campaign B over that of campaign A;
-    dimensionless, 1 = unchanged), its confidence interval and a two-sided p-value for Q = 1.
-
-    Delta method on the log scale with four independent means (Friedrich et al. 2008; for
-    data with values ≤ 0, which :func:`vhpc.core.logratio.log_contrast` cannot take): ``Var(ln Q̂) ≈ Σ u_i`` with ``u_i = s_i² / (n_i x̄_i²)``; bounds
-    ``Q̂ · exp(± t · √Σu)``; Welch–Satterthwaite df ``(Σu)² / Σ(u_i² / (n_i − 1))``; p from
-    ``t = ln Q̂ / √Σu`` on that df, so p < 1 − confidence exactly when the interval excludes 1.
-
-    Returns (Q, low, high, df, p, method): method :data:`LOG_DELTA`; :data:`EXACT` when no
-    sample varies (low = high = Q, p = 0 when Q ≠ 1 else 1, df None); :data:`NO_INTERVAL` when a
-    side has fewer than 2 values or a mean is not positive (Q, when defined, but no interval,
-    df or p)."""
-    xs = [np.asarray(v, dtype=float) for v in (a_new, b_new, a_old, b_old)]
-    # each sample at its own scale (u_i and Q are scale-free per sample), so that finite
-    # extremes neither overflow nor underflow; Q from the scaled means and the scale factors
-    ks = [common_scale(x) for x in xs]
-    xs = [x / k if k != 1.0 else x for x, k in zip(xs, ks)]
-    means = [float(x.mean()) if x.size else math.nan for x in xs]
-    q = None
-    if all(math.isfinite(m) for m in means) and means[1] != 0 and means[2] != 0 and means[3] != 0:
-        with np.errstate(all="ignore"):
-            q = float(np.float64(means[0] / means[1]) / np.float64(means[2] / means[3])
-                      * np.float64(ks[0] / ks[1]) / np.float64(ks[2] / ks[3]))
-        if not math.isfinite(q) or (q == 0 and means[0] != 0):
-            q = None  # beyond the float range: cannot compute
-    if q is None or any(x.size < 2 for x in xs) or any(m <= 0 for m in means):
-        return (q, None, None, None, None, NO_INTERVAL)
-    us = [float(x.var(ddof=1)) / (x.size * m * m) for x, m in zip(xs, means)]
-    total = sum(us)
-    if total == 0:
-        return (q, q, q, None, 0.0 if q != 1.0 else 1.0, EXACT)
-    den = sum(u * u / (x.size - 1) for u, x in zip(us, xs) if u > 0)
-    if den > 0 and math.isfinite(den) and total * total > 0:
-        df = total * total / den
-    else:  # squares of tiny u underflow: the same df from the shares u / Σu
-        df = 1.0 / sum((u / total) ** 2 / (x.size - 1) for u, x in zip(us, xs) if u > 0)
-    se = math.sqrt(total)
-    half = _tq(confidence, df) * se
-    p = 2.0 * _t_sf(abs(math.log(q)) / se, df)
-    if not half < 700.0:  # exp would overflow: no finite bounds
-        return (q, None, None, df, min(1.0, p), LOG_DELTA)
-    return (q, _finite(q * math.exp(-half)), _finite(q * math.exp(half)), df, min(1.0, p),
-            LOG_DELTA)
 
 
 def holm_adjust(p_values: Iterable[float], alpha: float = 0.05) -> list[float]:
