@@ -75,19 +75,16 @@ def summary_ratio(a: Summary, b: Summary, confidence: float = 0.95
 def summary_difference(a: Summary, b: Summary, confidence: float = 0.95
                        ) -> tuple[float | None, float | None, float | None]:
     """(mean(a) − mean(b), low, high): Welch's interval of the difference of means from the
-    summaries (:func:`vhpc.core.stats.welch_test`'s df), as the table compares data with values
-    ≤ 0; bounds None with fewer than 2 values a side."""
+    summaries (:func:`vhpc.core.stats.welch_contrast`, the computation of
+    :func:`vhpc.core.stats.welch_difference`), as the table compares data with values ≤ 0;
+    bounds None with fewer than 2 values a side."""
     if a.mean is None or b.mean is None:
         return None, None, None
     d = a.mean - b.mean
-    if a.n < 2 or b.n < 2 or a.stdev is None or b.stdev is None:
+    if a.stdev is None or b.stdev is None:
         return d, None, None
-    va, vb = a.stdev ** 2, b.stdev ** 2
-    _, df = stats.welch_test(a.mean, va, a.n, b.mean, vb, b.n)
-    if df is None:
-        return d, d, d
-    half = stats.t_quantile(confidence, df) * math.sqrt(va / a.n + vb / b.n)
-    return d, d - half, d + half
+    c = stats.welch_contrast((a.mean, b.mean), (a.stdev ** 2, b.stdev ** 2), (a.n, b.n), (1, -1))
+    return (d, None, None) if c is None else (d, *c.interval(confidence))
 
 
 def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
