@@ -390,3 +390,9 @@ def test_a_registry_metric_declared_signed_is_compared_by_its_difference():
     assert c.verdict == (SLOWER if ci.low > 0 else INCONCLUSIVE)
     # a metric the registry does not declare signed stays on the log scale
     assert rows["pagefault"].ratio_ci_method == "log-welch"
+    # and any two groups of it (the evidence of a paper line) are read the same way
+    from vhpc.analysis import versus
+
+    pairs = {p.benchmark: p for p in versus.pairs(a)}
+    assert pairs["noise"].method == "welch-difference" and pairs["noise"].ratio is None
+    assert pairs["pagefault"].method == "log-welch"

@@ -222,4 +222,4 @@ def analyse(observations: Iterable[Observation] | ObservationColumns,
     return Analysis(summaries=summaries, comparisons=comparisons, findings=findings,
                     baseline=baseline, environments=envs, alpha=alpha, confidence=confidence,
                     margin=margin, checks=check_results(stub, checks),
-                    check_metrics=check_metrics)
+                    check_metrics=check_metrics, signed_metrics=signed)

@@ -309,6 +309,9 @@ class Analysis:
     checks: list[CheckResult] = field(default_factory=list)
     #: (benchmark, metric) of every check figure: no comparison, no family, no table head
     check_metrics: frozenset = frozenset()
+    #: (benchmark, metric) declared signed (custom ``signed: true``, the registry's
+    #: ``Metric.signed``): compared by the difference of means wherever two groups are
+    signed_metrics: frozenset = frozenset()
     _summary_index: dict = field(default_factory=dict, repr=False, compare=False)
     _comparison_index: dict = field(default_factory=dict, repr=False, compare=False)
 

@@ -103,8 +103,11 @@ def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
         ref = analysis.summary(s.benchmark, s.params, s.metric, ref_env, versus_group)
         if ref is None:
             continue
-        ratio, lo, hi, method, p = summary_ratio(s, ref, analysis.confidence)
-        if method == stats.DIFFERENCE:  # values <= 0: read as the table reads them
+        if (s.benchmark, s.metric) in analysis.signed_metrics:  # declared: as the table
+            ratio, lo, hi, method, p = None, None, None, stats.DIFFERENCE, None
+        else:
+            ratio, lo, hi, method, p = summary_ratio(s, ref, analysis.confidence)
+        if method == stats.DIFFERENCE:  # values <= 0 or declared signed: as the table reads
             _, d_lo, d_hi = summary_difference(s, ref, analysis.confidence)
             verdict = difference_verdict(d_lo, d_hi, s.higher_is_better, analysis.margin,
                                          abs(ref.mean or 0.0)) \
@@ -115,7 +118,7 @@ def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
         if verdict == INSUFFICIENT and s.n >= 2 and ref.n >= 2:
             verdict = INCONCLUSIVE  # data, but no bounded interval (as in the table)
         runs = None
-        if verdict == INCONCLUSIVE:
+        if verdict == INCONCLUSIVE and method != stats.DIFFERENCE:
             lw = logratio.contrast_of([s.log_moments(), ref.log_moments()], (1, -1))
             if lw is not None:
                 runs = logratio.runs_to_decide(lw, analysis.confidence, analysis.margin)
