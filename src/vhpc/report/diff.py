@@ -244,8 +244,7 @@ Welch's t on the four samples, as the table compares it), at {{ conf }} or at th
 of B's primary metrics as the note says;
 docs/statistics.md); the overhead change is positive when B's overhead is worse in the metric's
 direction. Verdicts: regression/improvement when the interval excludes 1 (Δ: 0), equivalent when
-it lies
-within ±{{ margin }}, inconclusive otherwise. FAIL = a regression larger than the tolerance.</p>
+it lies within ±{{ margin }}, inconclusive otherwise. FAIL = a regression larger than the tolerance.</p>
 <table><thead><tr>{% for k, t in ocols %}<th>{{ t }}</th>{% endfor %}<th>note</th></tr>
 </thead><tbody>{% for c in overhead %}<tr>{% for k, t in ocols %}
 <td class="{{ c[k] }}">{{ c[k] }}</td>{% endfor %}<td>{{ c.note }}</td></tr>{% endfor %}
