@@ -313,16 +313,16 @@ def test_contended_points_are_left_out_of_the_findings_as_of_the_headline():
            for j, k in enumerate((0.998, 1.0, 1.002, 1.0))]
     envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
     a = analyse(obs, envs, "native")
-    (whole,) = [l for l in paper.judge("scaling", a) if "HPCCG" in l.statement]
+    (whole,) = [x for x in paper.judge("scaling", a) if "HPCCG" in x.statement]
     assert whole.outcome == F.DISAGREES and not whole.left_out  # the contended point decides
-    (kept,) = [l for l in paper.judge("scaling", a, shared=[("vm", "hpccg", "ranks=3")])
-               if "HPCCG" in l.statement]
+    (kept,) = [x for x in paper.judge("scaling", a, shared=[("vm", "hpccg", "ranks=3")])
+               if "HPCCG" in x.statement]
     assert kept.outcome == F.AGREES, kept.text()
     assert "ranks=3" not in kept.measured + " ".join(kept.more)
     assert kept.left_out.startswith("left out: hpccg[ranks=3] mflops")
     assert "CPUs shared between nodes/guests" in kept.left_out and kept.left_out in kept.text()
     every = [("vm", "hpccg", f"ranks={r}") for r in (1, 2, 3)]
-    (none,) = [l for l in paper.judge("scaling", a, shared=every) if "HPCCG" in l.statement]
+    (none,) = [x for x in paper.judge("scaling", a, shared=every) if "HPCCG" in x.statement]
     assert none.outcome == F.CANNOT_TELL and "every matching point" in none.reason
 
 
