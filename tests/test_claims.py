@@ -365,3 +365,34 @@ def test_a_metric_declared_signed_is_compared_by_its_difference_without_a_warnin
     assert c.ratio_ci_method == "welch-difference" and c.note == ""
     assert c.difference_ci == pytest.approx((ci.low, ci.high))
     assert c.verdict == (SLOWER if ci.low > 0 else INCONCLUSIVE)
+
+
+def test_a_registry_metric_declared_signed_is_compared_by_its_difference():
+    # noise's detour share is 0 on a quiet CPU: the registry declares it signed, so a campaign
+    # whose values all happen to be positive is still compared by the difference of means
+    from vhpc import benchmarks as registry
+
+    noise = {m.name: m for m in registry.REGISTRY["noise"].metrics}
+    assert noise["detour_pct"].signed and noise["max_detour_us"].signed
+    assert not any(m.signed for m in registry.REGISTRY["pagefault"].metrics)
+    y, x = [0.010, 0.012, 0.011, 0.013], [0.020, 0.025, 0.022, 0.021]
+    a = analyse(_obs("native", y, "noise", "detour_pct", unit="%")
+                + _obs("vm", x, "noise", "detour_pct", unit="%")
+                + _obs("native", y, "pagefault", "private_us", unit="us")
+                + _obs("vm", x, "pagefault", "private_us", unit="us"), ENVS, "native")
+    rows = {c.benchmark: c for c in a.comparisons}
+    c = rows["noise"]
+    r = sps.ttest_ind(x, y, equal_var=False)
+    ci = r.confidence_interval(c.level)
+    assert c.ratio_ci_method == "welch-difference" and c.ratio is None and c.note == ""
+    assert c.difference == pytest.approx(np.mean(x) - np.mean(y))
+    assert c.difference_ci == pytest.approx((ci.low, ci.high))
+    assert c.verdict == (SLOWER if ci.low > 0 else INCONCLUSIVE)
+    # a metric the registry does not declare signed stays on the log scale
+    assert rows["pagefault"].ratio_ci_method == "log-welch"
+    # and any two groups of it (the evidence of a paper line) are read the same way
+    from vhpc.analysis import versus
+
+    pairs = {p.benchmark: p for p in versus.pairs(a)}
+    assert pairs["noise"].method == "welch-difference" and pairs["noise"].ratio is None
+    assert pairs["pagefault"].method == "log-welch"

@@ -1,7 +1,8 @@
-"""``vhpc diff A B`` (docs/diff.md): ratio-of-ratios statistics checked against hand-computed
-values, matching and unmatched rows, fingerprint diff, tolerances and exit status on
-constructed stores; older and newer store schemas; and an end-to-end diff of real campaigns on
-this host where an injected slowdown (docs/calibrate.md) must be flagged."""
+"""``vhpc diff A B`` (docs/diff.md): a signed metric's four-sample Welch contrast checked
+against hand-computed values, matching and unmatched rows, fingerprint diff, tolerances and
+exit status on constructed stores; older and newer store schemas; and an end-to-end diff of
+real campaigns on this host where an injected slowdown (docs/calibrate.md) must be
+flagged."""
 
 from __future__ import annotations
 
@@ -72,39 +73,6 @@ def make_campaign(store: Store, cid: str, data: dict, *, created: float, options
 @pytest.fixture
 def store(tmp_path) -> Store:
     return Store(tmp_path / "out" / "vhpc.db")
-
-
-# --------------------------------------------------------------------------------------------
-# statistics (vhpc.core.stats.ratio_of_ratios), by hand
-# --------------------------------------------------------------------------------------------
-
-
-def test_ratio_of_ratios_matches_the_hand_computed_delta_method():
-    # A: native mean 10 (var 2), vm mean 20 (var 2); B: native 10 (var 2), vm 30 (var 2); n = 2
-    # Q = (30/10)/(20/10) = 1.5; u = var/(n·mean²): 0.0011111 (vm B), 0.01 (native B),
-    # 0.0025 (vm A), 0.01 (native A); Σu = 0.0236111; df = Σu² / Σ(u²/1) = 2.68689
-    q, lo, hi, df, p, method = stats.ratio_of_ratios([29, 31], [9, 11], [19, 21], [9, 11])
-    su = 2 / (2 * 900) + 0.01 + 2 / (2 * 400) + 0.01
-    assert math.isclose(su, 0.0236111, rel_tol=1e-5)
-    expected_df = su ** 2 / ((2 / 1800) ** 2 + 0.01 ** 2 + 0.0025 ** 2 + 0.01 ** 2)
-    assert method == stats.LOG_DELTA
-    assert math.isclose(q, 1.5)
-    assert math.isclose(df, expected_df) and math.isclose(df, 2.68689, rel_tol=1e-4)
-    half = sps.t.ppf(0.975, expected_df) * math.sqrt(su)
-    assert math.isclose(lo, 1.5 * math.exp(-half)) and math.isclose(hi, 1.5 * math.exp(half))
-    t = math.log(1.5) / math.sqrt(su)
-    assert math.isclose(p, 2 * sps.t.sf(t, expected_df))
-    # the interval and the p-value are one decision: p < 0.05 exactly when 1 is outside
-    assert (p < 0.05) == (lo > 1 or hi < 1)
-
-
-def test_ratio_of_ratios_degenerate_cases():
-    assert stats.ratio_of_ratios([30] * 3, [10] * 3, [20] * 3, [10] * 3)[1:] == (
-        1.5, 1.5, None, 0.0, stats.EXACT)
-    assert stats.ratio_of_ratios([1, 1], [1, 1], [1, 1], [1, 1])[4] == 1.0
-    q, lo, hi, df, p, method = stats.ratio_of_ratios([3], [1, 1], [2, 2], [1, 1])
-    assert (q, lo, hi, p, method) == (1.5, None, None, None, stats.NO_INTERVAL)
-    assert stats.ratio_of_ratios([1, -1], [1, 2], [1, 2], [1, 2])[5] == stats.NO_INTERVAL
 
 
 # --------------------------------------------------------------------------------------------
@@ -425,3 +393,82 @@ def test_a_single_run_side_gives_the_ratio_of_geometric_means_without_an_interva
     assert o.q == pytest.approx(q, rel=1e-12) and o.q != pytest.approx(
         (30 / (sum(nat_b) / 3)) / (20 / (sum(nat_a) / 3)), rel=1e-3)
     assert o.q_ci == (None, None) and o.verdict == d.INSUFFICIENT
+
+
+# --------------------------------------------------------------------------------------------
+# a metric that can be <= 0: the table's signed rule (difference of means, Welch), by hand
+# --------------------------------------------------------------------------------------------
+
+
+def _welch_contrast_by_hand(samples, signs, level):
+    """Σ sign·mean with Welch–Satterthwaite df and the t interval, from numpy and scipy's t
+    (independent of vhpc)."""
+    import numpy as np
+
+    means = [np.mean(s) for s in samples]
+    us = [np.var(s, ddof=1) / len(s) for s in samples]
+    est = sum(sg * m for sg, m in zip(signs, means))
+    se = math.sqrt(sum(us))
+    df = sum(us) ** 2 / sum(u * u / (len(s) - 1) for u, s in zip(us, samples))
+    half = sps.t.ppf(0.5 + level / 2, df) * se
+    return est, est - half, est + half, df, 2 * sps.t.sf(abs(est) / se, df)
+
+
+def test_a_metric_with_values_below_zero_is_diffed_by_the_difference_of_means(store):
+    # an energy balance, lower is better: the vm was near native in A and far better in B.
+    # A ratio of ratios of means of either sign read this backwards (Fieller's set of a
+    # ratio of negative means); the change of the difference is what the table reads.
+    units, hib = {"e": "J"}, {"e": False}
+    ya, xa = [-1.0, -1.2, -0.8], [-1.1, -1.0, -1.2]
+    yb, xb = [-1.0, -1.2, -0.8], [-3.0, -3.2, -2.9]
+    make_campaign(store, "A", {"native": {"bal": {"e": ya}}, "vm": {"bal": {"e": xa}}},
+                  created=1.0, units=units, hib=hib)
+    make_campaign(store, "B", {"native": {"bal": {"e": yb}}, "vm": {"bal": {"e": xb}}},
+                  created=2.0, units=units, hib=hib)
+    r = d.diff(d.load(store, "A"), d.load(store, "B"), tolerance=d.Tolerance(0.05))
+    (o,) = r.overhead
+    est, lo, hi, df, p = _welch_contrast_by_hand((xb, yb, xa, ya), (1, -1, -1, 1), 0.95)
+    assert o.method == stats.DIFFERENCE and o.q is None and o.ratio_a is None
+    assert o.difference == pytest.approx(est) and o.difference == pytest.approx(-1.9333333)
+    assert o.difference_ci == pytest.approx((lo, hi))
+    assert (o.df, o.p_value) == (pytest.approx(df), pytest.approx(p))
+    # each campaign's env − baseline difference is scipy's Welch interval
+    for (dd, dci), (x, y) in (((o.difference_a, o.difference_a_ci), (xa, ya)),
+                              ((o.difference_b, o.difference_b_ci), (xb, yb))):
+        ci = sps.ttest_ind(x, y, equal_var=False).confidence_interval(0.95)
+        assert dd == pytest.approx(sum(x) / 3 - sum(y) / 3)
+        assert dci == pytest.approx((ci.low, ci.high))
+    # lower is better and the whole interval is below 0: improvement, never a regression;
+    # the change in percent of A's baseline |mean| (1 J)
+    assert hi < 0 and o.verdict == d.IMPROVEMENT and o.status == d.PASS
+    assert o.change_pct == pytest.approx(est * 100)
+    assert o.change_ci == pytest.approx((lo * 100, hi * 100))
+    # the raw figures: B − A by Welch's difference, arithmetic means
+    raw = {x.environment: x for x in r.raw}
+    ci = sps.ttest_ind(xb, xa, equal_var=False).confidence_interval(0.95)
+    assert raw["vm"].method == stats.DIFFERENCE and raw["vm"].ratio is None
+    assert raw["vm"].difference_ci == pytest.approx((ci.low, ci.high))
+    assert not raw["vm"].geometric and raw["vm"].mean_a == pytest.approx(-1.1)
+    # the table shows the differences in the metric's unit
+    from vhpc.report.diff import overhead_cells, raw_cells
+
+    cell = overhead_cells(r)[0]
+    assert cell["q"].startswith("Δ -1.933 [") and cell["q"].endswith(" J")
+    assert cell["ratio_a"].startswith("Δ -0.1 [")
+    assert raw_cells(r)[1]["ratio"] == f"Δ -1.933 [{ci.low:+.4g}, {ci.high:+.4g}] J"
+
+
+def test_a_registry_metric_declared_signed_is_diffed_by_the_difference(store):
+    # noise's detour share can be 0: declared signed, so positive values go the same way
+    units, hib = {"detour_pct": "%"}, {"detour_pct": False}
+    make_campaign(store, "A", {"native": {"noise": {"detour_pct": [0.01, 0.012, 0.011]}},
+                               "vm": {"noise": {"detour_pct": [0.02, 0.022, 0.021]}}},
+                  created=1.0, units=units, hib=hib)
+    make_campaign(store, "B", {"native": {"noise": {"detour_pct": [0.01, 0.012, 0.011]}},
+                               "vm": {"noise": {"detour_pct": [0.05, 0.052, 0.051]}}},
+                  created=2.0, units=units, hib=hib)
+    r = d.diff(d.load(store, "A"), d.load(store, "B"))
+    (o,) = r.overhead
+    assert o.method == stats.DIFFERENCE and o.q is None
+    assert o.difference == pytest.approx(0.03)
+    assert o.verdict == d.REGRESSION

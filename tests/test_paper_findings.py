@@ -217,21 +217,31 @@ def test_a_statement_about_a_placement_the_campaign_lacks_says_so():
         assert "no environment vm-per-socket in this campaign" in line.reason
 
 
-def test_an_unbounded_fieller_set_is_named_not_called_missing():
-    """A baseline around 0 (Fieller's set unbounded, 1 excluded): "cannot tell", saying why."""
+def test_a_signed_metric_is_read_by_its_difference_as_the_table_reads_it():
+    """noise's detour share is declared signed (0 on a quiet CPU): a paper line on it reads
+    the table's difference of means, relative to the baseline's |mean|, never a ratio of
+    means of either sign.  Baseline −1, 0.5, 2 (mean 0.5) against 5, 5.5, 4.5: Welch's
+    interval of the difference (scipy) relative to 0.5 lies far above the paper's "no
+    difference" band, so the line disagrees, as the table says slower."""
+    from scipy import stats as sps
+
     from vhpc.analysis import analyse
     from vhpc.core.metrics import EnvInfo, Observation
     from vhpc.report import paper
 
+    vm, native = [5.0, 5.5, 4.5], [-1.0, 0.5, 2.0]
     obs = [Observation(env, "noise", "", "detour_pct", "%", False, v, valid=True, warmup=False,
                        trial_id=i, session_index=None)
-           for i, (env, v) in enumerate([("vm", 5.0), ("vm", 5.5), ("vm", 4.5),
-                                         ("native", -1.0), ("native", 0.5), ("native", 2.0)])]
+           for i, (env, v) in enumerate([("vm", v) for v in vm] + [("native", v) for v in native])]
     envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
     a = analyse(obs, envs, "native")
-    assert a.comparisons[0].ratio_ci == (None, None)
+    c = a.comparisons[0]
+    ci = sps.ttest_ind(vm, native, equal_var=False).confidence_interval(c.level)
+    assert c.ratio is None and c.verdict == "slower" and ci.low > 0
+    (e,) = paper.evidence(F.for_study("noise")[0], a)
+    assert e.linear and e.ci == pytest.approx((1 + ci.low / 0.5, 1 + ci.high / 0.5))
     (line,) = paper.judge("noise", a)
-    assert line.outcome == F.CANNOT_TELL
+    assert line.outcome == F.DISAGREES and "difference of means" in line.measured
 
 
 def _section(text: str, number: str) -> str:
@@ -303,16 +313,16 @@ def test_contended_points_are_left_out_of_the_findings_as_of_the_headline():
            for j, k in enumerate((0.998, 1.0, 1.002, 1.0))]
     envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
     a = analyse(obs, envs, "native")
-    (whole,) = [l for l in paper.judge("scaling", a) if "HPCCG" in l.statement]
+    (whole,) = [x for x in paper.judge("scaling", a) if "HPCCG" in x.statement]
     assert whole.outcome == F.DISAGREES and not whole.left_out  # the contended point decides
-    (kept,) = [l for l in paper.judge("scaling", a, shared=[("vm", "hpccg", "ranks=3")])
-               if "HPCCG" in l.statement]
+    (kept,) = [x for x in paper.judge("scaling", a, shared=[("vm", "hpccg", "ranks=3")])
+               if "HPCCG" in x.statement]
     assert kept.outcome == F.AGREES, kept.text()
     assert "ranks=3" not in kept.measured + " ".join(kept.more)
     assert kept.left_out.startswith("left out: hpccg[ranks=3] mflops")
     assert "CPUs shared between nodes/guests" in kept.left_out and kept.left_out in kept.text()
     every = [("vm", "hpccg", f"ranks={r}") for r in (1, 2, 3)]
-    (none,) = [l for l in paper.judge("scaling", a, shared=every) if "HPCCG" in l.statement]
+    (none,) = [x for x in paper.judge("scaling", a, shared=every) if "HPCCG" in x.statement]
     assert none.outcome == F.CANNOT_TELL and "every matching point" in none.reason
 
 

@@ -315,3 +315,38 @@ def test_a_baseline_with_values_at_or_below_zero_shows_arithmetic_centres():
     assert r.base.startswith("mean 2 ±") and r.mean.startswith("mean 4.05 ±")
     assert r.method == "welch-difference" and r.ratio.startswith(f"Δ +{4.05 - 2.0:.4g} [")
     assert r.ratio.endswith("J (difference)")
+
+
+def test_comparisons_csv_and_json_carry_a_signed_metrics_difference(tmp_path):
+    """A metric with values ≤ 0 is compared by the difference of means: comparisons.csv and
+    results.json carry that difference and its interval in the metric's unit (scipy's Welch
+    interval), the method that made it and which level its interval is at."""
+    from scipy import stats as sps
+
+    y, x = [-1.0, -1.2, -0.8], [-2.0, -1.5, -2.5]
+
+    def mk(env, vals, metric):
+        return [Observation(env, "bal", "", metric, "J", False, v, True, False, i)
+                for i, v in enumerate(vals)]
+
+    obs = mk("native", y, "e") + mk("vm", x, "e") + mk("native", [1.0, 1.1, 0.9], "t") \
+        + mk("vm", [1.5, 1.6, 1.4], "t")
+    envs = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm")}
+    a = analyse(obs, envs, "native")
+    _, cp = write_csv(a, obs, tmp_path / "s.csv", tmp_path / "c.csv")
+    with cp.open() as fh:
+        rows = {r["metric"]: r for r in csv.DictReader(fh)}
+    ci = sps.ttest_ind(x, y, equal_var=False).confidence_interval(float(rows["e"]["level"]))
+    e, t = rows["e"], rows["t"]
+    assert e["ratio_ci_method"] == "welch-difference" and e["ratio"] == ""
+    assert float(e["difference"]) == pytest.approx(-1.0)
+    assert (float(e["difference_low"]), float(e["difference_high"])) == pytest.approx(
+        (ci.low, ci.high))
+    assert e["level_kind"] in ("1-alpha", "holm", "bonferroni")
+    # a ratio row leaves the difference empty
+    assert t["ratio_ci_method"] == "log-welch" and t["difference"] == t["difference_low"] == ""
+    doc = json.loads(write_json(a, obs, tmp_path / "r.json").read_text())
+    je = next(c for c in doc["comparisons"] if c["metric"] == "e")
+    assert je["difference"] == pytest.approx(-1.0)
+    assert je["difference_ci"] == pytest.approx([ci.low, ci.high])
+    assert je["level_kind"] == e["level_kind"]

@@ -76,7 +76,9 @@ def test_fieller_kept_where_valid_and_unbounded_otherwise():
     assert df == pytest.approx(2.0044, abs=1e-4)
     t2 = sps.t.ppf(0.975, df) ** 2
     assert 0.5**2 < t2 * sb2  # b² < t² s_b²: the set is unbounded
-    inside = lambda r: (5.0 - r * 0.5) ** 2 <= t2 * (sa2 + r * r * sb2)
+    def inside(r):
+        return (5.0 - r * 0.5) ** 2 <= t2 * (sa2 + r * r * sb2)
+
     # 1 lies in the gap of the two rays (4.5² = 20.25 > t²·(s_a² + s_b²) ≈ 15.4), but the set
     # holds ratios far above 1 and negative ones alike: no direction, so no verdict either way
     assert not inside(1.0) and inside(100.0) and inside(-100.0)
@@ -157,3 +159,25 @@ def test_figure_error_bars_follow_the_interval_and_stay_above_zero():
     assert ratio_error_bar(0.5, (-0.2, 0.9)) == (0.5, pytest.approx(0.4))
     assert ratio_error_bar(2.0, (None, None)) == (0.0, 0.0)
     assert "<svg" in relative_bars(analyse(data, ENVS, "native"))
+
+
+def test_one_welch_computation_matches_scipy_for_two_and_four_samples():
+    """welch_test, welch_difference and the four-sample difference contrast are one Welch
+    computation: scipy's two-sample test (from summary statistics too, one side without
+    variation) and a hand-computed four-term Welch–Satterthwaite df."""
+    a, b = [3.1, 2.9, 3.4, 3.0], [2.0, 2.2, 1.9]
+    ref = sps.ttest_ind(a, b, equal_var=False)
+    d, lo, hi, df, p = stats.welch_difference(a, b, 0.9)
+    ci = ref.confidence_interval(0.9)
+    assert (d, lo, hi, p) == pytest.approx((np.mean(a) - np.mean(b), ci.low, ci.high, ref.pvalue))
+    p2, df2 = stats.welch_test(5.0, 0.0, 4, 4.0, 2.0, 5)
+    r2 = sps.ttest_ind_from_stats(5.0, 0.0, 4, 4.0, 2.0 ** 0.5, 5, equal_var=False)
+    assert p2 == pytest.approx(r2.pvalue) and df2 == pytest.approx(4.0)  # all from one side
+    c = [1.0, 1.5, 0.5, 1.2, 0.8]
+    e, lo4, hi4, df4, p4 = stats.difference_contrast((a, b, c, b), (1, -1, -1, 1), 0.95)
+    us = [np.var(s, ddof=1) / len(s) for s in (a, b, c, b)]
+    want_df = sum(us) ** 2 / sum(u * u / (len(s) - 1) for u, s in zip(us, (a, b, c, b)))
+    half = sps.t.ppf(0.975, want_df) * sum(us) ** 0.5
+    assert e == pytest.approx(np.mean(a) - np.mean(c)) and df4 == pytest.approx(want_df)
+    assert (lo4, hi4) == pytest.approx((e - half, e + half))
+    assert p4 == pytest.approx(2 * sps.t.sf(abs(e) / sum(us) ** 0.5, want_df))

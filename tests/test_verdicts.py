@@ -485,3 +485,52 @@ def test_a_figure_that_never_varies_but_differs_is_pointed_at_the_check_declarat
     (f,) = [f for f in a.findings if f.kind == "constant-figure"]
     assert "root_bytes" in f.message and "time" not in f.message
     assert "check: {metric: NAME}" in f.advice and f.level == "info"
+
+
+def test_a_sweeps_summary_combines_bounds_at_one_level_and_names_it():
+    """Three sizes of a sweep: one clearly slower (shown at Holm's level), two near equal
+    (shown at Bonferroni's 1 − α/3): the one-line summary takes every point's bounds at
+    1 − α/3, the highest of them, computed here by scipy, and says so."""
+    from vhpc.analysis.families import headline
+
+    ys = {8: [10.0, 10.4, 9.8, 10.1, 9.9], 64: [12.0, 12.3, 11.8, 12.1, 12.2],
+          512: [20.0, 20.5, 19.6, 20.2, 19.9]}
+    xs = {8: [30.0, 31.0, 29.5, 30.4, 30.2], 64: [12.1, 12.5, 11.7, 12.4, 12.0],
+          512: [20.3, 20.1, 19.8, 20.6, 20.0]}
+    data = []
+    for s in ys:
+        data += obs("native", ys[s], f"lat_{s}", "us", bench="osu") + \
+            obs("vm", xs[s], f"lat_{s}", "us", bench="osu")
+    a = analyse(data, ENVS, "native")
+    levels = {s: a.comparison("osu", "", f"lat_{s}", "vm").level for s in ys}
+    bonferroni = 1 - 0.05 / 3
+    assert levels[64] == pytest.approx(bonferroni) and levels[8] < bonferroni  # two levels
+    assert a.comparison("osu", "", "lat_8", "vm").level_kind == "holm"
+    assert a.comparison("osu", "", "lat_64", "vm").level_kind == "bonferroni"
+    (fs,) = headline(a)
+    bounds = [scipy_interval(xs[s], ys[s], bonferroni)[:2] for s in ys]
+    assert fs.low == pytest.approx(math.prod(lo for lo, _ in bounds) ** (1 / 3), rel=1e-9)
+    assert fs.high == pytest.approx(math.prod(hi for _, hi in bounds) ** (1 / 3), rel=1e-9)
+    assert fs.level_note == "at 98.33 %"
+
+
+def test_simultaneous_intervals_say_bonferroni_in_the_p_column(tmp_path):
+    """Under --intervals simultaneous the adjusted p is Bonferroni's: the --all table's and
+    the page's column head say so; by default they say Holm."""
+    from rich.console import Console
+
+    from vhpc.report import html as report_html
+    from vhpc.report.terminal import render_metrics
+
+    data = obs("native", [1.0, 1.1, 0.9], bench="b1") + obs("vm", [1.5, 1.6, 1.4], bench="b1") \
+        + obs("native", [1.0, 1.1, 0.9], bench="b2") + obs("vm", [1.0, 1.1, 0.95], bench="b2")
+    for intervals, head, level in (("holm", "p (Holm)", "Holm's where it says slower"),
+                                   ("simultaneous", "p (Bonferroni)", "for every row, simul")):
+        a = analyse(data, ENVS, "native", intervals=intervals)
+        console = Console(record=True, width=200)
+        console.print(render_metrics(a))
+        text = console.export_text()
+        assert head in text and ({"p (Holm)", "p (Bonferroni)"} - {head}).pop() not in text
+        assert level in " ".join(text.split())  # the caption names the levels
+        page = report_html.render_html(a, [], {})
+        assert f"<th>{head}</th>" in page

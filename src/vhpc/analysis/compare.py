@@ -13,7 +13,7 @@ contains 1, nor "equivalent" beside one that leaves the margin.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vhpc.core import logratio, power, stats
 from vhpc.analysis.results import (
@@ -108,25 +108,23 @@ def declared_signed(spec) -> frozenset[tuple[str, str]]:
     return frozenset(out)
 
 
-def off_log_scale(x: list[float], y: list[float], level: float
+def off_log_scale(x: list[float], y: list[float]
                   ) -> tuple[float | None, tuple[float | None, float | None], str, float | None]:
-    """(ratio, (low, high), method, df) of x / y where Welch's t on ln values has nothing to
-    say: positive values with a side of fewer than 2 values give the ratio of geometric means
-    (the model's centre) without an interval; values ≤ 0 have no log scale and give the ratio
-    of arithmetic means with Fieller's interval at ``level`` (Fieller 1954; none with fewer
-    than 2 values a side or a baseline mean of 0)."""
+    """(ratio, (low, high), method, df) of positive x / y where Welch's t on ln values has
+    nothing to say (a side of fewer than 2 values): the ratio of geometric means (the model's
+    centre) without an interval.  Values ≤ 0 have no log scale and no ratio here: they are
+    compared by the difference of means (:func:`draft`, ``vhpc diff`` likewise), so they give
+    (None, (None, None), ``none``, None)."""
     gx, gy = logratio.log_moments(x), logratio.log_moments(y)
     if gx is not None and gy is not None:
         ratio = math.exp(gx.mean - gy.mean) if gx.mean - gy.mean < 700 else None
         return ratio, (None, None), stats.NO_INTERVAL, None
-    mx, my = stats.mean(x), stats.mean(y)
-    ratio = mx / my if mx is not None and my not in (None, 0) else None
-    if ratio is None or not math.isfinite(ratio):
-        return None, (None, None), stats.NO_INTERVAL, None
-    if len(x) < 2 or len(y) < 2:
-        return ratio, (None, None), stats.NO_INTERVAL, None
-    ri = stats.ratio_interval(x, y, level)
-    return ratio, (ri.low, ri.high), ri.method, ri.df
+    return None, (None, None), stats.NO_INTERVAL, None
+
+
+#: the model's outcomes (:func:`vhpc.core.logratio.decide`) as the table names them
+_VERDICT = {logratio.WORSE: SLOWER, logratio.BETTER: FASTER, logratio.EQUIVALENT: EQUIVALENT,
+            logratio.UNDECIDED: INCONCLUSIVE}
 
 
 def verdict_of(low: float | None, high: float | None, higher_is_better: bool,
@@ -136,8 +134,7 @@ def verdict_of(low: float | None, high: float | None, higher_is_better: bool,
     interval, so ``slower`` always means worse for the user."""
     if low is not None and high is not None and higher_is_better:
         low, high = (1.0 / high if high > 0 else None), (1.0 / low if low > 0 else None)
-    return {logratio.WORSE: SLOWER, logratio.BETTER: FASTER, logratio.EQUIVALENT: EQUIVALENT,
-            logratio.UNDECIDED: INCONCLUSIVE}.get(logratio.decide(low, high, margin), INSUFFICIENT)
+    return _VERDICT.get(logratio.decide(low, high, margin), INSUFFICIENT)
 
 
 def difference_verdict(low: float | None, high: float | None, higher_is_better: bool,
@@ -150,9 +147,8 @@ def difference_verdict(low: float | None, high: float | None, higher_is_better: 
     if low is None or high is None:
         return INSUFFICIENT
     w = overhead_of_difference(low, high, higher_is_better, scale)
-    return {logratio.WORSE: SLOWER, logratio.BETTER: FASTER, logratio.EQUIVALENT: EQUIVALENT,
-            logratio.UNDECIDED: INCONCLUSIVE}.get(
-        logratio.decide_difference(w[0], w[1], margin if scale > 0 else None), INSUFFICIENT)
+    return _VERDICT.get(logratio.decide_difference(w[0], w[1], margin if scale > 0 else None),
+                        INSUFFICIENT)
 
 
 def overhead_of_difference(low: float, high: float, higher_is_better: bool, scale: float
@@ -161,6 +157,22 @@ def overhead_of_difference(low: float, high: float, higher_is_better: bool, scal
     baseline's |mean|; 0: the difference itself, in the unit)."""
     k = 1.0 / scale if scale > 0 else 1.0
     return (-high * k, -low * k) if higher_is_better else (low * k, high * k)
+
+
+def difference_overhead(diff: float, low: float | None, high: float | None,
+                        higher_is_better: bool, scale: float
+                        ) -> tuple[float | None, tuple[float | None, float | None]]:
+    """(overhead, (low, high)) in percent of a signed metric's difference of means ``diff``
+    with its interval: worse-positive, relative to ``scale`` (the baseline's |mean|,
+    :func:`overhead_of_difference`); None where ``scale`` is 0 (no percentage of nothing) or
+    there is no interval."""
+    if not scale > 0:
+        return None, (None, None)
+    w = overhead_of_difference(diff, diff, higher_is_better, scale)[0] * 100
+    if low is None or high is None:
+        return w, (None, None)
+    lo, hi = overhead_of_difference(low, high, higher_is_better, scale)
+    return w, (lo * 100, hi * 100)
 
 
 def _near_zero(values: list[float]) -> bool:
@@ -184,7 +196,7 @@ def _shown(d: Draft, level: float, margin: float
         lo, hi = d.lw.interval(level)
         method, df = stats.LOG_WELCH, d.lw.df
     else:
-        ratio, (lo, hi), method, df = off_log_scale(d.x, d.y, level)
+        ratio, (lo, hi), method, df = off_log_scale(d.x, d.y)
     v = verdict_of(lo, hi, hib, margin) if d.env.n >= 2 and d.base.n >= 2 else INSUFFICIENT
     if v == INSUFFICIENT and d.env.n >= 2 and d.base.n >= 2:
         v = INCONCLUSIVE  # data, but no interval (ranks from too few runs)
@@ -263,9 +275,7 @@ def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | 
             and min(env.n, base.n) >= power.MIN_PILOT:
         n = logratio.plan_runs(diff / scale, sd / scale, level, margin, log_scale=False)
         runs = max(n, min(env.n, base.n) + 1) if n is not None else None
-    w = overhead_of_difference(diff, diff, hib, scale)[0] * 100 if scale > 0 else None
-    oci = tuple(x * 100 for x in overhead_of_difference(lo, hi, hib, scale)) \
-        if lo is not None and scale > 0 else (None, None)
+    w, oci = difference_overhead(diff, lo, hi, hib, scale)
     note = "" if d.declared else SIGNED_NOTE
     if base.unit != env.unit:
         v, note = INSUFFICIENT, "units differ from the baseline's"
@@ -277,6 +287,18 @@ def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | 
         overhead_ci=oci, ratio_ci_method=stats.DIFFERENCE, note=note, runs_needed=runs,
         level=level, margin=margin, role=role, family_size=m, difference=diff,
         difference_ci=(lo, hi))
+
+
+def level_kind(c: Comparison, intervals: str = "holm") -> str:
+    """What ``c``'s interval level is (:data:`vhpc.analysis.results.LEVEL_KINDS`): ``1-alpha``
+    in a family of one; under ``--intervals simultaneous`` ``simultaneous``; else ``holm`` for
+    a row Holm calls different (slower/faster: :func:`finish` keeps Holm's level only for
+    those) and ``bonferroni`` for the rest."""
+    if c.family_size <= 1:
+        return "1-alpha"
+    if intervals == SIMULTANEOUS:
+        return "simultaneous"
+    return "holm" if c.verdict in (SLOWER, FASTER) else "bonferroni"
 
 
 def pooled_sd(x: list[float], y: list[float]) -> float | None:
@@ -312,7 +334,7 @@ def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Com
         runs_needed=rep.runs_needed, detectable=rep.detectable, level=rep.level,
         margin=rep.margin, role=role,
         family_size=rep.family_size, inverse_of=name, gmean=env.gmean,
-        gmean_baseline=base.gmean)
+        gmean_baseline=base.gmean, level_kind=rep.level_kind)
 
 
 #: ``--intervals`` values: Holm's level for differences, Bonferroni's for equivalence (the
@@ -382,7 +404,8 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
             adj = dict(zip(idx, stats.holm_adjust([ps[i] for i in idx], alpha)))
         for i, k in enumerate(keys):
             role = plan[k[:3]][1]
-            done[k] = finish(drafts[k], level, adj.get(i), margin, alpha, role, m, eq_level)
+            c = finish(drafts[k], level, adj.get(i), margin, alpha, role, m, eq_level)
+            done[k] = replace(c, level_kind=level_kind(c, intervals))
     for k, d in drafts.items():
         _, role, partner = plan[k[:3]]
         if role in (INVERSE, SAME):

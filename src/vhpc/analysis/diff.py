@@ -13,9 +13,14 @@ on the host?
     Holm over the rows of B's primary metrics (a sweep's points within the sweep; secondary
     metrics in no family, checks not at all), the interval at the family's Holm level and the
     verdict read off it — ``regression`` / ``improvement`` (the interval excludes 1),
-    ``equivalent`` (within ±margin), ``inconclusive`` — and, with a tolerance, PASS/FAIL;
+    ``equivalent`` (within ±margin), ``inconclusive`` — and, with a tolerance, PASS/FAIL.
+    A metric whose values can be ≤ 0 (declared signed, or a value ≤ 0 in either campaign) is
+    read by the table's signed rule instead: the change of the difference of means
+    ``(x̄_B − ȳ_B) − (x̄_A − ȳ_A)`` in the metric's unit with Welch's interval
+    (:func:`vhpc.core.stats.difference_contrast`), decided by
+    :func:`vhpc.analysis.compare.difference_verdict` relative to A's baseline |mean|;
   - :class:`RawChange` per matched row, baseline included: B / A (geometric means) with its
-    interval;
+    interval; for a signed metric B − A (arithmetic means, Welch's interval);
   - :class:`Unmatched` rows (only in A, only in B, or without valid samples on a side);
   - :class:`FingerprintChange` rows: what differs between the two campaigns' environment
     fingerprints, environment options (``slowdown=``…) and protocol.
@@ -36,14 +41,17 @@ from typing import Any, Iterable, Mapping
 
 from vhpc.core import logratio, stats
 from vhpc.analysis.fingerprints import FingerprintChange, fingerprint_changes
-from vhpc.analysis.compare import off_log_scale, overhead_interval, overhead_pct, verdict_of
+from vhpc.analysis.compare import (
+    declared_signed, difference_overhead, difference_verdict, off_log_scale, overhead_interval,
+    overhead_pct, verdict_of,
+)
 from vhpc.analysis.results import (
     DEFAULT_MARGIN, EQUIVALENT as EQ, FASTER, INCONCLUSIVE as INC, INVERSE, POINT, PRIMARY,
     SAME, SLOWER, Comparison,
 )
 from vhpc.analysis.findings import slowdown_findings
 from vhpc.analysis.results import Finding
-from vhpc.analysis.pipeline import analyse
+from vhpc.analysis.pipeline import analyse, registry_signed
 from vhpc.analysis.summaries import group_observations
 from vhpc.core.errors import VhpcError
 from vhpc.analysis.tolerance import (  # parse_*: also vhpc diff's, through this module
@@ -146,8 +154,11 @@ def load(store: Store, cid: str) -> CampaignData:
 class RawChange:
     """One environment's metric in B against A: ``ratio`` = mean_b / mean_a with its interval
     (:func:`ratio_ci`, method named), where ``mean_a``/``mean_b`` are the centres the ratio
-    divides: geometric means (``geometric``), arithmetic ones for values ≤ 0; ``change_pct``
-    positive = B worse in the metric's direction (as overhead_pct: rates inverted)."""
+    divides: geometric means (``geometric``); ``change_pct`` positive = B worse in the
+    metric's direction (as overhead_pct: rates inverted).  A signed metric (values can be
+    ≤ 0) has no ratio: ``difference`` = mean_b − mean_a (arithmetic means, the metric's unit)
+    with Welch's interval ``difference_ci`` (method ``welch-difference``), ``change_pct`` the
+    worse-positive difference in percent of |mean_a|."""
 
     environment: str
     benchmark: str
@@ -165,6 +176,8 @@ class RawChange:
     change_pct: float | None
     change_ci: tuple[float | None, float | None]
     geometric: bool = True
+    difference: float | None = None
+    difference_ci: tuple[float | None, float | None] = (None, None)
 
 
 @dataclass(frozen=True)
@@ -180,7 +193,14 @@ class OverheadChange:
     same map of ``q_ci``; ``verdict`` read off ``q_ci``: regression / improvement (it
     excludes 1) / equivalent (within ±margin) / inconclusive / insufficient data; ``tolerance`` (fraction or None) and ``status`` PASS / FAIL / n/a:
     FAIL = a regression whose change exceeds the tolerance; ``note`` explains a PASS whose
-    interval still reaches beyond the tolerance, or a verdict criterion that disagreed."""
+    interval still reaches beyond the tolerance, or a verdict criterion that disagreed.
+
+    A signed metric (values can be ≤ 0; ``method`` welch-difference) has no ratios (None):
+    ``difference_a``/``difference_b`` are env − baseline (arithmetic means, the metric's unit)
+    with Welch's intervals, ``difference`` = difference_b − difference_a with Welch's
+    interval of the four-sample contrast ``difference_ci`` at the family's level (the verdict
+    is read off it in the metric's direction, relative to A's baseline |mean|, as the table
+    reads a signed metric), ``change_pct`` that change in percent of A's baseline |mean|."""
 
     environment: str
     baseline: str
@@ -205,6 +225,12 @@ class OverheadChange:
     tolerance: float | None = None
     status: str = NA
     note: str = ""
+    difference_a: float | None = None
+    difference_a_ci: tuple[float | None, float | None] = (None, None)
+    difference_b: float | None = None
+    difference_b_ci: tuple[float | None, float | None] = (None, None)
+    difference: float | None = None
+    difference_ci: tuple[float | None, float | None] = (None, None)
 
 
 @dataclass(frozen=True)
@@ -331,15 +357,44 @@ def _side(c: CampaignData) -> _Side:
 
 def ratio_ci(x: list[float], y: list[float], level: float
              ) -> tuple[float | None, tuple[float | None, float | None], str]:
-    """(ratio, interval at ``level``, method) of x / y as every comparison computes it:
-    geometric means with Welch's t on ln values; otherwise
-    :func:`vhpc.analysis.compare.off_log_scale`."""
+    """(ratio, interval at ``level``, method) of positive samples x / y as every comparison
+    computes it: geometric means with Welch's t on ln values; a side of one value: the ratio
+    of geometric means without an interval (:func:`vhpc.analysis.compare.off_log_scale`).
+    Values ≤ 0 are a signed metric's (:func:`_signed_keys`), never a ratio in a diff."""
     lw = logratio.log_welch(x, y)
     if lw is not None:
         return (lw.ratio if math.isfinite(lw.ratio) else None), lw.interval(level), \
             stats.LOG_WELCH
-    ratio, ci, method, _ = off_log_scale(x, y, level)
+    ratio, ci, method, _ = off_log_scale(x, y)
     return ratio, ci, method
+
+
+def _signed_keys(a: CampaignData, b: CampaignData, sides: tuple[_Side, _Side]
+                 ) -> set[tuple[str, str, str]]:
+    """(benchmark, params, metric) a diff of ``a`` and ``b`` reads by the signed rule (the
+    difference of means, as the table reads them: :func:`vhpc.analysis.compare.draft`):
+    declared signed by either campaign's custom metrics or by the registry, or holding a value
+    ≤ 0 in either campaign, in any environment (one rule for a row, its baseline's row and
+    its raw figures)."""
+    keys = {k[1:] for side in sides for k in side.values}
+    declared = declared_signed(a.spec) | declared_signed(b.spec) | registry_signed(
+        {k[0] for k in keys})
+    out = {k for k in keys if (k[0], k[2]) in declared}
+    out |= {k[1:] for side in sides for k, vs in side.values.items() if any(v <= 0 for v in vs)}
+    return out
+
+
+def _raw_signed(k: RowKey, sa: _Side, sb: _Side, confidence: float) -> RawChange:
+    """:class:`RawChange` of a signed metric: B − A by Welch's difference of means."""
+    env, bench, params, metric = k
+    xa, xb = sa.values[k], sb.values[k]
+    hib = sa.hib[k]
+    d, lo, hi, _, _ = stats.welch_difference(xb, xa, confidence)
+    ma, mb = stats.mean(xa), stats.mean(xb)
+    change, change_ci = difference_overhead(d, lo, hi, hib, abs(ma or 0.0))
+    return RawChange(env, bench, params, metric, sa.unit[k], hib, len(xa), len(xb), ma, mb,
+                     None, (None, None), stats.DIFFERENCE, change, change_ci, False, d,
+                     (lo, hi))
 
 
 def _raw(k: RowKey, sa: _Side, sb: _Side, confidence: float) -> RawChange:
@@ -355,11 +410,14 @@ def _raw(k: RowKey, sa: _Side, sb: _Side, confidence: float) -> RawChange:
                      overhead_interval(lo, hi, hib), geometric)
 
 
+#: the table's verdicts as a diff names them
+_AS_CHANGE = {SLOWER: REGRESSION, FASTER: IMPROVEMENT, EQ: EQUIVALENT, INC: INCONCLUSIVE}
+
+
 def _verdict(lo: float | None, hi: float | None, hib: bool, margin: float) -> str:
     """The verdict read off the interval of Q (B's ratio over A's), in the metric's
     direction (:func:`vhpc.analysis.compare.verdict_of`)."""
-    return {SLOWER: REGRESSION, FASTER: IMPROVEMENT, EQ: EQUIVALENT,
-            INC: INCONCLUSIVE}.get(verdict_of(lo, hi, hib, margin), INSUFFICIENT)
+    return _AS_CHANGE.get(verdict_of(lo, hi, hib, margin), INSUFFICIENT)
 
 
 def _family(c: Comparison | None) -> object:
@@ -391,6 +449,32 @@ def _status(change: float | None, change_ci: tuple[float | None, float | None], 
     return PASS, ""
 
 
+def _signed_change(d: dict[str, Any], samples: tuple[list[float], ...], level: float,
+                   confidence: float, margin: float, p_adjusted: float | None,
+                   tol: float | None, lvl: str) -> OverheadChange:
+    """:class:`OverheadChange` of a signed metric (values can be ≤ 0): the table's rule on the
+    change of the difference env − baseline, ``(x̄_B − ȳ_B) − (x̄_A − ȳ_A)`` with Welch's
+    interval at ``level`` (:func:`vhpc.core.stats.difference_contrast`), read by
+    :func:`vhpc.analysis.compare.difference_verdict` in the metric's direction relative to A's
+    baseline |mean|.  ``d``: the row's fields; ``samples``: (x_A, y_A, x_B, y_B)."""
+    xa, ya, xb, yb = samples
+    hib = d["higher_is_better"]
+    da, da_lo, da_hi, _, _ = stats.welch_difference(xa, ya, confidence)
+    db, db_lo, db_hi, _, _ = stats.welch_difference(xb, yb, confidence)
+    dd, lo, hi, df, p = stats.difference_contrast((xb, yb, xa, ya), (1, -1, -1, 1), level)
+    scale = abs(stats.mean(ya) or 0.0)
+    verdict = _AS_CHANGE.get(difference_verdict(lo, hi, hib, margin, scale), INSUFFICIENT)
+    change, change_ci = difference_overhead(dd, lo, hi, hib, scale)
+    status, snote = _status(change, change_ci, verdict, tol)
+    return OverheadChange(
+        ratio_a=None, ratio_a_ci=(None, None), ratio_b=None, ratio_b_ci=(None, None), q=None,
+        q_ci=(None, None), method=stats.DIFFERENCE, df=df, p_value=p, p_adjusted=p_adjusted,
+        change_pct=change, change_ci=change_ci, verdict=verdict, tolerance=tol, status=status,
+        note="; ".join(x for x in (snote, lvl) if x), difference_a=da,
+        difference_a_ci=(da_lo, da_hi), difference_b=db, difference_b_ci=(db_lo, db_hi),
+        difference=dd, difference_ci=(lo, hi), **d)
+
+
 def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
          tolerance: Tolerance | None = None, confidence: float | None = None,
          margin: float = DEFAULT_MARGIN) -> Diff:
@@ -412,7 +496,9 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
     from vhpc.analysis.checks import check_specs, pair_specs
 
     an_b = analyse(b.observations, b.environments, base, alpha, margin=margin,
-                   checks=check_specs(b.spec), pairs=pair_specs(b.spec))
+                   checks=check_specs(b.spec), pairs=pair_specs(b.spec),
+                   signed=declared_signed(b.spec))
+    signed = _signed_keys(a, b, (sa, sb))
     roles = {(c.environment, c.benchmark, c.params, c.metric): c for c in an_b.comparisons}
     checks = {(e, k[0], k[1], k[2]) for k in an_b.keys() for e in an_b.environments
               if an_b.is_check(k[0], k[2])}
@@ -435,7 +521,7 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
             unmatched.append(Unmatched("both", *k, f"unit or direction differs "
                                        f"({sa.unit[k]} in A, {sb.unit[k]} in B)"))
             continue
-        raw.append(_raw(k, sa, sb, confidence))
+        raw.append((_raw_signed if k[1:] in signed else _raw)(k, sa, sb, confidence))
         if env == base or k in checks:  # a check figure is no overhead (the raw row shows it)
             continue
         bk = (base, bench, params, metric)
@@ -450,11 +536,14 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
         c = roles.get(k)
         if c is not None and c.role in (INVERSE, SAME):  # one effect: its partner's row
             continue
-        lw = logratio.log_contrast((xb, yb, xa, ya), (1, -1, -1, 1))
+        is_signed = k[1:] in signed
+        lw = None if is_signed else logratio.log_contrast((xb, yb, xa, ya), (1, -1, -1, 1))
+        p = stats.difference_contrast((xb, yb, xa, ya), (1, -1, -1, 1))[4] if is_signed \
+            else (lw.p if lw is not None else None)
         drafts.append(dict(
             environment=env, baseline=base, benchmark=bench, params=params, metric=metric,
             unit=sa.unit[k], higher_is_better=sa.hib[k], _ab=(xa, ya, xb, yb), _lw=lw,
-            _family=_family(c)))
+            _p=p, _signed=is_signed, _family=_family(c)))
     fams: dict[object, list[int]] = {}
     for i, d in enumerate(drafts):
         fams.setdefault(d["_family"] if d["_family"] is not None else ("alone", i), []).append(i)
@@ -462,7 +551,7 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
     adjusted: dict[int, float] = {}
     sizes: dict[int, int] = {}
     for members in fams.values():
-        ps = [drafts[i]["_lw"].p if drafts[i]["_lw"] is not None else None for i in members]
+        ps = [drafts[i]["_p"] for i in members]
         lv = logratio.holm_level(ps, alpha)
         with_p = [(i, p) for i, p in zip(members, ps) if p is not None]
         for (i, _), pa in zip(with_p, stats.holm_adjust([p for _, p in with_p], alpha)):
@@ -473,8 +562,16 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
     for i, d in enumerate(drafts):
         xa, ya, xb, yb = d.pop("_ab")
         lw = d.pop("_lw")
-        d.pop("_family")
+        is_signed = d.pop("_signed")
+        d.pop("_family"), d.pop("_p")
         hib = d["higher_is_better"]
+        tol = tolerance.for_row(d["environment"], d["benchmark"], d["metric"]) if tolerance else None
+        lvl = f"interval at {level[i] * 100:.4g} % (Holm over {sizes[i]} rows)" \
+            if sizes[i] > 1 and not math.isclose(level[i], 1 - alpha) else ""
+        if is_signed:
+            overhead.append(_signed_change(d, (xa, ya, xb, yb), level[i], confidence, margin,
+                                           adjusted.get(i), tol, lvl))
+            continue
         ra, ra_ci, _ = ratio_ci(xa, ya, confidence)
         rb, rb_ci, _ = ratio_ci(xb, yb, confidence)
         ms = [logratio.log_moments(v) for v in (xb, yb, xa, ya)]
@@ -482,21 +579,14 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
             q = lw.ratio if math.isfinite(lw.ratio) else None
             lo, hi = lw.interval(level[i])
             method, df, p = stats.LOG_WELCH, lw.df, lw.p
-        elif all(m is not None for m in ms):
-            # positive, but a side of fewer than 2 values: the model's centre, no interval
+        else:  # positive, but a side of fewer than 2 values: the model's centre, no interval
             d_ln = ms[0].mean - ms[1].mean - ms[2].mean + ms[3].mean
             q = math.exp(d_ln) if d_ln < 700 else None
             lo = hi = df = p = None
             method = stats.NO_INTERVAL
-        else:  # values ≤ 0: no log scale, the delta method on the four arithmetic means
-            q, lo, hi, df, p, method = stats.ratio_of_ratios(xb, yb, xa, ya, level[i])
-            p = None  # the interval decides
         verdict = _verdict(lo, hi, hib, margin) if q is not None else INSUFFICIENT
-        tol = tolerance.for_row(d["environment"], d["benchmark"], d["metric"]) if tolerance else None
         change, change_ci = overhead_pct(q, hib), overhead_interval(lo, hi, hib)
         status, snote = _status(change, change_ci, verdict, tol)
-        lvl = f"interval at {level[i] * 100:.4g} % (Holm over {sizes[i]} rows)" \
-            if sizes[i] > 1 and not math.isclose(level[i], 1 - alpha) else ""
         overhead.append(OverheadChange(
             ratio_a=ra, ratio_a_ci=ra_ci, ratio_b=rb, ratio_b_ci=rb_ci, q=q, q_ci=(lo, hi),
             method=method, df=df, p_value=p, p_adjusted=adjusted.get(i), change_pct=change,
@@ -553,7 +643,8 @@ def history(campaigns: Iterable[CampaignData], alpha: float = 0.05
     out: dict[RowKey, list[HistoryPoint]] = {}
     for c in sorted(campaigns, key=lambda c: c.created):
         an = analyse(c.observations, c.environments, c.baseline, alpha,
-                     checks=check_specs(c.spec), pairs=pair_specs(c.spec))
+                     checks=check_specs(c.spec), pairs=pair_specs(c.spec),
+                     signed=declared_signed(c.spec))
         for cmp in an.comparisons:
             key = (cmp.environment, cmp.benchmark, cmp.params, cmp.metric)
             out.setdefault(key, []).append(HistoryPoint(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from vhpc.analysis.compare import overhead_pct, verdict_of
+from vhpc.core import stats
 from vhpc.analysis.results import (
     CV_THRESHOLD, INCONCLUSIVE, INSUFFICIENT, MIN_SAMPLES, Analysis, Comparison,
 )
@@ -285,8 +286,11 @@ class FamilySummary:
 
     * ``ratio``: geometric mean over the points of the per-point ratio env / baseline (each the
       :class:`~vhpc.analysis.Comparison` ratio of geometric means); for a one-point family the ratio.
-    * ``low``/``high``: geometric means of the per-point interval bounds (each at its sweep's
-      Holm level, :attr:`~vhpc.analysis.Comparison.level`).  On the log scale this is the mean of the per-point intervals, whose
+    * ``low``/``high``: geometric means of the per-point interval bounds, every one at one
+      level, the highest of the points' (:attr:`~vhpc.analysis.Comparison.level`: the sweep's
+      Bonferroni level 1 − α/m unless Holm calls every point different), a point shown at
+      another level moved to it (:func:`bounds_at`); ``level_note`` names that level.  On the
+      log scale this is the mean of the per-point intervals, whose
       half-width is the mean of the per-point half-widths; as the standard deviation of a mean
       of correlated terms is at most the mean of their standard deviations (Minkowski), the
       interval is conservative whatever the correlation between sizes (all sizes come from
@@ -328,7 +332,8 @@ class FamilySummary:
     cv_max: float | None = None
     emulated: bool = False
     trust: tuple[str, ...] = ()
-    #: the level of the interval when it is not 1 − α (its family's Holm level): "at 98.3 %"
+    #: the level of the interval when it is not 1 − α (the one level of its points' bounds,
+    #: :func:`bounds_at`): "at 99.17 %"
     level_note: str = ""
     #: a one-point family's runs per side that would likely decide an ``inconclusive`` verdict
     #: (:attr:`~vhpc.analysis.Comparison.runs_needed`)
@@ -368,7 +373,10 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
         return _signed_scalar(analysis, fam, env)
     ratios = [c.ratio for _, c in comps]
     gm = _geomean(ratios)
-    bounds = [c.ratio_ci for _, c in comps]
+    # one level for the summary: the widest of its points' (Bonferroni's 1 − α/m of the sweep
+    # where a point is not called different; Holm's lower level only where every point is)
+    level = max(c.level for _, c in comps)
+    bounds = [bounds_at(c, level) for _, c in comps]
     if all(lo is not None and hi is not None and lo > 0 and hi > 0 for lo, hi in bounds):
         low, high = _geomean([lo for lo, _ in bounds]), _geomean([hi for _, hi in bounds])
     else:
@@ -418,13 +426,30 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
         trust.append("not log-normal: try --method rank"
                      if not any(c.ratio_ci_method == "hodges-lehmann" for _, c in comps)
                      else "not log-normal (ranks used)")
-    level = min(c.level for _, c in comps)
     note = "" if math.isclose(level, 1.0 - analysis.alpha, rel_tol=0, abs_tol=1e-12) \
         else f"at {level * 100:.4g} %"
     return FamilySummary(fam, env, gm, low, high, ratios[i_min], ratios[i_max],
                          comps[i_min][0], comps[i_max][0], oh, o_lo, o_hi, verdict, counts,
                          len(comps), n_min, cv_max, emulated, tuple(trust), note,
                          comps[0][1].runs_needed if len(comps) == 1 else None)
+
+
+def bounds_at(c: Comparison, level: float) -> tuple[float | None, float | None]:
+    """``c``'s ratio interval at ``level``, so that a sweep's summary combines bounds at one
+    level: its own where it is shown there; a Welch interval on ln values moved to ``level``
+    (its half-width on the log scale is t_{level, df} · se, so it scales by the ratio of the
+    two t quantiles at ``c.df``; unchanged without variation); (None, None) for an interval
+    that cannot be moved without the samples (ranks)."""
+    lo, hi = c.ratio_ci
+    if lo is None or hi is None or math.isclose(c.level, level, rel_tol=0, abs_tol=1e-12):
+        return lo, hi
+    if c.ratio_ci_method != stats.LOG_WELCH or lo <= 0:
+        return None, None
+    if c.df is None:
+        return lo, hi
+    centre, half = (math.log(lo) + math.log(hi)) / 2, (math.log(hi) - math.log(lo)) / 2
+    half *= stats.t_quantile(level, c.df) / stats.t_quantile(c.level, c.df)
+    return math.exp(centre - half), math.exp(centre + half)
 
 
 def _signed_scalar(analysis: Analysis, fam: Family, env: str) -> FamilySummary | None:

@@ -58,6 +58,16 @@ def registered(benchmark: str) -> bool:
     return benchmark in registry.REGISTRY
 
 
+def registry_signed(benchmarks: Iterable[str]) -> frozenset[tuple[str, str]]:
+    """(benchmark, metric) of every metric the benchmark registry declares signed
+    (:attr:`vhpc.core.metrics.Metric.signed`: its values can be ≤ 0), read as a custom
+    metric's ``signed: true`` is (:func:`vhpc.analysis.compare.declared_signed`)."""
+    from vhpc import benchmarks as registry
+
+    return frozenset((name, m.name) for name in benchmarks
+                     for m in getattr(registry.REGISTRY.get(name), "metrics", ()) if m.signed)
+
+
 def declared_pairs(keys: Iterable[tuple[str, str, str]],
                    custom: Mapping[str, Iterable[tuple[str, str, str]]] | None = None
                    ) -> set[tuple[str, str, str, str, str]]:
@@ -169,7 +179,8 @@ def analyse(observations: Iterable[Observation] | ObservationColumns,
     declared by custom benchmarks (:func:`vhpc.analysis.checks.pair_specs`); the registry's
     own are looked up (:func:`declared_pairs`).  intervals: ``holm`` (default) or
     ``simultaneous``; method: ``log-welch`` (default) or ``rank``; signed: (benchmark, metric)
-    declared ``signed: true`` (:func:`vhpc.analysis.compare.comparisons_of`).
+    of custom metrics declared ``signed: true`` (:func:`vhpc.analysis.compare.declared_signed`);
+    the registry's own are looked up (:func:`registry_signed`).
 
     Grouping: (benchmark, params, metric, environment); warm-up observations are skipped;
     invalid or non-finite values are excluded and counted.  Formulas: :mod:`vhpc.core.stats`.
@@ -202,6 +213,7 @@ def analyse(observations: Iterable[Observation] | ObservationColumns,
                     environments=envs, alpha=alpha, confidence=confidence, margin=margin,
                     check_metrics=check_metrics)
     plan = plan_of(stub, declared_pairs({k[:3] for k in groups}, pairs))
+    signed = frozenset(signed) | registry_signed({k[0] for k in groups})
     comparisons, missing = comparisons_of(ordered, by_key, values, baseline, alpha, margin, plan,
                                           intervals, method, signed)
     findings = apply_rules(envs, summaries, comparisons)
@@ -210,4 +222,4 @@ def analyse(observations: Iterable[Observation] | ObservationColumns,
     return Analysis(summaries=summaries, comparisons=comparisons, findings=findings,
                     baseline=baseline, environments=envs, alpha=alpha, confidence=confidence,
                     margin=margin, checks=check_results(stub, checks),
-                    check_metrics=check_metrics)
+                    check_metrics=check_metrics, signed_metrics=signed)

@@ -118,6 +118,15 @@ class Summary:
         return (self.ci_high - self.ci_low) / 2.0
 
 
+#: what a comparison's interval level is, by :attr:`Comparison.level_kind`
+LEVEL_KINDS = {
+    "1-alpha": "1 − α: in no family",
+    "holm": "Holm's 1 − α/(m − r): a row Holm calls different",
+    "bonferroni": "Bonferroni's 1 − α/m, where equivalence is read: intervals not simultaneous",
+    "simultaneous": "Bonferroni's 1 − α/m for every row: simultaneous intervals",
+}
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One environment against the baseline for one (benchmark, params, metric).
@@ -161,6 +170,8 @@ class Comparison:
       ``ratio_ci_method`` ``welch-difference``), mean − mean_baseline in ``unit`` and Welch's
       interval at ``level`` (``ratio`` None; ``overhead_pct`` the worse-positive difference
       relative to |mean_baseline|); None otherwise.
+    * ``level_kind``: what ``level`` is: ``1-alpha``, ``holm``, ``bonferroni`` or
+      ``simultaneous`` (:data:`LEVEL_KINDS`).
     * ``diagnostic``: from 8 valid runs a side, what the log-normal model's check found (ln
       residuals not normal by Shapiro–Wilk, outliers on the log scale) and the remedy
       (:func:`vhpc.core.logratio.diagnose`); "" when it holds or was not checked.
@@ -198,6 +209,10 @@ class Comparison:
     gmean_baseline: float | None = None
     difference: float | None = None
     difference_ci: tuple[float | None, float | None] = (None, None)
+    #: which level ``level`` is (:data:`LEVEL_KINDS`): ``1-alpha`` (no family), ``holm`` (a
+    #: row Holm calls different), ``bonferroni`` (read for equivalence at 1 − α/m), or
+    #: ``simultaneous`` (``--intervals simultaneous``: every row of the family at 1 − α/m)
+    level_kind: str = "1-alpha"
     diagnostic: str = ""
 
     @property
@@ -294,6 +309,9 @@ class Analysis:
     checks: list[CheckResult] = field(default_factory=list)
     #: (benchmark, metric) of every check figure: no comparison, no family, no table head
     check_metrics: frozenset = frozenset()
+    #: (benchmark, metric) declared signed (custom ``signed: true``, the registry's
+    #: ``Metric.signed``): compared by the difference of means wherever two groups are
+    signed_metrics: frozenset = frozenset()
     _summary_index: dict = field(default_factory=dict, repr=False, compare=False)
     _comparison_index: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -375,6 +393,7 @@ class Analysis:
             d = asdict(c)
             d["ratio_ci"] = list(c.ratio_ci)
             d["overhead_ci"] = list(c.overhead_ci)
+            d["difference_ci"] = list(c.difference_ci)
             d.update(env_extra(c.environment))
             comparisons.append(d)
         out = {

@@ -75,19 +75,16 @@ def summary_ratio(a: Summary, b: Summary, confidence: float = 0.95
 def summary_difference(a: Summary, b: Summary, confidence: float = 0.95
                        ) -> tuple[float | None, float | None, float | None]:
     """(mean(a) − mean(b), low, high): Welch's interval of the difference of means from the
-    summaries (:func:`vhpc.core.stats.welch_test`'s df), as the table compares data with values
-    ≤ 0; bounds None with fewer than 2 values a side."""
+    summaries (:func:`vhpc.core.stats.welch_contrast`, the computation of
+    :func:`vhpc.core.stats.welch_difference`), as the table compares data with values ≤ 0;
+    bounds None with fewer than 2 values a side."""
     if a.mean is None or b.mean is None:
         return None, None, None
     d = a.mean - b.mean
-    if a.n < 2 or b.n < 2 or a.stdev is None or b.stdev is None:
+    if a.stdev is None or b.stdev is None:
         return d, None, None
-    va, vb = a.stdev ** 2, b.stdev ** 2
-    _, df = stats.welch_test(a.mean, va, a.n, b.mean, vb, b.n)
-    if df is None:
-        return d, d, d
-    half = stats.t_quantile(confidence, df) * math.sqrt(va / a.n + vb / b.n)
-    return d, d - half, d + half
+    c = stats.welch_contrast((a.mean, b.mean), (a.stdev ** 2, b.stdev ** 2), (a.n, b.n), (1, -1))
+    return (d, None, None) if c is None else (d, *c.interval(confidence))
 
 
 def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
@@ -106,8 +103,11 @@ def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
         ref = analysis.summary(s.benchmark, s.params, s.metric, ref_env, versus_group)
         if ref is None:
             continue
-        ratio, lo, hi, method, p = summary_ratio(s, ref, analysis.confidence)
-        if method == stats.DIFFERENCE:  # values <= 0: read as the table reads them
+        if (s.benchmark, s.metric) in analysis.signed_metrics:  # declared: as the table
+            ratio, lo, hi, method, p = None, None, None, stats.DIFFERENCE, None
+        else:
+            ratio, lo, hi, method, p = summary_ratio(s, ref, analysis.confidence)
+        if method == stats.DIFFERENCE:  # values <= 0 or declared signed: as the table reads
             _, d_lo, d_hi = summary_difference(s, ref, analysis.confidence)
             verdict = difference_verdict(d_lo, d_hi, s.higher_is_better, analysis.margin,
                                          abs(ref.mean or 0.0)) \
@@ -118,7 +118,7 @@ def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,
         if verdict == INSUFFICIENT and s.n >= 2 and ref.n >= 2:
             verdict = INCONCLUSIVE  # data, but no bounded interval (as in the table)
         runs = None
-        if verdict == INCONCLUSIVE:
+        if verdict == INCONCLUSIVE and method != stats.DIFFERENCE:
             lw = logratio.contrast_of([s.log_moments(), ref.log_moments()], (1, -1))
             if lw is not None:
                 runs = logratio.runs_to_decide(lw, analysis.confidence, analysis.margin)

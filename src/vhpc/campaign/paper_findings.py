@@ -127,13 +127,15 @@ def for_study(name: str) -> list[Finding]:
 
 
 def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | None, n: int,
-            emulated: bool, placement_ok: bool = True, unbounded: bool = False,
+            emulated: bool, placement_ok: bool = True, linear: bool = False,
             margin: float = 0.05, runs: int | None = None) -> tuple[str, str]:
     """(``agrees`` | ``disagrees`` | ``cannot tell``, reason) for ``finding`` against a measured
     VM/native ``ratio`` (> 1: VM worse) with confidence interval ``ci`` from ``n`` samples per
     side.  Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
     describe hardware virtualization), a placement this host could not make, or no interval
-    (``unbounded``: an unbounded Fieller set, said so).
+    (``linear``: a signed metric, compared by the difference of means: ``ratio`` and ``ci``
+    are 1 + its worse-positive difference relative to the baseline's |mean|, as the table's
+    overhead, and the no-difference band is the table's [1 − m, 1 + m] on that scale).
 
     The interval is read as the table reads it (the table's functions,
     :func:`vhpc.core.logratio.decide` and :func:`vhpc.core.logratio.within_margin`): a line
@@ -152,9 +154,6 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     if not placement_ok:
         return CANNOT_TELL, "this host cannot make the paper's placement"
     if ratio is None or ci is None or None in ci:
-        if unbounded:  # Fieller's set: the baseline mean is not different from 0
-            return CANNOT_TELL, ("the ratio's confidence set is unbounded (the baseline mean "
-                                 "is not significantly different from 0)")
         return CANNOT_TELL, "no confidence interval"
     lo, hi = ci
     if finding.claim == "overhead_pct":
@@ -167,9 +166,13 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     elif finding.claim == "within_pct" or finding.expect == "no-difference":
         pct = finding.value if finding.claim == "within_pct" else finding.tolerance
         band = (pct if pct is not None else margin * 100) / 100
-        read = INSIDE if logratio.within_margin(lo, hi, band) else \
-            OUTSIDE if lo > 1 + band or hi < 1 / (1 + band) else ACROSS
-        got = f"ratio {numfmt.ratio_ci(ratio, lo, hi)}"
+        if linear:  # the table's equivalence of a difference: inside [−m, m] of |mean|
+            inside = logratio.decide_difference(lo - 1, hi - 1, band) == logratio.EQUIVALENT
+            floor = 1 - band
+        else:
+            inside, floor = logratio.within_margin(lo, hi, band), 1 / (1 + band)
+        read = INSIDE if inside else OUTSIDE if lo > 1 + band or hi < floor else ACROSS
+        got = _got(ratio, lo, hi, linear)
         if finding.claim == "direction":
             got += f": {'equivalent' if read == INSIDE else 'not equivalent'} " \
                    f"within ±{band * 100:g} %"
@@ -178,12 +181,20 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
             logratio.decide(lo, hi, 0.0), "no-difference")
         read = INSIDE if seen == finding.expect else ACROSS if seen == "no-difference" \
             else OUTSIDE
-        got = f"ratio {numfmt.ratio_ci(ratio, lo, hi)}: {seen}"
+        got = f"{_got(ratio, lo, hi, linear)}: {seen}"
     if read == INSIDE:
         return AGREES, got
     if read == OUTSIDE:
         return DISAGREES, got
     return CANNOT_TELL, f"{got}; {runs_to_decide(runs, n)}"
+
+
+def _got(ratio: float, lo: float, hi: float, linear: bool) -> str:
+    """The measured interval in words: a ratio, or a signed metric's overhead (its difference
+    relative to the baseline's |mean|)."""
+    if linear:
+        return f"overhead {numfmt.pct_ci((ratio - 1) * 100, (lo - 1) * 100, (hi - 1) * 100)}"
+    return f"ratio {numfmt.ratio_ci(ratio, lo, hi)}"
 
 
 #: how an interval lies against a claim's range

@@ -18,7 +18,6 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from vhpc.core import power, stats
-from vhpc.core.stats import _t_sf, _tq
 
 #: outcomes of :func:`decide` (the analysis names them slower/faster by the metric's direction)
 WORSE, BETTER, EQUIVALENT, UNDECIDED, NO_DATA = "worse", "better", "equivalent", "undecided", "none"
@@ -51,7 +50,7 @@ class LogWelch:
         float range.  Excludes 1 exactly when p < 1 − level."""
         if self.se == 0 or self.df is None:
             return (self.ratio, self.ratio)
-        half = _tq(level, self.df) * self.se
+        half = stats.t_quantile(level, self.df) * self.se
         with np.errstate(over="ignore"):
             lo = math.exp(self.log_ratio - half) if self.log_ratio - half < 700 else None
             hi = math.exp(self.log_ratio + half) if self.log_ratio + half < 700 else None
@@ -88,7 +87,7 @@ class LogMoments:
         (gmean, gmean) without variation."""
         if self.var is None:
             return (None, None)
-        half = _tq(level, self.n - 1) * math.sqrt(self.var / self.n) if self.var > 0 else 0.0
+        half = stats.t_quantile(level, self.n - 1) * math.sqrt(self.var / self.n) if self.var > 0 else 0.0
         return tuple(math.exp(v) if v < 700 else None  # type: ignore[return-value]
                      for v in (self.mean - half, self.mean + half))
 
@@ -121,23 +120,14 @@ def contrast_of(moments: Sequence[LogMoments | None], signs: Sequence[int]) -> L
     """:func:`log_contrast` from each sample's :class:`LogMoments` (None or n < 2: None)."""
     if any(m is None or m.var is None for m in moments):
         return None
-    d = float(sum(sg * m.mean for sg, m in zip(signs, moments)))
-    vs = [m.var for m in moments]
-    us = [m.var / m.n for m in moments]
-    se2 = sum(us)
-    se = math.sqrt(se2)
-    if se2 == 0:
-        df, p = None, (0.0 if d != 0 else 1.0)
-    else:
-        den = sum(u * u / (m.n - 1) for u, m in zip(us, moments) if u > 0)
-        df = se2 * se2 / den if den > 0 else 1.0 / sum(
-            (u / se2) ** 2 / (m.n - 1) for u, m in zip(us, moments) if u > 0)
-        p = min(1.0, 2.0 * _t_sf(abs(d) / se, df))
+    c = stats.welch_contrast([m.mean for m in moments], [m.var for m in moments],
+                             [m.n for m in moments], signs)
     with np.errstate(over="ignore"):
-        r = math.exp(d) if d < 700 else math.inf
+        r = math.exp(c.estimate) if c.estimate < 700 else math.inf
     plus = [m.n for m, sg in zip(moments, signs) if sg > 0]
     minus = [m.n for m, sg in zip(moments, signs) if sg < 0]
-    return LogWelch(r, d, se, df, float(p), min(plus), min(minus),
+    vs = [m.var for m in moments]
+    return LogWelch(r, c.estimate, c.se, c.df, float(c.p), min(plus), min(minus),
                     math.sqrt(sum(vs) / len(vs)))
 
 

@@ -29,6 +29,10 @@ class Metric:
     directions); ``same_as`` names the metric whose per-trial quotient with this one is a
     constant (one rate in two units, the same direction).  Empty: no partner.  The benchmark
     declares them; nothing is inferred from the data.
+
+    ``signed``: the metric's values can be ≤ 0 (a share that is 0 when nothing happened, a
+    difference), so it has no log scale: the analysis compares it by the difference of means
+    in its unit (Welch), whatever values a campaign happened to see (docs/statistics.md).
     """
 
     name: str
@@ -37,6 +41,7 @@ class Metric:
     description: str = ""
     inverse_of: str = ""
     same_as: str = ""
+    signed: bool = False
 
 
 @dataclass(frozen=True)

@@ -212,3 +212,11 @@ def ratio_ci(x: float, low: float | None, high: float | None,
     edges = (1.0, 1.0 + margin, 1.0 / (1.0 + margin))
     bound = (lambda b: decisive(b, edges, 3, sign=False) if 0.01 <= b < 10 else ratio(b))
     return f"{ratio(x)} [{bound(low)}, {bound(high)}]"
+
+
+def difference_ci(d: float, low: float | None, high: float | None, unit: str = "") -> str:
+    """A signed metric's difference of means with its interval, in the metric's unit:
+    ``Δ -1 [-2.447, +0.4471] J`` (4 significant digits, signs always shown; no bounds when
+    either is None)."""
+    bounds = f" [{low:+.4g}, {high:+.4g}]" if low is not None and high is not None else ""
+    return f"Δ {d:+.4g}{bounds} {unit}".rstrip()

@@ -118,12 +118,11 @@ def tost_power(theta: float, sd: float, n: float, alpha: float, bound: float) ->
     return min(1.0, max(0.0, total))
 
 
-def _smallest_n(ok) -> int | None:
-    """The smallest whole n in [2, :data:`MAX_RUNS`] with ``ok(n)`` (``ok`` monotone in n),
-    None when even MAX_RUNS is not enough."""
-    if not ok(MAX_RUNS):
+def _smallest_n(ok, lo: int = 2, hi: int = MAX_RUNS) -> int | None:
+    """The smallest whole n in [``lo``, ``hi``] with ``ok(n)`` (``ok`` monotone in n), by
+    bisection; None when even ``hi`` is not enough."""
+    if not ok(hi):
         return None
-    lo, hi = 2, MAX_RUNS
     if ok(lo):
         return lo
     while hi - lo > 1:  # ok(hi) and not ok(lo)
@@ -227,18 +226,12 @@ def campaigns_to_bound(rate: float, above: float, confidence: float = 0.95) -> i
     def ok(n: int) -> bool:
         return proportion_interval(round(rate * n), n, confidence)[1] <= above
 
-    lo, hi = 1, 2
-    while not ok(hi):
-        lo, hi = hi, hi * 2
+    hi = 2
+    while not ok(hi):  # doubling to a bound, then bisection below it
+        hi *= 2
         if hi > 10 ** 7:
             raise ValueError("bound not reachable")
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _smallest_n(ok, 1, hi)
 
 
 def proportion_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:

@@ -12,10 +12,10 @@ Sources:
 * Welch's unequal-variance t-test and the Welch–Satterthwaite degrees of freedom: B. L. Welch,
   Biometrika 34 (1947) 28–35; F. E. Satterthwaite, Biometrics Bulletin 2 (1946) 110–114.
 * Ratio of two means, Fieller's theorem: E. C. Fieller, J. Roy. Stat. Soc. B 16 (1954) 175–185
-  (only for data with values ≤ 0, which have no log scale).
-* Change of a ratio between two campaigns for such data (:func:`ratio_of_ratios`): the delta
-  method on the log of the four means, J. O. Friedrich, N. K. J. Adhikari, J. Beyene, BMC Med.
-  Res. Methodol. 8:32 (2008), ``Var(ln R̂) ≈ Σ s_i²/(n_i x̄_i²)``.
+  (a library function; vhpc's analysis compares data with values ≤ 0 by the difference of
+  means, :func:`welch_difference`, whose direction a ratio of means of either sign can flip).
+* Contrasts of means (:func:`welch_contrast`): Welch's t with Satterthwaite's df over any
+  number of independent samples (``vhpc diff``: four).
 * Multiple comparisons: S. Holm, Scand. J. Statist. 6 (1979) 65–70
   (``statsmodels.stats.multitest.multipletests``); the one confidence level compatible with
   Holm's decisions (:func:`vhpc.core.logratio.holm_level`): after Holm rejects r of m hypotheses, the remaining
@@ -54,18 +54,17 @@ sps = LazyModule("scipy.stats")
 
 __all__ = [
     "RatioInterval",
-    "FIELLER", "LOG_DELTA", "LOG_WELCH", "DIFFERENCE", "RANK", "EXACT", "NO_INTERVAL", "METHODS",
-    "welch_difference", "hodges_lehmann", "t_quantile",
+    "FIELLER", "LOG_WELCH", "DIFFERENCE", "RANK", "EXACT", "NO_INTERVAL", "METHODS",
+    "welch_difference", "difference_contrast", "welch_contrast", "Contrast", "hodges_lehmann",
+    "t_quantile", "t_sf",
     "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
     "fieller_contains", "ratio_interval",
     "holm_adjust", "modified_z_outliers", "mean", "linear_fit", "Description",
     "describe",
-    "ratio_of_ratios",
 ]
 
 #: ratio-interval methods (the names exported per comparison)
 FIELLER = "fieller"
-LOG_DELTA = "log-delta"
 LOG_WELCH = "log-welch"
 DIFFERENCE = "welch-difference"
 RANK = "hodges-lehmann"
@@ -73,7 +72,6 @@ EXACT = "exact"
 NO_INTERVAL = "none"
 METHODS = {
     FIELLER: "Fieller (1954)",
-    LOG_DELTA: "delta method on the log of the means (Friedrich et al. 2008): vhpc diff, values ≤ 0",
     LOG_WELCH: "Welch's t on ln values: ratio of geometric means (Welch 1947)",
     DIFFERENCE: "Welch's interval of the difference of means, in the metric's unit (values ≤ 0)",
     RANK: "Hodges–Lehmann estimate with the Mann–Whitney (Moses) interval on ln values",
@@ -193,6 +191,11 @@ def _tq(confidence: float, df: float) -> float:
     return _t_ppf(0.5 + confidence / 2.0, df)
 
 
+def t_sf(x: float, df: float) -> float:
+    """Upper tail P(T_df > x) of Student's t (``scipy.stats.t.sf``): half a two-sided p."""
+    return _t_sf(x, df)
+
+
 def t_quantile(confidence: float, df: float) -> float:
     """Two-sided Student-t quantile t_{(1+c)/2, df} (``scipy.stats.t.ppf``), e.g. 2.776 for
     c = 0.95, df = 4: the multiplier of a standard error in an interval at ``confidence``."""
@@ -245,9 +248,55 @@ def imprecise_keys(groups: Mapping[Hashable, Sequence[float]], target: float,
     return out
 
 
+@dataclass(frozen=True)
+class Contrast:
+    """Welch's t of a contrast ``Σ signᵢ · meanᵢ`` of independent samples (Welch 1947;
+    Satterthwaite 1946): ``estimate`` (the values' unit), ``se`` = √Σ varᵢ/nᵢ, ``df`` the
+    Welch–Satterthwaite degrees of freedom ``(Σ uᵢ)² / Σ uᵢ²/(nᵢ − 1)`` with uᵢ = varᵢ/nᵢ
+    (None without variation), ``p`` the two-sided p of t = estimate / se (0 or 1 without
+    variation).  Two samples (+1, −1): Welch's two-sample test; four (+1, −1, −1, +1): the
+    change of a difference between two campaigns (``vhpc diff``)."""
+
+    estimate: float
+    se: float
+    df: float | None
+    p: float
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """``estimate ± t_{(1+c)/2, df} · se``: excludes 0 exactly when p < 1 − confidence;
+        (estimate, estimate) without variation."""
+        if self.se == 0 or self.df is None:
+            return (self.estimate, self.estimate)
+        half = _tq(confidence, self.df) * self.se
+        return (self.estimate - half, self.estimate + half)
+
+
+def welch_contrast(means: Sequence[float], variances: Sequence[float], counts: Sequence[int],
+                   signs: Sequence[int]) -> Contrast | None:
+    """:class:`Contrast` of independent samples from their means, sample variances (ddof 1,
+    unit²) and counts; None when a sample has fewer than 2 values.  The one Welch computation:
+    :func:`welch_test`, :func:`difference_contrast` and the log-scale contrast
+    (:func:`vhpc.core.logratio.contrast_of`) all come through here."""
+    if any(n < 2 for n in counts):
+        return None
+    d = float(sum(sg * m for sg, m in zip(signs, means)))
+    us = [v / n for v, n in zip(variances, counts)]
+    se2 = sum(us)
+    if se2 == 0:
+        return Contrast(d, 0.0, None, 0.0 if d != 0 else 1.0)
+    den = sum(u * u / (n - 1) for u, n in zip(us, counts) if u > 0)
+    if den > 0 and math.isfinite(den):
+        df = se2 * se2 / den
+    else:  # squares of tiny u underflow: the same df from the shares u / Σu
+        df = 1.0 / sum((u / se2) ** 2 / (n - 1) for u, n in zip(us, counts) if u > 0)
+    se = math.sqrt(se2)
+    return Contrast(d, se, df, min(1.0, 2.0 * _t_sf(abs(d) / se, df)))
+
+
 def welch_test(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float,
                n_b: int) -> tuple[float | None, float | None]:
-    """Two-sided Welch t-test of equal means from summary statistics.
+    """Two-sided Welch t-test of equal means from summary statistics (:func:`welch_contrast`
+    of (+1, −1)).
 
     var_a, var_b: sample variances (ddof = 1, unit²); n_a, n_b: sample counts.
     ``t = (mean_a − mean_b) / √(v_a + v_b)`` with ``v = var/n``,
@@ -256,16 +305,33 @@ def welch_test(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: floa
     Returns (p, df).  Degenerate cases: n < 2 on either side → (None, None); zero variance on
     both sides → (0.0, None) when the means differ, (1.0, None) when they are equal.
     """
-    if n_a < 2 or n_b < 2:
-        return (None, None)
-    va, vb = var_a / n_a, var_b / n_b
-    se2 = va + vb
-    if se2 == 0:
-        return ((0.0 if mean_a != mean_b else 1.0), None)
-    denom = (va * va / (n_a - 1) if va > 0 else 0.0) + (vb * vb / (n_b - 1) if vb > 0 else 0.0)
-    df = se2 * se2 / denom
-    t = (mean_a - mean_b) / math.sqrt(se2)
-    return (min(1.0, 2.0 * _t_sf(abs(t), df)), df)
+    c = welch_contrast((mean_a, mean_b), (var_a, var_b), (n_a, n_b), (1, -1))
+    return (None, None) if c is None else (c.p, c.df)
+
+
+def difference_contrast(samples: Sequence[Sequence[float]], signs: Sequence[int],
+                        confidence: float = 0.95
+                        ) -> tuple[float, float | None, float | None, float | None, float | None]:
+    """A contrast ``Σ signᵢ · mean(sampleᵢ)`` of arithmetic means (the values' unit) with
+    Welch's interval at ``confidence`` and its two-sided p (:func:`welch_contrast`): two
+    samples (+1, −1) are :func:`welch_difference`; four (+1, −1, −1, +1) the change of an
+    environment's difference to its baseline between two campaigns (``vhpc diff`` of a metric
+    whose values can be ≤ 0).
+
+    Returns (Δ, low, high, df, p); (Δ, None, None, None, None) when a sample has fewer than 2
+    values; (Δ, Δ, Δ, None, 0 or 1) without variation.  Raises ValueError for an empty
+    sample."""
+    xs = [np.asarray(s, dtype=float) for s in samples]
+    if any(not x.size for x in xs):
+        raise ValueError("a difference of means needs values on both sides")
+    d = float(sum(sg * float(x.mean()) for sg, x in zip(signs, xs)))
+    c = welch_contrast([float(x.mean()) for x in xs],
+                       [float(x.var(ddof=1)) if x.size > 1 else 0.0 for x in xs],
+                       [int(x.size) for x in xs], signs)
+    if c is None:
+        return (d, None, None, None, None)
+    lo, hi = c.interval(confidence)
+    return (d, lo, hi, c.df, c.p)
 
 
 def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95
@@ -279,18 +345,7 @@ def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float =
 
     Returns (Δ, low, high, df, p); (Δ, None, None, None, None) with fewer than 2 values a
     side; (Δ, Δ, Δ, None, 0 or 1) without variation.  Raises ValueError for an empty side."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if not x.size or not y.size:
-        raise ValueError("a difference of means needs values on both sides")
-    d = float(x.mean() - y.mean())
-    if x.size < 2 or y.size < 2:
-        return (d, None, None, None, None)
-    va, vb = float(x.var(ddof=1)), float(y.var(ddof=1))
-    p, df = welch_test(float(x.mean()), va, int(x.size), float(y.mean()), vb, int(y.size))
-    if df is None:
-        return (d, d, d, None, p)
-    half = _tq(confidence, df) * math.sqrt(va / x.size + vb / y.size)
-    return (d, d - half, d + half, df, p)
+    return difference_contrast((a, b), (1, -1), confidence)
 
 
 def hodges_lehmann(a: Sequence[float], b: Sequence[float], confidence: float = 0.95
@@ -464,55 +519,6 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0
     lo, hi, df = fieller_interval(ma, va, x.size, mb, vb, y.size, confidence)
     inside = fieller_contains(1.0, ma, va, x.size, mb, vb, y.size, confidence)
     return RatioInterval(lo, hi, FIELLER, df, inside)
-
-
-def ratio_of_ratios(a_new: Sequence[float], b_new: Sequence[float], a_old: Sequence[float],
-                    b_old: Sequence[float], confidence: float = 0.95
-                    ) -> tuple[float | None, float | None, float | None, float | None, float | None, str]:
-    """Change of a ratio between two independent experiments: ``Q = (ā_new / b̄_new) /
-    (ā_old / b̄_old)`` (e.g. the VM/native ratio of campaign B over that of campaign A;
-    dimensionless, 1 = unchanged), its confidence interval and a two-sided p-value for Q = 1.
-
-    Delta method on the log scale with four independent means (Friedrich et al. 2008; for
-    data with values ≤ 0, which :func:`vhpc.core.logratio.log_contrast` cannot take): ``Var(ln Q̂) ≈ Σ u_i`` with ``u_i = s_i² / (n_i x̄_i²)``; bounds
-    ``Q̂ · exp(± t · √Σu)``; Welch–Satterthwaite df ``(Σu)² / Σ(u_i² / (n_i − 1))``; p from
-    ``t = ln Q̂ / √Σu`` on that df, so p < 1 − confidence exactly when the interval excludes 1.
-
-    Returns (Q, low, high, df, p, method): method :data:`LOG_DELTA`; :data:`EXACT` when no
-    sample varies (low = high = Q, p = 0 when Q ≠ 1 else 1, df None); :data:`NO_INTERVAL` when a
-    side has fewer than 2 values or a mean is not positive (Q, when defined, but no interval,
-    df or p)."""
-    xs = [np.asarray(v, dtype=float) for v in (a_new, b_new, a_old, b_old)]
-    # each sample at its own scale (u_i and Q are scale-free per sample), so that finite
-    # extremes neither overflow nor underflow; Q from the scaled means and the scale factors
-    ks = [common_scale(x) for x in xs]
-    xs = [x / k if k != 1.0 else x for x, k in zip(xs, ks)]
-    means = [float(x.mean()) if x.size else math.nan for x in xs]
-    q = None
-    if all(math.isfinite(m) for m in means) and means[1] != 0 and means[2] != 0 and means[3] != 0:
-        with np.errstate(all="ignore"):
-            q = float(np.float64(means[0] / means[1]) / np.float64(means[2] / means[3])
-                      * np.float64(ks[0] / ks[1]) / np.float64(ks[2] / ks[3]))
-        if not math.isfinite(q) or (q == 0 and means[0] != 0):
-            q = None  # beyond the float range: cannot compute
-    if q is None or any(x.size < 2 for x in xs) or any(m <= 0 for m in means):
-        return (q, None, None, None, None, NO_INTERVAL)
-    us = [float(x.var(ddof=1)) / (x.size * m * m) for x, m in zip(xs, means)]
-    total = sum(us)
-    if total == 0:
-        return (q, q, q, None, 0.0 if q != 1.0 else 1.0, EXACT)
-    den = sum(u * u / (x.size - 1) for u, x in zip(us, xs) if u > 0)
-    if den > 0 and math.isfinite(den) and total * total > 0:
-        df = total * total / den
-    else:  # squares of tiny u underflow: the same df from the shares u / Σu
-        df = 1.0 / sum((u / total) ** 2 / (x.size - 1) for u, x in zip(us, xs) if u > 0)
-    se = math.sqrt(total)
-    half = _tq(confidence, df) * se
-    p = 2.0 * _t_sf(abs(math.log(q)) / se, df)
-    if not half < 700.0:  # exp would overflow: no finite bounds
-        return (q, None, None, df, min(1.0, p), LOG_DELTA)
-    return (q, _finite(q * math.exp(-half)), _finite(q * math.exp(half)), df, min(1.0, p),
-            LOG_DELTA)
 
 
 def holm_adjust(p_values: Iterable[float], alpha: float = 0.05) -> list[float]:

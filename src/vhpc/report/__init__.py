@@ -132,11 +132,9 @@ def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
     "[unbounded]" for a Fieller set without bounds, and a tag after an interval from another
     method (:data:`METHOD_TAG`)."""
     if c is not None and c.ratio_ci_method == stats.DIFFERENCE and c.difference is not None:
-        lo, hi = c.difference_ci  # a signed metric: the difference of means, in its unit
-        bounds = "" if lo is None or hi is None else \
-            f" [{lo:+.4g}, {hi:+.4g}]"
-        return (f"Δ {c.difference:+.4g}{bounds} {c.unit}{fmt_level(c, analysis)}"
-                " (difference)")
+        # a signed metric: the difference of means, in its unit
+        return (f"{numfmt.difference_ci(c.difference, *c.difference_ci, c.unit)}"
+                f"{fmt_level(c, analysis)} (difference)")
     if c is None or c.ratio is None:
         return "—"
     lo, hi = c.ratio_ci
@@ -172,8 +170,17 @@ def fmt_overhead(c: Comparison | None) -> str:
     return numfmt.overhead(c.ratio, lo, hi, c.higher_is_better).split(" [")[0]
 
 
+def p_adjustment(analysis: Analysis) -> str:
+    """How the comparisons' p column is adjusted: ``Bonferroni`` under ``--intervals
+    simultaneous`` (every family's p multiplied by its m), else ``Holm`` (step-down within each
+    family); a comparison's :attr:`~vhpc.analysis.Comparison.level_kind` says which."""
+    return "Bonferroni" if any(c.level_kind == "simultaneous"
+                               for c in analysis.comparisons) else "Holm"
+
+
 def fmt_p(c: Comparison | None) -> str:
-    """Holm-adjusted p-value, "—" when there is none."""
+    """Adjusted p-value (Holm's, or Bonferroni's: :func:`p_adjustment`), "—" when there is
+    none."""
     if c is None or c.p_adjusted is None:
         return "—"
     p = c.p_adjusted
@@ -312,9 +319,7 @@ def fmt_family_overhead(fs: FamilySummary, level: bool = True, margin: float | N
     if fs.ratio is None and fs.difference is not None:
         # a signed metric: the difference of means in its unit (a percentage of a baseline
         # mean that may be ≤ 0 or near 0 reads backwards or explodes)
-        d, lo, hi = fs.difference
-        bounds = f" [{lo:+.4g}, {hi:+.4g}]" if lo is not None and hi is not None else ""
-        text = f"Δ {d:+.4g}{bounds} {fs.family.unit}".rstrip()
+        text = numfmt.difference_ci(*fs.difference, fs.family.unit)
     elif fs.ratio is None:
         text = numfmt.pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
     elif interval_hidden(fs.n_min, fs.low, fs.high, fs.verdict):

@@ -34,7 +34,12 @@ def _date(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "?"
 
 
-def _ratio(r: float | None, ci: tuple[float | None, float | None], method: str = "") -> str:
+def _ratio(r: float | None, ci: tuple[float | None, float | None], method: str = "",
+           difference: float | None = None, unit: str = "") -> str:
+    """A ratio with its interval and method tag; a signed metric's ``difference`` (no
+    ratio) in its ``unit``: ``Δ -1 [-2.447, +0.4471] J``."""
+    if r is None and difference is not None:
+        return numfmt.difference_ci(difference, *ci, unit)
     if r is None:
         return "—"
     tag = METHOD_TAG.get(method, '') if None not in ci else ""
@@ -63,9 +68,12 @@ def overhead_cells(d: Diff) -> list[dict[str, str]]:
             "bench": params_label(o.benchmark, o.params),
             "metric": f"{o.metric} [{o.unit}] {direction_mark(o.higher_is_better)}",
             "env": f"{o.environment}/{o.baseline}",
-            "ratio_a": _ratio(o.ratio_a, o.ratio_a_ci),
-            "ratio_b": _ratio(o.ratio_b, o.ratio_b_ci),
-            "q": _ratio(o.q, o.q_ci, o.method),
+            "ratio_a": _ratio(o.ratio_a, o.difference_a_ci if o.ratio_a is None else o.ratio_a_ci,
+                              "", o.difference_a, o.unit),
+            "ratio_b": _ratio(o.ratio_b, o.difference_b_ci if o.ratio_b is None else o.ratio_b_ci,
+                              "", o.difference_b, o.unit),
+            "q": _ratio(o.q, o.difference_ci if o.q is None else o.q_ci, o.method, o.difference,
+                        o.unit),
             "change": _pct(o.change_pct, o.change_ci),
             "p": _p(o.p_adjusted),
             "verdict": o.verdict,
@@ -83,17 +91,19 @@ def raw_cells(d: Diff) -> list[dict[str, str]]:
         "env": r.environment,
         "a": f"{'' if r.geometric else 'mean '}{fmt_num(r.mean_a)} (n={r.n_a})",
         "b": f"{'' if r.geometric else 'mean '}{fmt_num(r.mean_b)} (n={r.n_b})",
-        "ratio": _ratio(r.ratio, r.ratio_ci, r.method),
+        "ratio": _ratio(r.ratio, r.difference_ci if r.ratio is None else r.ratio_ci, r.method,
+                        r.difference, r.unit),
         "change": _pct(r.change_pct, r.change_ci),
     } for r in d.raw]
 
 
 OVERHEAD_COLUMNS = (("bench", "benchmark"), ("metric", "metric"), ("env", "env/baseline"),
                     ("ratio_a", "ratio A [CI]"), ("ratio_b", "ratio B [CI]"),
-                    ("q", "B/A [CI]"), ("change", "overhead change [CI]"), ("p", "p (Holm)"),
+                    ("q", "B/A [CI] or Δ"), ("change", "overhead change [CI]"),
+                    ("p", "p (Holm)"),
                     ("verdict", "verdict"), ("tolerance", "tolerance"), ("status", "status"))
 RAW_COLUMNS = (("bench", "benchmark"), ("metric", "metric"), ("env", "environment"),
-               ("a", "geo. mean A"), ("b", "geo. mean B"), ("ratio", "B/A [CI]"),
+               ("a", "geo. mean A"), ("b", "geo. mean B"), ("ratio", "B/A [CI] or Δ"),
                ("change", "change [CI]"))
 
 _STYLE = {REGRESSION: "red", IMPROVEMENT: "green", FAIL: "bold red", PASS: "green",
@@ -131,7 +141,8 @@ def render_terminal(d: Diff, console: Console) -> None:
         for env, bench, metric, note in notes:
             console.print(plain(f"  note {env} {bench} {metric}: {note}"), highlight=False,
                           markup=False)
-    t = Table(title="Raw figures (geometric mean B over A; \"mean\": arithmetic, values ≤ 0)")
+    t = Table(title="Raw figures (geometric mean B over A; \"mean\": arithmetic, a metric that "
+                    "can be ≤ 0, compared by B − A)")
     for _, title in RAW_COLUMNS:
         t.add_column(title)
     for c in raw_cells(d):
@@ -145,11 +156,13 @@ def render_terminal(d: Diff, console: Console) -> None:
         console.print(f"[bold yellow]{esc(f.level)}[/] campaign {tag} ({esc(f.scope)}): "
                       f"{esc(f.message)} → {esc(f.advice)}", highlight=False)
     if d.overhead:  # the caption explains the overhead table; without one it has nothing to say
-        console.print(f"B/A of the ratios (geometric means): Welch's t on ln values, the "
+        console.print(f"B/A of the ratios (geometric means): Welch's t on ln values; a metric "
+                      f"that can be ≤ 0: Δ, the change of its difference of means (B − A, "
+                      f"Welch's t, its unit); the "
                       f"interval at {d.confidence:.0%} or the Holm level of B's primary metrics "
                       "(note); overhead change > 0: B's overhead worse in the metric's "
                       f"direction; verdict read off the interval: regression/improvement "
-                      f"(excludes 1), equivalent (within ±{d.margin * 100:g} %), inconclusive; "
+                      f"(excludes 1; Δ: 0), equivalent (within ±{d.margin * 100:g} %), inconclusive; "
                       f"α = {d.alpha:g}", highlight=False)
     if d.outcome is not None:
         status, sentence = d.outcome
@@ -226,10 +239,12 @@ tolerance: {{ tolerance }}.</p>
 campaigns, so there is no overhead to compare: the raw figures below are the comparison.</p>
 {% else %}<p>Ratio = environment / {{ a.baseline }} (geometric means) in each campaign; B/A is
 their quotient with the interval the verdict is read off (Welch's t on the ln values of the four
-samples, at {{ conf }} or at the Holm level of B's primary metrics as the note says;
+samples; for a metric that can be ≤ 0, Δ: the change of its difference of means in its unit,
+Welch's t on the four samples, as the table compares it), at {{ conf }} or at the Holm level
+of B's primary metrics as the note says;
 docs/statistics.md); the overhead change is positive when B's overhead is worse in the metric's
-direction. Verdicts: regression/improvement when the interval excludes 1, equivalent when it lies
-within ±{{ margin }}, inconclusive otherwise. FAIL = a regression larger than the tolerance.</p>
+direction. Verdicts: regression/improvement when the interval excludes 1 (Δ: 0), equivalent when
+it lies within ±{{ margin }}, inconclusive otherwise. FAIL = a regression larger than the tolerance.</p>
 <table><thead><tr>{% for k, t in ocols %}<th>{{ t }}</th>{% endfor %}<th>note</th></tr>
 </thead><tbody>{% for c in overhead %}<tr>{% for k, t in ocols %}
 <td class="{{ c[k] }}">{{ c[k] }}</td>{% endfor %}<td>{{ c.note }}</td></tr>{% endfor %}

@@ -32,14 +32,20 @@ SAMPLE_COLUMNS = [
     "environment", "accel", "emulated", "benchmark", "params", "metric", "unit",
     "higher_is_better", "value", "valid", "warmup", "trial_id", "round", "session_index",
 ]
-#: columns of the comparisons CSV, in order
+#: columns of the comparisons CSV, in order.  One interval per row, the one the verdict is
+#: read off, at ``level`` (``level_kind``: ``1-alpha``, ``holm``, ``bonferroni`` or
+#: ``simultaneous``, :data:`vhpc.analysis.results.LEVEL_KINDS`) by ``ratio_ci_method``: a
+#: ratio's (``ratio_ci_low``/``high``, dimensionless) or, for a signed metric
+#: (``welch-difference``), a difference of means' (``difference_low``/``high``, the metric's
+#: unit); ``overhead_ci_low``/``high`` are that same interval as a worse-positive percentage.
 COMPARISON_COLUMNS = [
     "benchmark", "params", "metric", "unit", "higher_is_better", "environment", "accel",
     "emulated", "baseline", "n", "n_baseline", "mean", "mean_baseline", "gmean",
     "gmean_baseline", "ratio", "ratio_ci_low",
-    "ratio_ci_high", "overhead_pct", "overhead_ci_low", "overhead_ci_high", "p_value",
-    "p_adjusted", "verdict", "df", "ratio_ci_method", "note", "level", "margin", "role",
-    "family_size", "inverse_of", "runs_needed",
+    "ratio_ci_high", "difference", "difference_low", "difference_high", "overhead_pct",
+    "overhead_ci_low", "overhead_ci_high", "p_value",
+    "p_adjusted", "verdict", "df", "ratio_ci_method", "note", "level", "level_kind", "margin",
+    "role", "family_size", "inverse_of", "runs_needed",
 ]
 
 #: columns of the families CSV (one row per metric family and environment), in order
@@ -169,7 +175,8 @@ def comparison_rows(analysis: Analysis) -> list[dict[str, Any]]:
         d = {k: getattr(c, k, None) for k in COMPARISON_COLUMNS}
         d.update(accel=accel, emulated=emulated, ratio_ci_low=c.ratio_ci[0],
                  ratio_ci_high=c.ratio_ci[1], overhead_ci_low=c.overhead_ci[0],
-                 overhead_ci_high=c.overhead_ci[1])
+                 overhead_ci_high=c.overhead_ci[1], difference_low=c.difference_ci[0],
+                 difference_high=c.difference_ci[1])
         rows.append(d)
     return rows
 

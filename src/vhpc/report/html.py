@@ -27,7 +27,7 @@ from vhpc.analysis.families import Family, FamilySummary, families, family_summa
 from vhpc.report import (check_rows, comparison_rows, env_header, family_metric_label, finding_groups,
                          fmt_family_overhead, fmt_family_level, fmt_family_counts, fmt_family_range,
                          fmt_family_ratio, fmt_points, headline_rows, measured_rows,
-                         family_centre, fmt_centre, TOO_FEW)
+                         family_centre, fmt_centre, p_adjustment, TOO_FEW)
 from vhpc.report import figures, sweeps
 
 __all__ = ["write_html", "render_html", "inline_svg"]
@@ -299,6 +299,7 @@ def render_html(
         campaign_extra=extra,
         baseline=analysis.baseline,
         alpha=f"{analysis.alpha:g}",
+        p_adjust=p_adjustment(analysis),
         confidence_pct=f"{analysis.confidence * 100:g}",
         margin_pct=f"{analysis.margin * 100:g}",
         checks=check_rows(analysis),

@@ -22,7 +22,7 @@ from markupsafe import Markup
 from vhpc.analysis import Analysis, figdata
 
 from vhpc.campaign import paper_findings
-from vhpc.core import intervals, numfmt
+from vhpc.core import intervals, numfmt, stats
 from vhpc.core.paths import write_atomic
 from vhpc.report.pagetext import quote_html, scaling_title
 from vhpc.campaign.paper_findings import AGREES, CANNOT_TELL, DISAGREES
@@ -176,6 +176,16 @@ def stated(study: str) -> list[paper_findings.Finding]:
     return paper_findings.for_study(study)
 
 
+def _relative(overhead: float | None, ci: tuple[float | None, float | None]
+              ) -> tuple[float | None, tuple[float | None, float | None]]:
+    """A signed metric's worse-positive overhead (percent of the baseline's |mean|) with its
+    interval as 1 + overhead/100: the scale :func:`vhpc.campaign.paper_findings.verdict` reads
+    with ``linear``."""
+    def one(v: float | None) -> float | None:
+        return None if v is None else 1 + v / 100
+    return one(overhead), (one(ci[0]), one(ci[1]))
+
+
 def _worse_ratio(ratio: float, ci: tuple[float | None, float | None], higher_is_better: bool
                  ) -> tuple[float, tuple[float | None, float | None]]:
     """A ratio and its interval in the "worse is higher" sense the findings use: inverted for
@@ -192,7 +202,9 @@ class Evidence:
     """One measurement a finding is set beside: ``environment``/``benchmark`` ``metric`` against
     ``versus`` (an environment), the worse-is-higher ``ratio`` and interval ``ci``, ``n`` (the
     smaller side), ``emulated`` (either side ran under TCG); ``higher_is_better``: the metric's
-    direction (:func:`value_text` shows the ratio as measured, environment / reference)."""
+    direction (:func:`value_text` shows the ratio as measured, environment / reference);
+    ``linear``: a signed metric (compared by the difference of means), whose ``ratio`` and
+    ``ci`` are 1 + the table's worse-positive overhead, relative to the reference's |mean|."""
 
     environment: str
     benchmark: str
@@ -202,7 +214,7 @@ class Evidence:
     ci: tuple[float | None, float | None]
     n: int
     emulated: bool
-    unbounded: bool = False
+    linear: bool = False
     higher_is_better: bool = False
     params: str = ""
     runs: int | None = None
@@ -223,7 +235,10 @@ def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
     if f.against_baseline:
         rows = [(c.environment, c.benchmark, c.metric, analysis.baseline, c.higher_is_better,
                  c.ratio, c.ratio_ci, min(c.n, c.n_baseline), c.ratio_ci_method, c.params,
-                 c.runs_needed)
+                 c.runs_needed) if c.ratio_ci_method != stats.DIFFERENCE else
+                (c.environment, c.benchmark, c.metric, analysis.baseline, False,
+                 *_relative(c.overhead_pct, c.overhead_ci), min(c.n, c.n_baseline),
+                 c.ratio_ci_method, c.params, c.runs_needed)
                 for c in analysis.comparisons]
     else:
         rows = [(p.environment, p.benchmark, p.metric, p.versus, p.higher_is_better, p.ratio,
@@ -238,9 +253,8 @@ def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
         worse, wci = _worse_ratio(ratio, ci, hib)
         emulated = any(analysis.environments.get(e) is not None and analysis.environments[e].emulated
                        for e in (env, ref))
-        unbounded = method == "fieller" and None in ci
-        out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated, unbounded, hib,
-                            params or "", runs))
+        out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated,
+                            method == stats.DIFFERENCE, hib, params or "", runs))
     return out
 
 
@@ -282,7 +296,7 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None,
             continue
         verdicts = [(e, *paper_findings.verdict(f, e.ratio, e.ci, e.n, e.emulated,
                                           placement_ok=not_makeable is None,
-                                          unbounded=e.unbounded, margin=analysis.margin,
+                                          linear=e.linear, margin=analysis.margin,
                                           runs=e.runs)) for e in found]
         outs = {v[1] for v in verdicts}
         outcome = DISAGREES if DISAGREES in outs else (AGREES if outs == {AGREES} else CANNOT_TELL)
@@ -340,7 +354,12 @@ def value_text(f: paper_findings.Finding, e: Evidence) -> str:
         no_ci = f" ({intervals.TOO_FEW})"
     else:
         no_ci = " (no interval)"
-    if f.claim == "overhead_pct":
+    if e.linear:  # a signed metric: its difference relative to the reference's |mean|
+        def pct(v: float | None) -> float | None:
+            return None if v is None else (v - 1) * 100
+        val = f"overhead {numfmt.pct_ci(pct(e.ratio), pct(lo), pct(hi))} (difference of means)"
+        ci = "" if has else no_ci
+    elif f.claim == "overhead_pct":
         val = "overhead " + numfmt.cost_ci(e.ratio, lo, hi)  # e.ratio: worse-is-higher
         ci = "" if has else no_ci
     else:

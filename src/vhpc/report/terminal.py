@@ -14,7 +14,7 @@ from vhpc.core.numfmt import FACTOR_NOTE, is_factor_text
 from vhpc.report import (TCG_MARK, TOO_FEW, common_notes, comparison_rows, env_header,
                          env_label, family_centre, family_metric_label, finding_groups,
                          fmt_centre, fmt_family_counts, fmt_family_level, fmt_family_overhead,
-                         fmt_points, headline_rows, measured_rows)
+                         fmt_points, headline_rows, measured_rows, p_adjustment)
 
 __all__ = ["render_table", "render_headline", "render_metrics", "VERDICT_STYLE"]
 
@@ -29,12 +29,14 @@ TCG_TRUST = "TCG emulation, not KVM"
 
 def _caption(analysis: Analysis) -> str:
     base, conf = analysis.baseline, f"{analysis.confidence * 100:g} %"
+    levels = ("1 − α/m for every row, simultaneous" if p_adjustment(analysis) == "Bonferroni"
+              else "Holm's where it says slower/faster, 1 − α/m for the rest")
     return (f"geo. mean of each side over n runs (\"mean … ± half-width\": arithmetic, where a"
             f" value is ≤ 0); ratio = env/{base} of those means, with the"
             f" interval the verdict is read off (Welch's t on ln values; {conf}, or the level"
-            " of the primary metrics' family where named: Holm's where it says slower/faster,"
-            " 1 − α/m for the rest); overhead > 0: environment"
-            " worse in the metric's direction; p: Holm-adjusted; slower/faster: the interval"
+            f" of the primary metrics' family where named: {levels}); overhead > 0: environment"
+            f" worse in the metric's direction; p: {p_adjustment(analysis)}-adjusted;"
+            " slower/faster: the interval"
             f" excludes 1; equivalent: it lies within ±{analysis.margin * 100:g} %;"
             " inconclusive: neither")
 
@@ -101,12 +103,13 @@ def _print_stacked(analysis: Analysis, console: Console) -> None:
     """The per-metric table (:func:`render_metrics`) for a console too narrow for it: per
     metric a line "benchmark[params] · metric [unit] ↑ · baseline: its geo. mean (n)", beneath
     it one row per environment (geo. mean, ratio [CI] broken before its interval where
-    narrow, overhead, p (Holm), verdict).  No number is folded."""
+    narrow, overhead, adjusted p, verdict).  No number is folded."""
     rows = comparison_rows(analysis)
     # "too few runs for an interval (…)" a line of its own beneath the row: the ratio cell
     # keeps the number
     ratios = {id(r): r.ratio.split(", " + TOO_FEW)[0] for r in rows}
-    heads = ("environment", "geo. mean", "ratio [CI]", "overhead", "p (Holm)", "verdict")
+    heads = ("environment", "geo. mean", "ratio [CI]", "overhead",
+             f"p ({p_adjustment(analysis)})", "verdict")
     envs = {r.environment: Text("  ").append_text(_short_env(analysis, r.environment))
             for r in rows if r.environment}
     cols = [[e.cell_len for e in envs.values()], [len(r.mean) for r in rows],
@@ -165,7 +168,7 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
     emulation)" when emulated), its geometric mean [interval] (n=…) (the ratio's centres as
     docs/statistics.md promises: :func:`vhpc.report.fmt_gmean_ci`), ratio [CI] (tagged
     "(Fieller)" for values ≤ 0, off the log scale), the overhead in its interval's form,
-    Holm-adjusted p and verdict.  Benchmark,
+    adjusted p (Holm's, Bonferroni's under ``--intervals simultaneous``) and verdict.  Benchmark,
     metric and baseline cells are printed once per metric, with a line between metrics when
     there are several environments.  Cells fold rather than being cut, but for the verdict."""
     base = analysis.baseline
@@ -175,7 +178,7 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
     for name, right in (("benchmark", False), ("metric [unit]", False),
                         (env_header(analysis, base) + " (baseline)", True), ("environment", False),
                         ("geo. mean", True), ("ratio [CI]", True), ("overhead", True),
-                        ("p (Holm)", True), ("verdict", False)):
+                        (f"p ({p_adjustment(analysis)})", True), ("verdict", False)):
         table.add_column(Text(name), justify="right" if right else "left", overflow="fold",
                          style="bold" if name == "benchmark" else "", no_wrap=name == "verdict")
     rows = comparison_rows(analysis)
