@@ -9,7 +9,7 @@ without a table to edit."""
 from __future__ import annotations
 
 from vhpc import benchmarks
-from vhpc.environments.kind import KINDS
+from vhpc.environments.kind import KINDS, GlobalFlag
 from vhpc.environments.vm.backends.base import BACKENDS
 from vhpc.executors.base import DEFAULT, EXECUTORS
 from vhpc.host import doctor
@@ -43,6 +43,17 @@ def bench_help() -> str:
     """``-b``'s help: the quick suite, the default, named."""
     return ("benchmark (repeatable; default: the quick suite "
             f"{', '.join(benchmarks.quick_suite())})")
+
+
+def global_flags() -> list[GlobalFlag]:
+    """The ``vhpc`` options (before the command) the registered kinds declare
+    (:attr:`~vhpc.environments.kind.EnvironmentKind.global_flags`), each flag once, in
+    registration order."""
+    out: dict[str, GlobalFlag] = {}
+    for _, part in KINDS.items():
+        for flag in part.global_flags:
+            out.setdefault(flag.flag, flag)
+    return list(out.values())
 
 
 def components() -> tuple[doctor.Component, ...]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from vhpc import placement
 from vhpc.core.errors import HostError
-from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
+from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan, GlobalFlag
 from vhpc.environments.options import HostFacts
 from vhpc.environments.vm import guestimage
 from vhpc.environments.vm.guestimage import GUEST_PRIVATE
 from vhpc.host import facts
-from vhpc.environments.vm.options import VmOptions
+from vhpc.environments.vm.options import ALLOW_SYSTEM_IMAGE_ENV, ALLOW_URI_ENV, VmOptions
 
 
 @KINDS.register("vm")
@@ -22,6 +22,13 @@ class VmKind(EnvironmentKind):
     summary = "benchmarks in a QEMU guest sharing the host's root, or booting your image"
     boots_guests = True
     llc_owner = "the guest's"
+    global_flags = (
+        GlobalFlag("--allow-uri", ALLOW_URI_ENV, "allow this libvirt connection URI in uri= "
+                   "(default: only the local qemu:///system and qemu:///session); repeatable",
+                   "URI"),
+        GlobalFlag("--allow-system-image", ALLOW_SYSTEM_IMAGE_ENV, "let vm:image= name a file "
+                   "outside your home, the current folder and the temporary folder, or one only "
+                   "root can read (default: refused)"))
 
     def hidden_host_dirs(self, options) -> tuple[str, ...]:
         """The directories its guests mount their own tmpfs over (:data:`GUEST_PRIVATE`) while
@@ -37,6 +44,26 @@ class VmKind(EnvironmentKind):
         from vhpc.environments.vm.backends.base import BACKENDS
 
         return BACKENDS.get(VmOptions().backend_name).probe_accel(kernel, use_cache)
+
+    def estimate_accel(self) -> tuple[str, str]:
+        """(``"kvm"`` or ``"tcg"``, why): the KVM probe's answer (:meth:`probe_accel`, cached
+        per host boot), not whether ``/dev/kvm`` exists, since a host can offer /dev/kvm and
+        still fall back to TCG."""
+        if facts.qemu_version() is None:
+            return "tcg", "QEMU is not installed: no guest can run (apt-get install qemu-system-x86)"
+        try:
+            kernel = guestimage.find_kernel()
+        except guestimage.GuestImageError as exc:
+            return "tcg", f"not probed: {exc}"
+        probe = self.probe_accel(kernel)
+        return probe.accel, probe.reason
+
+    def build_image(self, out, release: str, include: list[str], progress=None):
+        """A small Debian guest image for ``vm:image=`` at ``out``
+        (:func:`vhpc.environments.vm.imagebuild.build`: a BuiltImage)."""
+        from vhpc.environments.vm import imagebuild
+
+        return imagebuild.build(out, release, include, progress=progress)
 
     def host_lines(self, probe: bool = True, reprobe: bool = False) -> list[tuple[str, str, str]]:
         """The guest kernel vhpc would boot and the accelerator its guests get (a probe guest

@@ -40,7 +40,7 @@ from pydantic import Field, field_validator
 
 from vhpc.core import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
-from vhpc.environments.vcluster.environment import program_index
+from vhpc.benchmarks.mpilaunch import program_index
 from vhpc.host.doctor import Component
 from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
 from vhpc.executors.slurm.calls import salloc_waiting, slurm_call

@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 from vhpc.core import records
 from vhpc.environments.base import EnvError, RunResult, now
+from vhpc.environments.kind import KINDS
 from vhpc.executors.slurm.step import cancel_srun, decode, result_fields, result_from_fields
 
 #: Marks the guest host's replies on its standard output (QEMU or a library may print too).
@@ -97,10 +98,8 @@ class GuestHost:
     PlacementError / HostError / ValueError when the node cannot hold them."""
 
     def __init__(self, payload: dict[str, Any]):
-        from vhpc.environments.vcluster.environment import node_guests
-
         self.node = node_name()
-        self.members = node_guests(str(payload["name"]), int(payload["first"]),
+        self.members = KINDS.get("vcluster")().node_guests(str(payload["name"]), int(payload["first"]),
                                    int(payload["count"]), str(payload["policy"]),
                                    payload["member"])
 
