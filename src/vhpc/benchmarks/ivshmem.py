@@ -42,6 +42,10 @@ class IvshmemPingpong(Benchmark):
     provenance: str = "seed 000 Sec. VIII, Fig. 12 (inter-VM shared memory vs virtio-net)"
     verification: str = ("sequence stamp of every message and full payload pattern of the last "
                          "message of each size")
+    timing: str = ("the timed round trips (windows) as one interval, divided by their number; "
+                   "why: no MPI in the path and no reference code to follow; it omits the "
+                   "per-iteration clock read that osu-latency includes (tens of ns), so compare "
+                   "it with osu-latency at larger sizes")
     binary: str = "vhpc-ivshmem-pingpong"
     params: tuple[Param, ...] = (
         Param("transport", "auto", str, "auto (ivshmem when the device exists, else shm), shm, "

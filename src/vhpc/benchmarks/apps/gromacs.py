@@ -197,6 +197,9 @@ class Gromacs(Benchmark):
     verification = ("checks: Potential, Temperature and Coul. recip. at step 100 (or the last) "
                     "within a relative 4e-4, 2e-4 and 3e-4 of the baseline environment's "
                     "(docs/applications.md); exit status 0 and the counters reset")
+    timing = ("GROMACS's own timers, unchanged: md.log's Performance (ns/day) and Time (wall s) "
+              "lines of mdrun; the preparation (solvate, minimisation, grompp) runs once, "
+              "before the trials, and is not timed")
     package = "gromacs"
     app_binary = "gmx_mpi"
     params = (

@@ -174,6 +174,8 @@ class Lammps(Benchmark):
     verification = ("checks: E_pair and Temp of the last step (of step 1,000 in longer runs) "
                     "within a relative 1e-6 of the baseline environment's "
                     "(docs/applications.md); exit status 0 and every step run")
+    timing = ("LAMMPS's own timers, unchanged: 'Loop time of' (the run's main loop, set-up "
+              "excluded) and the Performance line (timesteps/s)")
     package = "lammps"
     app_binary = "lmp"
     params = (
