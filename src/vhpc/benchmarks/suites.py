@@ -28,6 +28,7 @@ from vhpc.benchmarks.base import (MPI_PARAM, Benchmark, BenchmarkError, KernelBe
                                   ParseError, parse_result_line, result_value)
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
+from vhpc.host.doctor import Component
 
 #: The helper script run as the hpcc trial command (stdlib only; see its docstring).
 HPCC_RUNNER = Path(__file__).resolve().with_name("hpcc_runner.py")
@@ -134,6 +135,9 @@ class HpccBenchmark(Benchmark):
     verification: str = "Success=1, HPL scaled residual < 16, MPI RandomAccess errors <= 1 %, " \
                         "echoed N/NB/P/Q/ranks must match the request"
     timing = "HPC Challenge's own timers, unchanged (Debian's hpcc): the figures are hpcc's"
+    components = (
+        Component("HPC Challenge", "hpcc-* benchmarks", "cmd:hpcc", "hpcc", "(build from source)"),
+    )
     params: tuple[Param, ...] = (
         Param("n", 500, int, "HPL matrix order N (also sizes the other tests' memory)", minimum=1),
         Param("nb", 64, int, "HPL block size NB", minimum=1),
@@ -457,6 +461,11 @@ OSU_COLL = OsuBenchmark(
 @dataclass(frozen=True)
 class BlasKernelBenchmark(KernelBenchmark):
     """A kernel on OpenBLAS: ``threads_param`` sets OPENBLAS_NUM_THREADS (and OMP_NUM_THREADS)."""
+
+    components = (
+        Component("LAPACKE + OpenBLAS", "linpack", "glob:/usr/include/*lapacke.h",
+                  "liblapacke-dev libopenblas-dev", "lapack-devel openblas-devel"),
+    )
 
     def environ(self, params, ctx):
         t = str(self.value(params, self.threads_param, ctx)) if self.threads_param else "1"

@@ -58,6 +58,7 @@ from vhpc.benchmarks.base import (Benchmark, BenchmarkError, Check, Param, Parse
                                   RunContext)
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
+from vhpc.host.doctor import Component
 
 #: GROMACS's data directory in Debian's gromacs-data.
 TOPDIR = Path("/usr/share/gromacs/top")
@@ -201,6 +202,10 @@ class Gromacs(Benchmark):
               "lines of mdrun; the preparation (solvate, minimisation, grompp) runs once, "
               "before the trials, and is not timed")
     package = "gromacs"
+    components = (
+        Component("GROMACS", "gromacs benchmark, applications study", "cmd:gmx_mpi", "gromacs",
+                  "gromacs-openmpi (EPEL)"),
+    )
     app_binary = "gmx_mpi"
     params = (
         Param("size", DEFAULT_SIZE, float, "thousands of water atoms, as the size classes of "

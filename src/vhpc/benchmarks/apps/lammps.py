@@ -43,6 +43,7 @@ from vhpc.benchmarks.base import Benchmark, BenchmarkError, Check, Param, ParseE
 from vhpc.benchmarks.apps import common
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
+from vhpc.host.doctor import Component
 
 #: Where Debian's lammps-data installs the potentials.
 POTENTIALS = "/usr/share/lammps/potentials"
@@ -177,6 +178,10 @@ class Lammps(Benchmark):
     timing = ("LAMMPS's own timers, unchanged: 'Loop time of' (the run's main loop, set-up "
               "excluded) and the Performance line (timesteps/s)")
     package = "lammps"
+    components = (
+        Component("LAMMPS", "lammps benchmark, applications study", "cmd:lmp", "lammps",
+                  "lammps-openmpi (EPEL)"),
+    )
     app_binary = "lmp"
     params = (
         Param("problem", "lj", str, "lj (Lennard-Jones melt, in.lj) or eam (Cu, EAM "

@@ -33,6 +33,8 @@ class VclusterKind(EnvironmentKind):
 
     #: its guests are vm guests: the same private directories over the same shared root
     hidden_host_dirs = VmKind.hidden_host_dirs
+    #: and the same tools boot them
+    components = VmKind.components
 
     def plan(self, options: VclusterOptions, host: HostFacts) -> EnvPlan:
         """One placement per guest of a host (``placement`` holds the tuple): all ``vms`` on

@@ -11,6 +11,7 @@ from vhpc.environments.vm import guestimage
 from vhpc.environments.vm.guestimage import GUEST_PRIVATE
 from vhpc.host import facts
 from vhpc.environments.vm.options import ALLOW_SYSTEM_IMAGE_ENV, ALLOW_URI_ENV, VmOptions
+from vhpc.host.doctor import Component
 
 
 @KINDS.register("vm")
@@ -22,6 +23,28 @@ class VmKind(EnvironmentKind):
     summary = "benchmarks in a QEMU guest sharing the host's root, or booting your image"
     boots_guests = True
     llc_owner = "the guest's"
+    #: QEMU and what a guest boots (kernel, initramfs tools, KVM), what a user's image needs
+    #: (overlay, cloud-init seed, its kernel or firmware) and what ``vhpc image build`` runs.
+    components = (
+        Component("QEMU", "vm, vcluster", "cmd:qemu-system-x86_64", "qemu-system-x86", "qemu-kvm"),
+        Component("guest kernel", "vm, vcluster", "glob:/boot/vmlinuz-*", "linux-image-amd64",
+                  "kernel-core"),
+        Component("static busybox", "vm, vcluster (guest initramfs)", "cmd:busybox",
+                  "busybox-static", "busybox"),
+        Component("cpio", "vm, vcluster (guest initramfs)", "cmd:cpio", "cpio", "cpio"),
+        Component("KVM (/dev/kvm)", "vm, vcluster (else TCG emulation)", "kvm",
+                  "(kernel module kvm_intel/kvm_amd)", "(kernel module kvm_intel/kvm_amd)"),
+        Component("qemu-img", "vm:image= (overlay, checks), vhpc image build", "cmd:qemu-img",
+                  "qemu-utils", "qemu-img"),
+        Component("cloud-localds", "vm:image= (cloud-init NoCloud seed)", "cmd:cloud-localds",
+                  "cloud-image-utils", "cloud-utils"),
+        Component("debugfs", "vm:image= with boot=kernel (the image's kernel)", "cmd:debugfs",
+                  "e2fsprogs", "e2fsprogs"),
+        Component("SeaBIOS", "vm:image= with boot=firmware (the image's bootloader)",
+                  "glob:/usr/share/seabios/bios-256k.bin", "seabios", "seabios"),
+        Component("debvm", "vhpc image build", "cmd:debvm-create", "debvm", "(Debian only)"),
+        Component("mmdebstrap", "vhpc image build", "cmd:mmdebstrap", "mmdebstrap", "(Debian only)"),
+    )
     global_flags = (
         GlobalFlag("--allow-uri", ALLOW_URI_ENV, "allow this libvirt connection URI in uri= "
                    "(default: only the local qemu:///system and qemu:///session); repeatable",
