@@ -15,7 +15,7 @@ running campaign never restores, or changes, that campaign's settings.
 
 Files and semantics: Documentation/admin-guide/mm/transhuge.rst, hugetlbpage.rst,
 sysctl/kernel.rst (numa_balancing), cpu-freq/cpufreq-stats (scaling_governor) of the Linux
-kernel.  KVM's ``ept``/``npt`` (nested vs shadow paging, seed 004 Fig. 12) are module
+kernel.  KVM's ``ept``/``npt`` (nested vs shadow paging: Lange et al., VEE 2011, Fig. 12) are module
 parameters that need the kvm module reloaded with no VM running: vhpc records them but does
 not change them.
 

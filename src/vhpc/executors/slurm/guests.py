@@ -1,4 +1,5 @@
-"""A ``vcluster`` spread over the nodes of a Slurm allocation (seed 004's virtualized cluster).
+"""A ``vcluster`` spread over the nodes of a Slurm allocation (a virtualized cluster, as Lange et
+al., VEE 2011, ran one).
 
 Under ``--executor slurm`` a vcluster's guests do not all boot on one host: each allocated node
 that holds guests (``vms_per_node`` of them, default one) runs a *guest host*, a job step
