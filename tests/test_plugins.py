@@ -138,3 +138,24 @@ def test_a_kinds_global_flag_sets_its_variable_for_one_command(capsys, monkeypat
         KINDS.unregister("toyflag")
     one_line(rc, err, "toy allowance 'a,b,c'")
     assert os.environ["VHPC_TOY_ALLOW"] == "a"
+
+
+def test_paper_help_names_the_registered_executors(capsys, monkeypatch):
+    """``vhpc paper --executor``'s metavar is read off the registry, as ``vhpc compare``'s."""
+    import pytest
+
+    from vhpc import cli
+    from vhpc.executors.base import EXECUTORS
+    from vhpc.executors.local import LocalExecutor
+
+    @EXECUTORS.register("toyq")
+    class ToyQueue(LocalExecutor):
+        name = "toyq"
+
+    monkeypatch.setenv("COLUMNS", "1000")
+    try:
+        with pytest.raises(SystemExit):
+            cli.main(["paper", "--help"])
+    finally:
+        EXECUTORS.unregister("toyq")
+    assert "[--executor local|slurm|toyq[:k=v,...]]" in capsys.readouterr().out
