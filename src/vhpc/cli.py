@@ -19,6 +19,7 @@ from vhpc.core.argtypes import count, number, percent
 from vhpc.environments.options import MAX_SECONDS
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.text import markup as esc
+from vhpc.environments.kind import KINDS
 from vhpc.benchmarks import quick_suite
 from vhpc.workflows import parts
 from vhpc.workflows.common import (UsageError, campaign_flags as _campaign_flags,
@@ -163,11 +164,8 @@ def cmd_plan(args) -> int:
                                            backing=args.backing, vm_index=i, vms=args.vms)
                 for i in range(args.vms)]
         plans = placement.plan_vms(topo, reqs)
-    from vhpc.environments.vm.backends.base import BACKENDS
-
-    def dialects(p, name):  # each hypervisor backend shows the plan in its own words
-        return [line for _, backend in BACKENDS.items()
-                for line in backend.render_placement(p, name)]
+    def dialects(p, name):  # each kind shows the plan in its tools' words (a vm's backends)
+        return [line for _, kind in KINDS.items() for line in kind().placement_dialects(p, name)]
 
     console.print(placement.render_plans(topo, plans, dialects), highlight=False, markup=False,
                   soft_wrap=True)

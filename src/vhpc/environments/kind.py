@@ -91,6 +91,23 @@ class EnvironmentKind(ABC):
         out (a probe guest), ``reprobe``: past answers are not reused.  None by default."""
         return []
 
+    def all_components(self) -> tuple[Component, ...]:
+        """What ``vhpc doctor`` checks for it and for the parts it holds (a vm's backends):
+        :attr:`components` by default."""
+        return self.components
+
+    def placement_dialects(self, placement: Any, name: str) -> list[str]:
+        """``placement`` (a :class:`~vhpc.placement.Placement`) in the words of the tools this
+        kind starts guests with, for ``vhpc plan``: a title line, then the text.  None by
+        default."""
+        return []
+
+    def export_placement(self, placements: Any, name: str, pool: Any = ()) -> list[Any]:
+        """The guests of ``placements`` (one per VM) as a user would start them outside vhpc
+        (``vhpc tune``'s recommendation), one export per tool that has a form for them (each
+        with ``title``, ``key`` and ``value``).  None by default."""
+        return []
+
     def estimate_accel(self) -> tuple[str, str]:
         """(``"kvm"`` or ``"tcg"``, why) for the guests a run of this kind would boot here,
         for time estimates; a kind without guests has nothing to emulate (``"kvm"``)."""

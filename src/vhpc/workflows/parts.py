@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from vhpc import benchmarks
 from vhpc.environments.kind import KINDS, GlobalFlag
-from vhpc.environments.vm.backends.base import BACKENDS
 from vhpc.executors.base import DEFAULT, EXECUTORS
 from vhpc.host import doctor
 
@@ -58,11 +57,11 @@ def global_flags() -> list[GlobalFlag]:
 
 def components() -> tuple[doctor.Component, ...]:
     """What ``vhpc doctor`` checks: the host tools every part shares
-    (:data:`vhpc.host.doctor.COMPONENTS`), then each registered kind's, backend's, executor's
-    and benchmark's own ``components``, each name once."""
+    (:data:`vhpc.host.doctor.COMPONENTS`), then each registered kind's (with the parts it
+    holds: a vm's backends), executor's and benchmark's own ``components``, each name once."""
     out = {c.name: c for c in doctor.COMPONENTS}
-    for registry in (KINDS, BACKENDS, EXECUTORS, benchmarks.BENCHMARKS):
-        for _, part in registry.items():
-            for c in part.components:
-                out.setdefault(c.name, c)
+    held = [c for _, kind in KINDS.items() for c in kind().all_components()]
+    for c in held + [c for registry in (EXECUTORS, benchmarks.BENCHMARKS)
+                     for _, part in registry.items() for c in part.components]:
+        out.setdefault(c.name, c)
     return tuple(out.values())

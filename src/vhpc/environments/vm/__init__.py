@@ -8,6 +8,7 @@ from vhpc.core.errors import HostError
 from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan, GlobalFlag
 from vhpc.environments.options import HostFacts
 from vhpc.environments.vm import guestimage
+from vhpc.environments.vm.backends.base import BACKENDS
 from vhpc.environments.vm.guestimage import GUEST_PRIVATE
 from vhpc.host import facts
 from vhpc.environments.vm.options import ALLOW_SYSTEM_IMAGE_ENV, ALLOW_URI_ENV, VmOptions
@@ -64,9 +65,22 @@ class VmKind(EnvironmentKind):
         that backend's :meth:`~vhpc.environments.vm.backends.base.HypervisorBackend.probe_accel`
         (a :class:`~vhpc.environments.vm.backends.base.ProbeResult`).  Raises GuestImageError
         when no guest kernel exists."""
-        from vhpc.environments.vm.backends.base import BACKENDS
-
         return BACKENDS.get(VmOptions().backend_name).probe_accel(kernel, use_cache)
+
+    def all_components(self):
+        """Its own components, then each registered backend's (libvirt's daemon and module)."""
+        return self.components + tuple(c for _, b in BACKENDS.items() for c in b.components)
+
+    def placement_dialects(self, placement, name: str) -> list[str]:
+        """Each registered backend's form of ``placement`` (QEMU arguments, libvirt XML)."""
+        return [line for _, b in BACKENDS.items() for line in b.render_placement(placement, name)]
+
+    def export_placement(self, placements, name: str, pool=()) -> list:
+        """Each registered backend's export (a
+        :class:`~vhpc.environments.vm.backends.base.PlacementExport`: libvirt domain XML, QEMU
+        arguments, ...), in the registry's order."""
+        found = (b.export_placement(placements, name, pool) for _, b in BACKENDS.items())
+        return [x for x in found if x is not None]
 
     def estimate_accel(self) -> tuple[str, str]:
         """(``"kvm"`` or ``"tcg"``, why): the KVM probe's answer (:meth:`probe_accel`, cached
