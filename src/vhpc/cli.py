@@ -233,12 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
                 description="What does virtualization cost your HPC workload on this host, "
                             "and which VM placement is cheapest?")
     p.add_argument("--version", action="version", version=f"vhpc {__version__}")
-    for flag in parts.global_flags():
+    for flag in parts.global_flags():  # each kind's, kept under its variable's name
         if flag.metavar:
             p.add_argument(flag.flag, action="append", metavar=flag.metavar, default=[],
-                           help=flag.help)
+                           dest=flag.env, help=flag.help)
         else:
-            p.add_argument(flag.flag, action="store_true", help=flag.help)
+            p.add_argument(flag.flag, action="store_true", dest=flag.env, help=flag.help)
     p.add_argument("--share", action="store_true",
                    help="create results (store, raw outputs, reports) readable by others as "
                         "the umask allows; default: private, files 0600 and folders 0700 "
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         given = {}
         for flag in parts.global_flags():
-            value = getattr(args, flag.flag.lstrip("-").replace("-", "_"))
+            value = getattr(args, flag.env)
             if flag.metavar:
                 given[flag.env] = value and ",".join(
                     [os.environ.get(flag.env) or "", *value]).strip(",")
