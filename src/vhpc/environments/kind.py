@@ -118,10 +118,11 @@ class EnvironmentKind(ABC):
         that reaches other machines.  Raises HostError for a kind that reaches none."""
         raise HostError(f"the {self.name} kind reaches no other machine")
 
-    def build_image(self, out: Any, release: str, include: list[str],
-                    progress: Any = None) -> Any:
-        """Build a guest image for this kind at ``out`` (``vhpc image build``) and return
-        what was built.  Raises HostError for a kind that boots no image."""
+    def build_image(self, out: Any, release: str, include: list[str], progress: Any = None,
+                    **options: Any) -> Any:
+        """Build a guest image for this kind at ``out`` (``vhpc image build``; ``options``:
+        the command's further choices) and return what was built.  Raises HostError for a
+        kind that boots no image."""
         raise HostError(f"the {self.name} kind builds no guest image")
 
     def hidden_host_dirs(self, options: EnvOptions) -> tuple[str, ...]:

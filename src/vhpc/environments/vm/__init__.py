@@ -95,12 +95,13 @@ class VmKind(EnvironmentKind):
         probe = self.probe_accel(kernel)
         return probe.accel, probe.reason
 
-    def build_image(self, out, release: str, include: list[str], progress=None):
+    def build_image(self, out, release: str, include: list[str], progress=None, **options):
         """A small Debian guest image for ``vm:image=`` at ``out``
-        (:func:`vhpc.environments.vm.imagebuild.build`: a BuiltImage)."""
+        (:func:`vhpc.environments.vm.imagebuild.build`, which takes ``options``: a
+        BuiltImage)."""
         from vhpc.environments.vm import imagebuild
 
-        return imagebuild.build(out, release, include, progress=progress)
+        return imagebuild.build(out, release, include, progress=progress, **options)
 
     def host_lines(self, probe: bool = True, reprobe: bool = False) -> list[tuple[str, str, str]]:
         """The guest kernel vhpc would boot and the accelerator its guests get (a probe guest
