@@ -49,7 +49,7 @@ def _default(p) -> str:
 
 def render_markdown(benchmarks: list[Benchmark]) -> str:
     """Markdown for the built-in ``benchmarks`` (name order; a campaign's own ``custom:``
-    benchmarks are left out): summary, provenance, verification, timing (each one's ``timing``), a
+    benchmarks are left out): summary, provenance, verification, timing (its ``timing``), a
     parameter table and a metric table each."""
     from vhpc.benchmarks.custom import CommandBenchmark
 

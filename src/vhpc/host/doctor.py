@@ -32,9 +32,9 @@ class Component:
 #: topology and placement), numactl (native, ssh and vm placements), the C compiler and make
 #: (every C kernel), Open MPI and MPICH (every MPI benchmark, and the vcluster's ranks), perf
 #: (counters of any kind's trials) and the OpenSSH client (the ssh kind and a vm booting an
-#: image).  Package names from Debian 12 and RHEL 9.  What one registered
-#: part needs is declared on it (``components`` of a kind, backend, executor or benchmark)
-#: and :func:`vhpc.workflows.parts.components` adds it to the table.
+#: image).  Package names from Debian 12 and RHEL 9.  What one registered part needs is
+#: declared on it (``components`` of a kind, backend, executor or benchmark) and
+#: :func:`vhpc.workflows.parts.components` adds it to the table.
 COMPONENTS = (
     Component("hwloc", "topology, placement", "cmd:lstopo-no-graphics", "hwloc", "hwloc"),
     Component("numactl", "native/ssh nodes=, membind=; vm guest_bind=", "cmd:numactl",

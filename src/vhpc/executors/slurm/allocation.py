@@ -14,8 +14,8 @@ State, ExitCode).  When the allocation ends under the campaign (scancel, time li
 trial in flight is left unfinished and :class:`AllocationLost` is raised: ``--resume`` gets a
 new allocation and runs exactly the missing trials.
 
-Leaks and impossible requests: the allocation carries a time limit derived from the
-plan (unless ``time=`` is given; capped at the partition's limit) and vhpc's pid, host and
+Leaks and impossible requests: the allocation carries a time limit derived from the plan
+(unless ``time=`` is given; capped at the partition's limit) and vhpc's pid, host and
 campaign in its comment (``--comment``), so a killed vhpc's allocation ends by itself and
 ``--resume`` cancels it first (same job name, i.e. the same campaign, which only one live
 vhpc can hold).  A request the cluster cannot meet (more nodes than the partition has, no
