@@ -5,7 +5,8 @@ The two processes are started by ``mpirun -np 2`` (no MPI traffic: the launcher 
 them), so the same command runs natively and in one VM over POSIX shared memory, and in a
 ``vcluster:net=ivshmem`` with one process per guest over the ivshmem PCI BAR — one table then
 shows native shm / in-VM shm / cross-VM ivshmem next to ``pingpong`` / ``osu-latency`` over the
-guests' virtio network (seed 000 Sec. VIII: shared memory bypasses the network stack).
+guests' virtio network (Ibrahim et al., CCGrid 2011, Sec. VIII: shared memory bypasses the
+network stack).
 """
 
 from __future__ import annotations

@@ -43,8 +43,9 @@ class Recommendation:
 
 
 def recommend(d: Definition, st: RaceState, intensity: str | None) -> Recommendation | None:
-    """The leader; among candidates equivalent to it, the first in the prior's order (seed 003,
-    :func:`vhpc.workflows.tune.race.order_by_prior`), else the leader.  None when nothing finished."""
+    """The leader; among candidates equivalent to it, the first in the prior's order (Cheng and
+    Chen, 3PGCIC 2013; :func:`vhpc.workflows.tune.race.order_by_prior`), else the leader.  None
+    when nothing finished."""
     lead = st.leader
     if lead is None:
         return None
