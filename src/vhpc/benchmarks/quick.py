@@ -189,7 +189,8 @@ NOISE = KernelBenchmark(
     provenance="seed 004 Sec. 6 (selfish detour, native vs guest)",
     verification="none (a measurement of interruptions)",
     timing="selfish detour: a spinning thread reads CLOCK_MONOTONIC back to back and counts gaps "
-           "above the threshold; why: the method of the seed's noise measurement",
+           "above the threshold; why: the method of Lange et al.'s noise measurement (VEE 2011, "
+           "Sec. 6)",
     binary="vhpc-noise",
     params=(Param("duration", 1.0, float, "seconds to spin", minimum=0.05),),
     flags={"duration": "-d"},

@@ -477,8 +477,8 @@ LINPACK = BlasKernelBenchmark(
     summary="Dense LU solve of a random N x N system (LAPACKE dgetrf/dgetrs on OpenBLAS)",
     provenance="seed 001 Fig. 5 (Linpack 3000x3000: factor, solve, total time, Mflops)",
     verification="normalized residual ||Ax-b||/(||A|| ||x|| N eps) < 16 (infinity norms)",
-    timing="one wall-clock interval each around dgetrf and dgetrs, as seed 001 reports factor, "
-           "solve and total time",
+    timing="one wall-clock interval each around dgetrf and dgetrs, as Youseff et al. (VTDC "
+           "2006, Fig. 5) report factor, solve and total time",
     binary="vhpc-linpack",
     params=(
         Param("n", 1000, int, "matrix order (seed 001 used 3000)", minimum=1),
