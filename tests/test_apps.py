@@ -147,9 +147,11 @@ def test_missing_application_is_one_line_naming_the_package(monkeypatch, tmp_pat
 
 
 def test_doctor_names_both_applications():
-    from vhpc.host.doctor import COMPONENTS
+    """Each application declares its own doctor line; the table gathered from the registered
+    parts holds them."""
+    from vhpc.workflows.parts import components
 
-    probes = {c.probe: c.debian for c in COMPONENTS}
+    probes = {c.probe: c.debian for c in components()}
     assert probes["cmd:lmp"] == "lammps" and probes["cmd:gmx_mpi"] == "gromacs"
 
 

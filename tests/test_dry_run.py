@@ -1,5 +1,5 @@
 """`--dry-run` plans without starting anything, and bad input at the edge is one line, exit 2
-(issue 8 "Done when", issue 13 hostile inputs), also on a host without QEMU."""
+(hostile inputs included), also on a host without QEMU."""
 
 import os
 import re

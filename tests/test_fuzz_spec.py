@@ -1,4 +1,4 @@
-"""Property test (hypothesis, issue 13): generated ``-b``/``-e`` items, protocol flags and
+"""Property test (hypothesis): generated ``-b``/``-e`` items, protocol flags and
 campaign documents, through the spec parser and the in-process CLI (``--dry-run``).  Nothing
 may escape but the project's one-line user error (VhpcError, exit status 2).
 
@@ -27,12 +27,12 @@ PARAMS = sorted({p.name for b in benchmarks.REGISTRY.values() for p in b.params}
 OPTIONS = sorted({"name", *NativeOptions.model_fields, *VmOptions.model_fields})
 
 numbers = st.one_of(st.integers(-10**30, 10**30), st.floats(allow_nan=True, allow_infinity=True),
-                    st.integers(-10**60, 10**60))  # beyond 2**63 (issue 23)
+                    st.integers(-10**60, 10**60))  # beyond 2**63 (no C integer holds them)
 words = st.sampled_from(["auto", "none", "hidden", "mirror", "4k", "2m", "low", "tcg", "float",
                          "span:2", "nodes:0,1;mem=local", "map:0-1=0,1", "0-1", "0,1", "1-0",
                          "n0", ".inf", "-.inf", ".nan", "1e400", "-3", "0", "", "0:1", "[1, 2]",
                          "{a: 1}", "~", "yes", "\x00", "é", "9" * 40,
-                         # issue 23: full-width and other non-ASCII digits, NUL inside text
+                         # full-width and other non-ASCII digits (int() reads them), NUL inside text
                          "１２", "٣", "０-1", "span:２", "1\x002", "echo\x00x"])
 # mostly plausible values (so many items parse and reach the dry run), some hostile ones
 small = st.integers(0, 4096).map(str)
@@ -53,14 +53,14 @@ bench_items = st.one_of(*[item(b.name, [p.name for p in b.params])
 env_items = st.one_of(item("native", list(NativeOptions.model_fields)),
                       item("vm", ["name", *VmOptions.model_fields]), junk)
 scalars = st.one_of(st.none(), st.booleans(), numbers, words, st.text(max_size=10))
-# keys: mostly known names, some text, and (issue 23) keys that are not text at all
+# keys: mostly known names, some text, and keys that are not text at all
 keys = st.one_of(st.sampled_from(PARAMS + OPTIONS + list(spec.CampaignSpec.model_fields)
                                  + NAMES + ["native", "vm"]), st.text(max_size=6),
                  st.integers(-10**30, 10**30), st.none(), st.booleans(), st.floats())
 documents = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=4),
     st.dictionaries(keys, inner, max_size=4)), max_leaves=25)
-# custom benchmarks (issue 23): commands and env with NUL bytes, huge timeouts, bad keys
+# custom benchmarks: commands and env with NUL bytes, huge timeouts, bad keys
 customs = st.lists(st.fixed_dictionaries(
     {"name": st.sampled_from(["probe", "p2", "1x", ""]),
      "command": st.one_of(st.lists(st.sampled_from(["true", "echo", "v 1", "a\x00b", "１"]),
@@ -144,9 +144,9 @@ def test_raw_files_read_or_give_one_user_error(tmp_path_factory, raw):
         assert "\n" not in str(exc)
 
 
-# issue 32: anchors and aliases, including aliases that refer to the node holding them
-# (``a: &a [*a]``, a cycle) and aliases of aliases; written as YAML text, since safe_dump
-# never writes a cycle
+# anchors and aliases (what a YAML bomb is made of), including aliases that refer to the node
+# holding them (``a: &a [*a]``, a cycle) and aliases of aliases; written as YAML text, since
+# safe_dump never writes a cycle
 anchor_names = st.sampled_from(["a", "b", "c"])
 
 

@@ -1,4 +1,4 @@
-"""group_observations (one loop over plain lists, issue 31) groups exactly as Group.add does one
+"""group_observations (one loop over plain lists, for speed) groups exactly as Group.add does one
 observation at a time: warm-up skipped, invalid and non-finite values counted, cold/warm split
 only where session indices exist."""
 

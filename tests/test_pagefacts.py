@@ -101,7 +101,7 @@ def test_a_timed_region_under_100_ms_is_a_finding():
 
 
 def test_a_gromacs_timed_window_under_2_s_is_a_finding():
-    """GROMACS's window has its own floor (2 s, issue 43): 1.2 s is a finding there, while a
+    """GROMACS's window has its own floor (2 s): 1.2 s is a finding there, while a
     1.2 s NPB region is long enough by the general 100 ms floor."""
     envs = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm")}
     obs = [Observation(env, bench, "size=6.0,steps=200", metric, "s", False,

@@ -294,7 +294,7 @@ def test_each_numbered_statement_cites_its_own_section_or_figure():
     within = [f for f in F.load() if f.claim == "within_pct" and f.seed.startswith("004")]
     assert [(f.study, f.benchmark, f.where) for f in within] == [
         ("scaling", "hpccg", "Sec. 3.4, Fig. 6"),
-        # issue 30: CTH's and Sage's captions, with LAMMPS and GROMACS standing in
+        # CTH's and Sage's captions, with LAMMPS and GROMACS standing in
         ("applications", "lammps", "Sec. 3.5, Fig. 7"), ("applications", "gromacs", "Sec. 3.6, Fig. 8")]
 
 

@@ -103,7 +103,9 @@ POLICIES = st.one_of(
 
 
 def check_rules(m: Machine, p, policy: str) -> None:
-    """The issue-15 rules for one plan."""
+    """The rules every plan keeps: a valid libvirt domain, only usable PUs, no PU pinned twice
+    (unless pinned per node), memory on usable nodes only, every vCPU and MiB placed once, and
+    the span or confine the policy asks for."""
     validate_domain(to_libvirt_xml(p, name="prop", full=True))  # libvirt's schema, and no "None"
     pcpus = {c for s in p.vcpu_pins for c in s}
     assert pcpus <= m.usable_pus, f"disallowed/offline PU pinned: {pcpus - m.usable_pus}"

@@ -109,3 +109,56 @@ def test_vhpc_host_asks_each_kind_what_it_says_of_the_host():
     vm = dict((label, text) for label, text, _ in said["vm"])
     assert vm["accelerator"] == "not probed" and "guest kernel" in vm
     assert said["native"] == []
+
+
+def test_a_kinds_global_flag_sets_its_variable_for_one_command(capsys, monkeypatch):
+    """A kind declares its ``vhpc`` options (the vm kind's --allow-uri and
+    --allow-system-image among them); the value reaches the kind through its variable while the
+    command runs, and the variable is gone after it."""
+    from conftest import one_line, run_cli
+
+    from vhpc import cli
+    from vhpc.core.errors import HostError
+    from vhpc.environments.kind import KINDS, GlobalFlag
+    from vhpc.environments.native import NativeKind
+
+    help_ = " ".join(cli.build_parser().format_help().split())
+    assert "[--allow-uri URI] [--allow-system-image]" in help_
+
+    @KINDS.register("toyflag")
+    class ToyFlag(NativeKind):
+        name = "toyflag"
+        global_flags = (GlobalFlag("--toy-allow", "VHPC_TOY_ALLOW", "a toy's allowance", "X"),)
+
+        def plan(self, options, host):
+            raise HostError(f"toy allowance {os.environ.get('VHPC_TOY_ALLOW')!r}")
+
+    monkeypatch.setenv("VHPC_TOY_ALLOW", "a")
+    try:
+        rc, _, err = run_cli(capsys, "--toy-allow", "b", "--toy-allow", "c", "compare",
+                             "--dry-run", "-b", "stream", "-e", "toyflag")
+    finally:
+        KINDS.unregister("toyflag")
+    one_line(rc, err, "toy allowance 'a,b,c'")
+    assert os.environ["VHPC_TOY_ALLOW"] == "a"
+
+
+def test_paper_help_names_the_registered_executors(capsys, monkeypatch):
+    """``vhpc paper --executor``'s metavar is read off the registry, as ``vhpc compare``'s."""
+    import pytest
+
+    from vhpc import cli
+    from vhpc.executors.base import EXECUTORS
+    from vhpc.executors.local import LocalExecutor
+
+    @EXECUTORS.register("toyq")
+    class ToyQueue(LocalExecutor):
+        name = "toyq"
+
+    monkeypatch.setenv("COLUMNS", "1000")
+    try:
+        with pytest.raises(SystemExit):
+            cli.main(["paper", "--help"])
+    finally:
+        EXECUTORS.unregister("toyq")
+    assert "[--executor local|slurm|toyq[:k=v,...]]" in capsys.readouterr().out

@@ -298,7 +298,7 @@ def test_sweep_page_fits_and_answers_on_the_first_screen(sweep, tmp_path):
     assert re.search(r"<details[^>]*><summary>Secondary metrics \(max, min\)", html)
     # the per-size table of the latency family, folded, sizes ascending
     table = re.search(r'id="fam-osu-latency-lat-points">(.*?)</details>', html, re.S).group(1)
-    # per-size rows read "lat at 4 MiB", in numeric order (issue 42)
+    # per-size rows read "lat at 4 MiB", in numeric order, not as text sorts
     assert re.findall(r"<td>lat at (\d+ [KM]?i?B) \[us\]", table) == [fmt_size(x) for x in LAT_SIZES]
     # distributions: one figure per shown family, folded
     dist = re.search(r'<section id="distributions">(.*?)</section>', html, re.S).group(1)
@@ -624,7 +624,7 @@ def test_headline_keeps_threads_apart_and_leaves_shared_cpu_points_out():
 
 def test_a_sweep_figure_shades_the_points_where_cpus_were_shared():
     """The campaign report's sweep figure shades the contended points too, named in the
-    legend (issue 42: the Sweeps section drew them again without the shading)."""
+    legend (the Sweeps section once drew them again without the shading)."""
     from vhpc.report import sweeps
 
     obs = [Observation(env, "hpccg", f"ranks={r}", "mflops", "Mflop/s", True,

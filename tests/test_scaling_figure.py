@@ -128,7 +128,7 @@ def test_shared_cpus_mark_the_three_node_point_only(scaling):
     assert len(spans) == 1
     x0 = spans[0].get_x() if hasattr(spans[0], "get_x") else min(v[0] for v in spans[0].get_xy())
     assert 2.5 < x0 < 3
-    # said in the legend, not in a label drawn over the data (issue 42)
+    # said in the legend, not in a label drawn over the data (it would hide points)
     assert any("contention" in label for label in ax.get_legend_handles_labels()[1])
     assert not any("contention" in t.get_text() for t in ax.texts)
 

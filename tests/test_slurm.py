@@ -201,7 +201,7 @@ def test_no_slurm_controller_is_one_line_error_before_anything_is_stored(tmp_pat
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and ("Slurm does not answer" in lines[0]
-                               or "controller is unreachable" in lines[0]  # issue 23
+                               or "controller is unreachable" in lines[0]  # as sbatch words it
                                or "slurm-client" in lines[0]), out.stderr
     assert Store(tmp_path / "vhpc.db").campaigns() == []
 

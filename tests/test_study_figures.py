@@ -466,7 +466,8 @@ def test_paper_dry_run_names_the_accelerator_the_probe_finds(tmp_path):
 
 def test_categories_in_their_natural_order_and_one_colour_per_environment():
     """Co-runner intensity reads low < medium < high, not alphabetically; an environment keeps
-    its colour in every panel of a figure, the baseline's first (issue 42)."""
+    its colour in every panel of a figure, the baseline's first, so a colour
+    names one environment across panels."""
     from vhpc.analysis.figdata import FigureData, PanelData, Point, Series
     from vhpc.report import studyfig
 
@@ -487,7 +488,7 @@ def test_categories_in_their_natural_order_and_one_colour_per_environment():
 def test_a_sudden_drop_along_the_node_axis_is_a_line_with_its_cause():
     """Seed 004's native HPCCG fell from 660 to 170 Mflop/s per node at 2 nodes: a line says
     so with what vhpc knows (the host's load around the trials); a drop at a point whose ranks
-    shared host CPUs is left to that line and the shading (issue 42)."""
+    shared host CPUs is left to that line and the shading, not said twice."""
     from types import SimpleNamespace
 
     from vhpc.analysis.figdata import FigureData, PanelData, Point, Series

@@ -165,7 +165,8 @@ def test_lists():
 
 
 def test_llc_from_hwloc_and_sysfs_agree_with_the_kernel():
-    # expected value read here straight from the kernel's files (never sysconf, see issue 12)
+    # expected value read here straight from the kernel's files (never sysconf: glibc derives
+    # it from CPUID, and reported 384 MiB on a host whose sysfs and hwloc say 32 MiB)
     from pathlib import Path
 
     sizes = []

@@ -433,7 +433,7 @@ def test_a_declared_custom_check_gets_no_verdict_anywhere(tmp_path):
     """A byte-size figure declared as a custom benchmark's check (three forms: a metric with a
     tolerance, its own regex with one, and an identity figure without) is a check in
     every view that shows verdicts: the run's JSON and CSV, ``vhpc report --all``, the HTML
-    report's tables, and ``vhpc diff`` with its history (issue 41: ``rootfs`` got a ratio
+    report's tables, and ``vhpc diff`` with its history (``rootfs`` once got a ratio
     verdict)."""
     import csv
     import json

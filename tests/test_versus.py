@@ -15,7 +15,7 @@ from scipy import stats as sps
 from vhpc.analysis import analyse, versus
 from vhpc.core.metrics import EnvInfo, Observation
 
-#: issue 41's fixed samples: native 40, 20, 60 GB/s; the VM at 2.0, 2.4, 1.6
+#: fixed samples of a 20x bandwidth drop: native 40, 20, 60 GB/s; the VM at 2.0, 2.4, 1.6
 NATIVE = (40.0, 20.0, 60.0)
 VM = (2.0, 2.4, 1.6)
 #: a second VM at 10 % under the first one's bandwidth, not Holm-adjusted with anything
@@ -64,7 +64,7 @@ def test_a_pair_against_the_baseline_is_the_tables_comparison():
     assert p.verdict == c.verdict
     assert (p.ratio, p.low, p.high, p.p) == pytest.approx((c.ratio, *c.ratio_ci, c.p_value),
                                                          rel=1e-12)
-    # issue 41: the 20x bandwidth drop, t = 8.5 on the log scale, p 0.0063: slower
+    # the 20x bandwidth drop, t = 8.5 on the log scale, p 0.0063: slower
     assert p.ratio == pytest.approx(ratio, rel=1e-9) and p.p == pytest.approx(pv, rel=1e-9)
     assert p.high == pytest.approx(hi, rel=1e-9) and p.high < 1 and p.verdict == "slower"
 

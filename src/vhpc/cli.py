@@ -19,6 +19,7 @@ from vhpc.core.argtypes import count, number, percent
 from vhpc.environments.options import MAX_SECONDS
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.core.text import markup as esc
+from vhpc.environments.kind import KINDS
 from vhpc.benchmarks import quick_suite
 from vhpc.workflows import parts
 from vhpc.workflows.common import (UsageError, campaign_flags as _campaign_flags,
@@ -163,11 +164,8 @@ def cmd_plan(args) -> int:
                                            backing=args.backing, vm_index=i, vms=args.vms)
                 for i in range(args.vms)]
         plans = placement.plan_vms(topo, reqs)
-    from vhpc.environments.vm.backends.base import BACKENDS
-
-    def dialects(p, name):  # each hypervisor backend shows the plan in its own words
-        return [line for _, backend in BACKENDS.items()
-                for line in backend.render_placement(p, name)]
+    def dialects(p, name):  # each kind shows the plan in its tools' words (a vm's backends)
+        return [line for _, kind in KINDS.items() for line in kind().placement_dialects(p, name)]
 
     console.print(placement.render_plans(topo, plans, dialects), highlight=False, markup=False,
                   soft_wrap=True)
@@ -235,12 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
                 description="What does virtualization cost your HPC workload on this host, "
                             "and which VM placement is cheapest?")
     p.add_argument("--version", action="version", version=f"vhpc {__version__}")
-    p.add_argument("--allow-uri", action="append", metavar="URI", default=[],
-                   help="allow this libvirt connection URI in uri= (default: only the local "
-                        "qemu:///system and qemu:///session); repeatable")
-    p.add_argument("--allow-system-image", action="store_true",
-                   help="let vm:image= name a file outside your home, the current folder and "
-                        "the temporary folder, or one only root can read (default: refused)")
+    for flag in parts.global_flags():  # each kind's, kept under its variable's name
+        if flag.metavar:
+            p.add_argument(flag.flag, action="append", metavar=flag.metavar, default=[],
+                           dest=flag.env, help=flag.help)
+        else:
+            p.add_argument(flag.flag, action="store_true", dest=flag.env, help=flag.help)
     p.add_argument("--share", action="store_true",
                    help="create results (store, raw outputs, reports) readable by others as "
                         "the umask allows; default: private, files 0600 and folders 0700 "
@@ -378,11 +376,14 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        from vhpc.environments.vm.options import ALLOW_SYSTEM_IMAGE_ENV, ALLOW_URI_ENV
-
-        given = {ALLOW_URI_ENV: args.allow_uri and ",".join(
-                     [os.environ.get(ALLOW_URI_ENV) or "", *args.allow_uri]).strip(","),
-                 ALLOW_SYSTEM_IMAGE_ENV: "1" if args.allow_system_image else ""}
+        given = {}
+        for flag in parts.global_flags():
+            value = getattr(args, flag.env)
+            if flag.metavar:
+                given[flag.env] = value and ",".join(
+                    [os.environ.get(flag.env) or "", *value]).strip(",")
+            else:
+                given[flag.env] = "1" if value else ""
         saved = {k: os.environ.get(k) for k, v in given.items() if v}
         os.environ.update({k: v for k, v in given.items() if v})  # for this command only
         try:

@@ -1,5 +1,5 @@
-"""Memory-profile study analysis (seed 003 Sec. III-B, Fig. 3): how much a workload suffers
-when its memory is on a remote NUMA node, explained by its memory intensity.
+"""Memory-profile study analysis (Cheng and Chen, 3PGCIC 2013, Sec. III-B, Fig. 3): how much a
+workload suffers when its memory is on a remote NUMA node, explained by its memory intensity.
 
 For each benchmark: CPI with memory local and remote → **NUMA penalty** = CPI_remote /
 CPI_local; **MPKI** (last-level-cache misses per 1000 instructions, local run); a least-squares
@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from vhpc.core import stats
 
-HIGH_MPKI = 3.0  # seed 003 Sec. III-B
+HIGH_MPKI = 3.0  # Cheng and Chen, 3PGCIC 2013, Sec. III-B
 LOW_MPKI = 1.0
 
 

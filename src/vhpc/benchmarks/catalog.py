@@ -43,62 +43,13 @@ FIDELITY_BLOCK = re.compile(
     r"(<!-- compare_reference:begin -->\n).*?(<!-- compare_reference:end -->)", re.S)
 
 
-_OSU = ("every timed iteration is timed on its own (MPI_Wtime before and after it) and the "
-        "times are summed, as OSU 7.4 does")
-_OSU_WHY = ("; why: OSU 7.4 measures so, and timing the whole loop once leaves out one clock "
-            "read per iteration, which made the 8-byte shared-memory latency look about 12 % "
-            "lower than osu_latency's")
-_NPB = ("one wall-clock interval around the section NPB 3.4 times (the same steps, after the "
-        "same untimed first pass), Mop/s from NPB's operation count; why: so that Mop/s can be "
-        "set beside the reference's")
-
-#: How each built-in benchmark times what it reports, and why (the "timing" line of
-#: docs/benchmarks.md); a benchmark missing here fails tests/test_suites.py.
-TIMING: dict[str, str] = {
-    "hpcc": "HPC Challenge's own timers, unchanged (Debian's hpcc): the figures are hpcc's",
-    "hpccg": "one wall-clock interval around the whole CG (set-up residual included), the "
-             "slowest rank's, and per phase the calls' own intervals summed, as Mantevo HPCCG "
-             "times; why: mflops is HPCCG's figure (27 flops per row) over HPCCG's time",
-    "ivshmem-pingpong": "the timed round trips (windows) as one interval, divided by their "
-                        "number; why: no MPI in the path and no reference code to follow; it "
-                        "omits the per-iteration clock read that osu-latency includes (tens of "
-                        "ns), so compare it with osu-latency at larger sizes",
-    "gromacs": "GROMACS's own timers, unchanged: md.log's Performance (ns/day) and Time (wall "
-               "s) lines of mdrun; the preparation (solvate, minimisation, grompp) runs once, "
-               "before the trials, and is not timed",
-    "lammps": "LAMMPS's own timers, unchanged: 'Loop time of' (the run's main loop, set-up "
-              "excluded) and the Performance line (timesteps/s)",
-    "linpack": "one wall-clock interval each around dgetrf and dgetrs, as seed 001 reports "
-               "factor, solve and total time",
-    "noise": "selfish detour: a spinning thread reads CLOCK_MONOTONIC back to back and counts "
-             "gaps above the threshold; why: the method of the seed's noise measurement",
-    "npb-cg": _NPB, "npb-ep": _NPB, "npb-ft": _NPB, "npb-is": _NPB, "npb-mg": _NPB,
-    "npb-external": "the NPB binary's own timer and Mop/s, parsed from its report",
-    "osu-bibw": _OSU + " (one window per iteration, on every rank)" + _OSU_WHY,
-    "osu-bw": _OSU + " (one window per iteration, on every rank)" + _OSU_WHY,
-    "osu-coll": _OSU + " (one call per iteration, then an untimed MPI_Barrier; barrier calls "
-                "back to back)" + _OSU_WHY,
-    "osu-latency": _OSU + " (one round trip per iteration, on the initiating rank)" + _OSU_WHY,
-    "osu-multi-lat": _OSU + " (one round trip per iteration, on each initiating rank)"
-                     + _OSU_WHY,
-    "pagefault": "each mmap + touch + munmap pass as one interval, minus the same pass without "
-                 "the touch; why: isolates the fault cost from the mapping calls",
-    "pingpong": "as osu-latency and osu-bw: each round trip and each window timed on its own "
-                "and summed (OSU 7.4); why: the same figure as osu_latency / osu_bw",
-    "randomaccess": "one wall-clock interval around all updates, as HPCC RandomAccess (GUP/s = "
-                    "updates / time)",
-    "stream": "each kernel timed on its own in every iteration, the first iteration dropped, "
-              "the best (minimum) time reported, as McCalpin's stream.c; why: STREAM's rules",
-}
-
-
 def _default(p) -> str:
     return "auto" if p.default is None else f"`{p.default}`"
 
 
 def render_markdown(benchmarks: list[Benchmark]) -> str:
     """Markdown for the built-in ``benchmarks`` (name order; a campaign's own ``custom:``
-    benchmarks are left out): summary, provenance, verification, timing (:data:`TIMING`), a
+    benchmarks are left out): summary, provenance, verification, timing (its ``timing``), a
     parameter table and a metric table each."""
     from vhpc.benchmarks.custom import CommandBenchmark
 
@@ -108,9 +59,8 @@ def render_markdown(benchmarks: list[Benchmark]) -> str:
             continue
         out.append(f"\n## `{b.name}`\n\n{b.summary}\n")
         out.append(f"- serves: {b.provenance}\n- verification: {b.verification}\n")
-        timing = b.timing or TIMING.get(b.name)
-        if timing:
-            out.append(f"- timing: {timing}\n")
+        if b.timing:
+            out.append(f"- timing: {b.timing}\n")
         if b.params:
             out.append("\n| parameter | default | meaning |\n|---|---|---|\n")
             for p in b.params:

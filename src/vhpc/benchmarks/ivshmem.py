@@ -5,7 +5,8 @@ The two processes are started by ``mpirun -np 2`` (no MPI traffic: the launcher 
 them), so the same command runs natively and in one VM over POSIX shared memory, and in a
 ``vcluster:net=ivshmem`` with one process per guest over the ivshmem PCI BAR — one table then
 shows native shm / in-VM shm / cross-VM ivshmem next to ``pingpong`` / ``osu-latency`` over the
-guests' virtio network (seed 000 Sec. VIII: shared memory bypasses the network stack).
+guests' virtio network (Ibrahim et al., CCGrid 2011, Sec. VIII: shared memory bypasses the
+network stack).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class IvshmemPingpong(Benchmark):
     provenance: str = "seed 000 Sec. VIII, Fig. 12 (inter-VM shared memory vs virtio-net)"
     verification: str = ("sequence stamp of every message and full payload pattern of the last "
                          "message of each size")
+    timing: str = ("the timed round trips (windows) as one interval, divided by their number; "
+                   "why: no MPI in the path and no reference code to follow; it omits the "
+                   "per-iteration clock read that osu-latency includes (tens of ns), so compare "
+                   "it with osu-latency at larger sizes")
     binary: str = "vhpc-ivshmem-pingpong"
     params: tuple[Param, ...] = (
         Param("transport", "auto", str, "auto (ivshmem when the device exists, else shm), shm, "

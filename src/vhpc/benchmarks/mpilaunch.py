@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from vhpc.core.cpulist import parse_cpu_list
@@ -167,3 +168,35 @@ def readback(launch: Launch, stdout: str) -> dict[str, Any]:
     if problems:
         out["mismatches"] = problems
     return out
+
+
+#: MPI launcher names (Open MPI's, MPICH's Hydra, Debian's alternatives' names): a vcluster
+#: gives them its hostfile and remote starter, a Slurm allocation turns them into job steps.
+LAUNCHERS = re.compile(r"^(mpirun|mpiexec)(\.openmpi|\.mpich|\.hydra)?$")
+#: Launcher options followed by one value (Open MPI mpirun(1), Hydra's mpiexec) / by two.
+VALUE_OPTS = {"-np", "-n", "-c", "--np", "-N", "-ppn", "--map-by", "-map-by", "--bind-to",
+              "-bind-to", "--rank-by", "-H", "--host", "-host", "-hosts", "-x", "-hostfile",
+              "--hostfile", "-f", "-wdir", "--wdir", "-launcher", "-iface", "--npernode",
+              "-npernode", "--cpus-per-proc", "--report-bindings-file"}
+PAIR_OPTS = {"--mca", "-mca", "-gmca", "--gmca", "-genv", "-env"}
+
+
+def program_index(argv: list[str]) -> int | None:
+    """Index of the program an MPI launcher command starts (after the launcher's options), or
+    None when ``argv`` has no launcher or no program.  The launcher may follow a wrapper (e.g.
+    ``python3 hpcc_runner.py ... -- mpirun -np 2 hpcc``)."""
+    start = next((k for k, a in enumerate(argv) if LAUNCHERS.match(PurePosixPath(a).name)), None)
+    if start is None:
+        return None
+    i = start + 1
+    while i < len(argv):
+        a = argv[i]
+        if a in PAIR_OPTS:
+            i += 3
+        elif a in VALUE_OPTS:
+            i += 2
+        elif a.startswith("-"):
+            i += 1
+        else:
+            return i
+    return None

@@ -73,6 +73,7 @@ class NpbExternal(Benchmark):
     summary = "your own NPB build (BT, SP, LU, CG, EP, FT, IS, MG, UA, DT): NPB's report parsed"
     provenance = "seed 000 Fig. 2/4-6, seed 003 Fig. 3-5 (NPB on VMs)"
     verification = "NPB's own: 'Verification = SUCCESSFUL' in the report"
+    timing = "the NPB binary's own timer and Mop/s, parsed from its report"
     params = (
         Param("binary", "", str, "path of the NPB executable (or give dir, kernel and class)"),
         Param("dir", "", str, "NPB bin directory holding <kernel>.<CLASS>.x"),

@@ -128,6 +128,8 @@ STREAM = StreamBenchmark(
     summary="STREAM copy/scale/add/triad memory bandwidth (McCalpin rules), OpenMP",
     provenance="seed 004 Fig. 13 (HPCC STREAM); seed 003 Fig. 3 memory intensity",
     verification="final arrays checked against the analytically expected values (rel. error <= 1e-13)",
+    timing="each kernel timed on its own in every iteration, the first iteration dropped, the "
+           "best (minimum) time reported, as McCalpin's stream.c; why: STREAM's rules",
     binary="vhpc-stream",
     params=(
         Param("n", None, int, "elements per array (3 arrays of doubles); default: each array >= "
@@ -150,6 +152,8 @@ RANDOMACCESS = KernelBenchmark(
     summary="HPCC RandomAccess (GUPS): XOR updates at random table locations",
     provenance="seed 004 Fig. 12-13 (HPCC RandomAccess, nested vs shadow paging)",
     verification="updates replayed serially; at most 1 % of table entries may differ",
+    timing="one wall-clock interval around all updates, as HPCC RandomAccess (GUP/s = updates "
+           "/ time)",
     binary="vhpc-randomaccess",
     params=(Param("table_log2", 20, int, "log2 of the table size in 8-byte words", minimum=10),),
     flags={"table_log2": "-l"},
@@ -161,6 +165,8 @@ PINGPONG = KernelBenchmark(
     summary="MPI ping-pong between 2 ranks: one-way latency and windowed bandwidth (OSU method)",
     provenance="seed 001 Fig. 1-2; seed 004 Fig. 1",
     verification="the payload pattern of a received message is checked",
+    timing="as osu-latency and osu-bw: each round trip and each window timed on its own and "
+           "summed (OSU 7.4); why: the same figure as osu_latency / osu_bw",
     binary="vhpc-pingpong",
     params=(
         Param("lat_size", 8, int, "latency message size in bytes", minimum=0),
@@ -182,6 +188,9 @@ NOISE = KernelBenchmark(
     summary="Selfish-detour OS noise: time stolen from a spinning thread",
     provenance="seed 004 Sec. 6 (selfish detour, native vs guest)",
     verification="none (a measurement of interruptions)",
+    timing="selfish detour: a spinning thread reads CLOCK_MONOTONIC back to back and counts gaps "
+           "above the threshold; why: the method of Lange et al.'s noise measurement (VEE 2011, "
+           "Sec. 6)",
     binary="vhpc-noise",
     params=(Param("duration", 1.0, float, "seconds to spin", minimum=0.05),),
     flags={"duration": "-d"},
@@ -200,6 +209,8 @@ PAGEFAULT = KernelBenchmark(
             "optionally a shared file or device mapping (file=PATH)",
     provenance="seed 000 Fig. 13 (fault latency per memory type and configuration)",
     verification="minor-fault count (getrusage) must cover >= 90 % of the touched pages",
+    timing="each mmap + touch + munmap pass as one interval, minus the same pass without the "
+           "touch; why: isolates the fault cost from the mapping calls",
     binary="vhpc-pagefault",
     params=(
         Param("mib", 64, int, "region size in MiB", minimum=1),

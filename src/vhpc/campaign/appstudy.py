@@ -1,4 +1,5 @@
-"""The ``applications`` study: seed 004 Fig. 7-8 with public codes (CTH and Sage are not public).
+"""The ``applications`` study: Lange et al., VEE 2011, Fig. 7-8, with public codes (CTH and Sage
+are not public).
 
 Seed 004 rests its "≤ 5 % overhead on key HPC applications" on CTH and Sage (Fig. 7, 8: weak
 scaling, native vs a guest per node, 1..4096 nodes); neither is public.  LAMMPS and GROMACS

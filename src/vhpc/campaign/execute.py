@@ -9,9 +9,9 @@ Protocol (docs/campaigns.md, "Protocol"):
   ``fixed`` keeps the spec order.
 * A VM is paused (QMP ``stop``) while other environments run, so it neither perturbs them nor
   loses its warm state.
-* Sessions (seed 000 Sec. VI): ``warm`` (default) keeps one boot for all trials, the warm-up
-  round absorbing the cold start; ``cold`` boots a fresh VM before every VM trial;
-  ``cold-warm`` runs each benchmark ``session_trials`` times in a row in a fresh boot, so
+* Sessions (Ibrahim et al., CCGrid 2011, Sec. VI): ``warm`` (default) keeps one boot for all
+  trials, the warm-up round absorbing the cold start; ``cold`` boots a fresh VM before every VM
+  trial; ``cold-warm`` runs each benchmark ``session_trials`` times in a row in a fresh boot, so
   session index 0 is the cold trial and later ones are warm (analysed as separate groups).
 * Each trial has a timeout; a trial that fails (timeout, guest failure, no parseable result) is
   stored ``failed`` with its raw output and the campaign continues.

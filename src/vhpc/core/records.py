@@ -162,7 +162,8 @@ class Rusage(Record):
 
 class PerfCounters(Record):
     """Hardware counters (``perf stat``): raw ``counts`` by event, CPI = cycles/instructions,
-    MPKI = LLC misses per 1000 instructions (seed 003); ``unavailable`` = why there are none."""
+    MPKI = LLC misses per 1000 instructions (as Cheng and Chen, 3PGCIC 2013, count them);
+    ``unavailable`` = why there are none."""
 
     counts: dict[str, float | None] = {}
     cpi: float | None = None

@@ -44,6 +44,19 @@ class EnvPlan:
     corunner: Any = None
 
 
+@dataclass(frozen=True)
+class GlobalFlag:
+    """A ``vhpc`` option (before the command) that a kind declares and that sets one of its
+    environment variables for that one command: ``flag`` (``--allow-uri``), ``env`` (the
+    variable), ``help``, ``metavar`` (a repeatable option taking values, joined with ``,``
+    to what the variable already holds) or None (a switch: the variable is set to ``1``)."""
+
+    flag: str
+    env: str
+    help: str
+    metavar: str | None = None
+
+
 class EnvironmentKind(ABC):
     """One environment kind.  Subclasses set ``options`` (an :class:`EnvOptions` model) and
     ``summary`` (one line for help texts), and implement :meth:`build`; they override
@@ -63,6 +76,9 @@ class EnvironmentKind(ABC):
     #: --dry-run``), before the emulation factor.
     trial_s: ClassVar[float] = 10.0
 
+    #: ``vhpc`` options it reads through environment variables (:class:`GlobalFlag`).
+    global_flags: ClassVar[tuple[GlobalFlag, ...]] = ()
+
     def trial_seconds(self, accel: str) -> float:
         """Rule-of-thumb seconds for one trial of a quick kernel here, with guests running under
         ``accel`` (``"kvm"`` or ``"tcg"``; TCG emulation is about 10x slower: the measured
@@ -74,6 +90,40 @@ class EnvironmentKind(ABC):
         (style: a rich colour for the text, or ""); ``probe``: it may start something to find
         out (a probe guest), ``reprobe``: past answers are not reused.  None by default."""
         return []
+
+    def all_components(self) -> tuple[Component, ...]:
+        """What ``vhpc doctor`` checks for it and for the parts it holds (a vm's backends):
+        :attr:`components` by default."""
+        return self.components
+
+    def placement_dialects(self, placement: Any, name: str) -> list[str]:
+        """``placement`` (a :class:`~vhpc.placement.Placement`) in the words of the tools this
+        kind starts guests with, for ``vhpc plan``: a title line, then the text.  None by
+        default."""
+        return []
+
+    def export_placement(self, placements: Any, name: str, pool: Any = ()) -> list[Any]:
+        """The guests of ``placements`` (one per VM) as a user would start them outside vhpc
+        (``vhpc tune``'s recommendation), one export per tool that has a form for them (each
+        with ``title``, ``key`` and ``value``).  None by default."""
+        return []
+
+    def estimate_accel(self) -> tuple[str, str]:
+        """(``"kvm"`` or ``"tcg"``, why) for the guests a run of this kind would boot here,
+        for time estimates; a kind without guests has nothing to emulate (``"kvm"``)."""
+        return "kvm", f"{self.name} boots no guest"
+
+    def remote_report(self, target: str) -> list[str]:
+        """Lines describing the machine ``target`` names (``vhpc host --ssh``), for a kind
+        that reaches other machines.  Raises HostError for a kind that reaches none."""
+        raise HostError(f"the {self.name} kind reaches no other machine")
+
+    def build_image(self, out: Any, release: str, include: list[str], progress: Any = None,
+                    **options: Any) -> Any:
+        """Build a guest image for this kind at ``out`` (``vhpc image build``; ``options``:
+        the command's further choices) and return what was built.  Raises HostError for a
+        kind that boots no image."""
+        raise HostError(f"the {self.name} kind builds no guest image")
 
     def hidden_host_dirs(self, options: EnvOptions) -> tuple[str, ...]:
         """Host directories that programs of this environment do not see, because it puts

@@ -6,7 +6,8 @@ with the reason — never invented.
 * Hardware counters come from ``perf stat -x,`` (perf-stat(1) CSV output:
   ``value,unit,event,run-time,percentage,...``; ``<not supported>`` / ``<not counted>`` when
   the PMU lacks the event).  CPI = cycles / instructions; MPKI = LLC misses per 1000
-  instructions (seed 003 Sec. III-B uses both to classify memory intensity).
+  instructions (Cheng and Chen, 3PGCIC 2013, Sec. III-B, use both to classify memory
+  intensity).
 * ``/proc/vmstat`` deltas (pgfault, pgmajfault, numa_hit, numa_miss, numa_local,
   numa_other, ...) and ``/proc/PID/stat`` minflt/majflt (proc(5) fields 10 and 12).
 """

@@ -28,19 +28,14 @@ class Component:
     rhel: str
 
 
-#: Host tools that several parts share.  Package names from Debian 12 and RHEL 9 (EPEL for
-#: hpcc-free MPI tools where noted).  What one registered part alone needs is declared on it
-#: (``components`` of a kind, backend, executor or benchmark) and
+#: Host tools that parts of several rooms share, so no one part owns them: hwloc (every
+#: topology and placement), numactl (native, ssh and vm placements), the C compiler and make
+#: (every C kernel), Open MPI and MPICH (every MPI benchmark, and the vcluster's ranks), perf
+#: (counters of any kind's trials) and the OpenSSH client (the ssh kind and a vm booting an
+#: image).  Package names from Debian 12 and RHEL 9.  What one registered part needs is
+#: declared on it (``components`` of a kind, backend, executor or benchmark) and
 #: :func:`vhpc.workflows.parts.components` adds it to the table.
 COMPONENTS = (
-    Component("QEMU", "vm, vcluster", "cmd:qemu-system-x86_64", "qemu-system-x86", "qemu-kvm"),
-    Component("guest kernel", "vm, vcluster", "glob:/boot/vmlinuz-*", "linux-image-amd64",
-              "kernel-core"),
-    Component("static busybox", "vm, vcluster (guest initramfs)", "cmd:busybox",
-              "busybox-static", "busybox"),
-    Component("cpio", "vm, vcluster (guest initramfs)", "cmd:cpio", "cpio", "cpio"),
-    Component("KVM (/dev/kvm)", "vm, vcluster (else TCG emulation)", "kvm",
-              "(kernel module kvm_intel/kvm_amd)", "(kernel module kvm_intel/kvm_amd)"),
     Component("hwloc", "topology, placement", "cmd:lstopo-no-graphics", "hwloc", "hwloc"),
     Component("numactl", "native/ssh nodes=, membind=; vm guest_bind=", "cmd:numactl",
               "numactl", "numactl"),
@@ -51,26 +46,9 @@ COMPONENTS = (
               "openmpi-bin libopenmpi-dev", "openmpi openmpi-devel"),
     Component("MPICH", "MPI benchmarks with mpi=mpich", "cmd:mpicc.mpich",
               "mpich libmpich-dev", "mpich mpich-devel"),
-    Component("LAPACKE + OpenBLAS", "linpack", "glob:/usr/include/*lapacke.h",
-              "liblapacke-dev libopenblas-dev", "lapack-devel openblas-devel"),
-    Component("HPC Challenge", "hpcc-* benchmarks", "cmd:hpcc", "hpcc", "(build from source)"),
-    Component("LAMMPS", "lammps benchmark, applications study", "cmd:lmp", "lammps",
-              "lammps-openmpi (EPEL)"),
-    Component("GROMACS", "gromacs benchmark, applications study", "cmd:gmx_mpi", "gromacs",
-              "gromacs-openmpi (EPEL)"),
     Component("perf", "hardware counters (memory-profile, diagnostics)", "cmd:perf",
               "linux-perf", "perf"),
     Component("OpenSSH client", "ssh, vm:image=", "cmd:ssh", "openssh-client", "openssh-clients"),
-    Component("qemu-img", "vm:image= (overlay, checks), vhpc image build", "cmd:qemu-img",
-              "qemu-utils", "qemu-img"),
-    Component("cloud-localds", "vm:image= (cloud-init NoCloud seed)", "cmd:cloud-localds",
-              "cloud-image-utils", "cloud-utils"),
-    Component("debugfs", "vm:image= with boot=kernel (the image's kernel)", "cmd:debugfs",
-              "e2fsprogs", "e2fsprogs"),
-    Component("SeaBIOS", "vm:image= with boot=firmware (the image's bootloader)",
-              "glob:/usr/share/seabios/bios-256k.bin", "seabios", "seabios"),
-    Component("debvm", "vhpc image build", "cmd:debvm-create", "debvm", "(Debian only)"),
-    Component("mmdebstrap", "vhpc image build", "cmd:mmdebstrap", "mmdebstrap", "(Debian only)"),
 )
 
 

@@ -15,9 +15,9 @@ running campaign never restores, or changes, that campaign's settings.
 
 Files and semantics: Documentation/admin-guide/mm/transhuge.rst, hugetlbpage.rst,
 sysctl/kernel.rst (numa_balancing), cpu-freq/cpufreq-stats (scaling_governor) of the Linux
-kernel.  KVM's ``ept``/``npt`` (nested vs shadow paging, seed 004 Fig. 12) are module
-parameters that need the kvm module reloaded with no VM running: vhpc records them but does
-not change them.
+kernel.  KVM's ``ept``/``npt`` (nested vs shadow paging: Lange et al., VEE 2011, Fig. 12)
+are module parameters that need the kvm module reloaded with no VM running: vhpc records them
+but does not change them.
 
 The journal is one folder per host, :data:`JOURNAL_DIR` (``/run/vhpc/host-knobs``: root's,
 on a tmpfs that a reboot empties together with the settings it records), not per

@@ -11,24 +11,29 @@ Policy strings (``PlacementRequest.policy``), ``POLICY[;mem=MEM][;pin=pu|node]``
 
 ==================  ==========================================================================
 ``float``           unpinned: vCPUs may run on any pCPU, memory unbound (host default policy).
-                    The usual cloud default; seed 000 Sec. V compares pinned against it.
+                    The usual cloud default; Ibrahim et al. (CCGrid 2011, Sec. V) compare
+                    pinned placements against it.
 ``compact``         fill one NUMA node, then the next: within a node one PU per core first
                     (cores in order), then the second hardware thread of each core, and so on.
 ``spread``          round-robin vCPUs over the NUMA nodes that have PUs (vCPU i → node i mod N),
                     each node filled in the ``compact`` order.
 ``span:K``          the VM over sockets (packages) 0..K-1, vCPUs divided evenly in blocks
                     (vCPUs 0..v/K-1 on package 0, ...), memory split across those nodes in
-                    proportion to the vCPUs on each (seed 000 Fig. 2, VM spanning 1..S sockets).
+                    proportion to the vCPUs on each (Ibrahim et al., CCGrid 2011, Fig. 2: a
+                    VM spanning 1..S sockets).
 ``packages:LIST``   like ``span`` over the listed packages (``plan_partition`` uses it).
-``confine:N``       vCPUs and memory on NUMA node N (seed 000 Sec. VIII node confinement;
-                    seed 003 Fig. 4 "1-node" case).
+``confine:N``       vCPUs and memory on NUMA node N (Ibrahim et al., CCGrid 2011, Sec. VIII:
+                    node confinement; Cheng and Chen, 3PGCIC 2013, Fig. 4: the "1-node"
+                    case).
 ``nodes:LIST``      vCPUs divided evenly in blocks over the listed nodes, in the order given
-                    (seed 003 Fig. 4: ``nodes:0`` / ``nodes:0,1`` / ``nodes:0,1,2,3``; the paper
-                    left memory to Linux in the 2- and 4-node cases: add ``;mem=local``).
-``map:V=P,...``     explicit vCPU → pCPU map (seed 003 Fig. 5 binding cases). ``V`` is a vCPU
-                    or range ``a-b``; ``P`` a PU list (``0-3``, ``0,4``) zipped 1:1 with V when
-                    the counts match, else every vCPU in V may run on all of P; ``P`` = ``nN``
-                    means all PUs of node N. Example: ``map:0-1=n0;mem=1``.
+                    (Cheng and Chen, 3PGCIC 2013, Fig. 4: ``nodes:0`` / ``nodes:0,1`` /
+                    ``nodes:0,1,2,3``; the paper left memory to Linux in the 2- and 4-node
+                    cases: add ``;mem=local``).
+``map:V=P,...``     explicit vCPU → pCPU map (the binding cases of Cheng and Chen, 3PGCIC
+                    2013, Fig. 5). ``V`` is a vCPU or range ``a-b``; ``P`` a PU list
+                    (``0-3``, ``0,4``) zipped 1:1 with V when the counts match, else every
+                    vCPU in V may run on all of P; ``P`` = ``nN`` means all PUs of node N.
+                    Example: ``map:0-1=n0;mem=1``.
 ==================  ==========================================================================
 
 ``mem=`` (memory → host node binding of each guest node):
@@ -40,13 +45,14 @@ Policy strings (``PlacementRequest.policy``), ``POLICY[;mem=MEM][;pin=pu|node]``
 - ``bind`` / ``interleave`` / ``preferred``: that policy over the host nodes of the guest
   node's vCPUs (``preferred`` needs exactly one).
 - ``local``: no binding; the host kernel places pages where the faulting vCPU thread runs
-  (first touch), as KVM does by default (seed 000's cold/warm locality, seed 003 Fig. 4).
+  (first touch), as KVM does by default (the cold/warm locality of Ibrahim et al., CCGrid
+  2011; Cheng and Chen, 3PGCIC 2013, Fig. 4).
 - ``LIST`` or ``bind:LIST`` / ``interleave:LIST`` / ``preferred:LIST``: explicit host nodes,
-  e.g. remote memory ``confine:0;mem=1`` (seed 003 Fig. 5). With several guest nodes, LIST has
-  one node (all guest nodes there) or one node per guest node.
+  e.g. remote memory ``confine:0;mem=1`` (Cheng and Chen, 3PGCIC 2013, Fig. 5). With several
+  guest nodes, LIST has one node (all guest nodes there) or one node per guest node.
 
 ``pin=pu`` (default) pins each vCPU to one PU; ``pin=node`` lets each vCPU run on every PU of
-its host node (what ``numactl --cpunodebind`` does in seed 003).
+its host node (what ``numactl --cpunodebind`` does in Cheng and Chen, 3PGCIC 2013).
 
 Guest NUMA (``guest_numa``): ``"hidden"`` = one guest node; ``"mirror"`` = one guest node per
 host node used (vCPUs grouped by host node, ids in host node order); an int G = G guest nodes

@@ -285,9 +285,9 @@ def plan_vms(topo: Topology, requests: Sequence[PlacementRequest]) -> list[Place
 def plan_partition(topo: Topology, vms_per_socket: int, vcpus_per_vm: int | None = None, memory_mib: int = 1024,
                    backing: str = "4k", guest_numa: str | int = "hidden", sockets_per_vm: int = 1,
                    exclusive: bool = True, check_memory: bool = True) -> list[Placement]:
-    """Partition the host into VMs (seed 000 Sec. VIII, Fig. 8, 11, 12): ``vms_per_socket``
-    VMs on each package, or with ``sockets_per_vm`` > 1 one VM per group of that many
-    consecutive packages (Fig. 11's "2 VMs" case). Each VM gets ``vcpus_per_vm`` vCPUs
+    """Partition the host into VMs (Ibrahim et al., CCGrid 2011, Sec. VIII, Fig. 8, 11, 12):
+    ``vms_per_socket`` VMs on each package, or with ``sockets_per_vm`` > 1 one VM per group of
+    that many consecutive packages (Fig. 11's "2 VMs" case). Each VM gets ``vcpus_per_vm`` vCPUs
     (default: the cores of its package group divided by ``vms_per_socket``) and
     ``memory_mib`` MiB on its packages' nodes. Returns one :class:`Placement` per VM, ordered
     by package then slot; their policies read ``packages:LIST`` and ``vm_index`` is the slot

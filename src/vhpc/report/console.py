@@ -170,7 +170,8 @@ def dry_run(console: Console, spec, trials, placements: dict[str, str]) -> None:
 
 
 def memory_profile(console: Console, trials) -> None:
-    """The memory-profile table (seed 003 Fig. 3): penalty, MPKI, class; the fit if any.
+    """The memory-profile table (Cheng and Chen, 3PGCIC 2013, Fig. 3): penalty, MPKI, class;
+    the fit if any.
     ``trials``: the campaign's stored trials."""
     from vhpc.analysis import memprofile
 

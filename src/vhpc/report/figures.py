@@ -23,15 +23,15 @@ import math
 from typing import Iterable
 
 import matplotlib
-import numpy as np  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis  # noqa: E402
-from vhpc.analysis.families import sorted_keys  # noqa: E402
-from vhpc.core.metrics import Observation  # noqa: E402
-from vhpc.core.text import mathtext, plain  # noqa: E402
-from vhpc.report import TCG_MARK, direction_mark, env_header, params_label  # noqa: E402
+from vhpc.analysis import FASTER, GROUP_COLD, GROUP_WARM, SLOWER, Analysis
+from vhpc.analysis.families import sorted_keys
+from vhpc.core.metrics import Observation
+from vhpc.core.text import mathtext, plain
+from vhpc.report import TCG_MARK, direction_mark, env_header, params_label
 
 __all__ = ["relative_bars", "distributions", "cold_warm_bars", "render", "ratio_error_bar",
            "bar_errors", "new_figure", "env_colors", "mean_error_bar", "log_ticks", "COLORS", "RC"]

@@ -156,7 +156,7 @@ def short_region_findings(analysis: Analysis) -> list[Finding]:
     in seconds where lower is better — lasted under its floor (:func:`_floor`: the benchmark's
     own, else :data:`SHORT_REGION_S`) on average in some environment, naming the shortest: a
     warning under a benchmark's own floor (GROMACS's window: ratios of 0.37-40 to a direct run
-    were measured below it, issue 43), a note under the general one."""
+    were measured below it), a note under the general one."""
     from vhpc.analysis.findings import label
 
     short: dict[str, tuple[float, float, str]] = {}

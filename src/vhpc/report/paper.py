@@ -388,10 +388,11 @@ DROP = 0.5
 
 def drop_lines(fd: figdata.FigureData | None, trials: Iterable[Any]) -> list[Line]:
     """A line per sudden drop along a node or rank axis: a series whose value falls to
-    :data:`DROP` or less of the point before it in the metric's better direction (seed 004's
-    native HPCCG from 660 to 170 Mflop/s per node at 2 nodes), with what vhpc knows of the
-    cause: this host's load average around those trials.  A point where ranks of different
-    nodes or guests shared a host CPU is left to that line and the figure's shading."""
+    :data:`DROP` or less of the point before it in the metric's better direction (the native
+    HPCCG of Lange et al., VEE 2011, Fig. 6, from 660 to 170 Mflop/s per node at 2 nodes),
+    with what vhpc knows of the cause: this host's load average around those trials.  A point
+    where ranks of different nodes or guests shared a host CPU is left to that line and the
+    figure's shading."""
     from vhpc.report import scaleout
 
     trials = list(trials)

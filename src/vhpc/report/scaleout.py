@@ -1,4 +1,4 @@
-"""Where the ranks of a multi-node campaign ran, read from the stored trials (issue 29).
+"""Where the ranks of a multi-node campaign ran, read from the stored trials.
 
 Each MPI trial under a Slurm executor stores one entry per rank (``applied.ranks``): its Slurm
 node, and natively the host CPUs it may run on (``cpus``), in a guest its guest, vCPU and the

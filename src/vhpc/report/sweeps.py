@@ -108,7 +108,8 @@ def shade_shared(ax, xs: Iterable[float], label: bool = True) -> None:
 
 def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
                   shared_x: Iterable[float] = ()) -> str | bytes | None:
-    """A sweep as the seeds draw it (seed 001 Fig. 1-3, seed 004 Fig. 1-6): two panels.
+    """A sweep as the seed papers draw it (Youseff et al., VTDC 2006, Fig. 1-3; Lange et al.,
+    VEE 2011, Fig. 1-6): two panels.
 
     Left: the mean of ``fam``'s quantity (its unit) against the point (message size in bytes,
     log2 axis, 0 B one octave left of 1 B; or the swept parameter's value, log2 when it spans

@@ -85,7 +85,7 @@ def render_table(analysis: Analysis, console: Console | None = None, title: str 
 
 
 #: the per-metric table is printed unasked when it has at most this many rows and fits the
-#: console's width (a 2-benchmark, 2-environment demo stays within a screen, issue 42)
+#: console's width (so a 2-benchmark, 2-environment demo shows its whole result in one screen)
 FIT_ROWS = 8
 
 

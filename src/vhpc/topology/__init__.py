@@ -10,14 +10,17 @@ Identifiers: PUs, NUMA nodes and packages are named by their **OS index** (the n
 uses: ``taskset``, ``numactl``, QEMU ``host-nodes``). Cores and L3 domains, whose OS indexes
 are not unique machine-wide, are named by a **logical index** (0, 1, ... in topology order).
 
-The seed machines as synthetic descriptions (``numa:1(memory=...)`` sets node memory; without
-it hwloc invents 1 GiB per node and :attr:`Topology.memory_known` is False):
+The seed papers' machines as synthetic descriptions (``numa:1(memory=...)`` sets node memory;
+without it hwloc invents 1 GiB per node and :attr:`Topology.memory_known` is False):
 
-- seed 000, 4-socket quad-core AMD Opteron 8350 (NUMA): ``pack:4 numa:1 l3:1 core:4 pu:1``
-- seed 000, 4-socket quad-core Intel Xeon E7310 (UMA): ``pack:4 l3:1 core:4 pu:1``
-- seed 000/003, 2-socket quad-core Nehalem-EP / Westmere-EP with SMT:
-  ``pack:2 numa:1(memory=8GiB) l3:1 core:4 pu:2``
-- seed 003, 4-socket Nehalem-EX R910: ``pack:4 numa:1(memory=16GiB) l3:1 core:8 pu:2``
+- Ibrahim et al. (CCGrid 2011), 4-socket quad-core AMD Opteron 8350 (NUMA):
+  ``pack:4 numa:1 l3:1 core:4 pu:1``
+- Ibrahim et al. (CCGrid 2011), 4-socket quad-core Intel Xeon E7310 (UMA):
+  ``pack:4 l3:1 core:4 pu:1``
+- Ibrahim et al. (CCGrid 2011) and Cheng and Chen (3PGCIC 2013), 2-socket quad-core
+  Nehalem-EP / Westmere-EP with SMT: ``pack:2 numa:1(memory=8GiB) l3:1 core:4 pu:2``
+- Cheng and Chen (3PGCIC 2013), 4-socket Nehalem-EX R910:
+  ``pack:4 numa:1(memory=16GiB) l3:1 core:8 pu:2``
 """
 
 from __future__ import annotations

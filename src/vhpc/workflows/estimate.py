@@ -29,6 +29,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vhpc.environments.kind import KINDS
+
 __all__ = [
     "BOOT_S",
     "DURATION",
@@ -132,8 +134,6 @@ def past_seconds(store, cpus: int | None = None) -> Past:
     this process may use)."""
     if store is None:
         return Past()
-    from vhpc.environments.kind import KINDS
-
     past = Past()
     medians: dict[tuple, list[float]] = {}
     boots: dict[tuple, list[float]] = {}
@@ -252,8 +252,6 @@ def estimate(spec, trials, accel: str, store=None, load=None, cpus: int | None =
     not recorded, counts as measured, its range half to twice it; rules of thumb stand as
     they are (sized on a shared 2-core host, not an idle one), with :data:`GUESS_SPREAD` as
     their range."""
-    from vhpc.environments.kind import KINDS
-
     cpus = cpus or _cpus()
     load = load_now() if load is None else load
     past = past_seconds(store, cpus)
@@ -330,17 +328,6 @@ def dry_run_estimate(spec, out: str | Path) -> str:
 
 
 def accelerator() -> tuple[str, str]:
-    """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the KVM probe's
-    answer (:meth:`vhpc.environments.vm.VmKind.probe_accel`, cached per host boot), not
-    whether ``/dev/kvm`` exists — a host can offer /dev/kvm and still fall back to TCG."""
-    from vhpc.environments.vm import VmKind, guestimage
-    from vhpc.host.facts import qemu_version
-
-    if qemu_version() is None:
-        return "tcg", "QEMU is not installed: no guest can run (apt-get install qemu-system-x86)"
-    try:
-        kernel = guestimage.find_kernel()
-    except guestimage.GuestImageError as exc:
-        return "tcg", f"not probed: {exc}"
-    probe = VmKind.probe_accel(kernel)
-    return probe.accel, probe.reason
+    """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the vm kind's
+    answer (:meth:`vhpc.environments.kind.EnvironmentKind.estimate_accel`)."""
+    return KINDS.get("vm")().estimate_accel()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from vhpc.environments.kind import KINDS
 from vhpc.workflows.common import console
 
 
@@ -40,7 +41,6 @@ def host(args) -> int:
     from rich.text import Text
 
     from vhpc import topology
-    from vhpc.environments.kind import KINDS
     from vhpc.host import facts
 
     if args.ssh:
@@ -63,9 +63,7 @@ def host(args) -> int:
 
 def remote_host_report(target: str) -> int:
     """``vhpc host --ssh [USER@]HOST[:PORT]``: the remote machine's topology and fingerprint."""
-    from vhpc.environments.ssh import environment as ssh
-
-    lines = ssh.host_report(target)
+    lines = KINDS.get("ssh")().remote_report(target)
     for line in lines:
         console.print(line, highlight=False, markup=False)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vhpc.environments.kind import KINDS
 from vhpc.workflows.common import console
 
 
@@ -26,13 +27,11 @@ def run(args) -> int:
     """Build the image and say where it is, its size and SHA-256, and how to use it."""
     from rich.markup import escape
 
-    from vhpc.environments.vm import imagebuild
-
     out = Path(args.out or f"vhpc-{args.release}.qcow2")
     say = dict(highlight=False, markup=False, soft_wrap=True)
     with console.status(f"building a Debian {escape(args.release)} image ...") as status:
-        built = imagebuild.build(out, args.release, args.include,  # log lines shown as typed
-                                 progress=lambda line: status.update(escape(line)))
+        built = KINDS.get("vm")().build_image(  # log lines shown as typed
+            out, args.release, args.include, progress=lambda line: status.update(escape(line)))
     how = ("from the cache (same inputs)" if built.cached
            else f"built in {built.build_seconds:.0f} s")
     console.print(f"{built.path}: {built.file_bytes / 2**20:.0f} MiB, {how}", **say)

@@ -23,6 +23,7 @@ from typing import Any
 
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
+from vhpc.workflows import parts
 from vhpc.workflows.common import node_hugepage_refusal
 from vhpc.workflows.estimate import accelerator, estimate, estimate_line, fmt_duration
 
@@ -223,7 +224,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     pp.add_argument("--repeats", type=count(1, 10000))
     pp.add_argument("--warmup", type=count(0, 1000))
     pp.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True))
-    pp.add_argument("--executor", metavar="local|slurm[:k=v,...]",
+    pp.add_argument("--executor", metavar=parts.executor_metavar(),
                     help="passed to every study; a study across nodes (seed 004's scaling) "
                          "needs slurm:nodes=N and is refused without it")
     pp.add_argument("--host-knob", action="append", metavar="NAME=VALUE",

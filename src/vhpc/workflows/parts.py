@@ -9,8 +9,7 @@ without a table to edit."""
 from __future__ import annotations
 
 from vhpc import benchmarks
-from vhpc.environments.kind import KINDS
-from vhpc.environments.vm.backends.base import BACKENDS
+from vhpc.environments.kind import KINDS, GlobalFlag
 from vhpc.executors.base import DEFAULT, EXECUTORS
 from vhpc.host import doctor
 
@@ -45,13 +44,24 @@ def bench_help() -> str:
             f"{', '.join(benchmarks.quick_suite())})")
 
 
+def global_flags() -> list[GlobalFlag]:
+    """The ``vhpc`` options (before the command) the registered kinds declare
+    (:attr:`~vhpc.environments.kind.EnvironmentKind.global_flags`), each flag once, in
+    registration order."""
+    out: dict[str, GlobalFlag] = {}
+    for _, part in KINDS.items():
+        for flag in part.global_flags:
+            out.setdefault(flag.flag, flag)
+    return list(out.values())
+
+
 def components() -> tuple[doctor.Component, ...]:
     """What ``vhpc doctor`` checks: the host tools every part shares
-    (:data:`vhpc.host.doctor.COMPONENTS`), then each registered kind's, backend's, executor's
-    and benchmark's own ``components``, each name once."""
+    (:data:`vhpc.host.doctor.COMPONENTS`), then each registered kind's (with the parts it
+    holds: a vm's backends), executor's and benchmark's own ``components``, each name once."""
     out = {c.name: c for c in doctor.COMPONENTS}
-    for registry in (KINDS, BACKENDS, EXECUTORS, benchmarks.BENCHMARKS):
-        for _, part in registry.items():
-            for c in part.components:
-                out.setdefault(c.name, c)
+    held = [c for _, kind in KINDS.items() for c in kind().all_components()]
+    for c in held + [c for registry in (EXECUTORS, benchmarks.BENCHMARKS)
+                     for _, part in registry.items() for c in part.components]:
+        out.setdefault(c.name, c)
     return tuple(out.values())

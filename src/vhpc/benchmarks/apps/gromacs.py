@@ -58,6 +58,7 @@ from vhpc.benchmarks.base import (Benchmark, BenchmarkError, Check, Param, Parse
                                   RunContext)
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
+from vhpc.host.doctor import Component
 
 #: GROMACS's data directory in Debian's gromacs-data.
 TOPDIR = Path("/usr/share/gromacs/top")
@@ -197,7 +198,14 @@ class Gromacs(Benchmark):
     verification = ("checks: Potential, Temperature and Coul. recip. at step 100 (or the last) "
                     "within a relative 4e-4, 2e-4 and 3e-4 of the baseline environment's "
                     "(docs/applications.md); exit status 0 and the counters reset")
+    timing = ("GROMACS's own timers, unchanged: md.log's Performance (ns/day) and Time (wall s) "
+              "lines of mdrun; the preparation (solvate, minimisation, grompp) runs once, "
+              "before the trials, and is not timed")
     package = "gromacs"
+    components = (
+        Component("GROMACS", "gromacs benchmark, applications study", "cmd:gmx_mpi", "gromacs",
+                  "gromacs-openmpi (EPEL)"),
+    )
     app_binary = "gmx_mpi"
     params = (
         Param("size", DEFAULT_SIZE, float, "thousands of water atoms, as the size classes of "

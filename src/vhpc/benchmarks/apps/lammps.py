@@ -43,6 +43,7 @@ from vhpc.benchmarks.base import Benchmark, BenchmarkError, Check, Param, ParseE
 from vhpc.benchmarks.apps import common
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
+from vhpc.host.doctor import Component
 
 #: Where Debian's lammps-data installs the potentials.
 POTENTIALS = "/usr/share/lammps/potentials"
@@ -174,7 +175,13 @@ class Lammps(Benchmark):
     verification = ("checks: E_pair and Temp of the last step (of step 1,000 in longer runs) "
                     "within a relative 1e-6 of the baseline environment's "
                     "(docs/applications.md); exit status 0 and every step run")
+    timing = ("LAMMPS's own timers, unchanged: 'Loop time of' (the run's main loop, set-up "
+              "excluded) and the Performance line (timesteps/s)")
     package = "lammps"
+    components = (
+        Component("LAMMPS", "lammps benchmark, applications study", "cmd:lmp", "lammps",
+                  "lammps-openmpi (EPEL)"),
+    )
     app_binary = "lmp"
     params = (
         Param("problem", "lj", str, "lj (Lennard-Jones melt, in.lj) or eam (Cu, EAM "

@@ -24,6 +24,14 @@ class SshKind(EnvironmentKind):
 
         return clean_leftover(record)
 
+    def remote_report(self, target: str) -> list[str]:
+        """The remote machine's topology and fingerprint
+        (:func:`~vhpc.environments.ssh.environment.host_report`).  Raises EnvError (one line)
+        when it cannot be reached."""
+        from vhpc.environments.ssh.environment import host_report
+
+        return host_report(target)
+
     def plan(self, options: SshOptions, host: HostFacts) -> EnvPlan:
         """The remote binding as text; the remote host is checked by the environment's
         preflight, not here."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from vhpc.core.errors import HostError
+from vhpc.environments.base import Environment
 from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
 from vhpc.environments.options import HostFacts
 from vhpc.environments.vm import VmKind
@@ -30,6 +33,8 @@ class VclusterKind(EnvironmentKind):
 
     #: its guests are vm guests: the same private directories over the same shared root
     hidden_host_dirs = VmKind.hidden_host_dirs
+    #: and the same tools boot them
+    components = VmKind.components
 
     def plan(self, options: VclusterOptions, host: HostFacts) -> EnvPlan:
         """One placement per guest of a host (``placement`` holds the tuple): all ``vms`` on
@@ -65,6 +70,17 @@ class VclusterKind(EnvironmentKind):
         return EnvPlan(f"{options.vms} VMs x {options.vcpus} vCPUs{spans}, policy "
                        f"{options.policy}, net {options.net}, "
                        f"{options.ranks_per_vm or options.vcpus} rank(s) per VM{booting}", plans)
+
+    def node_guests(self, name: str, first: int, count: int, policy: str,
+                    member: dict[str, Any]) -> list[Environment]:
+        """The guests ``first`` .. ``first + count - 1`` of vcluster ``name`` that one compute
+        node of an executor holds, placed on that node's own topology with ``policy``;
+        ``member``: the guests' ``vm`` options fields.  Nothing is booted.  Raises
+        PlacementError/HostError/ValueError when the node cannot hold them (see
+        :func:`vhpc.environments.vcluster.environment.node_guests`)."""
+        from vhpc.environments.vcluster.environment import node_guests
+
+        return node_guests(name, first, count, policy, member)
 
     def build(self, name, options: VclusterOptions, plan: EnvPlan, host: HostFacts):
         """A VclusterEnvironment on the planned placements."""

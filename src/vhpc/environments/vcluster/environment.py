@@ -23,29 +23,21 @@ is a placement mismatch.
 
 from __future__ import annotations
 
-import re
 import sys
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Callable
 
 import vhpc.placement
 from vhpc.core import records
 import vhpc.topology
+from vhpc.benchmarks.mpilaunch import program_index
 from vhpc.environments.vcluster import network as vclusternet
 from vhpc.environments.base import EnvError, Environment, RunResult, now
 from vhpc.environments.vcluster.options import VclusterOptions
 from vhpc.environments.vm.environment import VmEnvironment
 from vhpc.environments.vm.options import VmOptions
 
-#: Launcher names that get the cluster's hostfile and remote starter.
-LAUNCHERS = re.compile(r"^(mpirun|mpiexec)(\.openmpi|\.mpich|\.hydra)?$")
-#: Launcher options followed by one value (Open MPI mpirun(1), Hydra's mpiexec) / by two.
-VALUE_OPTS = {"-np", "-n", "-c", "--np", "-N", "-ppn", "--map-by", "-map-by", "--bind-to",
-              "-bind-to", "--rank-by", "-H", "--host", "-host", "-hosts", "-x", "-hostfile",
-              "--hostfile", "-f", "-wdir", "--wdir", "-launcher", "-iface", "--npernode",
-              "-npernode", "--cpus-per-proc", "--report-bindings-file"}
-PAIR_OPTS = {"--mca", "-mca", "-gmca", "--gmca", "-genv", "-env"}
 HOSTFILE = "/tmp/vhpc-hostfile"
 RANK_LOG = "/tmp/vhpc-ranks.log"
 
@@ -87,27 +79,6 @@ def node_guests(name: str, first: int, count: int, policy: str,
     plans = plan_cluster(facts.topology, count, options.vcpus, options.memory, policy)
     return [VmEnvironment(f"{name}/vm{first + k}", options, p, facts.topology)
             for k, p in enumerate(plans)]
-
-
-def program_index(argv: list[str]) -> int | None:
-    """Index of the program an MPI launcher command starts (after the launcher's options), or
-    None when ``argv`` has no launcher or no program.  The launcher may follow a wrapper (e.g.
-    ``python3 hpcc_runner.py ... -- mpirun -np 2 hpcc``)."""
-    start = next((k for k, a in enumerate(argv) if LAUNCHERS.match(PurePosixPath(a).name)), None)
-    if start is None:
-        return None
-    i = start + 1
-    while i < len(argv):
-        a = argv[i]
-        if a in PAIR_OPTS:
-            i += 3
-        elif a in VALUE_OPTS:
-            i += 2
-        elif a.startswith("-"):
-            i += 1
-        else:
-            return i
-    return None
 
 
 def launcher_env(vms: int, ranks_per_vm: int) -> dict[str, str]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from vhpc import placement
 from vhpc.core.errors import HostError
-from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
+from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan, GlobalFlag
 from vhpc.environments.options import HostFacts
 from vhpc.environments.vm import guestimage
+from vhpc.environments.vm.backends.base import BACKENDS
 from vhpc.environments.vm.guestimage import GUEST_PRIVATE
 from vhpc.host import facts
-from vhpc.environments.vm.options import VmOptions
+from vhpc.environments.vm.options import ALLOW_SYSTEM_IMAGE_ENV, ALLOW_URI_ENV, VmOptions
+from vhpc.host.doctor import Component
 
 
 @KINDS.register("vm")
@@ -22,6 +24,35 @@ class VmKind(EnvironmentKind):
     summary = "benchmarks in a QEMU guest sharing the host's root, or booting your image"
     boots_guests = True
     llc_owner = "the guest's"
+    #: QEMU and what a guest boots (kernel, initramfs tools, KVM), what a user's image needs
+    #: (overlay, cloud-init seed, its kernel or firmware) and what ``vhpc image build`` runs.
+    components = (
+        Component("QEMU", "vm, vcluster", "cmd:qemu-system-x86_64", "qemu-system-x86", "qemu-kvm"),
+        Component("guest kernel", "vm, vcluster", "glob:/boot/vmlinuz-*", "linux-image-amd64",
+                  "kernel-core"),
+        Component("static busybox", "vm, vcluster (guest initramfs)", "cmd:busybox",
+                  "busybox-static", "busybox"),
+        Component("cpio", "vm, vcluster (guest initramfs)", "cmd:cpio", "cpio", "cpio"),
+        Component("KVM (/dev/kvm)", "vm, vcluster (else TCG emulation)", "kvm",
+                  "(kernel module kvm_intel/kvm_amd)", "(kernel module kvm_intel/kvm_amd)"),
+        Component("qemu-img", "vm:image= (overlay, checks), vhpc image build", "cmd:qemu-img",
+                  "qemu-utils", "qemu-img"),
+        Component("cloud-localds", "vm:image= (cloud-init NoCloud seed)", "cmd:cloud-localds",
+                  "cloud-image-utils", "cloud-utils"),
+        Component("debugfs", "vm:image= with boot=kernel (the image's kernel)", "cmd:debugfs",
+                  "e2fsprogs", "e2fsprogs"),
+        Component("SeaBIOS", "vm:image= with boot=firmware (the image's bootloader)",
+                  "glob:/usr/share/seabios/bios-256k.bin", "seabios", "seabios"),
+        Component("debvm", "vhpc image build", "cmd:debvm-create", "debvm", "(Debian only)"),
+        Component("mmdebstrap", "vhpc image build", "cmd:mmdebstrap", "mmdebstrap", "(Debian only)"),
+    )
+    global_flags = (
+        GlobalFlag("--allow-uri", ALLOW_URI_ENV, "allow this libvirt connection URI in uri= "
+                   "(default: only the local qemu:///system and qemu:///session); repeatable",
+                   "URI"),
+        GlobalFlag("--allow-system-image", ALLOW_SYSTEM_IMAGE_ENV, "let vm:image= name a file "
+                   "outside your home, the current folder and the temporary folder, or one only "
+                   "root can read (default: refused)"))
 
     def hidden_host_dirs(self, options) -> tuple[str, ...]:
         """The directories its guests mount their own tmpfs over (:data:`GUEST_PRIVATE`) while
@@ -34,9 +65,43 @@ class VmKind(EnvironmentKind):
         that backend's :meth:`~vhpc.environments.vm.backends.base.HypervisorBackend.probe_accel`
         (a :class:`~vhpc.environments.vm.backends.base.ProbeResult`).  Raises GuestImageError
         when no guest kernel exists."""
-        from vhpc.environments.vm.backends.base import BACKENDS
-
         return BACKENDS.get(VmOptions().backend_name).probe_accel(kernel, use_cache)
+
+    def all_components(self):
+        """Its own components, then each registered backend's (libvirt's daemon and module)."""
+        return self.components + tuple(c for _, b in BACKENDS.items() for c in b.components)
+
+    def placement_dialects(self, placement, name: str) -> list[str]:
+        """Each registered backend's form of ``placement`` (QEMU arguments, libvirt XML)."""
+        return [line for _, b in BACKENDS.items() for line in b.render_placement(placement, name)]
+
+    def export_placement(self, placements, name: str, pool=()) -> list:
+        """Each registered backend's export (a
+        :class:`~vhpc.environments.vm.backends.base.PlacementExport`: libvirt domain XML, QEMU
+        arguments, ...), in the registry's order."""
+        found = (b.export_placement(placements, name, pool) for _, b in BACKENDS.items())
+        return [x for x in found if x is not None]
+
+    def estimate_accel(self) -> tuple[str, str]:
+        """(``"kvm"`` or ``"tcg"``, why): the KVM probe's answer (:meth:`probe_accel`, cached
+        per host boot), not whether ``/dev/kvm`` exists, since a host can offer /dev/kvm and
+        still fall back to TCG."""
+        if facts.qemu_version() is None:
+            return "tcg", "QEMU is not installed: no guest can run (apt-get install qemu-system-x86)"
+        try:
+            kernel = guestimage.find_kernel()
+        except guestimage.GuestImageError as exc:
+            return "tcg", f"not probed: {exc}"
+        probe = self.probe_accel(kernel)
+        return probe.accel, probe.reason
+
+    def build_image(self, out, release: str, include: list[str], progress=None, **options):
+        """A small Debian guest image for ``vm:image=`` at ``out``
+        (:func:`vhpc.environments.vm.imagebuild.build`, which takes ``options``: a
+        BuiltImage)."""
+        from vhpc.environments.vm import imagebuild
+
+        return imagebuild.build(out, release, include, progress=progress, **options)
 
     def host_lines(self, probe: bool = True, reprobe: bool = False) -> list[tuple[str, str, str]]:
         """The guest kernel vhpc would boot and the accelerator its guests get (a probe guest

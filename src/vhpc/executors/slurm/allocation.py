@@ -14,8 +14,8 @@ State, ExitCode).  When the allocation ends under the campaign (scancel, time li
 trial in flight is left unfinished and :class:`AllocationLost` is raised: ``--resume`` gets a
 new allocation and runs exactly the missing trials.
 
-Leaks and impossible requests (issue 23): the allocation carries a time limit derived from the
-plan (unless ``time=`` is given; capped at the partition's limit) and vhpc's pid, host and
+Leaks and impossible requests: the allocation carries a time limit derived from the plan
+(unless ``time=`` is given; capped at the partition's limit) and vhpc's pid, host and
 campaign in its comment (``--comment``), so a killed vhpc's allocation ends by itself and
 ``--resume`` cancels it first (same job name, i.e. the same campaign, which only one live
 vhpc can hold).  A request the cluster cannot meet (more nodes than the partition has, no
@@ -40,7 +40,7 @@ from pydantic import Field, field_validator
 
 from vhpc.core import records
 from vhpc.environments.base import Environment, EnvError, RunResult, now
-from vhpc.environments.vcluster.environment import program_index
+from vhpc.benchmarks.mpilaunch import program_index
 from vhpc.host.doctor import Component
 from vhpc.executors.base import EXECUTORS, Executor, ExecutorOptions
 from vhpc.executors.slurm.calls import salloc_waiting, slurm_call

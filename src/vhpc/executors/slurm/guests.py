@@ -1,4 +1,5 @@
-"""A ``vcluster`` spread over the nodes of a Slurm allocation (seed 004's virtualized cluster).
+"""A ``vcluster`` spread over the nodes of a Slurm allocation (a virtualized cluster, as Lange et
+al., VEE 2011, ran one).
 
 Under ``--executor slurm`` a vcluster's guests do not all boot on one host: each allocated node
 that holds guests (``vms_per_node`` of them, default one) runs a *guest host*, a job step
@@ -42,6 +43,7 @@ from typing import Any, Callable
 
 from vhpc.core import records
 from vhpc.environments.base import EnvError, RunResult, now
+from vhpc.environments.kind import KINDS
 from vhpc.executors.slurm.step import cancel_srun, decode, result_fields, result_from_fields
 
 #: Marks the guest host's replies on its standard output (QEMU or a library may print too).
@@ -97,10 +99,8 @@ class GuestHost:
     PlacementError / HostError / ValueError when the node cannot hold them."""
 
     def __init__(self, payload: dict[str, Any]):
-        from vhpc.environments.vcluster.environment import node_guests
-
         self.node = node_name()
-        self.members = node_guests(str(payload["name"]), int(payload["first"]),
+        self.members = KINDS.get("vcluster")().node_guests(str(payload["name"]), int(payload["first"]),
                                    int(payload["count"]), str(payload["policy"]),
                                    payload["member"])
 

@@ -17,14 +17,18 @@ import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vhpc import placement
 from vhpc.core.cpulist import format_cpu_list
 from vhpc.core.paths import write_atomic
-from vhpc.environments.vm.backends.base import BACKENDS, PlacementExport
+from vhpc.environments.kind import KINDS
 from vhpc.workflows.tune.candidates import Candidate
 from vhpc.workflows.tune.race import (CONTENDER, ELIMINATED, EQUIVALENT, FAILED, LEADER, RaceState, order_by_prior)
 from vhpc.workflows.tune.run import Definition
+
+if TYPE_CHECKING:  # a type only: exports are asked of the kinds
+    from vhpc.environments.vm.backends.base import PlacementExport
 
 __all__ = ["Recommendation", "recommend", "shape", "ratio_text", "flavor_specs", "exports",
            "status_text", "to_json", "html_section", "race_figure", "candidate_lines"]
@@ -39,8 +43,9 @@ class Recommendation:
 
 
 def recommend(d: Definition, st: RaceState, intensity: str | None) -> Recommendation | None:
-    """The leader; among candidates equivalent to it, the first in the prior's order (seed 003,
-    :func:`vhpc.workflows.tune.race.order_by_prior`), else the leader.  None when nothing finished."""
+    """The leader; among candidates equivalent to it, the first in the prior's order (Cheng and
+    Chen, 3PGCIC 2013; :func:`vhpc.workflows.tune.race.order_by_prior`), else the leader.  None
+    when nothing finished."""
     lead = st.leader
     if lead is None:
         return None
@@ -87,8 +92,8 @@ def exports(c: Candidate, name: str = "vhpc-tuned") -> list[PlacementExport]:
     """The candidate's VMs as each registered hypervisor backend would start them outside vhpc
     (:meth:`~vhpc.environments.vm.backends.base.HypervisorBackend.export_placement`: libvirt
     domain XML, QEMU arguments, ...), in the registry's order; ``name`` names the guests."""
-    found = (b.export_placement(c.placements, name, c.pool) for _, b in BACKENDS.items())
-    return [x for x in found if x is not None]
+    return [x for _, kind in KINDS.items()
+            for x in kind().export_placement(c.placements, name, c.pool)]
 
 
 def status_text(x) -> str:

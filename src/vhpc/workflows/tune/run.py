@@ -182,9 +182,10 @@ def run(store: Store, cid: str, d: Definition, progress=None, envs=None,
 
 
 def prior(trials, baseline: str) -> tuple[str | None, str]:
-    """The workload's memory-intensity class from the native trials' counters (seed 003:
-    MPKI > 3 high, 1–3 medium, < 1 low; :func:`vhpc.analysis.memprofile.intensity`) and a sentence
-    saying what the prior did, or (None, why there is none)."""
+    """The workload's memory-intensity class from the native trials' counters (Cheng and
+    Chen, 3PGCIC 2013, Sec. III-B: MPKI > 3 high, 1–3 medium, < 1 low;
+    :func:`vhpc.analysis.memprofile.intensity`) and a sentence saying what the prior did, or
+    (None, why there is none)."""
     from vhpc.host import counters
 
     mpki = [t.mpki for t in memprofile.from_trials(trials)
