@@ -68,7 +68,8 @@ class ImageEnvironment(VmEnvironment):
             self.image = userimage.inspect(self.options.image, self.format)
         mode = self.options.boot
         if mode == "auto":
-            mode = "kernel" if self.image.layout == "filesystem" else "firmware"
+            mode = userimage.auto_boot(self.image)
+        userimage.check_boot(self.image, mode)
         kernel = initrd = None
         if mode == "kernel":
             kernel, initrd = userimage.extract_kernel(self.image)
@@ -79,13 +80,17 @@ class ImageEnvironment(VmEnvironment):
         self._booting = userimage.ImageBoot(overlay=overlay, hostname=hostname, kernel=kernel,
                                             initrd=initrd,
                                             append=DIRECT_APPEND if mode == "kernel" else "",
-                                            seed=self.seed_parts)
+                                            seed=self.seed_parts,
+                                            firmware="ovmf" if mode == "uefi" else "seabios")
         return self._booting
 
     @property
     def boot_mode(self) -> str:
-        """``kernel`` (direct kernel boot) or ``firmware`` once the image was checked."""
-        return "kernel" if self._booting and self._booting.kernel else "firmware"
+        """``kernel`` (direct kernel boot), ``uefi`` (OVMF) or ``firmware`` (SeaBIOS) once the
+        image was checked."""
+        if self._booting and self._booting.kernel:
+            return "kernel"
+        return "uefi" if self._booting and self._booting.firmware == "ovmf" else "firmware"
 
     def _request(self, placement, main: bool):
         request = super()._request(placement, main)
