@@ -64,6 +64,29 @@ def rank_command(launch: Launch | None, stage: list[str | tuple[str, str]], show
     return cmd + ["--", *argv]
 
 
+def app_argv0(binary: str, package: str, bench: str, remote) -> str:
+    """The application's argv[0]: this host's ``binary`` (:func:`require`) where the trial
+    sees this host's files, else (``remote``, a :class:`~vhpc.benchmarks.base.Remote`: ssh,
+    a user's image) the bare name, found on the PATH where the ranks run.  Raises
+    BenchmarkError when this host lacks it."""
+    return binary if remote is not None else require(binary, package, bench)
+
+
+def remote_stage(stage: list[str], remote) -> list[str | tuple[str, str]]:
+    """``stage`` (host paths) as :func:`rank_command` takes them: unchanged on this host's
+    file system, else each path's copy where the ranks run (``remote.files``), under its own
+    name."""
+    if remote is None:
+        return list(stage)
+    return [(remote.files[p], os.path.basename(p.rstrip("/"))) for p in stage]
+
+
+def runner(remote) -> list[str] | None:
+    """:func:`rank_command`'s ``runner``: None on this host's file system, else the Python
+    and ``rankrun.py`` copied where the ranks run."""
+    return None if remote is None else [remote.python, "-S", remote.rankrun]
+
+
 def shown_file(stdout: str, name: str) -> str | None:
     """The text of file ``name`` as rank 0 printed it after the run (``VHPC-FILE-BEGIN`` ...
     ``VHPC-FILE-END``), None when the output has no such block."""
