@@ -38,6 +38,25 @@ from vhpc.host.owned import owned_tempdir
 IMAGE_BOOT_TIMEOUT = 900.0
 #: Kernel command line of a direct kernel boot: the bare filesystem is the first virtio disk.
 DIRECT_APPEND = "root=/dev/vda rw console=ttyS0"
+#: Shell run in the guest to find the applications vhpc runs and their versions: LAMMPS's
+#: ``lmp -h`` banner line ("Large-scale Atomic/Molecular Massively Parallel Simulator - 29 Sep
+#: 2021 - Update 2") and ``gmx_mpi --version``'s "GROMACS version:" line.
+APPS_SCRIPT = ("command -v lmp >/dev/null && lmp -h 2>/dev/null | grep -m1 "
+               "'Massively Parallel Simulator'; command -v gmx_mpi >/dev/null && "
+               "gmx_mpi --version 2>/dev/null | grep -m1 'GROMACS version'; true")
+
+
+def app_versions(text: str) -> dict[str, str]:
+    """``{"lammps": "29 Sep 2021 - Update 2", "gromacs": "2022.5-Debian_2022.5_2"}`` from
+    :data:`APPS_SCRIPT`'s output; an application not installed is absent."""
+    found = {}
+    m = re.search(r"Massively Parallel Simulator - (.+)$", text, re.M)
+    if m:
+        found["lammps"] = m.group(1).strip()
+    m = re.search(r"^GROMACS version:\s+(\S+)", text, re.M)
+    if m:
+        found["gromacs"] = m.group(1)
+    return found
 
 
 class ImageEnvironment(VmEnvironment):
@@ -146,18 +165,21 @@ class ImageEnvironment(VmEnvironment):
     def fingerprint(self) -> dict[str, Any]:
         """VmEnvironment's fingerprint with the guest as seen from inside (booting it if
         needed): ``guest_kernel``, ``guest_os``, ``guest_mpi``, ``guest_compiler``,
-        ``guest_hypervisor``, ``guest_topology``, ``image`` (path, format, SHA-256, sizes,
-        layout, ``boot``) and the ``boot_timeout`` in force (:data:`IMAGE_BOOT_TIMEOUT` unless
+        ``guest_hypervisor``, ``guest_topology``, ``guest_apps`` (LAMMPS's and GROMACS's
+        versions where the guest has them: :func:`app_versions`), ``image`` (path, format,
+        SHA-256, sizes, layout, ``boot``) and the ``boot_timeout`` in force (:data:`IMAGE_BOOT_TIMEOUT` unless
         given)."""
         fp = super().fingerprint()
         if self._guest_fp is None:
             self.start()
             self._guest_fp = self.guest.ssh.fingerprint()
+            res = self.guest.ssh.shell(APPS_SCRIPT, timeout=120)
+            self._guest_fp["apps"] = app_versions(res.stdout if res.returncode == 0 else "")
         g = self._guest_fp
         fp.update(guest_kernel=g.get("host_kernel"), guest_os=g.get("os"),
                   guest_mpi=g.get("mpi"), guest_compiler=g.get("compiler"),
                   guest_hypervisor=g.get("hypervisor"), guest_topology=g.get("topology"),
-                  guest_hostname=g.get("remote_host"),
+                  guest_hostname=g.get("remote_host"), guest_apps=g.get("apps", {}),
                   image={**self.image.record(), "boot": self.boot_mode},
                   boot_timeout=self.boot_timeout)
         return fp

@@ -1,0 +1,71 @@
+"""LAMMPS and GROMACS where the ranks do not see this host's files (a user's image, an ssh
+host): their prepared inputs are copied as custom ``inputs:`` are, the ranks start the
+application found there through the copied rankrun.py, the version each run printed keeps
+runs of different versions apart in the check, and an image's fingerprint names the versions
+found in the guest.  A real image boot running LAMMPS is in tests/test_userimage_boot.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from vhpc.benchmarks import get
+from vhpc.benchmarks.base import RunContext, Remote
+from vhpc.environments.vm.imageenv import app_versions
+
+
+def _remote(paths: list[str]) -> Remote:
+    return Remote(python="/usr/bin/python3", rankrun="/home/vhpc/.vhpc/rankrun.py",
+                  files={p: f"/home/vhpc/.vhpc/in/{i}-{Path(p).name}"
+                         for i, p in enumerate(paths)})
+
+
+def test_lammps_inputs_are_copied_and_the_guests_lmp_runs_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
+    b = get("lammps")
+    p = b.resolve({"problem": "eam", "atoms": 500, "ranks": 1, "steps": 10})
+    copied = b.copied_inputs(p, 2)
+    assert [Path(c).name for c in copied] == ["in.lmp", "Cu_u3.eam"]
+    text = Path(copied[0]).read_text()
+    assert re.search(r"^run\s+10$", text, re.M)  # the problem asked for: 10 steps
+    remote = _remote(copied)
+    argv = b.command(p, RunContext(Path("/x"), 2, None, remote))
+    i = argv.index("/usr/bin/python3")
+    assert argv[i:i + 3] == ["/usr/bin/python3", "-S", "/home/vhpc/.vhpc/rankrun.py"]
+    stages = [(argv[k + 1], argv[k + 2]) for k, a in enumerate(argv) if a == "--stage"]
+    assert stages == [(remote.files[copied[0]], "in.lmp"), (remote.files[copied[1]],
+                                                           "Cu_u3.eam")]
+    assert argv[argv.index("--") + 1] == "lmp"  # the guest's own, on its PATH
+    assert not any(str(tmp_path) in a for a in argv)  # no host path reaches the guest
+
+
+def test_a_run_of_another_lammps_version_is_checked_apart():
+    b = get("lammps")
+    p = b.resolve({"atoms": 4000, "ranks": 1})
+    tail = "Loop time of 1.5 on 1 procs for 100 steps with 4000 atoms\n"
+    a = b.check_key(p, "LAMMPS (29 Sep 2021 - Update 2)\n" + tail)
+    c = b.check_key(p, "LAMMPS (2 Aug 2023)\n" + tail)
+    assert a == "4000 atoms on 1 ranks, LAMMPS 29 Sep 2021 - Update 2"
+    assert c == "4000 atoms on 1 ranks, LAMMPS 2 Aug 2023" and a != c
+
+
+def test_a_run_of_another_gromacs_version_is_checked_apart():
+    b = get("gromacs")
+    p = b.resolve({})
+
+    def out(version: str) -> str:
+        log = (f"GROMACS version:    {version}\nThere are:     3000 Atoms\n"
+               "Using 2 MPI processes\n")
+        return f"VHPC-FILE-BEGIN name=md.log\n{log}VHPC-FILE-END name=md.log\n"
+
+    assert b.check_key(p, out("2022.5-Debian_2022.5_2")) == (
+        "3000 atoms on 2 ranks, GROMACS 2022.5-Debian_2022.5_2")
+    assert b.check_key(p, out("2023.3")) != b.check_key(p, out("2022.5-Debian_2022.5_2"))
+
+
+def test_the_guests_application_versions_are_read_from_their_own_lines():
+    text = ("Large-scale Atomic/Molecular Massively Parallel Simulator - 29 Sep 2021 - Update 2\n"
+            "GROMACS version:    2022.5-Debian_2022.5_2\n")
+    assert app_versions(text) == {"lammps": "29 Sep 2021 - Update 2",
+                                  "gromacs": "2022.5-Debian_2022.5_2"}
+    assert app_versions("") == {}
