@@ -32,15 +32,21 @@ TEST_PACKAGES += lammps gromacs
 # (the cloud-init NoCloud seed), debugfs (an image's own kernel for a direct boot); vhpc image
 # build's debvm and mmdebstrap; genisoimage's isoinfo, with which the tests read a seed back.
 TEST_PACKAGES += qemu-utils cloud-image-utils e2fsprogs debvm mmdebstrap genisoimage
+# vhpc image build --bootloader: sfdisk (fdisk) writes the partition table, grub-install puts
+# GRUB in the MBR (grub2-common, its i386-pc modules in grub-pc-bin), grub-mkstandalone makes
+# the EFI GRUB (x86_64-efi modules in grub-efi-amd64-bin), mkfs.vfat (dosfstools) and mtools
+# write the EFI system partition without mounting it; ovmf is the UEFI firmware of boot=uefi.
+TEST_PACKAGES += fdisk grub2-common grub-pc-bin grub-efi-amd64-bin dosfstools mtools ovmf
 APT_PACKAGES := $(DEMO_PACKAGES) $(TEST_PACKAGES)
 
-.PHONY: all deps deps-demo venv venv-demo kernels demo test clean help
+.PHONY: all deps deps-demo venv venv-demo kernels demo test test-images clean help
 
 all: help
 
 help:
 	@echo "make demo   install what the demo uses and compare native vs VM on this host"
 	@echo "make test   install everything and run the test suite"
+	@echo "make test-images  build Debian images (bare, GRUB, GRUB EFI) and boot them (slow)"
 
 # PACKAGES: which Debian packages to make sure of (deps: all of them; deps-demo: the demo's).
 define install_missing
@@ -135,6 +141,13 @@ PYTEST := CI=true PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -ra
 test: deps venv kernels
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not serial"
 	$(PYTEST) --durations=5 -m serial
+
+# The image boots make test leaves out (tests marked `images`): vhpc image build of a bare, a
+# GRUB and a GRUB EFI Debian image (cached in ~/.cache/vhpc/images after the first build), each
+# booted under TCG by campaigns (QEMU and libvirt, SeaBIOS and OVMF, a vcluster of two guests).
+# Minutes per boot; one at a time: the guests need the CPUs.
+test-images: deps venv kernels
+	VHPC_VM_TESTS=1 $(PYTEST) --durations=0 -m images tests/test_userimage_boot.py
 
 clean:
 	$(MAKE) -C kernels clean
