@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from vhpc.core.errors import VhpcError
+from vhpc.core.paths import write_atomic
 
 #: The layouts ``--bootloader`` offers; ``none`` is the bare root filesystem.
 BOOTLOADERS = ("none", "grub", "grub-efi")
@@ -187,7 +188,7 @@ def make_disk(root_fs: Path, disk: Path, bootloader: str, run: Run) -> None:
     logging it and raising on failure.  Raises ImageDiskError when a tool is missing or a
     step fails."""
     size = root_fs.stat().st_size
-    with open(disk, "wb") as f:
+    with open(disk, "xb") as f:  # a new, sparse file in the build's own folder
         f.truncate(disk_bytes(bootloader, size))
     sfdisk = tool("sfdisk", "fdisk")
     res = subprocess.run([sfdisk, "--no-reread", "--no-tell-kernel", str(disk)],
@@ -200,7 +201,7 @@ def make_disk(root_fs: Path, disk: Path, bootloader: str, run: Run) -> None:
     with attached(disk, run) as loop, mounted(loop + "p1", run) as root:
         kernel, initrd = boot_files(root)
         (root / "boot" / "grub").mkdir(parents=True, exist_ok=True)
-        (root / "boot" / "grub" / "grub.cfg").write_text(grub_cfg(kernel, initrd))
+        write_atomic(root / "boot" / "grub" / "grub.cfg", grub_cfg(kernel, initrd))
         if bootloader == "grub":
             run([tool("grub-install", "grub2-common"), "--target=i386-pc",
                  f"--boot-directory={root / 'boot'}", "--modules=part_msdos ext2",
@@ -220,8 +221,7 @@ def _efi_partition(esp: str, root_uuid: str, run: Run) -> None:
     the FAT is written without being mounted)."""
     run([tool("mkfs.vfat", "dosfstools"), "-n", "ESP", esp], "mkfs.vfat")
     with tempfile.TemporaryDirectory(prefix="vhpc-efi-") as tmp:
-        cfg = Path(tmp) / "grub.cfg"
-        cfg.write_text(efi_stub_cfg(root_uuid))
+        cfg = write_atomic(Path(tmp) / "grub.cfg", efi_stub_cfg(root_uuid))
         stub = Path(tmp) / "BOOTX64.EFI"
         run([tool("grub-mkstandalone", "grub-efi-amd64-bin"), "-O", "x86_64-efi",
              "-o", str(stub), f"boot/grub/grub.cfg={cfg}"], "grub-mkstandalone")

@@ -167,8 +167,8 @@ class ImageEnvironment(VmEnvironment):
         needed): ``guest_kernel``, ``guest_os``, ``guest_mpi``, ``guest_compiler``,
         ``guest_hypervisor``, ``guest_topology``, ``guest_apps`` (LAMMPS's and GROMACS's
         versions where the guest has them: :func:`app_versions`), ``image`` (path, format,
-        SHA-256, sizes, layout, ``boot``) and the ``boot_timeout`` in force (:data:`IMAGE_BOOT_TIMEOUT` unless
-        given)."""
+        SHA-256, sizes, layout, ``boot``) and the ``boot_timeout`` in force
+        (:data:`IMAGE_BOOT_TIMEOUT` unless given)."""
         fp = super().fingerprint()
         if self._guest_fp is None:
             self.start()

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from vhpc.core.paths import cache_dir, trusted_folder
+from vhpc.core.paths import cache_dir, trusted_folder, write_atomic
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import imagedisk
 from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, _qmp_connect,
@@ -474,7 +474,7 @@ def firmware() -> Path:
 
 #: UEFI firmware for ``boot=uefi``: Debian's OVMF (package ovmf), 4 MiB flash layout, without
 #: Secure Boot (which would need SMM and the q35 machine).  The code is read-only; the
-#: variable store is copied per guest from the template (OVMF's README: "one varstore per VM").
+#: firmware writes its variable store, so each guest gets its own copy of the template.
 OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.fd")
 OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
 #: Name of a guest's private copy of the UEFI variable store in its session folder.
@@ -495,10 +495,7 @@ def private_vars(workdir: Path) -> Path:
     session folder, removed with it): the firmware writes its boot entries there.  Raises
     UserImageError."""
     _, template = ovmf()
-    dest = workdir / VARS_NAME
-    shutil.copyfile(template, dest)
-    os.chmod(dest, 0o600)
-    return dest
+    return write_atomic(workdir / VARS_NAME, template.read_bytes())
 
 
 def uefi_args(workdir: Path) -> list[str]:
