@@ -11,7 +11,7 @@ from pathlib import Path
 
 from vhpc.benchmarks import get
 from vhpc.benchmarks.base import RunContext, Remote
-from vhpc.environments.vm.imageenv import app_versions
+from vhpc.benchmarks.apps.common import app_versions, host_app_versions, version_script
 
 
 def _remote(paths: list[str]) -> Remote:
@@ -69,3 +69,56 @@ def test_the_guests_application_versions_are_read_from_their_own_lines():
     assert app_versions(text) == {"lammps": "29 Sep 2021 - Update 2",
                                   "gromacs": "2022.5-Debian_2022.5_2"}
     assert app_versions("") == {}
+
+
+class _Env:
+    """An environment whose applications' versions are given."""
+
+    def __init__(self, versions):
+        self.versions = versions
+
+    def app_versions(self):
+        return self.versions
+
+
+def _spec(*benches: str, **protocol):
+    from vhpc.spec.parse import bench, campaign, env
+
+    return campaign([bench(b) for b in benches], [env("native"), env("vm")], **protocol)
+
+
+def test_different_application_versions_are_refused_naming_them():
+    import pytest
+
+    from vhpc.benchmarks.base import BenchmarkError
+    from vhpc.campaign.likewise import check_app_versions
+
+    envs = {"native": _Env({"lammps": "29 Sep 2021 - Update 2"}),
+            "vm": _Env({"lammps": "2 Aug 2023"})}
+    with pytest.raises(BenchmarkError, match=r"^lammps: native has 29 Sep 2021 - Update 2, vm "
+                                             r"has 2 Aug 2023: .*allow_app_versions: true"):
+        check_app_versions(_spec("lammps"), envs)
+    allowed = check_app_versions(_spec("lammps", allow_app_versions=True), envs)
+    assert allowed == {"lammps": {"native": "29 Sep 2021 - Update 2", "vm": "2 Aug 2023"}}
+    missing = {"native": _Env({"lammps": "2 Aug 2023"}), "vm": _Env({})}
+    with pytest.raises(BenchmarkError, match="vm has none installed"):
+        check_app_versions(_spec("lammps"), missing)
+    same = {"native": _Env({"lammps": "2 Aug 2023", "gromacs": "2022.5"}),
+            "vm": _Env({"lammps": "2 Aug 2023", "gromacs": "2023.3"})}
+    assert check_app_versions(_spec("lammps"), same)["lammps"]["vm"] == "2 Aug 2023"
+    assert check_app_versions(_spec("stream"), same) == {}  # not an application: not asked
+    unknown = {"native": _Env({"lammps": "2 Aug 2023"}), "vm": _Env(None)}
+    assert check_app_versions(_spec("lammps"), unknown) == {"lammps": {"native": "2 Aug 2023"}}
+
+
+def test_this_hosts_lammps_version_is_the_one_lmp_prints(tmp_path):
+    import shutil
+    import subprocess
+
+    from conftest import require_tool
+
+    require_tool("lmp")
+    banner = subprocess.run([shutil.which("lmp"), "-h"], capture_output=True, text=True).stdout
+    line = next(ln for ln in banner.splitlines() if "Massively Parallel Simulator" in ln)
+    assert host_app_versions()["lammps"] == line.split(" - ", 1)[1].strip()
+    assert subprocess.run(["sh", "-c", version_script()]).returncode == 0

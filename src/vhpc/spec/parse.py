@@ -203,6 +203,9 @@ class CampaignSpec(BaseModel):
     #: equivalence margin of the verdicts (0.05: a ratio inside [1/1.05, 1.05] is
     #: "equivalent"; docs/statistics.md)
     margin: float = Field(0.05, ge=0, lt=10, allow_inf_nan=False)
+    #: compare an application (LAMMPS, GROMACS) across environments that have different
+    #: versions of it (refused by default: vhpc.campaign.likewise.check_app_versions)
+    allow_app_versions: bool = False
     #: where the trials run, parsed once (``local`` | ``slurm[:partition=P,nodes=N,...]``);
     #: stored as its text
     #: the study (a name in vhpc.campaign.studies.STUDIES) this campaign reproduces, if any

@@ -26,6 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from vhpc.benchmarks.apps.common import app_versions, version_script
 from vhpc.core import records
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import userimage
@@ -38,26 +39,6 @@ from vhpc.host.owned import owned_tempdir
 IMAGE_BOOT_TIMEOUT = 900.0
 #: Kernel command line of a direct kernel boot: the bare filesystem is the first virtio disk.
 DIRECT_APPEND = "root=/dev/vda rw console=ttyS0"
-#: Shell run in the guest to find the applications vhpc runs and their versions: LAMMPS's
-#: ``lmp -h`` banner line ("Large-scale Atomic/Molecular Massively Parallel Simulator - 29 Sep
-#: 2021 - Update 2") and ``gmx_mpi --version``'s "GROMACS version:" line.
-APPS_SCRIPT = ("command -v lmp >/dev/null && lmp -h 2>/dev/null | grep -m1 "
-               "'Massively Parallel Simulator'; command -v gmx_mpi >/dev/null && "
-               "gmx_mpi --version 2>/dev/null | grep -m1 'GROMACS version'; true")
-
-
-def app_versions(text: str) -> dict[str, str]:
-    """``{"lammps": "29 Sep 2021 - Update 2", "gromacs": "2022.5-Debian_2022.5_2"}`` from
-    :data:`APPS_SCRIPT`'s output; an application not installed is absent."""
-    found = {}
-    m = re.search(r"Massively Parallel Simulator - (.+)$", text, re.M)
-    if m:
-        found["lammps"] = m.group(1).strip()
-    m = re.search(r"^GROMACS version:\s+(\S+)", text, re.M)
-    if m:
-        found["gromacs"] = m.group(1)
-    return found
-
 
 class ImageEnvironment(VmEnvironment):
     """A ``vm`` environment booting ``options.image`` (see the module docstring).  Raises
@@ -73,6 +54,7 @@ class ImageEnvironment(VmEnvironment):
         self.rundir: Path | None = None
         self._booting: userimage.ImageBoot | None = None
         self._guest_fp: dict[str, Any] | None = None
+        self._apps: dict[str, str] | None = None
         #: what a vcluster sets before the first boot: the guest's host name (default
         #: ``vhpc-<environment>``) and what its seed adds (userimage.SeedParts)
         self.hostname: str | None = None
@@ -166,15 +148,14 @@ class ImageEnvironment(VmEnvironment):
         """VmEnvironment's fingerprint with the guest as seen from inside (booting it if
         needed): ``guest_kernel``, ``guest_os``, ``guest_mpi``, ``guest_compiler``,
         ``guest_hypervisor``, ``guest_topology``, ``guest_apps`` (LAMMPS's and GROMACS's
-        versions where the guest has them: :func:`app_versions`), ``image`` (path, format,
+        versions where the guest has them: :meth:`app_versions`), ``image`` (path, format,
         SHA-256, sizes, layout, ``boot``) and the ``boot_timeout`` in force
         (:data:`IMAGE_BOOT_TIMEOUT` unless given)."""
         fp = super().fingerprint()
         if self._guest_fp is None:
             self.start()
             self._guest_fp = self.guest.ssh.fingerprint()
-            res = self.guest.ssh.shell(APPS_SCRIPT, timeout=120)
-            self._guest_fp["apps"] = app_versions(res.stdout if res.returncode == 0 else "")
+            self._guest_fp["apps"] = self.app_versions()
         g = self._guest_fp
         fp.update(guest_kernel=g.get("host_kernel"), guest_os=g.get("os"),
                   guest_mpi=g.get("mpi"), guest_compiler=g.get("compiler"),
@@ -183,6 +164,17 @@ class ImageEnvironment(VmEnvironment):
                   image={**self.image.record(), "boot": self.boot_mode},
                   boot_timeout=self.boot_timeout)
         return fp
+
+    def app_versions(self) -> dict[str, str]:
+        """The applications' versions in the guest (booting it if needed):
+        :func:`~vhpc.benchmarks.apps.common.app_versions` of
+        :func:`~vhpc.benchmarks.apps.common.version_script` run there over ssh, once per
+        overlay.  Raises EnvError when the guest cannot be reached."""
+        if self._apps is None:
+            self.start()
+            res = self.guest.ssh.shell(version_script(), timeout=120)
+            self._apps = app_versions(res.stdout if res.returncode == 0 else "")
+        return self._apps
 
     def applied(self) -> records.AppliedPlacement | None:
         """VmEnvironment's read-back plus ``boot_seconds`` (this session's boot, QEMU start to
