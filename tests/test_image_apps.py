@@ -1,17 +1,26 @@
 """LAMMPS and GROMACS where the ranks do not see this host's files (a user's image, an ssh
 host): their prepared inputs are copied as custom ``inputs:`` are, the ranks start the
 application found there through the copied rankrun.py, the version each run printed keeps
-runs of different versions apart in the check, and an image's fingerprint names the versions
-found in the guest.  A real image boot running LAMMPS is in tests/test_userimage_boot.py."""
+runs of different versions apart in the check, and a campaign whose environments have
+different versions (or one lacks the application) is refused before anything is stored,
+naming them, unless ``allow_app_versions: true``.  A real image boot running LAMMPS is in
+tests/test_userimage_boot.py."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from conftest import require_tool
 from vhpc.benchmarks import get
-from vhpc.benchmarks.base import RunContext, Remote
 from vhpc.benchmarks.apps.common import app_versions, host_app_versions, version_script
+from vhpc.benchmarks.base import BenchmarkError, Remote, RunContext
+from vhpc.campaign.likewise import check_app_versions
+from vhpc.spec.parse import bench, campaign, env
 
 
 def _remote(paths: list[str]) -> Remote:
@@ -82,17 +91,10 @@ class _Env:
 
 
 def _spec(*benches: str, **protocol):
-    from vhpc.spec.parse import bench, campaign, env
-
     return campaign([bench(b) for b in benches], [env("native"), env("vm")], **protocol)
 
 
 def test_different_application_versions_are_refused_naming_them():
-    import pytest
-
-    from vhpc.benchmarks.base import BenchmarkError
-    from vhpc.campaign.likewise import check_app_versions
-
     envs = {"native": _Env({"lammps": "29 Sep 2021 - Update 2"}),
             "vm": _Env({"lammps": "2 Aug 2023"})}
     with pytest.raises(BenchmarkError, match=r"^lammps: native has 29 Sep 2021 - Update 2, vm "
@@ -111,12 +113,7 @@ def test_different_application_versions_are_refused_naming_them():
     assert check_app_versions(_spec("lammps"), unknown) == {"lammps": {"native": "2 Aug 2023"}}
 
 
-def test_this_hosts_lammps_version_is_the_one_lmp_prints(tmp_path):
-    import shutil
-    import subprocess
-
-    from conftest import require_tool
-
+def test_this_hosts_lammps_version_is_the_one_lmp_prints():
     require_tool("lmp")
     banner = subprocess.run([shutil.which("lmp"), "-h"], capture_output=True, text=True).stdout
     line = next(ln for ln in banner.splitlines() if "Massively Parallel Simulator" in ln)

@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import missing, require_tool
+
 from vhpc.environments.vm import imagebuild, imagedisk, userimage
 from vhpc.environments.vm.backends import libvirt_xml as lx
 from vhpc.environments.vm.backends.libvirt_image import image_domain
