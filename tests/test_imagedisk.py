@@ -60,7 +60,7 @@ def test_partition_layouts_read_back_by_sfdisk(tmp_path):
 def test_grub_cfg_boots_the_images_kernel_from_partition_one():
     cfg = imagedisk.grub_cfg(KERNEL, "/boot/initrd.img-6.1.0-1-cloud-amd64")
     lines = [ln.strip() for ln in cfg.splitlines()]
-    assert f"linux {KERNEL} root=/dev/vda1 ro console=ttyS0,115200n8" in lines
+    assert f"linux {KERNEL} root=/dev/vda1 ro console=ttyS0,115200n8 no_timer_check" in lines
     assert "initrd /boot/initrd.img-6.1.0-1-cloud-amd64" in lines
     assert "terminal_output serial console" in lines  # GRUB's menu on the serial console
     stub = imagedisk.efi_stub_cfg("2a77f7e5-1de9-4c70-8db7-2bf2493361a2").splitlines()

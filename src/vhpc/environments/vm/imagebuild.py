@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from vhpc.core.errors import VhpcError
 from vhpc.core.paths import cache_dir, cache_lock, trusted_folder, write_atomic
-from vhpc.environments.vm.imagedisk import BOOTLOADERS, make_disk
+from vhpc.environments.vm.imagedisk import BOOTLOADERS, KERNEL_ARGS, make_disk
 from vhpc.environments.vm.userimage import sha256_file
 from vhpc.host.owned import die_with_parent
 
@@ -122,9 +122,9 @@ def _version(package: str) -> str:
 
 def inputs(release: str, include: list[str] | tuple[str, ...] = (),
            sources: list[str] | None = None, bootloader: str = "none") -> dict[str, Any]:
-    """Everything an image is made from: the cache key hashes exactly this (``bootloader``
-    and the GRUB version only for a disk with a bootloader, so a bare filesystem keeps its
-    key).  Raises ImageBuildError for a bad release, package name or bootloader."""
+    """Everything an image is made from: the cache key hashes exactly this (``bootloader``,
+    the GRUB version and the kernel command line of its entry only for a disk with a
+    bootloader, so a bare filesystem keeps its key).  Raises ImageBuildError for a bad release, package name or bootloader."""
     if not RELEASE.match(release):
         raise ImageBuildError(f"--release {release!r}: give a Debian release name such as "
                               "bookworm")
@@ -136,7 +136,7 @@ def inputs(release: str, include: list[str] | tuple[str, ...] = (),
             "size": IMAGE_SIZE, "debvm": _version("debvm"), "mmdebstrap": _version("mmdebstrap")}
     if bootloader != "none":
         grub = "grub-pc-bin" if bootloader == "grub" else "grub-efi-amd64-bin"
-        spec.update(bootloader=bootloader, grub=_version(grub))
+        spec.update(bootloader=bootloader, grub=_version(grub), kernel_args=KERNEL_ARGS)
     return spec
 
 
