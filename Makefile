@@ -33,9 +33,10 @@ TEST_PACKAGES += lammps gromacs
 # build's debvm and mmdebstrap; genisoimage's isoinfo, with which the tests read a seed back.
 TEST_PACKAGES += qemu-utils cloud-image-utils e2fsprogs debvm mmdebstrap genisoimage
 # vhpc image build --bootloader: sfdisk (fdisk) writes the partition table, grub-install puts
-# GRUB in the MBR (grub2-common, its i386-pc modules in grub-pc-bin), grub-mkstandalone makes
-# the EFI GRUB (x86_64-efi modules in grub-efi-amd64-bin), mkfs.vfat (dosfstools) and mtools
-# write the EFI system partition without mounting it; ovmf is the UEFI firmware of boot=uefi.
+# GRUB in the MBR (grub2-common, its i386-pc modules in grub-pc-bin), grub-mkstandalone
+# (grub-common, which those depend on) makes the EFI GRUB (x86_64-efi modules in
+# grub-efi-amd64-bin), mkfs.vfat (dosfstools) and mtools write the EFI system partition without
+# mounting it; ovmf is the UEFI firmware of boot=uefi.
 TEST_PACKAGES += fdisk grub2-common grub-pc-bin grub-efi-amd64-bin dosfstools mtools ovmf
 APT_PACKAGES := $(DEMO_PACKAGES) $(TEST_PACKAGES)
 

@@ -227,7 +227,7 @@ def _efi_partition(esp: str, root_uuid: str, run: Run) -> None:
     with tempfile.TemporaryDirectory(prefix="vhpc-efi-") as tmp:
         cfg = write_atomic(Path(tmp) / "grub.cfg", efi_stub_cfg(root_uuid))
         stub = Path(tmp) / "BOOTX64.EFI"
-        run([tool("grub-mkstandalone", "grub-efi-amd64-bin"), "-O", "x86_64-efi",
+        run([tool("grub-mkstandalone", "grub-common"), "-O", "x86_64-efi",
              "-o", str(stub), f"boot/grub/grub.cfg={cfg}"], "grub-mkstandalone")
         # mtools writes into the FAT without mounting it (no vfat module in a container)
         run([tool("mmd", "mtools"), "-i", esp, "::/EFI", "::/EFI/BOOT"], "mmd")
