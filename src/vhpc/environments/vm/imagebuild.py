@@ -124,7 +124,8 @@ def inputs(release: str, include: list[str] | tuple[str, ...] = (),
            sources: list[str] | None = None, bootloader: str = "none") -> dict[str, Any]:
     """Everything an image is made from: the cache key hashes exactly this (``bootloader``,
     the GRUB version and the kernel command line of its entry only for a disk with a
-    bootloader, so a bare filesystem keeps its key).  Raises ImageBuildError for a bad release, package name or bootloader."""
+    bootloader, so a bare filesystem keeps its key).  Raises ImageBuildError for a bad
+    release, package name or bootloader."""
     if not RELEASE.match(release):
         raise ImageBuildError(f"--release {release!r}: give a Debian release name such as "
                               "bookworm")
