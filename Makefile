@@ -35,9 +35,15 @@ TEST_PACKAGES += lammps gromacs
 # (the cloud-init NoCloud seed), debugfs (an image's own kernel for a direct boot); vhpc image
 # build's debvm and mmdebstrap; genisoimage's isoinfo, with which the tests read a seed back.
 TEST_PACKAGES += qemu-utils cloud-image-utils e2fsprogs debvm mmdebstrap genisoimage
+# vhpc image build --bootloader: sfdisk (fdisk) writes the partition table, grub-install puts
+# GRUB in the MBR (grub2-common, its i386-pc modules in grub-pc-bin), grub-mkstandalone
+# (grub-common, which those depend on) makes the EFI GRUB (x86_64-efi modules in
+# grub-efi-amd64-bin), mkfs.vfat (dosfstools) and mtools write the EFI system partition without
+# mounting it; ovmf is the UEFI firmware of boot=uefi.
+TEST_PACKAGES += fdisk grub2-common grub-pc-bin grub-efi-amd64-bin dosfstools mtools ovmf
 APT_PACKAGES := $(DEMO_PACKAGES) $(TEST_PACKAGES)
 
-.PHONY: all deps deps-demo venv venv-demo kernels demo test bench clean help
+.PHONY: all deps deps-demo venv venv-demo kernels demo test test-images bench clean help
 
 all: help
 
@@ -45,6 +51,7 @@ help:
 	@echo "make demo   install what the demo uses and compare native vs VM on this host"
 	@echo "make test   install everything and run the test suite"
 	@echo "make bench  print vhpc's performance figures (docs/performance.md)"
+	@echo "make test-images  build Debian images (bare, GRUB, GRUB EFI) and boot them (slow)"
 
 # PACKAGES: which Debian packages to make sure of (deps: all of them; deps-demo: the demo's).
 define install_missing
@@ -150,6 +157,13 @@ bench: venv-demo kernels
 	$(BIN)/python bench/bench_analysis.py
 	$(BIN)/python bench/bench_vm_cycle.py --runs 3
 	$(BIN)/python bench/bench_suite.py
+
+# The image boots make test leaves out (tests marked `images`): vhpc image build of a bare, a
+# GRUB and a GRUB EFI Debian image (cached in ~/.cache/vhpc/images after the first build), each
+# booted under TCG by campaigns (QEMU and libvirt, SeaBIOS and OVMF, a vcluster of two guests).
+# Minutes per boot; one at a time: the guests need the CPUs.
+test-images: deps venv kernels
+	VHPC_VM_TESTS=1 $(PYTEST) --durations=0 -m images tests/test_userimage_boot.py
 
 clean:
 	$(MAKE) -C kernels clean

@@ -34,6 +34,8 @@ TOOL_PACKAGES = {
     "qemu-img": "qemu-utils", "qemu-io": "qemu-utils", "cloud-localds": "cloud-image-utils",
     "isoinfo": "genisoimage", "debvm-create": "debvm", "mmdebstrap": "mmdebstrap",
     "mke2fs": "e2fsprogs", "debugfs": "e2fsprogs", "ssh-keygen": "openssh-client",
+    "sfdisk": "fdisk", "grub-install": "grub2-common", "grub-mkstandalone": "grub-common",
+    "mkfs.vfat": "dosfstools", "mcopy": "mtools", "losetup": "mount",
 }
 
 

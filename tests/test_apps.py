@@ -53,7 +53,9 @@ def test_lammps_lj_two_ranks_parsed_from_lammps_own_lines_and_read_back():
     assert s["temp"].value == float(last[1])  # Temp, E_pair of the step-20 thermo row
     assert s["epair"].value == float(last[2])
     assert all(x.valid for x in s.values())
-    assert b.check_key(p, stdout) == "864 atoms on 2 ranks"
+    banner = subprocess.run(["lmp", "-h"], capture_output=True, text=True).stdout
+    version = re.search(r"Massively Parallel Simulator - (.+)", banner).group(1).strip()
+    assert b.check_key(p, stdout) == f"864 atoms on 2 ranks, LAMMPS {version}"
     applied, diag = b.readback(p, ctx, stdout)
     assert [r["rank"] for r in applied["ranks"]] == [0, 1]
     assert not applied.get("mismatches"), applied
@@ -133,7 +135,10 @@ def test_gromacs_water_box_parsed_from_md_log():
     else:
         pytest.fail("no Potential column in md.log")
     assert s["epot"].value < 0 and all(x.valid for x in s.values())
-    assert re.search(r"^\d+ atoms on 1 ranks$", b.check_key(p, stdout))
+    version = subprocess.run(["gmx_mpi", "--version"], capture_output=True, text=True).stdout
+    version = re.search(r"GROMACS version:\s+(\S+)", version).group(1)
+    assert re.search(rf"^\d+ atoms on 1 ranks, GROMACS {re.escape(version)}$",
+                     b.check_key(p, stdout))
     applied, _ = b.readback(p, ctx, stdout)
     assert [r["rank"] for r in applied["ranks"]] == [0]
 

@@ -1,6 +1,6 @@
 """vm:image= with backend=libvirt: the domain XML booting a user's image (the
-overlay as a virtio disk, the cloud-init seed as a read-only cdrom, the image's kernel or
-SeaBIOS, sshd forwarded from a loopback port, the placement's pins and NUMA policy) is valid
+overlay as a virtio disk, the cloud-init seed as a read-only virtio disk, the image's kernel,
+SeaBIOS or OVMF, sshd forwarded from a loopback port, the placement's pins and NUMA policy) is valid
 for libvirt's own schema and is accepted by a real libvirtd (define, read back, undefine).
 A boot of a real image through libvirt takes minutes under TCG: tests/test_userimage_boot.py
 (VHPC_VM_TESTS=1)."""
@@ -63,12 +63,13 @@ def test_image_domain_is_valid_libvirt_xml_with_the_placement(tmp_path, kernel):
     _validate(tmp_path, dom)
     text = lx.to_text(dom)
     assert str(image) not in text  # libvirt and QEMU get the overlay, never the image
-    (disk,) = [d for d in dom.findall("devices/disk") if d.get("device") == "disk"]
+    disk, seed = dom.findall("devices/disk")
     assert disk.find("source").get("file").endswith("run/overlay.qcow2")
     assert (disk.find("driver").get("type"), disk.find("target").get("dev")) == ("qcow2", "vda")
-    (cdrom,) = [d for d in dom.findall("devices/disk") if d.get("device") == "cdrom"]
-    assert cdrom.find("readonly") is not None and cdrom.find("source").get("file").endswith(
+    assert disk.find("readonly") is None
+    assert seed.find("readonly") is not None and seed.find("source").get("file").endswith(
         "seed.iso")
+    assert (seed.find("driver").get("type"), seed.find("target").get("dev")) == ("raw", "vdb")
     if kernel:
         assert dom.findtext("os/cmdline") == "root=/dev/vda rw console=ttyS0"
         assert dom.find("os/loader") is None
@@ -94,7 +95,7 @@ def test_image_is_accepted_with_backend_libvirt():
 
 def test_libvirtd_defines_the_image_domain_as_built(no_domain_left, tmp_path):  # noqa: F811
     """A real libvirtd (the suite's) defines the domain, reads back the overlay, the seed
-    cdrom, the pins and the port forward as given, and undefines it: nothing is left."""
+    disk, the pins and the port forward as given, and undefines it: nothing is left."""
     from vhpc.environments.options import HostFacts
 
     virsh = require_tool("virsh")
@@ -109,9 +110,9 @@ def test_libvirtd_defines_the_image_domain_as_built(no_domain_left, tmp_path):  
         assert res.returncode == 0, res.stderr
         back = ET.fromstring(subprocess.run([virsh, "-c", uri, "dumpxml", "vhpc-img-define-0"],
                                             capture_output=True, text=True, check=True).stdout)
-        assert {d.get("device"): d.find("source").get("file") for d in back.findall(
-            "devices/disk")} == {"disk": str(tmp_path / "run" / "overlay.qcow2"),
-                                 "cdrom": str(tmp_path / "run" / "seed.iso")}
+        assert {d.find("target").get("dev"): d.find("source").get("file") for d in back.findall(
+            "devices/disk")} == {"vda": str(tmp_path / "run" / "overlay.qcow2"),
+                                 "vdb": str(tmp_path / "run" / "seed.iso")}
         assert lx.requested(back)["vcpu_pins"] == lx.requested(dom)["vcpu_pins"]
         args = [a.get("value") for a in back.iter(f"{{{QEMU_NS}}}arg")]
         assert any("hostfwd=tcp:127.0.0.1:40123-:22" in a for a in args)

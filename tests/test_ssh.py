@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import require_tool
 from vhpc.environments.ssh.environment import (KERNEL_SRC, SshEnvironment, hypervisor,
                                                parse_fingerprint, source_hash)
 from vhpc.store import Store
@@ -287,3 +288,28 @@ def test_the_kernel_source_hash_ignores_build_locks_and_outputs_but_not_an_edit(
     with open(src / "vhpc-stream.c", "a") as f:
         f.write("/* edited */\n")
     assert source_hash(src) != before
+
+
+def test_lammps_runs_on_an_ssh_host_from_its_copied_input(sshd, tmp_path):
+    """LAMMPS on an ssh host: its prepared input is copied there (workdir inputs-*), the
+    host's own lmp runs it through the copied rankrun.py, the E_pair agrees with native's,
+    after the campaign compared the versions on both sides (the same lmp here)."""
+    require_tool("lmp")
+    work = tmp_path / "remote-work"
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
+        "benchmarks": ["lammps:atoms=500,steps=20,ranks=1"], "repeats": 1, "warmup": 0,
+        "environments": ["native", {"ssh": {"host": "127.0.0.1", "name": "remote",
+                                            "port": int(sshd["VHPC_SSH_PORT"]),
+                                            "workdir": str(work)}}]}))
+    out = subprocess.run(CLI + ["run", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "res"),
+                                "--no-report"], capture_output=True, text=True, env=_env(sshd),
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    store = Store(tmp_path / "res" / "vhpc.db")
+    cid = store.campaigns()[0]["id"]
+    trials = {t.environment: t for t in store.trials(cid)}
+    assert {e: t.status for e, t in trials.items()} == {"native": "done", "remote": "done"}
+    epair = {o.environment: o.value for o in store.observations(cid) if o.metric == "epair"}
+    assert epair["remote"] == epair["native"]
+    copies = [f.read_text() for f in work.glob("inputs-*/input")]  # what the ranks read there
+    assert any(re.search(r"^run\s+20$", c, re.M) for c in copies), copies

@@ -180,10 +180,11 @@ class Benchmark:
         unknown) cannot hold, before anything runs.  Raises BenchmarkError (one line saying
         what to change); nothing by default."""
 
-    def copied_inputs(self, params: Mapping[str, Any]) -> list[str]:
-        """Host files and folders a trial stages into its working directory, which an
-        environment on another file system (ssh, a user's image) copies there before the trial
-        and hands back in :attr:`RunContext.remote`.  [] by default."""
+    def copied_inputs(self, params: Mapping[str, Any], ncpus: int = 1) -> list[str]:
+        """Host files and folders a trial in an environment offering ``ncpus`` CPUs stages
+        into its working directory, which an environment on another file system (ssh, a
+        user's image) copies there before the trial and hands back in
+        :attr:`RunContext.remote`.  [] by default."""
         return []
 
     def host_paths(self, params: Mapping[str, Any]) -> list[str]:

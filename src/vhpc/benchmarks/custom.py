@@ -285,7 +285,7 @@ class CommandBenchmark(Benchmark):
                                      ": inputs must be regular files or folders; fix inputs: "
                                      "in the campaign file")
 
-    def copied_inputs(self, params):
+    def copied_inputs(self, params, ncpus=1):
         """The inputs' host paths (an environment on another file system copies them)."""
         return [src for src, _ in self.inputs]
 

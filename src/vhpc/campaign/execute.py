@@ -442,8 +442,9 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         impl = str(params.get("mpi", "openmpi"))
         bindir = bindirs.get(impl)
         bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))  # ssh: remote build
-        remote = env.stage_files(bench.copied_inputs(params))  # ssh, an image: copied there
-        ctx = RunContext(bindir, env.benchmark_cpus(), env.mpi_cpuset(), remote)
+        ncpus = env.benchmark_cpus()  # an application's input may depend on it
+        remote = env.stage_files(bench.copied_inputs(params, ncpus))  # ssh, an image: copies
+        ctx = RunContext(bindir, ncpus, env.mpi_cpuset(), remote)
         if progress:
             progress.trial(row)
         store.mark_running(row.id)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vhpc.benchmarks.apps.common import VERSION_PROBES
 from vhpc.benchmarks.base import BenchmarkError
 
 
@@ -83,3 +84,29 @@ def _refuse_unlike(label: str, problems: dict[str, dict[str, Any]], baseline: st
             raise BenchmarkError(f"{label}: {diff}: not the same problem, so no overhead can be "
                                  f"computed; {hint} so that every environment runs the same "
                                  "problem")
+
+
+def check_app_versions(spec: Any, envs: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Refuse a campaign that runs an application (LAMMPS, GROMACS:
+    :data:`~vhpc.benchmarks.apps.common.VERSION_PROBES`) in environments where different
+    versions of it are installed, or where it is missing, unless the campaign file says
+    ``allow_app_versions: true``: its overhead would be the ratio of two programs.  ``envs``:
+    the prepared environments by name (an image's guest is booted by its preflight; its
+    versions are read over ssh).  Environments whose versions are unknown (None) are not
+    compared.  Returns {application: {environment: version}}.  Raises BenchmarkError naming
+    each environment's version."""
+    apps = sorted({b.name for b in spec.benchmarks} & {p[0] for p in VERSION_PROBES})
+    if not apps:
+        return {}
+    seen = {name: env.app_versions() for name, env in envs.items()}
+    found: dict[str, dict[str, str]] = {}
+    for app in apps:
+        versions = {name: (v or {}).get(app, "") for name, v in seen.items() if v is not None}
+        found[app] = versions
+        if len(set(versions.values())) > 1 and not spec.allow_app_versions:
+            listed = ", ".join(f"{name} has {v or 'none installed'}"
+                               for name, v in versions.items())
+            raise BenchmarkError(f"{app}: {listed}: an overhead compares one program; install "
+                                 "the same version everywhere, or set allow_app_versions: true "
+                                 "in the campaign file to compare them anyway")
+    return found

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vhpc.benchmarks.apps.common import host_app_versions
 from vhpc.core.errors import VhpcError
 from vhpc.core.records import AppliedPlacement, Diagnostics
 
@@ -109,6 +110,13 @@ class Environment(ABC):
     def preflight(self) -> None:
         """Check, before a campaign is stored, that this environment can run here (ssh: the
         host answers; slowdown: a cgroup can be limited).  Raises a VhpcError subclass."""
+
+    def app_versions(self) -> dict[str, str] | None:
+        """Versions of the applications vhpc runs (LAMMPS, GROMACS) as the trials here find
+        them (:func:`vhpc.benchmarks.apps.common.app_versions`), None when unknown before the
+        trials run.  Default: this host's (native, and vhpc's own guests, which share its
+        root)."""
+        return host_app_versions()
 
     def benchmark_cpus(self) -> int:
         """CPUs a benchmark may use here: vCPUs in a VM, MPI ranks across a vcluster's guests,

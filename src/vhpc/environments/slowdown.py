@@ -112,6 +112,10 @@ class ThrottledEnvironment(Environment):
     def stage_files(self, paths: list[str]):
         return self.inner.stage_files(paths)
 
+    def app_versions(self):
+        """The wrapped environment's (:meth:`Environment.app_versions`)."""
+        return self.inner.app_versions()
+
     @property
     def mpi_job_step(self) -> bool:  # type: ignore[override]
         return self.inner.mpi_job_step

@@ -211,6 +211,9 @@ class CampaignSpec(BaseModel):
     #: how positive metrics are compared: ``log-welch`` (Welch's t on ln values) or ``rank``
     #: (Hodges–Lehmann with the Mann–Whitney interval on ln values); docs/statistics.md
     method: str = Field("log-welch", pattern="^(log-welch|rank)$")
+    #: compare an application (LAMMPS, GROMACS) across environments that have different
+    #: versions of it (refused by default: vhpc.campaign.likewise.check_app_versions)
+    allow_app_versions: bool = False
     #: where the trials run, parsed once (``local`` | ``slurm[:partition=P,nodes=N,...]``);
     #: stored as its text
     #: the study (a name in vhpc.campaign.studies.STUDIES) this campaign reproduces, if any

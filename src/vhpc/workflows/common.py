@@ -129,7 +129,7 @@ def preflight(spec) -> tuple:
     probes (:func:`vhpc.campaign.execute.sized`).  Returns (the sized spec, the environments
     by name); they are closed again when a check fails, which raises its VhpcError."""
     from vhpc import executors
-    from vhpc.campaign import execute
+    from vhpc.campaign import execute, likewise
 
     envs = execute.prepare(spec)  # host checks and environments, before anything is stored
     try:
@@ -140,6 +140,7 @@ def preflight(spec) -> tuple:
                 err_console.print(f"vhpc: {plain(env.preflight_note)}", highlight=False,
                                   markup=False, soft_wrap=True)
         executors.make(spec.executor).preflight()  # slurm: commands installed, controller up
+        likewise.check_app_versions(spec, envs)  # LAMMPS x against LAMMPS y is no overhead
         _refuse_node_hugepages(spec)
         execute.kernel_dirs(spec)  # kernels built (or a missing tool named) before storing
         spec = execute.sized(spec, lambda m: err_console.print(  # gromacs steps=auto: probed

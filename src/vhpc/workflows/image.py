@@ -20,7 +20,11 @@ def add_parser(sub) -> None:
     b.add_argument("--release", default="bookworm",
                    help="Debian release, from the host's own apt sources (default %(default)s)")
     b.add_argument("--include", action="append", default=[], metavar="PKG[,PKG...]",
-                   help="more Debian packages in the image (repeatable)")
+                   help="more Debian packages in the image, e.g. lammps,gromacs (repeatable)")
+    b.add_argument("--bootloader", default="none", choices=("none", "grub", "grub-efi"),
+                   help="none: a bare root filesystem (booted with boot=kernel); grub: an MBR "
+                   "disk with GRUB (boot=firmware); grub-efi: GPT with an EFI system partition "
+                   "(boot=uefi); default %(default)s")
 
 
 def run(args) -> int:
@@ -31,10 +35,12 @@ def run(args) -> int:
     say = dict(highlight=False, markup=False, soft_wrap=True)
     with console.status(f"building a Debian {escape(args.release)} image ...") as status:
         built = KINDS.get("vm")().build_image(  # log lines shown as typed
-            out, args.release, args.include, progress=lambda line: status.update(escape(line)))
+            out, args.release, args.include, progress=lambda line: status.update(escape(line)),
+            bootloader=args.bootloader)
     how = ("from the cache (same inputs)" if built.cached
            else f"built in {built.build_seconds:.0f} s")
     console.print(f"{built.path}: {built.file_bytes / 2**20:.0f} MiB, {how}", **say)
     console.print(f"sha256 {built.sha256}", **say)
-    console.print(f"use it: vhpc compare -e native -e vm:image={built.path}", **say)
+    boot = {"none": "", "grub": ",boot=firmware", "grub-efi": ",boot=uefi"}[args.bootloader]
+    console.print(f"use it: vhpc compare -e native -e vm:image={built.path}{boot}", **say)
     return 0

@@ -13,6 +13,7 @@ log and the Slurm executor's ``srun --mpi=pmix`` job step treat an application l
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -62,6 +63,69 @@ def rank_command(launch: Launch | None, stage: list[str | tuple[str, str]], show
     for key, value in (env or {}).items():
         cmd += ["--env", f"{key}={value}"]
     return cmd + ["--", *argv]
+
+
+def app_argv0(binary: str, package: str, bench: str, remote) -> str:
+    """The application's argv[0]: this host's ``binary`` (:func:`require`) where the trial
+    sees this host's files, else (``remote``, a :class:`~vhpc.benchmarks.base.Remote`: ssh,
+    a user's image) the bare name, found on the PATH where the ranks run.  Raises
+    BenchmarkError when this host lacks it."""
+    return binary if remote is not None else require(binary, package, bench)
+
+
+def remote_stage(stage: list[str], remote) -> list[str | tuple[str, str]]:
+    """``stage`` (host paths) as :func:`rank_command` takes them: unchanged on this host's
+    file system, else each path's copy where the ranks run (``remote.files``), under its own
+    name."""
+    if remote is None:
+        return list(stage)
+    return [(remote.files[p], os.path.basename(p.rstrip("/"))) for p in stage]
+
+
+def runner(remote) -> list[str] | None:
+    """:func:`rank_command`'s ``runner``: None on this host's file system, else the Python
+    and ``rankrun.py`` copied where the ranks run."""
+    return None if remote is None else [remote.python, "-S", remote.rankrun]
+
+
+#: How each application says its version where it is installed: (benchmark, binary, argument,
+#: a fixed string of the line, the version's regular expression on that line).  ``lmp -h``:
+#: "Large-scale Atomic/Molecular Massively Parallel Simulator - 29 Sep 2021 - Update 2";
+#: ``gmx_mpi --version``: "GROMACS version:    2022.5-Debian_2022.5_2".
+VERSION_PROBES = (
+    ("lammps", "lmp", "-h", "Massively Parallel Simulator",
+     r"Massively Parallel Simulator - (.+)$"),
+    ("gromacs", "gmx_mpi", "--version", "GROMACS version", r"^GROMACS version:\s+(\S+)"),
+)
+
+
+def version_script() -> str:
+    """A POSIX sh script printing the version line of each application of
+    :data:`VERSION_PROBES` installed where it runs (nothing for one that is not); exit
+    status 0."""
+    return "".join(f"command -v {binary} >/dev/null && {binary} {arg} 2>/dev/null | "
+                   f"grep -m1 '{line}'; "
+                   for _, binary, arg, line, _ in VERSION_PROBES) + "true"
+
+
+def app_versions(text: str) -> dict[str, str]:
+    """``{"lammps": "29 Sep 2021 - Update 2", "gromacs": "2022.5-Debian_2022.5_2"}`` from
+    :func:`version_script`'s output; an application not installed is absent."""
+    found = {}
+    for name, _, _, _, pattern in VERSION_PROBES:
+        m = re.search(pattern, text, re.M)
+        if m:
+            found[name] = m.group(1).strip()
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def host_app_versions() -> dict[str, str]:
+    """:func:`app_versions` of this host (and of environments that run its binaries: vhpc's
+    own guests share its root), found once per process."""
+    res = subprocess.run(["sh", "-c", version_script()], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=120)
+    return app_versions(res.stdout)
 
 
 def shown_file(stdout: str, name: str) -> str | None:

@@ -136,6 +136,8 @@ PERF_RE = re.compile(r"^Performance:\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)", re.M)
 TIME_RE = re.compile(r"^\s+Time:\s+([0-9.eE+-]+)\s+([0-9.eE+-]+)", re.M)
 ATOMS_RE = re.compile(r"^There are:\s+(\d+) Atoms", re.M)
 PROCS_RE = re.compile(r"^Using (\d+) MPI process", re.M)
+#: The version md.log's header gives: ``GROMACS version:    2022.5-Debian_2022.5_2``.
+VERSION_RE = re.compile(r"^GROMACS version:\s+(\S+)", re.M)
 STEP_RE = re.compile(r"^\s+Step\s+Time\s*\n\s+(\d+)\s", re.M)
 AVERAGES = "A V E R A G E S"
 #: What md.log says when mdrun reset its counters (-resetstep): the timed window starts there.
@@ -381,7 +383,7 @@ class Gromacs(Benchmark):
     def command(self, params, ctx):
         """See the module docstring.  Raises BenchmarkError when gmx_mpi is missing or the
         preparation fails."""
-        gmx_mpi = require(self.app_binary, self.package, self.name)
+        gmx_mpi = common.app_argv0(self.app_binary, self.package, self.name, ctx.remote)
         if params.get("steps") is None:
             raise BenchmarkError("gromacs: steps were not sized before the trial (a campaign "
                                  "sizes them when it is created): give steps=")
@@ -390,8 +392,13 @@ class Gromacs(Benchmark):
                 str(params["steps"]), "-resetstep", str(reset_step(int(params["steps"]))),
                 "-ntomp", str(params.get("threads") or 1), "-pin", "off",
                 "-nb", "cpu", "-notunepme", "-noconfout"]
-        return rank_command(self.launch(params, ctx), [str(folder / "topol.tpr")], ["md.log"],
-                            argv)
+        return rank_command(self.launch(params, ctx),
+                            common.remote_stage([str(folder / "topol.tpr")], ctx.remote),
+                            ["md.log"], argv, runner=common.runner(ctx.remote))
+
+    def copied_inputs(self, params, ncpus=1):
+        """The prepared run input (topol.tpr): an ssh host or a user's image gets a copy."""
+        return [str(self.prepare(float(params["size"])) / "topol.tpr")]
 
     def environ(self, params, ctx):
         env = self.launch(params, ctx).environ()
@@ -401,7 +408,11 @@ class Gromacs(Benchmark):
     def check_key(self, params, stdout):
         log = shown_file(stdout, "md.log") or ""
         atoms, procs = ATOMS_RE.findall(log), PROCS_RE.findall(log)
-        return f"{atoms[-1]} atoms on {procs[-1]} ranks" if atoms and procs else ""
+        if not (atoms and procs):
+            return ""
+        version = VERSION_RE.search(log)  # another GROMACS is never checked against this one
+        return (f"{atoms[-1]} atoms on {procs[-1]} ranks"
+                + (f", GROMACS {version.group(1)}" if version else ""))
 
     def parse(self, params, stdout, stderr, returncode):
         """Samples from md.log (module docstring).  Valid: exit status 0, the counters reset

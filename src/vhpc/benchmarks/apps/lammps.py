@@ -35,6 +35,7 @@ import functools
 import math
 import os
 import re
+import shutil
 import subprocess
 from typing import Any, Mapping
 
@@ -109,6 +110,8 @@ CHECK_HORIZON, CHECK_RTOL = 1000, 1e-6
 #: at 2,048 atoms and 68 MB at 108,000, 0.35 KB per atom; with a margin of 1.25-1.5).
 RANK_BYTES, ATOM_BYTES = 40 << 20, 512
 
+#: The banner LAMMPS prints first: ``LAMMPS (29 Sep 2021 - Update 2)``.
+VERSION_RE = re.compile(r"^LAMMPS \(([^)]+)\)", re.M)
 LOOP_RE = re.compile(r"^Loop time of ([0-9.eE+-]+) on (\d+) procs for (\d+) steps with (\d+) atoms",
                      re.M)
 PERF_RE = re.compile(r"^Performance:(.*)$", re.M)
@@ -277,33 +280,54 @@ class Lammps(Benchmark):
         return Launch(self.ranks(params, ctx.ncpus), int(params.get("threads") or 1), "openmpi",
                       ctx.ncpus, cpuset=ctx.cpuset)
 
-    def command(self, params, ctx):
-        """``mpirun ... rankrun.py --stage in.lmp [--stage Cu_u3.eam] -- lmp -in in.lmp -log
-        none`` (LAMMPS writes the thermo table and timings to its screen: stdout).  Raises
-        BenchmarkError when lmp, the potential or the OPENMP package (threads > 1) is
-        missing."""
-        lmp = require(self.app_binary, self.package, self.name)
-        threads = int(params.get("threads") or 1)
-        _refuse_threads(lmp, threads)
-        folder = common.prepared("lammps", {"in.lmp": self.input_text(params, ctx.ncpus)},
-                                 salt=lmp)
+    def _stage(self, params: Mapping[str, Any], ncpus: int) -> list[str]:
+        """Host paths of the trial's inputs: the prepared ``in.lmp`` (for ``ncpus`` CPUs)
+        and, for eam, the potential.  Raises BenchmarkError when the potential is missing."""
+        salt = shutil.which(self.app_binary) or self.app_binary
+        folder = common.prepared("lammps", {"in.lmp": self.input_text(params, ncpus)},
+                                 salt=salt)
         stage = [str(folder / "in.lmp")]
         if params["problem"] == "eam":
             pot = os.path.join(POTENTIALS, EAM_FILE)
             if not os.path.exists(pot):
                 raise BenchmarkError(f"lammps: {pot} not found: apt-get install lammps-data")
             stage.append(pot)
+        return stage
+
+    def copied_inputs(self, params, ncpus=1):
+        """The prepared input (and potential): an ssh host or a user's image gets copies."""
+        return self._stage(params, ncpus)
+
+    def command(self, params, ctx):
+        """``mpirun ... rankrun.py --stage in.lmp [--stage Cu_u3.eam] -- lmp -in in.lmp -log
+        none`` (LAMMPS writes the thermo table and timings to its screen: stdout); on another
+        file system (ssh, a user's image) the copies there, that host's rankrun.py and its
+        own ``lmp``.  Raises BenchmarkError when lmp (here), the potential or the OPENMP
+        package (threads > 1) is missing."""
+        lmp = common.app_argv0(self.app_binary, self.package, self.name, ctx.remote)
+        threads = int(params.get("threads") or 1)
+        if ctx.remote is None:
+            _refuse_threads(lmp, threads)
+        stage = common.remote_stage(self._stage(params, ctx.ncpus), ctx.remote)
         argv = [lmp, "-in", "in.lmp", "-log", "none"]
         if threads > 1:
             argv += ["-sf", "omp", "-pk", "omp", str(threads)]
-        return rank_command(self.launch(params, ctx), stage, [], argv)
+        return rank_command(self.launch(params, ctx), stage, [], argv,
+                            runner=common.runner(ctx.remote))
 
     def environ(self, params, ctx):
         return self.launch(params, ctx).environ()
 
     def check_key(self, params, stdout):
+        """"4000 atoms on 2 ranks, LAMMPS 29 Sep 2021 - Update 2": the problem and the
+        version the run printed, so a run of another LAMMPS is never checked against the
+        baseline's (the note then names both versions)."""
         m = LOOP_RE.findall(stdout)
-        return f"{m[-1][3]} atoms on {m[-1][1]} ranks" if m else ""
+        if not m:
+            return ""
+        version = VERSION_RE.search(stdout)
+        return (f"{m[-1][3]} atoms on {m[-1][1]} ranks"
+                + (f", LAMMPS {version.group(1)}" if version else ""))
 
     def parse(self, params, stdout, stderr, returncode):
         """Samples from LAMMPS's screen output (module docstring).  Valid: exit status 0, the

@@ -39,7 +39,7 @@ from typing import Any
 
 from vhpc.core import records
 from vhpc.core.cpulist import parse_cpu_list
-from vhpc.benchmarks.apps.common import RANKRUN
+from vhpc.benchmarks.apps.common import RANKRUN, app_versions, version_script
 from vhpc.benchmarks.base import Remote, kernel_sources
 from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
 from vhpc.environments.base import Environment, EnvError, RunResult, now
@@ -329,6 +329,11 @@ class SshEnvironment(Environment):
     def start(self) -> None:
         """Open the connection (kernels are built on first use, see :meth:`kernel_dir`)."""
         self.connect()
+
+    def app_versions(self) -> dict[str, str]:
+        """The applications' versions on the remote host (:func:`~vhpc.benchmarks.apps.
+        common.version_script` run there).  Raises EnvError when ssh fails."""
+        return app_versions(self.shell(version_script(), timeout=120).stdout)
 
     def fingerprint(self) -> dict[str, Any]:
         """The remote machine's fingerprint (read once per campaign): see the module doc."""

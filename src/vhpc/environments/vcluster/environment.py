@@ -255,6 +255,13 @@ class VclusterEnvironment(Environment):
             self.close()
             raise
 
+    def app_versions(self):
+        """With ``image=``: the applications' versions in the first guest (every guest boots
+        the same image); else this host's, whose files vhpc's own guests share."""
+        if not self.image:
+            return super().app_versions()
+        return self.members[0].app_versions()
+
     def kernel_dir(self, local, impl: str, binary: str):
         """vhpc's kernels as the guests see them: the host's build for vhpc's own guests; with
         ``image=``, built in every guest by its own compiler at the same path there."""

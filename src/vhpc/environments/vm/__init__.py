@@ -43,8 +43,20 @@ class VmKind(EnvironmentKind):
                   "e2fsprogs", "e2fsprogs"),
         Component("SeaBIOS", "vm:image= with boot=firmware (the image's bootloader)",
                   "glob:/usr/share/seabios/bios-256k.bin", "seabios", "seabios"),
+        Component("OVMF", "vm:image= with boot=uefi (UEFI firmware)",
+                  "glob:/usr/share/OVMF/OVMF_CODE_4M.fd", "ovmf", "edk2-ovmf"),
         Component("debvm", "vhpc image build", "cmd:debvm-create", "debvm", "(Debian only)"),
         Component("mmdebstrap", "vhpc image build", "cmd:mmdebstrap", "mmdebstrap", "(Debian only)"),
+        Component("sfdisk", "vhpc image build --bootloader (partition table)", "cmd:sfdisk",
+                  "fdisk", "util-linux"),
+        Component("GRUB (BIOS)", "vhpc image build --bootloader grub",
+                  "glob:/usr/lib/grub/i386-pc/boot.img", "grub-pc-bin grub2-common",
+                  "grub2-pc-modules"),
+        Component("GRUB (EFI)", "vhpc image build --bootloader grub-efi",
+                  "glob:/usr/lib/grub/x86_64-efi/linux.mod", "grub-efi-amd64-bin grub2-common",
+                  "grub2-efi-x64-modules"),
+        Component("mtools", "vhpc image build --bootloader grub-efi (the EFI partition)",
+                  "cmd:mcopy", "mtools dosfstools", "mtools dosfstools"),
     )
     global_flags = (
         GlobalFlag("--allow-uri", ALLOW_URI_ENV, "allow this libvirt connection URI in uri= "

@@ -34,6 +34,7 @@ from typing import Any, Callable
 from vhpc.core.errors import VhpcError
 from vhpc.core.paths import (cache_dir, cache_lock, check_output, output_file, output_path,
                              trusted_folder, write_atomic)
+from vhpc.environments.vm.imagedisk import BOOTLOADERS, KERNEL_ARGS, make_disk
 from vhpc.environments.vm.userimage import sha256_file
 from vhpc.host.owned import die_with_parent
 
@@ -121,15 +122,24 @@ def _version(package: str) -> str:
 
 
 def inputs(release: str, include: list[str] | tuple[str, ...] = (),
-           sources: list[str] | None = None) -> dict[str, Any]:
-    """Everything an image is made from: the cache key hashes exactly this.  Raises
-    ImageBuildError for a bad release or package name."""
+           sources: list[str] | None = None, bootloader: str = "none") -> dict[str, Any]:
+    """Everything an image is made from: the cache key hashes exactly this (``bootloader``,
+    the GRUB version and the kernel command line of its entry only for a disk with a
+    bootloader, so a bare filesystem keeps its key).  Raises ImageBuildError for a bad
+    release, package name or bootloader."""
     if not RELEASE.match(release):
         raise ImageBuildError(f"--release {release!r}: give a Debian release name such as "
                               "bookworm")
-    return {"recipe": RECIPE, "release": release, "packages": packages(include),
+    if bootloader not in BOOTLOADERS:
+        raise ImageBuildError(f"--bootloader {bootloader!r}: give one of "
+                              f"{', '.join(BOOTLOADERS)}")
+    spec = {"recipe": RECIPE, "release": release, "packages": packages(include),
             "sources": sources if sources is not None else apt_sources(release),
             "size": IMAGE_SIZE, "debvm": _version("debvm"), "mmdebstrap": _version("mmdebstrap")}
+    if bootloader != "none":
+        grub = "grub-pc-bin" if bootloader == "grub" else "grub-efi-amd64-bin"
+        spec.update(bootloader=bootloader, grub=_version(grub), kernel_args=KERNEL_ARGS)
+    return spec
 
 
 def cache_key(spec: dict[str, Any]) -> str:
@@ -198,18 +208,21 @@ def _last_line(log: Path) -> str:
 
 
 def build(out: Path, release: str = "bookworm", include: list[str] | tuple[str, ...] = (),
-          progress: Callable[[str], None] | None = None) -> BuiltImage:
-    """Write the image for (``release``, ``include``) to ``out``: from the cache when one with
-    the same :func:`inputs` exists, else built (``debvm-create``, then ``qemu-img convert -c
-    -O qcow2``) into the cache first.  ``progress`` gets one-line updates.  ``out`` is written
-    through the safe writer (:func:`vhpc.core.paths.output_file`).  Raises ImageBuildError (a
-    tool missing, the build failing: with its log's path), OutputPathError for an ``out`` that
-    is a device, FIFO, link or folder, or whose folder is missing (checked before building)."""
+          progress: Callable[[str], None] | None = None,
+          bootloader: str = "none") -> BuiltImage:
+    """Write the image for (``release``, ``include``, ``bootloader``) to ``out``: from the
+    cache when one with the same :func:`inputs` exists, else built (``debvm-create``; for a
+    ``bootloader`` the disk around it, environments/vm/imagedisk.py; then ``qemu-img convert
+    -c -O qcow2``) into the cache first.  ``progress`` gets one-line updates.  ``out`` is
+    written through the safe writer (:func:`vhpc.core.paths.output_file`).  Raises
+    ImageBuildError (a tool missing, the build failing: with its log's path), OutputPathError
+    for an ``out`` that is a device, FIFO, link or folder, or whose folder is missing (checked
+    before building)."""
     if str(out) == "-":  # the progress and the summary are on standard output
         raise ImageBuildError("--out -: give a file name; the image is not written to "
                               "standard output")
     out = check_output(out, "--out")  # before a build of minutes: a device is never written
-    spec = inputs(release, include)
+    spec = inputs(release, include, bootloader=bootloader)
     key = cache_key(spec)
     folder = trusted_folder(trusted_folder(cache_dir() / "images", "the image cache") / key,
                             "the image cache")
@@ -241,6 +254,12 @@ def _build(spec: dict[str, Any], folder: Path, image: Path, manifest: Path,
     with tempfile.TemporaryDirectory(prefix="build-", dir=folder) as tmp:
         root = Path(tmp) / "root.ext4"
         _run_logged(debvm_argv(root, spec), log, "debvm-create", progress)
+        if spec.get("bootloader", "none") != "none":
+            disk = Path(tmp) / "disk.raw"
+            make_disk(root, disk, spec["bootloader"],
+                      lambda argv, what: _run_logged(argv, log, what, progress))
+            root.unlink()
+            root = disk
         with output_path(image) as part:  # qemu-img writes a private temp, renamed at the end
             _run_logged([qemu_img, "convert", "-c", "-f", "raw", "-O", "qcow2", str(root),
                          str(part)], log, "qemu-img convert", progress)

@@ -26,6 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from vhpc.benchmarks.apps.common import app_versions, version_script
 from vhpc.core import records
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import userimage
@@ -38,7 +39,6 @@ from vhpc.host.owned import owned_tempdir
 IMAGE_BOOT_TIMEOUT = 900.0
 #: Kernel command line of a direct kernel boot: the bare filesystem is the first virtio disk.
 DIRECT_APPEND = "root=/dev/vda rw console=ttyS0"
-
 
 class ImageEnvironment(VmEnvironment):
     """A ``vm`` environment booting ``options.image`` (see the module docstring).  Raises
@@ -54,6 +54,7 @@ class ImageEnvironment(VmEnvironment):
         self.rundir: Path | None = None
         self._booting: userimage.ImageBoot | None = None
         self._guest_fp: dict[str, Any] | None = None
+        self._apps: dict[str, str] | None = None
         #: what a vcluster sets before the first boot: the guest's host name (default
         #: ``vhpc-<environment>``) and what its seed adds (userimage.SeedParts)
         self.hostname: str | None = None
@@ -68,7 +69,8 @@ class ImageEnvironment(VmEnvironment):
             self.image = userimage.inspect(self.options.image, self.format)
         mode = self.options.boot
         if mode == "auto":
-            mode = "kernel" if self.image.layout == "filesystem" else "firmware"
+            mode = userimage.auto_boot(self.image)
+        userimage.check_boot(self.image, mode)
         kernel = initrd = None
         if mode == "kernel":
             kernel, initrd = userimage.extract_kernel(self.image)
@@ -79,13 +81,17 @@ class ImageEnvironment(VmEnvironment):
         self._booting = userimage.ImageBoot(overlay=overlay, hostname=hostname, kernel=kernel,
                                             initrd=initrd,
                                             append=DIRECT_APPEND if mode == "kernel" else "",
-                                            seed=self.seed_parts)
+                                            seed=self.seed_parts,
+                                            firmware="ovmf" if mode == "uefi" else "seabios")
         return self._booting
 
     @property
     def boot_mode(self) -> str:
-        """``kernel`` (direct kernel boot) or ``firmware`` once the image was checked."""
-        return "kernel" if self._booting and self._booting.kernel else "firmware"
+        """``kernel`` (direct kernel boot), ``uefi`` (OVMF) or ``firmware`` (SeaBIOS) once the
+        image was checked."""
+        if self._booting and self._booting.kernel:
+            return "kernel"
+        return "uefi" if self._booting and self._booting.firmware == "ovmf" else "firmware"
 
     def _request(self, placement, main: bool):
         request = super()._request(placement, main)
@@ -141,21 +147,34 @@ class ImageEnvironment(VmEnvironment):
     def fingerprint(self) -> dict[str, Any]:
         """VmEnvironment's fingerprint with the guest as seen from inside (booting it if
         needed): ``guest_kernel``, ``guest_os``, ``guest_mpi``, ``guest_compiler``,
-        ``guest_hypervisor``, ``guest_topology``, ``image`` (path, format, SHA-256, sizes,
-        layout, ``boot``) and the ``boot_timeout`` in force (:data:`IMAGE_BOOT_TIMEOUT` unless
-        given)."""
+        ``guest_hypervisor``, ``guest_topology``, ``guest_apps`` (LAMMPS's and GROMACS's
+        versions where the guest has them: :meth:`app_versions`), ``image`` (path, format,
+        SHA-256, sizes, layout, ``boot``) and the ``boot_timeout`` in force
+        (:data:`IMAGE_BOOT_TIMEOUT` unless given)."""
         fp = super().fingerprint()
         if self._guest_fp is None:
             self.start()
             self._guest_fp = self.guest.ssh.fingerprint()
+            self._guest_fp["apps"] = self.app_versions()
         g = self._guest_fp
         fp.update(guest_kernel=g.get("host_kernel"), guest_os=g.get("os"),
                   guest_mpi=g.get("mpi"), guest_compiler=g.get("compiler"),
                   guest_hypervisor=g.get("hypervisor"), guest_topology=g.get("topology"),
-                  guest_hostname=g.get("remote_host"),
+                  guest_hostname=g.get("remote_host"), guest_apps=g.get("apps", {}),
                   image={**self.image.record(), "boot": self.boot_mode},
                   boot_timeout=self.boot_timeout)
         return fp
+
+    def app_versions(self) -> dict[str, str]:
+        """The applications' versions in the guest (booting it if needed):
+        :func:`~vhpc.benchmarks.apps.common.app_versions` of
+        :func:`~vhpc.benchmarks.apps.common.version_script` run there over ssh, once per
+        overlay.  Raises EnvError when the guest cannot be reached."""
+        if self._apps is None:
+            self.start()
+            res = self.guest.ssh.shell(version_script(), timeout=120)
+            self._apps = app_versions(res.stdout if res.returncode == 0 else "")
+        return self._apps
 
     def applied(self) -> records.AppliedPlacement | None:
         """VmEnvironment's read-back plus ``boot_seconds`` (this session's boot, QEMU start to

@@ -87,7 +87,7 @@ class ImageFields(BaseModel):
 
     image: str | None = Field(None, min_length=1, max_length=4096)
     format: Literal["qcow2", "raw"] | None = None
-    boot: Literal["auto", "firmware", "kernel"] = "auto"
+    boot: Literal["auto", "firmware", "uefi", "kernel"] = "auto"
 
     @field_validator("image")
     @classmethod
@@ -124,8 +124,9 @@ class VmOptions(ImageFields, EnvOptions, Slowdown):
     domain_xml is given), uri (libvirt connection), domain_xml (the user's own domain XML
     file); image (the user's own disk image, qcow2 or raw, booted with its own kernel through
     an overlay and reached over ssh: docs/images.md), format (qcow2 | raw, when the image's
-    name does not say), boot (auto | firmware | kernel: its bootloader, or its kernel given
-    directly; auto: kernel for a bare root filesystem, else firmware).  A backend's own
+    name does not say), boot (auto | firmware | uefi | kernel: its bootloader started by
+    SeaBIOS or by OVMF's UEFI, or its kernel given directly; auto: kernel for a bare root
+    filesystem, uefi for a GPT disk with an EFI system partition, else firmware).  A backend's own
     options (``HypervisorBackend.own_options``) need that backend."""
 
     vcpus: int = Field(2, ge=1, le=MAX_CPUS)

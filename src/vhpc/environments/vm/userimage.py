@@ -39,10 +39,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
-from vhpc.core.paths import cache_dir, trusted_folder
+from vhpc.core.paths import cache_dir, trusted_folder, write_atomic
 from vhpc.environments.base import EnvError
+from vhpc.environments.vm import imagedisk
 from vhpc.environments.vm.userimage_check import check_image_file
 from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, _qmp_connect,
                                                 spawn)
@@ -175,6 +176,57 @@ def inspect(path: str | os.PathLike, fmt: str) -> UserImage:
               else "disk")
     return UserImage(path=p.resolve(), format=fmt, virtual_bytes=int(info.get("virtual-size", 0)),
                      file_bytes=p.stat().st_size, sha256=sha256_file(p), layout=layout)
+
+
+#: Bytes of a disk's start read to find its partition table: the MBR, or GPT's protective MBR,
+#: header and up to 128 entries (34 sectors), well inside the first MiB.
+TABLE_BYTES = 1 << 20
+
+
+def partition_table(image: UserImage) -> dict:
+    """The image's partition table as ``sfdisk --json`` reads it
+    (:func:`~vhpc.environments.vm.imagedisk.partitions`), ``{}`` for none.  A qcow2's first
+    MiB is copied out (``qemu-img dd``) into a sparse file of the disk's virtual size, so
+    sfdisk finds GPT's primary header where it expects it.  Raises UserImageError when the
+    image cannot be read or sfdisk is missing."""
+    if image.format == "raw":
+        return _table(image.path)
+    with tempfile.TemporaryDirectory(prefix="vhpc-table-") as tmp:
+        disk = Path(tmp) / "head.raw"
+        disk.write_bytes(_head(image.path, image.format, TABLE_BYTES))
+        os.truncate(disk, max(image.virtual_bytes, TABLE_BYTES))
+        return _table(disk)
+
+
+def _table(disk: Path) -> dict:
+    try:
+        return imagedisk.partitions(disk)
+    except imagedisk.ImageDiskError as exc:
+        raise UserImageError(str(exc).replace("vhpc image build --bootloader",
+                                              "vm:image")) from None
+
+
+def auto_boot(image: UserImage) -> str:
+    """The boot ``boot=auto`` means for ``image``: ``kernel`` for a bare root filesystem,
+    ``uefi`` for a GPT disk with an EFI system partition, else ``firmware``
+    (:func:`~vhpc.environments.vm.imagedisk.boot_for`)."""
+    if image.layout == "filesystem":
+        return "kernel"
+    return imagedisk.boot_for(partition_table(image))
+
+
+def check_boot(image: UserImage, mode: str) -> None:
+    """Refuse a ``boot=`` (``firmware``/``uefi``) the image cannot boot with: a bare
+    filesystem has no bootloader, and UEFI needs a GPT disk with an EFI system partition.
+    Raises UserImageError saying which boot= to give."""
+    if mode == "kernel":
+        return
+    if image.layout == "filesystem":
+        raise UserImageError(f"image={image.path} is a bare root filesystem without a "
+                             f"bootloader: boot={mode} cannot start it; give boot=kernel")
+    if mode == "uefi" and auto_boot(image) != "uefi":
+        raise UserImageError(f"image={image.path} has no EFI system partition on a GPT disk: "
+                             "boot=uefi cannot start it; give boot=firmware")
 
 
 def create_overlay(image: UserImage, dest: Path) -> Path:
@@ -363,7 +415,9 @@ class ImageBoot:
     """What a session of an image boots: ``overlay`` (the qcow2 over the user's image),
     ``hostname`` (given to cloud-init), and for a direct kernel boot the image's ``kernel``,
     ``initrd`` and the kernel command line ``append`` (None/"" : firmware and bootloader);
-    ``seed``: what a vcluster adds to each boot's seed (:class:`SeedParts`)."""
+    ``firmware``: what starts the image's bootloader (``seabios``: :func:`firmware`;
+    ``ovmf``: UEFI, :func:`ovmf`); ``seed``: what a vcluster adds to each boot's seed
+    (:class:`SeedParts`)."""
 
     overlay: Path
     hostname: str
@@ -371,6 +425,7 @@ class ImageBoot:
     initrd: Path | None = None
     append: str = ""
     seed: SeedParts = SeedParts()
+    firmware: Literal["seabios", "ovmf"] = "seabios"
 
 
 def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
@@ -380,8 +435,8 @@ def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
     no packet leaves for the host or beyond), a virtio RNG (sshd's keys need entropy early),
     the serial console into ``workdir/console.log`` and QMP on ``workdir/qmp.sock``; the
     image's kernel (``-kernel``/``-initrd``/``-append``) for a direct boot, else SeaBIOS
-    (:func:`firmware`, ``-bios``) and the image's bootloader; the placement's NUMA arguments
-    come in ``cfg.extra_args``."""
+    (:func:`firmware`, ``-bios``) or OVMF (:func:`uefi_args`) and the image's bootloader; the
+    placement's NUMA arguments come in ``cfg.extra_args``."""
     argv = [
         shutil.which(QEMU) or QEMU,
         "-name", "vhpc-guest,debug-threads=on",
@@ -400,6 +455,8 @@ def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
     if image.kernel is not None:
         argv += ["-kernel", str(image.kernel), "-initrd", str(image.initrd),
                  "-append", image.append]
+    elif image.firmware == "ovmf":  # the image's EFI bootloader, started by OVMF
+        argv += uefi_args(workdir)
     else:  # the image's own bootloader, started by Debian's SeaBIOS
         argv += ["-bios", str(firmware())]
     return argv + list(cfg.extra_args)
@@ -416,6 +473,41 @@ def firmware() -> Path:
     if not SEABIOS.is_file():
         raise UserImageError(f"boot=firmware needs SeaBIOS ({SEABIOS}): apt-get install seabios")
     return SEABIOS
+
+
+#: UEFI firmware for ``boot=uefi``: Debian's OVMF (package ovmf), 4 MiB flash layout, without
+#: Secure Boot (which would need SMM and the q35 machine).  The code is read-only; the
+#: firmware writes its variable store, so each guest gets its own copy of the template.
+OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.fd")
+OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
+#: Name of a guest's private copy of the UEFI variable store in its session folder.
+VARS_NAME = "OVMF_VARS.fd"
+
+
+def ovmf() -> tuple[Path, Path]:
+    """(code, variable store template) of :data:`OVMF_CODE`, :data:`OVMF_VARS`.  Raises
+    UserImageError naming the Debian package when they are missing."""
+    for path in (OVMF_CODE, OVMF_VARS):
+        if not path.is_file():
+            raise UserImageError(f"boot=uefi needs OVMF ({path}): apt-get install ovmf")
+    return OVMF_CODE, OVMF_VARS
+
+
+def private_vars(workdir: Path) -> Path:
+    """A private copy (0600) of OVMF's variable store template in ``workdir`` (the guest's
+    session folder, removed with it): the firmware writes its boot entries there.  Raises
+    UserImageError."""
+    _, template = ovmf()
+    return write_atomic(workdir / VARS_NAME, template.read_bytes())
+
+
+def uefi_args(workdir: Path) -> list[str]:
+    """QEMU arguments booting through OVMF: its code as read-only pflash unit 0, the guest's
+    variable store (:func:`private_vars`, ``workdir/OVMF_VARS.fd``) as writable unit 1
+    (QEMU's docs, "OVMF" / ``-drive if=pflash``)."""
+    code, _ = ovmf()
+    return ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={code}",
+            "-drive", f"if=pflash,format=raw,unit=1,file={workdir / VARS_NAME}"]
 
 
 class ReachedOverSsh:
@@ -443,6 +535,8 @@ class ReachedOverSsh:
         deadline = t0 + timeout
         try:
             seed, key, _ = write_seed(self.workdir, self.image.hostname, self.image.seed)
+            if self.image.kernel is None and self.image.firmware == "ovmf":
+                private_vars(self.workdir)
             self.port = free_port()
             start(seed, deadline)
             self.ssh = self._wait_ssh(key, deadline, timeout)

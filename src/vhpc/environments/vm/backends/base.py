@@ -79,11 +79,14 @@ class PlacementExport:
 @dataclass(frozen=True)
 class ProbeResult:
     """Outcome of probing hardware virtualization: accel (``kvm`` or ``tcg``), the reason in
-    words, and the seconds the probe took."""
+    words, the seconds the probe took, and ``definitive``: False when the answer may change
+    without the host changing (the probe guest timed out on a loaded host, was killed, or
+    could not be started), so it is not cached."""
 
     accel: str
     reason: str
     seconds: float = 0.0
+    definitive: bool = True
 
 
 @dataclass(frozen=True)

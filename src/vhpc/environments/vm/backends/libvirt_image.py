@@ -8,9 +8,12 @@ a transient libvirt domain.  :func:`image_domain` builds its XML on vhpc's gener
 (https://libvirt.org/formatdomain.html):
 
 * the overlay as a virtio disk (``vda``; libvirt reads its backing image, which QEMU opens
-  read-only, from the overlay's own header) and the seed as a read-only IDE cdrom;
+  read-only, from the overlay's own header) and the seed as a read-only virtio disk
+  (``vdb``);
 * the image's kernel, initramfs and command line (``boot=kernel``), or SeaBIOS as the
-  ``<loader>`` and the disk as the boot device (``boot=firmware``);
+  ``<loader>`` and the disk as the boot device (``boot=firmware``), or OVMF's code as a
+  read-only ``pflash`` ``<loader>`` with the guest's private copy of its variable store as
+  ``<nvram>`` (``boot=uefi``);
 * the serial console into the session's ``console.log`` and a virtio RNG;
 * QEMU's user-mode network with ``restrict=on`` and the one forward
   ``127.0.0.1:PORT`` → guest port 22, given as ``<qemu:commandline>`` arguments
@@ -36,7 +39,8 @@ from vhpc.environments.vm.backends import libvirt_xml as lx
 from vhpc.environments.vm.backends.base import GuestSession
 from vhpc.environments.vm.backends.libvirt import (LibvirtGuest, _libvirt, qemu_pid,
                                                    vcpu_threads)
-from vhpc.environments.vm.userimage import ImageBoot, ReachedOverSsh, firmware
+from vhpc.environments.vm.userimage import (VARS_NAME, ImageBoot, ReachedOverSsh, firmware,
+                                            ovmf)
 from vhpc.host.owned import start_ticks
 
 #: XML namespace of libvirt's QEMU pass-through (``<qemu:commandline>``).
@@ -62,6 +66,11 @@ def image_domain(placement, *, accel: str, emulator_cpus: list[int] | None, name
         for tag, value in (("kernel", image.kernel), ("initrd", image.initrd),
                            ("cmdline", image.append)):
             ET.SubElement(os_el, tag).text = str(value)
+    elif image.firmware == "ovmf":  # the guest's own variable store, copied in its workdir
+        code, template = ovmf()
+        ET.SubElement(os_el, "loader", readonly="yes", type="pflash").text = str(code)
+        ET.SubElement(os_el, "nvram", template=str(template)).text = str(workdir / VARS_NAME)
+        ET.SubElement(os_el, "boot", dev="hd")
     else:
         ET.SubElement(os_el, "loader", readonly="yes", type="rom").text = str(firmware())
         ET.SubElement(os_el, "boot", dev="hd")
@@ -70,11 +79,14 @@ def image_domain(placement, *, accel: str, emulator_cpus: list[int] | None, name
     ET.SubElement(disk, "driver", name="qemu", type="qcow2")
     ET.SubElement(disk, "source", file=str(image.overlay))
     ET.SubElement(disk, "target", dev="vda", bus="virtio")
-    cdrom = ET.SubElement(devices, "disk", type="file", device="cdrom")
-    ET.SubElement(cdrom, "driver", name="qemu", type="raw")
-    ET.SubElement(cdrom, "source", file=str(seed))
-    ET.SubElement(cdrom, "target", dev="hdc", bus="ide")
-    ET.SubElement(cdrom, "readonly")
+    # the seed as a read-only virtio disk, as the qemu backend gives it: an IDE cdrom is not
+    # found by the guest's kernel when OVMF started it (i440fx, measured), so cloud-init
+    # never saw the seed under boot=uefi
+    seed_disk = ET.SubElement(devices, "disk", type="file", device="disk")
+    ET.SubElement(seed_disk, "driver", name="qemu", type="raw")
+    ET.SubElement(seed_disk, "source", file=str(seed))
+    ET.SubElement(seed_disk, "target", dev="vdb", bus="virtio")
+    ET.SubElement(seed_disk, "readonly")
     serial = ET.SubElement(devices, "serial", type="file")
     ET.SubElement(serial, "source", path=str(workdir / "console.log"))
     ET.SubElement(serial, "target", port="0")

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import vhpc.placement
@@ -366,8 +366,11 @@ def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0
     """Decide whether KVM is usable by booting the guest kernel under ``-accel kvm`` to a
     marker within ``timeout`` seconds (8 s is generous: the same boot takes ~2-3 s under TCG).
 
-    Returns ProbeResult("kvm", ...) or ProbeResult("tcg", reason).  The result is cached per
-    host boot and QEMU version in ``cache_dir()/kvm-probe.json``.  Never raises for an
+    Returns ProbeResult("kvm", ...) or ProbeResult("tcg", reason).  A definitive answer
+    (:attr:`ProbeResult.definitive`: KVM booted the guest, is missing or inaccessible, or QEMU
+    refused it) is cached per host boot and QEMU version in ``cache_dir()/kvm-probe.json`` and
+    used while ``use_cache``; a transient one (the guest timed out, QEMU was killed or did not
+    start) is returned but not cached, so the next campaign probes again.  Never raises for an
     unusable KVM; raises GuestImageError when no guest kernel exists.
     """
     cache = cache_dir() / "kvm-probe.json"
@@ -381,6 +384,9 @@ def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0
         except (ValueError, KeyError, AttributeError, TypeError):
             pass
     result = _probe(kernel, timeout)
+    if not result.definitive:
+        return replace(result, reason=result.reason + " (not cached: probed again "
+                                   "next time)")
     # a new file renamed into place: a symbolic link planted at the name is never followed
     write_atomic(cache, json.dumps({"key": key, "accel": result.accel, "reason": result.reason}))
     return result
@@ -396,15 +402,19 @@ def _probe(kernel, timeout: float) -> ProbeResult:
     with tempfile.TemporaryDirectory(prefix="vhpc-probe-") as tmp:
         argv = build_argv(cfg, Path(tmp), probe=True)
         t0 = time.monotonic()
-        proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                     stderr=subprocess.STDOUT)
+        try:
+            proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+        except OSError as exc:
+            return ProbeResult("tcg", f"QEMU did not start for the KVM probe: {exc}",
+                               definitive=False)
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
             return ProbeResult("tcg", f"a Linux guest did not boot under KVM within {timeout:g} s{hint}",
-                               time.monotonic() - t0)
+                               time.monotonic() - t0, definitive=False)
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -414,7 +424,9 @@ def _probe(kernel, timeout: float) -> ProbeResult:
         if "VHPC-PROBE-OK" in text:
             return ProbeResult("kvm", f"a Linux guest booted under KVM in {seconds:.1f} s", seconds)
         last = text.strip().splitlines()[-1] if text.strip() else f"exit status {proc.returncode}"
-        return ProbeResult("tcg", f"KVM guest failed: {last}{hint}", seconds)
+        # killed by a signal (the OOM killer, an interrupt): says nothing about KVM itself
+        return ProbeResult("tcg", f"KVM guest failed: {last}{hint}", seconds,
+                           definitive=proc.returncode >= 0)
 
 
 def qemu_numa_args(placement: vhpc.placement.Placement) -> list[str]:

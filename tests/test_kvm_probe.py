@@ -1,0 +1,71 @@
+"""The KVM probe's cache: only definitive answers are kept for the host's boot; a time-out or
+another transient failure is probed again; ``use_cache=False`` (``vhpc host --reprobe``)
+always probes.  The probe itself (a guest booted under KVM) is replaced by a scripted one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vhpc.environments.vm.backends import qemu
+from vhpc.environments.vm.backends.base import ProbeResult
+
+
+@pytest.fixture
+def probes(tmp_path, monkeypatch):
+    """A private cache folder and a scripted probe: each call pops the next answer; the list
+    of answers not yet given is returned, so a test sees how many probes ran."""
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
+    answers: list[ProbeResult] = []
+
+    def scripted(kernel, timeout):
+        return answers.pop(0)
+
+    monkeypatch.setattr(qemu, "_probe", scripted)
+    return answers
+
+
+def _cached(tmp_path) -> dict | None:
+    path = tmp_path / "cache" / "kvm-probe.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def test_a_time_out_is_not_cached_and_the_next_call_probes_again(probes, tmp_path):
+    probes += [ProbeResult("tcg", "a Linux guest did not boot under KVM within 8 s", 8.0,
+                           definitive=False),
+               ProbeResult("kvm", "a Linux guest booted under KVM in 1.2 s", 1.2)]
+    first = qemu.probe_kvm()
+    assert first.accel == "tcg" and "not cached" in first.reason
+    assert _cached(tmp_path) is None
+    second = qemu.probe_kvm()  # the host was only busy: this time KVM answers
+    assert second.accel == "kvm" and probes == []
+    assert _cached(tmp_path)["accel"] == "kvm"
+
+
+def test_a_success_is_cached_and_reprobe_probes_again(probes, tmp_path):
+    probes += [ProbeResult("kvm", "a Linux guest booted under KVM in 1.2 s", 1.2),
+               ProbeResult("tcg", "KVM guest failed: failed to set MSR 0x10a", 0.4)]
+    assert qemu.probe_kvm().accel == "kvm"
+    again = qemu.probe_kvm()
+    assert again.accel == "kvm" and again.reason.endswith("(cached probe)")
+    assert len(probes) == 1  # answered from the cache: no probe ran
+    fresh = qemu.probe_kvm(use_cache=False)  # what vhpc host --reprobe asks
+    assert fresh.accel == "tcg" and probes == []
+    assert _cached(tmp_path)["accel"] == "tcg"  # the definitive new answer replaced the old
+    assert qemu.probe_kvm().reason.endswith("(cached probe)")
+
+
+def test_a_definitive_failure_is_cached(probes, tmp_path):
+    probes += [ProbeResult("tcg", "no /dev/kvm (KVM module not loaded or no VT-x/AMD-V)")]
+    assert qemu.probe_kvm().accel == "tcg"
+    assert qemu.probe_kvm().reason.endswith("(cached probe)") and probes == []
+
+
+def test_a_cache_of_another_boot_is_not_used(probes, tmp_path):
+    probes += [ProbeResult("kvm", "booted", 1.0), ProbeResult("tcg", "no /dev/kvm")]
+    qemu.probe_kvm()
+    path = tmp_path / "cache" / "kvm-probe.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "key": "another-boot:" + data["key"]}))
+    assert qemu.probe_kvm().accel == "tcg" and probes == []
