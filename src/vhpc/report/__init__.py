@@ -297,15 +297,16 @@ def fmt_points(fam: Family) -> str:
     return f"{fam.parameter} {min(xs):g} – {max(xs):g} ({len(xs)} points)"
 
 
-def fmt_family_ratio(fs: FamilySummary) -> str:
+def fmt_family_ratio(fs: FamilySummary, margin: float | None = None) -> str:
     """"1.234 [1.100, 1.380]" — the (geometric-mean) ratio with its interval (its level, when
     not 1 − α, is named beside the overhead: :func:`fmt_family_overhead`); the ratio alone
-    when there is no interval; "—" when unknown."""
+    when there is no interval; "—" when unknown.  With ``margin`` the bounds near the band get
+    the digits that decide, as the overhead's (:func:`vhpc.core.numfmt.ratio_ci`)."""
     if fs.ratio is None:
         return "—"
     if interval_hidden(fs.n_min, fs.low, fs.high, fs.verdict):
         return numfmt.ratio(fs.ratio)
-    return numfmt.ratio_ci(fs.ratio, fs.low, fs.high)
+    return numfmt.ratio_ci(fs.ratio, fs.low, fs.high, margin)
 
 
 def fmt_family_overhead(fs: FamilySummary, level: bool = True, margin: float | None = None) -> str:

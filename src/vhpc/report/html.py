@@ -111,7 +111,7 @@ def _family_row(analysis: Analysis, fs: FamilySummary, first: bool) -> dict[str,
                 ", " + TOO_FEW)[0],
             "level": fmt_family_level(fs) or (
                 TOO_FEW if TOO_FEW in fmt_family_overhead(fs, level=False) else ""),
-            "ratio": fmt_family_ratio(fs),
+            "ratio": fmt_family_ratio(fs, analysis.margin),
             "range": [p for p in fmt_family_range(fs).split(" – ") if p], "verdict_text": fs.verdict,
             "counts": fmt_family_counts(fs),
             "verdict_class": _VERDICT_CLASS.get(fs.verdict, "v-insufficient"),

@@ -369,6 +369,8 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
                        f" [{conf} interval, or at the family level it names];"
                        f" margin ±{analysis.margin * 100:g} % (equivalent: the interval inside it)"
                        + "; geo. mean: of the valid runs, as the ratio divides"
+                       + ("; a Δ row: arithmetic means, as the difference subtracts"
+                          if any(r.summary.difference is not None for r in rows) else "")
                        + ("; a sweep: the geometric mean over its points"
                                                 if any(r.summary.family.sweep for r in rows)
                                                 else "")
