@@ -119,7 +119,7 @@ def cached_image(tmp_path, monkeypatch):
     """An image already in a private cache (no debvm run): ``vhpc image build`` only copies."""
     monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
     spec = {"recipe": 0, "release": "bookworm", "packages": [], "sources": []}
-    monkeypatch.setattr(imagebuild, "inputs", lambda release, include=(), sources=None: spec)
+    monkeypatch.setattr(imagebuild, "inputs", lambda release, include=(), sources=None, bootloader="none": spec)
     folder = paths.cache_dir() / "images" / imagebuild.cache_key(spec)
     folder.mkdir(parents=True, mode=0o700)
     data = b"QFI\xfb" + os.urandom(300_000)
@@ -314,6 +314,9 @@ def v2_cgroups():
     return base
 
 
+# serial: every vhpc start sweeps the groups of dead owners, so a vhpc of another
+# test running beside it would sweep this test's group first
+@pytest.mark.serial
 def test_vhpc_host_thaws_a_daemon_left_frozen_by_a_killed_vhpc(capsys, v2_cgroups):
     """A vhpc killed with -9 during slowdown= left its group frozen with a daemon its
     benchmark started in it; the next ``vhpc host`` (no slowdown=) thaws and removes it."""
@@ -346,6 +349,9 @@ def test_vhpc_host_thaws_a_daemon_left_frozen_by_a_killed_vhpc(capsys, v2_cgroup
             freezer.remove_group(d)
 
 
+# serial: every vhpc start sweeps the groups of dead owners, so a vhpc of another
+# test running beside it would sweep this test's group first
+@pytest.mark.serial
 def test_the_guard_thaws_the_group_when_its_owner_dies(v2_cgroups, tmp_path):
     """A child vhpc process freezes a group holding a daemon, then is killed with -9: the
     guard it started thaws the group without any later vhpc."""
