@@ -211,9 +211,12 @@ def session_members(sid: int, above: int = 0, upto: int | None = None) -> list[i
 def _last_pid() -> int | None:
     """The PID this PID namespace allocated last (proc(5) ``/proc/sys/kernel/ns_last_pid``);
     None where it cannot be read."""
-    try:
-        with open("/proc/sys/kernel/ns_last_pid", "rb") as f:
-            return int(f.read())
+    try:  # one open and read, no buffered file object: it runs after every trial
+        fd = os.open("/proc/sys/kernel/ns_last_pid", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return int(os.read(fd, 64))
+        finally:
+            os.close(fd)
     except (OSError, ValueError):
         return None
 
