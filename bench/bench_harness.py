@@ -150,7 +150,8 @@ def main() -> None:
           f"shortest run by hand: the least load-sensitive figure)")
     print(f"CPU time per trial:       vhpc's own {own_cpu / n * 1e3:.2f} ms (with the wrapped "
           f"steps' timers); children {kids_cpu / n * 1e3:.2f} ms against "
-          f"{hand_cpu[0] / len(by_hand) * 1e3:.2f} ms by hand (the gate's and guard's part: "
+          f"{hand_cpu[0] / len(by_hand) * 1e3:.2f} ms by hand (the sh gate's part, and any probe "
+          f"the campaign ran: "
           f"{(kids_cpu / n - hand_cpu[0] / len(by_hand)) * 1e3:.2f} ms)")
     print(f"where a trial's time goes (mean over {n} trials, ms; one-time work such as the perf "
           "probe is spread over them):")

@@ -255,6 +255,10 @@ def kill_session(sid: int, rounds: int = 50, young: bool = False) -> int:
     return killed
 
 
+#: The longest wait poll(2) takes in one call (its timeout is a C int of milliseconds).
+POLL_MAX_MS = 2**31 - 1
+
+
 class TrialProcess(subprocess.Popen):
     """:class:`subprocess.Popen` whose ``wait(timeout)`` sleeps until the child exits.
 
@@ -275,7 +279,7 @@ class TrialProcess(subprocess.Popen):
             try:
                 poller = select.poll()
                 poller.register(fd, select.POLLIN)
-                if not poller.poll(max(0, int(timeout * 1000 + 0.999))):
+                if not poller.poll(min(max(0, int(timeout * 1000 + 0.999)), POLL_MAX_MS)):
                     raise subprocess.TimeoutExpired(self.args, timeout)
             finally:
                 os.close(fd)
