@@ -18,13 +18,17 @@ load average; "the rest" is the cycle less all of them.  A freezer cgroup is set
 an environment with ``slowdown=`` (vhpc.environments.slowdown), so it has no line here.
 
 By-hand runs are timed before and after the campaign (the median of both), so a load that
-drifts during the run weighs on both sides.
+drifts during the run weighs on both sides.  CPU time (getrusage(2)) is printed beside the
+wall-clock figures: vhpc's own CPU per trial, and its children's (the kernel and the ``sh``
+gate) against the by-hand runs' children; waiting for a busy core adds wall time but no CPU
+time, so these are the figures a loaded host moves least.
 
 Usage: .venv/bin/python bench/bench_harness.py [--trials 30] [--no-progress]
 """
 
 import argparse
 import io
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -80,6 +84,12 @@ STEPS = [
 ]
 
 
+def cpu(who: int) -> float:
+    """User + system CPU seconds of ``who`` (getrusage(2): RUSAGE_SELF or RUSAGE_CHILDREN)."""
+    ru = resource.getrusage(who)
+    return ru.ru_utime + ru.ru_stime
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=30)
@@ -88,12 +98,15 @@ def main() -> None:
     bindir = ensure_kernels(["vhpc-pagefault"])
     argv = [str(bindir / "vhpc-pagefault"), "-m", "1", "-r", "1"]
     by_hand: list[float] = []
+    hand_cpu = [0.0]  # the by-hand runs' children's CPU seconds, all runs
 
     def run_by_hand() -> None:
+        c0 = cpu(resource.RUSAGE_CHILDREN)
         for _ in range(args.trials):
             t0 = time.perf_counter()
             subprocess.run(argv, capture_output=True, check=True)
             by_hand.append(time.perf_counter() - t0)
+        hand_cpu[0] += cpu(resource.RUSAGE_CHILDREN) - c0
 
     run_by_hand()
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,8 +119,11 @@ def main() -> None:
         for owner, name, label in STEPS:
             timed(owner, name, label)
         t0, wall0 = time.perf_counter(), time.time()
+        self0, kids0 = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
         campaign.execute(store, cid, progress=progress, envs=envs, spec=s)
         total = time.perf_counter() - t0
+        own_cpu = cpu(resource.RUSAGE_SELF) - self0
+        kids_cpu = cpu(resource.RUSAGE_CHILDREN) - kids0
         if progress is not None:
             progress.stop()  # as the CLI does: the live display gives stdout back
         snapshot = dict(spent)
@@ -132,6 +148,11 @@ def main() -> None:
           f"next's; overhead {(cycle - hand) * 1e3:.1f} ms (without the campaign's one-time start)")
     print(f"steady-state minimum:     {(min(gaps) - min(by_hand)) * 1e3:.1f} ms (shortest cycle − "
           f"shortest run by hand: the least load-sensitive figure)")
+    print(f"CPU time per trial:       vhpc's own {own_cpu / n * 1e3:.2f} ms (with the wrapped "
+          f"steps' timers); children {kids_cpu / n * 1e3:.2f} ms against "
+          f"{hand_cpu[0] / len(by_hand) * 1e3:.2f} ms by hand (the sh gate's part, and any probe "
+          f"the campaign ran: "
+          f"{(kids_cpu / n - hand_cpu[0] / len(by_hand)) * 1e3:.2f} ms)")
     print(f"where a trial's time goes (mean over {n} trials, ms; one-time work such as the perf "
           "probe is spread over them):")
     lines = {}

@@ -1,7 +1,7 @@
 """Diagnostics: perf CSV parsing, derived CPI/MPKI, vmstat deltas, and the real collection
 path on this host (values where available, a reason where not)."""
 
-from vhpc.host import counters
+from vhpc.host import counters, probes
 from vhpc.environments.native.environment import NativeEnvironment
 
 PERF_CSV = """\
@@ -54,3 +54,42 @@ def test_kvm_exit_counters_from_a_debugfs_tree(tmp_path):
     assert counters.kvm_exits(4242, str(tmp_path)) == {"exits": 1200, "io_exits": 30}
     assert counters.kvm_exits(1, str(tmp_path)) is None
     assert counters.kvm_exits(4242, str(tmp_path / "missing")) is None
+
+
+def test_a_host_probe_is_remembered_for_its_key_only(tmp_path, monkeypatch):
+    """A probe's answer is kept in the cache folder for the next process with the same key;
+    another key, an answer the caller does not keep, and a cache file others may write (not
+    believed) each cost the probe again."""
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path))
+    calls = []
+
+    def probe(value):
+        def run():
+            calls.append(value)
+            return value
+        return run
+
+    assert probes.remembered("p", ["boot-1", 2], probe([True, "counts"])) == [True, "counts"]
+    assert probes.remembered("p", ["boot-1", 2], probe([False, "other"])) == [True, "counts"]
+    assert probes.remembered("p", ["boot-2", 2], probe([False, "new boot"])) == [False, "new boot"]
+    assert calls == [[True, "counts"], [False, "new boot"]]
+    assert probes.remembered("q", "k", probe(None), keep=lambda v: v is not None) is None
+    assert probes.remembered("q", "k", probe("9.0.0")) == "9.0.0"
+    assert calls[-2:] == [None, "9.0.0"]
+    (tmp_path / probes.FILE).chmod(0o666)  # anyone may have written it: asked again
+    assert probes.remembered("q", "k", probe("planted?")) == "planted?"
+    assert calls[-1] == "planted?"
+
+
+def test_a_tools_key_changes_with_its_file(tmp_path):
+    """The key of a tool names its real path, size and modification time: a rebuilt tool
+    gets another key; a missing one has none."""
+    tool = tmp_path / "tool"
+    tool.write_text("one")
+    link = tmp_path / "link"
+    link.symlink_to(tool)
+    first = probes.tool_key(str(link))
+    assert first is not None and first[0] == str(tool) and first[1] == 3
+    tool.write_text("three")
+    assert probes.tool_key(str(link)) != first
+    assert probes.tool_key(str(tmp_path / "missing")) is None and probes.tool_key(None) is None

@@ -172,3 +172,48 @@ def test_a_short_trials_background_processes_die_with_it_in_any_group(tmp_path):
     left = [int(p) for p in pids.read_text().split()]
     assert len(left) == 2
     wait_until(lambda: not any(alive(p) for p in left), "the trial's background processes")
+
+
+def test_a_trial_process_waits_for_its_exit_and_times_out_while_it_runs():
+    """``wait(timeout)`` sleeps on the child's pidfd: it returns the exit status of a child
+    that ended, and raises TimeoutExpired, leaving the child running, for one that did not."""
+    done = owned.TrialProcess(["/bin/sh", "-c", "exit 3"])
+    assert done.wait(timeout=30) == 3
+    live = owned.TrialProcess(["sleep", "30"])
+    try:
+        try:
+            live.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            raise AssertionError("wait() returned while the child ran")
+        assert live.returncode is None and alive(live.pid)
+    finally:
+        live.kill()
+    assert live.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_the_sweep_reading_pids_one_by_one_finds_what_listing_proc_finds():
+    """A session's members read PID by PID up to the last PID allocated are those found by
+    listing /proc: the leader and a background child, in a group of the session's own."""
+    leader = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & sleep 60; true"],
+                              start_new_session=True)
+    try:
+        wait_until(lambda: len(owned.session_members(leader.pid)) == 3, "the session's three")
+        last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+        by_range = owned.session_members(leader.pid, leader.pid - 1, last)
+        assert sorted(by_range) == sorted(owned.session_members(leader.pid))
+        assert leader.pid in by_range
+    finally:
+        owned.kill_session(leader.pid)
+        leader.wait()
+
+
+def test_a_trial_inherits_vhpcs_environment_and_adds_its_own(monkeypatch):
+    """No variables of its own: the trial inherits vhpc's environment; with some, they are
+    added to it."""
+    monkeypatch.setenv("VHPC_TEST_INHERITED", "kept")
+    script = 'echo "$VHPC_TEST_INHERITED $VHPC_TEST_ADDED"'
+    assert run_process(["/bin/sh", "-c", script], None, 30).stdout == "kept \n"
+    r = run_process(["/bin/sh", "-c", script], {"VHPC_TEST_ADDED": "new"}, 30)
+    assert r.stdout == "kept new\n"

@@ -232,7 +232,8 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
         host = host_facts()
         envs = prepare(spec, host)
     todo = store.unfinished(cid)
-    _check_rows(store, spec, store.trials(cid))
+    stored = store.trials(cid)
+    _check_rows(store, spec, stored)
     from vhpc.host.owned import reap_all
 
     for line in clean_leftovers(store, cid) + reap_all():  # what a killed vhpc left
@@ -243,7 +244,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
         if record is not None:
             store.set_leftover(cid, env.name, record)
             recorded.append(env.name)
-    all_trials = len(store.trials(cid))
+    all_trials = len(stored)
     booted = store.attempted_environments(cid)  # sessions were started by an earlier run
     bindirs = kernel_dirs(spec) if todo or spec.target_ci or next_round else {}
     counts = {DONE: 0, FAILED: 0}
@@ -258,12 +259,13 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
     try:
         with HostKnobs(spec.host_knobs, journal_path()), executor:
             while True:
-                rounds = max((t.round for t in store.trials(cid)), default=-1) + 1
+                rounds = max((t.round for t in stored), default=-1) + 1
                 planned = {t.seq: t for t in plan(spec, rounds)}
                 _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts,
                             booted, executor)
                 if next_round is not None:
                     todo = store.add_trials(cid, next_round(rounds))
+                    stored += todo
                     if not todo:
                         break
                     if progress and hasattr(progress, "grow"):
@@ -274,6 +276,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
                 if not imprecise(store.observations(cid), spec.target_ci):
                     break
                 todo = store.add_trials(cid, [asdict(t) for t in plan(spec, rounds + 1)[len(planned):]])
+                stored += todo
                 if progress and hasattr(progress, "grow"):
                     progress.grow(len(todo))
     finally:

@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 from vhpc.core.records import PerfCounters
+from vhpc.host import probes
 
 PERF_EVENTS = ("cycles", "instructions", "LLC-load-misses")
 VMSTAT_KEYS = ("pgfault", "pgmajfault", "numa_hit", "numa_miss", "numa_foreign",
@@ -54,16 +55,40 @@ def derive(counts: dict[str, float | None]) -> dict[str, float | None]:
     return {"cpi": cpi, "mpki": mpki}
 
 
+#: How :func:`perf_status` begins a reason that may pass (perf did not start or timed out):
+#: never remembered for the next process.
+PERF_FAILED = "perf stat failed"
+
+
 @functools.lru_cache(maxsize=1)
 def perf_status() -> tuple[bool, str]:
-    """(usable, reason): whether ``perf stat`` counts cycles and instructions on this host."""
-    if shutil.which("perf") is None:
+    """(usable, reason): whether ``perf stat`` counts cycles and instructions on this host.
+    Asked once per boot, ``perf_event_paranoid`` setting and perf build
+    (:func:`vhpc.host.probes.remembered`): a ``perf`` start cost each campaign 20-75 ms."""
+    perf = shutil.which("perf")
+    if perf is None:
         return False, "perf is not installed (apt-get install linux-perf)"
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid") as f:
+            paranoid = f.read().strip()
+    except OSError:
+        paranoid = None
+    boot = probes.boot_id()
+    if boot is None:
+        return _probe_perf()
+    ok, why = probes.remembered("perf_status", [boot, paranoid, probes.tool_key(perf)],
+                                lambda: list(_probe_perf()),
+                                keep=lambda v: not str(v[1]).startswith(PERF_FAILED))
+    return bool(ok), str(why)
+
+
+def _probe_perf() -> tuple[bool, str]:
+    """:func:`perf_status`'s probe: ``perf stat`` of ``true``, counting cycles and instructions."""
     try:
         out = subprocess.run(["perf", "stat", "-x,", "-e", "cycles,instructions", "--", "true"],
                              capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"perf stat failed: {exc}"
+        return False, f"{PERF_FAILED}: {exc}"
     counts = parse_perf_csv(out.stderr)
     if counts.get("cycles") is None or counts.get("instructions") is None:
         return False, "the host PMU does not expose cycles/instructions to perf (<not supported>)"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vhpc import __version__
+from vhpc.host import probes
 
 
 def _read(path: Path) -> str | None:
@@ -37,10 +38,17 @@ def bios(dmi: str = "/sys/class/dmi/id") -> dict[str, str | None]:
 def libvirt_version() -> str | None:
     """``virsh --version`` (the libvirt client library's version), None when not installed.
     Asked once per process: every environment's fingerprint carries it, and inside a TCG
-    guest (vhpc run there, tests/test_vm_numa_binding.py) each call took 0.9 s."""
+    guest (vhpc run there, tests/test_vm_numa_binding.py) each call took 0.9 s.  Remembered
+    across processes for the same ``virsh`` file (:func:`vhpc.host.probes.remembered`)."""
     path = shutil.which("virsh")
     if not path:
         return None
+    return probes.remembered("libvirt_version", probes.tool_key(path),
+                             lambda: _virsh_version(path), keep=lambda v: v is not None)
+
+
+def _virsh_version(path: str) -> str | None:
+    """``virsh --version``'s output, None when it fails or prints nothing."""
     try:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
                              check=False).stdout.strip()

@@ -89,18 +89,18 @@ def run_process(argv: list[str], env: dict[str, str] | None, timeout: float,
     Returns a :class:`RunResult`; a missing executable gives returncode 127 and the reason in
     stderr, as a shell would.
     """
-    full_env = dict(os.environ)
-    full_env.update(env or {})
+    full_env = {**os.environ, **env} if env else None  # None: the child inherits vhpc's
     started = now()
     t0 = time.monotonic()
-    exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=full_env.get("PATH"))
+    exe = argv[0] if "/" in argv[0] else shutil.which(
+        argv[0], path=(full_env or os.environ).get("PATH"))
     if not exe or not os.access(os.path.join(cwd or "", exe), os.X_OK):
         return RunResult(127, "", f"cannot start {argv[0]}: no such executable", started, 0.0)
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", GATE, "vhpc-trial", *argv],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=full_env, cwd=cwd,
-                                start_new_session=True)
+        proc = owned.TrialProcess(["/bin/sh", "-c", GATE, "vhpc-trial", *argv],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=full_env, cwd=cwd,
+                                   start_new_session=True)
     except (OSError, subprocess.SubprocessError) as exc:
         return RunResult(127, "", f"cannot start {argv[0]}: {exc}", started, 0.0)
     try:
