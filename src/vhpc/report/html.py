@@ -116,7 +116,7 @@ def _family_row(analysis: Analysis, fs: FamilySummary, first: bool) -> dict[str,
             "counts": fmt_family_counts(fs),
             "verdict_class": _VERDICT_CLASS.get(fs.verdict, "v-insufficient"),
             "trust": list(fs.trust), "first": first, "sweep": fam.sweep,
-            "anchor": _anchor(fam)}
+            "anchor": _anchor(fam), "signed": fs.difference is not None}
 
 
 def common_trust(rows: list[dict[str, Any]]) -> list[str]:
