@@ -17,7 +17,7 @@ from conftest import missing, require_tool
 
 from vhpc.environments.vm import imagebuild, imagedisk, userimage
 from vhpc.environments.vm.backends import libvirt_xml as lx
-from vhpc.environments.vm.backends.libvirt_image import image_domain
+from vhpc.environments.vm.backends.libvirt import image_domain
 from vhpc.environments.vm.options import VmOptions
 
 ESP = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"  # UEFI 2.10 table 5-7

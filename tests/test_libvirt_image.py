@@ -18,7 +18,7 @@ from test_libvirt import libvirt_uri, no_domain_left, vhpc_domains  # noqa: F401
 from vhpc import placement as P
 from vhpc import topology as T
 from vhpc.environments.vm.backends import libvirt_xml as lx
-from vhpc.environments.vm.backends.libvirt_image import QEMU_NS, image_domain
+from vhpc.environments.vm.backends.libvirt import QEMU_NS, image_domain
 from vhpc.environments.vm.options import VmOptions
 from vhpc.environments.vm.userimage import SEABIOS, ImageBoot
 

@@ -228,7 +228,7 @@ def test_a_qemu_whose_monitor_hangs_fails_pause_and_resume_in_bounded_time(tmp_p
     guest = qemu.QemuGuest(qemu.GuestConfig())
     guest.proc = subprocess.Popen(["sleep", "60"])  # the "QEMU": alive, its monitor silent
     try:
-        guest.qmp = qemu._qmp_connect(sock, time.monotonic() + 10, guest._exit_status)
+        guest.qmp = qemu.qmp_connect(sock, time.monotonic() + 10, guest._exit_status)
         for op in (guest.resume, guest.pause):
             t0 = time.monotonic()
             with pytest.raises(EnvError, match="QMP (cont|stop) failed: QEMU did not answer"):

@@ -33,12 +33,12 @@ from vhpc.core import records
 import vhpc.topology
 from vhpc.benchmarks.mpilaunch import program_index
 from vhpc.environments.vcluster import network as vclusternet
+from vhpc.environments.vcluster.network import HOSTFILE
 from vhpc.environments.base import EnvError, Environment, RunResult, now
 from vhpc.environments.vcluster.options import VclusterOptions
 from vhpc.environments.vm.environment import VmEnvironment
 from vhpc.environments.vm.options import VmOptions
 
-HOSTFILE = "/tmp/vhpc-hostfile"
 RANK_LOG = "/tmp/vhpc-ranks.log"
 
 

@@ -114,9 +114,7 @@ def launcher_env() -> dict[str, str]:
     """Environment for a launcher in guest 0 of an image cluster: the hostfile vhpc wrote
     there, remote ranks started over ssh (Open MPI's default agent, Hydra's ``ssh``
     launcher), MPI traffic on the private segment only."""
-    from vhpc.environments.vcluster.environment import HOSTFILE
-
-    return {"OMPI_MCA_orte_default_hostfile": HOSTFILE,
+    return {"OMPI_MCA_orte_default_hostfile": vclusternet.HOSTFILE,
             "OMPI_MCA_btl_tcp_if_include": vclusternet.SUBNET,
             "OMPI_MCA_oob_tcp_if_include": vclusternet.SUBNET,
-            "HYDRA_HOST_FILE": HOSTFILE + ".hydra", "HYDRA_LAUNCHER": "ssh"}
+            "HYDRA_HOST_FILE": vclusternet.HOSTFILE + ".hydra", "HYDRA_LAUNCHER": "ssh"}

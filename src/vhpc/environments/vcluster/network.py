@@ -35,6 +35,9 @@ from vhpc.host import owned
 
 #: The private segment's addresses (RFC 1918), guest names and the exec service port (peer.c).
 SUBNET = "10.77.0.0/24"
+#: the MPI hostfile in guest 0 listing every guest on the private segment (its ``.hydra`` twin
+#: for MPICH)
+HOSTFILE = "/tmp/vhpc-hostfile"
 PEER_PORT = 7107
 IVSHMEM_MIB = 16  # ivshmem needs a power of two; 2 x 4 MiB messages + control fit
 WORK_PREFIX = "vhpc-vcluster-"

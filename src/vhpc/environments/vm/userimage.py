@@ -45,7 +45,7 @@ from vhpc.core.paths import cache_dir, trusted_folder, write_atomic
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import imagedisk
 from vhpc.environments.vm.userimage_check import check_image_file
-from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, _qmp_connect,
+from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, qmp_connect,
                                                 spawn)
 
 #: The login cloud-init creates in the guest for vhpc (no password, no sudo).
@@ -427,6 +427,11 @@ class ImageBoot:
     seed: SeedParts = SeedParts()
     firmware: Literal["seabios", "ovmf"] = "seabios"
 
+    def qemu_guest(self, cfg: GuestConfig) -> QemuGuest:
+        """The qemu backend's guest booting this image with ``cfg`` (:class:`ImageGuest`): the
+        backend asks the image, so it never imports this module."""
+        return ImageGuest(cfg, self)
+
 
 def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
                port: int) -> list[str]:
@@ -659,7 +664,7 @@ class ImageGuest(ReachedOverSsh, QemuGuest):
             argv = image_argv(self.cfg, self.image, self.workdir, seed, self.port)
             self.proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=open(self.workdir / "qemu.stderr", "wb"))
-            self.qmp = _qmp_connect(self.workdir / "qmp.sock", deadline, self._exit_status)
+            self.qmp = qmp_connect(self.workdir / "qmp.sock", deadline, self._exit_status)
             self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
                                  for c in self.qmp.cmd("query-cpus-fast")}
 

@@ -123,7 +123,7 @@ def spawn(argv: list[str], **kw) -> subprocess.Popen:
     return subprocess.Popen(argv, preexec_fn=die_with_parent, **kw)
 
 
-def _qmp_connect(path: Path, deadline: float, exit_status):
+def qmp_connect(path: Path, deadline: float, exit_status):
     """A connected QMP client for the socket at ``path`` (agent.retry_connect: QEMU may open
     it after the agent's).  Raises EnvError when QEMU exits or the time runs out."""
     from qemu.qmp import ConnectError
@@ -177,7 +177,7 @@ class QemuGuest(GuestSession):
         try:
             self.agent = AgentChannel.connect(self.workdir / "agent.sock", deadline,
                                               self._exit_status)
-            self.qmp = _qmp_connect(self.workdir / "qmp.sock", deadline, self._exit_status)
+            self.qmp = qmp_connect(self.workdir / "qmp.sock", deadline, self._exit_status)
             self.agent.wait_ready(deadline)
             self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
                                  for c in self.qmp.cmd("query-cpus-fast")}
@@ -320,9 +320,7 @@ class QemuBackend(HypervisorBackend):
                           append=list(request.append) + clock_words(machine, request.accel),
                           machine=machine)
         if request.image is not None:  # the user's image: its own kernel, reached over ssh
-            from vhpc.environments.vm.userimage import ImageGuest
-
-            guest = ImageGuest(cfg, request.image)
+            guest = request.image.qemu_guest(cfg)
         else:
             guest = QemuGuest(cfg)
         guest.boot()
