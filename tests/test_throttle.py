@@ -120,7 +120,10 @@ def test_bandwidth_limit_throttles_a_busy_process_and_accounts_for_it(own_groups
     assert r.usage_s == pytest.approx(cpu_s, rel=0.1, abs=0.03)
     # the kernel throttled it, and read() reports the kernel's counters of a fresh group
     assert r.throttled_periods >= 1 and r.throttled_s > 0 and r.applied > 0
-    assert r.throttled_periods == raw["nr_throttled"] and r.periods == raw["nr_periods"]
+    # cpu.stat read again just after: the kernel may have closed one more period between the
+    # two reads
+    assert raw["nr_throttled"] - 1 <= r.throttled_periods <= raw["nr_throttled"]
+    assert raw["nr_periods"] - 1 <= r.periods <= raw["nr_periods"]
     assert r.periods >= r.throttled_periods
     assert r.requested == 4.0 and r.cpus == 1
     assert not any(d.exists() for d in lim.dirs)  # removed on exit
