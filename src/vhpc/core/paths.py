@@ -192,8 +192,8 @@ def check_output(path: str | os.PathLike, what: str = "") -> Path:
         raise OutputPathError(f"{name}: is a folder: give a file name", p, errno.EISDIR)
     try:
         st = os.lstat(p)
-    except FileNotFoundError:
-        st = None
+    except (FileNotFoundError, NotADirectoryError):  # no such file, or a file in its folder's
+        st = None  # place (/etc/passwd/x.json): the folder check below names it
     except OSError as exc:
         raise OutputPathError(f"{name}: cannot be examined ({exc.strerror}): give another path",
                               p, exc.errno or 0) from None
