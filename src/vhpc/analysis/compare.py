@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from vhpc.core import logratio, power, stats
 from vhpc.analysis.results import (
     EQUIVALENT, FASTER, INCONCLUSIVE, INSUFFICIENT, INVERSE, POINT, SAME, SECONDARY, SLOWER,
@@ -179,9 +181,11 @@ def _near_zero(values: list[float]) -> bool:
     """True when a positive sample holds a value below :data:`NEAR_ZERO` of its median."""
     if len(values) < 2:
         return False
-    xs = sorted(values)
-    med = xs[len(xs) // 2]
-    return xs[0] > 0 and xs[0] < NEAR_ZERO * med
+    xs = np.asarray(values, dtype=float)
+    low = float(xs.min())
+    # the upper median (the value at n // 2 of the sorted sample), as partition finds it
+    med = float(np.partition(xs, len(xs) // 2)[len(xs) // 2])
+    return low > 0 and low < NEAR_ZERO * med
 
 
 def _shown(d: Draft, level: float, margin: float
