@@ -468,7 +468,9 @@ def _signed_scalar(analysis: Analysis, fam: Family, env: str) -> FamilySummary |
     return FamilySummary(fam, env, None, None, None, None, None, x, x, c.overhead_pct,
                          c.overhead_ci[0], c.overhead_ci[1], c.verdict, {c.verdict: 1}, 1, n,
                          None, bool(info and info.emulated),
-                         ("difference of means: values ≤ 0",), level, c.runs_needed,
+                         # declared signed (no note) or found ≤ 0 (the note says so)
+                         ("difference of means: a signed metric" if not c.note
+                          else "difference of means: values ≤ 0",), level, c.runs_needed,
                          (c.difference, *c.difference_ci) if c.difference is not None else None)
 
 
