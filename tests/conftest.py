@@ -322,3 +322,14 @@ def one_line(rc: int, err: str, *needles: str) -> str:
     for n in needles:
         assert n in lines[0], (n, lines[0])
     return lines[0]
+
+
+def fake_slurm(tmp_path: Path, scripts: dict[str, str]) -> dict[str, str]:
+    """Stand-in Slurm commands (``sinfo``...) on PATH; returns the environment to use."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(exist_ok=True)
+    for name in ("salloc", "srun", "sacct", "squeue", "scancel", "sinfo", "scontrol"):
+        f = bin_ / name
+        f.write_text("#!/bin/sh\n" + scripts.get(name, "exit 0") + "\n")
+        f.chmod(0o755)
+    return {"PATH": f"{bin_}:{os.environ['PATH']}"}

@@ -568,13 +568,10 @@ def test_a_planted_or_foreign_step_cache_is_not_believed(step_cache, tmp_path):
 
 
 def _fake_slurm(tmp_path: Path, monkeypatch, scripts: dict[str, str]) -> None:
-    bin_ = tmp_path / "bin"
-    bin_.mkdir(exist_ok=True)
-    for name in ("salloc", "srun", "sacct", "squeue", "scancel", "sinfo", "scontrol"):
-        f = bin_ / name
-        f.write_text("#!/bin/sh\n" + scripts.get(name, "exit 0") + "\n")
-        f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    """conftest.fake_slurm's stand-in Slurm commands first on PATH for this test."""
+    from conftest import fake_slurm
+
+    monkeypatch.setenv("PATH", fake_slurm(tmp_path, scripts)["PATH"])
 
 
 def test_a_hanging_slurm_call_is_bounded_and_reads_as_unreachable(tmp_path, monkeypatch):

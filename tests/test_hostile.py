@@ -26,7 +26,7 @@ from vhpc.environments.vcluster import network as vclusternet
 from vhpc.host import owned
 from vhpc.spec import parse as spec
 
-from conftest import one_line, run_cli
+from conftest import fake_slurm, one_line, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 VHPC = [sys.executable, "-m", "vhpc.cli"]
@@ -392,17 +392,6 @@ def test_a_dead_owners_folders_are_reaped_with_their_processes(tmp_path):
 
 
 # ---------------------------------------------------------------------- Slurm
-
-def fake_slurm(tmp_path: Path, scripts: dict[str, str]) -> dict[str, str]:
-    """Stand-in Slurm commands (``sinfo``...) on PATH; returns the environment to use."""
-    bin_ = tmp_path / "bin"
-    bin_.mkdir(exist_ok=True)
-    for name in ("salloc", "srun", "sacct", "squeue", "scancel", "sinfo", "scontrol"):
-        f = bin_ / name
-        f.write_text("#!/bin/sh\n" + scripts.get(name, "exit 0") + "\n")
-        f.chmod(0o755)
-    return {"PATH": f"{bin_}:{os.environ['PATH']}"}
-
 
 DOWN = 'echo "{c}: error: Unable to contact slurm controller (connect failure)" >&2; exit 1'
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import os
 import re
@@ -171,6 +170,27 @@ def _inputs(tmp_path: Path) -> tuple[Path, Path]:
     return rate, data
 
 
+def _native_and_remote(sshd, tmp_path: Path, campaign: dict) -> tuple[Store, str, dict]:
+    """Run ``campaign`` (a campaign file's mapping, one round) natively and on the loopback
+    ssh host (workdir ``tmp_path/remote-work``); assert both trials done and return (the store,
+    the campaign id, environment → trial)."""
+    work = tmp_path / "remote-work"
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
+        **campaign, "repeats": 1, "warmup": 0,
+        "environments": ["native", {"ssh": {"host": "127.0.0.1", "name": "remote",
+                                            "port": int(sshd["VHPC_SSH_PORT"]),
+                                            "workdir": str(work)}}]}))
+    out = subprocess.run(CLI + ["run", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "res"),
+                                "--no-report"], capture_output=True, text=True, env=_env(sshd),
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    store = Store(tmp_path / "res" / "vhpc.db")
+    cid = store.campaigns()[0]["id"]
+    trials = {t.environment: t for t in store.trials(cid)}
+    assert {e: t.status for e, t in trials.items()} == {"native": "done", "remote": "done"}
+    return store, cid, trials
+
+
 def test_inputs_are_copied_over_ssh_and_the_trial_reads_the_copy(sshd, tmp_path, monkeypatch):
     from vhpc.benchmarks.base import RunContext
     from vhpc.environments.ssh.inputs import InputError
@@ -218,24 +238,13 @@ def test_inputs_are_copied_over_ssh_and_the_trial_reads_the_copy(sshd, tmp_path,
 def test_a_campaign_stages_inputs_for_mpi_ranks_over_ssh(sshd, tmp_path, kernels_built):
     rate, data = _inputs(tmp_path)
     work = tmp_path / "remote-work"
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
+    store, cid, trials = _native_and_remote(sshd, tmp_path, {
         "custom": [{"name": "staged", "inputs": [str(rate), str(data)], "mpi": {"ranks": 2},
                     "command": ["sh", "-c", "cat rate.txt data/a.txt data/link.txt"],
                     "metrics": [{"name": "rate", "regex": r"rate: (\d+)", "unit": "1/s",
                                  "higher_is_better": True}],
                     "success": "alpha\noutside"}],
-        "benchmarks": ["staged"], "repeats": 1, "warmup": 0,
-        "environments": ["native", {"ssh": {"host": "127.0.0.1", "name": "remote",
-                                            "port": int(sshd["VHPC_SSH_PORT"]),
-                                            "workdir": str(work)}}]}))
-    out = subprocess.run(CLI + ["run", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "res"),
-                                "--no-report"], capture_output=True, text=True, env=_env(sshd),
-                         timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    store = Store(tmp_path / "res" / "vhpc.db")
-    cid = store.campaigns()[0]["id"]
-    trials = {t.environment: t for t in store.trials(cid)}
-    assert {e: t.status for e, t in trials.items()} == {"native": "done", "remote": "done"}
+        "benchmarks": ["staged"]})
     assert trials["remote"].stdout.count("VHPC-RANK") == 2  # both ranks ran rankrun there
     assert all(o.valid and o.value == 7.0 for o in store.observations(cid))
     assert len(list(work.glob("inputs-*/.done"))) == 2 and list(work.glob("kernels-*/rankrun.py"))
@@ -296,19 +305,8 @@ def test_lammps_runs_on_an_ssh_host_from_its_copied_input(sshd, tmp_path):
     after the campaign compared the versions on both sides (the same lmp here)."""
     require_tool("lmp")
     work = tmp_path / "remote-work"
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({
-        "benchmarks": ["lammps:atoms=500,steps=20,ranks=1"], "repeats": 1, "warmup": 0,
-        "environments": ["native", {"ssh": {"host": "127.0.0.1", "name": "remote",
-                                            "port": int(sshd["VHPC_SSH_PORT"]),
-                                            "workdir": str(work)}}]}))
-    out = subprocess.run(CLI + ["run", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "res"),
-                                "--no-report"], capture_output=True, text=True, env=_env(sshd),
-                         timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    store = Store(tmp_path / "res" / "vhpc.db")
-    cid = store.campaigns()[0]["id"]
-    trials = {t.environment: t for t in store.trials(cid)}
-    assert {e: t.status for e, t in trials.items()} == {"native": "done", "remote": "done"}
+    store, cid, trials = _native_and_remote(
+        sshd, tmp_path, {"benchmarks": ["lammps:atoms=500,steps=20,ranks=1"]})
     epair = {o.environment: o.value for o in store.observations(cid) if o.metric == "epair"}
     assert epair["remote"] == epair["native"]
     copies = [f.read_text() for f in work.glob("inputs-*/input")]  # what the ranks read there
