@@ -326,3 +326,53 @@ warmup: 0
     assert _sha(efi_image) == sha and qemu_pids() - before == set()
     assert not list(tmp.glob("vhpc-guest-*"))  # the private OVMF_VARS went with the session
     shutil.rmtree(tmp)
+
+
+NODES_CAMPAIGN = """
+benchmarks: [pingpong]
+environments: [{vcluster: {image: IMAGE, vms: 2, vcpus: 1, name: vcimage}}]
+executor: slurm:nodes=2
+repeats: 1
+warmup: 0
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster2(tmp_path_factory, kernels_built):
+    from conftest import slurm_nodes
+
+    yield from slurm_nodes(tmp_path_factory, 2, **{"qemu-system-x86_64": "qemu-system-x86"})
+
+
+def test_a_vcluster_of_the_image_spans_two_slurm_nodes(image, cluster2, tmp_path):
+    """vcluster:image= under slurm:nodes=2: one guest host per node boots its guest from the
+    image (an overlay each, on that node); the segment is carried between the nodes' addresses;
+    the ping-pong's rank 0 is read back in vhpc-vm0 on vhpc1 and rank 1 in vhpc-vm1 on vhpc2,
+    with each vCPU's host CPU; the nodes' guests report the image's SHA-256; nothing is left
+    on either node, the image unchanged."""
+    before, sha = qemu_pids(), _sha(image)
+    (tmp_path / "c.yaml").write_text(NODES_CAMPAIGN.replace("IMAGE", str(image)))
+    tmp = Path(tempfile.mkdtemp(prefix="vhpc-t-", dir="/tmp"))
+    res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=3600,
+                         env={**os.environ, "TMPDIR": str(tmp),
+                              "SLURM_CONF": cluster2["SLURM_CONF"]})
+    assert res.returncode == 0, res.stderr[-3000:]
+    from vhpc.store import Store
+
+    store = Store(tmp_path / "res" / "vhpc.db")
+    cid = store.campaigns()[0]["id"]
+    (trial,) = store.trials(cid)
+    assert trial.status == "done", (trial.error, (trial.stdout or "")[-2000:])
+    assert {o.metric for o in store.observations(cid)} >= {"latency_us", "bandwidth_MBps"}
+    ranks = sorted(trial.applied.ranks, key=lambda r: r["rank"])
+    assert [(r["rank"], r["vm"], r["guest"].split(".")[0], r["node"]) for r in ranks] == [
+        (0, 0, "vhpc-vm0", "vhpc1"), (1, 1, "vhpc-vm1", "vhpc2")]
+    assert all(isinstance(r["host_cpu"], int) for r in ranks)
+    assert not trial.applied.mismatches
+    assert [h["node"] for h in trial.applied.slurm["guest_hosts"]] == ["vhpc1", "vhpc2"]
+    fp = store.environments(cid)["vcimage"].fingerprint
+    assert fp["image"]["sha256"] == sha and sorted(fp["nodes"]) == ["vhpc1", "vhpc2"]
+    assert _sha(image) == sha and qemu_pids() - before == set()
+    assert not list(tmp.glob("vhpc-*"))
+    shutil.rmtree(tmp)

@@ -36,7 +36,7 @@ from typing import Any, Callable, Protocol
 from vhpc import benchmarks
 from vhpc.core import records
 from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_build_flags
-from vhpc.environments.base import Environment, EnvError, RunResult
+from vhpc.environments.base import Environment, EnvError, RunResult, now
 from vhpc.host.knobs import HostKnobs, journal_path
 from vhpc.environments.kind import EnvPlan
 from vhpc.environments.options import HostFacts
@@ -105,7 +105,8 @@ def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, EnvPlan]:
 
     from vhpc.campaign import likewise
 
-    host = replace(host, compute_nodes=spec.executor.node_count())
+    host = replace(host, compute_nodes=spec.executor.node_count(),
+                   remote=not spec.executor.part.runs_here)
     plans = {e.name: e.plan(host) for e in spec.environments}
     likewise.check(spec, host)  # parameters each environment holds; like compared with like
     return plans
@@ -444,9 +445,12 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         params = bench.resolve(bspecs[(row.benchmark, row.params)].params)
         impl = str(params.get("mpi", "openmpi"))
         bindir = bindirs.get(impl)
-        bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))  # ssh: remote build
         ncpus = env.benchmark_cpus()  # an application's input may depend on it
-        remote = env.stage_files(bench.copied_inputs(params, ncpus))  # ssh, an image: copies
+        unready = executor.prepare(env, especs[env.name])  # slurm: guest hosts on the nodes
+        remote = None
+        if unready is None:
+            bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))  # ssh: remote
+            remote = env.stage_files(bench.copied_inputs(params, ncpus))  # ssh, image: copies
         ctx = RunContext(bindir, ncpus, env.mpi_cpuset(), remote)
         if progress:
             progress.trial(row)
@@ -455,9 +459,9 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         limit = getattr(bench, "trial_timeout", None)  # a custom benchmark's own timeout:
         timeout = limit(spec.timeout) if limit else spec.timeout
         load = _loadavg()
-        result = executor.run(env, especs[env.name], bench.command(params, ctx),
-                              bench.environ(params, ctx), timeout,
-                              f"{row.benchmark}[{row.params}]")
+        result = RunResult(None, "", "", now(), 0.0, error=unready) if unready else executor.run(
+            env, especs[env.name], bench.command(params, ctx), bench.environ(params, ctx),
+            timeout, f"{row.benchmark}[{row.params}]")
         if load is not None:  # how busy this host was around the trial, kept in the store
             result.diagnostics = records.extended(result.diagnostics, records.Diagnostics,
                                                   loadavg_before=load, loadavg_after=_loadavg())

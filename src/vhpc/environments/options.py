@@ -33,12 +33,14 @@ class HostFacts:
     ``cpus``: host CPUs this process may use (sched_getaffinity, ascending);
     ``topology``: the host :class:`~vhpc.topology.Topology` (hwloc); ``compute_nodes``: the compute
     nodes an environment may spread over (the executor's allocation, ``slurm:nodes=N``; 1 =
-    this host only).  Under an executor that does not run here, ``cpus`` and ``topology``
-    stand for each compute node's."""
+    this host only); ``remote``: the trials run on an executor's compute nodes, not on this
+    host.  Under an executor that does not run here, ``cpus`` and ``topology`` stand for each
+    compute node's."""
 
     cpus: tuple[int, ...]
     topology: Topology
     compute_nodes: int = 1
+    remote: bool = False
 
     @classmethod
     def live(cls, topology_source: str | None = None) -> "HostFacts":

@@ -119,6 +119,13 @@ class Executor(ABC):
     def __exit__(self, *exc):
         return False
 
+    def prepare(self, env: Environment, env_spec: Any) -> str | None:
+        """Make ``env`` ready for a trial before its kernels are built and its inputs copied
+        (Slurm: a guest host on each node that holds guests of a spanning environment).
+        Returns None, or one line saying why the trial cannot run (it is stored failed with
+        it); default: nothing to do."""
+        return None
+
     @abstractmethod
     def run(self, env: Environment, env_spec: Any, argv: list[str], environ: dict[str, str],
             timeout: float, key: str) -> RunResult:

@@ -173,7 +173,9 @@ def preparing(env, con: Console | None = None):
         yield
         return
     con = con or err_console
-    what = (f"{env.name}: checking image {Path(str(image)).name}, copying its kernel out, "
+    what = (f"{env.name}: checking image {Path(str(image)).name} (its guests boot on the "
+            "compute nodes at the first trial)" if getattr(env, "spread", False) else
+            f"{env.name}: checking image {Path(str(image)).name}, copying its kernel out, "
             "first boot")
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                    console=con, transient=True)

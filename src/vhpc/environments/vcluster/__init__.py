@@ -47,9 +47,6 @@ class VclusterKind(EnvironmentKind):
         per_node = guests_per_node(options, host.compute_nodes)
         nodes = -(-options.vms // per_node)
         spread = host.compute_nodes > 1
-        if spread and options.image:
-            raise HostError("vcluster:image= boots its guests on one host: run it without "
-                            "slurm:nodes= (or with nodes=1)")
         if spread and options.net == "ivshmem" and nodes > 1:
             raise HostError("vcluster: net=ivshmem shares memory between guests of one host; "
                             f"with vms={options.vms} on {nodes} nodes use net=virtio, or "
@@ -72,18 +69,21 @@ class VclusterKind(EnvironmentKind):
                        f"{options.ranks_per_vm or options.vcpus} rank(s) per VM{booting}", plans)
 
     def node_guests(self, name: str, first: int, count: int, policy: str,
-                    member: dict[str, Any]) -> list[Environment]:
-        """The guests ``first`` .. ``first + count - 1`` of vcluster ``name`` that one compute
-        node of an executor holds, placed on that node's own topology with ``policy``;
-        ``member``: the guests' ``vm`` options fields.  Nothing is booted.  Raises
-        PlacementError/HostError/ValueError when the node cannot hold them (see
+                    member: dict[str, Any], vms: int | None = None,
+                    seed: dict[str, str] | None = None) -> list[Environment]:
+        """The guests ``first`` .. ``first + count - 1`` of vcluster ``name`` (``vms`` guests
+        in all) that one compute node of an executor holds, placed on that node's own topology
+        with ``policy``; ``member``: the guests' ``vm`` options fields; ``seed``: an image
+        cluster's shared seed.  Nothing is booted.  Raises PlacementError/HostError/ValueError
+        when the node cannot hold them (see
         :func:`vhpc.environments.vcluster.environment.node_guests`)."""
         from vhpc.environments.vcluster.environment import node_guests
 
-        return node_guests(name, first, count, policy, member)
+        return node_guests(name, first, count, policy, member, vms, seed)
 
     def build(self, name, options: VclusterOptions, plan: EnvPlan, host: HostFacts):
         """A VclusterEnvironment on the planned placements."""
         from vhpc.environments.vcluster.environment import VclusterEnvironment
 
-        return VclusterEnvironment(name, options, list(plan.placement), host.topology)
+        return VclusterEnvironment(name, options, list(plan.placement), host.topology,
+                                   spread=host.remote)

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import vhpc.placement
 from vhpc.core import records
 import vhpc.topology
-from vhpc.benchmarks.mpilaunch import program_index
+from vhpc.benchmarks.mpilaunch import program_index, rank_lines
 from vhpc.environments.vcluster import network as vclusternet
 from vhpc.environments.vcluster.network import HOSTFILE
 from vhpc.environments.base import EnvError, Environment, RunResult, now
@@ -65,18 +65,27 @@ def plan_cluster(topo: vhpc.topology.Topology, vms: int, vcpus: int, memory: int
     return vhpc.placement.plan_vms(topo, reqs)
 
 
-def node_guests(name: str, first: int, count: int, policy: str,
-                member: dict[str, Any]) -> list[VmEnvironment]:
+def node_guests(name: str, first: int, count: int, policy: str, member: dict[str, Any],
+                vms: int | None = None, seed: dict[str, str] | None = None) -> list[VmEnvironment]:
     """The guests ``first`` .. ``first + count - 1`` of vcluster ``name`` that one compute node
     holds (the node side of a cluster spanning an executor's nodes), placed on this node's own
     topology with ``policy`` (:func:`plan_cluster`); ``member``: the guests' VmOptions fields.
+    With ``image`` among them, each is the image guest of :func:`images.member` (``vms``: the
+    cluster's guests on all nodes; ``seed``: the cluster's :func:`images.cluster_seed`).
     Nothing is booted.  Raises PlacementError/HostError/ValueError when the node cannot hold
-    them."""
+    them (ValueError also for an image cluster without ``seed``)."""
     from vhpc.environments.options import HostFacts
 
     options = VmOptions.model_validate(member)
     facts = HostFacts.live()
     plans = plan_cluster(facts.topology, count, options.vcpus, options.memory, policy)
+    if options.image:
+        from vhpc.environments.vcluster import images
+
+        if not seed:
+            raise ValueError("an image cluster's guest host needs the cluster's seed")
+        return [images.member(name, first + k, vms or first + count, options, p,
+                              facts.topology, seed) for k, p in enumerate(plans)]
     return [VmEnvironment(f"{name}/vm{first + k}", options, p, facts.topology)
             for k, p in enumerate(plans)]
 
@@ -124,7 +133,8 @@ class VclusterEnvironment(Environment):
     spans_nodes = True
 
     def __init__(self, name: str, options: VclusterOptions,
-                 placements: list[vhpc.placement.Placement], topo: vhpc.topology.Topology):
+                 placements: list[vhpc.placement.Placement], topo: vhpc.topology.Topology,
+                 spread: bool = False):
         super().__init__(name)
         o = options
         self.ranks_per_vm = o.vcpus if o.ranks_per_vm is None else o.ranks_per_vm
@@ -139,10 +149,14 @@ class VclusterEnvironment(Environment):
                            **({"image": o.image, "format": o.format, "boot": o.boot}
                               if o.image else {}))
         self.member_options = member
+        #: whether the guests boot on an executor's compute nodes (attach_nodes), not here
+        self.spread = spread
+        self.seed: dict[str, str] | None = None
         if o.image:  # the user's image in every guest (vcluster/images.py)
             from vhpc.environments.vcluster import images
 
-            self.members = images.members(name, member, self.placements, topo)
+            self.seed = images.cluster_seed()
+            self.members = images.members(name, member, self.placements, topo, self.seed)
         else:
             self.members = [VmEnvironment(f"{name}/vm{i}", member, p, topo)
                             for i, p in enumerate(self.placements)]
@@ -161,7 +175,8 @@ class VclusterEnvironment(Environment):
         per = self.guests_per_node
         member = self.member_options.model_dump(mode="json", exclude_unset=True)
         return [{"name": self.name, "first": first, "count": min(per, self.vms - first),
-                 "policy": self.policy, "member": member} for first in range(0, self.vms, per)]
+                 "vms": self.vms, "policy": self.policy, "member": member}
+                for first in range(0, self.vms, per)]
 
     def attach_nodes(self, members: list, hub_host: str,
                      ports: Callable[[int], list[int]]) -> None:
@@ -230,6 +245,9 @@ class VclusterEnvironment(Environment):
         guest is stopped."""
         if all(m.guest is not None and m.guest.alive() for m in self.members):
             return
+        if self.spread and self._hub is None:
+            raise EnvError(f"{self.name}: its guests boot on the executor's compute nodes, and "
+                           "none is attached yet")
         self.close_guests()
         net = self._net()
         net.clear_sockets()
@@ -237,17 +255,35 @@ class VclusterEnvironment(Environment):
             for m in self.members:
                 m.start()
                 m.pause()  # a booted guest waits while the others boot
+            self._same_image()
             self._write_hostfiles()
         except EnvError:
             self.close_guests()
             raise
         self._fresh = True
 
+    def _same_image(self) -> None:
+        """Across nodes: every guest booted the same image (the SHA-256 each node read of the
+        file at ``image=``'s path).  Raises EnvError naming two nodes that differ."""
+        known = [(m.node, m.image_sha256) for m in self.members
+                 if getattr(m, "image_sha256", None)]
+        for node, sha in known[1:]:
+            if sha != known[0][1]:
+                raise EnvError(f"{self.name}: image={self.image} differs between node "
+                               f"{known[0][0]} (sha256 {known[0][1][:12]}) and node {node} "
+                               f"(sha256 {sha[:12]}): put the same file at that path on "
+                               "every node")
+
     def preflight(self) -> None:
         """With ``image=``: check the image and boot the cluster once (the session the first
-        trial uses) before a campaign stores anything, as ``vm:image=`` does.  Raises
-        EnvError (one line, then a console's last lines) after stopping every guest."""
+        trial uses) before a campaign stores anything, as ``vm:image=`` does; a cluster spread
+        over an executor's nodes only checks the image here (each node's guest host checks
+        it again and boots it at the first trial).  Raises EnvError (one line, then a
+        console's last lines) after stopping every guest."""
         if not self.image:
+            return
+        if self.spread:
+            self.members[0].check_image()
             return
         try:
             self.start()
@@ -260,6 +296,8 @@ class VclusterEnvironment(Environment):
         the same image); else this host's, whose files vhpc's own guests share."""
         if not self.image:
             return super().app_versions()
+        if self.spread and self._hub is None:
+            return None  # not booted before the allocation: the nodes' guests record theirs
         return self.members[0].app_versions()
 
     def kernel_dir(self, local, impl: str, binary: str):
@@ -348,7 +386,6 @@ class VclusterEnvironment(Environment):
             from vhpc.environments.vcluster.images import launcher_env as image_env
 
             env.update(image_env())
-            prog = None
         elif prog is not None:
             argv.insert(prog, "/run/vhpc-rank")
             env.update(launcher_env(self.vms, self.ranks_per_vm))
@@ -356,10 +393,12 @@ class VclusterEnvironment(Environment):
         if result.error and self.members[0].guest is None:  # guest 0 failed: reboot all next time
             self.close_guests()
         vms = [result.applied] + [m.applied() for m in self.members[1:]]
-        ranks = self._ranks() if prog is not None and not result.error else []
+        ranks = [] if prog is None or result.error else (
+            self._image_ranks(result.stdout) if self.image else self._ranks())
         mismatches = [f"vm{i}: {x}" for i, a in enumerate(vms) if a is not None
                       for x in a.mismatches]
-        mismatches += self._rank_mismatches(ranks, argv, prog)
+        mismatches += self._rank_mismatches(  # an image's command may print no rank lines
+            ranks, argv, prog if ranks or not self.image else None)
         result.applied = records.AppliedPlacement(
             accel=getattr(result.applied, "accel", None), vms=[a.model_dump() if a else None for a in vms],
             ranks=ranks, mismatches=mismatches, transport=self.transport)
@@ -387,6 +426,32 @@ class VclusterEnvironment(Environment):
                          node=getattr(m, "node", None))
                 ranks.append(r)
         return sorted(ranks, key=lambda r: r["rank"])
+
+    def _image_ranks(self, stdout: str) -> list[dict[str, Any]]:
+        """In an image cluster (no /run/vhpc-rank there): every rank's guest and vCPU from the
+        ``VHPC-RANK`` line it printed (its host name is a guest's cluster name,
+        :func:`vclusternet.hostname`), with the host CPU that vCPU's thread is allowed on and
+        last ran on (read back on the guest's node); a rank on another host is left out (the
+        count of ranks reported then falls short)."""
+        guests = {vclusternet.hostname(i): i for i in range(len(self.members))}
+        threads: dict[int, dict[int, dict]] = {}
+        ranks = []
+        for r in rank_lines(stdout):
+            i = guests.get(r["host"].split(".")[0])
+            if i is None:
+                continue
+            m = self.members[i]
+            if i not in threads:
+                try:
+                    threads[i] = {v["vcpu"]: v for v in m.guest.read_affinity()} if m.guest else {}
+                except (EnvError, OSError):
+                    threads[i] = {}
+            t = threads[i].get(r["cpu"], {})
+            ranks.append({"rank": r["rank"], "vm": i, "guest": r["host"], "vcpu": r["cpu"],
+                          "guest_cpus_allowed": vhpc.topology.format_list(r["cpus"]),
+                          "host_cpus_allowed": t.get("allowed"), "host_cpu": t.get("last_cpu"),
+                          "node": getattr(m, "node", None)})
+        return ranks
 
     def _rank_mismatches(self, ranks: list[dict], argv: list[str], prog: int | None) -> list[str]:
         if prog is None:

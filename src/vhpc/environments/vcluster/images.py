@@ -23,6 +23,10 @@ vhpc's own tools in its guests (the agent's exec service, ``/run/vhpc-rank``) ar
 image: ranks are placed by the launcher and read back from the lines vhpc's kernels print
 (``VHPC-RANK``), and the kernels and a benchmark's inputs are copied to, and built in, every
 guest at the same path.
+
+Under an executor with compute nodes (``slurm:nodes=N``) each node's guest host builds its
+guests with :func:`member` from the cluster's :func:`cluster_seed`, which it reads from its
+standard input (executors/slurm/guests.py).
 """
 
 from __future__ import annotations
@@ -88,26 +92,39 @@ def network_config(i: int) -> dict[str, Any]:
         "addresses": [f"{vclusternet.address(i)}/24"]}}}
 
 
-def members(name: str, options, placements: list, topo) -> list:
-    """One ImageEnvironment per placement (``options``: the guests' VmOptions with
-    ``image``), named ``NAME/vmI`` with the cluster's host names, the seed parts of
-    :func:`cloud_config` and :func:`network_config`, and one kernel folder name (the sources'
-    hash now: taken at each guest's boot, a source changed in between, or a build writing
-    beside them, gave two guests two paths); nothing is booted.  Raises ValueError as
-    ImageEnvironment does."""
+def cluster_seed() -> dict[str, str]:
+    """What every guest of one image cluster shares, made once per cluster: ``private`` and
+    ``public`` (the cluster key pair of :func:`cluster_key`) and ``kernels`` (one kernel folder
+    name: the sources' hash now; taken at each guest's boot, a source changed in between, or a
+    build writing beside them, gave two guests two paths).  It travels to the compute nodes
+    of a cluster spread over Slurm nodes on the guest hosts' standard input, never on a
+    command line.  Raises UserImageError without ssh-keygen."""
     from vhpc.environments.ssh.environment import source_hash
-    from vhpc.environments.vm.imageenv import ImageEnvironment
 
     private, public = cluster_key()
-    kernels = source_hash()  # one path in every guest, whenever each boots
-    out = []
-    for i, p in enumerate(placements):
-        m = ImageEnvironment(f"{name}/vm{i}", options, p, topo)
-        m.hostname = vclusternet.hostname(i)
-        m.seed_parts = SeedParts(cloud_config(i, len(placements), private), (public,),
-                                 network_config(i), kernels)
-        out.append(m)
-    return out
+    return {"private": private, "public": public, "kernels": source_hash()}
+
+
+def member(name: str, i: int, vms: int, options, placement, topo, seed: dict[str, str]):
+    """Guest ``i`` of ``vms`` of image cluster ``name``: an ImageEnvironment named
+    ``NAME/vmI`` with the cluster's host name and the seed parts of :func:`cloud_config` and
+    :func:`network_config` (``seed``: :func:`cluster_seed`); nothing is booted.  Used on this
+    host and by the guest host of each compute node.  Raises ValueError as ImageEnvironment
+    does."""
+    from vhpc.environments.vm.imageenv import ImageEnvironment
+
+    m = ImageEnvironment(f"{name}/vm{i}", options, placement, topo)
+    m.hostname = vclusternet.hostname(i)
+    m.seed_parts = SeedParts(cloud_config(i, vms, seed["private"]), (seed["public"],),
+                             network_config(i), seed["kernels"])
+    return m
+
+
+def members(name: str, options, placements: list, topo, seed: dict[str, str]) -> list:
+    """One :func:`member` per placement (``options``: the guests' VmOptions with
+    ``image``); nothing is booted."""
+    return [member(name, i, len(placements), options, p, topo, seed)
+            for i, p in enumerate(placements)]
 
 
 def launcher_env() -> dict[str, str]:

@@ -30,7 +30,8 @@ class VclusterOptions(ImageFields, EnvOptions):
     ``accel``, ``kernel``, ``boot_timeout`` (s), ``strict``.  ``vms=1`` is a cluster of one
     guest (the one-node point of a scaling curve).  ``image`` (with ``format``, ``boot``): every
     guest boots the user's image from an overlay of its own (vcluster/images.py,
-    docs/images.md), on one host, over ``net=virtio``."""
+    docs/images.md), over ``net=virtio``, on this host or one guest host per compute node
+    (the image at the same path on each)."""
 
     vms: int = Field(2, ge=1, le=200)  # 200 fit the private /24
     vms_per_node: int | None = Field(None, ge=1, le=200)

@@ -65,12 +65,7 @@ class ImageEnvironment(VmEnvironment):
         per overlay.  Raises UserImageError."""
         if self._booting is not None:
             return self._booting
-        if self.image is None:
-            self.image = userimage.inspect(self.options.image, self.format)
-        mode = self.options.boot
-        if mode == "auto":
-            mode = userimage.auto_boot(self.image)
-        userimage.check_boot(self.image, mode)
+        mode = self.check_image()
         kernel = initrd = None
         if mode == "kernel":
             kernel, initrd = userimage.extract_kernel(self.image)
@@ -84,6 +79,18 @@ class ImageEnvironment(VmEnvironment):
                                             seed=self.seed_parts,
                                             firmware="ovmf" if mode == "uefi" else "seabios")
         return self._booting
+
+    def check_image(self) -> str:
+        """Check the image (:func:`~vhpc.environments.vm.userimage.inspect`, once) and that it
+        boots as ``boot=`` asks; creates nothing.  Returns the boot mode (``kernel``,
+        ``firmware`` or ``uefi``; ``auto`` resolved from the disk).  Raises UserImageError."""
+        if self.image is None:
+            self.image = userimage.inspect(self.options.image, self.format)
+        mode = self.options.boot
+        if mode == "auto":
+            mode = userimage.auto_boot(self.image)
+        userimage.check_boot(self.image, mode)
+        return mode
 
     @property
     def boot_mode(self) -> str:

@@ -361,14 +361,16 @@ class SlurmExecutor(Executor):
         if len(shares) > len(self.nodelist):
             raise EnvError(f"{env.name}: its guests need {len(shares)} nodes, allocation "
                            f"{self.job_id} has {len(self.nodelist)}")
+        seed = getattr(env, "seed", None)  # an image cluster's key pair: sent on stdin
         links: list[NodeLink] = []
         try:
             for node, share in zip(self.nodelist, shares):
                 argv = ["srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", "--overlap",
                         f"--nodelist={node}", f"--cpus-per-task={self.cpus_per_node}",
                         f"--job-name=guests-{env.name}"[:120], sys.executable, "-m",
-                        "vhpc.executors.slurm.guests", encode(share)]
-                links.append(NodeLink(argv, node, self.node_address(node), die_with_parent))
+                        "vhpc.executors.slurm.guests", encode({**share, "seeded": bool(seed)})]
+                links.append(NodeLink(argv, node, self.node_address(node), die_with_parent,
+                                      seed))
         except EnvError:
             for link in links:
                 link.close(10.0)
@@ -381,26 +383,42 @@ class SlurmExecutor(Executor):
                          lambda n: hub.call("ports", 60.0, host=hub.address, n=n))
         return links
 
+    def prepare(self, env: Environment, env_spec: Any) -> str | None:
+        """Before a trial of ``env`` (and its kernel build or inputs' copy, which an image
+        cluster makes in its guests on the nodes): for an environment whose guests run on
+        the nodes, its guest hosts, started once per environment (kept for its later trials,
+        so warm sessions stay warm; started afresh when one ended).  Returns None, or the
+        error of a node that failed (its trial is stored failed naming it).  Raises
+        AllocationLost when the allocation is gone."""
+        if not env.spans_nodes:
+            return None
+        links = self._guest_hosts.get(env.name)
+        if links is not None and all(link.alive() for link in links):
+            return None
+        for link in links or []:
+            link.close(10.0)
+        try:
+            self._check_alive()
+            self._guest_hosts[env.name] = self._attach(env, env_spec)
+        except EnvError as exc:
+            self._guest_hosts.pop(env.name, None)
+            if isinstance(exc, AllocationLost):
+                raise
+            self._check_alive()
+            return str(exc)
+        return None
+
     def _run_spanning(self, env: Environment, env_spec: Any, argv: list[str],
                       environ: dict[str, str], timeout: float, key: str) -> RunResult:
-        """A trial of an environment whose guests run on several nodes: guest hosts started
-        once per environment (kept for its later trials, so warm sessions stay warm), the
-        trial itself driven from here (VclusterEnvironment.run).  A node that fails gives a
-        failed trial naming it; the next trial starts fresh guest hosts."""
+        """A trial of an environment whose guests run on several nodes: its guest hosts
+        (:meth:`prepare`), the trial itself driven from here (VclusterEnvironment.run).  A
+        node that fails gives a failed trial naming it; the next trial starts fresh guest
+        hosts."""
         started, t0 = now(), time.monotonic()
-        links = self._guest_hosts.get(env.name)
-        if links is None or not all(link.alive() for link in links):
-            for link in links or []:
-                link.close(10.0)
-            try:
-                self._check_alive()
-                links = self._guest_hosts[env.name] = self._attach(env, env_spec)
-            except EnvError as exc:
-                self._guest_hosts.pop(env.name, None)
-                if isinstance(exc, AllocationLost):
-                    raise
-                self._check_alive()
-                return RunResult(None, "", "", started, time.monotonic() - t0, error=str(exc))
+        error = self.prepare(env, env_spec)
+        if error is not None:
+            return RunResult(None, "", "", started, time.monotonic() - t0, error=error)
+        links = self._guest_hosts[env.name]
         result = env.run(argv, environ, timeout=timeout, key=key)
         if result.error and not all(link.alive() for link in links):
             self._check_alive()

@@ -6,14 +6,18 @@ that holds guests (``vms_per_node`` of them, default one) runs a *guest host*, a
 ``srun --nodes=1 --ntasks=1 -w NODE python -m vhpc.executors.slurm.guests PAYLOAD`` that lives
 as long as the environment does.  The guest host plans its guests on its own node's topology
 (:func:`vhpc.environments.vcluster.environment.plan_cluster`: the node is where the pinning is
-applied), builds one :class:`~vhpc.environments.vm.environment.VmEnvironment` per guest and
+applied), builds one :class:`~vhpc.environments.vm.environment.VmEnvironment` per guest (with
+``image=``, the user's image guest of vcluster/images.py, its overlay on that node; the
+cluster's key pair arrives as the first line of its standard input, never in its argv) and
 then serves requests from the campaign process: one JSON object per line on its standard input
 (srun forwards it, srun(1) ``--input``), one reply per line on its standard output, marked
 :data:`MARK`.  The campaign process keeps the
 :class:`~vhpc.environments.vcluster.environment.VclusterEnvironment` itself, with a
 :class:`RemoteVm` per guest in place of a local VM: booting, pausing, the benchmark in guest
 0, the agents' requests and every read-back go through the node's guest host, so the stored
-trial holds, per rank, the node, guest, vCPU and host CPU.
+trial holds, per rank, the node, guest, vCPU and host CPU.  An image guest's ssh-side work
+(the kernels' build in the guest, the inputs' copy, the applications' versions) is done by
+its node's guest host too: the guest's ssh forward listens on that node's loopback only.
 
 The guests' private segment is carried by QEMU links to the hub in guest 0's QEMU, at node 0's
 Slurm address (``NodeAddr``), on ports the guest hosts pick free (:func:`free_ports`): UDP
@@ -31,6 +35,7 @@ removed when a guest host starts on that node again (:func:`vhpc.host.owned.reap
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import queue
@@ -39,8 +44,10 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
+from vhpc.benchmarks.base import Remote
 from vhpc.core import records
 from vhpc.environments.base import EnvError, RunResult, now
 from vhpc.environments.kind import KINDS
@@ -49,8 +56,9 @@ from vhpc.executors.slurm.step import cancel_srun, decode, result_fields, result
 #: Marks the guest host's replies on its standard output (QEMU or a library may print too).
 MARK = "VHPC-NODE "
 #: What a guest host answers (RemoteVm, RemoteGuest and the hub's port choice ask them).
-OPERATIONS = frozenset({"ports", "pause", "resume", "close", "boot", "accel", "alive",
-                        "fingerprint", "request", "affinity", "applied", "run"})
+OPERATIONS = frozenset({"ports", "pause", "resume", "stop", "close", "boot", "accel", "alive",
+                        "fingerprint", "request", "affinity", "applied", "run", "kernel_dir",
+                        "stage", "apps"})
 #: Seconds a guest host may take to start (Python, the host's topology from hwloc).
 READY_SECONDS = 120.0
 
@@ -95,14 +103,16 @@ def node_name() -> str:
 
 class GuestHost:
     """The guests of one node (node side).  ``payload``: ``{"name", "first" (global index of
-    the first guest here), "count", "policy", "member" (VmOptions fields)}``.  Raises
-    PlacementError / HostError / ValueError when the node cannot hold them."""
+    the first guest here), "count", "vms" (the cluster's guests on all nodes), "policy",
+    "member" (VmOptions fields)}``; ``seed``: an image cluster's shared seed (its key pair,
+    read from standard input, :func:`serve`).  Raises PlacementError / HostError / ValueError
+    when the node cannot hold them."""
 
-    def __init__(self, payload: dict[str, Any]):
+    def __init__(self, payload: dict[str, Any], seed: dict[str, str] | None = None):
         self.node = node_name()
-        self.members = KINDS.get("vcluster")().node_guests(str(payload["name"]), int(payload["first"]),
-                                   int(payload["count"]), str(payload["policy"]),
-                                   payload["member"])
+        self.members = KINDS.get("vcluster")().node_guests(
+            str(payload["name"]), int(payload["first"]), int(payload["count"]),
+            str(payload["policy"]), payload["member"], payload.get("vms"), seed)
 
     def close(self) -> None:
         """Stop every guest of this node (idempotent)."""
@@ -118,18 +128,28 @@ class GuestHost:
         if op == "ports":
             return free_ports(str(req["host"]), int(req["n"]))
         m = self.members[int(req["i"])] if req.get("i") is not None else None
-        if op in ("pause", "resume", "close"):
+        if op in ("pause", "resume", "stop", "close"):
             for x in [m] if m is not None else self.members:
-                getattr(x, op)()
+                getattr(x, op)()  # stop keeps an image's overlay, close removes it
             return None
         if m is None:
             raise KeyError("this operation needs a guest index")
         if op == "boot":
             m.extra_args, m.append = list(req["extra_args"]), list(req["append"])
             m.start()
-            return {"pid": m.guest.pid, "sessions": m.sessions}
+            image = getattr(m, "image", None)  # the user's image: the file this node read
+            return {"pid": m.guest.pid, "sessions": m.sessions,
+                    "image_sha256": image.sha256 if image is not None else None}
         if op == "accel":
             return m.accel
+        if op == "apps":
+            return m.app_versions()
+        if op == "kernel_dir":  # an image's guest builds vhpc's kernels with its own compiler
+            where = m.kernel_dir(Path(req["local"]), str(req["impl"]), str(req["binary"]))
+            return str(where) if where is not None else None
+        if op == "stage":  # inputs copied into an image's guest, from this node's files
+            staged = m.stage_files(list(req["paths"]))
+            return dataclasses.asdict(staged) if staged is not None else None
         if op == "alive":
             return m.guest is not None and m.guest.alive()
         if op == "fingerprint":
@@ -162,7 +182,10 @@ def serve(payload: dict[str, Any], inp=sys.stdin, out=sys.stdout) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     reap_all()  # what a SIGKILLed guest host left on this node
     try:
-        host = GuestHost(payload)
+        seed = None
+        if payload.get("seeded"):  # an image cluster's key pair: the first input line
+            seed = json.loads(inp.readline() or "null")
+        host = GuestHost(payload, seed)
     except (VhpcError, ValueError) as exc:
         _reply(out, error=f"node {node_name()}: {exc}")
         return 2
@@ -201,11 +224,17 @@ class NodeLink:
     """
 
     def __init__(self, argv: list[str], node: str, address: str,
-                 preexec: Callable[[], None] | None = None):
+                 preexec: Callable[[], None] | None = None, seed: dict[str, str] | None = None):
         self.node, self.address, self.argv = node, address, argv
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, bufsize=1,
                                      preexec_fn=preexec)
+        if seed is not None:  # on the pipe, not in argv: /proc/PID/cmdline is world-readable
+            try:
+                self.proc.stdin.write(json.dumps(seed) + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # the step ended at once: the wait below says why
         self._replies: queue.Queue = queue.Queue()
         self._stderr: collections.deque[str] = collections.deque(maxlen=20)
         threading.Thread(target=self._read_out, daemon=True).start()
@@ -317,6 +346,8 @@ class RemoteVm:
         self.guest: RemoteGuest | None = None
         self.sessions = 0
         self._accel: str | None = None
+        #: SHA-256 of the user's image as the node read it at the last boot (None: vhpc's guest)
+        self.image_sha256: str | None = None
 
     @property
     def accel(self) -> str:
@@ -333,6 +364,7 @@ class RemoteVm:
                                extra_args=self.extra_args, append=self.append)
         self.guest = RemoteGuest(self.link, self.i, reply.get("pid"))
         self.sessions = int(reply.get("sessions", self.sessions + 1))
+        self.image_sha256 = reply.get("image_sha256")
 
     def free_port(self) -> int:
         """A UDP/TCP port free on this guest's node address now (its link's end)."""
@@ -356,10 +388,40 @@ class RemoteVm:
             self._quiet("resume")
 
     def close(self) -> None:
-        """Stop the guest (its node's guest host stays for the next session)."""
+        """Stop the guest, removing what it made on its node (an image's overlay); its node's
+        guest host stays for the next session."""
         if self.guest is not None:
             self._quiet("close")
         self.guest = None
+
+    def stop(self) -> None:
+        """Stop the guest, keeping an image's overlay on its node (what the guest built stays
+        for its next boot)."""
+        if self.guest is not None:
+            self._quiet("stop")
+        self.guest = None
+
+    def kernel_dir(self, local: Path | None, impl: str, binary: str) -> Path | None:
+        """An image guest's build folder, ``binary`` built there by the guest's compiler on
+        first use, from the kernel sources at ``local``'s path on the guest's node (vhpc
+        installed at one path on every node).  Raises EnvError naming the node."""
+        if local is None or not binary:
+            return local
+        where = self.link.call("kernel_dir", self.boot_timeout + 1800.0, i=self.i,
+                               local=str(local), impl=impl, binary=binary)
+        return Path(where) if where else None
+
+    def stage_files(self, paths: list[str]) -> Remote | None:
+        """The inputs copied into an image guest from ``paths`` as its node sees them (a
+        file system shared with this host, as srun's steps need too).  Raises EnvError."""
+        staged = self.link.call("stage", self.boot_timeout + 600.0, i=self.i,
+                                paths=list(paths))
+        return Remote(**staged) if staged else None
+
+    def app_versions(self) -> dict[str, str]:
+        """LAMMPS's and GROMACS's versions in an image guest (booted on its node if needed).
+        Raises EnvError."""
+        return dict(self.link.call("apps", self.boot_timeout + 300.0, i=self.i) or {})
 
     def applied(self) -> records.AppliedPlacement | None:
         """The guest's placement as applied, read back on its node (None when it does not run
