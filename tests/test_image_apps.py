@@ -119,3 +119,52 @@ def test_this_hosts_lammps_version_is_the_one_lmp_prints():
     line = next(ln for ln in banner.splitlines() if "Massively Parallel Simulator" in ln)
     assert host_app_versions()["lammps"] == line.split(" - ", 1)[1].strip()
     assert subprocess.run(["sh", "-c", version_script()]).returncode == 0
+
+
+def test_an_environment_whose_guests_answer_only_on_the_nodes_is_checked_when_attached(
+        tmp_path, capsys):
+    """A spanning environment under an executor that does not run here (a vcluster:image= on
+    Slurm nodes) cannot say its LAMMPS version before the allocation: the check runs again
+    once its guest hosts are attached, before its first trial, and refuses another version in
+    one line (exit 2); the native trial already run stays stored."""
+    require_tool("lmp")
+    from conftest import one_line, run_cli
+    from vhpc.environments.kind import KINDS
+    from vhpc.environments.native import NativeKind
+    from vhpc.executors.base import EXECUTORS
+    from vhpc.executors.local import LocalExecutor
+    from vhpc.store import Store
+
+    @KINDS.register("toyspan")
+    class ToySpan(NativeKind):
+        name = "toyspan"
+
+        def build(self, name, options, plan, host):
+            env = super().build(name, options, plan, host)
+            env.spans_nodes, env.attached = True, False
+            env.app_versions = lambda: {"lammps": "1 Jan 1999"} if env.attached else None
+            return env
+
+    @EXECUTORS.register("toyremote")
+    class ToyRemote(LocalExecutor):
+        name, runs_here = "toyremote", False
+
+        def prepare(self, env, env_spec):
+            env.attached = True
+            return None
+
+    try:
+        rc, _, err = run_cli(capsys, "compare", "-b", "lammps:atoms=500,steps=20,ranks=1",
+                             "-e", "native", "-e", "toyspan", "--executor", "toyremote",
+                             "--repeats", "1", "--warmup", "0", "--order", "fixed",
+                             "--out", tmp_path, "--no-report")
+    finally:
+        KINDS.unregister("toyspan")
+        EXECUTORS.unregister("toyremote")
+    line = one_line(rc, err, "lammps: native has", "toyspan has 1 Jan 1999",
+                    "allow_app_versions: true")
+    assert "native has none" not in line
+    store = Store(tmp_path / "vhpc.db")
+    trials = store.trials(store.campaigns()[0]["id"])
+    assert {(t.environment, t.status) for t in trials} == {("native", "done"),
+                                                          ("toyspan", "pending")}

@@ -117,6 +117,17 @@ def test_an_image_environment_is_named_by_its_image_and_tables_show_the_value_in
     assert "boot_timeout=900.0" in html and "boot_timeout=90.0" not in html.split("<details")[0]
 
 
+def test_the_protocol_line_writes_margin_and_target_ci_as_percentages():
+    """One percent syntax: a campaign's ``margin: 5%`` is stored as 0.05 and shown as 5%."""
+    from vhpc.report.header import spec_section
+
+    html = str(spec_section({"environments": [], "margin": 0.05, "target_ci": 0.02,
+                             "repeats": 5}))
+    protocol = html.split('class="spec-protocol">')[1].split("</p>")[0]
+    assert "<b>margin</b> 5%" in protocol and "<b>target_ci</b> 2%" in protocol
+    assert "<b>repeats</b> 5" in protocol and "0.05" not in protocol
+
+
 def test_an_image_environment_says_what_it_prepares(monkeypatch):
     """The image checks, kernel copy and first boot of ``vm:image=`` (minutes under TCG) are
     named from the first second, and their time said when done; a plain one says nothing."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from vhpc import benchmarks
+from vhpc.campaign import likewise
 from vhpc.core import records
 from vhpc.benchmarks.base import ParseError, RunContext, ensure_kernels, kernel_build_flags
 from vhpc.environments.base import Environment, EnvError, RunResult, now
@@ -102,8 +103,6 @@ def placements(spec: CampaignSpec, host: HostFacts) -> dict[str, EnvPlan]:
     BenchmarkError when a benchmark's parameters exceed an environment or resolve to different
     problems in two (:func:`vhpc.campaign.likewise.check`)."""
     from dataclasses import replace
-
-    from vhpc.campaign import likewise
 
     host = replace(host, compute_nodes=spec.executor.node_count(),
                    remote=not spec.executor.part.runs_here)
@@ -432,6 +431,7 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
     bspecs = {(b.name, b.key): b for b in spec.benchmarks}
     especs = {e.name: e for e in spec.environments}
     fingerprinted: set[str] = set()
+    attached: set[str] = set()
     unplanned: dict[str, bool] = {}
     current: Environment | None = None
     for row in todo:
@@ -447,6 +447,10 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         bindir = bindirs.get(impl)
         ncpus = env.benchmark_cpus()  # an application's input may depend on it
         unready = executor.prepare(env, especs[env.name])  # slurm: guest hosts on the nodes
+        if unready is None and env.spans_nodes and not executor.runs_here and \
+                env.name not in attached:  # its guests (an image's apps) answer only now
+            attached.add(env.name)
+            likewise.check_app_versions(spec, envs)
         remote = None
         if unready is None:
             bindir = env.kernel_dir(bindir, impl, getattr(bench, "binary", ""))  # ssh: remote

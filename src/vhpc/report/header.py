@@ -30,6 +30,9 @@ SPEC_TPL = _ENV.from_string("""
 </div>
 """)
 
+#: campaign fields stored as fractions and written as percentages (``margin: 5%``)
+PERCENT_KEYS = ("margin", "target_ci")
+
 #: environment options that say where it runs (the placement column); the rest are options
 PLACEMENT_KEYS = ("policy", "numa", "backing", "cpus", "nodes", "membind", "guest_bind",
                   "vms", "ranks_per_vm", "corunner_policy", "vcpus")
@@ -67,7 +70,8 @@ def spec_section(spec: Mapping[str, Any] | None,
     for b in spec.get("benchmarks", []):
         benches.setdefault(str(b.get("name")), []).append(
             ", ".join(f"{k}={_text(v)}" for k, v in (b.get("params") or {}).items()))
-    protocol = [(k, _text(v)) for k, v in spec.items()
+    protocol = [(k, f"{v * 100:g}%" if k in PERCENT_KEYS and isinstance(v, (int, float))
+                 else _text(v)) for k, v in spec.items()
                 if k not in ("environments", "benchmarks", "custom") and v not in (None, {}, [])]
     return Markup(SPEC_TPL.render(envs=envs, benches=list(benches.items()), protocol=protocol,
                                   baseline=spec.get("baseline"),
