@@ -63,7 +63,9 @@ class VclusterKind(EnvironmentKind):
         plans = tuple(plan_cluster(host.topology, per_node, options.vcpus, options.memory,
                                    options.policy))
         spans = f", {per_node} per node on {nodes} Slurm node(s)" if spread else ""
-        booting = f", booting {options.image} in each (own overlay)" if options.image else ""
+        booting = (f", booting {options.image} in each (own overlay"
+                   f"{' on its node, the image at this path on each' if spread else ''})"
+                   if options.image else "")
         return EnvPlan(f"{options.vms} VMs x {options.vcpus} vCPUs{spans}, policy "
                        f"{options.policy}, net {options.net}, "
                        f"{options.ranks_per_vm or options.vcpus} rank(s) per VM{booting}", plans)
