@@ -130,7 +130,8 @@ def test_the_protocol_line_writes_margin_and_target_ci_as_percentages():
 
 def test_an_image_environment_says_what_it_prepares(monkeypatch):
     """The image checks, kernel copy and first boot of ``vm:image=`` (minutes under TCG) are
-    named from the first second, and their time said when done; a plain one says nothing."""
+    named from the first second, each stage as the environment begins it, with a line of
+    each stage's time and the whole time when done; a plain one says nothing."""
     from types import SimpleNamespace
 
     from vhpc.workflows import common
@@ -139,14 +140,42 @@ def test_an_image_environment_says_what_it_prepares(monkeypatch):
     con = Console(record=True, width=120, color_system=None)
     env = SimpleNamespace(name="vm", options=SimpleNamespace(image="/home/u/bench.qcow2"))
     with common.preparing(env, con):
-        pass
-    text = con.export_text()
-    assert re.search(r"vm: checking image bench\.qcow2, copying its kernel out, first boot: "
-                     r"ready after \d+ s", text), text
+        env.stage_hook("checking the image (qemu-img check, SHA-256)")
+        env.stage_hook("first boot (kernel; minutes under TCG)")
+    assert env.stage_hook is None  # nobody listens after the preflight
+    lines = [ln for ln in con.export_text().splitlines() if ln.strip()]  # a cleared bar
+    assert [re.sub(r"\d+ s$", "N s", ln) for ln in lines] == [
+        "vm: preparing image bench.qcow2: N s",
+        "vm: checking the image (qemu-img check, SHA-256): N s",
+        "vm: first boot (kernel; minutes under TCG): N s",
+        "vm: ready after N s"], lines
     plain = Console(record=True, width=120, color_system=None)
     with common.preparing(SimpleNamespace(name="native", options=SimpleNamespace()), plain):
         pass
     assert plain.export_text() == ""
+
+
+def test_an_image_says_each_stage_of_its_preflight_as_it_begins(tmp_path):
+    """ImageEnvironment's own stages, in order: the image checked, then the first boot
+    (here refused at once: a 4 MiB disk with nothing to boot is checked, not booted)."""
+    import pytest
+
+    from conftest import require_tool
+    from vhpc.environments import kind
+    from vhpc.environments.base import EnvError
+    from vhpc.environments.options import HostFacts
+    from vhpc.environments.vm.options import VmOptions
+
+    require_tool("qemu-img")
+    disk = tmp_path / "disk.img"
+    disk.write_bytes(bytes(4 << 20))  # no partition table, no filesystem: refused by its check
+    env = kind.build("vm", "vm", VmOptions(image=str(disk), format="raw", accel="tcg"),
+                     HostFacts.live())
+    seen: list[str] = []
+    env.stage_hook = seen.append
+    with pytest.raises(EnvError, match="image="):
+        env.preflight()
+    assert seen == ["checking the image (qemu-img check, SHA-256)"]
 
 
 def test_a_lammps_panel_with_fixed_atoms_is_titled_strong_scaling():

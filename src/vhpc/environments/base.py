@@ -16,7 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from vhpc.benchmarks.apps.common import host_app_versions
 from vhpc.core.errors import VhpcError
@@ -106,6 +106,14 @@ class Environment(ABC):
 
     #: Sessions started so far (a VM counts its boots; environments without sessions stay 0).
     sessions: int = 0
+    #: Told the name of each stage of a long preparation as it begins (an image's check,
+    #: kernel copy and first boot), for a progress display; None: nobody listens.
+    stage_hook: Callable[[str], None] | None = None
+
+    def stage(self, what: str) -> None:
+        """Say that the stage ``what`` of a long preparation begins (:attr:`stage_hook`)."""
+        if self.stage_hook is not None:
+            self.stage_hook(what)
 
     def preflight(self) -> None:
         """Check, before a campaign is stored, that this environment can run here (ssh: the

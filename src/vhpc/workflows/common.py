@@ -164,29 +164,48 @@ SAID_AFTER_S = 2.0
 @contextlib.contextmanager
 def preparing(env, con: Console | None = None):
     """Around an environment's preflight: for one that boots a user's image (``image=``), a
-    spinner with the elapsed time from the first second, naming what happens (the image
-    checked, its kernel copied out, the first boot, minutes under TCG), and a line with the
-    time it took; nothing for the others (their preflight is quick).  Exceptions pass
-    through."""
+    spinner with the elapsed time from the first second, naming each stage as the environment
+    begins it (:meth:`~vhpc.environments.base.Environment.stage`: the image checked, its
+    kernel copied out, the first boot, minutes under TCG), a line with each stage's time once
+    it took :data:`SAID_AFTER_S` or more, and one with the whole time; nothing for the others
+    (their preflight is quick).  Exceptions pass through."""
     image = getattr(getattr(env, "options", None), "image", None)
     if not image:
         yield
         return
     con = con or err_console
-    what = (f"{env.name}: checking image {Path(str(image)).name} (its guests boot on the "
-            "compute nodes at the first trial)" if getattr(env, "spread", False) else
-            f"{env.name}: checking image {Path(str(image)).name}, copying its kernel out, "
-            "first boot")
+    first = (f"preparing image {Path(str(image)).name} (its guests boot on the compute nodes "
+             "at the first trial)" if getattr(env, "spread", False) else
+             f"preparing image {Path(str(image)).name}")
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                    console=con, transient=True)
     start = time.monotonic()
+    current = [first, start]  # the stage under way and when it began
+
+    def said(now: float) -> None:
+        took = now - float(current[1])
+        if took >= SAID_AFTER_S:
+            bar.console.print(f"{env.name}: {current[0]}: {took:.0f} s", highlight=False,
+                              markup=False, soft_wrap=True)
+
+    def stage(what: str) -> None:
+        now = time.monotonic()
+        said(now)
+        current[:] = [what, now]
+        bar.update(task, description=esc(f"{env.name}: {what}"))
+
     with bar:
-        bar.add_task(esc(what), total=None)
-        yield
-    took = time.monotonic() - start
-    if took >= SAID_AFTER_S:
-        con.print(f"{what}: ready after {took:.0f} s", highlight=False, markup=False,
-                  soft_wrap=True)
+        task = bar.add_task(esc(f"{env.name}: {first}"), total=None)
+        env.stage_hook = stage
+        try:
+            yield
+        finally:
+            env.stage_hook = None
+    end = time.monotonic()
+    said(end)
+    if end - start >= SAID_AFTER_S:
+        con.print(f"{env.name}: ready after {end - start:.0f} s", highlight=False,
+                  markup=False, soft_wrap=True)
 
 
 def _close(envs: dict) -> None:

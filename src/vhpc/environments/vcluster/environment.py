@@ -252,7 +252,8 @@ class VclusterEnvironment(Environment):
         net = self._net()
         net.clear_sockets()
         try:
-            for m in self.members:
+            for i, m in enumerate(self.members):
+                self.stage(f"vm{i}: booting")
                 m.start()
                 m.pause()  # a booted guest waits while the others boot
             self._same_image()
@@ -283,8 +284,11 @@ class VclusterEnvironment(Environment):
         if not self.image:
             return
         if self.spread:
+            self.stage("checking the image (qemu-img check, SHA-256)")
             self.members[0].check_image()
             return
+        for i, m in enumerate(self.members):  # each guest's stages, named by its guest
+            m.stage_hook = lambda what, i=i: self.stage(f"vm{i}: {what}")
         try:
             self.start()
         except EnvError:

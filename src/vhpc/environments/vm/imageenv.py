@@ -65,9 +65,12 @@ class ImageEnvironment(VmEnvironment):
         per overlay.  Raises UserImageError."""
         if self._booting is not None:
             return self._booting
+        if self.image is None:
+            self.stage("checking the image (qemu-img check, SHA-256)")
         mode = self.check_image()
         kernel = initrd = None
         if mode == "kernel":
+            self.stage("copying its kernel and initramfs out")
             kernel, initrd = userimage.extract_kernel(self.image)
         self.rundir = owned_tempdir("vhpc-guest-")
         overlay = userimage.create_overlay(self.image, self.rundir / "overlay.qcow2")
@@ -110,6 +113,8 @@ class ImageEnvironment(VmEnvironment):
         lines) after removing what it made."""
         try:
             self._image_boot()  # the image's own faults first, before any QEMU starts
+            self.stage(f"first boot ({self.boot_mode}; minutes under TCG)"
+                       if self.accel == "tcg" else f"first boot ({self.boot_mode})")
             self.start()
         except EnvError:
             self.close()
