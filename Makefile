@@ -168,7 +168,8 @@ bench: venv-demo kernels
 
 # The image boots make test leaves out (tests marked `images`): vhpc image build of a bare, a
 # GRUB and a GRUB EFI Debian image (cached in ~/.cache/vhpc/images after the first build), each
-# booted under TCG by campaigns (QEMU and libvirt, SeaBIOS and OVMF, a vcluster of two guests).
+# booted under TCG by campaigns (QEMU and libvirt, SeaBIOS and OVMF, a vcluster of two guests
+# on one host and across two Slurm nodes of the test cluster).
 # Minutes per boot; one at a time: the guests need the CPUs.
 test-images: deps venv kernels
 	VHPC_VM_TESTS=1 $(PYTEST) --durations=0 -m images tests/test_userimage_boot.py
