@@ -344,24 +344,65 @@ def cluster2(tmp_path_factory, kernels_built):
     yield from slurm_nodes(tmp_path_factory, 2, **{"qemu-system-x86_64": "qemu-system-x86"})
 
 
+def _with_environ(needle: str) -> set[int]:
+    """Live processes other than this one whose environment holds ``needle`` (KEY=VALUE):
+    what a campaign started, through srun and the guest hosts, down to QEMU and ssh."""
+    from conftest import _procs
+
+    out = set()
+    for pid, (_, state, _) in _procs().items():
+        if state == "Z" or pid == os.getpid():
+            continue
+        try:
+            if needle.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                out.add(pid)
+        except OSError:
+            continue
+    return out
+
+
 def test_a_vcluster_of_the_image_spans_two_slurm_nodes(image, cluster2, tmp_path):
     """vcluster:image= under slurm:nodes=2: one guest host per node boots its guest from the
-    image (an overlay each, on that node); the segment is carried between the nodes' addresses;
-    the ping-pong's rank 0 is read back in vhpc-vm0 on vhpc1 and rank 1 in vhpc-vm1 on vhpc2,
-    with each vCPU's host CPU; the nodes' guests report the image's SHA-256; nothing is left
-    on either node, the image unchanged."""
+    image (an overlay each, on that node); the segment is carried between the nodes' addresses.
+    vhpc SIGKILLed once both guests run leaves nothing (QEMU, job steps, guest hosts, ssh
+    masters, overlays); --resume boots them again and runs the ping-pong: rank 0 read back in
+    vhpc-vm0 on vhpc1 and rank 1 in vhpc-vm1 on vhpc2, with each vCPU's host CPU; the nodes'
+    guests report the image's SHA-256; nothing is left, the image unchanged."""
+    import signal
+    import time
+
+    from conftest import _cmdline
+    from vhpc.store import Store
+
     before, sha = qemu_pids(), _sha(image)
     (tmp_path / "c.yaml").write_text(NODES_CAMPAIGN.replace("IMAGE", str(image)))
     tmp = Path(tempfile.mkdtemp(prefix="vhpc-t-", dir="/tmp"))
-    res = subprocess.run([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=3600,
-                         env={**os.environ, "TMPDIR": str(tmp),
-                              "SLURM_CONF": cluster2["SLURM_CONF"]})
-    assert res.returncode == 0, res.stderr[-3000:]
-    from vhpc.store import Store
-
+    env = {**os.environ, "TMPDIR": str(tmp), "SLURM_CONF": cluster2["SLURM_CONF"]}
+    mine = f"TMPDIR={tmp}"
+    proc = subprocess.Popen([*VHPC, "run", "c.yaml", "--out", "res", "--no-report"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and proc.poll() is None:
+        guests = {p for p in _with_environ(mine) if b"vhpc-guest" in _cmdline(p)
+                  and b"qemu-system" in _cmdline(p)}
+        if len(guests) >= 2:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    time.sleep(20)  # guest 1 booting: its node's guest host is mid-request
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and _with_environ(mine):
+        time.sleep(0.5)
+    left = {p: _cmdline(p)[:120] for p in _with_environ(mine)}
+    assert not left, f"left after SIGKILL: {left}"
     store = Store(tmp_path / "res" / "vhpc.db")
     cid = store.campaigns()[0]["id"]
+    res = subprocess.run([*VHPC, "compare", "--resume", cid, "--out", "res", "--no-report"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=3600, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
     (trial,) = store.trials(cid)
     assert trial.status == "done", (trial.error, (trial.stdout or "")[-2000:])
     assert {o.metric for o in store.observations(cid)} >= {"latency_us", "bandwidth_MBps"}
@@ -373,6 +414,6 @@ def test_a_vcluster_of_the_image_spans_two_slurm_nodes(image, cluster2, tmp_path
     assert [h["node"] for h in trial.applied.slurm["guest_hosts"]] == ["vhpc1", "vhpc2"]
     fp = store.environments(cid)["vcimage"].fingerprint
     assert fp["image"]["sha256"] == sha and sorted(fp["nodes"]) == ["vhpc1", "vhpc2"]
-    assert _sha(image) == sha and qemu_pids() - before == set()
-    assert not list(tmp.glob("vhpc-*"))
+    assert _sha(image) == sha and qemu_pids() - before == set() and not _with_environ(mine)
+    assert not list(tmp.glob("vhpc-*"))  # the killed run's overlays too: reaped at resume
     shutil.rmtree(tmp)
