@@ -111,6 +111,7 @@ def test_the_clusters_private_key_reaches_a_guest_host_on_its_input_not_its_comm
     link = NodeLink(argv, "here", "127.0.0.1", seed=seed)
     try:
         assert link.info["guests"] == ["c/vm1"]
+        assert link.info["boot_timeout"] == 900.0  # an image's default: minutes under TCG
         cmdline = Path(f"/proc/{link.proc.pid}/cmdline").read_bytes()
         assert b"PRIVATE KEY" not in cmdline and seed["private"].encode() not in cmdline
         assert seed["private"][40:80] not in encode(payload)

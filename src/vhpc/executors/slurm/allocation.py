@@ -375,9 +375,9 @@ class SlurmExecutor(Executor):
             for link in links:
                 link.close(10.0)
             raise
-        boot = env_spec.options.boot_timeout
-        members = [RemoteVm(link, i, name, boot) for link in links
-                   for i, name in enumerate(link.info["guests"])]
+        given = env_spec.options.boot_timeout  # the guests' own where the node says (an image)
+        members = [RemoteVm(link, i, name, float(link.info.get("boot_timeout") or given))
+                   for link in links for i, name in enumerate(link.info["guests"])]
         hub = links[0]
         env.attach_nodes(members, hub.address,
                          lambda n: hub.call("ports", 60.0, host=hub.address, n=n))

@@ -173,9 +173,10 @@ def _reply(out, value: Any = None, error: str | None = None) -> None:
 
 
 def serve(payload: dict[str, Any], inp=sys.stdin, out=sys.stdout) -> int:
-    """The guest host's loop: announce ``{"node", "pid", "guests"}``, then answer one request
-    per input line until ``exit`` or end of input; close every guest on the way out (also on
-    SIGTERM).  Returns the exit status (2 when the node cannot hold its guests)."""
+    """The guest host's loop: announce ``{"node", "pid", "step_id", "guests", "boot_timeout"
+    (the longest a guest here may take to boot, s: an image's is minutes)}``, then answer one
+    request per input line until ``exit`` or end of input; close every guest on the way out
+    (also on SIGTERM).  Returns the exit status (2 when the node cannot hold its guests)."""
     from vhpc.core.errors import VhpcError
     from vhpc.host.owned import reap_all
 
@@ -192,7 +193,8 @@ def serve(payload: dict[str, Any], inp=sys.stdin, out=sys.stdout) -> int:
     try:
         _reply(out, {"node": host.node, "pid": os.getpid(),
                      "step_id": os.environ.get("SLURM_STEP_ID"),
-                     "guests": [m.name for m in host.members]})
+                     "guests": [m.name for m in host.members],
+                     "boot_timeout": max(m.boot_timeout for m in host.members)})
         for line in inp:
             if not line.strip():
                 continue
