@@ -54,7 +54,9 @@ def test_a_cluster_of_images_spread_over_nodes_checks_the_image_here_and_boots_n
     host = dataclasses.replace(HostFacts.live(), compute_nodes=2, remote=True)
     plan = kind.plan("vcluster", "c", VclusterOptions(image=str(_disk(tmp_path)), vms=2,
                                                       policy="float"), host)
-    assert "1 per node on 2 Slurm node(s)" in plan.text and "booting" in plan.text
+    assert "1 per node on 2 Slurm node(s)" in plan.text
+    assert plan.text.endswith("booting disk.img in each (own overlay; the same path on every "
+                              "node)")
     env = kind.build("vcluster", "c", VclusterOptions(image=str(_disk(tmp_path)), vms=2,
                                                      policy="float"), host)
     before = qemu_pids()

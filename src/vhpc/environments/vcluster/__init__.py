@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 from vhpc.core.errors import HostError
@@ -63,8 +64,9 @@ class VclusterKind(EnvironmentKind):
         plans = tuple(plan_cluster(host.topology, per_node, options.vcpus, options.memory,
                                    options.policy))
         spans = f", {per_node} per node on {nodes} Slurm node(s)" if spread else ""
-        booting = (f", booting {options.image} in each (own overlay"
-                   f"{' on its node, the image at this path on each' if spread else ''})"
+        image = PurePath(options.image or "").name  # the whole path is in its options
+        booting = (f", booting {image} in each (own overlay"
+                   f"{'; the same path on every node' if spread else ''})"
                    if options.image else "")
         return EnvPlan(f"{options.vms} VMs x {options.vcpus} vCPUs{spans}, policy "
                        f"{options.policy}, net {options.net}, "
