@@ -374,7 +374,7 @@ def run_campaign(args, spec=None, command: str | None = None, store=None,
         cid = execute.create(store, spec, command or " ".join(shlex.quote(a) for a in sys.argv))
         console.print(f"Campaign [bold]{esc(cid)}[/]: {len(spec.benchmarks)} benchmark(s) × "
                       f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} "
-                      f"rounds → {esc(args.out)}/")
+                      f"rounds\n  stored in {esc(args.out)}/")  # a path of its own: no wrap
     progress = RichProgress(console)
     try:
         counts = execute.execute(store, cid, progress, envs=envs, spec=spec,
