@@ -12,7 +12,7 @@ from pathlib import Path
 
 from vhpc.benchmarks.apps import APPS_SUITE
 from vhpc.benchmarks.base import (BENCHMARKS, Benchmark, BenchmarkError, ParseError, RunContext,
-                                  ensure_kernels)
+                                  ensure_kernels, unbuildable)
 from vhpc.benchmarks.ivshmem import IVSHMEM_SUITE
 from vhpc.benchmarks.npb import BINARIES as NPB_BINARIES, NPB_SUITE
 from vhpc.benchmarks.npb_external import NPB_EXTERNAL_SUITE
@@ -57,12 +57,22 @@ def kernel_binaries() -> list[str]:
 
 
 def build_kernels(mpi: str = "openmpi") -> Path:
-    """Build every kernel for ``mpi`` into :func:`~vhpc.benchmarks.base.kernel_dir` as a
-    campaign's first use does (:func:`~vhpc.benchmarks.base.ensure_kernels`: make with the
-    build key, the key recorded), and return that folder.  ``make kernels`` calls this, so the
-    first campaign after it finds the key and builds nothing.  Raises BenchmarkError as
-    ensure_kernels does."""
-    return ensure_kernels(kernel_binaries(), mpi)
+    """Build every kernel this host can build for ``mpi`` into
+    :func:`~vhpc.benchmarks.base.kernel_dir` as a campaign's first use does
+    (:func:`~vhpc.benchmarks.base.ensure_kernels`: make with the build key, the key recorded),
+    and return that folder.  Kernels the host cannot build (a library or the MPI wrapper
+    missing: :func:`~vhpc.benchmarks.base.unbuildable`) are named on stderr in one line with
+    the package that would add them, and left out; the benchmarks that run them are refused
+    when a campaign asks for them.  ``make kernels`` calls this, so the first campaign after
+    it finds the key and builds nothing.  Raises BenchmarkError as ensure_kernels does."""
+    import sys
+
+    wanted = kernel_binaries()
+    skipped = unbuildable(wanted, mpi)
+    if skipped:
+        sys.stderr.write("vhpc: not built: " + "; ".join(f"{b} ({why})"
+                                                         for b, why in skipped.items()) + "\n")
+    return ensure_kernels([b for b in wanted if b not in skipped], mpi)
 
 
 __all__ = ["Benchmark", "BenchmarkError", "ParseError", "RunContext", "REGISTRY", "get",

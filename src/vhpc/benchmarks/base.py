@@ -406,6 +406,47 @@ def _make(argv: list[str]) -> subprocess.CompletedProcess:
 #: The tools a kernel build needs and the Debian packages that provide them.
 BUILD_TOOLS = {"make": "make", "cc": "build-essential (gcc)"}
 
+#: LAPACKE on OpenBLAS, which kernels/vhpc-linpack.c includes (``lapacke.h``) and links
+#: (``-llapacke -lopenblas``): both files must be there (Debian 12: liblapacke-dev puts
+#: ``/usr/include/lapacke.h``, libopenblas-dev ``/usr/lib/x86_64-linux-gnu/libopenblas.so``).
+LAPACKE = Component("LAPACKE + OpenBLAS", "linpack",
+                    "glob:/usr/include/*lapacke.h /usr/lib/*/libopenblas.so",
+                    "liblapacke-dev libopenblas-dev", "lapack-devel openblas-devel")
+
+#: The libraries a kernel needs beyond libc, OpenMP and MPI, by binary.  A kernel whose library
+#: this host lacks is left out of the build (``SKIP=`` to kernels/Makefile), so it never fails
+#: the others' build; a campaign that runs it is refused before anything is stored.
+KERNEL_LIBRARIES: Mapping[str, tuple[Component, ...]] = {"vhpc-linpack": (LAPACKE,)}
+
+#: The kernels built with the MPI compiler wrapper (kernels/Makefile MPI_KERNELS and
+#: STD_KERNELS, kernels/npb/Makefile): left out where the wrapper is missing.
+MPI_KERNELS = frozenset({"vhpc-pingpong", "vhpc-osu", "vhpc-hpccg", "vhpc-npb-mpi"})
+
+
+def lacking(components: tuple[Component, ...]) -> list[Component]:
+    """Those of ``components`` this host lacks (:func:`vhpc.host.doctor.check`)."""
+    from vhpc.host import doctor
+
+    return [c for c in components if not doctor.check(c)[0]]
+
+
+def unbuildable(binaries: list[str] | set[str], mpi: str = "openmpi") -> dict[str, str]:
+    """Those of ``binaries`` this host cannot build, each with why and the Debian package that
+    would add it (``{"vhpc-linpack": "needs LAPACKE + OpenBLAS: apt-get install
+    liblapacke-dev libopenblas-dev"}``): a library of :data:`KERNEL_LIBRARIES` missing, or
+    for an MPI kernel the MPI compiler wrapper of ``mpi``.  Looks only; never raises."""
+    out: dict[str, str] = {}
+    no_mpicc = shutil.which(mpi_tool(mpi, "mpicc")) is None
+    for binary in sorted(binaries):
+        missing = lacking(KERNEL_LIBRARIES.get(binary, ()))
+        if missing:
+            out[binary] = "needs " + " and ".join(c.name for c in missing) + \
+                ": apt-get install " + " ".join(c.debian for c in missing)
+        elif no_mpicc and binary in MPI_KERNELS:
+            pkgs = "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
+            out[binary] = f"needs {mpi_tool(mpi, 'mpicc')}: apt-get install {pkgs}"
+    return out
+
 
 def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
     """Return the kernel directory for MPI implementation ``mpi``, building the kernels there
@@ -415,7 +456,12 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
     progress line on stderr, in a process group that dies with vhpc.  A ``$VHPC_KERNELS``
     that another user owns or others may write is refused (:func:`check_trusted`).
 
-    Raises BenchmarkError naming the missing tool (make, cc, mpicc) or the failed step.
+    The build makes every kernel this host can build, leaving out those it cannot
+    (:func:`unbuildable`: a library or the MPI wrapper missing), so that one missing library
+    never blocks the others; the build key is recorded once ``binaries`` are all there.
+
+    Raises BenchmarkError naming the missing tool (make, cc), the package a requested kernel
+    lacks (LAPACKE, mpicc) or the failed step.
     """
     bindir = kernel_dir(mpi)
     check_trusted(bindir)
@@ -435,11 +481,16 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
                 return bindir
             raise BenchmarkError(f"building vhpc's kernels needs {tool}: apt-get install {pkg}")
     mpicc = mpi_tool(mpi, "mpicc")
-    if shutil.which(mpicc) is None:
-        if have:
-            return bindir
-        pkgs = "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
-        raise BenchmarkError(f"mpi={mpi} needs {mpicc}: apt-get install {pkgs}")
+    if not have:
+        refused = unbuildable([b for b in binaries if not (bindir / b).exists()], mpi)
+        if refused:
+            binary, why = next(iter(refused.items()))
+            raise BenchmarkError(f"kernel {binary} cannot be built on this host: {why}")
+    elif shutil.which(mpicc) is None and MPI_KERNELS & set(binaries):
+        return bindir  # cannot check them against the sources: use them as they are
+    # every kernel this host can build (one lacking a library is left out, never failing
+    # the others; make skips MPI kernels itself where the wrapper is missing)
+    skip = sorted(unbuildable(set(KERNEL_LIBRARIES), mpi))
     bindir.parent.mkdir(parents=True, exist_ok=True)
     # another vhpc building the same kernels: wait for it (a lock opened without following)
     with cache_lock(bindir.parent / f".{bindir.name}.lock"):
@@ -449,7 +500,7 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
                              f"({'first use' if first else 'sources, compiler or flags changed'})\n")
             sys.stderr.flush()
             out = _make(["make", f"-j{min(os.cpu_count() or 1, 16)}", "-C", str(src),
-                         f"BUILD={bindir}", f"MPICC={mpicc}",
+                         f"BUILD={bindir}", f"MPICC={mpicc}", f"SKIP={' '.join(skip)}",
                          f"VHPC_BUILD_KEY={key}"])
             if out.returncode != 0:
                 text = out.stderr or out.stdout
@@ -497,6 +548,12 @@ class KernelBenchmark(Benchmark):
     timeout: float = 600.0
     optional: frozenset[str] = frozenset()
     timing: str = ""
+
+    @property
+    def components(self) -> tuple[Component, ...]:  # type: ignore[override]
+        """The libraries its kernel needs (:data:`KERNEL_LIBRARIES`): ``vhpc doctor`` lists
+        them, a campaign that runs it on a host without them is refused."""
+        return KERNEL_LIBRARIES.get(self.binary, ())
 
     def value(self, params: Mapping[str, Any], key: str, ctx: RunContext) -> Any:
         v = params.get(key)

@@ -462,10 +462,6 @@ OSU_COLL = OsuBenchmark(
 class BlasKernelBenchmark(KernelBenchmark):
     """A kernel on OpenBLAS: ``threads_param`` sets OPENBLAS_NUM_THREADS (and OMP_NUM_THREADS)."""
 
-    components = (
-        Component("LAPACKE + OpenBLAS", "linpack", "glob:/usr/include/*lapacke.h",
-                  "liblapacke-dev libopenblas-dev", "lapack-devel openblas-devel"),
-    )
 
     def environ(self, params, ctx):
         t = str(self.value(params, self.threads_param, ctx)) if self.threads_param else "1"

@@ -347,6 +347,7 @@ def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
     before any trial runs); a benchmark's ``preflight(params)`` (an application's binary and
     prepared inputs, a custom benchmark's inputs) runs here too.  Raises BenchmarkError when a
     build fails or a preflight names what is missing."""
+    refuse_lacking(spec)
     need: dict[str, set[str]] = {}
     if any(getattr(e.options, "corunner", None) for e in spec.environments):
         need["openmpi"] = {"vhpc-noise", "vhpc-stream"}
@@ -360,6 +361,22 @@ def kernel_dirs(spec: CampaignSpec) -> dict[str, Any]:
             preflight(bench.resolve(b.params))
         _refuse_hidden_inputs(spec, bench, bench.resolve(b.params))
     return {impl: ensure_kernels(sorted(bins), impl) for impl, bins in need.items()}
+
+
+def refuse_lacking(spec: CampaignSpec) -> None:
+    """Refuse a campaign whose benchmark needs what this host lacks (a benchmark's
+    ``components``: linpack's LAPACKE, hpcc, lmp), before anything is built or stored, as
+    ``--dry-run`` does.  Raises BenchmarkError, one line naming the benchmark, what it lacks
+    and the Debian package that adds it (the same rows ``vhpc doctor`` shows)."""
+    from vhpc.benchmarks.base import BenchmarkError, lacking
+
+    for b in spec.benchmarks:
+        missing = lacking(tuple(spec.benchmark(b.name).components))
+        if missing:
+            raise BenchmarkError(
+                f"benchmark {b.name} needs {' and '.join(c.name for c in missing)}, which this "
+                f"host lacks: apt-get install {' '.join(c.debian for c in missing)} "
+                "(vhpc doctor lists what each benchmark needs)")
 
 
 def _refuse_hidden_inputs(spec: CampaignSpec, bench, params) -> None:

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Component:
     """One thing vhpc may use: ``name``; ``needed_for`` (environment kinds, benchmarks);
-    ``probe``: ``cmd:NAME`` (on PATH), ``glob:PATTERN`` (a file), ``module:NAME`` (Python) or
-    ``kvm``; ``debian`` / ``rhel``: the package(s) that provide it."""
+    ``probe``: ``cmd:NAME`` (on PATH), ``glob:PATTERN ...`` (a file matching each pattern),
+    ``module:NAME`` (Python) or ``kvm``; ``debian`` / ``rhel``: the package(s) that provide
+    it."""
 
     name: str
     needed_for: str
@@ -58,9 +59,11 @@ def check(c: Component) -> tuple[bool, str]:
     if kind == "cmd":
         path = shutil.which(what)
         return (path is not None, path or f"{what} not on PATH")
-    if kind == "glob":
-        found = sorted(glob.glob(what))
-        return (bool(found), found[-1] if found else f"no {what}")
+    if kind == "glob":  # several patterns (space-separated): each must match
+        found = [sorted(glob.glob(pattern)) for pattern in what.split()]
+        if not all(found):
+            return (False, "no " + " or ".join(p for p, f in zip(what.split(), found) if not f))
+        return (True, ", ".join(f[-1] for f in found))
     if kind == "module":
         spec = importlib.util.find_spec(what)
         return (spec is not None, spec.origin or what if spec else f"Python module {what} missing")

@@ -338,6 +338,7 @@ def dry_run(spec, out: str | None = None) -> int:
     from vhpc.report import console as views
 
     _refuse_node_hugepages(spec)
+    execute.refuse_lacking(spec)
     plans = execute.placements(spec, execute.host_facts())
     views.dry_run(console, spec, execute.plan(spec), {n: p.text for n, p in plans.items()})
     if out is not None:

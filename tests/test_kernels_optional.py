@@ -1,0 +1,131 @@
+"""Kernels as the campaign needs them (issue 57): a host without LAPACKE builds every other
+kernel, records the build key, names what it left out and the package in one line, and
+refuses a campaign that runs linpack before anything is stored, as ``vhpc doctor`` lists it.
+
+The host here has LAPACKE (make test installs it); a missing library is made by pointing the
+linpack kernel's declared component at a path that does not exist, which is what vhpc reads
+to decide (``base.KERNEL_LIBRARIES``).  The fresh Debian root of ``make test-fresh`` shows
+the same without the package."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import one_line, run_cli
+
+
+@pytest.fixture
+def no_lapacke(monkeypatch, tmp_path):
+    """LAPACKE + OpenBLAS missing, as vhpc sees it (its probe finds no file)."""
+    from vhpc.benchmarks import base
+
+    gone = dataclasses.replace(base.LAPACKE, probe=f"glob:{tmp_path}/none/*lapacke.h")
+    monkeypatch.setattr(base, "KERNEL_LIBRARIES", {"vhpc-linpack": (gone,)})
+    return gone
+
+
+def test_the_lapacke_probe_finds_this_hosts_library():
+    """The real probe sees the header and the library make test installs (both are needed:
+    the kernel includes lapacke.h and links -lopenblas)."""
+    from vhpc.benchmarks import base
+    from vhpc.host import doctor
+
+    ok, detail = doctor.check(base.LAPACKE)
+    assert ok and "lapacke.h" in detail and "libopenblas.so" in detail, detail
+    half = dataclasses.replace(base.LAPACKE,
+                               probe="glob:/usr/include/*lapacke.h /nonexistent/libopenblas.so")
+    ok, detail = doctor.check(half)
+    assert not ok and "/nonexistent/libopenblas.so" in detail
+
+
+def test_a_missing_library_leaves_one_kernel_out_and_the_build_key_written(
+        no_lapacke, kernels_built, tmp_path, monkeypatch, capfd):
+    """make kernels: everything else is built, the key recorded (the first campaign builds
+    nothing), one stderr line names linpack and the package; asking for linpack then fails
+    in one line naming the package, without a second make."""
+    from vhpc.benchmarks import base, build_kernels, kernel_binaries
+
+    k = tmp_path / "k"
+    k.mkdir(mode=0o700)
+    for p in kernels_built.iterdir():  # up to date, mtimes kept: make has nothing to do
+        if p.name not in ("vhpc-linpack", "build-key"):
+            shutil.copy2(p, k / p.name)
+    monkeypatch.setenv("VHPC_KERNELS", str(k))
+    calls = []
+    real_make = base._make
+
+    def make(argv):
+        calls.append(argv)
+        return real_make(argv)
+
+    monkeypatch.setattr(base, "_make", make)
+    assert build_kernels() == k
+    err = capfd.readouterr().err
+    said = [line for line in err.splitlines() if line.startswith("vhpc: not built:")]
+    assert said == ["vhpc: not built: vhpc-linpack (needs LAPACKE + OpenBLAS: apt-get install "
+                    "liblapacke-dev libopenblas-dev)"], err
+    assert len(calls) == 1 and "SKIP=vhpc-linpack" in calls[0]
+    assert not (k / "vhpc-linpack").exists()
+    assert (k / "build-key").read_text().strip() == base.build_key()
+    assert {p.name for p in k.glob("vhpc-*")} == set(kernel_binaries()) - {"vhpc-linpack"}
+    base.ensure_kernels(["vhpc-stream", "vhpc-pingpong"])  # the key holds: no make
+    assert len(calls) == 1
+    with pytest.raises(base.BenchmarkError, match="vhpc-linpack.*apt-get install "
+                                                  "liblapacke-dev libopenblas-dev"):
+        base.ensure_kernels(["vhpc-linpack"])
+    assert len(calls) == 1
+
+
+def test_the_library_installed_later_builds_linpack(kernels_built, tmp_path, monkeypatch):
+    """A build that left linpack out, then the library present: asking for linpack builds it
+    (the folder lacks the binary), and the key stays the folder's."""
+    from vhpc.benchmarks import base
+
+    k = tmp_path / "k"
+    k.mkdir(mode=0o700)
+    for p in kernels_built.iterdir():
+        if p.name != "vhpc-linpack":
+            shutil.copy2(p, k / p.name)
+    monkeypatch.setenv("VHPC_KERNELS", str(k))
+    assert base.ensure_kernels(["vhpc-linpack"]) == k
+    assert os.access(k / "vhpc-linpack", os.X_OK)
+    r = subprocess.run([str(k / "vhpc-linpack"), "-n", "50"], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    assert r.returncode == 0 and "valid=1" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_makefile_skips_what_it_is_told_and_builds_the_rest(tmp_path, kernels_built):
+    """SKIP= leaves a kernel out of a build from scratch, and the rest is built: make exits 0
+    (the path vhpc takes where lapacke.h exists but libopenblas.so does not, where make's own
+    check would not stop a failing link)."""
+    build = tmp_path / "b"
+    r = subprocess.run(["make", "-s", "-j2", "-C", str(Path(kernels_built).parent),
+                        f"BUILD={build}", "SKIP=vhpc-linpack", "all"],
+                       capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "CFLAGS": "-O0"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (build / "vhpc-linpack").exists() and os.access(build / "vhpc-stream", os.X_OK)
+    assert os.access(build / "vhpc-npb-omp", os.X_OK)
+
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_a_linpack_campaign_without_lapacke_is_refused_before_anything_is_stored(
+        no_lapacke, capsys, tmp_path, dry):
+    out = tmp_path / "r"
+    rc, _, err = run_cli(capsys, "compare", "-b", "stream", "-b", "linpack", "-e", "native",
+                         "--repeats", "2", "--out", out, *(["--dry-run"] if dry else []))
+    one_line(rc, err, "benchmark linpack needs LAPACKE + OpenBLAS",
+             "apt-get install liblapacke-dev libopenblas-dev")
+    assert not (out / "vhpc.db").exists()
+
+
+def test_doctor_lists_linpacks_library_as_missing(no_lapacke, capsys):
+    rc, out, err = run_cli(capsys, "doctor")
+    row = [line for line in out.splitlines() if "LAPACKE" in line]
+    assert row and "liblapacke-dev" in " ".join(row) and "linpack" in " ".join(row), out
