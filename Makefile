@@ -55,6 +55,11 @@ help:
 	@echo "make test-images  build Debian images (bare, GRUB, GRUB EFI) and boot them (slow)"
 
 # PACKAGES: which Debian packages to make sure of (deps: all of them; deps-demo: the demo's).
+# A host without /boot/vmlinuz-* (a container or chroot, which boots no kernel of its own)
+# gets linux-image-amd64 for the guests, without an initramfs: vhpc boots the kernel with its
+# own busybox initramfs (environments/vm/guestimage.py), and Debian's initramfs-tools hook
+# skips the image when INITRD=No (/etc/kernel/postinst.d/initramfs-tools).
+NO_INITRD = $$(ls /boot/vmlinuz-* >/dev/null 2>&1 || echo INITRD=No)
 define install_missing
 	@missing=""; \
 	for p in $(1); do \
@@ -64,7 +69,8 @@ define install_missing
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "vhpc: run as root (or install:$$missing)"; exit 1; fi; \
 	  echo "installing:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(NO_INITRD) apt-get install -y -qq \
+	    --no-install-recommends $$missing; \
 	fi
 endef
 

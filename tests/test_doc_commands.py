@@ -20,26 +20,39 @@ from vhpc.workflows.common import spec_from_flags
 ROOT = Path(__file__).resolve().parents[1]
 #: Placeholders the docs use, with a value of the right form.
 PLACEHOLDERS = {"$VHPC_SSH_PORT": "2222"}
+#: The README's synopses' placeholders (whole words), with a value of the right form.
+SYNOPSIS = {"N": "2", "P": "spread", "BENCH": "stream", "NAME": "co-run", "PCT": "5%",
+            "ID": "20261122-005252-e261", "campaign.yaml": "docs/examples/lammps-mpi.yaml"}
 
 
-def doc_commands() -> list[tuple[str, str]]:
-    """(file:line, command) of every line starting ``vhpc `` in a shell block of docs/: line
-    continuations joined, a trailing comment, anything after ``;`` or ``&&``, and a synopsis's
-    optional ``[...]`` parts dropped."""
+#: Every page whose shell blocks show commands: the README, then docs/.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def doc_commands(prefix: str = "vhpc ") -> list[tuple[str, str]]:
+    """(file:line, command) of every line starting ``prefix`` in a shell block of
+    :data:`PAGES`: line continuations joined, a trailing comment, anything after ``;`` or
+    ``&&``, and a synopsis's optional ``[...]`` parts dropped; a synopsis's alternatives
+    (``benchmarks|campaigns``) give one command each."""
     out = []
-    for path in sorted((ROOT / "docs").rglob("*.md")):
+    for path in PAGES:
         text = path.read_text()
         for m in re.finditer(r"```(?:sh|bash|shell|console)\n(.*?)```", text, re.S):
             first = text.count("\n", 0, m.start(1)) + 1
             for i, line in enumerate(m.group(1).replace("\\\n", " ").splitlines()):
                 line = line.strip().removeprefix("$ ")
-                if not line.startswith("vhpc "):
+                if not line.startswith(prefix):
                     continue
                 line = re.split(r";|&&|\s#", line)[0].strip()
                 line = line.split(" [")[0]  # a synopsis: its optional parts left out
                 for k, v in PLACEHOLDERS.items():
                     line = line.replace(k, v)
-                out.append((f"{path.relative_to(ROOT)}:{first + i}", line))
+                if path.name == "README.md":
+                    line = " ".join(SYNOPSIS.get(w, w) for w in line.split())
+                alternatives = re.search(r"(\S+\|\S+)$", line)
+                for word in alternatives.group(1).split("|") if alternatives else [None]:
+                    command = line[:alternatives.start(1)] + word if word else line
+                    out.append((f"{path.relative_to(ROOT)}:{first + i}", command))
     return out
 
 
@@ -48,7 +61,25 @@ COMMANDS = doc_commands()
 
 def test_the_docs_show_commands():
     assert len(COMMANDS) > 30
-    assert ("docs/applications.md" in {w.split(":")[0] for w, _ in COMMANDS})
+    pages = {w.split(":")[0] for w, _ in COMMANDS}
+    assert "docs/applications.md" in pages and "README.md" in pages
+
+
+MAKE_COMMANDS = doc_commands("make ")
+
+
+@pytest.mark.parametrize("where,command", MAKE_COMMANDS, ids=[w for w, _ in MAKE_COMMANDS])
+def test_a_documented_make_command_is_a_target_of_the_makefile(where, command):
+    """``make demo``, ``make test`` ... in the README and docs/: each target exists."""
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
+    for word in shlex.split(command)[1:]:
+        if "=" not in word:  # VAR=value is an assignment, not a target
+            assert word in targets, f"{where}: make has no target {word!r}"
+
+
+def test_the_readme_shows_its_two_commands():
+    assert {c for w, c in MAKE_COMMANDS if w.startswith("README.md")} >= {"make demo",
+                                                                           "make test"}
 
 
 @pytest.mark.parametrize("where,command", COMMANDS, ids=[w for w, _ in COMMANDS])
