@@ -121,3 +121,31 @@ def test_a_usage_error_carries_one_prefix(capsys):
     assert capsys.readouterr().err.strip() == (
         "vhpc: error: compare: argument --repeats: 'x' is not a whole number (ASCII digits 0-9) "
         "(see vhpc compare --help)")
+
+
+def readme_synopses() -> list[tuple[str, str]]:
+    """(subcommand, synopsis) of each ``vhpc`` line of the README's command list, with its
+    indented continuation lines (``          [--candidates LIST] ...``) joined."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Commands", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    out: list[list[str]] = []
+    for line in block.splitlines():
+        if line.startswith("vhpc "):
+            out.append([line.split()[1], line.split("#")[0]])
+        elif line.strip().startswith("[") and out:
+            out[-1][1] += " " + line.split("#")[0].strip()
+    return [(sub, synopsis) for sub, synopsis in out]
+
+
+def test_every_flag_of_the_readmes_synopses_is_one_its_command_takes():
+    """The optional parts the documented-commands check drops (``[--target-ci PCT]``): each
+    flag they name is an option of that subcommand."""
+    parser = cli.build_parser()
+    subparsers = next(a for a in parser._actions if a.choices and "compare" in a.choices)
+    synopses = readme_synopses()
+    assert {"compare", "report", "diff", "tune"} <= {sub for sub, _ in synopses}
+    for sub, synopsis in synopses:
+        known = subparsers.choices[sub]._option_string_actions
+        for flag in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", synopsis.split(" ", 2)[2]
+                               if synopsis.count(" ") > 1 else ""):
+            assert flag in known, f"README: vhpc {sub} has no option {flag}"
