@@ -5,8 +5,9 @@ Reads the JUnit XML that ``make test`` writes (``.pytest-times.xml``: both passe
 parallel one and the serial one), sums each test file's test times (set-up and tear-down
 included, as pytest reports them) and prints one line per file: seconds, tests, share of the
 sum.  The sum is CPU-side test time over every worker, not the wall time of the run (3 workers
-overlap).  ``--run`` runs the suite first, as ``make test`` does; without it and without the
-file it says how to make one.
+overlap); then each pass's wall time, and the last ``make test-fresh``'s time for ``make
+demo`` in a fresh Debian root (``.fresh-demo-time``).  ``--run`` runs the suite first, as
+``make test`` does; without it and without the file it says how to make one.
 
     python bench/bench_suite.py [--xml .pytest-times.xml ...] [--top 25] [--run]
 """
@@ -56,7 +57,22 @@ def main() -> int:
     if rest:
         print(f"  {f'{len(rest)} other files':<34} {sum(v[0] for _, v in rest):8.1f} s")
     print(f"  {'all':<34} {total:8.1f} s  {sum(v[1] for _, v in files):4d} tests")
+    walls = {p.name: wall_time(p) for p in paths}
+    print("make test's passes, wall time: " + ", ".join(f"{n} {w:.0f} s" for n, w in walls.items())
+          + f"; together {sum(walls.values()):.0f} s (goal: 480 s on a quiet 2-core host)")
+    fresh = Path(".fresh-demo-time")
+    print("make demo in a fresh Debian 12 root, clone to headline (make test-fresh): "
+          + (fresh.read_text().strip() if fresh.exists() else "not run here yet")
+          + " (goal: 180 s on a quiet 2-core host)")
     return 0
+
+
+def wall_time(path: Path) -> float:
+    """Seconds the pytest run that wrote the JUnit XML ``path`` took from start to end (its
+    ``testsuite`` element's ``time``: wall time, not the sum of its tests)."""
+    root = ET.parse(path).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    return float(suite.get("time") or 0.0) if suite is not None else 0.0
 
 
 if __name__ == "__main__":
