@@ -129,3 +129,14 @@ def test_doctor_lists_linpacks_library_as_missing(no_lapacke, capsys):
     rc, out, err = run_cli(capsys, "doctor")
     row = [line for line in out.splitlines() if "LAPACKE" in line]
     assert row and "liblapacke-dev" in " ".join(row) and "linpack" in " ".join(row), out
+
+
+def test_paper_001_without_lapacke_runs_its_other_studies_and_names_the_package(
+        no_lapacke, capsys, tmp_path):
+    """Seed 001 has a linpack study: on a host without LAPACKE the dry run says that study
+    will not run and why (the package), and plans the others; no traceback."""
+    rc, out, err = run_cli(capsys, "paper", "001", "--dry-run", "--out", tmp_path / "r")
+    assert rc == 0, err
+    said = [line for line in (out + err).splitlines() if "will not run linpack" in line]
+    assert said and "apt-get install liblapacke-dev libopenblas-dev" in said[0], out + err
+    assert "mpi-p2p" in out and "Traceback" not in out + err

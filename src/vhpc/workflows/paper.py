@@ -99,6 +99,7 @@ def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) 
         item = Item(s.name, s.figure.number, note=studies.note(s.name, topology))
         try:
             spec = studies.build(s.name, topology, overrides.get(s.name, []), **dict(protocol))
+            execute.refuse_lacking(spec)  # linpack without LAPACKE: the other studies run
             item.reason = _refusal(s, spec, executor)
             if item.reason is None:
                 item.spec = spec
