@@ -105,8 +105,8 @@ $(BIN)/python: | $(UV)
 UV_INSTALL := $(UV) pip install -q --native-tls --link-mode=copy --python $(BIN)/python
 define uv_install
 	$(UV_INSTALL) --offline $(1) 2>/dev/null || $(UV_INSTALL) $(1)
-	$(BIN)/python -m compileall -q -j0 -x '/tests?/' \
-	  $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+	if [ -n "$$PYTHONDONTWRITEBYTECODE" ]; then $(BIN)/python -m compileall -q -j0 -x '/tests?/' \
+	  $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); fi
 	touch $@
 endef
 TEST_EXTRAS := '.[test,libvirt]'
@@ -116,22 +116,23 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(call uv_install,-e $(TEST_EXTRAS))
 	touch $(VENV)/.installed-demo
 
-# Byte-compiled ahead, on every core (compileall skips what is up to date): site-packages
-# without the packages' own test folders (7.7 s here; uv's --compile-bytecode, which compiles
-# those too, 12 s), and vhpc's own modules.  Where PYTHONDONTWRITEBYTECODE is set (as in this
-# workplace's shell), Python would otherwise compile every module it imports again in every
-# process: 2.2 s against 0.8 s to import what a report needs, 0.1 s more for vhpc's, more in a
-# TCG guest, which sees the host's files read-only.
+# Byte-compiled ahead, on every core (compileall skips what is up to date): vhpc's own modules
+# (a TCG guest sees the host's files read-only and cannot write them), and where
+# PYTHONDONTWRITEBYTECODE is set (as in some shells) site-packages without the packages' own
+# test folders (7.7 s on 2 cores): Python would otherwise compile every module it imports again
+# in every process, 2.2 s against 0.8 s to import what a report needs.  Without it (a fresh
+# root login) the first import writes the bytecode of what is used, a fraction of the whole.
 venv: $(VENV)/.installed
 	$(BIN)/python -m compileall -q src/vhpc
 
 venv-demo: $(VENV)/.installed-demo
 	$(BIN)/python -m compileall -q src/vhpc
 
-# Through vhpc (benchmarks.build_kernels), as a campaign's first use builds them: make with the
-# build key, which vhpc then records in kernels/build/build-key.  A plain `make -C kernels` left
-# no key, so the first campaign after it rebuilt every kernel in place: the demo built them
-# twice, and in make test a guest running them from the host's root once met one mid-link.
+# Every kernel this host can build, through vhpc (benchmarks.build_kernels) as a campaign's first
+# use builds the ones it runs: make with the build key, which vhpc then records in
+# kernels/build/build-key (a plain `make -C kernels` records none, and the first campaign after
+# it would rebuild in place, under a guest running them from the host's root).  A kernel whose
+# library is missing is named in one line with its package and left out.
 kernels: venv-demo
 	$(BIN)/python -c 'from vhpc.benchmarks import build_kernels; build_kernels()'
 
@@ -145,7 +146,8 @@ kernels: venv-demo
 # compare` without -b runs the quick suite at its own defaults.
 DEMO_BENCH := -b stream:n=2000000 -b randomaccess -b pingpong:bw_size=65536 \
 	-b noise:duration=0.5 -b pagefault:mib=16
-demo: deps-demo venv-demo kernels
+# The campaign builds the five kernels it runs on first use (not NPB's, HPCCG's, OSU's).
+demo: deps-demo venv-demo
 	$(BIN)/vhpc compare --repeats 3 $(DEMO_BENCH) --out $(OUT)
 
 # CI=true: a test whose tool (above) is missing fails instead of skipping (tests/conftest.py

@@ -140,3 +140,36 @@ def test_paper_001_without_lapacke_runs_its_other_studies_and_names_the_package(
     said = [line for line in (out + err).splitlines() if "will not run linpack" in line]
     assert said and "apt-get install liblapacke-dev libopenblas-dev" in said[0], out + err
     assert "mpi-p2p" in out and "Traceback" not in out + err
+
+
+def test_a_campaign_builds_only_the_kernels_it_runs(tmp_path, monkeypatch):
+    """A fresh folder: asking for vhpc-noise builds it alone (make demo's campaign builds the
+    quick suite's five, not NPB's or linpack); a later request builds the next one under the
+    same key, and the first is not rebuilt."""
+    from vhpc.benchmarks import base
+
+    monkeypatch.setenv("VHPC_KERNELS", str(tmp_path / "k"))
+    monkeypatch.setenv("CFLAGS", "-O0")
+    k = base.ensure_kernels(["vhpc-noise"])
+    assert sorted(p.name for p in k.glob("vhpc-*")) == ["vhpc-noise"]
+    assert (k / "build-key").read_text().strip() == base.build_key()
+    built = (k / "vhpc-noise").stat().st_mtime_ns
+    base.ensure_kernels(["vhpc-noise", "vhpc-pagefault"])
+    assert sorted(p.name for p in k.glob("vhpc-*")) == ["vhpc-noise", "vhpc-pagefault"]
+    assert (k / "vhpc-noise").stat().st_mtime_ns == built
+
+
+def test_a_new_build_key_rebuilds_every_kernel_not_only_those_asked_for(tmp_path, monkeypatch):
+    """A folder built for another key: make gets no goal (every kernel), else the binaries
+    not asked for would stay from the old build under the new key."""
+    from vhpc.benchmarks import base
+
+    k = tmp_path / "k"
+    k.mkdir(mode=0o700)
+    (k / "vhpc-noise").write_text("old")
+    (k / "vhpc-stream").write_text("old")
+    (k / "build-key").write_text("0123456789abcdef\n")
+    assert base.make_targets(k, ["vhpc-noise"], base.build_key()) == []
+    (k / "build-key").write_text(base.build_key() + "\n")
+    assert base.make_targets(k, ["vhpc-noise", "vhpc-npb-omp"], base.build_key()) == [
+        str(k / "vhpc-noise"), "npb"]

@@ -448,6 +448,16 @@ def unbuildable(binaries: list[str] | set[str], mpi: str = "openmpi") -> dict[st
     return out
 
 
+def make_targets(bindir: Path, binaries: list[str], key: str) -> list[str]:
+    """The kernels/Makefile goals that build ``binaries`` into ``bindir``: each binary's path
+    (the NPB binaries through the ``npb`` goal, which builds both), so a campaign builds only
+    what it runs; [] (every kernel) when ``bindir`` was built for another build key than
+    ``key``, whose other binaries would otherwise stay stale under the new key."""
+    if _built_key(bindir) not in (None, key):
+        return []
+    return sorted({"npb" if b.startswith("vhpc-npb-") else str(bindir / b) for b in binaries})
+
+
 def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
     """Return the kernel directory for MPI implementation ``mpi``, building the kernels there
     with make (``MPICC=mpicc.<impl>``) when a binary is missing or the folder was built for
@@ -456,9 +466,10 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
     progress line on stderr, in a process group that dies with vhpc.  A ``$VHPC_KERNELS``
     that another user owns or others may write is refused (:func:`check_trusted`).
 
-    The build makes every kernel this host can build, leaving out those it cannot
-    (:func:`unbuildable`: a library or the MPI wrapper missing), so that one missing library
-    never blocks the others; the build key is recorded once ``binaries`` are all there.
+    The build makes ``binaries`` (:func:`make_targets`; every kernel when the folder was built
+    for another key), leaving out those this host cannot build (:func:`unbuildable`: a library
+    or the MPI wrapper missing), so that one missing library never blocks the others; the
+    build key is recorded once ``binaries`` are all there.
 
     Raises BenchmarkError naming the missing tool (make, cc), the package a requested kernel
     lacks (LAPACKE, mpicc) or the failed step.
@@ -501,7 +512,7 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
             sys.stderr.flush()
             out = _make(["make", f"-j{min(os.cpu_count() or 1, 16)}", "-C", str(src),
                          f"BUILD={bindir}", f"MPICC={mpicc}", f"SKIP={' '.join(skip)}",
-                         f"VHPC_BUILD_KEY={key}"])
+                         f"VHPC_BUILD_KEY={key}", *make_targets(bindir, binaries, key)])
             if out.returncode != 0:
                 text = out.stderr or out.stdout
                 if "omp.h" in text or "fopenmp" in text:
