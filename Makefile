@@ -1,5 +1,5 @@
 # vhpc: two commands do all set-up on a fresh Debian 12 host (as root):
-#   make demo   installs what the demo uses, builds the kernels, runs a native-vs-VM comparison
+#   make demo   installs what the demo uses, runs a native-vs-VM comparison (kernels built on use)
 #   make test   installs everything (the demo's packages and the rest) and runs the test suite
 # Both are idempotent: installed packages, the virtualenv and the kernels are reused.
 
@@ -94,12 +94,11 @@ $(UV):
 $(BIN)/python: | $(UV)
 	$(UV) venv -q --seed --native-tls --no-python-downloads --python "$$(command -v $(PYTHON))" $(VENV)
 
-# uv installs the rest: a fresh venv took 38 s with an empty uv cache and 32 s with a warm one
-# here, against 56 s with pip.  Offline first: with every package in uv's cache the install
-# takes 4 s instead of 13 (online, uv asks the index again and rebuilds libvirt-python from its
-# sdist, about 6 s of gcc, because it finds the index answer changed); a package not in the
-# cache fails the offline try, and the online install follows.  Copies, not links, so the venv
-# does not depend on uv's cache; the system's CA bundle, as pip uses it.
+# uv installs the rest (a fresh venv: 38 s with an empty uv cache, 56 s with pip).  Offline
+# first: with every package in uv's cache the install takes 4 s instead of 13 (online, uv asks
+# the index again and rebuilds libvirt-python from its sdist); a package not in the cache fails
+# the offline try, and the online install follows.  Copies, not links, so the venv does not
+# depend on uv's cache; the system's CA bundle, as pip uses it.
 # The demo's venv has vhpc and its dependencies; make test's adds the test tools and the libvirt
 # binding (whose build needs libvirt-dev, a test package).
 UV_INSTALL := $(UV) pip install -q --native-tls --link-mode=copy --python $(BIN)/python
@@ -136,14 +135,14 @@ venv-demo: $(VENV)/.installed-demo
 kernels: venv-demo
 	$(BIN)/python -c 'from vhpc.benchmarks import build_kernels; build_kernels()'
 
-# The demo's campaign: 3 measured rounds (vhpc compare's default is 5; 5 rounds took 3 min 26 s
-# on a loaded host) of the quick suite at demo sizes, so that install, build and campaign fit in
-# 3 minutes on a fresh 2-core machine where the VM runs under TCG (no KVM): STREAM at the kernel's
-# floor of 2,000,000 elements per array (48 MB in all, not 4 x the LLC: under TCG a 400 MB run
-# took 12 s a trial), ping-pong's bandwidth at 64 KiB messages (1 MiB windows were most of its
-# 8 s a trial), the noise spin for 0.5 s and page faults over 16 MiB: 22.6 s against 59.6 s at
-# the suite's own sizes (docs/performance.md).  The report names these parameters; `vhpc
-# compare` without -b runs the quick suite at its own defaults.
+# The demo's campaign: 3 measured rounds (vhpc compare's default is 5) of the quick suite at
+# demo sizes, so that install, build and campaign fit in 3 minutes on a fresh 2-core machine
+# where the VM runs under TCG (no KVM): STREAM at the kernel's floor of 2,000,000 elements per
+# array (48 MB in all, not 4 x the LLC: under TCG a 400 MB run takes 12 s a trial), ping-pong's
+# bandwidth at 64 KiB messages (1 MiB windows are most of its 8 s a trial), the noise spin for
+# 0.5 s and page faults over 16 MiB: 22.6 s against 59.6 s at the suite's own sizes
+# (docs/performance.md).  The report names these parameters; `vhpc compare` without -b runs the
+# quick suite at its own defaults.
 DEMO_BENCH := -b stream:n=2000000 -b randomaccess -b pingpong:bw_size=65536 \
 	-b noise:duration=0.5 -b pagefault:mib=16
 # The campaign builds the five kernels it runs on first use (not NPB's, HPCCG's, OSU's).
@@ -152,9 +151,8 @@ demo: deps-demo venv-demo
 
 # CI=true: a test whose tool (above) is missing fails instead of skipping (tests/conftest.py
 # require_tool).  One pytest-xdist worker more than the cores (TEST_WORKERS): tests also wait
-# (Slurm's SlurmdTimeout, daemons, guests' consoles), and with 2 workers on this 2-core host the
-# CPU idled for 15 % of the parallel pass (559 s; 3 workers: 489 s at 97 % busy).  (An older,
-# slower suite was no faster with 3: 810-944 s against 912 s.)  --dist loadgroup keeps each
+# (Slurm's SlurmdTimeout, daemons, guests' consoles), and with 2 workers on a 2-core host the
+# CPU idles for 15 % of the parallel pass (3 workers: 97 % busy).  --dist loadgroup keeps each
 # test module (its guest, daemons) on one worker (tests/conftest.py
 # pytest_collection_modifyitems), and --no-loadscope-reorder deals the groups in collection
 # order, which puts the slowest first (conftest.SLOW_FIRST).  PYTHONDONTWRITEBYTECODE emptied:
@@ -169,8 +167,9 @@ test: deps venv kernels
 
 # Every performance figure vhpc keeps (docs/performance.md records them with their machine):
 # the harness's cost per native trial and where it goes, analyse() on 10^6 samples, a cold VM
-# trial against a bare QEMU boot, and the last make test's time per test file.  Seconds to a
-# few minutes; the figures are noisy on a shared host (run it on a quiet one).
+# trial against a bare QEMU boot, the last make test's time per test file and pass, and the last
+# make test-fresh's demo time.  Seconds to a few minutes; the figures are noisy on a shared host
+# (run it on a quiet one).
 bench: venv-demo kernels
 	$(BIN)/python bench/bench_harness.py
 	$(BIN)/python bench/bench_analysis.py
