@@ -69,7 +69,7 @@ define install_missing
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "vhpc: run as root (or install:$$missing)"; exit 1; fi; \
 	  echo "installing:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(NO_INITRD) apt-get install -y -qq \
+	  apt-get update -qq && env DEBIAN_FRONTEND=noninteractive $(NO_INITRD) apt-get install -y -qq \
 	    --no-install-recommends $$missing; \
 	fi
 endef
