@@ -1,82 +1,37 @@
-"""The data flows one way: every module imports only rooms to its left (docs/architecture.md).
-An import of a room further right (measurement importing analysis, the spec importing the
-campaign) fails here, with the module and the import named."""
+"""The rooms are written once, in ``.importlinter``'s layers contract, which import-linter
+checks (tests/test_lint.py: every import, those inside functions too, only rooms to the
+importer's left).  What import-linter does not check is that every module sits in a room: a
+new top-level module outside the layers would be free to import anything.  That is checked
+here, from the same contract."""
 
 from __future__ import annotations
 
-import ast
+import configparser
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "vhpc"
-
-#: The rooms, left to right (docs/architecture.md); a module may import its own room and rooms
-#: to its left.  Leaves (errors, records, stats, ...) hold no state and import nothing heavier.
-ROOMS: list[tuple[str, ...]] = [
-    ("core",),
-    ("topology",),
-    ("placement",),
-    ("host",),
-    ("benchmarks",),
-    ("environments",),
-    ("store", "storefile"),
-    ("executors",),
-    ("spec",),
-    ("campaign",),
-    ("analysis",),
-    ("report",),
-    ("workflows",),
-    ("cli",),
-]
-LEVEL = {name: i for i, names in enumerate(ROOMS) for name in names}
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "vhpc"
 
 
-def _imports(tree: ast.Module):
-    """(line, module) of every absolute vhpc import, skipping ``if TYPE_CHECKING:`` blocks."""
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for n in ast.walk(node))
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [f"{node.module}.{a.name}" for a in node.names] if node.module == "vhpc" \
-                else [node.module]
-            yield from ((node.lineno, n) for n in names)
-        elif isinstance(node, ast.Import):
-            yield from ((node.lineno, a.name) for a in node.names)
+def rooms() -> list[list[str]]:
+    """The rooms left to right (``core`` first), each a list of its modules (``store :
+    storefile`` is one room of two), from ``.importlinter``'s ``rooms`` contract."""
+    ini = configparser.ConfigParser()
+    ini.read(ROOT / ".importlinter")
+    layers = [line.strip() for line in ini["importlinter:contract:rooms"]["layers"].splitlines()
+              if line.strip()]
+    return [[name.strip() for name in layer.split(":")] for layer in reversed(layers)]
 
 
-def _room(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[1] if parts[0] == "vhpc" and len(parts) > 1 else None
+def test_the_contract_names_the_rooms_of_the_design():
+    names = [n for room in rooms() for n in room]
+    assert names[0] == "core" and names[-1] == "cli"
+    assert names.index("benchmarks") < names.index("environments") < names.index("campaign") \
+        < names.index("analysis") < names.index("report") < names.index("workflows")
 
 
-def violations() -> list[str]:
-    """Every import of a room to the importer's right, as 'file:line imports module'."""
-    out = []
-    for path in sorted(SRC.rglob("*.py")):
-        rel = path.relative_to(SRC)
-        me = rel.with_suffix("").parts[0]
-        if me == "__init__":
-            continue
-        assert me in LEVEL, f"{rel}: module not placed in a room (add it to ROOMS)"
-        for line, module in _imports(ast.parse(path.read_text())):
-            room = _room(module)
-            if room is None or room == "__version__":
-                continue
-            assert room in LEVEL, f"{rel}:{line} imports {module}, which is in no room"
-            if LEVEL[room] > LEVEL[me]:
-                out.append(f"{rel}:{line} imports {module}")
-    return out
-
-
-def test_every_module_imports_only_rooms_to_its_left():
-    assert violations() == []
-
-
-def test_the_check_sees_a_backward_import():
-    tree = ast.parse("from vhpc.analysis import analyse\nif TYPE_CHECKING:\n    import vhpc.cli\n")
-    found = [m for _, m in _imports(tree)]
-    assert found == ["vhpc.analysis"]  # the TYPE_CHECKING import is not a runtime dependency
-    assert LEVEL["analysis"] > LEVEL["environments"]
+def test_every_module_sits_in_a_room():
+    placed = {n for room in rooms() for n in room}
+    tops = {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"} | \
+        {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert tops - placed == set(), "add these modules to a layer of .importlinter"
