@@ -61,6 +61,10 @@ __all__ = ["SpecError", "BenchSpec", "EnvSpec", "CampaignSpec", "bench", "env", 
            "parse_bench", "parse_env", "from_cli", "from_file", "one_line"]
 
 #: Largest magnitude a numeric benchmark parameter may have (exact in a double).
+#: The environments a campaign compares when none is given (``vhpc compare``, ``vhpc
+#: calibrate``, a campaign file without ``environments``): native, the baseline, and one guest.
+DEFAULT_ENVIRONMENTS: tuple[str, ...] = ("native", "vm")
+
 MAX_PARAM = 2 ** 53
 #: Most trials one campaign may plan (a year of 30-second trials; keeps the plan in memory).
 MAX_TRIALS = 1_000_000
@@ -526,7 +530,7 @@ def from_file(path) -> CampaignSpec:
         raise SpecError(f"{path}: expected a mapping with benchmarks: and environments:")
     doc = dict(doc)
     benches_in = doc.pop("benchmarks", None)
-    envs_in = doc.pop("environments", ["native", "vm"])
+    envs_in = doc.pop("environments", list(DEFAULT_ENVIRONMENTS))
     if not isinstance(benches_in, list) or not isinstance(envs_in, list):
         raise SpecError(f"{path}: benchmarks and environments must be lists")
     from os.path import abspath, dirname

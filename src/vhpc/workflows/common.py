@@ -276,7 +276,8 @@ def spec_from_flags(args):
     from vhpc.benchmarks import quick_suite
     from vhpc.spec import parse as specmod
 
-    return specmod.from_cli(args.bench or quick_suite(), args.env or ["native", "vm"],
+    return specmod.from_cli(args.bench or quick_suite(),
+                            args.env or list(specmod.DEFAULT_ENVIRONMENTS),
                             strict_placement=args.strict_placement,
                             target_ci=args.target_ci,
                             max_repeats=args.max_repeats, repeats=args.repeats,

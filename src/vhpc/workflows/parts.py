@@ -18,8 +18,10 @@ def kinds_help() -> str:
     """``-e``'s help: each registered kind with its one-line summary, in registration order."""
     kinds = "; ".join(f"{name} ({part.summary})" if part.summary else name
                       for name, part in KINDS.items())
-    return (f"environment KIND[:k=v,...], KIND one of: {kinds} (repeatable; default: "
-            "-e native -e vm)")
+    from vhpc.spec.parse import DEFAULT_ENVIRONMENTS
+
+    default = " ".join(f"-e {name}" for name in DEFAULT_ENVIRONMENTS)
+    return f"environment KIND[:k=v,...], KIND one of: {kinds} (repeatable; default: {default})"
 
 
 def executor_metavar() -> str:
