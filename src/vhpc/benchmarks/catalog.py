@@ -49,8 +49,9 @@ def _default(p) -> str:
 
 def render_markdown(benchmarks: list[Benchmark]) -> str:
     """Markdown for the built-in ``benchmarks`` (name order; a campaign's own ``custom:``
-    benchmarks are left out): summary, provenance, verification, timing (its ``timing``), a
-    parameter table and a metric table each."""
+    benchmarks are left out): summary, provenance, verification, timing (its ``timing``), what
+    it needs beyond vhpc's own kernels (its ``components``, with their packages), a parameter
+    table and a metric table each."""
     from vhpc.benchmarks.custom import CommandBenchmark
 
     out = [HEADER]
@@ -61,6 +62,8 @@ def render_markdown(benchmarks: list[Benchmark]) -> str:
         out.append(f"- serves: {b.provenance}\n- verification: {b.verification}\n")
         if b.timing:
             out.append(f"- timing: {b.timing}\n")
+        for c in b.components:  # what vhpc doctor checks; a campaign without it is refused
+            out.append(f"- needs: {c.name} (Debian: `{c.debian}`; RHEL: `{c.rhel}`)\n")
         if b.params:
             out.append("\n| parameter | default | meaning |\n|---|---|---|\n")
             for p in b.params:
