@@ -47,6 +47,10 @@ JUDGED, TOO_SHORT, TOO_NOISY = "judged", "too short", "too noisy"
 #: gate status per series
 PASS, FAIL, NOT_CHECKED = "PASS", "FAIL", "not checked"
 
+#: the trend is read over at most this many latest campaigns since the last change point
+#: (Theil–Sen costs O(n²))
+TREND_WINDOW = 30
+
 #: (environment, benchmark, params, metric)
 RowKey = tuple[str, str, str, str]
 
@@ -138,7 +142,8 @@ class ChangePoint:
 
 @dataclass(frozen=True)
 class Trend:
-    """Theil–Sen slope of the ln ratio over the campaigns since the last change point, as a
+    """Theil–Sen slope of the ln ratio over the campaigns since the last change point (at most
+    the latest :data:`TREND_WINDOW`), as a
     percentage change per campaign with its interval at the history's confidence
     (``scipy.stats.theilslopes``; Sen 1968): ``direction`` ``rising`` / ``falling`` when the
     interval excludes 0, else ``flat``."""
@@ -303,13 +308,12 @@ def _series(key: RowKey, kind: str, baseline: str, pts: list[HistoryPoint],
         lw = logratio.log_welch(ratios[after.start:after.end], ratios[before.start:before.end])
         change = after.ratio / before.ratio
         ci = lw.interval(confidence) if lw is not None else (None, None)
-        a, b = pts[sp.index - 1], pts[sp.index]
-        fp = _fingerprint(by_id[(a.source, a.campaign)], by_id[(b.source, b.campaign)],
-                          key[0], baseline)
-        s.change_points.append(ChangePoint(sp.index, b.campaign, before, after, change, ci,
+        a, b = (by_id.get((p.source, p.campaign)) for p in pts[sp.index - 1:sp.index + 1])
+        fp = _fingerprint(a, b, key[0], baseline) if a and b else ()
+        s.change_points.append(ChangePoint(sp.index, pts[sp.index].campaign, before, after, change, ci,
                                            sp.p, fp))
     s.sd = cp.residual_sd(ln, splits)
-    s.trend = _trend(ln[bounds[-2]:], confidence)
+    s.trend = _trend(ln[max(bounds[-2], len(pts) - TREND_WINDOW):], confidence)
     shortest = cp.campaigns_needed(alpha)
     needed = cp.campaigns_needed(alpha, s.sd, margin)
     if len(pts) < shortest:
@@ -319,38 +323,57 @@ def _series(key: RowKey, kind: str, baseline: str, pts: list[HistoryPoint],
     return s
 
 
-def build(campaigns: Iterable[CampaignData], filters: Filters = Filters(), alpha: float = 0.05,
-          margin: float = DEFAULT_MARGIN, permutations: int = cp.DEFAULT_PERMUTATIONS,
-          seed: int = 0, skipped: Sequence[str] = ()) -> History:
-    """The :class:`History` of ``campaigns`` (any order): a series per primary metric of each
-    non-baseline environment that passes ``filters``, its points in time order (campaigns
-    without a ratio for it — a metric that can be ≤ 0, a side without valid runs — left out),
-    change points at false-alarm rate ``alpha`` per series, segments, trend and status.
-    Intervals at 1 − alpha.  Raises :class:`HistoryError` for alpha or margin out of range,
-    and when no campaign has a primary metric to follow."""
-    if not 0.0 < alpha < 1.0:
-        raise HistoryError(f"--alpha must be between 0 and 1 (exclusive), got {alpha}")
-    if not 0.0 <= margin < 10.0:
-        raise HistoryError(f"--margin must be a percentage from 0% to 1000%, got {margin:.0%}")
-    chosen = sorted(campaigns, key=lambda c: c.created)
-    by_id = {(c.source, c.id): c for c in chosen}
-    kinds = {(c.source, c.id): {n: e.kind for n, e in c.environments.items()} for c in chosen}
+def points(campaigns: Iterable[CampaignData], filters: Filters = Filters(),
+           alpha: float = 0.05) -> dict[tuple[RowKey, str, str], list[HistoryPoint]]:
+    """Per (row key, environment kind, baseline) of a primary metric of a non-baseline
+    environment that passes ``filters``: the campaigns' points, oldest first (each campaign
+    analysed alone, :func:`vhpc.analysis.diff.history`, so each point keeps its own baseline and
+    kinds); campaigns without a ratio for it — a metric that can be ≤ 0, a side without valid
+    runs — left out."""
     rows: dict[tuple[RowKey, str, str], list[HistoryPoint]] = {}
-    for c in chosen:  # per campaign, so each point keeps its own campaign's baseline and kinds
+    for c in sorted(campaigns, key=lambda c: c.created):
+        kinds = {n: e.kind for n, e in c.environments.items()}
         for key, pts in history([c], alpha).items():
             p = pts[0]
             if p.role != PRIMARY or p.ratio is None or not p.ratio > 0 \
                     or not filters.takes_row(key[0], key[1]):
                 continue
-            kind = kinds[(c.source, c.id)].get(key[0], "")
-            rows.setdefault((key, kind, c.baseline), []).append(p)
+            rows.setdefault((key, kinds.get(key[0], ""), c.baseline), []).append(p)
+    return rows
+
+
+def analyse_series(rows: dict[tuple[RowKey, str, str], list[HistoryPoint]],
+                   campaigns: Sequence[CampaignData] = (), alpha: float = 0.05,
+                   margin: float = DEFAULT_MARGIN, permutations: int = cp.DEFAULT_PERMUTATIONS,
+                   seed: int = 0, skipped: Sequence[str] = ()) -> History:
+    """The :class:`History` of the series ``rows`` (:func:`points`): change points at
+    false-alarm rate ``alpha`` per series, segments, trend and status, intervals at 1 − alpha;
+    the fingerprint change at a change point from ``campaigns`` (none where a campaign is not
+    among them).  Raises :class:`HistoryError` for alpha or margin out of range, and when
+    ``rows`` is empty."""
+    if not 0.0 < alpha < 1.0:
+        raise HistoryError(f"--alpha must be between 0 and 1 (exclusive), got {alpha}")
+    if not 0.0 <= margin < 10.0:
+        raise HistoryError(f"--margin must be a percentage from 0% to 1000%, got {margin:.0%}")
     if not rows:
         raise HistoryError("no campaign in the stores has a primary metric of an environment "
                            "beside its baseline that passes the filters: run campaigns with "
                            "'vhpc compare', or widen --benchmark/--environment/--since")
+    chosen = sorted(campaigns, key=lambda c: c.created)
+    by_id = {(c.source, c.id): c for c in chosen}
     series = [_series(key, kind, base, pts, by_id, alpha, margin, 1.0 - alpha, permutations,
                       seed)
               for (key, kind, base), pts in sorted(rows.items(), key=lambda kv: (
                   kv[0][0][1], kv[0][0][2], kv[0][0][3], kv[0][0][0]))]
     return History(series, alpha, margin, 1.0 - alpha, chosen, list(skipped), permutations,
                    seed)
+
+
+def build(campaigns: Iterable[CampaignData], filters: Filters = Filters(), alpha: float = 0.05,
+          margin: float = DEFAULT_MARGIN, permutations: int = cp.DEFAULT_PERMUTATIONS,
+          seed: int = 0, skipped: Sequence[str] = ()) -> History:
+    """:func:`analyse_series` of the :func:`points` of ``campaigns``.  Raises
+    :class:`HistoryError` as it does."""
+    chosen = list(campaigns)
+    return analyse_series(points(chosen, filters, alpha), chosen, alpha, margin, permutations,
+                          seed, skipped)

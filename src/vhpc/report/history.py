@@ -23,6 +23,7 @@ from vhpc.analysis.fingerprints import FingerprintChange
 from vhpc.analysis.history import (
     FAIL, JUDGED, PASS, TOO_NOISY, TOO_SHORT, ChangePoint, History, Series,
 )
+from vhpc.core import numfmt
 from vhpc.core.paths import write_atomic
 from vhpc.core.text import markup as esc
 from vhpc.report import direction_mark, fmt_pct_ci, params_label
@@ -36,16 +37,8 @@ def _date(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else "?"
 
 
-def overhead_pct(ratio: float, hib: bool) -> float:
-    """The overhead of a ratio in percent, worse positive (rates inverted), as every page
-    shows it (docs/statistics.md)."""
-    return ((1.0 / ratio if hib else ratio) - 1.0) * 100.0
-
-
 def _overhead(ratio: float, ci: tuple[float | None, float | None], hib: bool) -> str:
-    lo, hi = ci
-    bounds = sorted(overhead_pct(b, hib) for b in (lo, hi) if b is not None)
-    return fmt_pct_ci(overhead_pct(ratio, hib), *(bounds if len(bounds) == 2 else (None, None)))
+    return numfmt.overhead(ratio, *ci, hib)
 
 
 def _value(v: str | None) -> str:
@@ -69,10 +62,10 @@ def series_title(s: Series) -> str:
 
 
 def _change_text(s: Series, c: ChangePoint) -> str:
-    before = overhead_pct(c.before.ratio, s.higher_is_better)
-    after = overhead_pct(c.after.ratio, s.higher_is_better)
-    return (f"change at #{c.index + 1} {c.campaign} ({before:+.1f} % → {after:+.1f} %, "
-            f"p {c.p:.3g}): {change_label(c.fingerprint)}")
+    before = _overhead(c.before.ratio, (None, None), s.higher_is_better)
+    after = _overhead(c.after.ratio, (None, None), s.higher_is_better)
+    return (f"change at #{c.index + 1} {c.campaign} ({before} → {after}, p {c.p:.3g}): "
+            f"{change_label(c.fingerprint)}")
 
 
 def series_line(s: Series) -> str:
@@ -296,8 +289,6 @@ svg.figure,img.figure{max-width:100%}figure{margin:0 0 1.5em 0}</style></head><b
 
 
 def _ratio_ci(r: float, ci: tuple[float | None, float | None]) -> str:
-    from vhpc.core import numfmt
-
     return numfmt.ratio_ci(r, *ci)
 
 

@@ -49,7 +49,7 @@ def add_parser(sub) -> None:
                         "ones since their last change point; exit 1 on a regression beyond "
                         "--margin, 2 when nothing could be checked")
     h.add_argument("--junit", metavar="FILE", help="with --check: write the gate as JUnit XML")
-    h.add_argument("--permutations", type=number(99, 100000), default=999, metavar="R",
+    h.add_argument("--permutations", type=number(99, 100000), default=199, metavar="R",
                    help="permutations per change-point test above 8 campaigns (default "
                         "%(default)s)")
     h.add_argument("--html", help="HTML path (default OUT/history/history.html)")
