@@ -26,7 +26,7 @@ from vhpc.analysis.history import (
 from vhpc.core import numfmt
 from vhpc.core.paths import write_atomic
 from vhpc.core.text import markup as esc
-from vhpc.report import direction_mark, fmt_pct_ci, params_label
+from vhpc.report import direction_mark, params_label
 from vhpc.report.figures import new_figure, ratio_error_bar, render
 from vhpc.report.html import embed_figure
 
