@@ -95,6 +95,19 @@ def test_the_gate_fails_an_aa_campaign_at_or_below_the_stated_rate(k):
     assert t.p < 1e-3 and t.bound(0.95) > 0.05
 
 
+def test_an_aa_series_shows_a_trend_at_or_below_the_stated_rate():
+    """The trend says rising/falling (its Theil–Sen interval excludes 0) in at most α of seeded
+    series without one; a steady 3 %/campaign rise at CV 1 % reads as rising."""
+    from vhpc.analysis.history import _trend
+
+    rng = np.random.default_rng(11)
+    reps = 400
+    moved = sum(_trend(rng.normal(0, 0.05, 12), 0.95).direction != "flat" for _ in range(reps))
+    assert _at_or_below(moved, reps, ALPHA), moved
+    t = _trend(np.log(1.03) * np.arange(12) + rng.normal(0, 0.01, 12), 0.95)
+    assert t.direction == "rising" and t.ci[0] < 3.0 < t.ci[1]
+
+
 # --------------------------------------------------------------------------------------------
 # a history of store-API-written campaigns: QEMU updated between the 4th and 5th
 # --------------------------------------------------------------------------------------------
@@ -162,6 +175,11 @@ def test_the_gate_fails_the_update_against_the_old_model_and_passes_it_against_t
     assert case.is_passed
     # all eight: the model is the regime since the change at C5, so C8 passes
     assert main(["history", *stores, "--check"]) == 0
+    # the same store twice (a folder and its vhpc.db) is read once: no doubled points
+    js = tmp_path / "twice.json"
+    assert main(["history", "--store", str(a), "--store", str(a / "vhpc.db"), "--store", str(b),
+                 "--out", str(tmp_path / "out"), "--json", str(js)]) == 0
+    assert len(json.loads(js.read_text())["series"][0]["points"]) == 8
 
 
 def test_a_short_series_says_so_and_a_gate_with_nothing_to_check_exits_2(tmp_path, capsys):

@@ -86,14 +86,18 @@ class Filters:
 def gather(stores: Sequence[Store], filters: Filters = Filters(),
            skipped: list[str] | None = None) -> list[CampaignData]:
     """The campaigns of ``stores`` that pass ``filters`` (finished or interrupted alike: each
-    point has the runs it has), oldest first.  A campaign this vhpc cannot read is left out and
-    named in ``skipped`` (one line each).  Raises :class:`HistoryError` when a campaign id of
+    point has the runs it has), oldest first.  A campaign this vhpc cannot read, or whose id an
+    earlier store already gave, is left out and named in ``skipped`` (one line each).  Raises :class:`HistoryError` when a campaign id of
     the filter is in no store."""
     out: list[CampaignData] = []
     seen: set[str] = set()
     for st in stores:
         for row in st.campaigns():
             cid = str(row["id"])
+            if cid in seen:  # a copy of a store given beside it: one point per campaign
+                if skipped is not None and filters.takes_campaign(cid, float(row.get("created") or 0.0)):
+                    skipped.append(f"{cid} of {st.path} left out (already read from another store)")
+                continue
             seen.add(cid)
             if not filters.takes_campaign(cid, float(row.get("created") or 0.0)):
                 continue

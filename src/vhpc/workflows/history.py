@@ -71,7 +71,11 @@ def run(args) -> int:
         check_writable(getattr(args, flag), f"--{flag}")
     if args.since is not None and args.until is not None and args.since > args.until:
         raise hist.HistoryError("--since is after --until: give a window that holds campaigns")
-    stores = [open_existing_store(p) for p in (args.store or [args.out])]
+    paths: dict[Path, str] = {}  # one connection per store file: a store given twice is read once
+    for p in args.store or [args.out]:
+        db = Path(p) if Path(p).suffix == ".db" or Path(p).is_file() else Path(p) / "vhpc.db"
+        paths.setdefault(db.resolve(), p)
+    stores = [open_existing_store(p) for p in paths.values()]
     filters = hist.Filters(tuple(args.benchmark), tuple(args.environment), args.since,
                            args.until, tuple(args.campaign))
     skipped: list[str] = []
