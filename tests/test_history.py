@@ -147,6 +147,8 @@ def test_a_qemu_update_is_the_change_point_and_its_label(tmp_path, capsys):
     (c,) = s["change_points"]
     assert c["index"] == 4 and c["campaign"] == "C5" and c["p"] == pytest.approx(2 / 70)
     assert {"scope": "vm", "key": "qemu_version", "a": "7.2.0", "b": "8.2.1"} in c["fingerprint"]
+    # between consecutive campaigns: the update is the only fingerprint change recorded
+    assert [(x["index"], x["campaign"]) for x in s["changes"]] == [(4, "C5")]
     assert c["change"] == pytest.approx(1.5, rel=0.05)
     lo, hi = c["change_ci"]
     assert lo < 1.5 < hi

@@ -179,7 +179,8 @@ class GateResult:
 class Series:
     """The overhead of one (environment, benchmark, params, metric) over campaigns, oldest
     first: ``points`` (each the campaign's ratio with its interval and n), ``change_points``,
-    ``segments`` (between them), ``trend``, ``status`` (:data:`JUDGED`, :data:`TOO_SHORT`,
+    ``segments`` (between them), ``changes`` (what changed in the fingerprints between
+    consecutive points), ``trend``, ``status`` (:data:`JUDGED`, :data:`TOO_SHORT`,
     :data:`TOO_NOISY`) with ``needed`` (campaigns needed to judge) and ``sd`` (standard
     deviation of the ln ratios about the segment means, ≈ the series' CV), ``gate``."""
 
@@ -196,6 +197,9 @@ class Series:
     needed: int = 0
     sd: float | None = None
     gate: GateResult | None = None
+    #: (index of the later point, what changed) for every pair of consecutive points whose
+    #: fingerprints differ (as :attr:`ChangePoint.fingerprint`)
+    changes: list[tuple[int, tuple[FingerprintChange, ...]]] = field(default_factory=list)
 
     @property
     def environment(self) -> str:
@@ -308,12 +312,17 @@ def _series(key: RowKey, kind: str, baseline: str, pts: list[HistoryPoint],
     splits = cp.detect(ln, alpha, permutations, seed)
     bounds = [0, *(sp.index for sp in splits), len(pts)]
     s.segments = [_segment(ratios, i, j, confidence) for i, j in zip(bounds, bounds[1:])]
+    for i in range(1, len(pts)):
+        a, b = (by_id.get((p.source, p.campaign)) for p in pts[i - 1:i + 1])
+        fp = _fingerprint(a, b, key[0], baseline) if a and b else ()
+        if fp:
+            s.changes.append((i, fp))
+    changed = dict(s.changes)
     for sp, before, after in zip(splits, s.segments, s.segments[1:]):
         lw = logratio.log_welch(ratios[after.start:after.end], ratios[before.start:before.end])
         change = after.ratio / before.ratio
         ci = lw.interval(confidence) if lw is not None else (None, None)
-        a, b = (by_id.get((p.source, p.campaign)) for p in pts[sp.index - 1:sp.index + 1])
-        fp = _fingerprint(a, b, key[0], baseline) if a and b else ()
+        fp = changed.get(sp.index, ())
         s.change_points.append(ChangePoint(sp.index, pts[sp.index].campaign, before, after, change, ci,
                                            sp.p, fp))
     s.sd = cp.residual_sd(ln, splits)

@@ -171,6 +171,8 @@ def to_dict(h: History) -> dict[str, Any]:
             "sd": s.sd, "points": [asdict(p) for p in s.points],
             "segments": [asdict(g) for g in s.segments],
             "change_points": [asdict(c) for c in s.change_points],
+            "changes": [{"index": i, "campaign": s.points[i].campaign,
+                         "fingerprint": [asdict(f) for f in fp]} for i, fp in s.changes],
             "trend": None if s.trend is None else asdict(s.trend),
             "gate": None if s.gate is None else asdict(s.gate),
             "line": series_line(s),
@@ -282,6 +284,12 @@ svg.figure,img.figure{max-width:100%}figure{margin:0 0 1.5em 0}</style></head><b
 <td>{{ f.b or '—' }}</td>{% else %}<td colspan="4">no recorded fingerprint change</td>{% endif %}
 </tr>{% endfor %}{% endfor %}</tbody></table>{% else %}<p>No change point in any series.</p>
 {% endif %}
+<h3>Fingerprint changes between consecutive campaigns</h3>{% if between %}<table><thead>
+<tr><th>series</th><th>between</th><th>scope</th><th>field</th><th>before</th><th>after</th>
+</tr></thead><tbody>{% for r in between %}<tr><td>{{ r.title }}</td><td>{{ r.at }}</td>
+<td>{{ r.f.scope }}</td><td>{{ r.f.key }}</td><td>{{ r.f.a or '—' }}</td><td>{{ r.f.b or '—' }}</td>
+</tr>{% endfor %}</tbody></table>{% else %}<p>None recorded: every campaign's fingerprint is
+the same as the one before it.</p>{% endif %}
 {% if skipped %}<h3>Left out</h3><ul>{% for line in skipped %}<li>{{ line }}</li>{% endfor %}
 </ul>{% endif %}</section>
 </body></html>
@@ -314,6 +322,8 @@ def write_html(h: History, path: Path) -> Path:
                           f"{_overhead(c.after.ratio, c.after.ci, s.higher_is_better)}",
                 "change": _ratio_ci(c.change, c.change_ci), "p": f"{c.p:.3g}",
                 "fp": list(c.fingerprint)})
+    between = [{"title": series_title(s), "at": f"#{i} → #{i + 1} {s.points[i].campaign}",
+                "f": f} for s in h.series for i, fp in s.changes for f in fp]
     summary, cls = "", ""
     if h.checked:
         status = h.exit_status
@@ -324,7 +334,7 @@ def write_html(h: History, path: Path) -> Path:
     html = HTML_TPL.render(
         ncampaigns=len(h.campaigns), first=_date(h.campaigns[0].created),
         last=_date(h.campaigns[-1].created), legend=legend(h), series=rows, changes=changes,
-        skipped=h.skipped, summary=summary, summary_class=cls)
+        skipped=h.skipped, summary=summary, summary_class=cls, between=between)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, html)
     return path
