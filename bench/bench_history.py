@@ -12,11 +12,12 @@ of the same 50 metrics and prints the cost per campaign: reading a history from 
 that, once per campaign, before the analysis.
 
 ``--power`` prints, for A/A series of 5, 8, 20 and 100 campaigns at CV 5 %, the share showing
-a change point (the false-alarm rate, stated ≤ α), and for a 10 % step in the middle the share
-where one is found within one campaign of it (the power), ``--reps`` seeded series each.
+a change point (the false-alarm rate, stated ≤ α; ``--aa-reps`` seeded series each), and for a
+10 % step in the middle the share showing a change point and the share showing one within one
+campaign of the step (the power; ``--reps`` series each).
 
     python bench/bench_history.py [--campaigns 1000] [--metrics 50] [--repeat 3]
-                                  [--per-campaign 50] [--power [--reps 1000]]
+                                  [--per-campaign 50] [--power [--reps 2000] [--aa-reps 10000]]
 """
 
 from __future__ import annotations
@@ -70,12 +71,12 @@ def campaigns_in_memory(k: int, metrics: int, seed: int = 2) -> list[CampaignDat
     return out
 
 
-def power_table(reps: int, alpha: float = 0.05) -> None:
-    print(f"false alarms and power, alpha = {alpha}, CV 5 % campaign to campaign, {reps} seeded "
-          "series each; [95 % Clopper-Pearson interval]")
+def power_table(reps: int, aa_reps: int, alpha: float = 0.05) -> None:
+    print(f"false alarms ({aa_reps} seeded A/A series each, [95 % Clopper-Pearson interval]) and "
+          f"power ({reps} series each), alpha = {alpha}, CV 5 % campaign to campaign")
     for n in (5, 8, 20, 100):
         rng = np.random.default_rng(n)
-        aa = sum(bool(cp.detect(rng.normal(0, 0.05, n), alpha, seed=i)) for i in range(reps))
+        aa = sum(bool(cp.detect(rng.normal(0, 0.05, n), alpha, seed=i)) for i in range(aa_reps))
         hit = near = 0
         for i in range(reps):
             x = rng.normal(0, 0.05, n)
@@ -83,8 +84,8 @@ def power_table(reps: int, alpha: float = 0.05) -> None:
             found = cp.detect(x, alpha, seed=i)
             hit += bool(found)
             near += any(abs(s.index - n // 2) <= 1 for s in found)
-        lo, hi = proportion_interval(aa, reps)
-        print(f"  {n:4d} campaigns: A/A false-alarm rate {aa / reps:.3f} [{lo:.3f}, {hi:.3f}]; "
+        lo, hi = proportion_interval(aa, aa_reps)
+        print(f"  {n:4d} campaigns: A/A false-alarm rate {aa / aa_reps:.4f} [{lo:.4f}, {hi:.4f}]; "
               f"10 % step in the middle: a change point {hit / reps:.3f}, within one campaign "
               f"of the step {near / reps:.3f}")
 
@@ -96,7 +97,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--per-campaign", type=int, default=0, metavar="K")
     ap.add_argument("--power", action="store_true")
-    ap.add_argument("--reps", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=2000)
+    ap.add_argument("--aa-reps", type=int, default=10000)
     args = ap.parse_args()
     data = rows(args.campaigns, args.metrics)
     analyse_series(rows(10, 1))  # imports (scipy) outside the timing
@@ -118,7 +120,7 @@ def main() -> None:
         print(f"points of {args.per_campaign} campaigns x {args.metrics} metrics: {dt:.3f} s, "
               f"{dt / args.per_campaign * 1000:.1f} ms per campaign ({len(pts)} series)")
     if args.power:
-        power_table(args.reps)
+        power_table(args.reps, args.aa_reps)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from xml.etree import ElementTree as ET
 import jinja2
 from rich.console import Console
 
+from vhpc.analysis.changepoints import campaigns_needed
 from vhpc.analysis.fingerprints import FingerprintChange
 from vhpc.analysis.history import (
     FAIL, JUDGED, PASS, TOO_NOISY, TOO_SHORT, ChangePoint, History, Series,
@@ -111,18 +112,12 @@ def legend(h: History) -> str:
     text = (f"Change points: binary segmentation with a permutation test of the CUSUM of the "
             f"ln overhead ratio (E-Divisive scheme, Matteson & James 2014), false-alarm rate ≤ "
             f"{h.alpha * 100:g} % per series; a series needs at least "
-            f"{_needed(h)} campaigns to show a change; intervals at {h.confidence:.0%}.")
+            f"{campaigns_needed(h.alpha)} campaigns to show a change; intervals at {h.confidence:.0%}.")
     if h.checked:
         text += (f" Gate: the latest campaign against the earlier ones since their last change "
                  f"(Student-t prediction), FAIL when the overhead grew by more than the margin "
                  f"±{h.margin * 100:g} % at α = {h.alpha:g}, Holm over the series.")
     return text
-
-
-def _needed(h: History) -> int:
-    from vhpc.analysis.changepoints import campaigns_needed
-
-    return campaigns_needed(h.alpha)
 
 
 def render_terminal(h: History, console: Console) -> None:
