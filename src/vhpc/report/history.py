@@ -273,8 +273,8 @@ svg.figure,img.figure{max-width:100%}figure{margin:0 0 1.5em 0}</style></head><b
 <h3>What changed at each change point</h3>{% if changes %}<table><thead><tr><th>series</th>
 <th>at campaign</th><th>overhead before → after [CI]</th><th>after/before [CI]</th><th>p</th>
 <th>scope</th><th>field</th><th>before</th><th>after</th></tr></thead><tbody>
-{% for c in changes %}{% for f in c.fp or [none] %}<tr><td>{{ c.title }}</td><td>{{ c.at }}</td>
-<td>{{ c.levels }}</td><td>{{ c.change }}</td><td>{{ c.p }}</td>
+{% for c in changes %}{% for f in c.fp or [none] %}<tr>{% if loop.first %}
+{% for v in (c.title, c.at, c.levels, c.change, c.p) %}<td rowspan="{{ c.fp|length or 1 }}">{{ v }}</td>{% endfor %}{% endif %}
 {% if f %}<td>{{ f.scope }}</td><td>{{ f.key }}</td><td>{{ f.a or '—' }}</td>
 <td>{{ f.b or '—' }}</td>{% else %}<td colspan="4">no recorded fingerprint change</td>{% endif %}
 </tr>{% endfor %}{% endfor %}</tbody></table>{% else %}<p>No change point in any series.</p>
