@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import os
 import subprocess
 import sys
@@ -192,6 +193,13 @@ def test_a_short_series_says_so_and_a_gate_with_nothing_to_check_exits_2(tmp_pat
     (s,) = json.loads((tmp_path / "s.json").read_text())["series"]
     assert s["status"] == "too short" and s["needed"] == 8
     assert "needs at least 8 campaigns" in capsys.readouterr().out
+    # --since/--until take whole days: C1 and C2 of the eight (one a day), in local time
+    day = lambda i: time.strftime("%Y-%m-%d", time.localtime(1.75e9 + i * 86400))  # noqa: E731
+    assert main([*args, "--since", day(0), "--until", day(1), "--json",
+                 str(tmp_path / "w.json")]) == 0
+    (s,) = json.loads((tmp_path / "w.json").read_text())["series"]
+    assert [p["campaign"] for p in s["points"]] == ["C1", "C2"]
+    capsys.readouterr()
     two = [x for c in ids[:2] for x in ("--campaign", c)]
     assert main([*args, *two, "--check"]) == 2  # one earlier campaign: nothing checked
     assert "NOTHING CHECKED" in capsys.readouterr().out

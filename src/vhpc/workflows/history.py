@@ -11,16 +11,24 @@ from vhpc.core.argtypes import number, percent
 from vhpc.workflows.common import campaign_flags, console, err_console
 
 
-def _when(text: str) -> float:
+def _when(text: str, end_of_day: bool = False) -> float:
     """argparse type of ``--since``/``--until``: an ISO date or date-time (local time) →
-    Unix seconds."""
+    Unix seconds; a bare date with ``end_of_day`` is the last second of that day (``--until``
+    takes the whole day)."""
     import argparse
 
     try:
-        return datetime.datetime.fromisoformat(text.strip()).timestamp()
+        t = datetime.datetime.fromisoformat(text.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a date: give YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
+    if end_of_day and len(text.strip()) == 10:
+        t += datetime.timedelta(days=1, microseconds=-1)
+    return t.timestamp()
+
+
+def _until(text: str) -> float:
+    return _when(text, end_of_day=True)
 
 
 def add_parser(sub) -> None:
@@ -36,7 +44,8 @@ def add_parser(sub) -> None:
     h.add_argument("--environment", "-e", action="append", default=[], metavar="PATTERN",
                    help="only these environments (shell pattern, repeatable)")
     h.add_argument("--since", type=_when, metavar="DATE", help="only campaigns from DATE on")
-    h.add_argument("--until", type=_when, metavar="DATE", help="only campaigns up to DATE")
+    h.add_argument("--until", type=_until, metavar="DATE",
+                   help="only campaigns up to DATE (a bare date: to its end)")
     h.add_argument("--campaign", action="append", default=[], metavar="ID",
                    help="only these campaigns (repeatable; e.g. a model and the latest)")
     h.add_argument("--alpha", type=number(0, 1, lo_open=True, hi_open=True), default=0.05,
