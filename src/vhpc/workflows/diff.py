@@ -57,14 +57,20 @@ def _tolerance_text(path: str) -> str:
         raise DiffError(str(exc)) from None
 
 
+def store_file(path: str) -> Path:
+    """The store file ``path`` names: itself when it is a ``.db`` or a file, else the results
+    folder's ``vhpc.db``."""
+    p = Path(path)
+    return p if p.suffix == ".db" or p.is_file() else p / "vhpc.db"
+
+
 def open_existing_store(path: str):
-    """The store at ``path``: a vhpc.db file or a results folder holding one; it must exist
-    (a diff or a history never creates an empty store)."""
+    """The store at ``path`` (:func:`store_file`); it must exist (a diff or a history never
+    creates an empty store)."""
     from vhpc.analysis.diff import DiffError
     from vhpc.store import Store
 
-    p = Path(path)
-    db = p if p.suffix == ".db" or p.is_file() else p / "vhpc.db"
+    db = store_file(path)
     if not db.is_file():
         raise DiffError(f"no vhpc store at {db}: give the results folder (--out) or the "
                         "vhpc.db of the campaigns (--store)")

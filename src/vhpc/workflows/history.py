@@ -72,7 +72,7 @@ def run(args) -> int:
     from vhpc.analysis import history as hist
     from vhpc.report import history as present
     from vhpc.report.export import check_writable
-    from vhpc.workflows.diff import open_existing_store, own_folder
+    from vhpc.workflows.diff import open_existing_store, own_folder, store_file
 
     if args.junit and not args.check:
         raise hist.HistoryError("--junit writes the gate's result: give --check with it")
@@ -82,8 +82,7 @@ def run(args) -> int:
         raise hist.HistoryError("--since is after --until: give a window that holds campaigns")
     paths: dict[Path, str] = {}  # one connection per store file: a store given twice is read once
     for p in args.store or [args.out]:
-        db = Path(p) if Path(p).suffix == ".db" or Path(p).is_file() else Path(p) / "vhpc.db"
-        paths.setdefault(db.resolve(), p)
+        paths.setdefault(store_file(p).resolve(), p)
     stores = [open_existing_store(p) for p in paths.values()]
     filters = hist.Filters(tuple(args.benchmark), tuple(args.environment), args.since,
                            args.until, tuple(args.campaign))
