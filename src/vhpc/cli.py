@@ -314,9 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
     from vhpc.workflows.tune.cli import add_parser as add_tune
 
     add_tune(sub)
-    from vhpc.workflows import diff, image
+    from vhpc.workflows import diff, history, image
 
     diff.add_parser(sub)
+    history.add_parser(sub)
     image.add_parser(sub)
     return p
 
@@ -338,6 +339,13 @@ def cmd_diff(args) -> int:
     from vhpc.workflows import diff
 
     return diff.run(args)
+
+
+def cmd_history(args) -> int:
+    """``vhpc history`` (vhpc.workflows.history, docs/history.md)."""
+    from vhpc.workflows import history
+
+    return history.run(args)
 
 
 def cmd_image(args) -> int:
@@ -364,7 +372,7 @@ def cmd_host(args) -> int:
 COMMANDS = {"host": cmd_host, "compare": cmd_compare, "run": cmd_run, "report": cmd_report,
             "study": cmd_study, "plan": cmd_plan, "list": cmd_list, "tune": cmd_tune,
             "calibrate": cmd_calibrate, "diff": cmd_diff, "doctor": cmd_doctor,
-            "paper": cmd_paper, "image": cmd_image}
+            "paper": cmd_paper, "image": cmd_image, "history": cmd_history}
 
 
 def main(argv: list[str] | None = None) -> int:

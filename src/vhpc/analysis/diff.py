@@ -623,7 +623,9 @@ def same_spec(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class HistoryPoint:
-    """One campaign's ratio (environment / baseline) for one row, with its interval."""
+    """One campaign's ratio (environment / baseline) for one row, with its interval: ``n`` and
+    ``n_baseline`` valid runs a side, ``role`` the comparison's (``primary``, ``secondary``…),
+    ``unit``/``higher_is_better`` the metric's, ``source`` the store the campaign came from."""
 
     campaign: str
     created: float
@@ -631,6 +633,11 @@ class HistoryPoint:
     ci: tuple[float | None, float | None]
     method: str
     n: int
+    n_baseline: int = 0
+    role: str = ""
+    unit: str = ""
+    higher_is_better: bool = False
+    source: str = ""
 
 
 def history(campaigns: Iterable[CampaignData], alpha: float = 0.05
@@ -648,5 +655,6 @@ def history(campaigns: Iterable[CampaignData], alpha: float = 0.05
         for cmp in an.comparisons:
             key = (cmp.environment, cmp.benchmark, cmp.params, cmp.metric)
             out.setdefault(key, []).append(HistoryPoint(
-                c.id, c.created, cmp.ratio, cmp.ratio_ci, cmp.ratio_ci_method, cmp.n))
+                c.id, c.created, cmp.ratio, cmp.ratio_ci, cmp.ratio_ci_method, cmp.n,
+                cmp.n_baseline, cmp.role, cmp.unit, cmp.higher_is_better, c.source))
     return out

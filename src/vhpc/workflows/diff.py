@@ -57,24 +57,30 @@ def _tolerance_text(path: str) -> str:
         raise DiffError(str(exc)) from None
 
 
-def _diffopen_store(path: str):
-    """The store at ``path``: a vhpc.db file or a results folder holding one; it must exist
-    (a diff never creates an empty store)."""
+def store_file(path: str) -> Path:
+    """The store file ``path`` names: itself when it is a ``.db`` or a file, else the results
+    folder's ``vhpc.db``."""
+    p = Path(path)
+    return p if p.suffix == ".db" or p.is_file() else p / "vhpc.db"
+
+
+def open_existing_store(path: str):
+    """The store at ``path`` (:func:`store_file`); it must exist (a diff or a history never
+    creates an empty store)."""
     from vhpc.analysis.diff import DiffError
     from vhpc.store import Store
 
-    p = Path(path)
-    db = p if p.suffix == ".db" or p.is_file() else p / "vhpc.db"
+    db = store_file(path)
     if not db.is_file():
         raise DiffError(f"no vhpc store at {db}: give the results folder (--out) or the "
                         "vhpc.db of the campaigns (--store)")
     return Store(db, existing=True)
 
 
-def _own_folder(folder: Path) -> None:
-    """Make the diff folder ``folder``, or accept it when it is a real folder of this user's:
-    its name is predictable, so one that is a symbolic link or belongs to someone else (a
-    shared results folder) is refused rather than written into."""
+def own_folder(folder: Path) -> None:
+    """Make the diff (or history) folder ``folder``, or accept it when it is a real folder of
+    this user's: its name is predictable, so one that is a symbolic link or belongs to someone
+    else (a shared results folder) is refused rather than written into."""
     from vhpc.analysis.diff import DiffError
 
     try:
@@ -104,7 +110,7 @@ def run(args) -> int:
     paths = args.store or [args.out]
     if len(paths) > 2:
         raise UsageError("vhpc diff: give --store at most twice (the store of A, then of B)")
-    stores = [_diffopen_store(p) for p in paths]
+    stores = [open_existing_store(p) for p in paths]
     a, b = d.load(stores[0], args.a), d.load(stores[-1], args.b)
     tol = None
     if args.tolerance is not None:
@@ -136,7 +142,7 @@ def run(args) -> int:
     present.render_terminal(result, console)
     folder = Path(args.out) / f"diff-{a.id}-{b.id}"
     if not (args.html and args.json):
-        _own_folder(folder)
+        own_folder(folder)
     html = present.write_html(result, Path(args.html) if args.html else folder / "diff.html", hist)
     js = present.write_json(result, Path(args.json) if args.json else folder / "diff.json", hist)
     console.print(f"Diff: [bold]{esc(html)}[/]  (JSON: {esc(js)})")
