@@ -148,7 +148,9 @@ def test_a_math_text_unit_is_drawn_literally(capsys, tmp_path):
     (cid,) = campaign_ids(out)
     rc, so, se = run_cli(capsys, "report", cid, "--out", out)
     assert rc == 0, se[-2000:]
-    assert (out / cid / "report.html").stat().st_size > 0
+    assert r"$\foo$" in so  # the terminal: as typed
+    page = (out / cid / "report.html").read_text()
+    assert r"$\foo$" in page and r"\$\foo\$" not in page  # the page: as typed, not escaped
 
 
 def test_every_figure_text_is_literal():
