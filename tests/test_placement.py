@@ -495,8 +495,25 @@ def test_libvirt_xml(nehalem):
     ("span:2;mem=preferred:1,0", "mirror", "4k"),
 ])
 def test_libvirt_full_validates(tmp_path, nehalem, policy, guest_numa, backing):
+    """libvirt's schema accepts the full domain, and it says what the placement holds: each
+    vCPU's pins, the guest's NUMA cells and their memory, the hugepage backing."""
+    from vhpc.core.cpulist import parse_cpu_list
+
     p = place(nehalem, R(vcpus=4, memory_mib=4096, policy=policy, guest_numa=guest_numa, backing=backing))
-    validate_domain(to_libvirt_xml(p, name="vhpc-test", full=True))  # fails under CI=true if missing
+    xml = to_libvirt_xml(p, name="vhpc-test", full=True)
+    validate_domain(xml)  # fails under CI=true if missing
+    dom = ET.fromstring(xml)
+    pins = {int(v.get("vcpu")): set(parse_cpu_list(v.get("cpuset")))
+            for v in dom.findall("cputune/vcpupin")}
+    assert pins == {i: set(cpus) for i, cpus in enumerate(p.vcpu_pins)}  # float: none
+    cells = dom.findall("cpu/numa/cell")
+    assert len(cells) == len(p.guest_nodes)
+    kib = {"KiB": 1, "MiB": 1024, "GiB": 1024 ** 2}
+    assert sum(int(c.get("memory")) * kib[c.get("unit", "KiB")] for c in cells) == 4096 * 1024
+    page = dom.find("memoryBacking/hugepages/page")
+    assert (page is None) == (backing == "4k")
+    if page is not None:
+        assert int(page.get("size")) == p.hugepage_kib and page.get("unit") == "KiB"
 
 
 def test_describe_and_to_dict(opteron):
