@@ -499,8 +499,8 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
             raise BenchmarkError(f"kernel {binary} cannot be built on this host: {why}")
     elif shutil.which(mpicc) is None and MPI_KERNELS & set(binaries):
         return bindir  # cannot check them against the sources: use them as they are
-    # every kernel this host can build (one lacking a library is left out, never failing
-    # the others; make skips MPI kernels itself where the wrapper is missing)
+    # kernels whose library this host lacks are left out of the build (SKIP), so that a
+    # build of every kernel never fails on them; make skips MPI kernels itself without mpicc
     skip = sorted(unbuildable(set(KERNEL_LIBRARIES), mpi))
     bindir.parent.mkdir(parents=True, exist_ok=True)
     # another vhpc building the same kernels: wait for it (a lock opened without following)
