@@ -420,9 +420,10 @@ def test_boot_firmware_runs_seabios_and_the_images_own_bootloader(tmp_path):
                                     boot, tmp_path, seed, userimage.free_port())
         assert "-kernel" not in argv and "-append" not in argv
         assert argv[argv.index("-bios") + 1] == str(userimage.SEABIOS)
-        assert f"file={boot.overlay},format=qcow2,if=virtio" in argv
+        assert f"file={boot.overlay},format=qcow2,if=virtio,backing={userimage.BASE_NODE}" \
+            in argv  # the image itself from the descriptor vhpc holds (pinned)
         proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.PIPE)
+                     stderr=subprocess.PIPE, pass_fds=boot.pass_fds())
         console = tmp_path / "console.log"
         import time
 

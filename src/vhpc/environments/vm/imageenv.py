@@ -64,6 +64,7 @@ class ImageEnvironment(VmEnvironment):
         """The image checked, its overlay made and (direct boot) its kernel copied out: once
         per overlay.  Raises UserImageError."""
         if self._booting is not None:
+            self._booting.verify()  # a later boot of the overlay: the image is the one checked
             return self._booting
         if self.image is None:
             self.stage("checking the image (qemu-img check, SHA-256)")
@@ -80,7 +81,8 @@ class ImageEnvironment(VmEnvironment):
                                             initrd=initrd,
                                             append=DIRECT_APPEND if mode == "kernel" else "",
                                             seed=self.seed_parts,
-                                            firmware="ovmf" if mode == "uefi" else "seabios")
+                                            firmware="ovmf" if mode == "uefi" else "seabios",
+                                            base=self.image)
         return self._booting
 
     def check_image(self) -> str:
@@ -139,6 +141,9 @@ class ImageEnvironment(VmEnvironment):
         if self.rundir is not None:
             shutil.rmtree(self.rundir, ignore_errors=True)
         self.rundir, self._booting = None, None
+        if self.image is not None and self.image.pin is not None:
+            self.image.pin.close()  # a later use checks the image afresh
+        self.image = None
 
     def kernel_dir(self, local: Path | None, impl: str, binary: str) -> Path | None:
         """The build folder inside the guest, with ``binary`` built there by the guest's own
