@@ -8,6 +8,7 @@ mechanism in seconds: a boot sector, a fake debvm-create, a loop device on a spa
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -214,3 +215,175 @@ def test_libvirt_gets_the_backing_chain_ending_at_the_checked_image(tmp_path):
     assert chain.find("format").get("type") == "qcow2"
     end = chain.find("backingStore")
     assert end is not None and len(end) == 0 and not end.attrib, ET.tostring(disk)
+
+
+# ------------------------------------- items 1-2: a killed image build leaves nothing behind
+
+#: A process that lingers until killed; its command line names the test's folder.
+LINGER = "while :; do sleep 1; done\n"
+#: The fake debvm-create: at stage ``debvm`` it forks a grandchild that leaves its session
+#: (``setsid``: out of reach of a process-group kill) and lingers; else it writes a small ext4
+#: root with Debian's /vmlinuz and /initrd.img links (mke2fs -d), in well under a second.
+DEBVM = """#!/bin/sh
+out=; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+if [ "$VHPC_TEST_STOP" = debvm ]; then
+  setsid sh "$FAKE/linger" & sh "$FAKE/linger" & touch "$FAKE/reached"; wait
+fi
+t=$(mktemp -d); mkdir "$t/boot"; echo K > "$t/boot/vmlinuz-6.1.0-1-cloud-amd64"
+echo I > "$t/boot/initrd.img-6.1.0-1-cloud-amd64"
+ln -s boot/vmlinuz-6.1.0-1-cloud-amd64 "$t/vmlinuz"
+ln -s boot/initrd.img-6.1.0-1-cloud-amd64 "$t/initrd.img"
+truncate -s 32M "$out" && mke2fs -q -t ext4 -d "$t" "$out"; rc=$?; rm -rf "$t"; exit $rc
+"""
+#: A tool that stops the build where the test kills it: lingers (and forks a lingering
+#: grandchild out of its session) when ``$VHPC_TEST_STOP`` names it, else runs the real one.
+STOPPER = """#!/bin/sh
+if [ "$VHPC_TEST_STOP" = "{name}" ]; then
+  setsid sh "$FAKE/linger" & touch "$FAKE/reached"; exec sh "$FAKE/linger"
+fi
+exec {real} "$@"
+"""
+#: Stage of the build → (bootloader, the tool it is in when killed).
+STAGES = {"debvm": ("grub", "debvm"), "partitioning": ("grub", "sfdisk"),
+          "grub-install": ("grub", "grub-install"), "esp": ("grub-efi", "grub-mkstandalone")}
+
+
+def _ours(tmp_path: Path) -> list[str]:
+    """Processes whose command line names ``tmp_path`` (the fakes and what they forked)."""
+    found = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(tmp_path).encode() in argv and d.name != str(os.getpid()):
+            found.append(d.name + ": " + argv.replace(b"\0", b" ").decode())
+    return found
+
+
+def _loops_under(tmp_path: Path) -> list[str]:
+    out = []
+    for d in Path("/sys/block").glob("loop*"):
+        try:
+            back = (d / "loop" / "backing_file").read_text()
+        except OSError:
+            continue
+        if back.startswith(str(tmp_path)):
+            out.append(f"{d.name}: {back.strip()}")
+    return out
+
+
+@pytest.fixture
+def build_box(tmp_path):
+    """What a killed build needs: root, loop devices, the tools; fake debvm-create and stage
+    stoppers first on PATH; a private cache and temporary folder."""
+    if os.geteuid() != 0:
+        pytest.skip("loop devices and mounts need root")
+    for t in ("unshare", "losetup", "findmnt", "mke2fs", "sfdisk", "grub-install",
+              "grub-mkstandalone", "mkfs.vfat", "qemu-img", "mmdebstrap"):
+        require_tool(t)
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "linger").write_text(LINGER)
+    (fake / "debvm-create").write_text(DEBVM)
+    for name in ("sfdisk", "grub-install", "grub-mkstandalone"):
+        real = require_tool(name)
+        (fake / name).write_text(STOPPER.format(name=name, real=real))
+    for f in fake.iterdir():
+        f.chmod(0o755)
+    (tmp_path / "cache").mkdir(mode=0o700)
+    (tmp_path / "tmp").mkdir(mode=0o700)
+    return fake
+
+
+#: Run inside a private mount namespace (unshare -m): start the build, wait until the fake
+#: says the stage is reached, note the loop devices and mounts, kill -9 vhpc, run `vhpc host`,
+#: and print what is mounted under the test's folder afterwards.
+KILL_SCRIPT = """
+"$VHPC" image build --out "$OUT" --bootloader "$BOOTLOADER" >"$FAKE/build.out" 2>&1 &
+pid=$!
+i=0; while [ ! -e "$FAKE/reached" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+sleep 0.3
+echo "mounts-before: $(findmnt -rn -o TARGET | grep -c "^$ROOT")"
+echo "loops-before: $(losetup -a | grep -c "$ROOT")"
+kill -9 $pid; wait $pid
+"$VHPC" host >/dev/null 2>&1
+echo "mounts-after: $(findmnt -rn -o TARGET | grep -c "^$ROOT")"
+"""
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_kill_9_of_image_build_at_each_stage_leaves_nothing_after_the_next_start(
+        tmp_path, build_box, stage):
+    """``kill -9`` of ``vhpc image build`` while the build is in ``stage``: the guard kills
+    every process of the build's cgroup at once (a grandchild that left its session too), and
+    the next vhpc (``vhpc host``) unmounts the root, detaches the loop device and removes the
+    build folder, the mount folder and the journal, as the journal recorded them."""
+    import sys
+
+    bootloader, tool = STAGES[stage]
+    fake = build_box
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "FAKE": str(fake),
+           "VHPC_TEST_STOP": tool, "VHPC_CACHE": str(tmp_path / "cache"),
+           "TMPDIR": str(tmp_path / "tmp"), "OUT": str(tmp_path / "out.qcow2"),
+           "BOOTLOADER": bootloader, "ROOT": str(tmp_path),
+           "VHPC": str(Path(sys.executable).parent / "vhpc")}
+    res = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                          KILL_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    report = res.stdout + res.stderr + (fake / "build.out").read_text()
+    assert (fake / "reached").exists(), report  # the build got to the stage
+    attached = 1 if tool in ("grub-install", "grub-mkstandalone") else 0
+    for what in ("mounts", "loops"):  # what there was to undo when vhpc died
+        assert int(res.stdout.split(f"{what}-before: ")[1].split()[0]) == attached, report
+    assert "mounts-after: 0" in res.stdout, report
+    time.sleep(0.2)
+    assert _ours(tmp_path) == [], report
+    assert _loops_under(tmp_path) == [], report
+    images = tmp_path / "cache" / "images"
+    assert not list(images.glob("*/build-*")) and not list(images.glob("*/.image.*")), report
+    assert not list((tmp_path / "tmp").glob("vhpc-*")), report
+    assert not list((tmp_path / "cache" / "leftovers").glob("*")), report
+    assert not list(Path("/sys/fs/cgroup/unified").glob("vhpc-build-*")) or all(
+        not (d / "cgroup.procs").read_text().strip()
+        for d in Path("/sys/fs/cgroup/unified").glob("vhpc-build-*")), report
+
+
+def test_the_sweep_undoes_only_what_a_dead_builds_journal_may_name(tmp_path, monkeypatch):
+    """A dead owner's journal (the cache is input like any other) naming a loop device backed
+    by a file outside the image cache, a mount point that is not vhpc's and folders outside its
+    places: the sweep leaves each alone (the loop device stays attached) and removes only the
+    build folder it may name, then the journal; a live owner's journal is not touched."""
+    from vhpc.host import contained, owned
+
+    if os.geteuid() != 0:
+        pytest.skip("loop devices need root")
+    losetup = require_tool("losetup")
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("tempfile.tempdir", None)
+    other = tmp_path / "other.raw"
+    with open(other, "wb") as f:
+        f.truncate(1 << 20)
+    loop = subprocess.run([losetup, "-f", "--show", str(other)], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    try:
+        build = tmp_path / "cache" / "images" / "0123456789abcdef" / "build-1-1-x"
+        build.mkdir(parents=True)
+        keep = tmp_path / "keep"
+        keep.mkdir()
+        folder = contained.journal_folder()
+        dead = folder / "build-999999-1-journal.json"  # pid 999999 started at tick 1: gone
+        dead.write_text(json.dumps({"loops": [str(other)], "mounts": ["/", str(keep)],
+                                    "paths": [str(keep), "/etc", str(build),
+                                              str(build.parent / ".." / "x")]}))
+        live = folder / f"build-{owned.owner_tag()}-journal.json"
+        live.write_text(json.dumps({"paths": [str(build.parent)]}))
+        lines = contained.sweep_stale()
+        assert not build.exists() and keep.is_dir() and Path("/etc").is_dir()
+        assert lines == [f"removed {build} (its vhpc image build is gone)"]
+        assert not dead.exists() and live.exists() and build.parent.is_dir()
+        assert subprocess.run([losetup, "-j", str(other)], capture_output=True,
+                              text=True).stdout.startswith(loop)  # still attached
+    finally:
+        subprocess.run([losetup, "-d", loop], check=True)

@@ -286,7 +286,7 @@ def test_image_build_is_taken_from_the_cache_while_its_inputs_stay(tmp_path, mon
     monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
     built = []
 
-    def fake_build(argv, log, what, progress):  # stands for debvm-create and qemu-img
+    def fake_build(argv, log, what, progress, box):  # stands for debvm-create and qemu-img
         target = Path(argv[argv.index("-o") + 1]) if what == "debvm-create" else Path(argv[-1])
         target.write_bytes(what.encode() * 1000)
         built.append(what)

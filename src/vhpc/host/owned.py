@@ -333,14 +333,18 @@ class _Warden:
     #: dash's kill takes no ``--``: ``-9 -PGID`` is the portable spelling (kill(1p)); pkill
     #: ``-s`` reaches groups a trial made inside its session (coreutils timeout makes one)
     #: frozen cgroups (``freezer DIR`` / ``thawed DIR``) are thawed first, so that a daemon
-    #: a trial left in one (outside its session, so not killed) runs on
-    SCRIPT = ('g=" "; z=" "; while read c p; do case $c in '
+    #: a trial left in one (outside its session, so not killed) runs on; every process of a
+    #: build's cgroup (``cgroup DIR`` / ``uncgroup DIR``) is killed (``cgroup.kill``)
+    SCRIPT = ('g=" "; z=" "; k=" "; while read c p; do case $c in '
               'watch) g="$g$p ";; '
               'done) n=" "; for x in $g; do [ "$x" = "$p" ] || n="$n$x "; done; g=$n;; '
               'freezer) z="$z$p ";; '
               'thawed) n=" "; for x in $z; do [ "$x" = "$p" ] || n="$n$x "; done; z=$n;; '
+              'cgroup) k="$k$p ";; '
+              'uncgroup) n=" "; for x in $k; do [ "$x" = "$p" ] || n="$n$x "; done; k=$n;; '
               'esac; done; '
               'for d in $z; do echo 0 > "$d/cgroup.freeze"; done 2>/dev/null; '
+              'for d in $k; do echo 1 > "$d/cgroup.kill"; done 2>/dev/null; '
               'for p in $g; do kill -9 -"$p"; pkill -9 -s "$p"; done 2>/dev/null')
 
     lock = threading.Lock()
@@ -434,25 +438,44 @@ class GroupGuard:
                 pass
 
 
-class ThawGuard:
-    """Thaws the cgroup-v2 group ``folder`` (writes 0 to its ``cgroup.freeze``) if vhpc dies
-    before :meth:`done`: the shared guard of :class:`GroupGuard` holds the folder and, at end
-    of file on its pipe, thaws it before it kills any watched group.  A later vhpc removes the
-    group (:func:`vhpc.host.freezer.sweep_stale`).  Raises OSError when the guard cannot be
-    started, ValueError for a folder name with white space (the guard reads words)."""
+class _CgroupGuard:
+    """A cgroup-v2 folder the shared guard of :class:`GroupGuard` holds until :meth:`done`,
+    announced with the word ``ADD`` and let go with ``REMOVE``.  Raises OSError when the guard
+    cannot be started, ValueError for a folder name with white space (the guard reads
+    words)."""
+
+    ADD = REMOVE = ""
 
     def __init__(self, folder: str | os.PathLike):
         self.folder = str(folder)
         if not self.folder or any(ch.isspace() for ch in self.folder):
             raise ValueError(f"cannot guard the cgroup {self.folder!r}: white space in its name")
         self._open = True
-        _Warden.send(f"freezer {self.folder}")
+        _Warden.send(f"{self.ADD} {self.folder}")
 
     def done(self) -> None:
-        """The group is thawed and removed here: stop guarding it (idempotent; never raises)."""
+        """The group is done with here: stop guarding it (idempotent; never raises)."""
         if self._open:
             self._open = False
             try:
-                _Warden.send(f"thawed {self.folder}")
+                _Warden.send(f"{self.REMOVE} {self.folder}")
             except OSError:
                 pass
+
+
+class ThawGuard(_CgroupGuard):
+    """Thaws the cgroup-v2 group ``folder`` (writes 0 to its ``cgroup.freeze``) if vhpc dies
+    before :meth:`done`: the shared guard of :class:`GroupGuard` holds the folder and, at end
+    of file on its pipe, thaws it before it kills any watched group.  A later vhpc removes the
+    group (:func:`vhpc.host.freezer.sweep_stale`).  Raises as :class:`_CgroupGuard`."""
+
+    ADD, REMOVE = "freezer", "thawed"
+
+
+class KillGuard(_CgroupGuard):
+    """Kills every process of the cgroup-v2 group ``folder`` (writes 1 to its ``cgroup.kill``,
+    Linux 5.14) if vhpc dies before :meth:`done`: the shared guard of :class:`GroupGuard` holds
+    the folder.  A later vhpc removes the group (:func:`vhpc.host.contained.sweep_stale`).
+    Raises as :class:`_CgroupGuard`."""
+
+    ADD, REMOVE = "cgroup", "uncgroup"
