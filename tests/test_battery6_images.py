@@ -387,3 +387,60 @@ def test_the_sweep_undoes_only_what_a_dead_builds_journal_may_name(tmp_path, mon
                               text=True).stdout.startswith(loop)  # still attached
     finally:
         subprocess.run([losetup, "-d", loop], check=True)
+
+
+# ------------------------------------------------------- item 14: a build error names its cause
+
+#: What mmdebstrap (under debvm-create) prints when apt cannot find a package, as the battery
+#: saw it: the cause first, then its consequences, then the clean-up.
+NOSUCHPKG = """#!/bin/sh
+echo "I: running apt-get update..."
+echo "done"
+echo "Reading package lists..."
+echo "E: Unable to locate package nosuchpkg"
+echo "E: apt-get --yes -oApt::Get::Download-Only=true install failed"
+echo "W: hooklistener errored out: E: received eof on socket"
+echo "I: removing tempdir /tmp/mmdebstrap.Xyz..."
+exit 1
+"""
+
+
+def test_a_failed_build_names_the_apt_error_not_the_clean_up(tmp_path, monkeypatch, capsys):
+    """``image build --include nosuchpkg``: the one-line error carries apt's line "E: Unable
+    to locate package nosuchpkg" from the log, not its last line ("I: removing tempdir"),
+    and nothing of the build is left running or in the cache."""
+    from vhpc import cli
+    from vhpc.environments.vm import imagebuild
+
+    require_tool("mmdebstrap"), require_tool("qemu-img")
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "debvm-create").write_text(NOSUCHPKG)
+    (fake / "debvm-create").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(imagebuild, "apt_sources",
+                        lambda release: [f"deb http://deb.debian.org/debian/ {release} main"])
+    rc = cli.main(["image", "build", "--out", str(tmp_path / "x.qcow2"), "--include",
+                   "nosuchpkg"])
+    err = capsys.readouterr().err
+    assert rc == 2 and one_line(err), err
+    assert "debvm-create failed (E: Unable to locate package nosuchpkg)" in err, err
+    assert "removing tempdir" not in err and "build.log" in err
+    assert not list((tmp_path / "cache" / "images").glob("*/build-*"))
+    assert not (tmp_path / "x.qcow2").exists()
+
+
+@pytest.mark.parametrize("log, want", [
+    ("I: a\nE: first\nE: second\nI: removing tempdir\n", "E: first"),
+    ("Installing for i386-pc platform.\ngrub-install: error: cannot find a device for /.\n",
+     "grub-install: error: cannot find a device for /."),
+    ("qemu-img: Could not open 'x': No such file\n", "qemu-img: Could not open 'x': No such file"),
+    ("", ""),
+])
+def test_the_cause_is_the_first_error_line_of_the_step(tmp_path, log, want):
+    from vhpc.environments.vm import imagebuild
+
+    path = tmp_path / "build.log"
+    path.write_text("E: an earlier step's error\n" + log)
+    assert imagebuild.cause(path, len("E: an earlier step's error\n")) == want

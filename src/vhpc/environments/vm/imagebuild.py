@@ -177,6 +177,7 @@ def _run_logged(argv: list[str], log: Path, what: str,
     its output in ``log``, reporting its last line every second; kill it and its children on
     failure or interrupt.  Raises ImageBuildError naming ``what``."""
     with open(log, "ab") as out:
+        start = out.seek(0, 2)  # this step's output begins here
         proc = box.popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     t0 = time.monotonic()
     try:
@@ -192,7 +193,35 @@ def _run_logged(argv: list[str], log: Path, what: str,
         raise
     box.finished(proc)
     if proc.returncode != 0:
-        raise ImageBuildError(f"{what} failed ({_last_line(log)}): the whole log is {log}")
+        raise ImageBuildError(f"{what} failed ({cause(log, start)}): the whole log is {log}")
+
+
+#: How a step says why it failed, most telling first: apt's and mmdebstrap's error lines
+#: ("E: Unable to locate package nosuchpkg"), then a tool's own "error:" line (grub-install,
+#: qemu-img, mkfs).  The first such line is the cause; the later ones report its consequences
+#: ("E: apt-get ... failed", "I: removing tempdir").
+CAUSES = (re.compile(r"^E: "), re.compile(r"(^|: )(error|fatal)\b", re.I))
+#: Bytes of a step's output read to find its cause: mmdebstrap's last screenfuls.
+CAUSE_BYTES = 64 << 10
+
+
+def cause(log: Path, start: int = 0) -> str:
+    """Why the step whose output begins at byte ``start`` of ``log`` failed: its first line
+    matching :data:`CAUSES` (in that order), else its last line (within its last
+    :data:`CAUSE_BYTES`); "" when it wrote nothing."""
+    try:
+        with open(log, "rb") as f:
+            end = f.seek(0, 2)
+            f.seek(max(start, end - CAUSE_BYTES))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()
+                     if ln.strip()]
+    except OSError:
+        return ""
+    for pattern in CAUSES:
+        found = next((ln for ln in lines if pattern.search(ln)), None)
+        if found is not None:
+            return found
+    return lines[-1] if lines else ""
 
 
 def _last_line(log: Path) -> str:
