@@ -50,6 +50,7 @@ from typing import Any, Literal, Mapping
 from vhpc.core.paths import cache_dir, trusted_folder, write_atomic
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import imagedisk
+from vhpc.environments.vm.agent import GuestHung
 from vhpc.environments.vm.userimage_check import check_image_file
 from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, qmp_connect,
                                                 spawn)
@@ -61,6 +62,11 @@ GUEST_USER = "vhpc"
 AUTH_GRACE = 60.0
 #: The name under which the session's pinned host key is looked up (ssh_config(5)).
 HOST_KEY_ALIAS = "vhpc-image-guest"
+#: Seconds to wait before each further ssh connection to a booted guest that did not answer
+#: (the banner exchange included): a loaded host may leave its sshd unscheduled for tens of
+#: seconds (a campaign at load 7 saw a banner exchange time out).  Then the guest counts as hung
+#: (GuestHung): it is killed and a fresh one booted (ImageEnvironment).
+RETRY_WAITS = (5.0, 15.0, 30.0)
 
 
 class UserImageError(EnvError):
@@ -697,7 +703,8 @@ class ReachedOverSsh:
                                       "-o", "GlobalKnownHostsFile=/dev/null",
                                       "-o", "StrictHostKeyChecking=yes",
                                       "-o", "ServerAliveCountMax=20"),
-                             kernel_hash=self.image.seed.kernel_hash)
+                             kernel_hash=self.image.seed.kernel_hash,
+                             hint=f"the guest {self.image.hostname} did not answer")
         refused_since = None
         last = "no answer yet"
         while True:
@@ -706,6 +713,7 @@ class ReachedOverSsh:
                 raise EnvError(f"QEMU exited with status {status} while the image booted")
             try:
                 ssh.connect()
+                ssh.retry_waits = RETRY_WAITS  # booted: from now on a late answer is waited for
                 return ssh
             except (EnvError, subprocess.TimeoutExpired) as exc:
                 last = str(exc).split("cannot connect: ")[-1].rsplit(": ", 1)[0]
@@ -732,17 +740,32 @@ class ReachedOverSsh:
         script = ("command -v cloud-init >/dev/null && cloud-init status --wait >/dev/null; "
                   "command -v systemctl >/dev/null && systemctl is-system-running --wait "
                   ">/dev/null; true")
+        from vhpc.environments.ssh.environment import SshUnanswered
+
         try:
             self.ssh.shell(script, timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise EnvError(f"the image's start-up (cloud-init, systemd) did not finish within "
                            f"{timeout:g} s: give a larger boot_timeout=") from None
+        except SshUnanswered as exc:
+            raise self.unanswered(exc.why) from None
+
+    def unanswered(self, why: str) -> GuestHung:
+        """The error of a booted guest that did not answer ssh (``why``: ssh's last line),
+        naming the guest and the image: a hung guest, which the environment replaces by a
+        fresh boot."""
+        base = self.image.base.path if self.image.base is not None else self.image.overlay
+        return GuestHung(f"the guest {self.image.hostname} (image={base}) did not answer ssh "
+                         f"({why})")
 
     def request(self, op: str, wait: float, **payload) -> dict[str, Any]:
         """The agent requests VmEnvironment makes, served over ssh: ``read`` (``path``) →
         ``{"data"}`` or ``{"error"}``; ``run`` (``argv``, ``env``, ``timeout``; ``cwd`` is
         the login's home) → ``{"rc", "stdout", "stderr", "elapsed", "timed_out"}``.  Raises
-        EnvError when the connection is lost."""
+        GuestHung when the guest did not answer ssh (after :data:`RETRY_WAITS`), EnvError
+        when the connection is lost."""
+        from vhpc.environments.ssh.environment import SshUnanswered, unanswered
+
         if self.ssh is None:
             raise EnvError("the guest is not running")
         try:
@@ -752,6 +775,8 @@ class ReachedOverSsh:
             if op == "run":
                 r = self.ssh.run(list(payload["argv"]), payload.get("env"),
                                  float(payload.get("timeout", wait)))
+                if r.error and r.returncode is None and unanswered(r.error):
+                    raise self.unanswered(r.error.split("cannot connect: ")[-1])
                 if r.error:
                     raise EnvError(r.error)
                 self.processes = r.applied.processes if r.applied is not None else None
@@ -759,6 +784,8 @@ class ReachedOverSsh:
                         "elapsed": r.elapsed, "timed_out": r.timed_out}
         except subprocess.TimeoutExpired:
             raise EnvError(f"the guest did not answer over ssh within {wait:g} s") from None
+        except SshUnanswered as exc:
+            raise self.unanswered(exc.why) from None
         raise EnvError(f"unknown request {op!r}")
 
     def _close_ssh(self) -> None:
