@@ -301,11 +301,12 @@ def sweep_stale() -> list[str]:
         for d in groups:
             if not owned.owner_alive(d.name, PREFIX) and kill_group(d):
                 lines.append(f"killed the processes of {d.name} (its vhpc image build is gone)")
+    cache = Path(os.environ.get("VHPC_CACHE") or Path.home() / ".cache" / "vhpc")
+    if not (cache / "leftovers").is_dir():  # no journal was ever written: nothing is made
+        return lines
     try:
-        folder = cache_dir() / "leftovers"
-        journals = sorted(folder.glob(JOURNAL_PREFIX + "*-journal.json")) if folder.is_dir() \
-            else []
-    except (OSError, VhpcError):  # no cache, or one another user could write: not now
+        journals = sorted(journal_folder().glob(JOURNAL_PREFIX + "*-journal.json"))
+    except (OSError, VhpcError):  # a cache another user could write: not now
         return lines
     for journal in journals:
         if owned.owner_alive(journal.name, JOURNAL_PREFIX) or journal.is_symlink():
