@@ -109,13 +109,19 @@ def test_the_same_bytes_copied_back_still_boot(tmp_path):
     assert env.image.sha256 == _sha(image)
 
 
-def _console_after_boot(argv: list[str], pass_fds, workdir: Path, want: bytes,
+def _console_after_boot(boot: userimage.ImageBoot, workdir: Path, want: bytes,
                         wait: float = 60.0) -> tuple:
-    """Start QEMU with ``argv``, wait (at most ``wait`` s) until its console shows ``want`` or
-    QEMU exits, read its block nodes over QMP; kill it.  Returns (console bytes, the files the nodes
-    opened: each node's ``file``, a ``json:`` description for a node with options)."""
+    """Boot ``boot`` with QEMU as vhpc's qemu backend does (:func:`userimage.image_argv`, the
+    pinned descriptor passed), an empty seed and SeaBIOS; wait (at most ``wait`` s) until its
+    console shows ``want`` or QEMU exits, read its block nodes over QMP; kill it.  Returns
+    (console bytes, the files the nodes opened: each node's ``file``, a ``json:`` description
+    for a node with options)."""
+    seed = workdir / "seed.iso"
+    seed.write_bytes(b"\0" * 4096)
+    argv = userimage.image_argv(userimage.GuestConfig(vcpus=1, memory_mib=256, machine="pc"),
+                                boot, workdir, seed, userimage.free_port())
     proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                 stderr=subprocess.PIPE, pass_fds=pass_fds)
+                 stderr=subprocess.PIPE, pass_fds=boot.pass_fds())
     console = workdir / "console.log"
     try:
         qmp = qmp_connect(workdir / "qmp.sock", time.monotonic() + 30, proc.poll)
@@ -145,13 +151,7 @@ def test_qemu_boots_the_bytes_checked_though_the_path_now_names_another_disk(tmp
         secret = _disk_saying(tmp_path / "secret.raw", b"VHPC-HOSTSECRET")
         _qcow2(secret, tmp_path / "evil.qcow2", backing=secret)
         os.replace(tmp_path / "evil.qcow2", image)
-        seed = tmp_path / "seed.iso"
-        seed.write_bytes(b"\0" * 4096)
-        argv = userimage.image_argv(userimage.GuestConfig(vcpus=1, memory_mib=256,
-                                                          machine="pc"),
-                                    boot, tmp_path, seed, userimage.free_port())
-        console, nodes = _console_after_boot(argv, boot.pass_fds(), tmp_path,
-                                             b"VHPC-MBR-BOOTED")
+        console, nodes = _console_after_boot(boot, tmp_path, b"VHPC-MBR-BOOTED")
     finally:
         env.close()
     assert b"VHPC-MBR-BOOTED" in console and b"VHPC-HOSTSECRET" not in console
@@ -174,14 +174,8 @@ def test_a_pinned_qcow2_that_names_a_backing_file_gets_none(tmp_path):
     try:
         overlay = userimage.create_overlay(base, tmp_path / "run" / "overlay.qcow2")
         boot = userimage.ImageBoot(overlay, "vhpc-x", base=base)
-        seed = tmp_path / "seed.iso"
-        seed.write_bytes(b"\0" * 4096)
-        argv = userimage.image_argv(userimage.GuestConfig(vcpus=1, memory_mib=256,
-                                                          machine="pc"),
-                                    boot, tmp_path, seed, userimage.free_port())
         # the checked boot sector printed within a second in the test above: 3 s for this one
-        console, nodes = _console_after_boot(argv, boot.pass_fds(), tmp_path,
-                                             b"VHPC-HOSTSECRET", wait=3.0)
+        console, nodes = _console_after_boot(boot, tmp_path, b"VHPC-HOSTSECRET", wait=3.0)
     finally:
         base.pin.close()
     assert b"VHPC-HOSTSECRET" not in console

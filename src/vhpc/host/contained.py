@@ -29,7 +29,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -276,14 +275,7 @@ def undo(entries: dict) -> list[str]:
     for path in named("paths"):
         if any(m == str(path) or m.startswith(str(path) + "/") for m in mounted):
             continue  # never remove through a mount
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                path.unlink()
-            except OSError:
-                continue
-        if not path.exists():
+        if owned.remove_path(path):
             lines.append(f"removed {path} (its vhpc image build is gone)")
     return lines
 

@@ -165,15 +165,22 @@ def reap(prefix: str, base: str | Path | None = None) -> list[str]:
                 done.append(f"killed orphaned process {pid} using {p} (its vhpc is gone)")
             except OSError:
                 pass
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            try:
-                p.unlink()
-            except OSError:
-                continue
-        done.append(f"removed orphaned {p} (its vhpc is gone)")
+        if remove_path(p):
+            done.append(f"removed orphaned {p} (its vhpc is gone)")
     return done
+
+
+def remove_path(p: Path) -> bool:
+    """Remove the folder tree or the file ``p`` (a link itself, never what it points at);
+    True when nothing is left there.  Never raises."""
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        try:
+            p.unlink()
+        except OSError:
+            pass
+    return not os.path.lexists(p)
 
 
 #: Widest PID range :func:`session_members` reads PID by PID instead of listing ``/proc``.
