@@ -474,11 +474,12 @@ class _Silent:
 
 
 class _Guest(userimage.ReachedOverSsh):
-    """A booted image guest for :meth:`ImageEnvironment.answering`: its ssh is real
-    (``ssh``, or None for one that answers every request with ``answer``), its QEMU is not."""
+    """A booted image guest for :meth:`ImageEnvironment.answering`, paused as the campaign
+    leaves a guest while another environment runs: its ssh is real (an SshEnvironment) or
+    :class:`_Answers`; its QEMU is not."""
 
-    def __init__(self, image: userimage.ImageBoot, ssh=None, answer=None):
-        self.image, self.ssh, self.answer, self.killed = image, ssh, answer, False
+    def __init__(self, image: userimage.ImageBoot, ssh=None):
+        self.image, self.ssh, self.killed, self.paused = image, ssh, False, True
 
     def alive(self):
         return not self.killed
@@ -486,19 +487,20 @@ class _Guest(userimage.ReachedOverSsh):
     def kill(self):
         self.killed = True
 
+    def resume(self):
+        self.paused = False
+
 
 class _Answers:
-    """The ssh of a guest that answers: what the environment asks of it, answered."""
+    """The ssh of a guest that answers: what the environment asks of it, answered, noting
+    whether the guest was running then (a paused guest would not answer)."""
 
-    def __init__(self, asked: list):
-        self.asked = asked
+    def __init__(self, asked: list, guest: _Guest):
+        self.asked, self.guest = asked, guest
 
     def kernel_dir(self, local, impl, binary):
-        self.asked.append(binary)
+        self.asked.append((binary, "paused" if self.guest.paused else "running"))
         return Path("/home/vhpc/.cache/vhpc/kernels-x/build")
-
-    def connect(self):
-        self.asked.append("connect")
 
 
 @pytest.fixture
@@ -523,7 +525,9 @@ def late_guest(tmp_path, monkeypatch):
 
     def silent_guest(waits=(0.1, 0.1)):
         if waits is None:  # one that answers
-            return _Guest(boot, _Answers(asked))
+            guest = _Guest(boot)
+            guest.ssh = _Answers(asked, guest)
+            return guest
         ssh = SshEnvironment("vhpc-vm (image)", host="127.0.0.1", user="vhpc",
                              port=silent.port, config="none", hint="the guest did not answer",
                              retry_waits=waits)
@@ -542,13 +546,14 @@ def late_guest(tmp_path, monkeypatch):
 
 def test_a_guest_that_times_out_in_the_banner_exchange_is_retried_then_rebooted(late_guest):
     """The first guest accepts TCP but never sends ssh's banner: vhpc tries again after each
-    wait (3 connections), then counts it hung: it is killed, a fresh guest booted, and the
-    kernels' folder comes from that one: the campaign goes on.  Why is kept, naming the guest
+    wait (3 connections), then counts it hung: it is killed, a fresh guest booted (and
+    resumed), and the kernels' folder comes from that one: the campaign goes on.  Why is kept, naming the guest
     and the image, never host= or port=."""
     env, queue, booted, silent, silent_guest, image, asked = late_guest
     queue += [silent_guest(), silent_guest(waits=None)]
     got = env.kernel_dir(Path("/build"), "openmpi", "vhpc-stream")
-    assert got == Path("/home/vhpc/.cache/vhpc/kernels-x/build") and asked == ["vhpc-stream"]
+    assert got == Path("/home/vhpc/.cache/vhpc/kernels-x/build")
+    assert asked == [("vhpc-stream", "running")]  # resumed first: a paused guest never answers
     assert len(silent.accepted) == 3  # the first try and one after each of 2 waits
     assert booted[0].killed and not booted[1].killed and env.guest is booted[1]
     (why,) = env.boot_hangs

@@ -146,8 +146,10 @@ class ImageEnvironment(VmEnvironment):
         # this environment (after a failed trial) boots the file checked, or none
 
     def answering(self, op):
-        """``op()`` (which reaches the guest over ssh) once the guest runs.  A guest that does
-        not answer ssh, also after :data:`~vhpc.environments.vm.userimage.RETRY_WAITS`
+        """``op()`` (which reaches the guest over ssh) once the guest runs, resumed (the
+        campaign pauses it while another environment runs: the steps before a trial, the
+        kernels' build and the inputs' copy, reached a paused guest, whose ssh connection then
+        timed out after 300 s of unanswered keep-alives).  A guest that does not answer ssh, also after :data:`~vhpc.environments.vm.userimage.RETRY_WAITS`
         (GuestHung), is a hung guest, as for vhpc's own guest: it is killed, a fresh one is
         booted from the same overlay (:attr:`boot_hangs` keeps why) and ``op()`` runs there.
         Raises EnvError naming the guest and the image when the fresh guest does not answer
@@ -156,6 +158,7 @@ class ImageEnvironment(VmEnvironment):
 
         for attempt in (1, 2):
             self.start()
+            self.resume()  # paused while another environment ran: a paused guest never answers
             try:
                 return op()
             except (GuestHung, SshUnanswered) as exc:
