@@ -398,6 +398,8 @@ def extract_kernel(image: UserImage) -> tuple[Path, Path]:
             if not part.is_file() or part.stat().st_size == 0:
                 raise UserImageError(f"cannot copy {inside} out of image={image.path}: "
                                      f"{_last_line(res.stderr, 'debugfs failed')}")
+            if image.pin is not None:  # read from the file checked: cached under its SHA-256
+                image.pin.verify()
             os.replace(part, out)
     return kernel, initrd
 
