@@ -147,13 +147,14 @@ class ImageEnvironment(VmEnvironment):
 
     def answering(self, op):
         """``op()`` (which reaches the guest over ssh) once the guest runs, resumed (the
-        campaign pauses it while another environment runs: the steps before a trial, the
-        kernels' build and the inputs' copy, reached a paused guest, whose ssh connection then
-        timed out after 300 s of unanswered keep-alives).  A guest that does not answer ssh, also after :data:`~vhpc.environments.vm.userimage.RETRY_WAITS`
-        (GuestHung), is a hung guest, as for vhpc's own guest: it is killed, a fresh one is
-        booted from the same overlay (:attr:`boot_hangs` keeps why) and ``op()`` runs there.
-        Raises EnvError naming the guest and the image when the fresh guest does not answer
-        either: then the campaign stops (its trials done are kept; ``--resume`` goes on)."""
+        campaign pauses it while another environment runs; the steps before a trial, the
+        kernels' build and the inputs' copy, reached it paused, and ssh waited 300 s for
+        keep-alives).  A guest that does not answer ssh, also after the waits of
+        :data:`~vhpc.environments.vm.userimage.RETRY_WAITS` (GuestHung, SshUnanswered), is a
+        hung guest, as for vhpc's own guest: it is killed, a fresh one is booted from the same
+        overlay (:attr:`boot_hangs` keeps why) and ``op()`` runs there.  Raises EnvError
+        naming the guest and the image when the fresh guest does not answer either: then the
+        campaign stops (its trials done are kept; ``--resume`` goes on)."""
         from vhpc.environments.ssh.environment import SshUnanswered
 
         for attempt in (1, 2):
