@@ -577,3 +577,22 @@ def test_the_same_guest_failing_again_stops_with_one_line_naming_guest_and_image
     result = env.run(["true"], timeout=30)
     assert result.returncode is None and one_line(result.error), result.error
     assert "again after a fresh boot" in result.error and "port=" not in result.error
+
+
+def test_a_fifo_or_link_put_in_the_images_place_is_refused_without_reading(tmp_path):
+    """Past the check the image's path may become a FIFO (no writer: opening or reading it
+    would block) or a link to /etc/shadow: the next boot refuses each at once, in one line."""
+    image = _qcow2(_bootable_disk(tmp_path / "disk.raw"), tmp_path / "bench.qcow2")
+    env = _image_env(image)
+    try:
+        env._image_boot()
+        for swap in ("fifo", "link"):
+            os.unlink(image)
+            os.mkfifo(image) if swap == "fifo" else os.symlink("/etc/shadow", image)
+            t0 = time.monotonic()
+            with pytest.raises(userimage.UserImageError) as exc:
+                env._image_boot()
+            assert time.monotonic() - t0 < 5 and one_line(str(exc.value)), swap
+            assert "changed since vhpc checked it" in str(exc.value), (swap, exc.value)
+    finally:
+        env.close()

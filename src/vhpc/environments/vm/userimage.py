@@ -39,6 +39,7 @@ import re
 import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -113,8 +114,14 @@ class PinnedImage:
         if now is None:
             raise UserImageError(f"image={self.path} is gone since vhpc checked it: restore "
                                  "it, or start a new campaign")
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
-        digest = sha256_fd(fd)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as exc:  # a link now, or unreadable
+            raise UserImageError(f"image={self.path} changed since vhpc checked it (cannot be "
+                                 f"opened: {exc.strerror}): restore it, or start a new "
+                                 "campaign") from None
+        # a device or FIFO renamed into place is never read (/dev/zero would hash forever)
+        digest = sha256_fd(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else "not a regular file"
         if digest != self.sha256:
             os.close(fd)
             raise UserImageError(
