@@ -86,13 +86,15 @@ class BuildBox:
             d = base / f"{PREFIX}{owned.owner_tag()}-{next(_counter)}"
             try:
                 d.mkdir()
+            except OSError:  # not root, or a read-only cgroupfs: sessions only
+                return self
+            try:
                 if not (d / "cgroup.kill").exists():  # Linux < 5.14: sessions only
-                    d.rmdir()
-                else:
-                    self.cgroup = d
-                    self._guard = owned.KillGuard(d)
+                    raise OSError("no cgroup.kill")
+                self._guard = owned.KillGuard(d)
+                self.cgroup = d
             except OSError:
-                self.cgroup = None
+                kill_group(d, wait=0)
         return self
 
     def _write(self) -> None:

@@ -8,7 +8,9 @@ A ``kill -9`` of vhpc must leave nothing of its trial behind once the campaign r
   the benchmark under it, MPI ranks): one tiny ``sh`` per vhpc process, in its own session,
   reads ``watch PGID`` / ``done PGID`` lines from a pipe whose write end only vhpc holds; when
   vhpc dies the pipe closes and the guard kills every group still watched.  Watching a group
-  costs one pipe write, not a process per trial.
+  costs one pipe write, not a process per trial.  The same guard thaws the cgroups it holds
+  for :class:`ThawGuard` and kills every process of those it holds for :class:`KillGuard` (a
+  build's: :mod:`vhpc.host.contained`).
 * :func:`owned_tempdir` makes temporary folders whose names carry the owner's pid and start
   time (``<prefix><pid>-<start ticks>-XXXX``); :func:`reap` removes those whose owner is
   gone, first killing any of the user's processes whose command line names them (a QEMU or
