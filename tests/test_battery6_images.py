@@ -559,6 +559,7 @@ def test_a_guest_that_times_out_in_the_banner_exchange_is_retried_then_rebooted(
     (why,) = env.boot_hangs
     assert f"the guest vhpc-vm (image={image.resolve()}) did not answer ssh" in why, why
     assert "banner exchange" in why and "host=" not in why and "port=" not in why, why
+    print(f"PASS rebooted after: {why}")
 
 
 def test_the_same_guest_failing_again_stops_with_one_line_naming_guest_and_image(late_guest):
@@ -573,6 +574,7 @@ def test_the_same_guest_failing_again_stops_with_one_line_naming_guest_and_image
     assert f"the guest vhpc-vm (image={image.resolve()})" in msg and "banner exchange" in msg
     assert "host=" not in msg and "port=" not in msg, msg
     assert [g.killed for g in booted] == [True, True]
+    print(f"PASS stopped: {msg}")
     queue += [silent_guest(waits=()), silent_guest(waits=())]
     result = env.run(["true"], timeout=30)
     assert result.returncode is None and one_line(result.error), result.error
