@@ -599,27 +599,3 @@ def test_a_fifo_or_link_put_in_the_images_place_is_refused_without_reading(tmp_p
     finally:
         env.close()
 
-
-def test_a_guest_rebooted_before_its_trial_labels_that_trial_a_reboot(tmp_path):
-    """An image guest is reached (and, hung, rebooted) in the steps before a trial, the
-    inputs' copy: a session that begins there is this trial's, so its first trial is stored
-    as ``reboot`` (a warm-up), not as a warm sample of a cold guest."""
-    from test_store_robust import FakeVm, groups, warm_spec
-    from vhpc.campaign import execute as campaign
-    from vhpc.environments.native.environment import NativeEnvironment
-    from vhpc.store import Store
-
-    class BootsBeforeTheTrial(FakeVm):  # as ImageEnvironment.stage_files: boots if down
-        def stage_files(self, paths):
-            if not self.up:
-                self.up, self.counts = True, {}
-                self.sessions += 1
-            return None
-
-    store = Store(tmp_path / "vhpc.db")
-    cid = campaign.create(store, warm_spec(tmp_path))
-    campaign.execute(store, cid, envs={"native": NativeEnvironment("native"),
-                                       "vm": BootsBeforeTheTrial(die_after=2)})
-    vm = [(t.round, t.session_index, t.reboot) for t in store.trials(cid) if t.environment == "vm"]
-    assert vm == [(0, 0, False), (1, 1, False), (2, 0, True), (3, 1, False)]
-    assert ("vm", "cold") not in groups(store, cid)
