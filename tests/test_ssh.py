@@ -268,6 +268,9 @@ def test_an_image_guest_gets_its_inputs_over_its_ssh_session(sshd, tmp_path, mon
         def alive(self):
             return True
 
+        def resume(self):  # the campaign pauses a guest while another environment runs
+            pass
+
         def kill(self):
             guest_ssh.close()
 

@@ -443,13 +443,27 @@ def test_the_first_trial_after_a_resume_reboot_is_labelled_and_not_a_cold_group(
     assert g[("native", "all")] == 3
 
 
-def test_a_guest_that_died_reboots_into_a_labelled_trial(tmp_path):
+class BootsBeforeTheTrial(FakeVm):
+    """A guest reached, and booted if down, in the steps before a trial (as an image guest is
+    while its inputs are copied, and rebooted there when it hangs: issue 58, item 16)."""
+
+    def stage_files(self, paths):
+        if not self.up:
+            self.up, self.counts = True, {}
+            self.sessions += 1
+        return None
+
+
+@pytest.mark.parametrize("vm", [FakeVm, BootsBeforeTheTrial], ids=["in-run", "before-run"])
+def test_a_guest_that_died_reboots_into_a_labelled_trial(tmp_path, vm):
+    """The guest dies after its second trial; the session that replaces it, booted by the
+    trial itself or in the steps before it, begins with a trial stored as ``reboot``."""
     from vhpc.environments.native.environment import NativeEnvironment
 
     store = Store(tmp_path / "vhpc.db")
     cid = campaign.create(store, warm_spec(tmp_path))
     campaign.execute(store, cid, envs={"native": NativeEnvironment("native"),
-                                       "vm": FakeVm(die_after=2)})
+                                       "vm": vm(die_after=2)})
     vm = [(t.round, t.session_index, t.reboot) for t in store.trials(cid) if t.environment == "vm"]
     assert vm == [(0, 0, False), (1, 1, False), (2, 0, True), (3, 1, False)]
     assert ("vm", "cold") not in groups(store, cid)

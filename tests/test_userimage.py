@@ -286,7 +286,7 @@ def test_image_build_is_taken_from_the_cache_while_its_inputs_stay(tmp_path, mon
     monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
     built = []
 
-    def fake_build(argv, log, what, progress):  # stands for debvm-create and qemu-img
+    def fake_build(argv, log, what, progress, box):  # stands for debvm-create and qemu-img
         target = Path(argv[argv.index("-o") + 1]) if what == "debvm-create" else Path(argv[-1])
         target.write_bytes(what.encode() * 1000)
         built.append(what)
@@ -420,9 +420,10 @@ def test_boot_firmware_runs_seabios_and_the_images_own_bootloader(tmp_path):
                                     boot, tmp_path, seed, userimage.free_port())
         assert "-kernel" not in argv and "-append" not in argv
         assert argv[argv.index("-bios") + 1] == str(userimage.SEABIOS)
-        assert f"file={boot.overlay},format=qcow2,if=virtio" in argv
+        assert f"file={boot.overlay},format=qcow2,if=virtio,backing={userimage.BASE_NODE}" \
+            in argv  # the image itself from the descriptor vhpc holds (pinned)
         proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.PIPE)
+                     stderr=subprocess.PIPE, pass_fds=boot.pass_fds())
         console = tmp_path / "console.log"
         import time
 

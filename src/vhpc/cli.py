@@ -8,6 +8,7 @@ saying what to change), 130 interrupted (everything measured so far is stored; r
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import signal
@@ -409,14 +410,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def sweep_cgroups() -> list[Path]:
+def sweep_cgroups() -> list[Path | str]:
     """Thaw and remove the freezer and CPU-quota groups of a vhpc that died (``kill -9``
     during ``slowdown=``), at every start, as host-knob journals are recovered: a daemon a
-    trial left in a frozen group must not stay frozen until some later ``slowdown=``.  Best
-    effort (nothing to do without cgroups or root); returns the groups removed."""
-    from vhpc.host import cpu_bandwidth, freezer
+    trial left in a frozen group must not stay frozen until some later ``slowdown=``; kill
+    what a killed ``vhpc image build`` left running and undo its journal (loop devices,
+    mounts, build folders: :func:`vhpc.host.contained.sweep_stale`).  Best effort (nothing to
+    do without cgroups or root); returns the groups removed and a line per thing undone."""
+    from vhpc.host import contained, cpu_bandwidth, freezer
 
-    return [*freezer.sweep_stale(), *cpu_bandwidth.sweep_stale()]
+    return [*freezer.sweep_stale(), *cpu_bandwidth.sweep_stale(), *contained.sweep_stale()]
 
 
 def _dispatch(args) -> int:
@@ -427,7 +430,8 @@ def _dispatch(args) -> int:
         for left in recover(journal_path()):  # only journals whose vhpc is no longer running
             err_console.print(f"vhpc: {left.describe()}", highlight=False, markup=False,
                               soft_wrap=True)
-        sweep_cgroups()
+        for line in sweep_cgroups():
+            logging.getLogger("vhpc").info(str(line))
         return COMMANDS[args.command](args)
     except VhpcError as exc:
         line = " ".join(str(exc).split())

@@ -463,6 +463,7 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         impl = str(params.get("mpi", "openmpi"))
         bindir = bindirs.get(impl)
         ncpus = env.benchmark_cpus()  # an application's input may depend on it
+        sessions = getattr(env, "sessions", None)  # a boot from here on is this trial's
         unready = executor.prepare(env, especs[env.name])  # slurm: guest hosts on the nodes
         if unready is None and env.spans_nodes and not executor.runs_here and \
                 env.name not in attached:  # its guests (an image's apps) answer only now
@@ -476,7 +477,6 @@ def _run_trials(store, cid, spec, envs, todo, planned, bindirs, progress, counts
         if progress:
             progress.trial(row)
         store.mark_running(row.id)
-        sessions = getattr(env, "sessions", None)
         limit = getattr(bench, "trial_timeout", None)  # a custom benchmark's own timeout:
         timeout = limit(spec.timeout) if limit else spec.timeout
         load = _loadavg()

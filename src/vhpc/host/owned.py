@@ -8,7 +8,9 @@ A ``kill -9`` of vhpc must leave nothing of its trial behind once the campaign r
   the benchmark under it, MPI ranks): one tiny ``sh`` per vhpc process, in its own session,
   reads ``watch PGID`` / ``done PGID`` lines from a pipe whose write end only vhpc holds; when
   vhpc dies the pipe closes and the guard kills every group still watched.  Watching a group
-  costs one pipe write, not a process per trial.
+  costs one pipe write, not a process per trial.  The same guard thaws the cgroups it holds
+  for :class:`ThawGuard` and kills every process of those it holds for :class:`KillGuard` (a
+  build's: :mod:`vhpc.host.contained`).
 * :func:`owned_tempdir` makes temporary folders whose names carry the owner's pid and start
   time (``<prefix><pid>-<start ticks>-XXXX``); :func:`reap` removes those whose owner is
   gone, first killing any of the user's processes whose command line names them (a QEMU or
@@ -165,15 +167,22 @@ def reap(prefix: str, base: str | Path | None = None) -> list[str]:
                 done.append(f"killed orphaned process {pid} using {p} (its vhpc is gone)")
             except OSError:
                 pass
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            try:
-                p.unlink()
-            except OSError:
-                continue
-        done.append(f"removed orphaned {p} (its vhpc is gone)")
+        if remove_path(p):
+            done.append(f"removed orphaned {p} (its vhpc is gone)")
     return done
+
+
+def remove_path(p: Path) -> bool:
+    """Remove the folder tree or the file ``p`` (a link itself, never what it points at);
+    True when nothing is left there.  Never raises."""
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        try:
+            p.unlink()
+        except OSError:
+            pass
+    return not os.path.lexists(p)
 
 
 #: Widest PID range :func:`session_members` reads PID by PID instead of listing ``/proc``.
@@ -333,14 +342,18 @@ class _Warden:
     #: dash's kill takes no ``--``: ``-9 -PGID`` is the portable spelling (kill(1p)); pkill
     #: ``-s`` reaches groups a trial made inside its session (coreutils timeout makes one)
     #: frozen cgroups (``freezer DIR`` / ``thawed DIR``) are thawed first, so that a daemon
-    #: a trial left in one (outside its session, so not killed) runs on
-    SCRIPT = ('g=" "; z=" "; while read c p; do case $c in '
+    #: a trial left in one (outside its session, so not killed) runs on; every process of a
+    #: build's cgroup (``cgroup DIR`` / ``uncgroup DIR``) is killed (``cgroup.kill``)
+    SCRIPT = ('g=" "; z=" "; k=" "; while read c p; do case $c in '
               'watch) g="$g$p ";; '
               'done) n=" "; for x in $g; do [ "$x" = "$p" ] || n="$n$x "; done; g=$n;; '
               'freezer) z="$z$p ";; '
               'thawed) n=" "; for x in $z; do [ "$x" = "$p" ] || n="$n$x "; done; z=$n;; '
+              'cgroup) k="$k$p ";; '
+              'uncgroup) n=" "; for x in $k; do [ "$x" = "$p" ] || n="$n$x "; done; k=$n;; '
               'esac; done; '
               'for d in $z; do echo 0 > "$d/cgroup.freeze"; done 2>/dev/null; '
+              'for d in $k; do echo 1 > "$d/cgroup.kill"; done 2>/dev/null; '
               'for p in $g; do kill -9 -"$p"; pkill -9 -s "$p"; done 2>/dev/null')
 
     lock = threading.Lock()
@@ -434,25 +447,44 @@ class GroupGuard:
                 pass
 
 
-class ThawGuard:
-    """Thaws the cgroup-v2 group ``folder`` (writes 0 to its ``cgroup.freeze``) if vhpc dies
-    before :meth:`done`: the shared guard of :class:`GroupGuard` holds the folder and, at end
-    of file on its pipe, thaws it before it kills any watched group.  A later vhpc removes the
-    group (:func:`vhpc.host.freezer.sweep_stale`).  Raises OSError when the guard cannot be
-    started, ValueError for a folder name with white space (the guard reads words)."""
+class _CgroupGuard:
+    """A cgroup-v2 folder the shared guard of :class:`GroupGuard` holds until :meth:`done`,
+    announced with the word ``ADD`` and let go with ``REMOVE``.  Raises OSError when the guard
+    cannot be started, ValueError for a folder name with white space (the guard reads
+    words)."""
+
+    ADD = REMOVE = ""
 
     def __init__(self, folder: str | os.PathLike):
         self.folder = str(folder)
         if not self.folder or any(ch.isspace() for ch in self.folder):
             raise ValueError(f"cannot guard the cgroup {self.folder!r}: white space in its name")
         self._open = True
-        _Warden.send(f"freezer {self.folder}")
+        _Warden.send(f"{self.ADD} {self.folder}")
 
     def done(self) -> None:
-        """The group is thawed and removed here: stop guarding it (idempotent; never raises)."""
+        """The group is done with here: stop guarding it (idempotent; never raises)."""
         if self._open:
             self._open = False
             try:
-                _Warden.send(f"thawed {self.folder}")
+                _Warden.send(f"{self.REMOVE} {self.folder}")
             except OSError:
                 pass
+
+
+class ThawGuard(_CgroupGuard):
+    """Thaws the cgroup-v2 group ``folder`` (writes 0 to its ``cgroup.freeze``) if vhpc dies
+    before :meth:`done`: the shared guard of :class:`GroupGuard` holds the folder and, at end
+    of file on its pipe, thaws it before it kills any watched group.  A later vhpc removes the
+    group (:func:`vhpc.host.freezer.sweep_stale`).  Raises as :class:`_CgroupGuard`."""
+
+    ADD, REMOVE = "freezer", "thawed"
+
+
+class KillGuard(_CgroupGuard):
+    """Kills every process of the cgroup-v2 group ``folder`` (writes 1 to its ``cgroup.kill``,
+    Linux 5.14) if vhpc dies before :meth:`done`: the shared guard of :class:`GroupGuard` holds
+    the folder.  A later vhpc removes the group (:func:`vhpc.host.contained.sweep_stale`).
+    Raises as :class:`_CgroupGuard`."""
+
+    ADD, REMOVE = "cgroup", "uncgroup"

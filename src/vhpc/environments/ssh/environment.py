@@ -140,18 +140,53 @@ def parse_fingerprint(text: str) -> tuple[dict[str, Any], str]:
     return fp, xml.strip()
 
 
-def ssh_error(stderr: str, target: str) -> str:
-    """One line for a failed connection: ssh's own last message plus what to change."""
+#: What ssh says when no session began: the host did not answer, or not in time (the banner
+#: exchange included), or refused the TCP connection.  A command was never started then, so
+#: trying again is safe; a connection lost later ("closed by remote host") is not one of these.
+UNANSWERED = ("banner exchange", "kex_exchange_identification", "Connection refused",
+              "Connection timed out", "Operation timed out", "No route to host",
+              "no answer within")
+
+
+def unanswered(text: str) -> bool:
+    """Whether ssh's message ``text`` says that no session began (:data:`UNANSWERED`)."""
+    return any(w in text for w in UNANSWERED)
+
+
+class SshUnanswered(EnvError):
+    """The host did not answer ssh (:func:`unanswered`); ``why`` is ssh's own last line."""
+
+    def __init__(self, message: str, why: str):
+        super().__init__(message)
+        self.why = why
+
+
+def _why(stderr: str) -> str:
     lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()
              and not ln.startswith("Warning: Permanently added")]
-    why = lines[-1] if lines else "ssh exited with status 255"
+    return lines[-1] if lines else "ssh exited with status 255"
+
+
+def ssh_error(stderr: str, target: str, hint: str | None = None) -> str:
+    """One line for a failed connection: ssh's own last message plus what to change (``hint``
+    when the host did not answer: default the ssh environment's own options)."""
+    why = _why(stderr)
     if "Permission denied" in why:
-        hint = "check user= and identity= (the key must be in the remote authorized_keys)"
+        advice = "check user= and identity= (the key must be in the remote authorized_keys)"
     elif "Host key verification failed" in why:
-        hint = "add the host key to known_hosts (connect once with ssh)"
+        advice = "add the host key to known_hosts (connect once with ssh)"
     else:
-        hint = "check host= and port= and that sshd runs there"
-    return f"ssh {target}: cannot connect: {why}: {hint}"
+        advice = hint or "check host= and port= and that sshd runs there"
+    return f"ssh {target}: cannot connect: {why}: {advice}"
+
+
+def connect_failure(stderr: str, target: str, hint: str | None = None) -> EnvError:
+    """The error for a failed connection (:func:`ssh_error`): :class:`SshUnanswered` when
+    the host did not answer, else EnvError."""
+    why = _why(stderr)
+    if unanswered(why):
+        return SshUnanswered(ssh_error(stderr, target, hint), why)
+    return EnvError(ssh_error(stderr, target, hint))
 
 
 class SshEnvironment(Environment):
@@ -164,7 +199,10 @@ class SshEnvironment(Environment):
     ``$VHPC_SSH_CONFIG`` or the user's own, ``"none"`` for none); options: more ``-o`` options
     (a booted image pins its session's host key: environments/vm/userimage.py); kernel_hash:
     the name of the remote kernel folder (default :func:`source_hash` now; the guests of one
-    vcluster share the one taken when it was made, so its MPI ranks find one path).  Raises
+    vcluster share the one taken when it was made, so its MPI ranks find one path); hint: the
+    advice when the host does not answer (a booted image says its own: its host= and port= are
+    vhpc's, not the user's); retry_waits: seconds to wait before each further attempt to
+    connect when the host did not answer (:func:`unanswered`; none by default).  Raises
     :class:`EnvError` (one line, what to change) when the host cannot be reached or refuses
     the key.
     """
@@ -174,7 +212,8 @@ class SshEnvironment(Environment):
                  identity: str | None = None, cpus: str | None = None, nodes: str | None = None,
                  membind: str | None = None, workdir: str = ".cache/vhpc",
                  config: str | None = None, options: tuple[str, ...] = (),
-                 kernel_hash: str | None = None):
+                 kernel_hash: str | None = None, hint: str | None = None,
+                 retry_waits: tuple[float, ...] = ()):
         super().__init__(name)
         validate_host(host)
         if user is not None and (user.startswith("-") or not user.strip() or any(
@@ -188,6 +227,7 @@ class SshEnvironment(Environment):
         self.host, self.user, self.port, self.identity = host, user, port, identity
         self.config = config
         self.options = tuple(options)
+        self.hint, self.retry_waits = hint, tuple(retry_waits)
         self.cpus, self.nodes, self.membind = cpus, nodes, membind
         self.workdir = remote_workdir(workdir)
         self.hash = kernel_hash or source_hash()
@@ -228,17 +268,28 @@ class SshEnvironment(Environment):
 
     # -- connection ---------------------------------------------------------------------
     def connect(self) -> None:
-        """Open the master connection (idempotent).  Raises EnvError when it cannot."""
+        """Open the master connection (idempotent), trying again after each of
+        ``retry_waits`` while the host does not answer.  Raises SshUnanswered when it never
+        answered, EnvError when it refused (the key, the host key)."""
         if self._ctl and self._check():
             return
-        # ControlPath "cm": ssh binds "cm.<16 random characters>" first, then renames it
-        self._ctl = self._ctl or str(owned.owned_socketdir("vhpc-ssh-", len("cm.") + 16))
-        out = subprocess.run(self.ssh_argv("-o", "ControlMaster=yes", "-N", "-f"),
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                             timeout=CONNECT_TIMEOUT * 3)
-        if out.returncode != 0:
+        for wait in (*self.retry_waits, None):
+            # ControlPath "cm": ssh binds "cm.<16 random characters>" first, then renames it
+            self._ctl = self._ctl or str(owned.owned_socketdir("vhpc-ssh-", len("cm.") + 16))
+            try:
+                out = subprocess.run(self.ssh_argv("-o", "ControlMaster=yes", "-N", "-f"),
+                                     capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                     timeout=CONNECT_TIMEOUT * 3)
+                if out.returncode == 0:
+                    return
+                error = connect_failure(out.stderr, self.target, self.hint)
+            except subprocess.TimeoutExpired:  # ssh itself hung: an unanswered host too
+                why = f"no answer within {CONNECT_TIMEOUT * 3} s"
+                error = SshUnanswered(ssh_error(why, self.target, self.hint), why)
             self._cleanup_ctl()
-            raise EnvError(ssh_error(out.stderr, self.target))
+            if wait is None or not isinstance(error, SshUnanswered):
+                raise error
+            time.sleep(wait)  # the host is slow to answer (loaded): again, later
 
     def _check(self) -> bool:
         return subprocess.run(self.ssh_argv("-O", "check"), capture_output=True,
@@ -262,7 +313,7 @@ class SshEnvironment(Environment):
                                           out.stdout.decode("utf-8", "replace"),
                                           out.stderr.decode("utf-8", "replace"))
         if res.returncode == 255:
-            raise EnvError(ssh_error(res.stderr, self.target))
+            raise connect_failure(res.stderr, self.target, self.hint)
         return res
 
     def preflight(self) -> None:
@@ -427,7 +478,7 @@ class SshEnvironment(Environment):
         rc = proc.returncode
         result = RunResult(rc, stdout, stderr, started, time.monotonic() - t0)
         if rc == 255 and not readback:
-            result.returncode, result.error = None, ssh_error(stderr, self.target)
+            result.returncode, result.error = None, ssh_error(stderr, self.target, self.hint)
         elif rc == 137 and time.monotonic() - t0 >= timeout:
             result.returncode, result.timed_out = None, True
         result.applied = records.AppliedPlacement(

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -36,7 +34,8 @@ from vhpc.core.paths import (cache_dir, cache_lock, check_output, output_file, o
                              trusted_folder, write_atomic)
 from vhpc.environments.vm.imagedisk import BOOTLOADERS, KERNEL_ARGS, make_disk
 from vhpc.environments.vm.userimage import sha256_file
-from vhpc.host.owned import die_with_parent
+from vhpc.host.contained import BuildBox
+from vhpc.host.owned import owner_tag
 
 #: Packages every image gets: reached by cloud-init + sshd, builds and binds vhpc's kernels.
 BASE_PACKAGES = ("cloud-init", "openssh-server", "gcc", "make", "libc6-dev", "openmpi-bin",
@@ -173,13 +172,13 @@ def debvm_argv(target: Path, spec: dict[str, Any]) -> list[str]:
 
 
 def _run_logged(argv: list[str], log: Path, what: str,
-                progress: Callable[[str], None] | None) -> None:
-    """Run ``argv`` with its output in ``log``, reporting its last line every second; kill its
-    process group on failure or interrupt.  Raises ImageBuildError naming ``what``."""
+                progress: Callable[[str], None] | None, box: BuildBox) -> None:
+    """Run ``argv`` in the build's ``box`` (its cgroup: it and every child die with vhpc) with
+    its output in ``log``, reporting its last line every second; kill it and its children on
+    failure or interrupt.  Raises ImageBuildError naming ``what``."""
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=die_with_parent)
+        start = out.seek(0, 2)  # this step's output begins here
+        proc = box.popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     t0 = time.monotonic()
     try:
         while proc.poll() is None:
@@ -190,11 +189,39 @@ def _run_logged(argv: list[str], log: Path, what: str,
             if progress is not None:
                 progress(f"{what} ({time.monotonic() - t0:.0f} s): {_last_line(log)[:60]}")
     except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        box.finished(proc, kill=True)
         raise
+    box.finished(proc)
     if proc.returncode != 0:
-        raise ImageBuildError(f"{what} failed ({_last_line(log)}): the whole log is {log}")
+        raise ImageBuildError(f"{what} failed ({cause(log, start)}): the whole log is {log}")
+
+
+#: How a step says why it failed, most telling first: apt's and mmdebstrap's error lines
+#: ("E: Unable to locate package nosuchpkg"), then a tool's own "error:" line (grub-install,
+#: qemu-img, mkfs).  The first such line is the cause; the later ones report its consequences
+#: ("E: apt-get ... failed", "I: removing tempdir").
+CAUSES = (re.compile(r"^E: "), re.compile(r"(^|: )(error|fatal)\b", re.I))
+#: Bytes of a step's output read to find its cause: mmdebstrap's last screenfuls.
+CAUSE_BYTES = 64 << 10
+
+
+def cause(log: Path, start: int = 0) -> str:
+    """Why the step whose output begins at byte ``start`` of ``log`` failed: its first line
+    matching :data:`CAUSES` (in that order), else its last line (within its last
+    :data:`CAUSE_BYTES`); "" when it wrote nothing."""
+    try:
+        with open(log, "rb") as f:
+            end = f.seek(0, 2)
+            f.seek(max(start, end - CAUSE_BYTES))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()
+                     if ln.strip()]
+    except OSError:
+        return ""
+    for pattern in CAUSES:
+        found = next((ln for ln in lines if pattern.search(ln)), None)
+        if found is not None:
+            return found
+    return lines[-1] if lines else ""
 
 
 def _last_line(log: Path) -> str:
@@ -251,19 +278,35 @@ def _build(spec: dict[str, Any], folder: Path, image: Path, manifest: Path,
     qemu_img = _tool("qemu-img", "qemu-utils")
     log = write_atomic(folder / "build.log", json.dumps(spec, indent=1) + "\n")
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="build-", dir=folder) as tmp:
-        root = Path(tmp) / "root.ext4"
-        _run_logged(debvm_argv(root, spec), log, "debvm-create", progress)
-        if spec.get("bootloader", "none") != "none":
-            disk = Path(tmp) / "disk.raw"
-            make_disk(root, disk, spec["bootloader"],
-                      lambda argv, what: _run_logged(argv, log, what, progress))
-            root.unlink()
-            root = disk
-        with output_path(image) as part:  # qemu-img writes a private temp, renamed at the end
-            _run_logged([qemu_img, "convert", "-c", "-f", "raw", "-O", "qcow2", str(root),
-                         str(part)], log, "qemu-img convert", progress)
-            record = {"inputs": spec, "sha256": sha256_file(part),
-                      "build_seconds": round(time.monotonic() - t0, 1),
-                      "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    with BuildBox() as box:  # every process in its cgroup, what it makes journalled
+        tmp = Path(tempfile.mkdtemp(prefix=f"build-{owner_tag()}-", dir=folder))
+        box.record("paths", tmp)
+        try:
+            record = _steps(spec, tmp, image, log, progress, box, t0, qemu_img)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     write_atomic(manifest, json.dumps(record, indent=1) + "\n")
+
+
+def _steps(spec: dict[str, Any], tmp: Path, image: Path, log: Path,
+           progress: Callable[[str], None] | None, box: BuildBox, t0: float,
+           qemu_img: str) -> dict[str, Any]:
+    """The build's steps in its folder ``tmp``: debvm-create, the disk around the root for a
+    bootloader, qemu-img convert into ``image``; returns the manifest's record."""
+    def run(argv: list[str], what: str) -> None:
+        _run_logged(argv, log, what, progress, box)
+
+    root = tmp / "root.ext4"
+    run(debvm_argv(root, spec), "debvm-create")
+    if spec.get("bootloader", "none") != "none":
+        disk = tmp / "disk.raw"
+        make_disk(root, disk, spec["bootloader"], run, box)
+        root.unlink()
+        root = disk
+    with output_path(image) as part:  # qemu-img writes a private temp, renamed at the end
+        box.record("paths", part)
+        run([qemu_img, "convert", "-c", "-f", "raw", "-O", "qcow2", str(root), str(part)],
+            "qemu-img convert")
+        return {"inputs": spec, "sha256": sha256_file(part),
+                "build_seconds": round(time.monotonic() - t0, 1),
+                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -15,7 +15,10 @@ Both GRUBs read the same ``/boot/grub/grub.cfg`` on the root (:func:`grub_cfg`):
 kernel and initramfs, ``root=/dev/vda1``, the console on the first serial port.  The partition
 table is written by ``sfdisk`` (util-linux, :func:`partition_script`), the root copied in with
 ``dd``, the disk attached with ``losetup -P``/``partx -a`` (root only: there is no udev to make
-the partition nodes) and detached again whatever happens.  :func:`partitions` reads a disk's
+the partition nodes) and detached again whatever happens.  Every step runs in the build's
+:class:`~vhpc.host.contained.BuildBox`, which journals the loop device's backing file, the
+mount point and the temporary folders before they are made, so the next vhpc undoes what a
+killed one left.  :func:`partitions` reads a disk's
 table back with ``sfdisk --json``; ``boot=auto`` picks the firmware from it (:func:`boot_for`).
 """
 
@@ -31,6 +34,7 @@ from typing import Callable, Iterator
 
 from vhpc.core.errors import VhpcError
 from vhpc.core.paths import write_atomic
+from vhpc.host.contained import BuildBox
 
 #: The layouts ``--bootloader`` offers; ``none`` is the bare root filesystem.
 BOOTLOADERS = ("none", "grub", "grub-efi")
@@ -141,12 +145,13 @@ Run = Callable[[list[str], str], None]
 
 
 @contextlib.contextmanager
-def attached(disk: Path, run: Run) -> Iterator[str]:
+def attached(disk: Path, run: Run, box: BuildBox) -> Iterator[str]:
     """The raw ``disk`` as a loop device (``losetup -P``) with its partition nodes
     (``partx -a``: no udev makes them here); yields ``/dev/loopN``; detached afterwards
-    (``partx -d``, ``losetup -d``), also on error."""
-    res = subprocess.run([tool("losetup", "mount"), "-f", "--show", "-P", str(disk)],
-                         capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    (``partx -d``, ``losetup -d``), also on error.  ``disk`` is journalled in ``box`` as a
+    loop device's backing file before it is attached."""
+    box.record("loops", disk)
+    res = box.run([tool("losetup", "mount"), "-f", "--show", "-P", str(disk)], timeout=60)
     if res.returncode != 0:
         raise ImageDiskError(f"losetup cannot attach the disk ({res.stderr.strip()}): "
                              "vhpc image build --bootloader runs as root")
@@ -158,20 +163,33 @@ def attached(disk: Path, run: Run) -> Iterator[str]:
     finally:
         subprocess.run([tool("partx", "util-linux"), "-d", loop], capture_output=True,
                        stdin=subprocess.DEVNULL, timeout=60)
-        subprocess.run([tool("losetup", "mount"), "-d", loop], capture_output=True,
-                       stdin=subprocess.DEVNULL, timeout=60)
+        if subprocess.run([tool("losetup", "mount"), "-d", loop], capture_output=True,
+                          stdin=subprocess.DEVNULL, timeout=60).returncode == 0:
+            box.forget("loops", disk)
 
 
 @contextlib.contextmanager
-def mounted(device: str, run: Run) -> Iterator[Path]:
-    """``device`` mounted on a fresh temporary folder, unmounted afterwards."""
-    with tempfile.TemporaryDirectory(prefix="vhpc-mnt-") as mnt:
-        run([tool("mount", "mount"), device, mnt], "mount")
+def mounted(device: str, run: Run, box: BuildBox) -> Iterator[Path]:
+    """``device`` mounted on a fresh temporary folder (journalled in ``box`` before the
+    mount), unmounted afterwards; the folder is removed only once empty (never through a
+    mount that did not come off)."""
+    mnt = Path(tempfile.mkdtemp(prefix="vhpc-mnt-"))
+    box.record("paths", mnt)
+    box.record("mounts", mnt)
+    try:
+        run([tool("mount", "mount"), device, str(mnt)], "mount")
         try:
-            yield Path(mnt)
+            yield mnt
         finally:
-            subprocess.run([tool("umount", "mount"), mnt], capture_output=True,
+            subprocess.run([tool("umount", "mount"), str(mnt)], capture_output=True,
                            stdin=subprocess.DEVNULL, timeout=120)
+    finally:
+        try:
+            mnt.rmdir()  # fails while still mounted: then the next vhpc unmounts it
+            box.forget("mounts", mnt)
+            box.forget("paths", mnt)
+        except OSError:
+            pass
 
 
 def boot_files(root: Path) -> tuple[str, str]:
@@ -186,23 +204,25 @@ def boot_files(root: Path) -> tuple[str, str]:
     return found[0], found[1]
 
 
-def make_disk(root_fs: Path, disk: Path, bootloader: str, run: Run) -> None:
+def make_disk(root_fs: Path, disk: Path, bootloader: str, run: Run,
+              box: BuildBox | None = None) -> None:
     """Write the raw ``disk`` for ``bootloader`` (``grub`` or ``grub-efi``) around the ext4
     root filesystem file ``root_fs`` (module docstring).  ``run(argv, what)`` runs a step,
-    logging it and raising on failure.  Raises ImageDiskError when a tool is missing or a
-    step fails."""
+    logging it and raising on failure; the other steps run in ``box`` (default: plain
+    children, nothing journalled).  Raises ImageDiskError when a tool is missing or a step
+    fails."""
+    box = box if box is not None else BuildBox(contain=False)
     size = root_fs.stat().st_size
     with open(disk, "xb") as f:  # a new, sparse file in the build's own folder
         f.truncate(disk_bytes(bootloader, size))
     sfdisk = tool("sfdisk", "fdisk")
-    res = subprocess.run([sfdisk, "--no-reread", "--no-tell-kernel", str(disk)],
-                         input=partition_script(bootloader, size), capture_output=True,
-                         text=True, timeout=60)
+    res = box.run([sfdisk, "--no-reread", "--no-tell-kernel", str(disk)],
+                  input=partition_script(bootloader, size), timeout=60)
     if res.returncode != 0:
         raise ImageDiskError(f"sfdisk failed: {res.stderr.strip()}")
     run(["dd", f"if={root_fs}", f"of={disk}", "bs=1M", f"seek={FIRST_SECTOR * SECTOR}",
          "oflag=seek_bytes", "conv=notrunc,sparse", "status=none"], "dd")
-    with attached(disk, run) as loop, mounted(loop + "p1", run) as root:
+    with attached(disk, run, box) as loop, mounted(loop + "p1", run, box) as root:
         kernel, initrd = boot_files(root)
         (root / "boot" / "grub").mkdir(parents=True, exist_ok=True)
         write_atomic(root / "boot" / "grub" / "grub.cfg", grub_cfg(kernel, initrd))
@@ -211,20 +231,21 @@ def make_disk(root_fs: Path, disk: Path, bootloader: str, run: Run) -> None:
                  f"--boot-directory={root / 'boot'}", "--modules=part_msdos ext2",
                  "--no-floppy", loop], "grub-install")
         else:
-            uuid = subprocess.run([tool("blkid", "util-linux"), "-s", "UUID", "-o", "value",
-                                   loop + "p1"], capture_output=True, text=True,
-                                  timeout=60).stdout.strip()
+            uuid = box.run([tool("blkid", "util-linux"), "-s", "UUID", "-o", "value",
+                            loop + "p1"], timeout=60).stdout.strip()
             if not uuid:
                 raise ImageDiskError("blkid found no UUID on the root filesystem")
-            _efi_partition(loop + "p2", uuid, run)
+            _efi_partition(loop + "p2", uuid, run, box)
         run(["sync"], "sync")
 
 
-def _efi_partition(esp: str, root_uuid: str, run: Run) -> None:
+def _efi_partition(esp: str, root_uuid: str, run: Run, box: BuildBox) -> None:
     """Format ``esp`` as FAT and put a standalone GRUB at its removable media path (mtools:
-    the FAT is written without being mounted)."""
+    the FAT is written without being mounted); the temporary folder is journalled in
+    ``box``."""
     run([tool("mkfs.vfat", "dosfstools"), "-n", "ESP", esp], "mkfs.vfat")
     with tempfile.TemporaryDirectory(prefix="vhpc-efi-") as tmp:
+        box.record("paths", tmp)
         cfg = write_atomic(Path(tmp) / "grub.cfg", efi_stub_cfg(root_uuid))
         stub = Path(tmp) / "BOOTX64.EFI"
         run([tool("grub-mkstandalone", "grub-common"), "-O", "x86_64-efi",
@@ -233,3 +254,4 @@ def _efi_partition(esp: str, root_uuid: str, run: Run) -> None:
         run([tool("mmd", "mtools"), "-i", esp, "::/EFI", "::/EFI/BOOT"], "mmd")
         run([tool("mcopy", "mtools"), "-i", esp, str(stub), "::/EFI/BOOT/BOOTX64.EFI"],
             "mcopy")
+    box.forget("paths", tmp)

@@ -21,6 +21,7 @@ vhpc's own guest (:class:`~vhpc.environments.vm.environment.VmEnvironment`); wha
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -28,7 +29,8 @@ from typing import Any
 
 from vhpc.benchmarks.apps.common import app_versions, version_script
 from vhpc.core import records
-from vhpc.environments.base import EnvError
+from vhpc.environments.base import EnvError, RunResult, now
+from vhpc.environments.vm.agent import GuestHung
 from vhpc.environments.vm import userimage
 from vhpc.environments.vm.environment import VmEnvironment
 from vhpc.environments.vm.options import image_format
@@ -64,6 +66,7 @@ class ImageEnvironment(VmEnvironment):
         """The image checked, its overlay made and (direct boot) its kernel copied out: once
         per overlay.  Raises UserImageError."""
         if self._booting is not None:
+            self._booting.verify()  # a later boot of the overlay: the image is the one checked
             return self._booting
         if self.image is None:
             self.stage("checking the image (qemu-img check, SHA-256)")
@@ -80,7 +83,8 @@ class ImageEnvironment(VmEnvironment):
                                             initrd=initrd,
                                             append=DIRECT_APPEND if mode == "kernel" else "",
                                             seed=self.seed_parts,
-                                            firmware="ovmf" if mode == "uefi" else "seabios")
+                                            firmware="ovmf" if mode == "uefi" else "seabios",
+                                            base=self.image)
         return self._booting
 
     def check_image(self) -> str:
@@ -138,23 +142,62 @@ class ImageEnvironment(VmEnvironment):
         super().close()
         if self.rundir is not None:
             shutil.rmtree(self.rundir, ignore_errors=True)
-        self.rundir, self._booting = None, None
+        self.rundir, self._booting = None, None  # the image stays pinned: a later boot of
+        # this environment (after a failed trial) boots the file checked, or none
+
+    def answering(self, op):
+        """``op()`` (which reaches the guest over ssh) once the guest runs, resumed (the
+        campaign pauses it while another environment runs; the steps before a trial, the
+        kernels' build and the inputs' copy, reached it paused, and ssh waited 300 s for
+        keep-alives).  A guest that does not answer ssh, also after the waits of
+        :data:`~vhpc.environments.vm.userimage.RETRY_WAITS` (GuestHung, SshUnanswered), is a
+        hung guest, as for vhpc's own guest: it is killed, a fresh one is booted from the same
+        overlay (:attr:`boot_hangs` keeps why) and ``op()`` runs there.  Raises EnvError
+        naming the guest and the image when the fresh guest does not answer either: then the
+        campaign stops (its trials done are kept; ``--resume`` goes on)."""
+        from vhpc.environments.ssh.environment import SshUnanswered
+
+        for attempt in (1, 2):
+            self.start()
+            self.resume()  # paused while another environment ran: a paused guest never answers
+            try:
+                return op()
+            except (GuestHung, SshUnanswered) as exc:
+                hung = self.guest.unanswered(exc.why) if isinstance(exc, SshUnanswered) \
+                    else exc
+                self.stop()  # the overlay stays: what the guest built is still there
+                if attempt == 2:
+                    raise EnvError(f"{hung}, again after a fresh boot: the host may be too "
+                                   "loaded for it; resume the campaign when it is quieter") \
+                        from None
+                self.boot_hangs.append(str(hung))
+                logging.getLogger("vhpc").warning(f"{hung}: killed it, booting a fresh one")
 
     def kernel_dir(self, local: Path | None, impl: str, binary: str) -> Path | None:
         """The build folder inside the guest, with ``binary`` built there by the guest's own
-        compiler and MPI on first use (as the ``ssh`` environment builds them)."""
+        compiler and MPI on first use (as the ``ssh`` environment builds them); a guest that
+        does not answer is replaced (:meth:`answering`)."""
         if local is None or not binary:
             return local
-        self.start()
-        return self.guest.ssh.kernel_dir(local, impl, binary)
+        return self.answering(lambda: self.guest.ssh.kernel_dir(local, impl, binary))
 
     def stage_files(self, paths: list[str]):
         """The inputs copied into the guest over ssh and ``rankrun.py`` there (as the ``ssh``
         environment copies them: :meth:`~vhpc.environments.ssh.environment.SshEnvironment.
-        stage_files`), booting the guest if needed; they stay in the overlay for later
-        sessions.  Raises EnvError."""
-        self.start()
-        return self.guest.ssh.stage_files(paths)
+        stage_files`), booting the guest if needed (:meth:`answering`); they stay in the
+        overlay for later sessions.  Raises EnvError."""
+        return self.answering(lambda: self.guest.ssh.stage_files(paths))
+
+    def run(self, argv, env=None, timeout=600.0, key: str = "") -> RunResult:
+        """:meth:`VmEnvironment.run` once the guest answers ssh (:meth:`answering`: a guest
+        that does not is replaced by a fresh boot before the trial's command starts); a
+        guest that does not answer after a fresh boot either fails the trial in one line
+        naming the guest and the image."""
+        try:
+            self.answering(lambda: self.guest.ssh.connect() if self.guest.ssh else None)
+        except EnvError as exc:
+            return RunResult(None, "", "", now(), 0.0, error=str(exc))
+        return super().run(argv, env, timeout, key)
 
     def fingerprint(self) -> dict[str, Any]:
         """VmEnvironment's fingerprint with the guest as seen from inside (booting it if
@@ -165,8 +208,7 @@ class ImageEnvironment(VmEnvironment):
         (:data:`IMAGE_BOOT_TIMEOUT` unless given)."""
         fp = super().fingerprint()
         if self._guest_fp is None:
-            self.start()
-            self._guest_fp = self.guest.ssh.fingerprint()
+            self._guest_fp = self.answering(lambda: self.guest.ssh.fingerprint())
             self._guest_fp["apps"] = self.app_versions()
         g = self._guest_fp
         fp.update(guest_kernel=g.get("host_kernel"), guest_os=g.get("os"),
@@ -183,8 +225,7 @@ class ImageEnvironment(VmEnvironment):
         :func:`~vhpc.benchmarks.apps.common.version_script` run there over ssh, once per
         overlay.  Raises EnvError when the guest cannot be reached."""
         if self._apps is None:
-            self.start()
-            res = self.guest.ssh.shell(version_script(), timeout=120)
+            res = self.answering(lambda: self.guest.ssh.shell(version_script(), timeout=120))
             self._apps = app_versions(res.stdout if res.returncode == 0 else "")
         return self._apps
 

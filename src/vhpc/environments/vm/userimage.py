@@ -11,6 +11,12 @@ writes it:
   a partitioned disk with its own bootloader;
 * :func:`create_overlay` makes a qcow2 overlay backed by the image (``qemu-img create -b``):
   the guest writes only into the overlay, QEMU opens the image read-only;
+* the image is pinned from check to boot (:class:`PinnedImage`): :func:`inspect` holds the
+  file open and hashes what it holds; before every boot (and again once QEMU has opened its
+  disks) the file is checked to be the one checked, so a file replaced later (a qcow2 backed by
+  a host file, say) fails that boot in one line; the qemu backend hands QEMU the held file
+  descriptor itself (``-add-fd``) as a node with ``backing: null``, libvirt an explicit
+  backing chain that ends at the image, so the overlay's header never leads QEMU elsewhere;
 * :func:`extract_kernel` (direct kernel boot, ``boot=kernel``, the default for a bare
   filesystem) copies the image's own ``/vmlinuz`` and ``/initrd.img`` out of its root
   filesystem with ``debugfs`` (e2fsprogs), which opens it read-only;
@@ -33,6 +39,7 @@ import re
 import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -44,6 +51,7 @@ from typing import Any, Literal, Mapping
 from vhpc.core.paths import cache_dir, trusted_folder, write_atomic
 from vhpc.environments.base import EnvError
 from vhpc.environments.vm import imagedisk
+from vhpc.environments.vm.agent import GuestHung
 from vhpc.environments.vm.userimage_check import check_image_file
 from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, qmp_connect,
                                                 spawn)
@@ -55,10 +63,79 @@ GUEST_USER = "vhpc"
 AUTH_GRACE = 60.0
 #: The name under which the session's pinned host key is looked up (ssh_config(5)).
 HOST_KEY_ALIAS = "vhpc-image-guest"
+#: Seconds to wait before each further ssh connection to a booted guest that did not answer
+#: (the banner exchange included): a loaded host may leave its sshd unscheduled for tens of
+#: seconds (a campaign at load 7 saw a banner exchange time out).  Then the guest counts as hung
+#: (GuestHung): it is killed and a fresh one booted (ImageEnvironment).
+RETRY_WAITS = (5.0, 15.0, 30.0)
 
 
 class UserImageError(EnvError):
     """The user's image cannot be used as it is; the message says what to change."""
+
+
+def identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """(device, inode, size, mtime ns, ctime ns) of ``st``: equal for two stats of one file
+    only while nothing was written to it, renamed over it or changed its metadata (any write
+    changes ``st_ctime``, which a user cannot set back: utimensat(2))."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class PinnedImage:
+    """The checked image, held open read-only from its check to the last boot.
+
+    ``path`` (resolved), ``fd`` (the open file: the qemu backend hands it to QEMU, so a path
+    renamed over later is never read), ``sha256`` of what ``fd`` held when checked and its
+    :func:`identity` then.  :meth:`verify` before every boot; :meth:`close` when the
+    environment closes.  Raises UserImageError (one line) when the file cannot be opened."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise UserImageError(f"image={path}: cannot be opened ({exc.strerror})") from None
+        self.ident = identity(os.fstat(self.fd))
+        self.sha256 = sha256_fd(self.fd)
+
+    def verify(self) -> None:
+        """Check that ``path`` still names the file checked, unchanged (two stats; the file is
+        hashed again only when a stat differs, and accepted when its SHA-256 is the one
+        recorded).  Raises UserImageError naming the image and both digests otherwise."""
+        if self.fd < 0:
+            raise UserImageError(f"image={self.path}: no longer held open (the environment "
+                                 "was closed)")
+        try:
+            now = identity(os.stat(self.path))
+        except OSError:
+            now = None
+        if now == self.ident and identity(os.fstat(self.fd)) == self.ident:
+            return
+        if now is None:
+            raise UserImageError(f"image={self.path} is gone since vhpc checked it: restore "
+                                 "it, or start a new campaign")
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as exc:  # a link now, or unreadable
+            raise UserImageError(f"image={self.path} changed since vhpc checked it (cannot be "
+                                 f"opened: {exc.strerror}): restore it, or start a new "
+                                 "campaign") from None
+        # a device or FIFO renamed into place is never read (/dev/zero would hash forever)
+        digest = sha256_fd(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else "not a regular file"
+        if digest != self.sha256:
+            os.close(fd)
+            raise UserImageError(
+                f"image={self.path} changed since vhpc checked it (SHA-256 {self.sha256[:12]} "
+                f"then, {digest[:12]} now): a campaign boots the one image it checked; "
+                "restore it, or start a new campaign")
+        os.close(self.fd)  # the same bytes (copied back, touched): hold the file there now
+        self.fd, self.ident = fd, identity(os.fstat(fd))
+
+    def close(self) -> None:
+        """Let the file go (idempotent)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 @dataclass(frozen=True)
@@ -75,6 +152,7 @@ class UserImage:
     file_bytes: int
     sha256: str
     layout: str
+    pin: PinnedImage | None = field(default=None, compare=False, repr=False)
 
     def record(self) -> dict[str, Any]:
         """JSON form for the fingerprint."""
@@ -110,6 +188,15 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def sha256_fd(fd: int) -> str:
+    """Hex SHA-256 of the open file ``fd`` from its start (``pread``: its offset stays)."""
+    h, at = hashlib.sha256(), 0
+    while block := os.pread(fd, 1 << 20, at):
+        h.update(block)
+        at += len(block)
+    return h.hexdigest()
+
+
 #: ext2/3/4 superblock magic 0xEF53 at byte 1024 + 56 of a filesystem (little endian).
 EXT_MAGIC_OFFSET, EXT_MAGIC = 1080, b"\x53\xef"
 
@@ -139,7 +226,19 @@ def inspect(path: str | os.PathLike, fmt: str) -> UserImage:
     p = Path(path)
     if not p.is_file() or not os.access(p, os.R_OK):
         raise UserImageError(f"image={p}: no such readable file")
-    check_image_file(p)  # a disk at all, and the user's own: at once, before qemu-img
+    real = check_image_file(p)  # a disk at all, and the user's own: at once, before qemu-img
+    pin = PinnedImage(real)  # held, and hashed, before qemu-img reads it
+    try:
+        image = _inspect(p, fmt, pin)
+        pin.verify()  # what qemu-img checked is what is held
+    except BaseException:
+        pin.close()
+        raise
+    return image
+
+
+def _inspect(p: Path, fmt: str, pin: PinnedImage) -> UserImage:
+    """:func:`inspect` once ``p`` is pinned."""
     res = _qemu_img("info", "--output=json", str(p))  # probed: only to compare with fmt
     if res.returncode != 0:
         raise UserImageError(f"image={p}: qemu-img cannot open it: "
@@ -174,8 +273,8 @@ def inspect(path: str | os.PathLike, fmt: str) -> UserImage:
                                  "copy may repair it")
     layout = ("filesystem" if _head(p, fmt)[EXT_MAGIC_OFFSET:EXT_MAGIC_OFFSET + 2] == EXT_MAGIC
               else "disk")
-    return UserImage(path=p.resolve(), format=fmt, virtual_bytes=int(info.get("virtual-size", 0)),
-                     file_bytes=p.stat().st_size, sha256=sha256_file(p), layout=layout)
+    return UserImage(path=pin.path, format=fmt, virtual_bytes=int(info.get("virtual-size", 0)),
+                     file_bytes=pin.ident[2], sha256=pin.sha256, layout=layout, pin=pin)
 
 
 #: Bytes of a disk's start read to find its partition table: the MBR, or GPT's protective MBR,
@@ -231,9 +330,10 @@ def check_boot(image: UserImage, mode: str) -> None:
 
 def create_overlay(image: UserImage, dest: Path) -> Path:
     """A qcow2 overlay at ``dest`` backed by ``image`` (read-only for QEMU: every guest write
-    lands in ``dest``).  Raises UserImageError when qemu-img refuses."""
+    lands in ``dest``), of the image's checked virtual size (``-u``: qemu-img does not open the
+    image again).  Raises UserImageError when qemu-img refuses."""
     res = _qemu_img("create", "-q", "-f", "qcow2", "-F", image.format, "-b", str(image.path),
-                    str(dest))
+                    "-u", str(dest), str(image.virtual_bytes))
     if res.returncode != 0:
         raise UserImageError(f"cannot create an overlay of {image.path} in {dest.parent}: "
                              f"{_last_line(res.stderr, 'qemu-img create failed')}")
@@ -305,6 +405,8 @@ def extract_kernel(image: UserImage) -> tuple[Path, Path]:
             if not part.is_file() or part.stat().st_size == 0:
                 raise UserImageError(f"cannot copy {inside} out of image={image.path}: "
                                      f"{_last_line(res.stderr, 'debugfs failed')}")
+            if image.pin is not None:  # read from the file checked: cached under its SHA-256
+                image.pin.verify()
             os.replace(part, out)
     return kernel, initrd
 
@@ -417,7 +519,9 @@ class ImageBoot:
     ``initrd`` and the kernel command line ``append`` (None/"" : firmware and bootloader);
     ``firmware``: what starts the image's bootloader (``seabios``: :func:`firmware`;
     ``ovmf``: UEFI, :func:`ovmf`); ``seed``: what a vcluster adds to each boot's seed
-    (:class:`SeedParts`)."""
+    (:class:`SeedParts`); ``base``: the checked image (:class:`UserImage`, held open by its
+    ``pin``) the overlay stands on, verified before every boot (:meth:`verify`) and given to
+    the hypervisor as the overlay's whole backing chain; None only in tests of the argv."""
 
     overlay: Path
     hostname: str
@@ -426,6 +530,18 @@ class ImageBoot:
     append: str = ""
     seed: SeedParts = SeedParts()
     firmware: Literal["seabios", "ovmf"] = "seabios"
+    base: UserImage | None = None
+
+    def verify(self) -> None:
+        """The base image is still the file checked (:meth:`PinnedImage.verify`).  Raises
+        UserImageError (one line) when it changed."""
+        if self.base is not None and self.base.pin is not None:
+            self.base.pin.verify()
+
+    def pass_fds(self) -> tuple[int, ...]:
+        """File descriptors QEMU must inherit (the pinned base image's)."""
+        pin = self.base.pin if self.base is not None else None
+        return (pin.fd,) if pin is not None and pin.fd >= 0 else ()
 
     def qemu_guest(self, cfg: GuestConfig) -> QemuGuest:
         """The qemu backend's guest booting this image with ``cfg`` (:class:`ImageGuest`): the
@@ -449,7 +565,7 @@ def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
         "-cpu", "host" if cfg.accel == "kvm" else "max",
         "-smp", str(cfg.vcpus), "-m", f"{cfg.memory_mib}M",
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-        "-drive", f"file={image.overlay},format=qcow2,if=virtio",
+        *disk_args(image),
         "-drive", f"file={seed},format=raw,if=virtio,readonly=on",
         "-netdev", f"user,id=vhpcssh,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
         "-device", "virtio-net-pci,netdev=vhpcssh",
@@ -465,6 +581,30 @@ def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
     else:  # the image's own bootloader, started by Debian's SeaBIOS
         argv += ["-bios", str(firmware())]
     return argv + list(cfg.extra_args)
+
+
+#: QEMU's name of the node holding the user's image under the overlay, and the fd set it
+#: reads the image from (``-add-fd``, QEMU's docs: "-add-fd fd=fd,set=set").
+BASE_NODE, BASE_FDSET = "vhpc-base", 1
+
+
+def disk_args(image: ImageBoot) -> list[str]:
+    """QEMU arguments of the guest's disk: the overlay as the first virtio disk; with a
+    pinned ``image.base`` its backing is given, not read from the overlay's header: the held
+    file descriptor (``-add-fd``; :meth:`ImageBoot.pass_fds` must reach QEMU) as the node
+    :data:`BASE_NODE`, read-only, whose own backing is ``null`` for a qcow2 (QEMU's
+    BlockdevOptionsGenericCOWFormat), so no file the image's header names is ever opened."""
+    drive = f"file={image.overlay},format=qcow2,if=virtio"
+    fds = image.pass_fds()
+    if not fds:
+        return ["-drive", drive]
+    node: dict[str, Any] = {
+        "node-name": BASE_NODE, "driver": image.base.format, "read-only": True,
+        "file": {"driver": "file", "filename": f"/dev/fdset/{BASE_FDSET}", "read-only": True}}
+    if image.base.format == "qcow2":
+        node["backing"] = None
+    return ["-add-fd", f"fd={fds[0]},set={BASE_FDSET},opaque=vhpc-image",
+            "-blockdev", json.dumps(node), "-drive", f"{drive},backing={BASE_NODE}"]
 
 
 #: The PC firmware an image's bootloader is started by: Debian's SeaBIOS (package seabios,
@@ -543,7 +683,9 @@ class ReachedOverSsh:
             if self.image.kernel is None and self.image.firmware == "ovmf":
                 private_vars(self.workdir)
             self.port = free_port()
+            self.image.verify()  # the image checked is the one booted, every boot
             start(seed, deadline)
+            self.image.verify()  # and still it once the hypervisor has opened its disks
             self.ssh = self._wait_ssh(key, deadline, timeout)
             self._wait_settled(deadline, timeout)
         except BaseException as exc:
@@ -570,7 +712,8 @@ class ReachedOverSsh:
                                       "-o", "GlobalKnownHostsFile=/dev/null",
                                       "-o", "StrictHostKeyChecking=yes",
                                       "-o", "ServerAliveCountMax=20"),
-                             kernel_hash=self.image.seed.kernel_hash)
+                             kernel_hash=self.image.seed.kernel_hash,
+                             hint=f"the guest {self.image.hostname} did not answer")
         refused_since = None
         last = "no answer yet"
         while True:
@@ -579,6 +722,7 @@ class ReachedOverSsh:
                 raise EnvError(f"QEMU exited with status {status} while the image booted")
             try:
                 ssh.connect()
+                ssh.retry_waits = RETRY_WAITS  # booted: from now on a late answer is waited for
                 return ssh
             except (EnvError, subprocess.TimeoutExpired) as exc:
                 last = str(exc).split("cannot connect: ")[-1].rsplit(": ", 1)[0]
@@ -605,17 +749,32 @@ class ReachedOverSsh:
         script = ("command -v cloud-init >/dev/null && cloud-init status --wait >/dev/null; "
                   "command -v systemctl >/dev/null && systemctl is-system-running --wait "
                   ">/dev/null; true")
+        from vhpc.environments.ssh.environment import SshUnanswered
+
         try:
             self.ssh.shell(script, timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise EnvError(f"the image's start-up (cloud-init, systemd) did not finish within "
                            f"{timeout:g} s: give a larger boot_timeout=") from None
+        except SshUnanswered as exc:
+            raise self.unanswered(exc.why) from None
+
+    def unanswered(self, why: str) -> GuestHung:
+        """The error of a booted guest that did not answer ssh (``why``: ssh's last line),
+        naming the guest and the image: a hung guest, which the environment replaces by a
+        fresh boot."""
+        base = self.image.base.path if self.image.base is not None else self.image.overlay
+        return GuestHung(f"the guest {self.image.hostname} (image={base}) did not answer ssh "
+                         f"({why})")
 
     def request(self, op: str, wait: float, **payload) -> dict[str, Any]:
         """The agent requests VmEnvironment makes, served over ssh: ``read`` (``path``) →
         ``{"data"}`` or ``{"error"}``; ``run`` (``argv``, ``env``, ``timeout``; ``cwd`` is
         the login's home) → ``{"rc", "stdout", "stderr", "elapsed", "timed_out"}``.  Raises
-        EnvError when the connection is lost."""
+        GuestHung when the guest did not answer ssh (after :data:`RETRY_WAITS`), EnvError
+        when the connection is lost."""
+        from vhpc.environments.ssh.environment import SshUnanswered, unanswered
+
         if self.ssh is None:
             raise EnvError("the guest is not running")
         try:
@@ -625,6 +784,8 @@ class ReachedOverSsh:
             if op == "run":
                 r = self.ssh.run(list(payload["argv"]), payload.get("env"),
                                  float(payload.get("timeout", wait)))
+                if r.error and r.returncode is None and unanswered(r.error):
+                    raise self.unanswered(r.error.split("cannot connect: ")[-1])
                 if r.error:
                     raise EnvError(r.error)
                 self.processes = r.applied.processes if r.applied is not None else None
@@ -632,6 +793,8 @@ class ReachedOverSsh:
                         "elapsed": r.elapsed, "timed_out": r.timed_out}
         except subprocess.TimeoutExpired:
             raise EnvError(f"the guest did not answer over ssh within {wait:g} s") from None
+        except SshUnanswered as exc:
+            raise self.unanswered(exc.why) from None
         raise EnvError(f"unknown request {op!r}")
 
     def _close_ssh(self) -> None:
@@ -663,7 +826,8 @@ class ImageGuest(ReachedOverSsh, QemuGuest):
         def start(seed: Path, deadline: float) -> None:
             argv = image_argv(self.cfg, self.image, self.workdir, seed, self.port)
             self.proc = spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=open(self.workdir / "qemu.stderr", "wb"))
+                              stderr=open(self.workdir / "qemu.stderr", "wb"),
+                              pass_fds=self.image.pass_fds())
             self.qmp = qmp_connect(self.workdir / "qmp.sock", deadline, self._exit_status)
             self.vcpu_threads = {c["cpu-index"]: c["thread-id"]
                                  for c in self.qmp.cmd("query-cpus-fast")}

@@ -29,8 +29,9 @@ a transient libvirt domain.  :func:`image_domain` builds its XML on vhpc's gener
 ``<emulatorpin>``, ``<numatune>``, ``<cpu><numa>``, ``<memoryBacking>``), adding
 (https://libvirt.org/formatdomain.html):
 
-* the overlay as a virtio disk (``vda``; libvirt reads its backing image, which QEMU opens
-  read-only, from the overlay's own header) and the seed as a read-only virtio disk
+* the overlay as a virtio disk (``vda``) whose backing chain is given explicitly, ending at
+  the checked image (which QEMU opens read-only; the overlay's header is not followed), and
+  the seed as a read-only virtio disk
   (``vdb``);
 * the image's kernel, initramfs and command line (``boot=kernel``), or SeaBIOS as the
   ``<loader>`` and the disk as the boot device (``boot=firmware``), or OVMF's code as a
@@ -605,6 +606,12 @@ def image_domain(placement, *, accel: str, emulator_cpus: list[int] | None, name
     disk = ET.SubElement(devices, "disk", type="file", device="disk")
     ET.SubElement(disk, "driver", name="qemu", type="qcow2")
     ET.SubElement(disk, "source", file=str(image.overlay))
+    if image.base is not None:  # the chain given, ending at the checked image (an empty
+        # backingStore: "not based on any other image", libvirt's formatdomain "Hard drives")
+        chain = ET.SubElement(disk, "backingStore", type="file")
+        ET.SubElement(chain, "format", type=image.base.format)
+        ET.SubElement(chain, "source", file=str(image.base.path))
+        ET.SubElement(chain, "backingStore")
     ET.SubElement(disk, "target", dev="vda", bus="virtio")
     # the seed as a read-only virtio disk, as the qemu backend gives it: an IDE cdrom is not
     # found by the guest's kernel when OVMF started it (i440fx, measured), so cloud-init
