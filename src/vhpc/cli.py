@@ -43,7 +43,7 @@ def cmd_compare(args) -> int:
     if args.dry_run:
         if spec is None:
             raise UsageError("--dry-run plans a new campaign: drop --resume")
-        return _dry_run(spec, args.out)
+        return _dry_run(spec, args.out, args)
     return run_campaign(args, spec)[0]
 
 
@@ -51,7 +51,7 @@ def cmd_run(args) -> int:
     from vhpc.spec import parse as specmod
 
     spec = specmod.from_file(args.spec)
-    return _dry_run(spec, args.out) if args.dry_run else run_campaign(args, spec)[0]
+    return _dry_run(spec, args.out, args) if args.dry_run else run_campaign(args, spec)[0]
 
 
 def cmd_study(args) -> int:
@@ -72,7 +72,7 @@ def cmd_study(args) -> int:
                          host_knobs=args.host_knob, repeats=args.repeats, warmup=args.warmup,
                          timeout=args.timeout, executor=args.executor, margin=args.margin)
     if args.dry_run:
-        _dry_run(spec, args.out)
+        _dry_run(spec, args.out, args)
         return 0
     args.resume = None
     rc, cid = run_campaign(args, spec)

@@ -247,6 +247,40 @@ def margin_flag(sp, intervals: bool = True) -> None:
                          "assumed; needs more runs: at 95 %% at least 4 a side)")
 
 
+#: the family-wise significance level the verdicts use (vhpc.analysis.Analysis.alpha)
+ALPHA = 0.05
+
+
+def rank_runs_note(spec, method: str | None = None) -> str | None:
+    """What ``--method rank`` (``method``, else the spec's) cannot give with ``spec``'s runs,
+    said before they are spent: the Mann–Whitney interval needs
+    :func:`vhpc.core.stats.rank_min_runs` runs a side at 1 − α (4 at 95 %), and at 1 − α/m
+    for the m primary metrics (one per benchmark and non-baseline environment, one Holm
+    family: the level of a row that is not called slower/faster); with fewer, such rows get
+    no interval and read ``inconclusive``.  None when the runs suffice or the method is
+    log-welch."""
+    from vhpc.core import stats
+
+    if spec is None or (method or spec.method) != "rank":
+        return None
+    m = len(spec.benchmarks) * max(1, len(spec.environments) - 1)
+    need = stats.rank_min_runs(1 - ALPHA)
+    family = stats.rank_min_runs(1 - ALPHA / m)
+    if need is None or family is None or spec.repeats >= family:
+        return None
+    at = f"{(1 - ALPHA / m) * 100:.4g} %"
+    family_text = f"{at} (1 − α/m, m = {m} primary metrics)"
+    if spec.repeats < need:
+        why = (f"{spec.repeats} run(s) a side give no interval: it needs ≥ {need} a side at "
+               f"{(1 - ALPHA) * 100:g} %" + (f", ≥ {family} at {family_text}" if m > 1 else "")
+               + "; every verdict would read inconclusive")
+    else:
+        why = (f"{spec.repeats} runs a side give no interval at {family_text}, the level of a "
+               f"row not called slower/faster (it needs ≥ {family}): such a row would read "
+               "inconclusive")
+    return f"--method rank: {why}; use --repeats {family} or more, or --method log-welch"
+
+
 def with_margin(spec, margin: float | None, intervals: str | None = None,
                 method: str | None = None):
     """``spec`` with its equivalence margin set to ``margin`` (a fraction), its ``intervals``
@@ -332,14 +366,23 @@ def _refuse_node_hugepages(spec) -> None:
         raise HostError(f"executor {spec.executor}: {why}")
 
 
-def dry_run(spec, out: str | None = None) -> int:
+def dry_run(spec, out: str | None = None, args=None) -> int:
     """Print the plan of ``spec`` with placements on this host and, with ``out`` (the results
-    folder, whose store's past trials it reads), how long it may take; start nothing."""
+    folder, whose store's past trials it reads), how long it may take; start nothing.
+    ``args``: the command's flags, whose ``--margin``, ``--intervals`` and ``--method`` apply
+    as they would to the run (a rank method's runs are checked here too)."""
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
+    if args is not None:
+        spec = with_margin(spec, getattr(args, "margin", None), getattr(args, "intervals", None),
+                           getattr(args, "method", None))
+
     _refuse_node_hugepages(spec)
     execute.refuse_lacking(spec)
+    note = rank_runs_note(spec)
+    if note:
+        err_console.print(f"vhpc: {note}", highlight=False, markup=False, soft_wrap=True)
     plans = execute.placements(spec, execute.host_facts())
     views.dry_run(console, spec, execute.plan(spec), {n: p.text for n, p in plans.items()})
     if out is not None:
@@ -370,6 +413,9 @@ def run_campaign(args, spec=None, command: str | None = None, store=None,
     else:
         if store is None:
             check_out(args.out)  # a bad --out before the preflight's minutes
+        note = rank_runs_note(spec)
+        if note:  # before the runs are spent
+            err_console.print(f"vhpc: {note}", highlight=False, markup=False, soft_wrap=True)
         if envs is None:  # bad input is refused here, before any store exists
             spec, envs = preflight(spec)
         store = store or open_for(args.out, envs)

@@ -312,6 +312,12 @@ def run(args) -> int:
     seed = studies.of_seed(args.seed)[0].seed
     say = dict(highlight=False, markup=False, soft_wrap=True)
     if not args.from_store:
+        from vhpc.workflows.common import err_console, rank_runs_note
+
+        planned = next((it.spec for it in items if it.spec is not None), None)
+        note = rank_runs_note(planned, getattr(args, "method", None))
+        if note:  # before the runs are spent (every study shares the repeats)
+            err_console.print(f"vhpc paper {seed}: {note}", **say)
         for it in items:  # before anything runs
             if it.spec is None:
                 console.print(f"vhpc paper {seed}: will not run {it.name}: {it.reason}", **say)
