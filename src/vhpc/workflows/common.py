@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 from rich.console import Console, RenderHook
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
+                           SpinnerColumn, TextColumn, TimeElapsedColumn)
+from rich.text import Text
 
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
@@ -65,29 +66,94 @@ class UsageError(VhpcError):
     """A command line argparse rejects (unknown flag, missing value, bad number)."""
 
 
+def _clock(seconds: float) -> str:
+    """``0:05:21``: seconds as h:mm:ss."""
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class TrialClock(ProgressColumn):
+    """The bar's last column: ``ETA 0:04:10`` while the trial under way is within what the
+    trials before it took (the mean of those of its environment and benchmark, else of its
+    environment, in this run); once it runs beyond that, or with nothing to go by, its own
+    elapsed time instead (``trial 0:05:21, ≈0:00:40 expected``), and during a boot the boot's
+    (``boot 0:02:33``): an ETA from the rate so far would stand still meanwhile."""
+
+    def __init__(self, owner: "RichProgress"):
+        super().__init__()
+        self.owner = owner
+
+    def render(self, task) -> Text:
+        o, now = self.owner, time.monotonic()
+        if o.stage_started is not None:
+            return Text(f"{o.stage_word} {_clock(now - o.stage_started)}")
+        if o.trial_started is None:
+            return Text("ETA -:--:--")
+        took, expected = now - o.trial_started, o.expected()
+        if expected is None or took > expected or task.time_remaining is None:
+            return Text(f"trial {_clock(took)}"
+                        + (f", ≈{_clock(expected)} expected" if expected is not None else ""))
+        return Text(f"ETA {_clock(task.time_remaining)}")
+
+
 class RichProgress:
-    """Campaign progress: a bar with done/total, elapsed time and ETA; failures are printed.
-    Names, parameters and benchmark output are shown as text, never read as markup.  The bar
-    is redrawn :data:`REFRESH_HZ` times a second by rich's thread while trials run: each
-    redraw took 0.45 ms of CPU, beside the benchmark being measured."""
+    """Campaign progress: a bar with done/total, elapsed time and :class:`TrialClock` (the ETA,
+    or the running trial's or boot's own time); failures are printed, and a line for every
+    boot or reboot of a guest (:meth:`stage`, the environments' stage hook while the campaign
+    runs).  Names, parameters and benchmark output are shown as text, never read as markup.
+    The bar is redrawn :data:`REFRESH_HZ` times a second by rich's thread while trials run:
+    each redraw took 0.45 ms of CPU, beside the benchmark being measured."""
 
     #: redraws a second (rich's default is 10); the clock columns show whole seconds
     REFRESH_HZ = 2
 
     def __init__(self, con: Console):
         self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                            TimeRemainingColumn(), console=con, transient=False,
+                            MofNCompleteColumn(), TimeElapsedColumn(), TrialClock(self),
+                            console=con, transient=False,
                             refresh_per_second=self.REFRESH_HZ)
         self.task = None
+        self.trial_started: float | None = None
+        self.stage_started: float | None = None
+        self.stage_word = ""
+        self.row = None
+        #: (environment, benchmark) → seconds of the trials finished in this run
+        self.took: dict[tuple[str, str], list[float]] = {}
 
     def start(self, total, done):
         self.bar.start()
         self.task = self.bar.add_task("trials", total=total, completed=done)
 
-    def trial(self, row):
+    def _describe(self, row) -> str:
         kind = "warm-up" if row.warmup else f"round {row.round}"
-        self.bar.update(self.task, description=esc(f"{row.environment} {row.benchmark} ({kind})"))
+        return f"{row.environment} {row.benchmark} ({kind})"
+
+    def trial(self, row):
+        self.row, self.trial_started, self.stage_started = row, time.monotonic(), None
+        self.bar.update(self.task, description=esc(self._describe(row)))
+
+    def expected(self) -> float | None:
+        """Seconds the trial under way may take: the mean of this run's finished trials of its
+        environment and benchmark, else of its environment; None before any."""
+        if self.row is None:
+            return None
+        mine = self.took.get((self.row.environment, self.row.benchmark)) or [
+            d for (e, _), ds in self.took.items() if e == self.row.environment for d in ds]
+        return sum(mine) / len(mine) if mine else None
+
+    def stage(self, env: str, what: str) -> None:
+        """An environment's stage (a guest's boot or reboot, or its end: ``what`` starting
+        with "ready"): a line of its own, and the bar's description and clock follow it until
+        the guest is ready."""
+        self.bar.console.print(f"{env}: {what}", markup=False, highlight=False)
+        if what.startswith("ready"):
+            self.stage_started = None
+            if self.row is not None:
+                self.bar.update(self.task, description=esc(self._describe(self.row)))
+                self.trial_started = time.monotonic()  # the trial's own time starts now
+            return
+        self.stage_started, self.stage_word = time.monotonic(), "boot"
+        self.bar.update(self.task, description=esc(f"{env}: {what}"))
 
     def grow(self, n):
         self.bar.update(self.task, total=self.bar.tasks[0].total + n)
@@ -95,6 +161,10 @@ class RichProgress:
                                "target precision")
 
     def finished(self, row, status, note):
+        if self.trial_started is not None:
+            self.took.setdefault((row.environment, row.benchmark), []).append(
+                time.monotonic() - self.trial_started)
+        self.trial_started = self.stage_started = None
         self.bar.advance(self.task)
         if note:
             first = (plain(note).splitlines() or [""])[0][:160]
@@ -189,6 +259,8 @@ def preparing(env, con: Console | None = None):
                               markup=False, soft_wrap=True)
 
     def stage(what: str) -> None:
+        if what.startswith("ready"):  # the boot's end: said with the whole time below
+            return
         now = time.monotonic()
         said(now)
         current[:] = [what, now]

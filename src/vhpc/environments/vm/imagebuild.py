@@ -172,35 +172,63 @@ def debvm_argv(target: Path, spec: dict[str, Any]) -> list[str]:
             *spec["sources"]]
 
 
+#: what each tool of a build does, for the progress line (the stage, then the tool)
+STAGES = {"debvm-create": "installing Debian into a root file system",
+          "qemu-img convert": "compressing the disk into qcow2", "dd": "copying the root file "
+          "system onto the disk", "grub-install": "installing GRUB (BIOS)",
+          "grub-mkstandalone": "building GRUB for UEFI", "mkfs.vfat": "making the EFI "
+          "system partition", "mmd": "filling the EFI system partition", "mcopy": "filling "
+          "the EFI system partition", "sync": "writing the disk out", "partx": "reading the "
+          "disk's partitions", "mount": "mounting the disk"}
+#: a tool's last output line is shown this many seconds after it was written, no longer
+FRESH_S = 5.0
+
+
 def _run_logged(argv: list[str], log: Path, what: str,
                 progress: Callable[[str], None] | None) -> None:
-    """Run ``argv`` with its output in ``log``, reporting its last line every second; kill its
-    process group on failure or interrupt.  Raises ImageBuildError naming ``what``."""
+    """Run ``argv`` with its output in ``log``, reporting every second the stage
+    (:data:`STAGES`), the tool and its time, and its last output line while that is fresh (this
+    tool's own, written in the last :data:`FRESH_S` seconds: never a line an earlier tool left
+    in the log); kill its process group on failure or interrupt.  Raises ImageBuildError
+    naming ``what``."""
     with open(log, "ab") as out:
+        start = out.seek(0, 2)  # this tool's output begins here
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=die_with_parent)
-    t0 = time.monotonic()
+    t0 = changed = time.monotonic()
+    size = start
+    stage = STAGES.get(what, what)
     try:
         while proc.poll() is None:
             try:
                 proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 pass
-            if progress is not None:
-                progress(f"{what} ({time.monotonic() - t0:.0f} s): {_last_line(log)[:60]}")
+            if progress is None:
+                continue
+            now = time.monotonic()
+            grown = log.stat().st_size if log.exists() else size
+            if grown != size:
+                size, changed = grown, now
+            line = _last_line(log, start) if now - changed <= FRESH_S else ""
+            head = f"{stage} ({what}, {now - t0:.0f} s)" if stage != what else \
+                f"{what} ({now - t0:.0f} s)"
+            progress(f"{head}: {line[:60]}" if line else head)
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
     if proc.returncode != 0:
-        raise ImageBuildError(f"{what} failed ({_last_line(log)}): the whole log is {log}")
+        raise ImageBuildError(f"{what} failed ({_last_line(log, start)}): the whole log is {log}")
 
 
-def _last_line(log: Path) -> str:
+def _last_line(log: Path, since: int = 0) -> str:
+    """The last non-blank line written to ``log`` at or after byte ``since`` ("" if none)."""
     try:
         with open(log, "rb") as f:
-            f.seek(max(0, f.seek(0, 2) - 4096))
+            end = f.seek(0, 2)
+            f.seek(max(since, end - 4096))
             lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
     except OSError:
         return ""
