@@ -27,7 +27,7 @@ def _bar(monkeypatch):
 
 
 def test_a_trial_beyond_its_estimate_shows_its_own_time_not_a_frozen_eta(monkeypatch):
-    bar, clock, _ = _bar(monkeypatch)
+    bar, clock, out = _bar(monkeypatch)
     column = bar.bar.columns[-1]
     bar.start(12, 0)
     try:
@@ -49,6 +49,8 @@ def test_a_trial_beyond_its_estimate_shows_its_own_time_not_a_frozen_eta(monkeyp
         bar.stage("vm", "ready after 153 s")
         assert column.render(task).plain.startswith("ETA ")  # the trial's time starts again
         assert bar.bar.tasks[0].description == "vm stream (round 10)"
+        assert ("vm: reboot (session 2) of the guest (TCG emulation: slow): ready after 153 s"
+                in out.getvalue())
     finally:
         bar.stop()
 

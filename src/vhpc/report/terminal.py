@@ -225,15 +225,17 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
                 style="bold red",
             )
         )
-    if analysis.findings:
+    said = ROW_KINDS if not advice and analysis.others() else ()
+    if any(f.kind not in said and (f.kind != "tcg" or not emulated) for f in analysis.findings):
         console.print(Text("Findings (details in the HTML report)", style="bold"))
         # one entry per kind of finding, its scopes listed, the advice once; a long one
         # continues under its text, not under the level
         grid = Table.grid(padding=(0, 1))
         grid.add_column(width=6, justify="right")
         grid.add_column(overflow="fold")
+        said = ROW_KINDS if not advice and analysis.others() else ()
         groups = finding_groups([f for f in analysis.findings
-                                 if f.kind != "tcg" or not emulated])
+                                 if (f.kind != "tcg" or not emulated) and f.kind not in said])
         notes = [] if advice else [g for g in groups if g.level != "warn"]
         for g in groups:
             if g in notes:
@@ -253,9 +255,14 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
             grid.add_row(level, line)
         if notes:
             grid.add_row(Text("info", style="cyan"),
-                         Text(f"{len(notes)} kind(s) of note: "
+                         Text("also noted, in the HTML report: "
                               + "; ".join(g.head.split(":")[0] for g in notes)[:150], style="dim"))
         console.print(grid)
+
+
+#: kinds of findings the headline's rows say already (the verdict and the runs to decide it,
+#: "too few runs", "noisy (CV …)", the check line): not repeated beneath them in the terminal
+ROW_KINDS = frozenset({"inconclusive", "few-samples", "high-variation", "check-passed"})
 
 
 def _short_env(analysis: Analysis, env: str) -> Text:
@@ -302,8 +309,9 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     if not rows:
         console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
         return Table()
-    # said once: every row's note above the table; emulation by "(TCG)" and the footnote
-    common = [t for t in common_notes([r.trust for r in rows]) if t != TCG_TRUST]
+    # said once: every row's note above the table (emulation too, when every row is: as the
+    # HTML report says it); a row's own emulation by "(TCG)" and the footnote
+    common = common_notes([r.trust for r in rows])
     said = {*common, TCG_TRUST}
     conf = f"{analysis.confidence * 100:g} %"
     envs = [_short_env(analysis, r.summary.environment) for r in rows]

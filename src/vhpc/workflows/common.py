@@ -87,6 +87,8 @@ class TrialClock(ProgressColumn):
         o, now = self.owner, time.monotonic()
         if o.stage_started is not None:
             return Text(f"{o.stage_word} {_clock(now - o.stage_started)}")
+        if task.finished:
+            return Text("done")
         if o.trial_started is None:
             return Text("ETA -:--:--")
         took, expected = now - o.trial_started, o.expected()
@@ -116,6 +118,7 @@ class RichProgress:
         self.trial_started: float | None = None
         self.stage_started: float | None = None
         self.stage_word = ""
+        self.stage_what: str | None = None
         self.row = None
         #: (environment, benchmark) → seconds of the trials finished in this run
         self.took: dict[tuple[str, str], list[float]] = {}
@@ -143,16 +146,18 @@ class RichProgress:
 
     def stage(self, env: str, what: str) -> None:
         """An environment's stage (a guest's boot or reboot, or its end: ``what`` starting
-        with "ready"): a line of its own, and the bar's description and clock follow it until
-        the guest is ready."""
-        self.bar.console.print(f"{env}: {what}", markup=False, highlight=False)
+        with "ready"): the bar's description and clock follow it until the guest is ready,
+        then a line of its own says it ("vm: reboot (session 2) of the guest: ready after
+        10 s")."""
         if what.startswith("ready"):
-            self.stage_started = None
+            self.bar.console.print(f"{env}: {self.stage_what or 'boot'}: {what}", markup=False,
+                                   highlight=False)
+            self.stage_started = self.stage_what = None
             if self.row is not None:
                 self.bar.update(self.task, description=esc(self._describe(self.row)))
                 self.trial_started = time.monotonic()  # the trial's own time starts now
             return
-        self.stage_started, self.stage_word = time.monotonic(), "boot"
+        self.stage_started, self.stage_word, self.stage_what = time.monotonic(), "boot", what
         self.bar.update(self.task, description=esc(f"{env}: {what}"))
 
     def grow(self, n):
