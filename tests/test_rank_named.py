@@ -26,11 +26,8 @@ def test_the_fewest_runs_for_a_rank_interval_are_the_exact_tests_smallest_p():
 
 
 def _ranked(n: int):
-    obs = [Observation(env, "stream", "", "triad_bw", "GB/s", True, v * (1 + 0.01 * j),
-                       valid=True, warmup=False, trial_id=i * 100 + j, session_index=None)
-           for i, (env, v) in enumerate((("native", 98.5), ("vm", 5.0))) for j in range(n)]
     envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
-    return analyse(obs, envs, "native", method="rank")
+    return analyse(_obs(n), envs, "native", method="rank")
 
 
 def _terminal(analysis) -> str:
@@ -64,3 +61,23 @@ def test_a_rank_campaign_is_told_before_its_runs_when_they_give_no_interval(caps
                            "-e", "native:name=again", "--method", "rank", "--repeats", "4",
                            "--dry-run", "--out", tmp_path)
     assert rc == 0 and "--method rank" not in err
+
+
+def test_the_html_report_of_a_rank_campaign_names_the_method_and_the_estimate():
+    from vhpc.report import html as report_html
+
+    a = _ranked(6)
+    page = report_html.render_html(a, [], {})
+    assert "Overhead relative to native, by ranks (--method rank)" in page
+    assert "<b>Hodges–Lehmann ratio</b>" in page and "HL overhead [CI]" in page
+    assert "Welch's t\non ln values" not in page  # the log-Welch legend is not shown
+    envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
+    log_welch = report_html.render_html(analyse(_obs(6), envs, "native"), [], {})
+    assert "HL overhead" not in log_welch and "by ranks" not in log_welch
+    assert "Welch's t\non ln values" in log_welch
+
+
+def _obs(n: int):
+    return [Observation(env, "stream", "", "triad_bw", "GB/s", True, v * (1 + 0.01 * j),
+                        valid=True, warmup=False, trial_id=i * 100 + j, session_index=None)
+            for i, (env, v) in enumerate((("native", 98.5), ("vm", 5.0))) for j in range(n)]

@@ -380,6 +380,7 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None,
             table's rule)."""
             e, o, why = v
             seen = why.rsplit(": ", 1)[-1] if f.claim == "direction" and o != CANNOT_TELL else ""
+            seen = "" if seen in ("slower", "faster") else seen  # the words say it already
             return (f"{e.environment}{group} vs {e.versus}{ref_group}, {e.label}: "
                     f"{measured_text(e, f, o != CANNOT_TELL)}" + (f": {seen}" if seen else ""))
 
