@@ -7,13 +7,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from vhpc.analysis import analyse  # noqa: E402
-from vhpc.analysis.figdata import PanelData, Point, Series, figure_data  # noqa: E402
-from vhpc.campaign.studies import STUDIES  # noqa: E402
-from vhpc.core.metrics import EnvInfo, Observation  # noqa: E402
-from vhpc.report import studyfig  # noqa: E402
+from vhpc.analysis import analyse
+from vhpc.analysis.figdata import PanelData, Point, Series, figure_data
+from vhpc.campaign.studies import STUDIES
+from vhpc.core.metrics import EnvInfo, Observation
+from vhpc.report import studyfig
 
 
 def test_a_log_panel_gets_the_geometric_mean_and_its_positive_interval():
@@ -51,8 +51,6 @@ def test_no_whisker_runs_below_the_floor_of_a_log_axis():
 
 
 def test_a_sweep_on_a_log_axis_draws_geometric_means_above_its_floor():
-    import re
-
     from vhpc.analysis.families import families
     from vhpc.report import sweeps
 

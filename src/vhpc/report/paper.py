@@ -304,27 +304,25 @@ def _size_summary(f: paper_findings.Finding, analysis: Analysis, env: str, bench
                if (c := analysis.comparison(bench, params, f"{quantity}_{x}", env)) is not None)
     fam = families.Family(bench, params, quantity, "", hib, pts, parameter=families.SIZE)
     emulated = _emulated(analysis, env, analysis.baseline)
-    per_size = []
-    for x in keep:
-        c = analysis.comparison(bench, params, f"{quantity}_{x}", env)
+    ones = []  # each size on its own
+    for _, _, metric in pts:
+        c = analysis.comparison(bench, params, metric, env)
         w, wci = _worse_ratio(c.ratio, c.ratio_ci, hib)
-        one = Evidence(env, bench, c.metric, analysis.baseline, w, wci,
-                       min(c.n, c.n_baseline), emulated, False, hib, params, c.runs_needed)
-        per_size.append(f"{families.fmt_size(x)}: {measured_text(one)}")
+        ones.append(Evidence(env, bench, metric, analysis.baseline, w, wci,
+                             min(c.n, c.n_baseline), emulated, False, hib, params,
+                             c.runs_needed))
     fs = families.summarise_family(analysis, fam, env)
     if len(keep) == 1 or fs is None or fs.ratio is None:
-        c = analysis.comparison(bench, params, pts[0][2], env)
-        w, wci = _worse_ratio(c.ratio, c.ratio_ci, hib)
-        return [Evidence(env, bench, c.metric, analysis.baseline, w, wci, min(c.n, c.n_baseline),
-                         emulated, False, hib, params, c.runs_needed)]
+        return ones[:1]
+    per_size = tuple(f"{families.fmt_size(x)}: {measured_text(one)}"
+                     for x, one in zip(keep, ones))
     w, wci = _worse_ratio(fs.ratio, (fs.low, fs.high), hib)
     span = (f"{families.fmt_size(keep[0])}–{families.fmt_size(keep[-1])}, geometric mean of "
             f"{len(keep)} sizes")
     if f.sizes:
         span += f" (the paper: {families.fmt_size(lo)}–{families.fmt_size(hi)})"
     return [replace(Evidence(env, bench, quantity, analysis.baseline, w, wci, fs.n_min,
-                             emulated, False, hib, params, None), span=span,
-                    points=tuple(per_size))]
+                             emulated, False, hib, params, None), span=span, points=per_size)]
 
 
 #: why a measurement is left out of a finding (the headline's words, vhpc.report._split)
@@ -432,27 +430,26 @@ def direction_text(e: Evidence) -> str:
     table's cost factor); ``the same`` at a ratio of exactly 1.  A signed metric: its
     overhead relative to the reference's |mean| (``+12.0 % worse``)."""
     w = e.ratio  # worse-is-higher
-    if e.linear:
-        pct = (w - 1) * 100
-        return "the same" if pct == 0 else f"{numfmt.pct(abs(pct))[1:]} {'worse' if pct > 0 else 'better'}"
-    if not (w > 0 and math.isfinite(w)):
-        return numfmt.factor(w) + " worse" if w and w > 0 else "—"
     if w == 1:
         return "the same"
-    if w >= numfmt.FACTOR_FROM or w <= 1 / numfmt.FACTOR_FROM:
-        return (f"{numfmt.factor(w)} worse" if w > 1 else f"{numfmt.factor(1 / w)} better")
+    if e.linear:
+        pct = (w - 1) * 100
+        return f"{numfmt.pct(abs(pct))[1:]} {'worse' if pct > 0 else 'better'}"
+    if math.isnan(w) or w <= 0:
+        return "—"
+    if w >= numfmt.FACTOR_FROM or w <= 1 / numfmt.FACTOR_FROM:  # the table's factor form
+        return f"{numfmt.factor(w)} worse" if w > 1 else f"{numfmt.factor(1 / w)} better"
     raw = 1 / w if e.higher_is_better else w  # the metric's own ratio, environment / reference
     change = abs(raw - 1) * 100
-    return f"{change:.2g} % {'slower' if w > 1 else 'faster'}" if change < 1 else \
-        f"{change:.1f} % {'slower' if w > 1 else 'faster'}" if change < 10 else \
-        f"{change:.0f} % {'slower' if w > 1 else 'faster'}"
+    digits = ".2g" if change < 1 else ".1f" if change < 10 else ".0f"
+    return f"{change:{digits}} % {'slower' if w > 1 else 'faster'}"
 
 
-def value_text(f: paper_findings.Finding, e: Evidence, decided: bool = False) -> str:
+def value_text(f: paper_findings.Finding | None, e: Evidence, decided: bool = False) -> str:
     """The measured value of ``e`` with its interval and n, as the figure shows it: the
-    overhead for an overhead statement (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the environment
-    is worse), else the ratio environment / reference in the metric's own sense (``ratio 0.020
-    [0.015, 0.026], n = 5``: bandwidth at 2 %), then n.  The interval follows the table's rule
+    overhead for an overhead statement ``f`` (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the
+    environment is worse), else (also for ``f`` None) the ratio environment / reference in the
+    metric's own sense (``ratio 0.020 [0.015, 0.026], n = 5``: bandwidth at 2 %), then n.  The interval follows the table's rule
     (:func:`vhpc.core.intervals.interval_hidden`; ``decided``: the line's outcome was read off
     it, so it is shown): below 3 runs a side or wider than
     :data:`vhpc.core.intervals.WIDE_FACTOR` times it is :func:`vhpc.core.intervals.too_few_text`
@@ -471,7 +468,7 @@ def value_text(f: paper_findings.Finding, e: Evidence, decided: bool = False) ->
             return None if v is None else (v - 1) * 100
         val = f"overhead {numfmt.pct_ci(pct(e.ratio), pct(lo), pct(hi))} (difference of means)"
         ci = "" if has else no_ci
-    elif f.claim == "overhead_pct":
+    elif f is not None and f.claim == "overhead_pct":
         val = "overhead " + numfmt.cost_ci(e.ratio, lo, hi)  # e.ratio: worse-is-higher
         ci = "" if has else no_ci
     else:
@@ -488,7 +485,6 @@ def measured_text(e: Evidence, f: paper_findings.Finding | None = None,
     ``×147 worse — ratio 6.8e-3 […], n = 3``; ``, not significant`` when the interval shown
     holds no difference (``21 % faster, not significant — ratio 1.214 [0.724, 2.034], n =
     3``), ``, undecided`` when none is shown."""
-    f = f or _RATIO
     lo, hi = e.ci
     shown = lo is not None and hi is not None and not intervals.interval_hidden(e.n, lo, hi,
                                                                                decided)
@@ -497,10 +493,6 @@ def measured_text(e: Evidence, f: paper_findings.Finding | None = None,
         words += ", not significant" if shown else ", undecided"
     return f"{words} — {value_text(f, e, decided)}"
 
-
-#: a statement read as a ratio (what :func:`measured_text` shows without one)
-_RATIO = paper_findings.Finding(study="-", seed="000_0.txt", where="-", quote="a ratio, read as one",
-                                claim="direction", expect="slower")
 
 
 def host_lines(trials: Iterable[Any]) -> list[Line]:
