@@ -86,7 +86,7 @@ class TrialClock(ProgressColumn):
     def render(self, task) -> Text:
         o, now = self.owner, time.monotonic()
         if o.stage_started is not None:
-            return Text(f"{o.stage_word} {_clock(now - o.stage_started)}")
+            return Text(f"boot {_clock(now - o.stage_started)}")
         if task.finished:
             return Text("done")
         if o.trial_started is None:
@@ -117,7 +117,6 @@ class RichProgress:
         self.task = None
         self.trial_started: float | None = None
         self.stage_started: float | None = None
-        self.stage_word = ""
         self.stage_what: str | None = None
         self.row = None
         #: (environment, benchmark) → seconds of the trials finished in this run
@@ -157,7 +156,7 @@ class RichProgress:
                 self.bar.update(self.task, description=esc(self._describe(self.row)))
                 self.trial_started = time.monotonic()  # the trial's own time starts now
             return
-        self.stage_started, self.stage_word, self.stage_what = time.monotonic(), "boot", what
+        self.stage_started, self.stage_what = time.monotonic(), what
         self.bar.update(self.task, description=esc(f"{env}: {what}"))
 
     def grow(self, n):
