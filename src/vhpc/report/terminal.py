@@ -214,8 +214,9 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
 
 def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
     """The TCG footnote and the findings, one entry per kind (its scopes listed; the advice of
-    a warning); with ``advice`` every finding with its advice, else the notes (info) counted
-    in one line, left to the HTML report."""
+    a warning); with ``advice`` every finding with its advice, else the notes (info) named in
+    one line, left to the HTML report, and the kinds the headline's rows say already
+    (:data:`ROW_KINDS`) not repeated."""
     emulated = analysis.emulated()
     if emulated:
         console.print(
@@ -225,17 +226,17 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
                 style="bold red",
             )
         )
-    said = ROW_KINDS if not advice and analysis.others() else ()
-    if any(f.kind not in said and (f.kind != "tcg" or not emulated) for f in analysis.findings):
+    said = ROW_KINDS if not advice and analysis.others() else ()  # the rows say these
+    shown = [f for f in analysis.findings
+             if (f.kind != "tcg" or not emulated) and f.kind not in said]
+    if shown:
         console.print(Text("Findings (details in the HTML report)", style="bold"))
         # one entry per kind of finding, its scopes listed, the advice once; a long one
         # continues under its text, not under the level
         grid = Table.grid(padding=(0, 1))
         grid.add_column(width=6, justify="right")
         grid.add_column(overflow="fold")
-        said = ROW_KINDS if not advice and analysis.others() else ()
-        groups = finding_groups([f for f in analysis.findings
-                                 if (f.kind != "tcg" or not emulated) and f.kind not in said])
+        groups = finding_groups(shown)
         notes = [] if advice else [g for g in groups if g.level != "warn"]
         for g in groups:
             if g in notes:
