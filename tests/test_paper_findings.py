@@ -171,11 +171,11 @@ def test_cold_warm_statements_compare_cold_with_native_and_warm_with_cold():
     assert "+27.0 %" in cold.measured
     # warm runs 1.65 / 1.27 = 1.30 times the cold ones: slower, as the paper found
     assert warm.outcome == F.AGREES and "vm (warm) vs vm (cold)" in warm.measured
-    assert "ratio 1.299" in warm.measured and ": slower" in warm.measured
+    assert "30 % slower — ratio 1.299" in warm.measured
     # warm faster than cold: the paper's "slower" is contradicted (the interval lies wholly
     # outside the claim); warm as fast as cold: an interval around 1 cannot tell "slower"
     _, faster = paper.judge("cold-warm", _cold_warm_analysis(warm=1.0))
-    assert faster.outcome == F.DISAGREES and ": faster" in faster.measured
+    assert faster.outcome == F.DISAGREES and "% faster — ratio" in faster.measured
     _, same = paper.judge("cold-warm", _cold_warm_analysis(warm=1.27))
     assert same.outcome == F.CANNOT_TELL
 
@@ -195,7 +195,7 @@ def test_a_statement_against_another_environment_uses_that_one():
     # 4 nodes: 8 MB/s against 5 on 1 node: ratio 8 / 5 = 1.6 as measured (the verdict's
     # worse-is-higher 5 / 8 = 0.625 lies below 1): faster
     assert line.outcome == F.AGREES and "vm-4node vs vm-1node" in line.measured
-    assert "ratio 1.600" in line.measured and ": faster" in line.measured
+    assert "60 % faster — ratio 1.600" in line.measured
 
 
 def test_a_statement_about_a_placement_the_campaign_lacks_says_so():
@@ -337,3 +337,82 @@ def test_several_left_out_points_are_named_by_what_they_share():
             for op in ("bcast", "allreduce", "alltoall")]
     assert paper._points_text(coll + [ev("hpccg", "ranks=3", "mflops")] + coll[:1]) == \
         "hpccg[ranks=3] mflops, 3 osu-coll points at ranks=3,sizes=16"
+
+
+def _p2p_linpack(n: int = 3):
+    """native and vm (kvm): osu-bibw OpTime at 1 B … 1 MiB, the VM 1.20 times native's with
+    ±3 % noise, except 1–16 B where it swings by a factor of 30 (sizes the paper does not plot);
+    linpack Mflop/s, the VM at 1/147 of native's."""
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo, Observation
+
+    obs, tid = [], 0
+    swing = (1.0, 30.0, 1 / 30, 5.0)
+    noise = (0.97, 1.0, 1.03, 1.01)
+    for env, k in (("native", 1.0), ("vm", 1.2)):
+        for j in range(n):
+            for size in (2 ** i for i in range(21)):
+                v = (size / 100 + 1) * k * (swing[j % 4] if size < 32 and env == "vm" else
+                                            noise[j % 4])
+                obs.append(Observation(env, "osu-bibw", "max_size=1048576", f"optime_{size}",
+                                       "us", False, v, valid=True, warmup=False,
+                                       trial_id=tid, session_index=None))
+            obs.append(Observation(env, "linpack", "n=1000", "mflops", "Mflop/s", True,
+                                   1470.0 / (147 if env == "vm" else 1) * noise[j % 4],
+                                   valid=True, warmup=False, trial_id=tid, session_index=None))
+            tid += 1
+    envs = {"native": EnvInfo("native", "native", None, {}), "vm": EnvInfo("vm", "vm", "kvm", {})}
+    return analyse(obs, envs, "native")
+
+
+def test_optime_is_summarised_over_the_papers_sizes_in_words_and_sorted():
+    import re
+
+    from vhpc.report import paper
+
+    (line,) = paper.judge("mpi-p2p", _p2p_linpack())
+    # one measurement over the sizes the paper plots (32 B … 8 MiB; measured to 1 MiB), the
+    # wild 1–16 B points left out: the VM 1.20 times native's OpTime, 20 % slower
+    assert "optime over 32 B–1 MiB, geometric mean of 16 sizes" in line.measured
+    assert "20 % slower — ratio 1.200 [" in line.measured
+    assert len(line.points) == 16 and line.points[0].startswith("32 B: ")
+    sizes = [p.split(":")[0] for p in line.points]
+    assert sizes[:4] == ["32 B", "64 B", "128 B", "256 B"] and sizes[-1] == "1 MiB"
+    # no interval wider than the table would print: bounds within 1000 times each other
+    for text in (line.measured, *line.points):
+        for lo, hi in re.findall(r"\[([\d.e+-]+), ([\d.e+-]+)\]", text):
+            assert float(hi) <= 1000 * float(lo), text
+
+
+def test_a_rate_far_below_native_reads_as_times_worse():
+    from vhpc.report import paper
+
+    (line,) = paper.judge("linpack", _p2p_linpack())
+    assert line.outcome == F.DISAGREES
+    assert "mflops: ×147 worse — ratio 6.8e-3 [" in line.measured
+
+
+def test_a_wide_interval_is_not_printed_on_a_paper_line():
+    from vhpc.report import paper
+
+    e = paper.Evidence("vm", "osu-bibw", "optime_1", "native", 27.25, (3.5e-4, 2.1e6), 3, False)
+    text = paper.measured_text(e)
+    assert "[" not in text and "too few runs for an interval" in text
+    assert text.startswith("×27.2 worse, undecided — ratio 27.25, n = 3")
+
+
+def test_co_run_bandwidth_up_reads_faster_against_the_papers_degradation():
+    from vhpc.analysis import analyse
+    from vhpc.core.metrics import EnvInfo, Observation
+    from vhpc.report import paper
+
+    # the VM beside a co-runner at 1.214 times the bandwidth it had alone (±1 %)
+    obs = [Observation(env, "stream", "", "triad_bw", "GB/s", True, v * k, valid=True,
+                       warmup=False, trial_id=i * 10 + j, session_index=None)
+           for i, (env, v) in enumerate((("alone", 10.0), ("co-high-same", 12.14)))
+           for j, k in enumerate((0.99, 1.0, 1.01, 1.0))]
+    envs = {n: EnvInfo(n, "vm", "kvm", {}) for n in ("alone", "co-high-same")}
+    (line,) = paper.judge("co-run", analyse(obs, envs, "alone"))
+    assert line.paper == "paper: slower beside a co-runner than alone: degradation"
+    assert "co-high-same vs alone, stream triad_bw: 21 % faster — ratio 1.214 [" in line.measured
+    assert line.outcome == F.DISAGREES

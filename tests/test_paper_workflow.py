@@ -315,3 +315,48 @@ def test_a_dry_run_of_a_custom_benchmark_estimates(tmp_path, capsys):
                      r"about \d+ s \(\d+–\d+ s, a rule of thumb", out), out
     assert estimate.fmt_duration(40, 180) == "40 s–3 min"
     assert estimate.fmt_duration(240, 1140) == "4–19 min"
+
+
+def test_the_estimate_counts_an_images_measured_boot_and_scales_guest_trials_from_native(tmp_path):
+    """A past campaign of the same benchmark natively (3 s a trial) and in a guest (60 s a
+    trial: 20 times native's) that booted the image ``grub.qcow2`` in 166 s (its first trial's
+    ``boot_seconds``): a new campaign on that image with another benchmark measured only
+    natively costs 166 s for the boot and native × 20 for its guest trials, all measured here:
+    nothing guessed.  Another image's boot is guessed, and the estimate says so."""
+    from vhpc.core import records
+    from vhpc.spec.parse import bench, campaign as spec_of, env
+    from vhpc.store import Store
+
+    store = Store(tmp_path / "vhpc.db")
+    old = spec_of([bench("stream"), bench("randomaccess")],
+                  [env("native"), env("vm", image="/images/grub.qcow2")], repeats=2, warmup=0)
+    cid = campaign.create(store, old, "old")
+    store.set_fingerprint(cid, "vm", "tcg", {"image": {"path": "/images/grub.qcow2"}})
+    t0 = 1000.0
+    for t in store.trials(cid):
+        vm = t.environment == "vm"
+        d = (60.0 if vm else 3.0) if t.benchmark == "stream" else 3.0
+        if vm and t.benchmark == "randomaccess":
+            continue  # the guest never ran randomaccess: no measurement of it in a guest
+        applied = records.AppliedPlacement(session=0).model_copy(
+            update={"boot_seconds": 166.0}) if vm and t.seq == min(
+                x.seq for x in store.trials(cid) if x.environment == "vm") else None
+        store.finish_trial(t.id, "done", returncode=0, timed_out=False, error=None, stdout="",
+                           stderr="", started=t0, ended=t0 + d,
+                           session_index=(0 if applied else 1) if vm else None,
+                           applied=applied, samples=[])
+        t0 += d
+    new = spec_of([bench("randomaccess")], [env("native"), env("vm", image="/x/grub.qcow2")],
+                  repeats=2, warmup=0)
+    e = estimate.estimate(new, campaign.plan(new), "tcg", store, load=IDLE)
+    # 2 native trials of 3 s, 2 guest trials of 3 s × 20, one boot of 166 s, and the
+    # campaign's start as measured (none: every past campaign booted a guest)
+    assert e.seconds == pytest.approx(2 * 3.0 + 2 * 3.0 * 20 + 166.0)
+    assert e.guessed == ()  # the ratio and the boot were measured here
+    # another image: its boot is guessed, and said so
+    other = spec_of([bench("stream")], [env("native"), env("vm", image="/x/uefi.qcow2")],
+                    repeats=2, warmup=0)
+    e = estimate.estimate(other, campaign.plan(other), "tcg", store, load=IDLE)
+    assert e.guessed == ("vm boots: none of uefi.qcow2 measured here",)
+    assert "guessed: vm boots: none of uefi.qcow2 measured here" in e.text()
+    assert e.seconds == pytest.approx(2 * 3.0 + 2 * 60.0 + estimate.IMAGE_BOOT_S["tcg"])

@@ -44,7 +44,7 @@ def cmd_compare(args) -> int:
     if args.dry_run:
         if spec is None:
             raise UsageError("--dry-run plans a new campaign: drop --resume")
-        return _dry_run(spec, args.out)
+        return _dry_run(spec, args.out, args)
     return run_campaign(args, spec)[0]
 
 
@@ -52,7 +52,7 @@ def cmd_run(args) -> int:
     from vhpc.spec import parse as specmod
 
     spec = specmod.from_file(args.spec)
-    return _dry_run(spec, args.out) if args.dry_run else run_campaign(args, spec)[0]
+    return _dry_run(spec, args.out, args) if args.dry_run else run_campaign(args, spec)[0]
 
 
 def cmd_study(args) -> int:
@@ -73,7 +73,7 @@ def cmd_study(args) -> int:
                          host_knobs=args.host_knob, repeats=args.repeats, warmup=args.warmup,
                          timeout=args.timeout, executor=args.executor, margin=args.margin)
     if args.dry_run:
-        _dry_run(spec, args.out)
+        _dry_run(spec, args.out, args)
         return 0
     args.resume = None
     rc, cid = run_campaign(args, spec)
@@ -278,9 +278,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "('vhpc study list' lists them)")
     st.add_argument("name", help="a study name ('vhpc study list' shows them)")
     st.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]")
-    st.add_argument("--repeats", type=count(1, 10000))
-    st.add_argument("--warmup", type=count(0, 1000))
-    st.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True))
+    st.add_argument("--repeats", type=count(1, 10000),
+                    help="measured rounds of the study's trials (default: the study's own, "
+                         "5 for most); --method rank needs 4 or more for an interval")
+    st.add_argument("--warmup", type=count(0, 1000),
+                    help="warm-up rounds, stored but not analysed (default: the study's own, 1 "
+                         "for most)")
+    st.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True),
+                    help="seconds per trial before it is killed (default 600)")
     st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                     help="as for compare, e.g. hugepages_2m=1024 for the paging study")
     st.add_argument("--executor", metavar=parts.executor_metavar(),

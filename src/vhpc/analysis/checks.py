@@ -81,18 +81,19 @@ def check_findings(trials: Iterable, spec: Mapping[str, Any] | None = None,
     campaign's stored trials (:class:`vhpc.store.TrialRow`); warm-up trials count too (their
     samples are never analysed, but a failing warm-up still says something is wrong).  With the
     campaign's ``spec`` (JSON form) also one ``check-passed`` (info) per checked benchmark
-    saying how many trials agreed with the baseline, so a reader sees every sample was
-    checked; ``invalid``: ids of trials with invalid samples (their own verification failed:
+    saying how many of the other environments' trials agreed with the baseline (its own are
+    the reference, not counted), so a reader sees every sample was checked; ``invalid``: ids of trials with invalid samples (their own verification failed:
     not checked, not counted as agreeing)."""
     failed: dict[str, list[tuple[int, str]]] = {}
     skipped: dict[str, list[str]] = {}
     with_check = checked(spec)
     passed: dict[str, list[int]] = {}
     invalid = set(invalid)
+    baseline = (spec or {}).get("baseline", "native")
     for t in trials:
         error = getattr(t, "error", None) or ""
-        if t.benchmark in with_check and t.status == "done" and (
-                error.startswith(FAILED_PREFIX) or not (error or t.id in invalid)):
+        if t.benchmark in with_check and t.status == "done" and t.environment != baseline \
+                and (error.startswith(FAILED_PREFIX) or not (error or t.id in invalid)):
             key = label(t.benchmark, t.params)
             passed.setdefault(key, [0, 0])[1] += 1
             if not error:
@@ -121,8 +122,7 @@ def check_findings(trials: Iterable, spec: Mapping[str, Any] | None = None,
             "info", scope, f"{len(items)} trial(s) not checked: {items[0]}",
             "run the baseline with the same problem (e.g. give ranks= explicitly) so that its "
             "figure can be compared", kind="check-not-applied"))
-    baseline = (spec or {}).get("baseline", "the baseline")
-    for key, (ok, total) in passed.items():
+    for key, (ok, total) in passed.items():  # the baseline's own trials are not counted
         what = with_check[key.split("[", 1)[0]]
         out.append(Finding(
             "info", key, f"check: {ok} of {total} trials agree with {baseline} ({what}, "

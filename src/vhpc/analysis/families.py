@@ -341,6 +341,10 @@ class FamilySummary:
     #: a signed metric's difference of means env − baseline and its interval, in the metric's
     #: unit (:attr:`~vhpc.analysis.Comparison.difference`); None for a ratio
     difference: tuple[float, float | None, float | None] | None = None
+    #: how its points' ratio intervals were computed, when they share one
+    #: (:attr:`~vhpc.analysis.Comparison.ratio_ci_method`: ``hodges-lehmann`` under
+    #: ``--method rank``); "" when they differ or there is no ratio
+    method: str = ""
 
 
 def _geomean(xs: list[float]) -> float:
@@ -428,10 +432,12 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
                      else "not log-normal (ranks used)")
     note = "" if math.isclose(level, 1.0 - analysis.alpha, rel_tol=0, abs_tol=1e-12) \
         else f"at {level * 100:.4g} %"
+    methods = {c.ratio_ci_method for _, c in comps}
     return FamilySummary(fam, env, gm, low, high, ratios[i_min], ratios[i_max],
                          comps[i_min][0], comps[i_max][0], oh, o_lo, o_hi, verdict, counts,
                          len(comps), n_min, cv_max, emulated, tuple(trust), note,
-                         comps[0][1].runs_needed if len(comps) == 1 else None)
+                         comps[0][1].runs_needed if len(comps) == 1 else None,
+                         method=methods.pop() if len(methods) == 1 else "")
 
 
 def bounds_at(c: Comparison, level: float) -> tuple[float | None, float | None]:

@@ -4,8 +4,10 @@ interval per point) that :mod:`vhpc.report.studyfig` draws and ``results.json`` 
 :func:`figure_data` applies a :class:`~vhpc.campaign.figures.FigureSpec` (sources explained
 there): per panel, the summaries (or, for a relative panel, the comparisons against the
 baseline) whose benchmark and metric match, grouped into series; numeric x values sorted,
-others in report order.  y is the mean with its Student-t interval, or the ratio to the
-baseline with its interval (as in the table: the ratio of geometric means, Welch's t on ln values).
+others in report order.  y is the mean with its Student-t interval (on a panel the paper drew
+with a log y axis: the geometric mean with its interval on the ln scale, as the table gives it,
+whose bounds never fall to 0), or the ratio to the baseline with its interval (as in the table:
+the ratio of geometric means, Welch's t on ln values).
 """
 
 from __future__ import annotations
@@ -197,6 +199,9 @@ def _panel(panel: Panel, analysis: Analysis) -> list[PanelData]:
             if c is None or c.ratio is None:
                 continue
             y, lo, hi = c.ratio, c.ratio_ci[0], c.ratio_ci[1]
+        elif panel.ylog and s.gmean is not None:  # a log axis: the geometric mean and its
+            # interval on the ln scale (the table's), whose bounds stay above 0
+            y, lo, hi = s.gmean, s.gmean_low, s.gmean_high
         else:
             y, lo, hi = s.mean, s.ci_low, s.ci_high
         args = (s.benchmark, s.params, s.metric, s.environment, s.group, m)

@@ -122,7 +122,9 @@ def prepare(spec: CampaignSpec, host: HostFacts | None = None) -> dict[str, Envi
 
 
 class Progress(Protocol):
-    """Callbacks the executor reports to (the CLI draws a progress bar with them)."""
+    """Callbacks the executor reports to (the CLI draws a progress bar with them); one with a
+    ``stage(environment, what)`` method is also told each guest boot or reboot as it starts
+    and ends (the environments' :attr:`~vhpc.environments.base.Environment.stage_hook`)."""
 
     def start(self, total: int, done: int) -> None: ...
     def trial(self, row: TrialRow) -> None: ...
@@ -250,6 +252,9 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
     counts = {DONE: 0, FAILED: 0}
     if progress:
         progress.start(all_trials, all_trials - len(todo))
+    staged = getattr(progress, "stage", None)
+    for env in envs.values() if staged else ():  # a boot or reboot said as it starts
+        env.stage_hook = (lambda what, name=env.name: staged(name, what))
     from vhpc import executors
 
     executor = executors.make(spec.executor, cid)
@@ -281,6 +286,7 @@ def _execute_owned(store: Store, cid: str, progress: Progress | None,
                     progress.grow(len(todo))
     finally:
         for env in envs.values():
+            env.stage_hook = None
             env.close()
             if env.name in recorded:
                 store.clear_leftover(cid, env.name)

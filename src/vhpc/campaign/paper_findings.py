@@ -49,7 +49,13 @@ class Finding(BaseModel):
     What is compared: ``benchmark`` and ``environment`` (patterns; None: every benchmark, every
     environment but the reference) in trial ``group`` (``all``, ``cold``: first trial after a
     boot, ``warm``: later ones) against ``versus`` (an environment name; None: the campaign's
-    baseline; ``self``: the same environment) in ``versus_group``."""
+    baseline; ``self``: the same environment) in ``versus_group``.
+
+    How the paper measured it: ``sizes`` (bytes, low and high) the message sizes its figure
+    plots: a metric swept over sizes (``optime_<size>``) is summarised over the measured sizes
+    in that range (the geometric mean of the per-size ratios, :mod:`vhpc.analysis.families`),
+    not matched size by size; ``terms``: the paper's claim in its own words (``co-run slower
+    than alone``), shown instead of :meth:`stated`'s generic ``VM slower``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     study: str = Field(min_length=1)
@@ -66,6 +72,8 @@ class Finding(BaseModel):
     value: float | None = None
     tolerance: float | None = Field(None, ge=0)
     expect: Literal["slower", "faster", "no-difference"] | None = None
+    sizes: tuple[int, int] | None = None
+    terms: str | None = Field(None, min_length=3)
 
     @model_validator(mode="after")
     def _values(self):
@@ -74,6 +82,8 @@ class Finding(BaseModel):
         missing = [k for k in need if getattr(self, k) is None]
         if missing:
             raise ValueError(f"claim {self.claim} needs {', '.join(missing)}")
+        if self.sizes is not None and not 0 < self.sizes[0] <= self.sizes[1]:
+            raise ValueError("sizes needs 0 < low <= high (bytes)")
         if self.versus == "self" and self.group == self.versus_group:
             raise ValueError("versus self needs group and versus_group to differ")
         return self
@@ -90,6 +100,8 @@ class Finding(BaseModel):
             return f"{self.value:g} % overhead (± {self.tolerance:g})"
         if self.claim == "within_pct":
             return f"within {self.value:g} % of native"
+        if self.terms:
+            return self.terms
         return {"slower": "VM slower", "faster": "VM faster",
                 "no-difference": "no difference found"}[self.expect]
 

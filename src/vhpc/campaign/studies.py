@@ -213,8 +213,10 @@ def _noise(topo, in_vm, protocol):
 
 
 @study("co-run", "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)", FigureSpec(
-    "003", "Fig. 5", "run time beside a co-runner, by co-runner intensity and binding", (
-        Panel("triad_bw|gups", "performance", r"env:co-(low|medium|high)", "co-runner intensity",
+    "003", "Fig. 5", "performance beside a co-runner, by co-runner intensity and binding "
+    "(above 1: faster than alone)", (
+        Panel("triad_bw|gups", "performance (higher is faster)", r"env:co-(low|medium|high)",
+              "co-runner intensity",
               series=r"env:-(same|other)$", relative=True, split="benchmark"),)))
 def _co_run(topo, in_vm, protocol):
     nodes = topo.node_ids

@@ -325,6 +325,12 @@ def fmt_family_overhead(fs: FamilySummary, level: bool = True, margin: float | N
         text = numfmt.pct_ci(fs.overhead_pct, fs.overhead_low, fs.overhead_high)
     elif interval_hidden(fs.n_min, fs.low, fs.high, fs.verdict):
         return numfmt.overhead(fs.ratio, None, None, fs.family.higher_is_better) + ", " + TOO_FEW
+    elif fs.method == stats.RANK and (fs.low is None or fs.high is None):
+        # ranks give no interval below their minimum runs a side (4 at 95 %): say it, with it
+        at = fs.level_note.removeprefix("at ").removesuffix(" %")
+        need = stats.rank_min_runs(float(at) / 100 if at else 0.95)
+        return (numfmt.overhead(fs.ratio, None, None, fs.family.higher_is_better) + ", "
+                + TOO_FEW + (f" by ranks (≥ {need} a side)" if need else " by ranks"))
     else:
         text = numfmt.overhead(fs.ratio, fs.low, fs.high, fs.family.higher_is_better, margin)
     return f"{text} {fmt_family_level(fs)}" if level and fmt_family_level(fs) else text

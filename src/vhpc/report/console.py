@@ -18,6 +18,7 @@ from rich.table import Table
 from vhpc.core.paths import write_atomic
 from vhpc.core.text import markup as esc
 from vhpc.core.text import plain
+from vhpc.report.values import image_label
 
 
 def report_meta(store, cid: str) -> dict[str, Any]:
@@ -112,7 +113,10 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
         if meta["failed"]:
             console.print(f"[red]{meta['failed']} of {meta['trials']} trials failed; "
                           "their errors are in the report.")
-        console.print(f"Report: [bold]{esc(html_path)}[/]  (CSV and JSON beside it)")
+        line = f"Report: {html_path}"  # what is beside it only where the line holds it
+        more = "  (CSV and JSON beside it)"
+        console.print(f"Report: [bold]{esc(html_path)}[/]"
+                      + (more if len(line) + len(more) <= console.width else ""))
     return html_path
 
 
@@ -159,7 +163,9 @@ def dry_run(console: Console, spec, trials, placements: dict[str, str]) -> None:
         params = ", ".join(f"{k}={auto[k] if k in auto else 'auto' if v is None else v}"
                            for k, v in resolved.items())
         rnd = f"warm-up {t.round}" if t.warmup else str(t.round - spec.warmup)
-        table.add_row(str(t.seq), rnd + (" (new session)" if t.fresh else ""), esc(t.environment),
+        image = getattr(spec.environment(t.environment).options, "image", None)
+        table.add_row(str(t.seq), rnd + (" (new session)" if t.fresh else ""),
+                      esc(image_label(t.environment, str(image) if image else None)),
                       esc(t.benchmark), esc(params), esc(placements[t.environment]))
     console.print(table)
     if len(trials) > DRY_RUN_ROWS:

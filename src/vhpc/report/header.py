@@ -51,14 +51,16 @@ def spec_section(spec: Mapping[str, Any] | None,
     """The campaign spec: its environments (a table), its benchmarks (one row per benchmark,
     its parameter sets side by side), its protocol (one line) and the raw JSON collapsed; None
     without a spec.  ``fingerprints``: environment name → its stored fingerprint; an option the
-    fingerprint records with another value shows the value in force (an image's
-    ``boot_timeout`` is 900 s unless given, where the option's default reads 90)."""
+    fingerprint records with another value shows the value in force beside the spec's
+    (``boot_timeout=900.0 in force (the spec's 90.0)``: an image's is 900 s unless given,
+    where the option's default reads 90)."""
     if not spec:
         return None
     envs = []
     for e in spec.get("environments", []):
         fp = (fingerprints or {}).get(str(e.get("name"))) or {}
-        opts = {k: (fp[k] if isinstance(fp.get(k), (str, int, float)) and fp[k] != v
+        opts = {k: (f"{_text(fp[k])} in force (the spec's {_text(v)})"
+                    if isinstance(fp.get(k), (str, int, float)) and fp[k] != v
                     and isinstance(v, (str, int, float)) else v)
                 for k, v in (e.get("options") or {}).items()}
         opts = {k: v for k, v in opts.items() if v not in (None, "", [], {})}

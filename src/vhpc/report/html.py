@@ -109,8 +109,9 @@ def _family_row(analysis: Analysis, fs: FamilySummary, first: bool) -> dict[str,
             "baseline": analysis.baseline,
             "overhead": fmt_family_overhead(fs, level=False, margin=analysis.margin).split(
                 ", " + TOO_FEW)[0],
-            "level": fmt_family_level(fs) or (
-                TOO_FEW if TOO_FEW in fmt_family_overhead(fs, level=False) else ""),
+            "level": fmt_family_level(fs) or (  # with why, by ranks: the runs they need
+                TOO_FEW + fmt_family_overhead(fs, level=False).partition(TOO_FEW)[2]
+                if TOO_FEW in fmt_family_overhead(fs, level=False) else ""),
             "ratio": fmt_family_ratio(fs, analysis.margin),
             "range": [p for p in fmt_family_range(fs).split(" – ") if p], "verdict_text": fs.verdict,
             "counts": fmt_family_counts(fs),
@@ -305,6 +306,7 @@ def render_html(
         checks=check_rows(analysis),
         emulated=analysis.emulated(),
         headline=headline,
+        ranked=any(c.ratio_ci_method == stats.RANK for c in analysis.comparisons),
         factor_note=numfmt.FACTOR_NOTE if any(
             numfmt.is_factor_text(r["overhead"]) for r in [*headline, *metric_rows, *(
                 r for t in point_tables for r in t["rows"])]) else "",

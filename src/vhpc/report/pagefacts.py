@@ -116,7 +116,8 @@ def size_text(points: list[tuple[str, Mapping[str, str]]], leave_out: Iterable[s
 
 def host_load(trials: Iterable[Any]) -> str | None:
     """This host's 1-minute load average around the measured trials, from their stored
-    diagnostics ("load average 1.9 – 10.8 (median 6.2) over 40 trials, 2 CPUs here"); None when
+    diagnostics, before and after each ("load average 1.9 – 10.8 (median 6.2) around 40
+    trials, 2 CPUs"); None when
     no trial stored one (campaigns from before it was recorded)."""
     import os
 
@@ -130,8 +131,8 @@ def host_load(trials: Iterable[Any]) -> str | None:
         return None
     n = sum(1 for t in trials if getattr(getattr(t, "diagnostics", None), "loadavg_before", None))
     return (f"load average {min(loads):.1f} – {max(loads):.1f} (median "
-            f"{statistics.median(loads):.1f}) before and after {n} trials; "
-            f"{os.cpu_count() or '?'} CPUs here")
+            f"{statistics.median(loads):.1f}) around {n} trials, "
+            f"{os.cpu_count() or '?'} CPUs")
 
 
 def _floor(benchmark: str, metric: str) -> float:

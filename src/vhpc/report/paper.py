@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -160,6 +161,8 @@ class Line:
     #: ("left out: hpccg[ranks=3] (CPUs shared between nodes/guests: contention)"), as the
     #: headline leaves them out of its means; "" when none was
     left_out: str = ""
+    #: a size summary's per-size values ("32 B: 3.1 % slower — ratio …"), ascending size
+    points: tuple[str, ...] = ()
 
     def text(self) -> str:
         """The line as plain text ("paper found: ... / this host: ... → outcome (reason)")."""
@@ -204,7 +207,10 @@ class Evidence:
     smaller side), ``emulated`` (either side ran under TCG); ``higher_is_better``: the metric's
     direction (:func:`value_text` shows the ratio as measured, environment / reference);
     ``linear``: a signed metric (compared by the difference of means), whose ``ratio`` and
-    ``ci`` are 1 + the table's worse-positive overhead, relative to the reference's |mean|."""
+    ``ci`` are 1 + the table's worse-positive overhead, relative to the reference's |mean|.
+    ``span``: for a quantity swept over message sizes, the sizes summarised (``32 B–1 MiB,
+    geometric mean of 16 sizes``: ``metric`` is then the quantity) and ``points`` one text per
+    size, in ascending size ("" and () for one metric)."""
 
     environment: str
     benchmark: str
@@ -218,19 +224,28 @@ class Evidence:
     higher_is_better: bool = False
     params: str = ""
     runs: int | None = None
+    span: str = ""
+    points: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
-        """``hpccg[nx=16,ranks=3] mflops``: which point of which benchmark."""
-        return f"{self.benchmark}[{self.params}] {self.metric}" if self.params else \
+        """``hpccg[nx=16,ranks=3] mflops``: which point of which benchmark (``osu-bw optime
+        over 32 B–1 MiB, …`` for a size summary)."""
+        what = f"{self.benchmark}[{self.params}] {self.metric}" if self.params else \
             f"{self.benchmark} {self.metric}"
+        return f"{what} over {self.span}" if self.span else what
 
 
 def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
     """The measurements of ``analysis`` that statement ``f`` compares (its metric, benchmark,
     environment and groups; against the baseline: the campaign's comparisons, otherwise
-    :func:`vhpc.analysis.versus.pairs`)."""
-    from vhpc.analysis import versus
+    :func:`vhpc.analysis.versus.pairs`), in report order (sizes and parameters numerically,
+    :func:`vhpc.analysis.families.natural_key`).  Against the baseline, the points of a
+    quantity swept over message size are one measurement: the family summary
+    (:func:`vhpc.analysis.families.summarise_family`: geometric mean of the per-size ratios,
+    a conservative interval) over the sizes the paper plots (``f.sizes``; every size when it
+    gives none), the per-size values kept as :attr:`Evidence.points`."""
+    from vhpc.analysis import families, versus
 
     if f.against_baseline:
         rows = [(c.environment, c.benchmark, c.metric, analysis.baseline, c.higher_is_better,
@@ -245,17 +260,69 @@ def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
                  (p.low, p.high), p.n, p.method, p.params, p.runs)
                 for p in versus.pairs(analysis, f.group, f.versus, f.versus_group)]
     out = []
+    swept: dict[tuple[str, str, str, str], list[int]] = {}  # (env, bench, params, quantity) → sizes
     for env, bench, metric, ref, hib, ratio, ci, n, method, params, runs in rows:
         if ratio is None or not (paper_findings.matches(f.metric, metric)
                                  and paper_findings.matches(f.benchmark, bench)
                                  and paper_findings.matches(f.environment, env)):
             continue
+        quantity, size = families.split_metric(metric)
+        if f.against_baseline and size is not None and method != stats.DIFFERENCE:
+            swept.setdefault((env, bench, params or "", quantity), []).append(size)
+            continue
         worse, wci = _worse_ratio(ratio, ci, hib)
-        emulated = any(analysis.environments.get(e) is not None and analysis.environments[e].emulated
-                       for e in (env, ref))
+        emulated = _emulated(analysis, env, ref)
         out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated,
                             method == stats.DIFFERENCE, hib, params or "", runs))
-    return out
+    for (env, bench, params, quantity), sizes in swept.items():
+        out.extend(_size_summary(f, analysis, env, bench, params, quantity, sizes))
+    return sorted(out, key=lambda e: (families.natural_key(e.environment),
+                                      families.natural_key(e.label)))
+
+
+def _emulated(analysis: Analysis, *names: str) -> bool:
+    return any(analysis.environments.get(e) is not None and analysis.environments[e].emulated
+               for e in names)
+
+
+def _size_summary(f: paper_findings.Finding, analysis: Analysis, env: str, bench: str,
+                  params: str, quantity: str, sizes: list[int]) -> list[Evidence]:
+    """One :class:`Evidence` for ``quantity`` of ``bench[params]`` swept over ``sizes``
+    (bytes) in ``env`` against the baseline: the family summary over the sizes within
+    ``f.sizes`` (all of them when none is); a lone size stays a measurement of its own; []
+    when no size lies in the paper's range."""
+    from dataclasses import replace
+
+    from vhpc.analysis import families
+
+    lo, hi = f.sizes or (0, float("inf"))
+    keep = sorted(x for x in sizes if lo <= x <= hi)
+    if not keep:
+        return []
+    pts = tuple((x, params, f"{quantity}_{x}") for x in keep)
+    hib = next(c.higher_is_better for x in keep
+               if (c := analysis.comparison(bench, params, f"{quantity}_{x}", env)) is not None)
+    fam = families.Family(bench, params, quantity, "", hib, pts, parameter=families.SIZE)
+    emulated = _emulated(analysis, env, analysis.baseline)
+    ones = []  # each size on its own
+    for _, _, metric in pts:
+        c = analysis.comparison(bench, params, metric, env)
+        w, wci = _worse_ratio(c.ratio, c.ratio_ci, hib)
+        ones.append(Evidence(env, bench, metric, analysis.baseline, w, wci,
+                             min(c.n, c.n_baseline), emulated, False, hib, params,
+                             c.runs_needed))
+    fs = families.summarise_family(analysis, fam, env)
+    if len(keep) == 1 or fs is None or fs.ratio is None:
+        return ones[:1]
+    per_size = tuple(f"{families.fmt_size(x)}: {measured_text(one)}"
+                     for x, one in zip(keep, ones))
+    w, wci = _worse_ratio(fs.ratio, (fs.low, fs.high), hib)
+    span = (f"{families.fmt_size(keep[0])}–{families.fmt_size(keep[-1])}, geometric mean of "
+            f"{len(keep)} sizes")
+    if f.sizes:
+        span += f" (the paper: {families.fmt_size(lo)}–{families.fmt_size(hi)})"
+    return [replace(Evidence(env, bench, quantity, analysis.baseline, w, wci, fs.n_min,
+                             emulated, False, hib, params, None), span=span, points=per_size)]
 
 
 #: why a measurement is left out of a finding (the headline's words, vhpc.report._split)
@@ -302,25 +369,40 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None,
         outcome = DISAGREES if DISAGREES in outs else (AGREES if outs == {AGREES} else CANNOT_TELL)
         first = next(v for v in verdicts if v[1] == outcome)
         rest = [v for v in verdicts if v is not first]
+        group = "" if f.group == "all" else f" ({f.group})"
+        ref_group = "" if f.versus_group == "all" else f" ({f.versus_group})"
 
         def said(v) -> str:
+            """One measurement in words: which, which way, its value; and why it cannot
+            tell (the verdict's reason without its interval, which the value shows by the
+            table's rule)."""
             e, o, why = v
-            group = "" if f.group == "all" else f" ({f.group})"
-            ref = e.versus + ("" if f.versus_group == "all" else f" ({f.versus_group})")
-            what = f"{e.environment}{group} vs {ref}, {e.label}: {value_text(f, e)}"
-            return what + (f" ({why})" if o == CANNOT_TELL else "")
+            seen = why.rsplit(": ", 1)[-1] if f.claim == "direction" and o != CANNOT_TELL else ""
+            seen = "" if seen in ("slower", "faster") else seen  # the words say it already
+            return (f"{e.environment}{group} vs {e.versus}{ref_group}, {e.label}: "
+                    f"{measured_text(e, f, o != CANNOT_TELL)}" + (f": {seen}" if seen else ""))
 
-        e = first[0]
-        group = "" if f.group == "all" else f" ({f.group})"
-        ref = e.versus + ("" if f.versus_group == "all" else f" ({f.versus_group})")
-        seen = first[2].rsplit(": ", 1)[-1] if f.claim == "direction" else ""
-        measured = (f"{e.environment}{group} vs {ref}, {e.label}: {value_text(f, e)}"
-                    + (f": {seen}" if outcome != CANNOT_TELL and seen else ""))
-        reasons = sorted({v[2] for v in verdicts if v[1] == outcome and v[1] == CANNOT_TELL})
-        out.append(Line(f.quote, source, f"paper: {f.stated()}", measured, outcome,
-                        "; ".join(reasons), tuple(f"{said(v)} → {v[1]}" for v in rest),
-                        left_out=left))
+        out.append(Line(f.quote, source, f"paper: {f.stated()}", said(first), outcome,
+                        _reason(first[1], first[2]),
+                        tuple(f"{said(v)} → {v[1]}" + (f" ({_reason(v[1], v[2])})"
+                                                        if v[1] == CANNOT_TELL else "")
+                              for v in rest),
+                        left_out=left, points=first[0].points))
     return out
+
+
+def _reason(outcome: str, why: str) -> str:
+    """What a line says after its outcome: for cannot tell, the verdict's reason without the
+    interval it quotes (``ratio … : not equivalent within ±5 %; ≈12 runs each to decide`` →
+    ``not equivalent within ±5 %; ≈12 runs each to decide``: the value beside it shows the
+    interval by the table's rule); "" otherwise."""
+    if outcome != CANNOT_TELL:
+        return ""
+    head, sep, tail = why.partition("; ")
+    if head.startswith(("ratio ", "overhead ")):
+        seen = head.rsplit(": ", 1)[-1] if ": " in head else ""
+        return "; ".join(p for p in (seen, tail) if p)
+    return why
 
 
 def _points_text(found: list[Evidence]) -> str:
@@ -340,26 +422,53 @@ def _points_text(found: list[Evidence]) -> str:
     return ", ".join(out)
 
 
-def value_text(f: paper_findings.Finding, e: Evidence) -> str:
+def direction_text(e: Evidence) -> str:
+    """Which way the environment went against its reference, in words, from the point
+    estimate: ``21 % faster`` / ``8.0 % slower`` (the metric's own change: a bandwidth 1.21
+    times the reference's is 21 % faster, a time 1.08 times it 8.0 % slower), as a factor from
+    :data:`vhpc.core.numfmt.FACTOR_FROM` times on (``×147 worse``, ``×12.5 better``: the
+    table's cost factor); ``the same`` at a ratio of exactly 1.  A signed metric: its
+    overhead relative to the reference's |mean| (``+12.0 % worse``)."""
+    w = e.ratio  # worse-is-higher
+    if w == 1:
+        return "the same"
+    if e.linear:
+        pct = (w - 1) * 100
+        return f"{numfmt.pct(abs(pct))[1:]} {'worse' if pct > 0 else 'better'}"
+    if math.isnan(w) or w <= 0:
+        return "—"
+    if w >= numfmt.FACTOR_FROM or w <= 1 / numfmt.FACTOR_FROM:  # the table's factor form
+        return f"{numfmt.factor(w)} worse" if w > 1 else f"{numfmt.factor(1 / w)} better"
+    raw = 1 / w if e.higher_is_better else w  # the metric's own ratio, environment / reference
+    change = abs(raw - 1) * 100
+    digits = ".2g" if change < 1 else ".1f" if change < 10 else ".0f"
+    return f"{change:{digits}} % {'slower' if w > 1 else 'faster'}"
+
+
+def value_text(f: paper_findings.Finding | None, e: Evidence, decided: bool = False) -> str:
     """The measured value of ``e`` with its interval and n, as the figure shows it: the
-    overhead for an overhead statement (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the environment
-    is worse), else the ratio environment / reference in the metric's own sense (``ratio 0.020
-    [0.015, 0.026], n = 5``: bandwidth at 2 %); ``no interval`` when there is none, and
-    :data:`vhpc.core.intervals.TOO_FEW` below 3 runs a side (the finding cannot tell then)."""
+    overhead for an overhead statement ``f`` (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the
+    environment is worse), else (also for ``f`` None) the ratio environment / reference in the
+    metric's own sense (``ratio 0.020 [0.015, 0.026], n = 5``: bandwidth at 2 %), then n.  The interval follows the table's rule
+    (:func:`vhpc.core.intervals.interval_hidden`; ``decided``: the line's outcome was read off
+    it, so it is shown): below 3 runs a side or wider than
+    :data:`vhpc.core.intervals.WIDE_FACTOR` times it is :func:`vhpc.core.intervals.too_few_text`
+    with the runs that would decide, after n (``ratio 0.927, n = 2; too few runs …``);
+    ``no interval`` when there is none."""
     lo, hi = e.ci
     has = lo is not None and hi is not None
-    if has and e.n < intervals.MIN_INTERVAL_RUNS:  # cannot tell below 3 runs: no bounds shown
+    if has and intervals.interval_hidden(e.n, lo, hi, decided):
         lo = hi = None
         has = False
-        no_ci = f" ({intervals.TOO_FEW})"
+        no_ci = f"; {intervals.too_few_text(e.runs)}"
     else:
-        no_ci = " (no interval)"
+        no_ci = "; no interval"
     if e.linear:  # a signed metric: its difference relative to the reference's |mean|
         def pct(v: float | None) -> float | None:
             return None if v is None else (v - 1) * 100
         val = f"overhead {numfmt.pct_ci(pct(e.ratio), pct(lo), pct(hi))} (difference of means)"
         ci = "" if has else no_ci
-    elif f.claim == "overhead_pct":
+    elif f is not None and f.claim == "overhead_pct":
         val = "overhead " + numfmt.cost_ci(e.ratio, lo, hi)  # e.ratio: worse-is-higher
         ci = "" if has else no_ci
     else:
@@ -367,7 +476,23 @@ def value_text(f: paper_findings.Finding, e: Evidence) -> str:
         ends = sorted((raw(lo), raw(hi))) if has else (None, None)
         val = "ratio " + numfmt.ratio_ci(raw(e.ratio), *ends)
         ci = "" if has else no_ci
-    return f"{val}{ci}, n = {e.n}"
+    return f"{val}, n = {e.n}{ci}"
+
+
+def measured_text(e: Evidence, f: paper_findings.Finding | None = None,
+                  decided: bool = False) -> str:
+    """The direction in words, then the value (:func:`direction_text`, :func:`value_text`):
+    ``×147 worse — ratio 6.8e-3 […], n = 3``; ``, not significant`` when the interval shown
+    holds no difference (``21 % faster, not significant — ratio 1.214 [0.724, 2.034], n =
+    3``), ``, undecided`` when none is shown."""
+    lo, hi = e.ci
+    shown = lo is not None and hi is not None and not intervals.interval_hidden(e.n, lo, hi,
+                                                                               decided)
+    words = direction_text(e)
+    if words != "the same" and not (shown and (lo > 1 or hi < 1)):
+        words += ", not significant" if shown else ", undecided"
+    return f"{words} — {value_text(f, e, decided)}"
+
 
 
 def host_lines(trials: Iterable[Any]) -> list[Line]:
@@ -470,6 +595,7 @@ Ranks of different nodes or guests shared a host CPU ({{ text }}); these points 
 {% for l in lines %}<li class="finding-line o-{{ l.outcome|replace(' ', '-') }} k-{{ l.kind }}">{% if l.kind == "paper" %}<b>paper found:</b> {{ l.statement|quote }}
 <span class="src">({{ l.source }}; {{ l.paper }})</span>{% else %}<b>this run:</b> {{ l.statement }} <span class="src">({{ l.source }})</span>{% endif %} — <b>this host:</b> {{ l.measured }} →
 <span class="outcome">{{ l.outcome }}</span>{% if l.reason %} ({{ l.reason }}){% endif %}{% if l.left_out %} <span class="left-out src">{{ l.left_out }}</span>{% endif %}
+{% if l.points %}<details class="sizes"><summary>per size ({{ l.points|length }})</summary><ul>{% for m in l.points %}<li>{{ m }}</li>{% endfor %}</ul></details>{% endif %}
 {% if l.more %}<details class="more"><summary>… and {{ l.more|length }} more</summary><ul>{% for m in l.more %}<li>{{ m }}</li>{% endfor %}</ul></details>{% endif %}</li>
 {% endfor %}</ul>
 {% else %}<p class="no-findings">No stated findings are stored for this study.</p>{% endif %}
@@ -554,7 +680,7 @@ table { border-collapse: collapse; font-size: .85rem; } th, td { border: 1px sol
 {% for e in entries %}{% set n = [e.lines|length, 1]|max %}
 <tr class="study-row" data-study="{{ e.name }}"><td rowspan="{{ n }}"><a href="#study-{{ e.name }}">{{ e.name }}</a><br><small>{{ e.number }}</small>{% if e.limits %}<div class="limits">{% for l in e.limits %}<div>{{ l }}</div>{% endfor %}</div>{% endif %}</td>
 <td rowspan="{{ n }}" class="status s-{{ e.status.split(' ')[0] }}"><b>{{ e.status }}</b>{% if e.why and e.lines %}<div class="why">{{ e.why }}</div>{% endif %}</td>
-{% if e.lines %}{% for l in e.lines %}{% if not loop.first %}<tr>{% endif %}<td>{% if l.kind == "paper" %}{{ l.statement|quote }}{% else %}{{ l.statement }}{% endif %}<div class="src">{{ l.paper }} ({{ l.source }})</div></td><td>{{ l.measured }}</td>
+{% if e.lines %}{% for l in e.lines %}{% if not loop.first %}<tr>{% endif %}<td>{% if l.kind == "paper" %}{{ l.statement|quote }}{% else %}{{ l.statement }}{% endif %}<div class="src">{{ l.paper }} ({{ l.source }})</div></td><td>{{ l.measured }}{% if l.points %}<details class="sizes"><summary>per size ({{ l.points|length }})</summary><ul>{% for m in l.points %}<li>{{ m }}</li>{% endfor %}</ul></details>{% endif %}</td>
 <td class="o-{{ l.outcome|replace(' ', '-') }}"><span class="outcome">{{ l.outcome }}</span>{% if l.reason %}<div class="src">{{ l.reason }}</div>{% endif %}{% if l.left_out %}<div class="src left-out">{{ l.left_out }}</div>{% endif %}</td></tr>
 {% endfor %}{% else %}<td colspan="3" class="why-wide">{{ e.why or "—" }}</td></tr>{% endif %}
 {% endfor %}

@@ -17,6 +17,7 @@ import matplotlib
 import numpy as np
 
 from vhpc.analysis.figdata import FigureData, PanelData
+from vhpc.core import intervals
 from vhpc.report.figures import COLORS, RC, log_ticks, new_figure, render
 from vhpc.report.sweeps import shade_shared, size_axis
 
@@ -42,8 +43,16 @@ def _span_decades(pd: PanelData) -> float:
     return math.log10(max(ys) / min(ys)) if len(ys) > 1 else 0.0
 
 
-def _few(p) -> bool:
-    return p.n < MIN_N
+def _few(p, logy: bool = False) -> bool:
+    """Whether ``p`` is drawn without an interval (hollow or pale): fewer than :data:`MIN_N`
+    runs; on a log axis (``logy``) also an interval with a bound ≤ 0 (no place on it: the
+    figure data gives log-scale panels the geometric interval, whose bounds are positive) or
+    one wider than :data:`vhpc.core.intervals.WIDE_FACTOR` times (the table prints none)."""
+    if p.n < MIN_N:
+        return True
+    if not logy or p.low is None or p.high is None:
+        return False
+    return not (p.low > 0 and p.high <= p.low * intervals.WIDE_FACTOR)
 
 
 #: a bar panel's linear y axis stops at this multiple of its tallest bar: wider intervals (two
@@ -81,7 +90,7 @@ def series_colors(fd: FigureData) -> dict[str, str]:
 
 
 def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None,
-               clip: bool = True) -> None:
+               clip: bool = True, logy: bool = False) -> None:
     """Grouped bars, one group per x value (:func:`natural_order`), one bar per series, each
     series in its colour (``colors``: label → colour); a TCG point's bar is hatched."""
     cats: list = []
@@ -97,7 +106,7 @@ def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None,
         xs = [idx[p.x] - 0.4 + w * (i + 0.5) for p in s.points]
         # a point from too few runs has no interval: NaN draws no bar and no cap (0 drew a
         # flat cap on the point)
-        errs = np.array([(np.nan, np.nan) if _few(p) else _err(p) for p in s.points]).T \
+        errs = np.array([(np.nan, np.nan) if _few(p, logy) else _err(p) for p in s.points]).T \
             if s.points else None
         tcg = [p.emulated for p in s.points]
         tag = " (TCG)" if tcg and all(tcg) else (" (hatched: TCG)" if any(tcg) else "")
@@ -109,14 +118,14 @@ def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None,
             if emulated:
                 patch.set_hatch("//")
                 patch.set_edgecolor("black")
-            if _few(p):
+            if _few(p, logy):
                 patch.set_alpha(0.35)
     ax.set_xticks(range(len(cats)))
     ax.set_xticklabels([str(c) for c in cats], rotation=20 if len(cats) > 4 else 0,
                        ha="right" if len(cats) > 4 else "center")
     tallest = max((p.y for s in pd.series for p in s.points), default=0.0)
     highest = max((p.high for s in pd.series for p in s.points  # drawn bars only
-                   if p.high is not None and math.isfinite(p.high) and not _few(p)),
+                   if p.high is not None and math.isfinite(p.high) and not _few(p, logy)),
                   default=0.0)
     if clip and not pd.ylog and tallest > 0 and highest > CLIP * tallest:
         ax.set_ylim(min(0.0, ax.get_ylim()[0]), CLIP * tallest)
@@ -137,12 +146,12 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
                 continue
             xs = [p.x for p in pts]
             ys = [p.y for p in pts]
-            errs = np.array([(np.nan, np.nan) if _few(p) else _err(p) for p in pts]).T
+            errs = np.array([(np.nan, np.nan) if _few(p, logy) else _err(p) for p in pts]).T
             tcg = any(p.emulated for p in pts)
             color = (colors or {}).get(s.label, COLORS[i % len(COLORS)])
             ax.errorbar(xs, ys, yerr=errs, marker="o", ms=4, capsize=2, color=color,
                         linestyle="--" if tcg else "-", label=s.label + (" (TCG)" if tcg else ""))
-            few = [p for p in pts if _few(p)]
+            few = [p for p in pts if _few(p, logy)]
             if few:  # hollow: no interval from fewer than MIN_N samples
                 ax.plot([p.x for p in few], [p.y for p in few], "o", ms=6, color=color,
                         markerfacecolor="white", zorder=3)
@@ -168,7 +177,7 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     else:  # a log axis has room for every interval: bars are cut only on a linear one
-        _draw_bars(ax, pd, colors, clip=not logy)
+        _draw_bars(ax, pd, colors, clip=not logy, logy=logy)
     if pd.relative:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
     for label, value, *cats in refs:
@@ -181,19 +190,24 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
                           label=f"paper: {label}" if k == 0 else None)
         else:
             ax.axhline(value, color="#b00020", lw=1.0, ls=":", label=f"paper: {label}")
-    if logy:  # from below the smallest value (a bar from 0 has no place on a log axis)
+    if logy:  # from below the smallest value (a bar from 0 has no place on a log axis) and
+        # below every drawn interval: no whisker runs into the axis' floor
+        drawn = [p for s in pd.series for p in s.points if not _few(p, True)]
         ys = [p.y for s in pd.series for p in s.points]
-        tops = [p.high for s in pd.series for p in s.points
-                if p.high is not None and math.isfinite(p.high) and p.high > 0]
+        tops = [p.high for p in drawn if p.high is not None and math.isfinite(p.high)]
+        lows = [p.low for p in drawn if p.low is not None and math.isfinite(p.low)]
         ax.set_yscale("log")
-        ax.set_ylim(min(ys) / 3, max([*ys, *tops]) * 2)
+        ax.set_ylim(min([min(ys) / 3, *(lo / 1.5 for lo in lows)]), max([*ys, *tops]) * 2)
         log_ticks(ax, *ax.get_ylim())
     elif positive and pd.numeric_x:  # a linear axis starts at 0: one point is not zoomed to ±5 %
         ax.set_ylim(bottom=0)
-    if any(_few(p) for s in pd.series for p in s.points):  # said in the legend
+    if any(_few(p, logy) for s in pd.series for p in s.points):  # said in the legend
+        wide = any(_few(p, logy) and p.n >= MIN_N for s in pd.series for p in s.points)
         ax.plot([], [], "o" if pd.numeric_x else "s", color="gray", markerfacecolor="white",
                 alpha=1.0 if pd.numeric_x else 0.35,
-                label=f"{'hollow' if pd.numeric_x else 'pale'}: n < {MIN_N}, no interval")
+                label=f"{'hollow' if pd.numeric_x else 'pale'}: n < {MIN_N}"
+                      + (f" or interval > ×{intervals.WIDE_FACTOR:,.0f}" if wide else "")
+                      + ", no interval")
     dropped = pd.numeric_x and pd.xlog and any(p.x <= 0 for s in pd.series for p in s.points)
     ax.set_xlabel(pd.xlabel + (" (0 B left out: no place on a log axis)" if dropped else ""))
     ax.set_ylabel(pd.ylabel + (f" [{pd.unit}]" if pd.unit and "[" not in pd.ylabel else ""))

@@ -106,6 +106,17 @@ def shade_shared(ax, xs: Iterable[float], label: bool = True) -> None:
                    if label and k == 0 else None)
 
 
+def _log_error_bar(s) -> tuple[float, float]:
+    """The error bar (below, above) of a geometric mean from its ln-scale interval; none (0,
+    0) below 3 runs or for an interval wider than :data:`vhpc.core.intervals.WIDE_FACTOR`
+    times (the table prints none then either)."""
+    from vhpc.core import intervals
+
+    if s.gmean_low is None or intervals.interval_hidden(s.n, s.gmean_low, s.gmean_high):
+        return 0.0, 0.0
+    return s.gmean - s.gmean_low, s.gmean_high - s.gmean
+
+
 def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
                   shared_x: Iterable[float] = ()) -> str | bytes | None:
     """A sweep as the seed papers draw it (Youseff et al., VTDC 2006, Fig. 1-3; Lange et al.,
@@ -115,7 +126,9 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
     log2 axis, 0 B one octave left of 1 B; or the swept parameter's value, log2 when it spans
     a factor of 8), one line per environment including the baseline, error bars
     = the Student-t interval of each mean; y on a log axis when the means span more than two
-    decades (:data:`LOG_SPAN`).  Right: the ratio env / baseline per point with its interval
+    decades (:data:`LOG_SPAN`), then the geometric means with their ln-scale intervals (the
+    table's; none from fewer than 3 runs or wider than 1000 times), the axis' floor below
+    every drawn bound.  Right: the ratio env / baseline per point with its interval
     (the table's: Welch's t on ln values, Fieller's for values ≤ 0), a dashed line at 1; filled markers where the
     point's verdict is significant (Holm), hollow otherwise.  ``shared_x``: points whose ranks
     of different nodes or guests shared a host CPU, shaded in both panels.  Returns SVG text /
@@ -132,15 +145,24 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
         ax, axr = fig.add_subplot(), None
     means: list[float] = []
     drawn = False
+    curves = []
+    for env in analysis.environment_order():
+        xs, sums = _sweep_points(
+            fam, lambda p, m: analysis.summary(fam.benchmark, p, m, env), "mean")
+        if xs:
+            curves.append((env, xs, sums))
+            means += [s.mean for s in sums]
+    # a log axis: every curve's geometric mean with its ln-scale interval (positive bounds,
+    # the table's), so no whisker runs into the axis' floor
+    logy = bool(means) and _span_log(means) and min(means) > 0 \
+        and all(s.gmean is not None for _, _, sums in curves for s in sums)
+    floor = min(means) / 4 if logy else 0.0
     with matplotlib.rc_context(RC):
-        for env in analysis.environment_order():
-            xs, sums = _sweep_points(
-                fam, lambda p, m: analysis.summary(fam.benchmark, p, m, env), "mean")
-            if not xs:
-                continue
-            ys = [s.mean for s in sums]
-            means += ys
-            bars = [mean_error_bar(s) for s in sums]
+        for env, xs, sums in curves:
+            ys = [s.gmean if logy else s.mean for s in sums]
+            bars = [_log_error_bar(s) if logy else mean_error_bar(s) for s in sums]
+            if logy:
+                floor = min([floor, *(y - b for y, (b, _) in zip(ys, bars) if b)])
             ax.errorbar(xs, ys, yerr=bar_errors([b for b, _ in bars], [h for _, h in bars]),
                         marker="o",
                         ms=3, capsize=2, color=colors.get(env, "grey"), linewidth=1.2,
@@ -150,9 +172,9 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
             return None
         allx = [_at(x) if fam.by_size else x for x in fam.xs if x is not None]
         _x_axis(ax, fam, allx)
-        if _span_log(means) and min(means) > 0:
+        if logy:
             ax.set_yscale("log")
-            ax.set_ylim(bottom=min(means) / 4)  # a bar reaching 0 must not stretch the axis
+            ax.set_ylim(bottom=floor / 1.5)  # below every drawn interval
             log_ticks(ax, *ax.get_ylim())
         zero = fam.by_size and 0 in fam.xs
         ax.set_xlabel(("message size [bytes; K = KiB, M = MiB]" + (" (0 B left of 1 B)" if zero

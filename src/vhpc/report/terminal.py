@@ -11,6 +11,7 @@ from rich.text import Text
 
 from vhpc.analysis import Analysis
 from vhpc.core.numfmt import FACTOR_NOTE, is_factor_text
+from vhpc.core.stats import RANK
 from vhpc.report import (TCG_MARK, TOO_FEW, common_notes, comparison_rows, env_header,
                          env_label, family_centre, family_metric_label, finding_groups,
                          fmt_centre, fmt_family_counts, fmt_family_level, fmt_family_overhead,
@@ -27,18 +28,33 @@ SCOPES = 3
 TCG_TRUST = "TCG emulation, not KVM"
 
 
+#: the line above a headline decided by ranks (``--method rank``)
+RANK_LINE = ("By ranks (--method rank): HL overhead = the Hodges–Lehmann ratio the verdict is "
+             "read off, with its Mann–Whitney interval")
+
+
 def _caption(analysis: Analysis) -> str:
     base, conf = analysis.baseline, f"{analysis.confidence * 100:g} %"
     levels = ("1 − α/m for every row, simultaneous" if p_adjustment(analysis) == "Bonferroni"
               else "Holm's where it says slower/faster, 1 − α/m for the rest")
     return (f"geo. mean of each side over n runs (\"mean … ± half-width\": arithmetic, where a"
             f" value is ≤ 0); ratio = env/{base} of those means, with the"
-            f" interval the verdict is read off (Welch's t on ln values; {conf}, or the level"
+            f" interval the verdict is read off ({_method_words(analysis)}; {conf}, or the level"
             f" of the primary metrics' family where named: {levels}); overhead > 0: environment"
             f" worse in the metric's direction; p: {p_adjustment(analysis)}-adjusted;"
             " slower/faster: the interval"
             f" excludes 1; equivalent: it lies within ±{analysis.margin * 100:g} %;"
             " inconclusive: neither")
+
+
+def _method_words(analysis: Analysis) -> str:
+    """How the ratios' intervals were computed, in words: Welch's t on ln values, or (``--method
+    rank``) the Hodges–Lehmann ratio with the Mann–Whitney interval (its ratio is that
+    estimate, not the geo. means' quotient)."""
+    if any(c.ratio_ci_method == RANK for c in analysis.comparisons):
+        return ("by ranks, --method rank: the Hodges–Lehmann ratio with the Mann–Whitney "
+                "interval on ln values, not the geo. means' quotient")
+    return "Welch's t on ln values"
 
 
 def render_table(analysis: Analysis, console: Console | None = None, title: str | None = None,
@@ -198,8 +214,9 @@ def render_metrics(analysis: Analysis, title: str | None = None) -> Table:
 
 def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
     """The TCG footnote and the findings, one entry per kind (its scopes listed; the advice of
-    a warning); with ``advice`` every finding with its advice, else the notes (info) counted
-    in one line, left to the HTML report."""
+    a warning); with ``advice`` every finding with its advice, else the notes (info) named in
+    one line, left to the HTML report, and the kinds the headline's rows say already
+    (:data:`ROW_KINDS`) not repeated."""
     emulated = analysis.emulated()
     if emulated:
         console.print(
@@ -209,15 +226,17 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
                 style="bold red",
             )
         )
-    if analysis.findings:
+    said = ROW_KINDS if not advice and analysis.others() else ()  # the rows say these
+    shown = [f for f in analysis.findings
+             if (f.kind != "tcg" or not emulated) and f.kind not in said]
+    if shown:
         console.print(Text("Findings (details in the HTML report)", style="bold"))
         # one entry per kind of finding, its scopes listed, the advice once; a long one
         # continues under its text, not under the level
         grid = Table.grid(padding=(0, 1))
         grid.add_column(width=6, justify="right")
         grid.add_column(overflow="fold")
-        groups = finding_groups([f for f in analysis.findings
-                                 if f.kind != "tcg" or not emulated])
+        groups = finding_groups(shown)
         notes = [] if advice else [g for g in groups if g.level != "warn"]
         for g in groups:
             if g in notes:
@@ -237,9 +256,14 @@ def _footer(analysis: Analysis, console: Console, advice: bool) -> None:
             grid.add_row(level, line)
         if notes:
             grid.add_row(Text("info", style="cyan"),
-                         Text(f"{len(notes)} kind(s) of note: "
+                         Text("also noted, in the HTML report: "
                               + "; ".join(g.head.split(":")[0] for g in notes)[:150], style="dim"))
         console.print(grid)
+
+
+#: kinds of findings the headline's rows say already (the verdict and the runs to decide it,
+#: "too few runs", "noisy (CV …)", the check line): not repeated beneath them in the terminal
+ROW_KINDS = frozenset({"inconclusive", "few-samples", "high-variation", "check-passed"})
 
 
 def _short_env(analysis: Analysis, env: str) -> Text:
@@ -286,26 +310,30 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     if not rows:
         console.print(Text("no comparison against " + analysis.baseline, style="yellow"))
         return Table()
-    # said once: every row's note above the table; emulation by "(TCG)" and the footnote
-    common = [t for t in common_notes([r.trust for r in rows]) if t != TCG_TRUST]
+    # said once: every row's note above the table (emulation too, when every row is: as the
+    # HTML report says it); a row's own emulation by "(TCG)" and the footnote
+    common = common_notes([r.trust for r in rows])
     said = {*common, TCG_TRUST}
     conf = f"{analysis.confidence * 100:g} %"
     envs = [_short_env(analysis, r.summary.environment) for r in rows]
     # the overhead with its interval on one line, a Holm level (or why no interval) beneath
     texts = [fmt_family_overhead(r.summary, level=False, margin=analysis.margin) for r in rows]
     numbers = [t.split(", " + TOO_FEW)[0] for t in texts]
-    # "too few runs for an interval" wrapped to the column the numbers need, so the verdict
-    # beside it keeps its width
-    few = textwrap.wrap(TOO_FEW, max(19, *map(len, numbers)))
-    cells = [Text("\n".join(filter(None, [n] + (few if TOO_FEW in t else [])
+    # "too few runs for an interval" (and why, by ranks) wrapped to the column the numbers
+    # need, so the verdict beside it keeps its width
+    width = max(19, *map(len, numbers))
+    cells = [Text("\n".join(filter(None, [n] + (textwrap.wrap(t[len(n) + 2:], width)
+                                               if TOO_FEW in t else [])
                                   + [fmt_family_level(r.summary)])))
              for r, t, n in zip(rows, texts, numbers)]
+    ranked = any(r.summary.method == RANK for r in rows)
     centres = [Text(fmt_centre(family_centre(analysis, r.summary.family, r.summary.environment),
                                r.summary.family.unit)) for r in rows]
     all_pass = all(r.check == "pass" for r in rows)  # said once, above
     verdicts = [_verdict_cell(r.summary, "" if all_pass else r.check) for r in rows]
     trusts = [[t for t in r.trust if t not in said] for r in rows]
-    heads = ("environment", "geo. mean", "overhead [interval]", "verdict")
+    heads = ("environment", "geo. mean", "HL overhead [interval]" if ranked
+             else "overhead [interval]", "verdict")
     # the overhead with its interval on one line; the verdict takes the rest of the width
     # (at least "insufficient data"), what limits trust a line of its own beneath the row
     widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
@@ -322,6 +350,8 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
 
     console.print(Text(title or f"Overhead relative to {analysis.baseline}", style="bold"),
                   justify="center")
+    if ranked:
+        console.print(Text(RANK_LINE, style="bold"), overflow="fold")
     if common:
         console.print(Text("Limits trust in every row: " + "; ".join(common), style="yellow"),
                       overflow="fold")
@@ -365,7 +395,9 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
             note.add_column(width=max(20, console.width - widths[0] - 2), overflow="fold")
             note.add_row("", Text("limits trust: " + "; ".join(trusts[i]), style="yellow"))
             console.print(note)
-    console.print(Text(f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
+    console.print(Text(("HL overhead: from the Hodges–Lehmann ratio, not the geo. means' "
+                        "quotient; " if ranked else "")
+                       + f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
                        f" [{conf} interval, or at the family level it names];"
                        f" margin ±{analysis.margin * 100:g} % (equivalent: the interval inside it)"
                        + "; geo. mean: of the valid runs, as the ratio divides"

@@ -63,7 +63,13 @@ def env_label(analysis: Analysis, env: str) -> str:
     name does not say it already (a user's ``name=`` that names it stays as given)."""
     info = analysis.environments.get(env)
     image = (info.fingerprint or {}).get("image") if info is not None else None
-    path = image.get("path") if isinstance(image, dict) else None
+    return image_label(env, image.get("path") if isinstance(image, dict) else None)
+
+
+def image_label(env: str, path) -> str:
+    """``env`` with the file name of the image ``path`` it boots (``vm:bench.qcow2``), unless
+    the name says it already; ``env`` when there is none: the one rule of :func:`env_label`,
+    also for a plan, whose environments have booted nothing yet (the ``image=`` option)."""
     if not isinstance(path, str) or not path:
         return env
     base = path.rstrip("/").rsplit("/", 1)[-1]

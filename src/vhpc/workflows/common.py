@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 from rich.console import Console, RenderHook
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
+                           SpinnerColumn, TextColumn, TimeElapsedColumn)
+from rich.text import Text
 
 from vhpc.core.errors import VhpcError
 from vhpc.core.text import markup as esc
@@ -65,29 +66,98 @@ class UsageError(VhpcError):
     """A command line argparse rejects (unknown flag, missing value, bad number)."""
 
 
+def _clock(seconds: float) -> str:
+    """``0:05:21``: seconds as h:mm:ss."""
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class TrialClock(ProgressColumn):
+    """The bar's last column: ``ETA 0:04:10`` while the trial under way is within what the
+    trials before it took (the mean of those of its environment and benchmark, else of its
+    environment, in this run); once it runs beyond that, or with nothing to go by, its own
+    elapsed time instead (``trial 0:05:21, ≈0:00:40 expected``), and during a boot the boot's
+    (``boot 0:02:33``): an ETA from the rate so far would stand still meanwhile."""
+
+    def __init__(self, owner: "RichProgress"):
+        super().__init__()
+        self.owner = owner
+
+    def render(self, task) -> Text:
+        o, now = self.owner, time.monotonic()
+        if o.stage_started is not None:
+            return Text(f"boot {_clock(now - o.stage_started)}")
+        if task.finished:
+            return Text("done")
+        if o.trial_started is None:
+            return Text("ETA -:--:--")
+        took, expected = now - o.trial_started, o.expected()
+        if expected is None or took > expected or task.time_remaining is None:
+            return Text(f"trial {_clock(took)}"
+                        + (f", ≈{_clock(expected)} expected" if expected is not None else ""))
+        return Text(f"ETA {_clock(task.time_remaining)}")
+
+
 class RichProgress:
-    """Campaign progress: a bar with done/total, elapsed time and ETA; failures are printed.
-    Names, parameters and benchmark output are shown as text, never read as markup.  The bar
-    is redrawn :data:`REFRESH_HZ` times a second by rich's thread while trials run: each
-    redraw took 0.45 ms of CPU, beside the benchmark being measured."""
+    """Campaign progress: a bar with done/total, elapsed time and :class:`TrialClock` (the ETA,
+    or the running trial's or boot's own time); failures are printed, and a line for every
+    boot or reboot of a guest (:meth:`stage`, the environments' stage hook while the campaign
+    runs).  Names, parameters and benchmark output are shown as text, never read as markup.
+    The bar is redrawn :data:`REFRESH_HZ` times a second by rich's thread while trials run:
+    each redraw took 0.45 ms of CPU, beside the benchmark being measured."""
 
     #: redraws a second (rich's default is 10); the clock columns show whole seconds
     REFRESH_HZ = 2
 
     def __init__(self, con: Console):
         self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                            TimeRemainingColumn(), console=con, transient=False,
+                            MofNCompleteColumn(), TimeElapsedColumn(), TrialClock(self),
+                            console=con, transient=False,
                             refresh_per_second=self.REFRESH_HZ)
         self.task = None
+        self.trial_started: float | None = None
+        self.stage_started: float | None = None
+        self.stage_what: str | None = None
+        self.row = None
+        #: (environment, benchmark) → seconds of the trials finished in this run
+        self.took: dict[tuple[str, str], list[float]] = {}
 
     def start(self, total, done):
         self.bar.start()
         self.task = self.bar.add_task("trials", total=total, completed=done)
 
-    def trial(self, row):
+    def _describe(self, row) -> str:
         kind = "warm-up" if row.warmup else f"round {row.round}"
-        self.bar.update(self.task, description=esc(f"{row.environment} {row.benchmark} ({kind})"))
+        return f"{row.environment} {row.benchmark} ({kind})"
+
+    def trial(self, row):
+        self.row, self.trial_started, self.stage_started = row, time.monotonic(), None
+        self.bar.update(self.task, description=esc(self._describe(row)))
+
+    def expected(self) -> float | None:
+        """Seconds the trial under way may take: the mean of this run's finished trials of its
+        environment and benchmark, else of its environment; None before any."""
+        if self.row is None:
+            return None
+        mine = self.took.get((self.row.environment, self.row.benchmark)) or [
+            d for (e, _), ds in self.took.items() if e == self.row.environment for d in ds]
+        return sum(mine) / len(mine) if mine else None
+
+    def stage(self, env: str, what: str) -> None:
+        """An environment's stage (a guest's boot or reboot, or its end: ``what`` starting
+        with "ready"): the bar's description and clock follow it until the guest is ready,
+        then a line of its own says it ("vm: reboot (session 2) of the guest: ready after
+        10 s")."""
+        if what.startswith("ready"):
+            self.bar.console.print(f"{env}: {self.stage_what or 'boot'}: {what}", markup=False,
+                                   highlight=False)
+            self.stage_started = self.stage_what = None
+            if self.row is not None:
+                self.bar.update(self.task, description=esc(self._describe(self.row)))
+                self.trial_started = time.monotonic()  # the trial's own time starts now
+            return
+        self.stage_started, self.stage_what = time.monotonic(), what
+        self.bar.update(self.task, description=esc(f"{env}: {what}"))
 
     def grow(self, n):
         self.bar.update(self.task, total=self.bar.tasks[0].total + n)
@@ -95,6 +165,10 @@ class RichProgress:
                                "target precision")
 
     def finished(self, row, status, note):
+        if self.trial_started is not None:
+            self.took.setdefault((row.environment, row.benchmark), []).append(
+                time.monotonic() - self.trial_started)
+        self.trial_started = self.stage_started = None
         self.bar.advance(self.task)
         if note:
             first = (plain(note).splitlines() or [""])[0][:160]
@@ -189,6 +263,8 @@ def preparing(env, con: Console | None = None):
                               markup=False, soft_wrap=True)
 
     def stage(what: str) -> None:
+        if what.startswith("ready"):  # the boot's end: said with the whole time below
+            return
         now = time.monotonic()
         said(now)
         current[:] = [what, now]
@@ -245,6 +321,40 @@ def margin_flag(sp, intervals: bool = True) -> None:
                     help="log-welch (default): Welch's t on ln values; rank: Hodges–Lehmann "
                          "ratio with the Mann–Whitney interval on ln values (no normality "
                          "assumed; needs more runs: at 95 %% at least 4 a side)")
+
+
+#: the family-wise significance level the verdicts use (vhpc.analysis.Analysis.alpha)
+ALPHA = 0.05
+
+
+def rank_runs_note(spec, method: str | None = None) -> str | None:
+    """What ``--method rank`` (``method``, else the spec's) cannot give with ``spec``'s runs,
+    said before they are spent: the Mann–Whitney interval needs
+    :func:`vhpc.core.stats.rank_min_runs` runs a side at 1 − α (4 at 95 %), and at 1 − α/m
+    for the m primary metrics (one per benchmark and non-baseline environment, one Holm
+    family: the level of a row that is not called slower/faster); with fewer, such rows get
+    no interval and read ``inconclusive``.  None when the runs suffice or the method is
+    log-welch."""
+    from vhpc.core import stats
+
+    if spec is None or (method or spec.method) != "rank":
+        return None
+    m = len(spec.benchmarks) * max(1, len(spec.environments) - 1)
+    need = stats.rank_min_runs(1 - ALPHA)
+    family = stats.rank_min_runs(1 - ALPHA / m)
+    if need is None or family is None or spec.repeats >= family:
+        return None
+    at = f"{(1 - ALPHA / m) * 100:.4g} %"
+    family_text = f"{at} (1 − α/m, m = {m} primary metrics)"
+    if spec.repeats < need:
+        why = (f"{spec.repeats} run(s) a side give no interval: it needs ≥ {need} a side at "
+               f"{(1 - ALPHA) * 100:g} %" + (f", ≥ {family} at {family_text}" if m > 1 else "")
+               + "; every verdict would read inconclusive")
+    else:
+        why = (f"{spec.repeats} runs a side give no interval at {family_text}, the level of a "
+               f"row not called slower/faster (it needs ≥ {family}): such a row would read "
+               "inconclusive")
+    return f"--method rank: {why}; use --repeats {family} or more, or --method log-welch"
 
 
 def with_margin(spec, margin: float | None, intervals: str | None = None,
@@ -332,14 +442,23 @@ def _refuse_node_hugepages(spec) -> None:
         raise HostError(f"executor {spec.executor}: {why}")
 
 
-def dry_run(spec, out: str | None = None) -> int:
+def dry_run(spec, out: str | None = None, args=None) -> int:
     """Print the plan of ``spec`` with placements on this host and, with ``out`` (the results
-    folder, whose store's past trials it reads), how long it may take; start nothing."""
+    folder, whose store's past trials it reads), how long it may take; start nothing.
+    ``args``: the command's flags, whose ``--margin``, ``--intervals`` and ``--method`` apply
+    as they would to the run (a rank method's runs are checked here too)."""
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
+    if args is not None:
+        spec = with_margin(spec, getattr(args, "margin", None), getattr(args, "intervals", None),
+                           getattr(args, "method", None))
+
     _refuse_node_hugepages(spec)
     execute.refuse_lacking(spec)
+    note = rank_runs_note(spec)
+    if note:
+        err_console.print(f"vhpc: {note}", highlight=False, markup=False, soft_wrap=True)
     plans = execute.placements(spec, execute.host_facts())
     views.dry_run(console, spec, execute.plan(spec), {n: p.text for n, p in plans.items()})
     if out is not None:
@@ -370,6 +489,9 @@ def run_campaign(args, spec=None, command: str | None = None, store=None,
     else:
         if store is None:
             check_out(args.out)  # a bad --out before the preflight's minutes
+        note = rank_runs_note(spec)
+        if note:  # before the runs are spent
+            err_console.print(f"vhpc: {note}", highlight=False, markup=False, soft_wrap=True)
         if envs is None:  # bad input is refused here, before any store exists
             spec, envs = preflight(spec)
         store = store or open_for(args.out, envs)

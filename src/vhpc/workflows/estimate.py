@@ -56,6 +56,13 @@ __all__ = [
 #: reaches init in 1.85-2.3 s under TCG, shared/reference/vm-mechanics.md); a store's past
 #: boots replace it
 BOOT_S = {"kvm": 15.0, "tcg": 15.0}
+#: seconds the first boot of a user's image takes, by accelerator, before one was measured
+#: here: its checks (SHA-256) and kernel copy, then a distribution's boot to ready (docs/
+#: images.md: 5 + 40 s, then 143-199 s under TCG at load 8-12; a KVM boot about 20 s)
+IMAGE_BOOT_S = {"kvm": 60.0, "tcg": 240.0}
+#: a guest trial against the same trial natively, before this host measured the ratio: TCG
+#: emulation runs compiled HPC kernels 10-50 times slower (docs/fidelity.md), KVM near native
+GUEST_FACTOR = {"kvm": 1.2, "tcg": 20.0}
 #: parameters that spread work over CPUs rather than add to it (left out of the work factor)
 PARALLEL = frozenset({"ranks", "threads", "copies", "pairs", "vcpus"})
 #: a parameter of this name is wall-clock seconds (noise runs that long in any environment)
@@ -111,15 +118,23 @@ class Past:
     parameters, environment kind, accelerator); per (kind, accelerator) the median trial and
     the median measured boot (a session's first trial started this long after the trial
     before it ended, in the same campaign; a campaign's first session: its first trial began
-    this long after the campaign was created, host checks included)."""
+    this long after the campaign was created, host checks included; a user's image: the
+    ``boot_seconds`` its session's first trial recorded, QEMU start to ready, per image)."""
 
     exact: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    #: normalised durations per (benchmark, parameters) of environments that boot no guest
+    #: (native): what a guest trial of the same is scaled from by :attr:`guest_ratio`
+    native: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    #: per (kind, accelerator): the median over benchmarks of guest / native trial time
+    guest_ratio: dict[tuple[str, str], float] = field(default_factory=dict)
     #: a campaign's start (host checks, fingerprints) before its first trial, where no guest
     #: booted in it: the median over the campaigns (None: none seen)
     start: float | None = None
     by_kind: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
     median: dict[tuple[str, str], float] = field(default_factory=dict)
-    boot: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: per (kind, accelerator, image file name or "" for vhpc's direct kernel boot): the
+    #: median measured boot
+    boot: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
 
 def _median(xs: list[float]) -> float:
@@ -138,34 +153,66 @@ def past_seconds(store, cpus: int | None = None) -> Past:
     medians: dict[tuple, list[float]] = {}
     boots: dict[tuple, list[float]] = {}
     starts: list[float] = []
+    ratios: dict[tuple[str, str], list[float]] = {}
     for camp in store.campaigns()[:PAST_CAMPAIGNS]:
         envs = store.environments(camp["id"])
         kinds = {n: (e.kind, e.accel or "") for n, e in envs.items()}
+        images = {n: _image_name((e.fingerprint or {}).get("image")) for n, e in envs.items()}
+        guest: dict[tuple, list[float]] = {}  # (bench, params, kind, accel) → this campaign's
         trials = [t for t in store.trials(camp["id"])
                   if t.started is not None and t.ended is not None]
         ended = {t.seq: t.ended for t in trials}
         first = min((t.started for t in trials), default=None)
+        native: dict[tuple[str, str], list[float]] = {}
         for t in trials:
             k = kinds.get(t.environment, ("", ""))
-            if t.session_index == 0:  # a fresh session's first trial: the boot came before
+            image = images.get(t.environment, "")
+            measured = getattr(t.applied, "boot_seconds", None) if t.applied else None
+            if t.session_index == 0 and isinstance(measured, (int, float)) and measured > 0:
+                boots.setdefault((*k, image), []).append(float(measured))  # its own clock
+            elif t.session_index == 0:  # a fresh session's first trial: the boot came before
                 gap = t.started - ended.get(t.seq - 1, t.started)
                 if 1.0 < gap < 600:
-                    boots.setdefault(k, []).append(gap)
+                    boots.setdefault((*k, image), []).append(gap)
             if t.status == "done":
                 d = (t.ended - t.started) / slowdown(_trial_load(t), cpus)
                 past.exact.setdefault((t.benchmark, t.params, t.environment), []).append(d)
                 past.by_kind.setdefault((t.benchmark, t.params, *k), []).append(d)
                 medians.setdefault(k, []).append(d)
-        booting = [k for k in kinds.values() if k[0] in KINDS and KINDS.get(k[0])().boots_guests]
+                if _boots(k[0]):
+                    guest.setdefault((t.benchmark, t.params, *k), []).append(d)
+                else:
+                    native.setdefault((t.benchmark, t.params), []).append(d)
+                    past.native.setdefault((t.benchmark, t.params), []).append(d)
+        for (bench, params, *k), ds in guest.items():  # guest / native, same campaign
+            if native.get((bench, params)) and _median(native[(bench, params)]) > 0:
+                ratios.setdefault(tuple(k), []).append(
+                    _median(ds) / _median(native[(bench, params)]))
+        booting = [n for n, k in kinds.items() if _boots(k[0])]
         gap = first - camp["created"] if first is not None else 0.0
-        if booting and 1.0 < gap < 600:  # the first session booted before the first trial
-            boots.setdefault(booting[0], []).append(gap)
+        if booting and 1.0 < gap < 600 and not images.get(booting[0]):
+            # the first session booted before the first trial (an image's boot is its own
+            # boot_seconds, read above: its preflight came before the campaign was created)
+            boots.setdefault((*kinds[booting[0]], ""), []).append(gap)
         elif not booting and 0.0 < gap < 600:
             starts.append(gap)
+    past.guest_ratio = {k: _median(v) for k, v in ratios.items()}
     past.median = {k: _median(v) for k, v in medians.items()}
     past.boot = {k: _median(v) for k, v in boots.items()}
     past.start = _median(starts) if starts else None
     return past
+
+
+def _boots(kind: str) -> bool:
+    """Whether environments of ``kind`` boot guests (a kind vhpc does not know: no)."""
+    return kind in KINDS and KINDS.get(kind)().boots_guests
+
+
+def _image_name(image) -> str:
+    """The file name of a user's image (a fingerprint's ``image`` record, or an environment's
+    ``image=`` option), "" for none: what a measured boot is kept under."""
+    path = image.get("path") if isinstance(image, dict) else image
+    return Path(str(path)).name if path else ""
 
 
 def work_factor(bench_spec, benchmark=None) -> float:
@@ -205,18 +252,23 @@ class Estimate:
     measured: int
     trials: int
     load: float | None
+    #: the parts not measured here, in words ("vm boots: none measured here", "vm trials:
+    #: native's × 20 under tcg"), each once, in the order met
+    guessed: tuple[str, ...] = ()
 
     def text(self) -> str:
         """"about 6 min (4–19 min at today's load)"; "about 40 s (20 s–2 min, a rule of
-        thumb: nothing like it measured here yet)" when no trial was measured."""
+        thumb: nothing like it measured here yet)" when no trial was measured; then the parts
+        guessed ("; guessed: vm boots: none of bench.qcow2 measured here")."""
         when = f"about {fmt_duration(self.seconds)}"
         span = fmt_duration(self.low, self.high)
-        if not self.measured:
+        guessed = f"; guessed: {'; '.join(self.guessed)}" if self.guessed else ""
+        if not self.measured:  # every part guessed: no list
             return f"{when} ({span}, a rule of thumb: nothing like it measured here yet)"
         at = "at today's load" if self.load is not None else "load unknown"
         part = "" if self.measured == self.trials else \
             f"; {self.measured} of {self.trials} trials measured here before"
-        return f"{when} ({span} {at}{part})"
+        return f"{when} ({span} {at}{part}{guessed})"
 
 
 def _unit(s: float) -> tuple[float, str]:
@@ -241,17 +293,21 @@ def estimate(spec, trials, accel: str, store=None, load=None, cpus: int | None =
     """The :class:`Estimate` of the planned ``trials`` of ``spec``, each trial at most the
     spec's timeout, from what ``store`` measured here (:class:`Past`), best first: the
     same benchmark, parameters and environment; the same benchmark and parameters in an
-    environment of the same kind and accelerator; the median past trial of that kind scaled
-    by the benchmark's :func:`work_factor`; else the kind's rule of thumb
+    environment of the same kind and accelerator; a guest trial of a benchmark measured
+    natively: that time × the guest / native ratio this host measured for the kind and
+    accelerator (else × :data:`GUEST_FACTOR`, guessed); the median past trial of that kind
+    scaled by the benchmark's :func:`work_factor`; else the kind's rule of thumb
     (:meth:`EnvironmentKind.trial_seconds` under ``accel``), half of it fixed (starting the
-    trial) and half scaled by the work factor.  Plus a given :data:`DURATION`, and a boot
-    for the first session of a kind that boots guests and every fresh one (the median boot
-    measured for that kind, else :data:`BOOT_S`), and the campaign's start as measured
-    (:attr:`Past.start`).  Measured trials are brought to ``load`` (the load averages now,
-    default :func:`load_now`) by :func:`slowdown`; a measured boot or start, whose load was
-    not recorded, counts as measured, its range half to twice it; rules of thumb stand as
-    they are (sized on a shared 2-core host, not an idle one), with :data:`GUESS_SPREAD` as
-    their range."""
+    trial) and half scaled by the work factor.  Plus a given :data:`DURATION`, and a boot for
+    the first session of a kind that boots guests and every fresh one: the median boot
+    measured for that kind, accelerator and image (a user's ``image=``: its own boots, the
+    first included), else :data:`IMAGE_BOOT_S` for an image and :data:`BOOT_S` otherwise;
+    and the campaign's start as measured (:attr:`Past.start`).  Measured trials are brought
+    to ``load`` (the load averages now, default :func:`load_now`) by :func:`slowdown`; a
+    measured boot or start, whose load was not recorded, counts as measured, its range half
+    to twice it; rules of thumb stand as they are (sized on a shared 2-core host, not an idle
+    one), with :data:`GUESS_SPREAD` as their range, and are named in
+    :attr:`Estimate.guessed`."""
     cpus = cpus or _cpus()
     load = load_now() if load is None else load
     past = past_seconds(store, cpus)
@@ -260,6 +316,7 @@ def estimate(spec, trials, accel: str, store=None, load=None, cpus: int | None =
     hi_load = slowdown(max(load) * 2 + 1 if load else None, cpus)
     envs = {e.name: e for e in spec.environments}
     kinds = {n: KINDS.get(e.kind)() for n, e in envs.items()}
+    images = {n: _image_name(getattr(e.options, "image", None)) for n, e in envs.items()}
     factors = {b.name + "\0" + b.key: (work_factor(b, spec.benchmark(b.name)),
                                        float(b.params.get(DURATION) or 0))
                for b in spec.benchmarks}
@@ -267,38 +324,51 @@ def estimate(spec, trials, accel: str, store=None, load=None, cpus: int | None =
     total = low = high = 0.0
     measured = 0
     booted: set[str] = set()
+    guessed: dict[str, None] = {}
     for t in trials:
         kind = kinds[t.environment]
         k = (envs[t.environment].kind, accel if kind.boots_guests else "")
         f, wall = factors.get(t.benchmark + "\0" + t.params, (1.0, 0.0))
         seen = past.exact.get((t.benchmark, t.params, t.environment)) or \
             past.by_kind.get((t.benchmark, t.params, *k))
+        native = past.native.get((t.benchmark, t.params)) if kind.boots_guests else None
         if seen:
             measured += 1
             s, s_lo, s_hi = (_median(seen) * now, min(seen) * lo_load, max(seen) * hi_load)
+        elif native:  # the same trial natively, times what a guest costs here
+            ratio = past.guest_ratio.get(k)
+            if ratio is None:
+                ratio = GUEST_FACTOR.get(accel, GUEST_FACTOR["tcg"])
+                guessed[f"{t.environment} trials: native's × {ratio:g} under {accel}"] = None
+            s = _median(native) * ratio * now + wall
+            s_lo, s_hi = min(native) * ratio * lo_load, max(native) * ratio * hi_load * 2
         else:
             if k in past.median:
                 s = past.median[k] * f * now + wall
             else:  # half of a rule-of-thumb trial is starting it, half the work; rules of
                 # thumb are this kind of host's under its usual load, not scaled again
                 s = kind.trial_seconds(accel) * (0.5 + 0.5 * f) + wall
+            guessed[f"{t.environment} trials: none run here"] = None
             s_lo, s_hi = s * GUESS_SPREAD[0], s * GUESS_SPREAD[1]
         total += min(s, limit)
         low += min(s_lo, limit)
         high += min(s_hi, limit)
         if kind.boots_guests and (t.fresh or t.environment not in booted):
-            if k in past.boot:  # measured at the load of its day: half to twice it
-                b = past.boot[k]
+            image = images[t.environment]
+            if (*k, image) in past.boot:  # measured at the load of its day: half to twice it
+                b = past.boot[(*k, image)]
                 total, low, high = total + b, low + b / 2, high + b * 2
             else:  # a rule of thumb: its range as a trial's
-                b = BOOT_S.get(accel, 60.0)
+                b = (IMAGE_BOOT_S if image else BOOT_S).get(accel, 60.0)
+                guessed[f"{t.environment} boots" + (f": none of {image} measured here"
+                                                    if image else ": none measured here")] = None
                 total, low, high = (total + b, low + b * GUESS_SPREAD[0],
                                     high + b * GUESS_SPREAD[1])
             booted.add(t.environment)
     if past.start is not None and trials:  # host checks and fingerprints before the first
         total, low, high = total + past.start, low + past.start / 2, high + past.start * 2
     return Estimate(total, min(low, total), max(high, total), measured, len(trials),
-                    load[0] if load else None)
+                    load[0] if load else None, tuple(guessed))
 
 
 def estimate_s(spec, trials, accel: str, store=None, load=None) -> float:

@@ -222,9 +222,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     pp.add_argument("seed", help="seed number: 000, 001, 003 or 004")
     pp.add_argument("-b", "--bench", action="append", metavar="STUDY=BENCH[:k=v,...]",
                     help="replace a study's benchmarks, e.g. linpack=linpack:n=200")
-    pp.add_argument("--repeats", type=count(1, 10000))
-    pp.add_argument("--warmup", type=count(0, 1000))
-    pp.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True))
+    pp.add_argument("--repeats", type=count(1, 10000),
+                    help="measured rounds of every study's trials (default: the study's own, "
+                         "5 for most); --method rank needs 4 or more for an interval")
+    pp.add_argument("--warmup", type=count(0, 1000),
+                    help="warm-up rounds, stored but not analysed (default: the study's own, 1 "
+                         "for most)")
+    pp.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True),
+                    help="seconds per trial before it is killed (default 600)")
     pp.add_argument("--executor", metavar=parts.executor_metavar(),
                     help="passed to every study; a study across nodes (seed 004's scaling) "
                          "needs slurm:nodes=N and is refused without it")
@@ -312,6 +317,12 @@ def run(args) -> int:
     seed = studies.of_seed(args.seed)[0].seed
     say = dict(highlight=False, markup=False, soft_wrap=True)
     if not args.from_store:
+        from vhpc.workflows.common import err_console, rank_runs_note
+
+        planned = next((it.spec for it in items if it.spec is not None), None)
+        note = rank_runs_note(planned, getattr(args, "method", None))
+        if note:  # before the runs are spent (every study shares the repeats)
+            err_console.print(f"vhpc paper {seed}: {note}", **say)
         for it in items:  # before anything runs
             if it.spec is None:
                 console.print(f"vhpc paper {seed}: will not run {it.name}: {it.reason}", **say)

@@ -193,6 +193,7 @@ class VmEnvironment(Environment):
                 vhpc.placement.check_hugepages(self.placement, facts.read_hugepages())
             except vhpc.placement.PlacementError as exc:
                 raise EnvError(f"{exc} (reserve them with --host-knob hugepages_2m=N)") from None
+        self.stage(self.boot_stage())
         for attempt in (1, 2):
             try:
                 guest = self._boot_main()
@@ -210,6 +211,13 @@ class VmEnvironment(Environment):
                 raise
         self.sessions += 1
         self._trials_in_session = {}
+        self.stage(f"ready after {guest.boot_seconds:.0f} s" if guest.boot_seconds else "ready")
+
+    def boot_stage(self) -> str:
+        """What the boot about to start is, in words, for the stage line (:meth:`stage`): the
+        first boot of this process's sessions or a reboot (session N), under TCG said slow."""
+        what = "first boot" if self.sessions == 0 else f"reboot (session {self.sessions + 1})"
+        return f"{what} of the guest" + (" (TCG emulation: slow)" if self.accel == "tcg" else "")
 
     def _boot_main(self) -> GuestSession:
         """Boot the measured VM and read its own view of its NUMA nodes.  Raises GuestHung

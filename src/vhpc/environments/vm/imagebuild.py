@@ -171,23 +171,48 @@ def debvm_argv(target: Path, spec: dict[str, Any]) -> list[str]:
             *spec["sources"]]
 
 
+#: what each tool of a build does, for the progress line (the stage, then the tool)
+STAGES = {"debvm-create": "installing Debian into a root file system",
+          "qemu-img convert": "compressing the disk into qcow2", "dd": "copying the root file "
+          "system onto the disk", "grub-install": "installing GRUB (BIOS)",
+          "grub-mkstandalone": "building GRUB for UEFI", "mkfs.vfat": "making the EFI "
+          "system partition", "mmd": "filling the EFI system partition", "mcopy": "filling "
+          "the EFI system partition", "sync": "writing the disk out", "partx": "reading the "
+          "disk's partitions", "mount": "mounting the disk"}
+#: a tool's last output line is shown this many seconds after it was written, no longer
+FRESH_S = 5.0
+
+
 def _run_logged(argv: list[str], log: Path, what: str,
                 progress: Callable[[str], None] | None, box: BuildBox) -> None:
     """Run ``argv`` in the build's ``box`` (its cgroup: it and every child die with vhpc) with
-    its output in ``log``, reporting its last line every second; kill it and its children on
-    failure or interrupt.  Raises ImageBuildError naming ``what``."""
+    its output in ``log``, reporting every second the stage (:data:`STAGES`), the tool and its
+    time, and its last output line while that is fresh (this tool's own, written in the last
+    :data:`FRESH_S` seconds: never a line an earlier tool left in the log); kill it and its
+    children on failure or interrupt.  Raises ImageBuildError naming ``what`` and the cause
+    (:func:`cause`)."""
     with open(log, "ab") as out:
-        start = out.seek(0, 2)  # this step's output begins here
+        start = out.seek(0, 2)  # this tool's output begins here
         proc = box.popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    t0 = time.monotonic()
+    t0 = changed = time.monotonic()
+    size = start
+    stage = STAGES.get(what, what)
     try:
         while proc.poll() is None:
             try:
                 proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 pass
-            if progress is not None:
-                progress(f"{what} ({time.monotonic() - t0:.0f} s): {_last_line(log)[:60]}")
+            if progress is None:
+                continue
+            now = time.monotonic()
+            grown = log.stat().st_size if log.exists() else size
+            if grown != size:
+                size, changed = grown, now
+            line = _last_line(log, start) if now - changed <= FRESH_S else ""
+            head = f"{stage} ({what}, {now - t0:.0f} s)" if stage != what else \
+                f"{what} ({now - t0:.0f} s)"
+            progress(f"{head}: {line[:60]}" if line else head)
     except BaseException:
         box.finished(proc, kill=True)
         raise
@@ -224,10 +249,12 @@ def cause(log: Path, start: int = 0) -> str:
     return lines[-1] if lines else ""
 
 
-def _last_line(log: Path) -> str:
+def _last_line(log: Path, since: int = 0) -> str:
+    """The last non-blank line written to ``log`` at or after byte ``since`` ("" if none)."""
     try:
         with open(log, "rb") as f:
-            f.seek(max(0, f.seek(0, 2) - 4096))
+            end = f.seek(0, 2)
+            f.seek(max(since, end - 4096))
             lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
     except OSError:
         return ""

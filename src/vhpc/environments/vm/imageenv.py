@@ -87,6 +87,13 @@ class ImageEnvironment(VmEnvironment):
                                             base=self.image)
         return self._booting
 
+    def boot_stage(self) -> str:
+        """The stage line of a boot of the image: first boot or reboot, its boot mode, and
+        minutes under TCG."""
+        what = "first boot" if self.sessions == 0 else f"reboot (session {self.sessions + 1})"
+        return (f"{what} ({self.boot_mode}; minutes under TCG)" if self.accel == "tcg"
+                else f"{what} ({self.boot_mode})")
+
     def check_image(self) -> str:
         """Check the image (:func:`~vhpc.environments.vm.userimage.inspect`, once) and that it
         boots as ``boot=`` asks; creates nothing.  Returns the boot mode (``kernel``,
@@ -117,9 +124,7 @@ class ImageEnvironment(VmEnvironment):
         lines) after removing what it made."""
         try:
             self._image_boot()  # the image's own faults first, before any QEMU starts
-            self.stage(f"first boot ({self.boot_mode}; minutes under TCG)"
-                       if self.accel == "tcg" else f"first boot ({self.boot_mode})")
-            self.start()
+            self.start()  # its stage said by boot_stage
         except EnvError:
             self.close()
             raise

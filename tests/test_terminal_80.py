@@ -1,0 +1,57 @@
+"""A 2 × 2 campaign's terminal summary at 80 columns: at most 30 lines, the findings do not
+repeat what the rows say, every line fits, and the trust line every row shares names TCG as the
+HTML report does; the check counts only the other environments' trials."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from vhpc.analysis import analyse
+from vhpc.analysis.checks import check_findings
+from vhpc.core.metrics import EnvInfo, Observation
+from vhpc.report.terminal import render_table
+
+
+def _two_by_two():
+    obs = []
+    for i, (env, k) in enumerate((("native", 1.0), ("vm", 9.0))):
+        for j, noise in enumerate((0.7, 1.3)):  # two runs, 30 % apart: noisy, too few
+            obs += [Observation(env, "stream", "", "copy_bw", "GB/s", True, 5.0 / k * noise,
+                                valid=True, warmup=False, trial_id=i * 10 + j,
+                                session_index=None),
+                    Observation(env, "randomaccess", "", "gups", "GUP/s", True,
+                                0.02 / k * noise, valid=True, warmup=False,
+                                trial_id=i * 10 + j + 5, session_index=None)]
+    envs = {"native": EnvInfo("native", "native", None, {}),
+            "vm": EnvInfo("vm", "vm", "tcg", {"emulated": True})}
+    return analyse(obs, envs, "native")
+
+
+def test_a_two_by_two_summary_fits_30_lines_of_80_columns_without_repeating_the_rows():
+    a = _two_by_two()
+    kinds = {f.kind for f in a.findings}
+    assert {"inconclusive", "few-samples", "high-variation"} <= kinds  # what the rows say
+    con = Console(record=True, width=80, color_system=None)
+    render_table(a, con, title="vhpc campaign c1", detail=False, all_hint="vhpc report c1 --all",
+                 notes=["This host: load average 10.2 – 13.9 (median 12.4) around 8 trials, "
+                        "2 CPUs"])
+    con.print("Report: vhpc-results/20261207-212555-e3a3/report.html")
+    lines = con.export_text().rstrip("\n").splitlines()
+    assert len(lines) <= 30, "\n".join(lines)
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    text = "\n".join(lines)
+    assert "inconclusive (the interval" not in text and "too few valid samples" not in text
+    assert "high variation" not in text and "kind(s) of note" not in text
+    assert "Limits trust in every row: TCG emulation, not KVM; n = 2 < 3" in text
+    assert text.count("inconclusive") == 2  # once per row
+
+
+def test_the_check_counts_the_other_environments_trials_only():
+    spec = {"baseline": "native", "benchmarks": [{"name": "lammps", "params": {}}]}
+    trials = [SimpleNamespace(id=i, benchmark="lammps", params="", environment=env,
+                              status="done", error=None, round=i)
+              for i, env in enumerate(["native"] * 3 + ["vm"] * 3)]
+    (passed,) = [f for f in check_findings(trials, spec) if f.kind == "check-passed"]
+    assert passed.message.startswith("check: 3 of 3 trials agree with native")
