@@ -59,6 +59,7 @@ from vhpc.analysis.tolerance import (  # parse_*: also vhpc diff's, through this
     parse_tolerance_file as parse_tolerance_file,
 )
 from vhpc.core.metrics import EnvInfo, Observation
+from vhpc.core.records import json_ready
 from vhpc.store import Store, StoreError
 
 REGRESSION = "regression"
@@ -303,16 +304,7 @@ class Diff:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (NaN/inf as None)."""
-        def clean(v: Any) -> Any:
-            if isinstance(v, float) and not math.isfinite(v):
-                return None
-            if isinstance(v, dict):
-                return {k: clean(x) for k, x in v.items()}
-            if isinstance(v, (list, tuple)):
-                return [clean(x) for x in v]
-            return v
-
-        return clean({
+        return json_ready({
             "a": asdict(self.a), "b": asdict(self.b), "alpha": self.alpha,
             "margin": self.margin,
             "confidence": self.confidence,

@@ -18,6 +18,7 @@ raises :class:`RecordError` with a one-line message.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
@@ -256,3 +257,16 @@ def load_diagnostics(text: str | None) -> Diagnostics | None:
     """:class:`Diagnostics` from stored JSON (any version ≤ RECORD_VERSION), None for NULL.
     Raises :class:`RecordError` (one line) when it cannot be read."""
     return _load(text, Diagnostics, "diagnostics")
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with every NaN or ±inf float replaced by None, through dicts, lists and tuples
+    (tuples become lists): what strict JSON (RFC 8259, ``json.dumps(allow_nan=False)``) can
+    hold.  Other values pass unchanged."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value

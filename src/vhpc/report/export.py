@@ -22,6 +22,7 @@ from vhpc.analysis.families import FamilySummary, family_summaries, natural_key
 from vhpc.core.errors import VhpcError
 from vhpc.core.metrics import Observation
 from vhpc.core.paths import check_output, write_atomic
+from vhpc.core.records import json_ready
 from vhpc.core.text import csv_cell
 
 __all__ = ["write_csv", "write_json", "SAMPLE_COLUMNS", "COMPARISON_COLUMNS", "FAMILY_COLUMNS",
@@ -115,17 +116,6 @@ def write_csv(
     _write_rows(samples_path, SAMPLE_COLUMNS, (_sample_row(analysis, o) for o in observations))
     _write_rows(comparisons_path, COMPARISON_COLUMNS, comparison_rows(analysis))
     return samples_path, comparisons_path
-
-
-def _json_ready(x: Any) -> Any:
-    """NaN/inf → None, recursively (strict JSON)."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _json_ready(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_ready(v) for v in x]
-    return x
 
 
 def _cell(v: Any) -> Any:
@@ -248,7 +238,7 @@ def write_json(analysis: Analysis, observations: Iterable[Observation], path: st
         row["point_params"] = [p for _, p, _ in fs.family.points]
         row["metrics"] = fs.family.metrics
         fams.append(row)
-    doc["families"] = _json_ready(fams)
+    doc["families"] = json_ready(fams)
     doc["samples"] = [_sample_row(analysis, o) for o in observations]
     doc["rank_placement"] = [
         {"environment": t.environment, "benchmark": t.benchmark, "params": t.params,

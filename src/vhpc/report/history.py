@@ -26,6 +26,7 @@ from vhpc.analysis.history import (
 )
 from vhpc.core import numfmt
 from vhpc.core.paths import write_atomic
+from vhpc.core.records import json_ready
 from vhpc.core.text import markup as esc
 from vhpc.report import direction_mark, params_label
 from vhpc.report.figures import new_figure, ratio_error_bar, render
@@ -144,16 +145,7 @@ def render_terminal(h: History, console: Console) -> None:
 
 def to_dict(h: History) -> dict[str, Any]:
     """The history as a plain JSON-able dict (NaN/inf as None)."""
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
-
-    return clean({
+    return json_ready({
         "alpha": h.alpha, "margin": h.margin, "confidence": h.confidence,
         "permutations": h.permutations, "seed": h.seed, "checked": h.checked,
         "exit_status": h.exit_status, "skipped": h.skipped,
