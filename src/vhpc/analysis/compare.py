@@ -276,9 +276,9 @@ def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | 
     runs = None
     sd = pooled_sd(d.x, d.y)
     if v == INCONCLUSIVE and scale > 0 and sd is not None \
-            and min(env.n, base.n) >= power.MIN_PILOT:
-        n = logratio.plan_runs(diff / scale, sd / scale, level, margin, log_scale=False)
-        runs = max(n, min(env.n, base.n) + 1) if n is not None else None
+            and min(env.n, base.n) >= power.MIN_PILOT:  # as logratio.runs_to_decide
+        runs = logratio.plan_runs(power.sd_upper_bound(sd, env.n + base.n - 2) / scale, level,
+                                  margin, log_scale=False, at_least=min(env.n, base.n) + 1)
     w, oci = difference_overhead(diff, lo, hi, hib, scale)
     note = "" if d.declared else SIGNED_NOTE
     if base.unit != env.unit:

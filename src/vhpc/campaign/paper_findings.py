@@ -202,9 +202,7 @@ INSIDE, OUTSIDE, ACROSS = "inside", "outside", "across"
 
 
 def runs_to_decide(runs: int | None, n: int) -> str:
-    """The runs that would decide, in words: "≈N runs each to decide"; from fewer than
-    :data:`vhpc.core.power.MIN_PILOT` runs a side :data:`vhpc.core.power.PILOT_ADVICE`; else
-    "more runs to decide" (no plan for this claim)."""
-    if n < power.MIN_PILOT:
-        return power.PILOT_ADVICE
-    return f"≈{runs} runs each to decide" if runs else "more runs to decide"
+    """The runs that would decide, in words (:func:`vhpc.core.power.plan_text`): the plan
+    with its probability, the pilot advice from fewer than :data:`vhpc.core.power.MIN_PILOT`
+    runs a side, or why there is no plan."""
+    return power.plan_text(runs, n)
