@@ -54,3 +54,79 @@ def test_heavy_plan_grid():
     for cell, g in grid.items():
         if g.plans >= 20:
             assert g.rate >= 0.75, (cell, g)
+
+
+# --- paper lines: the table's decision for the line's own band -------------------------------
+
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from vhpc.analysis import EQUIVALENT, FASTER, SLOWER  # noqa: E402
+from vhpc.analysis.compare import verdict_of  # noqa: E402
+from vhpc.campaign import paper_findings as F  # noqa: E402
+from vhpc.core import logratio  # noqa: E402
+
+
+def _claim(claim, **kw):
+    return F.Finding(study="s", seed="000_ab.txt", where="Fig. 1", quote="a stated finding",
+                     claim=claim, **kw)
+
+
+NO_DIFFERENCE = _claim("direction", expect="no-difference", tolerance=5)
+WITHIN_15 = _claim("within_pct", value=15)
+
+
+def test_no_difference_found_does_not_agree_with_a_row_the_table_calls_slower():
+    # issue 59: 1.016 [1.007, 1.027] read "equivalent within ±5 % → agrees"; the table says slower
+    assert verdict_of(1.007, 1.027, False, 0.05) == SLOWER
+    outcome, why = F.verdict(NO_DIFFERENCE, 1.016, (1.007, 1.027), 10, False)
+    assert outcome == F.DISAGREES and why.endswith(": slower")
+    assert F.verdict(NO_DIFFERENCE, 1.01, (0.98, 1.04), 10, False)[0] == F.AGREES
+
+
+def test_a_within_line_reads_one_orientation_and_plans_for_its_own_band():
+    # issue 59: the partition study's "within 15 %" (mops, higher is better) printed
+    # 0.937 [0.854, 1.029] on the page and 1.067 [0.972, 1.171] in its reason, with the
+    # table's ±5 % plan ("≈38 runs")
+    asked = []
+
+    def plan(band):
+        asked.append(band)
+        return 61
+    outcome, why = F.verdict(WITHIN_15, 1 / 0.937, (1 / 1.029, 1 / 0.854), 10, False,
+                             runs=38, higher_is_better=True, plan=plan)
+    assert outcome == F.CANNOT_TELL
+    assert "0.937 [0.854, 1.029]" in why and "1.067" not in why
+    assert asked == [0.15] and "≈61 runs each" in why and "38" not in why
+    # without a plan of its own band, the table's ±5 % plan is not passed off as one
+    assert "38" not in F.verdict(WITHIN_15, 1.067, (0.972, 1.171), 10, False, runs=38)[1]
+
+
+def test_paper_lines_agree_only_where_the_table_decides_so_for_their_band():
+    rng = np.random.default_rng(591)
+    slower = _claim("direction", expect="slower")
+    within_5 = _claim("within_pct", value=5)
+    agreed = 0
+    for _ in range(1000):
+        n = int(rng.integers(3, 21))
+        ratio, cv = math.exp(rng.uniform(-0.15, 0.2)), rng.uniform(0.01, 0.3)
+        sd = statsim.ln_sd(cv)
+        x, y = np.exp(rng.normal(math.log(ratio), sd, n)), np.exp(rng.normal(0, sd, n))
+        lw = logratio.log_welch(x, y)
+        lo, hi = lw.interval(0.95)
+        for f, band in ((NO_DIFFERENCE, 0.05), (WITHIN_15, 0.15), (within_5, 0.05),
+                        (slower, 0.05)):
+            outcome, _ = F.verdict(f, lw.ratio, (lo, hi), n, False)
+            table = verdict_of(lo, hi, False, band)
+            if outcome != F.AGREES:
+                continue
+            agreed += 1
+            if f is slower:
+                assert table == SLOWER
+            elif f is NO_DIFFERENCE:
+                assert table == EQUIVALENT
+            else:  # within: equivalent, or a difference wholly inside the band
+                assert table == EQUIVALENT or (table in (SLOWER, FASTER)
+                                               and logratio.within_margin(lo, hi, band))
+    assert agreed > 400  # the rule is exercised, not vacuous

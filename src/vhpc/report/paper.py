@@ -218,6 +218,7 @@ class Evidence:
     higher_is_better: bool = False
     params: str = ""
     runs: int | None = None
+    plan: Any = None  # the runs that decide at a band (vhpc.analysis.versus.band_plan)
 
     @property
     def label(self) -> str:
@@ -253,8 +254,14 @@ def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
         worse, wci = _worse_ratio(ratio, ci, hib)
         emulated = any(analysis.environments.get(e) is not None and analysis.environments[e].emulated
                        for e in (env, ref))
+        row = analysis.comparison(bench, params, metric, env) if f.against_baseline else None
+        level = row.level if row is not None else analysis.confidence
+        plan = None if method == stats.DIFFERENCE else versus.band_plan(
+            analysis.summary(bench, params, metric, env, f.group),
+            analysis.summary(bench, params, metric, ref, f.versus_group), level,
+            method == stats.RANK)
         out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated,
-                            method == stats.DIFFERENCE, hib, params or "", runs))
+                            method == stats.DIFFERENCE, hib, params or "", runs, plan))
     return out
 
 
@@ -297,7 +304,8 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None,
         verdicts = [(e, *paper_findings.verdict(f, e.ratio, e.ci, e.n, e.emulated,
                                           placement_ok=not_makeable is None,
                                           linear=e.linear, margin=analysis.margin,
-                                          runs=e.runs)) for e in found]
+                                          runs=e.runs, higher_is_better=e.higher_is_better,
+                                          plan=e.plan)) for e in found]
         outs = {v[1] for v in verdicts}
         outcome = DISAGREES if DISAGREES in outs else (AGREES if outs == {AGREES} else CANNOT_TELL)
         first = next(v for v in verdicts if v[1] == outcome)
