@@ -237,6 +237,8 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
     diagnostic = logratio.diagnose(d.x, d.y, d.rank) if d.lw is not None else ""
     if d.rank and d.lw is not None and lo is None:
         notes.append(f"too few runs for a rank interval at {level * 100:.4g} %")
+    if d.rank and d.lw is not None:
+        notes.append(logratio.spread_note(d.x, d.y))
     note = "; ".join(n for n in notes if n)
     if base.unit != env.unit:
         v, note = INSUFFICIENT, "units differ from the baseline's"
