@@ -208,3 +208,49 @@ def test_unequal_spreads_are_flagged_where_the_rank_interval_would_under_cover(s
         flagged = bool(logratio.spread_note(np.exp(lx), np.exp(ly)))
         ok += flagged or (lo is not None and lo <= 0.05 <= hi)
     assert ok / reps >= 0.94
+
+
+# --- the normality / outlier diagnostic ------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [8, 20, 50])
+def test_the_diagnostic_fires_at_most_6_percent_on_log_normal_data(n):
+    # it fired 18-26 % (modified z-scores at 3.5 a side, pooled residuals of unequal spreads);
+    # Shapiro-Wilk calibrated for the sizes, Grubbs at 0.1 % a side: 4.4-5.4 %
+    rng = np.random.default_rng(595 + n)
+    reps, fired = 2500, 0
+    for _ in range(reps):  # spreads 3:1: the model still fits (Welch)
+        x, y = np.exp(rng.normal(0.1, 0.15, n)), np.exp(rng.normal(0, 0.05, n))
+        fired += bool(logratio.diagnose(x, y))
+    assert fired / reps <= 0.06
+
+
+def _skewed_fired(reps: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    fired = 0
+    for _ in range(reps):  # ln values gamma with shape 4: skewness 2/√4 = 1
+        x, y = np.exp(rng.gamma(4, 0.05, 20)), np.exp(rng.gamma(4, 0.05, 20))
+        fired += bool(logratio.diagnose(x, y))
+    return fired / reps
+
+
+def test_the_diagnostic_sees_a_skewness_of_1_about_half_the_time_at_20_runs():
+    # 0.51 over 12,000 draws (the heavy test); 2,000 here: a standard error of 0.011
+    assert _skewed_fired(2000, 597) >= 0.47
+
+
+@pytest.mark.heavy
+def test_heavy_diagnostic_rates():
+    """The diagnostic's rates in docs/statistics.md: 10,000 draws a cell."""
+    print("\n| data | runs a side | fired |")
+    print("|---|---|---|")
+    for n in (8, 20, 50):
+        rng = np.random.default_rng(700 + n)
+        fired = sum(bool(logratio.diagnose(np.exp(rng.normal(0.1, 0.15, n)),
+                                           np.exp(rng.normal(0, 0.05, n))))
+                    for _ in range(10000)) / 10000
+        print(f"| log-normal, ln SD 15 % vs 5 % | {n} | {fired:.3f} |")
+        assert fired <= 0.06
+    skewed = _skewed_fired(12000, 701)
+    print(f"| ln values of skewness 1 (gamma, shape 4) | 20 | {skewed:.3f} |")
+    assert skewed >= 0.5
