@@ -254,3 +254,34 @@ def test_heavy_diagnostic_rates():
     skewed = _skewed_fired(12000, 701)
     print(f"| ln values of skewness 1 (gamma, shape 4) | 20 | {skewed:.3f} |")
     assert skewed >= 0.5
+
+
+# --- vhpc calibrate's sentences ---------------------------------------------------------------
+
+
+def _bounded(ks, n: int, above: float) -> float:
+    """Share of draws ``ks`` (successes of ``n``) whose Clopper-Pearson 95 % upper bound, by
+    scipy, is ≤ ``above``."""
+    from scipy.stats import binomtest
+
+    upper = {int(k): binomtest(int(k), n).proportion_ci().high for k in set(ks.tolist())}
+    return float(np.mean([upper[int(k)] <= above for k in ks]))
+
+
+@pytest.mark.parametrize("k,n", [(0, 10), (2, 10), (0, 20)])
+def test_each_calibration_sentence_holds_at_its_stated_probability(k, n):
+    from vhpc.workflows.calibrate import rate_reading
+
+    r = rate_reading(k, n, 0.05)
+    rng = np.random.default_rng(598 + k + n)
+    planned, need = r["planned_rate"], r["campaigns_to_bound"]
+    if need is None:  # "no number of campaigns bounds it below 10 %" at the rate seen
+        assert planned >= 0.1
+        assert _bounded(rng.binomial(2000, planned, 1000), 2000, 0.1) == 0
+        return
+    # "≈N campaigns would bound it below 10 % 8 times in 10 if the true rate is α = 5 %":
+    # draw N campaigns at that rate, bound by scipy's Clopper-Pearson interval
+    bounded = _bounded(rng.binomial(need, planned, 4000), need, 0.1)
+    assert bounded >= 0.79, bounded  # 0.8 less 1.6 standard errors (0.0063)
+    # the old plan (36, a true rate of 0) bounds it about 16 times in 100 at α
+    assert _bounded(rng.binomial(36, 0.05, 4000), 36, 0.1) < 0.2

@@ -299,23 +299,49 @@ def detectable_effect(cv: float, n: int, alpha: float = 0.05, power: float = POW
     return float(brentq(short, 0.0, 1e3)) * cv
 
 
-def campaigns_to_bound(rate: float, above: float, confidence: float = 0.95) -> int:
-    """How many trials (campaigns) bound an observed proportion: the smallest n whose exact
-    (Clopper–Pearson) upper bound at ``confidence`` is ≤ ``above`` when the observed rate is
-    ``rate`` (k = round(rate·n) successes of n; :func:`proportion_interval`), by doubling and
-    bisection (the bound falls as n grows at a fixed rate).  Raises ValueError unless
-    0 ≤ rate < above ≤ 1."""
-    if not 0 <= rate < above <= 1:
-        raise ValueError("need 0 <= rate < above <= 1")
+#: probability with which :func:`campaigns_to_bound` bounds a rate (as a plan's power)
+BOUND_PROBABILITY = 0.8
 
-    def ok(n: int) -> bool:
-        return proportion_interval(round(rate * n), n, confidence)[1] <= above
 
+def bound_probability(rate: float, above: float, n: int, confidence: float = 0.95) -> float:
+    """Probability that ``n`` trials bound a proportion whose true value is ``rate``: that
+    the exact (Clopper–Pearson) upper bound at ``confidence`` of k successes of n, k
+    binomial(n, rate), is ≤ ``above``: P(K ≤ k*) with k* the most successes whose bound
+    still is (the bound grows with k; ``scipy.stats.beta.ppf`` and ``binom.cdf``)."""
+    if n < 1:
+        return 0.0
+    ks = np.arange(n + 1)
+    upper = np.where(ks < n, sps.beta.ppf(1 - (1 - confidence) / 2, ks + 1, n - ks), 1.0)
+    ok = np.nonzero(upper <= above)[0]
+    if not ok.size:
+        return 0.0
+    return float(sps.binom.cdf(int(ok.max()), n, rate))
+
+
+def campaigns_to_bound(rate: float, above: float, confidence: float = 0.95,
+                       probability: float = BOUND_PROBABILITY, most: int = 20000) -> int | None:
+    """How many trials (campaigns) bound a proportion below ``above`` with ``probability``
+    when its true value is ``rate`` (:func:`bound_probability`: the exact Clopper–Pearson
+    upper bound at ``confidence`` ≤ ``above``): the smallest such n, found by doubling then
+    bisection on the smallest n past which the probability stays ≥ ``probability`` on a
+    check of the next few n (the probability saw-tooths with n, a binomial's discreteness).
+    A true rate of 0 is bounded for sure once the bound of 0 successes is (36 campaigns for
+    10 %); at α = 5 % the same 10 % takes about 230.  None when ``rate`` ≥ ``above`` (no
+    number of campaigns bounds a rate below itself) or more than ``most`` are needed.
+    Raises ValueError unless 0 ≤ rate ≤ 1 and 0 < above ≤ 1."""
+    if not (0 <= rate <= 1 and 0 < above <= 1):
+        raise ValueError("need 0 <= rate <= 1 and 0 < above <= 1")
+    if rate >= above:
+        return None
+
+    def ok(n: int) -> bool:  # ≥ probability at n and the next few (the saw-tooth's dips)
+        return all(bound_probability(rate, above, m, confidence) >= probability
+                   for m in range(n, n + 5))
     hi = 2
-    while not ok(hi):  # doubling to a bound, then bisection below it
+    while not ok(hi):
         hi *= 2
-        if hi > 10 ** 7:
-            raise ValueError("bound not reachable")
+        if hi > most:
+            return None
     return _smallest_n(ok, 1, hi)
 
 
