@@ -244,9 +244,21 @@ def test_one_percent_syntax_on_every_flag_and_in_files(tmp_path, capsys):
     from vhpc.workflows.common import percent
 
     assert percent("5%") == pytest.approx(0.05) == percent("5") == percent(" 5 % ")
-    for bad in ("five", "-5", "5e1", "100", "nan", "５"):
+    for bad in ("five", "-5", "100", "nan", "５", "1e999"):
         with pytest.raises(argparse.ArgumentTypeError):
             percent(bad)
+    # one syntax: an exponent is a number too; a bare number below 1 would silently be a
+    # fraction of a percent (--margin 0.05 = 0.05 %), so it is refused asking for the %
+    assert percent("5e-1%") == pytest.approx(0.005) and percent("0.05%") == pytest.approx(0.0005)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^0\.05 without % would be 0\.05 %; "
+                       r"give a percentage: 5% for the fraction 0\.05"):
+        percent("0.05")
+    for argv, want in ((["--margin", "0.05"], "0.05 without % would be 0.05 %"),
+                       (["--margin", "-5%"], "-5%: a percentage here cannot be negative")):
+        assert main(["compare", "-b", "stream", "-e", "native", *argv, "--dry-run"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and want in err and "expected one argument" not in err
+    assert main(["compare", "-b", "stream", "-e", "native", "--margin", "5e-1%", "--dry-run"]) == 0
     # a file's keys are fractions: 5% (= --margin 5) or 0.05; a bare 5 (500 %) is refused
     assert argtypes.fraction("5%", "margin") == pytest.approx(0.05)
     assert argtypes.fraction(0.05, "margin") == 0.05
@@ -377,14 +389,16 @@ def test_a_metric_declared_signed_is_compared_by_its_difference_without_a_warnin
     assert c.verdict == (SLOWER if ci.low > 0 else INCONCLUSIVE)
 
 
-def test_a_registry_metric_declared_signed_is_compared_by_its_difference():
-    # noise's detour share is 0 on a quiet CPU: the registry declares it signed, so a campaign
-    # whose values all happen to be positive is still compared by the difference of means
+def test_a_registry_metric_that_can_be_0_is_compared_by_its_difference():
+    # noise's detour share is 0 on a quiet CPU: the registry declares it can be 0 (never
+    # negative: not "signed"), so a campaign whose values all happen to be positive is still
+    # compared by the difference of means
     from vhpc import benchmarks as registry
 
     noise = {m.name: m for m in registry.REGISTRY["noise"].metrics}
-    assert noise["detour_pct"].signed and noise["max_detour_us"].signed
-    assert not any(m.signed for m in registry.REGISTRY["pagefault"].metrics)
+    assert noise["detour_pct"].can_be_zero and noise["max_detour_us"].can_be_zero
+    assert not any(m.signed for m in noise.values())
+    assert not any(m.signed or m.can_be_zero for m in registry.REGISTRY["pagefault"].metrics)
     y, x = [0.010, 0.012, 0.011, 0.013], [0.020, 0.025, 0.022, 0.021]
     a = analyse(_obs("native", y, "noise", "detour_pct", unit="%")
                 + _obs("vm", x, "noise", "detour_pct", unit="%")
@@ -406,3 +420,22 @@ def test_a_registry_metric_declared_signed_is_compared_by_its_difference():
     pairs = {p.benchmark: p for p in versus.pairs(a)}
     assert pairs["noise"].method == "welch-difference" and pairs["noise"].ratio is None
     assert pairs["pagefault"].method == "log-welch"
+
+
+def test_no_cv_for_a_signed_metric_and_a_metric_that_can_be_0_is_named_so():
+    from vhpc.analysis.families import headline
+    from vhpc.core import stats
+
+    assert stats.describe([-1.0, 2.0, 3.0]).cv is None  # no ratio scale
+    assert stats.describe([0.0, 2.0, 3.0]).cv == pytest.approx(np.std([0, 2, 3], ddof=1) / 5 * 3)
+    y, x = [0.010, 0.012, 0.011, 0.013], [0.020, 0.025, 0.022, 0.021]
+    obs = (_obs("native", y, "noise", "detour_pct", unit="%")
+           + _obs("vm", x, "noise", "detour_pct", unit="%")
+           + _obs("native", y, "bal", "e", unit="J") + _obs("vm", x, "bal", "e", unit="J"))
+    a = analyse(obs, ENVS, "native", signed=frozenset({("bal", "e")}))
+    cv = {(s.benchmark, s.environment): s.cv for s in a.summaries}
+    assert cv[("bal", "vm")] is None and cv[("bal", "native")] is None  # declared signed
+    assert cv[("noise", "vm")] == pytest.approx(np.std(x, ddof=1) / np.mean(x))  # can be 0
+    trust = {fs.family.benchmark: fs.trust for fs in headline(a)}
+    assert trust["noise"] == ("difference of means: a metric that can be 0",)
+    assert trust["bal"] == ("difference of means: a signed metric",)

@@ -125,8 +125,8 @@ def mean(values: Sequence[float]) -> float | None:
 @dataclass(frozen=True)
 class Description:
     """Descriptive statistics of one sample (values' unit): n, mean and median (None for
-    n = 0), stdev (ddof = 1), Student-t CI of the mean, CV = stdev/|mean| (None for n < 2 or
-    mean 0) and the count of modified-z outliers."""
+    n = 0), stdev (ddof = 1), Student-t CI of the mean, CV = stdev/|mean| (None for n < 2,
+    mean 0 or a negative value: no ratio scale) and the count of modified-z outliers."""
 
     n: int
     mean: float | None = None
@@ -156,8 +156,9 @@ def describe(values: Sequence[float], confidence: float = 0.95) -> Description:
         return Description(n, m, med)
     sd = float(x.std(ddof=1))
     lo, hi = student_t_ci(m, sd, n, confidence)
-    return Description(n, m, med, sd, lo, hi, sd / abs(m) if m != 0 else None,
-                       _outliers(x, med, MAD_THRESHOLD))
+    # a CV needs a ratio scale: none where a value is negative
+    cv = sd / abs(m) if m != 0 and float(x.min()) >= 0 else None
+    return Description(n, m, med, sd, lo, hi, cv, _outliers(x, med, MAD_THRESHOLD))
 
 
 def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
