@@ -181,8 +181,7 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
         outside = lo > 1 + band or hi < floor
         if finding.claim == "within_pct":
             inside = seen == logratio.EQUIVALENT or (
-                seen in (logratio.WORSE, logratio.BETTER) and not outside and
-                _decision(lo, hi, band, linear, difference=False) == logratio.EQUIVALENT)
+                seen in (logratio.WORSE, logratio.BETTER) and _inside(lo, hi, band, linear))
             read = INSIDE if inside else OUTSIDE if outside else ACROSS
         else:  # no difference found: the table's equivalent; a difference it sees disagrees
             read = INSIDE if seen == logratio.EQUIVALENT else \
@@ -211,15 +210,17 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
 _SEEN = {logratio.WORSE: "slower", logratio.BETTER: "faster"}
 
 
-def _decision(lo: float, hi: float, band: float, linear: bool, difference: bool = True) -> str:
+def _inside(lo: float, hi: float, band: float, linear: bool) -> bool:
+    """Whether the worse-is-higher interval [lo, hi] lies in the band, as the table's
+    equivalence reads it (:func:`vhpc.core.logratio.within_margin`; ``linear``: [1 − band,
+    1 + band]), whether or not it also excludes 1."""
+    return -band <= lo - 1 and hi - 1 <= band if linear else logratio.within_margin(lo, hi, band)
+
+
+def _decision(lo: float, hi: float, band: float, linear: bool) -> str:
     """The table's decision (:func:`vhpc.core.logratio.decide`; ``linear``: of the relative
     difference, :func:`~vhpc.core.logratio.decide_difference`) for the worse-is-higher
-    interval [lo, hi] at ``band``; ``difference`` False: equivalence alone (whether the
-    interval lies in the band, as when it also excludes 1)."""
-    if not difference:
-        inside = -band <= lo - 1 and hi - 1 <= band if linear else \
-            logratio.within_margin(lo, hi, band)
-        return logratio.EQUIVALENT if inside else logratio.UNDECIDED
+    interval [lo, hi] at ``band``."""
     if linear:
         return logratio.decide_difference(lo - 1, hi - 1, band)
     return logratio.decide(lo, hi, band)
