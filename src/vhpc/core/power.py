@@ -35,7 +35,8 @@ sps = LazyModule("scipy.stats")
 __all__ = ["POWER", "MAX_RUNS", "MIN_PILOT", "PILOT_RUNS", "PILOT_ADVICE", "pooled_cv", "t_test_power",
            "tost_power", "runs_needed", "runs_needed_tost", "pooled_relative_sd",
            "detectable_effect", "proportion_interval", "campaigns_to_bound", "PLAN_SD_CONFIDENCE",
-           "sd_upper_bound", "decide_power", "runs_to_decide_any", "NO_PLAN", "PLAN_PROMISE", "plan_text"]
+           "sd_upper_bound", "decide_power", "runs_to_decide_any", "NO_PLAN", "PLAN_PROMISE", "plan_text",
+           "BOUND_PROBABILITY", "bound_probability"]
 
 
 #: statistical power the advice aims at (Cohen 1988's conventional 80 %)
