@@ -150,8 +150,9 @@ OUTLIER_P = 0.001
 SHAPIRO_MAX = 5000
 #: ratio of the two sides' ln SDs from which ranks are not advised: the Mann–Whitney interval
 #: assumes a pure shift and under-covers when the spreads differ (the Behrens–Fisher problem;
-#: at 3:1 it covered 0.70–0.90 where Welch covers 0.95; flagged 77–95 % of the time at 2:1,
-#: so a rank interval covers or is flagged ≥ 0.95, docs/statistics.md)
+#: at 3:1 it covered 0.70–0.90 where Welch covers 0.95; true 3:1 spreads are flagged 77–95 %
+#: of the time at 5–20 runs a side, so a rank interval covers or is flagged ≥ 0.94,
+#: tests/test_stat_rates.py)
 SPREAD_RATIO = 2.0
 
 
