@@ -6,6 +6,7 @@ grids run in ``make test``; the ``heavy`` ones, run by ``make bench``
 from __future__ import annotations
 
 import pytest
+from scipy import stats as sps
 
 import statsim
 from vhpc.core import power
@@ -284,3 +285,24 @@ def test_each_calibration_sentence_holds_at_its_stated_probability(k, n):
     assert bounded >= 0.79, bounded  # 0.8 less 1.6 standard errors (0.0063)
     # the old plan (36, a true rate of 0) bounds it about 16 times in 100 at α
     assert _bounded(rng.binomial(36, 0.05, 4000), 36, 0.1) < 0.2
+
+
+def test_the_diagnostic_parts_against_scipy_and_grubbs_table():
+    # the calibration's W for many draws at once is scipy's W
+    rng = np.random.default_rng(5)
+    for n in (16, 41):
+        coef = logratio._shapiro_coefficients(n)
+        assert coef is not None  # this scipy exposes its routine: the fast path is taken
+        x = np.sort(rng.standard_normal(n))
+        w = ((x[::-1][: n // 2] - x[: n // 2]) @ coef) ** 2 / ((x - x.mean()) ** 2).sum()
+        assert w == pytest.approx(sps.shapiro(x).statistic, rel=1e-12)
+    # Grubbs' two-sided critical value for n = 10 at 5 %: 2.290 (Grubbs 1969, Table I)
+    base = np.array([-1.0, -0.8, -0.5, -0.2, 0.0, 0.1, 0.3, 0.6, 0.9])
+
+    def g(v):
+        z = np.append(base, v)
+        return np.max(np.abs(z - z.mean())) / z.std(ddof=1)
+    lo_v = next(v for v in np.arange(1.0, 10, 0.001) if g(v) > 2.28)
+    hi_v = next(v for v in np.arange(1.0, 10, 0.001) if g(v) > 2.30)
+    assert not stats.grubbs_outlier(np.append(base, lo_v), 0.05)
+    assert stats.grubbs_outlier(np.append(base, hi_v), 0.05)
