@@ -5,11 +5,18 @@ grids run in ``make test``; the ``heavy`` ones, run by ``make bench``
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 from scipy import stats as sps
 
 import statsim
-from vhpc.core import power
+from vhpc.analysis import EQUIVALENT, FASTER, SLOWER, analyse
+from vhpc.analysis.compare import verdict_of
+from vhpc.campaign import paper_findings as F
+from vhpc.core import logratio, power, stats
+from vhpc.core.metrics import EnvInfo, Observation
 
 RATIOS, CVS, PILOTS = (1.0, 1.1, 1.5), (0.05, 0.2, 0.4), (5, 10, 20)
 
@@ -57,15 +64,6 @@ def test_heavy_plan_grid():
 
 
 # --- paper lines: the table's decision for the line's own band -------------------------------
-
-import math  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from vhpc.analysis import EQUIVALENT, FASTER, SLOWER  # noqa: E402
-from vhpc.analysis.compare import verdict_of  # noqa: E402
-from vhpc.campaign import paper_findings as F  # noqa: E402
-from vhpc.core import logratio  # noqa: E402
 
 
 def _claim(claim, **kw):
@@ -134,9 +132,6 @@ def test_paper_lines_agree_only_where_the_table_decides_so_for_their_band():
 
 # --- --method rank: one distribution for p, interval and verdict -----------------------------
 
-from vhpc.analysis import analyse  # noqa: E402
-from vhpc.core import stats  # noqa: E402
-from vhpc.core.metrics import EnvInfo, Observation  # noqa: E402
 
 ENVS = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm"),
         "vm2": EnvInfo("vm2", "vm", "kvm")}

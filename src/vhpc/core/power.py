@@ -205,7 +205,8 @@ def decide_power(theta, sd: float, n: float, alpha: float, bound: float) -> np.n
     s_hat = sd * np.sqrt(spc.chdtri(df, 1.0 - q) / df)  # chdtri: inverse of the upper tail
     h = (float(spc.stdtrit(df, 1.0 - alpha / 2.0)) * s_hat * math.sqrt(2.0 / n))[None, :]
     a = np.minimum(np.maximum(bound - h, 0.0), h)
-    cdf = lambda v: spc.ndtr((v - th) / se)  # noqa: E731
+    def cdf(v: np.ndarray) -> np.ndarray:  # of the difference d, normal about θ
+        return spc.ndtr((v - th) / se)
     undecided = (cdf(h) - cdf(a)) + (cdf(-a) - cdf(-h))
     return 1.0 - undecided.mean(axis=1)
 
