@@ -175,6 +175,7 @@ bench: venv-demo kernels
 	$(BIN)/python bench/bench_analysis.py
 	$(BIN)/python bench/bench_vm_cycle.py --runs 3
 	$(BIN)/python bench/bench_suite.py
+	$(PYTEST) -p no:xdist -s -m heavy tests/test_stat_rates.py
 
 # make demo where only its own packages exist: a minimal Debian 12 root (mmdebstrap, which make
 # deps installs), this host's apt sources, CA certificates and pip configuration, a clone of

@@ -119,8 +119,15 @@ SLOW_FIRST = ("guest", "paper_reader", "test_vcluster", "test_libvirt", "test_st
 def pytest_collection_modifyitems(config, items):
     """Under ``--dist loadgroup`` each test module runs on one worker (its module-scoped guests,
     daemons and sshd/Slurm session fixtures start once), and the modules of
-    :data:`SHARED_WORKER` share one; a test's own ``xdist_group`` mark wins.  Groups of
+    :data:`SHARED_WORKER` share one; a test's own ``xdist_group`` mark wins.  Tests marked
+    ``heavy`` (full simulation grids) are deselected unless ``-m`` names them (``make
+    bench``).  Groups of
     :data:`SLOW_FIRST` come first, in that order; the others keep collection order."""
+    if "heavy" not in (config.getoption("markexpr", "") or ""):  # make bench runs those
+        heavy = [i for i in items if i.get_closest_marker("heavy") is not None]
+        if heavy:
+            config.hook.pytest_deselected(items=heavy)
+            items[:] = [i for i in items if i.get_closest_marker("heavy") is None]
     rank = {}
     for i, item in enumerate(items):
         module = item.module.__name__.rsplit(".", 1)[-1]

@@ -34,7 +34,9 @@ def test_an_interval_is_hidden_below_3_runs_or_beyond_1000_times_unless_decided(
     assert intervals.interval_hidden(5, 0.01, 10.01) and not intervals.interval_hidden(5, 0.01, 9.9)
     assert not intervals.interval_hidden(2, 0.5, 2.0, decided=True)  # the verdict reads it
     assert not intervals.interval_hidden(2, None, 2.0)
-    assert intervals.too_few_text(7) == "too few runs for an interval (≈7 runs each to decide)"
+    assert intervals.too_few_text(7) == ("too few runs for an interval (≈7 runs each: decides 8 "
+                                         "times in 10 whatever the ratio, if the spread is "
+                                         "within its 80 % bound)")
 
 
 def test_the_headline_at_80_columns_shows_both_centres_with_units():

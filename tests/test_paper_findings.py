@@ -89,7 +89,7 @@ def test_noise_never_agrees_and_cannot_tell_names_the_runs():
         assert outcome == F.CANNOT_TELL, f.claim
         assert "too few runs to plan: run ≥ 10 a side" in why
     outcome, why = F.verdict(_f("within_pct", value=5), 1.04, (0.99, 1.09), 8, False, runs=40)
-    assert outcome == F.CANNOT_TELL and "≈40 runs each to decide" in why
+    assert outcome == F.CANNOT_TELL and "≈40 runs each: decides 8 times in 10" in why
 
 
 def test_cannot_tell_says_why():

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from vhpc import __version__
+from vhpc.core import argtypes
 from vhpc.core.argtypes import count, number, percent
 from vhpc.environments.options import MAX_SECONDS
 from vhpc.core.errors import SpecError, VhpcError
@@ -389,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     from vhpc.core.paths import private_results
 
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(
+            argtypes.negative_values(list(sys.argv[1:] if argv is None else argv)))
         given = {}
         for flag in parts.global_flags():
             value = getattr(args, flag.env)

@@ -237,6 +237,8 @@ def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alph
     diagnostic = logratio.diagnose(d.x, d.y, d.rank) if d.lw is not None else ""
     if d.rank and d.lw is not None and lo is None:
         notes.append(f"too few runs for a rank interval at {level * 100:.4g} %")
+    if d.rank and d.lw is not None:
+        notes.append(logratio.spread_note(d.x, d.y))
     note = "; ".join(n for n in notes if n)
     if base.unit != env.unit:
         v, note = INSUFFICIENT, "units differ from the baseline's"
@@ -276,9 +278,9 @@ def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | 
     runs = None
     sd = pooled_sd(d.x, d.y)
     if v == INCONCLUSIVE and scale > 0 and sd is not None \
-            and min(env.n, base.n) >= power.MIN_PILOT:
-        n = logratio.plan_runs(diff / scale, sd / scale, level, margin, log_scale=False)
-        runs = max(n, min(env.n, base.n) + 1) if n is not None else None
+            and min(env.n, base.n) >= power.MIN_PILOT:  # as logratio.runs_to_decide
+        runs = logratio.plan_runs(power.sd_upper_bound(sd, env.n + base.n - 2) / scale, level,
+                                  margin, log_scale=False, at_least=min(env.n, base.n) + 1)
     w, oci = difference_overhead(diff, lo, hi, hib, scale)
     note = "" if d.declared else SIGNED_NOTE
     if base.unit != env.unit:

@@ -475,9 +475,20 @@ def _signed_scalar(analysis: Analysis, fam: Family, env: str) -> FamilySummary |
                          c.overhead_ci[0], c.overhead_ci[1], c.verdict, {c.verdict: 1}, 1, n,
                          None, bool(info and info.emulated),
                          # declared signed (no note) or found ≤ 0 (the note says so)
-                         ("difference of means: a signed metric" if not c.note
-                          else "difference of means: values ≤ 0",), level, c.runs_needed,
+                         (_no_log_scale(analysis, fam.benchmark, metric, c.note),), level,
+                         c.runs_needed,
                          (c.difference, *c.difference_ci) if c.difference is not None else None)
+
+
+def _no_log_scale(analysis: Analysis, benchmark: str, metric: str, note: str) -> str:
+    """Why a metric is compared by the difference of means, in its own plain name: values
+    ≤ 0 seen (``note``, undeclared), a metric that can be 0 (never negative), or a signed
+    metric (its values can be negative)."""
+    if note:
+        return "difference of means: values ≤ 0"
+    if (benchmark, metric) in analysis.zero_metrics:
+        return "difference of means: a metric that can be 0"
+    return "difference of means: a signed metric"
 
 
 def family_summaries(analysis: Analysis, fams: list[Family] | None = None,

@@ -126,12 +126,10 @@ def inconclusive(c: Comparison) -> str | None:
 
 def runs_text(runs: int | None, n: int) -> str:
     """What to say about the runs that would decide an inconclusive comparison whose smaller
-    side has ``n`` runs: "≈N runs each to decide", or, from fewer than
-    :data:`vhpc.core.power.MIN_PILOT` runs a side, :data:`vhpc.core.power.PILOT_ADVICE` (a plan
-    from so few is noise), or that no practical number would."""
-    if n < power.MIN_PILOT:
-        return power.PILOT_ADVICE
-    return f"≈{runs} runs each to decide" if runs else "more runs than practical to decide"
+    side has ``n`` runs (:func:`vhpc.core.power.plan_text`): the plan with the probability it
+    delivers, the pilot advice from fewer than :data:`vhpc.core.power.MIN_PILOT` runs a side,
+    or why there is no plan."""
+    return power.plan_text(runs, n)
 
 
 def _scope(subject: str, obj: Any) -> str:

@@ -12,6 +12,8 @@ figure in another unit takes that metric's verdict (:func:`declared_pairs`); che
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import Iterable, Mapping
 
 from vhpc.analysis.compare import Plan, comparisons_of
@@ -58,14 +60,21 @@ def registered(benchmark: str) -> bool:
     return benchmark in registry.REGISTRY
 
 
-def registry_signed(benchmarks: Iterable[str]) -> frozenset[tuple[str, str]]:
-    """(benchmark, metric) of every metric the benchmark registry declares signed
-    (:attr:`vhpc.core.metrics.Metric.signed`: its values can be ≤ 0), read as a custom
-    metric's ``signed: true`` is (:func:`vhpc.analysis.compare.declared_signed`)."""
+def registry_signed(benchmarks: Iterable[str], zero: bool | None = None
+                    ) -> frozenset[tuple[str, str]]:
+    """(benchmark, metric) of every metric the benchmark registry declares without a log
+    scale (:attr:`vhpc.core.metrics.Metric.signed`: its values can be negative, or
+    :attr:`~vhpc.core.metrics.Metric.can_be_zero`), read as a custom metric's ``signed:
+    true`` is (:func:`vhpc.analysis.compare.declared_signed`); ``zero`` True: only those that
+    can be 0 but not negative, False: only the signed ones."""
     from vhpc import benchmarks as registry
 
+    def want(m) -> bool:
+        if zero is None:
+            return m.signed or m.can_be_zero
+        return m.can_be_zero and not m.signed if zero else m.signed
     return frozenset((name, m.name) for name in benchmarks
-                     for m in getattr(registry.REGISTRY.get(name), "metrics", ()) if m.signed)
+                     for m in getattr(registry.REGISTRY.get(name), "metrics", ()) if want(m))
 
 
 def declared_pairs(keys: Iterable[tuple[str, str, str]],
@@ -199,7 +208,11 @@ def analyse(observations: Iterable[Observation] | ObservationColumns,
     rank = {name: i for i, name in enumerate(envs)}
     rank[baseline] = -1
     ordered: list[GroupKey] = sorted(groups, key=lambda k: (k[0], k[1], k[2], rank.get(k[3], 10**9), k[3]))
-    summaries = summaries_of(ordered, groups, confidence)
+    signed = frozenset(signed) | registry_signed({k[0] for k in groups})
+    zero = registry_signed({k[0] for k in groups}, zero=True)
+    summaries = [replace(s, cv=None) if (s.benchmark, s.metric) in signed - zero else s
+                 for s in summaries_of(ordered, groups, confidence)]  # a CV needs a ratio
+    # scale: none for a metric that can be negative (stats.describe: none where one is)
     by_key = {(s.benchmark, s.params, s.metric, s.environment): s
               for s in summaries if s.group == GROUP_ALL}
     values = {k: g.array(GROUP_ALL) for k, g in groups.items()}
@@ -213,7 +226,6 @@ def analyse(observations: Iterable[Observation] | ObservationColumns,
                     environments=envs, alpha=alpha, confidence=confidence, margin=margin,
                     check_metrics=check_metrics)
     plan = plan_of(stub, declared_pairs({k[:3] for k in groups}, pairs))
-    signed = frozenset(signed) | registry_signed({k[0] for k in groups})
     comparisons, missing = comparisons_of(ordered, by_key, values, baseline, alpha, margin, plan,
                                           intervals, method, signed)
     findings = apply_rules(envs, summaries, comparisons)
@@ -222,4 +234,4 @@ def analyse(observations: Iterable[Observation] | ObservationColumns,
     return Analysis(summaries=summaries, comparisons=comparisons, findings=findings,
                     baseline=baseline, environments=envs, alpha=alpha, confidence=confidence,
                     margin=margin, checks=check_results(stub, checks),
-                    check_metrics=check_metrics, signed_metrics=signed)
+                    check_metrics=check_metrics, signed_metrics=signed, zero_metrics=zero)

@@ -312,6 +312,9 @@ class Analysis:
     #: (benchmark, metric) declared signed (custom ``signed: true``, the registry's
     #: ``Metric.signed``): compared by the difference of means wherever two groups are
     signed_metrics: frozenset = frozenset()
+    #: those of :attr:`signed_metrics` that are never negative but can be 0 (the registry's
+    #: ``Metric.can_be_zero``): named "can be 0", not "signed"
+    zero_metrics: frozenset = frozenset()
     _summary_index: dict = field(default_factory=dict, repr=False, compare=False)
     _comparison_index: dict = field(default_factory=dict, repr=False, compare=False)
 

@@ -16,6 +16,7 @@ analysis' confidence.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vhpc.analysis.compare import difference_verdict, verdict_of
@@ -85,6 +86,25 @@ def summary_difference(a: Summary, b: Summary, confidence: float = 0.95
         return d, None, None
     c = stats.welch_contrast((a.mean, b.mean), (a.stdev ** 2, b.stdev ** 2), (a.n, b.n), (1, -1))
     return (d, None, None) if c is None else (d, *c.interval(confidence))
+
+
+def band_plan(a: Summary | None, b: Summary | None, level: float, rank: bool = False
+              ) -> Callable[[float], int | None] | None:
+    """The runs a side that would decide ``a`` against ``b`` (positive values, log scale) at
+    ``level`` for any band: a function of the band (0.15 = ±15 %) giving
+    :func:`vhpc.core.logratio.runs_to_decide` for it (``rank``: × π/3, as the table plans
+    ``--method rank``), so a paper line is planned for its own band, not the table's margin.
+    None off the log scale or with fewer than 2 values a side."""
+    if a is None or b is None:
+        return None
+    lw = logratio.contrast_of([a.log_moments(), b.log_moments()], (1, -1))
+    if lw is None:
+        return None
+
+    def plan(band: float) -> int | None:
+        runs = logratio.runs_to_decide(lw, level, band)
+        return math.ceil(runs * math.pi / 3) if rank and runs is not None else runs
+    return plan
 
 
 def pairs(analysis: Analysis, group: str = GROUP_ALL, versus: str | None = None,

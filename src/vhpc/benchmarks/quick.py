@@ -197,9 +197,9 @@ NOISE = KernelBenchmark(
     metrics=(
         # 0 on a quiet CPU (no detour in the window): no log scale, compared by differences
         Metric("detour_pct", "%", False, "share of elapsed time spent in detours",
-               signed=True),
-        Metric("detours_per_s", "1/s", False, "detours per second", signed=True),
-        Metric("max_detour_us", "us", False, "longest detour", signed=True),
+               can_be_zero=True),
+        Metric("detours_per_s", "1/s", False, "detours per second", can_be_zero=True),
+        Metric("max_detour_us", "us", False, "longest detour", can_be_zero=True),
     ),
 )
 

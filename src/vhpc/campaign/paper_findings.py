@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+from collections.abc import Callable
 from importlib import resources
 from typing import Literal
 
@@ -140,25 +141,32 @@ def for_study(name: str) -> list[Finding]:
 
 def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | None, n: int,
             emulated: bool, placement_ok: bool = True, linear: bool = False,
-            margin: float = 0.05, runs: int | None = None) -> tuple[str, str]:
+            margin: float = 0.05, runs: int | None = None, higher_is_better: bool = False,
+            plan: Callable[[float], int | None] | None = None) -> tuple[str, str]:
     """(``agrees`` | ``disagrees`` | ``cannot tell``, reason) for ``finding`` against a measured
     VM/native ``ratio`` (> 1: VM worse) with confidence interval ``ci`` from ``n`` samples per
-    side.  Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
+    side (the table's row: its interval at the row's level, the one interval the line reads).
+    Cannot tell: fewer than :data:`MIN_SAMPLES`, TCG emulation (its overhead does not
     describe hardware virtualization), a placement this host could not make, or no interval
     (``linear``: a signed metric, compared by the difference of means: ``ratio`` and ``ci``
     are 1 + its worse-positive difference relative to the baseline's |mean|, as the table's
     overhead, and the no-difference band is the table's [1 − m, 1 + m] on that scale).
 
-    The interval is read as the table reads it (the table's functions,
-    :func:`vhpc.core.logratio.decide` and :func:`vhpc.core.logratio.within_margin`): a line
-    agrees only when the whole interval lies inside the paper's claim, disagrees when it lies
-    wholly outside, and otherwise cannot tell, with the runs that would decide (``runs``, the
-    table's :attr:`~vhpc.analysis.Comparison.runs_needed`; a plan needs
-    :data:`vhpc.core.power.MIN_PILOT` runs a side).  Claims: ``direction`` slower / faster: the
-    interval above / below 1 (the table's ``slower`` / ``faster``); ``no-difference``: the
-    table's ``equivalent`` within the paper's ``tolerance`` percent, else ``margin``;
-    ``within_pct`` v: inside [1/(1 + v/100), 1 + v/100]; ``overhead_pct`` V ± T: the overhead
-    interval (ratio − 1)·100 inside [V − T, V + T]."""
+    Decided by the table's own decision for the line's own band ``b``
+    (:func:`vhpc.core.logratio.decide`, :func:`~vhpc.core.logratio.decide_difference` for
+    ``linear``), never by a looser reading: ``direction`` slower / faster: the table's
+    ``slower`` / ``faster`` (b = ``margin``); ``no-difference``: the table's ``equivalent``
+    within the paper's ``tolerance`` percent, else ``margin`` (a ``slower`` / ``faster`` row is a
+    difference the paper did not find: disagrees, however small); ``within_pct`` v: the interval
+    inside [1/(1 + v/100), 1 + v/100], the band's equivalence (TOST), which holds for a
+    ``slower`` / ``faster`` row inside it too (:func:`~vhpc.core.logratio.within_margin`);
+    ``overhead_pct`` V ± T: the overhead interval (ratio − 1)·100 inside [V − T, V + T].  An
+    interval wholly outside the claim disagrees; the rest cannot tell, with the runs that
+    would decide for the line's own band: ``plan(b)`` (runs a side,
+    :func:`vhpc.core.logratio.runs_to_decide` at that band), else ``runs`` when the band is the
+    table's margin (the table's :attr:`~vhpc.analysis.Comparison.runs_needed`), else no plan.
+    The reason shows the ratio as the page does, environment / reference in the metric's
+    own sense (``higher_is_better``: the reciprocal of ``ratio``), one orientation per line."""
     if n < MIN_SAMPLES:
         return CANNOT_TELL, f"too few runs ({n} < {MIN_SAMPLES})"
     if emulated:
@@ -168,6 +176,8 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     if ratio is None or ci is None or None in ci:
         return CANNOT_TELL, "no confidence interval"
     lo, hi = ci
+    band = margin
+    got = _got(ratio, lo, hi, linear, higher_is_better)
     if finding.claim == "overhead_pct":
         want_lo = finding.value - finding.tolerance
         want_hi = finding.value + finding.tolerance
@@ -178,34 +188,65 @@ def verdict(finding: Finding, ratio: float | None, ci: tuple[float, float] | Non
     elif finding.claim == "within_pct" or finding.expect == "no-difference":
         pct = finding.value if finding.claim == "within_pct" else finding.tolerance
         band = (pct if pct is not None else margin * 100) / 100
-        if linear:  # the table's equivalence of a difference: inside [−m, m] of |mean|
-            inside = logratio.decide_difference(lo - 1, hi - 1, band) == logratio.EQUIVALENT
-            floor = 1 - band
-        else:
-            inside, floor = logratio.within_margin(lo, hi, band), 1 / (1 + band)
-        read = INSIDE if inside else OUTSIDE if lo > 1 + band or hi < floor else ACROSS
-        got = _got(ratio, lo, hi, linear)
-        if finding.claim == "direction":
-            got += f": {'equivalent' if read == INSIDE else 'not equivalent'} " \
-                   f"within ±{band * 100:g} %"
+        seen = _decision(lo, hi, band, linear)
+        floor = 1 - band if linear else 1 / (1 + band)
+        outside = lo > 1 + band or hi < floor
+        if finding.claim == "within_pct":
+            inside = seen == logratio.EQUIVALENT or (
+                seen in (logratio.WORSE, logratio.BETTER) and _inside(lo, hi, band, linear))
+            read = INSIDE if inside else OUTSIDE if outside else ACROSS
+        else:  # no difference found: the table's equivalent; a difference it sees disagrees
+            read = INSIDE if seen == logratio.EQUIVALENT else \
+                ACROSS if seen == logratio.UNDECIDED else OUTSIDE
+            got += ": " + ({logratio.EQUIVALENT: f"equivalent within ±{band * 100:g} %",
+                            logratio.UNDECIDED: f"not decided within ±{band * 100:g} %"}.get(seen)
+                           or _SEEN[seen])
     else:  # the table's slower / faster, read off the same interval
-        seen = {logratio.WORSE: "slower", logratio.BETTER: "faster"}.get(
-            logratio.decide(lo, hi, 0.0), "no-difference")
-        read = INSIDE if seen == finding.expect else ACROSS if seen == "no-difference" \
-            else OUTSIDE
-        got = f"{_got(ratio, lo, hi, linear)}: {seen}"
+        seen = _decision(lo, hi, margin, linear)
+        said = _SEEN.get(seen, "no-difference")
+        read = INSIDE if said == finding.expect else \
+            OUTSIDE if seen in (logratio.WORSE, logratio.BETTER) else ACROSS
+        got = f"{got}: {said}"
     if read == INSIDE:
         return AGREES, got
     if read == OUTSIDE:
         return DISAGREES, got
+    if plan is not None:
+        runs = plan(band)
+    elif band != margin:
+        runs = None  # the table's plan is for its own margin, not this band
     return CANNOT_TELL, f"{got}; {runs_to_decide(runs, n)}"
 
 
-def _got(ratio: float, lo: float, hi: float, linear: bool) -> str:
-    """The measured interval in words: a ratio, or a signed metric's overhead (its difference
-    relative to the baseline's |mean|)."""
+#: the table's difference outcomes in the findings' words
+_SEEN = {logratio.WORSE: "slower", logratio.BETTER: "faster"}
+
+
+def _inside(lo: float, hi: float, band: float, linear: bool) -> bool:
+    """Whether the worse-is-higher interval [lo, hi] lies in the band, as the table's
+    equivalence reads it (:func:`vhpc.core.logratio.within_margin`; ``linear``: [1 − band,
+    1 + band]), whether or not it also excludes 1."""
+    return -band <= lo - 1 and hi - 1 <= band if linear else logratio.within_margin(lo, hi, band)
+
+
+def _decision(lo: float, hi: float, band: float, linear: bool) -> str:
+    """The table's decision (:func:`vhpc.core.logratio.decide`; ``linear``: of the relative
+    difference, :func:`~vhpc.core.logratio.decide_difference`) for the worse-is-higher
+    interval [lo, hi] at ``band``."""
+    if linear:
+        return logratio.decide_difference(lo - 1, hi - 1, band)
+    return logratio.decide(lo, hi, band)
+
+
+def _got(ratio: float, lo: float, hi: float, linear: bool, higher_is_better: bool = False) -> str:
+    """The measured interval in words: a ratio as the page shows it (environment / reference
+    in the metric's own sense: the reciprocal of the worse-is-higher ``ratio`` for a metric
+    where higher is better), or a signed metric's overhead (its difference relative to the
+    baseline's |mean|)."""
     if linear:
         return f"overhead {numfmt.pct_ci((ratio - 1) * 100, (lo - 1) * 100, (hi - 1) * 100)}"
+    if higher_is_better:
+        ratio, lo, hi = 1 / ratio, 1 / hi, 1 / lo
     return f"ratio {numfmt.ratio_ci(ratio, lo, hi)}"
 
 
@@ -214,9 +255,7 @@ INSIDE, OUTSIDE, ACROSS = "inside", "outside", "across"
 
 
 def runs_to_decide(runs: int | None, n: int) -> str:
-    """The runs that would decide, in words: "≈N runs each to decide"; from fewer than
-    :data:`vhpc.core.power.MIN_PILOT` runs a side :data:`vhpc.core.power.PILOT_ADVICE`; else
-    "more runs to decide" (no plan for this claim)."""
-    if n < power.MIN_PILOT:
-        return power.PILOT_ADVICE
-    return f"≈{runs} runs each to decide" if runs else "more runs to decide"
+    """The runs that would decide, in words (:func:`vhpc.core.power.plan_text`): the plan
+    with its probability, the pilot advice from fewer than :data:`vhpc.core.power.MIN_PILOT`
+    runs a side, or why there is no plan."""
+    return power.plan_text(runs, n)

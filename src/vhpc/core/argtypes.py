@@ -75,18 +75,25 @@ ascii_float = number(-math.inf, math.inf)
 
 #: a percentage as vhpc writes it everywhere: ASCII digits with an optional "%" ("5%", "2.5",
 #: ".5 %"); one syntax for every flag and every campaign-file key
-_PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(%?)\s*$")
+_PERCENT = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(%?)\s*$")
 
 
 def parse_percent(text: str) -> tuple[float, bool]:
-    """(value, had "%") of percentage text ("5%" → (5.0, True), "0.05" → (0.05, False)).
-    Raises ValueError for anything else (signs, exponents, non-ASCII digits, nan)."""
+    """(value, had "%") of percentage text ("5%" → (5.0, True), "0.05" → (0.05, False),
+    "5e-1%" → (0.5, True)).  Raises ValueError for anything else (signs, non-ASCII digits,
+    nan, a value beyond the float range); a leading minus is named as such."""
     if isinstance(text, str) and not text.isascii():
         raise ValueError(f"{text!r}: write the percentage in ASCII digits 0-9, such as 5%")
+    if isinstance(text, str) and text.strip().startswith("-"):
+        raise ValueError(f"{text.strip()}: a percentage here cannot be negative; give one "
+                         "such as 5%")
     m = _PERCENT.match(text) if isinstance(text, str) else None
     if not m:
         raise ValueError(f"{text!r} is not a percentage; write it as 5%")
-    return float(m.group(1)), bool(m.group(2))
+    value = float(m.group(1))
+    if not math.isfinite(value):
+        raise ValueError(f"{text.strip()} is out of range; write a percentage such as 5%")
+    return value, bool(m.group(2))
 
 
 def percent(lo: float, hi: float, *, lo_open: bool = False,
@@ -94,13 +101,18 @@ def percent(lo: float, hi: float, *, lo_open: bool = False,
     """argparse type of a flag given in percent (``--margin``, ``--tolerance``,
     ``--target-ci``): ``"5%"`` or ``"5"`` → the fraction 0.05, the percentage in the range
     from ``lo`` to ``hi`` percent (each end excluded when ``lo_open`` / ``hi_open``).  A flag's
-    unit is the percent, so a bare number is a percentage (``--margin 5`` = 5 %); a campaign
-    file's keys are fractions (:func:`fraction`)."""
+    unit is the percent, so a bare number is a percentage (``--margin 5`` = 5 %); a bare
+    number below 1 is refused, asking for the % (``--margin 0.05`` would silently be 0.05 %,
+    where a campaign file's 0.05 is 5 %: :func:`fraction`)."""
     def convert(text: str) -> float:
         try:
-            value, _ = parse_percent(text)
+            value, pct = parse_percent(text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+        if not pct and 0 < value < 1:
+            raise argparse.ArgumentTypeError(
+                f"{text.strip()} without % would be {value:g} %; give a percentage: "
+                f"{value * 100:g}% for the fraction {value:g}, or {value:g}% if you mean it")
         below = value <= lo if lo_open else value < lo
         above = value >= hi if hi_open else value > hi
         if below or above:
@@ -110,6 +122,30 @@ def percent(lo: float, hi: float, *, lo_open: bool = False,
         return value / 100.0
     convert.__name__ = "percentage"
     return convert
+
+
+#: flags whose value is a percentage (:func:`percent`); :func:`negative_values` keeps a
+#: negative one (``--margin -5%``) their value, so its type says what is wrong
+PERCENT_FLAGS = ("--margin", "--target-ci", "--tolerance")
+_NEGATIVE = re.compile(r"^-[0-9.]")
+
+
+def negative_values(argv: list[str], flags: tuple[str, ...] = PERCENT_FLAGS) -> list[str]:
+    """``argv`` with a negative number after one of ``flags`` joined to it (``--margin -5%``
+    → ``--margin=-5%``): argparse reads ``-5%`` as an option and says "expected one
+    argument", where the flag's type can say in one line that a percentage here cannot be
+    negative."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok in flags and i + 1 < len(argv) and _NEGATIVE.match(argv[i + 1]):
+            out.append(f"{tok}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(tok)
+        i += 1
+    return out
 
 
 def fraction(value: object, key: str) -> float:

@@ -37,5 +37,5 @@ def too_few_text(runs_needed: int | None) -> str:
     :data:`vhpc.core.power.MIN_PILOT` runs a side) with the pilot advice of
     :data:`vhpc.core.power.PILOT_RUNS` runs a side."""
     if runs_needed:
-        return f"{TOO_FEW} (≈{runs_needed} runs each to decide)"
+        return f"{TOO_FEW} (≈{runs_needed} runs each: {power.PLAN_PROMISE})"
     return f"{TOO_FEW} (run ≥ {power.PILOT_RUNS} a side to plan)"

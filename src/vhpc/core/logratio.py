@@ -11,6 +11,7 @@ Computing Systems", SC'15 (run times and rates are multiplicative: compare on th
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -133,53 +134,164 @@ def contrast_of(moments: Sequence[LogMoments | None], signs: Sequence[int]) -> L
 
 #: fewest valid runs a side for the normality and outlier diagnostic of :func:`diagnose`
 DIAGNOSE_FROM = 8
-#: Shapiro–Wilk p below which the ln residuals count as not normal
+#: calibrated Shapiro–Wilk p (:func:`shapiro_calibrated`) below which the standardised ln
+#: residuals count as not normal
 NORMALITY_P = 0.05
+#: null draws a calibration of :func:`shapiro_calibrated` is made of (its 5 % point to ±0.2 %)
+CALIBRATION_DRAWS = 10000
+#: most pooled residuals calibrated by simulation; beyond, scipy's own p (the two estimated
+#: means and SDs no longer move the null distribution)
+CALIBRATE_MAX = 1000
+#: Grubbs' two-sided level a side (:func:`vhpc.core.stats.grubbs_outlier`): both sides ≤ 0.2 %
+OUTLIER_P = 0.001
 #: most pooled residuals tested by Shapiro–Wilk (``scipy.stats.shapiro`` warns that its p is
 #: not accurate beyond 5000); larger samples take D'Agostino and Pearson's omnibus test
 #: (``scipy.stats.normaltest``; R. B. D'Agostino & E. S. Pearson, Biometrika 60 (1973) 613–622)
 SHAPIRO_MAX = 5000
+#: ratio of the two sides' ln SDs from which ranks are not advised: the Mann–Whitney interval
+#: assumes a pure shift and under-covers when the spreads differ (the Behrens–Fisher problem;
+#: at 3:1 it covered 0.70–0.90 where Welch covers 0.95; true 3:1 spreads are flagged 77–95 %
+#: of the time at 5–20 runs a side, so a rank interval covers or is flagged ≥ 0.94,
+#: tests/test_stat_rates.py)
+SPREAD_RATIO = 2.0
+
+
+def _shapiro_coefficients(n: int) -> np.ndarray | None:
+    """The Shapiro–Wilk coefficients a₁ … a_{n/2} of ``scipy.stats.shapiro`` for n values
+    (Royston's algorithm AS R94, scipy's ``swilk``, which fills them in), so that
+    W = (Σ aᵢ (x₍ₙ₊₁₋ᵢ₎ − x₍ᵢ₎))² / Σ (x − x̄)² for many samples at once; None where this scipy
+    does not expose the routine, or its W differs from ``scipy.stats.shapiro``'s."""
+    try:
+        from scipy.stats._morestats import swilk
+    except ImportError:  # pragma: no cover - depends on the scipy build
+        return None
+    x = np.sort(np.random.default_rng(n).standard_normal(n))
+    a = np.zeros(n // 2)
+    try:
+        swilk(x - x[n // 2], a, 0)
+    except Exception:  # noqa: BLE001 - a private routine: any change of it means "not here"
+        return None
+    w = float(((x[::-1][: n // 2] - x[: n // 2]) @ a) ** 2 / float(((x - x.mean()) ** 2).sum()))
+    return a if math.isclose(w, float(stats.sps.shapiro(x).statistic), rel_tol=1e-9) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _shapiro_null(nx: int, ny: int) -> np.ndarray:
+    """Sorted Shapiro–Wilk W of :data:`CALIBRATION_DRAWS` pairs of standard normal samples of
+    ``nx`` and ``ny`` values, each standardised by its own mean and SD and pooled (seeded:
+    the same calibration every run); computed for all draws at once with
+    :func:`_shapiro_coefficients` (one ``scipy.stats.shapiro`` call a draw otherwise)."""
+    rng = np.random.default_rng(20261207)
+    a, b = rng.standard_normal((CALIBRATION_DRAWS, nx)), rng.standard_normal((CALIBRATION_DRAWS, ny))
+    res = np.concatenate([(a - a.mean(axis=1, keepdims=True)) / a.std(axis=1, ddof=1, keepdims=True),
+                          (b - b.mean(axis=1, keepdims=True)) / b.std(axis=1, ddof=1, keepdims=True)],
+                         axis=1)
+    n = nx + ny
+    coef = _shapiro_coefficients(n)
+    if coef is None:
+        return np.sort([float(stats.sps.shapiro(r).statistic) for r in res])
+    res.sort(axis=1)
+    num = ((res[:, ::-1][:, : n // 2] - res[:, : n // 2]) @ coef) ** 2
+    den = ((res - res.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    return np.sort(num / den)
+
+
+def shapiro_calibrated(lx: np.ndarray, ly: np.ndarray) -> tuple[float, str]:
+    """(p, test) of normality of two samples' residuals, each side standardised by its own mean
+    and SD and pooled: the Shapiro–Wilk W (``scipy.stats.shapiro``; S. S. Shapiro & M. B.
+    Wilk, Biometrika 52 (1965) 591–611) against its null distribution for these sample sizes,
+    simulated (:func:`_shapiro_null`; Monte Carlo p (k + 1)/(N + 1), A. C. Davison & D. V.
+    Hinkley, *Bootstrap Methods*, 1997, §4.2).  Standardised residuals are lighter-tailed
+    than a normal sample (each side's mean and SD are fitted), so scipy's p fired 4.1–4.5 %
+    on normal data where 5 % was meant, costing power.  The null distribution does not depend
+    on the sides' means or SDs, only on their sizes.  Beyond :data:`CALIBRATE_MAX` values
+    scipy's p; beyond :data:`SHAPIRO_MAX` D'Agostino and Pearson's test."""
+    res = np.concatenate([(lx - lx.mean()) / lx.std(ddof=1), (ly - ly.mean()) / ly.std(ddof=1)])
+    if res.size > SHAPIRO_MAX:  # Shapiro–Wilk's p is not accurate beyond 5000 values
+        return float(stats.sps.normaltest(res).pvalue), "D'Agostino–Pearson"
+    w = stats.sps.shapiro(res)
+    if res.size > CALIBRATE_MAX:
+        return float(w.pvalue), "Shapiro–Wilk"
+    null = _shapiro_null(int(lx.size), int(ly.size))
+    k = int(np.searchsorted(null, float(w.statistic), side="right"))
+    return (k + 1) / (null.size + 1), "Shapiro–Wilk"
+
+
+def spreads_differ(x: Sequence[float], y: Sequence[float]) -> tuple[float, float] | None:
+    """(ln SD of x, ln SD of y) when one is at least :data:`SPREAD_RATIO` times the other
+    (ranks would under-cover: use Welch's interval, the default); None otherwise or with
+    fewer than 3 positive values a side.  A value Grubbs' test flags as an outlier
+    (:data:`OUTLIER_P`) is left out of its side's SD first: an outlier is what ranks are for,
+    not a difference of spreads."""
+    if min(len(x), len(y)) < 3 or log_moments(x) is None or log_moments(y) is None:
+        return None
+
+    def sd(values: Sequence[float]) -> float:
+        v = np.log(np.asarray(values, dtype=float))
+        if stats.grubbs_outlier(v, OUTLIER_P):
+            v = np.delete(v, int(np.argmax(np.abs(v - v.mean()))))
+        return float(v.std(ddof=1))
+    sx, sy = sd(x), sd(y)
+    if min(sx, sy) == 0:
+        return (sx, sy) if max(sx, sy) > 0 else None
+    return (sx, sy) if max(sx / sy, sy / sx) >= SPREAD_RATIO else None
+
+
+def spread_note(x: Sequence[float], y: Sequence[float]) -> str:
+    """The note of ``--method rank`` where :func:`spreads_differ`: ranks under-cover there;
+    "" otherwise."""
+    sd = spreads_differ(x, y)
+    if sd is None:
+        return ""
+    return (f"spreads differ (ln SD {sd[0] * 100:.3g} % vs {sd[1] * 100:.3g} %): the rank "
+            "interval may under-cover; Welch's (without --method rank) does not")
 
 
 def diagnose(x: Sequence[float], y: Sequence[float], rank: bool = False) -> str:
     """A trust note on the log-normal model of a comparison of positive samples ``x`` and
     ``y``, from :data:`DIAGNOSE_FROM` valid runs a side ("" when it holds, or with fewer):
-    the pooled ln residuals (ln x − mean ln x, ln y − mean ln y) fail the Shapiro–Wilk test
-    of normality (p < :data:`NORMALITY_P`; ``scipy.stats.shapiro``; S. S. Shapiro & M. B.
-    Wilk, Biometrika 52 (1965) 591–611; beyond :data:`SHAPIRO_MAX` values D'Agostino and
-    Pearson's), or hold outliers by the modified z-score
-    (:func:`vhpc.core.stats.modified_z_outliers`).  The note names the remedy: ``--method
-    rank`` (Hoefler & Belli, SC'15: check normality, else use a nonparametric interval), or,
-    under it already, that the ranks were used."""
+    the ln residuals, each side standardised by its own mean and SD (so sides of different
+    spreads are not mistaken for a heavy tail), pooled, fail the Shapiro–Wilk test of
+    normality calibrated for the sizes (:func:`shapiro_calibrated`, p < :data:`NORMALITY_P`),
+    or a side holds an outlier on the log scale by Grubbs' two-sided test at
+    :data:`OUTLIER_P` (:func:`vhpc.core.stats.grubbs_outlier`, calibrated for n).  On
+    log-normal data it fires ≤ 6 % of the time at n = 8–50 (docs/statistics.md).  The note
+    names the remedy: ``--method rank`` (Hoefler & Belli, SC'15: check normality, else use a
+    nonparametric interval) where the spreads are alike; where they differ
+    (:func:`spreads_differ`) ranks would under-cover, so it says so; under ``--method rank``
+    that the ranks were used."""
     if min(len(x), len(y)) < DIAGNOSE_FROM:
         return ""
     lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
-    res = np.concatenate([lx - lx.mean(), ly - ly.mean()])
+    sx, sy = float(lx.std(ddof=1)), float(ly.std(ddof=1))
     out = []
-    if float(np.ptp(res)) > 0:
-        if res.size <= SHAPIRO_MAX:
-            p, test = float(stats.sps.shapiro(res).pvalue), "Shapiro–Wilk"
-        else:  # Shapiro–Wilk's p is not accurate beyond 5000 values (scipy's own warning)
-            p, test = float(stats.sps.normaltest(res).pvalue), "D'Agostino–Pearson"
+    if sx > 0 and sy > 0:
+        p, test = shapiro_calibrated(lx, ly)
         if p < NORMALITY_P:
             out.append(f"ln residuals not normal ({test} p = {p:.2g})")
-    k = stats.modified_z_outliers(lx) + stats.modified_z_outliers(ly)
+    k = sum(stats.grubbs_outlier(v, OUTLIER_P) for v in (lx, ly))
     if k:
-        out.append(f"{k} outlier(s) on the log scale")
+        out.append(f"an outlier on the log scale ({k} side{'s' if k > 1 else ''}, Grubbs)")
     if not out:
         return ""
-    remedy = "ranks used (--method rank)" if rank else "compare by ranks: --method rank"
+    if rank:
+        remedy = "ranks used (--method rank)"
+    elif spreads_differ(x, y):
+        remedy = "spreads differ, where ranks under-cover too: more runs, or check the outliers"
+    else:
+        remedy = "compare by ranks: --method rank"
     return "; ".join(out) + f": {remedy}"
 
 
 def rank_test(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Two-sided p of the Mann–Whitney test of ln x against ln y (``scipy.stats
-    .mannwhitneyu``; exact without ties, the normal approximation otherwise); None with fewer
-    than 2 values a side.  The test :func:`rank_ratio`'s interval inverts."""
+    """Two-sided p of the Mann–Whitney test of ln x against ln y from the one distribution
+    :func:`rank_ratio`'s interval inverts (:func:`vhpc.core.stats.shift_test`: exact up to
+    2,500 pairs, ties counted conservatively), so ``--method rank``'s verdict never disagrees
+    with its p; None with fewer than 2 values a side."""
     if min(len(x), len(y)) < 2:
         return None
     lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
-    return float(stats.sps.mannwhitneyu(lx, ly, alternative="two-sided").pvalue)
+    return stats.shift_test(lx, ly)
 
 
 def rank_ratio(x: Sequence[float], y: Sequence[float], level: float
@@ -264,37 +376,33 @@ def within_margin(low: float, high: float, margin: float) -> bool:
 
 
 def runs_to_decide(lw: LogWelch, level: float, margin: float) -> int | None:
-    """Runs per side that would likely (80 % power) decide an undecided comparison shown at
-    ``level``, planned with the tests the verdict reads off that interval: the fewer of the
-    runs for the two-sided Welch test at 1 − level to detect the observed ratio
-    (:func:`vhpc.core.power.runs_needed`) and the runs for both one-sided tests of the TOST,
-    each at (1 − level)/2, to show equivalence within ±ln(1 + margin)
-    (:func:`vhpc.core.power.runs_needed_tost`); the pilot's ln values' pooled SD stands in for
-    the true one, and at least one more than the smaller side has.
+    """Runs per side after which an undecided comparison shown at ``level`` decides (worse,
+    better or equivalent within ``margin``) with probability ≥ 80 % whatever the true ratio,
+    if the spread is within its upper bound (:data:`vhpc.core.power.PLAN_PROMISE`): planned
+    on the pilot's uncertainty, not its point estimates (the plug-in plan decided 21–55 % of
+    the time at CV 40 %, issue 59).  The spread is the pilot's pooled ln SD at its
+    :data:`vhpc.core.power.PLAN_SD_CONFIDENCE` upper confidence bound (df n_x + n_y − 2;
+    Browne 1995), and the ratio the hardest one for the verdict, which an undecided pilot
+    never excludes (:func:`plan_runs`); at least one more than the smaller side has.
 
     None when a side has fewer than :data:`vhpc.core.power.MIN_PILOT` runs (a plan from so
-    few is noise: :data:`vhpc.core.power.PILOT_ADVICE`) or when neither route is reachable
-    within :data:`vhpc.core.power.MAX_RUNS` runs."""
+    few is noise: :data:`vhpc.core.power.PILOT_ADVICE`) or when more than
+    :data:`vhpc.core.power.MAX_RUNS` would be needed (:data:`vhpc.core.power.NO_PLAN`).
+    docs/statistics.md gives the measured rates."""
     if min(lw.n_x, lw.n_y) < power.MIN_PILOT:
         return None
-    n = plan_runs(lw.log_ratio, lw.sd, level, margin)
-    return max(n, min(lw.n_x, lw.n_y) + 1) if n is not None else None
+    sd = power.sd_upper_bound(lw.sd, lw.n_x + lw.n_y - 2)
+    return plan_runs(sd, level, margin, at_least=min(lw.n_x, lw.n_y) + 1)
 
 
-def plan_runs(log_ratio: float, sd: float, level: float, margin: float,
-              log_scale: bool = True) -> int | None:
-    """Runs per side that decide a comparison with 80 % power when the true ln ratio is
-    ``log_ratio`` and each side's ln SD ``sd``, the interval shown at ``level``: the fewer of
-    the two routes of :func:`runs_to_decide` (difference: two-sided at 1 − level; equivalence:
-    TOST at (1 − level)/2 a side within ±ln(1 + margin)); None when neither is reachable.
-    ``log_scale`` False: a signed metric's relative difference and SD, band ±margin."""
-    alpha = 1.0 - level
-    d = abs(log_ratio)
-    options = []
-    if d > 0:
-        options.append(power.runs_needed(d, sd, alpha))
-    if margin > 0:
-        bound = math.log1p(margin) if log_scale else margin
-        options.append(power.runs_needed_tost(d, sd, bound, alpha / 2))
-    options = [n for n in options if n is not None]
-    return min(options) if options else None
+def plan_runs(sd: float, level: float, margin: float, log_scale: bool = True,
+              at_least: int = 2) -> int | None:
+    """Runs per side (≥ ``at_least``) that decide a comparison shown at ``level`` with 80 %
+    probability at any true ratio when each side's ln SD is ``sd``
+    (:func:`vhpc.core.power.runs_to_decide_any`: the two-sided difference at 1 − level or
+    the TOST at (1 − level)/2 a side within ±ln(1 + margin)); None when more than
+    :data:`vhpc.core.power.MAX_RUNS` would be needed.  ``log_scale`` False: a signed metric's
+    SD relative to the baseline's |mean|, band ±margin."""
+    bound = math.log1p(margin) if log_scale else margin
+    return power.runs_to_decide_any(float(sd), 1.0 - level, float(bound), power.POWER,
+                                    int(at_least))

@@ -30,9 +30,12 @@ class Metric:
     constant (one rate in two units, the same direction).  Empty: no partner.  The benchmark
     declares them; nothing is inferred from the data.
 
-    ``signed``: the metric's values can be ≤ 0 (a share that is 0 when nothing happened, a
-    difference), so it has no log scale: the analysis compares it by the difference of means
-    in its unit (Welch), whatever values a campaign happened to see (docs/statistics.md).
+    ``signed``: the metric's values can be negative (a difference), so it has no log scale:
+    the analysis compares it by the difference of means in its unit (Welch), whatever values
+    a campaign happened to see, and gives it no coefficient of variation (docs/statistics.md).
+    ``can_be_zero``: the values are never negative but can be 0 (a share or a count that is 0
+    when nothing happened): no log scale either, compared as a signed metric is, but named
+    for what it is ("can be 0"), not "signed".
     """
 
     name: str
@@ -42,6 +45,7 @@ class Metric:
     inverse_of: str = ""
     same_as: str = ""
     signed: bool = False
+    can_be_zero: bool = False
 
 
 @dataclass(frozen=True)

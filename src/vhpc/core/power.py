@@ -34,7 +34,9 @@ sps = LazyModule("scipy.stats")
 
 __all__ = ["POWER", "MAX_RUNS", "MIN_PILOT", "PILOT_RUNS", "PILOT_ADVICE", "pooled_cv", "t_test_power",
            "tost_power", "runs_needed", "runs_needed_tost", "pooled_relative_sd",
-           "detectable_effect", "proportion_interval", "campaigns_to_bound"]
+           "detectable_effect", "proportion_interval", "campaigns_to_bound", "PLAN_SD_CONFIDENCE",
+           "sd_upper_bound", "decide_power", "runs_to_decide_any", "NO_PLAN", "PLAN_PROMISE", "plan_text",
+           "BOUND_PROBABILITY", "bound_probability"]
 
 
 #: statistical power the advice aims at (Cohen 1988's conventional 80 %)
@@ -51,6 +53,16 @@ MIN_PILOT = 5
 PILOT_RUNS = 10
 #: what to say instead of a plan below :data:`MIN_PILOT` runs a side
 PILOT_ADVICE = f"too few runs to plan: run ≥ {PILOT_RUNS} a side"
+#: confidence of the upper bound on the spread that a plan of runs assumes (R. H. Browne,
+#: "On the use of a pilot sample for sample size determination", Stat. Med. 14 (1995)
+#: 1933–1940: planning on the pilot SD's 80 % upper confidence limit gives the planned power
+#: in at least 80 % of pilots, where the SD itself gives it in about half)
+PLAN_SD_CONFIDENCE = 0.8
+#: what a printed plan promises (:func:`runs_to_decide_any`; measured in docs/statistics.md)
+PLAN_PROMISE = "decides 8 times in 10 whatever the ratio, if the spread is within its 80 % bound"
+#: what to say where no plan is honest although the pilot is large enough (:data:`MAX_RUNS`)
+NO_PLAN = (f"no plan: over {MAX_RUNS:,} runs a side would be needed at the spread's 80 % upper "
+           "bound (a wider --margin needs fewer)")
 
 
 def pooled_cv(stdev_a: float, stdev_b: float, mean_b: float) -> float | None:
@@ -151,6 +163,81 @@ def runs_needed_tost(theta: float, sd: float, bound: float, alpha: float,
     return _smallest_n(lambda n: tost_power(theta, sd, n, alpha, bound) >= power)
 
 
+def plan_text(runs: int | None, n: int) -> str:
+    """A plan of runs in words, the one wording of every page: "≈N runs each: " and
+    :data:`PLAN_PROMISE`; from fewer than :data:`MIN_PILOT` runs a side (``n``, the smaller
+    side) :data:`PILOT_ADVICE`; without a plan (``runs`` None) :data:`NO_PLAN`."""
+    if n < MIN_PILOT:
+        return PILOT_ADVICE
+    return f"≈{runs} runs each: {PLAN_PROMISE}" if runs else NO_PLAN
+
+
+def sd_upper_bound(sd: float, df: float, confidence: float = PLAN_SD_CONFIDENCE) -> float:
+    """One-sided upper confidence bound of a normal standard deviation estimated as ``sd``
+    (any unit) with ``df`` degrees of freedom: ``sd · √(df / χ²_{1−c, df})`` (the χ²
+    interval of a variance, e.g. Montgomery & Runger §8.3; ``scipy.stats.chi2.ppf``); ``sd``
+    itself for df ≤ 0."""
+    if df <= 0 or sd == 0:
+        return sd
+    return sd * math.sqrt(df / float(sps.chi2.ppf(1.0 - confidence, df)))
+
+
+#: quantiles of the sample variance's χ² distribution :func:`decide_power` averages over
+_CHI2_POINTS = 64
+
+
+def decide_power(theta, sd: float, n: float, alpha: float, bound: float) -> np.ndarray:
+    """Probability that the interval at level 1 − ``alpha`` of a difference from ``n`` runs a
+    side decides (lies above or below 0, or inside (−bound, bound)) when the true difference
+    is ``theta`` (array) and each side's standard deviation ``sd``, all in one unit (for
+    vhpc's verdicts ln values, ``bound`` = ln(1 + margin)).  Exact for the pooled t interval
+    d ± h, h = t_{1−α/2, 2n−2} · ŝ · √(2/n): given ŝ the interval is undecided exactly when
+    max(bound − h, 0) < |d| ≤ h (empty once h ≤ bound/2: every outcome then decides), d is
+    normal about ``theta`` and independent of ŝ, and ŝ² ~ sd² χ²_{2n−2}/(2n−2) is averaged
+    over :data:`_CHI2_POINTS` equally likely quantiles (the integration of exact TOST power,
+    K. F. Phillips, J. Pharmacokinet. Biopharm. 18 (1990) 137–144).  Welch's interval, which
+    vhpc shows, has a few fewer df; the simulations of docs/statistics.md measure it.
+    Vectorised over ``theta``; needs n > 1 and sd > 0."""
+    th = np.abs(np.asarray(theta, dtype=float))[:, None]
+    df = 2.0 * n - 2.0
+    se = sd * math.sqrt(2.0 / n)
+    q = (np.arange(_CHI2_POINTS) + 0.5) / _CHI2_POINTS
+    s_hat = sd * np.sqrt(spc.chdtri(df, 1.0 - q) / df)  # chdtri: inverse of the upper tail
+    h = (float(spc.stdtrit(df, 1.0 - alpha / 2.0)) * s_hat * math.sqrt(2.0 / n))[None, :]
+    a = np.minimum(np.maximum(bound - h, 0.0), h)
+    def cdf(v: np.ndarray) -> np.ndarray:  # of the difference d, normal about θ
+        return spc.ndtr((v - th) / se)
+    undecided = (cdf(h) - cdf(a)) + (cdf(-a) - cdf(-h))
+    return 1.0 - undecided.mean(axis=1)
+
+
+#: points of [0, bound] on which :func:`runs_to_decide_any` looks for the hardest difference
+_GRID = 65
+
+
+@functools.lru_cache(maxsize=4096)
+def runs_to_decide_any(sd: float, alpha: float, bound: float, power: float = POWER,
+                       at_least: int = 2) -> int | None:
+    """Runs per side (≥ ``at_least``) after which an interval at level 1 − ``alpha`` decides
+    with probability ≥ ``power`` whatever the true difference, when each side's standard
+    deviation is ``sd`` (the unit of ``bound``): the smallest n with min over θ of
+    :func:`decide_power` ≥ ``power``.  The hardest difference lies in [0, bound] (near
+    bound/2: half the margin must be told from both 0 and the margin); it is found on a grid
+    of that range.  An undecided interval always covers [0, bound] on one side (it
+    holds 0 and leaves the band), so no pilot can rule that hardest difference out: the plan
+    does not depend on the pilot's ratio.  None when more than :data:`MAX_RUNS` are needed;
+    ``at_least`` when sd is 0.  Raises ValueError for sd < 0 or alpha/power outside (0, 1)."""
+    if sd < 0 or not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError("sd must be >= 0 and alpha, power in (0, 1)")
+    if sd == 0:
+        return max(2, at_least)
+    if bound <= 0:
+        return None  # without a band a true difference of 0 is never decided
+    grid = np.linspace(0.0, bound, _GRID)
+    return _smallest_n(lambda n: float(decide_power(grid, sd, n, alpha, bound).min()) >= power,
+                       max(2, at_least))
+
+
 def pooled_relative_sd(groups: Iterable[Sequence[float]]) -> float | None:
     """Pooled standard deviation of several samples, each relative to its own mean
     (dimensionless; ``√(Σ (n_i − 1)·s_i² / Σ (n_i − 1))`` over the values divided by their
@@ -214,23 +301,49 @@ def detectable_effect(cv: float, n: int, alpha: float = 0.05, power: float = POW
     return float(brentq(short, 0.0, 1e3)) * cv
 
 
-def campaigns_to_bound(rate: float, above: float, confidence: float = 0.95) -> int:
-    """How many trials (campaigns) bound an observed proportion: the smallest n whose exact
-    (Clopper–Pearson) upper bound at ``confidence`` is ≤ ``above`` when the observed rate is
-    ``rate`` (k = round(rate·n) successes of n; :func:`proportion_interval`), by doubling and
-    bisection (the bound falls as n grows at a fixed rate).  Raises ValueError unless
-    0 ≤ rate < above ≤ 1."""
-    if not 0 <= rate < above <= 1:
-        raise ValueError("need 0 <= rate < above <= 1")
+#: probability with which :func:`campaigns_to_bound` bounds a rate (as a plan's power)
+BOUND_PROBABILITY = 0.8
 
-    def ok(n: int) -> bool:
-        return proportion_interval(round(rate * n), n, confidence)[1] <= above
 
+def bound_probability(rate: float, above: float, n: int, confidence: float = 0.95) -> float:
+    """Probability that ``n`` trials bound a proportion whose true value is ``rate``: that
+    the exact (Clopper–Pearson) upper bound at ``confidence`` of k successes of n, k
+    binomial(n, rate), is ≤ ``above``: P(K ≤ k*) with k* the most successes whose bound
+    still is (the bound grows with k; ``scipy.stats.beta.ppf`` and ``binom.cdf``)."""
+    if n < 1:
+        return 0.0
+    ks = np.arange(n + 1)
+    upper = np.where(ks < n, sps.beta.ppf(1 - (1 - confidence) / 2, ks + 1, n - ks), 1.0)
+    ok = np.nonzero(upper <= above)[0]
+    if not ok.size:
+        return 0.0
+    return float(sps.binom.cdf(int(ok.max()), n, rate))
+
+
+def campaigns_to_bound(rate: float, above: float, confidence: float = 0.95,
+                       probability: float = BOUND_PROBABILITY, most: int = 20000) -> int | None:
+    """How many trials (campaigns) bound a proportion below ``above`` with ``probability``
+    when its true value is ``rate`` (:func:`bound_probability`: the exact Clopper–Pearson
+    upper bound at ``confidence`` ≤ ``above``): the smallest such n, found by doubling then
+    bisection on the smallest n past which the probability stays ≥ ``probability`` on a
+    check of the next few n (the probability saw-tooths with n, a binomial's discreteness).
+    A true rate of 0 is bounded for sure once the bound of 0 successes is (36 campaigns for
+    10 %); at α = 5 % the same 10 % takes about 230.  None when ``rate`` ≥ ``above`` (no
+    number of campaigns bounds a rate below itself) or more than ``most`` are needed.
+    Raises ValueError unless 0 ≤ rate ≤ 1 and 0 < above ≤ 1."""
+    if not (0 <= rate <= 1 and 0 < above <= 1):
+        raise ValueError("need 0 <= rate <= 1 and 0 < above <= 1")
+    if rate >= above:
+        return None
+
+    def ok(n: int) -> bool:  # ≥ probability at n and the next few (the saw-tooth's dips)
+        return all(bound_probability(rate, above, m, confidence) >= probability
+                   for m in range(n, n + 5))
     hi = 2
-    while not ok(hi):  # doubling to a bound, then bisection below it
+    while not ok(hi):
         hi *= 2
-        if hi > 10 ** 7:
-            raise ValueError("bound not reachable")
+        if hi > most:
+            return None
     return _smallest_n(ok, 1, hi)
 
 

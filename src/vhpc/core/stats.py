@@ -39,6 +39,7 @@ values, Holm's level, four outcomes) in :mod:`vhpc.core.logratio`.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Mapping, Sequence
@@ -56,10 +57,11 @@ __all__ = [
     "RatioInterval",
     "FIELLER", "LOG_WELCH", "DIFFERENCE", "RANK", "EXACT", "NO_INTERVAL", "METHODS",
     "welch_difference", "difference_contrast", "welch_contrast", "Contrast", "hodges_lehmann",
+    "shift_test", "mann_whitney_cdf", "mann_whitney_counts",
     "t_quantile", "t_sf",
     "student_t_ci", "relative_halfwidth", "imprecise_keys", "welch_test", "fieller_interval",
     "fieller_contains", "ratio_interval",
-    "holm_adjust", "modified_z_outliers", "mean", "linear_fit", "Description",
+    "holm_adjust", "modified_z_outliers", "grubbs_outlier", "mean", "linear_fit", "Description",
     "describe",
 ]
 
@@ -123,8 +125,8 @@ def mean(values: Sequence[float]) -> float | None:
 @dataclass(frozen=True)
 class Description:
     """Descriptive statistics of one sample (values' unit): n, mean and median (None for
-    n = 0), stdev (ddof = 1), Student-t CI of the mean, CV = stdev/|mean| (None for n < 2 or
-    mean 0) and the count of modified-z outliers."""
+    n = 0), stdev (ddof = 1), Student-t CI of the mean, CV = stdev/|mean| (None for n < 2,
+    mean 0 or a negative value: no ratio scale) and the count of modified-z outliers."""
 
     n: int
     mean: float | None = None
@@ -154,8 +156,9 @@ def describe(values: Sequence[float], confidence: float = 0.95) -> Description:
         return Description(n, m, med)
     sd = float(x.std(ddof=1))
     lo, hi = student_t_ci(m, sd, n, confidence)
-    return Description(n, m, med, sd, lo, hi, sd / abs(m) if m != 0 else None,
-                       _outliers(x, med, MAD_THRESHOLD))
+    # a CV needs a ratio scale: none where a value is negative
+    cv = sd / abs(m) if m != 0 and float(x.min()) >= 0 else None
+    return Description(n, m, med, sd, lo, hi, cv, _outliers(x, med, MAD_THRESHOLD))
 
 
 def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
@@ -354,10 +357,12 @@ def hodges_lehmann(a: Sequence[float], b: Sequence[float], confidence: float = 0
     Hodges & Lehmann, Ann. Math. Statist. 34 (1963) 598–611) with the distribution-free
     interval that inverts the Mann–Whitney test (Moses 1953; Hollander & Wolfe,
     *Nonparametric Statistical Methods*, 2nd ed. §4.3): the k-th smallest and k-th largest
-    pairwise differences, k = the largest whole number with 2·P(U ≤ k − 1) ≤ 1 − confidence
-    (``scipy.stats.mannwhitneyu``'s exact null distribution, no ties assumed), so the
-    interval's coverage is at least ``confidence``.  Applied to ln values it is the ratio's
-    estimate and interval of ``--method rank``.
+    pairwise differences, k = the largest whole number with 2·P(U ≤ k − 1) < 1 − confidence
+    under :func:`mann_whitney_cdf` (the exact null distribution up to 2,500 pairs, one normal
+    approximation beyond), so the interval's coverage is at least ``confidence``.  The same
+    distribution gives :func:`shift_test`'s p: the interval excludes 0 exactly when that p is
+    below 1 − confidence.  Applied to ln values it is the ratio's estimate and interval of
+    ``--method rank``.
 
     Returns (shift, low, high); bounds None when the samples are too small for any interval at
     ``confidence`` (e.g. 3 a side at 95 %: the smallest two-sided p of the test is 0.1).
@@ -374,11 +379,34 @@ def hodges_lehmann(a: Sequence[float], b: Sequence[float], confidence: float = 0
     return (est, float(diffs[k - 1]), float(diffs[-k]))
 
 
+def shift_test(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p of the Mann–Whitney test of no shift between ``a`` and ``b``, from the
+    distribution :func:`hodges_lehmann`'s interval inverts (:func:`mann_whitney_cdf`):
+    ``min(1, 2·P(U ≤ c))`` with c the fewer of the pairwise differences a_i − b_j that are
+    ≤ 0 and that are ≥ 0 (a difference of exactly 0 counts against both sides: with ties the
+    test is conservative, never liberal).  So the interval at level L excludes 0 exactly when
+    p < 1 − L, and a verdict read off it never disagrees with the p shown (scipy's
+    ``mannwhitneyu`` switches to a tie-corrected normal approximation with ties or more than
+    8 values, which the exact interval does not).  Raises ValueError for an empty side."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not x.size or not y.size:
+        raise ValueError("a shift needs values on both sides")
+    d = np.subtract.outer(x, y)
+    c = min(int(np.count_nonzero(d <= 0)), int(np.count_nonzero(d >= 0)))
+    return min(1.0, 2.0 * mann_whitney_cdf(c, int(x.size), int(y.size)))
+
+
 def mann_whitney_counts(nx: int, ny: int) -> list[int]:
     """How many of the C(nx + ny, nx) equally likely rankings give each Mann–Whitney U =
     0 … nx·ny under the null (no ties): the coefficients of the Gaussian binomial
     Π_{i=1..nx} (1 − q^{ny+i}) / (1 − q^i) (Mann & Whitney, Ann. Math. Statist. 18 (1947)
     50–60), in exact integers."""
+    return list(_mw_counts(nx, ny))
+
+
+@functools.lru_cache(maxsize=256)
+def _mw_counts(nx: int, ny: int) -> tuple[int, ...]:
+    """:func:`mann_whitney_counts`, computed once per sample sizes."""
     total = nx * ny
     poly = [1] + [0] * total
     for i in range(1, nx + 1):
@@ -387,23 +415,48 @@ def mann_whitney_counts(nx: int, ny: int) -> list[int]:
             poly[u] -= poly[u - step]
         for u in range(i, total + 1):
             poly[u] += poly[u - i]
-    return poly
+    return tuple(poly)
+
+
+#: most pairs nx·ny for which :func:`mann_whitney_cdf` is exact (beyond: normal)
+EXACT_PAIRS = 2500
+
+
+def mann_whitney_cdf(c: int, nx: int, ny: int) -> float:
+    """P(U ≤ c) of the Mann–Whitney U of samples of ``nx`` and ``ny`` under the null: exact
+    (:func:`mann_whitney_counts`) up to :data:`EXACT_PAIRS` pairs; beyond, the normal
+    approximation with continuity correction Φ((c + ½ − nx·ny/2) / √(nx·ny·(nx+ny+1)/12))
+    (Hollander & Wolfe eq. 4.41).  The one distribution of ``--method rank``'s p and
+    interval."""
+    total = nx * ny
+    if c < 0:
+        return 0.0
+    if c >= total:
+        return 1.0
+    if total > EXACT_PAIRS:
+        return float(spc.ndtr((c + 0.5 - total / 2) / math.sqrt(total * (nx + ny + 1) / 12.0)))
+    counts = _mw_counts(nx, ny)
+    return sum(counts[: c + 1]) / math.comb(nx + ny, nx)
 
 
 def _moses_k(nx: int, ny: int, alpha: float) -> int:
-    """The largest k with 2·P(U ≤ k − 1) ≤ alpha under the Mann–Whitney null: the rank of the
-    pairwise difference that bounds the interval (:func:`mann_whitney_counts` up to 2,500
-    pairs; beyond, the normal approximation, Hollander & Wolfe eq. 4.41)."""
+    """The largest k with 2·P(U ≤ k − 1) < alpha under :func:`mann_whitney_cdf`: the rank of
+    the pairwise difference that bounds the interval (0: no interval at this level)."""
     total = nx * ny
-    if total > 2500:
+    if total > EXACT_PAIRS:  # invert the normal approximation, then settle on the exact k
         z = float(sps.norm.ppf(1 - alpha / 2))
-        return max(int(math.floor(total / 2 - z * math.sqrt(total * (nx + ny + 1) / 12.0))), 0)
-    counts = mann_whitney_counts(nx, ny)
+        k = max(int(math.floor(total / 2 - z * math.sqrt(total * (nx + ny + 1) / 12.0))), 0)
+        while k > 0 and 2 * mann_whitney_cdf(k - 1, nx, ny) >= alpha:
+            k -= 1
+        while k < total // 2 and 2 * mann_whitney_cdf(k, nx, ny) < alpha:
+            k += 1
+        return k
+    counts = _mw_counts(nx, ny)
     every = math.comb(nx + ny, nx)
     k, below = 0, 0
     while k <= total // 2:
         below += counts[k]  # P(U ≤ k) · every
-        if 2 * below > alpha * every:
+        if 2 * below >= alpha * every:
             break
         k += 1
     return k
@@ -563,6 +616,25 @@ def modified_z_outliers(values: Sequence[float], threshold: float = MAD_THRESHOL
     """
     x = np.asarray(values, dtype=float)
     return _outliers(x, float(np.median(x)), threshold) if x.size else 0
+
+
+def grubbs_outlier(values: Sequence[float], alpha: float) -> bool:
+    """Grubbs' two-sided test for one outlier in a normal sample (F. E. Grubbs,
+    Technometrics 11 (1969) 1–21; NIST/SEMATECH e-Handbook §1.3.5.17): G = max |xᵢ − x̄| / s
+    against ``(n − 1)/√n · √(t² / (n − 2 + t²))``, t the upper α/(2n) quantile of Student's t
+    with n − 2 df, so a normal sample of any n is flagged with probability ``alpha``,
+    whichever side the extreme value is on.  False for fewer than 3 values or no
+    variation."""
+    x = np.asarray(values, dtype=float)
+    n = int(x.size)
+    if n < 3:
+        return False
+    sd = float(x.std(ddof=1))
+    if sd == 0 or not math.isfinite(sd):
+        return False
+    g = float(np.max(np.abs(x - x.mean()))) / sd
+    t = _t_ppf(1.0 - alpha / (2 * n), n - 2)
+    return g > (n - 1) / math.sqrt(n) * math.sqrt(t * t / (n - 2 + t * t))
 
 
 def _outliers(x: np.ndarray, median: float, threshold: float) -> int:

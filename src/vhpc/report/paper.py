@@ -226,6 +226,7 @@ class Evidence:
     runs: int | None = None
     span: str = ""
     points: tuple[str, ...] = ()
+    plan: Any = None  # the runs that decide at a band (vhpc.analysis.versus.band_plan)
 
     @property
     def label(self) -> str:
@@ -272,8 +273,14 @@ def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
             continue
         worse, wci = _worse_ratio(ratio, ci, hib)
         emulated = _emulated(analysis, env, ref)
+        row = analysis.comparison(bench, params, metric, env) if f.against_baseline else None
+        level = row.level if row is not None else analysis.confidence
+        plan = None if method == stats.DIFFERENCE else versus.band_plan(
+            analysis.summary(bench, params, metric, env, f.group),
+            analysis.summary(bench, params, metric, ref, f.versus_group), level,
+            method == stats.RANK)
         out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated,
-                            method == stats.DIFFERENCE, hib, params or "", runs))
+                            method == stats.DIFFERENCE, hib, params or "", runs, plan=plan))
     for (env, bench, params, quantity), sizes in swept.items():
         out.extend(_size_summary(f, analysis, env, bench, params, quantity, sizes))
     return sorted(out, key=lambda e: (families.natural_key(e.environment),
@@ -364,7 +371,8 @@ def judge(study: str, analysis: Analysis, not_makeable: str | None = None,
         verdicts = [(e, *paper_findings.verdict(f, e.ratio, e.ci, e.n, e.emulated,
                                           placement_ok=not_makeable is None,
                                           linear=e.linear, margin=analysis.margin,
-                                          runs=e.runs)) for e in found]
+                                          runs=e.runs, higher_is_better=e.higher_is_better,
+                                          plan=e.plan)) for e in found]
         outs = {v[1] for v in verdicts}
         outcome = DISAGREES if DISAGREES in outs else (AGREES if outs == {AGREES} else CANNOT_TELL)
         first = next(v for v in verdicts if v[1] == outcome)

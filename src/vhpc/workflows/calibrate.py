@@ -260,13 +260,19 @@ def rate_reading(k: int, n: int, alpha: float) -> dict[str, Any]:
     ``alpha``: the rate, its exact (Clopper–Pearson) 95 % interval, ``exceeds_alpha`` only when
     the interval's lower bound is above α ("consistent with α" otherwise: 0/10 has the
     interval [0, 31 %], which cannot tell 5 % from 30 %), and ``campaigns_to_bound``: how many
-    campaigns would put the upper bound at 2α if the rate were what was seen (α at most; 0
-    seen: 0), :func:`vhpc.core.power.campaigns_to_bound`."""
+    campaigns would put the upper bound below 2α with probability
+    :data:`vhpc.core.power.BOUND_PROBABILITY` if the true rate were ``planned_rate``: the rate
+    seen, or α where less was seen (``planned_on`` "seen" or "alpha": a rate of 0 is no
+    plan, issue 59); None when that rate is 2α or more (nothing bounds it below 2α)
+    (:func:`vhpc.core.power.campaigns_to_bound`)."""
     ci = power.proportion_interval(k, n)
     rate = k / n if n else None
-    at = min(rate, alpha) if rate is not None else alpha
+    seen = rate is not None and rate > alpha
+    at = rate if seen else alpha
     return {"false_positives": k, "campaigns": n, "rate": rate, "rate_ci": ci, "alpha": alpha,
             "exceeds_alpha": bool(ci and ci[0] > alpha),
+            "planned_rate": at, "planned_on": "seen" if seen else "alpha",
+            "bound_probability": power.BOUND_PROBABILITY,
             "campaigns_to_bound": power.campaigns_to_bound(at, min(1.0, 2 * alpha))}
 
 
@@ -281,16 +287,24 @@ def margin_of(store: Store, cids: dict[str, list[str]]) -> float:
 def margin_edge(outcomes, s: Settings, margin: float) -> dict[str, Any]:
     """The margin-edge case: how often ``equivalent`` was given against the copy slowed by
     δ when δ equals the margin (the TOST's boundary, where the rate must be ≤ α/2; Schuirmann
-    1987), over every (environment, benchmark, metric) comparison of the injected copy, with
-    its Clopper–Pearson interval; ``measured`` False when δ ≠ margin (then run with ``--delta``
-    equal to the margin) or nothing was compared.  ``applied``: the mean slowdown the kernel
-    applied, which may fall short of δ (then the case is not quite at the edge)."""
-    verdicts = [i["verdict"] for o in outcomes for i in o.injected]
-    applied = [i["applied"] for o in outcomes for i in o.injected if i["applied"] is not None]
-    k, n = sum(v == EQUIVALENT for v in verdicts), len(verdicts)
+    1987), counted by campaign: the comparisons of one campaign (its metrics, environments)
+    share its runs and are not independent, so a campaign counts once, as ``equivalent``
+    when any of its comparisons said so (the family-wise rate, which Bonferroni's level
+    keeps ≤ α/2), with the Clopper–Pearson interval of that share of campaigns.
+    ``comparisons``: how many comparisons they held.  ``measured`` False when δ ≠ margin (then
+    run with ``--delta`` equal to the margin) or nothing was compared.  ``applied``: the
+    mean slowdown the kernel applied, which may fall short of δ (then the case is not quite
+    at the edge)."""
+    rows = [i for o in outcomes for i in o.injected]
+    applied = [i["applied"] for i in rows if i["applied"] is not None]
+    by_campaign: dict[Any, bool] = {}
+    for i, r in enumerate(rows):
+        key = r.get("campaign", i)  # a record without its campaign counts alone
+        by_campaign[key] = by_campaign.get(key, False) or r["verdict"] == EQUIVALENT
+    k, n = sum(by_campaign.values()), len(by_campaign)
     at_edge = abs(s.delta - margin) < 1e-12 and n > 0
     return {"measured": at_edge, "delta": s.delta, "margin": margin, "equivalent": k,
-            "comparisons": n, "rate": k / n if at_edge else None,
+            "campaigns": n, "comparisons": len(rows), "rate": k / n if at_edge else None,
             "rate_ci": power.proportion_interval(k, n) if at_edge else None,
             "bound": s.alpha / 2, "applied": stats.mean(applied),
             "exceeds_bound": bool(at_edge and power.proportion_interval(k, n)[0] > s.alpha / 2)}
