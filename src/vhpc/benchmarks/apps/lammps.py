@@ -220,6 +220,7 @@ class Lammps(Benchmark):
     timeout = 1800.0
 
     def ranks(self, params: Mapping[str, Any], ncpus: int) -> int:
+        """MPI ranks of a trial on ``ncpus`` CPUs: the ``ranks`` parameter, else one rank per CPU."""
         return int(params.get("ranks") or ncpus)
 
     def atoms(self, params: Mapping[str, Any], ncpus: int) -> int:
@@ -271,12 +272,17 @@ class Lammps(Benchmark):
             raise BenchmarkError(f"lammps: {pot} not found: apt-get install lammps-data")
 
     def host_paths(self, params):
+        """The prepared inputs' folder (:func:`vhpc.benchmarks.apps.common.apps_dir`) and, for
+        ``problem=eam``, the EAM potential file under :data:`POTENTIALS`: a guest reads them
+        through the shared root."""
         paths = [str(common.apps_dir())]
         if params["problem"] == "eam":
             paths.append(os.path.join(POTENTIALS, EAM_FILE))
         return paths
 
     def launch(self, params, ctx):
+        """The Open MPI launch: :meth:`ranks` ranks of ``threads`` OpenMP threads each (1 when
+        unset), bound within ``ctx.cpuset``."""
         return Launch(self.ranks(params, ctx.ncpus), int(params.get("threads") or 1), "openmpi",
                       ctx.ncpus, cpuset=ctx.cpuset)
 
@@ -316,6 +322,7 @@ class Lammps(Benchmark):
                             runner=common.runner(ctx.remote))
 
     def environ(self, params, ctx):
+        """The launch's environment variables (:meth:`vhpc.benchmarks.mpilaunch.Launch.environ`)."""
         return self.launch(params, ctx).environ()
 
     def check_key(self, params, stdout):
