@@ -115,14 +115,21 @@ class NpbBenchmark(Benchmark):
         return values
 
     def nranks(self, params: Mapping[str, Any], ncpus: int) -> int:
+        """MPI ranks of a trial on ``ncpus`` CPUs: ``ranks``, else the largest power of two not
+        above ``ncpus`` (:func:`pow2_floor`; NPB's MPI kernels need a power of two)."""
         return params.get("ranks") or pow2_floor(ncpus)
 
     def nthreads(self, params: Mapping[str, Any], ncpus: int) -> int:
+        """OpenMP threads of a trial on ``ncpus`` CPUs: ``threads``, else ``ncpus`` for variant=omp
+        and 1 (per rank) for variant=mpi."""
         if params.get("threads"):
             return int(params["threads"])
         return ncpus if params.get("variant", "omp") == "omp" else 1
 
     def command(self, params, ctx):
+        """argv of one trial: the variant's binary with ``-k kernel -c class`` (class S by
+        default), behind the launcher prefix for variant=mpi; with ``copies`` > 1, a ``sh -c``
+        loop that starts that many copies together and waits for all of them."""
         var = params.get("variant", "omp")
         argv = [str(ctx.bindir / BINARIES[var]), "-k", self.kernel, "-c", params.get("class", "S")]
         launch = self.launch(params, ctx)
@@ -144,6 +151,8 @@ class NpbBenchmark(Benchmark):
                       params.get("mpi", "openmpi"), ctx.ncpus, bind=copies == 1, cpuset=ctx.cpuset)
 
     def environ(self, params, ctx):
+        """The MPI launch's variables for variant=mpi; for variant=omp ``OMP_NUM_THREADS``
+        (:meth:`nthreads`) and ``OMP_PROC_BIND=spread``."""
         launch = self.launch(params, ctx)
         if launch is not None:
             return launch.environ()
