@@ -147,10 +147,13 @@ class VmEnvironment(Environment):
             raise ValueError(str(exc)) from None
 
     def benchmark_cpus(self) -> int:
+        """The guest's vCPUs."""
         return self.vcpus
 
     @property
     def accel(self) -> str:
+        """``kvm`` or ``tcg``: probed once on first use with the guest's kernel (the backend's
+        :meth:`probe_accel`), which also sets :attr:`accel_reason`."""
         if self._accel is None:
             probe = self.backend.probe_accel(guestimage.find_kernel(self.kernel_path))
             self._accel, self.accel_reason = probe.accel, probe.reason
@@ -252,6 +255,8 @@ class VmEnvironment(Environment):
         return guest
 
     def start(self) -> None:
+        """Boot the guest unless one is running (idempotent). Raises EnvError when the boot fails
+        or hugepages the placement needs are not reserved."""
         if self.guest is None or not self.guest.alive():
             self._boot()
 
