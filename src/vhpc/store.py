@@ -441,6 +441,9 @@ class Store:
 
     @_guard
     def set_fingerprint(self, cid: str, name: str, accel: str | None, fp: dict[str, Any]) -> None:
+        """Record environment ``name`` of campaign ``cid``: its accelerator (``kvm``/``tcg``, None
+        natively) and fingerprint ``fp`` (stored as JSON). Raises StoreError when the store
+        cannot be written."""
         self.db.execute("UPDATE environments SET accel=?, fingerprint_json=? "
                         "WHERE campaign_id=? AND name=?", (accel, json.dumps(fp), cid, name))
 
@@ -499,6 +502,8 @@ class Store:
 
     @_guard
     def mark_running(self, trial_id: int) -> None:
+        """Mark trial ``trial_id`` running and count one more attempt. Raises StoreError when the
+        store cannot be written."""
         self.db.execute("UPDATE trials SET status='running', attempts=attempts+1 WHERE id=?",
                         (trial_id,))
 

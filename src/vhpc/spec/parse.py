@@ -303,6 +303,8 @@ class CampaignSpec(BaseModel):
         return self
 
     def model_post_init(self, context: Any) -> None:
+        """Build the bring-your-own benchmarks of :attr:`custom` (:func:`_custom_benchmarks`: each
+        definition once per process) into the spec's own lookup."""
         self._custom.update(_custom_benchmarks(self.custom))
 
     def __eq__(self, other: object) -> bool:
