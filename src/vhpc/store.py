@@ -256,7 +256,8 @@ class Store:
     # -- ownership ---------------------------------------------------------------------------
     def lock_path(self, cid: str) -> Path:
         """The lock file of campaign ``cid``: ``.owner.lock`` in the campaign's results folder
-        (``<out>/<cid>/``, where its report goes)."""
+        (``<out>/<cid>/``, where its report goes). Raises StoreError when ``cid`` is not a
+        campaign id (letters, digits, ``_ . -``)."""
         if not valid_id(cid):  # a folder name under --out, never a path elsewhere
             raise StoreError(f"{cid[:60]!r} is not a campaign id (letters, digits, _ . -): "
                              "give one that 'vhpc list' shows")

@@ -102,7 +102,8 @@ class NpbBenchmark(Benchmark):
 
     def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """As :meth:`Benchmark.resolve`; ``ranks`` must be a power of two and only goes with
-        variant=mpi."""
+        variant=mpi. Raises BenchmarkError otherwise, as :meth:`Benchmark.resolve` does for
+        unknown names or bad values."""
         values = super().resolve(overrides)
         ranks = values["ranks"]
         if ranks is not None:
@@ -159,10 +160,10 @@ class NpbBenchmark(Benchmark):
         return {"OMP_NUM_THREADS": str(self.nthreads(params, ctx.ncpus)), "OMP_PROC_BIND": "spread"}
 
     def parse(self, params, stdout, stderr, returncode):
-        """Samples ``time`` and ``mops`` from the VHPC-RESULT line(s); valid iff ``verified=1``,
-        ``valid=1`` and exit status 0 (for every copy when ``copies`` > 1: time is then the
-        mean of the copies, mops their sum).  ParseError when no line is there, or a line
-        belongs to another kernel or class, or lacks a number."""
+        """Samples ``time`` (seconds) and ``mops`` (Mop/s) from the VHPC-RESULT line(s); valid iff
+        ``verified=1``, ``valid=1`` and exit status 0 (for every copy when ``copies`` > 1: time
+        is then the mean of the copies, mops their sum). Raises ParseError when no line is
+        there, or a line belongs to another kernel or class, or lacks a number."""
         lines = [parse_result_line(m.group(0)) for m in RESULT_RE.finditer(stdout)] \
             or [parse_result_line(stdout)]
         want = params.get("class")

@@ -150,7 +150,9 @@ class HpccBenchmark(Benchmark):
     timeout: float = 1800.0
 
     def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """As :meth:`Benchmark.resolve`, and ranks >= p*q (else hpcc silently uses defaults)."""
+        """As :meth:`Benchmark.resolve`, and ranks >= p*q (else hpcc silently uses defaults).
+        Raises BenchmarkError when ranks is below p*q, as :meth:`Benchmark.resolve` does for
+        unknown names or bad values."""
         values = super().resolve(overrides)
         grid = values["p"] * values["q"]
         if values["ranks"] is not None and values["ranks"] < grid:
@@ -243,8 +245,10 @@ class HpccBenchmark(Benchmark):
 
 
 def size_list(raw: Any) -> str:
-    """Param converter for message sizes: ``""`` (the default doubling series), or a list /
-    comma-separated string of byte counts ("8,1024,1048576") → canonical "8,1024,1048576"."""
+    """Param converter for message sizes: ``""`` (the default doubling series), or a list / comma-
+    separated string of byte counts ("8,1024,1048576") → canonical "8,1024,1048576". Raises
+    ValueError for an item that is not an integer in 0..2**30 bytes, a repeated size or more
+    than 64 sizes."""
     if raw is None or raw == "":
         return ""
     items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(" ", "").split(",")
@@ -321,7 +325,10 @@ class OsuBenchmark(Benchmark):
         return doubling(4 if test == "allreduce" else self.min_size, params["max_size"])
 
     def resolve(self, overrides=None):
-        """As :meth:`Benchmark.resolve`, plus the size rules of the chosen test."""
+        """As :meth:`Benchmark.resolve`, plus the size rules of the chosen test. Raises
+        BenchmarkError when the sizes (bytes) are empty for a test other than barrier, hold 0
+        for a bandwidth test or a collective that moves data, or are not multiples of 4 for
+        allreduce (it sums 4-byte floats)."""
         values = super().resolve(overrides)
         test = self.kernel_test(values)
         sizes = self.sizes(values)

@@ -252,9 +252,10 @@ class Gromacs(Benchmark):
                 "steps": "auto" if steps is None else int(steps)}
 
     def bounds(self, params, ncpus, memory):
-        """Ranks x threads within the environment's CPUs, ranks within the domain
+        """Ranks x threads within the environment's ``ncpus`` CPUs, ranks within the domain
         decomposition the box allows (cells of at least :data:`MIN_CELL_NM`), atoms and ranks
-        within its memory (:data:`RANK_BYTES`, :data:`ATOM_BYTES`)."""
+        within its ``memory`` (bytes; None: unknown) (:data:`RANK_BYTES`, :data:`ATOM_BYTES`).
+        Raises BenchmarkError saying what to lower when one does not hold."""
         ranks, threads = self.ranks(params, ncpus), int(params.get("threads") or 1)
         size = float(params["size"])
         if ranks * threads > ncpus:
