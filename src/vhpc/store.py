@@ -594,7 +594,10 @@ class Store:
 
         A ``reboot`` trial (first after an unplanned VM boot) is handed over as a warm-up: the
         protocol's warm-up absorbs a boot's cold start, so it is kept out of the statistics
-        instead of forming a cold group of one in a ``warm`` campaign (docs/campaigns.md)."""
+        instead of forming a cold group of one in a ``warm`` campaign (docs/campaigns.md).
+
+        Raises StoreError (a damaged store) when a sample's value is not a number or its names
+        are not text."""
         rows = self.db.execute(self._OBSERVED + "ORDER BY t.seq, s.id", (cid,))
         out = []
         for r in rows:

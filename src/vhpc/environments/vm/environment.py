@@ -331,7 +331,9 @@ class VmEnvironment(Environment):
     def run(self, argv, env=None, timeout=600.0, key: str = "") -> RunResult:
         """Run ``argv`` in the guest (booting it if needed).  ``key`` names the trial kind
         (benchmark + parameters): ``session_index`` counts earlier trials of the same key in
-        this session, so 0 means the first (cold) run after boot."""
+        this session, so 0 means the first (cold) run after boot.  ``timeout``: seconds before
+        the command is killed (a boot does not count).  Never raises for a failing command or
+        boot: failures are in the result."""
         started = now()
         t0 = time.monotonic()
         try:
