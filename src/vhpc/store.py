@@ -256,7 +256,7 @@ class Store:
     # -- ownership ---------------------------------------------------------------------------
     def lock_path(self, cid: str) -> Path:
         """The lock file of campaign ``cid``: ``.owner.lock`` in the campaign's results folder
-        (``<out>/<cid>/``, where its report goes). Raises StoreError when ``cid`` is not a
+        (``<out>/<cid>/``, where its report goes).  Raises StoreError when ``cid`` is not a
         campaign id (letters, digits, ``_ . -``)."""
         if not valid_id(cid):  # a folder name under --out, never a path elsewhere
             raise StoreError(f"{cid[:60]!r} is not a campaign id (letters, digits, _ . -): "
@@ -443,8 +443,8 @@ class Store:
     @_guard
     def set_fingerprint(self, cid: str, name: str, accel: str | None, fp: dict[str, Any]) -> None:
         """Record environment ``name`` of campaign ``cid``: its accelerator (``kvm``/``tcg``, None
-        natively) and fingerprint ``fp`` (stored as JSON). Raises StoreError when the store
-        cannot be written."""
+        natively) and fingerprint ``fp`` (stored as JSON).  Raises StoreError when the store cannot
+        be written."""
         self.db.execute("UPDATE environments SET accel=?, fingerprint_json=? "
                         "WHERE campaign_id=? AND name=?", (accel, json.dumps(fp), cid, name))
 
@@ -503,7 +503,7 @@ class Store:
 
     @_guard
     def mark_running(self, trial_id: int) -> None:
-        """Mark trial ``trial_id`` running and count one more attempt. Raises StoreError when the
+        """Mark trial ``trial_id`` running and count one more attempt.  Raises StoreError when the
         store cannot be written."""
         self.db.execute("UPDATE trials SET status='running', attempts=attempts+1 WHERE id=?",
                         (trial_id,))

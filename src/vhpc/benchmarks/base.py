@@ -218,8 +218,8 @@ class Benchmark:
         return values
 
     def metric(self, name: str) -> Metric:
-        """The declared :class:`Metric` named ``name``. Raises KeyError when the benchmark declares
-        none by that name."""
+        """The declared :class:`Metric` named ``name``.  Raises KeyError when the benchmark
+        declares none by that name."""
         for m in self.metrics:
             if m.name == name:
                 return m
@@ -577,7 +577,7 @@ class KernelBenchmark(Benchmark):
     def launch(self, params, ctx):
         """The MPI launch when the kernel is an MPI one (:attr:`mpi_ranks`): that parameter's ranks
         of :attr:`threads_param` threads each (1 without one), with the ``mpi`` parameter's
-        implementation (default openmpi), within ``ctx.cpuset``. None for a kernel that is not
+        implementation (default openmpi), within ``ctx.cpuset``.  None for a kernel that is not
         MPI."""
         if not self.mpi_ranks:
             return None
@@ -612,8 +612,8 @@ class KernelBenchmark(Benchmark):
     def parse(self, params, stdout, stderr, returncode):
         """One :class:`Sample` per declared metric, read from the last ``VHPC-RESULT`` line, in the
         metric's declared unit; valid when that line says ``valid=1`` and the exit status is 0.
-        Metrics in :attr:`optional` may be absent. Raises ParseError when there is no result
-        line, or it lacks a metric that is not optional, or a value is not a number."""
+        Metrics in :attr:`optional` may be absent.  Raises ParseError when there is no result line,
+        or it lacks a metric that is not optional, or a value is not a number."""
         pairs = parse_result_line(stdout)
         valid = pairs.get("valid") == "1" and returncode == 0
         samples = []

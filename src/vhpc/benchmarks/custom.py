@@ -331,8 +331,8 @@ class CommandBenchmark(Benchmark):
     def parse(self, params, stdout, stderr, returncode):
         """One :class:`Sample` per metric: the last match of its regex's first group in stdout and
         stderr together, as a float in the metric's unit; valid when the exit status is 0 and
-        ``success`` (when given) matches. Raises ParseError naming the metric when its regex
-        finds nothing or captures text that is not a number."""
+        ``success`` (when given) matches.  Raises ParseError naming the metric when its regex finds
+        nothing or captures text that is not a number."""
         text = f"{stdout}\n{stderr}"
         valid = returncode == 0 and (self.success is None or bool(self.success.search(text)))
         samples = []

@@ -76,7 +76,7 @@ def input_text(n: int, nb: int, p: int, q: int) -> str:
 
 
 def positive(text: str) -> int:
-    """``text`` as an integer of at least 1 (an argparse ``type=``). Raises ValueError when it is
+    """``text`` as an integer of at least 1 (an argparse ``type=``).  Raises ValueError when it is
     not an integer, argparse.ArgumentTypeError when it is below 1."""
     value = int(text)
     if value < 1:

@@ -102,7 +102,7 @@ class NpbBenchmark(Benchmark):
 
     def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """As :meth:`Benchmark.resolve`; ``ranks`` must be a power of two and only goes with
-        variant=mpi. Raises BenchmarkError otherwise, as :meth:`Benchmark.resolve` does for
+        variant=mpi.  Raises BenchmarkError otherwise, as :meth:`Benchmark.resolve` does for
         unknown names or bad values."""
         values = super().resolve(overrides)
         ranks = values["ranks"]
@@ -129,8 +129,8 @@ class NpbBenchmark(Benchmark):
 
     def command(self, params, ctx):
         """argv of one trial: the variant's binary with ``-k kernel -c class`` (class S by
-        default), behind the launcher prefix for variant=mpi; with ``copies`` > 1, a ``sh -c``
-        loop that starts that many copies together and waits for all of them."""
+        default), behind the launcher prefix for variant=mpi; with ``copies`` > 1, a ``sh -c`` loop
+        that starts that many copies together and waits for all of them."""
         var = params.get("variant", "omp")
         argv = [str(ctx.bindir / BINARIES[var]), "-k", self.kernel, "-c", params.get("class", "S")]
         launch = self.launch(params, ctx)
@@ -161,9 +161,9 @@ class NpbBenchmark(Benchmark):
 
     def parse(self, params, stdout, stderr, returncode):
         """Samples ``time`` (seconds) and ``mops`` (Mop/s) from the VHPC-RESULT line(s); valid iff
-        ``verified=1``, ``valid=1`` and exit status 0 (for every copy when ``copies`` > 1: time
-        is then the mean of the copies, mops their sum). Raises ParseError when no line is
-        there, or a line belongs to another kernel or class, or lacks a number."""
+        ``verified=1``, ``valid=1`` and exit status 0 (for every copy when ``copies`` > 1: time is
+        then the mean of the copies, mops their sum).  Raises ParseError when no line is there, or
+        a line belongs to another kernel or class, or lacks a number."""
         lines = [parse_result_line(m.group(0)) for m in RESULT_RE.finditer(stdout)] \
             or [parse_result_line(stdout)]
         want = params.get("class")

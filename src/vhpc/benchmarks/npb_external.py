@@ -94,7 +94,7 @@ class NpbExternal(Benchmark):
     )
 
     def resolve(self, overrides=None):
-        """As :meth:`Benchmark.resolve`, with ``class`` upper-cased. Raises BenchmarkError unless
+        """As :meth:`Benchmark.resolve`, with ``class`` upper-cased.  Raises BenchmarkError unless
         ``binary`` is given, or ``dir``, ``kernel`` and ``class`` all are."""
         p = super().resolve(overrides)
         p["class"] = p["class"].upper()
@@ -138,9 +138,9 @@ class NpbExternal(Benchmark):
     def parse(self, params, stdout, stderr, returncode):
         """Samples ``time`` (seconds, NPB's timed section) and ``mops`` (Mop/s total) from the last
         NPB report block (:func:`parse_npb_report`); valid when it says ``Verification =
-        SUCCESSFUL`` and the exit status is 0. Raises ParseError when there is no report, it
-        lacks the time, Mop/s or verification line, its class or benchmark is not the one asked
-        for, or a value is not a number."""
+        SUCCESSFUL`` and the exit status is 0.  Raises ParseError when there is no report, it lacks
+        the time, Mop/s or verification line, its class or benchmark is not the one asked for, or a
+        value is not a number."""
         report = parse_npb_report(stdout)
         want = params.get("class")
         if want and report.get("class", "").upper() != want:

@@ -111,9 +111,9 @@ class StreamBenchmark(KernelBenchmark):
         """(applied, diagnostics) for one finished trial: ``applied["stream"]`` holds the array
         length ``n`` (elements of 8 bytes), the last-level cache size ``llc_bytes`` (bytes),
         whether ``n`` was sized automatically (``n_auto``) and whether the arrays are in cache
-        (``in_cache``), all read from the VHPC-RESULT line; ``diagnostics["notes"]`` says when
-        each array is below :data:`STREAM_CACHE_FACTOR` times the LLC, so that the rates
-        include cache bandwidth.  ({}, {}) when the line or its fields are missing."""
+        (``in_cache``), all read from the VHPC-RESULT line; ``diagnostics["notes"]`` says when each
+        array is below :data:`STREAM_CACHE_FACTOR` times the LLC, so that the rates include cache
+        bandwidth.  ({}, {}) when the line or its fields are missing."""
         try:
             pairs = parse_result_line(stdout)
             info = {"n": int(pairs["n"]), "llc_bytes": int(pairs["llc_bytes"]),

@@ -187,8 +187,8 @@ class HpccBenchmark(Benchmark):
 
     def parse(self, params, stdout, stderr, returncode):
         """Samples of hpcc's summary section (:data:`HPCC_KEYS`: each value times its key's scale,
-        in the metric's unit, e.g. ``HPL_Tflops`` x 1000 in Gflop/s); a value below 0 (hpcc's
-        -1: test not run, e.g. the bandwidths with 1 rank) gives no sample.
+        in the metric's unit, e.g. ``HPL_Tflops`` x 1000 in Gflop/s); a value below 0 (hpcc's -1:
+        test not run, e.g. the bandwidths with 1 rank) gives no sample.
 
         Valid when the exit status is 0 and the summary says ``Success=1``; HPL's metrics also need
         every HPL residual check passed, and ``MPIRandomAccess_GUPs`` an error fraction of at most
@@ -246,9 +246,9 @@ class HpccBenchmark(Benchmark):
 
 def size_list(raw: Any) -> str:
     """Param converter for message sizes: ``""`` (the default doubling series), or a list / comma-
-    separated string of byte counts ("8,1024,1048576") → canonical "8,1024,1048576". Raises
-    ValueError for an item that is not an integer in 0..2**30 bytes, a repeated size or more
-    than 64 sizes."""
+    separated string of byte counts ("8,1024,1048576") → canonical "8,1024,1048576".  Raises
+    ValueError for an item that is not an integer in 0..2**30 bytes, a repeated size or more than
+    64 sizes."""
     if raw is None or raw == "":
         return ""
     items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(" ", "").split(",")
@@ -325,10 +325,10 @@ class OsuBenchmark(Benchmark):
         return doubling(4 if test == "allreduce" else self.min_size, params["max_size"])
 
     def resolve(self, overrides=None):
-        """As :meth:`Benchmark.resolve`, plus the size rules of the chosen test. Raises
-        BenchmarkError when the sizes (bytes) are empty for a test other than barrier, hold 0
-        for a bandwidth test or a collective that moves data, or are not multiples of 4 for
-        allreduce (it sums 4-byte floats)."""
+        """As :meth:`Benchmark.resolve`, plus the size rules of the chosen test.  Raises
+        BenchmarkError when the sizes (bytes) are empty for a test other than barrier, hold 0 for a
+        bandwidth test or a collective that moves data, or are not multiples of 4 for allreduce (it
+        sums 4-byte floats)."""
         values = super().resolve(overrides)
         test = self.kernel_test(values)
         sizes = self.sizes(values)
@@ -369,10 +369,10 @@ class OsuBenchmark(Benchmark):
 
     def parse(self, params, stdout, stderr, returncode):
         """One sample per result prefix (:attr:`prefixes`, with its unit: microseconds for
-        latencies, MB/s for bandwidths) and message size, named ``<prefix>_<size>``
-        (``<prefix>`` alone for barrier), from the VHPC-RESULT line; valid when it says
-        ``valid=1`` and the exit status is 0. Raises ParseError when there is no result line, it
-        is for another test, or a value is missing or not a number."""
+        latencies, MB/s for bandwidths) and message size, named ``<prefix>_<size>`` (``<prefix>``
+        alone for barrier), from the VHPC-RESULT line; valid when it says ``valid=1`` and the exit
+        status is 0.  Raises ParseError when there is no result line, it is for another test, or a
+        value is missing or not a number."""
         pairs = parse_result_line(stdout)
         test = self.kernel_test(params)
         if pairs.get("test") != test:

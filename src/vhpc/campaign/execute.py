@@ -136,8 +136,8 @@ class Progress(Protocol):
         """Trial ``row`` starts."""
 
     def finished(self, row: TrialRow, status: str, note: str) -> None:
-        """Trial ``row`` ended with ``status`` (the store's done or failed); ``note`` is its
-        error, or "invalid: verification failed", or "" when there is nothing to say."""
+        """Trial ``row`` ended with ``status`` (the store's done or failed); ``note`` is its error,
+        or "invalid: verification failed", or "" when there is nothing to say."""
 
 
 def sized(spec: CampaignSpec, say: Callable[[str], None] | None = None) -> CampaignSpec:

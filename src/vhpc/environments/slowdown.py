@@ -169,8 +169,8 @@ class ThrottledEnvironment(Environment):
         self.inner.preflight()
 
     def start(self) -> None:
-        """Run :meth:`preflight` (its probe once), then start the wrapped environment.
-        Raises EnvError when this host can slow nothing."""
+        """Run :meth:`preflight` (its probe once), then start the wrapped environment.  Raises
+        EnvError when this host can slow nothing."""
         self.preflight()
         self.inner.start()
 

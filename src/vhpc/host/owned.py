@@ -281,7 +281,7 @@ class TrialProcess(subprocess.Popen):
 
     def wait(self, timeout: float | None = None) -> int:
         """The child's exit status once it exits, waiting at most ``timeout`` seconds (None: as
-        long as it takes). Raises subprocess.TimeoutExpired when it is still running after
+        long as it takes).  Raises subprocess.TimeoutExpired when it is still running after
         ``timeout`` seconds."""
         if timeout is not None and self.returncode is None:
             try:

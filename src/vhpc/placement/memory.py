@@ -13,9 +13,9 @@ from vhpc.topology import Topology
 def split_memory(memory_mib: int, weights: list[int], backing: str) -> list[int]:
     """Split ``memory_mib`` (MiB) over guest nodes in proportion to ``weights`` (one per guest
     node, e.g. its vCPUs), in whole pages of ``backing`` (``4k``, ``2m``, ``1g``:
-    :data:`GRANULE_MIB`) by the largest-remainder (Hamilton) method: a list of MiB, one per
-    guest node, summing to ``memory_mib``.  Raises PlacementError when ``memory_mib`` is not a
-    whole number of pages, or a guest node would get no whole page."""
+    :data:`GRANULE_MIB`) by the largest-remainder (Hamilton) method: a list of MiB, one per guest
+    node, summing to ``memory_mib``.  Raises PlacementError when ``memory_mib`` is not a whole
+    number of pages, or a guest node would get no whole page."""
     granule_mib = GRANULE_MIB[backing]
     if memory_mib % granule_mib:
         lower = memory_mib // granule_mib * granule_mib
@@ -41,9 +41,10 @@ def split_memory(memory_mib: int, weights: list[int], backing: str) -> list[int]
 def guest_groups(req: PlacementRequest, pins: list[tuple[int, ...]] | None, topology: Topology) -> list[tuple[int, ...]]:
     """The vCPU groups of ``req``'s guest, one tuple of vCPU indexes per guest NUMA node, from
     ``guest_numa``: ``hidden`` one group; a number K, K contiguous blocks as even as possible;
-    ``mirror``, one group per host node the pinned PUs (``pins``: one tuple of host PU OS
-    indexes per vCPU; None when the vCPUs float) lie on, else as many blocks as the host has
-    CPU nodes (one vCPU each at least).  Raises PlacementError for a number outside 1..vCPUs or any other value."""
+    ``mirror``, one group per host node the pinned PUs (``pins``: one tuple of host PU OS indexes
+    per vCPU; None when the vCPUs float) lie on, else as many blocks as the host has CPU nodes (one
+    vCPU each at least).  Raises PlacementError for a number outside 1..vCPUs or any other value.
+    """
     vcpus = req.vcpus
     guest_numa = req.guest_numa
     if isinstance(guest_numa, str) and guest_numa.isdigit():
@@ -83,13 +84,13 @@ def memory_binding(policy: Policy, groups: list[tuple[int, ...]], pins,
     ``(host_nodes, mode)``, mode a set_mempolicy(2)/libvirt ``<memnode mode=>`` one (``bind``,
     ``interleave``, ``preferred``) or ``default`` with no host nodes (memory left unbound).
 
-    Explicit ``mem=`` nodes (one for all, or one per guest node) come first; a ``nodes``
-    policy onto memory-only nodes binds to them; otherwise each guest node binds to the host
-    nodes with memory that its pinned PUs (``pins``: one tuple of host PU OS indexes per vCPU;
-    None when they float) lie on, ``mem=auto`` choosing bind for one node and interleave for
-    several.  Raises PlacementError when a memory node is not usable or holds no memory, when
-    the count of ``mem=`` nodes fits neither one nor one per guest node, when ``preferred``
-    would need several nodes, or when floating vCPUs ask for a binding without ``mem=`` nodes."""
+    Explicit ``mem=`` nodes (one for all, or one per guest node) come first; a ``nodes`` policy
+    onto memory-only nodes binds to them; otherwise each guest node binds to the host nodes with
+    memory that its pinned PUs (``pins``: one tuple of host PU OS indexes per vCPU; None when they
+    float) lie on, ``mem=auto`` choosing bind for one node and interleave for several.  Raises
+    PlacementError when a memory node is not usable or holds no memory, when the count of ``mem=``
+    nodes fits neither one nor one per guest node, when ``preferred`` would need several nodes, or
+    when floating vCPUs ask for a binding without ``mem=`` nodes."""
     policy_text = policy.text
     for node in policy.mem_nodes:
         _memory_node(topology, node, policy_text)
@@ -153,9 +154,9 @@ def _memory_node(topology: Topology, node: int, policy: str) -> None:
 
 
 def node_demand(nodes: Sequence[GuestNode]) -> dict[int, float]:
-    """MiB each host node must hold for the guest nodes ``nodes``: {host node: MiB}; a guest
-    node bound to several host nodes (bind/interleave) puts an even share on each, an unbound
-    one (``default``) on none."""
+    """MiB each host node must hold for the guest nodes ``nodes``: {host node: MiB}; a guest node
+    bound to several host nodes (bind/interleave) puts an even share on each, an unbound one
+    (``default``) on none."""
     demand: dict[int, float] = {}
     for guest_node in nodes:
         if guest_node.policy == "default" or not guest_node.host_nodes:
@@ -180,9 +181,9 @@ def check_capacity(topology: Topology, demand: Mapping[int, float], what: str) -
 
 
 def guest_distances(topology: Topology, nodes: Sequence[GuestNode]) -> tuple[tuple[int, ...], ...]:
-    """The guest's NUMA distance matrix (ACPI SLIT units: 10 local): between guest nodes, the
-    mean host distance of their host nodes, at least 11; 20 where one is unbound.  A tuple of
-    rows, one per guest node of ``nodes``, in their order."""
+    """The guest's NUMA distance matrix (ACPI SLIT units: 10 local): between guest nodes, the mean
+    host distance of their host nodes, at least 11; 20 where one is unbound.  A tuple of rows, one
+    per guest node of ``nodes``, in their order."""
     rows = []
     for here in nodes:
         row = []

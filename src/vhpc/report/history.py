@@ -170,8 +170,8 @@ def to_dict(h: History) -> dict[str, Any]:
 
 def write_json(h: History, path: Path) -> Path:
     """Write ``h`` as JSON (:func:`to_dict`) to ``path`` through the safe writer; returns ``path``.
-    Raises OutputPathError when ``path`` cannot be written
-    (:func:`vhpc.core.paths.write_atomic`)."""
+    Raises OutputPathError when ``path`` cannot be written (:func:`vhpc.core.paths.write_atomic`).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(to_dict(h), indent=2, default=str) + "\n")
     return path
@@ -203,7 +203,7 @@ def junit_xml(h: History) -> str:
 
 def write_junit(h: History, path: Path) -> Path:
     """Write the gate as JUnit XML (:func:`junit_xml`) to ``path`` through the safe writer; returns
-    ``path``. Raises OutputPathError when ``path`` cannot be written
+    ``path``.  Raises OutputPathError when ``path`` cannot be written
     (:func:`vhpc.core.paths.write_atomic`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, junit_xml(h))

@@ -450,7 +450,7 @@ def _split(text: str, fields: list[str], where: str,
 
 def parse_bench(text: str, custom: dict[str, benchmarks.Benchmark] | None = None) -> BenchSpec:
     """``-b NAME[:k=v,...]`` → BenchSpec (values still text; checked by the campaign); ``custom``:
-    bring-your-own benchmarks by name, looked up first. Raises SpecError naming ``text`` for an
+    bring-your-own benchmarks by name, looked up first.  Raises SpecError naming ``text`` for an
     unknown benchmark or parameter, or a malformed or repeated ``k=v``."""
     name = text.partition(":")[0].strip()
     b = (custom or {}).get(name)

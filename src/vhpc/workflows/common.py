@@ -85,9 +85,9 @@ class TrialClock(ProgressColumn):
 
     def render(self, task) -> Text:
         """The clock's text for ``task`` (a rich task): ``boot H:MM:SS`` while a guest boots,
-        ``done`` at the end, ``ETA -:--:--`` before the first trial, the running trial's own
-        time (with the expected time when known) once it runs past the expected time or no ETA
-        is known, else ``ETA H:MM:SS`` from rich's estimate."""
+        ``done`` at the end, ``ETA -:--:--`` before the first trial, the running trial's own time
+        (with the expected time when known) once it runs past the expected time or no ETA is known,
+        else ``ETA H:MM:SS`` from rich's estimate."""
         o, now = self.owner, time.monotonic()
         if o.stage_started is not None:
             return Text(f"boot {_clock(now - o.stage_started)}")
@@ -395,10 +395,10 @@ def campaign_flags(sp, starts=False):
 
 
 def spec_from_flags(args):
-    """The campaign of ``vhpc compare``'s flags (an argparse namespace): ``-b`` or the quick
-    suite, ``-e`` or :data:`vhpc.spec.parse.DEFAULT_ENVIRONMENTS`, and the repeat, timeout
-    (seconds), order, protocol and host-knob flags (:func:`vhpc.spec.parse.from_cli`).
-    Raises SpecError for values it refuses."""
+    """The campaign of ``vhpc compare``'s flags (an argparse namespace): ``-b`` or the quick suite,
+    ``-e`` or :data:`vhpc.spec.parse.DEFAULT_ENVIRONMENTS`, and the repeat, timeout (seconds),
+    order, protocol and host-knob flags (:func:`vhpc.spec.parse.from_cli`).  Raises SpecError for
+    values it refuses."""
     from vhpc.benchmarks import quick_suite
     from vhpc.spec import parse as specmod
 

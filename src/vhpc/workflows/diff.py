@@ -66,7 +66,7 @@ def store_file(path: str) -> Path:
 
 def open_existing_store(path: str):
     """The store at ``path`` (:func:`store_file`); it must exist (a diff or a history never creates
-    an empty store). Raises DiffError naming ``path`` when there is none."""
+    an empty store).  Raises DiffError naming ``path`` when there is none."""
     from vhpc.analysis.diff import DiffError
     from vhpc.store import Store
 

@@ -85,9 +85,9 @@ def _node_refusal(spec) -> str | None:
 
 def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) -> list[Item]:
     """The seed's studies on ``topology``; ``overrides``: study → ``-b`` items; ``protocol``:
-    repeats, warmup, timeout (seconds per trial), ``executor`` and ``host_knobs`` as ``vhpc
-    study`` takes them, passed to every study. Raises StudyError when no study reproduces
-    ``seed``, naming the seeds that have one."""
+    repeats, warmup, timeout (seconds per trial), ``executor`` and ``host_knobs`` as ``vhpc study``
+    takes them, passed to every study.  Raises StudyError when no study reproduces ``seed``, naming
+    the seeds that have one."""
     from vhpc.campaign import execute, studies
 
     items = []

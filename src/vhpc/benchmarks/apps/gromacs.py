@@ -416,8 +416,8 @@ class Gromacs(Benchmark):
     def check_key(self, params, stdout):
         """"32000 atoms on 2 ranks, GROMACS 2022.5-Debian_2022.5_2": the atom count, the MPI
         processes and the version read from the md.log shown in ``stdout`` (:data:`ATOMS_RE`,
-        :data:`PROCS_RE`, :data:`VERSION_RE`), so that checks are compared only between like
-        runs; "" when md.log or those lines are missing."""
+        :data:`PROCS_RE`, :data:`VERSION_RE`), so that checks are compared only between like runs;
+        "" when md.log or those lines are missing."""
         log = shown_file(stdout, "md.log") or ""
         atoms, procs = ATOMS_RE.findall(log), PROCS_RE.findall(log)
         if not (atoms and procs):

@@ -237,7 +237,7 @@ class Lammps(Benchmark):
     def bounds(self, params, ncpus, memory):
         """Ranks x threads within the environment's ``ncpus`` CPUs (an oversubscribed application
         measures the oversubscription), atoms and ranks within its ``memory`` (bytes; None:
-        unknown) (:data:`RANK_BYTES`, :data:`ATOM_BYTES`). Raises BenchmarkError saying what to
+        unknown) (:data:`RANK_BYTES`, :data:`ATOM_BYTES`).  Raises BenchmarkError saying what to
         lower when one does not hold."""
         ranks, threads = self.ranks(params, ncpus), int(params.get("threads") or 1)
         if ranks * threads > ncpus:

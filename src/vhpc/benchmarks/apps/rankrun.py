@@ -109,7 +109,7 @@ class Sampler(threading.Thread):
 
     def sample(self) -> None:
         """Read each thread's ``Cpus_allowed_list`` from ``/proc/<pid>/task/<tid>/status``
-        (proc(5)) into :attr:`masks` and raise :attr:`tasks` to the threads seen. A process or
+        (proc(5)) into :attr:`masks` and raise :attr:`tasks` to the threads seen.  A process or
         thread that has exited is skipped without an error."""
         try:
             tids = os.listdir(f"/proc/{self.pid}/task")

@@ -212,11 +212,11 @@ class NativeEnvironment(Environment):
     def run(self, argv, env=None, timeout=600.0, key="") -> RunResult:
         """Run ``argv`` on this host as :meth:`Environment.run` does (``timeout`` in seconds),
         inside the numactl prefix for ``nodes=``/``membind=``, under ``perf stat`` when counters
-        are on and usable. With numactl, a wrapper script also samples the processes and their
+        are on and usable.  With numactl, a wrapper script also samples the processes and their
         page locality into ``result.applied`` and is given 30 s beyond ``timeout`` to report; a
         kill by its timeout counts as the trial's timeout. ``result.diagnostics`` holds the
-        children's resource usage and the perf counters (or why there are none). Never raises
-        for a failing command."""
+        children's resource usage and the perf counters (or why there are none).  Never raises for
+        a failing command."""
         argv = list(argv)
         perf_ok, perf_why = counters.perf_status() if self.counters else (False, "counters=0")
         perf_file = None

@@ -203,9 +203,9 @@ class VclusterEnvironment(Environment):
 
     def fingerprint(self) -> dict[str, Any]:
         """The first guest's fingerprint with ``kind=vcluster``, the guests, ranks per guest,
-        transport, placement policy and each guest's placement and plan, the network as it is
-        (or as it would be, created nothing), the orphans removed and, across nodes, each
-        guest's node."""
+        transport, placement policy and each guest's placement and plan, the network as it is (or
+        as it would be, created nothing), the orphans removed and, across nodes, each guest's node.
+        """
         fp = self.members[0].fingerprint()
         fp.update(kind="vcluster", vms=self.vms, ranks_per_vm=self.ranks_per_vm,
                   transport=self.transport, policy=self.policy,

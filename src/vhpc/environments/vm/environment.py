@@ -255,7 +255,7 @@ class VmEnvironment(Environment):
         return guest
 
     def start(self) -> None:
-        """Boot the guest unless one is running (idempotent). Raises EnvError when the boot fails
+        """Boot the guest unless one is running (idempotent).  Raises EnvError when the boot fails
         or hugepages the placement needs are not reserved."""
         if self.guest is None or not self.guest.alive():
             self._boot()

@@ -105,7 +105,7 @@ class PrivateLibvirtd:
 
     def start(self) -> str:
         """Start virtlogd and libvirtd (in a mount namespace of their own when root; else virtlogd
-        only when its socket is not live); returns the URI. Idempotent. Raises DaemonError when
+        only when its socket is not live); returns the URI.  Idempotent.  Raises DaemonError when
         libvirtd, virtlogd or the QEMU driver is not installed, or a daemon does not start."""
         if socket_live(self.socket):
             return self.uri
