@@ -82,9 +82,8 @@ def test_ruff_uses_the_committed_rules(tmp_path):
     assert "F401" in out.stdout and "PGH004" in out.stdout, out.stdout
 
 
-#: Modules whose ``noqa`` comments name a rule but no reason yet (a lambda bound to a name,
-#: E731); being edited in other branches at the time of writing.  Remove each once its
-#: comments say why, or once the lambda is a def.
+#: Modules whose ``noqa`` comments may name a rule without a reason: each holds one lambda
+#: bound to a name (E731).  Remove a module once its comment says why, or its lambda is a def.
 NOQA_WITHOUT_REASON = {"report/diff.py", "analysis/compare.py"}
 
 
@@ -102,8 +101,8 @@ def test_every_noqa_names_its_rule_and_a_reason():
     assert bare == []
 
 
-#: Private names still imported across modules, in modules being edited in other branches at
-#: the time of writing (a user's image's boot, the statistics); remove each once it is public.
+#: Private names that one module may import from another, as (importing module, name): none.
+#: Each entry is a name to make public; remove the entry when it is.
 PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 

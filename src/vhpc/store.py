@@ -256,7 +256,8 @@ class Store:
     # -- ownership ---------------------------------------------------------------------------
     def lock_path(self, cid: str) -> Path:
         """The lock file of campaign ``cid``: ``.owner.lock`` in the campaign's results folder
-        (``<out>/<cid>/``, where its report goes)."""
+        (``<out>/<cid>/``, where its report goes).  Raises StoreError when ``cid`` is not a
+        campaign id (letters, digits, ``_ . -``)."""
         if not valid_id(cid):  # a folder name under --out, never a path elsewhere
             raise StoreError(f"{cid[:60]!r} is not a campaign id (letters, digits, _ . -): "
                              "give one that 'vhpc list' shows")
@@ -441,6 +442,9 @@ class Store:
 
     @_guard
     def set_fingerprint(self, cid: str, name: str, accel: str | None, fp: dict[str, Any]) -> None:
+        """Record environment ``name`` of campaign ``cid``: its accelerator (``kvm``/``tcg``, None
+        natively) and fingerprint ``fp`` (stored as JSON).  Raises StoreError when the store cannot
+        be written."""
         self.db.execute("UPDATE environments SET accel=?, fingerprint_json=? "
                         "WHERE campaign_id=? AND name=?", (accel, json.dumps(fp), cid, name))
 
@@ -499,6 +503,8 @@ class Store:
 
     @_guard
     def mark_running(self, trial_id: int) -> None:
+        """Mark trial ``trial_id`` running and count one more attempt.  Raises StoreError when the
+        store cannot be written."""
         self.db.execute("UPDATE trials SET status='running', attempts=attempts+1 WHERE id=?",
                         (trial_id,))
 
@@ -588,7 +594,10 @@ class Store:
 
         A ``reboot`` trial (first after an unplanned VM boot) is handed over as a warm-up: the
         protocol's warm-up absorbs a boot's cold start, so it is kept out of the statistics
-        instead of forming a cold group of one in a ``warm`` campaign (docs/campaigns.md)."""
+        instead of forming a cold group of one in a ``warm`` campaign (docs/campaigns.md).
+
+        Raises StoreError (a damaged store) when a sample's value is not a number or its names
+        are not text."""
         rows = self.db.execute(self._OBSERVED + "ORDER BY t.seq, s.id", (cid,))
         out = []
         for r in rows:

@@ -209,7 +209,9 @@ class Connection(sqlite3.Connection):
 
     @classmethod
     def connect(cls, path: Path) -> "Connection":
-        """A new connection to ``path`` (created if missing), recorded as the file's."""
+        """A new connection to ``path`` (created if missing), recorded as the file's; SQLite waits
+        up to 30 seconds for another writer's lock.  Raises StoreError when the file vanishes while
+        it is opened."""
         db = sqlite3.connect(path, isolation_level=None, timeout=30, factory=cls)
         assert isinstance(db, cls)
         key = cls._key(path)  # sqlite3.connect has opened (created) the file

@@ -218,6 +218,8 @@ class Benchmark:
         return values
 
     def metric(self, name: str) -> Metric:
+        """The declared :class:`Metric` named ``name``.  Raises KeyError when the benchmark
+        declares none by that name."""
         for m in self.metrics:
             if m.name == name:
                 return m
@@ -567,10 +569,16 @@ class KernelBenchmark(Benchmark):
         return KERNEL_LIBRARIES.get(self.binary, ())
 
     def value(self, params: Mapping[str, Any], key: str, ctx: RunContext) -> Any:
+        """Parameter ``key`` of a trial: its value, or ``ctx.ncpus`` (the environment's CPUs) when
+        it is unset (None)."""
         v = params.get(key)
         return ctx.ncpus if v is None else v
 
     def launch(self, params, ctx):
+        """The MPI launch when the kernel is an MPI one (:attr:`mpi_ranks`): that parameter's ranks
+        of :attr:`threads_param` threads each (1 without one), with the ``mpi`` parameter's
+        implementation (default openmpi), within ``ctx.cpuset``.  None for a kernel that is not
+        MPI."""
         if not self.mpi_ranks:
             return None
         threads = self.value(params, self.threads_param, ctx) if self.threads_param else 1
@@ -578,6 +586,9 @@ class KernelBenchmark(Benchmark):
                       params.get("mpi", "openmpi"), ctx.ncpus, cpuset=ctx.cpuset)
 
     def command(self, params, ctx):
+        """argv of one trial: the kernel under ``ctx.bindir`` with one ``flag value`` pair per
+        :attr:`flags` entry (a parameter whose value is "" gives no option), behind the launcher
+        prefix for an MPI kernel."""
         argv = [str(ctx.bindir / self.binary)]
         for pname, flag in self.flags.items():
             value = self.value(params, pname, ctx)
@@ -587,6 +598,9 @@ class KernelBenchmark(Benchmark):
         return launch.argv() + argv if launch else argv
 
     def environ(self, params, ctx):
+        """The MPI launch's variables for an MPI kernel; for an OpenMP one ``OMP_NUM_THREADS`` (the
+        thread parameter, else the environment's CPUs) and ``OMP_PROC_BIND=spread``; otherwise
+        none."""
         launch = self.launch(params, ctx)
         if launch is not None:
             return launch.environ()
@@ -596,6 +610,10 @@ class KernelBenchmark(Benchmark):
         return {}
 
     def parse(self, params, stdout, stderr, returncode):
+        """One :class:`Sample` per declared metric, read from the last ``VHPC-RESULT`` line, in the
+        metric's declared unit; valid when that line says ``valid=1`` and the exit status is 0.
+        Metrics in :attr:`optional` may be absent.  Raises ParseError when there is no result line,
+        or it lacks a metric that is not optional, or a value is not a number."""
         pairs = parse_result_line(stdout)
         valid = pairs.get("valid") == "1" and returncode == 0
         samples = []

@@ -329,6 +329,10 @@ class CommandBenchmark(Benchmark):
         return {**(launch.environ() if launch else {}), **({} if ranks_only else self.env)}
 
     def parse(self, params, stdout, stderr, returncode):
+        """One :class:`Sample` per metric: the last match of its regex's first group in stdout and
+        stderr together, as a float in the metric's unit; valid when the exit status is 0 and
+        ``success`` (when given) matches.  Raises ParseError naming the metric when its regex finds
+        nothing or captures text that is not a number."""
         text = f"{stdout}\n{stderr}"
         valid = returncode == 0 and (self.success is None or bool(self.success.search(text)))
         samples = []

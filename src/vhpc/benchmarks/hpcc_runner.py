@@ -76,6 +76,8 @@ def input_text(n: int, nb: int, p: int, q: int) -> str:
 
 
 def positive(text: str) -> int:
+    """``text`` as an integer of at least 1 (an argparse ``type=``).  Raises ValueError when it is
+    not an integer, argparse.ArgumentTypeError when it is below 1."""
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")

@@ -65,6 +65,9 @@ class IvshmemPingpong(Benchmark):
     timeout: float = 600.0
 
     def resolve(self, overrides=None):
+        """As :meth:`Benchmark.resolve`, and ``max_size`` (bytes) at most 4 MiB (4194304): two
+        buffers of that size must fit the kernel's 16 MiB shared region.  Raises BenchmarkError
+        otherwise."""
         values = super().resolve(overrides)
         if values["max_size"] > 1 << 22:
             raise BenchmarkError(f"{self.name}: max_size={values['max_size']} does not fit the "
@@ -76,9 +79,13 @@ class IvshmemPingpong(Benchmark):
         return Launch(2, 1, params.get("mpi", "openmpi"), ctx.ncpus, cpuset=ctx.cpuset)
 
     def environ(self, params: Mapping[str, Any], ctx: RunContext) -> dict[str, str]:
+        """The launch's environment variables (:meth:`vhpc.benchmarks.mpilaunch.Launch.environ`)."""
         return self.launch(params, ctx).environ()
 
     def command(self, params: Mapping[str, Any], ctx: RunContext) -> list[str]:
+        """``mpirun -np 2 ... vhpc-ivshmem-pingpong -t transport -m max_size -i iters -I
+        iters_large -W window -j id``: sizes in bytes, and a fresh random 16-hex-digit ``id`` per
+        run so that a region left by another run is never taken for this one's."""
         return self.launch(params, ctx).argv() + [
             str(ctx.bindir / self.binary), "-t", params["transport"],
             "-m", str(params["max_size"]), "-i", str(params["iters"]),
@@ -86,6 +93,10 @@ class IvshmemPingpong(Benchmark):
             "-j", secrets.token_hex(8)]  # one id per run: a reused region is never mistaken
 
     def parse(self, params, stdout, stderr, returncode):
+        """Samples ``lat_<size>`` (one-way latency, microseconds) and ``bw_<size>`` (MB/s, 1e6
+        bytes a second) for each size of :func:`sizes` up to ``max_size``, from the VHPC-RESULT
+        line; valid when it says ``valid=1`` and the exit status is 0.  Raises ParseError when the
+        result line, its ``transport`` or a size's value is missing, or a value is not a number."""
         pairs = parse_result_line(stdout)
         if "transport" not in pairs:
             raise ParseError(f"{self.name}: no result line")

@@ -102,7 +102,8 @@ class NpbBenchmark(Benchmark):
 
     def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """As :meth:`Benchmark.resolve`; ``ranks`` must be a power of two and only goes with
-        variant=mpi."""
+        variant=mpi.  Raises BenchmarkError otherwise, as :meth:`Benchmark.resolve` does for
+        unknown names or bad values."""
         values = super().resolve(overrides)
         ranks = values["ranks"]
         if ranks is not None:
@@ -115,14 +116,21 @@ class NpbBenchmark(Benchmark):
         return values
 
     def nranks(self, params: Mapping[str, Any], ncpus: int) -> int:
+        """MPI ranks of a trial on ``ncpus`` CPUs: ``ranks``, else the largest power of two not
+        above ``ncpus`` (:func:`pow2_floor`; NPB's MPI kernels need a power of two)."""
         return params.get("ranks") or pow2_floor(ncpus)
 
     def nthreads(self, params: Mapping[str, Any], ncpus: int) -> int:
+        """OpenMP threads of a trial on ``ncpus`` CPUs: ``threads``, else ``ncpus`` for variant=omp
+        and 1 (per rank) for variant=mpi."""
         if params.get("threads"):
             return int(params["threads"])
         return ncpus if params.get("variant", "omp") == "omp" else 1
 
     def command(self, params, ctx):
+        """argv of one trial: the variant's binary with ``-k kernel -c class`` (class S by
+        default), behind the launcher prefix for variant=mpi; with ``copies`` > 1, a ``sh -c`` loop
+        that starts that many copies together and waits for all of them."""
         var = params.get("variant", "omp")
         argv = [str(ctx.bindir / BINARIES[var]), "-k", self.kernel, "-c", params.get("class", "S")]
         launch = self.launch(params, ctx)
@@ -144,16 +152,18 @@ class NpbBenchmark(Benchmark):
                       params.get("mpi", "openmpi"), ctx.ncpus, bind=copies == 1, cpuset=ctx.cpuset)
 
     def environ(self, params, ctx):
+        """The MPI launch's variables for variant=mpi; for variant=omp ``OMP_NUM_THREADS``
+        (:meth:`nthreads`) and ``OMP_PROC_BIND=spread``."""
         launch = self.launch(params, ctx)
         if launch is not None:
             return launch.environ()
         return {"OMP_NUM_THREADS": str(self.nthreads(params, ctx.ncpus)), "OMP_PROC_BIND": "spread"}
 
     def parse(self, params, stdout, stderr, returncode):
-        """Samples ``time`` and ``mops`` from the VHPC-RESULT line(s); valid iff ``verified=1``,
-        ``valid=1`` and exit status 0 (for every copy when ``copies`` > 1: time is then the
-        mean of the copies, mops their sum).  ParseError when no line is there, or a line
-        belongs to another kernel or class, or lacks a number."""
+        """Samples ``time`` (seconds) and ``mops`` (Mop/s) from the VHPC-RESULT line(s); valid iff
+        ``verified=1``, ``valid=1`` and exit status 0 (for every copy when ``copies`` > 1: time is
+        then the mean of the copies, mops their sum).  Raises ParseError when no line is there, or
+        a line belongs to another kernel or class, or lacks a number."""
         lines = [parse_result_line(m.group(0)) for m in RESULT_RE.finditer(stdout)] \
             or [parse_result_line(stdout)]
         want = params.get("class")

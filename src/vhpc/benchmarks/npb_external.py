@@ -94,6 +94,8 @@ class NpbExternal(Benchmark):
     )
 
     def resolve(self, overrides=None):
+        """As :meth:`Benchmark.resolve`, with ``class`` upper-cased.  Raises BenchmarkError unless
+        ``binary`` is given, or ``dir``, ``kernel`` and ``class`` all are."""
         p = super().resolve(overrides)
         p["class"] = p["class"].upper()
         if not p["binary"] and not (p["dir"] and p["kernel"] and p["class"]):
@@ -116,6 +118,8 @@ class NpbExternal(Benchmark):
                       ctx.ncpus, cpuset=ctx.cpuset)
 
     def command(self, params, ctx):
+        """argv of one trial: the executable (:meth:`path`) and ``args`` split on white space,
+        behind the launcher prefix for launcher=mpi."""
         argv = [self.path(params), *params["args"].split()]
         launch = self.launch(params, ctx)
         return launch.argv() + argv if launch else argv
@@ -132,6 +136,11 @@ class NpbExternal(Benchmark):
         return {}
 
     def parse(self, params, stdout, stderr, returncode):
+        """Samples ``time`` (seconds, NPB's timed section) and ``mops`` (Mop/s total) from the last
+        NPB report block (:func:`parse_npb_report`); valid when it says ``Verification =
+        SUCCESSFUL`` and the exit status is 0.  Raises ParseError when there is no report, it lacks
+        the time, Mop/s or verification line, its class or benchmark is not the one asked for, or a
+        value is not a number."""
         report = parse_npb_report(stdout)
         want = params.get("class")
         if want and report.get("class", "").upper() != want:

@@ -108,6 +108,12 @@ class StreamBenchmark(KernelBenchmark):
         return {"n": f"{stream_auto_n(llc)} (4x LLC {llc / 2**20:.0f} MiB)"}
 
     def readback(self, params, ctx, stdout):
+        """(applied, diagnostics) for one finished trial: ``applied["stream"]`` holds the array
+        length ``n`` (elements of 8 bytes), the last-level cache size ``llc_bytes`` (bytes),
+        whether ``n`` was sized automatically (``n_auto``) and whether the arrays are in cache
+        (``in_cache``), all read from the VHPC-RESULT line; ``diagnostics["notes"]`` says when each
+        array is below :data:`STREAM_CACHE_FACTOR` times the LLC, so that the rates include cache
+        bandwidth.  ({}, {}) when the line or its fields are missing."""
         try:
             pairs = parse_result_line(stdout)
             info = {"n": int(pairs["n"]), "llc_bytes": int(pairs["llc_bytes"]),

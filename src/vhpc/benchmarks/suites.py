@@ -150,7 +150,9 @@ class HpccBenchmark(Benchmark):
     timeout: float = 1800.0
 
     def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """As :meth:`Benchmark.resolve`, and ranks >= p*q (else hpcc silently uses defaults)."""
+        """As :meth:`Benchmark.resolve`, and ranks >= p*q (else hpcc silently uses defaults).
+        Raises BenchmarkError when ranks is below p*q, as :meth:`Benchmark.resolve` does for
+        unknown names or bad values."""
         values = super().resolve(overrides)
         grid = values["p"] * values["q"]
         if values["ranks"] is not None and values["ranks"] < grid:
@@ -160,6 +162,7 @@ class HpccBenchmark(Benchmark):
         return values
 
     def ranks(self, params: Mapping[str, Any]) -> int:
+        """MPI ranks of a trial: ``ranks``, else the process grid's P x Q."""
         return params.get("ranks") or params["p"] * params["q"]
 
     def launch(self, params, ctx):
@@ -168,16 +171,33 @@ class HpccBenchmark(Benchmark):
                       cpuset=ctx.cpuset)
 
     def command(self, params, ctx):
+        """argv of one trial: ``python -S hpcc_runner.py --n N --nb NB --p P --q Q -- mpirun ...
+        hpcc`` (:mod:`vhpc.benchmarks.hpcc_runner` writes hpccinf.txt in a scratch directory and
+        prints hpccoutf.txt)."""
         return [sys.executable, "-S", str(HPCC_RUNNER), "--n", str(params["n"]),
                 "--nb", str(params["nb"]), "--p", str(params["p"]), "--q", str(params["q"]),
                 "--", *self.launch(params, ctx).argv(), "hpcc"]
 
     def environ(self, params, ctx):
+        """The launch's environment variables, with ``OPENBLAS_NUM_THREADS`` equal to
+        ``OMP_NUM_THREADS`` (the ``threads`` per rank)."""
         env = self.launch(params, ctx).environ()
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"]
         return env
 
     def parse(self, params, stdout, stderr, returncode):
+        """Samples of hpcc's summary section (:data:`HPCC_KEYS`: each value times its key's scale,
+        in the metric's unit, e.g. ``HPL_Tflops`` x 1000 in Gflop/s); a value below 0 (hpcc's -1:
+        test not run, e.g. the bandwidths with 1 rank) gives no sample.
+
+        Valid when the exit status is 0 and the summary says ``Success=1``; HPL's metrics also need
+        every HPL residual check passed, and ``MPIRandomAccess_GUPs`` an error fraction of at most
+        :data:`RANDOMACCESS_MAX_ERROR_FRACTION` (hpcc's own pass rule).
+
+        Raises ParseError when the summary section is missing, when it lacks HPL_N, HPL_NB,
+        HPL_nprow, HPL_npcol or CommWorldProcs or they differ from the parameters asked for (hpcc
+        silently runs its default input when hpccinf.txt is invalid), or when a value is not a
+        number."""
         kv = hpcc_summary(stdout)
         want = {"HPL_N": params["n"], "HPL_NB": params["nb"], "HPL_nprow": params["p"],
                 "HPL_npcol": params["q"], "CommWorldProcs": self.ranks(params)}
@@ -225,8 +245,10 @@ class HpccBenchmark(Benchmark):
 
 
 def size_list(raw: Any) -> str:
-    """Param converter for message sizes: ``""`` (the default doubling series), or a list /
-    comma-separated string of byte counts ("8,1024,1048576") → canonical "8,1024,1048576"."""
+    """Param converter for message sizes: ``""`` (the default doubling series), or a list / comma-
+    separated string of byte counts ("8,1024,1048576") → canonical "8,1024,1048576".  Raises
+    ValueError for an item that is not an integer in 0..2**30 bytes, a repeated size or more than
+    64 sizes."""
     if raw is None or raw == "":
         return ""
     items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(" ", "").split(",")
@@ -282,9 +304,13 @@ class OsuBenchmark(Benchmark):
     timing: str = ""
 
     def kernel_test(self, params: Mapping[str, Any]) -> str:
+        """The kernel's ``-b`` value: the ``op`` parameter for a collective (``test == "coll"``),
+        else :attr:`test`."""
         return params["op"] if self.test == "coll" else self.test
 
     def nranks(self, params: Mapping[str, Any]) -> int:
+        """MPI ranks of a trial: two per pair when the test takes ``pairs``, else ``ranks``
+        (default 2)."""
         if "pairs" in params:
             return 2 * params["pairs"]
         return params.get("ranks") or 2
@@ -299,7 +325,10 @@ class OsuBenchmark(Benchmark):
         return doubling(4 if test == "allreduce" else self.min_size, params["max_size"])
 
     def resolve(self, overrides=None):
-        """As :meth:`Benchmark.resolve`, plus the size rules of the chosen test."""
+        """As :meth:`Benchmark.resolve`, plus the size rules of the chosen test.  Raises
+        BenchmarkError when the sizes (bytes) are empty for a test other than barrier, hold 0 for a
+        bandwidth test or a collective that moves data, or are not multiples of 4 for allreduce (it
+        sums 4-byte floats)."""
         values = super().resolve(overrides)
         test = self.kernel_test(values)
         sizes = self.sizes(values)
@@ -314,6 +343,10 @@ class OsuBenchmark(Benchmark):
         return values
 
     def command(self, params, ctx):
+        """argv of one trial: ``mpirun ... vhpc-osu -b test -i iters -I iters_large -w warm-up -u
+        warm-up-large`` (warm-up: a tenth of the timed iterations, at least 1), ``-s`` with the
+        sizes in bytes (not for barrier), and ``-W window -T tests`` for the tests that take a
+        window."""
         test = self.kernel_test(params)
         iters, iters_large = params["iters"], params["iters_large"]
         argv = [str(ctx.bindir / self.binary), "-b", test,
@@ -331,9 +364,15 @@ class OsuBenchmark(Benchmark):
                       cpuset=ctx.cpuset)
 
     def environ(self, params, ctx):
+        """The launch's environment variables (:meth:`vhpc.benchmarks.mpilaunch.Launch.environ`)."""
         return self.launch(params, ctx).environ()
 
     def parse(self, params, stdout, stderr, returncode):
+        """One sample per result prefix (:attr:`prefixes`, with its unit: microseconds for
+        latencies, MB/s for bandwidths) and message size, named ``<prefix>_<size>`` (``<prefix>``
+        alone for barrier), from the VHPC-RESULT line; valid when it says ``valid=1`` and the exit
+        status is 0.  Raises ParseError when there is no result line, it is for another test, or a
+        value is missing or not a number."""
         pairs = parse_result_line(stdout)
         test = self.kernel_test(params)
         if pairs.get("test") != test:
@@ -464,6 +503,8 @@ class BlasKernelBenchmark(KernelBenchmark):
 
 
     def environ(self, params, ctx):
+        """``OPENBLAS_NUM_THREADS`` and ``OMP_NUM_THREADS`` both set to the thread parameter (the
+        environment's CPUs when unset; 1 without a thread parameter)."""
         t = str(self.value(params, self.threads_param, ctx)) if self.threads_param else "1"
         return {"OPENBLAS_NUM_THREADS": t, "OMP_NUM_THREADS": t}
 

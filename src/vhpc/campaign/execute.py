@@ -124,11 +124,20 @@ def prepare(spec: CampaignSpec, host: HostFacts | None = None) -> dict[str, Envi
 class Progress(Protocol):
     """Callbacks the executor reports to (the CLI draws a progress bar with them); one with a
     ``stage(environment, what)`` method is also told each guest boot or reboot as it starts
-    and ends (the environments' :attr:`~vhpc.environments.base.Environment.stage_hook`)."""
+    and ends (the environments' :attr:`~vhpc.environments.base.Environment.stage_hook`); one
+    with a ``grow(trials)`` method is told when adaptive repeats add a round of that many
+    trials."""
 
-    def start(self, total: int, done: int) -> None: ...
-    def trial(self, row: TrialRow) -> None: ...
-    def finished(self, row: TrialRow, status: str, note: str) -> None: ...
+    def start(self, total: int, done: int) -> None:
+        """The campaign starts: ``total`` trials in all, ``done`` of them already finished (a
+        resumed campaign)."""
+
+    def trial(self, row: TrialRow) -> None:
+        """Trial ``row`` starts."""
+
+    def finished(self, row: TrialRow, status: str, note: str) -> None:
+        """Trial ``row`` ended with ``status`` (the store's done or failed); ``note`` is its error,
+        or "invalid: verification failed", or "" when there is nothing to say."""
 
 
 def sized(spec: CampaignSpec, say: Callable[[str], None] | None = None) -> CampaignSpec:

@@ -73,6 +73,8 @@ class FigureSpec:
 
     @property
     def order(self) -> float:
+        """Sort key of the study among its seed's: the first number in :attr:`number` ("4a" → 4.0),
+        99.0 when there is none."""
         import re
 
         m = re.search(r"(\d+)", self.number)

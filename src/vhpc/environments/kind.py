@@ -151,7 +151,8 @@ class EnvironmentKind(ABC):
 
 
 def plan(kind: str, name: str, options: EnvOptions, host: HostFacts) -> EnvPlan:
-    """The plan of environment ``name`` of ``kind``; errors name the environment."""
+    """The plan of environment ``name`` of ``kind``.  Raises the kind's error (a VhpcError
+    subclass: HostError, PlacementError, ...) with ``environment NAME:`` before its message."""
     try:
         return KINDS.get(kind)().plan(options, host)
     except VhpcError as exc:
@@ -178,8 +179,9 @@ def build(kind: str, name: str, options: EnvOptions, host: HostFacts,
 
 
 def slowed(env: Environment, options: Slowdown, plan_: EnvPlan) -> Environment:
-    """``env`` wrapped in a ThrottledEnvironment (environments/slowdown.py) when ``options``
-    has ``slowdown=``; the busy CPUs default to the environment's benchmark CPUs."""
+    """``env`` wrapped in a ThrottledEnvironment (environments/slowdown.py) when ``options`` has
+    ``slowdown=``; the busy CPUs default to the environment's benchmark CPUs.  Raises HostError
+    when ``slowdown_cpus=`` is given without ``slowdown=``."""
     if options.slowdown is None:
         if options.slowdown_cpus is not None:
             raise HostError(f"environment {env.name}: slowdown_cpus= needs slowdown=")

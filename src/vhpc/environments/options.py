@@ -159,6 +159,8 @@ class EnvOptions(BaseModel):
 
 
 def check_subset(field: str, values: tuple[int, ...], have, what: str) -> None:
+    """Refuse ``values`` of option ``field`` that are not among this host's ``have`` (``what``:
+    "CPU", "NUMA node").  Raises HostError naming the missing ones and those the host has."""
     missing = sorted(set(values) - set(have))
     if missing:
         raise HostError(f"{field}={format_list(values)}: this host has no {what} "

@@ -98,18 +98,23 @@ class ThrottledEnvironment(Environment):
 
     @property
     def sessions(self) -> int:  # type: ignore[override]
+        """The wrapped environment's sessions."""
         return self.inner.sessions
 
     def benchmark_cpus(self) -> int:
+        """The wrapped environment's (:meth:`Environment.benchmark_cpus`)."""
         return self.inner.benchmark_cpus()
 
     def mpi_cpuset(self):
+        """The wrapped environment's (:meth:`Environment.mpi_cpuset`)."""
         return self.inner.mpi_cpuset()
 
     def kernel_dir(self, local, impl: str, binary: str):
+        """The wrapped environment's (:meth:`Environment.kernel_dir`)."""
         return self.inner.kernel_dir(local, impl, binary)
 
     def stage_files(self, paths: list[str]):
+        """The wrapped environment's (:meth:`Environment.stage_files`); raises what it raises."""
         return self.inner.stage_files(paths)
 
     def app_versions(self):
@@ -118,19 +123,25 @@ class ThrottledEnvironment(Environment):
 
     @property
     def mpi_job_step(self) -> bool:  # type: ignore[override]
+        """The wrapped environment's."""
         return self.inner.mpi_job_step
 
     def leftover_record(self, tag: str):
+        """The wrapped environment's (:meth:`Environment.leftover_record`)."""
         return self.inner.leftover_record(tag)
 
     def throttle_pid(self):
+        """The wrapped environment's (:meth:`Environment.throttle_pid`)."""
         return self.inner.throttle_pid()
 
     @property
     def accel(self) -> str | None:
+        """The wrapped environment's accelerator (``kvm``/``tcg``, None natively)."""
         return self.inner.accel
 
     def fingerprint(self) -> dict[str, Any]:
+        """The wrapped environment's fingerprint plus ``slowdown``: the requested δ and the CPUs
+        the slowdown assumes busy."""
         fp = dict(self.inner.fingerprint())
         fp["slowdown"] = {"requested": self.slowdown, "cpus": self.cpus}
         return fp
@@ -158,19 +169,25 @@ class ThrottledEnvironment(Environment):
         self.inner.preflight()
 
     def start(self) -> None:
+        """Run :meth:`preflight` (its probe once), then start the wrapped environment.  Raises
+        EnvError when this host can slow nothing."""
         self.preflight()
         self.inner.start()
 
     def close(self) -> None:
+        """Close the wrapped environment."""
         self.inner.close()
 
     def pause(self) -> None:
+        """Pause the wrapped environment."""
         self.inner.pause()
 
     def resume(self) -> None:
+        """Resume the wrapped environment."""
         self.inner.resume()
 
     def new_session(self) -> None:
+        """End the wrapped environment's session."""
         self.inner.new_session()
 
     def run(self, argv, env=None, timeout=600.0, key="") -> RunResult:

@@ -129,8 +129,13 @@ class Executor(ABC):
     @abstractmethod
     def run(self, env: Environment, env_spec: Any, argv: list[str], environ: dict[str, str],
             timeout: float, key: str) -> RunResult:
-        """Run one trial of ``env`` (described by ``env_spec``, an EnvSpec); never raises for
-        a failing command: failures are in the result."""
+        """Run one trial of ``env`` (described by ``env_spec``, an EnvSpec): ``argv`` (a list,
+        never a shell string) with the extra variables ``environ``, killed after ``timeout``
+        seconds; ``key`` names the kind of trial (benchmark + parameters), as in
+        :meth:`Environment.run`.  Returns the trial's :class:`RunResult`.  Never raises for a
+        failing command: failures are in the result.  Raises EnvError (e.g. Slurm's
+        AllocationLost) when the machine that runs the trials is gone, leaving the trial
+        unfinished for ``--resume``."""
 
     def fingerprint(self, env: Environment) -> dict[str, Any]:
         """``env``'s fingerprint as the machine running its trials sees it (may raise

@@ -16,5 +16,6 @@ class LocalExecutor(Executor):
 
     def run(self, env: Environment, env_spec: Any, argv: list[str], environ: dict[str, str],
             timeout: float, key: str) -> RunResult:
-        """``env.run(argv, environ, timeout, key)``; never raises for a failing command."""
+        """``env.run(argv, environ, timeout, key)`` (``timeout`` in seconds); never raises for
+        a failing command."""
         return env.run(argv, environ, timeout=timeout, key=key)

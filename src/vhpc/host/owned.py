@@ -280,6 +280,9 @@ class TrialProcess(subprocess.Popen):
     :class:`subprocess.TimeoutExpired` as ``Popen.wait`` does."""
 
     def wait(self, timeout: float | None = None) -> int:
+        """The child's exit status once it exits, waiting at most ``timeout`` seconds (None: as
+        long as it takes).  Raises subprocess.TimeoutExpired when it is still running after
+        ``timeout`` seconds."""
         if timeout is not None and self.returncode is None:
             try:
                 fd = os.pidfd_open(self.pid)

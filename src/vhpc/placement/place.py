@@ -251,7 +251,8 @@ def _place(topo: Topology, req: PlacementRequest, pol: Policy) -> Placement:
 def check_plan(placements: Sequence[Placement], topo: Topology | None = None, check_memory: bool = True) -> None:
     """Validate several VMs placed together: no shared pCPU between two VMs when either is
     ``exclusive`` (a ``float`` VM may run anywhere, so it shares with every VM), and, with a
-    topology of known memory, the memory all VMs bind to each host node fits it."""
+    topology of known memory (unless ``check_memory`` is False), the memory (MiB) all VMs bind to
+    each host node fits it.  Raises PlacementError naming the VMs and what to change."""
     for i, a in enumerate(placements):
         for j in range(i + 1, len(placements)):
             b = placements[j]

@@ -85,6 +85,9 @@ def overhead_cells(d: Diff) -> list[dict[str, str]]:
 
 
 def raw_cells(d: Diff) -> list[dict[str, str]]:
+    """One row of text cells per raw comparison of ``d`` (:attr:`Diff.raw`), keyed by column:
+    bench, metric (with unit and direction), env, a and b (mean, or geometric mean, with n), ratio
+    (with its interval and method) and change (percent, with its interval)."""
     return [{
         "bench": params_label(r.benchmark, r.params),
         "metric": f"{r.metric} [{r.unit}] {direction_mark(r.higher_is_better)}",
@@ -172,6 +175,10 @@ def render_terminal(d: Diff, console: Console) -> None:
 
 
 def write_json(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
+    """Write ``d`` as JSON (:meth:`Diff.to_dict`) to ``path`` through the safe writer, with a
+    ``history`` list when ``history`` is given (one entry per (environment, benchmark, params,
+    metric) row: each earlier campaign's ratio, interval, method and n); returns ``path``.  Raises
+    OutputPathError when ``path`` cannot be written (:func:`vhpc.core.paths.write_atomic`)."""
     doc = d.to_dict()
     if history:
         doc["history"] = [{"environment": k[0], "benchmark": k[1], "params": k[2], "metric": k[3],

@@ -60,6 +60,7 @@ def change_label(fp: tuple[FingerprintChange, ...], limit: int = 2) -> str:
 
 
 def series_title(s: Series) -> str:
+    """The series' one-line name: ``environment/baseline benchmark[params] metric``."""
     return f"{s.environment}/{s.baseline} {params_label(s.benchmark, s.params)} {s.metric}"
 
 
@@ -168,6 +169,9 @@ def to_dict(h: History) -> dict[str, Any]:
 
 
 def write_json(h: History, path: Path) -> Path:
+    """Write ``h`` as JSON (:func:`to_dict`) to ``path`` through the safe writer; returns ``path``.
+    Raises OutputPathError when ``path`` cannot be written (:func:`vhpc.core.paths.write_atomic`).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(to_dict(h), indent=2, default=str) + "\n")
     return path
@@ -198,6 +202,9 @@ def junit_xml(h: History) -> str:
 
 
 def write_junit(h: History, path: Path) -> Path:
+    """Write the gate as JUnit XML (:func:`junit_xml`) to ``path`` through the safe writer; returns
+    ``path``.  Raises OutputPathError when ``path`` cannot be written
+    (:func:`vhpc.core.paths.write_atomic`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, junit_xml(h))
     return path

@@ -303,6 +303,8 @@ class CampaignSpec(BaseModel):
         return self
 
     def model_post_init(self, context: Any) -> None:
+        """Build the bring-your-own benchmarks of :attr:`custom` (:func:`_custom_benchmarks`: each
+        definition once per process) into the spec's own lookup."""
         self._custom.update(_custom_benchmarks(self.custom))
 
     def __eq__(self, other: object) -> bool:
@@ -447,7 +449,9 @@ def _split(text: str, fields: list[str], where: str,
 
 
 def parse_bench(text: str, custom: dict[str, benchmarks.Benchmark] | None = None) -> BenchSpec:
-    """``-b NAME[:k=v,...]`` → BenchSpec (values still text; checked by the campaign)."""
+    """``-b NAME[:k=v,...]`` → BenchSpec (values still text; checked by the campaign); ``custom``:
+    bring-your-own benchmarks by name, looked up first.  Raises SpecError naming ``text`` for an
+    unknown benchmark or parameter, or a malformed or repeated ``k=v``."""
     name = text.partition(":")[0].strip()
     b = (custom or {}).get(name)
     try:

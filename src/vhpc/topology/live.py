@@ -69,7 +69,9 @@ def _run_lstopo(args: list[str], what: str) -> str:
 
 
 def from_xml_file(path: str | os.PathLike) -> Topology:
-    """Load an hwloc XML file (``lstopo --of xml``, v1 or v2), at most :data:`MAX_XML_BYTES`."""
+    """Load an hwloc XML file (``lstopo --of xml``, v1 or v2), at most :data:`MAX_XML_BYTES` (64
+    MiB).  Raises TopologyError when it cannot be read, is larger, is not UTF-8 text or is not an
+    hwloc topology."""
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_XML_BYTES + 1)

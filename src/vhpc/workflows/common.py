@@ -84,6 +84,10 @@ class TrialClock(ProgressColumn):
         self.owner = owner
 
     def render(self, task) -> Text:
+        """The clock's text for ``task`` (a rich task): ``boot H:MM:SS`` while a guest boots,
+        ``done`` at the end, ``ETA -:--:--`` before the first trial, the running trial's own time
+        (with the expected time when known) once it runs past the expected time or no ETA is known,
+        else ``ETA H:MM:SS`` from rich's estimate."""
         o, now = self.owner, time.monotonic()
         if o.stage_started is not None:
             return Text(f"boot {_clock(now - o.stage_started)}")
@@ -123,6 +127,7 @@ class RichProgress:
         self.took: dict[tuple[str, str], list[float]] = {}
 
     def start(self, total, done):
+        """Show the bar: ``total`` trials, ``done`` of them already finished (a resumed campaign)."""
         self.bar.start()
         self.task = self.bar.add_task("trials", total=total, completed=done)
 
@@ -131,6 +136,8 @@ class RichProgress:
         return f"{row.environment} {row.benchmark} ({kind})"
 
     def trial(self, row):
+        """Trial ``row`` starts: the bar names its environment, benchmark and round (or warm-up),
+        and its clock starts."""
         self.row, self.trial_started, self.stage_started = row, time.monotonic(), None
         self.bar.update(self.task, description=esc(self._describe(row)))
 
@@ -160,11 +167,15 @@ class RichProgress:
         self.bar.update(self.task, description=esc(f"{env}: {what}"))
 
     def grow(self, n):
+        """Adaptive repeats added ``n`` trials: the bar's total grows by ``n`` and a line says why."""
         self.bar.update(self.task, total=self.bar.tasks[0].total + n)
         self.bar.console.print(f"adaptive repeats: adding a round ({n} trials) to reach the "
                                "target precision")
 
     def finished(self, row, status, note):
+        """Trial ``row`` ended with ``status``: its time (seconds) joins :attr:`took`, the bar
+        advances, and a non-empty ``note`` is printed as one yellow line (its first line, 160
+        characters at most)."""
         if self.trial_started is not None:
             self.took.setdefault((row.environment, row.benchmark), []).append(
                 time.monotonic() - self.trial_started)
@@ -176,6 +187,7 @@ class RichProgress:
                                    style="yellow", markup=False, highlight=False)
 
     def stop(self):
+        """Stop redrawing the bar and leave its last state on the terminal."""
         self.bar.stop()
 
 
@@ -383,6 +395,10 @@ def campaign_flags(sp, starts=False):
 
 
 def spec_from_flags(args):
+    """The campaign of ``vhpc compare``'s flags (an argparse namespace): ``-b`` or the quick suite,
+    ``-e`` or :data:`vhpc.spec.parse.DEFAULT_ENVIRONMENTS`, and the repeat, timeout (seconds),
+    order, protocol and host-knob flags (:func:`vhpc.spec.parse.from_cli`).  Raises SpecError for
+    values it refuses."""
     from vhpc.benchmarks import quick_suite
     from vhpc.spec import parse as specmod
 

@@ -65,8 +65,8 @@ def store_file(path: str) -> Path:
 
 
 def open_existing_store(path: str):
-    """The store at ``path`` (:func:`store_file`); it must exist (a diff or a history never
-    creates an empty store)."""
+    """The store at ``path`` (:func:`store_file`); it must exist (a diff or a history never creates
+    an empty store).  Raises DiffError naming ``path`` when there is none."""
     from vhpc.analysis.diff import DiffError
     from vhpc.store import Store
 
@@ -99,7 +99,9 @@ def own_folder(folder: Path) -> None:
 def run(args) -> int:
     """``vhpc diff A B``: campaign against campaign, overhead changes with PASS/FAIL against
     a tolerance (docs/diff.md).  Exit 0 all within, 1 a regression beyond it, 2 bad input or
-    a tolerance with nothing to check (:attr:`vhpc.analysis.diff.Diff.outcome`)."""
+    a tolerance with nothing to check (:attr:`vhpc.analysis.diff.Diff.outcome`).  Raises
+    UsageError when ``--store`` is given more than twice, DiffError for a store that
+    is not there."""
     from vhpc.analysis import diff as d
     from vhpc.report import diff as present
 

@@ -68,7 +68,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     """``vhpc history``: exit 0, or with ``--check`` 1 on a regression beyond the margin and 2
-    when nothing could be checked (:attr:`vhpc.analysis.history.History.exit_status`)."""
+    when nothing could be checked (:attr:`vhpc.analysis.history.History.exit_status`).  Raises
+    HistoryError for ``--junit`` without ``--check``, or ``--since`` after ``--until``."""
     from vhpc.analysis import history as hist
     from vhpc.report import history as present
     from vhpc.report.export import check_writable

@@ -85,8 +85,9 @@ def _node_refusal(spec) -> str | None:
 
 def plan(seed: str, topology, overrides: dict[str, list[str]], **protocol: Any) -> list[Item]:
     """The seed's studies on ``topology``; ``overrides``: study → ``-b`` items; ``protocol``:
-    repeats, warmup, timeout, ``executor`` and ``host_knobs`` as ``vhpc study`` takes them,
-    passed to every study."""
+    repeats, warmup, timeout (seconds per trial), ``executor`` and ``host_knobs`` as ``vhpc study``
+    takes them, passed to every study.  Raises StudyError when no study reproduces ``seed``, naming
+    the seeds that have one."""
     from vhpc.campaign import execute, studies
 
     items = []
@@ -294,7 +295,9 @@ def _check_flags(args) -> None:
 def run(args) -> int:
     """``vhpc paper SEED``: every study of one seed paper, run (or ``--from-store``: from the
     stored campaigns) and presented on one page.  A study this host cannot run as the paper
-    did is named in one line before anything runs.  Returns the exit status."""
+    did is named in one line before anything runs.  Returns the exit status.  Raises
+    UsageError for a ``-b`` study that is not the seed's, or when no study of the seed can run
+    here as asked."""
     from vhpc.campaign import execute, studies
     from vhpc.workflows.common import (UsageError, check_out, console, open_for, preflight,
                                        run_campaign)

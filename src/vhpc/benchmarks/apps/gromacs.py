@@ -242,6 +242,7 @@ class Gromacs(Benchmark):
     timeout = 1800.0
 
     def ranks(self, params: Mapping[str, Any], ncpus: int) -> int:
+        """MPI ranks of a trial on ``ncpus`` CPUs: the ``ranks`` parameter, else one rank per CPU."""
         return int(params.get("ranks") or ncpus)
 
     def problem(self, params, ncpus):
@@ -251,9 +252,10 @@ class Gromacs(Benchmark):
                 "steps": "auto" if steps is None else int(steps)}
 
     def bounds(self, params, ncpus, memory):
-        """Ranks x threads within the environment's CPUs, ranks within the domain
+        """Ranks x threads within the environment's ``ncpus`` CPUs, ranks within the domain
         decomposition the box allows (cells of at least :data:`MIN_CELL_NM`), atoms and ranks
-        within its memory (:data:`RANK_BYTES`, :data:`ATOM_BYTES`)."""
+        within its ``memory`` (bytes; None: unknown) (:data:`RANK_BYTES`, :data:`ATOM_BYTES`).
+        Raises BenchmarkError saying what to lower when one does not hold."""
         ranks, threads = self.ranks(params, ncpus), int(params.get("threads") or 1)
         size = float(params["size"])
         if ranks * threads > ncpus:
@@ -374,9 +376,13 @@ class Gromacs(Benchmark):
         return {"steps": steps}
 
     def host_paths(self, params):
+        """The prepared inputs' folder (:func:`vhpc.benchmarks.apps.common.apps_dir`), which a
+        guest reads through the shared root."""
         return [str(common.apps_dir())]
 
     def launch(self, params, ctx):
+        """The Open MPI launch: :meth:`ranks` ranks of ``threads`` OpenMP threads each (1 when
+        unset), bound within ``ctx.cpuset``."""
         return Launch(self.ranks(params, ctx.ncpus), int(params.get("threads") or 1), "openmpi",
                       ctx.ncpus, cpuset=ctx.cpuset)
 
@@ -401,11 +407,17 @@ class Gromacs(Benchmark):
         return [str(self.prepare(float(params["size"])) / "topol.tpr")]
 
     def environ(self, params, ctx):
+        """The launch's environment variables, plus ``GMX_MAXBACKUP=-1`` so that mdrun leaves no
+        ``#md.log.1#`` backups in the working directory."""
         env = self.launch(params, ctx).environ()
         env["GMX_MAXBACKUP"] = "-1"  # no #md.log.1# backups in the working directory
         return env
 
     def check_key(self, params, stdout):
+        """"32000 atoms on 2 ranks, GROMACS 2022.5-Debian_2022.5_2": the atom count, the MPI
+        processes and the version read from the md.log shown in ``stdout`` (:data:`ATOMS_RE`,
+        :data:`PROCS_RE`, :data:`VERSION_RE`), so that checks are compared only between like runs;
+        "" when md.log or those lines are missing."""
         log = shown_file(stdout, "md.log") or ""
         atoms, procs = ATOMS_RE.findall(log), PROCS_RE.findall(log)
         if not (atoms and procs):

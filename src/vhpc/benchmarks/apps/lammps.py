@@ -220,6 +220,7 @@ class Lammps(Benchmark):
     timeout = 1800.0
 
     def ranks(self, params: Mapping[str, Any], ncpus: int) -> int:
+        """MPI ranks of a trial on ``ncpus`` CPUs: the ``ranks`` parameter, else one rank per CPU."""
         return int(params.get("ranks") or ncpus)
 
     def atoms(self, params: Mapping[str, Any], ncpus: int) -> int:
@@ -234,9 +235,10 @@ class Lammps(Benchmark):
                 "atoms": 4 * nx * ny * nz, "steps": int(params["steps"])}
 
     def bounds(self, params, ncpus, memory):
-        """Ranks x threads within the environment's CPUs (an oversubscribed application
-        measures the oversubscription), atoms and ranks within its memory
-        (:data:`RANK_BYTES`, :data:`ATOM_BYTES`)."""
+        """Ranks x threads within the environment's ``ncpus`` CPUs (an oversubscribed application
+        measures the oversubscription), atoms and ranks within its ``memory`` (bytes; None:
+        unknown) (:data:`RANK_BYTES`, :data:`ATOM_BYTES`).  Raises BenchmarkError saying what to
+        lower when one does not hold."""
         ranks, threads = self.ranks(params, ncpus), int(params.get("threads") or 1)
         if ranks * threads > ncpus:
             raise BenchmarkError(f"lammps: ranks={ranks} x threads={threads} is more than the "
@@ -271,12 +273,17 @@ class Lammps(Benchmark):
             raise BenchmarkError(f"lammps: {pot} not found: apt-get install lammps-data")
 
     def host_paths(self, params):
+        """The prepared inputs' folder (:func:`vhpc.benchmarks.apps.common.apps_dir`) and, for
+        ``problem=eam``, the EAM potential file under :data:`POTENTIALS`: a guest reads them
+        through the shared root."""
         paths = [str(common.apps_dir())]
         if params["problem"] == "eam":
             paths.append(os.path.join(POTENTIALS, EAM_FILE))
         return paths
 
     def launch(self, params, ctx):
+        """The Open MPI launch: :meth:`ranks` ranks of ``threads`` OpenMP threads each (1 when
+        unset), bound within ``ctx.cpuset``."""
         return Launch(self.ranks(params, ctx.ncpus), int(params.get("threads") or 1), "openmpi",
                       ctx.ncpus, cpuset=ctx.cpuset)
 
@@ -316,6 +323,7 @@ class Lammps(Benchmark):
                             runner=common.runner(ctx.remote))
 
     def environ(self, params, ctx):
+        """The launch's environment variables (:meth:`vhpc.benchmarks.mpilaunch.Launch.environ`)."""
         return self.launch(params, ctx).environ()
 
     def check_key(self, params, stdout):

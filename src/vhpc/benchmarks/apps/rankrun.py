@@ -100,12 +100,17 @@ class Sampler(threading.Thread):
 
     @property
     def cpus(self) -> set[int]:
+        """The union of every thread's last sampled mask: the CPUs the process ran on (a set of CPU
+        numbers; empty before the first sample)."""
         out: set[int] = set()
         for mask in list(self.masks.values()):
             out |= mask
         return out
 
     def sample(self) -> None:
+        """Read each thread's ``Cpus_allowed_list`` from ``/proc/<pid>/task/<tid>/status``
+        (proc(5)) into :attr:`masks` and raise :attr:`tasks` to the threads seen.  A process or
+        thread that has exited is skipped without an error."""
         try:
             tids = os.listdir(f"/proc/{self.pid}/task")
         except OSError:
@@ -124,10 +129,12 @@ class Sampler(threading.Thread):
         self.tasks = max(self.tasks, seen)
 
     def run(self) -> None:
+        """Sample every :attr:`interval` seconds until :meth:`stop` (the thread's body)."""
         while not self._done.wait(self.interval):
             self.sample()
 
     def stop(self) -> None:
+        """Ask the sampling thread to end; its loop ends at once (join it to wait)."""
         self._done.set()
 
 

@@ -178,9 +178,14 @@ class NativeEnvironment(Environment):
                 self.numactl.append(f"--membind={membind if membind is not None else nodes}")
 
     def benchmark_cpus(self) -> int:
+        """The CPUs of ``cpus=`` when given, else the CPUs this process may run on
+        (:meth:`Environment.benchmark_cpus`)."""
         return len(self.cpus) if self.cpus else super().benchmark_cpus()
 
     def fingerprint(self) -> dict[str, Any]:
+        """This host's fingerprint (:func:`vhpc.host.facts.fingerprint`) with ``kind=native``, no
+        accelerator, the ``cpus=`` list and the numactl prefix (None without
+        ``nodes=``/``membind=``)."""
         fp = facts.fingerprint()
         fp.update(kind="native", accel=None, cpus=self.cpus, numactl=self.numactl or None)
         return fp
@@ -205,6 +210,13 @@ class NativeEnvironment(Environment):
         return tuple(sorted(cpus)) or None
 
     def run(self, argv, env=None, timeout=600.0, key="") -> RunResult:
+        """Run ``argv`` on this host as :meth:`Environment.run` does (``timeout`` in seconds),
+        inside the numactl prefix for ``nodes=``/``membind=``, under ``perf stat`` when counters
+        are on and usable.  With numactl, a wrapper script also samples the processes and their
+        page locality into ``result.applied`` and is given 30 s beyond ``timeout`` to report; a
+        kill by its timeout counts as the trial's timeout. ``result.diagnostics`` holds the
+        children's resource usage and the perf counters (or why there are none).  Never raises for
+        a failing command."""
         argv = list(argv)
         perf_ok, perf_why = counters.perf_status() if self.counters else (False, "counters=0")
         perf_file = None

@@ -194,12 +194,18 @@ class VclusterEnvironment(Environment):
 
     @property
     def accel(self) -> str:
+        """The guests' accelerator (``kvm``/``tcg``), as the first guest's."""
         return self.members[0].accel
 
     def benchmark_cpus(self) -> int:  # MPI ranks across all guests
+        """MPI ranks across all guests (guests x ranks per guest)."""
         return self.total_ranks
 
     def fingerprint(self) -> dict[str, Any]:
+        """The first guest's fingerprint with ``kind=vcluster``, the guests, ranks per guest,
+        transport, placement policy and each guest's placement and plan, the network as it is (or
+        as it would be, created nothing), the orphans removed and, across nodes, each guest's node.
+        """
         fp = self.members[0].fingerprint()
         fp.update(kind="vcluster", vms=self.vms, ranks_per_vm=self.ranks_per_vm,
                   transport=self.transport, policy=self.policy,
@@ -358,10 +364,12 @@ class VclusterEnvironment(Environment):
         self.close_guests()
 
     def pause(self) -> None:
+        """Pause every guest (QMP ``stop``)."""
         for m in self.members:
             m.pause()
 
     def resume(self) -> None:
+        """Resume every guest."""
         for m in self.members:
             m.resume()
 

@@ -102,6 +102,7 @@ class ClusterNet:
         return cls(vms, None, hub_host=hub_host)
 
     def sock(self, j: int) -> Path:
+        """The Unix socket of guest ``j``'s link in the work directory (``net-<j>.sock``)."""
         return self.workdir / f"net-{j}.sock"
 
     def hub_end(self, j: int) -> tuple[str, int]:

@@ -147,10 +147,13 @@ class VmEnvironment(Environment):
             raise ValueError(str(exc)) from None
 
     def benchmark_cpus(self) -> int:
+        """The guest's vCPUs."""
         return self.vcpus
 
     @property
     def accel(self) -> str:
+        """``kvm`` or ``tcg``: probed once on first use with the guest's kernel (the backend's
+        :meth:`probe_accel`), which also sets :attr:`accel_reason`."""
         if self._accel is None:
             probe = self.backend.probe_accel(guestimage.find_kernel(self.kernel_path))
             self._accel, self.accel_reason = probe.accel, probe.reason
@@ -252,6 +255,8 @@ class VmEnvironment(Environment):
         return guest
 
     def start(self) -> None:
+        """Boot the guest unless one is running (idempotent).  Raises EnvError when the boot fails
+        or hugepages the placement needs are not reserved."""
         if self.guest is None or not self.guest.alive():
             self._boot()
 
@@ -326,7 +331,9 @@ class VmEnvironment(Environment):
     def run(self, argv, env=None, timeout=600.0, key: str = "") -> RunResult:
         """Run ``argv`` in the guest (booting it if needed).  ``key`` names the trial kind
         (benchmark + parameters): ``session_index`` counts earlier trials of the same key in
-        this session, so 0 means the first (cold) run after boot."""
+        this session, so 0 means the first (cold) run after boot.  ``timeout``: seconds before
+        the command is killed (a boot does not count).  Never raises for a failing command or
+        boot: failures are in the result."""
         started = now()
         t0 = time.monotonic()
         try:

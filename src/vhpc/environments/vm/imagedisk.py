@@ -146,10 +146,10 @@ Run = Callable[[list[str], str], None]
 
 @contextlib.contextmanager
 def attached(disk: Path, run: Run, box: BuildBox) -> Iterator[str]:
-    """The raw ``disk`` as a loop device (``losetup -P``) with its partition nodes
-    (``partx -a``: no udev makes them here); yields ``/dev/loopN``; detached afterwards
-    (``partx -d``, ``losetup -d``), also on error.  ``disk`` is journalled in ``box`` as a
-    loop device's backing file before it is attached."""
+    """The raw ``disk`` as a loop device (``losetup -P``) with its partition nodes (``partx -a``:
+    no udev makes them here); yields ``/dev/loopN``; detached afterwards (``partx -d``, ``losetup
+    -d``), also on error. ``disk`` is journalled in ``box`` as a loop device's backing file before
+    it is attached.  Raises ImageDiskError when losetup cannot attach it (it needs root)."""
     box.record("loops", disk)
     res = box.run([tool("losetup", "mount"), "-f", "--show", "-P", str(disk)], timeout=60)
     if res.returncode != 0:

@@ -311,7 +311,8 @@ class SlurmExecutor(Executor):
     # -- trials ----------------------------------------------------------------------------
     def run(self, env: Environment, env_spec: Any, argv: list[str], environ: dict[str, str],
             timeout: float, key: str) -> RunResult:
-        """Run one trial as a job step; never raises for a failing command.  Raises
+        """Run one trial as a job step, killed after ``timeout`` seconds; never raises for a
+        failing command.  Raises
         AllocationLost when the allocation is gone (the trial stays unfinished), and NodeLost
         when an earlier trial lost a node (this trial stays unfinished: ``--resume`` runs it)."""
         if self.lost:

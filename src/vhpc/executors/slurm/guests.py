@@ -436,8 +436,8 @@ class RemoteVm:
             return None
 
     def run(self, argv, env=None, timeout: float = 600.0, key: str = "") -> RunResult:
-        """Run ``argv`` in this guest (VmEnvironment.run on its node).  A node that fails is
-        a failed result whose error names the node."""
+        """Run ``argv`` in this guest (VmEnvironment.run on its node), killed after ``timeout``
+        seconds.  A node that fails is a failed result whose error names the node."""
         try:
             return result_from_fields(self.link.call(
                 "run", timeout + 300.0, i=self.i, argv=list(argv), env=dict(env or {}),

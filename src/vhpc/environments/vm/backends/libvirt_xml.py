@@ -200,8 +200,9 @@ def parse_user_xml(text: str, path: str) -> ET.Element:
 
 
 def memory_mib(el: ET.Element | None) -> int:
-    """A ``<memory unit=..>N</memory>`` element or a ``<cell memory=N unit=..>`` in MiB (unit
-    KiB when absent, formatdomain.html); 0 for None or no value."""
+    """A ``<memory unit=..>N</memory>`` element or a ``<cell memory=N unit=..>`` in MiB (unit KiB
+    when absent, formatdomain.html); 0 for None or no value.  Raises DomainXmlError for a unit
+    libvirt does not define."""
     if el is None:
         return 0
     value = (el.get("memory") if el.tag == "cell" else el.text) or ""

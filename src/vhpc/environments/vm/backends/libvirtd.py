@@ -104,8 +104,9 @@ class PrivateLibvirtd:
         self.uri = f"qemu:///system?socket={self.socket}"
 
     def start(self) -> str:
-        """Start virtlogd and libvirtd (in a mount namespace of their own when root; else
-        virtlogd only when its socket is not live); returns the URI.  Idempotent."""
+        """Start virtlogd and libvirtd (in a mount namespace of their own when root; else virtlogd
+        only when its socket is not live); returns the URI.  Idempotent.  Raises DaemonError when
+        libvirtd, virtlogd or the QEMU driver is not installed, or a daemon does not start."""
         if socket_live(self.socket):
             return self.uri
         libvirtd, virtlogd = shutil.which("libvirtd"), shutil.which("virtlogd")

@@ -155,9 +155,11 @@ class QemuGuest(GuestSession):
 
     @property
     def pid(self) -> int | None:
+        """The QEMU process's id, None before :meth:`boot`."""
         return self.proc.pid if self.proc else None
 
     def alive(self) -> bool:
+        """True while the QEMU process runs."""
         return self.proc is not None and self.proc.poll() is None
 
     def _exit_status(self) -> int | None:
