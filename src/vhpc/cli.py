@@ -16,6 +16,23 @@ import sys
 from pathlib import Path
 
 from vhpc import __version__
+
+
+def _guard_pydantic_plugins() -> None:
+    """Read pydantic's plugins (the ``pydantic`` entry points) once, before vhpc's first model
+    asks for them: a distribution whose metadata is not UTF-8 made every model class, so every
+    ``vhpc`` command, fail with a UnicodeDecodeError traceback (issue 58).  pydantic keeps an
+    empty list after a failed read (pydantic/plugin/_loader.py), so the models load; the
+    plugin that broke it is named by core.registry.load_plugins."""
+    try:
+        from pydantic.plugin._loader import get_plugins
+
+        get_plugins()
+    except Exception:  # noqa: BLE001 - foreign metadata: vhpc has no pydantic plugin to lose
+        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
+
+
+_guard_pydantic_plugins()
 from vhpc.core import argtypes
 from vhpc.core.argtypes import count, number, percent
 from vhpc.environments.options import MAX_SECONDS
@@ -390,8 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     from vhpc.core.paths import private_results
 
     try:
-        args = build_parser().parse_args(
-            argtypes.negative_values(list(sys.argv[1:] if argv is None else argv)))
+        try:
+            args = build_parser().parse_args(
+                argtypes.negative_values(list(sys.argv[1:] if argv is None else argv)))
+        except SystemExit:  # --help, --version or a usage error: plugins said after it
+            _say_plugins(None)
+            raise
+        _say_plugins(args.command)
         given = {}
         for flag in parts.global_flags():
             value = getattr(args, flag.env)
@@ -415,6 +437,33 @@ def main(argv: list[str] | None = None) -> int:
         line = " ".join(str(exc).split())
         err_console.print(f"vhpc: error: {line}", highlight=False, markup=False, soft_wrap=True)
         return 2
+
+
+#: Commands that measure: a plugin that failed to load stops them (exit 2), since a campaign's
+#: kinds, backends, executors, benchmarks or studies may be the plugin's; the other commands go
+#: on without it, saying so.
+NEEDS_PLUGINS = frozenset({"compare", "run", "study", "paper", "tune", "calibrate"})
+
+
+def _say_plugins(command: str | None) -> None:
+    """One stderr line per plugin part skipped for a name clash and per plugin that failed to
+    load (core.registry.load_plugins); raises HostError with the first failure when
+    ``command`` (None: no command parsed) is one of :data:`NEEDS_PLUGINS`."""
+    from vhpc.core import registry
+    from vhpc.core.errors import HostError
+    from vhpc.environments.vm.backends.base import BACKENDS  # noqa: F401 - loaded by load_all
+    from vhpc.campaign.study import STUDIES  # noqa: F401 - loaded by load_all
+
+    registry.load_all()
+    for line in registry.plugin_clashes():
+        err_console.print(f"vhpc: {line}", highlight=False, markup=False, soft_wrap=True)
+    failures = registry.plugin_failures()
+    if failures and command in NEEDS_PLUGINS:
+        more = f" (and {len(failures) - 1} more plugin(s))" if len(failures) > 1 else ""
+        raise HostError(failures[0] + more)
+    for line in failures:
+        err_console.print(f"vhpc: {line}; {command or 'vhpc'} goes on without it",
+                          highlight=False, markup=False, soft_wrap=True)
 
 
 def sweep_cgroups() -> list[Path | str]:

@@ -1,0 +1,140 @@
+"""Sixth hostile battery (issue 58, part A): plugins are guests (a name clash, SystemExit,
+KeyboardInterrupt, metadata that is not UTF-8, a malformed entry point value, a slow import);
+``tune --dry-run --resume`` of a plain campaign; FIFOs where a store or a campaign file should
+be; ``--dry-run`` runs the image checks; commas in QEMU option values; and the minor items
+(``--out " "``, a report on a running campaign, the KVM probe's assertion abort)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, one_line, run_cli
+
+# ------------------------------------------------------------ 4-8, 15, slow: plugins are guests
+
+SLURM_CLASH = """\
+from vhpc.executors.base import EXECUTORS
+from vhpc.executors.local import LocalExecutor
+
+
+@EXECUTORS.register("slurm")
+class Mine(LocalExecutor):
+    summary = "a plugin's own slurm"
+"""
+LIBVIRT_CLASH = """\
+from vhpc.environments.vm.backends.base import BACKENDS, HypervisorBackend
+
+
+@BACKENDS.register("libvirt")
+class Mine(HypervisorBackend):
+    summary = "a plugin's own libvirt"
+"""
+LABEL = "the vhpc.parts entry point toy (vhpc_toyparts)"
+
+
+def _plugin(site: Path, module: str, entry_points: bytes = b"[vhpc.parts]\ntoy = vhpc_toyparts\n"
+            ) -> Path:
+    """The package ``vhpc-toyparts`` as pip leaves it (tests/test_plugins.py), with the module
+    text and the raw entry_points.txt given."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "vhpc_toyparts.py").write_text(module)
+    info = site / "vhpc_toyparts-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vhpc-toyparts\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_bytes(entry_points)
+    return site
+
+
+def _vhpc(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(site)]),
+           "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "vhpc.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("module, what", [(SLURM_CLASH, "executor 'slurm'"),
+                                          (LIBVIRT_CLASH, "hypervisor backend 'libvirt'")])
+def test_a_plugin_never_replaces_a_builtin_part(tmp_path, module, what):
+    """Items 4 and 5: one line naming the plugin and the part, vhpc's part stays, and the
+    commands (doctor, compare's dry run, --help) work."""
+    site = _plugin(tmp_path / "site", module)
+    line = (f"vhpc: {LABEL} registers {what}, a name vhpc's own part holds: vhpc's is used, "
+            "the plugin's is skipped")
+    for args in (["doctor"], ["compare", "-b", "stream", "-e", "native", "--dry-run"],
+                 ["--help"]):
+        r = _vhpc(site, *args, cwd=tmp_path)
+        assert r.returncode == 0, (args, r.stderr[-2000:])
+        assert r.stderr.strip().splitlines() == [line], (args, r.stderr)
+    help_ = " ".join(_vhpc(site, "compare", "--help", cwd=tmp_path).stdout.split())
+    assert "a plugin's own" not in help_ and "slurm[:partition=" in help_
+
+
+def test_a_plugin_clash_keeps_the_builtin_whatever_the_import_order(monkeypatch):
+    """Item 4: the plugin registers first (its registry's package not loaded yet), vhpc's own
+    part registers after it and takes its name back; the reverse order skips the plugin's."""
+    from vhpc.core import registry
+
+    early = registry.Registry("executor")
+    monkeypatch.setattr(registry, "_loading", LABEL)
+    guest = type("Guest", (), {})
+    early.register("slurm")(guest)  # as from the plugin's module: the caller is not vhpc
+    assert early.get("slurm") is guest
+    monkeypatch.setattr(registry, "_loading", None)
+    monkeypatch.setattr(registry, "_clashes", [])
+    own = type("Own", (), {})
+    ns = {"__name__": "vhpc.executors.fake", "early": early, "own": own}
+    exec("early.register('slurm')(own)", ns)  # vhpc's module, loaded after the plugin
+    assert early.get("slurm") is own
+    assert registry.plugin_clashes() == [
+        f"{LABEL} registers executor 'slurm', a name vhpc's own part holds: vhpc's is used, "
+        "the plugin's is skipped"]
+    monkeypatch.setattr(registry, "_loading", LABEL)
+    early.register("slurm")(guest)  # and a plugin after it is skipped
+    assert early.get("slurm") is own and len(registry.plugin_clashes()) == 2
+
+
+@pytest.mark.parametrize("module, entry_points, why", [
+    ("import sys\nsys.exit(0)\n", None, f"{LABEL} failed to load: SystemExit: 0"),
+    ("raise KeyboardInterrupt\n", None, f"{LABEL} failed to load: KeyboardInterrupt"),
+    ("", b"[vhpc.parts]\ntoy = not a module!!\n",
+     "the vhpc.parts entry point toy (not a module!!) is not a module name (module or "
+     "module:attribute)"),
+    ("", b"[vhpc.parts]\ntoy = vhpc_toyparts\xff\xfe\n",
+     "vhpc_toyparts-0.1.dist-info cannot be read (UnicodeDecodeError"),
+], ids=["sys-exit-0", "keyboard-interrupt", "malformed-value", "not-utf-8"])
+def test_a_plugin_that_fails_to_load_is_one_line_naming_it(tmp_path, module, entry_points, why):
+    """Items 6, 7, 8 and 15: a command that measures stops with one line and exit 2 (never 0:
+    CI would count ``sys.exit(0)`` a success); the others say the plugin is skipped and work."""
+    site = _plugin(tmp_path / "site", module,
+                   *([entry_points] if entry_points is not None else []))
+    r = _vhpc(site, "compare", "-b", "stream", "-e", "native", "--dry-run", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vhpc: error: ") and why in lines[0], lines
+    for args in (["doctor"], ["--help"]):
+        r = _vhpc(site, *args, cwd=tmp_path)
+        assert r.returncode == 0 and r.stdout, (args, r.stderr[-3000:])
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and why in lines[0] and "goes on without it" in lines[0], lines
+
+
+def test_a_plugin_that_fails_leaves_no_part_behind(tmp_path):
+    """A plugin registering a kind, then raising: the kind is not offered."""
+    site = _plugin(tmp_path / "site", "from vhpc.environments.kind import KINDS\n"
+                   "from vhpc.environments.native import NativeKind\n"
+                   "@KINDS.register('halfbox')\nclass Half(NativeKind):\n    name = 'halfbox'\n"
+                   "raise RuntimeError('half installed')\n")
+    r = _vhpc(site, "compare", "--help", cwd=tmp_path)
+    assert r.returncode == 0 and "halfbox" not in r.stdout, r.stdout
+
+
+def test_a_slow_plugin_is_named_after_about_a_second(tmp_path):
+    site = _plugin(tmp_path / "site", "import time\ntime.sleep(2)\n")
+    r = _vhpc(site, "--help", cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stderr.strip().splitlines() == [
+        f"vhpc: {LABEL} has been importing for over 1 s: every vhpc command waits for it"]
