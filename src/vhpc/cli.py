@@ -16,23 +16,7 @@ import sys
 from pathlib import Path
 
 from vhpc import __version__
-
-
-def _guard_pydantic_plugins() -> None:
-    """Read pydantic's plugins (the ``pydantic`` entry points) once, before vhpc's first model
-    asks for them: a distribution whose metadata is not UTF-8 made every model class, so every
-    ``vhpc`` command, fail with a UnicodeDecodeError traceback (issue 58).  pydantic keeps an
-    empty list after a failed read (pydantic/plugin/_loader.py), so the models load; the
-    plugin that broke it is named by core.registry.load_plugins."""
-    try:
-        from pydantic.plugin._loader import get_plugins
-
-        get_plugins()
-    except Exception:  # noqa: BLE001 - foreign metadata: vhpc has no pydantic plugin to lose
-        os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
-
-
-_guard_pydantic_plugins()
+from vhpc.core import plugin_metadata  # noqa: F401 - first: before any pydantic model
 from vhpc.core import argtypes
 from vhpc.core.argtypes import count, number, percent
 from vhpc.environments.options import MAX_SECONDS
