@@ -138,3 +138,16 @@ def test_a_slow_plugin_is_named_after_about_a_second(tmp_path):
     assert r.returncode == 0
     assert r.stderr.strip().splitlines() == [
         f"vhpc: {LABEL} has been importing for over 1 s: every vhpc command waits for it"]
+
+
+# ------------------------------------------------------------ 9. tune --dry-run --resume
+
+
+def test_tune_dry_run_resume_of_a_plain_campaign_is_one_line(capsys, finished):
+    out, cid = finished
+    rc, _, err = run_cli(capsys, "tune", "--dry-run", "--resume", cid, "--out", out)
+    one_line(rc, err, f"campaign {cid} is not a vhpc tune race",
+             f"vhpc compare --resume {cid}")
+    rc, _, err = run_cli(capsys, "tune", "--dry-run", "--resume", "20000101-000000-0000",
+                         "--out", out)
+    one_line(rc, err, "20000101-000000-0000")
