@@ -7,8 +7,10 @@ be; ``--dry-run`` runs the image checks; commas in QEMU option values; and the m
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,60 @@ def test_tune_dry_run_resume_of_a_plain_campaign_is_one_line(capsys, finished):
     rc, _, err = run_cli(capsys, "tune", "--dry-run", "--resume", "20000101-000000-0000",
                          "--out", out)
     one_line(rc, err, "20000101-000000-0000")
+
+
+# ------------------------------------------------------------ 10-11. nothing blocks on a FIFO
+
+
+@contextmanager
+def bounded(seconds: int, what: str):
+    """Fail (TimeoutError) instead of hanging when the block runs past ``seconds``."""
+    def hung(*_):
+        raise TimeoutError(f"{what} still blocked after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("argv", [["list", "campaigns"], ["report", "20261207-211403-fe4c"],
+                                  ["compare", "-b", "stream", "-e", "native"],
+                                  ["tune", "--resume", "20261207-211403-fe4c"]])
+def test_a_fifo_in_the_stores_place_is_one_line(capsys, tmp_path, argv):
+    """Item 10: open() of a FIFO without a writer blocked for ever."""
+    os.mkfifo(tmp_path / "vhpc.db")
+    with bounded(30, " ".join(argv)):
+        rc, _, err = run_cli(capsys, *argv, "--out", tmp_path)
+    one_line(rc, err, f"{tmp_path / 'vhpc.db'} is a FIFO", "pick another --out")
+    assert (tmp_path / "vhpc.db").is_fifo()
+
+
+def test_a_fifo_as_campaign_file_or_race_definition_is_one_line(capsys, tmp_path, finished):
+    """Item 11, and the race definition (tune.json) read by ``tune --resume``."""
+    os.mkfifo(tmp_path / "c.yaml")
+    with bounded(30, "vhpc run FIFO --dry-run"):
+        rc, _, err = run_cli(capsys, "run", tmp_path / "c.yaml", "--dry-run")
+    one_line(rc, err, "c.yaml: is a FIFO no one writes to")
+    out, cid = finished
+    os.mkfifo(out / cid / "tune.json")
+    try:
+        with bounded(30, "vhpc tune --resume with a FIFO tune.json"):
+            rc, _, err = run_cli(capsys, "tune", "--resume", cid, "--out", out)
+    finally:
+        os.unlink(out / cid / "tune.json")
+    one_line(rc, err, "tune.json (is a FIFO, not a regular file)")
+
+
+def test_a_campaign_file_through_a_slow_pipe_still_reads(tmp_path):
+    """``vhpc run <(...)`` (docs/campaign-files.md): a writer that starts late is waited for."""
+    script = ("vhpc run <(sleep 1; printf 'benchmarks: [stream]\\nenvironments: [native]\\n') "
+              "--dry-run")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run(["bash", "-c", script.replace("vhpc run", f"{sys.executable} -m vhpc.cli run")],
+                       env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0 and "trials (1 benchmark(s)" in r.stdout, r.stderr[-2000:]
