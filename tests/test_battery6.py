@@ -210,3 +210,38 @@ def test_a_campaign_file_through_a_slow_pipe_still_reads(tmp_path):
     r = subprocess.run(["bash", "-c", script.replace("vhpc run", f"{sys.executable} -m vhpc.cli run")],
                        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0 and "trials (1 benchmark(s)" in r.stdout, r.stderr[-2000:]
+
+
+# ------------------------------------------------------------ 12. --dry-run checks the image
+
+
+@pytest.fixture()
+def bad_images(tmp_path):
+    """Images the real run refuses before its first boot: a FIFO, a link to /etc/shadow (a
+    link only: nothing reads it), and a qcow2 backed by another file."""
+    from conftest import require_tool
+
+    qemu_img = require_tool("qemu-img")
+    (tmp_path / "fifo.qcow2").parent.mkdir(exist_ok=True)
+    os.mkfifo(tmp_path / "fifo.qcow2")
+    (tmp_path / "shadow.qcow2").symlink_to("/etc/shadow")
+    subprocess.run([qemu_img, "create", "-q", "-f", "qcow2", str(tmp_path / "base.qcow2"),
+                    "16M"], check=True)
+    subprocess.run([qemu_img, "create", "-q", "-f", "qcow2", "-b", "base.qcow2", "-F", "qcow2",
+                    str(tmp_path / "backed.qcow2")], check=True)
+    return {"fifo": (tmp_path / "fifo.qcow2", "no such readable file"),
+            "shadow": (tmp_path / "shadow.qcow2", "resolves to /etc/shadow"),
+            "backed": (tmp_path / "backed.qcow2", "is an overlay of base.qcow2")}
+
+
+@pytest.mark.parametrize("case", ["fifo", "shadow", "backed"])
+@pytest.mark.parametrize("kind", ["vm", "vcluster"])
+def test_dry_run_refuses_the_images_a_real_run_refuses(capsys, bad_images, case, kind,
+                                                       no_qemu_leak):
+    path, needle = bad_images[case]
+    item = f"{kind}:image={path}" + (",vms=2" if kind == "vcluster" else "")
+    with bounded(60, f"--dry-run with {case}"):
+        rc, out, err = run_cli(capsys, "compare", "-b", "stream", "-e", "native", "-e", item,
+                               "--dry-run")
+    one_line(rc, err, f"image={path}", needle)
+    assert "trials" not in out  # refused before the plan is printed as if it would run
