@@ -7,9 +7,11 @@ be; ``--dry-run`` runs the image checks; commas in QEMU option values; and the m
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -245,3 +247,69 @@ def test_dry_run_refuses_the_images_a_real_run_refuses(capsys, bad_images, case,
                                "--dry-run")
     one_line(rc, err, f"image={path}", needle)
     assert "trials" not in out  # refused before the plan is printed as if it would run
+
+
+# ------------------------------------------------------------ 13. commas in QEMU option values
+
+
+def _options(argv: list[str], *flags: str) -> list[str]:
+    """The ``flag value`` pairs of ``argv`` for these flags, in order."""
+    return [w for i, a in enumerate(argv[:-1]) if a in flags for w in (a, argv[i + 1])]
+
+
+def _qemu_parses(argv: list[str]) -> None:
+    """Run QEMU with ``argv`` on an empty machine until it has parsed them and opened their
+    files (it then waits; killed after 3 s): QEMU's own verdict on the quoting."""
+    from conftest import require_tool
+
+    qemu = require_tool("qemu-system-x86_64")
+    proc = subprocess.Popen([qemu, "-machine", "none", "-nodefaults", "-display", "none",
+                             *argv], stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=3)
+    except subprocess.TimeoutExpired:  # still running: every option parsed and opened
+        proc.kill()
+        proc.communicate()
+        return
+    raise AssertionError(f"QEMU refused {argv} ({proc.returncode}): {err}")
+
+
+def test_image_and_vcluster_paths_reach_qemu_with_their_commas_doubled(tmp_path):
+    """Item 13: an image guest's ``-drive file=`` and ``-qmp unix:``, a vcluster's ``-netdev
+    stream addr.path=`` and ivshmem ``mem-path=``, in a folder with a comma (TMPDIR)."""
+    from conftest import require_tool
+
+    from vhpc.environments.vcluster.network import IVSHMEM_MIB, ClusterNet
+    from vhpc.environments.vm import userimage
+    from vhpc.environments.vm.backends.qemu import GuestConfig
+
+    work = tmp_path / "a,b"
+    work.mkdir()
+    for name, fmt in (("overlay.qcow2", "qcow2"), ("seed.img", "raw")):
+        subprocess.run([require_tool("qemu-img"), "create", "-q", "-f", fmt, str(work / name),
+                        "1M"], check=True)
+    argv = userimage.image_argv(GuestConfig(), userimage.ImageBoot(work / "overlay.qcow2", "h"),
+                                work, work / "seed.img", 2222)
+    _qemu_parses([w.replace("if=virtio", "if=none") for w in _options(argv, "-drive", "-qmp")])
+    (work / "shm").touch()
+    os.truncate(work / "shm", IVSHMEM_MIB << 20)
+    hub = ClusterNet(vms=2, workdir=work, shm_path=work / "shm").qemu_args(0)
+    _qemu_parses(_options(hub, "-netdev", "-object"))
+
+
+def test_a_comma_in_tmpdir_runs_a_vm_campaign(tmp_path, kernels_built, no_qemu_leak):
+    """Item 13: the guest's -chardev path=, -qmp unix: and shares under TMPDIR="…,…"."""
+    from conftest import require_tool
+
+    require_tool("qemu-system-x86_64")
+    # short: under a long folder (pytest's tmp_path) the sockets move elsewhere (108 bytes)
+    tmp = Path(tempfile.mkdtemp(prefix="vhpc,"))
+    try:
+        r = subprocess.run([sys.executable, "-m", "vhpc.cli", "compare", "-b",
+                            "noise:duration=0.1", "-e", "vm", "--repeats", "2", "--warmup", "0",
+                            "--no-report", "--out", str(tmp_path / "out")],
+                           env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True,
+                           text=True, timeout=300)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert r.returncode == 0 and "failed" not in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]

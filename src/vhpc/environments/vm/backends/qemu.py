@@ -107,15 +107,24 @@ def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str
         "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
         "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
         "-device", "virtio-serial-pci",
-        "-chardev", f"socket,id=agent,path={workdir / 'agent.sock'},server=on,wait=off",
+        "-chardev", f"socket,id=agent,path={qemu_opt(workdir / 'agent.sock')},server=on,wait=off",
         "-device", "virtserialport,chardev=agent,name=vhpc.agent",
-        "-qmp", f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
+        "-qmp", f"unix:{qemu_opt(workdir / 'qmp.sock')},server=on,wait=off",
     ]
     for i, path in enumerate(shares):
-        argv += ["-fsdev", f"local,id=share{i},path={path},security_model=none,readonly=on,"
+        argv += ["-fsdev", f"local,id=share{i},path={qemu_opt(path)},security_model=none,readonly=on,"
                            "multidevs=remap",
                  "-device", f"virtio-9p-pci,fsdev=share{i},mount_tag=share{i}"]
     return argv + list(cfg.extra_args)
+
+
+def qemu_opt(value) -> str:
+    """``value`` (a path) as the value of a QEMU option list (``-drive file=``, ``-chardev
+    path=``, ``-qmp unix:``, ``-object mem-path=``, ``-netdev addr.path=``): its commas doubled,
+    since QEMU splits such a list at each single comma (QEMU's docs, "Invocation": "to use a
+    comma in an option value, double it").  ``-serial file:PATH``, ``-kernel`` and ``-bios``
+    take the path whole and must not get it."""
+    return str(value).replace(",", ",,")
 
 
 def spawn(argv: list[str], **kw) -> subprocess.Popen:
