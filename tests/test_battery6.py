@@ -313,3 +313,21 @@ def test_a_comma_in_tmpdir_runs_a_vm_campaign(tmp_path, kernels_built, no_qemu_l
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     assert r.returncode == 0 and "failed" not in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+# ------------------------------------------------------------ minor: --out " "
+
+
+@pytest.mark.parametrize("argv", [["compare", "-b", "stream", "-e", "native", "--dry-run"],
+                                  ["list", "campaigns"], ["tune", "-b", "stream", "--dry-run"],
+                                  ["image", "build"]])
+@pytest.mark.parametrize("out, needle", [(" ", "names no file or folder"),
+                                         ("", "names no file or folder"),
+                                         (" vhpc-results", "begins or ends with a blank"),
+                                         ("a\nb", "holds a control character")])
+def test_an_out_of_blanks_or_control_characters_is_one_line(capsys, tmp_path, monkeypatch,
+                                                            argv, out, needle):
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_cli(capsys, *argv, "--out", out)
+    one_line(rc, err, "argument --out", needle)
+    assert list(tmp_path.iterdir()) == []  # nothing named " " made

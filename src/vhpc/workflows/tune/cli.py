@@ -23,7 +23,7 @@ __all__ = ["add_parser", "cmd_tune"]
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command to an argparse sub-parsers object."""
-    from vhpc.core.argtypes import count, number, percent  # ranged, ASCII digits only
+    from vhpc.core.argtypes import count, number, path_arg, percent  # ranged, ASCII digits only
     from vhpc.environments.options import MAX_SECONDS
 
     t = sub.add_parser("tune", help="race candidate VM placements and recommend the cheapest "
@@ -50,7 +50,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--dry-run", action="store_true", help="list the candidates, run nothing")
     t.add_argument("--json", metavar="FILE", help="also write the result as JSON here")
     t.add_argument("--resume", metavar="ID", help="continue an interrupted race")
-    t.add_argument("--out", default="vhpc-results", help="results directory (default %(default)s)")
+    t.add_argument("--out", default="vhpc-results", type=path_arg, help="results directory (default %(default)s)")
     t.set_defaults(func=cmd_tune)
     return t
 
