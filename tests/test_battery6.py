@@ -331,3 +331,41 @@ def test_an_out_of_blanks_or_control_characters_is_one_line(capsys, tmp_path, mo
     rc, _, err = run_cli(capsys, *argv, "--out", out)
     one_line(rc, err, "argument --out", needle)
     assert list(tmp_path.iterdir()) == []  # nothing named " " made
+
+
+# ------------------------------------------------------------ minor: a running campaign's report
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_a_report_of_an_unfinished_campaign_says_so(capsys, tmp_path, finished, running):
+    import shutil as sh
+    import sqlite3
+
+    from vhpc.store import Store
+
+    src, cid = finished
+    out = tmp_path / "out"
+    sh.copytree(src, out)
+    with sqlite3.connect(out / "vhpc.db") as db:  # one more round, planned and not yet run
+        db.execute("INSERT INTO trials (campaign_id, seq, round, environment, benchmark, params, "
+                   "status, warmup) SELECT campaign_id, seq + 1, round + 1, environment, "
+                   "benchmark, params, 'pending', warmup FROM trials WHERE campaign_id = ?",
+                   (cid,))
+        db.execute("UPDATE campaigns SET status = 'running', finished = NULL WHERE id = ?",
+                   (cid,))
+    if running:  # this process runs it, as a live vhpc compare would
+        with Store(out / "vhpc.db", existing=True).own(cid):
+            rc, text, _ = run_cli(capsys, "report", cid, "--out", out)
+    else:
+        rc, text, _ = run_cli(capsys, "report", cid, "--out", out)
+    assert rc == 0
+    said = " ".join(text.split())
+    state = "running" if running else "interrupted"
+    assert (f"the campaign is unfinished ({state}): 1 of 2 measured trials done, 1 to run; "
+            "every figure here is from the trials so far") in said, said
+    assert ("report it again when it has finished" if running else
+            f"vhpc compare --resume {cid}") in said
+    html = (out / cid / "report.html").read_text()
+    assert "the campaign is unfinished" in html
+    rc, text, _ = run_cli(capsys, "report", cid, "--out", src)  # the finished one says nothing
+    assert rc == 0 and "unfinished" not in text
