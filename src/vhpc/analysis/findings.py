@@ -282,7 +282,7 @@ def unfinished_findings(trials, status: str, cid: str) -> list[Finding]:
         return []
     done = sum(1 for t in measured if getattr(t, "status", "") == "done")
     advice = ("report it again when it has finished" if status == "running" else
-              f"resume it with `vhpc compare --resume {cid}`")
+              f"resume it with vhpc compare --resume {cid}")
     return [Finding("warn", "campaign", f"the campaign is unfinished ({status}): {done} of "
                     f"{len(measured)} measured trials done, {len(left)} to run; every figure "
                     "here is from the trials so far", advice, kind="unfinished")]
