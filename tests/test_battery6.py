@@ -369,3 +369,34 @@ def test_a_report_of_an_unfinished_campaign_says_so(capsys, tmp_path, finished, 
     assert "the campaign is unfinished" in html
     rc, text, _ = run_cli(capsys, "report", cid, "--out", src)  # the finished one says nothing
     assert rc == 0 and "unfinished" not in text
+
+
+# ------------------------------------------------------------ minor: the KVM probe's abort
+
+
+def test_qemus_assertion_abort_is_a_definitive_cached_answer(tmp_path, monkeypatch):
+    """Under the nested kvm_pvm backend QEMU aborts in kvm_buf_set_msrs: that is its answer
+    about this KVM, cached, so no later campaign or --dry-run starts the probe's QEMU again.
+    A QEMU killed from outside (SIGKILL) stays a transient answer."""
+    from vhpc.environments.vm.backends import qemu
+
+    monkeypatch.setenv("VHPC_CACHE", str(tmp_path / "cache"))
+    kvm = tmp_path / "kvm"
+    kvm.touch()
+    monkeypatch.setattr(qemu, "KVM_DEVICE", str(kvm))
+    started = tmp_path / "started"
+    line = ("qemu-system-x86_64: ../../target/i386/kvm/kvm.c:3183: kvm_buf_set_msrs: "
+            "Assertion `ret == cpu->kvm_msr_buf->nmsrs' failed.")
+    script = {"abort": f"echo x >> {started}; echo \"$1\" >&2; kill -ABRT $$",
+              "kill": f"echo x >> {started}; kill -KILL $$"}
+    monkeypatch.setattr(qemu, "build_argv",
+                        lambda cfg, tmp, probe: ["sh", "-c", script[how], "qemu", line])
+    how = "kill"
+    first = qemu.probe_kvm()
+    assert first.accel == "tcg" and not first.definitive and "not cached" in first.reason
+    how = "abort"
+    got = qemu.probe_kvm()
+    assert got.accel == "tcg" and got.definitive and "kvm_buf_set_msrs" in got.reason
+    again = qemu.probe_kvm()
+    assert again.reason.endswith("(cached probe)") and "kvm_buf_set_msrs" in again.reason
+    assert started.read_text().count("x") == 2  # the cached answer started no QEMU
