@@ -435,10 +435,8 @@ def _say_plugins(command: str | None) -> None:
     ``command`` (None: no command parsed) is one of :data:`NEEDS_PLUGINS`."""
     from vhpc.core import registry
     from vhpc.core.errors import HostError
-    from vhpc.environments.vm.backends.base import BACKENDS  # noqa: F401 - loaded by load_all
-    from vhpc.campaign.study import STUDIES  # noqa: F401 - loaded by load_all
 
-    registry.load_all()
+    registry.load_all()  # every registry the parser made: a clash shows before the command
     for line in registry.plugin_clashes():
         err_console.print(f"vhpc: {line}", highlight=False, markup=False, soft_wrap=True)
     failures = registry.plugin_failures()
