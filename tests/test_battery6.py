@@ -66,8 +66,7 @@ def test_a_plugin_never_replaces_a_builtin_part(tmp_path, module, what):
     """Items 4 and 5: one line naming the plugin and the part, vhpc's part stays, and the
     commands (doctor, compare's dry run, --help) work."""
     site = _plugin(tmp_path / "site", module)
-    line = (f"vhpc: {LABEL} registers {what}, a name vhpc's own part holds: vhpc's is used, "
-            "the plugin's is skipped")
+    line = f"vhpc: {LABEL} registers {what}, a name vhpc uses: vhpc's part stays, this one is skipped"
     for args in (["doctor"], ["compare", "-b", "stream", "-e", "native", "--dry-run"],
                  ["--help"]):
         r = _vhpc(site, *args, cwd=tmp_path)
@@ -94,8 +93,8 @@ def test_a_plugin_clash_keeps_the_builtin_whatever_the_import_order(monkeypatch)
     exec("early.register('slurm')(own)", ns)  # vhpc's module, loaded after the plugin
     assert early.get("slurm") is own
     assert registry.plugin_clashes() == [
-        f"{LABEL} registers executor 'slurm', a name vhpc's own part holds: vhpc's is used, "
-        "the plugin's is skipped"]
+        f"{LABEL} registers executor 'slurm', a name vhpc uses: vhpc's part stays, this one is "
+        "skipped"]
     monkeypatch.setattr(registry, "_loading", LABEL)
     early.register("slurm")(guest)  # and a plugin after it is skipped
     assert early.get("slurm") is own and len(registry.plugin_clashes()) == 2

@@ -142,17 +142,17 @@ def plugin_failures() -> list[str]:
     return list(_failures)
 
 
+def plugin_clashes() -> list[str]:
+    """One line per part a plugin registered under a name already taken: the part first
+    registered (vhpc's own, whatever the import order) stays, the plugin's is skipped."""
+    return list(_clashes)
+
+
 def load_all() -> None:
     """Load every registry made so far (their packages, then the plugins), so that a plugin's
     clash with a part of vhpc shows before a command starts, whatever it looks up first."""
     for registry in list(_registries):
         registry._load()
-
-
-def plugin_clashes() -> list[str]:
-    """One line per part a plugin registered under a name already taken: the part first
-    registered (vhpc's own, whatever the import order) stays, the plugin's is skipped."""
-    return list(_clashes)
 
 
 class _View(Mapping):
@@ -199,17 +199,13 @@ class Registry(Generic[T]):
 
         def add(part: T) -> T:
             if name in self._parts:
-                if guest is not None:
-                    _clashes.append(f"{guest} registers {self.what} {name!r}, a name "
-                                    f"{self._owner(name)} holds: that part is used, the "
-                                    "plugin's is skipped")
+                if guest is not None:  # taken by vhpc (or an earlier plugin): it stays
+                    _clashes.append(self._clash(guest, name, self._guests.get(name)))
                     return part
                 if name not in self._guests:
                     raise DuplicateName(f"{self.what} {name!r} is registered twice "
                                         f"({self._parts[name]!r} and {part!r})")
-                _clashes.append(f"{self._guests.pop(name)} registers {self.what} {name!r}, a "
-                                "name vhpc's own part holds: vhpc's is used, the plugin's is "
-                                "skipped")
+                _clashes.append(self._clash(self._guests.pop(name), name, None))  # vhpc's wins
             if isinstance(part, type) and not getattr(part, "name", None):
                 part.name = name  # type: ignore[attr-defined]
             self._parts[name] = part
@@ -219,8 +215,11 @@ class Registry(Generic[T]):
 
         return add
 
-    def _owner(self, name: str) -> str:
-        return self._guests.get(name) or "vhpc's own part"
+    def _clash(self, guest: str, name: str, owner: str | None) -> str:
+        """The line saying plugin ``guest``'s part ``name`` is skipped for ``owner``'s (a
+        plugin's label; None: vhpc's own)."""
+        return (f"{guest} registers {self.what} {name!r}, a name {owner or 'vhpc'} uses: "
+                f"{'that plugin' if owner else 'vhpc'}'s part stays, this one is skipped")
 
     def _evict(self, guest: str) -> None:
         """Remove the parts the plugin ``guest`` registered (it failed to load)."""
