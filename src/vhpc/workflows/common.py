@@ -371,7 +371,8 @@ def with_margin(spec, margin: float | None, intervals: str | None = None,
 def campaign_flags(sp, starts=False):
     """--out; with ``starts`` (compare, run, study: the commands that start a campaign and
     report it), also --dry-run, --no-report and --margin."""
-    sp.add_argument("--out", default=DEFAULT_OUT, type=argtypes.path_arg, help="results directory (default: %(default)s)")
+    sp.add_argument("--out", default=DEFAULT_OUT, type=argtypes.path_arg,
+                    help="results directory (default: %(default)s)")
     if starts:
         margin_flag(sp)
         sp.add_argument("--dry-run", action="store_true",

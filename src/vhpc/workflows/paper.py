@@ -240,7 +240,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                          "(default: all of them; --dry-run lists their names)")
     pp.add_argument("--from-store", action="store_true",
                     help="run nothing: the page from each study's newest stored campaign")
-    pp.add_argument("--out", default="vhpc-results", type=path_arg, help="results directory (default: %(default)s)")
+    pp.add_argument("--out", default="vhpc-results", type=path_arg,
+                    help="results directory (default: %(default)s)")
     pp.add_argument("--dry-run", action="store_true",
                     help="print each study's figure, trials and time estimate; start nothing")
     from vhpc.workflows.common import margin_flag
