@@ -50,7 +50,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--dry-run", action="store_true", help="list the candidates, run nothing")
     t.add_argument("--json", metavar="FILE", help="also write the result as JSON here")
     t.add_argument("--resume", metavar="ID", help="continue an interrupted race")
-    t.add_argument("--out", default="vhpc-results", type=path_arg, help="results directory (default %(default)s)")
+    t.add_argument("--out", default="vhpc-results", type=path_arg,
+                   help="results directory (default %(default)s)")
     t.set_defaults(func=cmd_tune)
     return t
 
