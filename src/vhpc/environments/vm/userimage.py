@@ -594,7 +594,7 @@ def disk_args(image: ImageBoot) -> list[str]:
     file descriptor (``-add-fd``; :meth:`ImageBoot.pass_fds` must reach QEMU) as the node
     :data:`BASE_NODE`, read-only, whose own backing is ``null`` for a qcow2 (QEMU's
     BlockdevOptionsGenericCOWFormat), so no file the image's header names is ever opened."""
-    drive = f"file={qemu_opt(image.overlay)},format=qcow2,if=virtio"  # commas doubled
+    drive = f"file={qemu_opt(image.overlay)},format=qcow2,if=virtio"
     fds = image.pass_fds()
     if not fds:
         return ["-drive", drive]
