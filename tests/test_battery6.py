@@ -223,7 +223,6 @@ def bad_images(tmp_path):
     from conftest import require_tool
 
     qemu_img = require_tool("qemu-img")
-    (tmp_path / "fifo.qcow2").parent.mkdir(exist_ok=True)
     os.mkfifo(tmp_path / "fifo.qcow2")
     (tmp_path / "shadow.qcow2").symlink_to("/etc/shadow")
     subprocess.run([qemu_img, "create", "-q", "-f", "qcow2", str(tmp_path / "base.qcow2"),
@@ -337,14 +336,13 @@ def test_an_out_of_blanks_or_control_characters_is_one_line(capsys, tmp_path, mo
 
 @pytest.mark.parametrize("running", [True, False])
 def test_a_report_of_an_unfinished_campaign_says_so(capsys, tmp_path, finished, running):
-    import shutil as sh
     import sqlite3
 
     from vhpc.store import Store
 
     src, cid = finished
     out = tmp_path / "out"
-    sh.copytree(src, out)
+    shutil.copytree(src, out)
     with sqlite3.connect(out / "vhpc.db") as db:  # one more round, planned and not yet run
         db.execute("INSERT INTO trials (campaign_id, seq, round, environment, benchmark, params, "
                    "status, warmup) SELECT campaign_id, seq + 1, round + 1, environment, "
