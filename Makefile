@@ -169,13 +169,15 @@ test: deps venv kernels
 # the harness's cost per native trial and where it goes, analyse() on 10^6 samples, a cold VM
 # trial against a bare QEMU boot, the last make test's time per test file and pass, and the last
 # make test-fresh's demo time.  Seconds to a few minutes; the figures are noisy on a shared host
-# (run it on a quiet one).
-bench: venv-demo kernels
+# (run it on a quiet one).  Then the full fuzz run (tests/test_fuzz_spec.py marked heavy: 3,000
+# command lines and 1,000 campaign files, minutes).
+bench: venv kernels
 	$(BIN)/python bench/bench_harness.py
 	$(BIN)/python bench/bench_analysis.py
 	$(BIN)/python bench/bench_vm_cycle.py --runs 3
 	$(BIN)/python bench/bench_suite.py
 	$(PYTEST) -p no:xdist -s -m heavy tests/test_stat_rates.py
+	$(PYTEST) -p no:xdist -m heavy tests/test_fuzz_spec.py
 
 # make demo where only its own packages exist: a minimal Debian 12 root (mmdebstrap, which make
 # deps installs), this host's apt sources, CA certificates and pip configuration, a clone of

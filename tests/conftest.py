@@ -311,6 +311,36 @@ def slurm_cluster(tmp_path_factory):
     yield from slurm_nodes(tmp_path_factory, 1)
 
 
+def custom_file(path: Path, command, extra: str = "", env: str = "native", **custom) -> Path:
+    """A campaign file with one custom benchmark ``probe`` (metric ``v``) in ``env``."""
+    probe = {"name": "probe", "command": command,
+             "metrics": [{"name": "v", "regex": r"v (\d+)", "unit": "1",
+                          "higher_is_better": True}], **custom}
+    doc = {"custom": [probe], "benchmarks": ["probe"], "environments": [env], "warmup": 0,
+           "repeats": 1}
+    import yaml
+
+    path.write_text(yaml.safe_dump(doc) + extra)
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished native campaign of a custom benchmark: (results folder, campaign id)."""
+    import sqlite3
+
+    from vhpc import cli
+
+    tmp = tmp_path_factory.mktemp("done")
+    f = custom_file(tmp / "c.yaml", ["sh", "-c", "echo v 1"])
+    rc = cli.main(["run", str(f), "--out", str(tmp / "out")])
+    assert rc == 0
+    db = sqlite3.connect(tmp / "out" / "vhpc.db")
+    (cid,) = db.execute("SELECT id FROM campaigns").fetchone()
+    db.close()
+    return tmp / "out", cid
+
+
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
     """(exit status, stdout, stderr) of ``vhpc ARGV`` run in this process."""
     from vhpc import cli

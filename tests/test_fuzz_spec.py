@@ -203,3 +203,181 @@ def test_yaml_anchors_and_aliases_read_or_give_one_line(quiet_host, capsys, tmp_
     assert rc in (0, 2)
     if rc == 2:
         assert len(err.strip().splitlines()) == 1 and err.startswith("vhpc: error:")
+
+
+# ------------------------------------------------------------------------------------------
+# The full fuzz run (issue 58): >= 3,000 command lines over every subcommand and >= 1,000
+# campaign files, seeded (derandomize), each bounded in time: 0 tracebacks and 0 hangs.  Minutes
+# on a 2-core host, so marked ``heavy``: run by ``make bench``, deselected elsewhere (conftest).
+
+FUZZ_ARGV = 3000
+FUZZ_FILES = 1000
+#: seconds one command may take before it counts as a hang
+FUZZ_HANG_S = 60
+
+
+class WouldRun(BaseException):
+    """Raised where a command would start real work (environments prepared, a calibration, an
+    image build): the command line was accepted; the fuzz run measures nothing."""
+
+
+def _subcommands():
+    """{command: (optional actions, positional actions)} read off vhpc's own parser, so a new
+    flag is fuzzed without this file edited; ``image`` as ``image build``."""
+    import argparse
+
+    def split(parser):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return subs[0].choices if subs else None
+
+    out = {}
+    for name, sp in split(cli.build_parser()).items():
+        nested = split(sp)
+        for sub_name, target in (nested.items() if nested else [("", sp)]):
+            opts = [a for a in target._actions if a.option_strings and "-h" not in a.option_strings]
+            pos = [a for a in target._actions if not a.option_strings
+                   and not isinstance(a, argparse._SubParsersAction)]
+            out[" ".join(filter(None, [name, sub_name]))] = (opts, pos)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fuzz_world(tmp_path_factory, finished):
+    """The files command lines name: a FIFO, a folder, garbage, a campaign file, a finished
+    store (its id), a store that is a FIFO; real work replaced by :class:`WouldRun`; the KVM
+    probe answered without a guest; a private cache and working folder."""
+    import os
+
+    from vhpc.environments.vm import VmKind
+    from vhpc.environments.vm.backends.base import ProbeResult
+    from vhpc.workflows import calibrate
+
+    tmp = tmp_path_factory.mktemp("fuzz")
+    os.mkfifo(tmp / "fifo")
+    (tmp / "folder").mkdir()
+    (tmp / "garbage").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp / "c.yaml").write_text("benchmarks: [stream]\nenvironments: [native]\n")
+    (tmp / "fifostore").mkdir()
+    os.mkfifo(tmp / "fifostore" / "vhpc.db")
+    out, cid = finished
+
+    def would_run(*_a, **_k):
+        raise WouldRun
+
+    with mock.patch.object(campaign, "prepare", would_run), \
+            mock.patch.object(calibrate, "run", would_run), \
+            mock.patch.object(VmKind, "build_image", would_run), \
+            mock.patch.object(VmKind, "probe_accel",
+                              staticmethod(lambda *a, **k: ProbeResult("tcg", "fuzz: not probed"))), \
+            mock.patch.dict(os.environ, {"VHPC_CACHE": str(tmp / "cache")}):
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            yield {"tmp": tmp, "out": out, "cid": cid}
+        finally:
+            os.chdir(cwd)
+
+
+def _values(world):
+    """Argument values: plausible ones (so commands get past parsing) and hostile ones."""
+    tmp, out, cid = world["tmp"], world["out"], world["cid"]
+    paths = [tmp / "fifo", tmp / "folder", tmp / "garbage", tmp / "c.yaml", tmp / "fifostore",
+             out, tmp / "none" / "x", "/dev/zero", "/dev/null"]
+    return st.one_of(
+        st.sampled_from([str(p) for p in paths]),
+        st.sampled_from([cid, "20000101-000000-0000", "stream", "native", "vm", "vm:vcpus=2",
+                         "noise:duration=0.1", "native:cpus=0", "ssh:host=-oProxyCommand=x",
+                         f"vm:image={tmp / 'fifo'}", "vm:image=/etc/shadow", "slurm:nodes=2",
+                         "pack:2 numa:1 core:2 pu:1", "pack:999999 pu:999999", "cold-warm",
+                         "000", "scaling", "benchmarks", "campaigns", "build", "5%", "-5%",
+                         "5e-1%", "0.05", "2", "0", "-1", "1e400", "nan", "inf", "３", "٣",
+                         "9" * 40, " ", "", "-", "--", "a,b", "x=y", "é", "\t", "a\nb"]),
+        values.filter(lambda v: "\x00" not in v),  # a real argv never holds NUL (execve(2))
+        st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=12))
+
+
+@st.composite
+def command_lines(draw, world):
+    """One ``vhpc`` argv: a subcommand, some of its options (choices mostly valid), its
+    positionals, now and then a global flag, a stray option or a value-less flag."""
+    subs = _subcommands()
+    name = draw(st.sampled_from(sorted(subs)))
+    opts, pos = subs[name]
+    vals = _values(world)
+    argv = draw(st.lists(st.sampled_from(["--share", "--allow-system-image"]), max_size=1))
+    argv += name.split()
+    for a in draw(st.lists(st.sampled_from(opts), max_size=5)) if opts else []:
+        argv.append(draw(st.sampled_from(a.option_strings)))
+        if a.nargs == 0:
+            continue
+        if a.choices and draw(st.integers(0, 3)):
+            argv.append(str(draw(st.sampled_from(list(a.choices)))))
+        elif draw(st.integers(0, 19)):  # a value left out, now and then
+            argv.append(draw(vals))
+    for a in pos:
+        if draw(st.integers(0, 9)):
+            argv.append(str(draw(st.sampled_from(list(a.choices)))) if a.choices
+                        and draw(st.booleans()) else draw(vals))
+    if draw(st.integers(0, 9)) == 0:
+        argv.insert(draw(st.integers(0, len(argv))), draw(st.sampled_from(
+            ["--no-such-flag", "--help", "-h", "--version", "--dry-run", "--out"])))
+    return argv
+
+
+def _bounded_main(argv) -> tuple[int | str, str]:
+    """(exit status or "accepted", stderr) of ``vhpc ARGV`` in this process; a hang past
+    :data:`FUZZ_HANG_S` raises TimeoutError, any other exception escapes (a traceback)."""
+    def hung(*_):
+        raise TimeoutError(f"vhpc {argv!r} still running after {FUZZ_HANG_S} s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(FUZZ_HANG_S)
+    try:
+        return cli.main(argv), ""
+    except WouldRun:
+        return "accepted", ""
+    except SystemExit as exc:  # argparse's --help and --version
+        return exc.code, ""
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _judge(rc, err: str, what) -> None:
+    assert rc in (0, 1, 2, "accepted"), (what, rc, err[-2000:])
+    if rc == 2 and err:
+        lines = err.strip().splitlines()
+        assert lines[-1].startswith("vhpc: error:") and "Traceback" not in err, (what, err)
+
+
+@pytest.mark.heavy
+def test_fuzz_command_lines(fuzz_world, capsys):
+    @settings(max_examples=FUZZ_ARGV, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(argv=command_lines(fuzz_world))
+    def one(argv):
+        rc, _ = _bounded_main(argv)
+        _judge(rc, capsys.readouterr().err, argv)
+
+    one()
+
+
+@pytest.mark.heavy
+def test_fuzz_campaign_files(fuzz_world, capsys, quiet_host):
+    folder = fuzz_world["tmp"] / "docs"
+    folder.mkdir(exist_ok=True)
+
+    @settings(max_examples=FUZZ_FILES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(doc=st.one_of(campaign_docs, documents, aliased_texts(), st.binary(max_size=300)))
+    def one(doc):
+        f = folder / "c.yaml"
+        if isinstance(doc, bytes):
+            f.write_bytes(doc)
+        else:
+            f.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+        for argv in (["run", "--dry-run", str(f)], ["run", str(f), "--out", str(folder / "o")]):
+            rc, _ = _bounded_main(argv)
+            _judge(rc, capsys.readouterr().err, (argv[:2], doc))
+
+    one()

@@ -20,30 +20,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vhpc import cli
 from vhpc.core.errors import VhpcError
 from vhpc.environments.vcluster import network as vclusternet
 from vhpc.host import owned
 from vhpc.spec import parse as spec
 
-from conftest import fake_slurm, one_line, run_cli
+from conftest import custom_file, fake_slurm, one_line, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 VHPC = [sys.executable, "-m", "vhpc.cli"]
 
 
 # ------------------------------------------------------------------------------ helpers
-
-def custom_file(path: Path, command, extra: str = "", env: str = "native", **custom) -> Path:
-    """A campaign file with one custom benchmark ``probe`` (metric ``v``) in ``env``."""
-    probe = {"name": "probe", "command": command,
-             "metrics": [{"name": "v", "regex": r"v (\d+)", "unit": "1",
-                          "higher_is_better": True}], **custom}
-    doc = {"custom": [probe], "benchmarks": ["probe"], "environments": [env], "warmup": 0,
-           "repeats": 1}
-    path.write_text(yaml.safe_dump(doc) + extra)
-    return path
-
 
 def wait_for(predicate, what: str, limit: float = 180, proc=None) -> None:
     deadline = time.monotonic() + limit
@@ -75,19 +63,6 @@ def naming(text: str) -> list[int]:
         except OSError:
             pass
     return [p for p in out if alive(p)]
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A finished native campaign of a custom benchmark: (results folder, campaign id)."""
-    tmp = tmp_path_factory.mktemp("done")
-    f = custom_file(tmp / "c.yaml", ["sh", "-c", "echo v 1"])
-    rc = cli.main(["run", str(f), "--out", str(tmp / "out")])
-    assert rc == 0
-    db = sqlite3.connect(tmp / "out" / "vhpc.db")
-    (cid,) = db.execute("SELECT id FROM campaigns").fetchone()
-    db.close()
-    return tmp / "out", cid
 
 
 # ------------------------------------------------------------ parsing: one line, exit 2

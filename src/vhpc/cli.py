@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from vhpc import __version__
+from vhpc.core import plugin_metadata  # noqa: F401 - first: before any pydantic model
 from vhpc.core import argtypes
 from vhpc.core.argtypes import count, number, percent
 from vhpc.environments.options import MAX_SECONDS
@@ -390,8 +391,13 @@ def main(argv: list[str] | None = None) -> int:
     from vhpc.core.paths import private_results
 
     try:
-        args = build_parser().parse_args(
-            argtypes.negative_values(list(sys.argv[1:] if argv is None else argv)))
+        try:
+            args = build_parser().parse_args(
+                argtypes.negative_values(list(sys.argv[1:] if argv is None else argv)))
+        except SystemExit:  # --help, --version or a usage error: plugins said after it
+            _say_plugins(None)
+            raise
+        _say_plugins(args.command)
         given = {}
         for flag in parts.global_flags():
             value = getattr(args, flag.env)
@@ -415,6 +421,31 @@ def main(argv: list[str] | None = None) -> int:
         line = " ".join(str(exc).split())
         err_console.print(f"vhpc: error: {line}", highlight=False, markup=False, soft_wrap=True)
         return 2
+
+
+#: Commands that measure: a plugin that failed to load stops them (exit 2), since a campaign's
+#: kinds, backends, executors, benchmarks or studies may be the plugin's; the other commands go
+#: on without it, saying so.
+NEEDS_PLUGINS = frozenset({"compare", "run", "study", "paper", "tune", "calibrate"})
+
+
+def _say_plugins(command: str | None) -> None:
+    """One stderr line per plugin part skipped for a name clash and per plugin that failed to
+    load (core.registry.load_plugins); raises HostError with the first failure when
+    ``command`` (None: no command parsed) is one of :data:`NEEDS_PLUGINS`."""
+    from vhpc.core import registry
+    from vhpc.core.errors import HostError
+
+    registry.load_all()  # every registry the parser made: a clash shows before the command
+    for line in registry.plugin_clashes():
+        err_console.print(f"vhpc: {line}", highlight=False, markup=False, soft_wrap=True)
+    failures = registry.plugin_failures()
+    if failures and command in NEEDS_PLUGINS:
+        more = f" (and {len(failures) - 1} more plugin(s))" if len(failures) > 1 else ""
+        raise HostError(failures[0] + more)
+    for line in failures:
+        err_console.print(f"vhpc: {line}; {command or 'vhpc'} goes on without it",
+                          highlight=False, markup=False, soft_wrap=True)
 
 
 def sweep_cgroups() -> list[Path | str]:

@@ -246,9 +246,13 @@ def check_is_store(path: Path) -> None:
     if path.is_dir():
         raise StoreError(f"{path} is a folder, not a vhpc store: give the results folder "
                          "(--out) or its vhpc.db", "cantopen")
+    from vhpc.core.paths import NotRegularFile, read_regular
+
     try:
-        with open(path, "rb") as f:
-            head = f.read(100)  # the database header (byte 18: 2 in WAL mode)
+        head = read_regular(path, 100)[:100]  # the database header (byte 18: 2 in WAL mode)
+    except NotRegularFile as exc:  # a FIFO blocked open() for ever, a device would be read
+        raise StoreError(f"{path} {exc.strerror} (a vhpc store is one), left untouched: move "
+                         "it aside or pick another --out", "corrupt") from None
     except OSError as exc:
         raise StoreError(f"cannot open {path} ({_access_problem(path)}; {exc.strerror or exc}"
                          f"): make {path.parent} and the file readable and writable (chmod u+rwx "

@@ -270,3 +270,19 @@ def slowdown_findings(trials) -> list[Finding]:
             "number of CPUs the benchmark keeps busy, then run again",
             kind="slowdown-not-applied", items=(f"applied {mean:.3f} of {requested:g}",)))
     return out
+
+
+def unfinished_findings(trials, status: str, cid: str) -> list[Finding]:
+    """A warning when campaign ``cid`` has trials still to run (``status``: the campaign's,
+    ``running`` while its vhpc lives, else ``interrupted``): its n, intervals and verdicts are
+    those of the trials so far, and may change.  ``trials``: stored trials (status, warmup)."""
+    measured = [t for t in trials if not getattr(t, "warmup", False)]
+    left = [t for t in trials if getattr(t, "status", "") in ("pending", "running")]
+    if not left:
+        return []
+    done = sum(1 for t in measured if getattr(t, "status", "") == "done")
+    advice = ("report it again when it has finished" if status == "running" else
+              f"resume it with vhpc compare --resume {cid}")
+    return [Finding("warn", "campaign", f"the campaign is unfinished ({status}): {done} of "
+                    f"{len(measured)} measured trials done, {len(left)} to run; every figure "
+                    "here is from the trials so far", advice, kind="unfinished")]

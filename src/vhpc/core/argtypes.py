@@ -14,7 +14,7 @@ import math
 import re
 from typing import Callable
 
-__all__ = ["count", "number", "percent", "fraction", "parse_percent", "ascii_int",
+__all__ = ["count", "number", "percent", "fraction", "parse_percent", "path_arg", "ascii_int",
            "ascii_float", "MAX_INT"]
 
 #: Largest magnitude any whole-number flag may take (beyond it, C sizes overflow).
@@ -172,3 +172,18 @@ def fraction(value: object, key: str) -> float:
                              f"write {value:g}% for {value:g} percent, or a fraction below 1")
         return float(value)
     raise ValueError(f"{where}{value!r} is not a fraction; write a percentage such as 5%")
+
+
+def path_arg(text: str) -> str:
+    """argparse type of a path flag (``--out``): refused in one line when it is empty, only
+    blanks, begins or ends with a blank (``--out " "`` made a folder named " ", a quoting slip
+    no one sees in a listing) or holds a control character (a newline, NUL)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} names no file or folder: give a path")
+    if text != text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} begins or ends with a blank: drop it (a "
+                                         "quoting slip?)")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} holds a control character: give a plain "
+                                         "path")
+    return text

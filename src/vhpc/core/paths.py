@@ -198,7 +198,7 @@ def check_output(path: str | os.PathLike, what: str = "") -> Path:
         raise OutputPathError(f"{name}: cannot be examined ({exc.strerror}): give another path",
                               p, exc.errno or 0) from None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+        kind = kind_of(st.st_mode)
         raise OutputPathError(f"{name}: is {kind}; vhpc writes only regular files and never "
                               "replaces anything else: give another path", p, errno.EEXIST)
     parent = p.parent
@@ -329,7 +329,7 @@ def input_problem(src: str | os.PathLike) -> tuple[str, str] | None:
                     return found
             return None
         if not stat.S_ISREG(st.st_mode):
-            kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+            kind = kind_of(st.st_mode)
             via = " (through a symbolic link)" if os.path.islink(path) else ""
             return path, f"is {kind}{via}, not a regular file or folder"
         return None
@@ -359,32 +359,90 @@ def read_cache_text(path: str | os.PathLike, limit: int) -> str | None:
         os.close(fd)
 
 
+#: Seconds a pipe or FIFO (``vhpc run <(...)``) may take to deliver a small input in full.
+PIPE_WAIT_S = 30.0
+
+
+class NotRegularFile(OSError):
+    """An input that must be a regular file is something else (``kind``: "a FIFO", ...)."""
+
+    def __init__(self, path: str | os.PathLike, kind: str):
+        OSError.__init__(self, errno.EINVAL, f"is {kind}, not a regular file", str(path))
+        self.kind = kind
+
+
+def kind_of(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words ("a FIFO", "a folder", ...)."""
+    return next((k for test, k in _KINDS if test(mode)), "not a regular file")
+
+
+def read_regular(path: str | os.PathLike, limit: int) -> bytes:
+    """At most ``limit`` + 1 bytes of the regular file ``path`` (more than ``limit``: the caller
+    says it is too large), opened without blocking, so a FIFO, device or socket in its place is
+    never waited on.  Raises NotRegularFile for one, and OSError when it cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(path, kind_of(mode))
+        return read_bounded(fd, limit, 0)
+    finally:
+        os.close(fd)
+
+
+def read_bounded(fd: int, limit: int, wait_s: float) -> bytes:
+    """At most ``limit`` + 1 bytes from the non-blocking ``fd``, until its end, waiting at most
+    ``wait_s`` seconds in all for a pipe to deliver them.  Raises TimeoutError when it has not
+    ended in that time."""
+    import select
+    import time
+
+    deadline = time.monotonic() + wait_s
+    data = b""
+    while len(data) <= limit:
+        try:
+            chunk = os.read(fd, limit + 1 - len(data))
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError(f"nothing more came in {wait_s:g} s") from None
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def read_small_text(path: str | os.PathLike, limit: int, what: str, advice: str,
                     regular_only: bool = True) -> str:
     """The UTF-8 text of a small user file (a campaign file, a tolerance file, a domain XML)
-    of at most ``limit`` bytes.  ``regular_only``: a regular file, opened without blocking (a
-    FIFO or ``/dev/zero`` is never read); else a pipe (``vhpc run <(...)``) is read too, never
-    past ``limit`` + 1 bytes.  Raises ValueError, one line starting with ``what`` (how the
-    user named the file) and ending with ``advice``, when it cannot be opened, is not a
-    regular file, is larger than ``limit`` or is not UTF-8."""
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | (os.O_NONBLOCK if regular_only else 0)
+    of at most ``limit`` bytes, opened without blocking.  ``regular_only``: a regular file (a
+    FIFO or ``/dev/zero`` is never read); else a pipe or FIFO (``vhpc run <(...)``) is read
+    too, never past ``limit`` + 1 bytes nor for more than :data:`PIPE_WAIT_S` seconds, and a
+    FIFO no one writes to is refused at once.  Raises ValueError, one line starting with
+    ``what`` (how the user named the file) and ending with ``advice``, when it cannot be
+    opened, is not a regular file, is larger than ``limit``, a pipe is silent or it is not
+    UTF-8."""
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise ValueError(f"{what}: cannot read it ({exc.strerror or exc})") from None
     try:
         mode = os.fstat(fd).st_mode
-        regular = stat.S_ISREG(mode) or (not regular_only and not stat.S_ISDIR(mode))
-        data = b""
-        while regular and len(data) <= limit:
-            chunk = os.read(fd, limit + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
+        pipe = not regular_only and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode))
+        if not (stat.S_ISREG(mode) or pipe):
+            raise ValueError(f"{what}: is {kind_of(mode)}, not a regular file: {advice}")
+        try:
+            data = read_bounded(fd, limit, PIPE_WAIT_S if pipe else 0)
+        except TimeoutError:
+            raise ValueError(f"{what}: the pipe delivered no end of file in {PIPE_WAIT_S:g} s: "
+                             f"{advice}") from None
+        except OSError as exc:
+            raise ValueError(f"{what}: cannot read it ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
-    if not regular:
-        raise ValueError(f"{what}: not a regular file: {advice}")
+    if pipe and not data and stat.S_ISFIFO(mode):
+        raise ValueError(f"{what}: is a FIFO no one writes to (nothing to read): {advice}")
     if len(data) > limit:
         raise ValueError(f"{what}: larger than {limit // 1024} KiB: {advice}")
     try:

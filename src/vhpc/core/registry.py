@@ -16,17 +16,21 @@ new part is one new module and nothing dispatches on names elsewhere.
 Parts from outside the package: a distribution names its modules in the entry-point group
 ``vhpc.parts`` (:data:`PLUGIN_GROUP`), and the first lookup in any registry imports them all
 (:func:`load_plugins`), so their decorators register them beside vhpc's own (docs/plugins.md).
+Plugins are guests: one never replaces a part of vhpc's own (whatever the import order), and
+one that fails to load in any way is skipped with one line naming it.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
+import threading
 from collections.abc import Mapping
-from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Callable, Generic, Iterator, TypeVar
 
-from vhpc.core.errors import HostError, SpecError
+from vhpc.core.errors import SpecError
 
 T = TypeVar("T")
 
@@ -42,27 +46,113 @@ class DuplicateName(RuntimeError):
 #: The entry-point group whose modules add parts (kinds, backends, executors, benchmarks, ...).
 PLUGIN_GROUP = "vhpc.parts"
 
+#: Seconds a plugin may take to import before a line names it (it goes on loading).
+SLOW_PLUGIN_S = 1.0
+
 _plugins: list[str] | None = None
+#: The plugin being imported now (its label, :func:`_label`), or None.
+_loading: str | None = None
+#: One line per plugin that could not load (it is skipped), and one per part a plugin
+#: registered under a name that a part of vhpc (or an earlier plugin) holds.
+_failures: list[str] = []
+_clashes: list[str] = []
+#: Every registry, so that a plugin that fails to load leaves no part of its own behind.
+_registries: list["Registry"] = []
+
+
+def _label(name: str, value: str) -> str:
+    return f"the {PLUGIN_GROUP} entry point {name} ({value})"
+
+
+def _plugin_entry_points() -> list[tuple[str, str, object]]:
+    """(name, value, entry point or None) of every entry point in :data:`PLUGIN_GROUP`, sorted
+    by name.  A distribution whose metadata cannot be read (not UTF-8, unreadable) adds one
+    line to :data:`_failures` naming it (when its raw entry_points.txt names the group), and its
+    entry points are skipped."""
+    from importlib.metadata import EntryPoint, distributions
+
+    found = []
+    for dist in distributions():
+        try:
+            eps = [ep for ep in dist.entry_points if ep.group == PLUGIN_GROUP]
+        except Exception as exc:  # noqa: BLE001 - any fault of foreign metadata, said in one line
+            where = getattr(dist, "_path", None)
+            try:  # a package whose entry points name no vhpc plugin is not vhpc's to judge
+                if PLUGIN_GROUP.encode() not in Path(where, "entry_points.txt").read_bytes():
+                    continue
+            except (OSError, TypeError):
+                pass
+            _failures.append(f"the entry points of {where} cannot be read ({type(exc).__name__}: "
+                             f"{exc}); fix or uninstall that package")
+            continue
+        for ep in eps:
+            found.append((ep.name, ep.value, ep if isinstance(ep, EntryPoint) else None))
+    return sorted(found, key=lambda f: (f[0], f[1]))
 
 
 def load_plugins() -> list[str]:
     """Import every module named in the entry-point group :data:`PLUGIN_GROUP` of the installed
     distributions (once per process; their decorators register their parts), and return the
-    entry points' names.  Raises HostError naming the entry point when one fails to import:
-    an installed package is broken, not vhpc."""
-    global _plugins
+    names of those that loaded.
+
+    Plugins are guests: whatever a plugin's import raises or calls (an exception,
+    ``SystemExit``, ``KeyboardInterrupt``), metadata that cannot be read and an entry point
+    value that is no ``module[:attr]`` never escape.  Each adds one line to
+    :func:`plugin_failures` naming the plugin, and the plugin is skipped (the parts it had
+    registered are removed).  A plugin still importing after :data:`SLOW_PLUGIN_S` seconds is
+    named on stderr at once (every command waits for it).  Raises nothing."""
+    global _plugins, _loading
     if _plugins is not None:
         return _plugins
     _plugins = []
-    for ep in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+    for name, value, ep in _plugin_entry_points():
+        label = _label(name, value)
+        if ep is None or ep.pattern.fullmatch(value) is None:
+            _failures.append(f"{label} is not a module name (module or module:attribute); fix "
+                             "or uninstall the package that provides it")
+            continue
+        slow = threading.Timer(SLOW_PLUGIN_S, _say_slow, (label,))
+        slow.daemon = True
+        _loading = label
+        slow.start()
         try:
             ep.load()
-        except Exception as exc:  # any error of foreign code, said in one line
-            raise HostError(f"the {PLUGIN_GROUP} entry point {ep.name} ({ep.value}) failed to "
-                            f"load: {type(exc).__name__}: {exc}; fix or uninstall the package "
-                            "that provides it") from exc
-        _plugins.append(ep.name)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and ^C at import included: a guest's fault
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            _failures.append(f"{label} failed to load: {why}; fix or uninstall the package "
+                             "that provides it")
+            for registry in _registries:
+                registry._evict(label)
+            continue
+        finally:
+            slow.cancel()
+            _loading = None
+        _plugins.append(name)
     return _plugins
+
+
+def _say_slow(label: str) -> None:
+    sys.stderr.write(f"vhpc: {label} has been importing for over {SLOW_PLUGIN_S:g} s: every "
+                     "vhpc command waits for it\n")
+    sys.stderr.flush()
+
+
+def plugin_failures() -> list[str]:
+    """One line per plugin that failed to load and is skipped (after :func:`load_plugins`)."""
+    return list(_failures)
+
+
+def plugin_clashes() -> list[str]:
+    """One line per part a plugin registered under a name already taken: the part first
+    registered (vhpc's own, whatever the import order) stays, the plugin's is skipped."""
+    return list(_clashes)
+
+
+def load_all() -> None:
+    """Load every registry made so far (their packages, then the plugins), so that a plugin's
+    clash with a part of vhpc shows before a command starts, whatever it looks up first."""
+    for registry in list(_registries):
+        registry._load()
 
 
 class _View(Mapping):
@@ -92,28 +182,55 @@ class Registry(Generic[T]):
         self.what = what
         self.package = package
         self._parts: dict[str, T] = {}
+        self._guests: dict[str, str] = {}  # name → the plugin that registered it
         self._loaded = False
+        _registries.append(self)
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator registering its class or function under ``name``; sets ``.name`` on a
-        class that has no name yet.  Raises DuplicateName when ``name`` is taken."""
+        class that has no name yet.  Raises DuplicateName when ``name`` is taken, except while a
+        plugin loads (:func:`load_plugins`): a plugin never replaces a part of vhpc's own.
+        Its part under a taken name is skipped with a line in :func:`plugin_clashes`, and a
+        part of vhpc registered after a plugin took its name takes it back."""
         if not name or not isinstance(name, str):
             raise ValueError(f"{self.what}: a registered name must be a non-empty string")
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        guest = _loading if _loading and caller.split(".")[0] != "vhpc" else None
 
         def add(part: T) -> T:
             if name in self._parts:
-                raise DuplicateName(f"{self.what} {name!r} is registered twice "
-                                    f"({self._parts[name]!r} and {part!r})")
+                if guest is not None:  # taken by vhpc (or an earlier plugin): it stays
+                    _clashes.append(self._clash(guest, name, self._guests.get(name)))
+                    return part
+                if name not in self._guests:
+                    raise DuplicateName(f"{self.what} {name!r} is registered twice "
+                                        f"({self._parts[name]!r} and {part!r})")
+                _clashes.append(self._clash(self._guests.pop(name), name, None))  # vhpc's wins
             if isinstance(part, type) and not getattr(part, "name", None):
                 part.name = name  # type: ignore[attr-defined]
             self._parts[name] = part
+            if guest is not None:
+                self._guests[name] = guest
             return part
 
         return add
 
+    def _clash(self, guest: str, name: str, owner: str | None) -> str:
+        """The line saying plugin ``guest``'s part ``name`` is skipped for ``owner``'s (a
+        plugin's label; None: vhpc's own)."""
+        return (f"{guest} registers {self.what} {name!r}, a name {owner or 'vhpc'} uses: "
+                f"{'that plugin' if owner else 'vhpc'}'s part stays, this one is skipped")
+
+    def _evict(self, guest: str) -> None:
+        """Remove the parts the plugin ``guest`` registered (it failed to load)."""
+        for name in [n for n, g in self._guests.items() if g == guest]:
+            del self._guests[name]
+            self._parts.pop(name, None)
+
     def unregister(self, name: str) -> None:
         """Remove ``name`` (for tests that register a temporary part)."""
         self._parts.pop(name, None)
+        self._guests.pop(name, None)
 
     def _load(self) -> None:
         if self._loaded:

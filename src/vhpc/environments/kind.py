@@ -132,6 +132,12 @@ class EnvironmentKind(ABC):
         inputs copied in)."""
         return ()
 
+    def dry_check(self, options: EnvOptions) -> None:
+        """The checks of this environment's own inputs that a real run makes before its first
+        trial and that start nothing (a user's image: its file, format, backing file and boot
+        mode), for ``--dry-run``, which runs them all.  Raises a VhpcError (one line), as the
+        real run would.  None by default."""
+
     @classmethod
     def clean_leftover(cls, record: dict[str, Any]) -> list[str]:
         """Clean what a killed run left (``record``: what :meth:`Environment.leftover_record`

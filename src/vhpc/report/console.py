@@ -81,9 +81,11 @@ def campaign_report(store, cid: str, out: str | Path, console: Console, html=Non
 
     checks = check_findings(trials, camp["spec"],  # check: outcomes, and why
                             {o.trial_id for o in obs if not o.valid})
-    from vhpc.analysis.findings import empty_environment_findings, slowdown_findings
+    from vhpc.analysis.findings import (empty_environment_findings, slowdown_findings,
+                                        unfinished_findings)
 
-    checks = [*empty_environment_findings(trials, result.environments),  # all samples dropped
+    checks = [*unfinished_findings(trials, camp["status"], cid),  # running or interrupted
+              *empty_environment_findings(trials, result.environments),  # all samples dropped
               *slowdown_findings(trials), *checks]  # a slowdown= the kernel did not apply
     result.findings[:0] = [f for f in checks if f.level == "warn"]
     result.findings += [f for f in checks if f.level != "warn"]

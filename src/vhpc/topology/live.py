@@ -70,11 +70,12 @@ def _run_lstopo(args: list[str], what: str) -> str:
 
 def from_xml_file(path: str | os.PathLike) -> Topology:
     """Load an hwloc XML file (``lstopo --of xml``, v1 or v2), at most :data:`MAX_XML_BYTES` (64
-    MiB).  Raises TopologyError when it cannot be read, is larger, is not UTF-8 text or is not an
-    hwloc topology."""
+    MiB), never waiting on a FIFO in its place.  Raises TopologyError when it cannot be read, is
+    larger, is not UTF-8 text or is not an hwloc topology."""
+    from vhpc.core.paths import read_regular
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_XML_BYTES + 1)
+        data = read_regular(path, MAX_XML_BYTES)  # never waits on a FIFO in its place
     except OSError as exc:
         raise TopologyError(f"cannot read topology file {path}: {exc.strerror}") from None
     if len(data) > MAX_XML_BYTES:

@@ -383,7 +383,8 @@ def with_margin(spec, margin: float | None, intervals: str | None = None,
 def campaign_flags(sp, starts=False):
     """--out; with ``starts`` (compare, run, study: the commands that start a campaign and
     report it), also --dry-run, --no-report and --margin."""
-    sp.add_argument("--out", default=DEFAULT_OUT, help="results directory (default: %(default)s)")
+    sp.add_argument("--out", default=DEFAULT_OUT, type=argtypes.path_arg,
+                    help="results directory (default: %(default)s)")
     if starts:
         margin_flag(sp)
         sp.add_argument("--dry-run", action="store_true",
@@ -462,7 +463,9 @@ def dry_run(spec, out: str | None = None, args=None) -> int:
     """Print the plan of ``spec`` with placements on this host and, with ``out`` (the results
     folder, whose store's past trials it reads), how long it may take; start nothing.
     ``args``: the command's flags, whose ``--margin``, ``--intervals`` and ``--method`` apply
-    as they would to the run (a rank method's runs are checked here too)."""
+    as they would to the run (a rank method's runs are checked here too).  The environments'
+    own inputs are checked as a real run checks them (a user's image:
+    :meth:`~vhpc.environments.kind.EnvironmentKind.dry_check`).  Raises their VhpcError."""
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
@@ -476,6 +479,9 @@ def dry_run(spec, out: str | None = None, args=None) -> int:
     if note:
         err_console.print(f"vhpc: {note}", highlight=False, markup=False, soft_wrap=True)
     plans = execute.placements(spec, execute.host_facts())
+    if spec.executor.part.runs_here:  # on compute nodes their own files are checked there
+        for e in spec.environments:  # what the real run checks before its first trial
+            e.part.dry_check(e.options)
     views.dry_run(console, spec, execute.plan(spec), {n: p.text for n, p in plans.items()})
     if out is not None:
         console.print(dry_run_estimate(spec, out), highlight=False, markup=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vhpc.core.argtypes import path_arg
 from vhpc.environments.kind import KINDS
 from vhpc.workflows.common import console
 
@@ -15,7 +16,7 @@ def add_parser(sub) -> None:
     isub = img.add_subparsers(dest="image_command", required=True)
     b = isub.add_parser("build", help="build (or take from the cache) a small Debian image: "
                         "kernel, cloud-init, sshd, gcc, Open MPI, hwloc, numactl")
-    b.add_argument("--out", default=None, metavar="FILE",
+    b.add_argument("--out", default=None, metavar="FILE", type=path_arg,
                    help="where to write the qcow2 image (default vhpc-RELEASE.qcow2)")
     b.add_argument("--release", default="bookworm",
                    help="Debian release, from the host's own apt sources (default %(default)s)")

@@ -216,7 +216,7 @@ def page(seed: str, items: list[Item], store, out: str | Path,
 # -- the command ---------------------------------------------------------------------------
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``paper`` sub-command (its flags) to an argparse sub-parsers object."""
-    from vhpc.core.argtypes import count, number
+    from vhpc.core.argtypes import count, number, path_arg
     from vhpc.environments.options import MAX_SECONDS
 
     pp = sub.add_parser("paper", help="all studies of one seed paper, run and shown on one page")
@@ -241,7 +241,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                          "(default: all of them; --dry-run lists their names)")
     pp.add_argument("--from-store", action="store_true",
                     help="run nothing: the page from each study's newest stored campaign")
-    pp.add_argument("--out", default="vhpc-results", help="results directory (default: %(default)s)")
+    pp.add_argument("--out", default="vhpc-results", type=path_arg,
+                    help="results directory (default: %(default)s)")
     pp.add_argument("--dry-run", action="store_true",
                     help="print each study's figure, trials and time estimate; start nothing")
     from vhpc.workflows.common import margin_flag

@@ -36,6 +36,8 @@ class VclusterKind(EnvironmentKind):
     hidden_host_dirs = VmKind.hidden_host_dirs
     #: and the same tools boot them
     components = VmKind.components
+    #: and their image is checked alike
+    dry_check = VmKind.dry_check
 
     def plan(self, options: VclusterOptions, host: HostFacts) -> EnvPlan:
         """One placement per guest of a host (``placement`` holds the tuple): all ``vms`` on

@@ -31,6 +31,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from vhpc.environments.vm.backends.qemu import qemu_opt
 from vhpc.host import owned
 
 #: The private segment's addresses (RFC 1918), guest names and the exec service port (peer.c).
@@ -128,7 +129,7 @@ class ClusterNet:
         """The netdev address of guest ``j``'s link to the hub (``j`` ≥ 1): its UNIX socket
         or, across nodes, the hub node's address and the port for ``j``."""
         if self.hub_host is None:
-            return f"addr.type=unix,addr.path={self.sock(j)}"
+            return f"addr.type=unix,addr.path={qemu_opt(self.sock(j))}"
         host, port = self.hub_end(j)
         return f"addr.type=inet,addr.host={host},addr.port={port}"
 
@@ -153,7 +154,7 @@ class ClusterNet:
                 args += ["-netdev", f"hubport,id=hp{j},hubid=0,netdev=up{j}"]
         if self.shm_path is not None:
             bind = f",host-nodes={self.shm_node},policy=bind" if self.shm_node is not None else ""
-            args += ["-object", f"memory-backend-file,id=ivshm,share=on,mem-path={self.shm_path},"
+            args += ["-object", f"memory-backend-file,id=ivshm,share=on,mem-path={qemu_opt(self.shm_path)},"
                                 f"size={IVSHMEM_MIB}M{bind}",
                      "-device", "ivshmem-plain,memdev=ivshm"]
         return args

@@ -134,6 +134,19 @@ class VmKind(EnvironmentKind):
                           "virtualization overheads.", ""))
         return lines
 
+    def dry_check(self, options) -> None:
+        """A user's image (``image=``) checked as its first boot checks it
+        (:func:`vhpc.environments.vm.userimage.inspect`, then the boot mode against the disk),
+        nothing started.  Raises UserImageError.  A vcluster's guests check theirs alike."""
+        if not options.image:
+            return
+        from vhpc.environments.vm import userimage
+        from vhpc.environments.vm.options import image_format
+
+        image = userimage.inspect(options.image, image_format(options.image, options.format))
+        userimage.check_boot(image, userimage.auto_boot(image) if options.boot == "auto"
+                             else options.boot)
+
     def plan(self, options: VmOptions, host: HostFacts) -> EnvPlan:
         """The guest's placement (and its co-runner's) on ``host``.  Raises HostError (more
         memory than the host has, pins that do not exist) or PlacementError."""

@@ -53,7 +53,7 @@ from vhpc.environments.base import EnvError
 from vhpc.environments.vm import imagedisk
 from vhpc.environments.vm.agent import GuestHung
 from vhpc.environments.vm.userimage_check import check_image_file
-from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, qmp_connect,
+from vhpc.environments.vm.backends.qemu import (QEMU, GuestConfig, QemuGuest, qemu_opt, qmp_connect,
                                                 spawn)
 
 #: The login cloud-init creates in the guest for vhpc (no password, no sudo).
@@ -566,12 +566,12 @@ def image_argv(cfg: GuestConfig, image: ImageBoot, workdir: Path, seed: Path,
         "-smp", str(cfg.vcpus), "-m", f"{cfg.memory_mib}M",
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         *disk_args(image),
-        "-drive", f"file={seed},format=raw,if=virtio,readonly=on",
+        "-drive", f"file={qemu_opt(seed)},format=raw,if=virtio,readonly=on",
         "-netdev", f"user,id=vhpcssh,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:22",
         "-device", "virtio-net-pci,netdev=vhpcssh",
         "-device", "virtio-rng-pci",
         "-serial", f"file:{workdir / 'console.log'}",
-        "-qmp", f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
+        "-qmp", f"unix:{qemu_opt(workdir / 'qmp.sock')},server=on,wait=off",
     ]
     if image.kernel is not None:
         argv += ["-kernel", str(image.kernel), "-initrd", str(image.initrd),
@@ -594,7 +594,7 @@ def disk_args(image: ImageBoot) -> list[str]:
     file descriptor (``-add-fd``; :meth:`ImageBoot.pass_fds` must reach QEMU) as the node
     :data:`BASE_NODE`, read-only, whose own backing is ``null`` for a qcow2 (QEMU's
     BlockdevOptionsGenericCOWFormat), so no file the image's header names is ever opened."""
-    drive = f"file={image.overlay},format=qcow2,if=virtio"
+    drive = f"file={qemu_opt(image.overlay)},format=qcow2,if=virtio"
     fds = image.pass_fds()
     if not fds:
         return ["-drive", drive]
@@ -651,8 +651,8 @@ def uefi_args(workdir: Path) -> list[str]:
     variable store (:func:`private_vars`, ``workdir/OVMF_VARS.fd``) as writable unit 1
     (QEMU's docs, "OVMF" / ``-drive if=pflash``)."""
     code, _ = ovmf()
-    return ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={code}",
-            "-drive", f"if=pflash,format=raw,unit=1,file={workdir / VARS_NAME}"]
+    return ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={qemu_opt(code)}",
+            "-drive", f"if=pflash,format=raw,unit=1,file={qemu_opt(workdir / VARS_NAME)}"]
 
 
 class ReachedOverSsh:

@@ -23,7 +23,7 @@ __all__ = ["add_parser", "cmd_tune"]
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``tune`` sub-command to an argparse sub-parsers object."""
-    from vhpc.core.argtypes import count, number, percent  # ranged, ASCII digits only
+    from vhpc.core.argtypes import count, number, path_arg, percent  # ranged, ASCII digits only
     from vhpc.environments.options import MAX_SECONDS
 
     t = sub.add_parser("tune", help="race candidate VM placements and recommend the cheapest "
@@ -50,7 +50,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--dry-run", action="store_true", help="list the candidates, run nothing")
     t.add_argument("--json", metavar="FILE", help="also write the result as JSON here")
     t.add_argument("--resume", metavar="ID", help="continue an interrupted race")
-    t.add_argument("--out", default="vhpc-results", help="results directory (default %(default)s)")
+    t.add_argument("--out", default="vhpc-results", type=path_arg,
+                   help="results directory (default %(default)s)")
     t.set_defaults(func=cmd_tune)
     return t
 
@@ -234,24 +235,48 @@ def _progress(con):
     return _Progress(con)
 
 
+def _race(args):
+    """(store, definition) of the race ``args.resume`` in ``args.out``.  Raises StoreError for
+    an unknown id and TuneError for a campaign that is not a race (``vhpc compare --resume``)."""
+    from vhpc.store import Store
+    from vhpc.workflows.tune import run as runmod
+
+    store = Store(Path(args.out) / "vhpc.db", existing=True)
+    store.campaign(args.resume)  # a valid id of this store before it names a folder
+    return store, runmod.load(args.out, args.resume)
+
+
+def _dry_resume(con: Console, args) -> int:
+    """``vhpc tune --dry-run --resume ID``: the stored race's candidates, nothing run."""
+    from vhpc.workflows.tune.output import candidate_lines
+
+    _, d = _race(args)
+    con.print(f"race {args.resume} on {d.topology}: {len(d.candidates)} candidate(s) for "
+              f"{d.vcpus} vCPUs, {d.memory_mib} MiB; vhpc tune --resume {args.resume} "
+              "continues it:", highlight=False, markup=False, soft_wrap=True)
+    for line in candidate_lines(d.candidates):
+        con.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+    return 0
+
+
 def cmd_tune(args) -> int:
     """Run ``vhpc tune`` (see :func:`add_parser`); returns the exit status."""
     from vhpc import topology
-    from vhpc.store import Store
     from vhpc.workflows.tune import run as runmod
 
     from vhpc.workflows.common import safe_console
 
     con = safe_console(Console(width=None if sys.stdout.isatty() else 160))
     _check(args)
+    if args.dry_run and args.resume:  # the stored race, checked as a resume checks it
+        return _dry_resume(con, args)
     if args.dry_run:
         topo = topology.load(args.topology)
         cands, skipped = _candidates(args, topo)
         return _dry_run(con, topo, cands, skipped, args)
     if args.resume:
-        store = Store(Path(args.out) / "vhpc.db", existing=True)
-        store.campaign(args.resume)  # a valid id of this store before it names a folder
-        cid, d = args.resume, runmod.load(args.out, args.resume)
+        store, d = _race(args)
+        cid = args.resume
         con.print(f"Resuming race [bold]{esc(cid)}[/]")
         envs = None
     else:

@@ -122,15 +122,16 @@ def start(store: Store, spec: CampaignSpec, d: Definition, out: str | Path, comm
 def load(out: str | Path, cid: str) -> Definition:
     """The stored definition of race ``cid``.  Raises TuneError when ``cid`` is not a race."""
     path = Path(out) / cid / DEFINITION
+    from vhpc.core.paths import read_regular
+
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_DEFINITION + 1)
+        raw = read_regular(path, MAX_DEFINITION)  # never waits on a FIFO in its place
     except FileNotFoundError:
         raise TuneError(f"campaign {cid} is not a vhpc tune race (no {path}): resume it with "
                         f"vhpc compare --resume {cid}") from None
     except OSError as exc:
-        raise TuneError(f"cannot read {path} ({exc.strerror or exc}): check its permissions") \
-            from None
+        raise TuneError(f"cannot read {path} ({exc.strerror or exc}): check its permissions, or "
+                        "move it aside") from None
     try:
         if len(raw) > MAX_DEFINITION:
             raise ValueError(f"larger than {MAX_DEFINITION // 1024} KiB")

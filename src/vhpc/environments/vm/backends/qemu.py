@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -107,15 +109,24 @@ def build_argv(cfg: GuestConfig, workdir: Path, probe: bool = False) -> list[str
         "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
         "-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
         "-device", "virtio-serial-pci",
-        "-chardev", f"socket,id=agent,path={workdir / 'agent.sock'},server=on,wait=off",
+        "-chardev", f"socket,id=agent,path={qemu_opt(workdir / 'agent.sock')},server=on,wait=off",
         "-device", "virtserialport,chardev=agent,name=vhpc.agent",
-        "-qmp", f"unix:{workdir / 'qmp.sock'},server=on,wait=off",
+        "-qmp", f"unix:{qemu_opt(workdir / 'qmp.sock')},server=on,wait=off",
     ]
     for i, path in enumerate(shares):
-        argv += ["-fsdev", f"local,id=share{i},path={path},security_model=none,readonly=on,"
+        argv += ["-fsdev", f"local,id=share{i},path={qemu_opt(path)},security_model=none,readonly=on,"
                            "multidevs=remap",
                  "-device", f"virtio-9p-pci,fsdev=share{i},mount_tag=share{i}"]
     return argv + list(cfg.extra_args)
+
+
+def qemu_opt(value) -> str:
+    """``value`` (a path) as the value of a QEMU option list (``-drive file=``, ``-chardev
+    path=``, ``-qmp unix:``, ``-object mem-path=``, ``-netdev addr.path=``): its commas doubled,
+    since QEMU splits such a list at each single comma (QEMU's docs, "Invocation": "to use a
+    comma in an option value, double it").  ``-serial file:PATH``, ``-kernel`` and ``-bios``
+    take the path whole and must not get it."""
+    return str(value).replace(",", ",,")
 
 
 def spawn(argv: list[str], **kw) -> subprocess.Popen:
@@ -367,8 +378,8 @@ def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0
     marker within ``timeout`` seconds (8 s is generous: the same boot takes ~2-3 s under TCG).
 
     Returns ProbeResult("kvm", ...) or ProbeResult("tcg", reason).  A definitive answer
-    (:attr:`ProbeResult.definitive`: KVM booted the guest, is missing or inaccessible, or QEMU
-    refused it) is cached per host boot and QEMU version in ``cache_dir()/kvm-probe.json`` and
+    (:attr:`ProbeResult.definitive`: KVM booted the guest, is missing or inaccessible, QEMU
+    refused it or failed its own assertion on it) is cached per host boot and QEMU version in ``cache_dir()/kvm-probe.json`` and
     used while ``use_cache``; a transient one (the guest timed out, QEMU was killed or did not
     start) is returned but not cached, so the next campaign probes again.  Never raises for an
     unusable KVM; raises GuestImageError when no guest kernel exists.
@@ -392,10 +403,14 @@ def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0
     return result
 
 
+#: The KVM device a probe needs (a test points it elsewhere).
+KVM_DEVICE = "/dev/kvm"
+
+
 def _probe(kernel, timeout: float) -> ProbeResult:
-    if not os.path.exists("/dev/kvm"):
+    if not os.path.exists(KVM_DEVICE):
         return ProbeResult("tcg", "no /dev/kvm (KVM module not loaded or no VT-x/AMD-V)")
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+    if not os.access(KVM_DEVICE, os.R_OK | os.W_OK):
         return ProbeResult("tcg", "/dev/kvm is not accessible to this user (add it to group kvm)")
     hint = " (the host runs the nested kvm_pvm backend)" if os.path.isdir("/sys/module/kvm_pvm") else ""
     cfg = GuestConfig(vcpus=1, memory_mib=256, accel="kvm", kernel=kernel)
@@ -424,9 +439,17 @@ def _probe(kernel, timeout: float) -> ProbeResult:
         if "VHPC-PROBE-OK" in text:
             return ProbeResult("kvm", f"a Linux guest booted under KVM in {seconds:.1f} s", seconds)
         last = text.strip().splitlines()[-1] if text.strip() else f"exit status {proc.returncode}"
-        # killed by a signal (the OOM killer, an interrupt): says nothing about KVM itself
+        # killed by a signal (the OOM killer, an interrupt): says nothing about KVM itself; but
+        # QEMU's own failed assertion (SIGABRT after "Assertion `...' failed", as
+        # kvm_buf_set_msrs under the nested kvm_pvm backend) is its answer about this KVM
         return ProbeResult("tcg", f"KVM guest failed: {last}{hint}", seconds,
-                           definitive=proc.returncode >= 0)
+                           definitive=proc.returncode >= 0 or _asserted(proc.returncode, text))
+
+
+def _asserted(returncode: int, output: str) -> bool:
+    """Whether QEMU ended by its own failed assertion: SIGABRT (assert(3) calls abort(3))
+    after glibc's "...: Assertion `...' failed." line."""
+    return returncode == -signal.SIGABRT and re.search(r": Assertion `.*' failed", output) is not None
 
 
 def qemu_numa_args(placement: vhpc.placement.Placement) -> list[str]:
