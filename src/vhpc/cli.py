@@ -280,14 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "('vhpc study list' lists them)")
     st.add_argument("name", help="a study name ('vhpc study list' shows them)")
     st.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]")
-    st.add_argument("--repeats", type=count(1, 10000),
-                    help="measured rounds of the study's trials (default: the study's own, "
-                         "5 for most); --method rank needs 4 or more for an interval")
-    st.add_argument("--warmup", type=count(0, 1000),
-                    help="warm-up rounds, stored but not analysed (default: the study's own, 1 "
-                         "for most)")
-    st.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True),
-                    help="seconds per trial before it is killed (default 600)")
+    parts.study_protocol_flags(st, "the study's")
     st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                     help="as for compare, e.g. hugepages_2m=1024 for the paging study")
     st.add_argument("--executor", metavar=parts.executor_metavar(),

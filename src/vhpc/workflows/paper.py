@@ -216,21 +216,13 @@ def page(seed: str, items: list[Item], store, out: str | Path,
 # -- the command ---------------------------------------------------------------------------
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``paper`` sub-command (its flags) to an argparse sub-parsers object."""
-    from vhpc.core.argtypes import count, number, path_arg
-    from vhpc.environments.options import MAX_SECONDS
+    from vhpc.core.argtypes import path_arg
 
     pp = sub.add_parser("paper", help="all studies of one seed paper, run and shown on one page")
     pp.add_argument("seed", help="seed number: 000, 001, 003 or 004")
     pp.add_argument("-b", "--bench", action="append", metavar="STUDY=BENCH[:k=v,...]",
                     help="replace a study's benchmarks, e.g. linpack=linpack:n=200")
-    pp.add_argument("--repeats", type=count(1, 10000),
-                    help="measured rounds of every study's trials (default: the study's own, "
-                         "5 for most); --method rank needs 4 or more for an interval")
-    pp.add_argument("--warmup", type=count(0, 1000),
-                    help="warm-up rounds, stored but not analysed (default: the study's own, 1 "
-                         "for most)")
-    pp.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True),
-                    help="seconds per trial before it is killed (default 600)")
+    parts.study_protocol_flags(pp, "every study's")
     pp.add_argument("--executor", metavar=parts.executor_metavar(),
                     help="passed to every study; a study across nodes (seed 004's scaling) "
                          "needs slurm:nodes=N and is refused without it")

@@ -57,6 +57,23 @@ def global_flags() -> list[GlobalFlag]:
     return list(out.values())
 
 
+def study_protocol_flags(parser, whose: str) -> None:
+    """Add ``--repeats``, ``--warmup`` and ``--timeout`` (seconds per trial) to ``parser``, the
+    protocol a study (``vhpc study``) or every study of a seed (``vhpc paper``) runs with;
+    ``whose``: the trials they set, as the help says it ("the study's", "every study's")."""
+    from vhpc.core.argtypes import count, number
+    from vhpc.environments.options import MAX_SECONDS
+
+    parser.add_argument("--repeats", type=count(1, 10000),
+                        help=f"measured rounds of {whose} trials (default: the study's own, 5 "
+                             "for most); --method rank needs 4 or more for an interval")
+    parser.add_argument("--warmup", type=count(0, 1000),
+                        help="warm-up rounds, stored but not analysed (default: the study's "
+                             "own, 1 for most)")
+    parser.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True),
+                        help="seconds per trial before it is killed (default 600)")
+
+
 def components() -> tuple[doctor.Component, ...]:
     """What ``vhpc doctor`` checks: the host tools every part shares
     (:data:`vhpc.host.doctor.COMPONENTS`), then each registered kind's (with the parts it
