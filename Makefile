@@ -174,6 +174,7 @@ test: deps venv kernels
 bench: venv kernels
 	$(BIN)/python bench/bench_harness.py
 	$(BIN)/python bench/bench_analysis.py
+	$(BIN)/python bench/bench_history.py
 	$(BIN)/python bench/bench_vm_cycle.py --runs 3
 	$(BIN)/python bench/bench_suite.py
 	$(PYTEST) -p no:xdist -s -m heavy tests/test_stat_rates.py
