@@ -144,37 +144,56 @@ def test_sacct_lists_three_distinct_nodes_per_step(cluster3):
         assert ntasks == "3" and sorted(set(_hostnames(cluster3, nodelist))) == NODES
 
 
-def _cluster_pids(state: Path) -> dict[int, str]:
-    pids = {}
-    for f in [*state.glob("slurmd-*.pid"), *(state / p for p in (
-            "slurmctld.pid", "slurmdbd.pid", "mysql.pid", "munge/munged.pid"))]:
-        if f.is_file():
-            pids[int(f.read_text().strip())] = f.name
-    return pids
+def _holders(state: Path) -> dict[int, str]:
+    """{pid: comm} of every process on the host that belongs to the cluster in ``state``,
+    whatever started it: its command line names a path under ``state`` (sshd -f, mysqld
+    --datadir), its environment names the cluster's slurm.conf (slurmd hands it to its step
+    daemons), or it holds a file or working directory under ``state`` open (each Slurm daemon's
+    log and pid file).  The calling process is left out."""
+    prefix = str(state)
+    found = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        pid = int(proc.name)
+        if pid == os.getpid():
+            continue
+        try:
+            comm = (proc / "comm").read_text().strip()
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            environ = (proc / "environ").read_bytes().decode(errors="replace")
+            links = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+            links.append(os.readlink(proc / "cwd"))
+        except OSError:  # gone meanwhile, or a kernel thread
+            continue
+        if prefix in cmdline or f"SLURM_CONF={prefix}/" in environ \
+                or any(link == prefix or link.startswith(prefix + "/") for link in links):
+            found[pid] = comm
+    return found
 
 
-def _comm(pid: int) -> str | None:
+def _refused(addr: str, port: int) -> bool:
+    """Whether a TCP connection to ``addr``:``port`` is refused (nothing listens there)."""
+    import socket
+
     try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return None
+        socket.create_connection((addr, port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
 
 
 def test_down_leaves_nothing(cluster3):
+    """tests/cluster/down (docs/scale-out.md) ends every daemon up started, found by what they
+    hold rather than by down's own pid files, frees each node's slurmd port, and removes the
+    cluster's folder."""
     state = Path(cluster3["VHPC_CLUSTER_DIR"])
-    pids = _cluster_pids(state)
-    assert sum(name.startswith("slurmd-") for name in pids.values()) == 3
-    comms = {pid: _comm(pid) for pid in pids}
+    nodes = _nodes_file(cluster3)
+    before = _holders(state)
+    comms = sorted(before.values())
+    assert comms.count("slurmd") == 3 and {"slurmctld", "slurmdbd"} <= set(comms) \
+        and {"mariadbd", "mysqld"} & set(comms), comms
+    assert not any(_refused(addr, port) for addr, port, _ in nodes.values())
     subprocess.run([str(ROOT / "tests/cluster/down"), str(state)], check=True, timeout=120)
-    left = {pid: pids[pid] for pid in pids if _comm(pid) is not None and _comm(pid) == comms[pid]}
-    assert not left, f"daemons left running: {left}"
-    steps = []  # no step daemon of this cluster either (its environment names our slurm.conf)
-    for env in Path("/proc").glob("[0-9]*/environ"):
-        if _comm(int(env.parent.name)) == "slurmstepd":
-            try:
-                if f"SLURM_CONF={cluster3['SLURM_CONF']}".encode() in env.read_bytes().split(b"\0"):
-                    steps.append(int(env.parent.name))
-            except OSError:
-                pass
-    assert not steps, f"slurmstepd left running: {steps}"
+    left = _holders(state)
+    assert not left, f"left running: {left}"
+    assert all(_refused(addr, port) for addr, port, _ in nodes.values())
     assert not state.exists()
