@@ -104,15 +104,17 @@ SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
 SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 
 
-#: xdist groups that take longest (seconds of one full run here, slowest first), handed out
-#: first: with ``--no-loadscope-reorder`` (Makefile) pytest-xdist deals groups in collection
-#: order, and its default order (most tests first) left these one-test guest modules to the
-#: end, where they ran alone on one worker for minutes while the other idled.
-SLOW_FIRST = ("guest", "paper_reader", "test_vcluster", "test_libvirt", "test_study_figures",
-              "test_store_robust",
-              "test_vcluster_nodes", "test_node_lost", "test_vm_numa_binding", "test_hostile",
-              "test_report_pages", "test_cli", "test_tune", "cgroups", "test_install", "test_npb",
-              "test_slurm", "test_battery", "test_suites", "test_mpi_launch", "test_ssh")
+#: xdist groups that take longest, slowest first (seconds summed over a group's tests in one
+#: quiet full run here: 115 for guest down to 22 for cgroups), handed out first: with
+#: ``--no-loadscope-reorder`` (Makefile) pytest-xdist deals groups in collection order, and
+#: dealing the longest first (Graham's LPT rule, "Bounds on multiprocessing timing anomalies",
+#: SIAM J. Appl. Math. 17, 1969) keeps a long group from starting last and running alone.  Its
+#: default order (most tests first) left one-test guest modules to the end.
+SLOW_FIRST = ("guest", "test_vcluster", "test_study_figures", "test_libvirt", "test_slurm",
+              "test_node_lost", "test_vcluster_nodes", "test_store_robust", "test_report_pages",
+              "test_vm_numa_binding", "paper_reader", "test_install", "test_verdicts",
+              "test_battery6_images", "test_tune", "test_npb", "test_ssh", "test_cli",
+              "test_battery6", "test_apps_battery", "cgroups")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
