@@ -42,8 +42,8 @@ def _cli(*args):
 
 
 # Alone, after the parallel pass: the slowed copy's quota (8.3 ms of CPU per 10 ms) bites only
-# when the copy gets more CPU than that, and beside 3 workers on 2 CPUs it did not, in one
-# campaign of three (CI, stop 36) and in all three (a full make test here): applied 0.
+# when the copy gets more CPU than that, which beside 3 workers on 2 CPUs it does not (the share
+# applied then reads 0).  Two campaigns a copy: every figure below is checked per campaign.
 @pytest.mark.serial
 def test_calibrate_pagefault_native(tmp_path, kernels_built):
     before = _groups()
@@ -51,23 +51,23 @@ def test_calibrate_pagefault_native(tmp_path, kernels_built):
     # the default 64 MiB regions: trials of many 50 ms freeze periods, so where a trial ends
     # in its period hardly moves the share applied (16 MiB gave 0.18-0.25 of an asked 0.2
     # over runs here once the harness got faster, 64 MiB 0.214-0.215)
-    r = _cli("calibrate", "-b", "pagefault:mib=64", "-e", "native", "--campaigns", "3",
+    r = _cli("calibrate", "-b", "pagefault:mib=64", "-e", "native", "--campaigns", "2",
              "--repeats", "3", "--delta", "0.2", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert "A/A family-wise false positives" in r.stdout and "against a 2× slowdown" in r.stdout
     doc = json.loads((out / "calibration.json").read_text())
     assert (out / "calibration.html").read_text().count("<tr>") >= 3
-    assert doc["settings"]["campaigns"] == 3 and doc["settings"]["delta"] == 0.2
+    assert doc["settings"]["campaigns"] == 2 and doc["settings"]["delta"] == 0.2
     cids = doc["campaign_ids"]["native"]
-    assert len(cids) == 3
+    assert len(cids) == 2
     store = Store(out / "vhpc.db")
     rows = {row["metric"]: row for row in doc["rows"]}
     assert set(rows) == {"private_us", "shared_us"}
     covered = 0
     for metric, row in rows.items():
-        assert row["aa"]["campaigns"] == 3 and 0 <= row["aa"]["false_positives"] <= 3
+        assert row["aa"]["campaigns"] == 2 and 0 <= row["aa"]["false_positives"] <= 2
         inj = row["injected"]
-        assert len(inj["campaigns"]) == 3
+        assert len(inj["campaigns"]) == 2
         for c in inj["campaigns"]:
             # the freezer took away the share asked, whatever else ran on the host
             assert c["applied"] == pytest.approx(0.2, abs=0.03)
@@ -88,20 +88,20 @@ def test_calibrate_pagefault_native(tmp_path, kernels_built):
         assert row["power"]["repeats"] == 3
         assert row["power"]["runs_needed"] is None or row["power"]["runs_needed"] >= 2
         # against the copy slowed 2×: never "equivalent"
-        assert row["doubled"]["campaigns"] == 3 and row["doubled"]["equivalent"] == 0
+        assert row["doubled"]["campaigns"] == 2 and row["doubled"]["equivalent"] == 0
     # nominal coverage is 95 %; on this shared 2-CPU host it is lower (docs/calibrate.md): at
-    # least one of the six intervals must contain the slowdown the kernel applied
+    # least one of the four intervals must contain the slowdown the kernel applied
     assert covered >= 1
     # every trial of every copy ran and read back its placement as planned
     (fam,) = doc["family"]  # pagefault's Holm family: its primary metric, private_us
-    assert fam["campaigns"] == 3 and 0 <= fam["false_positives"] <= 3
-    ci = binomtest(fam["false_positives"], 3).proportion_ci(method="exact")
+    assert fam["campaigns"] == 2 and 0 <= fam["false_positives"] <= 2
+    ci = binomtest(fam["false_positives"], 2).proportion_ci(method="exact")
     assert fam["rate_ci"] == pytest.approx([ci.low, ci.high])
     assert fam["exceeds_alpha"] == (ci.low > 0.05)
     assert "consistent with α" in r.stdout or "exceeds α" in r.stdout
     # δ = 20 % is not the margin (5 %): the margin-edge case says it was not measured
     assert doc["margin_edge"]["measured"] is False and "not measured" in r.stdout
-    assert doc["placement"]["native"]["trials"] == 3 * 4 * 4
+    assert doc["placement"]["native"]["trials"] == 2 * 4 * 4
     assert doc["placement"]["native"]["rate"] == 1.0
     for cid in cids:
         names = {t.environment for t in store.trials(cid)}
