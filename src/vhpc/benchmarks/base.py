@@ -571,9 +571,10 @@ _MEMBERS: dict[str, tuple[Suite, int]] = {}
 
 
 def suite(name: str, summary: str, position: int) -> Suite:
-    """Declare and register the suite ``name`` (see :class:`Suite`).  Raises DuplicateName
-    when another module declared that name."""
-    return SUITES.register(name)(Suite(name, summary, position))
+    """Declare and register the suite ``name`` (see :class:`Suite`) on behalf of the calling
+    module.  Raises DuplicateName when another module of vhpc declared that name."""
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    return SUITES.register(name, caller)(Suite(name, summary, position))
 
 
 def suite_of(name: str) -> Suite | None:
@@ -601,10 +602,14 @@ BENCHMARKS: Registry[Benchmark] = Registry("benchmark", "vhpc.benchmarks", recur
 
 def register(into: Suite, *benchmarks: Benchmark) -> None:
     """Register ``benchmarks`` in :data:`BENCHMARKS` as members of the suite ``into``, in the
-    order given (their order in listings).  Raises DuplicateName for a name taken."""
+    order given (their order in listings), on behalf of the calling module (a plugin's parts
+    stay guests: :meth:`vhpc.core.registry.Registry.register`).  Raises DuplicateName for a
+    name vhpc's own parts took twice."""
+    caller = sys._getframe(1).f_globals.get("__name__", "")
     for place, bench in enumerate(benchmarks):
-        BENCHMARKS.register(bench.name)(bench)
-        _MEMBERS[bench.name] = (into, place)
+        BENCHMARKS.register(bench.name, caller)(bench)
+        if bench.name not in _MEMBERS or caller.split(".")[0] == "vhpc":  # vhpc's part stays
+            _MEMBERS[bench.name] = (into, place)
 
 
 @dataclass(frozen=True)

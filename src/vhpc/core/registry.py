@@ -194,15 +194,18 @@ class Registry(Generic[T]):
         self._loaded = False
         _registries.append(self)
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str, caller: str | None = None) -> Callable[[T], T]:
         """Decorator registering its class or function under ``name``; sets ``.name`` on a
         class that has no name yet.  Raises DuplicateName when ``name`` is taken, except while a
         plugin loads (:func:`load_plugins`): a plugin never replaces a part of vhpc's own.
         Its part under a taken name is skipped with a line in :func:`plugin_clashes`, and a
-        part of vhpc registered after a plugin took its name takes it back."""
+        part of vhpc registered after a plugin took its name takes it back.  ``caller``: the
+        module registering it (default: the one calling this), for a helper of vhpc's that
+        registers on its caller's behalf, so a plugin's part stays a guest."""
         if not name or not isinstance(name, str):
             raise ValueError(f"{self.what}: a registered name must be a non-empty string")
-        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller is None:
+            caller = sys._getframe(1).f_globals.get("__name__", "")
         guest = _loading if _loading and caller.split(".")[0] != "vhpc" else None
 
         def add(part: T) -> T:
