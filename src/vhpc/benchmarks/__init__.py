@@ -20,15 +20,11 @@ from vhpc.benchmarks.base import (BENCHMARKS, SUITES, Benchmark, BenchmarkError,
 #: listing order (:func:`vhpc.benchmarks.base.listing_order`).
 REGISTRY: Mapping[str, Benchmark] = BENCHMARKS.view()
 
-#: The suite whose benchmarks ``vhpc compare`` and ``vhpc calibrate`` run without ``-b``.
-QUICK = "quick"
-
-
 def quick_suite() -> list[str]:
     """Names of the quick suite, the default of ``vhpc compare`` and ``vhpc calibrate``: the
-    members of the suite :data:`QUICK` in their order, then every registered benchmark that
-    declares ``quick = True``."""
-    names = [n for n in REGISTRY if getattr(suite_of(n), "name", None) == QUICK]
+    members of the suites declared ``default`` (:class:`~vhpc.benchmarks.base.Suite`) in
+    listing order, then every registered benchmark that declares ``quick = True``."""
+    names = [n for n in REGISTRY if getattr(suite_of(n), "default", False)]
     return names + [n for n, b in REGISTRY.items() if b.quick and n not in names]
 
 
@@ -80,5 +76,5 @@ def build_kernels(mpi: str = "openmpi") -> Path:
 
 
 __all__ = ["Benchmark", "BenchmarkError", "ParseError", "RunContext", "REGISTRY", "get",
-           "BENCHMARKS", "SUITES", "QUICK", "quick_suite", "by_suite", "build_kernels",
+           "BENCHMARKS", "SUITES", "quick_suite", "by_suite", "build_kernels",
            "kernel_binaries"]

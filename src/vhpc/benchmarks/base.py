@@ -553,13 +553,15 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
 @dataclass(frozen=True)
 class Suite:
     """A named group of benchmarks listed together (``vhpc list benchmarks``, ``-b``'s help):
-    ``name``, ``summary`` (one line) and ``position``, where it stands among the suites
-    (lower first).  Declared once with :func:`suite`; its module registers its members with
-    :func:`register`."""
+    ``name``, ``summary`` (one line), ``position``, where it stands among the suites (lower
+    first), and ``default``: ``vhpc compare`` and ``vhpc calibrate`` run its benchmarks when
+    no ``-b`` is given (the quick suite).  Declared once with :func:`suite`; its module
+    registers its members with :func:`register`."""
 
     name: str
     summary: str
     position: int
+    default: bool = False
 
 
 #: Every suite by name, in :attr:`Suite.position` order.
@@ -570,11 +572,11 @@ SUITES: Registry[Suite] = Registry("suite", "vhpc.benchmarks", recursive=True,
 _MEMBERS: dict[str, tuple[Suite, int]] = {}
 
 
-def suite(name: str, summary: str, position: int) -> Suite:
+def suite(name: str, summary: str, position: int, default: bool = False) -> Suite:
     """Declare and register the suite ``name`` (see :class:`Suite`) on behalf of the calling
     module.  Raises DuplicateName when another module of vhpc declared that name."""
     caller = sys._getframe(1).f_globals.get("__name__", "")
-    return SUITES.register(name, caller)(Suite(name, summary, position))
+    return SUITES.register(name, caller)(Suite(name, summary, position, default))
 
 
 def suite_of(name: str) -> Suite | None:
@@ -639,8 +641,8 @@ class KernelBenchmark(Benchmark):
 
     @property
     def kernels(self) -> tuple[Kernel, ...]:  # type: ignore[override]
-        """Its one kernel."""
-        return (self.kernel,)
+        """Its one kernel (none while :attr:`kernel` names no binary)."""
+        return (self.kernel,) if self.kernel.binary else ()
 
     @property
     def components(self) -> tuple[Component, ...]:  # type: ignore[override]

@@ -236,5 +236,6 @@ PAGEFAULT = KernelBenchmark(
 )
 
 #: The quick suite, run in this order by ``vhpc compare`` and ``vhpc calibrate`` without ``-b``.
-QUICK = suite("quick", "vhpc's own C kernels at small sizes; what compare runs without -b", 10)
+QUICK = suite("quick", "vhpc's own C kernels at small sizes; what compare runs without -b", 10,
+              default=True)
 register(QUICK, STREAM, RANDOMACCESS, PINGPONG, NOISE, PAGEFAULT)
