@@ -20,6 +20,7 @@ from vhpc.benchmarks.base import (BENCHMARKS, SUITES, Benchmark, BenchmarkError,
 #: listing order (:func:`vhpc.benchmarks.base.listing_order`).
 REGISTRY: Mapping[str, Benchmark] = BENCHMARKS.view()
 
+
 def quick_suite() -> list[str]:
     """Names of the quick suite, the default of ``vhpc compare`` and ``vhpc calibrate``: the
     members of the suites declared ``default`` (:class:`~vhpc.benchmarks.base.Suite`) in

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from vhpc.benchmarks.base import Benchmark
+from vhpc.benchmarks.base import Benchmark, suite_of
 
 HEADER = """# Benchmarks
 
@@ -54,15 +54,15 @@ def render_markdown(benchmarks: list[Benchmark]) -> str:
     timing (its ``timing``), the kernels of vhpc's it runs (its ``kernels``: source and how it
     is built), what it needs beyond them (its ``components``, with their packages), a
     parameter table and a metric table."""
-    from vhpc.benchmarks.base import suite_of
     from vhpc.benchmarks.custom import CommandBenchmark
 
     shown = [b for b in benchmarks if not isinstance(b, CommandBenchmark)]
     out = [HEADER, "\n| benchmark | suite | what it measures |\n|---|---|---|\n"]
     for b in shown:
         found = suite_of(b.name)
+        summary = b.summary.replace("|", "\\|")  # a table cell
         out.append(f"| [`{b.name}`](#{b.name}) | {found.name if found else 'other'} | "
-                   f"{b.summary} |\n")
+                   f"{summary} |\n")
     for b in sorted(shown, key=lambda b: b.name):
         out.append(f"\n## `{b.name}`\n\n{b.summary}\n")
         out.append(f"- serves: {b.provenance}\n- verification: {b.verification}\n")

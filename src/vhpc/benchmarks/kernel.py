@@ -4,10 +4,11 @@ A :class:`Kernel` names a program under ``kernels/`` (its source, how it is comp
 OpenMP, MPI or MPI + OpenMP) and the libraries it links beyond libc, OpenMP and MPI, each a
 :class:`vhpc.host.doctor.Component` with its Debian and RHEL packages.  Everything else reads
 that declaration: ``kernels/kernels.mk`` (the lists ``kernels/Makefile`` builds from, written
-by :func:`make_include`; ``make kernels-mk`` rewrites it), ``vhpc doctor`` and docs/benchmarks.md (a benchmark's
-``components``), the build key's sources and what ``make kernels`` leaves out on a host that
-lacks a library (:func:`vhpc.benchmarks.base.unbuildable`).  A new kernel is its C source and
-the benchmark module that declares it.
+by :func:`make_include`; ``make kernels-mk`` rewrites it), ``vhpc doctor`` and
+docs/benchmarks.md (a benchmark's ``kernels`` and ``components``), the build key (it hashes
+``kernels.mk`` with the sources) and what ``make kernels`` leaves out on a host that lacks a
+library (:func:`vhpc.benchmarks.base.unbuildable`).  A new kernel is its C source, the
+benchmark module that declares it, and ``make kernels-mk``.
 """
 
 from __future__ import annotations
