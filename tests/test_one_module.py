@@ -6,6 +6,7 @@ docs/benchmarks.md (``vhpc list benchmarks --markdown``), with no other file edi
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -94,3 +95,72 @@ def test_a_benchmark_in_one_new_module_shows_everywhere(tmp_path, where):
     assert "- needs: dd (Debian: `coreutils`" in doc
     if where is inside:  # the copy ran, not the checkout: only the copy has the module
         assert not (ROOT / "src" / "vhpc" / "benchmarks" / "dd_copy.py").exists()
+
+
+def test_a_registry_lists_by_the_key_its_parts_declare_whatever_registered_first():
+    """The order users see comes from the parts (a study's seed figure, a benchmark's suite),
+    not from which module happened to be imported first."""
+    from vhpc.core.registry import Registry
+
+    r = Registry("thing", key=lambda part: part["rank"])
+    for name, rank in (("c", 3), ("a", 1), ("b", 2), ("a2", 1)):
+        r.register(name)({"rank": rank})
+    assert r.names() == ["a", "a2", "b", "c"]  # a tie keeps the registration order
+    assert [n for n, _ in r.items()] == r.names() and list(r) == r.names()
+
+
+def test_studies_are_listed_in_the_seeds_figure_order():
+    from vhpc.campaign.study import STUDIES
+
+    names = STUDIES.names()
+    figures = [(STUDIES.get(n).figure.seed, STUDIES.get(n).figure.order) for n in names]
+    assert figures == sorted(figures) and len(names) >= 16
+    assert names[:2] == ["socket-span", "cold-warm"]  # seed 000 Fig. 2, then Fig. 4-6
+
+
+LISTING = ("from vhpc import benchmarks; "
+           "print(benchmarks.by_suite()); print(benchmarks.quick_suite())")
+
+
+def test_the_listing_order_holds_whichever_benchmark_module_is_imported_first(tmp_path):
+    """A process that imports the applications' and the NPB modules before anything else
+    lists the suites and their benchmarks as one that imports nothing first: each suite by
+    its declared position, each benchmark at its place in its suite."""
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": os.environ["PATH"]}
+
+    def listing(first: str) -> list[str]:
+        r = subprocess.run([sys.executable, "-c", first + LISTING], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.splitlines()
+
+    plain = listing("")
+    assert listing("import vhpc.benchmarks.apps.lammps, vhpc.benchmarks.npb; ") == plain
+    suites, quick = ast.literal_eval(plain[0]), ast.literal_eval(plain[1])
+    assert [s for s, _ in suites] == ["quick", "standard", "npb", "npb-external", "ivshmem",
+                                      "applications"]
+    assert quick == ["stream", "randomaccess", "pingpong", "noise", "pagefault"]
+    assert dict(suites)["npb"] == ["npb-ep", "npb-is", "npb-cg", "npb-mg", "npb-ft"]
+
+
+def test_a_plugin_registering_into_a_suite_under_a_taken_name_is_skipped(monkeypatch):
+    """register() and suite() register on their caller's behalf: a plugin's benchmark named
+    like one of vhpc's is skipped with the clash line, and vhpc's keeps its name and suite."""
+    from vhpc.benchmarks.base import BENCHMARKS, SUITES, Benchmark, register, suite, suite_of
+    from vhpc.core import registry
+
+    stream = BENCHMARKS.get("stream")
+    monkeypatch.setattr(registry, "_clashes", [])
+    monkeypatch.setattr(registry, "_loading", "the vhpc.parts entry point toy (toy)")
+
+    class Imposter(Benchmark):
+        name = "stream"
+
+    try:
+        register(suite("toys", "a plugin's suite", 90), Imposter())
+    finally:
+        SUITES.unregister("toys")
+    assert BENCHMARKS.get("stream") is stream and suite_of("stream").name == "quick"
+    assert registry.plugin_clashes() == [
+        "the vhpc.parts entry point toy (toy) registers benchmark 'stream', a name vhpc uses: "
+        "vhpc's part stays, this one is skipped"]
