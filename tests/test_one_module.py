@@ -2,7 +2,9 @@
 one file, inside the package (a copy of ``src/vhpc`` with the module saved beside vhpc's own) or
 outside it (a module and its ``.dist-info`` naming it in the ``vhpc.parts`` entry points), shows
 in ``vhpc compare --help``, ``vhpc doctor``, ``vhpc list benchmarks`` and the generated
-docs/benchmarks.md (``vhpc list benchmarks --markdown``), with no other file edited."""
+docs/benchmarks.md (``vhpc list benchmarks --markdown``), with no other file edited; and the
+order users see comes from what the parts declare (a suite's position, a study's figure), not
+from a list elsewhere nor from which module was imported first."""
 
 from __future__ import annotations
 
