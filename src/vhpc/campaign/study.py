@@ -38,7 +38,7 @@ class Study:
 
 
 def paper_order(s: Study) -> tuple[str, float, str]:
-    """Where study ``s`` stands in listings (``vhpc study list``, ``vhpc paper``'s plan): by
+    """Where study ``s`` stands in listings (``vhpc study list``, every loop over the studies): by
     seed paper, then by the first number of its figure as the paper orders them, then by name;
     studies that draw no seed figure last."""
     if s.figure is None:
