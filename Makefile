@@ -43,7 +43,7 @@ TEST_PACKAGES += qemu-utils cloud-image-utils e2fsprogs debvm mmdebstrap genisoi
 TEST_PACKAGES += fdisk grub2-common grub-pc-bin grub-efi-amd64-bin dosfstools mtools ovmf
 APT_PACKAGES := $(DEMO_PACKAGES) $(TEST_PACKAGES)
 
-.PHONY: all deps deps-demo venv venv-demo kernels demo test test-fresh test-images bench clean help
+.PHONY: all deps deps-demo venv venv-demo kernels kernels-mk demo test test-fresh test-images bench clean help
 
 all: help
 
@@ -134,6 +134,13 @@ venv-demo: $(VENV)/.installed-demo
 # library is missing is named in one line with its package and left out.
 kernels: venv-demo
 	$(BIN)/python -c 'from vhpc.benchmarks import build_kernels; build_kernels()'
+
+# kernels/kernels.mk, the kernel lists kernels/Makefile builds from, rewritten from what the
+# benchmarks declare (their Kernel: source, serial/OpenMP/MPI, libraries); run it after adding
+# or changing a kernel (tests/test_kernels_optional.py fails while the file is stale).
+kernels-mk: venv
+	$(BIN)/python -c 'from vhpc.benchmarks.base import kernels_include; print(kernels_include(), end="")' > kernels/kernels.mk.new
+	mv kernels/kernels.mk.new kernels/kernels.mk
 
 # The demo's campaign: 3 measured rounds (vhpc compare's default is 5) of the quick suite at
 # demo sizes, so that install, build and campaign fit in 3 minutes on a fresh 2-core machine

@@ -47,8 +47,8 @@ def installed(tmp_path_factory):
     assert any(n.endswith("src/vhpc/kernels/npb/ft.c") for n in names)
     with zipfile.ZipFile(wheel) as zf:
         files = set(zf.namelist())
-    assert {"vhpc/kernels/Makefile", "vhpc/kernels/vhpc-stream.c", "vhpc/kernels/npb/cg.c",
-            "vhpc/environments/vm/guest/agent.c"} <= files
+    assert {"vhpc/kernels/Makefile", "vhpc/kernels/kernels.mk", "vhpc/kernels/vhpc-stream.c",
+            "vhpc/kernels/npb/cg.c", "vhpc/environments/vm/guest/agent.c"} <= files
     fake = tmp / "fakebin"  # libvirt's headers absent as pip's build would see it
     fake.mkdir()
     (fake / "pkg-config").write_text("#!/bin/sh\nexit 1\n")

@@ -3,8 +3,8 @@ kernel, records the build key, names what it left out and the package in one lin
 refuses a campaign that runs linpack before anything is stored, as ``vhpc doctor`` lists it.
 
 The host here has LAPACKE (make test installs it); a missing library is made by pointing the
-linpack kernel's declared component at a path that does not exist, which is what vhpc reads
-to decide (``base.KERNEL_LIBRARIES``).  The fresh Debian root of ``make test-fresh`` shows
+linpack kernel's declared library at a path that does not exist, which is what vhpc reads
+to decide (the ``Kernel`` its benchmark declares).  The fresh Debian root of ``make test-fresh`` shows
 the same without the package."""
 
 from __future__ import annotations
@@ -22,24 +22,33 @@ from conftest import one_line, run_cli
 
 
 @pytest.fixture
-def no_lapacke(monkeypatch, tmp_path):
-    """LAPACKE + OpenBLAS missing, as vhpc sees it (its probe finds no file)."""
+def no_lapacke(tmp_path):
+    """LAPACKE + OpenBLAS missing, as vhpc sees it (its probe finds no file): the registered
+    linpack benchmark replaced by one whose kernel declares that library, for this test."""
     from vhpc.benchmarks import base
+    from vhpc.benchmarks.kernel import LAPACKE
 
-    gone = dataclasses.replace(base.LAPACKE, probe=f"glob:{tmp_path}/none/*lapacke.h")
-    monkeypatch.setattr(base, "KERNEL_LIBRARIES", {"vhpc-linpack": (gone,)})
-    return gone
+    gone = dataclasses.replace(LAPACKE, probe=f"glob:{tmp_path}/none/*lapacke.h")
+    real = base.BENCHMARKS.get("linpack")
+    lacking = dataclasses.replace(real, kernel=dataclasses.replace(real.kernel, libraries=(gone,)))
+    base.BENCHMARKS.unregister("linpack")
+    base.BENCHMARKS.register("linpack")(lacking)
+    try:
+        yield gone
+    finally:
+        base.BENCHMARKS.unregister("linpack")
+        base.BENCHMARKS.register("linpack")(real)
 
 
 def test_the_lapacke_probe_finds_this_hosts_library():
     """The real probe sees the header and the library make test installs (both are needed:
     the kernel includes lapacke.h and links -lopenblas)."""
-    from vhpc.benchmarks import base
+    from vhpc.benchmarks.kernel import LAPACKE
     from vhpc.host import doctor
 
-    ok, detail = doctor.check(base.LAPACKE)
+    ok, detail = doctor.check(LAPACKE)
     assert ok and "lapacke.h" in detail and "libopenblas.so" in detail, detail
-    half = dataclasses.replace(base.LAPACKE,
+    half = dataclasses.replace(LAPACKE,
                                probe="glob:/usr/include/*lapacke.h /nonexistent/libopenblas.so")
     ok, detail = doctor.check(half)
     assert not ok and "/nonexistent/libopenblas.so" in detail
@@ -185,10 +194,13 @@ def test_a_new_build_key_rebuilds_every_kernel_not_only_those_asked_for(tmp_path
 
 def test_the_makefiles_mpi_kernels_are_those_vhpc_declares(tmp_path):
     """Without the MPI wrapper, kernels/Makefile (and npb/Makefile) leave out exactly the
-    kernels ``base.MPI_KERNELS`` names, which vhpc refuses in one line, and build the rest of
+    kernels the benchmarks declare MPI, which vhpc refuses in one line, and build the rest of
     what the benchmarks run: the Makefile's lists and vhpc's declaration agree."""
     from vhpc.benchmarks import kernel_binaries
-    from vhpc.benchmarks.base import MPI_KERNELS, kernel_sources
+    from vhpc.benchmarks.base import declared_kernels, kernel_sources
+
+    mpi = {b for b, k in declared_kernels().items() if k.mpi}
+    assert {"vhpc-pingpong", "vhpc-osu", "vhpc-hpccg", "vhpc-npb-mpi"} <= mpi
 
     build = tmp_path / "b"
 
@@ -199,5 +211,40 @@ def test_the_makefiles_mpi_kernels_are_those_vhpc_declares(tmp_path):
         return set(re.findall(rf"-o {re.escape(str(build))}/(vhpc-[\w-]+)", r.stdout))
 
     assert planned("MPICC=mpicc") == set(kernel_binaries())
-    assert planned("MPICC=no-such-mpicc") == set(kernel_binaries()) - MPI_KERNELS
+    assert planned("MPICC=no-such-mpicc") == set(kernel_binaries()) - mpi
     assert planned("MPICC=mpicc", "SKIP=vhpc-linpack") == set(kernel_binaries()) - {"vhpc-linpack"}
+
+
+def test_kernels_mk_is_what_the_benchmarks_declare():
+    """kernels/kernels.mk, which kernels/Makefile builds from (also where vhpc is not installed:
+    a plain make, a remote machine's build), is the text the benchmarks' Kernel declarations
+    give: a kernel added or changed without `make kernels-mk` fails here."""
+    from vhpc.benchmarks.base import kernel_sources, kernels_include
+
+    assert (kernel_sources() / "kernels.mk").read_text() == kernels_include(), \
+        "kernels/kernels.mk is stale: run 'make kernels-mk'"
+
+
+def test_a_declared_kernel_reaches_the_makefile_doctor_and_the_docs(tmp_path):
+    """One declaration, three readers: a kernel of another mode with a library of its own
+    lands in its mode's list, links its flags and is left out with one warning where make does
+    not find the library; the same library is a doctor row and a docs line of its benchmark."""
+    from vhpc.benchmarks.base import KernelBenchmark, declared_kernels
+    from vhpc.benchmarks.catalog import render_markdown
+    from vhpc.benchmarks.kernel import Kernel, make_include
+    from vhpc.host.doctor import Component
+
+    lib = Component("libtoy", "toy", f"glob:{tmp_path}/none/libtoy.so", "libtoy-dev", "toy-devel")
+    toy = Kernel("vhpc-toy", "mpi+openmp", libraries=(lib,), ldlibs="-ltoy")
+    text = make_include([*declared_kernels().values(), toy])
+    assert "MPI_OMP_KERNELS := vhpc-hpccg vhpc-toy\n" in text
+    assert "LDLIBS_vhpc-toy := -ltoy\n" in text
+    (tmp_path / "kernels.mk").write_text(text)
+    (tmp_path / "probe.mk").write_text(f"include {tmp_path}/kernels.mk\nall:\n\t@echo $(LACKING)\n")
+    r = subprocess.run(["make", "-s", "-f", str(tmp_path / "probe.mk")], capture_output=True,
+                       text=True, timeout=60)
+    assert r.stdout.split() == ["vhpc-toy"], r.stdout + r.stderr  # LAPACKE is here, libtoy not
+    assert "libtoy not found (install libtoy-dev): not building vhpc-toy" in r.stderr
+    bench = KernelBenchmark(name="toy", summary="s", kernel=toy)
+    assert bench.components == (lib,)
+    assert "- needs: libtoy (Debian: `libtoy-dev`" in render_markdown([bench])

@@ -213,7 +213,7 @@ def _calibrate_parser(sub) -> None:
     cal = sub.add_parser("calibrate", help="how far this host's results can be trusted: A/A "
                          "false positives, an injected slowdown recovered, runs needed")
     cal.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
-                     help="benchmark (repeatable; default: the quick suite)")
+                     help=parts.bench_help())
     cal.add_argument("-e", "--env", action="append", metavar="ENV[:k=v,...]",
                      help="native or vm[:...] (repeatable; default: -e native -e vm)")
     cal.add_argument("--campaigns", type=_count(1, 10000), default=20,
@@ -279,7 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("study", help="run a seed paper's experiment as a campaign "
                         "('vhpc study list' lists them)")
     st.add_argument("name", help="a study name ('vhpc study list' shows them)")
-    st.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]")
+    st.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
+                    help=parts.bench_help("benchmark replacing the study's own (repeatable; "
+                                          "default: the study's, shown by --dry-run)"))
     parts.study_protocol_flags(st, "the study's")
     st.add_argument("--host-knob", action="append", metavar="NAME=VALUE",
                     help="as for compare, e.g. hugepages_2m=1024 for the paging study")

@@ -1,8 +1,10 @@
 """Benchmarks: a named program + parameters + parser → metrics.
 
 ``REGISTRY`` maps names to :class:`~vhpc.benchmarks.base.Benchmark` objects; :func:`get` looks
-one up with a helpful error.  The quick suite (own C kernels under ``kernels/``) is in
-:mod:`vhpc.benchmarks.quick`.
+one up with a helpful error.  Every module of this package registers its own benchmarks into a
+suite (:func:`~vhpc.benchmarks.base.register`) and the registry imports them all on its first
+lookup, so a new benchmark or suite is one new module; the quick suite (own C kernels under
+``kernels/``) is in :mod:`vhpc.benchmarks.quick`.
 """
 
 from __future__ import annotations
@@ -10,33 +12,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from vhpc.benchmarks.apps import APPS_SUITE
-from vhpc.benchmarks.base import (BENCHMARKS, Benchmark, BenchmarkError, ParseError, RunContext,
-                                  ensure_kernels, unbuildable)
-from vhpc.benchmarks.ivshmem import IVSHMEM_SUITE
-from vhpc.benchmarks.npb import BINARIES as NPB_BINARIES, NPB_SUITE
-from vhpc.benchmarks.npb_external import NPB_EXTERNAL_SUITE
-from vhpc.benchmarks.quick import QUICK_SUITE
-from vhpc.benchmarks.suites import STANDARD_SUITE
+from vhpc.benchmarks.base import (BENCHMARKS, SUITES, Benchmark, BenchmarkError, ParseError,
+                                  RunContext, declared_kernels, ensure_kernels, suite_of,
+                                  unbuildable)
 
-#: Every suite vhpc ships; each module exports a tuple of Benchmark objects.
-SUITES: list[tuple[Benchmark, ...]] = [QUICK_SUITE, STANDARD_SUITE, NPB_SUITE, NPB_EXTERNAL_SUITE,
-                                       IVSHMEM_SUITE, APPS_SUITE]
-
-for bench in (b for suite in SUITES for b in suite):
-    BENCHMARKS.register(bench.name)(bench)
-del bench
-
-#: Every registered benchmark by name, read as a mapping (vhpc's and outside packages').
+#: Every registered benchmark by name, read as a mapping (vhpc's and outside packages'), in
+#: listing order (:func:`vhpc.benchmarks.base.listing_order`).
 REGISTRY: Mapping[str, Benchmark] = BENCHMARKS.view()
 
 
 def quick_suite() -> list[str]:
-    """Names of the quick suite, the default of ``vhpc compare`` and ``vhpc calibrate``:
-    :data:`~vhpc.benchmarks.quick.QUICK_SUITE`, then every registered benchmark that declares
-    ``quick = True``."""
-    names = [b.name for b in QUICK_SUITE]
+    """Names of the quick suite, the default of ``vhpc compare`` and ``vhpc calibrate``: the
+    members of the suites declared ``default`` (:class:`~vhpc.benchmarks.base.Suite`) in
+    listing order, then every registered benchmark that declares ``quick = True``."""
+    names = [n for n in REGISTRY if getattr(suite_of(n), "default", False)]
     return names + [n for n, b in REGISTRY.items() if b.quick and n not in names]
+
+
+def by_suite() -> list[tuple[str, list[str]]]:
+    """(suite name, its benchmarks' names) for every registered suite in listing order, then
+    ("other", names) for benchmarks registered in no suite (an outside package's), if any."""
+    groups: dict[str, list[str]] = {name: [] for name in SUITES.names()}
+    other: list[str] = []
+    for name in REGISTRY:
+        found = suite_of(name)
+        (groups[found.name] if found is not None else other).append(name)
+    out = [(name, members) for name, members in groups.items() if members]
+    return out + ([("other", other)] if other else [])
 
 
 def get(name: str) -> Benchmark:
@@ -50,10 +52,9 @@ def get(name: str) -> Benchmark:
 
 
 def kernel_binaries() -> list[str]:
-    """Every kernel binary vhpc's benchmarks run, sorted: each benchmark's own and both NPB
-    variants' (kernels/Makefile builds them all)."""
-    own = {b.binary for b in REGISTRY.values() if isinstance(getattr(b, "binary", None), str)}
-    return sorted(own | set(NPB_BINARIES.values()))
+    """Every kernel binary vhpc's benchmarks run, sorted: those their
+    :attr:`~vhpc.benchmarks.base.Benchmark.kernels` declare (kernels/Makefile builds them all)."""
+    return list(declared_kernels())
 
 
 def build_kernels(mpi: str = "openmpi") -> Path:
@@ -76,4 +77,5 @@ def build_kernels(mpi: str = "openmpi") -> Path:
 
 
 __all__ = ["Benchmark", "BenchmarkError", "ParseError", "RunContext", "REGISTRY", "get",
-           "QUICK_SUITE", "BENCHMARKS", "quick_suite", "build_kernels", "kernel_binaries"]
+           "BENCHMARKS", "SUITES", "quick_suite", "by_suite", "build_kernels",
+           "kernel_binaries"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from vhpc.benchmarks.kernel import Kernel, make_include
 from vhpc.benchmarks.mpilaunch import Launch, marker_re, mpi_tool, readback
 from vhpc.core.errors import VhpcError
 from vhpc.core.paths import cache_dir, cache_lock, untrusted, write_atomic
@@ -151,6 +152,15 @@ class Benchmark:
     #: What ``vhpc doctor`` checks for it (:class:`vhpc.host.doctor.Component`), beside the
     #: host tools every benchmark shares.
     components: tuple[Component, ...] = ()
+    #: vhpc's own C programs it runs (:class:`~vhpc.benchmarks.kernel.Kernel`): what
+    #: kernels/Makefile builds, and with which libraries.
+    kernels: tuple[Kernel, ...] = ()
+
+    @property
+    def binary(self) -> str:
+        """The file name of its first kernel in the build folder ("" without one): what a
+        campaign builds for it (one make goal builds a Makefile's every kernel)."""
+        return self.kernels[0].binary if self.kernels else ""
 
     def all_checks(self) -> tuple[Check, ...]:
         """The benchmark's checks: :attr:`checks`, else (:attr:`check`,), else ()."""
@@ -408,21 +418,22 @@ def _make(argv: list[str]) -> subprocess.CompletedProcess:
 #: The tools a kernel build needs and the Debian packages that provide them.
 BUILD_TOOLS = {"make": "make", "cc": "build-essential (gcc)"}
 
-#: LAPACKE on OpenBLAS, which kernels/vhpc-linpack.c includes (``lapacke.h``) and links
-#: (``-llapacke -lopenblas``): both files must be there (Debian 12: liblapacke-dev puts
-#: ``/usr/include/lapacke.h``, libopenblas-dev ``/usr/lib/x86_64-linux-gnu/libopenblas.so``).
-LAPACKE = Component("LAPACKE + OpenBLAS", "linpack",
-                    "glob:/usr/include/*lapacke.h /usr/lib/*/libopenblas.so",
-                    "liblapacke-dev libopenblas-dev", "lapack-devel openblas-devel")
+def declared_kernels() -> dict[str, Kernel]:
+    """Every C kernel the registered benchmarks run (their :attr:`Benchmark.kernels`), by
+    binary, sorted.  Raises ValueError when two benchmarks declare one binary differently."""
+    out: dict[str, Kernel] = {}
+    for _, bench in BENCHMARKS.items():
+        for k in bench.kernels:
+            if out.setdefault(k.binary, k) != k:
+                raise ValueError(f"kernel {k.binary} is declared twice, differently: "
+                                 f"{out[k.binary]} and {k}")
+    return dict(sorted(out.items()))
 
-#: The libraries a kernel needs beyond libc, OpenMP and MPI, by binary.  A kernel whose library
-#: this host lacks is left out of the build (``SKIP=`` to kernels/Makefile), so it never fails
-#: the others' build; a campaign that runs it is refused before anything is stored.
-KERNEL_LIBRARIES: Mapping[str, tuple[Component, ...]] = {"vhpc-linpack": (LAPACKE,)}
 
-#: The kernels built with the MPI compiler wrapper (kernels/Makefile MPI_KERNELS and
-#: STD_KERNELS, kernels/npb/Makefile): left out where the wrapper is missing.
-MPI_KERNELS = frozenset({"vhpc-pingpong", "vhpc-osu", "vhpc-hpccg", "vhpc-npb-mpi"})
+def kernels_include() -> str:
+    """``kernels/kernels.mk`` as the registered benchmarks declare their kernels
+    (:func:`vhpc.benchmarks.kernel.make_include`)."""
+    return make_include(list(declared_kernels().values()))
 
 
 def lacking(components: tuple[Component, ...]) -> list[Component]:
@@ -435,16 +446,18 @@ def lacking(components: tuple[Component, ...]) -> list[Component]:
 def unbuildable(binaries: list[str] | set[str], mpi: str = "openmpi") -> dict[str, str]:
     """Those of ``binaries`` this host cannot build, each with why and the Debian package that
     would add it (``{"vhpc-linpack": "needs LAPACKE + OpenBLAS: apt-get install
-    liblapacke-dev libopenblas-dev"}``): a library of :data:`KERNEL_LIBRARIES` missing, or
+    liblapacke-dev libopenblas-dev"}``): a library its :class:`Kernel` declares missing, or
     for an MPI kernel the MPI compiler wrapper of ``mpi``.  Looks only; never raises."""
     out: dict[str, str] = {}
+    declared = declared_kernels()
     no_mpicc = shutil.which(mpi_tool(mpi, "mpicc")) is None
     for binary in sorted(binaries):
-        missing = lacking(KERNEL_LIBRARIES.get(binary, ()))
+        kernel = declared.get(binary)
+        missing = lacking(kernel.libraries) if kernel else []
         if missing:
             out[binary] = "needs " + " and ".join(c.name for c in missing) + \
                 ": apt-get install " + " ".join(c.debian for c in missing)
-        elif no_mpicc and binary in MPI_KERNELS:
+        elif no_mpicc and kernel is not None and kernel.mpi:
             pkgs = "mpich libmpich-dev" if mpi == "mpich" else "openmpi-bin libopenmpi-dev"
             out[binary] = f"needs {mpi_tool(mpi, 'mpicc')}: apt-get install {pkgs}"
     return out
@@ -452,12 +465,15 @@ def unbuildable(binaries: list[str] | set[str], mpi: str = "openmpi") -> dict[st
 
 def make_targets(bindir: Path, binaries: list[str], key: str) -> list[str]:
     """The kernels/Makefile goals that build ``binaries`` into ``bindir``: each binary's path
-    (the NPB binaries through the ``npb`` goal, which builds both), so a campaign builds only
+    (one built by a Makefile of its own, :attr:`Kernel.makefile`, through that folder's goal:
+    ``npb`` builds both NPB binaries), so a campaign builds only
     what it runs; [] (every kernel) when ``bindir`` was built for another build key than
     ``key``, whose other binaries would otherwise stay stale under the new key."""
     if _built_key(bindir) not in (None, key):
         return []
-    return sorted({"npb" if b.startswith("vhpc-npb-") else str(bindir / b) for b in binaries})
+    declared = declared_kernels()
+    return sorted({declared[b].makefile if b in declared and declared[b].makefile
+                   else str(bindir / b) for b in binaries})
 
 
 def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
@@ -499,11 +515,12 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
         if refused:
             binary, why = next(iter(refused.items()))
             raise BenchmarkError(f"kernel {binary} cannot be built on this host: {why}")
-    elif shutil.which(mpicc) is None and MPI_KERNELS & set(binaries):
+    elif shutil.which(mpicc) is None and any(k.mpi for b, k in declared_kernels().items()
+                                             if b in binaries):
         return bindir  # cannot check them against the sources: use them as they are
     # kernels whose library this host lacks are left out of the build (SKIP), so that a
     # build of every kernel never fails on them; make skips MPI kernels itself without mpicc
-    skip = sorted(unbuildable(set(KERNEL_LIBRARIES), mpi))
+    skip = sorted(unbuildable({b for b, k in declared_kernels().items() if k.libraries}, mpi))
     bindir.parent.mkdir(parents=True, exist_ok=True)
     # another vhpc building the same kernels: wait for it (a lock opened without following)
     with cache_lock(bindir.parent / f".{bindir.name}.lock"):
@@ -533,16 +550,76 @@ def ensure_kernels(binaries: list[str], mpi: str = "openmpi") -> Path:
     return bindir
 
 
-#: Every benchmark by name: vhpc's suites (:mod:`vhpc.benchmarks`) and those an outside package
-#: registers (``BENCHMARKS.register("name")(MyBenchmark())`` in a ``vhpc.parts`` module).
-BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
+@dataclass(frozen=True)
+class Suite:
+    """A named group of benchmarks listed together (``vhpc list benchmarks``, ``-b``'s help):
+    ``name``, ``summary`` (one line), ``position``, where it stands among the suites (lower
+    first), and ``default``: ``vhpc compare`` and ``vhpc calibrate`` run its benchmarks when
+    no ``-b`` is given (the quick suite).  Declared once with :func:`suite`; its module
+    registers its members with :func:`register`."""
+
+    name: str
+    summary: str
+    position: int
+    default: bool = False
+
+
+#: Every suite by name, in :attr:`Suite.position` order.
+SUITES: Registry[Suite] = Registry("suite", "vhpc.benchmarks", recursive=True,
+                                   key=lambda s: (s.position, s.name))
+
+#: Benchmark name → (its suite, its place in the suite), filled by :func:`register`.
+_MEMBERS: dict[str, tuple[Suite, int]] = {}
+
+
+def suite(name: str, summary: str, position: int, default: bool = False) -> Suite:
+    """Declare and register the suite ``name`` (see :class:`Suite`) on behalf of the calling
+    module.  Raises DuplicateName when another module of vhpc declared that name."""
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    return SUITES.register(name, caller)(Suite(name, summary, position, default))
+
+
+def suite_of(name: str) -> Suite | None:
+    """The suite the benchmark ``name`` was registered in (None: registered on its own, as an
+    outside package may)."""
+    return _MEMBERS.get(name, (None, 0))[0]
+
+
+def listing_order(bench: "Benchmark") -> tuple:
+    """Where ``bench`` stands in listings: by its suite's position, then its place in the
+    suite (as its module registered it), then by name; benchmarks in no suite last."""
+    found, place = _MEMBERS.get(bench.name, (None, 0))
+    if found is None:
+        return (float("inf"), "", 0, bench.name)
+    return (found.position, found.name, place, bench.name)
+
+
+#: Every benchmark by name: vhpc's (every module of :mod:`vhpc.benchmarks` is imported on the
+#: first lookup, and registers its own with :func:`register`) and those an outside package
+#: registers (``BENCHMARKS.register("name")(MyBenchmark())`` in a ``vhpc.parts`` module), in
+#: :func:`listing_order`.
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark", "vhpc.benchmarks", recursive=True,
+                                           key=listing_order)
+
+
+def register(into: Suite, *benchmarks: Benchmark) -> None:
+    """Register ``benchmarks`` in :data:`BENCHMARKS` as members of the suite ``into``, in the
+    order given (their order in listings), on behalf of the calling module (a plugin's parts
+    stay guests: :meth:`vhpc.core.registry.Registry.register`).  Raises DuplicateName for a
+    name vhpc's own parts took twice."""
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    for place, bench in enumerate(benchmarks):
+        BENCHMARKS.register(bench.name, caller)(bench)
+        if bench.name not in _MEMBERS or caller.split(".")[0] == "vhpc":  # vhpc's part stays
+            _MEMBERS[bench.name] = (into, place)
 
 
 @dataclass(frozen=True)
 class KernelBenchmark(Benchmark):
     """A benchmark backed by one of vhpc's C kernels.
 
-    binary: file name under kernels/build; flags: param name → command-line flag;
+    kernel: the C program it runs (:class:`~vhpc.benchmarks.kernel.Kernel`: its binary under
+    kernels/build, how it is built); flags: param name → command-line flag;
     mpi_ranks: param holding the rank count (None: not MPI); threads_param: param holding the
     OpenMP thread count (None: not OpenMP); metrics: result key → Metric via ``Metric.name``;
     optional: metrics that are only reported for some parameters (e.g. ``file_us``).
@@ -552,7 +629,7 @@ class KernelBenchmark(Benchmark):
     summary: str = ""
     provenance: str = ""
     verification: str = "none"
-    binary: str = ""
+    kernel: Kernel = Kernel("")
     params: tuple[Param, ...] = ()
     metrics: tuple[Metric, ...] = ()
     flags: Mapping[str, str] = field(default_factory=dict)
@@ -563,10 +640,15 @@ class KernelBenchmark(Benchmark):
     timing: str = ""
 
     @property
+    def kernels(self) -> tuple[Kernel, ...]:  # type: ignore[override]
+        """Its one kernel (none while :attr:`kernel` names no binary)."""
+        return (self.kernel,) if self.kernel.binary else ()
+
+    @property
     def components(self) -> tuple[Component, ...]:  # type: ignore[override]
-        """The libraries its kernel needs (:data:`KERNEL_LIBRARIES`): ``vhpc doctor`` lists
-        them, a campaign that runs it on a host without them is refused."""
-        return KERNEL_LIBRARIES.get(self.binary, ())
+        """The libraries its kernel declares: ``vhpc doctor`` lists them, a campaign that runs
+        it on a host without them is refused."""
+        return self.kernel.libraries
 
     def value(self, params: Mapping[str, Any], key: str, ctx: RunContext) -> Any:
         """Parameter ``key`` of a trial: its value, or ``ctx.ncpus`` (the environment's CPUs) when

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from vhpc.benchmarks.base import Benchmark
+from vhpc.benchmarks.base import Benchmark, suite_of
 
 HEADER = """# Benchmarks
 
@@ -48,20 +48,28 @@ def _default(p) -> str:
 
 
 def render_markdown(benchmarks: list[Benchmark]) -> str:
-    """Markdown for the built-in ``benchmarks`` (name order; a campaign's own ``custom:``
-    benchmarks are left out): summary, provenance, verification, timing (its ``timing``), what
-    it needs beyond vhpc's own kernels (its ``components``, with their packages), a parameter
-    table and a metric table each."""
+    """Markdown for the built-in ``benchmarks`` (a campaign's own ``custom:`` benchmarks are
+    left out): a table of them in the order given (listing order: by suite) with each one's
+    suite and summary, then per benchmark in name order its summary, provenance, verification,
+    timing (its ``timing``), the kernels of vhpc's it runs (its ``kernels``: source and how it
+    is built), what it needs beyond them (its ``components``, with their packages), a
+    parameter table and a metric table."""
     from vhpc.benchmarks.custom import CommandBenchmark
 
-    out = [HEADER]
-    for b in sorted(benchmarks, key=lambda b: b.name):
-        if isinstance(b, CommandBenchmark):
-            continue
+    shown = [b for b in benchmarks if not isinstance(b, CommandBenchmark)]
+    out = [HEADER, "\n| benchmark | suite | what it measures |\n|---|---|---|\n"]
+    for b in shown:
+        found = suite_of(b.name)
+        summary = b.summary.replace("|", "\\|")  # a table cell
+        out.append(f"| [`{b.name}`](#{b.name}) | {found.name if found else 'other'} | "
+                   f"{summary} |\n")
+    for b in sorted(shown, key=lambda b: b.name):
         out.append(f"\n## `{b.name}`\n\n{b.summary}\n")
         out.append(f"- serves: {b.provenance}\n- verification: {b.verification}\n")
         if b.timing:
             out.append(f"- timing: {b.timing}\n")
+        for k in b.kernels:  # vhpc's own C: kernels/kernels.mk is generated from the same
+            out.append(f"- kernel: `{k.binary}` ({k.describe()})\n")
         for c in b.components:  # what vhpc doctor checks; a campaign without it is refused
             out.append(f"- needs: {c.name} (Debian: `{c.debian}`; RHEL: `{c.rhel}`)\n")
         if b.params:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from vhpc.benchmarks.base import (MPI_PARAM, Benchmark, BenchmarkError, Param, ParseError,
-                                  RunContext, parse_result_line, result_value)
+                                  RunContext, parse_result_line, register, result_value, suite)
+from vhpc.benchmarks.kernel import Kernel
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
 
@@ -47,7 +48,7 @@ class IvshmemPingpong(Benchmark):
                    "why: no MPI in the path and no reference code to follow; it omits the "
                    "per-iteration clock read that osu-latency includes (tens of ns), so compare "
                    "it with osu-latency at larger sizes")
-    binary: str = "vhpc-ivshmem-pingpong"
+    kernels: tuple[Kernel, ...] = (Kernel("vhpc-ivshmem-pingpong"),)
     params: tuple[Param, ...] = (
         Param("transport", "auto", str, "auto (ivshmem when the device exists, else shm), shm, "
               "ivshmem", choices=TRANSPORTS),
@@ -110,4 +111,5 @@ class IvshmemPingpong(Benchmark):
         return out
 
 
-IVSHMEM_SUITE: tuple[Benchmark, ...] = (IvshmemPingpong(),)
+register(suite("ivshmem", "shared memory between processes and between VMs (ivshmem)", 50),
+         IvshmemPingpong())

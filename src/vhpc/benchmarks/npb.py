@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from vhpc.benchmarks.base import MPI_PARAM, Benchmark, BenchmarkError, Param, ParseError, \
-    RESULT_RE, parse_result_line, result_value
+    RESULT_RE, parse_result_line, register, result_value, suite
+from vhpc.benchmarks.kernel import Kernel
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
 
@@ -35,6 +36,10 @@ from vhpc.core.metrics import Metric, Sample
 CLASSES: tuple[str, ...] = ("S", "W", "A", "B", "C")
 VARIANTS: tuple[str, ...] = ("omp", "mpi")
 BINARIES: Mapping[str, str] = {"omp": "vhpc-npb-omp", "mpi": "vhpc-npb-mpi"}
+
+#: Both binaries, built by kernels/npb/Makefile from the same sources (MPI: with -DNPB_MPI).
+KERNELS = (Kernel(BINARIES["omp"], "openmp", makefile="npb"),
+           Kernel(BINARIES["mpi"], "mpi+openmp", makefile="npb"))
 
 PROVENANCE = ("seed 000 Fig. 2/4-6 (NPB OpenMP on VMs); seed 003 Fig. 3-5 (NPB)")
 
@@ -83,8 +88,8 @@ class NpbBenchmark(Benchmark):
     """One NPB kernel (``kernel`` = ep, is, cg, mg or ft) on vhpc-npb-omp or vhpc-npb-mpi.
 
     Parameters: ``class`` (S, W, A, B, C; default S), ``variant`` (omp | mpi), ``threads``,
-    ``ranks`` (see :data:`PARAMS`).  :attr:`binary` names the OpenMP binary so that the
-    campaign builds the kernels (one ``make`` builds both binaries).
+    ``ranks`` (see :data:`PARAMS`).  Its :attr:`kernels` are both binaries; one ``make``
+    goal builds them.
     """
 
     kernel: str = ""
@@ -92,7 +97,7 @@ class NpbBenchmark(Benchmark):
     summary: str = ""
     provenance: str = PROVENANCE
     verification: str = ""
-    binary: str = BINARIES["omp"]
+    kernels: tuple[Kernel, ...] = KERNELS
     params: tuple[Param, ...] = PARAMS
     metrics: tuple[Metric, ...] = METRICS
     timeout: float = 3600.0
@@ -216,7 +221,9 @@ NPB_FT = NpbBenchmark(
     verification="complex checksum of every iteration within 1e-12 relative of NPB's values",
 )
 
-#: Every benchmark of this module, registered through vhpc.benchmarks.SUITES.
+#: Every benchmark of this module, in the order listings show them.
 NPB_SUITE: tuple[Benchmark, ...] = (NPB_EP, NPB_IS, NPB_CG, NPB_MG, NPB_FT)
+register(suite("npb", "NAS Parallel Benchmarks EP, IS, CG, MG, FT: vhpc's own C, OpenMP or MPI",
+               30), *NPB_SUITE)
 
 __all__ = ["NPB_SUITE", "NpbBenchmark", "CLASSES", "VARIANTS", "BINARIES", "pow2_floor"]

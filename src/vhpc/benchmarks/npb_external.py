@@ -29,7 +29,8 @@ import os
 import re
 from typing import Any, Mapping
 
-from vhpc.benchmarks.base import MPI_IMPLS, Benchmark, BenchmarkError, Param, ParseError
+from vhpc.benchmarks.base import (MPI_IMPLS, Benchmark, BenchmarkError, Param, ParseError, register,
+                                  suite)
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
 
@@ -163,4 +164,5 @@ class NpbExternal(Benchmark):
                 for m in self.metrics]
 
 
-NPB_EXTERNAL_SUITE = (NpbExternal(),)
+register(suite("npb-external", "an NPB 3.4 you built yourself, run and parsed as vhpc's own", 40),
+         NpbExternal())

@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from vhpc.benchmarks.base import MPI_PARAM, KernelBenchmark, Param, ParseError, parse_result_line
+from vhpc.benchmarks.base import (MPI_PARAM, KernelBenchmark, Param, ParseError, parse_result_line,
+                                  register, suite)
+from vhpc.benchmarks.kernel import Kernel
 from vhpc.core.metrics import Metric
 
 THREADS = Param("threads", None, int, "OpenMP threads (default: all CPUs of the environment)", minimum=1)
@@ -136,7 +138,7 @@ STREAM = StreamBenchmark(
     verification="final arrays checked against the analytically expected values (rel. error <= 1e-13)",
     timing="each kernel timed on its own in every iteration, the first iteration dropped, the "
            "best (minimum) time reported, as McCalpin's stream.c; why: STREAM's rules",
-    binary="vhpc-stream",
+    kernel=Kernel("vhpc-stream", "openmp"),
     params=(
         Param("n", None, int, "elements per array (3 arrays of doubles); default: each array >= "
               "4x the last-level cache of the host vhpc runs on (STREAM's rule), in every "
@@ -160,7 +162,7 @@ RANDOMACCESS = KernelBenchmark(
     verification="updates replayed serially; at most 1 % of table entries may differ",
     timing="one wall-clock interval around all updates, as HPCC RandomAccess (GUP/s = updates "
            "/ time)",
-    binary="vhpc-randomaccess",
+    kernel=Kernel("vhpc-randomaccess", "openmp"),
     params=(Param("table_log2", 20, int, "log2 of the table size in 8-byte words", minimum=10),),
     flags={"table_log2": "-l"},
     metrics=(Metric("gups", "GUP/s", True, "giga-updates per second, 1e-9 * 4 * TableSize / t"),),
@@ -173,7 +175,7 @@ PINGPONG = KernelBenchmark(
     verification="the payload pattern of a received message is checked",
     timing="as osu-latency and osu-bw: each round trip and each window timed on its own and "
            "summed (OSU 7.4); why: the same figure as osu_latency / osu_bw",
-    binary="vhpc-pingpong",
+    kernel=Kernel("vhpc-pingpong", "mpi"),
     params=(
         Param("lat_size", 8, int, "latency message size in bytes", minimum=0),
         Param("bw_size", 1 << 20, int, "bandwidth message size in bytes", minimum=1),
@@ -197,7 +199,7 @@ NOISE = KernelBenchmark(
     timing="selfish detour: a spinning thread reads CLOCK_MONOTONIC back to back and counts gaps "
            "above the threshold; why: the method of Lange et al.'s noise measurement (VEE 2011, "
            "Sec. 6)",
-    binary="vhpc-noise",
+    kernel=Kernel("vhpc-noise"),
     params=(Param("duration", 1.0, float, "seconds to spin", minimum=0.05),),
     flags={"duration": "-d"},
     metrics=(
@@ -217,7 +219,7 @@ PAGEFAULT = KernelBenchmark(
     verification="minor-fault count (getrusage) must cover >= 90 % of the touched pages",
     timing="each mmap + touch + munmap pass as one interval, minus the same pass without the "
            "touch; why: isolates the fault cost from the mapping calls",
-    binary="vhpc-pagefault",
+    kernel=Kernel("vhpc-pagefault"),
     params=(
         Param("mib", 64, int, "region size in MiB", minimum=1),
         Param("reps", 3, int, "repetitions per mapping kind", minimum=1),
@@ -233,4 +235,7 @@ PAGEFAULT = KernelBenchmark(
     optional=frozenset({"file_us"}),
 )
 
-QUICK_SUITE = (STREAM, RANDOMACCESS, PINGPONG, NOISE, PAGEFAULT)
+#: The quick suite, run in this order by ``vhpc compare`` and ``vhpc calibrate`` without ``-b``.
+QUICK = suite("quick", "vhpc's own C kernels at small sizes; what compare runs without -b", 10,
+              default=True)
+register(QUICK, STREAM, RANDOMACCESS, PINGPONG, NOISE, PAGEFAULT)

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from vhpc.benchmarks.base import (MPI_PARAM, Benchmark, BenchmarkError, KernelBenchmark, Param,
-                                  ParseError, parse_result_line, result_value)
+                                  ParseError, parse_result_line, register, result_value, suite)
+from vhpc.benchmarks.kernel import LAPACKE, Kernel
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
 from vhpc.host.doctor import Component
@@ -275,6 +276,10 @@ def doubling(min_size: int, max_size: int) -> list[int]:
     return out
 
 
+#: The OSU tests' kernel (kernels/vhpc-osu.c): one MPI program, a test per ``-b``.
+OSU_KERNEL = Kernel("vhpc-osu", "mpi")
+
+
 @dataclass(frozen=True)
 class OsuBenchmark(Benchmark):
     """One test of ``vhpc-osu`` (OSU Micro-Benchmarks methodology; see kernels/vhpc-osu.c).
@@ -295,7 +300,7 @@ class OsuBenchmark(Benchmark):
     verification: str = "received payloads of the last iteration checked against the sender's " \
                         "pattern (allreduce: the exact sum)"
     test: str = "latency"
-    binary: str = "vhpc-osu"
+    kernels: tuple[Kernel, ...] = (OSU_KERNEL,)
     min_size: int = 0
     prefixes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)
     params: tuple[Param, ...] = ()
@@ -516,7 +521,7 @@ LINPACK = BlasKernelBenchmark(
     verification="normalized residual ||Ax-b||/(||A|| ||x|| N eps) < 16 (infinity norms)",
     timing="one wall-clock interval each around dgetrf and dgetrs, as Youseff et al. (VTDC "
            "2006, Fig. 5) report factor, solve and total time",
-    binary="vhpc-linpack",
+    kernel=Kernel("vhpc-linpack", libraries=(LAPACKE,), ldlibs="-llapacke -lopenblas"),
     params=(
         Param("n", 1000, int, "matrix order (seed 001 used 3000)", minimum=1),
         Param("threads", 1, int, "OpenBLAS threads (1 = the seed's serial Linpack)", minimum=1),
@@ -588,7 +593,7 @@ HPCCG = HpccgBenchmark(
     timing="one wall-clock interval around the whole CG (set-up residual included), the "
            "slowest rank's, and per phase the calls' own intervals summed, as Mantevo HPCCG "
            "times; why: mflops is HPCCG's figure (27 flops per row) over HPCCG's time",
-    binary="vhpc-hpccg",
+    kernel=Kernel("vhpc-hpccg", "mpi+openmp"),
     params=(
         Param("nx", 0, int, "local grid points in x per rank (0: auto: " + HPCCG_AUTO + ")",
               minimum=0),
@@ -624,10 +629,12 @@ HPCCG = HpccgBenchmark(
     ),
 )
 
-#: Every benchmark of this module, registered through vhpc.benchmarks.SUITES.
+#: Every benchmark of this module, in the order listings show them.
 STANDARD_SUITE: tuple[Benchmark, ...] = (
     HpccBenchmark(), OSU_LATENCY, OSU_BW, OSU_BIBW, OSU_MULTI_LAT, OSU_COLL, LINPACK, HPCCG,
 )
+register(suite("standard", "the codes the seeds ran: HPC Challenge (Debian's hpcc), OSU "
+               "point-to-point and collectives, Linpack, HPCCG", 20), *STANDARD_SUITE)
 
 __all__ = ["STANDARD_SUITE", "HpccBenchmark", "OsuBenchmark", "BlasKernelBenchmark",
            "hpcc_summary", "size_list", "doubling", "HPCC_KEYS", "HPCC_RUNNER"]

@@ -23,9 +23,10 @@ raises :class:`StudyError` saying why this host cannot run it and what to do ins
 | ``class-b-c`` | 000 Fig. 14 | the partition placements at NPB classes B and C |
 
 Every study module registers its templates into :data:`vhpc.campaign.study.STUDIES` (this one;
-:mod:`vhpc.campaign.appstudy`: ``applications``); the package's ``__init__`` imports them all,
-so the registry is complete whichever module is imported first, and no study module imports
-another.
+:mod:`vhpc.campaign.appstudy`: ``applications``); the registry imports every module of the
+package on its first lookup, so it is complete whichever module is imported first, no study
+module imports another, and listings show the studies in the seeds' order
+(:func:`vhpc.campaign.study.paper_order`).
 
 Each study declares the figure it draws (:class:`vhpc.campaign.figures.FigureSpec`: x = what the
 paper varied, series, y = the metric, relative to the baseline or not, log axes, the seed's

@@ -10,8 +10,11 @@ decorator, as ReFrame registers its schedulers and launchers (``reframe/core/bac
 
 A second registration of a name is an error (:class:`DuplicateName`), and looking up an unknown
 name raises :class:`UnknownName`, a one-line :class:`~vhpc.core.errors.SpecError` listing the
-known names.  With ``package`` set, the first lookup imports every module of that package, so a
-new part is one new module and nothing dispatches on names elsewhere.
+known names.  With ``package`` set, the first lookup imports every module of that package (and,
+with ``recursive``, of its sub-packages), so a new part is one new module and nothing dispatches
+on names elsewhere.  Where the order of the parts shows to users, the registry sorts them by a
+``key`` each part declares (a study's seed figure, a benchmark's suite), never by a list kept
+elsewhere nor by whichever module happened to be imported first.
 
 Parts from outside the package: a distribution names its modules in the entry-point group
 ``vhpc.parts`` (:data:`PLUGIN_GROUP`), and the first lookup in any registry imports them all
@@ -176,25 +179,33 @@ class _View(Mapping):
 class Registry(Generic[T]):
     """Parts of one sort by name.  ``what`` names the sort in messages ("executor");
     ``package``: dotted package whose modules are imported (once) before the first lookup,
-    so that every part in it has registered."""
+    so that every part in it has registered; ``recursive``: its sub-packages' modules too;
+    ``key``: the order of :meth:`names` and :meth:`items`, a function of a part (ties keep the
+    registration order; None: registration order)."""
 
-    def __init__(self, what: str, package: str | None = None):
+    def __init__(self, what: str, package: str | None = None, recursive: bool = False,
+                 key: Callable[[T], object] | None = None):
         self.what = what
         self.package = package
+        self.recursive = recursive
+        self.key = key
         self._parts: dict[str, T] = {}
         self._guests: dict[str, str] = {}  # name → the plugin that registered it
         self._loaded = False
         _registries.append(self)
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str, caller: str | None = None) -> Callable[[T], T]:
         """Decorator registering its class or function under ``name``; sets ``.name`` on a
         class that has no name yet.  Raises DuplicateName when ``name`` is taken, except while a
         plugin loads (:func:`load_plugins`): a plugin never replaces a part of vhpc's own.
         Its part under a taken name is skipped with a line in :func:`plugin_clashes`, and a
-        part of vhpc registered after a plugin took its name takes it back."""
+        part of vhpc registered after a plugin took its name takes it back.  ``caller``: the
+        module registering it (default: the one calling this), for a helper of vhpc's that
+        registers on its caller's behalf, so a plugin's part stays a guest."""
         if not name or not isinstance(name, str):
             raise ValueError(f"{self.what}: a registered name must be a non-empty string")
-        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller is None:
+            caller = sys._getframe(1).f_globals.get("__name__", "")
         guest = _loading if _loading and caller.split(".")[0] != "vhpc" else None
 
         def add(part: T) -> T:
@@ -238,7 +249,8 @@ class Registry(Generic[T]):
         self._loaded = True
         if self.package is not None:
             pkg = importlib.import_module(self.package)
-            for info in pkgutil.iter_modules(pkg.__path__, self.package + "."):
+            walk = pkgutil.walk_packages if self.recursive else pkgutil.iter_modules
+            for info in walk(pkg.__path__, self.package + "."):
                 importlib.import_module(info.name)
         load_plugins()
 
@@ -259,15 +271,16 @@ class Registry(Generic[T]):
         return iter(self.names())
 
     def names(self) -> list[str]:
-        """Registered names in registration order."""
+        """Registered names, sorted by :attr:`key` (registration order without one)."""
         self._load()
-        return list(self._parts)
+        if self.key is None:
+            return list(self._parts)
+        return sorted(self._parts, key=lambda name: self.key(self._parts[name]))
 
     def view(self) -> Mapping[str, T]:
         """This registry as a read-only mapping name → part (live: later registrations show)."""
         return _View(self)
 
     def items(self) -> Iterator[tuple[str, T]]:
-        """(name, part) pairs in registration order."""
-        self._load()
-        return iter(list(self._parts.items()))
+        """(name, part) pairs in the order of :meth:`names`."""
+        return iter([(name, self._parts[name]) for name in self.names()])

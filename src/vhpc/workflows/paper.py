@@ -221,7 +221,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     pp = sub.add_parser("paper", help="all studies of one seed paper, run and shown on one page")
     pp.add_argument("seed", help="seed number: 000, 001, 003 or 004")
     pp.add_argument("-b", "--bench", action="append", metavar="STUDY=BENCH[:k=v,...]",
-                    help="replace a study's benchmarks, e.g. linpack=linpack:n=200")
+                    help=parts.bench_help("replace a study's benchmarks, e.g. "
+                                          "linpack=linpack:n=200"))
     parts.study_protocol_flags(pp, "every study's")
     pp.add_argument("--executor", metavar=parts.executor_metavar(),
                     help="passed to every study; a study across nodes (seed 004's scaling) "

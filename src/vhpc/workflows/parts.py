@@ -40,10 +40,15 @@ def executor_help() -> str:
     return f"where trials run (default: {DEFAULT}): " + "; ".join(parts)
 
 
-def bench_help() -> str:
-    """``-b``'s help: the quick suite, the default, named."""
-    return ("benchmark (repeatable; default: the quick suite "
-            f"{', '.join(benchmarks.quick_suite())})")
+def bench_help(what: str = "") -> str:
+    """``-b``'s help: ``what`` the flag does (default: a benchmark to run, the quick suite
+    when none is given), then every registered benchmark by suite, in listing order
+    (:func:`vhpc.benchmarks.by_suite`), so a benchmark added by a new module or an outside
+    package shows without a text to edit."""
+    what = what or ("benchmark to run (repeatable; default: the quick suite, "
+                    f"{', '.join(benchmarks.quick_suite())})")
+    suites = "; ".join(f"{name}: {', '.join(names)}" for name, names in benchmarks.by_suite())
+    return f"{what}. Benchmarks by suite: {suites} ('vhpc list benchmarks' describes them)"
 
 
 def global_flags() -> list[GlobalFlag]:
@@ -64,14 +69,15 @@ def study_protocol_flags(parser, whose: str) -> None:
     from vhpc.core.argtypes import count, number
     from vhpc.environments.options import MAX_SECONDS
 
-    parser.add_argument("--repeats", type=count(1, 10000),
+    parser.add_argument("--repeats", type=count(1, 10000), metavar="N",
                         help=f"measured rounds of {whose} trials (default: the study's own, 5 "
                              "for most); --method rank needs 4 or more for an interval")
-    parser.add_argument("--warmup", type=count(0, 1000),
+    parser.add_argument("--warmup", type=count(0, 1000), metavar="N",
                         help="warm-up rounds, stored but not analysed (default: the study's "
                              "own, 1 for most)")
-    parser.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True),
-                        help="seconds per trial before it is killed (default 600)")
+    parser.add_argument("--timeout", type=number(0, MAX_SECONDS, lo_open=True), metavar="SECONDS",
+                        help="wall-clock seconds a trial may run before it is killed "
+                             "(default 600)")
 
 
 def components() -> tuple[doctor.Component, ...]:

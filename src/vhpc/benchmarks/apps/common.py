@@ -24,11 +24,15 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
-from vhpc.benchmarks.base import BenchmarkError, ParseError
+from vhpc.benchmarks.base import BenchmarkError, ParseError, suite
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.paths import cache_dir, cache_lock, check_trusted, trusted_folder, write_atomic
 
 #: The per-rank wrapper (standard library only).
+#: The applications' suite: each application module registers its own benchmark into it.
+APPS = suite("applications", "real applications from Debian (LAMMPS, GROMACS) with inputs vhpc "
+             "writes", 60)
+
 RANKRUN = Path(__file__).resolve().with_name("rankrun.py")
 
 FILE_RE = re.compile(r"^VHPC-FILE-BEGIN name=(\S+)\n(.*?)^VHPC-FILE-END name=\1$", re.M | re.S)

@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping
 from vhpc.benchmarks.apps import common, sizing
 from vhpc.benchmarks.apps.common import number, rank_command, require, shown_file
 from vhpc.benchmarks.base import (Benchmark, BenchmarkError, Check, Param, ParseError,
-                                  RunContext)
+                                  RunContext, register)
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
 from vhpc.host.doctor import Component
@@ -448,3 +448,6 @@ class Gromacs(Benchmark):
                  and all(math.isfinite(values[m]) for m in CHECKED.values()))
         return [Sample(m.name, values[m.name], m.unit, m.higher_is_better, valid)
                 for m in self.metrics]
+
+
+register(common.APPS, Gromacs())

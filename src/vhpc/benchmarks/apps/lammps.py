@@ -40,7 +40,7 @@ import subprocess
 from typing import Any, Mapping
 
 from vhpc.benchmarks.apps.common import number, rank_command, require
-from vhpc.benchmarks.base import Benchmark, BenchmarkError, Check, Param, ParseError
+from vhpc.benchmarks.base import Benchmark, BenchmarkError, Check, Param, ParseError, register
 from vhpc.benchmarks.apps import common
 from vhpc.benchmarks.mpilaunch import Launch
 from vhpc.core.metrics import Metric, Sample
@@ -374,3 +374,6 @@ class Lammps(Benchmark):
         units = {"epair": EPAIR_UNIT.get(params.get("problem", "lj"), "energy/atom")}
         return [Sample(m.name, values[m.name], units.get(m.name, m.unit), m.higher_is_better,
                        valid) for m in self.metrics]
+
+
+register(common.APPS, Lammps())

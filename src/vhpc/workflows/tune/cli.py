@@ -17,6 +17,7 @@ from rich.table import Table
 
 from vhpc.core.paths import write_atomic
 from vhpc.core.text import markup as esc
+from vhpc.workflows import parts
 
 __all__ = ["add_parser", "cmd_tune"]
 
@@ -29,7 +30,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t = sub.add_parser("tune", help="race candidate VM placements and recommend the cheapest "
                        "(docs/tune.md)")
     t.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
-                   help="the workload (repeatable)")
+                   help=parts.bench_help("the workload (repeatable)"))
     t.add_argument("--vcpus", type=count(1, 4096), default=2, help="vCPUs of the VM (default %(default)s)")
     t.add_argument("--memory", type=count(1, 1 << 24), default=1024, help="MiB of the VM (default %(default)s)")
     t.add_argument("--candidates", action="append", metavar="NAME[,NAME...]",
