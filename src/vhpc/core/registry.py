@@ -5,12 +5,14 @@ decorator, as ReFrame registers its schedulers and launchers (``reframe/core/bac
 
     KINDS = Registry("environment kind")
 
-    @KINDS.register("native")
-    class NativeKind(EnvironmentKind): ...
+    @KINDS.register("container")
+    class ContainerKind(EnvironmentKind): ...
 
 A second registration of a name is an error (:class:`DuplicateName`), and looking up an unknown
 name raises :class:`UnknownName`, a one-line :class:`~vhpc.core.errors.SpecError` listing the
-known names.  With ``package`` set, the first lookup imports every module of that package, so a
+known names.  A part may also be asked for by what it provides instead of its name
+(:meth:`Registry.providing`: "the kind that builds images"), so that no room outside a part's
+own names it.  With ``package`` set, the first lookup imports every module of that package, so a
 new part is one new module and nothing dispatches on names elsewhere.
 
 Parts from outside the package: a distribution names its modules in the entry-point group
@@ -37,6 +39,10 @@ T = TypeVar("T")
 
 class UnknownName(SpecError):
     """A name no part registered; the message lists the known names."""
+
+
+class NoProvider(SpecError):
+    """No registered part provides a capability that was asked for; the message names it."""
 
 
 class DuplicateName(RuntimeError):
@@ -250,6 +256,19 @@ class Registry(Generic[T]):
         except (KeyError, TypeError):
             raise UnknownName(f"unknown {self.what} {name!r}: choose one of "
                               f"{', '.join(self.names())}") from None
+
+    def providing(self, capability: str) -> T:
+        """The part that provides ``capability`` (it is in the part's ``provides``), asked for
+        as "the kind that ..." instead of by name: vhpc's own before a plugin's, then in
+        registration order.  Raises NoProvider (one line) when no part provides it."""
+        self._load()
+        own_first = sorted(self._parts.items(), key=lambda item: item[0] in self._guests)
+        for _, part in own_first:
+            if capability in getattr(part, "provides", ()):
+                return part
+        raise NoProvider(f"no {self.what} provides {str(capability)!r} (registered: "
+                         f"{', '.join(self.names())}): reinstall vhpc, or the plugin that "
+                         "provided it")
 
     def __contains__(self, name: object) -> bool:
         self._load()
