@@ -266,7 +266,7 @@ class Registry(Generic[T]):
         for _, part in own_first:
             if capability in getattr(part, "provides", ()):
                 return part
-        raise NoProvider(f"no {self.what} provides {str(capability)!r} (registered: "
+        raise NoProvider(f"no {self.what} provides {capability!r} (registered: "
                          f"{', '.join(self.names())}): reinstall vhpc, or the plugin that "
                          "provided it")
 

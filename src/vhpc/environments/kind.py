@@ -59,9 +59,9 @@ DEFAULT_CAPABILITIES = (BASELINE, GUEST)
 
 
 def kind_name(capability: str) -> str:
-    """The name of the kind that provides ``capability`` (``kind_name(BASELINE)``:
-    the baseline's), also the name its environments get by default.  Raises NoProvider (a
-    one-line SpecError) when no registered kind provides it."""
+    """The name of the kind that provides ``capability`` (``kind_name(BASELINE)``: the
+    baseline's), also the name its environments get by default.  Raises NoProvider (a one-line
+    SpecError) when no registered kind provides it."""
     return KINDS.providing(capability).name
 
 

@@ -408,8 +408,7 @@ def env_of(capability: str, name: str | None = None, **options: Any) -> EnvSpec:
     """A typed environment of the kind that provides ``capability`` (a capability of
     :mod:`vhpc.environments.kind`: ``BASELINE``, ``GUEST``, ``GUEST_CLUSTER``, ...), named
     ``name`` (default: the kind's name), for code that asks for "the baseline" or "one guest"
-    rather than naming a kind.  Raises SpecError
-    (NoProvider when no kind provides it)."""
+    rather than naming a kind.  Raises SpecError (NoProvider when no kind provides it)."""
     return env(kind_name(capability), name, **options)
 
 

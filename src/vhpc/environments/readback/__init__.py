@@ -3,7 +3,9 @@
 Each trial runs under ``vhpc-run.sh`` (beside this module), which samples the benchmark's
 processes while they run and prints, after a :data:`READBACK_MARK` line, one line per process:
 ``pid=P comm=C cpus=LIST N0=pages N1=pages ...`` (allowed CPUs from ``/proc/PID/status``,
-resident pages per node from ``/proc/PID/numa_maps``, proc(5)).
+resident pages per node from ``/proc/PID/numa_maps``, proc(5)).  The wrapper travels with the
+kernel sources to a machine that builds them itself (:data:`WRAPPERS`), into a folder named by
+:func:`remote_kernel_hash`.
 """
 
 from __future__ import annotations

@@ -265,8 +265,9 @@ def generate(topo: Topology, vcpus: int, memory_mib: int, offer: HostOffer = Hos
                     continue
                 seen[key] = len(out)
                 note = f"oversubscribed {ratio}:1 (more vCPUs than PUs)" if ratio > 1 else ""
-                out.append(Candidate(full, _env_name(full), kind_name(GUEST), pol, numa, backing, (p,),
-                                     oversubscribed=ratio, note=note, local=_locality(topo, p),
+                out.append(Candidate(full, _env_name(full), kind_name(GUEST), pol, numa,
+                                     backing, (p,), oversubscribed=ratio, note=note,
+                                     local=_locality(topo, p),
                                      pool=() if p.pinned else tuple(topo.pu_ids)))
     if mpi:
         parts, why = _partitions(topo, vcpus, memory_mib, offer)
