@@ -6,7 +6,9 @@ options model (validated once, at the edge, by the spec parser), checks the host
 its placement **once** (:meth:`EnvironmentKind.plan`, returning an immutable :class:`EnvPlan`),
 and builds the :class:`~vhpc.environments.base.Environment` from the options and that plan
 (:meth:`EnvironmentKind.build`).  Adding a kind is one new package; nothing else dispatches on
-kind names (docs/architecture.md, "How to add an environment kind").
+kind names (docs/architecture.md, "How to add an environment kind").  A room that needs "the
+baseline" or "the kind that builds images" asks for a capability the kind declares
+(:attr:`EnvironmentKind.provides`, ``KINDS.providing``), never for a name.
 """
 
 from __future__ import annotations
