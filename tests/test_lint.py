@@ -1,6 +1,6 @@
 """The committed lint configuration holds: import-linter's contracts (``.importlinter``: the
-rooms as layers, the kinds reached through their registered class; imports inside functions
-count) and ruff's rules (``[tool.ruff]`` in pyproject.toml) over ``src``.  Both tools come
+rooms as layers, the kinds reached through their registered class, the kinds in order inside
+the environments; imports inside functions count) and ruff's rules (``[tool.ruff]`` in pyproject.toml) over ``src``.  Both tools come
 with the ``test`` extra, so under CI=true a missing one fails here instead of skipping."""
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def test_import_contracts_are_kept():
     out = _lint_imports()
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "Rooms: each imports only rooms to its left" in out.stdout
+    assert "Inside the environments, a kind builds only on the kinds below it" in out.stdout
     assert "0 broken" in out.stdout
 
 

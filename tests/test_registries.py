@@ -13,7 +13,8 @@ import pytest
 
 from vhpc import placement, topology
 from vhpc.core.errors import HostError, SpecError
-from vhpc.core.registry import DuplicateName, Registry, UnknownName
+from vhpc.core.registry import DuplicateName, NoProvider, Registry, UnknownName
+from vhpc.environments import kind as kinds_mod
 from vhpc.environments.kind import KINDS, EnvironmentKind
 from vhpc.environments.options import HostFacts
 from vhpc.executors.base import EXECUTORS, Executor, parse
@@ -49,6 +50,7 @@ def test_a_registry_loads_its_package_before_the_first_lookup():
 
 
 def test_a_new_executor_is_one_class(monkeypatch):
+    EXECUTORS.names()  # loaded first: a copy of an unloaded registry would be restored empty
     monkeypatch.setattr(EXECUTORS, "_parts", dict(EXECUTORS._parts))
 
     @EXECUTORS.register("pbs")
@@ -151,6 +153,7 @@ def test_a_kind_registered_in_a_test_is_used_by_the_spec_and_the_campaign(monkey
     from vhpc.environments.options import EnvOptions
     from vhpc.campaign import execute as campaign
 
+    KINDS.names()  # loaded first: a copy of an unloaded registry would be restored empty
     monkeypatch.setattr(KINDS, "_parts", dict(KINDS._parts))
 
     class EchoOptions(EnvOptions):
@@ -232,3 +235,110 @@ def test_environment_kind_names_come_from_the_registry():
     assert KINDS.get("native")().build("n", KINDS.get("native").options(), None, host).kind == ""
     from vhpc.environments import kind as kinds
     assert kinds.build("native", "n", KINDS.get("native").options(), host).kind == "native"
+
+
+# -- capabilities: "the kind that ...", never a kind's name ----------------------------------
+
+#: The hook each capability promises, which its kind must implement (not inherit the refusal).
+CAPABILITY_HOOKS = {kinds_mod.GUEST: "estimate_accel", kinds_mod.GUEST_CLUSTER: "node_guests",
+                    kinds_mod.IMAGE_BUILDER: "build_image",
+                    kinds_mod.REMOTE_MACHINE: "remote_report"}
+
+
+def test_each_capability_has_one_of_vhpcs_kinds_and_it_implements_the_hook():
+    for capability in kinds_mod.CAPABILITIES:
+        providers = [n for n, k in KINDS.items() if capability in k.provides]
+        assert len(providers) == 1, (capability, providers)
+        part = KINDS.providing(capability)
+        assert part.name == providers[0]
+        hook = CAPABILITY_HOOKS.get(capability)
+        if hook:
+            assert getattr(part, hook) is not getattr(EnvironmentKind, hook), (capability, hook)
+    assert kinds_mod.default_environments() == ("native", "vm")
+    assert {c: kinds_mod.kind_name(c) for c in kinds_mod.CAPABILITIES} == {
+        "baseline": "native", "guest": "vm", "guest-cluster": "vcluster", "image-builder": "vm",
+        "remote-machine": "ssh"}
+
+
+def test_a_capability_nothing_provides_is_one_line_and_a_plugin_never_displaces_vhpcs(monkeypatch):
+    with pytest.raises(NoProvider) as err:
+        KINDS.providing("teleport")
+    assert isinstance(err.value, SpecError) and "\n" not in str(err.value)
+    assert "'teleport'" in str(err.value) and "native" in str(err.value)
+
+    class Impostor(EnvironmentKind):
+        provides = frozenset({kinds_mod.BASELINE})
+
+        def build(self, name, options, plan, host):
+            raise AssertionError("not built")
+
+    Impostor.name = "impostor"
+    # registered first, by a plugin: vhpc's own baseline still answers
+    monkeypatch.setattr(KINDS, "_parts", {"impostor": Impostor, **KINDS._parts})
+    monkeypatch.setattr(KINDS, "_guests", {**KINDS._guests, "impostor": "a plugin"})
+    assert KINDS.providing(kinds_mod.BASELINE).name == "native"
+
+
+def test_a_campaign_without_environments_compares_the_baseline_and_one_guest(tmp_path):
+    from vhpc.spec.parse import from_file
+
+    path = tmp_path / "c.yaml"
+    path.write_text("benchmarks: [stream]\n")
+    spec = from_file(path)
+    assert [(e.kind, e.name) for e in spec.environments] == [("native", "native"), ("vm", "vm")]
+    assert spec.baseline == "native"
+
+
+#: Kinds' names, quoted: what a room outside the kind's own folder must not write.
+KIND_LITERAL = re.compile(r"""["'](vm|ssh|vcluster|native)["']""")
+
+
+def kind_names_outside_their_folders(root: Path, folders: dict[str, str]) -> list[str]:
+    """``file:line: 'name'`` for every string constant equal to a kind's name (``folders``: name
+    → the kind's own folder, relative to ``root``) in a module outside the kinds' folders
+    (inside them a name may also be a tool's, ``ssh``, or a stored field's).  Fragments of
+    f-strings (``f"vm{i}"``: a label) are not names and are left out."""
+    import ast
+
+    hits = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if any(rel.startswith(folder + "/") for folder in folders.values()):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        fragments = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+        hits += [f"{rel}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                 and node.value in folders and id(node) not in fragments]
+    return sorted(hits, key=lambda h: (h.split(":")[0], int(h.split(":")[1]), h))
+
+
+def vhpc_kind_folders() -> dict[str, str]:
+    """Each of vhpc's own kinds → its folder under src/vhpc (from the registered class)."""
+    return {name: "/".join(part.__module__.split(".")[1:3]) for name, part in KINDS.items()
+            if part.__module__.startswith("vhpc.environments.")}
+
+
+def test_no_kind_is_named_outside_its_own_folder():
+    folders = vhpc_kind_folders()
+    assert folders == {"native": "environments/native", "ssh": "environments/ssh",
+                       "vm": "environments/vm", "vcluster": "environments/vcluster"}
+    assert kind_names_outside_their_folders(SRC, folders) == []
+    # the issue's grep, over the same tree: it agrees
+    grep = [f"{p.relative_to(SRC)}:{i}" for p in sorted(SRC.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts
+            and not any(p.relative_to(SRC).as_posix().startswith(f + "/") for f in folders.values())
+            for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+            if KIND_LITERAL.search(line)]
+    assert grep == []
+
+
+def test_the_kind_name_check_sees_a_named_kind(tmp_path):
+    (tmp_path / "campaign").mkdir()
+    (tmp_path / "environments" / "vm").mkdir(parents=True)
+    (tmp_path / "campaign" / "s.py").write_text(
+        "def f(env, i):\n    label = f'vm{i}'\n    return env('vm', label), \"native\"\n")
+    (tmp_path / "environments" / "vm" / "k.py").write_text("NAME = 'vm'\n")
+    hits = kind_names_outside_their_folders(tmp_path, {"vm": "environments/vm",
+                                                       "native": "environments/native"})
+    assert sorted(hits) == ["campaign/s.py:3: 'native'", "campaign/s.py:3: 'vm'"]

@@ -169,6 +169,7 @@ def test_a_new_environment_kind_slots_in_with_one_registration(monkeypatch):
         def build(self, name, options, plan, host):
             raise NotImplementedError
 
+    KINDS.names()  # loaded first: a copy of an unloaded registry would be restored empty
     monkeypatch.setattr(KINDS, "_parts", dict(KINDS._parts))  # undone after the test
     KINDS.unregister("remote")
     KINDS.register("remote")(RemoteKind)

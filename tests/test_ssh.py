@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from conftest import require_tool
+from vhpc.benchmarks.base import source_hash
 from vhpc.environments.ssh.environment import (KERNEL_SRC, SshEnvironment, hypervisor,
-                                               parse_fingerprint, source_hash)
+                                               parse_fingerprint)
 from vhpc.store import Store
 
 CLI = [sys.executable, "-m", "vhpc.cli"]

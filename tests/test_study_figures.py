@@ -194,6 +194,10 @@ def test_vcluster_guest_and_rank_tables():
     assert "vc-guests" in html and "vc-ranks" in html
     assert "node 1: 512" in html and "<td>vm1 (g1)</td><td>0</td><td>3</td><td>1</td>" in html
     assert vcluster_section([_T("vm", AppliedPlacement(cpus=[0]))]) is None
+    # a damaged stored rank (a guest index that is no number, an entry that is no mapping) is
+    # left out; the others are still drawn
+    damaged = ranks + [{"rank": 2, "vm": "zero", "vcpu": 0}, "rank 3"]
+    assert str(vcluster_section([_T("vc", AppliedPlacement(vms=vms, ranks=damaged))])) == html
 
 
 # -- browser: a study report and a whole-seed page -------------------------------------------

@@ -100,7 +100,7 @@ def cmd_calibrate(args) -> int:
 
     taken: list[str] = []
     s = calibrate.Settings(tuple(specmod.parse_bench(b) for b in args.bench or quick_suite()),
-                           tuple(specmod.parse_env(e, taken) for e in args.env or specmod.DEFAULT_ENVIRONMENTS),
+                           tuple(specmod.parse_env(e, taken) for e in args.env or specmod.default_environments()),
                            campaigns=args.campaigns, repeats=args.repeats, delta=args.delta,
                            alpha=args.alpha, warmup=args.warmup, timeout=args.timeout)
     check_out(args.out)  # a bad --out before the checks; the store once they passed

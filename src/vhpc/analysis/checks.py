@@ -11,6 +11,7 @@ from vhpc.analysis.findings import fmt_list, label
 from vhpc.analysis.results import Finding
 from vhpc.benchmarks.custom import from_mapping
 from vhpc.campaign.checks import FAILED_PREFIX, NOT_APPLIED_PREFIX
+from vhpc.spec.parse import default_baseline
 
 
 def checked(spec: Mapping[str, Any] | None) -> dict[str, str]:
@@ -89,7 +90,7 @@ def check_findings(trials: Iterable, spec: Mapping[str, Any] | None = None,
     with_check = checked(spec)
     passed: dict[str, list[int]] = {}
     invalid = set(invalid)
-    baseline = (spec or {}).get("baseline", "native")
+    baseline = (spec or {}).get("baseline") or default_baseline()
     for t in trials:
         error = getattr(t, "error", None) or ""
         if t.benchmark in with_check and t.status == "done" and t.environment != baseline \

@@ -60,6 +60,7 @@ from vhpc.analysis.tolerance import (  # parse_*: also vhpc diff's, through this
 )
 from vhpc.core.metrics import EnvInfo, Observation
 from vhpc.core.records import json_ready
+from vhpc.spec.parse import default_baseline
 from vhpc.store import Store, StoreError
 
 REGRESSION = "regression"
@@ -97,7 +98,7 @@ class CampaignData:
 
     @property
     def baseline(self) -> str:
-        return str(self.spec.get("baseline") or "native")
+        return str(self.spec.get("baseline") or default_baseline())
 
     def options(self, env: str) -> dict[str, Any]:
         """The environment's options as given in the spec (``{}`` when not recorded)."""
@@ -606,7 +607,7 @@ def spec_shape(spec: Mapping[str, Any]) -> tuple:
                      for b in spec.get("benchmarks") or [] if isinstance(b, dict))
     envs = sorted((str(e.get("name")), str(e.get("kind"))) for e in spec.get("environments") or []
                   if isinstance(e, dict))
-    return (tuple(benches), tuple(envs), str(spec.get("baseline") or "native"))
+    return (tuple(benches), tuple(envs), str(spec.get("baseline") or default_baseline()))
 
 
 def same_spec(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -312,20 +312,41 @@ def _checkout_build() -> Path | None:
     return repo / "build" if (repo / "Makefile").exists() else None
 
 
+def kernel_source_files(src: Path | None = None) -> list[Path]:
+    """The kernel sources under ``src`` (default :func:`kernel_sources`), sorted: every file
+    but those in build output folders (``build*``: they change with every build) and
+    dot-folders, dot-files (the builds' ``.build*.lock`` appear with the first build) and
+    objects (``.o``, ``.pyc``)."""
+    src = src or kernel_sources()
+    found = []
+    for root, dirs, files in os.walk(src):
+        dirs[:] = [d for d in dirs if not d.startswith(("build", "."))]
+        found += [Path(root, f) for f in files
+                  if not f.endswith((".o", ".pyc")) and not f.startswith(".")]
+    return sorted(found)
+
+
+def source_hash(src: Path | None = None, also: tuple[Path, ...] = ()) -> str:
+    """16 hex digits naming one state of the kernel sources: SHA-256 over the relative path
+    and bytes of each of :func:`kernel_source_files`, then the bytes of each file in ``also``
+    (what travels with them to a machine that builds them itself: the run wrapper).  The one
+    hash of the sources: :func:`build_key` starts from it, and a remote kernel folder is
+    named by it.  Raises OSError when a file cannot be read."""
+    src = src or kernel_sources()
+    h = hashlib.sha256()
+    for path in kernel_source_files(src):
+        h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes())
+    for path in also:
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=None)
 def build_key(mpi: str = "openmpi") -> str:
-    """16 hex digits naming one build: SHA-256 of the kernel sources (names and bytes), the C
+    """16 hex digits naming one build: SHA-256 of the sources' :func:`source_hash`, the C
     compiler's and the MPI wrapper's ``--version`` first lines and ``CFLAGS``/``MARCH`` from the
     environment, so a new compiler, MPI or source gets a build of its own."""
-    h = hashlib.sha256()
-    src = kernel_sources()
-    # build folders (build, build-mpich, BUILD=build-x) hold outputs, not sources: hashing
-    # them would change the key with every build
-    for path in sorted(p for p in src.rglob("*") if p.is_file()
-                       and not any(part.startswith("build")
-                                   for part in p.relative_to(src).parts[:-1])
-                       and p.suffix in (".c", ".h", ".mk", "") and not p.name.startswith(".")):
-        h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes())
+    h = hashlib.sha256(source_hash().encode())
     for tool in (os.environ.get("CC") or "cc", mpi_tool(mpi, "mpicc")):
         try:
             out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30)

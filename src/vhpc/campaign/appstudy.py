@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from vhpc.campaign.figures import FigureSpec, Panel
 from vhpc.campaign.study import StudyError, node_counts, study
-from vhpc.spec.parse import bench, env
+from vhpc.environments.kind import BASELINE, GUEST, GUEST_CLUSTER, kind_name
+from vhpc.spec.parse import bench, env_of
 
 #: Rank counts of the last :func:`_applications` call (the template runs before ``expand``).
 _COUNTS: list[int] = []
@@ -56,12 +57,14 @@ def _layout(topo, protocol) -> tuple[list[int], str, list]:
     if ex is not None and not ex.part.runs_here:
         n = ex.node_count()
         rpn = int(getattr(ex.options, "ranks_per_node", 1) or 1)
-        vm = env("vcluster", "vm", vms=n, vcpus=rpn, ranks_per_vm=rpn, vms_per_node=1)
-        return [k * rpn for k in node_counts(n)], "nodes", [env("native"), vm]
+        # the guests are named like the single guest, as the paper calls its virtualized side
+        vm = env_of(GUEST_CLUSTER, kind_name(GUEST), vms=n, vcpus=rpn, ranks_per_vm=rpn,
+                    vms_per_node=1)
+        return [k * rpn for k in node_counts(n)], "nodes", [env_of(BASELINE), vm]
     cores = len(topo.cores)
     if cores < 1:
         raise StudyError("applications needs at least one core")
-    return node_counts(cores), "host", [env("native"), env("vm", vcpus=cores)]
+    return node_counts(cores), "host", [env_of(BASELINE), env_of(GUEST, vcpus=cores)]
 
 
 def _points(given: list, protocol) -> list:

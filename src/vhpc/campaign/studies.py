@@ -42,7 +42,8 @@ from vhpc.core.errors import SpecError, VhpcError
 from vhpc.campaign.figures import FigureSpec, Panel
 from vhpc.campaign.study import (STUDIES, Study, StudyError, node_counts, of_seed,  # noqa: F401 - re-exported
                                  study)
-from vhpc.spec.parse import CampaignSpec, bench, campaign, env, parse_bench
+from vhpc.environments.kind import BASELINE, GUEST, GUEST_CLUSTER, kind_name
+from vhpc.spec.parse import CampaignSpec, bench, campaign, env_of, parse_bench
 
 def build(name: str, topo: vhpc.topology.Topology, benches: list[str], in_vm: bool = False,
           **protocol: Any) -> CampaignSpec:
@@ -80,7 +81,7 @@ def _cold_warm(topo, in_vm, protocol):
     protocol.setdefault("warmup", 0)
     protocol["protocol"] = "cold-warm"
     return ([bench("stream"), bench("pagefault"), bench("npb-is", **{"class": "S"})],
-            [env("native"), env("vm")])
+            [env_of(BASELINE), env_of(GUEST)])
 
 
 @study("socket-span", "VM spanning 1..S sockets vs native on the same cores (seed 000 Fig. 2)", FigureSpec(
@@ -92,9 +93,9 @@ def _socket_span(topo, in_vm, protocol):
     envs = []
     for k in range(1, len(topo.packages) + 1):
         cpus = [topo.cores[c].pus[0] for pkg in topo.packages[:k] for c in pkg.cores]
-        envs.append(env("native", f"native-{k}s", cpus=cpus))
-        envs.append(env("vm", f"vm-span{k}", vcpus=per_pkg * k, policy=f"span:{k}",
-                        numa="mirror"))
+        envs.append(env_of(BASELINE, f"native-{k}s", cpus=cpus))
+        envs.append(env_of(GUEST, f"vm-span{k}", vcpus=per_pkg * k, policy=f"span:{k}",
+                           numa="mirror"))
     protocol.setdefault("baseline", "native-1s")
     return [bench("stream")], envs
 
@@ -110,11 +111,11 @@ def _vcpu_mapping(topo, in_vm, protocol):
                          "run it on a multi-socket host, or preview the placements with "
                          "'vhpc plan --topology ... --policy nodes:0,1'")
     vcpus = min(len(topo.pus_of_node(n)) for n in nodes)
-    envs = [env("native")]
+    envs = [env_of(BASELINE)]
     for k in (1, 2, 4):
         if k <= len(nodes):
             policy = "nodes:" + ",".join(map(str, nodes[:k])) + (";mem=local" if k > 1 else "")
-            envs.append(env("vm", f"vm-{k}node", vcpus=vcpus, policy=policy))
+            envs.append(env_of(GUEST, f"vm-{k}node", vcpus=vcpus, policy=policy))
     return [bench("stream"), bench("randomaccess")], envs
 
 
@@ -123,8 +124,8 @@ def _vcpu_mapping(topo, in_vm, protocol):
 def _memory_profile(topo, in_vm, protocol):
     benches = [bench(b) for b in ("stream", "randomaccess", "pagefault", "noise")]
     if in_vm:
-        envs = [env("vm", "local", numa=2, policy="spread", guest_bind="0:0"),
-                env("vm", "remote", numa=2, policy="spread", guest_bind="0:1")]
+        envs = [env_of(GUEST, "local", numa=2, policy="spread", guest_bind="0:0"),
+                env_of(GUEST, "remote", numa=2, policy="spread", guest_bind="0:1")]
     else:
         nodes = topo.node_ids
         if len(nodes) < 2:
@@ -133,7 +134,8 @@ def _memory_profile(topo, in_vm, protocol):
                 "on a multi-node host, or add --in-vm to exercise the machinery in a guest with 2 "
                 "virtual NUMA nodes (its penalty is meaningless: both map to one host node)")
         a, b = nodes[0], nodes[1]
-        envs = [env("native", "local", nodes=[a]), env("native", "remote", nodes=[a], membind=[b])]
+        envs = [env_of(BASELINE, "local", nodes=[a]),
+                env_of(BASELINE, "remote", nodes=[a], membind=[b])]
     protocol.setdefault("baseline", "local")
     return benches, envs
 
@@ -161,7 +163,7 @@ def _mpi_p2p(topo, in_vm, protocol):
     return ([bench("osu-latency", max_size=1048576), bench("osu-bw", max_size=1048576),
              bench("osu-bibw", max_size=1048576)]
             + [bench("osu-multi-lat", max_size=1024, pairs=k) for k in pairs],
-            [env("native"), env("vm", vcpus=min(len(topo.pu_ids), 2 * pairs[-1]))])
+            [env_of(BASELINE), env_of(GUEST, vcpus=min(len(topo.pu_ids), 2 * pairs[-1]))])
 
 
 #: Seed 004's figure per collective (Sec. 3.3.2: Fig. 2 Barrier ... Fig. 5 Alltoall).
@@ -182,7 +184,7 @@ def _collectives(topo, in_vm, protocol):
     ranks = sorted({2, max(2, len(topo.pu_ids))})
     default = [bench("osu-coll", op=op, ranks=r, max_size=65536)
                for op in ("barrier", "allreduce", "bcast", "alltoall") for r in ranks]
-    return default, [env("native"), env("vm", vcpus=max(ranks))]
+    return default, [env_of(BASELINE), env_of(GUEST, vcpus=max(ranks))]
 
 
 @study("linpack", "LU factor / solve / total time and Mflops, serial (seed 001 Fig. 5)", FigureSpec(
@@ -192,7 +194,7 @@ def _collectives(topo, in_vm, protocol):
         Panel("mflops", "Mflop/s", "env", "environment", bench="linpack", relative=True,
               title="Mflop/s: VM / native (higher is better)"))))
 def _linpack(topo, in_vm, protocol):
-    return [bench("linpack", n=1000, threads=1)], [env("native"), env("vm")]
+    return [bench("linpack", n=1000, threads=1)], [env_of(BASELINE), env_of(GUEST)]
 
 
 @study("paging", "4 KiB vs 2 MiB guest page backing: HPL, STREAM, RandomAccess (seed 004 Fig. 12-13)", FigureSpec(
@@ -201,7 +203,8 @@ def _linpack(topo, in_vm, protocol):
               relative=True),)))
 def _paging(topo, in_vm, protocol):
     return ([bench("hpcc", n=1000), bench("stream"), bench("randomaccess")],
-            [env("native"), env("vm", "vm-4k", backing="4k"), env("vm", "vm-2m", backing="2m")])
+            [env_of(BASELINE), env_of(GUEST, "vm-4k", backing="4k"),
+             env_of(GUEST, "vm-2m", backing="2m")])
 
 
 @study("noise", "selfish-detour OS noise, native vs guest (seed 004 Sec. 6)", FigureSpec(
@@ -210,7 +213,7 @@ def _paging(topo, in_vm, protocol):
               series="metric", bench="noise", split="metric"),)))
 def _noise(topo, in_vm, protocol):
     protocol.setdefault("repeats", 10)
-    return [bench("noise", duration=5)], [env("native"), env("vm")]
+    return [bench("noise", duration=5)], [env_of(BASELINE), env_of(GUEST)]
 
 
 @study("co-run", "a VM alone vs beside a low/medium/high-intensity co-runner VM (seed 003 Fig. 5)", FigureSpec(
@@ -233,11 +236,11 @@ def _co_run(topo, in_vm, protocol):
     places = {"same": pin(pus0[v:])}
     if len(nodes) > 1:
         places["other"] = pin(list(topo.pus_of_node(nodes[1])))
-    envs = [env("vm", "alone", vcpus=v, policy=main)]
+    envs = [env_of(GUEST, "alone", vcpus=v, policy=main)]
     for where, policy in places.items():
         for level in ("low", "medium", "high"):
-            envs.append(env("vm", f"co-{level}-{where}", vcpus=v, policy=main, corunner=level,
-                            corunner_policy=policy))
+            envs.append(env_of(GUEST, f"co-{level}-{where}", vcpus=v, policy=main, corunner=level,
+                               corunner_policy=policy))
     protocol.setdefault("baseline", "alone")
     return [bench("stream"), bench("randomaccess")], envs
 
@@ -250,7 +253,7 @@ def _oversubscription(topo, in_vm, protocol):
     p = len(topo.pu_ids)
     default = [bench(f"npb-{k}", **{"class": "S", "copies": p, "threads": t})
                for k in ("cg", "ep", "is", "mg", "ft") for t in (1, 4)]
-    return default, [env("native"), env("vm", vcpus=p)]
+    return default, [env_of(BASELINE), env_of(GUEST, vcpus=p)]
 
 
 #: Seed 004 Fig. 2-5's collectives, timed at 16 B (barrier has no message).
@@ -320,8 +323,10 @@ def _scaling(topo, in_vm, protocol):
     # Fig. 1(a): latency vs size; 200 / 50 iterations keep a guest-to-guest sweep under TCG
     # (milliseconds per round trip) to minutes
     default.append(bench("osu-latency", max_size=65536, iters=200, iters_large=50))
-    vm = env("vcluster", "vm", vms=n, vcpus=rpn, ranks_per_vm=rpn, vms_per_node=1)
-    return default, [env("native"), vm]
+    # the guests are named like the single guest, as the paper calls its virtualized side
+    vm = env_of(GUEST_CLUSTER, kind_name(GUEST), vms=n, vcpus=rpn, ranks_per_vm=rpn,
+                vms_per_node=1)
+    return default, [env_of(BASELINE), vm]
 
 
 def _partition_layout(topo) -> tuple[int, int, list, str | None]:
@@ -329,18 +334,18 @@ def _partition_layout(topo) -> tuple[int, int, list, str | None]:
     sockets = len(topo.packages)
     cores = min(len(topo.package(p.index).cores) for p in topo.packages)
     ranks = sockets * cores
-    envs = [env("native"), env("vm", "one-vm", vcpus=ranks, policy=f"span:{sockets}")]
+    envs = [env_of(BASELINE), env_of(GUEST, "one-vm", vcpus=ranks, policy=f"span:{sockets}")]
     dropped = []
     if sockets >= 2:
-        envs.append(env("vcluster", "vm-per-socket", vms=sockets, vcpus=cores, net="ivshmem"))
+        envs.append(env_of(GUEST_CLUSTER, "vm-per-socket", vms=sockets, vcpus=cores, net="ivshmem"))
     else:
         dropped.append("one VM per socket is the same as one VM over all sockets")
     if cores >= 2:
-        envs.append(env("vcluster", "2-vms-per-socket", vms=2 * sockets, vcpus=cores // 2,
-                        net="ivshmem"))
+        envs.append(env_of(GUEST_CLUSTER, "2-vms-per-socket", vms=2 * sockets, vcpus=cores // 2,
+                           net="ivshmem"))
         if cores // 2 > 1:  # pingpong's 2 ranks would share guest 0: one rank per guest too
-            envs.append(env("vcluster", "cross-vm", vms=2, vcpus=1, ranks_per_vm=1,
-                            net="ivshmem"))
+            envs.append(env_of(GUEST_CLUSTER, "cross-vm", vms=2, vcpus=1, ranks_per_vm=1,
+                               net="ivshmem"))
     else:
         dropped.append("2 VMs per socket need 2 cores per socket")
     note = None
@@ -387,7 +392,7 @@ def _pagefault_latency(topo, in_vm, protocol):
     """Seed 000 Fig. 13: the vhpc-pagefault kernel natively and in a guest; the device mmap
     column needs a mapping that exists in both: ``-b pagefault:file=/dev/shm/NAME`` (or an
     ivshmem BAR in a vcluster)."""
-    return [bench("pagefault", mib=64, reps=5)], [env("native"), env("vm")]
+    return [bench("pagefault", mib=64, reps=5)], [env_of(BASELINE), env_of(GUEST)]
 
 
 @study("class-b-c", "the partition placements at NPB classes B and C (seed 000 Fig. 14)",

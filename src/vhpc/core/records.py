@@ -123,6 +123,29 @@ class CorunnerReadback(Record):
     plan: str | None = None
 
 
+class RankPlacement(Record):
+    """Where one MPI rank ran: one entry of a trial's ``applied.ranks``.  ``rank``; in a guest
+    cluster the guest's index ``vm`` (the stored name), its host name ``guest``, the ``vcpu``
+    the rank ran on and the ``host_cpu`` under that vCPU; ``node``: the Slurm node, across
+    nodes.  Every field is optional: other environments and older stores write fewer."""
+
+    rank: int | None = None
+    vm: int | None = None
+    guest: str | None = None
+    vcpu: int | None = None
+    host_cpu: int | None = None
+    node: str | None = None
+
+    @classmethod
+    def read(cls, entry: Any) -> "RankPlacement | None":
+        """``entry`` (a stored mapping) as a RankPlacement; None when it is no mapping or a
+        field has the wrong type (a damaged row, which a report leaves out)."""
+        try:
+            return cls.model_validate(entry) if isinstance(entry, dict) else None
+        except ValidationError:
+            return None
+
+
 class AppliedPlacement(Record):
     """Placement as applied, read back after a trial.
 

@@ -5,12 +5,14 @@ decorator, as ReFrame registers its schedulers and launchers (``reframe/core/bac
 
     KINDS = Registry("environment kind")
 
-    @KINDS.register("native")
-    class NativeKind(EnvironmentKind): ...
+    @KINDS.register("container")
+    class ContainerKind(EnvironmentKind): ...
 
 A second registration of a name is an error (:class:`DuplicateName`), and looking up an unknown
 name raises :class:`UnknownName`, a one-line :class:`~vhpc.core.errors.SpecError` listing the
-known names.  With ``package`` set, the first lookup imports every module of that package (and,
+known names.  A part may also be asked for by what it provides instead of its name
+(:meth:`Registry.providing`: "the kind that builds images"), so that no room outside a part's
+own names it.  With ``package`` set, the first lookup imports every module of that package (and,
 with ``recursive``, of its sub-packages), so a new part is one new module and nothing dispatches
 on names elsewhere.  Where the order of the parts shows to users, the registry sorts them by a
 ``key`` each part declares (a study's seed figure, a benchmark's suite), never by a list kept
@@ -40,6 +42,10 @@ T = TypeVar("T")
 
 class UnknownName(SpecError):
     """A name no part registered; the message lists the known names."""
+
+
+class NoProvider(SpecError):
+    """No registered part provides a capability that was asked for; the message names it."""
 
 
 class DuplicateName(RuntimeError):
@@ -262,6 +268,19 @@ class Registry(Generic[T]):
         except (KeyError, TypeError):
             raise UnknownName(f"unknown {self.what} {name!r}: choose one of "
                               f"{', '.join(self.names())}") from None
+
+    def providing(self, capability: str) -> T:
+        """The part that provides ``capability`` (it is in the part's ``provides``), asked for
+        as "the kind that ..." instead of by name: vhpc's own before a plugin's, then in
+        registration order.  Raises NoProvider (one line) when no part provides it."""
+        self._load()
+        own_first = sorted(self._parts.items(), key=lambda item: item[0] in self._guests)
+        for _, part in own_first:
+            if capability in getattr(part, "provides", ()):
+                return part
+        raise NoProvider(f"no {self.what} provides {capability!r} (registered: "
+                         f"{', '.join(self.names())}): reinstall vhpc, or the plugin that "
+                         "provided it")
 
     def __contains__(self, name: object) -> bool:
         self._load()

@@ -6,7 +6,9 @@ options model (validated once, at the edge, by the spec parser), checks the host
 its placement **once** (:meth:`EnvironmentKind.plan`, returning an immutable :class:`EnvPlan`),
 and builds the :class:`~vhpc.environments.base.Environment` from the options and that plan
 (:meth:`EnvironmentKind.build`).  Adding a kind is one new package; nothing else dispatches on
-kind names (docs/architecture.md, "How to add an environment kind").
+kind names (docs/architecture.md, "How to add an environment kind").  A room that needs "the
+baseline" or "the kind that builds images" asks for a capability the kind declares
+(:attr:`EnvironmentKind.provides`, ``KINDS.providing``), never for a name.
 """
 
 from __future__ import annotations
@@ -30,6 +32,45 @@ TCG_FACTOR = 2.0
 
 #: Every environment kind, by name; the packages under vhpc/environments/ register themselves.
 KINDS: Registry[type["EnvironmentKind"]] = Registry("environment", "vhpc.environments")
+
+
+#: Capabilities: what a room outside the environments asks of "the kind that ...", never naming
+#: it.  A kind declares its own in :attr:`EnvironmentKind.provides`, and
+#: ``KINDS.providing(capability)`` finds the kind (:func:`kind_name`).
+#:
+#: Runs benchmarks on this host itself, no guest: a comparison's usual baseline.
+BASELINE = "baseline"
+#: One guest on this host; its :meth:`~EnvironmentKind.estimate_accel` says what the guests of a
+#: run would run under.
+GUEST = "guest"
+#: Several guests as one machine, one MPI job across them; its
+#: :meth:`~EnvironmentKind.node_guests` places the guests one compute node holds.
+GUEST_CLUSTER = "guest-cluster"
+#: Builds a guest image (:meth:`~EnvironmentKind.build_image`, ``vhpc image build``).
+IMAGE_BUILDER = "image-builder"
+#: Reaches a machine that exists already (:meth:`~EnvironmentKind.remote_report`, ``vhpc host
+#: --ssh``).
+REMOTE_MACHINE = "remote-machine"
+#: Every capability, for checks and help.
+CAPABILITIES = (BASELINE, GUEST, GUEST_CLUSTER, IMAGE_BUILDER, REMOTE_MACHINE)
+
+#: The capabilities of the environments a campaign compares when none is given (``vhpc
+#: compare``, ``vhpc calibrate``, a campaign file without ``environments``): the baseline and
+#: one guest.
+DEFAULT_CAPABILITIES = (BASELINE, GUEST)
+
+
+def kind_name(capability: str) -> str:
+    """The name of the kind that provides ``capability`` (``kind_name(BASELINE)``: the
+    baseline's), also the name its environments get by default.  Raises NoProvider (a one-line
+    SpecError) when no registered kind provides it."""
+    return KINDS.providing(capability).name
+
+
+def default_environments() -> tuple[str, ...]:
+    """The ``-e`` items of the environments a campaign compares when none is given: the kinds
+    of :data:`DEFAULT_CAPABILITIES`, baseline first."""
+    return tuple(kind_name(c) for c in DEFAULT_CAPABILITIES)
 
 
 @dataclass(frozen=True)
@@ -65,6 +106,9 @@ class EnvironmentKind(ABC):
     name: ClassVar[str] = ""
     options: ClassVar[type[EnvOptions]]
     summary: ClassVar[str] = ""
+    #: What it can be asked for as "the kind that ...": capabilities (:data:`BASELINE`, ...);
+    #: none by default.
+    provides: ClassVar[frozenset[str]] = frozenset()
     #: What ``vhpc doctor`` checks for it (:class:`vhpc.host.doctor.Component`).
     components: ClassVar[tuple[Component, ...]] = ()
     #: It boots guests: a fresh session costs a boot (time estimates, cold/warm protocol).
@@ -124,6 +168,14 @@ class EnvironmentKind(ABC):
         the command's further choices) and return what was built.  Raises HostError for a
         kind that boots no image."""
         raise HostError(f"the {self.name} kind builds no guest image")
+
+    def node_guests(self, name: str, first: int, count: int, policy: str,
+                    member: dict[str, Any], vms: int | None = None,
+                    seed: dict[str, str] | None = None) -> list[Environment]:
+        """The guests ``first`` .. ``first + count - 1`` of the guest cluster ``name`` that one
+        compute node of an executor holds (a :data:`GUEST_CLUSTER` kind's).
+        Raises HostError for a kind that holds no guest cluster."""
+        raise HostError(f"the {self.name} kind holds no guest cluster")
 
     def hidden_host_dirs(self, options: EnvOptions) -> tuple[str, ...]:
         """Host directories that programs of this environment do not see, because it puts

@@ -63,7 +63,7 @@ def render_plans(topo: Topology, placements: Sequence[Placement],
     lines += [f"  left out: {lo.text()}" for lo in topo.left_out]
     lines += [f"  note: {n}" for n in topo.notes]
     for i, p in enumerate(placements):
-        name = f"vm{i}" if len(placements) > 1 else "vm"
+        name = f"vm{i}"  # the guests' names, as a vcluster numbers them
         lines.append(f"--- {name}: {describe(p)}")
         lines += _pin_table(p, topo)
         lines += [f"note: {n}" for n in p.notes]

@@ -11,6 +11,8 @@ from typing import Any, Iterable, Mapping
 import jinja2
 from markupsafe import Markup
 
+from vhpc.core.records import RankPlacement
+
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 
 SPEC_TPL = _ENV.from_string("""
@@ -132,11 +134,12 @@ def vcluster_section(trials: Iterable[Any]) -> Markup | None:
             mem = _get(_get(vm, "memory") or {}, "node_mib") or {}
             guests.append({"name": f"vm{i}", "vcpus": vcpus,
                            "memory": ", ".join(f"node {n}: {float(m):.0f}" for n, m in sorted(mem.items())) or "—"})
-        ranks = [{"rank": _get(r, "rank"), "guest": f"vm{_get(r, 'vm')}" + (f" ({_get(r, 'guest')})" if _get(r, "guest") else ""),
-                  "vcpu": _get(r, "vcpu"), "host_cpu": _get(r, "host_cpu", "—"),
-                  "node": node_of.get((_get(r, "vm"), _get(r, "vcpu")), "—"),
-                  "slurm_node": _get(r, "node") or "—"}  # the Slurm node across nodes
-                 for r in _get(a, "ranks") or []]
+        placed = [RankPlacement.read(r) for r in _get(a, "ranks") or []]
+        ranks = [{"rank": r.rank, "guest": f"vm{r.vm}" + (f" ({r.guest})" if r.guest else ""),
+                  "vcpu": r.vcpu, "host_cpu": "—" if r.host_cpu is None else r.host_cpu,
+                  "node": node_of.get((r.vm, r.vcpu), "—"),
+                  "slurm_node": r.node or "—"}  # the Slurm node across nodes
+                 for r in placed if r is not None]
         envs.append({"name": name, "trial": f"{t.benchmark} round {t.round}", "guests": guests,
-                     "ranks": ranks, "slurm": any(_get(r, "node") for r in _get(a, "ranks") or [])})
+                     "ranks": ranks, "slurm": any(r.node for r in placed if r is not None)})
     return Markup(VCLUSTER_TPL.render(envs=envs))

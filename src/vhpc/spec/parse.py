@@ -53,21 +53,26 @@ from vhpc.core import argtypes
 from vhpc.core.cpulist import foreign_digit
 from vhpc.core.errors import SpecError, VhpcError
 from vhpc.environments import kind as kinds
-from vhpc.environments.kind import KINDS, EnvPlan
+from vhpc.environments.kind import BASELINE, KINDS, EnvPlan, default_environments, kind_name
 from vhpc.environments.options import MAX_SECONDS, EnvOptions, HostFacts
 from vhpc.spec.document import read_document
 
-__all__ = ["SpecError", "BenchSpec", "EnvSpec", "CampaignSpec", "bench", "env", "campaign",
-           "parse_bench", "parse_env", "from_cli", "from_file", "one_line"]
+__all__ = ["SpecError", "BenchSpec", "EnvSpec", "CampaignSpec", "bench", "env", "env_of",
+           "campaign", "parse_bench", "parse_env", "from_cli", "from_file", "one_line",
+           "default_environments", "default_baseline"]
 
 #: Largest magnitude a numeric benchmark parameter may have (exact in a double).
-#: The environments a campaign compares when none is given (``vhpc compare``, ``vhpc
-#: calibrate``, a campaign file without ``environments``): native, the baseline, and one guest.
-DEFAULT_ENVIRONMENTS: tuple[str, ...] = ("native", "vm")
-
 MAX_PARAM = 2 ** 53
 #: Most trials one campaign may plan (a year of 30-second trials; keeps the plan in memory).
 MAX_TRIALS = 1_000_000
+
+
+def default_baseline() -> str:
+    """The baseline of a campaign that names none: the environment named after the baseline
+    kind (:data:`~vhpc.environments.kind.BASELINE`), as :func:`default_environments`
+    names it.  Also the baseline of a stored spec that has none (vhpc before the ``baseline``
+    field).  Raises NoProvider when no kind provides it."""
+    return kind_name(BASELINE)
 
 
 class BenchSpec(BaseModel):
@@ -197,7 +202,7 @@ class CampaignSpec(BaseModel):
     environments: list[EnvSpec] = Field(min_length=1, max_length=1000)
     repeats: int = Field(5, ge=1, le=10000)
     warmup: int = Field(1, ge=0, le=1000)
-    baseline: str = "native"
+    baseline: str = Field(default_factory=default_baseline)
     timeout: float = Field(600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     order: str = Field("alternate", pattern="^(alternate|fixed)$")
     protocol: str = Field("warm", pattern="^(warm|cold|cold-warm)$")
@@ -399,6 +404,14 @@ def env(kind: str, name: str | None = None, **options: Any) -> EnvSpec:
         raise SpecError(f"environment {name or kind}: {one_line(exc)}") from None
 
 
+def env_of(capability: str, name: str | None = None, **options: Any) -> EnvSpec:
+    """A typed environment of the kind that provides ``capability`` (a capability of
+    :mod:`vhpc.environments.kind`: ``BASELINE``, ``GUEST``, ``GUEST_CLUSTER``, ...), named
+    ``name`` (default: the kind's name), for code that asks for "the baseline" or "one guest"
+    rather than naming a kind.  Raises SpecError (NoProvider when no kind provides it)."""
+    return env(kind_name(capability), name, **options)
+
+
 def campaign(benches: list[BenchSpec], envs: list[EnvSpec], where: str = "campaign",
              **protocol: Any) -> CampaignSpec:
     """Assemble and validate a campaign; protocol values of None keep their defaults.
@@ -534,7 +547,7 @@ def from_file(path) -> CampaignSpec:
         raise SpecError(f"{path}: expected a mapping with benchmarks: and environments:")
     doc = dict(doc)
     benches_in = doc.pop("benchmarks", None)
-    envs_in = doc.pop("environments", list(DEFAULT_ENVIRONMENTS))
+    envs_in = doc.pop("environments", list(default_environments()))
     if not isinstance(benches_in, list) or not isinstance(envs_in, list):
         raise SpecError(f"{path}: benchmarks and environments must be lists")
     from os.path import abspath, dirname

@@ -397,14 +397,14 @@ def campaign_flags(sp, starts=False):
 
 def spec_from_flags(args):
     """The campaign of ``vhpc compare``'s flags (an argparse namespace): ``-b`` or the quick suite,
-    ``-e`` or :data:`vhpc.spec.parse.DEFAULT_ENVIRONMENTS`, and the repeat, timeout (seconds),
+    ``-e`` or :func:`vhpc.spec.parse.default_environments`, and the repeat, timeout (seconds),
     order, protocol and host-knob flags (:func:`vhpc.spec.parse.from_cli`).  Raises SpecError for
     values it refuses."""
     from vhpc.benchmarks import quick_suite
     from vhpc.spec import parse as specmod
 
     return specmod.from_cli(args.bench or quick_suite(),
-                            args.env or list(specmod.DEFAULT_ENVIRONMENTS),
+                            args.env or list(specmod.default_environments()),
                             strict_placement=args.strict_placement,
                             target_ci=args.target_ci,
                             max_repeats=args.max_repeats, repeats=args.repeats,

@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vhpc.environments.kind import KINDS
+from vhpc.environments.kind import GUEST, KINDS
 
 __all__ = [
     "BOOT_S",
@@ -398,6 +398,6 @@ def dry_run_estimate(spec, out: str | Path) -> str:
 
 
 def accelerator() -> tuple[str, str]:
-    """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the vm kind's
+    """(``"kvm"`` or ``"tcg"``, why) for the guests a run would boot here: the guest kind's
     answer (:meth:`vhpc.environments.kind.EnvironmentKind.estimate_accel`)."""
-    return KINDS.get("vm")().estimate_accel()
+    return KINDS.providing(GUEST)().estimate_accel()

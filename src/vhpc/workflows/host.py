@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from vhpc.environments.kind import KINDS
+from vhpc.environments.kind import KINDS, REMOTE_MACHINE
 from vhpc.workflows.common import console
 
 
@@ -63,7 +63,7 @@ def host(args) -> int:
 
 def remote_host_report(target: str) -> int:
     """``vhpc host --ssh [USER@]HOST[:PORT]``: the remote machine's topology and fingerprint."""
-    lines = KINDS.get("ssh")().remote_report(target)
+    lines = KINDS.providing(REMOTE_MACHINE)().remote_report(target)
     for line in lines:
         console.print(line, highlight=False, markup=False)
     return 0

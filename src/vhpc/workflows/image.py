@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vhpc.core.argtypes import path_arg
-from vhpc.environments.kind import KINDS
+from vhpc.environments.kind import BASELINE, IMAGE_BUILDER, KINDS, kind_name
 from vhpc.workflows.common import console
 
 
@@ -35,7 +35,8 @@ def run(args) -> int:
     out = Path(args.out or f"vhpc-{args.release}.qcow2")
     say = dict(highlight=False, markup=False, soft_wrap=True)
     with console.status(f"building a Debian {escape(args.release)} image ...") as status:
-        built = KINDS.get("vm")().build_image(  # log lines shown as typed
+        builder = KINDS.providing(IMAGE_BUILDER)
+        built = builder().build_image(  # log lines shown as typed
             out, args.release, args.include, progress=lambda line: status.update(escape(line)),
             bootloader=args.bootloader)
     how = ("from the cache (same inputs)" if built.cached
@@ -43,5 +44,6 @@ def run(args) -> int:
     console.print(f"{built.path}: {built.file_bytes / 2**20:.0f} MiB, {how}", **say)
     console.print(f"sha256 {built.sha256}", **say)
     boot = {"none": "", "grub": ",boot=firmware", "grub-efi": ",boot=uefi"}[args.bootloader]
-    console.print(f"use it: vhpc compare -e native -e vm:image={built.path}{boot}", **say)
+    console.print(f"use it: vhpc compare -e {kind_name(BASELINE)} "
+                  f"-e {builder.name}:image={built.path}{boot}", **say)
     return 0

@@ -18,9 +18,9 @@ def kinds_help() -> str:
     """``-e``'s help: each registered kind with its one-line summary, in registration order."""
     kinds = "; ".join(f"{name} ({part.summary})" if part.summary else name
                       for name, part in KINDS.items())
-    from vhpc.spec.parse import DEFAULT_ENVIRONMENTS
+    from vhpc.spec.parse import default_environments
 
-    default = " ".join(f"-e {name}" for name in DEFAULT_ENVIRONMENTS)
+    default = " ".join(f"-e {name}" for name in default_environments())
     return f"environment KIND[:k=v,...], KIND one of: {kinds} (repeatable; default: {default})"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
+from vhpc.environments.kind import BASELINE, KINDS, EnvironmentKind, EnvPlan
 from vhpc.environments.native.options import NativeOptions
 from vhpc.environments.options import HostFacts, check_subset
 from vhpc.topology import format_list
@@ -14,6 +14,7 @@ class NativeKind(EnvironmentKind):
 
     options = NativeOptions
     summary = "benchmarks directly on the host"
+    provides = frozenset({BASELINE})
     trial_s = 2.0  # the quick suite's native trials: 0.6 s median, NPB class S 0.1-3 s
 
     def plan(self, options: NativeOptions, host: HostFacts) -> EnvPlan:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
+from vhpc.environments.kind import KINDS, REMOTE_MACHINE, EnvironmentKind, EnvPlan
 from vhpc.environments.options import HostFacts
 from vhpc.environments.ssh.options import SshOptions
 from vhpc.topology import format_list
@@ -14,6 +14,7 @@ class SshKind(EnvironmentKind):
 
     options = SshOptions
     summary = "benchmarks on an existing machine over OpenSSH"
+    provides = frozenset({REMOTE_MACHINE})
     llc_owner = "that host's"
 
     @classmethod

@@ -28,7 +28,6 @@ while it runs: that is the placement read-back.  Nothing outside the work direct
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import shutil
@@ -40,9 +39,11 @@ from typing import Any
 from vhpc.core import records
 from vhpc.core.cpulist import parse_cpu_list
 from vhpc.benchmarks.apps.common import RANKRUN, app_versions, version_script
-from vhpc.benchmarks.base import Remote, kernel_sources
-from vhpc.environments.readback import READBACK_MARK, RUN_SCRIPT, parse_readback
+from vhpc.benchmarks.base import Remote, kernel_source_files, kernel_sources
+from vhpc.environments.readback import (READBACK_MARK, RUN_SCRIPT, WRAPPERS,
+                                       parse_readback, remote_kernel_hash)
 from vhpc.environments.base import Environment, EnvError, RunResult, now
+from vhpc.environments.ssh.options import remote_workdir
 from vhpc.host import owned
 
 #: Seconds ssh waits for the TCP connection (ssh_config(5) ConnectTimeout).
@@ -78,27 +79,6 @@ echo ---topology---
 if command -v lstopo-no-graphics >/dev/null 2>&1; then lstopo-no-graphics --of xml -;
 elif command -v lstopo >/dev/null 2>&1; then lstopo --of xml -; fi
 """
-
-
-def source_hash(src: Path = KERNEL_SRC) -> str:
-    """SHA-256 (first 16 hex digits) over the relative paths and contents of the kernel sources
-    and the run wrapper; build output directories (``build*``) and dot-files (the builds'
-    ``.build*.lock``, which appear with the first build and would change the hash) are left
-    out."""
-    h = hashlib.sha256()
-    for path in sorted(_source_files(src)):
-        h.update(str(path.relative_to(src)).encode() + b"\0" + path.read_bytes())
-    h.update(RUN_SCRIPT.read_bytes() + RANKRUN.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _source_files(src: Path) -> list[Path]:
-    out = []
-    for root, dirs, files in os.walk(src):
-        dirs[:] = [d for d in dirs if not d.startswith("build") and not d.startswith(".")]
-        out += [Path(root, f) for f in files
-                if not f.endswith((".o", ".pyc")) and not f.startswith(".")]
-    return out
 
 
 def hypervisor(facts: dict[str, str]) -> str:
@@ -198,7 +178,8 @@ class SshEnvironment(Environment):
     under the remote home); config: the ssh_config(5) file (``ssh -F``; default
     ``$VHPC_SSH_CONFIG`` or the user's own, ``"none"`` for none); options: more ``-o`` options
     (a booted image pins its session's host key: environments/vm/userimage.py); kernel_hash:
-    the name of the remote kernel folder (default :func:`source_hash` now; the guests of one
+    the name of the remote kernel folder (default
+    :func:`~vhpc.environments.readback.remote_kernel_hash` now; the guests of one
     vcluster share the one taken when it was made, so its MPI ranks find one path); hint: the
     advice when the host does not answer (a booted image says its own: its host= and port= are
     vhpc's, not the user's); retry_waits: seconds to wait before each further attempt to
@@ -230,7 +211,7 @@ class SshEnvironment(Environment):
         self.hint, self.retry_waits = hint, tuple(retry_waits)
         self.cpus, self.nodes, self.membind = cpus, nodes, membind
         self.workdir = remote_workdir(workdir)
-        self.hash = kernel_hash or source_hash()
+        self.hash = kernel_hash or remote_kernel_hash()
         self.kdir = f"{self.workdir}/kernels-{self.hash}"
         self._ctl: str | None = None
         #: first part of the remote pid file names of this process's trials (execute sets the
@@ -364,10 +345,9 @@ class SshEnvironment(Environment):
         self._copied = True
 
     def _copy_sources(self) -> None:
-        files = [str(p.relative_to(KERNEL_SRC)) for p in _source_files(KERNEL_SRC)]
-        tar = subprocess.run(["tar", "-C", str(KERNEL_SRC), "-cf", "-", *sorted(files),
-                              "-C", str(RUN_SCRIPT.parent), RUN_SCRIPT.name,
-                              "-C", str(RANKRUN.parent), RANKRUN.name],
+        files = [str(p.relative_to(KERNEL_SRC)) for p in kernel_source_files(KERNEL_SRC)]
+        wrappers = [arg for w in WRAPPERS for arg in ("-C", str(w.parent), w.name)]
+        tar = subprocess.run(["tar", "-C", str(KERNEL_SRC), "-cf", "-", *sorted(files), *wrappers],
                              capture_output=True, check=True)
         kd = shlex.quote(self.kdir)
         res = self.shell(f"mkdir -p {kd} {shlex.quote(self.workdir)}/run && tar -C {kd} -xf - "
@@ -604,21 +584,6 @@ def validate_port(port: Any, where: str = "") -> int:
         raise ValueError(f"{where + ': ' if where else ''}port {text}: give a number 1-65535"
                          + (" (ssh would take 0 as its default, 22)" if int(text) == 0 else ""))
     return int(text)
-
-
-def remote_workdir(workdir: str) -> str:
-    """``workdir`` as given to the remote shell, which starts in the login's home: ``~`` and
-    ``~/x`` become ``.`` and ``x`` (the commands quote the path, so a ``~`` would otherwise be
-    a folder literally named ``~``).  Raises ValueError for ``~user/...`` (not expanded)."""
-    w = workdir.rstrip("/") or "/"
-    if w == "~":
-        return "."
-    if w.startswith("~/"):
-        return w[2:].lstrip("/").rstrip("/") or "."
-    if w.startswith("~"):
-        raise ValueError(f"workdir={workdir!r}: ~user is not expanded: give a path relative to "
-                         "the remote home (.cache/vhpc) or an absolute one")
-    return w
 
 
 def host_report(target: str) -> list[str]:

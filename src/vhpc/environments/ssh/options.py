@@ -7,6 +7,21 @@ from pydantic import Field, field_validator
 from vhpc.environments.options import EnvOptions, IndexList
 
 
+def remote_workdir(workdir: str) -> str:
+    """``workdir`` as given to the remote shell, which starts in the login's home: ``~`` and
+    ``~/x`` become ``.`` and ``x`` (the commands quote the path, so a ``~`` would otherwise be
+    a folder literally named ``~``).  Raises ValueError for ``~user/...`` (not expanded)."""
+    w = workdir.rstrip("/") or "/"
+    if w == "~":
+        return "."
+    if w.startswith("~/"):
+        return w[2:].lstrip("/").rstrip("/") or "."
+    if w.startswith("~"):
+        raise ValueError(f"workdir={workdir!r}: ~user is not expanded: give a path relative to "
+                         "the remote home (.cache/vhpc) or an absolute one")
+    return w
+
+
 class SshOptions(EnvOptions):
     """``ssh``: ``host`` (name, address or ssh_config alias), ``user``, ``port``, ``identity``
     (as ``ssh -l -p -i``), ``cpus`` / ``nodes`` / ``membind`` binding on the remote host as for
@@ -25,8 +40,6 @@ class SshOptions(EnvOptions):
     @classmethod
     def _home_relative(cls, v):
         """``~/x`` is the remote home's ``x``; ``~user/...`` is refused (never expanded)."""
-        from vhpc.environments.ssh.environment import remote_workdir
-
         remote_workdir(v)
         return v
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from vhpc.core.errors import HostError
 from vhpc.environments.base import Environment
-from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan
+from vhpc.environments.kind import GUEST_CLUSTER, KINDS, EnvironmentKind, EnvPlan
 from vhpc.environments.options import HostFacts
 from vhpc.environments.vm import VmKind
 from vhpc.environments.vcluster.options import VclusterOptions
@@ -31,6 +31,7 @@ class VclusterKind(EnvironmentKind):
     llc_owner = "the guest's"
     trial_s = 40.0  # scaling at 1-3 nodes under TCG: 90 s a trial on a loaded 2-core host
     summary = "several guests on one host, one MPI job across them"
+    provides = frozenset({GUEST_CLUSTER})
 
     #: its guests are vm guests: the same private directories over the same shared root
     hidden_host_dirs = VmKind.hidden_host_dirs

@@ -35,7 +35,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from vhpc.environments.readback import remote_kernel_hash
 from vhpc.environments.vcluster import network as vclusternet
+from vhpc.environments.vm.imageenv import ImageEnvironment
 from vhpc.environments.vm.userimage import GUEST_USER, SeedParts, keygen
 
 #: The cluster key's file name in the login's ``~/.ssh`` (beside whatever the image has).
@@ -99,10 +101,8 @@ def cluster_seed() -> dict[str, str]:
     build writing beside them, gave two guests two paths).  It travels to the compute nodes
     of a cluster spread over Slurm nodes on the guest hosts' standard input, never on a
     command line.  Raises UserImageError without ssh-keygen."""
-    from vhpc.environments.ssh.environment import source_hash
-
     private, public = cluster_key()
-    return {"private": private, "public": public, "kernels": source_hash()}
+    return {"private": private, "public": public, "kernels": remote_kernel_hash()}
 
 
 def member(name: str, i: int, vms: int, options, placement, topo, seed: dict[str, str]):
@@ -111,8 +111,6 @@ def member(name: str, i: int, vms: int, options, placement, topo, seed: dict[str
     :func:`network_config` (``seed``: :func:`cluster_seed`); nothing is booted.  Used on this
     host and by the guest host of each compute node.  Raises ValueError as ImageEnvironment
     does."""
-    from vhpc.environments.vm.imageenv import ImageEnvironment
-
     m = ImageEnvironment(f"{name}/vm{i}", options, placement, topo)
     m.hostname = vclusternet.hostname(i)
     m.seed_parts = SeedParts(cloud_config(i, vms, seed["private"]), (seed["public"],),

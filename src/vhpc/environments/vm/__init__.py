@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from vhpc import placement
 from vhpc.core.errors import HostError
-from vhpc.environments.kind import KINDS, EnvironmentKind, EnvPlan, GlobalFlag
+from vhpc.environments.kind import (GUEST, IMAGE_BUILDER, KINDS, EnvironmentKind, EnvPlan,
+                                   GlobalFlag)
 from vhpc.environments.options import HostFacts
 from vhpc.environments.vm import guestimage
 from vhpc.environments.vm.backends.base import BACKENDS
@@ -22,6 +23,7 @@ class VmKind(EnvironmentKind):
 
     options = VmOptions
     summary = "benchmarks in a QEMU guest sharing the host's root, or booting your image"
+    provides = frozenset({GUEST, IMAGE_BUILDER})
     boots_guests = True
     llc_owner = "the guest's"
     #: QEMU and what a guest boots (kernel, initramfs tools, KVM), what a user's image needs

@@ -30,6 +30,7 @@ from typing import Any
 from vhpc.benchmarks.apps.common import app_versions, version_script
 from vhpc.core import records
 from vhpc.environments.base import EnvError, RunResult, now
+from vhpc.environments.ssh.environment import SshUnanswered
 from vhpc.environments.vm.agent import GuestHung
 from vhpc.environments.vm import userimage
 from vhpc.environments.vm.environment import VmEnvironment
@@ -160,8 +161,6 @@ class ImageEnvironment(VmEnvironment):
         overlay (:attr:`boot_hangs` keeps why) and ``op()`` runs there.  Raises EnvError
         naming the guest and the image when the fresh guest does not answer either: then the
         campaign stops (its trials done are kept; ``--resume`` goes on)."""
-        from vhpc.environments.ssh.environment import SshUnanswered
-
         for attempt in (1, 2):
             self.start()
             self.resume()  # paused while another environment ran: a paused guest never answers

@@ -50,6 +50,7 @@ from typing import Any, Literal, Mapping
 
 from vhpc.core.paths import cache_dir, trusted_folder, write_atomic
 from vhpc.environments.base import EnvError
+from vhpc.environments.ssh.environment import SshEnvironment, SshUnanswered, unanswered
 from vhpc.environments.vm import imagedisk
 from vhpc.environments.vm.agent import GuestHung
 from vhpc.environments.vm.userimage_check import check_image_file
@@ -703,8 +704,6 @@ class ReachedOverSsh:
         """The session's SshEnvironment once its master connection is up.  Raises EnvError
         when QEMU exits, sshd never answers by ``deadline``, or it goes on refusing the key
         (no cloud-init) for :data:`AUTH_GRACE` seconds."""
-        from vhpc.environments.ssh.environment import SshEnvironment
-
         ssh = SshEnvironment(f"{self.image.hostname} (image)", host="127.0.0.1",
                              user=GUEST_USER, port=self.port, identity=str(key), config="none",
                              options=("-o", f"HostKeyAlias={HOST_KEY_ALIAS}",
@@ -749,8 +748,6 @@ class ReachedOverSsh:
         script = ("command -v cloud-init >/dev/null && cloud-init status --wait >/dev/null; "
                   "command -v systemctl >/dev/null && systemctl is-system-running --wait "
                   ">/dev/null; true")
-        from vhpc.environments.ssh.environment import SshUnanswered
-
         try:
             self.ssh.shell(script, timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -773,8 +770,6 @@ class ReachedOverSsh:
         the login's home) → ``{"rc", "stdout", "stderr", "elapsed", "timed_out"}``.  Raises
         GuestHung when the guest did not answer ssh (after :data:`RETRY_WAITS`), EnvError
         when the connection is lost."""
-        from vhpc.environments.ssh.environment import SshUnanswered, unanswered
-
         if self.ssh is None:
             raise EnvError("the guest is not running")
         try:

@@ -50,7 +50,7 @@ from typing import Any, Callable
 from vhpc.benchmarks.base import Remote
 from vhpc.core import records
 from vhpc.environments.base import EnvError, RunResult, now
-from vhpc.environments.kind import KINDS
+from vhpc.environments.kind import GUEST_CLUSTER, KINDS
 from vhpc.executors.slurm.step import cancel_srun, decode, result_fields, result_from_fields
 
 #: Marks the guest host's replies on its standard output (QEMU or a library may print too).
@@ -110,7 +110,7 @@ class GuestHost:
 
     def __init__(self, payload: dict[str, Any], seed: dict[str, str] | None = None):
         self.node = node_name()
-        self.members = KINDS.get("vcluster")().node_guests(
+        self.members = KINDS.providing(GUEST_CLUSTER)().node_guests(
             str(payload["name"]), int(payload["first"]), int(payload["count"]),
             str(payload["policy"]), payload["member"], payload.get("vms"), seed)
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from vhpc import placement
 from vhpc.core.cpulist import format_cpu_list
 from vhpc.core.errors import VhpcError
+from vhpc.environments.kind import GUEST, GUEST_CLUSTER, kind_name
 from vhpc.topology import Topology
 
 __all__ = ["HostOffer", "Candidate", "Skipped", "generate", "restrict", "signature", "is_mpi",
@@ -230,8 +231,8 @@ def _partitions(topo: Topology, vcpus: int, memory_mib: int, offer: HostOffer
             skipped.append(Skipped(label, str(exc)))
             continue
         note = "" if offer.vcluster else "listed only: the vcluster environment is not available"
-        out.append(Candidate(label, _env_name(label), "vcluster", "partition", "hidden", "4k",
-                             tuple(plans), runnable=offer.vcluster, note=note,
+        out.append(Candidate(label, _env_name(label), kind_name(GUEST_CLUSTER), "partition",
+                             "hidden", "4k", tuple(plans), runnable=offer.vcluster, note=note,
                              local=sum(_locality(topo, p) for p in plans) / len(plans)))
     return out, skipped
 
@@ -264,8 +265,9 @@ def generate(topo: Topology, vcpus: int, memory_mib: int, offer: HostOffer = Hos
                     continue
                 seen[key] = len(out)
                 note = f"oversubscribed {ratio}:1 (more vCPUs than PUs)" if ratio > 1 else ""
-                out.append(Candidate(full, _env_name(full), "vm", pol, numa, backing, (p,),
-                                     oversubscribed=ratio, note=note, local=_locality(topo, p),
+                out.append(Candidate(full, _env_name(full), kind_name(GUEST), pol, numa,
+                                     backing, (p,), oversubscribed=ratio, note=note,
+                                     local=_locality(topo, p),
                                      pool=() if p.pinned else tuple(topo.pu_ids)))
     if mpi:
         parts, why = _partitions(topo, vcpus, memory_mib, offer)

@@ -78,10 +78,11 @@ def _candidates(args, topo):
     """(candidates, skipped, listed-only) for the flags on ``topo``."""
     from vhpc import benchmarks
     from vhpc.host.facts import read_hugepages
+    from vhpc.environments.kind import BASELINE, kind_name
     from vhpc.spec.parse import from_cli
     from vhpc.workflows.tune import candidates as cm
 
-    parsed = from_cli(args.bench, ["native"], host_knobs=args.host_knob)
+    parsed = from_cli(args.bench, [kind_name(BASELINE)], host_knobs=args.host_knob)
     mpi = all(cm.is_mpi(benchmarks.get(b.name), benchmarks.get(b.name).resolve(b.params))
               for b in parsed.benchmarks)
     knob = any(k.startswith("hugepages_2m") for k in parsed.host_knobs)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vhpc.core import stats
+from vhpc.spec.parse import default_baseline
 
 __all__ = ["Settings", "Standing", "RoundRecord", "RaceState", "costs", "decide", "replay",
            "ratio_ci", "per_benchmark", "next_round", "order_by_prior",
@@ -56,7 +57,7 @@ class Settings:
     tolerance: float = 0.02
     budget: int = 60
     min_rounds: int = 3
-    baseline: str = "native"
+    baseline: str = field(default_factory=default_baseline)
     candidates: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:

@@ -20,6 +20,7 @@ from vhpc.core import stats
 from vhpc.spec import parse as specmod
 from vhpc.core.cpulist import format_cpu_list
 from vhpc.core.paths import write_atomic
+from vhpc.environments.kind import BASELINE, kind_name
 from vhpc.spec.parse import CampaignSpec
 from vhpc.store import DONE, FAILED, Store
 from vhpc.workflows.tune.candidates import Candidate, TuneError
@@ -84,9 +85,10 @@ def build_spec(benches: Sequence[str], d: Definition, native_cpus: Sequence[int]
     placement, so both sides use as many CPUs) and one environment per candidate (kind ``vm``
     or ``vcluster``); ``warmup`` warm-up round(s) and ``min_rounds`` measured rounds planned up
     front, later rounds added by the race.  Raises SpecError for bad benchmarks or knobs."""
-    parsed = specmod.from_cli(list(benches), ["native"], host_knobs=list(host_knobs or []))
+    parsed = specmod.from_cli(list(benches), [kind_name(BASELINE)],
+                              host_knobs=list(host_knobs or []))
     native = {"cpus": format_cpu_list(native_cpus)} if native_cpus else {}
-    envs = [specmod.env("native", d.settings.baseline, **native)]
+    envs = [specmod.env_of(BASELINE, d.settings.baseline, **native)]
     envs += [specmod.env(c.kind, c.env, **c.options(d.memory_mib, accel)) for c in d.candidates]
     return specmod.campaign(list(parsed.benchmarks), envs, "vhpc tune",
                             baseline=d.settings.baseline, warmup=d.warmup,
