@@ -52,9 +52,11 @@ STUDIES: Registry[Study] = Registry("study", "vhpc.campaign", key=paper_order)
 
 def study(name: str, summary: str, figure: FigureSpec | None = None,
           expand: Callable[[list, dict], list] | None = None, spans_nodes: bool = False):
-    """Decorator registering a template function as study ``name`` drawing ``figure``."""
+    """Decorator registering a template function as study ``name`` drawing ``figure``, on
+    behalf of the template's module (so a plugin's study stays a guest, and
+    ``STUDIES.origin(name)`` names where it is written)."""
     def add(template):
-        STUDIES.register(name)(Study(name, summary, template, figure, expand, spans_nodes))
+        STUDIES.register(name, template.__module__)(Study(name, summary, template, figure, expand, spans_nodes))
         return template
     return add
 

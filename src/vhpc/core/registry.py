@@ -197,6 +197,7 @@ class Registry(Generic[T]):
         self.key = key
         self._parts: dict[str, T] = {}
         self._guests: dict[str, str] = {}  # name → the plugin that registered it
+        self._origins: dict[str, str] = {}  # name → the module that registered it
         self._loaded = False
         _registries.append(self)
 
@@ -226,6 +227,7 @@ class Registry(Generic[T]):
             if isinstance(part, type) and not getattr(part, "name", None):
                 part.name = name  # type: ignore[attr-defined]
             self._parts[name] = part
+            self._origins[name] = caller
             if guest is not None:
                 self._guests[name] = guest
             return part
@@ -243,10 +245,12 @@ class Registry(Generic[T]):
         for name in [n for n, g in self._guests.items() if g == guest]:
             del self._guests[name]
             self._parts.pop(name, None)
+            self._origins.pop(name, None)
 
     def unregister(self, name: str) -> None:
         """Remove ``name`` (for tests that register a temporary part)."""
         self._parts.pop(name, None)
+        self._origins.pop(name, None)
         self._guests.pop(name, None)
 
     def _load(self) -> None:
@@ -268,6 +272,12 @@ class Registry(Generic[T]):
         except (KeyError, TypeError):
             raise UnknownName(f"unknown {self.what} {name!r}: choose one of "
                               f"{', '.join(self.names())}") from None
+
+    def origin(self, name: str) -> str:
+        """The dotted name of the module that registered part ``name`` (the module calling
+        :meth:`register`, or the ``caller`` it was given).  Raises UnknownName."""
+        self.get(name)
+        return self._origins[name]
 
     def providing(self, capability: str) -> T:
         """The part that provides ``capability`` (it is in the part's ``provides``), asked for
