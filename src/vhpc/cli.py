@@ -32,8 +32,23 @@ from vhpc.workflows.common import (UsageError, campaign_flags as _campaign_flags
                                    spec_from_flags as _spec_from_flags)
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout, wrapping only at spaces: a benchmark or option name with a
+    hyphen (``osu-latency``, ``--dry-run``) is never split across lines."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one-line UsageErrors (exit 2 via :func:`main`)."""
+    """argparse whose errors are one-line UsageErrors (exit 2 via :func:`main`) and whose help
+    wraps at spaces only (:class:`_HelpFormatter`); sub-command parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         # main prints "vhpc: error: " before the line: name only the sub-command, if any
@@ -215,7 +230,7 @@ def _calibrate_parser(sub) -> None:
     cal.add_argument("-b", "--bench", action="append", metavar="BENCH[:k=v,...]",
                      help=parts.bench_help())
     cal.add_argument("-e", "--env", action="append", metavar="ENV[:k=v,...]",
-                     help="native or vm[:...] (repeatable; default: -e native -e vm)")
+                     help=parts.calibrate_env_help())
     cal.add_argument("--campaigns", type=_count(1, 10000), default=20,
                      help="campaigns per environment and benchmark (default %(default)s)")
     cal.add_argument("--repeats", type=_count(2, 10000), default=3,

@@ -36,6 +36,7 @@ from vhpc.spec import parse as specmod
 from vhpc.analysis import EQUIVALENT, FASTER, SLOWER
 from vhpc.benchmarks.base import RunContext
 from vhpc.core.errors import SpecError, VhpcError
+from vhpc.workflows import parts
 from vhpc.environments.options import HostFacts
 from vhpc.spec.parse import BenchSpec, CampaignSpec, EnvSpec
 from vhpc.store import Store
@@ -77,7 +78,7 @@ class Settings:
             if not issubclass(e.part.options, Slowdown):
                 raise SpecError(f"-e {e.kind}: calibrate slows a copy of the environment, which "
                                 "this kind cannot be (no slowdown=): use an environment that "
-                                "takes slowdown= (native and vm do)")
+                                f"takes slowdown= ({' and '.join(parts.slowable_kinds())} do)")
             if {"slowdown", "slowdown_cpus"} & e.options.model_fields_set:
                 raise SpecError(f"-e {e.kind}: calibrate slows its copy itself: drop "
                                 "slowdown=/slowdown_cpus=")

@@ -24,6 +24,25 @@ def kinds_help() -> str:
     return f"environment KIND[:k=v,...], KIND one of: {kinds} (repeatable; default: {default})"
 
 
+def slowable_kinds() -> list[str]:
+    """Names of the registered kinds whose environments take ``slowdown=`` (their options model
+    derives from :class:`~vhpc.environments.options.Slowdown`): the kinds ``vhpc calibrate`` can
+    make a slowed copy of, in registration order."""
+    from vhpc.environments.options import Slowdown
+
+    return [name for name, part in KINDS.items() if issubclass(part.options, Slowdown)]
+
+
+def calibrate_env_help() -> str:
+    """``vhpc calibrate -e``'s help: the kinds it can slow (:func:`slowable_kinds`) and the
+    default environments."""
+    from vhpc.spec.parse import default_environments
+
+    default = " ".join(f"-e {name}" for name in default_environments())
+    return (f"environment KIND[:k=v,...], KIND one of: {', '.join(slowable_kinds())} (the kinds "
+            f"that take slowdown=; repeatable; default: {default})")
+
+
 def executor_metavar() -> str:
     """``--executor``'s metavar: the registered names, ``|``-separated, then ``[:k=v,...]``."""
     return "|".join(EXECUTORS.names()) + "[:k=v,...]"
