@@ -95,12 +95,11 @@ SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
                  "test_remote_kill": "test_slurm", "test_socket_paths": "test_ssh"}
 
 
-#: Modules ``make test`` runs alone, after the parallel pass: each failed only beside other
-#: workers' load (sacct and a killed ssh run's remote cleanup raced a loaded second core) and
-#: passes on its own; a test of theirs marked ``parallel`` runs in the parallel pass.
-#: (test_libvirt ran here too: its private libvirtd died when a second one ran on the host,
-#: which a system-mode QEMU driver refuses (/run/libvirt/qemu/driver.pid); each private daemon
-#: now has its own mount namespace, backends/libvirtd.py.)
+#: Modules ``make test`` runs alone, after the parallel pass: beside other workers' load, sacct
+#: and a killed ssh run's remote cleanup race for a loaded second core; on their own they pass.
+#: A test of theirs marked ``parallel`` runs in the parallel pass.  test_libvirt is not here:
+#: each private libvirtd has its own mount namespace (backends/libvirtd.py), so two on one host
+#: do not share /run/libvirt/qemu/driver.pid, which a system-mode QEMU driver holds alone.
 SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 
 
@@ -108,8 +107,8 @@ SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 #: quiet full run here: 115 for guest down to 22 for cgroups), handed out first: with
 #: ``--no-loadscope-reorder`` (Makefile) pytest-xdist deals groups in collection order, and
 #: dealing the longest first (Graham's LPT rule, "Bounds on multiprocessing timing anomalies",
-#: SIAM J. Appl. Math. 17, 1969) keeps a long group from starting last and running alone.  Its
-#: default order (most tests first) left one-test guest modules to the end.
+#: SIAM J. Appl. Math. 17, 1969) keeps a long group from starting last and running alone, as
+#: one-test guest modules do in its default order (most tests first).
 SLOW_FIRST = ("guest", "test_vcluster", "test_study_figures", "test_libvirt", "test_slurm",
               "test_node_lost", "test_vcluster_nodes", "test_store_robust", "test_report_pages",
               "test_vm_numa_binding", "paper_reader", "test_install", "test_verdicts",
@@ -152,9 +151,9 @@ UNGROUPED: list[str] = []
 def pytest_collection_finish(session):
     """Under ``--dist loadgroup`` every test id must carry its group (``...@group``, added by
     pytest-xdist on each worker): without it each test is its own group and a module's session
-    fixtures start once per worker (as with pytest 9.2 and pytest-xdist 3.8, pyproject.toml).
-    Then every test fails at set-up naming both versions (an error raised here is lost in
-    pytest-xdist's report of a crashed worker)."""
+    fixtures start once per worker (as pytest 9.2 with pytest-xdist 3.8 does: pyproject.toml
+    bounds the versions).  Then every test fails at set-up naming both versions (an error
+    raised here is lost in pytest-xdist's report of a crashed worker)."""
     if getattr(session.config.option, "loadgroup", False) and session.items:
         loose = [i.nodeid for i in session.items if "@" not in i.nodeid.rsplit("]", 1)[-1]]
         if loose:

@@ -20,7 +20,7 @@ from conftest import one_line, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 VHPC = [sys.executable, "-m", "vhpc.cli"]
-#: Bound on a reproducer that used to hang (seconds; generous: the machine is shared).
+#: Bound on a reproducer that must not hang (seconds; generous: the machine is shared).
 HANG = 240
 
 
@@ -362,7 +362,7 @@ def test_campaign_and_tolerance_files_may_be_pipes_but_stay_bounded(tmp_path):
 def test_a_campaign_with_domain_xml_dev_zero_is_one_line(tmp_path):
     import resource
 
-    def cap():  # the old read of /dev/zero grew until this limit: MemoryError, a traceback
+    def cap():  # a read of /dev/zero without a bound would grow to this limit: MemoryError, a traceback
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
     p = subprocess.run(VHPC + ["compare", "-b", "stream:n=1000", "-e", "native", "-e",

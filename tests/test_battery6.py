@@ -1,4 +1,4 @@
-"""Sixth hostile battery (issue 58, part A): plugins are guests (a name clash, SystemExit,
+"""Sixth hostile battery: plugins are guests (a name clash, SystemExit,
 KeyboardInterrupt, metadata that is not UTF-8, a malformed entry point value, a slow import);
 ``tune --dry-run --resume`` of a plain campaign; FIFOs where a store or a campaign file should
 be; ``--dry-run`` runs the image checks; commas in QEMU option values; and the minor items

@@ -229,7 +229,7 @@ def test_what_a_calibration_can_show_by_hand():
 
     # 0 of 10: Clopper–Pearson [0, 1 − 0.025^(1/10)] = [0, 30.8 %]: consistent with α; a rate
     # of 0 is no plan (36 campaigns would bound 0 below 10 %, but at α = 5 % they do so 16
-    # times in 100): planned at α, it takes about 230 for 8 times in 10 (issue 59)
+    # times in 100): planned at α, it takes about 230 for 8 times in 10
     r = rate_reading(0, 10, 0.05)
     assert r["rate_ci"][1] == pytest.approx(1 - 0.025 ** 0.1) and not r["exceeds_alpha"]
     assert r["planned_on"] == "alpha" and 225 <= r["campaigns_to_bound"] <= 250

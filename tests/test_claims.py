@@ -59,7 +59,7 @@ def test_the_decide_probability_is_that_of_a_simulation_and_hardest_near_half_th
 
 
 def test_the_equivalence_route_plans_both_one_sided_tests_at_half_alpha():
-    # CV 10 %, true ratio 1: the old plan (one bound, one-sided α) said 53; both bounds at α/2
+    # CV 10 %, true ratio 1: one bound at one-sided α would say 53; both bounds at α/2
     # need about 90-95 (by hand: 2·(z_.975 + z_.90)²·σ²/ln(1.05)² ≈ 88, plus the t's df)
     sd = math.sqrt(math.log1p(0.01))
     n = power.runs_needed_tost(0.0, sd, math.log(1.05), 0.025)
@@ -79,7 +79,7 @@ def test_tost_power_matches_a_simulation_of_both_one_sided_tests():
 
 
 def test_a_pilot_of_fewer_than_5_runs_a_side_gives_no_point_plan():
-    # 0.11, 0.30 vs 1.0, 2.6 (n = 2) once printed "≈3 runs each to decide"
+    # 0.11, 0.30 vs 1.0, 2.6 (n = 2): a point plan from them would print "≈3 runs each to decide"
     lw = logratio.log_welch([0.11, 0.30], [1.0, 2.6])
     assert logratio.runs_to_decide(lw, 0.95, 0.05) is None
     lw5 = logratio.log_welch([1.0, 1.1, 0.9, 1.05, 0.95], [1.0, 1.02, 0.98, 1.01, 0.99])

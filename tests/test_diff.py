@@ -212,9 +212,8 @@ def test_cli_exit_status_outputs_and_two_stores(tmp_path, capsys):
 
 def test_a_tolerance_with_no_overhead_row_checks_nothing_and_says_so(store, tmp_path, capsys):
     """Two campaigns of native alone: the raw figures match (B is 50 % slower) but there is no
-    overhead row to hold to the tolerance.  That used to read "PASS: no regression" with exit
-    0; a regression gate that checked nothing now says NOTHING CHECKED and exits 2, the report
-    still written."""
+    overhead row to hold to the tolerance.  A regression gate that checked nothing says NOTHING
+    CHECKED (never "PASS: no regression") and exits 2, the report still written."""
     make_campaign(store, "A", {"native": {"pagefault": {"private_us": [1.0, 1.1, 0.9]}}}, created=1.0)
     make_campaign(store, "B", {"native": {"pagefault": {"private_us": [1.5, 1.6, 1.4]}}}, created=2.0)
     r = d.diff(d.load(store, "A"), d.load(store, "B"), tolerance=d.Tolerance(0.2))
@@ -350,8 +349,8 @@ def _campaign(out: Path, guest: str) -> str:
 
 
 # alone, after the parallel pass: beside another worker's TCG guest the unslowed native
-# baseline of one campaign once ran 3.4x slower in bursts (private_us 3.9 -> 13.0 us, interval
-# [1.04, 10.8]), so the injected slowdown's overhead change was inconclusive and the diff passed
+# baseline runs up to 3.4x slower in bursts (private_us 3.9 -> 13.0 us, interval [1.04, 10.8]),
+# which leaves the injected slowdown's overhead change inconclusive and the diff passing
 @pytest.mark.serial
 def test_real_campaigns_diff_and_an_injected_slowdown_fails(kernels_built, tmp_path):
     """Three real campaigns of the same spec (native, and a second native environment named

@@ -193,7 +193,7 @@ def test_yaml_anchors_and_aliases_read_or_give_one_line(quiet_host, capsys, tmp_
         raise TimeoutError(f"vhpc run --dry-run hangs on {text!r}")
 
     old = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(120)  # a cyclic document used to hang the walk of its values
+    signal.alarm(120)  # a cyclic document must not hang the walk of its values
     try:
         rc = cli.main(["run", "--dry-run", str(f)])
     finally:
@@ -206,7 +206,7 @@ def test_yaml_anchors_and_aliases_read_or_give_one_line(quiet_host, capsys, tmp_
 
 
 # ------------------------------------------------------------------------------------------
-# The full fuzz run (issue 58): >= 3,000 command lines over every subcommand and >= 1,000
+# The full fuzz run: >= 3,000 command lines over every subcommand and >= 1,000
 # campaign files, seeded (derandomize), each bounded in time: 0 tracebacks and 0 hangs.  Minutes
 # on a 2-core host, so marked ``heavy``: run by ``make bench``, deselected elsewhere (conftest).
 

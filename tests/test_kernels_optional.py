@@ -1,4 +1,4 @@
-"""Kernels as the campaign needs them (issue 57): a host without LAPACKE builds every other
+"""Kernels as the campaign needs them: a host without LAPACKE builds every other
 kernel, records the build key, names what it left out and the package in one line, and
 refuses a campaign that runs linpack before anything is stored, as ``vhpc doctor`` lists it.
 

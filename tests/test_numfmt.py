@@ -1,5 +1,5 @@
 """How an overhead and a ratio are written (vhpc.core.numfmt), and that every page uses it:
-a two-run emulated comparison once printed "+25,229 % [-100.0, +368,718,696,975,…]"."""
+a two-run emulated comparison prints a factor, never "+25,229 % [-100.0, +368,718,696,975,…]"."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def test_inconclusive_finding_names_the_runs_needed_to_decide():
     a = analyse(_obs("native", y) + _obs("vm", x), ENVS, "native")
     c = a.comparisons[0]
     assert c.verdict == INCONCLUSIVE
-    # planned on the pilot's uncertainty (issue 59): the pooled ln SD at its 80 % upper bound
+    # planned on the pilot's uncertainty: the pooled ln SD at its 80 % upper bound
     # (χ², df 8) and the hardest ratio, half the margin (1.025), which must be told from both
     # 1 and 1.05: there a fresh campaign of the runs planned decides 80 % of the time, and one
     # of 80 % of those runs does not (simulated, scipy's t)

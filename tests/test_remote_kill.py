@@ -162,9 +162,9 @@ def test_a_sigterm_during_an_ssh_trial_kills_it_remotely_at_once(sshd, tmp_path)
 def test_a_trial_whose_output_a_setsid_child_holds_ends_at_its_timeout(tmp_path, capsys):
     """A native trial (as a co-run's or any benchmark's) that starts a process in a session
     of its own holding the trial's output pipes, past its timeout: the trial ends as timed
-    out within seconds of the timeout and the escaped process is killed.  Before, killing
-    the trial's session left the pipes open and ``communicate()`` waited for that process
-    (here 300 s; a co-run study once ran 26 min past its 600 s timeout)."""
+    out within seconds of the timeout and the escaped process is killed.  Killing the trial's
+    session alone would leave the pipes open and ``communicate()`` waiting for that process
+    (here 300 s; in a co-run study 26 min past its 600 s timeout)."""
     from conftest import run_cli
 
     mark = f"vhpc-escaped-{os.getpid()}"

@@ -413,7 +413,8 @@ def test_a_parameter_swept_across_runs_is_one_family():
 @pytest.mark.browser
 def test_mpi_p2p_like_page_with_three_environments_fits(tmp_path):
     """Four MPI sweeps (latency, bw and bibw with avg/max/optime, multi-pair latency) over
-    ~23 sizes in three environments — the page that used to run to 68,000 px."""
+    ~23 sizes in three environments: the page stays under 8,000 px, nothing clipped, and the
+    headline ends on the first screen (900 px)."""
     exe = require_tool("chromium", "chromium-browser", "google-chrome")
     envs = {"native": EnvInfo("native", "native"), "vm-1node": EnvInfo("vm-1node", "vm", "kvm"),
             "vm-2node": EnvInfo("vm-2node", "vm", "kvm")}
@@ -523,8 +524,8 @@ def test_a_finding_that_counts_more_items_names_them_all_in_the_html(tmp_path):
 def test_a_scalar_metric_has_one_verdict_in_the_headline_and_its_own_row():
     """Four metrics 30 % slower at n = 3, one Holm family of four primary metrics.  The
     headline row of a scalar metric says what its per-metric row says, both read off the one
-    interval shown at the family's Holm level (the demo's page once said "slower" above a
-    table that said otherwise for the same metric)."""
+    interval shown at the family's Holm level (never "slower" above a table that says
+    otherwise for the same metric)."""
     from scipy import stats as sps
     from statsmodels.stats.multitest import multipletests
 
@@ -580,8 +581,8 @@ def test_the_ratio_range_column_and_sweep_caption_only_where_a_sweep_is(sweep, t
 
 
 def test_all_metrics_says_a_note_every_row_shares_once(tmp_path):
-    """Under TCG every row of "All metrics" repeated "TCG emulation, not KVM" in its trust
-    cell; like the headline, the table now says it once above itself."""
+    """Under TCG every row of "All metrics" shares "TCG emulation, not KVM": like the
+    headline, the table says it once above itself, never in each row's trust cell."""
     envs = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "tcg")}
     obs = [Observation(env, f"bench{b}", "", m, "s", False, v * (1 + 0.001 * i), True, False, i)
            for b in range(2) for m in ("time", "wait") for env, v in (("native", 1.0), ("vm", 3.0))
@@ -624,7 +625,7 @@ def test_headline_keeps_threads_apart_and_leaves_shared_cpu_points_out():
 
 def test_a_sweep_figure_shades_the_points_where_cpus_were_shared():
     """The campaign report's sweep figure shades the contended points too, named in the
-    legend (the Sweeps section once drew them again without the shading)."""
+    legend; with no contended point nothing is shaded."""
     from vhpc.report import sweeps
 
     obs = [Observation(env, "hpccg", f"ranks={r}", "mflops", "Mflop/s", True,
@@ -665,10 +666,9 @@ def scaling_observations() -> list[Observation]:
 
 @pytest.mark.browser
 def test_the_scaling_report_answers_on_the_first_screen_within_1400_px(tmp_path):
-    """The seed-004 scaling report under emulation at n = 2 was wider than 1,400 px (intervals
-    of 20 digits that do not wrap) with its headline ending at 1,950 px: now its numbers are
-    factors, the problem size a line under each benchmark, and the headline ends on the first
-    screen."""
+    """The seed-004 scaling report under emulation at n = 2 (intervals that would run to 20
+    digits) fits 1,400 px: its numbers are factors, the problem size a line under each
+    benchmark, and the headline ends on the first screen."""
     exe = require_tool("chromium", "chromium-browser", "google-chrome")
     envs = {"native": EnvInfo("native", "native", None, {}),
             "vm": EnvInfo("vm", "vcluster", "tcg", {})}

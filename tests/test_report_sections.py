@@ -88,10 +88,10 @@ def test_memory_profile_reads_cpi_and_mpki_from_the_diagnostics_record():
 
 
 def test_relative_bars_show_a_ratio_of_0_02_and_one_of_5_from_the_line_at_1(monkeypatch):
-    """The demo's "relative to native" figure drew STREAM at 0.02 of native beside latency at
-    5× on one linear axis: the small bar was a sliver and the line at 1 was off the axis of a
-    panel whose bars were all below 0.1.  Bars now run from 1 to the ratio on a log axis that
-    holds 1, every bar and its interval (up to 3× beyond the bars)."""
+    """The "relative to native" figure draws STREAM at 0.02 of native beside latency at 5×
+    (on one linear axis the small bar would be a sliver, and the line at 1 off the axis of a
+    panel whose bars all lie below 0.1): bars run from 1 to the ratio on a log axis that holds
+    1, every bar and its interval (up to 3× beyond the bars)."""
     from matplotlib.patches import Rectangle
 
     from vhpc import analysis

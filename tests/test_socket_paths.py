@@ -1,6 +1,6 @@
 """Every UNIX socket vhpc makes fits ``sun_path`` (107 bytes, unix(7)) whatever $TMPDIR is.
-With a long $TMPDIR, QEMU refused the guest's agent and QMP sockets ("Path must be less than
-108 bytes") and every VM trial failed; the sockets now go to a short private folder."""
+The sockets go to a short private folder: under a long $TMPDIR, QEMU would refuse the
+guest's agent and QMP sockets ("Path must be less than 108 bytes") and every VM trial fail."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every sentence about a comparison holds at its stated rate under real noise (issue 59):
+"""Every sentence about a comparison holds at its stated rate under real noise:
 seeded simulations of log-normal campaigns (tests/statsim.py), judged by scipy.  The small
 grids run in ``make test``; the ``heavy`` ones, run by ``make bench``
 (``pytest -m heavy -s tests/test_stat_rates.py``), print the rates docs/statistics.md tables."""
@@ -28,8 +28,8 @@ def _plan_grid(pilots: int, ratios=RATIOS, cvs=CVS, sizes=PILOTS):
 
 
 def test_the_printed_plan_decides_8_times_in_10_from_a_real_pilot():
-    # the plug-in plan (the pilot's ratio and SD) decided 21-55 % of the time at CV 40 %:
-    # a plan now decides >= 0.75 of the time in every cell where one is printed
+    # a plug-in plan (the pilot's ratio and SD) would decide 21-55 % of the time at CV 40 %:
+    # a printed plan decides >= 0.75 of the time in every cell where one is printed
     grid = _plan_grid(100)
     for cell, got in grid.items():
         if got.plans:
@@ -76,7 +76,8 @@ WITHIN_15 = _claim("within_pct", value=15)
 
 
 def test_no_difference_found_does_not_agree_with_a_row_the_table_calls_slower():
-    # issue 59: 1.016 [1.007, 1.027] read "equivalent within ±5 % → agrees"; the table says slower
+    # 1.016 [1.007, 1.027] is "slower" in the table, so the finding must not read
+    # "equivalent within ±5 % → agrees"
     assert verdict_of(1.007, 1.027, False, 0.05) == SLOWER
     outcome, why = F.verdict(NO_DIFFERENCE, 1.016, (1.007, 1.027), 10, False)
     assert outcome == F.DISAGREES and why.endswith(": slower")
@@ -84,9 +85,9 @@ def test_no_difference_found_does_not_agree_with_a_row_the_table_calls_slower():
 
 
 def test_a_within_line_reads_one_orientation_and_plans_for_its_own_band():
-    # issue 59: the partition study's "within 15 %" (mops, higher is better) printed
-    # 0.937 [0.854, 1.029] on the page and 1.067 [0.972, 1.171] in its reason, with the
-    # table's ±5 % plan ("≈38 runs")
+    # the partition study's "within 15 %" (mops, higher is better): the page and the reason
+    # read one orientation (not 0.937 [0.854, 1.029] on one and 1.067 [0.972, 1.171] on the
+    # other), and the plan is for the 15 % band, not the table's ±5 % ("≈38 runs")
     asked = []
 
     def plan(band):
@@ -144,8 +145,9 @@ def _obs(env, values):
 
 
 def test_the_rank_verdict_reads_the_p_it_shows():
-    # issue 59: 1.06 [1.0096, 1.1753] with p 0.0505 read "slower" (p from scipy's normal
-    # approximation, the interval from the exact distribution)
+    # 1.06 [1.0096, 1.1753]: a p from scipy's normal approximation (0.0505) beside the interval
+    # of the exact distribution would read "slower" against its own p; verdict, p and interval
+    # agree
     x = [1.05, 1.08, 1.06, 1.14, 1.05]
     y = [1.0, 0.87, 1.0, 1.03, 0.97, 1.15, 1.04]
     c = analyse(_obs("native", y) + _obs("vm", x), ENVS, "native", method="rank").comparisons[0]
@@ -278,7 +280,7 @@ def test_each_calibration_sentence_holds_at_its_stated_probability(k, n):
     # draw N campaigns at that rate, bound by scipy's Clopper-Pearson interval
     bounded = _bounded(rng.binomial(need, planned, 4000), need, 0.1)
     assert bounded >= 0.79, bounded  # 0.8 less 1.6 standard errors (0.0063)
-    # the old plan (36, a true rate of 0) bounds it about 16 times in 100 at α
+    # a plan from a true rate of 0 (36 campaigns) bounds it only about 16 times in 100 at α
     assert _bounded(rng.binomial(36, 0.05, 4000), 36, 0.1) < 0.2
 
 

@@ -445,7 +445,7 @@ def test_the_first_trial_after_a_resume_reboot_is_labelled_and_not_a_cold_group(
 
 class BootsBeforeTheTrial(FakeVm):
     """A guest reached, and booted if down, in the steps before a trial (as an image guest is
-    while its inputs are copied, and rebooted there when it hangs: issue 58, item 16)."""
+    while its inputs are copied, and rebooted there when it hangs)."""
 
     def stage_files(self, paths):
         if not self.up:

@@ -320,9 +320,8 @@ def test_verification_counts_are_checks():
 
 
 def test_the_finding_quotes_the_overhead_of_the_table():
-    """A rate at 24 % of the baseline's: the finding once said "observed 76.1 %" beside the
-    table's +317.9 %; now the table, the headline and the finding quote one overhead,
-    (1/ratio − 1)·100."""
+    """A rate at 24 % of the baseline's: the table, the headline and the finding quote one
+    overhead, (1/ratio − 1)·100 = +317.9 % (never "observed 76.1 %")."""
     from vhpc.analysis.families import headline
     from vhpc.report import fmt_overhead
 
