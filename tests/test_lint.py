@@ -83,12 +83,8 @@ def test_ruff_uses_the_committed_rules(tmp_path):
     assert "F401" in out.stdout and "PGH004" in out.stdout, out.stdout
 
 
-#: Modules whose ``noqa`` comments may name a rule without a reason: each holds one lambda
-#: bound to a name (E731).  Remove a module once its comment says why, or its lambda is a def.
-NOQA_WITHOUT_REASON = {"report/diff.py", "analysis/compare.py"}
-
-
 def test_every_noqa_names_its_rule_and_a_reason():
+    """Every ``# noqa`` in src/vhpc names its rule and says why after it."""
     src = ROOT / "src" / "vhpc"
     bare = []
     for path in sorted(src.rglob("*.py")):
@@ -97,14 +93,9 @@ def test_every_noqa_names_its_rule_and_a_reason():
             if "# noqa" not in line:
                 continue
             ok = re.search(r"# noqa: [A-Z]+[0-9]+(,[A-Z]+[0-9]+)*\s+\S", line)
-            if not ok and rel not in NOQA_WITHOUT_REASON:
+            if not ok:
                 bare.append(f"{rel}:{i}")
     assert bare == []
-
-
-#: Private names that one module may import from another, as (importing module, name): none.
-#: Each entry is a name to make public; remove the entry when it is.
-PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 
 def test_no_private_name_is_imported_across_modules():
@@ -119,4 +110,4 @@ def test_no_private_name_is_imported_across_modules():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vhpc"):
                 found |= {(me, a.name) for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")}
-    assert found - PRIVATE_IMPORTS == set(), sorted(found - PRIVATE_IMPORTS)
+    assert found == set(), sorted(found)

@@ -315,6 +315,11 @@ def pooled_sd(x: list[float], y: list[float]) -> float | None:
     return math.sqrt((vx * vx + vy * vy) / 2.0)
 
 
+def _reciprocal(value: float | None) -> float | None:
+    """1/value; None for None or 0 (no ratio, or a bound at 0)."""
+    return 1.0 / value if value not in (None, 0) else None
+
+
 def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Comparison:
     """The comparison of a metric that measures ``rep``'s effect again (the same trials): its
     inverse (``role`` ``inverse``, time vs rate: ratio and interval the reciprocals of
@@ -324,9 +329,8 @@ def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Com
     env, base = d.env, d.base
     hib = env.higher_is_better
     if role == INVERSE:
-        inv = lambda v: 1.0 / v if v not in (None, 0) else None  # noqa: E731
-        lo, hi = inv(rep.ratio_ci[1]), inv(rep.ratio_ci[0])
-        ratio = inv(rep.ratio)
+        lo, hi = _reciprocal(rep.ratio_ci[1]), _reciprocal(rep.ratio_ci[0])
+        ratio = _reciprocal(rep.ratio)
     else:
         (lo, hi), ratio = rep.ratio_ci, rep.ratio
     return Comparison(

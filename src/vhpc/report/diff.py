@@ -274,6 +274,11 @@ interval per campaign of the same spec ({{ ncampaigns }} campaigns).</p>
 """)
 
 
+def _campaign_fields(campaign) -> dict:
+    """A campaign's fields for the page's template, with its creation date written out."""
+    return {**campaign.__dict__, "date": _date(campaign.created)}
+
+
 def write_html(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
     """The diff as one self-contained HTML page (figures inline SVG)."""
     figs = history_figures(history or {}, d.a.baseline)
@@ -282,9 +287,8 @@ def write_html(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]]
     if d.outcome is not None:
         status, sentence = d.outcome
         summary, cls = f"{status}: {sentence}", status.replace(" ", "-")
-    ref = lambda c: {**c.__dict__, "date": _date(c.created)}  # noqa: E731
     html = HTML_TPL.render(
-        a=ref(d.a), b=ref(d.b), alpha=f"{d.alpha:g}", conf=f"{d.confidence:.0%}",
+        a=_campaign_fields(d.a), b=_campaign_fields(d.b), alpha=f"{d.alpha:g}", conf=f"{d.confidence:.0%}",
         margin=f"{d.margin * 100:g} %",
         tolerance=d.tolerance.describe() if d.tolerance else "none (no PASS/FAIL)",
         summary=summary, summary_class=cls,
