@@ -57,6 +57,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_compare(args) -> int:
+    """``vhpc compare``: a campaign from the flags (or ``--resume``), run or only planned
+    (``--dry-run``); the exit status of the campaign.  Raises UsageError for ``--dry-run``
+    with ``--resume``."""
     spec = None if args.resume else _spec_from_flags(args)
     if args.dry_run:
         if spec is None:
@@ -66,6 +69,8 @@ def cmd_compare(args) -> int:
 
 
 def cmd_run(args) -> int:
+    """``vhpc run FILE``: the campaign of a YAML/TOML campaign file, run or only planned
+    (``--dry-run``); the exit status of the campaign."""
     from vhpc.spec import parse as specmod
 
     spec = specmod.from_file(args.spec)
@@ -73,6 +78,9 @@ def cmd_run(args) -> int:
 
 
 def cmd_study(args) -> int:
+    """``vhpc study NAME`` (or ``list``): the study's campaign for this host's topology, run or
+    only planned (``--dry-run``, which also describes the figure); memory-profile adds its
+    CPI/MPKI view.  The exit status of the campaign."""
     from vhpc.campaign import execute, studies
     from vhpc.report import console as views
 
@@ -128,6 +136,8 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_report(args) -> int:
+    """``vhpc report ID``: a stored campaign's terminal report and its HTML/CSV/JSON files,
+    after re-parsing the raw output with ``--reparse``."""
     from vhpc.campaign import execute
     from vhpc.report import console as views
 
@@ -150,6 +160,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
+    """``vhpc list benchmarks`` (the registry, or its Markdown table) or ``vhpc list
+    campaigns`` (the store's campaigns)."""
     from vhpc.report import console as views
 
     if args.what == "benchmarks":
@@ -163,6 +175,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_plan(args) -> int:
+    """``vhpc plan``: the placement of one or more VMs (or ``--partition`` VMs per socket) on a
+    topology, printed in each environment kind's words; runs nothing.  Raises SpecError for a
+    bad ``--numa`` and PlacementError when neither ``--vcpus`` nor ``--partition`` is given,
+    or the placement does not fit."""
     from vhpc import placement, topology
     from vhpc.environments.options import guest_numa
 

@@ -572,8 +572,8 @@ class Store:
     def observation_columns(self, cid: str) -> ObservationColumns:
         """:meth:`observations` as numpy columns (:class:`ObservationColumns`), for the
         analysis: the same rows, order and checks, with no Python object per sample.  Raises
-        the store's damage error for a value that is not a number or a name that is not
-        text."""
+        StoreError (a damaged store, :func:`vhpc.storefile.damaged`) for a value that is not a
+        number or a name that is not text."""
         bad = self.db.execute(
             self._OBSERVED + "AND (typeof(s.value) NOT IN ('integer', 'real') OR "
             "typeof(t.environment) != 'text' OR typeof(t.benchmark) != 'text' OR "

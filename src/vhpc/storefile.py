@@ -96,7 +96,8 @@ def column(path: Path, table: str, row: Any, name: str, value: Any, kind: str,
     :data:`FLAG`: 0 or 1, returned as bool, :data:`VERSION`: a whole number >= 0 stored as
     text or integer, returned as int, :data:`ID`: a campaign id, :func:`valid_id`); None passes
     only with ``null``.  The one place a store's typed values are read: a value of another type
-    (a row edited by hand, another program's database) raises :func:`damaged`, one line."""
+    (a row edited by hand, another program's database) raises StoreError (:func:`damaged`),
+    one line."""
     if value is None:
         if null:
             return None
@@ -132,7 +133,7 @@ def columns(path: Path, table: str, row: Any, values: Any, kinds: dict[str, tupl
 
 
 def json_column(path: Path, table: str, row: Any, column: str, text: Any, kind: type = dict) -> Any:
-    """``text`` decoded as JSON of type ``kind``; raises :func:`damaged` otherwise."""
+    """``text`` decoded as JSON of type ``kind``; raises StoreError (:func:`damaged`) otherwise."""
     try:
         value = json.loads(text)
     except (TypeError, ValueError, RecursionError):

@@ -157,7 +157,8 @@ def detect(x: Sequence[float], alpha: float = 0.05, permutations: int = DEFAULT_
     both halves alike, until no segment of at least 2·min_size points rejects.  Returns the
     :class:`Split` list sorted by index ([] for no change).  A series without change yields
     [] with probability ≥ 1 − alpha (module docstring).  NaN values are not allowed (the
-    caller leaves out campaigns without a ratio).  Raises ValueError for alpha outside (0, 1)."""
+    caller leaves out campaigns without a ratio).  ``min_size`` is the fewest points a segment
+    keeps (a count of campaigns).  Raises ValueError for alpha outside (0, 1)."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     a = np.asarray(x, dtype=float)

@@ -98,6 +98,7 @@ class CampaignData:
 
     @property
     def baseline(self) -> str:
+        """The spec's baseline environment (:func:`default_baseline` when the spec names none)."""
         return str(self.spec.get("baseline") or default_baseline())
 
     def options(self, env: str) -> dict[str, Any]:
@@ -276,6 +277,7 @@ class Diff:
 
     @property
     def failures(self) -> list[OverheadChange]:
+        """The overhead rows whose status is FAIL (their growth beyond the tolerance)."""
         return [o for o in self.overhead if o.status == FAIL]
 
     @property
@@ -611,6 +613,7 @@ def spec_shape(spec: Mapping[str, Any]) -> tuple:
 
 
 def same_spec(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether campaign specs ``a`` and ``b`` have one :func:`spec_shape`."""
     return spec_shape(a) == spec_shape(b)
 
 

@@ -78,6 +78,7 @@ class Filters:
                                               for p in self.environments))
 
     def takes_campaign(self, cid: str, created: float) -> bool:
+        """Whether campaign ``cid``, created at ``created`` (Unix seconds), passes."""
         return (not self.campaigns or cid in self.campaigns) \
             and (self.since is None or created >= self.since) \
             and (self.until is None or created <= self.until)
@@ -203,22 +204,27 @@ class Series:
 
     @property
     def environment(self) -> str:
+        """The series' environment name."""
         return self.key[0]
 
     @property
     def benchmark(self) -> str:
+        """The series' benchmark name."""
         return self.key[1]
 
     @property
     def params(self) -> str:
+        """The series' benchmark parameters, as the store writes them."""
         return self.key[2]
 
     @property
     def metric(self) -> str:
+        """The series' metric name."""
         return self.key[3]
 
     @property
     def latest(self) -> HistoryPoint:
+        """The newest point (points are oldest first)."""
         return self.points[-1]
 
 
@@ -241,6 +247,7 @@ class History:
 
     @property
     def failures(self) -> list[Series]:
+        """The series whose gate FAILs (empty before :meth:`check`)."""
         return [s for s in self.series if s.gate is not None and s.gate.status == FAIL]
 
     @property

@@ -43,6 +43,8 @@ class Tolerance:
     rules: tuple[tuple[str, float], ...] = ()
 
     def for_row(self, environment: str, benchmark: str, metric: str) -> float | None:
+        """The allowed growth of this row's overhead as a fraction (0.05 = 5 %): the first
+        rule that matches, else ``default``; None when neither applies."""
         names = (f"{benchmark}/{metric}", f"{environment}/{benchmark}/{metric}", metric)
         for pattern, value in self.rules:
             if any(fnmatch.fnmatchcase(n, pattern) for n in names):
@@ -50,6 +52,8 @@ class Tolerance:
         return self.default
 
     def describe(self) -> str:
+        """The rules and default in words (``stream/* 5 %, otherwise 10 %``), ``none`` when
+        there are none."""
         parts = [f"{p} {v * 100:g} %" for p, v in self.rules]
         if self.default is not None:
             parts.append(f"{'otherwise ' if parts else ''}{self.default * 100:g} %")

@@ -29,7 +29,8 @@ def _ascii(text: str) -> str:
 
 def count(lo: int, hi: int) -> Callable[[str], int]:
     """argparse type: a whole number in ASCII digits in [lo, hi] (the message says the
-    range)."""
+    range).  The converter raises argparse.ArgumentTypeError for anything else, which argparse
+    turns into a one-line usage error."""
     def convert(text: str) -> int:
         t = _ascii(text)
         if len(t) > 40:  # int() of a huge string is slow, and no flag needs it
@@ -49,7 +50,8 @@ def count(lo: int, hi: int) -> Callable[[str], int]:
 def number(lo: float, hi: float, *, lo_open: bool = False,
            hi_open: bool = False) -> Callable[[str], float]:
     """argparse type: a finite real in ASCII in the range from ``lo`` to ``hi`` (each end
-    excluded when ``lo_open`` / ``hi_open``)."""
+    excluded when ``lo_open`` / ``hi_open``).  The converter raises
+    argparse.ArgumentTypeError for text that is no number or lies outside the range."""
     def convert(text: str) -> float:
         t = _ascii(text)
         try:
@@ -103,7 +105,8 @@ def percent(lo: float, hi: float, *, lo_open: bool = False,
     from ``lo`` to ``hi`` percent (each end excluded when ``lo_open`` / ``hi_open``).  A flag's
     unit is the percent, so a bare number is a percentage (``--margin 5`` = 5 %); a bare
     number below 1 is refused, asking for the % (``--margin 0.05`` would silently be 0.05 %,
-    where a campaign file's 0.05 is 5 %: :func:`fraction`)."""
+    where a campaign file's 0.05 is 5 %: :func:`fraction`).  The converter raises
+    argparse.ArgumentTypeError for text that is no percentage or lies outside the range."""
     def convert(text: str) -> float:
         try:
             value, pct = parse_percent(text)
@@ -177,7 +180,8 @@ def fraction(value: object, key: str) -> float:
 def path_arg(text: str) -> str:
     """argparse type of a path flag (``--out``): refused in one line when it is empty, only
     blanks, begins or ends with a blank (``--out " "`` made a folder named " ", a quoting slip
-    no one sees in a listing) or holds a control character (a newline, NUL)."""
+    no one sees in a listing) or holds a control character (a newline, NUL): raises
+    argparse.ArgumentTypeError then."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"{text!r} names no file or folder: give a path")
     if text != text.strip():

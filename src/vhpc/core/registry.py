@@ -208,7 +208,8 @@ class Registry(Generic[T]):
         Its part under a taken name is skipped with a line in :func:`plugin_clashes`, and a
         part of vhpc registered after a plugin took its name takes it back.  ``caller``: the
         module registering it (default: the one calling this), for a helper of vhpc's that
-        registers on its caller's behalf, so a plugin's part stays a guest."""
+        registers on its caller's behalf, so a plugin's part stays a guest.  Raises ValueError
+        when ``name`` is empty or not a string."""
         if not name or not isinstance(name, str):
             raise ValueError(f"{self.what}: a registered name must be a non-empty string")
         if caller is None:
