@@ -172,7 +172,7 @@ def _shapiro_coefficients(n: int) -> np.ndarray | None:
     except Exception:  # noqa: BLE001 - a private routine: any change of it means "not here"
         return None
     w = float(((x[::-1][: n // 2] - x[: n // 2]) @ a) ** 2 / float(((x - x.mean()) ** 2).sum()))
-    return a if math.isclose(w, float(stats.sps.shapiro(x).statistic), rel_tol=1e-9) else None
+    return a if math.isclose(w, float(stats.scipy_stats.shapiro(x).statistic), rel_tol=1e-9) else None
 
 
 @functools.lru_cache(maxsize=64)
@@ -189,7 +189,7 @@ def _shapiro_null(nx: int, ny: int) -> np.ndarray:
     n = nx + ny
     coef = _shapiro_coefficients(n)
     if coef is None:
-        return np.sort([float(stats.sps.shapiro(r).statistic) for r in res])
+        return np.sort([float(stats.scipy_stats.shapiro(r).statistic) for r in res])
     res.sort(axis=1)
     num = ((res[:, ::-1][:, : n // 2] - res[:, : n // 2]) @ coef) ** 2
     den = ((res - res.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
@@ -208,8 +208,8 @@ def shapiro_calibrated(lx: np.ndarray, ly: np.ndarray) -> tuple[float, str]:
     scipy's p; beyond :data:`SHAPIRO_MAX` D'Agostino and Pearson's test."""
     res = np.concatenate([(lx - lx.mean()) / lx.std(ddof=1), (ly - ly.mean()) / ly.std(ddof=1)])
     if res.size > SHAPIRO_MAX:  # Shapiro–Wilk's p is not accurate beyond 5000 values
-        return float(stats.sps.normaltest(res).pvalue), "D'Agostino–Pearson"
-    w = stats.sps.shapiro(res)
+        return float(stats.scipy_stats.normaltest(res).pvalue), "D'Agostino–Pearson"
+    w = stats.scipy_stats.shapiro(res)
     if res.size > CALIBRATE_MAX:
         return float(w.pvalue), "Shapiro–Wilk"
     null = _shapiro_null(int(lx.size), int(ly.size))

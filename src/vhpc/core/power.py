@@ -29,8 +29,8 @@ from vhpc.core.lazy import LazyModule
 from vhpc.core.stats import common_scale
 
 # scipy is imported on first use, as in vhpc.core.stats
-spc = LazyModule("scipy.special")
-sps = LazyModule("scipy.stats")
+scipy_special = LazyModule("scipy.special")
+scipy_stats = LazyModule("scipy.stats")
 
 __all__ = ["POWER", "MAX_RUNS", "MIN_PILOT", "PILOT_RUNS", "PILOT_ADVICE", "pooled_cv", "t_test_power",
            "tost_power", "runs_needed", "runs_needed_tost", "pooled_relative_sd",
@@ -88,15 +88,15 @@ def t_test_power(d: float, n: float, alpha: float = 0.05) -> float:
     values without the distribution objects' argument checks, which cost most of the time in
     the root searches of :func:`runs_needed` and :func:`detectable_effect`.  Needs n > 1."""
     df = 2.0 * n - 2.0
-    crit = float(spc.stdtrit(df, 1.0 - alpha / 2.0))
+    crit = float(scipy_special.stdtrit(df, 1.0 - alpha / 2.0))
     nc = d * math.sqrt(n / 2.0)
     nct_sf = _nct_sf()
     if nct_sf is None:  # a scipy without the routine: through the distribution object
-        sf = float(sps.nct.sf(crit, df, nc))
+        sf = float(scipy_stats.nct.sf(crit, df, nc))
     else:
         with np.errstate(over="ignore"):  # as scipy.stats.nct.sf (scipy gh-17432)
             sf = min(max(float(nct_sf(crit, df, nc)), 0.0), 1.0)
-    p = float(sf + float(spc.nctdtr(df, nc, -crit)))
+    p = float(sf + float(scipy_special.nctdtr(df, nc, -crit)))
     return min(1.0, p) if math.isfinite(p) else 1.0
 
 
@@ -122,11 +122,11 @@ def tost_power(theta: float, sd: float, n: float, alpha: float, bound: float) ->
     ``Pᵢ = P(T > t_{1−α, 2n−2})``, T noncentral t of noncentrality ``(bound ± θ)/(sd·√(2/n))``,
     clipped to [0, 1].  Needs n > 1 and sd > 0."""
     df = 2.0 * n - 2.0
-    crit = float(spc.stdtrit(df, 1.0 - alpha))
+    crit = float(scipy_special.stdtrit(df, 1.0 - alpha))
     se = sd * math.sqrt(2.0 / n)
     total = -1.0
     for nc in ((bound + theta) / se, (bound - theta) / se):
-        total += 1.0 - float(spc.nctdtr(df, nc, crit))
+        total += 1.0 - float(scipy_special.nctdtr(df, nc, crit))
     return min(1.0, max(0.0, total))
 
 
@@ -179,7 +179,7 @@ def sd_upper_bound(sd: float, df: float, confidence: float = PLAN_SD_CONFIDENCE)
     itself for df ≤ 0."""
     if df <= 0 or sd == 0:
         return sd
-    return sd * math.sqrt(df / float(sps.chi2.ppf(1.0 - confidence, df)))
+    return sd * math.sqrt(df / float(scipy_stats.chi2.ppf(1.0 - confidence, df)))
 
 
 #: quantiles of the sample variance's χ² distribution :func:`decide_power` averages over
@@ -202,11 +202,11 @@ def decide_power(theta, sd: float, n: float, alpha: float, bound: float) -> np.n
     df = 2.0 * n - 2.0
     se = sd * math.sqrt(2.0 / n)
     q = (np.arange(_CHI2_POINTS) + 0.5) / _CHI2_POINTS
-    s_hat = sd * np.sqrt(spc.chdtri(df, 1.0 - q) / df)  # chdtri: inverse of the upper tail
-    h = (float(spc.stdtrit(df, 1.0 - alpha / 2.0)) * s_hat * math.sqrt(2.0 / n))[None, :]
+    s_hat = sd * np.sqrt(scipy_special.chdtri(df, 1.0 - q) / df)  # chdtri: inverse of the upper tail
+    h = (float(scipy_special.stdtrit(df, 1.0 - alpha / 2.0)) * s_hat * math.sqrt(2.0 / n))[None, :]
     a = np.minimum(np.maximum(bound - h, 0.0), h)
     def cdf(v: np.ndarray) -> np.ndarray:  # of the difference d, normal about θ
-        return spc.ndtr((v - th) / se)
+        return scipy_special.ndtr((v - th) / se)
     undecided = (cdf(h) - cdf(a)) + (cdf(-a) - cdf(-h))
     return 1.0 - undecided.mean(axis=1)
 
@@ -313,11 +313,11 @@ def bound_probability(rate: float, above: float, n: int, confidence: float = 0.9
     if n < 1:
         return 0.0
     ks = np.arange(n + 1)
-    upper = np.where(ks < n, sps.beta.ppf(1 - (1 - confidence) / 2, ks + 1, n - ks), 1.0)
+    upper = np.where(ks < n, scipy_stats.beta.ppf(1 - (1 - confidence) / 2, ks + 1, n - ks), 1.0)
     ok = np.nonzero(upper <= above)[0]
     if not ok.size:
         return 0.0
-    return float(sps.binom.cdf(int(ok.max()), n, rate))
+    return float(scipy_stats.binom.cdf(int(ok.max()), n, rate))
 
 
 def campaigns_to_bound(rate: float, above: float, confidence: float = 0.95,
@@ -352,5 +352,5 @@ def proportion_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float
     false-positive or coverage rate; None for n = 0."""
     if n == 0:
         return None
-    ci = sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    ci = scipy_stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
     return (float(ci.low), float(ci.high))

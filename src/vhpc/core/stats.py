@@ -50,8 +50,8 @@ from vhpc.core.lazy import LazyModule
 
 # scipy is imported on first use: a command that computes no statistic (``vhpc list``, a
 # one-line error, ``--dry-run``) does not pay its import (about 1 s of a 2 s start).
-spc = LazyModule("scipy.special")
-sps = LazyModule("scipy.stats")
+scipy_special = LazyModule("scipy.special")
+scipy_stats = LazyModule("scipy.stats")
 
 __all__ = [
     "RatioInterval",
@@ -167,7 +167,7 @@ def linear_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, fl
     values."""
     if len(set(x)) < 2:
         raise ValueError("a line needs at least 2 distinct x values")
-    res = sps.linregress(x, y)
+    res = scipy_stats.linregress(x, y)
     return float(res.slope), float(res.intercept), float(res.rvalue ** 2)
 
 
@@ -176,8 +176,8 @@ def _t_ppf(q: float, df: float) -> float:
     the same value without the distribution object's argument handling; edge cases (q not in
     (0, 1), df not > 0) still go through ``scipy.stats.t``."""
     if 0.0 < q < 1.0 and df > 0:
-        return float(spc.stdtrit(df, q))
-    return float(sps.t.ppf(q, df))
+        return float(scipy_special.stdtrit(df, q))
+    return float(scipy_stats.t.ppf(q, df))
 
 
 def _t_sf(x: float, df: float) -> float:
@@ -185,8 +185,8 @@ def _t_sf(x: float, df: float) -> float:
     so that a report's p-values do not import scipy.stats (1.1 s against 0.25 s for
     scipy.special here); edge cases (df not > 0, x not finite) still go through scipy.stats."""
     if df > 0 and math.isfinite(x):
-        return float(spc.stdtr(df, -x))
-    return float(sps.t.sf(x, df))
+        return float(scipy_special.stdtr(df, -x))
+    return float(scipy_stats.t.sf(x, df))
 
 
 def _tq(confidence: float, df: float) -> float:
@@ -217,7 +217,7 @@ def student_t_ci(mean: float, stdev: float, n: int, confidence: float = 0.95) ->
         return (mean, mean)
     scale = stdev / math.sqrt(n)
     if not (0.0 < confidence < 1.0 and scale > 0):  # edge cases as scipy answers them
-        lo, hi = sps.t.interval(confidence, n - 1, loc=mean, scale=scale)
+        lo, hi = scipy_stats.t.interval(confidence, n - 1, loc=mean, scale=scale)
         return (float(lo), float(hi))
     # scipy.stats.t.interval's arithmetic: ppf((1 ∓ c)/2) · scale + loc
     return (_t_ppf((1.0 - confidence) / 2, n - 1) * scale + mean,
@@ -434,7 +434,7 @@ def mann_whitney_cdf(c: int, nx: int, ny: int) -> float:
     if c >= total:
         return 1.0
     if total > EXACT_PAIRS:
-        return float(spc.ndtr((c + 0.5 - total / 2) / math.sqrt(total * (nx + ny + 1) / 12.0)))
+        return float(scipy_special.ndtr((c + 0.5 - total / 2) / math.sqrt(total * (nx + ny + 1) / 12.0)))
     counts = _mw_counts(nx, ny)
     return sum(counts[: c + 1]) / math.comb(nx + ny, nx)
 
@@ -444,7 +444,7 @@ def _moses_k(nx: int, ny: int, alpha: float) -> int:
     the pairwise difference that bounds the interval (0: no interval at this level)."""
     total = nx * ny
     if total > EXACT_PAIRS:  # invert the normal approximation, then settle on the exact k
-        z = float(sps.norm.ppf(1 - alpha / 2))
+        z = float(scipy_stats.norm.ppf(1 - alpha / 2))
         k = max(int(math.floor(total / 2 - z * math.sqrt(total * (nx + ny + 1) / 12.0))), 0)
         while k > 0 and 2 * mann_whitney_cdf(k - 1, nx, ny) >= alpha:
             k -= 1
