@@ -188,123 +188,124 @@ def _near_zero(values: list[float]) -> bool:
     return low > 0 and low < NEAR_ZERO * med
 
 
-def _shown(d: Draft, level: float, margin: float
+def _shown(draft: Draft, level: float, margin: float
            ) -> tuple[float | None, tuple[float | None, float | None], str, float | None, str]:
     """(ratio, (low, high), method, df, verdict) of a positive draft at ``level``."""
-    hib = d.env.higher_is_better
-    if d.rank and d.lw is not None:
-        ratio, lo, hi = logratio.rank_ratio(d.x, d.y, level)
+    hib = draft.env.higher_is_better
+    if draft.rank and draft.lw is not None:
+        ratio, lo, hi = logratio.rank_ratio(draft.x, draft.y, level)
         method, df = stats.RANK, None
-    elif d.lw is not None:
-        ratio = d.lw.ratio if math.isfinite(d.lw.ratio) else None
-        lo, hi = d.lw.interval(level)
-        method, df = stats.LOG_WELCH, d.lw.df
+    elif draft.lw is not None:
+        ratio = draft.lw.ratio if math.isfinite(draft.lw.ratio) else None
+        lo, hi = draft.lw.interval(level)
+        method, df = stats.LOG_WELCH, draft.lw.df
     else:
-        ratio, (lo, hi), method, df = off_log_scale(d.x, d.y)
-    v = verdict_of(lo, hi, hib, margin) if d.env.n >= 2 and d.base.n >= 2 else INSUFFICIENT
-    if v == INSUFFICIENT and d.env.n >= 2 and d.base.n >= 2:
-        v = INCONCLUSIVE  # data, but no interval (ranks from too few runs)
-    return ratio, (lo, hi), method, df, v
+        ratio, (lo, hi), method, df = off_log_scale(draft.x, draft.y)
+    verdict = verdict_of(lo, hi, hib, margin) if draft.env.n >= 2 and draft.base.n >= 2 else INSUFFICIENT
+    if verdict == INSUFFICIENT and draft.env.n >= 2 and draft.base.n >= 2:
+        verdict = INCONCLUSIVE  # data, but no interval (ranks from too few runs)
+    return ratio, (lo, hi), method, df, verdict
 
 
-def finish(d: Draft, level: float, p_adjusted: float | None, margin: float, alpha: float,
-           role: str, m: int, equivalence_level: float | None = None) -> Comparison:
-    """The :class:`Comparison` of a draft whose family gave it the confidence ``level`` (Holm's,
-    :func:`vhpc.core.logratio.holm_level`) and Holm-adjusted p.  A row whose interval at
-    ``level`` excludes 1 is ``slower`` / ``faster`` and shown there; any other row is shown,
-    and read for equivalence, at ``equivalence_level`` (default ``level``; the family's
-    Bonferroni level 1 − α/m, which no other metric's outcome changes, so ``equivalent`` is
-    controlled family-wise: :func:`comparisons_of`); runs needed when inconclusive, planned at
-    the level the row is shown."""
-    env, base = d.env, d.base
+def finish(draft: Draft, level: float, p_adjusted: float | None, margin: float, alpha: float,
+           role: str, family_size: int, equivalence_level: float | None = None) -> Comparison:
+    """The :class:`Comparison` of ``draft`` whose family of ``family_size`` (m) primary metrics
+    gave it the confidence ``level`` (Holm's, :func:`vhpc.core.logratio.holm_level`) and
+    Holm-adjusted p.  A row whose interval at ``level`` excludes 1 is ``slower`` / ``faster``
+    and shown there; any other row is shown, and read for equivalence, at ``equivalence_level``
+    (default ``level``; the family's Bonferroni level 1 − α/m, which no other metric's outcome
+    changes, so ``equivalent`` is controlled family-wise: :func:`comparisons_of`); runs needed
+    when inconclusive, planned at the level the row is shown.  ``alpha`` is the family's
+    false-positive rate, ``margin`` the equivalence margin as a fraction (0.05 = ±5 %)."""
+    env, base = draft.env, draft.base
     hib = env.higher_is_better
     eq_level = level if equivalence_level is None else equivalence_level
-    if d.signed:
-        return _finish_signed(d, level, eq_level, p_adjusted, margin, alpha, role, m)
+    if draft.signed:
+        return _finish_signed(draft, level, eq_level, p_adjusted, margin, alpha, role, family_size)
     note, runs = "", None
-    ratio, (lo, hi), method, df, v = _shown(d, level, margin)
-    if v not in (SLOWER, FASTER) and eq_level != level:
+    ratio, (lo, hi), method, df, verdict = _shown(draft, level, margin)
+    if verdict not in (SLOWER, FASTER) and eq_level != level:
         level = eq_level
-        ratio, (lo, hi), method, df, v = _shown(d, level, margin)
-    if v == INCONCLUSIVE and d.lw is not None:
-        runs = logratio.runs_to_decide(d.lw, level, margin)
-        if d.rank and runs is not None:  # ranks need 1/ARE = π/3 times the runs of t
+        ratio, (lo, hi), method, df, verdict = _shown(draft, level, margin)
+    if verdict == INCONCLUSIVE and draft.lw is not None:
+        runs = logratio.runs_to_decide(draft.lw, level, margin)
+        if draft.rank and runs is not None:  # ranks need 1/ARE = π/3 times the runs of t
             runs = math.ceil(runs * math.pi / 3)
     notes = []
-    if _near_zero(d.x) or _near_zero(d.y):
+    if _near_zero(draft.x) or _near_zero(draft.y):
         notes.append(f"a value below {NEAR_ZERO:g} × its sample's median: near 0 in a "
                      "positive metric, check the parser (kept on the log scale)")
-    diagnostic = logratio.diagnose(d.x, d.y, d.rank) if d.lw is not None else ""
-    if d.rank and d.lw is not None and lo is None:
+    diagnostic = logratio.diagnose(draft.x, draft.y, draft.rank) if draft.lw is not None else ""
+    if draft.rank and draft.lw is not None and lo is None:
         notes.append(f"too few runs for a rank interval at {level * 100:.4g} %")
-    if d.rank and d.lw is not None:
-        notes.append(logratio.spread_note(d.x, d.y))
+    if draft.rank and draft.lw is not None:
+        notes.append(logratio.spread_note(draft.x, draft.y))
     note = "; ".join(n for n in notes if n)
     if base.unit != env.unit:
-        v, note = INSUFFICIENT, "units differ from the baseline's"
+        verdict, note = INSUFFICIENT, "units differ from the baseline's"
     detectable = None
-    if d.lw is not None and d.lw.sd > 0:
-        detectable = power.detectable_effect(d.lw.sd, min(env.n, base.n), alpha)
+    if draft.lw is not None and draft.lw.sd > 0:
+        detectable = power.detectable_effect(draft.lw.sd, min(env.n, base.n), alpha)
     return Comparison(
         benchmark=env.benchmark, params=env.params, metric=env.metric, unit=env.unit,
         higher_is_better=hib, environment=env.environment, baseline=base.environment,
         ratio=ratio, ratio_ci=(lo, hi), overhead_pct=overhead_pct(ratio, hib),
-        p_value=d.p, p_adjusted=p_adjusted, verdict=v, n=env.n, n_baseline=base.n,
+        p_value=draft.p, p_adjusted=p_adjusted, verdict=verdict, n=env.n, n_baseline=base.n,
         mean=env.mean, mean_baseline=base.mean, df=df,
         overhead_ci=overhead_interval(lo, hi, hib), ratio_ci_method=method, note=note,
         runs_needed=runs, detectable=detectable, level=level, margin=margin, role=role,
-        family_size=m, gmean=env.gmean, gmean_baseline=base.gmean, diagnostic=diagnostic)
+        family_size=family_size, gmean=env.gmean, gmean_baseline=base.gmean, diagnostic=diagnostic)
 
 
-def _finish_signed(d: Draft, level: float, eq_level: float, p_adjusted: float | None,
-                   margin: float, alpha: float, role: str, m: int) -> Comparison:
+def _finish_signed(draft: Draft, level: float, eq_level: float, p_adjusted: float | None,
+                   margin: float, alpha: float, role: str, family_size: int) -> Comparison:
     """:func:`finish` of a signed metric: Welch's difference of means in the metric's unit,
     the overhead relative to the baseline's |mean| (no ratio: a ratio of means of either sign
     can flip the direction)."""
-    env, base = d.env, d.base
+    env, base = draft.env, draft.base
     hib = env.higher_is_better
     scale = abs(base.mean) if base.mean else 0.0
 
     def at(lvl: float):
-        diff, lo, hi, df, _ = stats.welch_difference(d.x, d.y, lvl)
-        v = difference_verdict(lo, hi, hib, margin, scale) if env.n >= 2 and base.n >= 2 \
+        diff, lo, hi, df, _ = stats.welch_difference(draft.x, draft.y, lvl)
+        verdict = difference_verdict(lo, hi, hib, margin, scale) if env.n >= 2 and base.n >= 2 \
             else INSUFFICIENT
-        return diff, lo, hi, df, v
+        return diff, lo, hi, df, verdict
 
-    diff, lo, hi, df, v = at(level)
-    if v not in (SLOWER, FASTER) and eq_level != level:
+    diff, lo, hi, df, verdict = at(level)
+    if verdict not in (SLOWER, FASTER) and eq_level != level:
         level = eq_level
-        diff, lo, hi, df, v = at(level)
+        diff, lo, hi, df, verdict = at(level)
     runs = None
-    sd = pooled_sd(d.x, d.y)
-    if v == INCONCLUSIVE and scale > 0 and sd is not None \
+    sd = pooled_sd(draft.x, draft.y)
+    if verdict == INCONCLUSIVE and scale > 0 and sd is not None \
             and min(env.n, base.n) >= power.MIN_PILOT:  # as logratio.runs_to_decide
         runs = logratio.plan_runs(power.sd_upper_bound(sd, env.n + base.n - 2) / scale, level,
                                   margin, log_scale=False, at_least=min(env.n, base.n) + 1)
-    w, oci = difference_overhead(diff, lo, hi, hib, scale)
-    note = "" if d.declared else SIGNED_NOTE
+    overhead, overhead_ci = difference_overhead(diff, lo, hi, hib, scale)
+    note = "" if draft.declared else SIGNED_NOTE
     if base.unit != env.unit:
-        v, note = INSUFFICIENT, "units differ from the baseline's"
+        verdict, note = INSUFFICIENT, "units differ from the baseline's"
     return Comparison(
         benchmark=env.benchmark, params=env.params, metric=env.metric, unit=env.unit,
         higher_is_better=hib, environment=env.environment, baseline=base.environment,
-        ratio=None, ratio_ci=(None, None), overhead_pct=w, p_value=d.p, p_adjusted=p_adjusted,
-        verdict=v, n=env.n, n_baseline=base.n, mean=env.mean, mean_baseline=base.mean, df=df,
-        overhead_ci=oci, ratio_ci_method=stats.DIFFERENCE, note=note, runs_needed=runs,
-        level=level, margin=margin, role=role, family_size=m, difference=diff,
+        ratio=None, ratio_ci=(None, None), overhead_pct=overhead, p_value=draft.p, p_adjusted=p_adjusted,
+        verdict=verdict, n=env.n, n_baseline=base.n, mean=env.mean, mean_baseline=base.mean, df=df,
+        overhead_ci=overhead_ci, ratio_ci_method=stats.DIFFERENCE, note=note, runs_needed=runs,
+        level=level, margin=margin, role=role, family_size=family_size, difference=diff,
         difference_ci=(lo, hi))
 
 
-def level_kind(c: Comparison, intervals: str = "holm") -> str:
-    """What ``c``'s interval level is (:data:`vhpc.analysis.results.LEVEL_KINDS`): ``1-alpha``
+def level_kind(comparison: Comparison, intervals: str = "holm") -> str:
+    """What ``comparison``'s interval level is (:data:`vhpc.analysis.results.LEVEL_KINDS`): ``1-alpha``
     in a family of one; under ``--intervals simultaneous`` ``simultaneous``; else ``holm`` for
     a row Holm calls different (slower/faster: :func:`finish` keeps Holm's level only for
     those) and ``bonferroni`` for the rest."""
-    if c.family_size <= 1:
+    if comparison.family_size <= 1:
         return "1-alpha"
     if intervals == SIMULTANEOUS:
         return "simultaneous"
-    return "holm" if c.verdict in (SLOWER, FASTER) else "bonferroni"
+    return "holm" if comparison.verdict in (SLOWER, FASTER) else "bonferroni"
 
 
 def pooled_sd(x: list[float], y: list[float]) -> float | None:
@@ -320,13 +321,13 @@ def _reciprocal(value: float | None) -> float | None:
     return 1.0 / value if value not in (None, 0) else None
 
 
-def inverse_of(rep: Comparison, d: Draft, name: str, role: str = INVERSE) -> Comparison:
+def inverse_of(rep: Comparison, draft: Draft, name: str, role: str = INVERSE) -> Comparison:
     """The comparison of a metric that measures ``rep``'s effect again (the same trials): its
     inverse (``role`` ``inverse``, time vs rate: ratio and interval the reciprocals of
     ``rep``'s) or a constant multiple (``same``: the same ratio and interval); ``rep``'s
     verdict: one effect, one verdict and one overhead (a time's and its rate's overhead are
     the same number)."""
-    env, base = d.env, d.base
+    env, base = draft.env, draft.base
     hib = env.higher_is_better
     if role == INVERSE:
         lo, hi = _reciprocal(rep.ratio_ci[1]), _reciprocal(rep.ratio_ci[0])
@@ -387,39 +388,39 @@ def comparisons_of(ordered: list[GroupKey], summaries: dict[GroupKey, Summary],
         benchmark, params, metric, env = k
         if env == baseline or (benchmark, params, metric) not in plan:
             continue
-        bk = (benchmark, params, metric, baseline)
-        if bk not in summaries:
+        base_key = (benchmark, params, metric, baseline)
+        if base_key not in summaries:
             missing.setdefault((benchmark, params), set()).add(metric)
             continue
-        drafts[k] = draft(summaries[k], summaries[bk], values[k], values[bk],
+        drafts[k] = draft(summaries[k], summaries[base_key], values[k], values[base_key],
                           (benchmark, metric) in signed, method)
-    fams: dict[object, list[GroupKey]] = {}
+    by_family: dict[object, list[GroupKey]] = {}
     for k in drafts:
         fam, role, _ = plan[k[:3]]
         if role in (INVERSE, SAME):
             continue
-        fid = (fam, k[3]) if role == POINT else fam
-        fams.setdefault(fid if fam is not None else ("alone", k), []).append(k)
+        family_id = (fam, k[3]) if role == POINT else fam
+        by_family.setdefault(family_id if fam is not None else ("alone", k), []).append(k)
     done: dict[GroupKey, Comparison] = {}
-    for fid, keys in fams.items():
-        ps = [drafts[k].p for k in keys]
-        idx = [i for i, p in enumerate(ps) if p is not None]
-        m = len(idx) or 1
+    for family_id, keys in by_family.items():
+        p_values = [drafts[k].p for k in keys]
+        tested = [i for i, p in enumerate(p_values) if p is not None]
+        m = len(tested) or 1  # the family's size, m in Holm (1979) and Bonferroni's α/m
         eq_level = logratio.bonferroni_level(m, alpha)
         if intervals == SIMULTANEOUS:  # Bonferroni for both: simultaneous intervals
             level = eq_level
-            adj = {i: min(1.0, ps[i] * m) for i in idx}
+            adjusted = {i: min(1.0, p_values[i] * m) for i in tested}
         else:
-            level = logratio.holm_level(ps, alpha)
-            adj = dict(zip(idx, stats.holm_adjust([ps[i] for i in idx], alpha)))
+            level = logratio.holm_level(p_values, alpha)
+            adjusted = dict(zip(tested, stats.holm_adjust([p_values[i] for i in tested], alpha)))
         for i, k in enumerate(keys):
             role = plan[k[:3]][1]
-            c = finish(drafts[k], level, adj.get(i), margin, alpha, role, m, eq_level)
-            done[k] = replace(c, level_kind=level_kind(c, intervals))
-    for k, d in drafts.items():
+            comparison = finish(drafts[k], level, adjusted.get(i), margin, alpha, role, m, eq_level)
+            done[k] = replace(comparison, level_kind=level_kind(comparison, intervals))
+    for k, drafted in drafts.items():
         _, role, partner = plan[k[:3]]
         if role in (INVERSE, SAME):
             rep = done.get((k[0], k[1], partner, k[3]))
-            done[k] = inverse_of(rep, d, partner, role) if rep is not None else \
-                finish(d, 1.0 - alpha, d.p, margin, alpha, SECONDARY, 1)
+            done[k] = inverse_of(rep, drafted, partner, role) if rep is not None else \
+                finish(drafted, 1.0 - alpha, drafted.p, margin, alpha, SECONDARY, 1)
     return [done[k] for k in ordered if k in done], missing
