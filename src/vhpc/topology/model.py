@@ -207,26 +207,26 @@ class Topology:
         return ({p.os_index: p for p in self.pus}, {n.os_index: n for n in self.nodes},
                 {p.index: p for p in self.packages})
 
-    def node(self, n: int) -> NumaNode:
-        """The usable NUMA node with OS index ``n``; TopologyError naming why it is not usable."""
-        node = self._by_id[1].get(n)
+    def node(self, os_index: int) -> NumaNode:
+        """The usable NUMA node with OS index ``os_index``; TopologyError naming why it is not usable."""
+        node = self._by_id[1].get(os_index)
         if node is not None:
             return node
-        raise TopologyError(f"{self._why('NUMA node', n)} (usable nodes: {format_cpu_list(self.node_ids) or 'none'})")
+        raise TopologyError(f"{self._why('NUMA node', os_index)} (usable nodes: {format_cpu_list(self.node_ids) or 'none'})")
 
-    def pu(self, p: int) -> PU:
-        """The usable PU with OS index ``p``; TopologyError naming why it is not usable."""
-        pu = self._by_id[0].get(p)
+    def pu(self, os_index: int) -> PU:
+        """The usable PU with OS index ``os_index``; TopologyError naming why it is not usable."""
+        pu = self._by_id[0].get(os_index)
         if pu is not None:
             return pu
-        raise TopologyError(f"{self._why('PU', p)} (usable PUs: {format_cpu_list(self.pu_ids)})")
+        raise TopologyError(f"{self._why('PU', os_index)} (usable PUs: {format_cpu_list(self.pu_ids)})")
 
-    def package(self, p: int) -> Package:
-        """The package with index ``p``; TopologyError if there is none."""
-        pkg = self._by_id[2].get(p)
+    def package(self, index: int) -> Package:
+        """The package with index ``index``; TopologyError if there is none."""
+        pkg = self._by_id[2].get(index)
         if pkg is not None:
             return pkg
-        raise TopologyError(f"{self._why('package', p)} "
+        raise TopologyError(f"{self._why('package', index)} "
                             f"(usable packages: {format_cpu_list(pk.index for pk in self.packages) or 'none'})")
 
     def _why(self, what: str, i: int) -> str:
@@ -236,29 +236,34 @@ class Topology:
                 return f"{what} {i} is not usable: {lo.why}"
         return f"host has no {what} {i}"
 
-    def pus_of_node(self, n: int) -> tuple[int, ...]:
-        """PU OS indexes local to NUMA node ``n``."""
-        return self.node(n).pus
+    def pus_of_node(self, node: int) -> tuple[int, ...]:
+        """PU OS indexes local to NUMA node ``node`` (OS index); TopologyError when it is not usable."""
+        return self.node(node).pus
 
-    def node_of_pu(self, p: int) -> int | None:
-        """Local NUMA node OS index of PU ``p`` (None when it has no usable node)."""
-        return self.pu(p).node
+    def node_of_pu(self, pu: int) -> int | None:
+        """Local NUMA node OS index of PU ``pu`` (OS index; None when it has no usable node);
+        TopologyError when the PU is not usable."""
+        return self.pu(pu).node
 
-    def package_of_node(self, n: int) -> int | None:
-        """Package index holding NUMA node ``n`` (None if the node spans packages, UMA)."""
-        return self.node(n).package
+    def package_of_node(self, node: int) -> int | None:
+        """Package index holding NUMA node ``node`` (OS index; None if the node spans packages,
+        UMA); TopologyError when the node is not usable."""
+        return self.node(node).package
 
-    def nodes_of_package(self, p: int) -> tuple[int, ...]:
-        """NUMA node OS indexes whose PUs are in package ``p``."""
-        return self.package(p).nodes
+    def nodes_of_package(self, package: int) -> tuple[int, ...]:
+        """NUMA node OS indexes whose PUs are in package ``package`` (index); TopologyError when
+        there is no such package."""
+        return self.package(package).nodes
 
-    def distance(self, a: int, b: int) -> int:
-        """NUMA distance between usable nodes ``a`` and ``b`` (OS indexes)."""
+    def distance(self, node_a: int, node_b: int) -> int:
+        """NUMA distance between usable nodes ``node_a`` and ``node_b`` (OS indexes), as the
+        host reports it (hwloc, from the firmware's SLIT: 10 = local); TopologyError naming a
+        node that is not usable."""
         ids = self.node_ids
         try:
-            return self.distances[ids.index(a)][ids.index(b)]
+            return self.distances[ids.index(node_a)][ids.index(node_b)]
         except ValueError:
-            self.node(a if a not in ids else b)
+            self.node(node_a if node_a not in ids else node_b)
             raise  # pragma: no cover - node() raised already
 
     @property
