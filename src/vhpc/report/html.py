@@ -192,6 +192,99 @@ def _fingerprints(analysis: Analysis) -> tuple[list[dict[str, Any]], list[tuple[
     return headers, rows
 
 
+def _headline(analysis: Analysis, rows, sizes: Mapping) -> list[dict[str, Any]]:
+    """The headline's rows (:func:`vhpc.report.headline_rows` ``rows``) for the template, each
+    with its own notes (what a mean leaves out), check and problem size; ``size_line`` holds
+    the size in a full-width line under a benchmark's last row, once for consecutive rows of
+    one benchmark with the same size (osu-coll's four operations)."""
+    headline = _family_rows(analysis, [r.summary for r in rows])
+    for cells, row in zip(headline, rows):
+        cells["trust"], cells["check"] = list(row.trust), row.check
+        cells["size"] = _size_text(row.summary.family, sizes)
+    for cells, nxt in zip(headline, [*headline[1:], None]):
+        cells["size_line"] = cells["size"] if nxt is None or (nxt["name"], nxt["size"]) != (
+            cells["name"], cells["size"]) else ""
+    return headline
+
+
+def _sweep_curves(analysis: Analysis, shown: list[Family], fmt: str, shared: set,
+                  study: Markup | None, prefix) -> list[dict[str, Any]]:
+    """One figure per swept family of ``shown`` (:func:`vhpc.report.sweeps.family_figure`),
+    the points where CPUs were ``shared`` shaded; drawn open for a primary metric's sweep
+    unless the study's figure draws it already.  ``prefix()`` gives each figure's id prefix."""
+    curves = []
+    for fam in shown:
+        contended = [x for x, p, _ in fam.points if x is not None and any(
+            (e, fam.benchmark, p) in shared for e in analysis.environment_order())]
+        fig = sweeps.family_figure(analysis, fam, fmt, contended) if fam.sweep else None
+        if fig is not None:
+            curves.append({"title": f"{fam.label}: {fam.quantity}", "anchor": _anchor(fam),
+                           "shown": fam.primary and study is None,
+                           "figure": _embed(fig, prefix(), f"{fam.label} {fam.quantity} vs {fam.parameter}")})
+    return curves
+
+
+def _measured(analysis: Analysis, sizes: Mapping) -> list[dict[str, Any]]:
+    """The rows of a campaign of one environment (what was measured, no ratio): every
+    metric's value per environment, ``first`` on a benchmark's first row."""
+    rows = measured_rows(analysis, primary_only=False)
+    return [{"bench": r.bench, "metric": r.metric, "env": r.environment, "value": r.value,
+             "n": r.n, "unit": r.unit, "check": r.check, "size": _size_text(r.family, sizes),
+             "first": i == 0 or r.bench != rows[i - 1].bench}
+            for i, r in enumerate(rows)]
+
+
+def _distribution_figures(analysis: Analysis, observations: list[Observation],
+                          shown: list[Family], fmt: str, max_points: int,
+                          prefix) -> list[tuple[str, str]]:
+    """(title, embedded figure) of the samples' distribution, one per family of ``shown``: a
+    sweep's over its parameter, a scalar metric's per environment, at most ``max_points``
+    samples drawn per environment."""
+    dists = []
+    for fam in shown:
+        if fam.sweep:
+            fig = sweeps.family_distribution(analysis, observations, fam, fmt, max_points)
+            items = [(f"{fam.label}: {fam.quantity}", fig)] if fig is not None else []
+        else:
+            items = figures.distributions(analysis, observations, fmt, max_points=max_points,
+                                          keys=fam.keys[:1])
+        dists += [(title, _embed(fig, prefix(), title)) for title, fig in items]
+    return dists
+
+
+def _point_tables(analysis: Analysis, fams: list[Family]) -> list[dict[str, Any]]:
+    """Every family's per-point table but the check figures': its title, anchor, points and
+    comparison rows."""
+    return [{"title": f"{fam.label}: {family_metric_label(fam)}", "anchor": _anchor(fam) + "-points",
+             "secondary": fam.secondary, "points": fmt_points(fam),
+             "by_param": fam.sweep and not fam.by_size,
+             "rows": _rows(analysis, fam.keys)}
+            for fam in fams if not fam.check]
+
+
+def _campaign_header(analysis: Analysis, campaign: Mapping[str, Any]) -> dict[str, Any]:
+    """The campaign's header and last section for the template: its id (``id`` or
+    ``campaign_id``, else ``(unnamed)``), date (``date``, ``created`` or ``started``), command
+    (argv joined), spec section, failed trials, trial count and every other scalar field as
+    ``(key, text)``."""
+    from vhpc.report.header import spec_section
+
+    camp = dict(campaign)
+    cid = camp.pop("id", None) or camp.pop("campaign_id", None) or "(unnamed)"
+    date = camp.pop("date", None) or camp.pop("created", None) or camp.pop("started", None)
+    command = camp.pop("command", None)
+    if isinstance(command, (list, tuple)):
+        command = " ".join(str(c) for c in command)
+    spec = spec_section(camp.pop("spec", None),
+                        {n: e.fingerprint or {} for n, e in analysis.environments.items()})
+    failures = camp.pop("failures", None) or []
+    extra = [(k, _jsonish(v)) for k, v in camp.items()
+             if v is not None and not isinstance(v, (dict, list, tuple))]
+    return {"campaign_id": cid, "campaign_date": date, "campaign_command": command,
+            "campaign_extra": extra, "spec_section": spec, "failures": failures,
+            "n_trials": camp.get("trials")}
+
+
 def render_html(
     analysis: Analysis,
     observations: Iterable[Observation],
@@ -208,96 +301,37 @@ def render_html(
     shared = set(shared)
     counter = itertools.count()
 
-    def pfx() -> str:
+    def prefix() -> str:  # each embedded figure's ids, in the order the page draws them
         return f"f{next(counter)}-"
 
     fams = families(analysis)
     sums = family_summaries(analysis, fams, shared)
-    rows = headline_rows(analysis, shared)
-    headline = _family_rows(analysis, [r.summary for r in rows])
     facts = facts or {}
     sizes = facts.get("sizes") or {}
-    for h, r in zip(headline, rows):  # the headline's own notes (what a mean leaves out), check
-        h["trust"], h["check"] = list(r.trust), r.check
-        h["size"] = _size_text(r.summary.family, sizes)
-    # the size in a full-width line under a benchmark's last row, once for consecutive rows of
-    # one benchmark with the same size (osu-coll's four operations)
-    for h, nxt in zip(headline, [*headline[1:], None]):
-        h["size_line"] = h["size"] if nxt is None or (nxt["name"], nxt["size"]) != (
-            h["name"], h["size"]) else ""
-    trust_all = common_trust(headline)
+    headline = _headline(analysis, headline_rows(analysis, shared), sizes)
+    trust_all = common_trust(headline)  # taken out of each row's own notes
     metric_rows = _family_rows(analysis, [fs for fs in sums if not fs.family.primary
                                           and not fs.family.secondary])
     metric_trust_all = common_trust(metric_rows)
     secondary_rows = _family_rows(analysis, [fs for fs in sums if fs.family.secondary])
-    secondary_names = sorted({f.quantity for f in fams if f.secondary and not f.check})
     shown = [f for f in fams if not f.secondary]
-    curves = []
-    for fam in shown:
-        contended = [x for x, p, _ in fam.points if x is not None and any(
-            (e, fam.benchmark, p) in shared for e in analysis.environment_order())]
-        fig = sweeps.family_figure(analysis, fam, fmt, contended) if fam.sweep else None
-        if fig is not None:
-            # drawn open: a primary metric's sweep, unless the study's figure draws it already
-            curves.append({"title": f"{fam.label}: {fam.quantity}", "anchor": _anchor(fam),
-                           "shown": fam.primary and study is None,
-                           "figure": _embed(fig, pfx(), f"{fam.label} {fam.quantity} vs {fam.parameter}")})
+    curves = _sweep_curves(analysis, shown, fmt, shared, study, prefix)
     scalar_keys = [f.keys[0] for f in shown if not f.sweep]
     compare = bool(analysis.others())  # one environment: what was measured, no ratio panel
-    relative = _embed(figures.relative_bars(analysis, fmt, keys=scalar_keys), pfx(),
+    relative = _embed(figures.relative_bars(analysis, fmt, keys=scalar_keys), prefix(),
                       f"relative to {analysis.baseline}") if scalar_keys and compare else None
-    measured = [] if compare else [
-        {"bench": r.bench, "metric": r.metric, "env": r.environment, "value": r.value,
-         "n": r.n, "unit": r.unit, "check": r.check, "size": _size_text(r.family, sizes),
-         "first": i == 0 or r.bench != rows[i - 1].bench}
-        for rows in [measured_rows(analysis, primary_only=False)] for i, r in enumerate(rows)]
     # cold vs warm only means something when the protocol boots for it (cold, cold-warm) and
     # cold trials exist (a warm campaign's first trial after a boot is no experiment)
     spec = campaign.get("spec") if isinstance(campaign.get("spec"), Mapping) else {}
     cold_warm = None if spec.get("protocol") == "warm" else _embed(
-        figures.cold_warm_bars(analysis, fmt, keys=_cold_warm_keys(analysis, fams)), pfx(),
+        figures.cold_warm_bars(analysis, fmt, keys=_cold_warm_keys(analysis, fams)), prefix(),
         "cold vs warm")
-    dists = []
-    for fam in shown:
-        if fam.sweep:
-            fig = sweeps.family_distribution(analysis, observations, fam, fmt, max_points)
-            items = [(f"{fam.label}: {fam.quantity}", fig)] if fig is not None else []
-        else:
-            items = figures.distributions(analysis, observations, fmt, max_points=max_points,
-                                          keys=fam.keys[:1])
-        dists += [(title, _embed(fig, pfx(), title)) for title, fig in items]
-    point_tables = [{"title": f"{fam.label}: {family_metric_label(fam)}", "anchor": _anchor(fam) + "-points",
-                     "secondary": fam.secondary, "points": fmt_points(fam),
-                     "by_param": fam.sweep and not fam.by_size,
-                     "rows": _rows(analysis, fam.keys)}
-                    for fam in fams if not fam.check]
+    dists = _distribution_figures(analysis, observations, shown, fmt, max_points, prefix)
+    point_tables = _point_tables(analysis, fams)
     fp_headers, fp_rows = _fingerprints(analysis)
-    camp = dict(campaign)
-    cid = camp.pop("id", None) or camp.pop("campaign_id", None) or "(unnamed)"
-    date = camp.pop("date", None) or camp.pop("created", None) or camp.pop("started", None)
-    command = camp.pop("command", None)
-    if isinstance(command, (list, tuple)):
-        command = " ".join(str(c) for c in command)
-    from vhpc.report.header import spec_section
-
-    spec = spec_section(camp.pop("spec", None),
-                        {n: e.fingerprint or {} for n, e in analysis.environments.items()})
-    failures = camp.pop("failures", None) or []
-    extra = [(k, _jsonish(v)) for k, v in camp.items()
-             if v is not None and not isinstance(v, (dict, list, tuple))]
-    env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(_load_template),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=False,
-    )
-    tpl = env.get_template("report.html.j2")
-    return tpl.render(
+    return _report_template().render(
         version=__version__,
-        campaign_id=cid,
-        campaign_date=date,
-        campaign_command=command,
-        campaign_extra=extra,
+        **_campaign_header(analysis, campaign),
         baseline=analysis.baseline,
         alpha=f"{analysis.alpha:g}",
         p_adjust=p_adjustment(analysis),
@@ -312,15 +346,14 @@ def render_html(
                 r for t in point_tables for r in t["rows"])]) else "",
         host_load=facts.get("load"),
         compare=compare,
-        measured=measured,
+        measured=[] if compare else _measured(analysis, sizes),
         trust_all=trust_all,
         metric_trust_all=metric_trust_all,
         metric_rows=metric_rows,
         secondary_rows=secondary_rows,
-        secondary_names=secondary_names,
+        secondary_names=sorted({f.quantity for f in fams if f.secondary and not f.check}),
         point_tables=point_tables,
         curves=curves,
-        n_trials=camp.get("trials"),
         base_header=env_header(analysis, analysis.baseline),
         base_emulated=analysis.environments.get(analysis.baseline) is not None
         and analysis.environments[analysis.baseline].emulated,
@@ -332,10 +365,20 @@ def render_html(
         fp_headers=fp_headers,
         fp_rows=fp_rows,
         sections=list(sections),
-        spec_section=spec,
-        failures=failures,
         study_section=study,
     )
+
+
+def _report_template() -> jinja2.Template:
+    """The page's Jinja2 template (templates/report.html.j2), autoescaped, every name it
+    uses required (StrictUndefined)."""
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_load_template),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+    )
+    return env.get_template("report.html.j2")
 
 
 def _load_template(name: str) -> str:
