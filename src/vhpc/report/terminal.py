@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vhpc.analysis import Analysis
+from vhpc.analysis.families import Family
 from vhpc.core.numfmt import FACTOR_NOTE, is_factor_text
 from vhpc.core.stats import RANK
 from vhpc.report import (TCG_MARK, TOO_FEW, common_notes, comparison_rows, env_header,
@@ -287,9 +288,111 @@ def _verdict_cell(fs, check: str = "") -> Text:
     return cell
 
 
+def _overhead_cells(analysis: Analysis, rows) -> list[Text]:
+    """Each headline row's overhead cell: the overhead with its interval on one line, a Holm
+    level (or why there is no interval) beneath; "too few runs for an interval" (and why, by
+    ranks) wrapped to the width the numbers need, so the verdict beside it keeps its width."""
+    texts = [fmt_family_overhead(r.summary, level=False, margin=analysis.margin) for r in rows]
+    numbers = [t.split(", " + TOO_FEW)[0] for t in texts]
+    width = max(19, *map(len, numbers))
+    return [Text("\n".join(filter(None, [n] + (textwrap.wrap(t[len(n) + 2:], width)
+                                               if TOO_FEW in t else [])
+                                  + [fmt_family_level(r.summary)])))
+            for r, t, n in zip(rows, texts, numbers)]
+
+
+def _column_widths(heads: tuple[str, ...], envs: list[Text], centres: list[Text],
+                   cells: list[Text], verdicts: list[Text], console_width: int) -> list[int]:
+    """The headline's four column widths in characters: each as wide as its widest line
+    (the environment indented by 2); the verdict takes the rest of ``console_width``, at least
+    17 ("insufficient data")."""
+    widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
+              max(len(heads[1]), *(c.cell_len for c in centres)),
+              max(len(heads[2]), *(len(x) for c in cells for x in c.plain.split("\n")))]
+    need = max(len(heads[3]), *(len(x) for v in verdicts for x in v.plain.split("\n")))
+    widths.append(min(need, max(17, console_width - sum(widths) - 2 * 3)))
+    return widths
+
+
+def _headline_grid(widths: list[int]) -> Table:
+    """An empty grid of the headline's columns: cells fold, never cut; the geometric mean and
+    the overhead right-aligned."""
+    table = Table.grid(padding=(0, 2))
+    for i, width in enumerate(widths):
+        table.add_column(width=width, overflow="fold", justify="right" if i in (1, 2) else "left")
+    return table
+
+
+def _print_preamble(console: Console, analysis: Analysis, title: str | None, ranked: bool,
+                    common: list[str], all_pass: bool) -> None:
+    """The headline's title, and what holds for every row: ranks, the trust notes every row
+    shares, every check passed."""
+    console.print(Text(title or f"Overhead relative to {analysis.baseline}", style="bold"),
+                  justify="center")
+    if ranked:
+        console.print(Text(RANK_LINE, style="bold"), overflow="fold")
+    if common:
+        console.print(Text("Limits trust in every row: " + "; ".join(common), style="yellow"),
+                      overflow="fold")
+    if all_pass:
+        console.print(Text("Check: every benchmark's verification or check passed in every run",
+                           style="green"), overflow="fold")
+
+
+def _print_family_line(console: Console, analysis: Analysis, fam: Family) -> None:
+    """A family's line above its rows, "benchmark[params] · metric [unit] ↑/↓", then the
+    baseline's centre and a sweep's points after it while they fit whole, else on a line of
+    their own beneath it ("0 B" and "us" stay whole)."""
+    line = Text(fam.label, style="bold")
+    line.append(f" · {family_metric_label(fam)}")
+    base = fmt_centre(family_centre(analysis, fam, analysis.baseline), fam.unit)
+    extra = [(f"{analysis.baseline} {base}", ""), (fmt_points(fam), "dim")]
+    rest = []
+    for text, style in (e for e in extra if e[0]):
+        if not rest and line.cell_len + 3 + len(text) <= console.width:
+            line.append(" · " + text, style=style)
+        else:
+            rest.append((text, style))
+    console.print(line, overflow="fold")
+    if rest:
+        more = Text("  ")
+        for j, (text, style) in enumerate(rest):
+            more.append((" · " if j else "") + text, style=style)
+        console.print(more, overflow="fold")
+
+
+def _print_trust_note(console: Console, indent: int, trust: list[str]) -> None:
+    """A row's own "limits trust" notes beneath it, indented past the environment column
+    (``indent`` characters), its words wrapped under each other."""
+    note = Table.grid()
+    note.add_column(width=indent + 2)
+    note.add_column(width=max(20, console.width - indent - 2), overflow="fold")
+    note.add_row("", Text("limits trust: " + "; ".join(trust), style="yellow"))
+    console.print(note)
+
+
+def _legend(analysis: Analysis, rows, cells: list[Text], ranked: bool) -> Text:
+    """The line under the headline saying how to read it: the sign of an overhead, the
+    interval's level, the margin, which means the rows use, and what a factor is where one is
+    shown."""
+    conf = f"{analysis.confidence * 100:g} %"
+    return Text(("HL overhead: from the Hodges–Lehmann ratio, not the geo. means' "
+                 "quotient; " if ranked else "")
+                + f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
+                f" [{conf} interval, or at the family level it names];"
+                f" margin ±{analysis.margin * 100:g} % (equivalent: the interval inside it)"
+                + "; geo. mean: of the valid runs, as the ratio divides"
+                + ("; a Δ row: arithmetic means, as the difference subtracts"
+                   if any(r.summary.difference is not None for r in rows) else "")
+                + ("; a sweep: the geometric mean over its points"
+                   if any(r.summary.family.sweep for r in rows) else "")
+                + ("; " + FACTOR_NOTE if any(is_factor_text(c.plain) for c in cells) else ""),
+                style="dim")
+
+
 def render_headline(analysis: Analysis, console: Console | None = None, title: str | None = None,
                     shared=(), every: bool = False, all_hint: str | None = None) -> Table:
-    """Print the headline of ``analysis`` and return its rows as a rich Table: the answer,
+    """Print the headline of ``analysis`` and return its last row as a rich Table: the answer,
     within the console's width (80 columns included) and without a cut cell.
 
     With a baseline and other environments (:func:`vhpc.report.headline_rows`): per primary
@@ -314,18 +417,8 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     # HTML report says it); a row's own emulation by "(TCG)" and the footnote
     common = common_notes([r.trust for r in rows])
     said = {*common, TCG_TRUST}
-    conf = f"{analysis.confidence * 100:g} %"
     envs = [_short_env(analysis, r.summary.environment) for r in rows]
-    # the overhead with its interval on one line, a Holm level (or why no interval) beneath
-    texts = [fmt_family_overhead(r.summary, level=False, margin=analysis.margin) for r in rows]
-    numbers = [t.split(", " + TOO_FEW)[0] for t in texts]
-    # "too few runs for an interval" (and why, by ranks) wrapped to the column the numbers
-    # need, so the verdict beside it keeps its width
-    width = max(19, *map(len, numbers))
-    cells = [Text("\n".join(filter(None, [n] + (textwrap.wrap(t[len(n) + 2:], width)
-                                               if TOO_FEW in t else [])
-                                  + [fmt_family_level(r.summary)])))
-             for r, t, n in zip(rows, texts, numbers)]
+    cells = _overhead_cells(analysis, rows)
     ranked = any(r.summary.method == RANK for r in rows)
     centres = [Text(fmt_centre(family_centre(analysis, r.summary.family, r.summary.environment),
                                r.summary.family.unit)) for r in rows]
@@ -334,31 +427,9 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
     trusts = [[t for t in r.trust if t not in said] for r in rows]
     heads = ("environment", "geo. mean", "HL overhead [interval]" if ranked
              else "overhead [interval]", "verdict")
-    # the overhead with its interval on one line; the verdict takes the rest of the width
-    # (at least "insufficient data"), what limits trust a line of its own beneath the row
-    widths = [max(len(heads[0]), *(e.cell_len for e in envs)) + 2,
-              max(len(heads[1]), *(c.cell_len for c in centres)),
-              max(len(heads[2]), *(len(x) for c in cells for x in c.plain.split("\n")))]
-    need = max(len(heads[3]), *(len(x) for v in verdicts for x in v.plain.split("\n")))
-    widths.append(min(need, max(17, console.width - sum(widths) - 2 * 3)))
-
-    def grid() -> Table:
-        t = Table.grid(padding=(0, 2))
-        for i, w in enumerate(widths):
-            t.add_column(width=w, overflow="fold", justify="right" if i in (1, 2) else "left")
-        return t
-
-    console.print(Text(title or f"Overhead relative to {analysis.baseline}", style="bold"),
-                  justify="center")
-    if ranked:
-        console.print(Text(RANK_LINE, style="bold"), overflow="fold")
-    if common:
-        console.print(Text("Limits trust in every row: " + "; ".join(common), style="yellow"),
-                      overflow="fold")
-    if all_pass:
-        console.print(Text("Check: every benchmark's verification or check passed in every run",
-                           style="green"), overflow="fold")
-    head = grid()
+    widths = _column_widths(heads, envs, centres, cells, verdicts, console.width)
+    _print_preamble(console, analysis, title, ranked, common, all_pass)
+    head = _headline_grid(widths)
     head.add_row(*(Text(h, style="bold") for h in heads))
     console.print(head)
     console.print(Text("─" * min(console.width, sum(widths) + 2 * (len(widths) - 1)), style="dim"))
@@ -367,48 +438,13 @@ def render_headline(analysis: Analysis, console: Console | None = None, title: s
         fam = r.summary.family
         if (fam.benchmark, fam.params, fam.quantity) != last:
             last = (fam.benchmark, fam.params, fam.quantity)
-            line = Text(fam.label, style="bold")
-            line.append(f" · {family_metric_label(fam)}")
-            base = fmt_centre(family_centre(analysis, fam, analysis.baseline), fam.unit)
-            # the baseline's centre and a sweep's points after the label while they fit
-            # whole, else on a line of their own beneath it ("0 B" and "us" stay whole)
-            extra = [(f"{analysis.baseline} {base}", ""), (fmt_points(fam), "dim")]
-            rest = []
-            for text, style in (e for e in extra if e[0]):
-                if not rest and line.cell_len + 3 + len(text) <= console.width:
-                    line.append(" · " + text, style=style)
-                else:
-                    rest.append((text, style))
-            console.print(line, overflow="fold")
-            if rest:
-                more = Text("  ")
-                for j, (text, style) in enumerate(rest):
-                    more.append((" · " if j else "") + text, style=style)
-                console.print(more, overflow="fold")
-        body = grid()
-        env = Text("  ").append_text(envs[i])
-        body.add_row(env, centres[i], cells[i], verdicts[i])
+            _print_family_line(console, analysis, fam)
+        body = _headline_grid(widths)
+        body.add_row(Text("  ").append_text(envs[i]), centres[i], cells[i], verdicts[i])
         console.print(body)
-        if trusts[i]:  # beneath the row, its words wrapped under each other
-            note = Table.grid()
-            note.add_column(width=widths[0] + 2)
-            note.add_column(width=max(20, console.width - widths[0] - 2), overflow="fold")
-            note.add_row("", Text("limits trust: " + "; ".join(trusts[i]), style="yellow"))
-            console.print(note)
-    console.print(Text(("HL overhead: from the Hodges–Lehmann ratio, not the geo. means' "
-                        "quotient; " if ranked else "")
-                       + f"overhead > 0: worse than {analysis.baseline} in the metric's direction;"
-                       f" [{conf} interval, or at the family level it names];"
-                       f" margin ±{analysis.margin * 100:g} % (equivalent: the interval inside it)"
-                       + "; geo. mean: of the valid runs, as the ratio divides"
-                       + ("; a Δ row: arithmetic means, as the difference subtracts"
-                          if any(r.summary.difference is not None for r in rows) else "")
-                       + ("; a sweep: the geometric mean over its points"
-                                                if any(r.summary.family.sweep for r in rows)
-                                                else "")
-                       + ("; " + FACTOR_NOTE if any(is_factor_text(c.plain) for c in cells)
-                          else ""),
-                       style="dim"), overflow="fold")
+        if trusts[i]:
+            _print_trust_note(console, widths[0], trusts[i])
+    console.print(_legend(analysis, rows, cells, ranked), overflow="fold")
     return body
 
 
