@@ -133,53 +133,62 @@ def _draw_bars(ax, pd: PanelData, colors: dict[str, str] | None = None,
                 ha="right", va="top", fontsize=7, color="#555")
 
 
-def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
-                colors: dict[str, str] | None = None) -> None:
-    positive = all(p.y > 0 for s in pd.series for p in s.points)
-    logy = positive and (pd.ylog or _span_decades(pd) > DECADES)
-    if pd.numeric_x:
-        for i, s in enumerate(pd.series):
-            # a log x axis has no place for x <= 0 (message size 0): left out of the drawing,
-            # kept in the data
-            pts = [p for p in s.points if not pd.xlog or p.x > 0]
-            if not pts:
-                continue
-            xs = [p.x for p in pts]
-            ys = [p.y for p in pts]
-            errs = np.array([(np.nan, np.nan) if _few(p, logy) else _err(p) for p in pts]).T
-            tcg = any(p.emulated for p in pts)
-            color = (colors or {}).get(s.label, COLORS[i % len(COLORS)])
-            ax.errorbar(xs, ys, yerr=errs, marker="o", ms=4, capsize=2, color=color,
-                        linestyle="--" if tcg else "-", label=s.label + (" (TCG)" if tcg else ""))
-            few = [p for p in pts if _few(p, logy)]
-            if few:  # hollow: no interval from fewer than MIN_N samples
-                ax.plot([p.x for p in few], [p.y for p in few], "o", ms=6, color=color,
-                        markerfacecolor="white", zorder=3)
-        if pd.fit:
-            xs = [p.x for s in pd.series for p in s.points]
-            if xs:
-                xx = [0.0, max(xs) * 1.1]
-                ax.plot(xx, [pd.fit["intercept"] + pd.fit["slope"] * x for x in xx], "--",
-                        color="gray", label=f"fit (r² = {pd.fit['r2']:.2f})")
-        for v in pd.vlines:
-            ax.axvline(v, color="lightgray", lw=0.8)
-        shade_shared(ax, getattr(pd, "shared_x", []))
-        distinct = sorted({p.x for s in pd.series for p in s.points})
-        if pd.xlog:  # message sizes: 1, 16, 256, 4K, ... (every log-x panel is one)
-            size_axis(ax, [x for x in distinct if x > 0] or [1])
-        elif len(distinct) == 1:  # one point: its own tick, not matplotlib's ±5 % around it
-            (x,) = distinct
-            half = 1.0 if float(x).is_integer() or x == 0 else abs(x) / 2
-            ax.set_xticks([x])
-            ax.set_xlim(x - half, x + half)
-        elif all(float(x).is_integer() for x in distinct):
-            from matplotlib.ticker import MaxNLocator  # counts (ranks, nodes): whole ticks
+def _draw_curves(ax, pd: PanelData, logy: bool, colors: dict[str, str] | None) -> None:
+    """A numeric-x panel's series as lines with interval bars (dashed for TCG), a point
+    without an interval hollow (:func:`_few`); a log x axis leaves out x ≤ 0 (message size 0)
+    from the drawing, kept in the data."""
+    for i, s in enumerate(pd.series):
+        pts = [p for p in s.points if not pd.xlog or p.x > 0]
+        if not pts:
+            continue
+        xs = [p.x for p in pts]
+        ys = [p.y for p in pts]
+        errs = np.array([(np.nan, np.nan) if _few(p, logy) else _err(p) for p in pts]).T
+        tcg = any(p.emulated for p in pts)
+        color = (colors or {}).get(s.label, COLORS[i % len(COLORS)])
+        ax.errorbar(xs, ys, yerr=errs, marker="o", ms=4, capsize=2, color=color,
+                    linestyle="--" if tcg else "-", label=s.label + (" (TCG)" if tcg else ""))
+        few = [p for p in pts if _few(p, logy)]
+        if few:  # hollow: no interval from fewer than MIN_N samples
+            ax.plot([p.x for p in few], [p.y for p in few], "o", ms=6, color=color,
+                    markerfacecolor="white", zorder=3)
 
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    else:  # a log axis has room for every interval: bars are cut only on a linear one
-        _draw_bars(ax, pd, colors, clip=not logy, logy=logy)
-    if pd.relative:
-        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+
+def _numeric_extras(ax, pd: PanelData) -> None:
+    """What a numeric-x panel draws beside its curves: the fitted line (gray, dashed, its r²
+    in the legend), vertical guide lines and the shaded node counts whose CPUs were shared."""
+    if pd.fit:
+        xs = [p.x for s in pd.series for p in s.points]
+        if xs:
+            xx = [0.0, max(xs) * 1.1]
+            ax.plot(xx, [pd.fit["intercept"] + pd.fit["slope"] * x for x in xx], "--",
+                    color="gray", label=f"fit (r² = {pd.fit['r2']:.2f})")
+    for v in pd.vlines:
+        ax.axvline(v, color="lightgray", lw=0.8)
+    shade_shared(ax, getattr(pd, "shared_x", []))
+
+
+def _numeric_x_ticks(ax, pd: PanelData) -> None:
+    """A numeric x axis' ticks: message sizes (1, 16, 256, 4K, ...) on a log axis, one point's
+    own tick (not matplotlib's ±5 % around it), whole ticks for counts (ranks, nodes)."""
+    distinct = sorted({p.x for s in pd.series for p in s.points})
+    if pd.xlog:  # every log-x panel is one of message sizes
+        size_axis(ax, [x for x in distinct if x > 0] or [1])
+    elif len(distinct) == 1:
+        (x,) = distinct
+        half = 1.0 if float(x).is_integer() or x == 0 else abs(x) / 2
+        ax.set_xticks([x])
+        ax.set_xlim(x - half, x + half)
+    elif all(float(x).is_integer() for x in distinct):
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _draw_references(ax, pd: PanelData, refs: list[tuple]) -> None:
+    """The paper's values (``refs``: (label, value[, categories])) as red dotted lines
+    labelled "paper: …": over the named categories' bars only where a categorical panel has
+    them all, else across the panel."""
     for label, value, *cats in refs:
         where = [c for c in (cats[0] if cats else ()) if not pd.numeric_x]
         ticks = {t.get_text(): t.get_position()[0] for t in ax.get_xticklabels()}
@@ -190,24 +199,37 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
                           label=f"paper: {label}" if k == 0 else None)
         else:
             ax.axhline(value, color="#b00020", lw=1.0, ls=":", label=f"paper: {label}")
-    if logy:  # from below the smallest value (a bar from 0 has no place on a log axis) and
-        # below every drawn interval: no whisker runs into the axis' floor
-        drawn = [p for s in pd.series for p in s.points if not _few(p, True)]
-        ys = [p.y for s in pd.series for p in s.points]
-        tops = [p.high for p in drawn if p.high is not None and math.isfinite(p.high)]
-        lows = [p.low for p in drawn if p.low is not None and math.isfinite(p.low)]
-        ax.set_yscale("log")
-        ax.set_ylim(min([min(ys) / 3, *(lo / 1.5 for lo in lows)]), max([*ys, *tops]) * 2)
-        log_ticks(ax, *ax.get_ylim())
-    elif positive and pd.numeric_x:  # a linear axis starts at 0: one point is not zoomed to ±5 %
-        ax.set_ylim(bottom=0)
-    if any(_few(p, logy) for s in pd.series for p in s.points):  # said in the legend
+
+
+def _log_y_axis(ax, pd: PanelData) -> None:
+    """A log y axis from below the smallest value (a bar from 0 has no place on a log axis)
+    and below every drawn interval, so no whisker runs into the axis' floor, to twice the
+    highest value or bound (factors 3 and 1.5 below, 2 above: room, not a convention)."""
+    drawn = [p for s in pd.series for p in s.points if not _few(p, True)]
+    ys = [p.y for s in pd.series for p in s.points]
+    tops = [p.high for p in drawn if p.high is not None and math.isfinite(p.high)]
+    lows = [p.low for p in drawn if p.low is not None and math.isfinite(p.low)]
+    ax.set_yscale("log")
+    ax.set_ylim(min([min(ys) / 3, *(lo / 1.5 for lo in lows)]), max([*ys, *tops]) * 2)
+    log_ticks(ax, *ax.get_ylim())
+
+
+def _few_legend_entry(ax, pd: PanelData, logy: bool) -> None:
+    """Where a point is drawn without an interval, a legend entry saying why: "hollow" (a
+    curve) or "pale" (a bar): n < MIN_N, or an interval too wide for the log axis."""
+    if any(_few(p, logy) for s in pd.series for p in s.points):
         wide = any(_few(p, logy) and p.n >= MIN_N for s in pd.series for p in s.points)
         ax.plot([], [], "o" if pd.numeric_x else "s", color="gray", markerfacecolor="white",
                 alpha=1.0 if pd.numeric_x else 0.35,
                 label=f"{'hollow' if pd.numeric_x else 'pale'}: n < {MIN_N}"
                       + (f" or interval > ×{intervals.WIDE_FACTOR:,.0f}" if wide else "")
                       + ", no interval")
+
+
+def _labels_and_legend(ax, pd: PanelData) -> None:
+    """Axis labels (the unit in brackets; a log x axis says when it left 0 B out), the
+    panel's title, the grid, and the legend: under a numeric panel's axes, where it hides no
+    line; where matplotlib finds room on a bar panel."""
     dropped = pd.numeric_x and pd.xlog and any(p.x <= 0 for s in pd.series for p in s.points)
     ax.set_xlabel(pd.xlabel + (" (0 B left out: no place on a log axis)" if dropped else ""))
     ax.set_ylabel(pd.ylabel + (f" [{pd.unit}]" if pd.unit and "[" not in pd.ylabel else ""))
@@ -216,12 +238,36 @@ def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
     ax.grid(True, which="both", alpha=0.3)
     labels = ax.get_legend_handles_labels()[1]
     if labels and pd.numeric_x:
-        # under the axes, never over a line (Fig. 6's legend once hid the native curve)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2),
                   ncol=1 if any(len(t) > 30 for t in labels) else min(3, len(labels)),
                   frameon=False)
     elif labels:
         ax.legend(fontsize=7, loc="best")
+
+
+def _draw_panel(ax, pd: PanelData, refs: list[tuple[str, float]],
+                colors: dict[str, str] | None = None) -> None:
+    """One panel on ``ax``: curves (numeric x) or grouped bars (categories), the line at 1 of
+    a relative panel, the paper's values, the y axis (logarithmic where the panel asks or its
+    positive values span more than :data:`DECADES` decades, else from 0 for curves), the
+    legend entry of points without an interval, labels and legend."""
+    positive = all(p.y > 0 for s in pd.series for p in s.points)
+    logy = positive and (pd.ylog or _span_decades(pd) > DECADES)
+    if pd.numeric_x:
+        _draw_curves(ax, pd, logy, colors)
+        _numeric_extras(ax, pd)
+        _numeric_x_ticks(ax, pd)
+    else:  # a log axis has room for every interval: bars are cut only on a linear one
+        _draw_bars(ax, pd, colors, clip=not logy, logy=logy)
+    if pd.relative:
+        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    _draw_references(ax, pd, refs)
+    if logy:
+        _log_y_axis(ax, pd)
+    elif positive and pd.numeric_x:  # a linear axis starts at 0: one point is not zoomed to ±5 %
+        ax.set_ylim(bottom=0)
+    _few_legend_entry(ax, pd, logy)
+    _labels_and_legend(ax, pd)
 
 
 def draw(fd: FigureData, fmt: str = "svg",
