@@ -117,6 +117,89 @@ def _log_error_bar(s) -> tuple[float, float]:
     return s.gmean - s.gmean_low, s.gmean_high - s.gmean
 
 
+def _mean_curves(analysis: Analysis, fam: Family) -> tuple[list[tuple], list[float]]:
+    """Per environment with a point of ``fam`` (in the analysis' order): (environment, x
+    values, summaries), and every mean of them."""
+    means: list[float] = []
+    curves = []
+    for env in analysis.environment_order():
+        xs, sums = _sweep_points(
+            fam, lambda p, m: analysis.summary(fam.benchmark, p, m, env), "mean")
+        if xs:
+            curves.append((env, xs, sums))
+            means += [s.mean for s in sums]
+    return curves, means
+
+
+def _draw_means(ax, analysis: Analysis, curves: list[tuple], logy: bool, floor: float,
+                colors: dict[str, str]) -> float:
+    """One line per environment of ``curves``, the baseline's labelled so: means with their
+    Student-t bars, or on a log axis (``logy``) geometric means with their ln-scale bars.
+    Returns the lowest drawn bound (at most ``floor``) on a log axis, else ``floor``."""
+    for env, xs, sums in curves:
+        ys = [s.gmean if logy else s.mean for s in sums]
+        bars = [_log_error_bar(s) if logy else mean_error_bar(s) for s in sums]
+        if logy:
+            floor = min([floor, *(y - b for y, (b, _) in zip(ys, bars) if b)])
+        ax.errorbar(xs, ys, yerr=bar_errors([b for b, _ in bars], [h for _, h in bars]),
+                    marker="o",
+                    ms=3, capsize=2, color=colors.get(env, "grey"), linewidth=1.2,
+                    label=env_header(analysis, env) + (" (baseline)" if env == analysis.baseline else ""))
+    return floor
+
+
+def _label_means(ax, fam: Family) -> None:
+    """The means panel's axis labels (message size in bytes, 0 B left of 1 B where drawn; or
+    the swept parameter), quantity with unit and direction, title and grid."""
+    zero = fam.by_size and 0 in fam.xs
+    ax.set_xlabel(("message size [bytes; K = KiB, M = MiB]" + (" (0 B left of 1 B)" if zero
+                                                               else "")) if fam.by_size
+                  else fam.parameter)
+    ax.set_ylabel(f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}")
+    ax.set_title(f"{fam.label}: {fam.quantity} vs {fam.parameter}")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _draw_ratios(axr, analysis: Analysis, fam: Family, allx: list[float], shade: list[float],
+                 colors: dict[str, str]) -> None:
+    """The ratio panel: env / baseline per point with the table's interval, filled where the
+    point's verdict is slower or faster, hollow otherwise; a dashed line at 1; a log axis 3×
+    beyond the extreme ratios when every ratio is positive (2× and 0.5× equally far from 1; an
+    interval from a few noisy samples can be huge); the ``shade`` points shaded."""
+    ratios: list[float] = []
+    for env in analysis.others():
+        xs, comps = _sweep_points(
+            fam, lambda p, m: analysis.comparison(fam.benchmark, p, m, env), "ratio")
+        if not xs:
+            continue
+        ys = [c.ratio for c in comps]
+        ratios += ys
+        err = [ratio_error_bar(c.ratio, c.ratio_ci) for c in comps]
+        color = colors.get(env, "grey")
+        axr.errorbar(xs, ys, yerr=bar_errors([b for b, _ in err], [h for _, h in err]),
+                     color=color,
+                     capsize=2, linewidth=1.0, marker=None, label=env_header(analysis, env))
+        sig = [c.verdict in (SLOWER, FASTER) for c in comps]
+        axr.scatter([x for x, g in zip(xs, sig) if g], [y for y, g in zip(ys, sig) if g],
+                    s=14, color=color, zorder=3)
+        axr.scatter([x for x, g in zip(xs, sig) if not g], [y for y, g in zip(ys, sig) if not g],
+                    s=14, facecolors="white", edgecolors=color, zorder=3)
+    axr.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    _x_axis(axr, fam, allx)
+    if ratios and min(ratios) > 0:
+        axr.set_yscale("log")
+        lo, hi = min(min(ratios), 1.0) / 3.0, max(max(ratios), 1.0) * 3.0
+        axr.set_ylim(lo, hi)
+        log_ticks(axr, lo, hi)
+    shade_shared(axr, shade, label=False)
+    axr.set_xlabel("message size [bytes]" if fam.by_size else fam.parameter)
+    axr.set_ylabel(f"ratio to {analysis.baseline} (1 = same)")
+    axr.set_title(f"ratio per {'size' if fam.by_size else fam.parameter} (filled: slower or faster)")
+    axr.grid(True, which="major", alpha=0.3)
+    if ratios and len(analysis.others()) > 1:
+        axr.legend(fontsize=7, loc="best")
+
+
 def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
                   shared_x: Iterable[float] = ()) -> str | bytes | None:
     """A sweep as the seed papers draw it (Youseff et al., VTDC 2006, Fig. 1-3; Lange et al.,
@@ -143,85 +226,29 @@ def family_figure(analysis: Analysis, fam: Family, fmt: str = "svg",
         ax, axr = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.15, 1.0]})
     else:
         ax, axr = fig.add_subplot(), None
-    means: list[float] = []
-    drawn = False
-    curves = []
-    for env in analysis.environment_order():
-        xs, sums = _sweep_points(
-            fam, lambda p, m: analysis.summary(fam.benchmark, p, m, env), "mean")
-        if xs:
-            curves.append((env, xs, sums))
-            means += [s.mean for s in sums]
+    curves, means = _mean_curves(analysis, fam)
     # a log axis: every curve's geometric mean with its ln-scale interval (positive bounds,
     # the table's), so no whisker runs into the axis' floor
     logy = bool(means) and _span_log(means) and min(means) > 0 \
         and all(s.gmean is not None for _, _, sums in curves for s in sums)
     floor = min(means) / 4 if logy else 0.0
     with matplotlib.rc_context(RC):
-        for env, xs, sums in curves:
-            ys = [s.gmean if logy else s.mean for s in sums]
-            bars = [_log_error_bar(s) if logy else mean_error_bar(s) for s in sums]
-            if logy:
-                floor = min([floor, *(y - b for y, (b, _) in zip(ys, bars) if b)])
-            ax.errorbar(xs, ys, yerr=bar_errors([b for b, _ in bars], [h for _, h in bars]),
-                        marker="o",
-                        ms=3, capsize=2, color=colors.get(env, "grey"), linewidth=1.2,
-                        label=env_header(analysis, env) + (" (baseline)" if env == analysis.baseline else ""))
-            drawn = True
-        if not drawn:
+        if not curves:
             return None
+        floor = _draw_means(ax, analysis, curves, logy, floor, colors)
         allx = [_at(x) if fam.by_size else x for x in fam.xs if x is not None]
         _x_axis(ax, fam, allx)
         if logy:
             ax.set_yscale("log")
             ax.set_ylim(bottom=floor / 1.5)  # below every drawn interval
             log_ticks(ax, *ax.get_ylim())
-        zero = fam.by_size and 0 in fam.xs
-        ax.set_xlabel(("message size [bytes; K = KiB, M = MiB]" + (" (0 B left of 1 B)" if zero
-                                                                   else "")) if fam.by_size
-                      else fam.parameter)
-        ax.set_ylabel(f"{fam.quantity} [{fam.unit}] {direction_mark(fam.higher_is_better)}")
-        ax.set_title(f"{fam.label}: {fam.quantity} vs {fam.parameter}")
-        ax.grid(True, which="major", alpha=0.3)
+        _label_means(ax, fam)
         shade = sorted(set(shared_x))
         shade_shared(ax, shade)
         ax.legend(fontsize=7, loc="best")
         if axr is None:
             return render(fig, fmt)
-        ratios: list[float] = []
-        for env in analysis.others():
-            xs, comps = _sweep_points(
-                fam, lambda p, m: analysis.comparison(fam.benchmark, p, m, env), "ratio")
-            if not xs:
-                continue
-            ys = [c.ratio for c in comps]
-            ratios += ys
-            err = [ratio_error_bar(c.ratio, c.ratio_ci) for c in comps]
-            color = colors.get(env, "grey")
-            axr.errorbar(xs, ys, yerr=bar_errors([b for b, _ in err], [h for _, h in err]),
-                         color=color,
-                         capsize=2, linewidth=1.0, marker=None, label=env_header(analysis, env))
-            sig = [c.verdict in (SLOWER, FASTER) for c in comps]
-            axr.scatter([x for x, g in zip(xs, sig) if g], [y for y, g in zip(ys, sig) if g],
-                        s=14, color=color, zorder=3)
-            axr.scatter([x for x, g in zip(xs, sig) if not g], [y for y, g in zip(ys, sig) if not g],
-                        s=14, facecolors="white", edgecolors=color, zorder=3)
-        axr.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-        _x_axis(axr, fam, allx)
-        if ratios and min(ratios) > 0:
-            # ratios on a log axis (2× and 0.5× equally far from 1); an interval from a few
-            # noisy samples can be huge: the axis stops at 3× beyond the extreme ratios
-            axr.set_yscale("log")
-            lo, hi = min(min(ratios), 1.0) / 3.0, max(max(ratios), 1.0) * 3.0
-            axr.set_ylim(lo, hi)
-            log_ticks(axr, lo, hi)
-        shade_shared(axr, shade, label=False)
-        axr.set_xlabel("message size [bytes]" if fam.by_size else fam.parameter)
-        axr.set_ylabel(f"ratio to {analysis.baseline} (1 = same)")
-        axr.set_title(f"ratio per {'size' if fam.by_size else fam.parameter} (filled: slower or faster)")
-        axr.grid(True, which="major", alpha=0.3)
-        if ratios and len(analysis.others()) > 1:
-            axr.legend(fontsize=7, loc="best")
+        _draw_ratios(axr, analysis, fam, allx, shade, colors)
     return render(fig, fmt)
 
 
