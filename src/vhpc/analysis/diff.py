@@ -470,43 +470,63 @@ def _signed_change(d: dict[str, Any], samples: tuple[list[float], ...], level: f
         difference=dd, difference_ci=(lo, hi), **d)
 
 
-def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
-         tolerance: Tolerance | None = None, confidence: float | None = None,
-         margin: float = DEFAULT_MARGIN) -> Diff:
-    """Diff of campaign ``a`` (before) and ``b`` (after); see the module docstring.
-    ``margin``: the equivalence margin of the verdicts (0.05 = ±5 %).
+def _positive_change(d: dict[str, Any], samples: tuple[list[float], ...],
+                     lw: logratio.LogWelch | None, level: float, confidence: float,
+                     margin: float, p_adjusted: float | None, tol: float | None,
+                     lvl: str) -> OverheadChange:
+    """:class:`OverheadChange` of a positive metric: Q = (x_B/y_B) / (x_A/y_A), the change of
+    the ratio env / baseline, by Welch's t on ln values (``lw``, :func:`logratio.log_contrast`)
+    at ``level``; with a side of fewer than 2 values the model's centre without an interval.
+    ``d``: the row's fields; ``samples``: (x_A, y_A, x_B, y_B); ``tol``: the row's tolerance
+    (a fraction); ``lvl``: the note naming a Holm level."""
+    xa, ya, xb, yb = samples
+    hib = d["higher_is_better"]
+    ra, ra_ci, _ = ratio_ci(xa, ya, confidence)
+    rb, rb_ci, _ = ratio_ci(xb, yb, confidence)
+    if lw is not None:
+        q = lw.ratio if math.isfinite(lw.ratio) else None
+        lo, hi = lw.interval(level)
+        method, df, p = stats.LOG_WELCH, lw.df, lw.p
+    else:  # positive, but a side of fewer than 2 values: the model's centre, no interval
+        moments = [logratio.log_moments(v) for v in (xb, yb, xa, ya)]
+        d_ln = moments[0].mean - moments[1].mean - moments[2].mean + moments[3].mean
+        q = math.exp(d_ln) if d_ln < 700 else None
+        lo = hi = df = p = None
+        method = stats.NO_INTERVAL
+    verdict = _verdict(lo, hi, hib, margin) if q is not None else INSUFFICIENT
+    change, change_ci = overhead_pct(q, hib), overhead_interval(lo, hi, hib)
+    status, snote = _status(change, change_ci, verdict, tol)
+    return OverheadChange(
+        ratio_a=ra, ratio_a_ci=ra_ci, ratio_b=rb, ratio_b_ci=rb_ci, q=q, q_ci=(lo, hi),
+        method=method, df=df, p_value=p, p_adjusted=p_adjusted, change_pct=change,
+        change_ci=change_ci, verdict=verdict, tolerance=tol, status=status,
+        note="; ".join(x for x in (snote, lvl) if x), **d)
 
-    Raises DiffError when the baselines have different names, alpha/confidence are outside
-    (0, 1), or no row is in both campaigns."""
-    if not 0.0 < alpha < 1.0:
-        raise DiffError(f"--alpha must be between 0 and 1 (exclusive), got {alpha}")
-    confidence = 1.0 - alpha if confidence is None else confidence
-    if not 0.0 < confidence < 1.0:
-        raise DiffError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
-    if a.baseline != b.baseline:
-        raise DiffError(f"campaign {a.id} compares against {a.baseline!r}, {b.id} against "
-                        f"{b.baseline!r}: diff campaigns with the same baseline environment")
-    base = a.baseline
-    sa, sb = _side(a), _side(b)
-    from vhpc.analysis.checks import check_specs, pair_specs
 
-    an_b = analyse(b.observations, b.environments, base, alpha, margin=margin,
-                   checks=check_specs(b.spec), pairs=pair_specs(b.spec),
-                   signed=declared_signed(b.spec))
-    signed = _signed_keys(a, b, (sa, sb))
-    roles = {(c.environment, c.benchmark, c.params, c.metric): c for c in an_b.comparisons}
-    checks = {(e, k[0], k[1], k[2]) for k in an_b.keys() for e in an_b.environments
-              if an_b.is_check(k[0], k[2])}
+def _one_sided_rows(campaign_a: CampaignData, campaign_b: CampaignData, sa: _Side,
+                    sb: _Side) -> list[Unmatched]:
+    """The rows only one campaign has a valid sample of, then those neither has."""
     unmatched: list[Unmatched] = []
     for k in sorted(set(sa.values) - set(sb.values)):
-        unmatched.append(Unmatched("A", *k, f"no valid sample in campaign {b.id}"
-                                   if k in sb.invalid else f"not in campaign {b.id}"))
+        unmatched.append(Unmatched("A", *k, f"no valid sample in campaign {campaign_b.id}"
+                                   if k in sb.invalid else f"not in campaign {campaign_b.id}"))
     for k in sorted(set(sb.values) - set(sa.values)):
-        unmatched.append(Unmatched("B", *k, f"no valid sample in campaign {a.id}"
-                                   if k in sa.invalid else f"not in campaign {a.id}"))
+        unmatched.append(Unmatched("B", *k, f"no valid sample in campaign {campaign_a.id}"
+                                   if k in sa.invalid else f"not in campaign {campaign_a.id}"))
     for k in sorted((sa.invalid & sb.invalid) | (sa.invalid - set(sb.values))
                     | (sb.invalid - set(sa.values))):
         unmatched.append(Unmatched("both", *k, "no valid sample"))
+    return unmatched
+
+
+def _matched_rows(sa: _Side, sb: _Side, base: str, confidence: float,
+                  signed: set[tuple[str, str, str]], checks: set[RowKey],
+                  roles: Mapping[RowKey, Comparison], unmatched: list[Unmatched]
+                  ) -> tuple[list[RawChange], list[dict[str, Any]]]:
+    """The rows both campaigns have: their raw changes, and the drafts of the overhead rows
+    (every non-baseline row but check figures and inverse duplicates, with its samples, ln
+    contrast, p and Holm family).  A row that cannot be diffed (unit or direction differs, no
+    baseline) is added to ``unmatched``."""
     common = sorted(set(sa.values) & set(sb.values), key=lambda k: (k[1], k[2], k[3], k[0] != base, k[0]))
     raw: list[RawChange] = []
     drafts: list[dict[str, Any]] = []
@@ -528,8 +548,8 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
             unmatched.append(Unmatched("both", *k, "unit differs from the baseline's"))
             continue
         xa, ya, xb, yb = sa.values[k], sa.values[bk], sb.values[k], sb.values[bk]
-        c = roles.get(k)
-        if c is not None and c.role in (INVERSE, SAME):  # one effect: its partner's row
+        comparison = roles.get(k)
+        if comparison is not None and comparison.role in (INVERSE, SAME):  # one effect: its partner's row
             continue
         is_signed = k[1:] in signed
         lw = None if is_signed else logratio.log_contrast((xb, yb, xa, ya), (1, -1, -1, 1))
@@ -538,61 +558,93 @@ def diff(a: CampaignData, b: CampaignData, alpha: float = 0.05,
         drafts.append(dict(
             environment=env, baseline=base, benchmark=bench, params=params, metric=metric,
             unit=sa.unit[k], higher_is_better=sa.hib[k], _ab=(xa, ya, xb, yb), _lw=lw,
-            _p=p, _signed=is_signed, _family=_family(c)))
-    fams: dict[object, list[int]] = {}
+            _p=p, _signed=is_signed, _family=_family(comparison)))
+    return raw, drafts
+
+
+def _holm_levels(drafts: list[dict[str, Any]], alpha: float
+                 ) -> tuple[dict[int, float], dict[int, float], dict[int, int]]:
+    """Per draft (by index): its Holm family's interval level
+    (:func:`vhpc.core.logratio.holm_level`), its Holm-adjusted p (Holm 1979, only where it has
+    a p) and the family's size (rows with a p, at least 1)."""
+    by_family: dict[object, list[int]] = {}
     for i, d in enumerate(drafts):
-        fams.setdefault(d["_family"] if d["_family"] is not None else ("alone", i), []).append(i)
+        by_family.setdefault(d["_family"] if d["_family"] is not None else ("alone", i), []).append(i)
     level: dict[int, float] = {}
     adjusted: dict[int, float] = {}
     sizes: dict[int, int] = {}
-    for members in fams.values():
-        ps = [drafts[i]["_p"] for i in members]
-        lv = logratio.holm_level(ps, alpha)
-        with_p = [(i, p) for i, p in zip(members, ps) if p is not None]
-        for (i, _), pa in zip(with_p, stats.holm_adjust([p for _, p in with_p], alpha)):
-            adjusted[i] = pa
+    for members in by_family.values():
+        p_values = [drafts[i]["_p"] for i in members]
+        family_level = logratio.holm_level(p_values, alpha)
+        with_p = [(i, p) for i, p in zip(members, p_values) if p is not None]
+        for (i, _), p_adjusted in zip(with_p, stats.holm_adjust([p for _, p in with_p], alpha)):
+            adjusted[i] = p_adjusted
         for i in members:
-            level[i], sizes[i] = lv, len(with_p) or 1
+            level[i], sizes[i] = family_level, len(with_p) or 1
+    return level, adjusted, sizes
+
+
+def _campaign_ref(campaign: CampaignData) -> CampaignRef:
+    """What a diff keeps of a campaign: id, creation time, store, baseline and status."""
+    return CampaignRef(campaign.id, campaign.created, campaign.source, campaign.baseline,
+                       campaign.status)
+
+
+def diff(campaign_a: CampaignData, campaign_b: CampaignData, alpha: float = 0.05,
+         tolerance: Tolerance | None = None, confidence: float | None = None,
+         margin: float = DEFAULT_MARGIN) -> Diff:
+    """Diff of campaign A (before) and B (after); see the module docstring.  ``alpha``: the
+    false-positive rate of each Holm family; ``confidence``: the level of the raw rows'
+    intervals (default 1 − alpha); ``margin``: the equivalence margin of the verdicts (0.05 =
+    ±5 %); ``tolerance``: how much an overhead may grow before its row FAILs.
+
+    Raises DiffError when the baselines have different names, alpha/confidence are outside
+    (0, 1), or no row is in both campaigns."""
+    if not 0.0 < alpha < 1.0:
+        raise DiffError(f"--alpha must be between 0 and 1 (exclusive), got {alpha}")
+    confidence = 1.0 - alpha if confidence is None else confidence
+    if not 0.0 < confidence < 1.0:
+        raise DiffError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    if campaign_a.baseline != campaign_b.baseline:
+        raise DiffError(f"campaign {campaign_a.id} compares against {campaign_a.baseline!r}, "
+                        f"{campaign_b.id} against {campaign_b.baseline!r}: diff campaigns with "
+                        "the same baseline environment")
+    base = campaign_a.baseline
+    sa, sb = _side(campaign_a), _side(campaign_b)
+    from vhpc.analysis.checks import check_specs, pair_specs
+
+    an_b = analyse(campaign_b.observations, campaign_b.environments, base, alpha, margin=margin,
+                   checks=check_specs(campaign_b.spec), pairs=pair_specs(campaign_b.spec),
+                   signed=declared_signed(campaign_b.spec))
+    signed = _signed_keys(campaign_a, campaign_b, (sa, sb))
+    roles = {(c.environment, c.benchmark, c.params, c.metric): c for c in an_b.comparisons}
+    checks = {(e, k[0], k[1], k[2]) for k in an_b.keys() for e in an_b.environments
+              if an_b.is_check(k[0], k[2])}
+    unmatched = _one_sided_rows(campaign_a, campaign_b, sa, sb)
+    raw, drafts = _matched_rows(sa, sb, base, confidence, signed, checks, roles, unmatched)
+    level, adjusted, sizes = _holm_levels(drafts, alpha)
     overhead: list[OverheadChange] = []
     for i, d in enumerate(drafts):
-        xa, ya, xb, yb = d.pop("_ab")
+        samples = d.pop("_ab")
         lw = d.pop("_lw")
         is_signed = d.pop("_signed")
         d.pop("_family"), d.pop("_p")
-        hib = d["higher_is_better"]
         tol = tolerance.for_row(d["environment"], d["benchmark"], d["metric"]) if tolerance else None
         lvl = f"interval at {level[i] * 100:.4g} % (Holm over {sizes[i]} rows)" \
             if sizes[i] > 1 and not math.isclose(level[i], 1 - alpha) else ""
         if is_signed:
-            overhead.append(_signed_change(d, (xa, ya, xb, yb), level[i], confidence, margin,
+            overhead.append(_signed_change(d, samples, level[i], confidence, margin,
                                            adjusted.get(i), tol, lvl))
-            continue
-        ra, ra_ci, _ = ratio_ci(xa, ya, confidence)
-        rb, rb_ci, _ = ratio_ci(xb, yb, confidence)
-        ms = [logratio.log_moments(v) for v in (xb, yb, xa, ya)]
-        if lw is not None:
-            q = lw.ratio if math.isfinite(lw.ratio) else None
-            lo, hi = lw.interval(level[i])
-            method, df, p = stats.LOG_WELCH, lw.df, lw.p
-        else:  # positive, but a side of fewer than 2 values: the model's centre, no interval
-            d_ln = ms[0].mean - ms[1].mean - ms[2].mean + ms[3].mean
-            q = math.exp(d_ln) if d_ln < 700 else None
-            lo = hi = df = p = None
-            method = stats.NO_INTERVAL
-        verdict = _verdict(lo, hi, hib, margin) if q is not None else INSUFFICIENT
-        change, change_ci = overhead_pct(q, hib), overhead_interval(lo, hi, hib)
-        status, snote = _status(change, change_ci, verdict, tol)
-        overhead.append(OverheadChange(
-            ratio_a=ra, ratio_a_ci=ra_ci, ratio_b=rb, ratio_b_ci=rb_ci, q=q, q_ci=(lo, hi),
-            method=method, df=df, p_value=p, p_adjusted=adjusted.get(i), change_pct=change,
-            change_ci=change_ci, verdict=verdict, tolerance=tol, status=status,
-            note="; ".join(x for x in (snote, lvl) if x), **d))
+        else:
+            overhead.append(_positive_change(d, samples, lw, level[i], confidence, margin,
+                                             adjusted.get(i), tol, lvl))
     if not raw:
-        raise DiffError(f"campaigns {a.id} and {b.id} share no (environment, benchmark, "
-                        "parameters, metric) with valid samples: nothing to diff (check the ids)")
-    ref = lambda c: CampaignRef(c.id, c.created, c.source, c.baseline, c.status)  # noqa: E731 - a one-line key
-    found = [("A", f) for f in a.findings] + [("B", f) for f in b.findings]
-    return Diff(ref(a), ref(b), fingerprint_changes(a, b), overhead, raw, unmatched, alpha,
+        raise DiffError(f"campaigns {campaign_a.id} and {campaign_b.id} share no (environment, "
+                        "benchmark, parameters, metric) with valid samples: nothing to diff "
+                        "(check the ids)")
+    found = [("A", f) for f in campaign_a.findings] + [("B", f) for f in campaign_b.findings]
+    return Diff(_campaign_ref(campaign_a), _campaign_ref(campaign_b),
+                fingerprint_changes(campaign_a, campaign_b), overhead, raw, unmatched, alpha,
                 confidence, tolerance, margin, found)
 
 
