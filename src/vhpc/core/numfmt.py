@@ -27,12 +27,12 @@ FACTOR_NOTE = ("×N / ÷N: N times worse / better than the baseline (N times its
                "of its rate), written so from 10 times on")
 
 
-def sci(x: float) -> str:
-    """``x`` with 2 significant digits in compact scientific form: 3.7e9, 9.9e-6, -1.2e5;
+def sci(value: float) -> str:
+    """``value`` with 2 significant digits in compact scientific form: 3.7e9, 9.9e-6, -1.2e5;
     "inf", "-inf", or "—" for nan."""
-    if not math.isfinite(x):
-        return "—" if math.isnan(x) else f"{x:g}"
-    mant, exp = f"{x:.1e}".split("e")
+    if not math.isfinite(value):
+        return "—" if math.isnan(value) else f"{value:g}"
+    mant, exp = f"{value:.1e}".split("e")
     return f"{mant}e{int(exp)}"
 
 
@@ -58,21 +58,21 @@ def _magnitude(v: float) -> str:
 HUGE_WORSE, HUGE_BETTER = "×>1e308", "÷>1e308"
 
 
-def factor(f: float, zero: str = HUGE_BETTER) -> str:
+def factor(cost: float, zero: str = HUGE_BETTER) -> str:
     """A cost factor (≥ 0) with ×/÷: 253.3 → "×253", 0.758 → "÷1.32", 1 → "×1",
     1e-5 → "÷1.0e5"; inf → "×>1e308", a subnormal or 0 → "÷>1e308" (or ``zero`` for 0, when
     the caller knows a tighter bound); "—" when nan or < 0."""
-    if math.isnan(f) or f < 0:
+    if math.isnan(cost) or cost < 0:
         return "—"
-    if f == 0:
+    if cost == 0:
         return zero
-    if math.isinf(f):
+    if math.isinf(cost):
         return HUGE_WORSE
-    if f >= 1:
-        return "×" + _magnitude(f)
-    if math.isinf(1 / f):
+    if cost >= 1:
+        return "×" + _magnitude(cost)
+    if math.isinf(1 / cost):
         return HUGE_BETTER
-    return "÷" + _magnitude(1 / f)
+    return "÷" + _magnitude(1 / cost)
 
 
 def _percent(x: float, unit: bool) -> str:
@@ -84,20 +84,20 @@ def _percent(x: float, unit: bool) -> str:
     return text + " %" if unit else text
 
 
-def decisive(x: float, edges: tuple[float, ...], digits: int, unit: bool = False,
+def decisive(value: float, edges: tuple[float, ...], digits: int, unit: bool = False,
              sign: bool = True) -> str:
-    """``x`` with ``digits`` decimals, or more (up to 6) until the printed number lies on the
-    same side of every edge in ``edges`` as ``x`` does (a bound of 4.98 % against a 5 %
+    """``value`` with ``digits`` decimals, or more (up to 6) until the printed number lies on the
+    same side of every edge in ``edges`` as ``value`` does (a bound of 4.98 % against a 5 %
     margin prints +4.98, not +5.0, beside one of 5.02 %): the digits that decide a verdict
     read off the bound."""
     def text(d: int) -> str:
-        return f"{x:+.{d}f}" if sign else f"{x:.{d}f}"
+        return f"{value:+.{d}f}" if sign else f"{value:.{d}f}"
 
     out = text(digits)
     for d in range(digits, 7):
         out = text(d)
         shown = float(out)
-        if all((shown > e) == (x > e) and (shown < e) == (x < e) for e in edges):
+        if all((shown > e) == (value > e) and (shown < e) == (value < e) for e in edges):
             break
     return out + (" %" if unit else "")
 
@@ -118,7 +118,7 @@ def _far(*fs: float | None) -> bool:
         f >= FACTOR_FROM or f <= 1 / FACTOR_FROM for f in real)
 
 
-def cost_ci(f: float, low: float | None = None, high: float | None = None,
+def cost_ci(cost: float, low: float | None = None, high: float | None = None,
             margin: float | None = None, zero: str = HUGE_BETTER) -> str:
     """An overhead given as cost factors (the environment's time over the baseline's, or the
     baseline's rate over the environment's; > 1: worse) with its interval, all in one form:
@@ -129,10 +129,10 @@ def cost_ci(f: float, low: float | None = None, high: float | None = None,
     margin) a bound near 0 or the band's edges gets the digits that put it on its side of
     them (:func:`decisive`)."""
     bounds = (low, high) if low is not None and high is not None else ()
-    if _far(f, *bounds):
-        return " ".join([factor(f, zero)]
+    if _far(cost, *bounds):
+        return " ".join([factor(cost, zero)]
                         + ([f"[{factor(low, zero)}, {factor(high, zero)}]"] if bounds else []))
-    text = _percent((f - 1) * 100, True)
+    text = _percent((cost - 1) * 100, True)
     if bounds:
         edges = band_edges(margin)
         lo_t, hi_t = (_percent((b - 1) * 100, False) if not edges
@@ -145,22 +145,22 @@ def cost_ci(f: float, low: float | None = None, high: float | None = None,
 PCT_FLOOR = "÷>1e15"
 
 
-def pct(x: float, unit: bool = True) -> str:
+def pct(percent: float, unit: bool = True) -> str:
     """An overhead (percent, > 0: worse) as text: "+12.3 %" (``unit=False``: "+12.3", an
     interval's bound), or the factor from :data:`FACTOR_FROM` times on (+25,229 % → "×253",
     −99.999 % → "÷1.0e5": :func:`factor`); −100 % → "÷>1e15" (a percentage rounds to −100
     only below a ratio of about 1e-16)."""
-    if _far(1 + x / 100):
-        return factor(1 + x / 100, PCT_FLOOR)
-    return _percent(x, unit)
+    if _far(1 + percent / 100):
+        return factor(1 + percent / 100, PCT_FLOOR)
+    return _percent(percent, unit)
 
 
-def pct_ci(x: float, low: float | None, high: float | None) -> str:
+def pct_ci(percent: float, low: float | None, high: float | None) -> str:
     """An overhead in percent with its interval, by :func:`cost_ci`: "+12.3 % [+8.1, +16.0]",
     "÷1.32 [÷1.8e5, ×1.0e5]" for −24.2 % [−99.9994, +10,120,729].  Where the ratios are at
     hand, :func:`overhead` is exact beyond 10¹⁵ times (a percentage then rounds to −100)."""
     c = (lambda v: None if v is None else 1 + v / 100)
-    return cost_ci(1 + x / 100, c(low), c(high), zero=PCT_FLOOR)
+    return cost_ci(1 + percent / 100, c(low), c(high), zero=PCT_FLOOR)
 
 
 def overhead(ratio: float, low: float | None, high: float | None, higher_is_better: bool,
@@ -181,42 +181,42 @@ def is_factor_text(text: str) -> bool:
     return text[:1] in ("×", "÷")
 
 
-def ratio(x: float) -> str:
+def ratio(value: float) -> str:
     """A ratio (dimensionless) as text: 3 decimals between 0.01 and 10 (1.319, 0.020), 4
     significant digits up to 1,000 (96.6, 157.7), else :func:`sci` (9.9e-6, 1.8e5), so a
     bound never reads 0.000 nor runs to 11 digits; a value that would print as 1.000 but is
     not 1 gets the digits that tell it apart."""
-    if x == 0 or not math.isfinite(x):
-        return f"{x:g}"
-    if not 0.01 <= abs(x) < 1000:
-        return sci(x)
-    if abs(x) >= 10:
-        return f"{x:.4g}"
-    text, digits = f"{x:.3f}", 3
-    while float(text) == 1.0 and x != 1.0 and digits < 9:
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if not 0.01 <= abs(value) < 1000:
+        return sci(value)
+    if abs(value) >= 10:
+        return f"{value:.4g}"
+    text, digits = f"{value:.3f}", 3
+    while float(text) == 1.0 and value != 1.0 and digits < 9:
         digits += 1
-        text = f"{x:.{digits}f}"
+        text = f"{value:.{digits}f}"
     return text
 
 
-def ratio_ci(x: float, low: float | None, high: float | None,
+def ratio_ci(value: float, low: float | None, high: float | None,
              margin: float | None = None) -> str:
     """"1.319 [9.9e-6, 1.8e5]": a ratio and its interval by :func:`ratio`; the ratio alone
     when a bound is missing.  With ``margin`` a bound between 0.01 and 10 gets the digits that
     put it on its side of 1 and of the band [1/(1 + m), 1 + m] (1.0498 against 1.0502 at
     5 %, not 1.050 twice: :func:`decisive`)."""
     if low is None or high is None:
-        return ratio(x)
+        return ratio(value)
     if margin is None:
-        return f"{ratio(x)} [{ratio(low)}, {ratio(high)}]"
+        return f"{ratio(value)} [{ratio(low)}, {ratio(high)}]"
     edges = (1.0, 1.0 + margin, 1.0 / (1.0 + margin))
     bound = (lambda b: decisive(b, edges, 3, sign=False) if 0.01 <= b < 10 else ratio(b))
-    return f"{ratio(x)} [{bound(low)}, {bound(high)}]"
+    return f"{ratio(value)} [{bound(low)}, {bound(high)}]"
 
 
-def difference_ci(d: float, low: float | None, high: float | None, unit: str = "") -> str:
+def difference_ci(difference: float, low: float | None, high: float | None, unit: str = "") -> str:
     """A signed metric's difference of means with its interval, in the metric's unit:
     ``Δ -1 [-2.447, +0.4471] J`` (4 significant digits, signs always shown; no bounds when
     either is None)."""
     bounds = f" [{low:+.4g}, {high:+.4g}]" if low is not None and high is not None else ""
-    return f"Δ {d:+.4g}{bounds} {unit}".rstrip()
+    return f"Δ {difference:+.4g}{bounds} {unit}".rstrip()
