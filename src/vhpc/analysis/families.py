@@ -76,15 +76,15 @@ def sorted_keys(keys) -> list[tuple[str, str, str]]:
     return sorted(keys, key=lambda k: (k[0], natural_key(k[1]), natural_key(k[2])))
 
 
-def fmt_size(x: int | float | None) -> str:
+def fmt_size(size: int | float | None) -> str:
     """A message size in bytes as text with a binary prefix: 8 → "8 B", 1024 → "1 KiB",
     1048576 → "1 MiB", 1536 → "1.5 KiB"; "—" for None."""
-    if x is None:
+    if size is None:
         return "—"
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(x) >= scale:
-            return f"{x / scale:g} {unit}"
-    return f"{x:g} B"
+        if abs(size) >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size:g} B"
 
 
 @dataclass(frozen=True)
@@ -147,12 +147,12 @@ class Family:
         """"benchmark[params]" or "benchmark" (params: the ones all points share)."""
         return f"{self.benchmark}[{self.params}]" if self.params else self.benchmark
 
-    def fmt_x(self, x: int | float | None) -> str:
+    def fmt_x(self, value: int | float | None) -> str:
         """One point's value as text: a size with its binary prefix ("4 KiB"), else the
         number ("16"); "—" for None."""
-        if x is None:
+        if value is None:
             return "—"
-        return fmt_size(x) if self.by_size else f"{x:g}"
+        return fmt_size(value) if self.by_size else f"{value:g}"
 
 
 #: :attr:`Family.parameter` of a sweep over message size
@@ -440,21 +440,21 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
                          method=methods.pop() if len(methods) == 1 else "")
 
 
-def bounds_at(c: Comparison, level: float) -> tuple[float | None, float | None]:
-    """``c``'s ratio interval at ``level``, so that a sweep's summary combines bounds at one
+def bounds_at(comparison: Comparison, level: float) -> tuple[float | None, float | None]:
+    """``comparison``'s ratio interval at ``level``, so that a sweep's summary combines bounds at one
     level: its own where it is shown there; a Welch interval on ln values moved to ``level``
     (its half-width on the log scale is t_{level, df} · se, so it scales by the ratio of the
-    two t quantiles at ``c.df``; unchanged without variation); (None, None) for an interval
+    two t quantiles at ``comparison.df``; unchanged without variation); (None, None) for an interval
     that cannot be moved without the samples (ranks)."""
-    lo, hi = c.ratio_ci
-    if lo is None or hi is None or math.isclose(c.level, level, rel_tol=0, abs_tol=1e-12):
+    lo, hi = comparison.ratio_ci
+    if lo is None or hi is None or math.isclose(comparison.level, level, rel_tol=0, abs_tol=1e-12):
         return lo, hi
-    if c.ratio_ci_method != stats.LOG_WELCH or lo <= 0:
+    if comparison.ratio_ci_method != stats.LOG_WELCH or lo <= 0:
         return None, None
-    if c.df is None:
+    if comparison.df is None:
         return lo, hi
     centre, half = (math.log(lo) + math.log(hi)) / 2, (math.log(hi) - math.log(lo)) / 2
-    half *= stats.t_quantile(level, c.df) / stats.t_quantile(c.level, c.df)
+    half *= stats.t_quantile(level, comparison.df) / stats.t_quantile(comparison.level, comparison.df)
     return math.exp(centre - half), math.exp(centre + half)
 
 

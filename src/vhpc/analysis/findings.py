@@ -105,23 +105,23 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def inconclusive(c: Comparison) -> str | None:
+def inconclusive(comparison: Comparison) -> str | None:
     """Item text for an ``inconclusive`` comparison of a primary or secondary metric (not a
     sweep's point, which its sweep's row counts, nor the inverse of another, which its
     partner's item covers): the overhead with its interval (the one overhead of the table) and
     the runs per side that would likely decide (:attr:`Comparison.runs_needed`,
     :func:`vhpc.core.logratio.runs_to_decide`)."""
-    if c.verdict != INCONCLUSIVE or c.role in (INVERSE, SAME, POINT) or c.overhead_pct is None:
+    if comparison.verdict != INCONCLUSIVE or comparison.role in (INVERSE, SAME, POINT) or comparison.overhead_pct is None:
         return None
-    need = runs_text(c.runs_needed, min(c.n, c.n_baseline))
-    if c.ratio is not None and intervals.interval_hidden(min(c.n, c.n_baseline), *c.ratio_ci):
-        oh = numfmt.overhead(c.ratio, None, None, c.higher_is_better)
-        return f"{c.metric} (overhead {oh}, {intervals.TOO_FEW}; {need})"
-    oh = numfmt.overhead(c.ratio, *c.ratio_ci, c.higher_is_better, c.margin) \
-        if c.ratio is not None \
-        else numfmt.pct_ci(c.overhead_pct, *c.overhead_ci)
-    return (f"{c.metric} (overhead {oh} at {c.level * 100:.4g} %, "
-            f"margin ±{c.margin * 100:g} %; {need})")
+    need = runs_text(comparison.runs_needed, min(comparison.n, comparison.n_baseline))
+    if comparison.ratio is not None and intervals.interval_hidden(min(comparison.n, comparison.n_baseline), *comparison.ratio_ci):
+        oh = numfmt.overhead(comparison.ratio, None, None, comparison.higher_is_better)
+        return f"{comparison.metric} (overhead {oh}, {intervals.TOO_FEW}; {need})"
+    oh = numfmt.overhead(comparison.ratio, *comparison.ratio_ci, comparison.higher_is_better, comparison.margin) \
+        if comparison.ratio is not None \
+        else numfmt.pct_ci(comparison.overhead_pct, *comparison.overhead_ci)
+    return (f"{comparison.metric} (overhead {oh} at {comparison.level * 100:.4g} %, "
+            f"margin ±{comparison.margin * 100:g} %; {need})")
 
 
 def runs_text(runs: int | None, n: int) -> str:

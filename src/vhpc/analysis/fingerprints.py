@@ -40,11 +40,11 @@ def _text(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, sort_keys=True)
 
 
-def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """Nested dicts → dotted keys; lists and scalars as JSON text (strings bare); None kept
     out (a field that was not readable is the same as one not recorded)."""
     out: dict[str, str] = {}
-    for k, v in d.items():
+    for k, v in mapping.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict):
             out.update(flatten(v, key + "."))
@@ -76,17 +76,17 @@ def _rank(key: str) -> tuple[int, str]:
     return (len(KEY_ORDER), key)
 
 
-def fingerprint_changes(a: CampaignData, b: CampaignData) -> list[FingerprintChange]:
+def fingerprint_changes(campaign_a: CampaignData, campaign_b: CampaignData) -> list[FingerprintChange]:
     """Fields that differ between A and B: protocol (scope ``campaign``), then per
     environment present in both; a change identical in every such environment is one row
     with scope ``all environments``.  Ordered by :data:`KEY_ORDER`."""
     out: list[FingerprintChange] = []
-    ca, cb = _campaign_facts(a), _campaign_facts(b)
+    ca, cb = _campaign_facts(campaign_a), _campaign_facts(campaign_b)
     for key in sorted(set(ca) | set(cb), key=_rank):
         if ca.get(key) != cb.get(key):
             out.append(FingerprintChange("campaign", key, ca.get(key), cb.get(key)))
-    envs = [e for e in a.environments if e in b.environments]
-    facts = {e: (_env_facts(a, e), _env_facts(b, e)) for e in envs}
+    envs = [e for e in campaign_a.environments if e in campaign_b.environments]
+    facts = {e: (_env_facts(campaign_a, e), _env_facts(campaign_b, e)) for e in envs}
     keys = sorted({k for fa, fb in facts.values() for k in (*fa, *fb)}, key=_rank)
     env_rows: list[FingerprintChange] = []
     for key in keys:

@@ -43,10 +43,10 @@ class Owner:
         return {"pid": self.pid, "host": self.host, "since": self.since}
 
     @classmethod
-    def from_dict(cls, d: Any) -> "Owner | None":
-        """The owner recorded in ``d`` or None when ``d`` is not a well-formed record."""
+    def from_dict(cls, record: Any) -> "Owner | None":
+        """The owner recorded in ``record`` or None when ``record`` is not a well-formed record."""
         try:
-            return cls(int(d["pid"]), str(d["host"]), float(d["since"]))
+            return cls(int(record["pid"]), str(record["host"]), float(record["since"]))
         except (TypeError, KeyError, ValueError):
             return None
 

@@ -181,17 +181,17 @@ class BuildBox:
                 pass
 
 
-def kill_group(d: Path, wait: float = 5.0) -> bool:
-    """SIGKILL every process of the cgroup-v2 group ``d`` (``cgroup.kill``) and remove it once
+def kill_group(group: Path, wait: float = 5.0) -> bool:
+    """SIGKILL every process of the cgroup-v2 group ``group`` (``cgroup.kill``) and remove it once
     empty (at most ``wait`` s); True when it is gone.  Never raises."""
     try:
-        (d / "cgroup.kill").write_text("1\n")
+        (group / "cgroup.kill").write_text("1\n")
     except OSError:
         pass
     deadline = time.monotonic() + wait
     while True:
         try:
-            d.rmdir()
+            group.rmdir()
             return True
         except FileNotFoundError:
             return True

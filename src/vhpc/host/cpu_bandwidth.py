@@ -207,21 +207,21 @@ class CpuBandwidthLimit:
         self.dirs = []
 
 
-def remove_group(d: Path) -> None:
-    """Thaw the cgroup ``d`` (where it has ``cgroup.freeze``), move its remaining tasks to its
+def remove_group(group: Path) -> None:
+    """Thaw the cgroup ``group`` (where it has ``cgroup.freeze``), move its remaining tasks to its
     parent, then remove it (best effort: errors are ignored).  Shared with
     :mod:`vhpc.host.freezer`."""
     try:
-        (d / "cgroup.freeze").write_text("0\n")
+        (group / "cgroup.freeze").write_text("0\n")
     except OSError:
         pass
     try:
-        for pid in (d / "cgroup.procs").read_text().split():
+        for pid in (group / "cgroup.procs").read_text().split():
             try:
-                (d.parent / "cgroup.procs").write_text(pid + "\n")
+                (group.parent / "cgroup.procs").write_text(pid + "\n")
             except OSError:
                 pass
-        d.rmdir()
+        group.rmdir()
     except OSError:
         pass
 

@@ -53,9 +53,9 @@ COMPONENTS = (
 )
 
 
-def check(c: Component) -> tuple[bool, str]:
-    """(present, detail) for ``c``: the path found, or why it is missing.  Never raises."""
-    kind, _, what = c.probe.partition(":")
+def check(component: Component) -> tuple[bool, str]:
+    """(present, detail) for ``component``: the path found, or why it is missing.  Never raises."""
+    kind, _, what = component.probe.partition(":")
     if kind == "cmd":
         path = shutil.which(what)
         return (path is not None, path or f"{what} not on PATH")

@@ -172,17 +172,17 @@ def reap(prefix: str, base: str | Path | None = None) -> list[str]:
     return done
 
 
-def remove_path(p: Path) -> bool:
-    """Remove the folder tree or the file ``p`` (a link itself, never what it points at);
+def remove_path(path: Path) -> bool:
+    """Remove the folder tree or the file ``path`` (a link itself, never what it points at);
     True when nothing is left there.  Never raises."""
-    if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p, ignore_errors=True)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
     else:
         try:
-            p.unlink()
+            path.unlink()
         except OSError:
             pass
-    return not os.path.lexists(p)
+    return not os.path.lexists(path)
 
 
 #: Widest PID range :func:`session_members` reads PID by PID instead of listing ``/proc``.

@@ -112,11 +112,11 @@ class Placement:
         return d
 
 
-def needs_guest_numa(p: Placement) -> bool:
+def needs_guest_numa(placement: Placement) -> bool:
     """True when a hypervisor must be told the guest's NUMA layout or memory binding: more
     than one guest node, hugepage backing, or memory bound to host nodes (else a plain
     ``-m``/``<memory>`` describes the guest)."""
-    if len(p.guest_nodes) > 1 or p.backing != "4k":
+    if len(placement.guest_nodes) > 1 or placement.backing != "4k":
         return True
-    g = p.guest_nodes[0]
+    g = placement.guest_nodes[0]
     return g.policy != "default" and bool(g.host_nodes)

@@ -78,38 +78,38 @@ __all__ = [
 TCG_MARK = "(TCG emulation)"
 
 
-def fmt_num(x: float | None, digits: int = 4) -> str:
-    """``x`` with ``digits`` significant digits, "—" for None/NaN."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+def fmt_num(value: float | None, digits: int = 4) -> str:
+    """``value`` with ``digits`` significant digits, "—" for None/NaN."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
-    return f"{x:.{digits}g}"
+    return f"{value:.{digits}g}"
 
 
-def fmt_mean_ci(s: Summary | None) -> str:
+def fmt_mean_ci(summary: Summary | None) -> str:
     """"mean ± CI half-width" of a summary (metric unit), "—" when absent, "n/a" when n = 0."""
-    if s is None:
+    if summary is None:
         return "—"
-    if s.mean is None:
-        return f"n/a (0 valid, {s.n_invalid} invalid)"
-    hw = s.ci_halfwidth
-    text = fmt_num(s.mean) if hw is None else f"{fmt_num(s.mean)} ± {fmt_num(hw, 2)}"
-    return f"{text} (n={s.n})"
+    if summary.mean is None:
+        return f"n/a (0 valid, {summary.n_invalid} invalid)"
+    hw = summary.ci_halfwidth
+    text = fmt_num(summary.mean) if hw is None else f"{fmt_num(summary.mean)} ± {fmt_num(hw, 2)}"
+    return f"{text} (n={summary.n})"
 
 
-def fmt_gmean_ci(s: Summary | None, geometric: bool = True, interval: bool = True) -> str:
+def fmt_gmean_ci(summary: Summary | None, geometric: bool = True, interval: bool = True) -> str:
     """"geometric mean [interval] (n=…)" of a summary (metric unit): the centre whose ratio the
     comparison shows, with its Student-t interval on the ln scale (asymmetric); "—" when
     absent, "n/a" when n = 0; :func:`fmt_mean_ci` prefixed "mean" when a value is ≤ 0 or
     ``geometric`` is False (no log scale on a side: the ratio is then of arithmetic means);
     ``interval=False``: the centre and n only ("2.157 (n=3)", the terminal's narrow cell)."""
-    if s is None or s.mean is None:
-        return fmt_mean_ci(s)
-    if s.gmean is None or not geometric:
-        return f"mean {fmt_mean_ci(s)}"
-    if (s.gmean_low is None or s.gmean_high is None or not interval
-            or interval_hidden(s.n, s.gmean_low, s.gmean_high, "")):
-        return f"{fmt_num(s.gmean)} (n={s.n})"  # n < 3 or wider than 1000 times: no bounds
-    return f"{fmt_num(s.gmean)} [{fmt_num(s.gmean_low)}, {fmt_num(s.gmean_high)}] (n={s.n})"
+    if summary is None or summary.mean is None:
+        return fmt_mean_ci(summary)
+    if summary.gmean is None or not geometric:
+        return f"mean {fmt_mean_ci(summary)}"
+    if (summary.gmean_low is None or summary.gmean_high is None or not interval
+            or interval_hidden(summary.n, summary.gmean_low, summary.gmean_high, "")):
+        return f"{fmt_num(summary.gmean)} (n={summary.n})"  # n < 3 or wider than 1000 times: no bounds
+    return f"{fmt_num(summary.gmean)} [{fmt_num(summary.gmean_low)}, {fmt_num(summary.gmean_high)}] (n={summary.n})"
 
 
 #: short tag appended to a ratio interval that is not Welch's on ln values (the captions say
@@ -117,37 +117,37 @@ def fmt_gmean_ci(s: Summary | None, geometric: bool = True, interval: bool = Tru
 METHOD_TAG = {stats.FIELLER: " (Fieller)", stats.RANK: " (ranks)"}
 
 
-def fmt_level(c: Comparison, analysis: Analysis | None = None) -> str:
+def fmt_level(comparison: Comparison, analysis: Analysis | None = None) -> str:
     """" at 99.6 %" when the comparison's interval is at another level than 1 − α (its Holm
     family's level, :attr:`~vhpc.analysis.Comparison.level`), else ""."""
     alpha = analysis.alpha if analysis is not None else 0.05
-    if math.isclose(c.level, 1.0 - alpha, rel_tol=0, abs_tol=1e-12):
+    if math.isclose(comparison.level, 1.0 - alpha, rel_tol=0, abs_tol=1e-12):
         return ""
-    return f" at {c.level * 100:.4g} %"
+    return f" at {comparison.level * 100:.4g} %"
 
 
-def fmt_ratio(c: Comparison | None, analysis: Analysis | None = None) -> str:
+def fmt_ratio(comparison: Comparison | None, analysis: Analysis | None = None) -> str:
     """"ratio [low, high]" (dimensionless: the ratio of geometric means and the interval the
     verdict is read off), followed by the level when it is not 1 − α (:func:`fmt_level`),
     "[unbounded]" for a Fieller set without bounds, and a tag after an interval from another
     method (:data:`METHOD_TAG`)."""
-    if c is not None and c.ratio_ci_method == stats.DIFFERENCE and c.difference is not None:
+    if comparison is not None and comparison.ratio_ci_method == stats.DIFFERENCE and comparison.difference is not None:
         # a signed metric: the difference of means, in its unit
-        return (f"{numfmt.difference_ci(c.difference, *c.difference_ci, c.unit)}"
-                f"{fmt_level(c, analysis)} (difference)")
-    if c is None or c.ratio is None:
+        return (f"{numfmt.difference_ci(comparison.difference, *comparison.difference_ci, comparison.unit)}"
+                f"{fmt_level(comparison, analysis)} (difference)")
+    if comparison is None or comparison.ratio is None:
         return "—"
-    lo, hi = c.ratio_ci
+    lo, hi = comparison.ratio_ci
     if lo is None or hi is None:
-        if c.ratio_ci_method == stats.RANK:  # ranks give no interval from so few runs
-            return f"{numfmt.ratio(c.ratio)} [too few runs for ranks]"
-        if c.n >= 2 and c.n_baseline >= 2:
-            return f"{numfmt.ratio(c.ratio)} [unbounded]"
-        return numfmt.ratio(c.ratio)
-    if interval_hidden(min(c.n, c.n_baseline), lo, hi, c.verdict):
-        return f"{numfmt.ratio(c.ratio)}, {too_few_text(c.runs_needed)}"
-    return (f"{numfmt.ratio_ci(c.ratio, lo, hi, c.margin)}{fmt_level(c, analysis)}"
-            f"{METHOD_TAG.get(c.ratio_ci_method, '')}")
+        if comparison.ratio_ci_method == stats.RANK:  # ranks give no interval from so few runs
+            return f"{numfmt.ratio(comparison.ratio)} [too few runs for ranks]"
+        if comparison.n >= 2 and comparison.n_baseline >= 2:
+            return f"{numfmt.ratio(comparison.ratio)} [unbounded]"
+        return numfmt.ratio(comparison.ratio)
+    if interval_hidden(min(comparison.n, comparison.n_baseline), lo, hi, comparison.verdict):
+        return f"{numfmt.ratio(comparison.ratio)}, {too_few_text(comparison.runs_needed)}"
+    return (f"{numfmt.ratio_ci(comparison.ratio, lo, hi, comparison.margin)}{fmt_level(comparison, analysis)}"
+            f"{METHOD_TAG.get(comparison.ratio_ci_method, '')}")
 
 
 #: an overhead as text ("+12.3 %", "×253" from 10 times on): :func:`vhpc.core.numfmt.pct`
@@ -156,18 +156,18 @@ fmt_pct = numfmt.pct
 fmt_pct_ci = numfmt.pct_ci
 
 
-def fmt_overhead(c: Comparison | None) -> str:
+def fmt_overhead(comparison: Comparison | None) -> str:
     """The overhead alone, in the form its interval takes (:func:`vhpc.core.numfmt.overhead`:
     a factor "×6.85" wherever the headline writes "×6.85 [÷1.37, ×64.4]", never "+584.7 %"
     for the same number); "—" when unknown."""
-    if c is None or c.overhead_pct is None:
+    if comparison is None or comparison.overhead_pct is None:
         return "—"
-    if c.ratio is None or c.ratio <= 0:  # a ratio of arithmetic means of values <= 0
-        return fmt_pct(c.overhead_pct)
-    lo, hi = c.ratio_ci
-    if interval_hidden(min(c.n, c.n_baseline), lo, hi, c.verdict):
+    if comparison.ratio is None or comparison.ratio <= 0:  # a ratio of arithmetic means of values <= 0
+        return fmt_pct(comparison.overhead_pct)
+    lo, hi = comparison.ratio_ci
+    if interval_hidden(min(comparison.n, comparison.n_baseline), lo, hi, comparison.verdict):
         lo = hi = None  # no interval shown: the form of the value alone, as the headline's
-    return numfmt.overhead(c.ratio, lo, hi, c.higher_is_better).split(" [")[0]
+    return numfmt.overhead(comparison.ratio, lo, hi, comparison.higher_is_better).split(" [")[0]
 
 
 def p_adjustment(analysis: Analysis) -> str:
@@ -178,12 +178,12 @@ def p_adjustment(analysis: Analysis) -> str:
                                for c in analysis.comparisons) else "Holm"
 
 
-def fmt_p(c: Comparison | None) -> str:
+def fmt_p(comparison: Comparison | None) -> str:
     """Adjusted p-value (Holm's, or Bonferroni's: :func:`p_adjustment`), "—" when there is
     none."""
-    if c is None or c.p_adjusted is None:
+    if comparison is None or comparison.p_adjusted is None:
         return "—"
-    p = c.p_adjusted
+    p = comparison.p_adjusted
     if p < 1e-4:
         return f"{p:.1e}"
     return f"{p:.4f}"
@@ -418,11 +418,11 @@ class FindingGroup:
     advice: str
     findings: tuple[Finding, ...]
 
-    def detail(self, f: Finding) -> str:
-        """``f``'s message after the group's head ("bandwidth_MBps (CV 10.1 %), ..."), or the
+    def detail(self, finding: Finding) -> str:
+        """``finding``'s message after the group's head ("bandwidth_MBps (CV 10.1 %), ..."), or the
         whole message when it does not start with the head."""
         prefix = self.head + ":"
-        return f.message[len(prefix):].strip() if f.message.startswith(prefix) else f.message
+        return finding.message[len(prefix):].strip() if finding.message.startswith(prefix) else finding.message
 
 
 def finding_groups(findings: list[Finding]) -> list[FindingGroup]:
@@ -572,13 +572,13 @@ class MeasuredRow:
     family: Family
 
 
-def fmt_halfwidth(x: float) -> str:
+def fmt_halfwidth(halfwidth: float) -> str:
     """An interval half-width with 2 significant digits, never in exponent form between 0.001
     and 10^9 ("190", "1.9", "0.019"), as it stands beside a mean: "31.88 ± 190"."""
-    if not math.isfinite(x) or x == 0 or not 1e-3 <= abs(x) < 1e9:
-        return fmt_num(x, 2)
-    digits = max(0, 1 - math.floor(math.log10(abs(x))))
-    return f"{round(x, digits):.{digits}f}"
+    if not math.isfinite(halfwidth) or halfwidth == 0 or not 1e-3 <= abs(halfwidth) < 1e9:
+        return fmt_num(halfwidth, 2)
+    digits = max(0, 1 - math.floor(math.log10(abs(halfwidth))))
+    return f"{round(halfwidth, digits):.{digits}f}"
 
 
 def _mean_pm(s: Summary | None) -> str:

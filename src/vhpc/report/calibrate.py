@@ -21,9 +21,9 @@ from vhpc.core.text import markup as esc
 _ENV = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 
 
-def pct(x: float | None, digits: int = 1) -> str:
+def pct(fraction: float | None, digits: int = 1) -> str:
     """A fraction as percent text (0.05 → "5.0 %"), "n/a" for None."""
-    return "n/a" if x is None else f"{x * 100:.{digits}f} %"
+    return "n/a" if fraction is None else f"{fraction * 100:.{digits}f} %"
 
 
 def _ci(ci: Any) -> str:
@@ -79,18 +79,18 @@ COLUMNS = (("what", "environment benchmark metric"), ("aa", "A/A false positives
            ("power", "runs needed (80 % power) / detectable"))
 
 
-def bound_text(f: dict[str, Any]) -> str:
+def bound_text(reading: dict[str, Any]) -> str:
     """How many campaigns would bound a family-wise rate below 2α, for which true rate and
     with which probability (:func:`vhpc.workflows.calibrate.rate_reading`): "≈231 campaigns
     would bound it below 10 % 8 times in 10 if the true rate is α = 5 %"; where the rate
     seen is 2α or more, that no number would."""
-    below = pct(2 * f["alpha"], 0)
-    rate = (f"α = {pct(f['alpha'], 0)}" if f.get("planned_on", "alpha") == "alpha"
-            else f"the {pct(f['planned_rate'], 0)} seen")
-    if f["campaigns_to_bound"] is None:
+    below = pct(2 * reading["alpha"], 0)
+    rate = (f"α = {pct(reading['alpha'], 0)}" if reading.get("planned_on", "alpha") == "alpha"
+            else f"the {pct(reading['planned_rate'], 0)} seen")
+    if reading["campaigns_to_bound"] is None:
         return f"no number of campaigns bounds it below {below} if the true rate is {rate}"
-    times = round(f.get("bound_probability", 0.8) * 10)
-    return (f"≈{f['campaigns_to_bound']} campaigns would bound it below {below} {times} times "
+    times = round(reading.get("bound_probability", 0.8) * 10)
+    return (f"≈{reading['campaigns_to_bound']} campaigns would bound it below {below} {times} times "
             f"in 10 if the true rate is {rate}")
 
 

@@ -60,10 +60,10 @@ def _value(v: str | None) -> str:
     return "not recorded" if v is None else v
 
 
-def overhead_cells(d: Diff) -> list[dict[str, str]]:
+def overhead_cells(result: Diff) -> list[dict[str, str]]:
     """One dict of texts per overhead row (terminal and HTML show the same)."""
     out = []
-    for o in d.overhead:
+    for o in result.overhead:
         out.append({
             "bench": params_label(o.benchmark, o.params),
             "metric": f"{o.metric} [{o.unit}] {direction_mark(o.higher_is_better)}",
@@ -84,7 +84,7 @@ def overhead_cells(d: Diff) -> list[dict[str, str]]:
     return out
 
 
-def raw_cells(d: Diff) -> list[dict[str, str]]:
+def raw_cells(result: Diff) -> list[dict[str, str]]:
     """One row of text cells per raw comparison of ``d`` (:attr:`Diff.raw`), keyed by column:
     bench, metric (with unit and direction), env, a and b (mean, or geometric mean, with n), ratio
     (with its interval and method) and change (percent, with its interval)."""
@@ -97,7 +97,7 @@ def raw_cells(d: Diff) -> list[dict[str, str]]:
         "ratio": _ratio(r.ratio, r.difference_ci if r.ratio is None else r.ratio_ci, r.method,
                         r.difference, r.unit),
         "change": _pct(r.change_pct, r.change_ci),
-    } for r in d.raw]
+    } for r in result.raw]
 
 
 OVERHEAD_COLUMNS = (("bench", "benchmark"), ("metric", "metric"), ("env", "env/baseline"),
@@ -113,34 +113,34 @@ _STYLE = {REGRESSION: "red", IMPROVEMENT: "green", FAIL: "bold red", PASS: "gree
           NOTHING_CHECKED: "bold yellow"}
 
 
-def _header(d: Diff) -> str:
+def _header(result: Diff) -> str:
     def one(tag: str, c: Any) -> str:
         return f"{tag} = {c.id} ({_date(c.created)}, {c.source})"
-    return f"{one('A', d.a)}   {one('B', d.b)}"
+    return f"{one('A', result.a)}   {one('B', result.b)}"
 
 
-def render_terminal(d: Diff, console: Console) -> None:
+def render_terminal(result: Diff, console: Console) -> None:
     """Fingerprint changes first, then the overhead changes, raw figures, unmatched rows and
     the PASS/FAIL summary."""
-    console.print(f"[bold]vhpc diff[/]  {esc(_header(d))}", highlight=False)
-    if d.fingerprint:
+    console.print(f"[bold]vhpc diff[/]  {esc(_header(result))}", highlight=False)
+    if result.fingerprint:
         t = Table(title="What changed (fingerprints, environment options, protocol)")
         for col in ("scope", "field", "A", "B"):
             t.add_column(col)
-        for f in d.fingerprint:
+        for f in result.fingerprint:
             t.add_row(*(escape(x) for x in (f.scope, f.key, _value(f.a), _value(f.b))))
         console.print(t)
     else:
         console.print("Fingerprints: no recorded difference between A and B")
-    if d.overhead:
-        t = Table(title=esc(f"Overhead change (ratio to {d.a.baseline}, B over A)"))
+    if result.overhead:
+        t = Table(title=esc(f"Overhead change (ratio to {result.a.baseline}, B over A)"))
         for _, title in OVERHEAD_COLUMNS:
             t.add_column(title)
-        for c in overhead_cells(d):
+        for c in overhead_cells(result):
             t.add_row(*(f"[{_STYLE[c[k]]}]{c[k]}[/]" if c[k] in _STYLE else esc(c[k])
                         for k, _ in OVERHEAD_COLUMNS))
         console.print(t)
-        notes = [(c["env"], c["bench"], c["metric"], c["note"]) for c in overhead_cells(d) if c["note"]]
+        notes = [(c["env"], c["bench"], c["metric"], c["note"]) for c in overhead_cells(result) if c["note"]]
         for env, bench, metric, note in notes:
             console.print(plain(f"  note {env} {bench} {metric}: {note}"), highlight=False,
                           markup=False)
@@ -148,38 +148,38 @@ def render_terminal(d: Diff, console: Console) -> None:
                     "can be ≤ 0, compared by B − A)")
     for _, title in RAW_COLUMNS:
         t.add_column(title)
-    for c in raw_cells(d):
+    for c in raw_cells(result):
         t.add_row(*(escape(c[k]) for k, _ in RAW_COLUMNS))
     console.print(t)
-    for u in d.unmatched:
+    for u in result.unmatched:
         console.print(f"[yellow]unmatched[/] {escape(u.environment)} "
                       f"{escape(params_label(u.benchmark, u.params))} {escape(u.metric)}: "
                       f"{escape(u.reason)}", highlight=False)
-    for tag, f in d.findings:  # e.g. a slowdown= the kernel did not apply
+    for tag, f in result.findings:  # e.g. a slowdown= the kernel did not apply
         console.print(f"[bold yellow]{esc(f.level)}[/] campaign {tag} ({esc(f.scope)}): "
                       f"{esc(f.message)} → {esc(f.advice)}", highlight=False)
-    if d.overhead:  # the caption explains the overhead table; without one it has nothing to say
+    if result.overhead:  # the caption explains the overhead table; without one it has nothing to say
         console.print(f"B/A of the ratios (geometric means): Welch's t on ln values; a metric "
                       f"that can be ≤ 0: Δ, the change of its difference of means (B − A, "
                       f"Welch's t, its unit); the "
-                      f"interval at {d.confidence:.0%} or the Holm level of B's primary metrics "
+                      f"interval at {result.confidence:.0%} or the Holm level of B's primary metrics "
                       "(note); overhead change > 0: B's overhead worse in the metric's "
                       f"direction; verdict read off the interval: regression/improvement "
-                      f"(excludes 1; Δ: 0), equivalent (within ±{d.margin * 100:g} %), inconclusive; "
-                      f"α = {d.alpha:g}", highlight=False)
-    if d.outcome is not None:
-        status, sentence = d.outcome
-        names = ", ".join(f"{o.environment} {o.benchmark} {o.metric}" for o in d.failures)
+                      f"(excludes 1; Δ: 0), equivalent (within ±{result.margin * 100:g} %), inconclusive; "
+                      f"α = {result.alpha:g}", highlight=False)
+    if result.outcome is not None:
+        status, sentence = result.outcome
+        names = ", ".join(f"{o.environment} {o.benchmark} {o.metric}" for o in result.failures)
         console.print(f"[{_STYLE[status]}]{status}[/]: {esc(sentence)}"
                       f"{': ' + esc(names) if names else ''}", highlight=False)
 
 
-def write_json(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
+def write_json(result: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
     """Write ``d`` as JSON (:meth:`Diff.to_dict`) to ``path`` through the safe writer, with a
     ``history`` list when ``history`` is given (one entry per (environment, benchmark, params,
     metric) row: each earlier campaign's ratio, interval, method and n); returns ``path``.  Raises
     OutputPathError when ``path`` cannot be written (:func:`vhpc.core.paths.write_atomic`)."""
-    doc = d.to_dict()
+    doc = result.to_dict()
     if history:
         doc["history"] = [{"environment": k[0], "benchmark": k[1], "params": k[2], "metric": k[3],
                            "points": [{"campaign": p.campaign, "created": p.created,
@@ -279,23 +279,23 @@ def _campaign_fields(campaign) -> dict:
     return {**campaign.__dict__, "date": _date(campaign.created)}
 
 
-def write_html(d: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
+def write_html(result: Diff, path: Path, history: Mapping[RowKey, list[HistoryPoint]] | None = None) -> Path:
     """The diff as one self-contained HTML page (figures inline SVG)."""
-    figs = history_figures(history or {}, d.a.baseline)
+    figs = history_figures(history or {}, result.a.baseline)
     ncampaigns = len({p.campaign for pts in (history or {}).values() for p in pts})
     summary, cls = "", ""
-    if d.outcome is not None:
-        status, sentence = d.outcome
+    if result.outcome is not None:
+        status, sentence = result.outcome
         summary, cls = f"{status}: {sentence}", status.replace(" ", "-")
     html = HTML_TPL.render(
-        a=_campaign_fields(d.a), b=_campaign_fields(d.b), alpha=f"{d.alpha:g}", conf=f"{d.confidence:.0%}",
-        margin=f"{d.margin * 100:g} %",
-        tolerance=d.tolerance.describe() if d.tolerance else "none (no PASS/FAIL)",
+        a=_campaign_fields(result.a), b=_campaign_fields(result.b), alpha=f"{result.alpha:g}", conf=f"{result.confidence:.0%}",
+        margin=f"{result.margin * 100:g} %",
+        tolerance=result.tolerance.describe() if result.tolerance else "none (no PASS/FAIL)",
         summary=summary, summary_class=cls,
         fingerprint=[{"scope": f.scope, "key": f.key, "a": _value(f.a), "b": _value(f.b)}
-                     for f in d.fingerprint],
-        ocols=OVERHEAD_COLUMNS, overhead=overhead_cells(d), rcols=RAW_COLUMNS, raw=raw_cells(d),
-        unmatched=d.unmatched, ncampaigns=ncampaigns, findings=d.findings,
+                     for f in result.fingerprint],
+        ocols=OVERHEAD_COLUMNS, overhead=overhead_cells(result), rcols=RAW_COLUMNS, raw=raw_cells(result),
+        unmatched=result.unmatched, ncampaigns=ncampaigns, findings=result.findings,
         figures=[(t, embed_figure(f, f"h{i}-", t)) for i, (t, f) in enumerate(figs)])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, html)

@@ -172,15 +172,15 @@ def bar_errors(below: list[float], above: list[float]) -> list[list[float]]:
     return [[b for b, _ in pairs], [a for _, a in pairs]]
 
 
-def mean_error_bar(s) -> tuple[float, float]:
+def mean_error_bar(summary) -> tuple[float, float]:
     """Student-t error bar of a mean, cut at 0 for a positive mean (a positive quantity has no
     mass below 0; the table shows the full half-width)."""
-    if s.ci_low is None or s.ci_high is None:
+    if summary.ci_low is None or summary.ci_high is None:
         return 0.0, 0.0
-    below = s.mean - s.ci_low
-    if s.mean > 0:
-        below = min(below, s.mean)
-    return below, s.ci_high - s.mean
+    below = summary.mean - summary.ci_low
+    if summary.mean > 0:
+        below = min(below, summary.mean)
+    return below, summary.ci_high - summary.mean
 
 
 def log_ticks(ax, lo: float, hi: float) -> None:

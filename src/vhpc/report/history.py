@@ -59,41 +59,41 @@ def change_label(fp: tuple[FingerprintChange, ...], limit: int = 2) -> str:
     return "; ".join(parts) + more
 
 
-def series_title(s: Series) -> str:
+def series_title(series: Series) -> str:
     """The series' one-line name: ``environment/baseline benchmark[params] metric``."""
-    return f"{s.environment}/{s.baseline} {params_label(s.benchmark, s.params)} {s.metric}"
+    return f"{series.environment}/{series.baseline} {params_label(series.benchmark, series.params)} {series.metric}"
 
 
-def _change_text(s: Series, c: ChangePoint) -> str:
-    before = _overhead(c.before.ratio, (None, None), s.higher_is_better)
-    after = _overhead(c.after.ratio, (None, None), s.higher_is_better)
+def _change_text(series: Series, c: ChangePoint) -> str:
+    before = _overhead(c.before.ratio, (None, None), series.higher_is_better)
+    after = _overhead(c.after.ratio, (None, None), series.higher_is_better)
     return (f"change at #{c.index + 1} {c.campaign} ({before} → {after}, p {c.p:.3g}): "
             f"{change_label(c.fingerprint)}")
 
 
-def series_line(s: Series) -> str:
+def series_line(series: Series) -> str:
     """The terminal line of one series: the latest overhead with its interval, the trend, and
     the last change point with what changed (or the status of a series too short/noisy)."""
-    p = s.latest
-    head = (f"{series_title(s)} {direction_mark(s.higher_is_better)}: latest "
-            f"{_overhead(p.ratio, p.ci, s.higher_is_better)} (n={p.n}, {len(s.points)} "
+    p = series.latest
+    head = (f"{series_title(series)} {direction_mark(series.higher_is_better)}: latest "
+            f"{_overhead(p.ratio, p.ci, series.higher_is_better)} (n={p.n}, {len(series.points)} "
             f"campaigns)")
-    trend = "" if s.trend is None else (
-        f"; trend {s.trend.direction} {s.trend.pct:+.1f} %/campaign "
-        f"[{s.trend.ci[0]:+.1f}, {s.trend.ci[1]:+.1f}]")
-    if s.change_points:
-        tail = "; " + _change_text(s, s.change_points[-1])
-    elif s.status == TOO_SHORT:
-        tail = f"; too short to show a change: needs at least {s.needed} campaigns"
-    elif s.status == TOO_NOISY:
-        tail = (f"; no change found, but too noisy (series CV {_pct(s.sd)}) to find a step "
-                f"of the margin: needs at least {s.needed} campaigns")
+    trend = "" if series.trend is None else (
+        f"; trend {series.trend.direction} {series.trend.pct:+.1f} %/campaign "
+        f"[{series.trend.ci[0]:+.1f}, {series.trend.ci[1]:+.1f}]")
+    if series.change_points:
+        tail = "; " + _change_text(series, series.change_points[-1])
+    elif series.status == TOO_SHORT:
+        tail = f"; too short to show a change: needs at least {series.needed} campaigns"
+    elif series.status == TOO_NOISY:
+        tail = (f"; no change found, but too noisy (series CV {_pct(series.sd)}) to find a step "
+                f"of the margin: needs at least {series.needed} campaigns")
     else:
         tail = "; no change point"
     gate = ""
-    if s.gate is not None:
-        gate = f"; gate {s.gate.status}" + (f" ({s.gate.note})" if s.gate.note else
-                                          f" ({_gate_text(s)})")
+    if series.gate is not None:
+        gate = f"; gate {series.gate.status}" + (f" ({series.gate.note})" if series.gate.note
+                                                 else f" ({_gate_text(series)})")
     return head + trend + tail + gate
 
 
@@ -101,57 +101,57 @@ def _pct(sd: float | None) -> str:
     return "?" if sd is None else f"{math.expm1(sd) * 100:.1f} %"
 
 
-def _gate_text(s: Series) -> str:
-    g = s.gate
+def _gate_text(series: Series) -> str:
+    g = series.gate
     assert g is not None and g.test is not None and g.bound is not None
     worse = math.expm1(g.test.worse) * 100
     return (f"{worse:+.1f} % worse than campaigns #{g.model[0] + 1}–#{g.model[1]}, lower bound "
             f"{g.bound * 100:+.1f} % at {g.level * 100:.4g} %, p (Holm) {g.p_adjusted:.3g}")
 
 
-def legend(h: History) -> str:
+def legend(history: History) -> str:
     """The sentence every page states the history's rates in."""
     text = (f"Change points: binary segmentation with a permutation test of the CUSUM of the "
             f"ln overhead ratio (E-Divisive scheme, Matteson & James 2014), false-alarm rate ≤ "
-            f"{h.alpha * 100:g} % per series; a series needs at least "
-            f"{campaigns_needed(h.alpha)} campaigns to show a change; intervals at {h.confidence:.0%}.")
-    if h.checked:
+            f"{history.alpha * 100:g} % per series; a series needs at least "
+            f"{campaigns_needed(history.alpha)} campaigns to show a change; intervals at {history.confidence:.0%}.")
+    if history.checked:
         text += (f" Gate: the latest campaign against the earlier ones since their last change "
                  f"(Student-t prediction), FAIL when the overhead grew by more than the margin "
-                 f"±{h.margin * 100:g} % at α = {h.alpha:g}, Holm over the series.")
+                 f"±{history.margin * 100:g} % at α = {history.alpha:g}, Holm over the series.")
     return text
 
 
-def render_terminal(h: History, console: Console) -> None:
+def render_terminal(history: History, console: Console) -> None:
     """One line per series, then the legend, skipped campaigns and the gate's outcome."""
-    console.print(f"[bold]vhpc history[/]  {len(h.campaigns)} campaigns, "
-                  f"{_date(h.campaigns[0].created)} – {_date(h.campaigns[-1].created)}",
+    console.print(f"[bold]vhpc history[/]  {len(history.campaigns)} campaigns, "
+                  f"{_date(history.campaigns[0].created)} – {_date(history.campaigns[-1].created)}",
                   highlight=False)
-    for s in h.series:
+    for s in history.series:
         style = "bold red" if s.gate and s.gate.status == FAIL else ""
         line = esc(series_line(s))
         console.print(f"[{style}]{line}[/]" if style else line, highlight=False)
-    console.print(esc(legend(h)), highlight=False)
-    for line in h.skipped:
+    console.print(esc(legend(history)), highlight=False)
+    for line in history.skipped:
         console.print(f"[yellow]skipped[/] {esc(line)}", highlight=False)
-    if h.checked:
-        status = h.exit_status
-        text = {1: f"FAIL: {len(h.failures)} series regressed beyond the margin: "
-                   + ", ".join(series_title(s) for s in h.failures),
+    if history.checked:
+        status = history.exit_status
+        text = {1: f"FAIL: {len(history.failures)} series regressed beyond the margin: "
+                   + ", ".join(series_title(s) for s in history.failures),
                 0: "PASS: no series regressed beyond the margin",
                 2: "NOTHING CHECKED: no series had enough earlier campaigns for the gate"}[status]
         console.print(f"[{ {1: 'bold red', 0: 'green', 2: 'bold yellow'}[status] }]"
                       f"{esc(text)}[/]", highlight=False)
 
 
-def to_dict(h: History) -> dict[str, Any]:
+def to_dict(history: History) -> dict[str, Any]:
     """The history as a plain JSON-able dict (NaN/inf as None)."""
     return json_ready({
-        "alpha": h.alpha, "margin": h.margin, "confidence": h.confidence,
-        "permutations": h.permutations, "seed": h.seed, "checked": h.checked,
-        "exit_status": h.exit_status, "skipped": h.skipped,
+        "alpha": history.alpha, "margin": history.margin, "confidence": history.confidence,
+        "permutations": history.permutations, "seed": history.seed, "checked": history.checked,
+        "exit_status": history.exit_status, "skipped": history.skipped,
         "campaigns": [{"id": c.id, "created": c.created, "source": c.source}
-                      for c in h.campaigns],
+                      for c in history.campaigns],
         "series": [{
             "environment": s.environment, "kind": s.kind, "baseline": s.baseline,
             "benchmark": s.benchmark, "params": s.params, "metric": s.metric, "unit": s.unit,
@@ -164,26 +164,26 @@ def to_dict(h: History) -> dict[str, Any]:
             "trend": None if s.trend is None else asdict(s.trend),
             "gate": None if s.gate is None else asdict(s.gate),
             "line": series_line(s),
-        } for s in h.series],
+        } for s in history.series],
     })
 
 
-def write_json(h: History, path: Path) -> Path:
+def write_json(history: History, path: Path) -> Path:
     """Write ``h`` as JSON (:func:`to_dict`) to ``path`` through the safe writer; returns ``path``.
     Raises OutputPathError when ``path`` cannot be written (:func:`vhpc.core.paths.write_atomic`).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(to_dict(h), indent=2, default=str) + "\n")
+    write_atomic(path, json.dumps(to_dict(history), indent=2, default=str) + "\n")
     return path
 
 
-def junit_xml(h: History) -> str:
+def junit_xml(history: History) -> str:
     """The gate as JUnit XML: one ``testsuite`` ``vhpc history``, one ``testcase`` per series
     (classname the benchmark with its parameters, name ``environment/baseline metric``): a
     ``failure`` where the gate FAILs, ``skipped`` where the series could not be checked."""
-    cases = [s for s in h.series if s.gate is not None]
+    cases = [s for s in history.series if s.gate is not None]
     suite = ET.Element("testsuite", name="vhpc history", tests=str(len(cases)),
-                       failures=str(len(h.failures)), errors="0",
+                       failures=str(len(history.failures)), errors="0",
                        skipped=str(sum(1 for s in cases if s.gate.status not in (PASS, FAIL))))
     for s in cases:
         case = ET.SubElement(suite, "testcase", classname=params_label(s.benchmark, s.params),
@@ -201,12 +201,12 @@ def junit_xml(h: History) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write_junit(h: History, path: Path) -> Path:
+def write_junit(history: History, path: Path) -> Path:
     """Write the gate as JUnit XML (:func:`junit_xml`) to ``path`` through the safe writer; returns
     ``path``.  Raises OutputPathError when ``path`` cannot be written
     (:func:`vhpc.core.paths.write_atomic`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, junit_xml(h))
+    write_atomic(path, junit_xml(history))
     return path
 
 
@@ -214,39 +214,39 @@ def write_junit(h: History, path: Path) -> Path:
 _POINT, _SEGMENT, _MARK = "#1f77b4", "#2ca02c", "#d62728"
 
 
-def series_figure(s: Series, fmt: str = "svg") -> str | bytes:
+def series_figure(series: Series, fmt: str = "svg") -> str | bytes:
     """Overhead ratio per campaign (x: campaign order, labelled by date and id) with its
     interval, each segment's geometric mean with its interval as a band, 1 = no overhead
     dashed, and a marker at each change point labelled with what changed."""
     fig = new_figure(9.0, 3.4)
     ax = fig.add_subplot(1, 1, 1)
-    xs = list(range(1, len(s.points) + 1))
-    ys = [p.ratio for p in s.points]
-    bars = [ratio_error_bar(p.ratio, p.ci) for p in s.points]
+    xs = list(range(1, len(series.points) + 1))
+    ys = [p.ratio for p in series.points]
+    bars = [ratio_error_bar(p.ratio, p.ci) for p in series.points]
     ax.errorbar(xs, ys, yerr=[[b[0] for b in bars], [b[1] for b in bars]], fmt="o", capsize=3,
                 color=_POINT, label="campaign ratio [interval]", zorder=3)
-    for g in s.segments:
+    for g in series.segments:
         x0, x1 = g.start + 0.7, g.end + 0.3
         ax.hlines(g.ratio, x0, x1, color=_SEGMENT, linewidth=1.6,
                   label="segment mean [interval]" if g.start == 0 else None)
         if None not in g.ci:
             ax.fill_between([x0, x1], g.ci[0], g.ci[1], color=_SEGMENT, alpha=0.15, linewidth=0)
     ax.axhline(1.0, color="#888", linewidth=0.8, linestyle="--")
-    top = max(hi if hi is not None else r for r, (_, hi) in zip(ys, (p.ci for p in s.points)))
-    for c in s.change_points:
+    top = max(hi if hi is not None else r for r, (_, hi) in zip(ys, (p.ci for p in series.points)))
+    for c in series.change_points:
         x = c.index + 0.5
         ax.axvline(x, color=_MARK, linewidth=1.4, linestyle="-",
-                   label="change point" if c is s.change_points[0] else None)
+                   label="change point" if c is series.change_points[0] else None)
         ax.annotate(f"#{c.index + 1}: {change_label(c.fingerprint, 1)}", (x, top),
                     xytext=(4, -2), textcoords="offset points", color=_MARK, fontsize=8,
                     va="top", ha="left")
     ax.set_xticks(xs)
     ax.set_xticklabels([f"#{i} {time.strftime('%m-%d %H:%M', time.localtime(p.created))}"
-                        for i, p in zip(xs, s.points)], rotation=30, ha="right", fontsize=7)
+                        for i, p in zip(xs, series.points)], rotation=30, ha="right", fontsize=7)
     ax.set_xlim(0.4, len(xs) + 0.6)
     ax.set_xlabel("campaign (order, date)")
-    ax.set_ylabel(f"{s.metric} ratio to {s.baseline} {direction_mark(s.higher_is_better)}")
-    ax.set_title(series_title(s))
+    ax.set_ylabel(f"{series.metric} ratio to {series.baseline} {direction_mark(series.higher_is_better)}")
+    ax.set_title(series_title(series))
     ax.legend(loc="lower right", fontsize=7)
     return render(fig, fmt)
 
@@ -294,10 +294,10 @@ def _ratio_ci(r: float, ci: tuple[float | None, float | None]) -> str:
     return numfmt.ratio_ci(r, *ci)
 
 
-def write_html(h: History, path: Path) -> Path:
+def write_html(history: History, path: Path) -> Path:
     """The history as one self-contained HTML page (figures inline SVG)."""
     rows, changes = [], []
-    for i, s in enumerate(h.series):
+    for i, s in enumerate(history.series):
         last = s.change_points[-1] if s.change_points else None
         rows.append({
             "title": series_title(s), "n": len(s.points), "line": series_line(s),
@@ -317,18 +317,18 @@ def write_html(h: History, path: Path) -> Path:
                 "change": _ratio_ci(c.change, c.change_ci), "p": f"{c.p:.3g}",
                 "fp": list(c.fingerprint)})
     between = [{"title": series_title(s), "at": f"#{i} → #{i + 1} {s.points[i].campaign}",
-                "f": f} for s in h.series for i, fp in s.changes for f in fp]
+                "f": f} for s in history.series for i, fp in s.changes for f in fp]
     summary, cls = "", ""
-    if h.checked:
-        status = h.exit_status
-        summary = {1: f"FAIL: {len(h.failures)} series regressed beyond the margin",
+    if history.checked:
+        status = history.exit_status
+        summary = {1: f"FAIL: {len(history.failures)} series regressed beyond the margin",
                    0: "PASS: no series regressed beyond the margin",
                    2: "NOTHING CHECKED: no series had enough earlier campaigns"}[status]
         cls = {1: "FAIL", 0: "PASS", 2: ""}[status]
     html = HTML_TPL.render(
-        ncampaigns=len(h.campaigns), first=_date(h.campaigns[0].created),
-        last=_date(h.campaigns[-1].created), legend=legend(h), series=rows, changes=changes,
-        skipped=h.skipped, summary=summary, summary_class=cls, between=between)
+        ncampaigns=len(history.campaigns), first=_date(history.campaigns[0].created),
+        last=_date(history.campaigns[-1].created), legend=legend(history), series=rows, changes=changes,
+        skipped=history.skipped, summary=summary, summary_class=cls, between=between)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, html)
     return path

@@ -237,18 +237,18 @@ class Evidence:
         return f"{what} over {self.span}" if self.span else what
 
 
-def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
-    """The measurements of ``analysis`` that statement ``f`` compares (its metric, benchmark,
+def evidence(finding: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
+    """The measurements of ``analysis`` that statement ``finding`` compares (its metric, benchmark,
     environment and groups; against the baseline: the campaign's comparisons, otherwise
     :func:`vhpc.analysis.versus.pairs`), in report order (sizes and parameters numerically,
     :func:`vhpc.analysis.families.natural_key`).  Against the baseline, the points of a
     quantity swept over message size are one measurement: the family summary
     (:func:`vhpc.analysis.families.summarise_family`: geometric mean of the per-size ratios,
-    a conservative interval) over the sizes the paper plots (``f.sizes``; every size when it
+    a conservative interval) over the sizes the paper plots (``finding.sizes``; every size when it
     gives none), the per-size values kept as :attr:`Evidence.points`."""
     from vhpc.analysis import families, versus
 
-    if f.against_baseline:
+    if finding.against_baseline:
         rows = [(c.environment, c.benchmark, c.metric, analysis.baseline, c.higher_is_better,
                  c.ratio, c.ratio_ci, min(c.n, c.n_baseline), c.ratio_ci_method, c.params,
                  c.runs_needed) if c.ratio_ci_method != stats.DIFFERENCE else
@@ -259,30 +259,30 @@ def evidence(f: paper_findings.Finding, analysis: Analysis) -> list[Evidence]:
     else:
         rows = [(p.environment, p.benchmark, p.metric, p.versus, p.higher_is_better, p.ratio,
                  (p.low, p.high), p.n, p.method, p.params, p.runs)
-                for p in versus.pairs(analysis, f.group, f.versus, f.versus_group)]
+                for p in versus.pairs(analysis, finding.group, finding.versus, finding.versus_group)]
     out = []
     swept: dict[tuple[str, str, str, str], list[int]] = {}  # (env, bench, params, quantity) → sizes
     for env, bench, metric, ref, hib, ratio, ci, n, method, params, runs in rows:
-        if ratio is None or not (paper_findings.matches(f.metric, metric)
-                                 and paper_findings.matches(f.benchmark, bench)
-                                 and paper_findings.matches(f.environment, env)):
+        if ratio is None or not (paper_findings.matches(finding.metric, metric)
+                                 and paper_findings.matches(finding.benchmark, bench)
+                                 and paper_findings.matches(finding.environment, env)):
             continue
         quantity, size = families.split_metric(metric)
-        if f.against_baseline and size is not None and method != stats.DIFFERENCE:
+        if finding.against_baseline and size is not None and method != stats.DIFFERENCE:
             swept.setdefault((env, bench, params or "", quantity), []).append(size)
             continue
         worse, wci = _worse_ratio(ratio, ci, hib)
         emulated = _emulated(analysis, env, ref)
-        row = analysis.comparison(bench, params, metric, env) if f.against_baseline else None
+        row = analysis.comparison(bench, params, metric, env) if finding.against_baseline else None
         level = row.level if row is not None else analysis.confidence
         plan = None if method == stats.DIFFERENCE else versus.band_plan(
-            analysis.summary(bench, params, metric, env, f.group),
-            analysis.summary(bench, params, metric, ref, f.versus_group), level,
+            analysis.summary(bench, params, metric, env, finding.group),
+            analysis.summary(bench, params, metric, ref, finding.versus_group), level,
             method == stats.RANK)
         out.append(Evidence(env, bench, metric, ref, worse, wci, n, emulated,
                             method == stats.DIFFERENCE, hib, params or "", runs, plan=plan))
     for (env, bench, params, quantity), sizes in swept.items():
-        out.extend(_size_summary(f, analysis, env, bench, params, quantity, sizes))
+        out.extend(_size_summary(finding, analysis, env, bench, params, quantity, sizes))
     return sorted(out, key=lambda e: (families.natural_key(e.environment),
                                       families.natural_key(e.label)))
 
@@ -430,76 +430,76 @@ def _points_text(found: list[Evidence]) -> str:
     return ", ".join(out)
 
 
-def direction_text(e: Evidence) -> str:
+def direction_text(measurement: Evidence) -> str:
     """Which way the environment went against its reference, in words, from the point
     estimate: ``21 % faster`` / ``8.0 % slower`` (the metric's own change: a bandwidth 1.21
     times the reference's is 21 % faster, a time 1.08 times it 8.0 % slower), as a factor from
     :data:`vhpc.core.numfmt.FACTOR_FROM` times on (``×147 worse``, ``×12.5 better``: the
     table's cost factor); ``the same`` at a ratio of exactly 1.  A signed metric: its
     overhead relative to the reference's |mean| (``+12.0 % worse``)."""
-    w = e.ratio  # worse-is-higher
+    w = measurement.ratio  # worse-is-higher
     if w == 1:
         return "the same"
-    if e.linear:
+    if measurement.linear:
         pct = (w - 1) * 100
         return f"{numfmt.pct(abs(pct))[1:]} {'worse' if pct > 0 else 'better'}"
     if math.isnan(w) or w <= 0:
         return "—"
     if w >= numfmt.FACTOR_FROM or w <= 1 / numfmt.FACTOR_FROM:  # the table's factor form
         return f"{numfmt.factor(w)} worse" if w > 1 else f"{numfmt.factor(1 / w)} better"
-    raw = 1 / w if e.higher_is_better else w  # the metric's own ratio, environment / reference
+    raw = 1 / w if measurement.higher_is_better else w  # the metric's own ratio, environment / reference
     change = abs(raw - 1) * 100
     digits = ".2g" if change < 1 else ".1f" if change < 10 else ".0f"
     return f"{change:{digits}} % {'slower' if w > 1 else 'faster'}"
 
 
-def value_text(f: paper_findings.Finding | None, e: Evidence, decided: bool = False) -> str:
-    """The measured value of ``e`` with its interval and n, as the figure shows it: the
-    overhead for an overhead statement ``f`` (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the
-    environment is worse), else (also for ``f`` None) the ratio environment / reference in the
+def value_text(finding: paper_findings.Finding | None, measurement: Evidence, decided: bool = False) -> str:
+    """The measured value of ``measurement`` with its interval and n, as the figure shows it: the
+    overhead for an overhead statement ``finding`` (``+12.3 % [+4.0, +21.0], n = 2``; > 0: the
+    environment is worse), else (also for ``finding`` None) the ratio environment / reference in the
     metric's own sense (``ratio 0.020 [0.015, 0.026], n = 5``: bandwidth at 2 %), then n.  The interval follows the table's rule
     (:func:`vhpc.core.intervals.interval_hidden`; ``decided``: the line's outcome was read off
     it, so it is shown): below 3 runs a side or wider than
     :data:`vhpc.core.intervals.WIDE_FACTOR` times it is :func:`vhpc.core.intervals.too_few_text`
     with the runs that would decide, after n (``ratio 0.927, n = 2; too few runs …``);
     ``no interval`` when there is none."""
-    lo, hi = e.ci
+    lo, hi = measurement.ci
     has = lo is not None and hi is not None
-    if has and intervals.interval_hidden(e.n, lo, hi, decided):
+    if has and intervals.interval_hidden(measurement.n, lo, hi, decided):
         lo = hi = None
         has = False
-        no_ci = f"; {intervals.too_few_text(e.runs)}"
+        no_ci = f"; {intervals.too_few_text(measurement.runs)}"
     else:
         no_ci = "; no interval"
-    if e.linear:  # a signed metric: its difference relative to the reference's |mean|
+    if measurement.linear:  # a signed metric: its difference relative to the reference's |mean|
         def pct(v: float | None) -> float | None:
             return None if v is None else (v - 1) * 100
-        val = f"overhead {numfmt.pct_ci(pct(e.ratio), pct(lo), pct(hi))} (difference of means)"
+        val = f"overhead {numfmt.pct_ci(pct(measurement.ratio), pct(lo), pct(hi))} (difference of means)"
         ci = "" if has else no_ci
-    elif f is not None and f.claim == "overhead_pct":
-        val = "overhead " + numfmt.cost_ci(e.ratio, lo, hi)  # e.ratio: worse-is-higher
+    elif finding is not None and finding.claim == "overhead_pct":
+        val = "overhead " + numfmt.cost_ci(measurement.ratio, lo, hi)  # e.ratio: worse-is-higher
         ci = "" if has else no_ci
     else:
-        raw = (lambda v: 1 / v if v else float("nan")) if e.higher_is_better else (lambda v: v)
+        raw = (lambda v: 1 / v if v else float("nan")) if measurement.higher_is_better else (lambda v: v)
         ends = sorted((raw(lo), raw(hi))) if has else (None, None)
-        val = "ratio " + numfmt.ratio_ci(raw(e.ratio), *ends)
+        val = "ratio " + numfmt.ratio_ci(raw(measurement.ratio), *ends)
         ci = "" if has else no_ci
-    return f"{val}, n = {e.n}{ci}"
+    return f"{val}, n = {measurement.n}{ci}"
 
 
-def measured_text(e: Evidence, f: paper_findings.Finding | None = None,
+def measured_text(measurement: Evidence, finding: paper_findings.Finding | None = None,
                   decided: bool = False) -> str:
     """The direction in words, then the value (:func:`direction_text`, :func:`value_text`):
     ``×147 worse — ratio 6.8e-3 […], n = 3``; ``, not significant`` when the interval shown
     holds no difference (``21 % faster, not significant — ratio 1.214 [0.724, 2.034], n =
     3``), ``, undecided`` when none is shown."""
-    lo, hi = e.ci
-    shown = lo is not None and hi is not None and not intervals.interval_hidden(e.n, lo, hi,
+    lo, hi = measurement.ci
+    shown = lo is not None and hi is not None and not intervals.interval_hidden(measurement.n, lo, hi,
                                                                                decided)
-    words = direction_text(e)
+    words = direction_text(measurement)
     if words != "the same" and not (shown and (lo > 1 or hi < 1)):
         words += ", not significant" if shown else ", undecided"
-    return f"{words} — {value_text(f, e, decided)}"
+    return f"{words} — {value_text(finding, measurement, decided)}"
 
 
 

@@ -24,16 +24,16 @@ def interval_hidden(n_min: int, low: float | None, high: float | None, verdict: 
     return intervals.interval_hidden(n_min, low, high, verdict in (SLOWER, FASTER, EQUIVALENT))
 
 
-def fmt_value(x: float | None) -> str:
+def fmt_value(value: float | None) -> str:
     """A measured value (metric unit) with 4 significant digits: "0.2947", "77.46", "12,346"
     from 10,000 on, compact scientific form below 0.001 and from 10⁹ on; "—" when unknown."""
-    if x is None or not math.isfinite(x):
+    if value is None or not math.isfinite(value):
         return "—"
-    if x != 0 and not 1e-3 <= abs(x) < 1e9:
-        return numfmt.sci(x)
-    if abs(x) >= 1e4:
-        return f"{x:,.0f}"
-    return f"{x:.4g}"
+    if value != 0 and not 1e-3 <= abs(value) < 1e9:
+        return numfmt.sci(value)
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
 
 
 def family_centre(analysis: Analysis, fam: Family, env: str) -> float | None:
@@ -51,9 +51,9 @@ def family_centre(analysis: Analysis, fam: Family, env: str) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def fmt_centre(x: float | None, unit: str) -> str:
+def fmt_centre(value: float | None, unit: str) -> str:
     """"77.46 us": a centre (:func:`fmt_value`) with its unit ("1" and "" left out)."""
-    text = fmt_value(x)
+    text = fmt_value(value)
     return text if text == "—" or unit in ("", "1") else f"{text} {unit}"
 
 

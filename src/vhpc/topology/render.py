@@ -10,15 +10,15 @@ from vhpc.topology.model import Core, Topology
 __all__ = ["render_text", "size_text"]
 
 
-def size_text(n: int | None) -> str:
+def size_text(size: int | None) -> str:
     """Bytes as ``16 MiB`` / ``1.5 GiB`` (``? memory`` when unknown)."""
-    if n is None:
+    if size is None:
         return "? memory"
     for unit, f in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f:
-            v = n / f
+        if size >= f:
+            v = size / f
             return f"{v:.0f} {unit}" if abs(v - round(v)) < 0.05 else f"{v:.1f} {unit}"
-    return f"{n} B"
+    return f"{size} B"
 
 
 def _node_label(topo: Topology, n) -> str:
