@@ -384,23 +384,25 @@ def _raw_signed(k: RowKey, sa: _Side, sb: _Side, confidence: float) -> RawChange
     env, bench, params, metric = k
     xa, xb = sa.values[k], sb.values[k]
     hib = sa.hib[k]
-    d, lo, hi, _, _ = stats.welch_difference(xb, xa, confidence)
-    ma, mb = stats.mean(xa), stats.mean(xb)
-    change, change_ci = difference_overhead(d, lo, hi, hib, abs(ma or 0.0))
-    return RawChange(env, bench, params, metric, sa.unit[k], hib, len(xa), len(xb), ma, mb,
-                     None, (None, None), stats.DIFFERENCE, change, change_ci, False, d,
+    difference, lo, hi, _, _ = stats.welch_difference(xb, xa, confidence)
+    mean_a, mean_b = stats.mean(xa), stats.mean(xb)
+    change, change_ci = difference_overhead(difference, lo, hi, hib, abs(mean_a or 0.0))
+    return RawChange(env, bench, params, metric, sa.unit[k], hib, len(xa), len(xb), mean_a, mean_b,
+                     None, (None, None), stats.DIFFERENCE, change, change_ci, False, difference,
                      (lo, hi))
 
 
 def _raw(k: RowKey, sa: _Side, sb: _Side, confidence: float) -> RawChange:
+    """:class:`RawChange` of a positive metric: B / A with its interval (:func:`ratio_ci`),
+    each side's geometric mean (arithmetic where a side has no log moments)."""
     env, bench, params, metric = k
     xa, xb = sa.values[k], sb.values[k]
     hib = sa.hib[k]
     ratio, (lo, hi), method = ratio_ci(xb, xa, confidence)
-    ga, gb = logratio.log_moments(xa), logratio.log_moments(xb)
-    geometric = ga is not None and gb is not None  # the ratio is of geometric means
-    ma, mb = (ga.gmean, gb.gmean) if geometric else (stats.mean(xa), stats.mean(xb))
-    return RawChange(env, bench, params, metric, sa.unit[k], hib, len(xa), len(xb), ma, mb,
+    moments_a, moments_b = logratio.log_moments(xa), logratio.log_moments(xb)
+    geometric = moments_a is not None and moments_b is not None  # the ratio is of geometric means
+    mean_a, mean_b = (moments_a.gmean, moments_b.gmean) if geometric else (stats.mean(xa), stats.mean(xb))
+    return RawChange(env, bench, params, metric, sa.unit[k], hib, len(xa), len(xb), mean_a, mean_b,
                      ratio, (lo, hi), method, overhead_pct(ratio, hib),
                      overhead_interval(lo, hi, hib), geometric)
 
@@ -444,45 +446,45 @@ def _status(change: float | None, change_ci: tuple[float | None, float | None], 
     return PASS, ""
 
 
-def _signed_change(d: dict[str, Any], samples: tuple[list[float], ...], level: float,
+def _signed_change(row: dict[str, Any], samples: tuple[list[float], ...], level: float,
                    confidence: float, margin: float, p_adjusted: float | None,
                    tol: float | None, lvl: str) -> OverheadChange:
     """:class:`OverheadChange` of a signed metric (values can be ≤ 0): the table's rule on the
     change of the difference env − baseline, ``(x̄_B − ȳ_B) − (x̄_A − ȳ_A)`` with Welch's
     interval at ``level`` (:func:`vhpc.core.stats.difference_contrast`), read by
     :func:`vhpc.analysis.compare.difference_verdict` in the metric's direction relative to A's
-    baseline |mean|.  ``d``: the row's fields; ``samples``: (x_A, y_A, x_B, y_B)."""
+    baseline |mean|.  ``row``: the row's fields; ``samples``: (x_A, y_A, x_B, y_B)."""
     xa, ya, xb, yb = samples
-    hib = d["higher_is_better"]
-    da, da_lo, da_hi, _, _ = stats.welch_difference(xa, ya, confidence)
-    db, db_lo, db_hi, _, _ = stats.welch_difference(xb, yb, confidence)
-    dd, lo, hi, df, p = stats.difference_contrast((xb, yb, xa, ya), (1, -1, -1, 1), level)
+    hib = row["higher_is_better"]
+    difference_a, low_a, high_a, _, _ = stats.welch_difference(xa, ya, confidence)
+    difference_b, low_b, high_b, _, _ = stats.welch_difference(xb, yb, confidence)
+    difference, lo, hi, df, p = stats.difference_contrast((xb, yb, xa, ya), (1, -1, -1, 1), level)
     scale = abs(stats.mean(ya) or 0.0)
     verdict = _AS_CHANGE.get(difference_verdict(lo, hi, hib, margin, scale), INSUFFICIENT)
-    change, change_ci = difference_overhead(dd, lo, hi, hib, scale)
+    change, change_ci = difference_overhead(difference, lo, hi, hib, scale)
     status, snote = _status(change, change_ci, verdict, tol)
     return OverheadChange(
         ratio_a=None, ratio_a_ci=(None, None), ratio_b=None, ratio_b_ci=(None, None), q=None,
         q_ci=(None, None), method=stats.DIFFERENCE, df=df, p_value=p, p_adjusted=p_adjusted,
         change_pct=change, change_ci=change_ci, verdict=verdict, tolerance=tol, status=status,
-        note="; ".join(x for x in (snote, lvl) if x), difference_a=da,
-        difference_a_ci=(da_lo, da_hi), difference_b=db, difference_b_ci=(db_lo, db_hi),
-        difference=dd, difference_ci=(lo, hi), **d)
+        note="; ".join(x for x in (snote, lvl) if x), difference_a=difference_a,
+        difference_a_ci=(low_a, high_a), difference_b=difference_b,
+        difference_b_ci=(low_b, high_b), difference=difference, difference_ci=(lo, hi), **row)
 
 
-def _positive_change(d: dict[str, Any], samples: tuple[list[float], ...],
+def _positive_change(row: dict[str, Any], samples: tuple[list[float], ...],
                      lw: logratio.LogWelch | None, level: float, confidence: float,
                      margin: float, p_adjusted: float | None, tol: float | None,
                      lvl: str) -> OverheadChange:
     """:class:`OverheadChange` of a positive metric: Q = (x_B/y_B) / (x_A/y_A), the change of
     the ratio env / baseline, by Welch's t on ln values (``lw``, :func:`logratio.log_contrast`)
     at ``level``; with a side of fewer than 2 values the model's centre without an interval.
-    ``d``: the row's fields; ``samples``: (x_A, y_A, x_B, y_B); ``tol``: the row's tolerance
+    ``row``: the row's fields; ``samples``: (x_A, y_A, x_B, y_B); ``tol``: the row's tolerance
     (a fraction); ``lvl``: the note naming a Holm level."""
     xa, ya, xb, yb = samples
-    hib = d["higher_is_better"]
-    ra, ra_ci, _ = ratio_ci(xa, ya, confidence)
-    rb, rb_ci, _ = ratio_ci(xb, yb, confidence)
+    hib = row["higher_is_better"]
+    ratio_a, ratio_a_ci, _ = ratio_ci(xa, ya, confidence)
+    ratio_b, ratio_b_ci, _ = ratio_ci(xb, yb, confidence)
     if lw is not None:
         q = lw.ratio if math.isfinite(lw.ratio) else None
         lo, hi = lw.interval(level)
@@ -497,10 +499,11 @@ def _positive_change(d: dict[str, Any], samples: tuple[list[float], ...],
     change, change_ci = overhead_pct(q, hib), overhead_interval(lo, hi, hib)
     status, snote = _status(change, change_ci, verdict, tol)
     return OverheadChange(
-        ratio_a=ra, ratio_a_ci=ra_ci, ratio_b=rb, ratio_b_ci=rb_ci, q=q, q_ci=(lo, hi),
+        ratio_a=ratio_a, ratio_a_ci=ratio_a_ci, ratio_b=ratio_b, ratio_b_ci=ratio_b_ci, q=q,
+        q_ci=(lo, hi),
         method=method, df=df, p_value=p, p_adjusted=p_adjusted, change_pct=change,
         change_ci=change_ci, verdict=verdict, tolerance=tol, status=status,
-        note="; ".join(x for x in (snote, lvl) if x), **d)
+        note="; ".join(x for x in (snote, lvl) if x), **row)
 
 
 def _one_sided_rows(campaign_a: CampaignData, campaign_b: CampaignData, sa: _Side,
@@ -539,15 +542,15 @@ def _matched_rows(sa: _Side, sb: _Side, base: str, confidence: float,
         raw.append((_raw_signed if k[1:] in signed else _raw)(k, sa, sb, confidence))
         if env == base or k in checks:  # a check figure is no overhead (the raw row shows it)
             continue
-        bk = (base, bench, params, metric)
-        if bk not in sa.values or bk not in sb.values:
-            missing = " and ".join(s for s, side in (("A", sa), ("B", sb)) if bk not in side.values)
+        base_key = (base, bench, params, metric)
+        if base_key not in sa.values or base_key not in sb.values:
+            missing = " and ".join(s for s, side in (("A", sa), ("B", sb)) if base_key not in side.values)
             unmatched.append(Unmatched("both", *k, f"no {base} baseline for it in {missing}"))
             continue
-        if sa.unit[bk] != sa.unit[k] or sb.unit[bk] != sb.unit[k]:
+        if sa.unit[base_key] != sa.unit[k] or sb.unit[base_key] != sb.unit[k]:
             unmatched.append(Unmatched("both", *k, "unit differs from the baseline's"))
             continue
-        xa, ya, xb, yb = sa.values[k], sa.values[bk], sb.values[k], sb.values[bk]
+        xa, ya, xb, yb = sa.values[k], sa.values[base_key], sb.values[k], sb.values[base_key]
         comparison = roles.get(k)
         if comparison is not None and comparison.role in (INVERSE, SAME):  # one effect: its partner's row
             continue
@@ -624,19 +627,19 @@ def diff(campaign_a: CampaignData, campaign_b: CampaignData, alpha: float = 0.05
     raw, drafts = _matched_rows(sa, sb, base, confidence, signed, checks, roles, unmatched)
     level, adjusted, sizes = _holm_levels(drafts, alpha)
     overhead: list[OverheadChange] = []
-    for i, d in enumerate(drafts):
-        samples = d.pop("_ab")
-        lw = d.pop("_lw")
-        is_signed = d.pop("_signed")
-        d.pop("_family"), d.pop("_p")
-        tol = tolerance.for_row(d["environment"], d["benchmark"], d["metric"]) if tolerance else None
+    for i, row in enumerate(drafts):
+        samples = row.pop("_ab")
+        lw = row.pop("_lw")
+        is_signed = row.pop("_signed")
+        row.pop("_family"), row.pop("_p")
+        tol = tolerance.for_row(row["environment"], row["benchmark"], row["metric"]) if tolerance else None
         lvl = f"interval at {level[i] * 100:.4g} % (Holm over {sizes[i]} rows)" \
             if sizes[i] > 1 and not math.isclose(level[i], 1 - alpha) else ""
         if is_signed:
-            overhead.append(_signed_change(d, samples, level[i], confidence, margin,
+            overhead.append(_signed_change(row, samples, level[i], confidence, margin,
                                            adjusted.get(i), tol, lvl))
         else:
-            overhead.append(_positive_change(d, samples, lw, level[i], confidence, margin,
+            overhead.append(_positive_change(row, samples, lw, level[i], confidence, margin,
                                              adjusted.get(i), tol, lvl))
     if not raw:
         raise DiffError(f"campaigns {campaign_a.id} and {campaign_b.id} share no (environment, "
