@@ -376,7 +376,7 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
     if not comps:
         return _signed_scalar(analysis, fam, env)
     ratios = [c.ratio for _, c in comps]
-    gm = _geomean(ratios)
+    geomean_ratio = _geomean(ratios)
     # one level for the summary: the widest of its points' (Bonferroni's 1 − α/m of the sweep
     # where a point is not called different; Holm's lower level only where every point is)
     level = max(c.level for _, c in comps)
@@ -399,9 +399,9 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
     counts: dict[str, int] = {}
     for _, c in comps:
         counts[c.verdict] = counts.get(c.verdict, 0) + 1
-    oh = overhead_pct(gm, fam.higher_is_better)
-    ob = (overhead_pct(low, fam.higher_is_better), overhead_pct(high, fam.higher_is_better))
-    o_lo, o_hi = (ob[1], ob[0]) if fam.higher_is_better else ob
+    overhead = overhead_pct(geomean_ratio, fam.higher_is_better)
+    overhead_bounds = (overhead_pct(low, fam.higher_is_better), overhead_pct(high, fam.higher_is_better))
+    o_lo, o_hi = (overhead_bounds[1], overhead_bounds[0]) if fam.higher_is_better else overhead_bounds
     cvs = []
     for _, params, metric in fam.points:
         for e in (env, analysis.baseline):
@@ -433,8 +433,8 @@ def summarise_family(analysis: Analysis, fam: Family, env: str,
     note = "" if math.isclose(level, 1.0 - analysis.alpha, rel_tol=0, abs_tol=1e-12) \
         else f"at {level * 100:.4g} %"
     methods = {c.ratio_ci_method for _, c in comps}
-    return FamilySummary(fam, env, gm, low, high, ratios[i_min], ratios[i_max],
-                         comps[i_min][0], comps[i_max][0], oh, o_lo, o_hi, verdict, counts,
+    return FamilySummary(fam, env, geomean_ratio, low, high, ratios[i_min], ratios[i_max],
+                         comps[i_min][0], comps[i_max][0], overhead, o_lo, o_hi, verdict, counts,
                          len(comps), n_min, cv_max, emulated, tuple(trust), note,
                          comps[0][1].runs_needed if len(comps) == 1 else None,
                          method=methods.pop() if len(methods) == 1 else "")

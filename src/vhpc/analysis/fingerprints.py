@@ -81,10 +81,10 @@ def fingerprint_changes(campaign_a: CampaignData, campaign_b: CampaignData) -> l
     environment present in both; a change identical in every such environment is one row
     with scope ``all environments``.  Ordered by :data:`KEY_ORDER`."""
     out: list[FingerprintChange] = []
-    ca, cb = _campaign_facts(campaign_a), _campaign_facts(campaign_b)
-    for key in sorted(set(ca) | set(cb), key=_rank):
-        if ca.get(key) != cb.get(key):
-            out.append(FingerprintChange("campaign", key, ca.get(key), cb.get(key)))
+    facts_a, facts_b = _campaign_facts(campaign_a), _campaign_facts(campaign_b)
+    for key in sorted(set(facts_a) | set(facts_b), key=_rank):
+        if facts_a.get(key) != facts_b.get(key):
+            out.append(FingerprintChange("campaign", key, facts_a.get(key), facts_b.get(key)))
     envs = [e for e in campaign_a.environments if e in campaign_b.environments]
     facts = {e: (_env_facts(campaign_a, e), _env_facts(campaign_b, e)) for e in envs}
     keys = sorted({k for fa, fb in facts.values() for k in (*fa, *fb)}, key=_rank)

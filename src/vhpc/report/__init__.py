@@ -607,13 +607,13 @@ def measured_rows(analysis: Analysis, primary_only: bool = True) -> list[Measure
             if not have:
                 continue
             if fam.sweep:
-                (x0, s0), (x1, s1) = have[0], have[-1]
-                at = fam.fmt_x if fam.by_size else (lambda x: f"{fam.parameter}={fam.fmt_x(x)}")
-                value = f"{fmt_num(s0.mean)} ({at(x0)}) … {fmt_num(s1.mean)} ({at(x1)})"
+                (first_x, first), (last_x, last) = have[0], have[-1]
+                point_label = fam.fmt_x if fam.by_size else (lambda x: f"{fam.parameter}={fam.fmt_x(x)}")
+                value = f"{fmt_num(first.mean)} ({point_label(first_x)}) … {fmt_num(last.mean)} ({point_label(last_x)})"
             else:
                 value = _mean_pm(have[0][1])
-            ns = [s.n for _, s in have]
-            n = str(min(ns)) if len(set(ns)) == 1 else f"{min(ns)}–{max(ns)}"
+            counts = [s.n for _, s in have]
+            n = str(min(counts)) if len(set(counts)) == 1 else f"{min(counts)}–{max(counts)}"
             out.append(MeasuredRow(fam.label,
                                    f"{fam.quantity} {direction_mark(fam.higher_is_better)}",
                                    env, value, n, fam.unit, check_status(analysis, fam, env), fam))

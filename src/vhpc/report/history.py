@@ -225,19 +225,19 @@ def series_figure(series: Series, fmt: str = "svg") -> str | bytes:
     bars = [ratio_error_bar(p.ratio, p.ci) for p in series.points]
     ax.errorbar(xs, ys, yerr=[[b[0] for b in bars], [b[1] for b in bars]], fmt="o", capsize=3,
                 color=_POINT, label="campaign ratio [interval]", zorder=3)
-    for g in series.segments:
-        x0, x1 = g.start + 0.7, g.end + 0.3
-        ax.hlines(g.ratio, x0, x1, color=_SEGMENT, linewidth=1.6,
-                  label="segment mean [interval]" if g.start == 0 else None)
-        if None not in g.ci:
-            ax.fill_between([x0, x1], g.ci[0], g.ci[1], color=_SEGMENT, alpha=0.15, linewidth=0)
+    for segment in series.segments:
+        start, end = segment.start + 0.7, segment.end + 0.3
+        ax.hlines(segment.ratio, start, end, color=_SEGMENT, linewidth=1.6,
+                  label="segment mean [interval]" if segment.start == 0 else None)
+        if None not in segment.ci:
+            ax.fill_between([start, end], segment.ci[0], segment.ci[1], color=_SEGMENT, alpha=0.15, linewidth=0)
     ax.axhline(1.0, color="#888", linewidth=0.8, linestyle="--")
     top = max(hi if hi is not None else r for r, (_, hi) in zip(ys, (p.ci for p in series.points)))
-    for c in series.change_points:
-        x = c.index + 0.5
+    for change in series.change_points:
+        x = change.index + 0.5
         ax.axvline(x, color=_MARK, linewidth=1.4, linestyle="-",
-                   label="change point" if c is series.change_points[0] else None)
-        ax.annotate(f"#{c.index + 1}: {change_label(c.fingerprint, 1)}", (x, top),
+                   label="change point" if change is series.change_points[0] else None)
+        ax.annotate(f"#{change.index + 1}: {change_label(change.fingerprint, 1)}", (x, top),
                     xytext=(4, -2), textcoords="offset points", color=_MARK, fontsize=8,
                     va="top", ha="left")
     ax.set_xticks(xs)
