@@ -262,7 +262,10 @@ def _calibrate_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `vhpc` argument parser (argparse errors become one-line UsageErrors)."""
+    """The `vhpc` argument parser (argparse errors become one-line UsageErrors).  Its length
+    is a table of flags, one ``add_argument`` a line: compare and calibrate build theirs in
+    :func:`_compare_parser` and :func:`_calibrate_parser`, and paper, tune, diff, history and
+    image in their workflow's ``add_parser``."""
     p = _Parser(prog="vhpc", allow_abbrev=False,  # a command's --all is no --allow-...
                 description="What does virtualization cost your HPC workload on this host, "
                             "and which VM placement is cheapest?")
