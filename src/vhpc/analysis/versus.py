@@ -8,9 +8,10 @@ of the two groups' geometric means with the interval of Welch's t on ln values, 
 (:func:`vhpc.core.logratio.contrast_of` on each :class:`~vhpc.analysis.results.Summary`'s
 ln moments), and the verdict read off that interval (:func:`vhpc.analysis.compare.verdict_of`,
 the campaign's margin).  Values ≤ 0 have no log scale: no ratio, and the verdict read off
-Welch's interval of the difference of means, as in the table.  These pairs are not Holm-adjusted (they are no verdicts of
-the campaign table, only the evidence a stated finding is set beside): the level is the
-analysis' confidence.
+Welch's interval of the difference of means, as in the table.  These pairs are not
+Holm-adjusted (they are no verdicts of the campaign table, only the evidence a stated finding is
+set beside): the level is the analysis' confidence.  The two groups are ``a`` (the one
+compared) and ``b`` (its reference), as :func:`vhpc.core.stats.welch_difference` names them.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@ values of two positive samples, the interval of the ratio of their geometric mea
 Holm gives the comparison's family, and the outcome read off that interval (worse, better,
 equivalent within a margin, undecided).
 
-Pure functions on numbers; no I/O, no vhpc types.  Sources: B. L. Welch, Biometrika 34 (1947)
+Pure functions on numbers; no I/O, no vhpc types.  The environment's sample is ``x`` and the
+baseline's ``y``, as Welch (1947) writes the two samples; ``m`` a family's size, as Holm (1979)
+writes it.  Sources: B. L. Welch, Biometrika 34 (1947)
 28–35; S. Holm, Scand. J. Statist. 6 (1979) 65–70; D. J. Schuirmann, J. Pharmacokinet.
 Biopharm. 15 (1987) 657–680 (TOST); T. Hoefler & R. Belli, "Scientific Benchmarking of Parallel
 Computing Systems", SC'15 (run times and rates are multiplicative: compare on the log scale).

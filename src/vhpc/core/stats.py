@@ -3,7 +3,9 @@
 
 Pure functions on numbers and arrays; no I/O, no vhpc types.  Every interval is two-sided at
 ``confidence`` (a fraction in (0, 1), e.g. 0.95); means and variances are in the metric's unit
-(unit²), ratios are dimensionless.
+(unit²), ratios are dimensionless.  Names follow the sources: two samples are ``a`` and ``b``
+as :func:`scipy.stats.ttest_ind` names them (``x`` and ``y`` for a line's coordinates),
+``n`` a sample's size, ``df`` degrees of freedom, ``lo``/``hi`` an interval's bounds.
 
 Sources:
 
