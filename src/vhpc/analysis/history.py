@@ -265,23 +265,23 @@ class History:
         point (:func:`vhpc.analysis.changepoints.gate`), Holm over the judged series at
         ``alpha``; sets each :attr:`Series.gate`."""
         tests: list[tuple[Series, cp.GateTest, tuple[int, int]]] = []
-        for s in self.series:
-            n = len(s.points)
-            start = max([c.index for c in s.change_points if c.index <= n - 1 - cp.MIN_EARLIER],
+        for series in self.series:
+            n = len(series.points)
+            start = max([c.index for c in series.change_points if c.index <= n - 1 - cp.MIN_EARLIER],
                         default=0)
-            earlier = [math.log(p.ratio) for p in s.points[start:n - 1]]  # type: ignore[arg-type]
-            t = cp.gate(earlier, math.log(s.latest.ratio), s.higher_is_better,  # type: ignore[arg-type]
+            earlier = [math.log(p.ratio) for p in series.points[start:n - 1]]  # type: ignore[arg-type]
+            t = cp.gate(earlier, math.log(series.latest.ratio), series.higher_is_better,  # type: ignore[arg-type]
                         self.margin) if n >= 2 else None
             if t is None:
-                s.gate = GateResult(NOT_CHECKED, model=(start, n - 1), note=(
+                series.gate = GateResult(NOT_CHECKED, model=(start, n - 1), note=(
                     f"{len(earlier)} earlier campaign(s) since the last change; the gate needs "
                     f"at least {cp.MIN_EARLIER}"))
                 continue
-            tests.append((s, t, (start, n - 1)))
-        ps = [t.p for _, t, _ in tests]
-        level = logratio.holm_level(ps, self.alpha)  # one-sided: p < 1 − level ⇔ Holm rejects
-        for (s, t, model), pa in zip(tests, stats.holm_adjust(ps, self.alpha)):
-            s.gate = GateResult(FAIL if pa < self.alpha else PASS, t, pa, level,
+            tests.append((series, t, (start, n - 1)))
+        p_values = [t.p for _, t, _ in tests]
+        level = logratio.holm_level(p_values, self.alpha)  # one-sided: p < 1 − level ⇔ Holm rejects
+        for (series, t, model), p_adjusted in zip(tests, stats.holm_adjust(p_values, self.alpha)):
+            series.gate = GateResult(FAIL if p_adjusted < self.alpha else PASS, t, p_adjusted, level,
                                 t.bound(level), model)
         self.checked = True
 
@@ -313,34 +313,35 @@ def _series(key: RowKey, kind: str, baseline: str, pts: list[HistoryPoint],
             by_id: dict[tuple[str, str], CampaignData], alpha: float, margin: float,
             confidence: float, permutations: int, seed: int) -> Series:
     first = pts[-1]
-    s = Series(key, kind, baseline, first.unit, first.higher_is_better, pts)
+    series = Series(key, kind, baseline, first.unit, first.higher_is_better, pts)
     ratios = [p.ratio for p in pts]  # positive (None left out by the caller)
     ln = np.log(np.asarray(ratios, dtype=float))
     splits = cp.detect(ln, alpha, permutations, seed)
     bounds = [0, *(sp.index for sp in splits), len(pts)]
-    s.segments = [_segment(ratios, i, j, confidence) for i, j in zip(bounds, bounds[1:])]
+    series.segments = [_segment(ratios, i, j, confidence) for i, j in zip(bounds, bounds[1:])]
     for i in range(1, len(pts)):
-        a, b = (by_id.get((p.source, p.campaign)) for p in pts[i - 1:i + 1])
-        fp = _fingerprint(a, b, key[0], baseline) if a and b else ()
-        if fp:
-            s.changes.append((i, fp))
-    changed = dict(s.changes)
-    for sp, before, after in zip(splits, s.segments, s.segments[1:]):
+        campaign_before, campaign_after = (by_id.get((p.source, p.campaign)) for p in pts[i - 1:i + 1])
+        changes = _fingerprint(campaign_before, campaign_after, key[0], baseline) \
+            if campaign_before and campaign_after else ()
+        if changes:
+            series.changes.append((i, changes))
+    changed = dict(series.changes)
+    for sp, before, after in zip(splits, series.segments, series.segments[1:]):
         lw = logratio.log_welch(ratios[after.start:after.end], ratios[before.start:before.end])
         change = after.ratio / before.ratio
         ci = lw.interval(confidence) if lw is not None else (None, None)
-        fp = changed.get(sp.index, ())
-        s.change_points.append(ChangePoint(sp.index, pts[sp.index].campaign, before, after, change, ci,
-                                           sp.p, fp))
-    s.sd = cp.residual_sd(ln, splits)
-    s.trend = _trend(ln[max(bounds[-2], len(pts) - TREND_WINDOW):], confidence)
+        changes = changed.get(sp.index, ())
+        series.change_points.append(ChangePoint(sp.index, pts[sp.index].campaign, before, after,
+                                                change, ci, sp.p, changes))
+    series.sd = cp.residual_sd(ln, splits)
+    series.trend = _trend(ln[max(bounds[-2], len(pts) - TREND_WINDOW):], confidence)
     shortest = cp.campaigns_needed(alpha)
-    needed = cp.campaigns_needed(alpha, s.sd, margin)
+    needed = cp.campaigns_needed(alpha, series.sd, margin)
     if len(pts) < shortest:
-        s.status, s.needed = TOO_SHORT, shortest
+        series.status, series.needed = TOO_SHORT, shortest
     elif not splits and len(pts) < needed:
-        s.status, s.needed = TOO_NOISY, needed
-    return s
+        series.status, series.needed = TOO_NOISY, needed
+    return series
 
 
 def points(campaigns: Iterable[CampaignData], filters: Filters = Filters(),

@@ -540,20 +540,20 @@ def drop_lines(fd: figdata.FigureData | None, trials: Iterable[Any]) -> list[Lin
         higher = set(getattr(pd, "higher", {}).values())
         if len(higher) != 1 or None in higher:
             continue
-        up = higher.pop()
-        for s in pd.series:
-            pts = sorted(s.points, key=lambda p: p.x)
-            for a, b in zip(pts, pts[1:]):
-                if a.y <= 0 or b.y <= 0 or b.x in shared:
+        higher_is_better = higher.pop()
+        for series in pd.series:
+            pts = sorted(series.points, key=lambda p: p.x)
+            for before, after in zip(pts, pts[1:]):
+                if before.y <= 0 or after.y <= 0 or after.x in shared:
                     continue
-                kept = b.y / a.y if up else a.y / b.y
+                kept = after.y / before.y if higher_is_better else before.y / after.y
                 if kept > DROP:
                     continue
                 cause = ("not known to vhpc: the nodes' CPUs were their own; this host's load "
                          f"average reached {max(loads):.1f} during the trials" if loads else
                          "not known to vhpc: the nodes' CPUs were their own")
-                out.append(Line(f"{s.label}: {pd.title or pd.ylabel} drops from {a.y:.4g} at "
-                                f"{a.x:g} to {b.y:.4g} at {b.x:g} ({pd.ylabel})", "this run", "",
+                out.append(Line(f"{series.label}: {pd.title or pd.ylabel} drops from {before.y:.4g} at "
+                                f"{before.x:g} to {after.y:.4g} at {after.x:g} ({pd.ylabel})", "this run", "",
                                 f"{kept:.2f}× the point before", CANNOT_TELL, cause,
                                 kind="host"))
     return out
