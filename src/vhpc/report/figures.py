@@ -218,15 +218,15 @@ def _env_bars(ax, analysis: Analysis, bench: str, cats: list[tuple[str, str]], j
     emulated = analysis.environments[env].emulated
     xs, ys, lo_err, hi_err, stars = [], [], [], [], []
     for i, (params, metric) in enumerate(cats):
-        c = analysis.comparison(bench, params, metric, env)
-        if c is None or c.ratio is None or c.ratio <= 0:
+        comparison = analysis.comparison(bench, params, metric, env)
+        if comparison is None or comparison.ratio is None or comparison.ratio <= 0:
             continue
         xs.append(i - 0.4 + bar_w * (j + 0.5))
-        ys.append(c.ratio)
-        le, he = ratio_error_bar(c.ratio, c.ratio_ci)
+        ys.append(comparison.ratio)
+        le, he = ratio_error_bar(comparison.ratio, comparison.ratio_ci)
         lo_err.append(le)
         hi_err.append(he)
-        stars.append(c.verdict in (SLOWER, FASTER))
+        stars.append(comparison.verdict in (SLOWER, FASTER))
     if not xs:
         return []
     ax.bar(xs, [y - 1.0 for y in ys], bottom=1.0, width=bar_w * 0.95, color=color,
@@ -307,12 +307,12 @@ def relative_bars(analysis: Analysis, fmt: str = "svg", keys=None) -> str | byte
             ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
             labels = []
             for params, metric in cats:
-                s = next(
+                summary = next(
                     (analysis.summary(bench, params, metric, e) for e in analysis.environment_order()
                      if analysis.summary(bench, params, metric, e)),
                     None,
                 )
-                mark = direction_mark(s.higher_is_better) if s else ""
+                mark = direction_mark(summary.higher_is_better) if summary else ""
                 lab = f"{metric} {mark}"
                 if multi_params:
                     lab += f"\n{params}"
