@@ -236,7 +236,8 @@ class Benchmark:
         raise KeyError(name)
 
     def command(self, params: Mapping[str, Any], ctx: RunContext) -> list[str]:
-        """argv for one trial (a list, never a shell string)."""
+        """argv for one trial (a list, never a shell string).  Every benchmark defines it: the
+        base raises NotImplementedError."""
         raise NotImplementedError
 
     def environ(self, params: Mapping[str, Any], ctx: RunContext) -> dict[str, str]:
@@ -268,7 +269,8 @@ class Benchmark:
 
     def parse(self, params: Mapping[str, Any], stdout: str, stderr: str,
               returncode: int | None) -> list[Sample]:
-        """Samples from raw output.  Raises ParseError when the output has no result."""
+        """Samples from raw output.  Raises ParseError when the output has no result (the base
+        raises NotImplementedError: every benchmark defines it)."""
         raise NotImplementedError
 
 

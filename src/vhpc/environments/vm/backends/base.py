@@ -156,8 +156,8 @@ class GuestSession(ABC):
         Idempotent; never raises."""
 
     def request(self, op: str, wait: float, **payload) -> dict[str, Any]:
-        """One agent request (:meth:`AgentChannel.request`).  Raises EnvError when the guest
-        does not answer or was never booted."""
+        """One agent request (:meth:`AgentChannel.request`), waiting up to ``wait`` seconds
+        for its answer.  Raises EnvError when the guest does not answer or was never booted."""
         if self.agent is None:
             raise EnvError("the guest is not running")
         return self.agent.request(op, wait, **payload)
