@@ -55,3 +55,30 @@ def test_the_check_counts_the_other_environments_trials_only():
               for i, env in enumerate(["native"] * 3 + ["vm"] * 3)]
     (passed,) = [f for f in check_findings(trials, spec) if f.kind == "check-passed"]
     assert passed.message.startswith("check: 3 of 3 trials agree with native")
+
+
+def test_doctor_at_80_columns_keeps_whole_cells_and_names_every_component():
+    """``vhpc doctor`` at 80 columns: every line fits, no status cell is folded mid-word
+    (the found paths and the RHEL column are left to wider terminals), every component is a
+    row; at 120 columns the RHEL column and the paths are back."""
+    import os
+    import subprocess
+    import sys
+
+    from vhpc.workflows.parts import components
+
+    def doctor(columns: int) -> str:
+        out = subprocess.run([sys.executable, "-m", "vhpc.cli", "doctor"], capture_output=True,
+                             text=True, env={**os.environ, "COLUMNS": str(columns)}, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    narrow, wide = doctor(80), doctor(120)
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert "RHEL" not in narrow and "RHEL" in wide
+    statuses = [line.split("│")[3].strip() for line in narrow.splitlines()
+                if line.startswith("│") and line.split("│")[1].strip()]  # a row's first line
+    assert statuses and all(s.split()[0] in ("present", "missing") for s in statuses), statuses
+    names = {line.split("│")[1].strip() for line in narrow.splitlines() if line.startswith("│")}
+    assert {c.name for c in components() if len(c.name) <= 18} <= names
+    assert "/usr/bin/" in wide and "/usr/bin/" not in narrow

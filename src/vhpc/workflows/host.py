@@ -18,13 +18,18 @@ def doctor(args) -> int:
     from vhpc.host import doctor
     from vhpc.workflows.parts import components
 
+    # below 100 columns the RHEL column and where a present component was found are left out
+    # (COLUMNS=100 or wider shows them): five folded columns made every cell two or three lines
+    wide = console.width >= 100
     table = Table(title="What this host has for vhpc (vhpc doctor)")
-    for col in ("component", "needed for", "status", "Debian/Ubuntu", "RHEL"):
+    for col in ("component", "needed for", "status", "Debian/Ubuntu", "RHEL")[:5 if wide else 4]:
         table.add_column(col, overflow="fold")
     rows = doctor.report(components())
     for c, ok, detail in rows:
-        table.add_row(c.name, c.needed_for, f"[green]present[/] {escape(detail)}" if ok else
-                      f"[red]missing[/] {escape(detail)}", escape(c.debian), escape(c.rhel))
+        status = (f"[green]present[/] {escape(detail)}" if wide else "[green]present[/]") if ok \
+            else f"[red]missing[/] {escape(detail)}"
+        table.add_row(c.name, c.needed_for, status, escape(c.debian),
+                      *([escape(c.rhel)] if wide else []))
     console.print(table)
     missing = [c for c, ok, _ in rows if not ok]
     console.print(f"{len(rows) - len(missing)} of {len(rows)} present"
