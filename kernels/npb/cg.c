@@ -158,7 +158,7 @@ static void make_matrix(cg_matrix *m, int nonzer, double shift, int nthreads)
         int *stamp = npb_alloc(sizeof(int) * (size_t)na);
         for (int c = 0; c < na; c++)
             stamp[c] = -1;
-#pragma omp for schedule(dynamic, 64)
+#pragma omp for schedule(static)
         for (int jl = 0; jl < nrows; jl++) {
             long n = 0;
             for (long l = lstart[jl]; l < lstart[jl + 1]; l++) {
@@ -181,14 +181,15 @@ static void make_matrix(cg_matrix *m, int nonzer, double shift, int nthreads)
     m->colidx = npb_alloc(sizeof(int) * (size_t)(nnz > 0 ? nnz : 1));
     m->a = npb_alloc(sizeof(double) * (size_t)(nnz > 0 ? nnz : 1));
 
-    /* pass 2: sorted columns, then values summed in the order of i (NPB "sparse") */
+    /* pass 2: sorted columns, then values summed in the order of i (NPB "sparse").  Static
+     * schedule, as matvec's: each thread first writes the rows it multiplies (first touch). */
 #pragma omp parallel num_threads(nthreads)
     {
         int *stamp = npb_alloc(sizeof(int) * (size_t)na);
         long *where = npb_alloc(sizeof(long) * (size_t)na);
         for (int c = 0; c < na; c++)
             stamp[c] = -1;
-#pragma omp for schedule(dynamic, 64)
+#pragma omp for schedule(static)
         for (int jl = 0; jl < nrows; jl++) {
             int j = jl + r0;
             long base = m->rowstr[jl], n = 0;
@@ -231,66 +232,93 @@ static void make_matrix(cg_matrix *m, int nonzer, double shift, int nthreads)
     free(sz);
 }
 
-/* y[j] = (A v)[j] for own rows */
+/* y[j] = (A v)[j] for own rows: a worksharing loop (static schedule, NPB's "!$omp do"), to be
+ * called by every thread of a parallel region (or outside one, by one thread). */
 static void matvec(const cg_matrix *m, const double *v, double *y)
 {
     int nrows = m->r1 - m->r0, r0 = m->r0;
-#pragma omp parallel for schedule(static)
+    const long *rowstr = m->rowstr;
+    const int *colidx = m->colidx;
+    const double *a = m->a;
+#pragma omp for schedule(static)
     for (int jl = 0; jl < nrows; jl++) {
         double s = 0.0;
-        for (long k = m->rowstr[jl]; k < m->rowstr[jl + 1]; k++)
-            s += m->a[k] * v[m->colidx[k]];
+        for (long k = rowstr[jl]; k < rowstr[jl + 1]; k++)
+            s += a[k] * v[colidx[k]];
         y[r0 + jl] = s;
     }
 }
 
-static void complete(const cg_matrix *m, double *v) { npb_allgatherv_d(v, m->cnt, m->displ); }
+/* Inside a parallel region: sum `n` values over the MPI ranks (one thread calls MPI, as
+ * MPI_THREAD_FUNNELED asks) and complete vector `v` (NULL: none); the others wait.  With one
+ * rank nothing is exchanged and no barrier is spent. */
+static void team_exchange(const cg_matrix *m, double *buf, int n, double *v)
+{
+    if (m->nranks == 1)
+        return;
+#pragma omp master
+    {
+        if (n > 0)
+            npb_sum_d(buf, n);
+        if (v)
+            npb_allgatherv_d(v, m->cnt, m->displ);
+    }
+#pragma omp barrier
+}
 
-/* 25 CG iterations on A z = x; returns ||x - A z||. */
+/* 25 CG iterations on A z = x; returns ||x - A z||.  One parallel region with worksharing
+ * loops, as NPB 3.4-OMP's conj_grad: the threads stay in the team across the iterations, and
+ * the shared scalars are reset by the master thread between barriers (NPB's "!$omp master"). */
 static double conj_grad(const cg_matrix *m, const double *x, double *z, double *p, double *q,
                         double *r)
 {
     int r0 = m->r0, r1 = m->r1;
-    double rho = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : rho)
-    for (int j = r0; j < r1; j++) {
-        q[j] = 0.0;
-        z[j] = 0.0;
-        r[j] = x[j];
-        p[j] = x[j];
-        rho += x[j] * x[j];
-    }
-    npb_sum_d(&rho, 1);
-    complete(m, p);
-    for (int it = 0; it < CG_CGITMAX; it++) {
-        matvec(m, p, q);
-        double d = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : d)
-        for (int j = r0; j < r1; j++)
-            d += p[j] * q[j];
-        npb_sum_d(&d, 1);
-        double alpha = rho / d, rho0 = rho;
-        rho = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : rho)
+    double rho = 0.0, rho0 = 0.0, d = 0.0, sum = 0.0;
+#pragma omp parallel default(shared)
+    {
+#pragma omp for schedule(static) reduction(+ : rho)
         for (int j = r0; j < r1; j++) {
-            z[j] += alpha * p[j];
-            r[j] -= alpha * q[j];
-            rho += r[j] * r[j];
+            q[j] = 0.0;
+            z[j] = 0.0;
+            r[j] = x[j];
+            p[j] = x[j];
+            rho += x[j] * x[j];
         }
-        npb_sum_d(&rho, 1);
-        double beta = rho / rho0;
-#pragma omp parallel for schedule(static)
-        for (int j = r0; j < r1; j++)
-            p[j] = r[j] + beta * p[j];
-        complete(m, p);
-    }
-    complete(m, z);
-    matvec(m, z, r);
-    double sum = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : sum)
-    for (int j = r0; j < r1; j++) {
-        double dlt = x[j] - r[j];
-        sum += dlt * dlt;
+        team_exchange(m, &rho, 1, p);
+        for (int it = 0; it < CG_CGITMAX; it++) {
+#pragma omp master
+            {
+                rho0 = rho;
+                d = 0.0;
+                rho = 0.0;
+            }
+#pragma omp barrier
+            matvec(m, p, q);
+#pragma omp for schedule(static) reduction(+ : d)
+            for (int j = r0; j < r1; j++)
+                d += p[j] * q[j];
+            team_exchange(m, &d, 1, NULL);
+            double alpha = rho0 / d;
+#pragma omp for schedule(static) reduction(+ : rho)
+            for (int j = r0; j < r1; j++) {
+                z[j] += alpha * p[j];
+                r[j] -= alpha * q[j];
+                rho += r[j] * r[j];
+            }
+            team_exchange(m, &rho, 1, NULL);
+            double beta = rho / rho0;
+#pragma omp for schedule(static)
+            for (int j = r0; j < r1; j++)
+                p[j] = r[j] + beta * p[j];
+            team_exchange(m, NULL, 0, p);
+        }
+        team_exchange(m, NULL, 0, z);
+        matvec(m, z, r);
+#pragma omp for schedule(static) reduction(+ : sum)
+        for (int j = r0; j < r1; j++) {
+            double dlt = x[j] - r[j];
+            sum += dlt * dlt;
+        }
     }
     npb_sum_d(&sum, 1);
     return sqrt(sum);
@@ -350,12 +378,14 @@ const char *npb_cg(const npb_opts *o, npb_result *res)
     size_t vb = sizeof(double) * (size_t)(na + 1);
     double *x = npb_alloc(vb), *z = npb_alloc(vb), *p = npb_alloc(vb), *q = npb_alloc(vb),
            *r = npb_alloc(vb);
+#pragma omp parallel for schedule(static) /* first touch as the loops that use them */
     for (int j = 0; j <= na; j++) {
         x[j] = 1.0;
         z[j] = p[j] = q[j] = r[j] = 0.0;
     }
     double rnorm, zeta;
     (void)outer_step(&m, shift, x, z, p, q, r, &rnorm); /* untimed, as NPB */
+#pragma omp parallel for schedule(static)
     for (int j = 0; j <= na; j++)
         x[j] = 1.0;
 
