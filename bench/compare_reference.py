@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """vhpc's kernels against the official reference codes, side by side on this machine.
 
-    python3 bench/compare_reference.py REFDIR [--repeats 7] [--only npb,stream,hpccg,osu]
-                                      [--cpu N] [--quiet 0.10] [--wait 60] [--write docs/benchmarks.md]
+    python3 bench/compare_reference.py REFDIR [--repeats 9] [--only npb,stream,hpccg,osu]
+                                      [--threads 1,N] [--cpu N] [--quiet 0.10] [--wait 60]
+                                      [--write docs/fidelity.md]
 
 REFDIR holds the reference codes, built beforehand outside the repository (this script
 downloads and builds nothing but STREAM, which is one file):
@@ -12,19 +13,23 @@ downloads and builds nothing but STREAM, which is one file):
     -DSTREAM_ARRAY_SIZE=<n> -DNTIMES=10`` at the n vhpc-stream chooses on this host;
   - Mantevo HPCCG: ``REFDIR/**/test_HPCCG`` (make USE_MPI=-DUSING_MPI CXX=mpicxx
     LINKER=mpicxx CPP_OPT_FLAGS=-O3);
-  - OSU Micro-Benchmarks 7.4: ``REFDIR/**/osu_latency``, configured with
+  - OSU Micro-Benchmarks 7.4: ``REFDIR/**/osu_latency`` and ``osu_bw``, configured with
     ``CC=mpicc CFLAGS='-O3 -DFLOAT_PRECISION=6'`` so that it prints microseconds with six
     decimals instead of two (osu_util.h defines FLOAT_PRECISION only where it is not defined:
     no OSU source is changed).
 vhpc's side: the kernels in ``$VHPC_KERNELS`` or ``kernels/build``.
 
 How the two sides are run (the same for both, so the ratio measures the code, not the set-up):
-  - one launch line: single-process cases run under ``taskset -c CPU`` with vhpc's OpenMP
-    environment for a bound run (OMP_NUM_THREADS=1 OMP_PLACES=cores OMP_PROC_BIND=close); MPI
-    cases use the line vhpc itself launches with (:class:`vhpc.benchmarks.mpilaunch.Launch`:
-    ``mpirun -np R --cpu-set LIST --bind-to core``), so mapping and binding are identical;
+  - one launch line: the OpenMP cases (NPB, STREAM) run once per ``--threads`` count: one thread
+    under ``taskset -c CPU`` with vhpc's OpenMP environment for a bound run (OMP_NUM_THREADS=1
+    OMP_PLACES=cores OMP_PROC_BIND=close), and T > 1 threads unpinned with the environment a
+    campaign gives the benchmark on T CPUs (``Benchmark.environ``: OMP_NUM_THREADS=T
+    OMP_PROC_BIND=spread; by default T = every CPU, as campaigns run); MPI cases use the line
+    vhpc itself launches with (:class:`vhpc.benchmarks.mpilaunch.Launch`: ``mpirun -np R
+    --cpu-set LIST --bind-to core``), so mapping and binding are identical;
   - full-precision figures: each side's own result line (NPB's ``Mop/s total``, STREAM's best
-    rates, HPCCG's ``MFLOPS Summary: Total``, OSU's latency with six decimals) and vhpc's
+    rates, HPCCG's ``MFLOPS Summary: Total``, OSU's latency with six decimals and its 1 MiB
+    bandwidth, osu_bw against ``vhpc-osu -b bw``, both with a window of 64 messages) and vhpc's
     VHPC-RESULT keys (six significant digits);
   - pairs interleaved: repeat i runs reference then vhpc for even i, vhpc then reference for
     odd i, so that drift of the machine's speed hits both sides alike;
@@ -34,8 +39,10 @@ How the two sides are run (the same for both, so the ratio measures the code, no
     a loaded CPU is counted in the table's ``loaded`` column;
   - the ratio is formed per pair, vhpc / reference for rates and reference / vhpc for latency,
     so below 1 always means vhpc looks slower; the table gives min / median / max of the pair
-    ratios and the ratio of each side's best figure (load only ever slows a run, so a side's
-    best is its steadiest estimate);
+    ratios, a 95% percentile-bootstrap interval of the median ratio (scipy.stats.bootstrap,
+    10,000 resamples of the pairs, seeded), the ratio of each side's best figure (load only ever
+    slows a run, so a side's best is its steadiest estimate) and the band vhpc is held to
+    (:data:`BANDS`) with whether the median ratio lies in it;
   - verified: NPB's ``Verification = SUCCESSFUL``, STREAM's ``Solution Validates``, HPCCG's
     ``Final residual`` <= 1e-6 (Mantevo prints no verdict; its residual falls from ~1e2 to
     <1e-20 in 149 iterations), OSU's ``-c`` validation run once before the pairs (``Pass``);
@@ -47,15 +54,17 @@ script compiles into its temporary folder; every figure then leaves out the time
 waited for a CPU that others held (cache and memory contention stay in).  Single-process cases
 only (OSU's ranks spin while they wait, so their CPU time is their wall time): osu is left out.
 
-``--write FILE`` also puts the table, with date and machine, between the markers
+``--write FILE`` also puts the table, with date, machine, load and command, between the markers
 ``<!-- compare_reference:begin -->`` and ``<!-- compare_reference:end -->`` of FILE
-(``--clock cpu``: ``compare_reference:cpu:begin`` / ``compare_reference:cpu:end``).
+(``--clock cpu``: ``compare_reference:cpu:begin`` / ``compare_reference:cpu:end``); docs/fidelity.md
+holds the project's.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import os
 import platform
 import re
@@ -69,9 +78,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy
+import scipy.stats
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
-from vhpc.benchmarks.base import ParseError, parse_result_line  # noqa: E402  (vhpc's own parser)
+from vhpc.benchmarks import get  # noqa: E402  (the campaigns' own benchmark definitions)
+from vhpc.benchmarks.base import ParseError, RunContext, parse_result_line  # noqa: E402
 from vhpc.benchmarks.mpilaunch import Launch  # noqa: E402  (the repository's own launch line)
 
 KERNELS = Path(os.environ.get("VHPC_KERNELS", HERE.parent / "kernels" / "build"))
@@ -83,6 +96,43 @@ def markers(clock: str) -> tuple[str, str]:
 
 #: OpenMP environment of a bound single-threaded run (Launch(1).environ()), both sides.
 OMP_ONE = Launch(1).environ()
+
+#: The bands vhpc's kernels are held to, as (lowest, highest) ratio, by the case's first word:
+#: NPB +-10%, STREAM +-3%, HPCCG +-5% (the project's goals, issue 62); OSU +-5%.
+BANDS = {"NPB": (0.90, 1.10), "STREAM": (0.97, 1.03), "HPCCG": (0.95, 1.05),
+         "OSU": (0.95, 1.05)}
+
+
+def campaign_env(benchmark: str, threads: int) -> dict[str, str]:
+    """The OpenMP environment a campaign gives ``benchmark`` (a registered name such as
+    ``npb-cg``) on ``threads`` CPUs: that benchmark's own ``environ`` with its defaults."""
+    bench = get(benchmark)
+    return bench.environ(bench.resolve({}), RunContext(KERNELS, threads))
+
+
+@dataclass(frozen=True)
+class Team:
+    """How an OpenMP case is started on both sides: ``threads`` threads on ``cpus``, behind the
+    argv ``prefix`` (taskset for one pinned thread), with the variables ``env``."""
+
+    threads: int
+    cpus: tuple[int, ...]
+    prefix: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+
+    @property
+    def layout(self) -> str:
+        """The table's words for it: ``1 thread``, ``2 threads``."""
+        return f"{self.threads} thread{'s' if self.threads > 1 else ''}"
+
+
+def team(threads: int, cpu: int, benchmark: str) -> Team:
+    """One thread: pinned to ``cpu`` with the bound single-thread environment.  More: unpinned
+    on CPUs 0..threads-1 with the environment a campaign uses for ``benchmark``."""
+    if threads == 1:
+        return Team(1, (cpu,), tuple(pinned(cpu)), tuple(OMP_ONE.items()))
+    return Team(threads, tuple(range(threads)), tuple(PRELOAD),
+                tuple(campaign_env(benchmark, threads).items()))
 
 Parser = Callable[[str], "tuple[float, bool]"]
 
@@ -105,6 +155,8 @@ class Case:
     verified: list[int] = field(default_factory=lambda: [0, 0])  # reference, vhpc
     loaded: int = 0  # pairs with a run that started on a loaded CPU
     share: str = ""  # cases with the same key read one run per side and pair (STREAM)
+    threads: int = 1  # OpenMP threads of each side (MPI cases: 1 per rank)
+    layout: str = "1 thread"  # how the case runs, as the table says: "2 threads", "2 ranks"
 
 
 def grab(pattern: str, text: str) -> float:
@@ -221,8 +273,8 @@ def mpi(ranks: int, cpus: tuple[int, ...]) -> list[str]:
     return Launch(ranks, 1, "openmpi", len(cpus), cpuset=cpus).argv()
 
 
-def npb_cases(refdir: Path, cls: str, kernels: list[str], cpu: int) -> list[Case]:
-    """NPB 3.4 OpenMP against vhpc-npb-omp, one thread each."""
+def npb_cases(refdir: Path, cls: str, kernels: list[str], tm: Team) -> list[Case]:
+    """NPB 3.4 OpenMP against vhpc-npb-omp, both on the threads of ``tm``."""
     bindir = find(refdir, "NPB3.4-OMP/bin")
     out = []
 
@@ -235,25 +287,34 @@ def npb_cases(refdir: Path, cls: str, kernels: list[str], cpu: int) -> list[Case
         if not ref or not ref.exists():
             print(f"skip NPB {k.upper()}: no {k}.{cls}.x under {refdir}", file=sys.stderr)
             continue
-        out.append(Case(f"NPB {k.upper()} {cls}", "Mop/s", True, (cpu,),
-                        pinned(cpu) + [str(ref)],
-                        pinned(cpu) + [str(KERNELS / "vhpc-npb-omp"), "-k", k, "-c", cls],
-                        ref_parse, vhpc_result("mops")))
+        prefix = list(tm.prefix)
+        out.append(Case(f"NPB {k.upper()} {cls}", "Mop/s", True, tm.cpus, prefix + [str(ref)],
+                        prefix + [str(KERNELS / "vhpc-npb-omp"), "-k", k, "-c", cls],
+                        ref_parse, vhpc_result("mops"), env=dict(tm.env), threads=tm.threads,
+                        layout=tm.layout))
     return out
 
 
-def stream_cases(refdir: Path, n: int | None, cpu: int, tmp: Path) -> list[Case]:
-    """McCalpin's stream.c at vhpc-stream's n: one case per kernel, the four reading the same
-    run of each program per pair."""
+def stream_size(n: int | None, cpu: int) -> int:
+    """STREAM's elements per array: ``n``, else the one vhpc-stream chooses on this host (its
+    LLC rule), read from a short pinned run."""
+    vhpc = pinned(cpu) + [str(KERNELS / "vhpc-stream")]
+    return n or int(vhpc_result("n")(run(vhpc + ["-t", "2"], OMP_ONE))[0])
+
+
+def stream_cases(refdir: Path, n: int, tm: Team, tmp: Path) -> list[Case]:
+    """McCalpin's stream.c at ``n`` elements against vhpc-stream, both on the threads of ``tm``:
+    one case per kernel, the four reading the same run of each program per pair."""
     src = find(refdir, "stream.c")
     if not src:
         print(f"skip STREAM: no stream.c under {refdir}", file=sys.stderr)
         return []
-    vhpc = pinned(cpu) + [str(KERNELS / "vhpc-stream")]
-    n = n or int(vhpc_result("n")(run(vhpc + ["-t", "2"], OMP_ONE))[0])
-    exe = tmp / "stream"
-    subprocess.run(["gcc", "-O3", "-fopenmp", f"-DSTREAM_ARRAY_SIZE={n}", "-DNTIMES=10",
-                    "-o", str(exe), str(src)], check=True)
+    exe = tmp / f"stream-{n}"
+    if not exe.exists():
+        subprocess.run(["gcc", "-O3", "-fopenmp", f"-DSTREAM_ARRAY_SIZE={n}", "-DNTIMES=10",
+                        "-o", str(exe), str(src)], check=True)
+    prefix = list(tm.prefix)
+    vhpc = prefix + [str(KERNELS / "vhpc-stream"), "-n", str(n), "-t", "10"]
     out = []
     for name in ("copy", "scale", "add", "triad"):
         def ref_parse(text: str, label=name.capitalize()) -> tuple[float, bool]:
@@ -263,9 +324,9 @@ def stream_cases(refdir: Path, n: int | None, cpu: int, tmp: Path) -> list[Case]
             value, ok = vhpc_result(key)(text)
             return 1000.0 * value, ok  # GB/s -> MB/s
 
-        out.append(Case(f"STREAM {name} n={n}", "MB/s", True, (cpu,), pinned(cpu) + [str(exe)],
-                        vhpc + ["-n", str(n), "-t", "10"], ref_parse, vhpc_parse,
-                        share="stream"))
+        out.append(Case(f"STREAM {name} n={n}", "MB/s", True, tm.cpus, prefix + [str(exe)],
+                        vhpc, ref_parse, vhpc_parse, env=dict(tm.env),
+                        share=f"stream-{tm.threads}", threads=tm.threads, layout=tm.layout))
     return out
 
 
@@ -274,8 +335,8 @@ def hpccg_case(refdir: Path, ranks: int, grid: int | None, cpus: tuple[int, ...]
     """Mantevo HPCCG (MPI build) against vhpc-hpccg: 149 iterations, MFLOPS as Mantevo counts
     them (27 non-zeros per row) on both sides.  ``grid`` None: the grid vhpc-hpccg sizes
     itself on this host (``-x 0``: from the last-level cache, as vhpc's campaigns run it), read
-    from one iteration's result line; a grid inside the cache (32^3) is the load-sensitive case
-    vhpc moved away from."""
+    from one iteration's result line (72³ a rank on a 32 MiB LLC); a grid inside the cache
+    (32³) is the load-sensitive case vhpc moved away from."""
     ref = find(refdir, "test_HPCCG")
     if not ref:
         print(f"skip HPCCG: no test_HPCCG under {refdir}", file=sys.stderr)
@@ -290,30 +351,46 @@ def hpccg_case(refdir: Path, ranks: int, grid: int | None, cpus: tuple[int, ...]
         return grab(r"MFLOPS Summary:\s*\n\s*Total\s*:\s*(\S+)", text), resid <= 1e-6
 
     g = str(grid)
-    return [Case(f"HPCCG {grid}^3 x{ranks} 149 it", "MFLOPS", True, cpus,
+    return [Case(f"HPCCG {grid}³ per rank, 149 it",
+                 "MFLOPS", True, cpus,
                  mpi(ranks, cpus) + PRELOAD + [str(ref), g, g, g],  # prints its YAML report
                  mpi(ranks, cpus) + PRELOAD + [str(KERNELS / "vhpc-hpccg"), "-x", g, "-y", g,
                                                "-z", g, "-i", "149", "-t", "0"],
-                 ref_parse, vhpc_result("mflops"), cwd=str(tmp))]
+                 ref_parse, vhpc_result("mflops"), cwd=str(tmp),
+                 layout=f"{ranks} rank{'s' if ranks > 1 else ''}")]
 
 
-def osu_case(refdir: Path, cpus: tuple[int, ...], iters: int, warmup: int) -> list[Case]:
-    """osu_latency (OSU 7.4, six decimals) against vhpc-osu -b latency at 8 bytes."""
-    ref = find(refdir, "mpi/pt2pt/standard/osu_latency") or find(refdir, "osu_latency")
-    if not ref:
-        print(f"skip OSU: no osu_latency under {refdir}", file=sys.stderr)
-        return []
-    check = run(mpi(2, cpus) + [str(ref), "-m", "8:8", "-i", "100", "-x", "10", "-c"], OMP_ONE)
-    validated = re.search(r"^8\s+\S+\s+Pass\s*$", check, re.M) is not None
+def osu_cases(refdir: Path, cpus: tuple[int, ...], iters: int, warmup: int, bw_iters: int,
+              bw_warmup: int) -> list[Case]:
+    """osu_latency at 8 bytes and osu_bw at 1 MiB (OSU 7.4, six decimals) against vhpc-osu -b
+    latency / -b bw, 2 ranks on ``cpus``; each OSU program's ``-c`` validation runs once
+    before the pairs."""
+    out = []
+    mib = 1 << 20
+    for test, size, unit, higher, its, skip in (("latency", 8, "us", False, iters, warmup),
+                                                ("bw", mib, "MB/s", True, bw_iters, bw_warmup)):
+        ref = find(refdir, f"mpi/pt2pt/standard/osu_{test}") or find(refdir, f"osu_{test}")
+        if not ref:
+            print(f"skip OSU {test}: no osu_{test} under {refdir}", file=sys.stderr)
+            continue
+        check = run(mpi(2, cpus) + [str(ref), "-m", f"{size}:{size}", "-i", "10", "-x", "2",
+                                    "-c"], OMP_ONE)
+        validated = re.search(rf"^{size}\s+\S+\s+Pass\s*$", check, re.M) is not None
 
-    def ref_parse(text: str) -> tuple[float, bool]:
-        return grab(r"^8\s+(\S+)", text), validated
+        def ref_parse(text: str, size=size, validated=validated) -> tuple[float, bool]:
+            return grab(rf"^{size}\s+(\S+)", text), validated
 
-    return [Case("OSU latency 8 B", "us", False, cpus,
-                 mpi(2, cpus) + [str(ref), "-m", "8:8", "-i", str(iters), "-x", str(warmup)],
-                 mpi(2, cpus) + [str(KERNELS / "vhpc-osu"), "-b", "latency", "-s", "8",
-                                 "-i", str(iters), "-w", str(warmup)],
-                 ref_parse, vhpc_result("lat_8"))]
+        # vhpc-osu's -i/-w count small messages, -I/-u those above 8 KiB (OSU's -i/-x both)
+        counts = ["-i", str(its), "-w", str(skip), "-I", str(its), "-u", str(skip)]
+        key = f"lat_{size}" if test == "latency" else f"bw_avg_{size}"
+        label = f"OSU latency {size} B" if test == "latency" else "OSU bandwidth 1 MiB"
+        out.append(Case(label, unit, higher, cpus,
+                        mpi(2, cpus) + [str(ref), "-m", f"{size}:{size}", "-i", str(its), "-x",
+                                        str(skip)],
+                        mpi(2, cpus) + [str(KERNELS / "vhpc-osu"), "-b", test, "-s", str(size),
+                                        *counts],
+                        ref_parse, vhpc_result(key), layout="2 ranks"))
+    return out
 
 
 def measure(case: Case, rep: int, quiet: float, wait: float,
@@ -345,19 +422,49 @@ def ratio(case: Case, ref: float, vhpc: float) -> float:
     return vhpc / ref if case.higher else ref / vhpc
 
 
-def table(cases: list[Case], cmdline: str) -> str:
-    """The Markdown result: a heading line with date and machine, the command, the table."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def median_interval(ratios: list[float], confidence: float = 0.95,
+                    seed: int = 62) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the median of ``ratios`` (scipy.stats.bootstrap,
+    10,000 resamples, seeded so that a table is reproducible from its pairs); (nan, nan) for
+    fewer than 2 ratios.  Efron & Tibshirani, An Introduction to the Bootstrap (1993), ch. 13."""
+    if len(ratios) < 2:
+        return math.nan, math.nan
+    res = scipy.stats.bootstrap((ratios,), numpy.median, confidence_level=confidence,
+                                n_resamples=10_000, method="percentile",
+                                random_state=numpy.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def band_of(case: Case) -> tuple[float, float]:
+    """The band (lowest, highest ratio) vhpc is held to for ``case`` (:data:`BANDS`)."""
+    return BANDS[case.name.split()[0]]
+
+
+def host_line() -> str:
+    """Machine and kernel: ``name (CPU model, N CPUs, Linux release)``."""
     model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                   if line.startswith("model name")), platform.processor())
-    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    return (f"{platform.node()} ({model}, {os.cpu_count()} CPUs, "
+            f"{platform.system()} {platform.release()})")
+
+
+def loadavg() -> str:
+    """The 1, 5 and 15 minute load averages of /proc/loadavg."""
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def table(cases: list[Case], cmdline: str, load_start: str = "") -> str:
+    """The Markdown result: a heading line with date, machine and load (at the start and the
+    end), the command, the table (one row per case and thread count)."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     clock = "process CPU time (--clock cpu)" if PRELOAD else "wall"
-    lines = [f"{now} on {platform.node()} ({model}, {os.cpu_count()} CPUs, "
-             f"{platform.system()} {platform.release()}), load average at the end {load}, "
-             f"clock: {clock}:", "", f"    {cmdline}", "",
-             "| case | unit | ratio min | ratio median | ratio max | ratio of bests | "
-             "reference best | vhpc best | pairs | loaded | verified ref / vhpc |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    start = f"load average at the start {load_start}, " if load_start else ""
+    lines = [f"{now} on {host_line()}, {start}at the end {loadavg()}, clock: {clock}:", "",
+             f"    {cmdline}", "",
+             "| case | run as | unit | ratio min | ratio median | median 95% CI | ratio max | "
+             "ratio of bests | band | median in band | reference best | vhpc best | pairs | "
+             "loaded | verified ref / vhpc |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cases:
         if not c.pairs:
             continue
@@ -365,9 +472,14 @@ def table(cases: list[Case], cmdline: str) -> str:
         best = max if c.higher else min  # load on a shared host only ever slows a run down
         rb, vb = best(r for r, _ in c.pairs), best(v for _, v in c.pairs)
         n = len(c.pairs)
-        lines.append(f"| {c.name} | {c.unit} | {min(rs):.3f} | {statistics.median(rs):.3f} | "
-                     f"{max(rs):.3f} | {ratio(c, rb, vb):.3f} | {rb:g} | {vb:g} | {n} | "
-                     f"{c.loaded} | {c.verified[0]}/{n} / {c.verified[1]}/{n} |")
+        med = statistics.median(rs)
+        lo, hi = median_interval(rs)
+        blo, bhi = band_of(c)
+        within = "yes" if blo <= med <= bhi else "no"
+        lines.append(f"| {c.name} | {c.layout} | {c.unit} | {min(rs):.3f} | {med:.3f} | "
+                     f"[{lo:.3f}, {hi:.3f}] | {max(rs):.3f} | {ratio(c, rb, vb):.3f} | "
+                     f"{blo:.2f}-{bhi:.2f} | {within} | {rb:g} | {vb:g} | {n} | {c.loaded} | "
+                     f"{c.verified[0]}/{n} / {c.verified[1]}/{n} |")
     return "\n".join(lines) + "\n"
 
 
@@ -392,7 +504,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command line; a bad value is a one-line error and exit status 2."""
     ap = OneLineParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("refdir", type=Path, help="directory holding the built reference codes")
-    ap.add_argument("--repeats", type=int, default=7, help="interleaved pairs per case")
+    ap.add_argument("--repeats", type=int, default=9, help="interleaved pairs per case")
     ap.add_argument("--only", default="npb,stream,hpccg,osu",
                     help="comma-separated groups; npb:ft+is picks NPB kernels")
     ap.add_argument("--npb-class", default="A", choices=("S", "W", "A", "B", "C"))
@@ -402,8 +514,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--hpccg-grid", type=int, default=None,
                     help="HPCCG's local grid edge (default: the one vhpc-hpccg sizes itself on "
                          "this host, -x 0, as vhpc's campaigns run it)")
+    ap.add_argument("--threads", default=None,
+                    help="comma-separated OpenMP thread counts of the NPB and STREAM cases "
+                         "(default: 1 and every CPU, the count campaigns use)")
     ap.add_argument("--osu-iters", type=int, default=10000)
     ap.add_argument("--osu-warmup", type=int, default=100)
+    ap.add_argument("--osu-bw-iters", type=int, default=100,
+                    help="osu_bw windows of 64 messages at 1 MiB (OSU's -i; default 100)")
+    ap.add_argument("--osu-bw-warmup", type=int, default=10)
     ap.add_argument("--cpu", type=int, default=None,
                     help="CPU of the single-process cases (default: the last one)")
     ap.add_argument("--quiet", type=float, default=0.10,
@@ -421,6 +539,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.repeats < 1 or args.hpccg_ranks < 1 or args.osu_iters < 1 or (
             args.hpccg_grid is not None and args.hpccg_grid < 2):
         ap.error("--repeats, --hpccg-ranks, --osu-iters must be >= 1 and --hpccg-grid >= 2")
+    try:
+        args.threads = sorted({int(t) for t in args.threads.split(",")}) if args.threads \
+            else sorted({1, ncpu})
+    except ValueError:
+        ap.error(f"--threads {args.threads}: give thread counts such as 1,{ncpu}")
+    if not all(1 <= t <= ncpu for t in args.threads):
+        ap.error(f"--threads: each count must be 1-{ncpu} (this machine's CPUs)")
+    if args.osu_bw_iters < 1 or args.osu_bw_warmup < 0 or args.osu_warmup < 0:
+        ap.error("--osu-bw-iters must be >= 1, the warm-ups >= 0")
     if args.cpu is not None and not 0 <= args.cpu < ncpu:
         ap.error(f"--cpu {args.cpu}: this machine has CPUs 0-{ncpu - 1}")
     if args.hpccg_ranks > ncpu or ncpu < 2 and "osu" in args.only:
@@ -444,20 +571,25 @@ def build_cases(args: argparse.Namespace, tmp: Path) -> list[Case]:
     cases: list[Case] = []
     if "npb" in groups:
         ks = groups["npb"].split("+") if groups["npb"] else ["ep", "mg", "ft", "cg", "is"]
-        cases += npb_cases(args.refdir, args.npb_class, ks, cpu)
+        for threads in args.threads:
+            cases += npb_cases(args.refdir, args.npb_class, ks, team(threads, cpu, "npb-cg"))
     if "stream" in groups:
-        cases += stream_cases(args.refdir, args.stream_n, cpu, tmp)
+        n = stream_size(args.stream_n, cpu)
+        for threads in args.threads:
+            cases += stream_cases(args.refdir, n, team(threads, cpu, "stream"), tmp)
     if "hpccg" in groups:
         hcpus = tuple(range(ncpu - args.hpccg_ranks, ncpu)) if args.hpccg_ranks > 1 else (cpu,)
         cases += hpccg_case(args.refdir, args.hpccg_ranks, args.hpccg_grid, hcpus, tmp)
     if "osu" in groups:
-        cases += osu_case(args.refdir, (ncpu - 2, ncpu - 1), args.osu_iters, args.osu_warmup)
+        cases += osu_cases(args.refdir, (ncpu - 2, ncpu - 1), args.osu_iters, args.osu_warmup,
+                           args.osu_bw_iters, args.osu_bw_warmup)
     return cases
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run every case's interleaved pairs; print (and optionally write) the table."""
     args = parse_args(argv)
+    load_start = loadavg()
     with tempfile.TemporaryDirectory(prefix="vhpc-ref-") as tmp:
         cases = build_cases(args, Path(tmp))
         given = list(sys.argv[1:] if argv is None else argv)
@@ -469,9 +601,9 @@ def main(argv: list[str] | None = None) -> int:
             for case in cases:
                 measure(case, rep, args.quiet, args.wait, shared)
             if rep + 1 < args.repeats:  # the table so far: an interrupted run keeps it
-                print(f"after {rep + 1} of {args.repeats} pairs:\n{table(cases, cmdline)}",
-                      end="", flush=True)
-    text = table(cases, cmdline)
+                print(f"after {rep + 1} of {args.repeats} pairs:\n"
+                      f"{table(cases, cmdline, load_start)}", end="", flush=True)
+    text = table(cases, cmdline, load_start)
     print(text, end="")
     if args.write:
         write_block(args.write, text, args.clock)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "compare_reference.py"
@@ -72,3 +73,34 @@ def test_write_block_replaces_only_its_clocks_block(cr, tmp_path):
     plain.write_text("no markers\n")
     with pytest.raises(SystemExit):
         cr.write_block(plain, "x\n", "wall")
+
+
+def test_the_threaded_team_runs_as_a_campaign_runs_the_benchmark(cr):
+    one, two = cr.team(1, 1, "npb-cg"), cr.team(2, 1, "npb-cg")
+    assert one.prefix[:3] == ("taskset", "-c", "1") and dict(one.env)["OMP_NUM_THREADS"] == "1"
+    # a campaign on 2 CPUs: 2 threads spread, nothing pinned by the launch line
+    assert dict(two.env) == {"OMP_NUM_THREADS": "2", "OMP_PROC_BIND": "spread"}
+    assert "taskset" not in two.prefix and two.cpus == (0, 1) and two.layout == "2 threads"
+
+
+def test_median_interval_covers_the_true_median_at_least_at_its_rate(cr):
+    # 9 interleaved pairs whose ratios scatter 5% around a true median of 0.95, seeded: the 95%
+    # percentile-bootstrap interval of the median is conservative at 9 pairs (about 98%)
+    rng = np.random.default_rng(62)
+    trials = 200
+    hits = sum(lo <= 0.95 <= hi for lo, hi in
+               (cr.median_interval(list(0.95 * np.exp(rng.normal(0, 0.05, 9))))
+                for _ in range(trials)))
+    assert hits / trials >= 0.93
+    assert all(np.isnan(cr.median_interval([1.0])))  # one pair: no interval
+
+
+def test_table_rows_say_threads_band_and_whether_the_median_is_in_it(cr):
+    case = cr.Case("NPB CG A", "Mop/s", True, (0, 1), [], [], None, None, threads=2,
+                   layout="2 threads", pairs=[(100.0, 95.0), (100.0, 85.0), (100.0, 96.0)],
+                   verified=[3, 3])
+    row = next(line for line in cr.table([case], "cmd").splitlines()
+               if line.startswith("| NPB CG A"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "2 threads" and cells[4] == "0.950"  # median of 0.95, 0.85, 0.96
+    assert cells[8] == "0.90-1.10" and cells[9] == "yes"
