@@ -155,6 +155,22 @@ static int fft_lines(const ft_plan *p, int B, double *re, double *im, double *tr
     return which;
 }
 
+/* The calling thread's scratch block of at least `doubles` doubles, allocated on its first use
+ * and kept for the program's life (NPB's y1, y2 are private arrays on each thread's stack):
+ * allocating it in every transform costs page faults each time, as a block of 128 KiB or more
+ * is mapped and unmapped by malloc. */
+static double *ft_scratch(size_t doubles)
+{
+    static _Thread_local double *block;
+    static _Thread_local size_t size;
+    if (doubles > size) {
+        free(block);
+        block = npb_alloc(sizeof(double) * doubles);
+        size = doubles;
+    }
+    return block;
+}
+
 /*
  * Transform all lines of one dimension of a local 3-D complex array (interleaved
  * re/im).  Lines: for o < nouter, b < ninner: start o*ostride + b*istride, element
@@ -168,8 +184,8 @@ static void fft_dim(const ft_plan *p, const double *src, double *dst, long noute
     long nblk = ninner / B, ntask = nouter * nblk;
 #pragma omp parallel
     {
-        double *buf = malloc(sizeof(double) * 4 * (size_t)n * B);
-        double *re = buf, *im = buf + (size_t)n * B, *tre = im + (size_t)n * B, *tim = tre + (size_t)n * B;
+        double *re = ft_scratch(4 * (size_t)n * B), *im = re + (size_t)n * B,
+               *tre = im + (size_t)n * B, *tim = tre + (size_t)n * B;
 #pragma omp for schedule(static)
         for (long task = 0; task < ntask; task++) {
             long o = task / nblk, b0 = (task % nblk) * B;
@@ -191,7 +207,6 @@ static void fft_dim(const ft_plan *p, const double *src, double *dst, long noute
                 }
             }
         }
-        free(buf);
     }
 }
 
@@ -359,9 +374,12 @@ const char *npb_ft(const npb_opts *o, npb_result *res)
         plans[d]->c = npb_alloc(sizeof(double) * (size_t)dims[d]);
         plans[d]->s = plans[d]->c + dims[d] / 2;
     }
-    /* touch everything once, untimed (NPB) */
-    memset(s->u0, 0, sizeof(double) * 2 * s->nloc);
-    memset(s->u1, 0, sizeof(double) * 2 * s->nloc);
+    /* touch everything once, untimed, by the threads and in the static schedule of the loops
+     * that use it (NPB's init_ui) */
+    double *u0 = s->u0, *u1 = s->u1;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < 2 * s->nloc; i++)
+        u0[i] = u1[i] = 0.0;
     compute_twiddle(s);
     initial_conditions(s, s->u1, o->perturb);
     for (int d = 0; d < 3; d++)
