@@ -56,8 +56,8 @@ only (OSU's ranks spin while they wait, so their CPU time is their wall time): o
 
 ``--write FILE`` also puts the table, with date, machine, load and command, between the markers
 ``<!-- compare_reference:begin -->`` and ``<!-- compare_reference:end -->`` of FILE
-(``--clock cpu``: ``compare_reference:cpu:begin`` / ``compare_reference:cpu:end``); docs/fidelity.md
-holds the project's.
+(``--clock cpu``: ``compare_reference:cpu:begin`` / ``compare_reference:cpu:end``; ``--block
+NAME``: ``compare_reference:NAME:begin`` / ``...:end``); docs/fidelity.md holds the project's.
 """
 
 from __future__ import annotations
@@ -89,10 +89,14 @@ from vhpc.benchmarks.mpilaunch import Launch  # noqa: E402  (the repository's ow
 
 KERNELS = Path(os.environ.get("VHPC_KERNELS", HERE.parent / "kernels" / "build"))
 
-def markers(clock: str) -> tuple[str, str]:
-    """The --write markers: one block per clock (wall: compare_reference, cpu: ...:cpu)."""
-    tag = "compare_reference" if clock == "wall" else f"compare_reference:{clock}"
+
+def markers(block: str) -> tuple[str, str]:
+    """The --write markers of ``block`` (``--block``; "" or "wall": compare_reference, the
+    wall-clock table; "cpu": compare_reference:cpu, the --clock cpu one; any other name N:
+    compare_reference:N)."""
+    tag = "compare_reference" if block in ("", "wall") else f"compare_reference:{block}"
     return f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
+
 
 #: OpenMP environment of a bound single-threaded run (Launch(1).environ()), both sides.
 OMP_ONE = Launch(1).environ()
@@ -483,9 +487,10 @@ def table(cases: list[Case], cmdline: str, load_start: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_block(path: Path, text: str, clock: str) -> None:
-    """Replace the marked block of ``path`` for ``clock`` with ``text`` (markers must exist)."""
-    BEGIN, END = markers(clock)
+def write_block(path: Path, text: str, block: str) -> None:
+    """Replace the marked block ``block`` of ``path`` (:func:`markers`) with ``text``; SystemExit
+    when ``path`` lacks its markers."""
+    BEGIN, END = markers(block)
     doc = path.read_text()
     if BEGIN not in doc or END not in doc:
         raise SystemExit(f"compare_reference.py: {path} lacks the {BEGIN} / {END} markers")
@@ -532,6 +537,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="cpu: wall clocks read as process CPU time on both sides (no osu)")
     ap.add_argument("--write", type=Path, default=None,
                     help="also put the table into this Markdown file's marked block")
+    ap.add_argument("--block", default=None,
+                    help="the block --write fills: <!-- compare_reference:BLOCK:begin --> "
+                         "(default: the clock's, compare_reference or compare_reference:cpu)")
     args = ap.parse_args(argv)
     ncpu = os.cpu_count() or 1
     if not args.refdir.is_dir():
@@ -606,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(cases, cmdline, load_start)
     print(text, end="")
     if args.write:
-        write_block(args.write, text, args.clock)
+        write_block(args.write, text, args.clock if args.block is None else args.block)
     return 0
 
 
