@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """vhpc's kernels against the official reference codes, side by side on this machine.
 
-    python3 bench/compare_reference.py REFDIR [--repeats 9] [--only npb,stream,hpccg,osu]
-                                      [--threads 1,N] [--cpu N] [--quiet 0.10] [--wait 60]
-                                      [--write docs/fidelity.md]
+    .venv/bin/python bench/compare_reference.py REFDIR [--repeats 9]
+        [--only npb,stream,hpccg,osu] [--threads 1,N] [--cpu N] [--quiet 0.10] [--wait 60]
+        [--write docs/fidelity.md [--block NAME]]
+
+(the project's virtual environment: the interval of the median needs numpy and scipy).
 
 REFDIR holds the reference codes, built beforehand outside the repository (this script
 downloads and builds nothing but STREAM, which is one file):
@@ -603,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
         given = list(sys.argv[1:] if argv is None else argv)
         # the reference folder is this machine's: the command shown names it REFDIR
         given = ["REFDIR" if a == str(args.refdir) else a for a in given]
-        cmdline = "python3 bench/compare_reference.py " + " ".join(given)
+        cmdline = ".venv/bin/python bench/compare_reference.py " + " ".join(given)
         for rep in range(args.repeats):
             shared: dict[tuple[str, int, str], tuple[str, bool]] = {}
             for case in cases:
