@@ -375,9 +375,15 @@ const char *npb_cg(const npb_opts *o, npb_result *res)
                     m.a[k] += 1e-6;
     }
 
-    size_t vb = sizeof(double) * (size_t)(na + 1);
-    double *x = npb_alloc(vb), *z = npb_alloc(vb), *p = npb_alloc(vb), *q = npb_alloc(vb),
-           *r = npb_alloc(vb);
+    /* The five vectors in one block, vector v starting v x 576 bytes (9 cache lines) past a
+     * 4 KiB boundary: page-aligned vectors would share their low 12 address bits element by
+     * element, and the loads of one and the stores to another in the same loop (z += alpha p,
+     * r -= alpha q, p = r + beta p) then stall on the false dependence CPUs assume between
+     * them ("4K aliasing"); NPB's vectors come from malloc's heap at unrelated offsets. */
+    size_t stride = (sizeof(double) * (size_t)(na + 1) + 4095) / 4096 * 4096 + 576;
+    char *vecs = npb_alloc(5 * stride);
+    double *x = (double *)vecs, *z = (double *)(vecs + stride), *p = (double *)(vecs + 2 * stride),
+           *q = (double *)(vecs + 3 * stride), *r = (double *)(vecs + 4 * stride);
 #pragma omp parallel for schedule(static) /* first touch as the loops that use them */
     for (int j = 0; j <= na; j++) {
         x[j] = 1.0;
@@ -419,11 +425,7 @@ const char *npb_cg(const npb_opts *o, npb_result *res)
     res->verified = ok;
     res->rel_err = err;
     res->optype = "floating point";
-    free(x);
-    free(z);
-    free(p);
-    free(q);
-    free(r);
+    free(vecs);
     free(m.rowstr);
     free(m.colidx);
     free(m.a);
