@@ -51,6 +51,12 @@
 #define FT_BLOCK 16 /* lines per gathered block (NPB's fftblock is 32; see the header) */
 #endif
 #define FT_MAXITER 20
+/* Doubles between the four scratch arrays of a block, past their n x FT_BLOCK: 576 bytes, so
+ * that the arrays start 9 cache lines apart modulo 4 KiB.  Laid end to end they would be a
+ * multiple of 4 KiB apart, and a butterfly's stores into one pair and the next loads from the
+ * other would share their low 12 address bits ("4K aliasing", a false store-to-load
+ * dependence); NPB's scratch lines are fftblock + 2 complex numbers long for the same reason. */
+#define FT_SCRATCH_PAD 72
 
 static const int ft_nx[5] = {64, 128, 256, 512, 512};
 static const int ft_ny[5] = {64, 128, 256, 256, 512};
@@ -184,8 +190,8 @@ static void fft_dim(const ft_plan *p, const double *src, double *dst, long noute
     long nblk = ninner / B, ntask = nouter * nblk;
 #pragma omp parallel
     {
-        double *re = ft_scratch(4 * (size_t)n * B), *im = re + (size_t)n * B,
-               *tre = im + (size_t)n * B, *tim = tre + (size_t)n * B;
+        size_t part = (size_t)n * B + FT_SCRATCH_PAD;
+        double *re = ft_scratch(4 * part), *im = re + part, *tre = im + part, *tim = tre + part;
 #pragma omp for schedule(static)
         for (long task = 0; task < ntask; task++) {
             long o = task / nblk, b0 = (task % nblk) * B;
