@@ -104,3 +104,12 @@ def test_table_rows_say_threads_band_and_whether_the_median_is_in_it(cr):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "2 threads" and cells[4] == "0.950"  # median of 0.95, 0.85, 0.96
     assert cells[8] == "0.90-1.10" and cells[9] == "yes"
+
+
+def test_write_to_a_file_without_the_blocks_markers_is_refused_before_anything_runs(tmp_path):
+    doc = tmp_path / "f.md"
+    doc.write_text("<!-- compare_reference:begin -->\n<!-- compare_reference:end -->\n")
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--write", str(doc),
+                           "--block", "mpi"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "compare_reference:mpi:begin" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
