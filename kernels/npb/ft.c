@@ -55,7 +55,7 @@
  * that the arrays start 9 cache lines apart modulo 4 KiB.  Laid end to end they would be a
  * multiple of 4 KiB apart, and a butterfly's stores into one pair and the next loads from the
  * other would share their low 12 address bits ("4K aliasing", a false store-to-load
- * dependence); NPB's scratch lines are fftblock + 2 complex numbers long for the same reason. */
+ * dependence).  NPB pads its scratch lines to fftblock + 2 complex numbers. */
 #define FT_SCRATCH_PAD 72
 
 static const int ft_nx[5] = {64, 128, 256, 512, 512};
