@@ -16,7 +16,8 @@ SCRIPT = Path(__file__).with_name("import_graph.py")
 
 def test_src_vhpc_has_no_import_circle():
     edges = import_graph.graph()
-    assert "vhpc.campaign.studies" in edges["vhpc.campaign"]  # the registry's modules load
+    # every module is a node, its imports read (a study module imports the registry it joins)
+    assert len(edges) > 100 and "vhpc.campaign.study" in edges["vhpc.campaign.studies"]
     assert import_graph.circles(edges) == []
 
 

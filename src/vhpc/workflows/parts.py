@@ -18,10 +18,15 @@ def kinds_help() -> str:
     """``-e``'s help: each registered kind with its one-line summary, in registration order."""
     kinds = "; ".join(f"{name} ({part.summary})" if part.summary else name
                       for name, part in KINDS.items())
+    return (f"environment KIND[:k=v,...], KIND one of: {kinds} (repeatable; default: "
+            f"{default_env_flags()})")
+
+
+def default_env_flags() -> str:
+    """The default environments as ``-e`` flags (``-e native -e vm``), for help texts."""
     from vhpc.spec.parse import default_environments
 
-    default = " ".join(f"-e {name}" for name in default_environments())
-    return f"environment KIND[:k=v,...], KIND one of: {kinds} (repeatable; default: {default})"
+    return " ".join(f"-e {name}" for name in default_environments())
 
 
 def slowable_kinds() -> list[str]:
@@ -36,11 +41,8 @@ def slowable_kinds() -> list[str]:
 def calibrate_env_help() -> str:
     """``vhpc calibrate -e``'s help: the kinds it can slow (:func:`slowable_kinds`) and the
     default environments."""
-    from vhpc.spec.parse import default_environments
-
-    default = " ".join(f"-e {name}" for name in default_environments())
     return (f"environment KIND[:k=v,...], KIND one of: {', '.join(slowable_kinds())} (the kinds "
-            f"that take slowdown=; repeatable; default: {default})")
+            f"that take slowdown=; repeatable; default: {default_env_flags()})")
 
 
 def executor_metavar() -> str:
