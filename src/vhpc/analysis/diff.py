@@ -251,6 +251,10 @@ class Unmatched:
 
 @dataclass(frozen=True)
 class CampaignRef:
+    """One side of a diff as its report names it: the campaign's ``id``, when it was
+    ``created`` (seconds since the epoch), its ``source`` (the store it was read from), its
+    ``baseline`` environment and its ``status`` (done, interrupted, ...)."""
+
     id: str
     created: float
     source: str
