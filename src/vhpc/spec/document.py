@@ -113,8 +113,9 @@ def expanded_size(doc: Any) -> int:
 
 def check_values(doc: Any, where: str) -> None:
     """Refuse, in one line naming ``where`` and the path inside the document, a mapping key
-    that is not a string, a string holding a NUL byte, or an integer beyond :data:`MAX_INT`.
-    Iterative (the document is already bounded by :func:`check_structure`)."""
+    that is not a string, a string holding a NUL byte, or an integer beyond :data:`MAX_INT`
+    (raises SpecError).  Iterative (the document is already bounded by
+    :func:`check_structure`)."""
     stack: list[tuple[Any, str]] = [(doc, "")]
     seen: set[int] = set()  # a container shared through aliases is checked once
     while stack:

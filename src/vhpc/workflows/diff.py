@@ -80,7 +80,8 @@ def open_existing_store(path: str):
 def own_folder(folder: Path) -> None:
     """Make the diff (or history) folder ``folder``, or accept it when it is a real folder of
     this user's: its name is predictable, so one that is a symbolic link or belongs to someone
-    else (a shared results folder) is refused rather than written into."""
+    else (a shared results folder) is refused rather than written into (raises DiffError, also
+    when the folder cannot be made)."""
     from vhpc.analysis.diff import DiffError
 
     try:

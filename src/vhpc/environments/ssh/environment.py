@@ -284,7 +284,8 @@ class SshEnvironment(Environment):
     def shell(self, script: str, stdin: bytes | str | None = None,
               timeout: float | None = 600.0) -> subprocess.CompletedProcess:
         """Run ``script`` with the remote user's ``sh -c`` (connection opened if needed);
-        stdout/stderr as text.  Raises EnvError when ssh itself fails (exit 255)."""
+        stdout/stderr as text.  Raises EnvError when ssh itself fails (exit 255),
+        subprocess.TimeoutExpired when it runs past ``timeout`` seconds (None: no limit)."""
         self.connect()
         data = stdin.encode() if isinstance(stdin, str) else stdin
         out = subprocess.run(self.ssh_argv() + ["sh -c " + shlex.quote(script)], input=data,

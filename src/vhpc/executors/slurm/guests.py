@@ -281,7 +281,9 @@ class NodeLink:
         return msg.get("ok")
 
     def call(self, op: str, wait: float, /, **fields: Any) -> Any:
-        """Send ``{"op": op, **fields}`` and return the reply's value.  Raises EnvError."""
+        """Send ``{"op": op, **fields}`` and return the reply's value, waiting up to ``wait``
+        seconds for it.  Raises EnvError when the guest host has ended, does not answer in time
+        or answers with an error."""
         if not self.alive():
             raise self._ended()
         try:

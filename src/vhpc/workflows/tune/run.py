@@ -122,7 +122,8 @@ def start(store: Store, spec: CampaignSpec, d: Definition, out: str | Path, comm
 
 
 def load(out: str | Path, cid: str) -> Definition:
-    """The stored definition of race ``cid``.  Raises TuneError when ``cid`` is not a race."""
+    """The stored definition of race ``cid``.  Raises TuneError when ``cid`` is not a race, or
+    its definition file cannot be read or is damaged."""
     path = Path(out) / cid / DEFINITION
     from vhpc.core.paths import read_regular
 
