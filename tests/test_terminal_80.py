@@ -82,3 +82,37 @@ def test_doctor_at_80_columns_keeps_whole_cells_and_names_every_component():
     names = {line.split("│")[1].strip() for line in narrow.splitlines() if line.startswith("│")}
     assert {c.name for c in components() if len(c.name) <= 18} <= names
     assert "/usr/bin/" in wide and "/usr/bin/" not in narrow
+
+
+def test_a_diff_at_80_columns_prints_whole_cells_and_the_wide_one_a_table():
+    """``vhpc diff`` at 80 columns: one block per row (benchmark · metric · environment, then
+    each figure as "column value"), every line within 80 columns, no cell cut to '…', each
+    row's verdict shown; at 200 columns the overhead table with its eleven columns."""
+    import io
+
+    from vhpc.analysis import diff as d
+    from vhpc.report import diff as present
+
+    envs = {"native": EnvInfo("native", "native"), "vm": EnvInfo("vm", "vm", "kvm", {})}
+
+    def obs(scale: float, t0: int) -> tuple[Observation, ...]:
+        values = [("native", 1.0), ("native", 1.1), ("native", 0.9),
+                  ("vm", 2.0 * scale), ("vm", 2.2 * scale), ("vm", 1.9 * scale)]
+        return tuple(Observation(e, "stream", "n=2000000", metric, "GB/s", True, v, valid=True,
+                                 warmup=False, trial_id=t0 + i, session_index=None)
+                     for metric in ("copy_bw", "triad_bw") for i, (e, v) in enumerate(values))
+
+    result = d.diff(d.CampaignData("A", 1.0, {"baseline": "native"}, envs, obs(1.0, 0)),
+                    d.CampaignData("B", 2.0, {"baseline": "native"}, envs, obs(3.0, 100)))
+
+    def text(width: int) -> str:
+        buf = io.StringIO()
+        present.render_terminal(result, Console(file=buf, width=width, color_system=None))
+        return buf.getvalue()
+
+    narrow, wide = text(80), text(200)
+    assert max(len(line) for line in narrow.splitlines()) <= 80 and "…" not in narrow
+    verdicts = [c["verdict"] for c in present.overhead_cells(result)]
+    assert len(verdicts) == 2 and all(f"verdict {v}" in narrow for v in verdicts)
+    assert "stream[n=2000000] · copy_bw [GB/s] ↑ · vm/native" in narrow
+    assert "┃ benchmark" in wide and "┃ benchmark" not in narrow

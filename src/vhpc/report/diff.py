@@ -113,16 +113,61 @@ _STYLE = {REGRESSION: "red", IMPROVEMENT: "green", FAIL: "bold red", PASS: "gree
           NOTHING_CHECKED: "bold yellow"}
 
 
-def _header(result: Diff) -> str:
-    def one(tag: str, c: Any) -> str:
-        return f"{tag} = {c.id} ({_date(c.created)}, {c.source})"
-    return f"{one('A', result.a)}   {one('B', result.b)}"
+def _side(tag: str, campaign: Any) -> str:
+    """``A = <id> (<date>, <store>)``: one side of the diff, as its header line names it."""
+    return f"{tag} = {campaign.id} ({_date(campaign.created)}, {campaign.source})"
+
+
+#: Below this console width a diff's rows are printed as blocks (:func:`_print_rows`): the
+#: overhead table's eleven columns need about 150 characters before rich truncates its cells.
+TABLE_WIDTH = 150
+
+
+def _cell(key: str, value: str) -> str:
+    """``value`` as console markup: a verdict or status in its colour, other text escaped."""
+    return f"[{_STYLE[value]}]{value}[/]" if key in ("verdict", "status") and value in _STYLE \
+        else esc(value)
+
+
+def _print_rows(console: Console, title: str, columns: tuple[tuple[str, str], ...],
+                cells: list[dict[str, str]]) -> None:
+    """A table of ``cells`` (one dict per row, keyed as ``columns``' first items) under
+    ``title``; on a console narrower than :data:`TABLE_WIDTH` one block per row instead: the
+    first three columns (benchmark · metric · environment) as its heading, then each other
+    column as ``title value``, whole items packed into lines that fit, so no cell is cut."""
+    if console.width >= TABLE_WIDTH:
+        t = Table(title=esc(title))
+        for _, name in columns:
+            t.add_column(name)
+        for c in cells:
+            t.add_row(*(_cell(k, c[k]) for k, _ in columns))
+        console.print(t)
+        return
+    from rich.cells import cell_len
+
+    console.print(f"[bold]{esc(title)}[/]", highlight=False)
+    for c in cells:
+        console.print(esc(" · ".join(c[k] for k, _ in columns[:3])), highlight=False)
+        lines: list[list[tuple[str, str]]] = [[]]
+        used = 2
+        for key, name in columns[3:]:
+            width = cell_len(f"{name} {c[key]}") + 3
+            if lines[-1] and used + width > console.width:
+                lines.append([])
+                used = 2
+            lines[-1].append((key, f"{name} {c[key]}"))
+            used += width
+        for line in lines:
+            console.print("  " + " · ".join(
+                f"{esc(text[:-len(c[key])])}{_cell(key, c[key])}" if c[key] else esc(text)
+                for key, text in line), highlight=False, soft_wrap=True)
 
 
 def render_terminal(result: Diff, console: Console) -> None:
     """Fingerprint changes first, then the overhead changes, raw figures, unmatched rows and
     the PASS/FAIL summary."""
-    console.print(f"[bold]vhpc diff[/]  {esc(_header(result))}", highlight=False)
+    console.print(f"[bold]vhpc diff[/]  {esc(_side('A', result.a))}", highlight=False)
+    console.print(f"           {esc(_side('B', result.b))}", highlight=False)
     if result.fingerprint:
         t = Table(title="What changed (fingerprints, environment options, protocol)")
         for col in ("scope", "field", "A", "B"):
@@ -133,24 +178,14 @@ def render_terminal(result: Diff, console: Console) -> None:
     else:
         console.print("Fingerprints: no recorded difference between A and B")
     if result.overhead:
-        t = Table(title=esc(f"Overhead change (ratio to {result.a.baseline}, B over A)"))
-        for _, title in OVERHEAD_COLUMNS:
-            t.add_column(title)
-        for c in overhead_cells(result):
-            t.add_row(*(f"[{_STYLE[c[k]]}]{c[k]}[/]" if c[k] in _STYLE else esc(c[k])
-                        for k, _ in OVERHEAD_COLUMNS))
-        console.print(t)
+        _print_rows(console, f"Overhead change (ratio to {result.a.baseline}, B over A)",
+                    OVERHEAD_COLUMNS, overhead_cells(result))
         notes = [(c["env"], c["bench"], c["metric"], c["note"]) for c in overhead_cells(result) if c["note"]]
         for env, bench, metric, note in notes:
             console.print(plain(f"  note {env} {bench} {metric}: {note}"), highlight=False,
                           markup=False)
-    t = Table(title="Raw figures (geometric mean B over A; \"mean\": arithmetic, a metric that "
-                    "can be ≤ 0, compared by B − A)")
-    for _, title in RAW_COLUMNS:
-        t.add_column(title)
-    for c in raw_cells(result):
-        t.add_row(*(escape(c[k]) for k, _ in RAW_COLUMNS))
-    console.print(t)
+    _print_rows(console, "Raw figures (geometric mean B over A; \"mean\": arithmetic, a metric "
+                "that can be ≤ 0, compared by B − A)", RAW_COLUMNS, raw_cells(result))
     for u in result.unmatched:
         console.print(f"[yellow]unmatched[/] {escape(u.environment)} "
                       f"{escape(params_label(u.benchmark, u.params))} {escape(u.metric)}: "
