@@ -148,19 +148,18 @@ def _print_rows(console: Console, title: str, columns: tuple[tuple[str, str], ..
     console.print(f"[bold]{esc(title)}[/]", highlight=False)
     for c in cells:
         console.print(esc(" · ".join(c[k] for k, _ in columns[:3])), highlight=False)
-        lines: list[list[tuple[str, str]]] = [[]]
+        lines: list[list[tuple[str, str]]] = [[]]  # (column key, its title) per line
         used = 2
         for key, name in columns[3:]:
             width = cell_len(f"{name} {c[key]}") + 3
             if lines[-1] and used + width > console.width:
                 lines.append([])
                 used = 2
-            lines[-1].append((key, f"{name} {c[key]}"))
+            lines[-1].append((key, name))
             used += width
         for line in lines:
-            console.print("  " + " · ".join(
-                f"{esc(text[:-len(c[key])])}{_cell(key, c[key])}" if c[key] else esc(text)
-                for key, text in line), highlight=False, soft_wrap=True)
+            console.print("  " + " · ".join(f"{esc(name)} {_cell(key, c[key])}"
+                                            for key, name in line), highlight=False, soft_wrap=True)
 
 
 def render_terminal(result: Diff, console: Console) -> None:
