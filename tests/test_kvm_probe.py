@@ -1,6 +1,6 @@
 """The KVM probe's cache: only definitive answers are kept for the host's boot; a time-out or
-another transient failure is probed again; ``use_cache=False`` (``vhpc host --reprobe``)
-always probes.  The probe itself (a guest booted under KVM) is replaced by a scripted one."""
+another transient failure is probed again, but a second time-out in a row is kept;
+``use_cache=False`` (``vhpc host --reprobe``) always probes.  The probe itself (a guest booted under KVM) is replaced by a scripted one."""
 
 from __future__ import annotations
 
@@ -41,6 +41,49 @@ def test_a_time_out_is_not_cached_and_the_next_call_probes_again(probes, tmp_pat
     second = qemu.probe_kvm()  # the host was only busy: this time KVM answers
     assert second.accel == "kvm" and probes == []
     assert _cached(tmp_path)["accel"] == "kvm"
+
+
+TIMED_OUT = ProbeResult("tcg", "a Linux guest did not boot under KVM within 8 s", 8.0,
+                        definitive=False, timed_out=True)
+
+
+def test_a_second_time_out_in_a_row_is_kept_for_the_boot(probes, tmp_path):
+    """A KVM whose guests hang (nested kvm_pvm here) must not cost every campaign 8 s."""
+    probes += [TIMED_OUT, TIMED_OUT, ProbeResult("kvm", "booted", 1.0)]
+    first = qemu.probe_kvm()
+    assert first.accel == "tcg" and not first.definitive and "not cached" in first.reason
+    second = qemu.probe_kvm()
+    assert second.accel == "tcg" and second.definitive
+    assert "nor did the probe before it" in second.reason
+    third = qemu.probe_kvm()  # answered from the cache: the scripted KVM answer is not reached
+    assert third.accel == "tcg" and third.reason.endswith("(cached probe)") and len(probes) == 1
+    assert qemu.probe_kvm(use_cache=False).accel == "kvm"  # --reprobe probes afresh
+
+
+def test_a_time_out_then_another_failure_then_a_time_out_is_not_kept(probes, tmp_path):
+    """Only time-outs in a row count: a killed QEMU in between starts the count again, and
+    --reprobe counts no earlier time-out."""
+    killed = ProbeResult("tcg", "QEMU did not start for the KVM probe", definitive=False)
+    probes += [TIMED_OUT, killed, TIMED_OUT, TIMED_OUT]
+    assert not qemu.probe_kvm().definitive
+    assert not qemu.probe_kvm().definitive  # killed: says nothing, and forgets no time-out ...
+    assert qemu.probe_kvm().definitive  # ... so this time-out is the second in a row
+    probes[:] = [TIMED_OUT, TIMED_OUT]
+    assert not qemu.probe_kvm(use_cache=False).definitive
+    assert qemu.probe_kvm().definitive
+
+
+def test_a_hostile_cache_counts_no_time_out(probes, tmp_path):
+    probes += [TIMED_OUT, TIMED_OUT]
+    qemu.probe_kvm()
+    path = tmp_path / "cache" / "kvm-probe.json"
+    data = json.loads(path.read_text())
+    for bad in ({**data, "timeouts": 5}, {"key": data["key"], "accel": "rm -rf", "reason": "x"},
+                {**data, "timeouts": "1"}, [data]):
+        path.write_text(json.dumps(bad))
+        assert qemu._cached_probe(path, data["key"]) == {}
+    path.write_text(json.dumps(data))
+    assert qemu.probe_kvm().definitive
 
 
 def test_a_success_is_cached_and_reprobe_probes_again(probes, tmp_path):

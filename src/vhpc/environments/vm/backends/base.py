@@ -79,14 +79,17 @@ class PlacementExport:
 @dataclass(frozen=True)
 class ProbeResult:
     """Outcome of probing hardware virtualization: accel (``kvm`` or ``tcg``), the reason in
-    words, the seconds the probe took, and ``definitive``: False when the answer may change
+    words, the seconds the probe took, ``definitive``: False when the answer may change
     without the host changing (the probe guest timed out on a loaded host, was killed, or
-    could not be started), so it is not cached."""
+    could not be started), so it is not cached, and ``timed_out``: the probe guest ran but did
+    not reach its marker in time (a busy host, or a KVM whose guests hang, as nested kvm_pvm's
+    do)."""
 
     accel: str
     reason: str
     seconds: float = 0.0
     definitive: bool = True
+    timed_out: bool = False
 
 
 @dataclass(frozen=True)

@@ -379,28 +379,50 @@ def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0
 
     Returns ProbeResult("kvm", ...) or ProbeResult("tcg", reason).  A definitive answer
     (:attr:`ProbeResult.definitive`: KVM booted the guest, is missing or inaccessible, QEMU
-    refused it or failed its own assertion on it) is cached per host boot and QEMU version in ``cache_dir()/kvm-probe.json`` and
-    used while ``use_cache``; a transient one (the guest timed out, QEMU was killed or did not
-    start) is returned but not cached, so the next campaign probes again.  Never raises for an
+    refused it or failed its own assertion on it) is cached per host boot and QEMU version in
+    ``cache_dir()/kvm-probe.json`` and used while ``use_cache``.  A transient one (QEMU was
+    killed or did not start, or the guest timed out) is returned but not cached, so the next
+    campaign probes again; except that a time-out right after a time-out, on the same boot and
+    QEMU version, is definitive: a busy host does not stay 10x slower than a KVM boot needs
+    (about 1 s) across two campaigns, while a KVM whose guests hang (nested kvm_pvm) would
+    otherwise cost every campaign ``timeout`` seconds of a spinning CPU.  ``use_cache=False``
+    (``vhpc host --reprobe``) probes afresh and counts no earlier time-out.  Never raises for an
     unusable KVM; raises GuestImageError when no guest kernel exists.
     """
     cache = cache_dir() / "kvm-probe.json"
     key = _probe_cache_key()
-    text = read_cache_text(cache, 1 << 16) if use_cache else None  # no link, 0600, this user's
-    if text is not None:
-        try:
-            data = json.loads(text)
-            if data.get("key") == key:
-                return ProbeResult(data["accel"], data["reason"] + " (cached probe)", 0.0)
-        except (ValueError, KeyError, AttributeError, TypeError):
-            pass
+    past = _cached_probe(cache, key) if use_cache else {}
+    if "accel" in past:
+        return ProbeResult(past["accel"], past["reason"] + " (cached probe)", 0.0)
     result = _probe(kernel, timeout)
+    if result.timed_out and past.get("timeouts") == 1:
+        result = replace(result, reason=result.reason + "; nor did the probe before it",
+                         definitive=True)
     if not result.definitive:
+        if result.timed_out:  # remembered, so that a second time-out in a row is kept
+            write_atomic(cache, json.dumps({"key": key, "timeouts": 1}))
         return replace(result, reason=result.reason + " (not cached: probed again "
                                    "next time)")
     # a new file renamed into place: a symbolic link planted at the name is never followed
     write_atomic(cache, json.dumps({"key": key, "accel": result.accel, "reason": result.reason}))
     return result
+
+
+def _cached_probe(cache: Path, key: str) -> dict:
+    """What ``cache`` holds for this boot and QEMU version (``key``): ``{"accel", "reason"}``
+    for a kept answer, ``{"timeouts": 1}`` after one time-out, ``{}`` for nothing usable (no
+    file, another key, a damaged or hostile file: read through read_cache_text, so no link,
+    0600, this user's)."""
+    text = read_cache_text(cache, 1 << 16)
+    try:
+        data = json.loads(text) if text is not None else None
+    except ValueError:
+        return {}
+    if not isinstance(data, dict) or data.get("key") != key:
+        return {}
+    if data.get("accel") in ("kvm", "tcg") and isinstance(data.get("reason"), str):
+        return {"accel": data["accel"], "reason": data["reason"]}
+    return {"timeouts": 1} if data.get("timeouts") == 1 else {}
 
 
 #: The KVM device a probe needs (a test points it elsewhere).
@@ -429,7 +451,7 @@ def _probe(kernel, timeout: float) -> ProbeResult:
             proc.kill()
             proc.communicate()
             return ProbeResult("tcg", f"a Linux guest did not boot under KVM within {timeout:g} s{hint}",
-                               time.monotonic() - t0, definitive=False)
+                               time.monotonic() - t0, definitive=False, timed_out=True)
         finally:
             if proc.poll() is None:
                 proc.kill()
