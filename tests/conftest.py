@@ -236,6 +236,35 @@ def qemu_pids() -> set[int]:
     return pids
 
 
+@pytest.fixture(scope="session")
+def kvm_probe_answer() -> str | None:
+    """The host's KVM probe answer as vhpc caches it (the text of ``cache_dir()/kvm-probe.json``
+    for this boot and QEMU version), probed when the cache has none yet (at most twice: a
+    second time-out in a row is kept); None when no kept answer came.  Tests that give vhpc a
+    private ``$VHPC_CACHE`` put it there (:func:`private_cache`), so their campaigns do not
+    boot the probe guest again (8 s of a spinning CPU where KVM guests hang, as here)."""
+    from vhpc.core.paths import cache_dir, read_cache_text
+    from vhpc.environments.vm.backends import qemu
+
+    if shutil.which("qemu-system-x86_64") is None:
+        return None
+    for _ in range(2):  # a cached answer is definitive too
+        if qemu.probe_kvm().definitive:
+            break
+    return read_cache_text(cache_dir() / "kvm-probe.json", 1 << 16)
+
+
+def private_cache(folder: Path, probe_answer: str | None) -> Path:
+    """``folder`` made a private vhpc cache (0700) holding ``probe_answer``
+    (:func:`kvm_probe_answer`) as its KVM probe cache, 0600; returns ``folder``."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if probe_answer is not None:
+        f = folder / "kvm-probe.json"
+        f.write_text(probe_answer)
+        f.chmod(0o600)
+    return folder
+
+
 @pytest.fixture
 def no_qemu_leak():
     """Fail the test if it leaves a QEMU process behind."""

@@ -303,7 +303,7 @@ sleep 0.3
 echo "mounts-before: $(findmnt -rn -o TARGET | grep -c "^$ROOT")"
 echo "loops-before: $(losetup -a | grep -c "$ROOT")"
 kill -9 $pid; wait $pid
-"$VHPC" host >/dev/null 2>&1
+"$VHPC" host --no-probe >/dev/null 2>&1
 echo "mounts-after: $(findmnt -rn -o TARGET | grep -c "^$ROOT")"
 """
 

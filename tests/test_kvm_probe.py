@@ -112,3 +112,21 @@ def test_a_cache_of_another_boot_is_not_used(probes, tmp_path):
     data = json.loads(path.read_text())
     path.write_text(json.dumps({**data, "key": "another-boot:" + data["key"]}))
     assert qemu.probe_kvm().accel == "tcg" and probes == []
+
+
+def test_a_dry_run_probes_only_when_a_guest_would_boot(probes, tmp_path, capsys):
+    """The estimate needs the accelerator only for guests: a native-only --dry-run starts no
+    probe guest and names no accelerator; one with a VM probes and says what guests run
+    under."""
+    from conftest import require_tool, run_cli
+
+    require_tool("qemu-system-x86_64")  # else the estimate says "QEMU is not installed"
+    probes += [ProbeResult("tcg", "KVM guest failed: failed to set MSR 0x10a", 0.4)]
+    rc, out, err = run_cli(capsys, "compare", "--dry-run", "-b", "stream", "-e", "native",
+                           "-e", "native:name=other,cpus=0", "--out", tmp_path / "out")
+    assert rc == 0, err
+    assert len(probes) == 1 and "nothing was run" in out and "guests under" not in out
+    rc, out, err = run_cli(capsys, "compare", "--dry-run", "-b", "stream", "-e", "native",
+                           "-e", "vm", "--out", tmp_path / "out")
+    assert rc == 0, err
+    assert probes == [] and "guests under tcg" in " ".join(out.split())

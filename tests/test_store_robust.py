@@ -24,7 +24,7 @@ from vhpc.campaign import execute as campaign
 from vhpc.spec import parse as spec
 from vhpc.environments.base import Environment, RunResult
 from vhpc.store import Store, StoreError
-from conftest import qemu_pids
+from conftest import private_cache, qemu_pids
 from test_campaign import StopAfter  # the Ctrl-C progress callback
 
 VHPC = [sys.executable, "-m", "vhpc.cli"]
@@ -484,12 +484,14 @@ def test_a_cold_warm_campaign_keeps_its_planned_cold_trials(tmp_path):
 
 
 def test_kill_and_resume_of_a_warm_vm_campaign_labels_the_reboot_trial(tmp_path, kernels_built,
-                                                                       no_qemu_leak):
+                                                                       no_qemu_leak,
+                                                                       kvm_probe_answer):
     """The real thing: a QEMU guest, vhpc SIGKILLed between two trials of its warm guest, then
     resumed.  The guest dies with vhpc, not at the next start; the resume runs exactly the
     trials that did not finish (nothing lost, nothing twice) and labels its first VM trial a
     reboot.  The benchmark waits at the gate only on the host (the guest's /tmp is its own, so
     the marks folder does not exist there)."""
+    private_cache(tmp_path / "cache", kvm_probe_answer)  # vhpc()'s and spawn()'s cache
     before = qemu_pids()
     cmd, gate, marks = gated(tmp_path, first_free=1)
     cmd = f"if [ -d {marks} ]; then {cmd}; else echo v 1; fi"

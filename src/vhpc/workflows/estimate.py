@@ -40,6 +40,7 @@ __all__ = [
     "Estimate",
     "Past",
     "accelerator",
+    "boots_guests",
     "dry_run_estimate",
     "estimate",
     "estimate_line",
@@ -381,9 +382,15 @@ def estimate_line(spec, trials, accel: str, store=None, done: Estimate | None = 
     (:meth:`Estimate.text`); ``done``: the :func:`estimate` of these trials when the caller
     has it already."""
     e = done or estimate(spec, trials, accel, store)
+    guests = f" (guests under {accel})" if boots_guests(spec) else ""
     return (f"{len(trials)} trials ({len(spec.benchmarks)} benchmark(s) × "
             f"{len(spec.environments)} environment(s) × {spec.warmup}+{spec.repeats} rounds), "
-            f"{e.text()} on this host (guests under {accel})")
+            f"{e.text()} on this host{guests}")
+
+
+def boots_guests(spec) -> bool:
+    """Whether any environment of ``spec`` boots guests (its kind's ``boots_guests``)."""
+    return any(KINDS.get(e.kind).boots_guests for e in spec.environments)
 
 
 def dry_run_estimate(spec, out: str | Path) -> str:
@@ -394,7 +401,9 @@ def dry_run_estimate(spec, out: str | Path) -> str:
 
     db = Path(out, "vhpc.db")
     store = Store(db) if db.is_file() else None
-    return estimate_line(spec, execute.plan(spec), accelerator()[0], store)
+    # no guest, no KVM probe: it boots a probe guest, 8 s where KVM guests hang
+    accel = accelerator()[0] if boots_guests(spec) else "tcg"
+    return estimate_line(spec, execute.plan(spec), accel, store)
 
 
 def accelerator() -> tuple[str, str]:
