@@ -164,26 +164,35 @@ def sysfs_llc() -> int:
 
 
 def test_stream_default_n_is_at_least_4x_llc(kernels_built):
+    """STREAM's rule (each array at least 4x the last-level cache) in its two halves: with
+    ``n`` left out vhpc passes this host's LLC from sysfs as ``-L``, and the kernel sizes its
+    arrays from ``-L`` (run here with an 8 MiB LLC: this host's 480 MiB L3 made the default
+    run touch 6 GiB of arrays, 15 s of CPU).  Without ``-L`` the kernel reads sysfs itself."""
     llc = sysfs_llc()
     if llc == 0:
         pytest.skip("no cache information in sysfs")
     from vhpc.benchmarks.quick import llc_bytes
     assert llc_bytes() == llc
-    out = subprocess.run([str(kernels_built / "vhpc-stream"), "-t", "2"], capture_output=True,
-                         text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=300)
-    res = parse_result_line(out.stdout)
-    assert out.returncode == 0 and int(res["llc_bytes"]) == llc and res["n_auto"] == "1"
-    assert int(res["n"]) * 8 >= 4 * llc and res["in_cache"] == "0"
     stream = get("stream")
     p = stream.resolve({})
-    assert p["n"] is None and "-n" not in stream.command(p, RunContext(kernels_built, 1))
-    applied, diag = stream.readback(p, RunContext(kernels_built, 1), out.stdout)
+    ctx = RunContext(kernels_built, 1)
+    argv = stream.command(p, ctx)
+    assert p["n"] is None and "-n" not in argv and argv[argv.index("-L") + 1] == str(llc)
+    given = 8 << 20
+    out = subprocess.run([str(kernels_built / "vhpc-stream"), "-t", "2", "-L", str(given)],
+                         capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                         timeout=300)
+    res = parse_result_line(out.stdout)
+    assert out.returncode == 0 and int(res["llc_bytes"]) == given and res["n_auto"] == "1"
+    assert int(res["n"]) * 8 >= 4 * given and res["in_cache"] == "0"
+    applied, diag = stream.readback(p, ctx, out.stdout)
     assert applied["stream"]["n"] == int(res["n"]) and "notes" not in diag
     small = subprocess.run([str(kernels_built / "vhpc-stream"), "-n", "10000", "-t", "2"],
                            capture_output=True, text=True, timeout=60)
-    _, diag = stream.readback(stream.resolve({"n": 10000}), RunContext(kernels_built, 1),
-                              small.stdout)
-    assert "cache" in diag["notes"][0] and parse_result_line(small.stdout)["in_cache"] == "1"
+    res = parse_result_line(small.stdout)
+    assert int(res["llc_bytes"]) == llc  # no -L: the kernel's own sysfs read
+    _, diag = stream.readback(stream.resolve({"n": 10000}), ctx, small.stdout)
+    assert "cache" in diag["notes"][0] and res["in_cache"] == "1"
 
 
 def test_native_cpus_restrict_the_mpi_ranks(kernels_built):
