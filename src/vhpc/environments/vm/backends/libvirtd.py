@@ -76,15 +76,20 @@ def _stop_pid(pidfile: Path, timeout: float = 15.0) -> None:
     except ProcessLookupError:
         pidfile.unlink(missing_ok=True)
         return
+    from vhpc.host.owned import start_ticks
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        # gone, or a zombie: the daemon exited and waits for init to collect it, which some
+        # inits do only every second or two (kill(pid, 0) still succeeds on a zombie)
+        if start_ticks(pid) is None:
             break
         time.sleep(0.1)
     else:
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     pidfile.unlink(missing_ok=True)
 
 
