@@ -297,6 +297,17 @@ def test_osu_parse_errors():
 
 
 @needs_mpi
+def _mpirun_once_more_if_it_hangs(argv: list[str]) -> subprocess.CompletedProcess:
+    """``argv`` (an mpirun whose ranks fail at once), run again once when it has not ended in
+    60 s: Open MPI 4.1's mpirun can deadlock in its own exit, after every rank has ended
+    (PMIx_server_finalize waiting on a lock; gdb showed it once in a full make test, the
+    ranks zombies; a finalize race known upstream, openpmix and open-mpi/ompi#5975)."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+
+
 def test_osu_kernel_bad_options(kernels_built):
     osu = str(kernels_built / "vhpc-osu")
     mpi = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np"]
@@ -309,7 +320,7 @@ def test_osu_kernel_bad_options(kernels_built):
         (mpi + ["2", osu], "-b TEST is required"),
     ]
     for argv, fragment in cases:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+        proc = _mpirun_once_more_if_it_hangs(argv)
         assert proc.returncode == 2, (argv, proc.stdout, proc.stderr)
         errs = error_lines(proc.stderr)
         assert len(errs) == 1 and fragment in errs[0], proc.stderr
