@@ -103,17 +103,20 @@ SHARED_WORKER = {"test_throttle": "cgroups", "test_calibrate": "cgroups",
 SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 
 
-#: xdist groups that take longest, slowest first (seconds summed over a group's tests in one
-#: quiet full run here: 115 for guest down to 22 for cgroups), handed out first: with
+#: xdist groups that take longest, about slowest first (seconds summed over a group's tests in
+#: one quiet full run here: 99 for guest down to 16 for cgroups), handed out first: with
 #: ``--no-loadscope-reorder`` (Makefile) pytest-xdist deals groups in collection order, and
 #: dealing the longest first (Graham's LPT rule, "Bounds on multiprocessing timing anomalies",
 #: SIAM J. Appl. Math. 17, 1969) keeps a long group from starting last and running alone, as
-#: one-test guest modules do in its default order (most tests first).
-SLOW_FIRST = ("guest", "test_vcluster", "test_study_figures", "test_libvirt", "test_slurm",
-              "test_node_lost", "test_vcluster_nodes", "test_store_robust", "test_report_pages",
-              "test_vm_numa_binding", "paper_reader", "test_install", "test_verdicts",
-              "test_battery6_images", "test_tune", "test_npb", "test_ssh", "test_cli",
-              "test_battery6", "test_apps_battery", "cgroups")
+#: one-test guest modules do in its default order (most tests first).  The groups that mostly
+#: wait on Slurm (test_node_lost: slurmctld noticing a killed slurmd; test_slurm) are dealt
+#: between the TCG guests' groups, so that waiting groups do not run side by side while the
+#: CPUs idle (they did at 100-140 s of a run: 50-65 % busy).
+SLOW_FIRST = ("guest", "test_vcluster", "test_node_lost", "test_study_figures", "test_slurm",
+              "test_vcluster_nodes", "test_vm_numa_binding", "test_libvirt", "test_report_pages",
+              "test_store_robust", "test_npb", "test_verdicts", "test_mpi_launch",
+              "test_battery6", "test_battery6_images", "test_ssh", "test_tune", "test_cli",
+              "paper_reader", "test_install", "test_stat_rates", "test_apps_battery", "cgroups")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks added here
