@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from vhpc.host.owned import start_ticks
+
 #: Where Debian installs libvirt's driver modules (libvirt-daemon-driver-qemu).
 DRIVER_DIRS = (Path("/usr/lib/x86_64-linux-gnu/libvirt/connection-driver"),
                Path("/usr/lib64/libvirt/connection-driver"),
@@ -76,8 +78,6 @@ def _stop_pid(pidfile: Path, timeout: float = 15.0) -> None:
     except ProcessLookupError:
         pidfile.unlink(missing_ok=True)
         return
-    from vhpc.host.owned import start_ticks
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         # gone, or a zombie: the daemon exited and waits for init to collect it, which some

@@ -383,9 +383,10 @@ def probe_kvm(kernel: guestimage.GuestKernel | None = None, timeout: float = 8.0
     ``cache_dir()/kvm-probe.json`` and used while ``use_cache``.  A transient one (QEMU was
     killed or did not start, or the guest timed out) is returned but not cached, so the next
     campaign probes again; except that a time-out right after a time-out, on the same boot and
-    QEMU version, is definitive: a busy host does not stay 10x slower than a KVM boot needs
-    (about 1 s) across two campaigns, while a KVM whose guests hang (nested kvm_pvm) would
-    otherwise cost every campaign ``timeout`` seconds of a spinning CPU.  ``use_cache=False``
+    QEMU version, is definitive: a KVM boot to the marker takes about a second, and a host busy
+    enough to stretch it past ``timeout`` twice in a row is unlikely, while a KVM whose guests
+    hang (nested kvm_pvm) would otherwise cost every campaign ``timeout`` seconds of a
+    spinning CPU.  ``use_cache=False``
     (``vhpc host --reprobe``) probes afresh and counts no earlier time-out.  Never raises for an
     unusable KVM; raises GuestImageError when no guest kernel exists.
     """
