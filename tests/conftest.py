@@ -111,7 +111,7 @@ SERIAL_MODULES = {"test_cluster_multinode", "test_hostile"}
 #: one-test guest modules do in its default order (most tests first).  The groups that mostly
 #: wait on Slurm (test_node_lost: slurmctld noticing a killed slurmd; test_slurm) are dealt
 #: between the TCG guests' groups, so that waiting groups do not run side by side while the
-#: CPUs idle (they did at 100-140 s of a run: 50-65 % busy).
+#: CPUs idle (they did at 100-140 s of a run: 50-65% busy).
 SLOW_FIRST = ("guest", "test_vcluster", "test_node_lost", "test_study_figures", "test_slurm",
               "test_vcluster_nodes", "test_vm_numa_binding", "test_libvirt", "test_report_pages",
               "test_store_robust", "test_npb", "test_verdicts", "test_mpi_launch",
